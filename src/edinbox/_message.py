@@ -1,0 +1,51 @@
+"""Values shared by every part: the message to deduplicate and the outcome of processing it."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
+
+__all__ = ["Message", "Outcome"]
+
+
+class Outcome(enum.Enum):
+    """How a settled message ended; every outcome means the caller may ack."""
+
+    PROCESSED = "processed"
+    """New: the handler ran and its effects committed with the journal row."""
+    DUPLICATE = "duplicate"
+    """Already processed with the same fingerprint: nothing ran."""
+    CONFLICT = "conflict"
+    """Key already processed with a different fingerprint: nothing ran, kept for operators."""
+    DEAD = "dead"
+    """The handler failed `max_attempts` times: parked with its last error until requeued."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A delivery to deduplicate: its key is (consumer, source, message_id)."""
+
+    message_id: str
+    source: str
+    payload: bytes = b""
+    _: KW_ONLY
+    headers: Mapping[str, str] | None = None
+    fingerprint: str | None = None
+
+    def __post_init__(self) -> None:
+        """Check the key parts and default the fingerprint to the SHA-256 of the payload."""
+        if not isinstance(self.message_id, str) or not self.message_id:
+            raise ValueError("Message.message_id must be a non-empty string")
+        if not isinstance(self.source, str):
+            raise ValueError("Message.source must be a string")
+        if not isinstance(self.payload, bytes | bytearray | memoryview):
+            raise ValueError("Message.payload must be bytes")
+        if self.fingerprint is None:
+            object.__setattr__(self, "fingerprint", hashlib.sha256(self.payload).hexdigest())
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The (source, message_id) pair that identifies this message for one consumer."""
+        return (self.source, self.message_id)

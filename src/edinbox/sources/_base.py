@@ -1,0 +1,90 @@
+"""The shape every source shares: receive deliveries, then ack, nack or reject each after the transaction settled.
+
+A source is a broker (RabbitMQ, NATS JetStream, Redis Streams, Kafka) or the spool folder. Per-broker code only
+opens the connection, extracts the producer's key from a delivery, and translates ack / nack / reject.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+__all__ = ["Delivery", "Source"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message as a source handed it over, with what the broker says about its past deliveries."""
+
+    payload: bytes
+    _: KW_ONLY
+    message_id: str | None
+    """The producer's id (AMQP message_id, Nats-Msg-Id, a Kafka header, a stream-entry field), if it set one."""
+    coordinates: str
+    """Where the broker keeps it (queue + delivery tag, stream sequence, topic-partition-offset, entry id, file name);
+    a fallback key only: a producer retry is a new broker message with new coordinates."""
+    source: str
+    """The inbox `source` of messages keyed from this delivery when no EDI key wins (e.g. `amqp:edi.in`)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delivery_count: int | None = None
+    """How many times the broker says it delivered this message (1 = first), when it says so."""
+    redelivered: bool = False
+    """True when the broker flags this delivery as a redelivery."""
+    handle: Any = field(default=None, repr=False, compare=False)
+    """The driver's own message object, for ack / nack / reject."""
+
+    @property
+    def key(self) -> str:
+        """The producer id when present, else the broker coordinates."""
+        return self.message_id or self.coordinates
+
+
+class Source(abc.ABC):
+    """A place deliveries come from; acked only after their transaction committed."""
+
+    url: str
+    """The URL it was opened from, with any password masked."""
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect, and declare what the source needs (queue, stream, consumer group, folders)."""
+
+    @abc.abstractmethod
+    async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
+        """Return up to `max_messages` deliveries, waiting at most `timeout` seconds for the first."""
+
+    @abc.abstractmethod
+    async def ack(self, delivery: Delivery) -> None:
+        """Settle the delivery: the broker will not deliver it again."""
+
+    @abc.abstractmethod
+    async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
+        """Give the delivery back unsettled, to be delivered again (after `delay` seconds where supported)."""
+
+    @abc.abstractmethod
+    async def reject(self, delivery: Delivery, *, reason: str) -> None:
+        """Park the delivery where operators see it (dead-letter exchange, rejected folder) and never redeliver it."""
+
+    async def in_progress(self, delivery: Delivery) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Tell the broker a long handler is still working on the delivery."""
+
+    @property
+    def horizon(self) -> timedelta | None:
+        """The longest time after which this source can still bring a message back, when it can be known."""
+        return None
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Close the connection; unacked deliveries go back to the broker."""
+
+    async def __aenter__(self) -> Source:
+        """Open the source."""
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Close the source."""
+        await self.aclose()

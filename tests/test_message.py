@@ -1,0 +1,40 @@
+"""The shared values: Message keys and fingerprints, URL masking."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from edinbox import Message
+from edinbox._urls import mask
+
+
+def test_fingerprint_defaults_to_sha256_of_payload() -> None:
+    """A message without an explicit fingerprint is compared by the SHA-256 of its payload."""
+    assert Message("1", "s", b"abc").fingerprint == hashlib.sha256(b"abc").hexdigest()
+
+
+def test_explicit_fingerprint_is_kept() -> None:
+    """A fingerprint given by the caller (e.g. from normalised EDI segments) wins over the payload hash."""
+    assert Message("1", "s", b"abc", fingerprint="f").fingerprint == "f"
+
+
+def test_empty_message_id_is_refused() -> None:
+    """An empty message id cannot key anything and is refused with a clear error."""
+    with pytest.raises(ValueError, match="message_id"):
+        Message("", "s")
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://app:s3cret@db/hub", "postgresql://app:***@db/hub"),
+        ("amqp://guest:guest@127.0.0.1/?queue=q", "amqp://guest:***@127.0.0.1/?queue=q"),
+        ("host=db password=s3cret user=app", "host=db password=*** user=app"),
+        ("sqlite:///var/lib/hub.db", "sqlite:///var/lib/hub.db"),
+    ],
+)
+def test_mask_hides_passwords(url: str, expected: str) -> None:
+    """Passwords in URLs and key=value DSNs are masked; URLs without one are unchanged."""
+    assert mask(url) == expected
