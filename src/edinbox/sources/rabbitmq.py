@@ -9,8 +9,10 @@ URL: `amqp://guest:guest@127.0.0.1/?queue=edi.in` with the options
 - `dead`: the dead-letter exchange and queue for parked messages (default `<queue>.dead`), both declared;
 - `heartbeat`: seconds between AMQP heartbeats (the broker's default when absent).
 
-The key is the AMQP `message_id` property (or an `x-message-id` header). AMQP has no stable broker coordinates (a
-delivery tag is per channel and per delivery), so the fallback key is the queue and a SHA-256 of the body.
+The key is an `x-message-id` header when the producer set one, else the AMQP `message_id` property (aio-pika's
+aiormq fills a random `message_id` into every publish that lacks one, so a producer that cannot set the property
+must send the header). AMQP has no stable broker coordinates (a delivery tag is per channel and per delivery), so
+the fallback key is the queue and a SHA-256 of the body.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ class RabbitMQSource(Source):
             delivery_count = None
         return Delivery(
             bytes(message.body),
-            message_id=message.message_id or headers.get("x-message-id") or None,
+            message_id=headers.get("x-message-id") or message.message_id or None,
             coordinates=f"{self.queue}#sha256:{hashlib.sha256(message.body).hexdigest()}",
             source=f"amqp:{self.queue}",
             headers=headers,
