@@ -193,7 +193,7 @@ async def test_rebalance_between_two_members_loses_nothing_and_settles_each_reco
     async def member(name: str, source: KafkaSource) -> None:
         while not done.is_set():
             for delivery in await source.receive(max_messages=2, timeout=0.2):
-                await asyncio.sleep(0.1)  # the transaction
+                await asyncio.sleep(0.2)  # the transaction
                 settled.append((name, delivery.key))
                 await source.ack(delivery)
             if len(settled) >= 6:
