@@ -10,17 +10,24 @@ Bad input raises EdiSyntaxError (an edinbox.InboxError and a ValueError) with `o
 
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._interchange import Interchange
+from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
 from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._parse import parse
+from edinbox.edi._render import render_interchange, render_invoice
 
 __all__ = [
     "EdiMessage",
     "EdiSyntaxError",
     "Group",
     "Interchange",
+    "Invoice",
+    "InvoiceLine",
+    "InvoiceParty",
     "NotKeyableError",
     "Party",
     "Segment",
     "Separators",
     "parse",
+    "render_interchange",
+    "render_invoice",
 ]

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter
 
 from edinbox.edi._model import EdiMessage, Group, Segment
 from edinbox.edi._tokens import Body
 
 __all__ = ["Spec", "Walk", "same_number", "walk"]
+
+
+_HEAD2 = itemgetter(slice(0, 2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +31,7 @@ class Spec:
     message_header: str
     message_trailer: str
     free: frozenset[str]
-    prefixes: tuple[str, ...]
+    prefixes: frozenset[str]
     trailer_counts_groups_only: bool
     read_group: Callable[[Segment], tuple[str, str, str, str, str]]
     read_message: Callable[[Segment], tuple[str, str, str]]
@@ -71,7 +76,8 @@ def walk(body: Body, spec: Spec) -> Walk:
     segs = body.segs
     element = body.element
     prefixes = spec.prefixes
-    candidates = [i for i, s in enumerate(segs) if i and s.startswith(prefixes)]
+    # C-level pipeline (no Python loop per segment): indices of segments whose first two characters match
+    candidates = compress(range(len(segs)), map(prefixes.__contains__, map(_HEAD2, segs)))
     envelope = {spec.group_header, spec.group_trailer, spec.message_header, spec.message_trailer, spec.trailer}
     group: _Open | None = None
     message: _Open | None = None
@@ -118,6 +124,8 @@ def walk(body: Body, spec: Spec) -> Walk:
         return f"{fields[1]!r} ({fields[0]}, message {len(out.messages) + 1})"
 
     for i in candidates:
+        if not i:
+            continue
         text = segs[i]
         tag = text.split(element, 1)[0]
         if tag not in envelope:
@@ -128,7 +136,10 @@ def walk(body: Body, spec: Spec) -> Walk:
             problems.append(f"segments {previous + 1}..{i - 1} are outside any message")
             outside_reported = True
         previous = i
-        seg = body.split(i)
+        if tag in (spec.message_trailer, spec.group_trailer):
+            first, second = body.pair(i)
+        else:
+            seg = body.split(i)
         if tag == spec.message_header:
             if message is not None:
                 problems.append(
@@ -141,15 +152,15 @@ def walk(body: Body, spec: Spec) -> Walk:
             if message is None:
                 problems.append(f"{spec.message_trailer} at segment {i} has no {spec.message_header}")
                 continue
-            said, actual = _count(seg.get(1)), i - message.index + 1
+            said, actual = _count(first), i - message.index + 1
             if said != actual:
                 problems.append(
-                    f"{spec.message_trailer} of message {describe(message.fields)} says {seg.get(1)!r} segments "
+                    f"{spec.message_trailer} of message {describe(message.fields)} says {first!r} segments "
                     f"but the message has {actual}"
                 )
-            if not same_number(seg.get(2), message.fields[1]):
+            if not same_number(second, message.fields[1]):
                 problems.append(
-                    f"{spec.message_trailer} control number {seg.get(2)!r} does not match "
+                    f"{spec.message_trailer} control number {second!r} does not match "
                     f"{spec.message_header} {message.fields[1]!r}"
                 )
             close_message(i, complete=True)
@@ -168,14 +179,14 @@ def walk(body: Body, spec: Spec) -> Walk:
             if group is None:
                 problems.append(f"{spec.group_trailer} at segment {i} has no {spec.group_header}")
                 continue
-            if _count(seg.get(1)) != len(group.messages):
+            if _count(first) != len(group.messages):
                 problems.append(
-                    f"{spec.group_trailer} of group {describe_group(group.fields)} says {seg.get(1)!r} messages "
+                    f"{spec.group_trailer} of group {describe_group(group.fields)} says {first!r} messages "
                     f"but the group has {len(group.messages)}"
                 )
-            if not same_number(seg.get(2), group.fields[1]):
+            if not same_number(second, group.fields[1]):
                 problems.append(
-                    f"{spec.group_trailer} control number {seg.get(2)!r} does not match "
+                    f"{spec.group_trailer} control number {second!r} does not match "
                     f"{spec.group_header} {group.fields[1]!r}"
                 )
             close_group(complete=True)

@@ -27,10 +27,26 @@ from edinbox.edi._tokens import Body
 __all__ = ["fingerprint", "source"]
 
 _SAFE = "!#$&'()*+,-./<=?@[]^_`{|}~"
-_TRAILING_COMPONENTS = re.compile("[\x1f\x1e]+(?=[\x1c\x1d]|\\Z)")
-_TRAILING_ELEMENTS = re.compile("\x1d+(?=\x1c|\\Z)")
-_DECIMAL_COMMA = re.compile("(?<=[\x1d\x1e\x1f])(-?[0-9]*),([0-9]+)(?=[\x1c\x1d\x1e\x1f]|\\Z)")
+_TRAILING_COMPONENTS = re.compile("[\x1f\x1e]+(?=\x1d)")
+_COMMA = re.compile(",[0-9]+(?=[\x1c\x1d\x1e\x1f]|\\Z)")
 _PADDING = " \xa0\xc2"  # space, and NBSP as Latin-1 (A0) or UTF-8 (C2 A0) bytes
+
+
+def _points(text: str) -> str:
+    """Write the comma of every value that is a plain decimal number ("-12,5", ",5") as a point."""
+    chars: list[str] | None = None
+    for match in _COMMA.finditer(text):
+        at = match.start()
+        begin = at
+        while begin > 0 and "0" <= text[begin - 1] <= "9":
+            begin -= 1
+        if begin > 0 and text[begin - 1] == "-":
+            begin -= 1
+        if begin == 0 or text[begin - 1] in "\x1d\x1e\x1f":
+            if chars is None:
+                chars = list(text)
+            chars[at] = "."
+    return text if chars is None else "".join(chars)
 
 
 def source(standard: str, sender: Party, receiver: Party, *, test: bool) -> str:
@@ -54,16 +70,19 @@ def fingerprint(body: Body, standard: str) -> str:
     if standard == "X12" and segs:
         isa = [p.rstrip(_PADDING) for p in segs[0].split(body.element)]
         if len(isa) == 17:
-            isa[16] = "\x1f"  # ISA16 is the component separator itself
+            del isa[16]  # ISA16 is the component separator itself
             if body.repetition is not None:
-                isa[11] = "\x1e"  # ISA11 is the repetition separator from 00402 on
+                isa[11] = "REP"  # ISA11 is the repetition separator from 00402 on
         rest = "\x1c".join(segs[1:]).translate(table)
         text = "\x1d".join(isa) + ("\x1c" + rest if len(segs) > 1 else "")
     else:
         text = "\x1c".join(segs).translate(table)
-    text = _TRAILING_ELEMENTS.sub("", _TRAILING_COMPONENTS.sub("", text))
-    if standard == "EDIFACT":
-        text = _DECIMAL_COMMA.sub(r"\1.\2", text)
+    # trailing empty elements and components; regular expressions only when a middle element needs it
+    text = "\x1c".join([s.rstrip("\x1d\x1e\x1f") for s in text.split("\x1c")])
+    if "\x1f\x1d" in text or "\x1e\x1d" in text:
+        text = _TRAILING_COMPONENTS.sub("", text)
+    if standard == "EDIFACT" and "," in text:
+        text = _points(text)
     digest = hashlib.sha256(b"edinbox-edi-1\x1c" + text.encode("latin-1", "replace")).hexdigest()
     body.memo["fingerprint"] = digest
     return digest

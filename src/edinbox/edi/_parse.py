@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
 
@@ -71,23 +72,29 @@ def _released(text: str, at: int, release: str, wrap: bool) -> bool:
     return count % 2 == 1
 
 
-def _find_end(text: str, head: Head) -> tuple[int, int | None]:
-    """End offset of the interchange: after its trailer's terminator, before the next header, or end of data."""
-    term, release = head.term, head.release
-    wrap = term not in ("\r", "\n", "\r\n")
-    noise = "[\r\n]*" if wrap else ""
-    trailer = "IEA" if head.standard == "X12" else "UNZ"
-    pattern = re.compile(
+@functools.lru_cache(maxsize=64)
+def _ends(standard: str, term: str, element: str) -> re.Pattern[str]:
+    """Finds, after a terminator, the interchange trailer or the next interchange's header."""
+    noise = "[\r\n]*" if term not in ("\r", "\n", "\r\n") else ""
+    trailer = "IEA" if standard == "X12" else "UNZ"
+    return re.compile(
         re.escape(term)
         + "[ \t\r\n\x0b\x0c\x00\x1a]*(?:(?P<trailer>"
         + noise.join(trailer)
         + ")"
         + noise
-        + re.escape(head.element)
+        + re.escape(element)
         + "|"
         + _HEADERS
         + ")"
     )
+
+
+def _find_end(text: str, head: Head) -> tuple[int, int | None]:
+    """End offset of the interchange: after its trailer's terminator, before the next header, or end of data."""
+    term, release = head.term, head.release
+    wrap = term not in ("\r", "\n", "\r\n")
+    pattern = _ends(head.standard, term, head.element)
     at = head.body_start
     while True:
         match = pattern.search(text, at)
@@ -152,10 +159,10 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
     if not payload.isascii():
         try:
             payload.decode("utf-8")
-            body.codec = "utf-8"
+            body.set_codec("utf-8")
         except UnicodeDecodeError:
             codec = "latin-1" if x12 else _edifact.CHARSETS.get(syntax_id, "latin-1")
-            body.codec = None if codec == "latin-1" else codec
+            body.set_codec(None if codec == "latin-1" else codec)
     body.check_tags()
     problems = list(head.problems)
     header = body.split(0)

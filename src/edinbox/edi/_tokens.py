@@ -9,8 +9,10 @@ character literal) are swapped for private-use placeholders before splitting, so
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable
+from operator import itemgetter
 
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._model import Segment
@@ -21,8 +23,21 @@ WHITESPACE = " \t\r\n\x0b\x0c\x00"
 """Insignificant before a segment tag: indentation, line breaks, NUL (real files indent with TABs)."""
 
 _PLACEHOLDER = 0xE000
+_HEAD4 = itemgetter(slice(0, 4))
 _LINE_BREAKS = ("\r", "\n", "\r\n")
 _TAG = re.compile(r"[A-Z0-9]{2,3}\Z")
+
+
+@functools.lru_cache(maxsize=64)
+def _indented(term: str) -> re.Pattern[str]:
+    """Finds a segment that starts with whitespace after `term`."""
+    return re.compile(re.escape(term) + "[" + re.escape(WHITESPACE) + "]")
+
+
+@functools.lru_cache(maxsize=64)
+def _bad_head(element: str) -> re.Pattern[str]:
+    """Finds a line (the first 4 characters of a segment) that does not start with a tag and `element`."""
+    return re.compile("^(?![A-Z0-9]{2,3}(?:" + re.escape(element) + "|$)).*$", re.MULTILINE)
 
 
 def _wraps(term: str) -> bool:
@@ -53,7 +68,7 @@ def tokenize(
     tail = pieces.pop()
     if not wrap:
         pieces = [p.strip("\r\n").lstrip(WHITESPACE) for p in pieces]
-    elif re.search(re.escape(term) + "[" + re.escape(WHITESPACE) + "]", text) or text[:1] in WHITESPACE:
+    elif _indented(term).search(text) or text[:1] in WHITESPACE:
         pieces = [p.lstrip(WHITESPACE) for p in pieces]
     if "" in pieces:
         pieces = [p for p in pieces if p]
@@ -65,6 +80,7 @@ class Body:
 
     __slots__ = (
         "_cache",
+        "_convert",
         "_starts",
         "base",
         "chunk",
@@ -102,11 +118,18 @@ class Body:
             chunk, element=element, component=component, term=term, release=release, repetition=repetition
         )
         self.codec: str | None = None
+        self._convert = self._converter()
         self._cache: list[Segment | None] | None = None
         self._starts: list[int] | None = None
         self.memo: dict[str, str] = {}
 
     # -- values ---------------------------------------------------------------------------------------------
+    def set_codec(self, codec: str | None) -> None:
+        """Decode non-ASCII values with `codec` (None: Latin-1, i.e. the bytes as they are)."""
+        self.codec = codec
+        self._convert = self._converter()
+        self._cache = None
+
     def _converter(self) -> Callable[[str], str] | None:
         """A function restoring released characters and decoding non-ASCII values, or None when not needed."""
         table, codec = self.table, self.codec
@@ -128,19 +151,29 @@ class Body:
         """Materialise segment `index` into a Segment (ISA elements are not split into components)."""
         parts = self.segs[index].split(self.element)
         tag = parts[0]
-        convert = self._converter()
+        convert = self._convert
         comp = self.component
         elements: tuple[tuple[str, ...], ...]
         if convert is None:
             if tag == "ISA":
-                elements = tuple((p,) for p in parts[1:])
+                elements = tuple([(p,) for p in parts[1:]])
             else:
-                elements = tuple(tuple(p.split(comp)) if comp in p else (p,) for p in parts[1:])
+                elements = tuple([tuple(p.split(comp)) if comp in p else (p,) for p in parts[1:]])
         elif tag == "ISA":
-            elements = tuple((convert(p),) for p in parts[1:])
+            elements = tuple([(convert(p),) for p in parts[1:]])
         else:
-            elements = tuple(tuple(map(convert, p.split(comp))) if comp in p else (convert(p),) for p in parts[1:])
+            elements = tuple([tuple(map(convert, p.split(comp))) if comp in p else (convert(p),) for p in parts[1:]])
         return Segment(tag, elements)
+
+    def pair(self, index: int) -> tuple[str, str]:
+        """Elements 1 and 2 of segment `index` (first components), as the three trailers carry them."""
+        parts = self.segs[index].split(self.element, 3)
+        values = [p.split(self.component, 1)[0] for p in parts[1:3]]
+        values += [""] * (2 - len(values))
+        convert = self._convert
+        if convert is not None:
+            values = [convert(v) for v in values]
+        return values[0], values[1]
 
     def segments(self, start: int = 0, stop: int | None = None) -> tuple[Segment, ...]:
         """Materialised segments [start, stop), cached per interchange."""
@@ -157,19 +190,21 @@ class Body:
         return tuple(out)
 
     def check_tags(self) -> None:
-        """Raise EdiSyntaxError for the first segment whose tag is not 2-3 upper-case letters or digits."""
+        """Raise EdiSyntaxError for a segment whose tag is not 2-3 upper-case letters or digits."""
         element = self.element
-        for head in {s[:4] for s in self.segs}:
-            tag = head.split(element, 1)[0]
-            if not _TAG.match(tag):
-                index = next(i for i, s in enumerate(self.segs) if s[:4] == head)
-                shown = self.segs[index][:20]
-                raise EdiSyntaxError(
-                    f"segment {shown!r} does not start with a tag of 2-3 letters or digits followed by the "
-                    f"element separator {element!r}",
-                    offset=self.offset(index),
-                    segment_index=index,
-                )
+        heads = {h.replace("\n", "\x00") for h in set(map(_HEAD4, self.segs))}
+        bad = _bad_head(element).search("\n".join(heads))
+        if bad is None:
+            return
+        found = bad.group()
+        index = next((i for i, s in enumerate(self.segs) if s[:4].replace("\n", "\x00") == found), 0)
+        shown = self.segs[index][:20]
+        raise EdiSyntaxError(
+            f"segment {shown!r} does not start with a tag of 2-3 letters or digits followed by the "
+            f"element separator {element!r}",
+            offset=self.offset(index),
+            segment_index=index,
+        )
 
     # -- offsets (slow path, only for errors and problems) ---------------------------------------------------
     def offset(self, index: int) -> int:

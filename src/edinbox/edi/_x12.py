@@ -38,12 +38,17 @@ def x12_head(text: str, start: int) -> Head:
             segment_index=0,
         )
     problems: list[str] = []
-    positions: list[int] = []  # absolute offsets of the first 105 characters, CR/LF skipped (hard wrap)
-    at = start
-    while len(positions) < _TERMINATOR and at < n:
-        if text[at] not in "\r\n":
-            positions.append(at)
-        at += 1
+    window = text[start : start + _TERMINATOR]
+    if "\r" in window or "\n" in window:
+        positions: list[int] = []  # absolute offsets of the first 105 characters, CR/LF skipped (hard wrap)
+        at = start
+        while len(positions) < _TERMINATOR and at < n:
+            if text[at] not in "\r\n":
+                positions.append(at)
+            at += 1
+    else:
+        positions = list(range(start, min(n, start + _TERMINATOR)))
+        at = start + len(positions)
     if len(positions) == _TERMINATOR and at < n and all(text[positions[p]] == element for p in _SEPARATOR_POSITIONS):
         component_at, term_at = positions[_ISA16], at
     else:
@@ -55,7 +60,7 @@ def x12_head(text: str, start: int) -> Head:
         match = _LEADING_TERMINATOR.match(text, term_at + 1)
         if match and match.group(2) == element and match.group(1) not in (component, element):
             term = match.group(1)
-            problems.append(f"line break after ISA16; the segment terminator {term!r} starts each next line")
+            problems.append(f"a line break stands at ISA position 106; the segment terminator is the {term!r} after it")
     for name, char in (("component separator (ISA16)", component), ("segment terminator", term)):
         if _invalid(char):
             raise EdiSyntaxError(
@@ -116,7 +121,7 @@ SPEC = Spec(
     message_header="ST",
     message_trailer="SE",
     free=frozenset({"ISB", "ISE", "TA1"}),
-    prefixes=("IS", "IE", "GS", "GE", "ST", "SE", "TA1"),
+    prefixes=frozenset({"IS", "IE", "GS", "GE", "ST", "SE", "TA"}),
     trailer_counts_groups_only=True,
     read_group=_read_group,
     read_message=_read_message,
