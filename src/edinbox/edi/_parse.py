@@ -16,10 +16,10 @@ from edinbox.edi._tokens import Body
 
 __all__ = ["parse"]
 
-_HEADER = re.compile(r"ISA(?=[^A-Za-z0-9\s])|UNA(?=[^A-Za-z0-9])|UNB(?=[^A-Za-z0-9\s])")
+_HEADER = re.compile(r"ISA(?=[^A-Za-z0-9 \t\r\n])|UNA(?=[^A-Za-z0-9])|UNB(?=[^A-Za-z0-9 \t\r\n])")
 _GAP = re.compile("(?:\xef\xbb\xbf|[ \t\r\n\x0b\x0c\x00\x1a])*")  # BOM, whitespace, NUL, SUB (DOS end of file)
 _GAP_CHARS = " \t\r\n\x0b\x0c\x00\x1a"
-_HEADERS = r"(?P<header>ISA(?=[^A-Za-z0-9\s])|UNA(?=[^A-Za-z0-9])|UNB(?=[^A-Za-z0-9\s]))"
+_HEADERS = r"(?P<header>ISA(?=[^A-Za-z0-9 \t\r\n])|UNA(?=[^A-Za-z0-9])|UNB(?=[^A-Za-z0-9 \t\r\n]))"
 
 
 def parse(data: bytes) -> list[Interchange]:
