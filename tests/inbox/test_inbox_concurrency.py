@@ -118,13 +118,13 @@ def test_concurrent_duplicate_processes_when_the_first_rolls_back(database: dict
     assert effects(database) == 1
 
 
-def _deliver_all(url: str, table: str, insert: str, ids: list[str], barrier: Any, queue: Any) -> None:
+def _deliver_all(database: dict[str, Any], ids: list[str], barrier: Any, queue: Any) -> None:
     """Child process: open an inbox, wait for the others, deliver every id, report the outcomes."""
 
     def handler(tx: Tx, message: Message) -> None:
-        tx.connection.execute(insert, (message.message_id,))
+        tx.connection.execute(database["insert"], (message.message_id,))
 
-    with Inbox(url, consumer="c", table=table) as inbox:
+    with Inbox(database["url"], consumer="c", table=database["table"]) as inbox:
         inbox.stats()
         barrier.wait()
         queue.put([inbox.process(Message(i, "s", b"x"), handler).value for i in ids])
@@ -136,7 +136,7 @@ def test_processes_delivering_the_same_messages_make_one_effect_each(database: d
     ids = [f"m{i}" for i in range(25)]
     barrier = context.Barrier(4)
     queue = context.Queue()
-    args = (database["url"], database["table"], database["insert"], ids, barrier, queue)
+    args = (database, ids, barrier, queue)
     processes = [context.Process(target=_deliver_all, args=args) for _ in range(4)]
     for process in processes:
         process.start()
