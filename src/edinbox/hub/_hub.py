@@ -1,0 +1,236 @@
+"""The hub loop: receive a batch of deliveries, settle their interchanges through the inbox, then ack.
+
+Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch` (the handler creates
+the invoices through the accounting sink in the journal's transaction, and counts them there); commit the hub's own
+bookkeeping (parked payloads, duplicate/conflict/bypass counters); only then ack, reject or nack each delivery.
+A crash anywhere before the ack redelivers the batch, and the journal turns every copy into a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from edinbox._errors import InboxError
+from edinbox._message import Message, Outcome
+from edinbox._urls import mask
+from edinbox.hub import _log
+from edinbox.hub._accounting import Accounting, SqlAccounting
+from edinbox.hub._config import BYPASS, INBOX, HubConfig
+from edinbox.hub._db import Database, connect, execute
+from edinbox.hub._fault import FaultPoint
+from edinbox.hub._plan import REJECT, Item, plan
+from edinbox.hub._tables import BUMP, bump_counters, create_tables
+from edinbox.sources import Source, open_source
+from edinbox.sources._base import Delivery
+
+__all__ = ["Hub", "open_hub"]
+
+_NACK_DELAY = 1.0
+_STORE_BACKOFF = 1.0
+_REJECTED = """INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1"""
+
+
+@dataclass(slots=True)
+class _Work:
+    """One delivery of the batch and what became of its items."""
+
+    delivery: Delivery
+    items: list[Item]
+    outcomes: dict[int, str] = field(default_factory=dict)
+    unsettled: bool = False
+
+
+class Hub:
+    """Moves deliveries from a source through the inbox into accounting, acking only after the commit."""
+
+    def __init__(
+        self,
+        config: HubConfig,
+        *,
+        inbox: Any,
+        source: Source,
+        db: Database,
+        accounting: Accounting,
+        fault: FaultPoint | None = None,
+        log_json: bool = False,
+    ) -> None:
+        """Assemble a hub from open parts (see `open_hub` for the usual way)."""
+        self.config = config
+        self.inbox = inbox
+        self.source = source
+        self.db = db
+        self.accounting = accounting
+        self.fault = fault
+        self.log_json = log_json
+        self.totals: Counter[str] = Counter()
+        self.stop = asyncio.Event()
+        self.logger = logging.getLogger(_log.LOGGER)
+
+    async def run(self, *, once: bool = False) -> Counter[str]:
+        """Settle deliveries until `stop` is set (SIGTERM) or, with `once`, until the source stays idle."""
+        idle_since = time.monotonic()
+        while not self.stop.is_set():
+            handled = await self.step()
+            if handled:
+                idle_since = time.monotonic()
+            elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
+                break
+        return self.totals
+
+    async def step(self) -> int:
+        """Receive one batch and settle it; return how many deliveries it had."""
+        deliveries = await self.source.receive(max_messages=self.config.batch_size, timeout=self.config.poll_timeout)
+        if not deliveries:
+            return 0
+        started = time.monotonic()
+        work = [_Work(d, plan(d, self.config)) for d in deliveries]
+        try:
+            await self._settle(work)
+        except InboxError as exc:  # the database failed: nothing is settled, everything comes back
+            self.logger.error(_log.format_line("not-settled", {"error": mask(str(exc))}, as_json=self.log_json))
+            for w in work:
+                await self.source.nack(w.delivery, delay=_NACK_DELAY)
+            await asyncio.sleep(_STORE_BACKOFF)
+            return len(work)
+        if self.fault is not None:
+            self.fault.committed()
+        elapsed = (time.monotonic() - started) * 1000
+        for w in work:
+            await self._finish(w, elapsed)
+        return len(work)
+
+    async def _settle(self, work: Sequence[_Work]) -> None:
+        pending = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
+        while pending:  # rounds: a key seen twice in one batch is settled after its first copy
+            seen: set[tuple[str, str]] = set()
+            now: list[tuple[_Work, int, Item]] = []
+            later: list[tuple[_Work, int, Item]] = []
+            for entry in pending:
+                key = entry[2].message.key  # type: ignore[union-attr]
+                (later if key in seen else now).append(entry)
+                seen.add(key)
+            await self._process(now)
+            pending = later
+        counts: Counter[str] = Counter()
+        for w in work:
+            for i, item in enumerate(w.items):
+                if item.route == BYPASS:
+                    w.outcomes[i] = "bypassed"
+                elif item.route == REJECT:
+                    w.outcomes[i] = "rejected"
+                    await self.db.execute(
+                        _REJECTED,
+                        (self.config.consumer, item.fingerprint, w.delivery.coordinates, item.reason, item.payload),
+                    )
+                if i in w.outcomes and w.outcomes[i] not in ("processed", "resent"):
+                    counts[w.outcomes[i]] += 1
+        await bump_counters(self.db, self.config.consumer, counts)
+        await self.db.commit()
+
+    async def _process(self, entries: Sequence[tuple[_Work, int, Item]]) -> None:
+        by_key = {item.message.key: item for _, _, item in entries if item.message is not None}
+        effects: dict[tuple[str, str], str] = {}
+
+        async def handler(tx: Any, messages: Sequence[Message]) -> None:
+            counts: Counter[str] = Counter()
+            for message in messages:
+                item = by_key[message.key]
+                invoices = item.interchange.invoices() if item.interchange is not None else []
+                created = await self.accounting.create(tx, message, invoices)
+                outcome = "resent" if created.existing and not created.created else "processed"
+                effects[message.key] = outcome
+                counts[outcome] += 1
+            for outcome, n in counts.items():
+                await execute(tx.connection, tx.dialect, BUMP, (self.config.consumer, outcome, n), self.db.names)
+
+        messages = [item.message for _, _, item in entries if item.message is not None]
+        try:
+            outcomes: Sequence[Outcome | None] = await self.inbox.process_batch(messages, handler)
+        except InboxError:
+            raise
+        except Exception:
+            outcomes = [await self._process_one(m, handler) for m in messages]
+        for (w, i, item), outcome in zip(entries, outcomes, strict=True):
+            if outcome is None:
+                w.unsettled = True
+            elif outcome is Outcome.PROCESSED:
+                w.outcomes[i] = effects.get(item.message.key, "processed")  # type: ignore[union-attr]
+            else:
+                w.outcomes[i] = outcome.value
+
+    async def _process_one(self, message: Message, handler: Any) -> Outcome | None:
+        async def single(tx: Any, msg: Message) -> None:
+            await handler(tx, [msg])
+
+        try:
+            outcome: Outcome = await self.inbox.process(message, single)
+        except InboxError:
+            raise
+        except Exception as exc:
+            self.logger.warning(
+                _log.format_line("attempt-failed", {"key": f"{message.source}/{message.message_id}", "error": exc})
+            )
+            return None
+        return outcome
+
+    async def _finish(self, w: _Work, elapsed: float) -> None:
+        delivery = w.delivery
+        if w.unsettled:
+            await self.source.nack(delivery, delay=_NACK_DELAY)
+        elif w.items and all(item.route == REJECT for item in w.items):
+            await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
+        else:
+            await self.source.ack(delivery)
+        for i, item in enumerate(w.items):
+            outcome = w.outcomes.get(i, "not-settled")
+            self.totals[outcome] += 1
+            fields: dict[str, Any] = {"key": item.label, "outcome": outcome, "ms": round(elapsed, 1)}
+            fields["delivery"] = delivery.coordinates
+            if delivery.delivery_count and delivery.delivery_count > 1:
+                fields["delivery_count"] = delivery.delivery_count
+            if item.types:
+                fields["types"] = ",".join(item.types)
+            if item.reason:
+                fields["reason"] = item.reason
+            _log.settled(self.logger, fields, as_json=self.log_json)
+
+
+def _inbox_class() -> Any:
+    import importlib
+
+    return importlib.import_module("edinbox").AsyncInbox
+
+
+@contextlib.asynccontextmanager
+async def open_hub(
+    config: HubConfig, *, fault: FaultPoint | None = None, log_json: bool = False, prepare: bool = True
+) -> AsyncIterator[Hub]:
+    """Open the inbox, the hub's tables, the accounting sink and the source that `config` names."""
+    if not config.source:
+        raise InboxError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in the config")
+    inbox = _inbox_class()(config.db, consumer=config.consumer, table=config.table, max_attempts=config.max_attempts)
+    try:
+        if prepare:
+            await inbox.create_schema()
+        await inbox.verify()
+        db = await connect(config.db, table=config.table)
+        try:
+            if prepare:
+                await create_tables(db)
+            accounting = SqlAccounting(db.names, consumer=config.consumer)
+            async with open_source(config.source, consumer=config.consumer) as source:
+                yield Hub(
+                    config, inbox=inbox, source=source, db=db, accounting=accounting, fault=fault, log_json=log_json
+                )
+        finally:
+            await db.aclose()
+    finally:
+        await inbox.aclose()
