@@ -76,7 +76,8 @@ def test_fault_spec_parsing() -> None:
     assert parse_fault(None) is None
     assert parse_fault("") is None
     fault = parse_fault("after_commit:3")
-    assert fault is not None and fault.after == 3
+    assert fault is not None
+    assert fault.after == 3
     for bad in ("after_commit:0", "after_commit", "before_commit:1", "after_commit:x"):
         with pytest.raises(ConfigurationError):
             parse_fault(bad)
@@ -100,4 +101,5 @@ def test_fault_point_kills_the_process_after_the_nth_commit() -> None:
 def test_default_config_is_valid() -> None:
     """The defaults describe a runnable hub on the embedded database."""
     config = HubConfig()
-    assert config.db.startswith("sqlite:///") and config.batch_size >= 1
+    assert config.db.startswith("sqlite:///")
+    assert config.batch_size >= 1

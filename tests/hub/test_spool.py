@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -73,7 +72,9 @@ async def test_unacked_claims_go_back_on_close(tmp_path: Path) -> None:
         assert len(await _drain(source)) == 1
     async with SpoolSource(tmp_path, consumer="c") as source:
         [again] = await _drain(source)
-        assert again.payload == b"A" and again.redelivered and again.delivery_count == 2
+        assert again.payload == b"A"
+        assert again.redelivered
+        assert again.delivery_count == 2
         assert again.message_id == "a"
 
 
@@ -116,13 +117,17 @@ asyncio.run(main())
 """
 
 
-async def test_claims_of_a_dead_process_are_redelivered(tmp_path: Path) -> None:
+def test_claims_of_a_dead_process_are_redelivered(tmp_path: Path) -> None:
     """Files claimed by a process that died before acking are recovered and delivered again."""
-    await publish(f"dir://{tmp_path}", [(str(i), str(i).encode()) for i in range(3)])
+    asyncio.run(publish(f"dir://{tmp_path}", [(str(i), str(i).encode()) for i in range(3)]))
     out = subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "2"
-    async with SpoolSource(tmp_path, consumer="c") as source:
-        got = await _drain(source)
+
+    async def drain() -> list:
+        async with SpoolSource(tmp_path, consumer="c") as source:
+            return await _drain(source)
+
+    got = asyncio.run(drain())
     assert sorted(d.payload for d in got) == [b"0", b"1", b"2"]
     assert sorted(d.delivery_count for d in got) == [1, 2, 2]
 
@@ -134,7 +139,7 @@ async def test_stale_claim_of_a_live_owner_is_recovered_after_the_timeout(tmp_pa
         assert len(await _drain(slow)) == 1
         async with SpoolSource(tmp_path, consumer="fast", claim_timeout=0.3) as fast:
             assert await fast.receive(max_messages=1, timeout=0.05) == []
-            time.sleep(0.4)
+            await asyncio.sleep(0.4)
             assert fast.recover() == 1
             [again] = await fast.receive(max_messages=1, timeout=0.5)
             assert again.redelivered
@@ -156,10 +161,10 @@ asyncio.run(main())
 """
 
 
-async def test_competing_processes_never_receive_the_same_file(tmp_path: Path) -> None:
+def test_competing_processes_never_receive_the_same_file(tmp_path: Path) -> None:
     """Three processes draining one spool together receive every file exactly once between them."""
     ids = [f"m{i:04d}" for i in range(300)]
-    await publish(f"dir://{tmp_path}", [(i, i.encode()) for i in ids])
+    asyncio.run(publish(f"dir://{tmp_path}", [(i, i.encode()) for i in ids]))
     (tmp_path / "processing").mkdir(exist_ok=True)
     procs = [
         subprocess.Popen([sys.executable, "-c", _CLAIMER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
