@@ -169,8 +169,8 @@ def init(*, config: Path | None, db: str | None, table: str | None, consumer: st
 @main.command()
 @db_options
 @_option("--source", "EDINBOX_SOURCE", help="also check that this source can be reached")
-@click.option("--retention", default="30d", show_default=True, help="how long journal rows are kept (purge age)")
-@click.option("--horizon", default="7d", show_default=True, help="the longest time a message can come back")
+@_option("--retention", "EDINBOX_RETENTION", help="how long journal rows are kept (purge age)  [default: 30d]")
+@_option("--horizon", "EDINBOX_HORIZON", help="the longest time a message can come back  [default: 7d]")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def doctor(
     *,
@@ -179,13 +179,13 @@ def doctor(
     table: str | None,
     consumer: str | None,
     source: str | None,
-    retention: str,
-    horizon: str,
+    retention: str | None,
+    horizon: str | None,
     as_json: bool,
 ) -> None:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention vs the horizon."""
-    cfg = _config(config, db=db, table=table, consumer=consumer, source=source)
-    checks = _run(_ops.doctor(cfg, retention=retention, horizon=horizon))
+    cfg = _config(config, db=db, table=table, consumer=consumer, source=source, retention=retention, horizon=horizon)
+    checks = _run(_ops.doctor(cfg))
     rows = [{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]
     _print(rows, as_json=as_json, columns=["check", "status", "detail"])
     if any(c.status == "fail" for c in checks):
@@ -267,7 +267,8 @@ def forget(*, config: Path | None, db: str | None, table: str | None, consumer: 
 
 @main.command()
 @db_options
-@click.option("--older-than", default="30d", show_default=True, help="age of the rows to delete (30d, 12h, ...)")
+@_option("--older-than", "EDINBOX_RETENTION", help="age of the rows to delete (30d, 12h, ...)  [default: 30d]")
+@_option("--horizon", "EDINBOX_HORIZON", help="the longest time a message can come back  [default: 7d]")
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(min=1))
 def purge(
     *, config: Path | None, db: str | None, table: str | None, consumer: str | None, older_than: str, batch_size: int

@@ -10,6 +10,8 @@ batch_size = 20                 # deliveries per receive, settled in one transac
 poll_timeout = 0.5              # seconds a receive waits for the first delivery
 idle_timeout = 1.5              # with --once: exit after the source was idle this long
 max_attempts = 5
+horizon = "7d"                  # the longest time a message can come back (broker, retries, operator replay)
+retention = "30d"               # journal rows older than this may be purged (never shorter than the horizon)
 non_edi = "reject"              # payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)
 
 [routes]                        # message type -> "inbox" | "bypass"
@@ -64,6 +66,8 @@ class HubConfig:
     poll_timeout: float = 0.5
     idle_timeout: float = 1.5
     max_attempts: int = 5
+    horizon: str = "7d"
+    retention: str = "30d"
     non_edi: str = "reject"
     default_route: str = INBOX
     routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
@@ -78,6 +82,8 @@ class HubConfig:
             raise ConfigurationError("max_attempts must be at least 1")
         if self.non_edi not in ("reject", INBOX):
             raise ConfigurationError(f"non_edi must be 'reject' or 'inbox', not {self.non_edi!r}")
+        parse_duration(self.retention)  # `edinbox doctor` compares them; here they only have to parse
+        parse_duration(self.horizon)
         if not self.consumer:
             raise ConfigurationError("consumer must not be empty")
         for kind, route in {**self.routes, "(default)": self.default_route}.items():

@@ -22,7 +22,7 @@ from edinbox._message import Message, Outcome
 from edinbox._urls import mask
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
-from edinbox.hub._config import BYPASS, INBOX, HubConfig
+from edinbox.hub._config import BYPASS, INBOX, HubConfig, parse_duration
 from edinbox.hub._db import Database, connect, execute
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._plan import REJECT, Item, plan
@@ -109,16 +109,8 @@ class Hub:
 
     async def _settle(self, work: Sequence[_Work]) -> None:
         pending = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
-        while pending:  # rounds: a key seen twice in one batch is settled after its first copy
-            seen: set[tuple[str, str]] = set()
-            now: list[tuple[_Work, int, Item]] = []
-            later: list[tuple[_Work, int, Item]] = []
-            for entry in pending:
-                key = entry[2].message.key  # type: ignore[union-attr]
-                (later if key in seen else now).append(entry)
-                seen.add(key)
-            await self._process(now)
-            pending = later
+        if pending:  # copies of one key in one batch: the inbox settles the first, the others are duplicates
+            await self._process(pending)
         counts: Counter[str] = Counter()
         for w in work:
             for i, item in enumerate(w.items):
@@ -136,7 +128,10 @@ class Hub:
         await self.db.commit()
 
     async def _process(self, entries: Sequence[tuple[_Work, int, Item]]) -> None:
-        by_key = {item.message.key: item for _, _, item in entries if item.message is not None}
+        by_key: dict[tuple[str, str], Item] = {}
+        for _, _, item in entries:
+            if item.message is not None:
+                by_key.setdefault(item.message.key, item)
         effects: dict[tuple[str, str], str] = {}
 
         async def handler(tx: Any, messages: Sequence[Message]) -> None:
@@ -216,7 +211,13 @@ async def open_hub(
     """Open the inbox, the hub's tables, the accounting sink and the source that `config` names."""
     if not config.source:
         raise InboxError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in the config")
-    inbox = _inbox_class()(config.db, consumer=config.consumer, table=config.table, max_attempts=config.max_attempts)
+    inbox = _inbox_class()(
+        config.db,
+        consumer=config.consumer,
+        table=config.table,
+        max_attempts=config.max_attempts,
+        horizon=parse_duration(config.horizon),
+    )
     try:
         if prepare:
             await inbox.create_schema()

@@ -41,7 +41,13 @@ def _inbox_class() -> Any:
 @contextlib.asynccontextmanager
 async def open_inbox(config: HubConfig) -> AsyncIterator[Any]:
     """The journal of `config` (not created, not verified)."""
-    inbox = _inbox_class()(config.db, consumer=config.consumer, table=config.table, max_attempts=config.max_attempts)
+    inbox = _inbox_class()(
+        config.db,
+        consumer=config.consumer,
+        table=config.table,
+        max_attempts=config.max_attempts,
+        horizon=parse_duration(config.horizon),
+    )
     try:
         yield inbox
     finally:
@@ -262,7 +268,7 @@ class Check:
     detail: str
 
 
-async def doctor(config: HubConfig, *, retention: str, horizon: str) -> list[Check]:
+async def doctor(config: HubConfig) -> list[Check]:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention against the horizon."""
     checks: list[Check] = []
     try:
@@ -289,7 +295,7 @@ async def doctor(config: HubConfig, *, retention: str, horizon: str) -> list[Che
             checks.append(Check("source", "ok", f"reached {mask(config.source)}"))
         except InboxError as exc:
             checks.append(Check("source", "fail", mask(str(exc))))
-    keep, limit = parse_duration(retention), parse_duration(horizon)
+    keep, limit = parse_duration(config.retention), parse_duration(config.horizon)
     if source_horizon is not None:
         limit = max(limit, source_horizon)
     if keep < limit:
