@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import InboxError
 from edinbox._message import Message, Outcome
 from edinbox._urls import mask
@@ -198,12 +199,6 @@ class Hub:
             _log.settled(self.logger, fields, as_json=self.log_json)
 
 
-def _inbox_class() -> Any:
-    import importlib
-
-    return importlib.import_module("edinbox").AsyncInbox
-
-
 @contextlib.asynccontextmanager
 async def open_hub(
     config: HubConfig, *, fault: FaultPoint | None = None, log_json: bool = False, prepare: bool = True
@@ -211,7 +206,7 @@ async def open_hub(
     """Open the inbox, the hub's tables, the accounting sink and the source that `config` names."""
     if not config.source:
         raise InboxError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in the config")
-    inbox = _inbox_class()(
+    inbox = AsyncInbox(
         config.db,
         consumer=config.consumer,
         table=config.table,

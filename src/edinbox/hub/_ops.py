@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, parse_duration
@@ -32,16 +33,10 @@ __all__ = [
 ]
 
 
-def _inbox_class() -> Any:
-    import importlib
-
-    return importlib.import_module("edinbox").AsyncInbox
-
-
 @contextlib.asynccontextmanager
 async def open_inbox(config: HubConfig) -> AsyncIterator[Any]:
     """The journal of `config` (not created, not verified)."""
-    inbox = _inbox_class()(
+    inbox = AsyncInbox(
         config.db,
         consumer=config.consumer,
         table=config.table,
