@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from edinbox._errors import ConfigurationError, SourceError
 from edinbox.sources._base import Delivery, Source
+from edinbox.sources._options import positive_float, split_url
 
 __all__ = ["SOURCE", "SpoolSource", "file_name", "publish", "spool_path"]
 
@@ -47,10 +48,6 @@ def spool_path(url: str) -> Path:
     if not raw:
         raise ConfigurationError(f"the spool URL {url!r} names no folder")
     return Path(raw)
-
-
-def _options(url: str) -> dict[str, str]:
-    return {k: v[-1] for k, v in parse_qs(urlsplit(url).query).items()}
 
 
 def _safe(text: str) -> str:
@@ -90,12 +87,10 @@ class SpoolSource(Source):
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> SpoolSource:
-        """Build a source from `dir:///path[?claim_timeout=SECONDS]`."""
-        query = _options(url)
-        try:
-            timeout = float(options.get("claim_timeout", query.get("claim_timeout", 300.0)))
-        except ValueError:
-            raise ConfigurationError(f"claim_timeout in {url!r} must be a number of seconds") from None
+        """Build a source from `dir:///path[?claim_timeout=SECONDS]`; unknown options are refused."""
+        _, opts = split_url(url, schemes=("dir",), overrides=options)
+        timeout = opts.take("claim_timeout", positive_float, 300.0)
+        opts.finish()
         return cls(spool_path(url), consumer=consumer, claim_timeout=timeout)
 
     async def open(self) -> None:
