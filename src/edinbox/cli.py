@@ -281,13 +281,13 @@ def purge(
 
 
 @main.command()
-@click.option("--messages", default=200, show_default=True, type=click.IntRange(min=1), help="interchanges")
+@click.option("--messages", default=500, show_default=True, type=click.IntRange(min=1), help="interchanges")
 @click.option("--duplicate-rate", default=0.2, show_default=True, type=click.FloatRange(0, 1))
 @click.option("--crash-rate", default=0.15, show_default=True, type=click.FloatRange(0, 1), help="per commit")
 @click.option("--seed", default=7, show_default=True, type=int)
 @click.option("--db", envvar="EDINBOX_DB", show_envvar=True, default=None, help="[default: SQLite in the work dir]")
 @click.option("--table", default=None, help="journal table  [default: inbox; a fresh schema on PostgreSQL]")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 8), help="hub processes")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 8), help="hub processes")
 @click.option("--dir", "workdir", type=click.Path(file_okay=False, path_type=Path), help="spool + logs [temp dir]")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def demo(

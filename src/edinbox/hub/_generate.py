@@ -243,7 +243,8 @@ class Traffic:
 
 def _key(doc: Doc) -> str:
     p = doc.partner
-    return f"{p.standard}:{p.qualifier}:{p.id}>ZZ:{HUB_ID}/{doc.control}"
+    receiver = "ZZ" if p.standard == "X12" else "ZZZ"
+    return f"{p.standard}:{p.qualifier}:{p.id}>{receiver}:{HUB_ID}/{doc.control}"
 
 
 def generate(messages: int, *, duplicate_rate: float, seed: int) -> Traffic:
@@ -275,7 +276,8 @@ def generate(messages: int, *, duplicate_rate: float, seed: int) -> Traffic:
             if rng.random() < 0.6:
                 originals.append((_key(doc), render(doc, trailer=False)))
             else:
-                originals.append((f"junk-{rng.randrange(10**9)}", b"%PDF-1.4 scanned invoice, not EDI\x00\xff\n"))
+                junk = f"%PDF-1.4 scanned invoice {doc.number}, not EDI\n".encode() + rng.randbytes(24)
+                originals.append((f"junk-{doc.number}", junk))
             traffic.malformed += 1
         else:
             doc = next_doc(partner, "credit_note" if rng.random() < 0.1 else "invoice")

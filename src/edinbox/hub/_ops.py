@@ -101,11 +101,8 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         oldest = await db.value("SELECT min(received_at) FROM {journal} WHERE consumer = ?", (config.consumer,))
         rows = int(await db.value("SELECT count(*) FROM {journal}") or 0)
         size = await _table_size(db)
-    age = None
-    if oldest is not None:
-        when = oldest if isinstance(oldest, datetime) else datetime.fromisoformat(str(oldest))
-        when = when if when.tzinfo else when.replace(tzinfo=UTC)
-        age = max(0.0, (datetime.now(UTC) - when).total_seconds())
+    when = _timestamp(oldest)
+    age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
         "consumer": config.consumer,
         "received": sum(counts.values()),
@@ -122,6 +119,17 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         "oldest_row_age_seconds": age,
         "table_bytes": size,
     }
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """A journal timestamp as an aware datetime: PostgreSQL gives datetimes, SQLite epoch seconds."""
+    if value is None or isinstance(value, datetime):
+        return value.replace(tzinfo=value.tzinfo or UTC) if value is not None else None
+    try:
+        return datetime.fromtimestamp(float(value), UTC)
+    except (TypeError, ValueError):
+        when = datetime.fromisoformat(str(value))
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 async def _table_size(db: Database) -> int | None:
