@@ -271,13 +271,28 @@ def forget(*, config: Path | None, db: str | None, table: str | None, consumer: 
 @_option("--horizon", "EDINBOX_HORIZON", help="the longest time a message can come back  [default: 7d]")
 @click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(min=1))
 def purge(
-    *, config: Path | None, db: str | None, table: str | None, consumer: str | None, older_than: str, batch_size: int
+    *,
+    config: Path | None,
+    db: str | None,
+    table: str | None,
+    consumer: str | None,
+    older_than: str | None,
+    horizon: str | None,
+    batch_size: int,
 ) -> None:
     """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon)."""
-    cfg = _config(config, db=db, table=table, consumer=consumer)
-    with click.progressbar(length=0, label="purging", show_pos=True, file=sys.stderr) as bar:
-        total = _run(_ops.purge(cfg, older_than=older_than, batch_size=batch_size, progress=bar.update))
-    click.echo(f"purged {total} rows older than {older_than}")
+    cfg = _config(config, db=db, table=table, consumer=consumer, retention=older_than, horizon=horizon)
+    done = 0
+
+    def progress(deleted: int) -> None:
+        nonlocal done
+        done += deleted
+        click.echo(f"\rpurging: {done} rows deleted", err=True, nl=False)
+
+    total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
+    if done:
+        click.echo(err=True)
+    click.echo(f"purged {total} rows older than {cfg.retention}")
 
 
 @main.command()

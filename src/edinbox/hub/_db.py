@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from edinbox._errors import ConfigurationError, StoreError
 from edinbox._urls import mask
 
-__all__ = ["Database", "Names", "connect", "dialect_of", "execute", "sqlite_path", "statement"]
+__all__ = ["Database", "Names", "check_reachable", "connect", "dialect_of", "execute", "sqlite_path", "statement"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -42,6 +43,15 @@ def sqlite_path(url: str) -> str:
     if not path or path == ":memory:":
         raise ConfigurationError("the hub needs a database file (sqlite:///path.db), not an in-memory database")
     return path
+
+
+def check_reachable(url: str) -> None:
+    """Fail early, with a clear sentence, when a SQLite file's folder does not exist (nothing would be created)."""
+    if dialect_of(url) != "sqlite":
+        return
+    folder = Path(sqlite_path(url)).parent
+    if not folder.is_dir():
+        raise StoreError(f"cannot open {mask(url)}: the folder {folder} does not exist")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +150,7 @@ async def connect(url: str, *, table: str = "inbox", options: Mapping[str, Any] 
     """Open the hub's own connection to `url` (postgresql:// or sqlite:///path)."""
     dialect = dialect_of(url)
     names = Names.for_table(table)
+    check_reachable(url)
     try:
         if dialect == "postgresql":
             import psycopg

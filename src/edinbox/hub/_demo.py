@@ -149,6 +149,7 @@ def run_demo(
     """Generate, publish, run hub subprocesses with crashes until the spool is drained, and report."""
     started = time.monotonic()
     workdir = (workdir or Path(tempfile.mkdtemp(prefix="edinbox-demo-"))).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
     spool = workdir / "spool"
     db = db or f"sqlite:///{workdir / 'demo.db'}"
     if table is None:

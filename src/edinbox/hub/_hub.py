@@ -24,7 +24,7 @@ from edinbox._urls import mask
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._config import BYPASS, INBOX, HubConfig, parse_duration
-from edinbox.hub._db import Database, connect, execute
+from edinbox.hub._db import Database, check_reachable, connect, execute
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._plan import REJECT, Item, plan
 from edinbox.hub._tables import BUMP, bump_counters, create_tables
@@ -206,6 +206,7 @@ async def open_hub(
     """Open the inbox, the hub's tables, the accounting sink and the source that `config` names."""
     if not config.source:
         raise InboxError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in the config")
+    check_reachable(config.db)
     inbox = AsyncInbox(
         config.db,
         consumer=config.consumer,

@@ -15,7 +15,7 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._db import Database, connect
+from edinbox.hub._db import Database, check_reachable, connect
 from edinbox.hub._tables import create_tables, hub_counts
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
 @contextlib.asynccontextmanager
 async def open_inbox(config: HubConfig) -> AsyncIterator[Any]:
     """The journal of `config` (not created, not verified)."""
+    check_reachable(config.db)
     inbox = AsyncInbox(
         config.db,
         consumer=config.consumer,
@@ -302,10 +303,19 @@ async def doctor(config: HubConfig) -> list[Check]:
     if source_horizon is not None:
         limit = max(limit, source_horizon)
     if keep < limit:
-        checks.append(Check("retention", "fail", f"retention {keep} is shorter than the redelivery horizon {limit}"))
+        detail = f"retention {_human(keep)} is shorter than the redelivery horizon {_human(limit)}"
+        checks.append(Check("retention", "fail", detail))
     else:
-        checks.append(Check("retention", "ok", f"retention {keep} >= redelivery horizon {limit}"))
+        checks.append(Check("retention", "ok", f"retention {_human(keep)} >= redelivery horizon {_human(limit)}"))
     return checks
+
+
+def _human(span: timedelta) -> str:
+    seconds = span.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 async def _invoice_key(db: Database) -> Check:
