@@ -13,11 +13,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from edinbox import Message
 from edinbox.hub import Accounting, Created, HubConfig, SqlAccounting, open_hub
 from edinbox.hub._generate import PARTNERS, Doc, generate, render
 from edinbox.hub._ops import list_rows, show, stats
 from edinbox.sources.spool import publish
+
+pytest.importorskip("edinbox.edi", reason="the hub parses interchanges with edinbox.edi")
 
 X12, EDIFACT = PARTNERS[0], PARTNERS[4]
 
@@ -232,3 +236,39 @@ def test_run_refuses_a_bad_fault_spec(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "after_commit:N" in err
+
+
+class LedgerApi(Accounting):
+    """An accounting system outside the database that honours idempotency keys (like an HTTP API would)."""
+
+    lease = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.ledger: dict[str, list[str]] = {}
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Record the call; an idempotency key seen before creates nothing new."""
+        assert tx.connection is None
+        assert tx.idempotency_key
+        self.calls.append((tx.idempotency_key, message.message_id))
+        if tx.idempotency_key in self.ledger:
+            return Created(created=0, existing=len(invoices))
+        self.ledger[tx.idempotency_key] = [i.number for i in invoices]
+        return Created(created=len(invoices), existing=0)
+
+
+async def test_lease_mode_sink_gets_each_interchange_once_with_its_idempotency_key(
+    hub_config: HubConfig, spool: Path
+) -> None:
+    """A non-transactional sink is called once per new interchange, with a stable key; copies are duplicates."""
+    payloads = [(str(i), render(doc(control=f"{900 + i:09d}", number=f"L-{i}"))) for i in range(3)]
+    await publish(hub_config.source, [*payloads, payloads[0], payloads[2]])
+    api = LedgerApi()
+    async with open_hub(hub_config, accounting=lambda db: api) as hub:
+        totals = dict(await hub.run(once=True))
+    assert totals == {"processed": 3, "duplicate": 2}
+    assert len(api.calls) == 3
+    assert sorted(n for numbers in api.ledger.values() for n in numbers) == ["L-0", "L-1", "L-2"]
+    counts = await stats(hub_config)
+    assert (counts["processed"], counts["duplicate"], counts["invoices"]) == (3, 2, 0)

@@ -12,6 +12,7 @@ idle_timeout = 1.5              # with --once: exit after the source was idle th
 max_attempts = 5
 horizon = "7d"                  # the longest time a message can come back (broker, retries, operator replay)
 retention = "30d"               # journal rows older than this may be purged (never shorter than the horizon)
+lease = "5m"                    # lease mode (a non-transactional accounting sink): how long a claim is held
 non_edi = "reject"              # payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)
 
 [routes]                        # message type -> "inbox" | "bypass"
@@ -68,6 +69,7 @@ class HubConfig:
     max_attempts: int = 5
     horizon: str = "7d"
     retention: str = "30d"
+    lease: str = "5m"
     non_edi: str = "reject"
     default_route: str = INBOX
     routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
@@ -84,6 +86,7 @@ class HubConfig:
             raise ConfigurationError(f"non_edi must be 'reject' or 'inbox', not {self.non_edi!r}")
         parse_duration(self.retention)  # `edinbox doctor` compares them; here they only have to parse
         parse_duration(self.horizon)
+        parse_duration(self.lease)
         if not self.consumer:
             raise ConfigurationError("consumer must not be empty")
         for kind, route in {**self.routes, "(default)": self.default_route}.items():

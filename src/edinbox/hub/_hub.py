@@ -13,8 +13,9 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
@@ -110,9 +111,16 @@ class Hub:
 
     async def _settle(self, work: Sequence[_Work]) -> None:
         pending = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
-        if pending:  # copies of one key in one batch: the inbox settles the first, the others are duplicates
-            await self._process(pending)
-        counts: Counter[str] = Counter()
+        # copies of one key in one batch: the inbox settles the first, the others are duplicates
+        counted = await self._process(pending) if pending else Counter()
+        try:
+            await self._bookkeeping(work, counted)
+        except BaseException:
+            await self.db.rollback()
+            raise
+
+    async def _bookkeeping(self, work: Sequence[_Work], counts: Counter[str]) -> None:
+        """Park rejected payloads and add the outcome counters not yet counted, in one commit."""
         for w in work:
             for i, item in enumerate(w.items):
                 if item.route == BYPASS:
@@ -124,16 +132,18 @@ class Hub:
                         (self.config.consumer, item.fingerprint, w.delivery.coordinates, item.reason, item.payload),
                     )
                 if i in w.outcomes and w.outcomes[i] not in ("processed", "resent"):
-                    counts[w.outcomes[i]] += 1
+                    counts[w.outcomes[i]] += 1  # processed and resent were counted in the inbox transaction
         await bump_counters(self.db, self.config.consumer, counts)
         await self.db.commit()
 
-    async def _process(self, entries: Sequence[tuple[_Work, int, Item]]) -> None:
+    async def _process(self, entries: Sequence[tuple[_Work, int, Item]]) -> Counter[str]:
+        """Settle inbox items; return the effects still to count (lease mode has no transaction to count in)."""
         by_key: dict[tuple[str, str], Item] = {}
         for _, _, item in entries:
             if item.message is not None:
                 by_key.setdefault(item.message.key, item)
         effects: dict[tuple[str, str], str] = {}
+        uncounted: Counter[str] = Counter()
 
         async def handler(tx: Any, messages: Sequence[Message]) -> None:
             counts: Counter[str] = Counter()
@@ -144,16 +154,24 @@ class Hub:
                 outcome = "resent" if created.existing and not created.created else "processed"
                 effects[message.key] = outcome
                 counts[outcome] += 1
+            if tx.connection is None:  # lease mode: counted with the hub's bookkeeping after completion
+                uncounted.update(counts)
+                return
             for outcome, n in counts.items():
                 await execute(tx.connection, tx.dialect, BUMP, (self.config.consumer, outcome, n), self.db.names)
 
         messages = [item.message for _, _, item in entries if item.message is not None]
-        try:
-            outcomes: Sequence[Outcome | None] = await self.inbox.process_batch(messages, handler)
-        except InboxError:
-            raise
-        except Exception:
-            outcomes = [await self._process_one(m, handler) for m in messages]
+        outcomes: Sequence[Outcome | None]
+        if self.accounting.lease:  # a non-transactional sink: claim, call with the idempotency key, complete
+            lease = parse_duration(self.config.lease)
+            outcomes = [await self._process_one(m, handler, lease=lease) for m in messages]
+        else:
+            try:
+                outcomes = await self.inbox.process_batch(messages, handler)
+            except InboxError:
+                raise
+            except Exception:  # a handler failed: settle one by one to find (and count) the poison message
+                outcomes = [await self._process_one(m, handler) for m in messages]
         for (w, i, item), outcome in zip(entries, outcomes, strict=True):
             if outcome is None:
                 w.unsettled = True
@@ -161,13 +179,17 @@ class Hub:
                 w.outcomes[i] = effects.get(item.message.key, "processed")  # type: ignore[union-attr]
             else:
                 w.outcomes[i] = outcome.value
+        return uncounted
 
-    async def _process_one(self, message: Message, handler: Any) -> Outcome | None:
+    async def _process_one(self, message: Message, handler: Any, *, lease: timedelta | None = None) -> Outcome | None:
         async def single(tx: Any, msg: Message) -> None:
             await handler(tx, [msg])
 
         try:
-            outcome: Outcome = await self.inbox.process(message, single)
+            if lease is None:
+                outcome: Outcome = await self.inbox.process(message, single)
+            else:
+                outcome = await self.inbox.process(message, single, lease=lease)
         except InboxError:
             raise
         except Exception as exc:
@@ -201,9 +223,17 @@ class Hub:
 
 @contextlib.asynccontextmanager
 async def open_hub(
-    config: HubConfig, *, fault: FaultPoint | None = None, log_json: bool = False, prepare: bool = True
+    config: HubConfig,
+    *,
+    fault: FaultPoint | None = None,
+    log_json: bool = False,
+    prepare: bool = True,
+    accounting: Callable[[Database], Accounting] | None = None,
 ) -> AsyncIterator[Hub]:
-    """Open the inbox, the hub's tables, the accounting sink and the source that `config` names."""
+    """Open the inbox, the hub's tables, the accounting sink and the source that `config` names.
+
+    `accounting` builds another sink than the SQL table (e.g. an HTTP API in lease mode) from the hub's database.
+    """
     if not config.source:
         raise InboxError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in the config")
     check_reachable(config.db)
@@ -222,11 +252,9 @@ async def open_hub(
         try:
             if prepare:
                 await create_tables(db)
-            accounting = SqlAccounting(db.names, consumer=config.consumer)
+            sink = accounting(db) if accounting else SqlAccounting(db.names, consumer=config.consumer)
             async with open_source(config.source, consumer=config.consumer) as source:
-                yield Hub(
-                    config, inbox=inbox, source=source, db=db, accounting=accounting, fault=fault, log_json=log_json
-                )
+                yield Hub(config, inbox=inbox, source=source, db=db, accounting=sink, fault=fault, log_json=log_json)
         finally:
             await db.aclose()
     finally:
