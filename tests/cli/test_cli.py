@@ -299,3 +299,26 @@ def test_run_without_a_source_is_a_clear_error(tmp_path: Path) -> None:
     result = cli("run", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--once")
     assert result.exit_code == 1
     assert "--source" in result.output
+
+
+def test_run_masks_the_database_password_in_its_logs(tmp_path: Path, postgres_url: str, pg_table: str) -> None:
+    """The hub logs its database URL at start, with the password replaced by ***."""
+    with_password = postgres_url.replace("postgres@", "postgres:s3cret@")  # trust auth ignores it
+    spool = tmp_path / "spool"
+    asyncio.run(publish(f"dir://{spool}", [("a", _doc("000000001", "A-1"))]))
+    out = edinbox(
+        "run",
+        "--db",
+        with_password,
+        "--table",
+        pg_table,
+        "--source",
+        f"dir://{spool}",
+        "--once",
+        "--idle-timeout",
+        "0.2",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "outcome=processed" in out.stderr
+    assert "s3cret" not in out.stderr
+    assert "postgres:***@" in out.stderr

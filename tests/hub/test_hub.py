@@ -272,3 +272,64 @@ async def test_lease_mode_sink_gets_each_interchange_once_with_its_idempotency_k
     assert sorted(n for numbers in api.ledger.values() for n in numbers) == ["L-0", "L-1", "L-2"]
     counts = await stats(hub_config)
     assert (counts["processed"], counts["duplicate"], counts["invoices"]) == (3, 2, 0)
+
+
+async def test_one_file_with_a_good_and_a_broken_interchange(hub_config: HubConfig, spool: Path) -> None:
+    """In a file of two interchanges, the complete one is processed and the one without trailer is parked."""
+    good = render(doc(control="000001001", number="F-1"))
+    broken = render(doc(control="000001002", number="F-2"), trailer=False)
+    await publish(hub_config.source, [("pair", good + broken)])
+    totals = await settle(hub_config)
+    assert totals == {"processed": 1, "rejected": 1}
+    counts = await stats(hub_config)
+    assert (counts["invoices"], counts["rejected"]) == (1, 1)
+    [parked] = await list_rows(hub_config, status="rejected", limit=5)
+    detail = await show(hub_config, parked["key"])
+    assert detail is not None
+    assert "000001002" in detail["payload"]
+    assert "000001001" not in detail["payload"]
+    assert len(files(spool, "archive")) == 1  # the file itself was acked: its good part is settled
+
+
+async def test_non_edi_payloads_can_be_keyed_by_producer_id(hub_config: HubConfig, spool: Path) -> None:
+    """With non_edi = "inbox", a payload that is not EDI is deduplicated by its producer id instead of parked."""
+    config = replace(hub_config, non_edi="inbox")
+    await publish(config.source, [("order-17", b'{"order": 17}'), ("order-17", b'{"order": 17}')])
+    totals = await settle(config)
+    assert totals == {"processed": 1, "duplicate": 1}
+    [row] = await list_rows(config, status="processed", limit=5)
+    assert row["key"] == "dir:spool/order-17"
+
+
+async def test_routes_come_from_the_configuration(hub_config: HubConfig, spool: Path) -> None:
+    """A route table that sends INVOIC and 810 past the inbox creates no journal rows and no invoices."""
+    config = replace(hub_config, routes={"INVOIC": "bypass", "810": "bypass"})
+    await publish(config.source, [("1", render(doc(control="000001101"))), ("2", render(doc(EDIFACT, "IC1101")))])
+    assert await settle(config) == {"bypassed": 2}
+    counts = await stats(config)
+    assert (counts["journal_rows"], counts["invoices"]) == (0, 0)
+
+
+async def test_logs_are_json_on_request(hub_config: HubConfig, spool: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """With JSON logs, each settled message is one JSON object with its key, outcome and duration."""
+    import json
+    import logging
+
+    await publish(hub_config.source, [("1", render(doc(control="000001201")))])
+    with caplog.at_level(logging.INFO, logger="edinbox.hub"):
+        async with open_hub(hub_config, log_json=True) as hub:
+            await hub.run(once=True)
+    settled = [json.loads(r.getMessage()) for r in caplog.records if r.getMessage().startswith("{")]
+    assert [(e["event"], e["outcome"]) for e in settled] == [("settled", "processed")]
+    assert {"key", "ms", "delivery"} <= set(settled[0])
+
+
+def test_log_lines_mask_passwords() -> None:
+    """A password inside any logged value is replaced by ***, in logfmt and in JSON."""
+    from edinbox.hub._log import format_line
+
+    fields = {"db": "postgresql://hub:s3cret@db/hub", "error": "cannot connect to amqp://guest:pw@mq/ (refused)"}
+    for line in (format_line("probe", fields), format_line("probe", fields, as_json=True)):
+        assert "s3cret" not in line
+        assert ":pw@" not in line
+        assert "hub:***@db" in line
