@@ -57,7 +57,7 @@ class Hub:
         self,
         config: HubConfig,
         *,
-        inbox: Any,
+        inbox: AsyncInbox,
         source: Source,
         db: Database,
         accounting: Accounting,
@@ -93,7 +93,7 @@ class Hub:
         if not deliveries:
             return 0
         started = time.monotonic()
-        work = [_Work(d, plan(d, self.config)) for d in deliveries]
+        work = [_Work(d, self._plan(d)) for d in deliveries]
         try:
             await self._settle(work)
         except InboxError as exc:  # the database failed: nothing is settled, everything comes back
@@ -108,6 +108,14 @@ class Hub:
         for w in work:
             await self._finish(w, elapsed)
         return len(work)
+
+    def _plan(self, delivery: Delivery) -> list[Item]:
+        """Plan a delivery; a parser failure parks it instead of crashing the hub on every redelivery."""
+        try:
+            return plan(delivery, self.config)
+        except Exception as exc:
+            reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {exc}"
+            return [Item(REJECT, delivery.coordinates, reason=reason, payload=bytes(delivery.payload))]
 
     async def _settle(self, work: Sequence[_Work]) -> None:
         pending = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]

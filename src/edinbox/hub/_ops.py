@@ -216,8 +216,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         record = await inbox.get(source, message_id)
     if record is None:
         return None
-    data = _record(record)
-    data["key"] = key
+    data = {"key": key, **_record(record)}
     data["invoices"] = [
         {
             "seller": i[0],
