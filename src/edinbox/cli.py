@@ -67,6 +67,22 @@ def _config(config: Path | None, **overrides: Any) -> HubConfig:
         raise click.UsageError(str(exc)) from exc
 
 
+def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
+    """Apply `--route TYPE=ROUTE` options over the configured routes."""
+    if not routes:
+        return cfg
+    table = dict(cfg.routes)
+    for entry in routes:
+        kind, sep, route = entry.partition("=")
+        if not sep or not kind:
+            raise click.BadParameter(f"{entry!r}: expected TYPE=inbox or TYPE=bypass", param_hint="--route")
+        table[kind.strip().upper()] = route.strip()
+    try:
+        return cfg.with_overrides(routes=table)
+    except InboxError as exc:
+        raise click.BadParameter(str(exc), param_hint="--route") from exc
+
+
 def _print(data: Any, *, as_json: bool, columns: list[str] | None = None) -> None:
     if as_json:
         click.echo(json.dumps(data, default=str))
@@ -92,6 +108,23 @@ def _print(data: Any, *, as_json: bool, columns: list[str] | None = None) -> Non
 @_option("--poll-timeout", "EDINBOX_POLL_TIMEOUT", type=float, help="seconds a receive waits  [default: 0.5]")
 @_option("--idle-timeout", "EDINBOX_IDLE_TIMEOUT", type=float, help="with --once: idle seconds before exit [1.5]")
 @_option("--max-attempts", "EDINBOX_MAX_ATTEMPTS", type=int, help="handler failures before a message is dead [5]")
+@_option("--horizon", "EDINBOX_HORIZON", help="the longest time a message can come back  [default: 7d]")
+@_option("--lease", "EDINBOX_LEASE", help="claim length for a non-transactional accounting sink  [default: 5m]")
+@_option(
+    "--non-edi",
+    "EDINBOX_NON_EDI",
+    type=click.Choice(["reject", "inbox"]),
+    help="payloads that are not EDI: park them, or key them by producer id  [default: reject]",
+)
+@click.option(
+    "--route",
+    "routes",
+    multiple=True,
+    envvar="EDINBOX_ROUTES",
+    show_envvar=True,
+    metavar="TYPE=inbox|bypass",
+    help="route a message type (repeatable), e.g. --route DESADV=bypass",
+)
 @click.option("--once", is_flag=True, envvar="EDINBOX_ONCE", show_envvar=True, help="drain what is waiting, exit")
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT", show_envvar=True
@@ -108,6 +141,10 @@ def run(
     poll_timeout: float | None,
     idle_timeout: float | None,
     max_attempts: int | None,
+    horizon: str | None,
+    lease: str | None,
+    non_edi: str | None,
+    routes: tuple[str, ...],
     once: bool,
     log_format: str,
     quiet: bool,
@@ -129,7 +166,11 @@ def run(
         poll_timeout=poll_timeout,
         idle_timeout=idle_timeout,
         max_attempts=max_attempts,
+        horizon=horizon,
+        lease=lease,
+        non_edi=non_edi,
     )
+    cfg = _routed(cfg, routes)
     try:
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     except InboxError as exc:

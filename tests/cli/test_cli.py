@@ -322,3 +322,19 @@ def test_run_masks_the_database_password_in_its_logs(tmp_path: Path, postgres_ur
     assert "outcome=processed" in out.stderr
     assert "s3cret" not in out.stderr
     assert "postgres:***@" in out.stderr
+
+
+def test_run_flags_for_routes_and_non_edi_payloads(tmp_path: Path) -> None:
+    """--route and --non-edi change what the hub does; a bad route is a usage error."""
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    spool = tmp_path / "spool"
+    bad = cli("run", "--db", db, "--source", f"dir://{spool}", "--route", "INVOIC=teleport", "--once")
+    assert bad.exit_code == 2
+    assert "teleport" in bad.output
+    asyncio.run(publish(f"dir://{spool}", [("evt-1", b"plain text"), ("evt-1", b"plain text")]))
+    asyncio.run(publish(f"dir://{spool}", [("inv", _doc("000000003", "A-3"))]))
+    args = ("--db", db, "--source", f"dir://{spool}", "--once", "--idle-timeout", "0.2")
+    result = cli("run", *args, "--non-edi", "inbox", "--route", "810=bypass")
+    assert result.exit_code == 0, result.output
+    data = stats_json("--db", db)
+    assert (data["processed"], data["duplicate"], data["bypassed"], data["invoices"]) == (1, 1, 1, 0)
