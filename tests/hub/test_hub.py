@@ -206,7 +206,7 @@ async def test_crash_between_commit_and_ack_redelivers_and_nothing_doubles(hub_c
 
 async def test_sigterm_finishes_the_batch_in_hand_then_exits(hub_config: HubConfig, spool: Path) -> None:
     """SIGTERM stops the hub gracefully: exit 0, nothing left claimed, every archived file committed."""
-    payloads = [(str(i), render(doc(control=f"{800 + i:09d}", number=f"T-{i}"))) for i in range(40)]
+    payloads = [(str(i), render(doc(control=f"{800 + i:09d}", number=f"T-{i}"))) for i in range(200)]
     await publish(hub_config.source, payloads)
     hub = _edinbox(*_run_args(hub_config, "--batch-size", "1"))
     assert hub.stderr is not None
@@ -218,8 +218,8 @@ async def test_sigterm_finishes_the_batch_in_hand_then_exits(hub_config: HubConf
     assert hub.returncode == 0, err
     assert files(spool, "processing") == []
     counts = await stats(hub_config)
-    assert 0 < counts["invoices"] == len(files(spool, "archive")) < 40
-    assert counts["invoices"] + len(files(spool, "inbound")) == 40
+    assert 0 < counts["invoices"] == len(files(spool, "archive")) < 200
+    assert counts["invoices"] + len(files(spool, "inbound")) == 200
 
 
 def test_run_refuses_a_bad_fault_spec(tmp_path: Path) -> None:
