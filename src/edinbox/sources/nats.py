@@ -141,16 +141,14 @@ class NatsSource(Source):
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
         """Fetch up to `max_messages`, waiting up to `timeout` seconds for the first."""
-        import nats.errors
-
         if self._sub is None:
             raise SourceError(f"the source {self.url} is not open")
         try:
             messages = await self._sub.fetch(batch=max_messages, timeout=max(timeout, 0.01))
-        except nats.errors.TimeoutError:
+        except TimeoutError:  # nats.errors.TimeoutError, or asyncio's when the wait ran out between pulls
             return []
         except Exception as exc:
-            raise SourceError(f"fetch from {self.stream}/{self.durable} on {self.url} failed: {exc}") from exc
+            raise SourceError(f"fetch from {self.stream}/{self.durable} on {self.url} failed: {exc!r}") from exc
         return [self._delivery(message) for message in messages]
 
     def _delivery(self, message: Any) -> Delivery:
