@@ -22,20 +22,13 @@ from typing import Any
 from edinbox._errors import ConfigurationError, InboxError
 from edinbox._message import Message
 from edinbox._urls import mask
+from edinbox.hub._accounting import Accounting, Created
 
-__all__ = ["AccountingError", "HttpAccounting", "Posted", "invoice_json"]
+__all__ = ["AccountingError", "HttpAccounting", "invoice_json"]
 
 
 class AccountingError(InboxError):
     """The accounting API refused an invoice or could not be reached; the message is not settled."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Posted:
-    """What the API did with one interchange's invoices."""
-
-    created: int
-    existing: int
 
 
 def _plain(value: Any) -> Any:
@@ -69,7 +62,7 @@ def invoice_json(invoice: Any, message: Message) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-class HttpAccounting:
+class HttpAccounting(Accounting):
     """POSTs invoices to `url` with an Idempotency-Key derived from the inbox's key; needs the inbox's lease mode."""
 
     lease = True
@@ -83,7 +76,7 @@ class HttpAccounting:
         self.timeout = timeout
         self._client = client
 
-    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Posted:
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
         """POST each invoice once per idempotency key; raise AccountingError when the API did not settle it."""
         if not getattr(tx, "idempotency_key", None):
             raise ConfigurationError("the HTTP accounting sink needs the inbox's lease mode (tx.idempotency_key)")
@@ -113,4 +106,4 @@ class HttpAccounting:
         finally:
             if self._client is None:
                 await client.aclose()
-        return Posted(created=created, existing=existing)
+        return Created(created=created, existing=existing)

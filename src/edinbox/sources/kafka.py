@@ -52,6 +52,32 @@ def _kafka() -> Any:
     return confluent_kafka
 
 
+_TRANSIENT = (
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "STALE_MEMBER_EPOCH",
+    "FENCED_MEMBER_EPOCH",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "_TRANSPORT",
+    "_WAIT_COORD",
+    "_ASSIGNMENT_LOST",
+    "_STATE",
+)
+
+
+def _transient(ck: Any, error: Any) -> bool:
+    """Whether a commit failed because of a group change or a passing outage (not a misconfiguration)."""
+    if error is None or not hasattr(error, "code"):
+        return False
+    codes = {getattr(ck.KafkaError, name) for name in _TRANSIENT if hasattr(ck.KafkaError, name)}
+    return bool(error.code() in codes or error.retriable())
+
+
 def _producer_settings(settings: Mapping[str, str]) -> dict[str, str]:
     """The librdkafka settings of a URL that a producer accepts (consumer settings left out)."""
     return {k: v for k, v in settings.items() if not k.startswith(_CONSUMER_ONLY)}
@@ -203,7 +229,7 @@ class KafkaSource(Source):
                 self._paused.pop(tp, None)
                 if point is not None:
                     points[tp] = (point, horizon)
-            self._commit(points, revoked=True)
+            self._commit(points)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         with self._lock:
@@ -211,8 +237,13 @@ class KafkaSource(Source):
                 self._tracker.lose((p.topic, p.partition))
                 self._paused.pop((p.topic, p.partition), None)
 
-    def _commit(self, points: Mapping[TopicPartition, tuple[int, int]], *, revoked: bool = False) -> None:
-        """Commit `{partition: (offset, horizon)}` synchronously; the caller holds the lock."""
+    def _commit(self, points: Mapping[TopicPartition, tuple[int, int]], *, strict: bool = False) -> None:
+        """Commit `{partition: (offset, horizon)}` synchronously; the caller holds the lock.
+
+        A commit that fails because the group is rebalancing (or its coordinator moved) is only logged: the records
+        stay settled here, the next commit (a later ack, the revoke) covers them, and at worst they are redelivered
+        and found settled by the inbox. With `strict`, any other failure raises SourceError.
+        """
         if not points:
             return
         ck = _kafka()
@@ -220,10 +251,11 @@ class KafkaSource(Source):
         try:
             self._consumer.commit(offsets=offsets, asynchronous=False)
         except ck.KafkaException as exc:
-            if revoked:  # the next owner reads the records again and the inbox finds them settled
-                _log.warning("offset commit on revoke failed on %s: %s", self.url, exc)
-                return
-            raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
+            error = exc.args[0] if exc.args else None
+            if strict and not _transient(ck, error):
+                raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
+            _log.warning("offset commit on %s failed, a later commit covers it: %s", self.url, exc)
+            return
         for tp, (offset, _) in points.items():
             self._tracker.committed(tp, offset)
 
@@ -288,7 +320,7 @@ class KafkaSource(Source):
         with self._lock:
             point = self._tracker.settle(tp, offset)
             if point is not None:
-                self._commit({tp: (point, self._tracker.horizon(tp))})
+                self._commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
 
     async def ack(self, delivery: Delivery) -> None:
         """Mark the record settled and commit its partition's commit point when it moved."""
@@ -300,14 +332,14 @@ class KafkaSource(Source):
         with self._lock:
             if not self._tracker.assigned(tp):
                 return  # revoked meanwhile: the next owner reads it from the committed offset
-            self._tracker.rewind(tp, offset)
             try:
                 self._consumer.seek(ck.TopicPartition(tp[0], tp[1], offset))
-                if delay:
-                    self._consumer.pause([ck.TopicPartition(tp[0], tp[1])])
-                    self._paused[tp] = time.monotonic() + delay
-            except ck.KafkaException as exc:
+            except ck.KafkaException as exc:  # the record stays pending: no commit passes it
                 raise SourceError(f"seeking back on {self.url} failed: {exc}") from exc
+            self._tracker.rewind(tp, offset)
+            if delay:
+                self._consumer.pause([ck.TopicPartition(tp[0], tp[1])])
+                self._paused[tp] = time.monotonic() + delay
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """Seek the partition back to this record (the ones after it come again too), paused for `delay` seconds."""
