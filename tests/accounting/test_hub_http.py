@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_service
 from edinbox.hub.accounting_service import AccountingService
+from services import require_service
 
 pytest.importorskip("httpx")
 pytest.importorskip("aio_pika")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import POSTGRES_URL, require_service
+from services import POSTGRES_URL, require_service
 
 ck = pytest.importorskip("confluent_kafka")
 pytest.importorskip("edinbox.hub", reason="the hub is not built yet")
