@@ -6,6 +6,8 @@ URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
 - `group`: the consumer group (default: the inbox consumer's name);
 - `key_header`: the record header holding the producer's id (default `message_id`);
 - `dead_letter`: the topic rejected records are produced to (default `<topic>.dead`);
+- `commit`: `ack` (default) commits at each ack; `receive` commits what was settled at the next receive (and on
+  close or revoke): one commit per batch instead of one per record, and at most one batch read again after a crash;
 - `mock=N`: host an in-process librdkafka mock cluster of N brokers instead of connecting (one-process demos);
 - any librdkafka setting by its dotted name: `session.timeout.ms=6000`, `group.protocol=consumer`,
   `security.protocol=SASL_SSL`, ... (a user and password in the URL become `sasl.username` / `sasl.password`).
@@ -78,6 +80,12 @@ def _transient(ck: Any, error: Any) -> bool:
     return bool(error.code() in codes or error.retriable())
 
 
+def _commit_mode(name: str, value: Any) -> str:
+    if value not in ("ack", "receive"):
+        raise ValueError(f"{name} must be ack or receive")
+    return str(value)
+
+
 def _producer_settings(settings: Mapping[str, str]) -> dict[str, str]:
     """The librdkafka settings of a URL that a producer accepts (consumer settings left out)."""
     return {k: v for k, v in settings.items() if not k.startswith(_CONSUMER_ONLY)}
@@ -137,6 +145,7 @@ class KafkaSource(Source):
         group: str,
         key_header: str = "message_id",
         dead_letter: str | None = None,
+        commit: str = "ack",
         settings: Mapping[str, str] | None = None,
         mock_brokers: int | None = None,
         url: str | None = None,
@@ -146,6 +155,9 @@ class KafkaSource(Source):
         self.topic = topic
         self.group = group
         self.key_header = key_header
+        if commit not in ("ack", "receive"):
+            raise ConfigurationError(f"commit must be 'ack' or 'receive', got {commit!r}")
+        self.commit = commit
         self.dead_letter = dead_letter or f"{topic}.dead"
         self.url = mask(url or f"kafka://{bootstrap}?topic={topic}&group={group}")
         self._settings = dict(settings or {})
@@ -169,6 +181,7 @@ class KafkaSource(Source):
             group=opts.take("group", name_option, None) or name_option("consumer", consumer),
             key_header=opts.take("key_header", lambda _n, v: str(v), "message_id"),
             dead_letter=opts.take("dead_letter", name_option, None),
+            commit=opts.take("commit", _commit_mode, "ack"),
             settings=settings,
             mock_brokers=mock,
             url=url,
@@ -265,6 +278,9 @@ class KafkaSource(Source):
         while True:
             now = time.monotonic()
             with self._lock:
+                if self.commit == "receive":
+                    settled = self._tracker.due()
+                    self._commit({tp: (o, self._tracker.horizon(tp)) for tp, o in settled.items()}, strict=True)
                 due = [tp for tp, until in self._paused.items() if until <= now]
                 for tp in due:
                     del self._paused[tp]
@@ -308,6 +324,11 @@ class KafkaSource(Source):
             handle=(tp, offset),
         )
 
+    def _commit_due(self) -> None:
+        with self._lock:
+            due = self._tracker.due()
+            self._commit({tp: (point, self._tracker.horizon(tp)) for tp, point in due.items()})
+
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
         """Consume up to `max_messages` records, waiting at most `timeout` seconds for the first."""
         async with self._polling:
@@ -319,11 +340,11 @@ class KafkaSource(Source):
         tp, offset = delivery.handle
         with self._lock:
             point = self._tracker.settle(tp, offset)
-            if point is not None:
+            if point is not None and self.commit == "ack":
                 self._commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
 
     async def ack(self, delivery: Delivery) -> None:
-        """Mark the record settled and commit its partition's commit point when it moved."""
+        """Mark the record settled and commit its partition's commit point when it moved (or at the next receive)."""
         await asyncio.to_thread(self._settle, delivery)
 
     def _seek(self, delivery: Delivery, delay: float | None) -> None:
@@ -369,8 +390,10 @@ class KafkaSource(Source):
     async def aclose(self) -> None:
         """Leave the group: settled records are committed, the others go to the next owner."""
         async with self._polling:
-            consumer, self._consumer = self._consumer, None
+            consumer = self._consumer
             if consumer is not None:
+                await asyncio.to_thread(self._commit_due)
+                self._consumer = None
                 await asyncio.to_thread(consumer.close)
             producer, self._producer = self._producer, None
             if producer is not None:
