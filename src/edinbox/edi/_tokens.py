@@ -12,7 +12,7 @@ import bisect
 import functools
 import re
 from collections.abc import Callable
-from operator import itemgetter
+from operator import itemgetter, methodcaller
 
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._model import Segment
@@ -119,7 +119,7 @@ class Body:
         )
         self.codec: str | None = None
         self._convert = self._converter()
-        self._cache: list[Segment | None] | None = None
+        self._cache: list[Segment] | None = None
         self._starts: list[int] | None = None
         self.memo: dict[str, str] = {}
 
@@ -176,18 +176,25 @@ class Body:
         return values[0], values[1]
 
     def segments(self, start: int = 0, stop: int | None = None) -> tuple[Segment, ...]:
-        """Materialised segments [start, stop), cached per interchange."""
+        """Materialised segments [start, stop), cached per interchange (all at once, in one pass)."""
         cache = self._cache
         if cache is None:
-            cache = self._cache = [None] * len(self.segs)
-        stop = len(self.segs) if stop is None else stop
-        out = []
-        for i in range(start, stop):
-            seg = cache[i]
-            if seg is None:
-                seg = cache[i] = self.split(i)
-            out.append(seg)
-        return tuple(out)
+            cache = self._cache = self._materialise()
+        return tuple(cache[start:stop])
+
+    def _materialise(self) -> list[Segment]:
+        """Every segment as a Segment; the common case (ASCII, no release) is one comprehension."""
+        if self._convert is not None:
+            return [self.split(i) for i in range(len(self.segs))]
+        comp = self.component
+        make = Segment
+        out = [
+            make(parts[0], tuple([tuple(p.split(comp)) if comp in p else (p,) for p in parts[1:]]))
+            for parts in map(methodcaller("split", self.element), self.segs)
+        ]
+        if out and out[0].tag == "ISA":  # ISA16 is the component separator: never split the ISA
+            out[0] = self.split(0)
+        return out
 
     def check_tags(self) -> None:
         """Raise EdiSyntaxError for a segment whose tag is not 2-3 upper-case letters or digits."""
