@@ -7,7 +7,6 @@ import re
 from datetime import datetime
 
 from edinbox.edi import _edifact, _x12
-from edinbox.edi._envelope import same_number, walk
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._head import Head
 from edinbox.edi._interchange import Interchange
@@ -26,7 +25,7 @@ def parse(data: bytes) -> list[Interchange]:
     """Every interchange in `data`, in order; EdiSyntaxError (with byte offset) when the bytes are not EDI."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise TypeError(f"parse() takes bytes, not {type(data).__name__}")
-    raw = bytes(data)
+    raw = data if type(data) is bytes else bytes(data)
     text = raw.decode("latin-1")
     n = len(text)
     pos = _gap(text, 0)
@@ -166,6 +165,7 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
     body.check_tags()
     problems = list(head.problems)
     header = body.split(0)
+    body.standard = head.standard
     if x12:
         if len(header.elements) < 16:
             raise EdiSyntaxError(
@@ -180,7 +180,6 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
         syntax = header.get(12)
         if not (len(control) == 9 and control.isdigit()):
             problems.append(f"ISA13 {control!r} is not a 9-digit control number")
-        spec = _x12.SPEC
     else:
         sender = Party(header.get(2, 2).strip(), header.get(2, 1).strip())
         receiver = Party(header.get(3, 2).strip(), header.get(3, 1).strip())
@@ -188,38 +187,14 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
         test = header.get(11).strip() == "1"
         prepared = _when(header.get(4, 1), header.get(4, 2))
         syntax = ":".join(header.composite(1)[:2])
-        spec = _edifact.SPEC
     if prepared is None:
         problems.append(f"the {'ISA09/ISA10' if x12 else 'UNB S004'} date and time of preparation is not readable")
-    result = walk(body, spec)
-    problems.extend(result.problems)
-    keyable = head.keyable and result.complete
-    if result.trailer is None:
-        keyable = False
-        if body.tail:
-            shown = body.tail[:30]
-            if body.tail.startswith(spec.trailer):
-                problems.append(f"the trailer {spec.trailer} is not terminated by {head.term!r} (truncated data?)")
-            else:
-                problems.append(f"the data ends inside a segment: {shown!r}")
-        problems.append(f"the interchange has no trailer {spec.trailer}: it is incomplete and is not keyed")
-    elif not same_number(result.trailer.get(2), control):
-        problems.append(
-            f"{spec.trailer} control number {result.trailer.get(2)!r} does not match the header's {control!r}"
-        )
     if not control:
-        keyable = False
         problems.append("the interchange control number is empty")
     if not sender.id:
-        keyable = False
         problems.append("the sender id is empty")
-    separators = Separators(
-        element=head.element,
-        component=head.component,
-        segment=_decode(head.term),
-        release=head.release,
-        repetition=body.repetition,
-        decimal=head.decimal,
+    separators = _separators(
+        head.element, head.component, _decode(head.term), head.release, body.repetition, head.decimal
     )
     return Interchange(
         standard=head.standard,
@@ -228,16 +203,18 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
         receiver=receiver,
         test=test,
         prepared_at=prepared,
-        groups=tuple(result.groups),
-        messages=tuple(result.messages),
         span=(head.start, span_end),
-        problems=tuple(problems),
-        keyable=keyable,
         syntax=syntax,
         separators=separators,
         raw=payload,
         _body=body,
+        _notes=tuple(problems),
+        _identified=head.keyable and bool(control) and bool(sender.id),
     )
+
+
+# Separators are frozen values: one per distinct set, shared by the interchanges that use it.
+_separators = functools.lru_cache(maxsize=64)(Separators)
 
 
 def _decode(char: str) -> str:

@@ -13,9 +13,13 @@ import functools
 import re
 from collections.abc import Callable
 from operator import itemgetter, methodcaller
+from typing import TYPE_CHECKING
 
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._model import Segment
+
+if TYPE_CHECKING:
+    from edinbox.edi._examine import Examined
 
 __all__ = ["WHITESPACE", "Body", "tokenize"]
 
@@ -87,10 +91,12 @@ class Body:
         "codec",
         "component",
         "element",
+        "examined",
         "memo",
         "release",
         "repetition",
         "segs",
+        "standard",
         "table",
         "tail",
         "term",
@@ -122,6 +128,8 @@ class Body:
         self._cache: list[Segment] | None = None
         self._starts: list[int] | None = None
         self.memo: dict[str, str] = {}
+        self.standard = ""
+        self.examined: Examined | None = None  # the envelope walk, done on first need
 
     # -- values ---------------------------------------------------------------------------------------------
     def set_codec(self, codec: str | None) -> None:
@@ -199,8 +207,11 @@ class Body:
     def check_tags(self) -> None:
         """Raise EdiSyntaxError for a segment whose tag is not 2-3 upper-case letters or digits."""
         element = self.element
-        heads = {h.replace("\n", "\x00") for h in set(map(_HEAD4, self.segs))}
-        bad = _bad_head(element).search("\n".join(heads))
+        heads = set(map(_HEAD4, self.segs))
+        joined = "\n".join(heads)
+        if joined.count("\n") != len(heads) - 1:  # a segment's head itself holds a line feed
+            joined = "\n".join(h.replace("\n", "\x00") for h in heads)
+        bad = _bad_head(element).search(joined)
         if bad is None:
             return
         found = bad.group()
