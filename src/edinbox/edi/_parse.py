@@ -117,7 +117,12 @@ def _find_end(text: str, head: Head) -> tuple[int, int | None]:
 
 def _when(date: str, time: str) -> datetime | None:
     """YYMMDD (69 pivot, as POSIX) or CCYYMMDD with HHMM[SS]; None when not a real date and time."""
-    if not (date.isdigit() and time.isdigit() and len(date) in (6, 8) and len(time) in (4, 6)):
+    if not (
+        (date.isascii() and date.isdigit())
+        and (time.isascii() and time.isdigit())
+        and len(date) in (6, 8)
+        and len(time) in (4, 6)
+    ):
         return None
     if len(date) == 6:
         year = int(date[:2])
@@ -178,7 +183,7 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
         test = header.get(15).strip() == "T"
         prepared = _when(header.get(9), header.get(10))
         syntax = header.get(12)
-        if not (len(control) == 9 and control.isdigit()):
+        if not (len(control) == 9 and (control.isascii() and control.isdigit())):
             problems.append(f"ISA13 {control!r} is not a 9-digit control number")
     else:
         sender = Party(header.get(2, 2).strip(), header.get(2, 1).strip())

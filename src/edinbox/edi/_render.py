@@ -171,7 +171,7 @@ def _x12(
     padding: str,
     line_break: str,
 ) -> str:
-    if not (control.isdigit() and len(control) <= 9):
+    if not ((control.isascii() and control.isdigit()) and len(control) <= 9):
         raise ValueError(f"an X12 control number is up to 9 digits, not {control!r}")
     number = control.zfill(9)
 
