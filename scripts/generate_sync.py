@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,6 +31,9 @@ SUBS: list[tuple[str, str]] = [
     (r"\baiosqlite\b", "sqlite3"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\basynccontextmanager\b", "contextmanager"),
+    (r"\bAbstractAsyncContextManager\b", "AbstractContextManager"),
+    (r"\basyncio\.Lock\b", "threading.Lock"),
+    (r"(?m)^import asyncio$", "import threading"),
 ]
 
 
@@ -39,7 +43,28 @@ def convert(source: str, name: str) -> str:
     for pattern, replacement in SUBS:
         out = re.sub(pattern, replacement, out)
     out = re.sub(r"#\s*sync:\s*(.*)\n(\s*).*# async-only\n", r"\2\1\n", out)
-    return HEADER.format(name=name) + out
+    return tidy(HEADER.format(name=name) + out, name.replace("_async_", "_sync_", 1))
+
+
+def tidy(text: str, name: str) -> str:
+    """Sort imports, drop the ones the sync side no longer needs, and format like the rest of the code."""
+    ruff = [sys.executable, "-m", "ruff"]
+    fixed = subprocess.run(
+        [*ruff, "check", "--fix-only", "--select", "I,F401,SIM117", "--stdin-filename", name, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT.parent.parent,
+    ).stdout
+    return subprocess.run(
+        [*ruff, "format", "--stdin-filename", name, "-"],
+        input=fixed,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT.parent.parent,
+    ).stdout
 
 
 def main() -> int:

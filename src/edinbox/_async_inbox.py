@@ -1,0 +1,401 @@
+"""AsyncInbox: exactly-once effects on an at-least-once broker (the sync `Inbox` is generated from this module).
+
+How a delivery is settled (every decision comes from `edinbox._core`):
+
+- new key: one round trip begins the transaction and inserts the journal row (INSERT ... ON CONFLICT DO NOTHING);
+  the handler runs on the same connection; the commit settles both: PROCESSED.
+- known key: the row is locked and `_core.decide` says DUPLICATE, CONFLICT (recorded on the row for operators),
+  DEAD, or retry. A concurrent duplicate waits on the unique index for the first transaction, then sees its row.
+- handler exception: rollback, then the attempt and error are recorded in a separate transaction and the
+  exception propagates unchanged. The failure that reaches `max_attempts` parks the row as dead at once (the
+  exception still propagates, so the caller does not ack); the next delivery returns DEAD.
+- caller's connection: the inbox works in a savepoint and never commits the caller's transaction; a handler
+  failure rolls back to the savepoint and records the attempt inside the caller's transaction (kept only if the
+  caller commits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Self
+
+from edinbox._core import (
+    SCHEMA_VERSION,
+    Action,
+    Found,
+    Status,
+    check_retention,
+    decide,
+    failure_status,
+    idempotency_key,
+)
+from edinbox._errors import ConfigurationError, NotSettledError, StoreError
+from edinbox._message import Message, Outcome
+from edinbox._records import Record, Stats, Tx
+from edinbox._urls import mask
+from edinbox.stores._async_base import AsyncUnit
+from edinbox.stores._async_factory import open_store
+
+__all__ = ["AsyncInbox"]
+
+Handler = Callable[[Tx, Message], Awaitable[object]]
+BatchHandler = Callable[[Tx, list[Message]], Awaitable[object]]
+
+_RETRIES = 3  # a row deleted (forget, purge) between the insert and the lock: start over
+
+
+def _key(consumer: str, message: Message) -> dict[str, Any]:
+    return {
+        "consumer": consumer,
+        "source": message.source,
+        "message_id": message.message_id,
+        "fingerprint": message.fingerprint,
+    }
+
+
+def _describe(exc: BaseException) -> str:
+    return mask(f"{type(exc).__qualname__}: {exc}")[:4000]
+
+
+class AsyncInbox:
+    """The journal of consumed messages of one consumer, in PostgreSQL or SQLite.
+
+    `target` is a URL (`postgresql://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite://` in
+    memory), a psycopg pool, or the caller's own connection (psycopg or SQLite) so the journal row joins the
+    caller's transaction. `horizon` is the longest time after which a message can still come back (broker
+    redelivery, retry schedule, operator replay); `purge` refuses to forget anything younger.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        consumer: str,
+        table: str = "inbox",
+        max_attempts: int = 5,
+        horizon: timedelta = timedelta(days=7),
+        pool_size: int = 4,
+    ) -> None:
+        """Check the configuration; nothing connects until the first call."""
+        if not isinstance(consumer, str) or not consumer:
+            raise ConfigurationError("consumer must be a non-empty string")
+        if not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigurationError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+        if not isinstance(horizon, timedelta) or horizon < timedelta(0):
+            raise ConfigurationError(f"horizon must be a non-negative timedelta, got {horizon!r}")
+        self.consumer = consumer
+        self.max_attempts = max_attempts
+        self.horizon = horizon
+        self._store = open_store(target, table=table, pool_size=pool_size)
+        self.dialect = self._store.dialect
+
+    async def __aenter__(self) -> Self:
+        """Use the inbox as a context manager that closes it."""
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the connections the inbox opened."""
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections the inbox opened (a caller's connection or pool stays open)."""
+        await self._store.aclose()
+
+    async def create_schema(self) -> None:
+        """Create the journal table, its unique key and schema version when missing (idempotent)."""
+        await self._store.create_schema(version=SCHEMA_VERSION)
+
+    async def verify(self) -> None:
+        """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
+        await self._store.verify(version=SCHEMA_VERSION)
+
+    async def process(
+        self, message: Message, handler: Handler, *, lease: timedelta | None = None, at_most_once: bool = False
+    ) -> Outcome:
+        """Run `handler(tx, message)` once per key and return how the message settled; raise if it did not.
+
+        With `lease`, the handler's effect is not transactional: the claim commits first, the handler runs
+        outside any transaction with `tx.idempotency_key`, and the completion commits after. A delivery during
+        a live lease raises NotSettledError; after an expired lease the handler runs again with the same key,
+        or the row is parked (DEAD) when `at_most_once` is set.
+        """
+        if lease is not None:
+            return await self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
+        key = _key(self.consumer, message)
+        for _ in range(_RETRIES):
+            async with self._store.unit() as unit:
+                if await unit.insert("insert_processed", key):
+                    return await self._run(unit, message, handler)
+                found = await self._find(unit, key)
+                if found is None:
+                    await unit.rollback()
+                    continue
+                action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
+                if action is not Action.RETRY:
+                    return await self._settle(unit, action, message, key)
+                await unit.run("retry", key)
+                return await self._run(unit, message, handler)
+        raise StoreError(f"the journal row of {message.key} kept disappearing (concurrent forget or purge?)")
+
+    async def _run(self, unit: AsyncUnit, message: Message, handler: Handler) -> Outcome:
+        try:
+            await handler(Tx(unit.connection, self.dialect), message)
+        except BaseException as exc:
+            await unit.rollback()
+            if isinstance(exc, Exception):
+                await self._record_failures(unit, [message], exc)
+            raise
+        await unit.commit()
+        return Outcome.PROCESSED
+
+    async def _find(self, unit: AsyncUnit, key: dict[str, Any]) -> tuple[Found, datetime] | None:
+        rows = await unit.fetch("find_for_update", key)
+        if not rows:
+            return None
+        status, fingerprint, attempts, lease_until, now = rows[0]
+        found = Found(Status(status), fingerprint, attempts, self._store.timestamp(lease_until))
+        return found, self._store.timestamp(now) or datetime.now().astimezone()
+
+    async def _settle(self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
+        """Finish a delivery whose key was already journaled and whose handler does not run."""
+        try:
+            outcome = await self._apply(unit, action, message, key)
+        except BaseException:
+            await unit.rollback()
+            raise
+        await unit.commit()
+        return outcome
+
+    async def _record_failures(self, unit: AsyncUnit, messages: Sequence[Message], exc: Exception) -> None:
+        """Count the failed attempt of each message in a transaction of its own; the handler error wins."""
+        common = {
+            "first_status": failure_status(1, max_attempts=self.max_attempts).value,
+            "error": _describe(exc),
+            "max_attempts": self.max_attempts,
+        }
+        rows = [{**_key(self.consumer, m), **common, "payload": bytes(m.payload)} for m in messages]
+        try:
+            await unit.begin()
+            try:
+                if len(rows) == 1:
+                    await unit.run("record_failure", rows[0])
+                else:
+                    await unit.run_many("record_failure", rows)
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+        except StoreError as store_error:
+            exc.add_note(f"edinbox could not record this failed attempt: {store_error}")
+
+    async def _process_leased(
+        self, message: Message, handler: Handler, *, lease: timedelta, at_most_once: bool
+    ) -> Outcome:
+        key = _key(self.consumer, message)
+        claim = {**key, "lease": lease}
+        async with self._store.unit() as unit:
+            if await unit.insert("insert_claimed", claim):
+                attempts = 1
+            else:
+                found = await self._find(unit, key)
+                if found is None:
+                    await unit.rollback()
+                    raise NotSettledError(f"the journal row of {message.key} was deleted meanwhile; redeliver it")
+                action = decide(
+                    found[0],
+                    key["fingerprint"],
+                    now=found[1],
+                    max_attempts=self.max_attempts,
+                    at_most_once=at_most_once,
+                )
+                if action is not Action.RETRY:
+                    return await self._settle(unit, action, message, key)
+                attempts = (await unit.fetch("reclaim", claim))[0][0]
+            await unit.commit()
+        tx = Tx(None, self.dialect, idempotency_key(self.consumer, message.source, message.message_id))
+        try:
+            await handler(tx, message)
+        except Exception as exc:
+            failure = {**key, "attempts": attempts, "error": _describe(exc), "max_attempts": self.max_attempts}
+            await self._write("fail_claim", {**failure, "payload": bytes(message.payload)})
+            raise
+        if not await self._write("complete", {**key, "attempts": attempts}):
+            raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
+        return Outcome.PROCESSED
+
+    async def process_batch(self, messages: Sequence[Message], handler: BatchHandler) -> list[Outcome]:
+        """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
+
+        The handler gets only the messages to process (new, or failed before), in one transaction with their
+        journal rows; it is not called when there are none. A live lease on any message raises NotSettledError
+        for the whole batch, and a handler exception fails the whole batch (each new message counts an attempt).
+        """
+        batch = list(messages)
+        if not batch:
+            return []
+        for _ in range(_RETRIES):
+            async with self._store.unit() as unit:
+                outcomes = await self._claim_batch(unit, batch)
+                if outcomes is None:
+                    await unit.rollback()
+                    continue
+                new = [m for m, outcome in zip(batch, outcomes, strict=True) if outcome is Outcome.PROCESSED]
+                if new:
+                    try:
+                        await handler(Tx(unit.connection, self.dialect), new)
+                    except BaseException as exc:
+                        await unit.rollback()
+                        if isinstance(exc, Exception):
+                            await self._record_failures(unit, new, exc)
+                        raise
+                await unit.commit()
+                return outcomes
+        raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
+
+    async def _claim_batch(self, unit: AsyncUnit, batch: list[Message]) -> list[Outcome] | None:
+        """Insert the batch's keys and decide each message; None when a row vanished meanwhile."""
+        await unit.begin()
+        try:
+            params = {"consumer": self.consumer, **self._store.batch_params(batch)}
+            inserted = {(row[0], row[1]) for row in await unit.fetch("insert_batch", params)}
+            claimed: dict[tuple[str, str], str | None] = {}  # key -> fingerprint of the copy that runs
+            outcomes: list[Outcome | None] = []
+            pending: list[int] = []
+            for message in batch:
+                if message.key in claimed:
+                    outcomes.append(await self._copy(unit, message, claimed))
+                elif message.key in inserted:
+                    claimed[message.key] = message.fingerprint
+                    outcomes.append(Outcome.PROCESSED)
+                else:
+                    pending.append(len(outcomes))
+                    outcomes.append(None)
+            if pending:
+                params = {"consumer": self.consumer, **self._store.batch_params([batch[i] for i in pending])}
+                found: dict[tuple[str, str], tuple[Found, datetime]] = {}
+                for source, message_id, status, fingerprint, attempts, lease_until, now in await unit.fetch(
+                    "find_batch_for_update", params
+                ):
+                    row = Found(Status(status), fingerprint, attempts, self._store.timestamp(lease_until))
+                    found[(source, message_id)] = (row, self._store.timestamp(now) or datetime.now().astimezone())
+                for index in pending:
+                    message = batch[index]
+                    if message.key in claimed:
+                        outcomes[index] = await self._copy(unit, message, claimed)
+                        continue
+                    if message.key not in found:
+                        return None
+                    row, now = found[message.key]
+                    key = _key(self.consumer, message)
+                    action = decide(row, key["fingerprint"], now=now, max_attempts=self.max_attempts)
+                    if action is Action.RETRY:
+                        await unit.run("retry", key)
+                        claimed[message.key] = message.fingerprint
+                        outcomes[index] = Outcome.PROCESSED
+                    else:
+                        outcomes[index] = await self._apply(unit, action, message, key)
+        except BaseException:
+            await unit.rollback()
+            raise
+        return [outcome or Outcome.DUPLICATE for outcome in outcomes]
+
+    async def _copy(self, unit: AsyncUnit, message: Message, claimed: dict[tuple[str, str], str | None]) -> Outcome:
+        """Another copy, in the same batch, of a message this batch processes."""
+        action = Action.DUPLICATE if claimed[message.key] == message.fingerprint else Action.CONFLICT
+        return await self._apply(unit, action, message, _key(self.consumer, message))
+
+    async def _apply(self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
+        """Write what a decision without a handler run needs, inside the open transaction."""
+        if action is Action.BUSY:
+            raise NotSettledError(f"message {message.key} is leased by another delivery; do not ack it")
+        if action is Action.CONFLICT:
+            await unit.run("record_conflict", {**key, "payload": bytes(message.payload)})
+            return Outcome.CONFLICT
+        if action is Action.PARK:
+            error = "lease expired: the effect may or may not have happened; parked for reconciliation"
+            await unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
+            return Outcome.DEAD
+        return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
+
+    async def _write(self, name: str, params: dict[str, Any]) -> int:
+        """Run one statement in a transaction of its own; return the number of rows it changed."""
+        async with self._store.unit() as unit:
+            await unit.begin()
+            try:
+                changed = await unit.run(name, params)
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+            return changed
+
+    async def purge(self, older_than: timedelta, *, batch_size: int = 1000) -> int:
+        """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction.
+
+        Refuses (ConfigurationError) when `older_than` is shorter than the redelivery horizon. Failed, dead,
+        leased and conflict rows are never purged. On PostgreSQL one purger runs at a time (an advisory lock;
+        a second one returns 0 at once). Returns the number of rows deleted.
+        """
+        check_retention(older_than, horizon=self.horizon)
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
+        return await self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
+
+    async def stats(self) -> Stats:
+        """Count this consumer's journal rows by status."""
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("stats", {"consumer": self.consumer})
+        return Stats.from_counts({Status(status): count for status, count in rows})
+
+    async def get(self, source: str, message_id: str) -> Record | None:
+        """The journal row of one message of this consumer, or None."""
+        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("get", key)
+        return self._record(rows[0]) if rows else None
+
+    async def records(self, *, status: Status | str | None = None, limit: int = 100) -> list[Record]:
+        """This consumer's rows, newest first, optionally only those with `status`."""
+        wanted = None if status is None else Status(status).value
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("records", {"consumer": self.consumer, "status": wanted, "limit": limit})
+        return [self._record(row) for row in rows]
+
+    async def requeue(self, source: str, message_id: str) -> bool:
+        """Make a dead or conflict row processable again by the next delivery; false when there was none.
+
+        A dead row keeps its key and gets a fresh attempt count; a conflict row takes the conflicting
+        fingerprint, so the next delivery runs the handler (deliberately, for the corrected message).
+        """
+        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
+        return await self._write("requeue", key) > 0
+
+    async def forget(self, source: str, message_id: str) -> bool:
+        """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
+        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
+        return await self._write("forget", key) > 0
+
+    def _record(self, row: tuple[Any, ...]) -> Record:
+        ts = self._store.timestamp
+        received_at = ts(row[8]) or datetime.now().astimezone()  # NOT NULL in the schema
+        return Record(
+            consumer=row[0],
+            source=row[1],
+            message_id=row[2],
+            fingerprint=row[3],
+            status=Status(row[4]),
+            attempts=row[5],
+            last_error=row[6],
+            lease_until=ts(row[7]),
+            received_at=received_at,
+            settled_at=ts(row[9]),
+            payload=None if row[10] is None else bytes(row[10]),
+            conflicts=row[11],
+            conflict_fingerprint=row[12],
+            conflict_payload=None if row[13] is None else bytes(row[13]),
+            last_conflict_at=ts(row[14]),
+        )

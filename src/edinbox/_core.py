@@ -1,0 +1,179 @@
+"""The inbox decisions, with no I/O: statuses, what a found journal row means, retries, leases, retention.
+
+Every store and both APIs (sync and async) ask this module what to do; none of them decides on its own.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from edinbox._errors import ConfigurationError, SchemaError
+
+__all__ = [
+    "COLUMNS",
+    "SCHEMA_VERSION",
+    "Action",
+    "Found",
+    "Status",
+    "TableName",
+    "check_retention",
+    "check_version",
+    "decide",
+    "failure_status",
+    "idempotency_key",
+    "parse_table",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the journal layout; `create_schema()` writes it and `verify()` demands it."""
+
+COLUMNS = (
+    "consumer",
+    "source",
+    "message_id",
+    "fingerprint",
+    "status",
+    "attempts",
+    "last_error",
+    "lease_until",
+    "received_at",
+    "settled_at",
+    "payload",
+    "conflicts",
+    "conflict_fingerprint",
+    "conflict_payload",
+    "last_conflict_at",
+)
+"""The journal columns, in the order `get` and `records` read them."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
+
+
+class Status(enum.Enum):
+    """The state of one journal row."""
+
+    PROCESSED = "processed"
+    """Settled: the effects committed with the row."""
+    IN_PROGRESS = "in_progress"
+    """Lease mode: claimed, the non-transactional effect may be running until `lease_until`."""
+    FAILED = "failed"
+    """The handler failed fewer than `max_attempts` times; the next delivery retries it."""
+    DEAD = "dead"
+    """Parked: the handler failed `max_attempts` times (or an expired at-most-once lease); an operator decides."""
+    CONFLICT = "conflict"
+    """Processed, and later delivered again under the same key with another fingerprint; kept for operators."""
+
+
+SETTLED = frozenset({Status.PROCESSED, Status.CONFLICT})
+
+
+class Action(enum.Enum):
+    """What to do with a delivery whose key is already in the journal."""
+
+    DUPLICATE = "duplicate"
+    """Nothing runs; the caller acks."""
+    CONFLICT = "conflict"
+    """Nothing runs; record the conflicting fingerprint for operators; the caller acks."""
+    DEAD = "dead"
+    """Nothing runs: the row is parked; the caller acks."""
+    RETRY = "retry"
+    """Run the handler again (a failed row, or a lease that expired)."""
+    PARK = "park"
+    """Park the row as dead now (an expired lease of an at-most-once effect, or attempts exhausted)."""
+    BUSY = "busy"
+    """A live lease is held elsewhere: not settled, the caller must not ack."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The part of an existing journal row that the decision needs."""
+
+    status: Status
+    fingerprint: str
+    attempts: int
+    lease_until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TableName:
+    """A validated journal table name, optionally schema-qualified (`edi.inbox`)."""
+
+    schema: str | None
+    name: str
+
+    def __str__(self) -> str:
+        """Return the dotted form, for messages."""
+        return f"{self.schema}.{self.name}" if self.schema else self.name
+
+
+def parse_table(table: str, *, qualified: bool) -> TableName:
+    """Validate `table` (one or two identifiers of letters, digits and `_`) and split off its schema."""
+    if not isinstance(table, str):
+        raise ConfigurationError(f"table must be a string, not {type(table).__name__}")
+    parts = table.split(".")
+    if len(parts) > 2 or not all(_IDENTIFIER.fullmatch(part) for part in parts):
+        raise ConfigurationError(
+            f"invalid table name {table!r}: use 1-48 letters, digits or '_' (not starting with a digit)"
+            + (", optionally qualified by a schema as in 'edi.inbox'" if qualified else "")
+        )
+    if len(parts) == 2:
+        if not qualified:
+            raise ConfigurationError(f"table {table!r}: this database has no schemas, use an unqualified name")
+        return TableName(schema=parts[0], name=parts[1])
+    return TableName(schema=None, name=parts[0])
+
+
+def decide(
+    found: Found,
+    fingerprint: str,
+    *,
+    now: datetime,
+    max_attempts: int,
+    at_most_once: bool = False,
+) -> Action:
+    """Decide what a delivery of `fingerprint` does when its key is already journaled as `found`."""
+    if found.status in SETTLED:
+        return Action.DUPLICATE if found.fingerprint == fingerprint else Action.CONFLICT
+    if found.status is Status.DEAD:
+        return Action.DEAD
+    if found.status is Status.IN_PROGRESS:
+        if found.lease_until is not None and found.lease_until > now:
+            return Action.BUSY
+        # The lease expired: the holder crashed or overran, and the effect may or may not have happened.
+        if at_most_once or found.attempts >= max_attempts:
+            return Action.PARK
+        return Action.RETRY
+    if found.attempts >= max_attempts:  # a failed row from a run with a larger max_attempts
+        return Action.PARK
+    return Action.RETRY
+
+
+def failure_status(attempts: int, *, max_attempts: int) -> Status:
+    """Status of a row whose handler has now failed `attempts` times in all."""
+    return Status.DEAD if attempts >= max_attempts else Status.FAILED
+
+
+def check_retention(older_than: timedelta, *, horizon: timedelta) -> None:
+    """Refuse a purge that would forget keys the broker can still redeliver (younger than the horizon)."""
+    if older_than < timedelta(0):
+        raise ConfigurationError(f"older_than must not be negative, got {older_than}")
+    if older_than < horizon:
+        raise ConfigurationError(
+            f"refusing to purge rows younger than the redelivery horizon: older_than={older_than} < horizon={horizon}"
+        )
+
+
+def idempotency_key(consumer: str, source: str, message_id: str) -> str:
+    """The stable key a lease-mode handler passes on to a non-transactional API (same on every retry)."""
+    digest = hashlib.sha256("\x1f".join((consumer, source, message_id)).encode()).hexdigest()
+    return f"edinbox-{digest[:40]}"
+
+
+def check_version(found: list[int], *, version: int, table: object) -> None:
+    """Raise SchemaError unless the version table holds exactly `version`."""
+    if sorted(found) != [version]:
+        raise SchemaError(f"journal table {table} has schema version {found or 'none'}, this edinbox needs {version}")

@@ -1,0 +1,124 @@
+-- name: insert_processed
+INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'processed', 1, now(), now())
+ON CONFLICT DO NOTHING
+RETURNING 1
+
+-- name: insert_claimed
+INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'in_progress', 1, now() + %(lease)s, now())
+ON CONFLICT DO NOTHING
+RETURNING 1
+
+-- name: find_for_update
+SELECT status, fingerprint, attempts, lease_until, now()
+FROM {table}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+FOR UPDATE
+
+-- name: retry
+UPDATE {table}
+SET status = 'processed', fingerprint = %(fingerprint)s, attempts = attempts + 1, lease_until = NULL,
+    settled_at = now(), payload = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: reclaim
+UPDATE {table}
+SET status = 'in_progress', fingerprint = %(fingerprint)s, attempts = attempts + 1,
+    lease_until = now() + %(lease)s, settled_at = NULL, payload = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+RETURNING attempts
+
+-- name: complete
+UPDATE {table}
+SET status = 'processed', settled_at = now(), lease_until = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status = 'in_progress' AND attempts = %(attempts)s
+
+-- name: fail_claim
+UPDATE {table}
+SET status = CASE WHEN attempts >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
+    payload = CASE WHEN attempts >= %(max_attempts)s THEN %(payload)s END,
+    last_error = %(error)s, lease_until = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status = 'in_progress' AND attempts = %(attempts)s
+
+-- name: record_failure
+INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s, 1, %(error)s,
+    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s::bytea END)
+ON CONFLICT (consumer, source, message_id) DO UPDATE
+SET attempts = t.attempts + 1,
+    status = CASE WHEN t.attempts + 1 >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
+    payload = CASE WHEN t.attempts + 1 >= %(max_attempts)s THEN %(payload)s::bytea END,
+    fingerprint = excluded.fingerprint, last_error = excluded.last_error, lease_until = NULL
+WHERE t.status = 'failed'
+
+-- name: park
+UPDATE {table}
+SET status = 'dead', last_error = %(error)s, payload = %(payload)s, lease_until = NULL, settled_at = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: record_conflict
+UPDATE {table}
+SET status = 'conflict', conflicts = conflicts + 1, conflict_fingerprint = %(fingerprint)s,
+    conflict_payload = %(payload)s, last_conflict_at = now()
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: insert_batch
+INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+SELECT %(consumer)s, u.source, u.message_id, u.fingerprint, 'processed', 1, now(), now()
+FROM unnest(%(sources)s::text[], %(message_ids)s::text[], %(fingerprints)s::text[])
+    AS u (source, message_id, fingerprint)
+ON CONFLICT DO NOTHING
+RETURNING source, message_id
+
+-- name: find_batch_for_update
+SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, now()
+FROM {table} AS t
+JOIN unnest(%(sources)s::text[], %(message_ids)s::text[]) AS u (source, message_id)
+    ON t.source = u.source AND t.message_id = u.message_id
+WHERE t.consumer = %(consumer)s
+FOR UPDATE OF t
+
+-- name: get
+SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+FROM {table}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: records
+SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+FROM {table}
+WHERE consumer = %(consumer)s AND (%(status)s::text IS NULL OR status = %(status)s::text)
+ORDER BY received_at DESC, source, message_id
+LIMIT %(limit)s
+
+-- name: stats
+SELECT status, count(*) FROM {table} WHERE consumer = %(consumer)s GROUP BY status
+
+-- name: requeue
+UPDATE {table}
+SET status = 'failed', attempts = 0, lease_until = NULL, settled_at = NULL,
+    fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status IN ('dead', 'conflict')
+
+-- name: forget
+DELETE FROM {table} WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: purge_lock
+SELECT pg_try_advisory_lock(hashtextextended(%(lock)s, 0))
+
+-- name: purge_unlock
+SELECT pg_advisory_unlock(hashtextextended(%(lock)s, 0))
+
+-- name: purge_batch
+DELETE FROM {table}
+WHERE ctid IN (
+    SELECT ctid FROM {table}
+    WHERE consumer = %(consumer)s AND status = 'processed' AND settled_at < now() - %(older_than)s
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+)

@@ -1,0 +1,54 @@
+-- name: create_schema
+CREATE SCHEMA IF NOT EXISTS {schema}
+
+-- name: create_table
+CREATE TABLE IF NOT EXISTS {table} (
+    consumer text NOT NULL,
+    source text NOT NULL,
+    message_id text NOT NULL,
+    fingerprint text NOT NULL,
+    status text NOT NULL
+        CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict')),
+    attempts integer NOT NULL DEFAULT 0,
+    last_error text,
+    lease_until timestamptz,
+    received_at timestamptz NOT NULL DEFAULT now(),
+    settled_at timestamptz,
+    payload bytea,
+    conflicts integer NOT NULL DEFAULT 0,
+    conflict_fingerprint text,
+    conflict_payload bytea,
+    last_conflict_at timestamptz
+)
+
+-- name: create_key
+CREATE UNIQUE INDEX IF NOT EXISTS {key_index} ON {table} (consumer, source, message_id)
+
+-- name: create_settled_index
+CREATE INDEX IF NOT EXISTS {settled_index} ON {table} (consumer, settled_at) WHERE status = 'processed'
+
+-- name: create_version
+CREATE TABLE IF NOT EXISTS {version_table} (version integer NOT NULL)
+
+-- name: seed_version
+INSERT INTO {version_table} (version) SELECT %(version)s WHERE NOT EXISTS (SELECT 1 FROM {version_table})
+
+-- name: schema_lock
+SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))
+
+-- name: version
+SELECT version FROM {version_table}
+
+-- name: relation
+SELECT to_regclass(%(name)s)::text
+
+-- name: columns
+SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass(%(name)s) AND attnum > 0 AND NOT attisdropped
+
+-- name: unique_keys
+SELECT array_agg(a.attname::text ORDER BY a.attname::text)
+FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+WHERE i.indrelid = to_regclass(%(name)s) AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
+    AND i.indnkeyatts = 3
+GROUP BY i.indexrelid

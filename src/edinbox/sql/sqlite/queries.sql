@@ -1,0 +1,115 @@
+-- name: insert_processed
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+VALUES (:consumer, :source, :message_id, :fingerprint, 'processed', 1, :now, :now)
+ON CONFLICT DO NOTHING
+RETURNING 1
+
+-- name: insert_claimed
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at)
+VALUES (:consumer, :source, :message_id, :fingerprint, 'in_progress', 1, :now + :lease, :now)
+ON CONFLICT DO NOTHING
+RETURNING 1
+
+-- name: find_for_update
+SELECT status, fingerprint, attempts, lease_until, :now
+FROM {table}
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+
+-- name: retry
+UPDATE {table}
+SET status = 'processed', fingerprint = :fingerprint, attempts = attempts + 1, lease_until = NULL,
+    settled_at = :now, payload = NULL
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+
+-- name: reclaim
+UPDATE {table}
+SET status = 'in_progress', fingerprint = :fingerprint, attempts = attempts + 1,
+    lease_until = :now + :lease, settled_at = NULL, payload = NULL
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+RETURNING attempts
+
+-- name: complete
+UPDATE {table}
+SET status = 'processed', settled_at = :now, lease_until = NULL
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+    AND status = 'in_progress' AND attempts = :attempts
+
+-- name: fail_claim
+UPDATE {table}
+SET status = CASE WHEN attempts >= :max_attempts THEN 'dead' ELSE 'failed' END,
+    payload = CASE WHEN attempts >= :max_attempts THEN :payload END,
+    last_error = :error, lease_until = NULL
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+    AND status = 'in_progress' AND attempts = :attempts
+
+-- name: record_failure
+INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload,
+    received_at)
+VALUES (:consumer, :source, :message_id, :fingerprint, :first_status, 1, :error,
+    CASE WHEN :first_status = 'dead' THEN :payload END, :now)
+ON CONFLICT (consumer, source, message_id) DO UPDATE
+SET attempts = t.attempts + 1,
+    status = CASE WHEN t.attempts + 1 >= :max_attempts THEN 'dead' ELSE 'failed' END,
+    payload = CASE WHEN t.attempts + 1 >= :max_attempts THEN :payload END,
+    fingerprint = excluded.fingerprint, last_error = excluded.last_error, lease_until = NULL
+WHERE t.status = 'failed'
+
+-- name: park
+UPDATE {table}
+SET status = 'dead', last_error = :error, payload = :payload, lease_until = NULL, settled_at = NULL
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+
+-- name: record_conflict
+UPDATE {table}
+SET status = 'conflict', conflicts = conflicts + 1, conflict_fingerprint = :fingerprint,
+    conflict_payload = :payload, last_conflict_at = :now
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+
+-- name: insert_batch
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+SELECT :consumer, j.value ->> 0, j.value ->> 1, j.value ->> 2, 'processed', 1, :now, :now
+FROM json_each(:batch) AS j
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING source, message_id
+
+-- name: find_batch_for_update
+SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, :now
+FROM {table} AS t
+JOIN json_each(:keys) AS j ON t.source = j.value ->> 0 AND t.message_id = j.value ->> 1
+WHERE t.consumer = :consumer
+
+-- name: get
+SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+FROM {table}
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+
+-- name: records
+SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+FROM {table}
+WHERE consumer = :consumer AND (:status IS NULL OR status = :status)
+ORDER BY received_at DESC, source, message_id
+LIMIT :limit
+
+-- name: stats
+SELECT status, count(*) FROM {table} WHERE consumer = :consumer GROUP BY status
+
+-- name: requeue
+UPDATE {table}
+SET status = 'failed', attempts = 0, lease_until = NULL, settled_at = NULL,
+    fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+    AND status IN ('dead', 'conflict')
+
+-- name: forget
+DELETE FROM {table} WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+
+-- name: purge_batch
+DELETE FROM {table}
+WHERE rowid IN (
+    SELECT rowid FROM {table}
+    WHERE consumer = :consumer AND status = 'processed' AND settled_at < :now - :older_than
+    LIMIT :batch_size
+)

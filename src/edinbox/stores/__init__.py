@@ -1,0 +1,5 @@
+"""Journal stores, one module pair per database: PostgreSQL (psycopg 3) and SQLite (sqlite3 / aiosqlite).
+
+Each async store is written by hand (`_async_<db>.py`); its sync twin (`_sync_<db>.py`) is generated.
+Driver errors are mapped to `edinbox.StoreError` in one place per driver (`_<db>_sql.py`).
+"""

@@ -1,0 +1,70 @@
+"""The roles a journal store plays for the inbox: a unit of work on one connection, and the store itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from edinbox._message import Message
+
+__all__ = ["AsyncStore", "AsyncUnit"]
+
+Params = Mapping[str, Any]
+
+
+class AsyncUnit(Protocol):
+    """One connection, held for one operation: a transaction of its own, or a savepoint in the caller's."""
+
+    connection: Any
+    """The driver's connection, handed to handlers as `tx.connection`."""
+
+    async def begin(self) -> None:
+        """Start the transaction (or the savepoint inside the caller's transaction)."""
+
+    async def insert(self, name: str, params: Params) -> bool:
+        """Begin, then run the named INSERT ... ON CONFLICT DO NOTHING; true when it inserted the row."""
+
+    async def fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+        """Run the named statement and return its rows."""
+
+    async def run(self, name: str, params: Params) -> int:
+        """Run the named statement and return the number of rows it changed."""
+
+    async def run_many(self, name: str, params: Sequence[Params]) -> None:
+        """Run the named statement once per parameter set."""
+
+    async def commit(self) -> None:
+        """Commit (or release the savepoint); StoreError when the transaction was left aborted."""
+
+    async def rollback(self) -> None:
+        """Roll back (or roll back to the savepoint); never raises."""
+
+
+class AsyncStore(Protocol):
+    """A database holding the journal table."""
+
+    dialect: str
+    """"postgresql" or "sqlite"."""
+
+    def unit(self) -> AbstractAsyncContextManager[AsyncUnit]:
+        """Hold a connection for one operation."""
+
+    def timestamp(self, value: Any) -> datetime | None:
+        """Turn a stored timestamp into an aware datetime."""
+
+    def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
+        """Parameters that pass a batch's keys and fingerprints to one set-based statement."""
+
+    async def create_schema(self, *, version: int) -> None:
+        """Create the table, its unique key and the version row when missing (idempotent)."""
+
+    async def verify(self, *, version: int) -> None:
+        """Raise SchemaError unless the table, its unique key and the schema version are right."""
+
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
+        """Delete settled rows older than `older_than` in bounded batches, one purger at a time."""
+
+    async def aclose(self) -> None:
+        """Release the connections the store opened (never the caller's)."""

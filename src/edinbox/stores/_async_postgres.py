@@ -1,0 +1,241 @@
+"""The PostgreSQL journal store on psycopg 3 (async; the sync twin is generated from this module)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg.pq import TransactionStatus
+
+from edinbox._core import COLUMNS, TableName, check_version
+from edinbox._errors import ConfigurationError, SchemaError, StoreError
+from edinbox._message import Message
+from edinbox._urls import mask
+from edinbox.stores._async_base import AsyncUnit, Params
+from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
+
+__all__ = ["AsyncPostgresStore"]
+
+_KEY = ["consumer", "message_id", "source"]
+
+
+class _AsyncPostgresUnit:
+    """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
+
+    def __init__(self, connection: psycopg.AsyncConnection[Any], statements: Statements, *, nested: bool) -> None:
+        self.connection = connection
+        self._sql = statements
+        self._nested = nested
+
+    async def _begin(self) -> None:
+        if self._nested:
+            await self.connection.execute(b"SAVEPOINT edinbox")
+        elif self.connection.autocommit:
+            await self.connection.execute(b"BEGIN")
+        # Otherwise psycopg sends BEGIN itself, in the same round trip as the next statement when pipelined.
+
+    async def begin(self) -> None:
+        """Start the transaction (or the savepoint inside the caller's transaction)."""
+        with mapped_errors("begin a transaction"):
+            await self._begin()
+
+    async def insert(self, name: str, params: Params) -> bool:
+        """Begin and insert in one round trip (pipeline mode); true when the row was inserted."""
+        with mapped_errors("record the message"):
+            async with self.connection.pipeline():
+                await self._begin()
+                cursor = await self.connection.execute(self._sql[name], params, prepare=True)
+            return await cursor.fetchone() is not None
+
+    async def fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+        """Run the named statement and return its rows."""
+        with mapped_errors(f"run {name}"):
+            cursor = await self.connection.execute(self._sql[name], params)
+            return await cursor.fetchall()
+
+    async def run(self, name: str, params: Params) -> int:
+        """Run the named statement and return the number of rows it changed."""
+        with mapped_errors(f"run {name}"):
+            cursor = await self.connection.execute(self._sql[name], params)
+            return cursor.rowcount
+
+    async def run_many(self, name: str, params: Sequence[Params]) -> None:
+        """Run the named statement once per parameter set (pipelined by psycopg)."""
+        with mapped_errors(f"run {name}"):
+            async with self.connection.cursor() as cursor:
+                await cursor.executemany(self._sql[name], params)
+
+    async def commit(self) -> None:
+        """Commit (or release the savepoint); StoreError when a statement left the transaction aborted."""
+        if self.connection.info.transaction_status == TransactionStatus.INERROR:
+            await self.rollback()
+            raise StoreError("a statement failed inside the inbox transaction (was a database error swallowed?)")
+        with mapped_errors("commit"):
+            if self._nested:
+                await self.connection.execute(b"RELEASE SAVEPOINT edinbox")
+            else:
+                await self.connection.commit()
+
+    async def rollback(self) -> None:
+        """Roll back (or roll back to the savepoint); a broken connection is left for the pool to replace."""
+        try:
+            if self._nested:
+                await self.connection.execute(b"ROLLBACK TO SAVEPOINT edinbox")
+                await self.connection.execute(b"RELEASE SAVEPOINT edinbox")
+            else:
+                await self.connection.rollback()
+        except psycopg.Error:
+            return
+
+
+class AsyncPostgresStore:
+    """The journal in PostgreSQL, reached by URL (a pool of its own), a caller's pool, or a caller's connection."""
+
+    dialect = DIALECT
+
+    def __init__(
+        self,
+        target: str | psycopg.AsyncConnection[Any] | psycopg_pool.AsyncConnectionPool[Any],
+        *,
+        table: TableName,
+        pool_size: int = 4,
+    ) -> None:
+        """Prepare the statements; connections open on first use."""
+        self._sql = Statements(table)
+        self._table = table
+        self._url = target if isinstance(target, str) else None
+        self._pool = target if isinstance(target, psycopg_pool.AsyncConnectionPool) else None
+        self._connection = target if isinstance(target, psycopg.AsyncConnection) else None
+        if self._url is None and self._pool is None and self._connection is None:
+            raise ConfigurationError(
+                f"cannot use a {type(target).__name__} here: pass a URL, a psycopg.AsyncConnection "
+                "or a psycopg_pool.AsyncConnectionPool"
+            )
+        self._pool_size = pool_size
+        self._lock = asyncio.Lock()
+
+    async def _open(self) -> psycopg_pool.AsyncConnectionPool[Any]:
+        async with self._lock:
+            if self._pool is None:
+                if self._url is None:
+                    raise StoreError("the store has no URL to open a pool from")
+                with mapped_errors(f"connect to {mask(self._url)}"):
+                    probe = await psycopg.AsyncConnection.connect(self._url)  # fail fast with the real reason
+                    await probe.close()
+                    pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
+                        self._url, min_size=1, max_size=self._pool_size, open=False, name="edinbox"
+                    )
+                    await pool.open()
+                self._pool = pool
+            return self._pool
+
+    @asynccontextmanager
+    async def unit(self) -> AsyncIterator[AsyncUnit]:
+        """Hold a connection for one operation (the caller's one, serialised, or one from the pool)."""
+        if self._connection is not None:
+            async with self._lock:
+                connection = self._connection
+                idle = connection.info.transaction_status == TransactionStatus.IDLE
+                yield _AsyncPostgresUnit(connection, self._sql, nested=not (connection.autocommit and idle))
+            return
+        pool = self._pool if self._pool is not None else await self._open()
+        with mapped_errors("get a connection from the pool"):
+            connection = await pool.getconn()
+        try:
+            yield _AsyncPostgresUnit(connection, self._sql, nested=False)
+        finally:
+            if connection.info.transaction_status != TransactionStatus.IDLE:
+                await _AsyncPostgresUnit(connection, self._sql, nested=False).rollback()
+            await pool.putconn(connection)
+
+    def timestamp(self, value: Any) -> datetime | None:
+        """psycopg already returns aware datetimes."""
+        return value if isinstance(value, datetime) else None
+
+    def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
+        """The batch as three parallel arrays for unnest()."""
+        return {
+            "sources": [m.source for m in messages],
+            "message_ids": [m.message_id for m in messages],
+            "fingerprints": [m.fingerprint for m in messages],
+        }
+
+    async def create_schema(self, *, version: int) -> None:
+        """Create the schema, table, unique key and version row when missing, under an advisory lock."""
+        async with self.unit() as unit:
+            await unit.begin()
+            try:
+                await unit.fetch("schema_lock", {"lock": self._sql.lock_name})
+                if self._table.schema:
+                    await unit.run("create_schema", {})
+                for name in ("create_table", "create_key", "create_settled_index", "create_version"):
+                    await unit.run(name, {})
+                await unit.run("seed_version", {"version": version})
+                rows = await unit.fetch("version", {})
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+        check_version([row[0] for row in rows], version=version, table=self._table)
+
+    async def verify(self, *, version: int) -> None:
+        """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
+        async with self.unit() as unit:
+            await unit.begin()
+            try:
+                if (await unit.fetch("relation", {"name": self._sql.qualified_name}))[0][0] is None:
+                    raise SchemaError(f"journal table {self._table} does not exist: run create_schema()")
+                columns = {row[0] for row in await unit.fetch("columns", {"name": self._sql.qualified_name})}
+                if missing := set(COLUMNS) - columns:
+                    raise SchemaError(f"journal table {self._table} lacks columns {sorted(missing)}")
+                keys = [row[0] for row in await unit.fetch("unique_keys", {"name": self._sql.qualified_name})]
+                if _KEY not in keys:
+                    raise SchemaError(
+                        f"journal table {self._table} has no unique index on (consumer, source, message_id): "
+                        "without it duplicates are not suppressed; run create_schema() to restore it"
+                    )
+                if (await unit.fetch("relation", {"name": self._sql.version_name}))[0][0] is None:
+                    raise SchemaError(f"journal table {self._table} has no version table: run create_schema()")
+                rows = await unit.fetch("version", {})
+            finally:
+                await unit.rollback()
+        check_version([row[0] for row in rows], version=version, table=self._table)
+
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
+        """Delete settled rows in batches of `batch_size`, each its own transaction; 0 if another purger runs."""
+        lock = {"lock": f"{self._sql.lock_name}:purge:{consumer}"}
+        params = {"consumer": consumer, "older_than": older_than, "batch_size": batch_size}
+        async with self.unit() as unit:
+            await unit.begin()
+            locked = (await unit.fetch("purge_lock", lock))[0][0]
+            await unit.commit()
+            if not locked:
+                return 0
+            total = 0
+            try:
+                while True:
+                    await unit.begin()
+                    try:
+                        deleted = await unit.run("purge_batch", params)
+                    except BaseException:
+                        await unit.rollback()
+                        raise
+                    await unit.commit()
+                    total += deleted
+                    if deleted < batch_size:
+                        return total
+            finally:
+                await unit.begin()
+                await unit.fetch("purge_unlock", lock)
+                await unit.commit()
+
+    async def aclose(self) -> None:
+        """Close the pool the store opened itself."""
+        if self._url is not None and self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()

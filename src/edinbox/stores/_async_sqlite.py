@@ -1,0 +1,187 @@
+"""The SQLite journal store on aiosqlite (async; the sync twin on sqlite3 is generated from this module)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import aiosqlite
+
+from edinbox._core import COLUMNS, TableName, check_version
+from edinbox._errors import SchemaError, StoreError
+from edinbox._message import Message
+from edinbox.stores._async_base import AsyncUnit, Params
+from edinbox.stores._sqlite_sql import DIALECT, Statements, mapped_errors, params, timestamp
+
+__all__ = ["AsyncSQLiteStore"]
+
+_KEY = ["consumer", "message_id", "source"]
+_BUSY_TIMEOUT = 30.0
+
+
+class _AsyncSQLiteUnit:
+    """The connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
+
+    def __init__(self, connection: aiosqlite.Connection, statements: Statements, *, nested: bool) -> None:
+        self.connection = connection
+        self._sql = statements
+        self._nested = nested
+
+    async def begin(self) -> None:
+        """Take the write lock at once (BEGIN IMMEDIATE) so a concurrent duplicate waits for this one."""
+        with mapped_errors("begin a transaction"):
+            if not self._nested:
+                await self.connection.execute("BEGIN IMMEDIATE")
+                return
+            if not self.connection.in_transaction:
+                await self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
+            await self.connection.execute("SAVEPOINT edinbox")
+
+    async def insert(self, name: str, params: Params) -> bool:
+        """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
+        await self.begin()
+        return bool(await self.fetch(name, params))
+
+    async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
+        """Run the named statement and return its rows."""
+        with mapped_errors(f"run {name}"):
+            cursor = await self.connection.execute(self._sql[name], params(values))
+            return [tuple(row) for row in await cursor.fetchall()]
+
+    async def run(self, name: str, values: Params) -> int:
+        """Run the named statement and return the number of rows it changed."""
+        with mapped_errors(f"run {name}"):
+            cursor = await self.connection.execute(self._sql[name], params(values))
+            return int(cursor.rowcount)
+
+    async def run_many(self, name: str, values: Sequence[Params]) -> None:
+        """Run the named statement once per parameter set."""
+        with mapped_errors(f"run {name}"):
+            await self.connection.executemany(self._sql[name], [params(v) for v in values])
+
+    async def commit(self) -> None:
+        """Commit (or release the savepoint)."""
+        with mapped_errors("commit"):
+            await self.connection.execute("RELEASE SAVEPOINT edinbox" if self._nested else "COMMIT")
+
+    async def rollback(self) -> None:
+        """Roll back (or roll back to the savepoint); never raises."""
+        try:
+            if self._nested:
+                await self.connection.execute("ROLLBACK TO SAVEPOINT edinbox")
+                await self.connection.execute("RELEASE SAVEPOINT edinbox")
+            elif self.connection.in_transaction:
+                await self.connection.execute("ROLLBACK")
+        except Exception:
+            return
+
+
+class AsyncSQLiteStore:
+    """The journal in SQLite: a database file or memory (a connection of its own), or the caller's connection."""
+
+    dialect = DIALECT
+
+    def __init__(self, target: str | aiosqlite.Connection, *, table: TableName) -> None:
+        """`target` is a file path, ":memory:", or an open connection; a path opens on first use."""
+        self._sql = Statements(table)
+        self._table = table
+        self._path = target if isinstance(target, str) else None
+        self._connection = None if isinstance(target, str) else target
+        self._lock = asyncio.Lock()
+
+    async def _open(self) -> aiosqlite.Connection:
+        if self._path is None:
+            raise StoreError("the store has no path to open")
+        with mapped_errors(f"open {self._path}"):
+            connection = await aiosqlite.connect(
+                self._path, isolation_level=None, timeout=_BUSY_TIMEOUT, check_same_thread=False
+            )
+            if self._path != ":memory:":
+                await connection.execute("PRAGMA journal_mode=WAL")
+        return connection
+
+    @asynccontextmanager
+    async def unit(self) -> AsyncIterator[AsyncUnit]:
+        """Hold the connection for one operation (operations on one store are serialised)."""
+        async with self._lock:
+            if self._connection is None:
+                self._connection = await self._open()
+            connection = self._connection
+            nested = self._path is None and (connection.in_transaction or connection.isolation_level is not None)
+            unit = _AsyncSQLiteUnit(connection, self._sql, nested=nested)
+            try:
+                yield unit
+            finally:
+                if not nested and connection.in_transaction:
+                    await unit.rollback()
+
+    def timestamp(self, value: Any) -> datetime | None:
+        """Epoch seconds as an aware UTC datetime."""
+        return timestamp(value)
+
+    def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
+        """The batch as JSON arrays for json_each()."""
+        return {
+            "batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages]),
+            "keys": json.dumps([[m.source, m.message_id] for m in messages]),
+        }
+
+    async def create_schema(self, *, version: int) -> None:
+        """Create the table, unique key and version row when missing, in one write transaction."""
+        async with self.unit() as unit:
+            await unit.begin()
+            try:
+                for name in ("create_table", "create_key", "create_settled_index", "create_version"):
+                    await unit.run(name, {})
+                await unit.run("seed_version", {"version": version})
+                rows = await unit.fetch("version", {})
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+        check_version([row[0] for row in rows], version=version, table=self._table)
+
+    async def verify(self, *, version: int) -> None:
+        """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
+        name = {"name": self._table.name}
+        async with self.unit() as unit:
+            if not await unit.fetch("relation", name):
+                raise SchemaError(f"journal table {self._table} does not exist: run create_schema()")
+            columns = {row[0] for row in await unit.fetch("columns", name)}
+            if missing := set(COLUMNS) - columns:
+                raise SchemaError(f"journal table {self._table} lacks columns {sorted(missing)}")
+            keys = []
+            for (index,) in await unit.fetch("indexes", name):
+                keys.append([row[0] for row in await unit.fetch("index_columns", {"name": index})])
+            if _KEY not in keys:
+                raise SchemaError(
+                    f"journal table {self._table} has no unique index on (consumer, source, message_id): "
+                    "without it duplicates are not suppressed; run create_schema() to restore it"
+                )
+            if not await unit.fetch("relation", {"name": self._sql.version_name}):
+                raise SchemaError(f"journal table {self._table} has no version table: run create_schema()")
+            rows = await unit.fetch("version", {})
+        check_version([row[0] for row in rows], version=version, table=self._table)
+
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
+        """Delete settled rows in batches of `batch_size`, each its own write transaction (one writer at a time)."""
+        values = {"consumer": consumer, "older_than": older_than, "batch_size": batch_size}
+        total = 0
+        while True:
+            async with self.unit() as unit:
+                await unit.begin()
+                deleted = await unit.run("purge_batch", values)
+                await unit.commit()
+            total += deleted
+            if deleted < batch_size:
+                return total
+
+    async def aclose(self) -> None:
+        """Close the connection the store opened itself."""
+        if self._path is not None and self._connection is not None:
+            connection, self._connection = self._connection, None
+            await connection.close()

@@ -1,0 +1,66 @@
+"""SQLite pieces shared by the async store and its generated sync twin: statements, parameters, errors."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from edinbox._core import TableName
+from edinbox._errors import StoreError
+from edinbox.stores._queries import load_queries
+
+__all__ = ["DIALECT", "Statements", "mapped_errors", "params", "timestamp"]
+
+DIALECT = "sqlite"
+
+
+def _quote(identifier: str) -> str:
+    # Only ever called on names that passed _core.parse_table's strict pattern (letters, digits, "_").
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+class Statements:
+    """Every statement of the journal, with its (validated) identifiers quoted."""
+
+    def __init__(self, table: TableName) -> None:
+        """Compose the statements for `table` (unqualified: SQLite has no schemas)."""
+        self.table = table
+        self.version_name = f"{table.name}_version"
+        identifiers = {
+            "table": _quote(table.name),
+            "key_index": _quote(f"{table.name}_key"),
+            "settled_index": _quote(f"{table.name}_settled"),
+            "version_table": _quote(self.version_name),
+        }
+        self._text = {
+            name: text.format(**identifiers) for name, text in load_queries(DIALECT, "queries", "schema").items()
+        }
+
+    def __getitem__(self, name: str) -> str:
+        """The statement called `name`."""
+        return self._text[name]
+
+
+def params(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Bindable parameters: the current time as `now`, durations in seconds (timestamps are epoch seconds)."""
+    bound = {key: value.total_seconds() if isinstance(value, timedelta) else value for key, value in values.items()}
+    bound["now"] = time.time()
+    return bound
+
+
+def timestamp(value: Any) -> datetime | None:
+    """An epoch-seconds column as an aware UTC datetime."""
+    return None if value is None else datetime.fromtimestamp(float(value), UTC)
+
+
+@contextmanager
+def mapped_errors(action: str) -> Iterator[None]:
+    """Turn sqlite3 errors (which aiosqlite raises too) raised while doing `action` into StoreError."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite failed to {action}: {exc}") from exc
