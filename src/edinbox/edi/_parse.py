@@ -46,8 +46,16 @@ def parse(data: bytes) -> list[Interchange]:
         start = match.start()
         head = _x12.x12_head(text, start) if text.startswith("ISA", start) else _edifact.edifact_head(text, start)
         head.problems[:0] = prefix
-        end, _next = _find_end(text, head)
-        found.append(_build(raw, text, head, end))
+        end, closed = _find_end(text, head)
+        if not closed:  # ran to the end of the data: the span stops at its last non-blank byte
+            span_end = len(text[:end].rstrip(_GAP_CHARS))
+        else:  # after a terminator: the span takes the line end that follows it, so spans tile the input
+            span_end = end
+            if text.startswith("\r\n", end):
+                span_end += 2
+            elif text[end : end + 1] in ("\r", "\n"):
+                span_end += 1
+        found.append(_build(raw, text, head, end, span_end))
         pos = _gap(text, end)
     return found
 
@@ -89,8 +97,9 @@ def _ends(standard: str, term: str, element: str) -> re.Pattern[str]:
     )
 
 
-def _find_end(text: str, head: Head) -> tuple[int, int | None]:
-    """End offset of the interchange: after its trailer's terminator, before the next header, or end of data."""
+def _find_end(text: str, head: Head) -> tuple[int, bool]:
+    """End of the interchange (after its trailer's terminator, or before the next header, or the end of the data)
+    and whether it ends after a terminator (False: the data ran out first)."""
     term, release = head.term, head.release
     wrap = term not in ("\r", "\n", "\r\n")
     pattern = _ends(head.standard, term, head.element)
@@ -98,21 +107,21 @@ def _find_end(text: str, head: Head) -> tuple[int, int | None]:
     while True:
         match = pattern.search(text, at)
         if match is None:
-            return len(text), None
+            return len(text), False
         if release is not None and _released(text, match.start(), release, wrap):
             at = match.start() + 1
             continue
         if match.group("header") is not None:
-            return match.start() + len(term), match.start("header")
+            return match.start() + len(term), True
         at = match.end()
         while True:
             stop = text.find(term, at)
             if stop < 0:
-                return len(text), None
+                return len(text), False
             if release is not None and _released(text, stop, release, wrap):
                 at = stop + 1
                 continue
-            return stop + len(term), None
+            return stop + len(term), True
 
 
 def _when(date: str, time: str) -> datetime | None:
@@ -135,7 +144,7 @@ def _when(date: str, time: str) -> datetime | None:
         return None
 
 
-def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
+def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interchange:
     """Tokenize and read one interchange found at head.start..end."""
     x12 = head.standard == "X12"
     body = Body(
@@ -157,7 +166,6 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
     first = body.segs[0].split(head.element)
     if first[0] != header_tag:
         raise EdiSyntaxError(f"the interchange must start with {header_tag}", offset=head.body_start, segment_index=0)
-    span_end = end if text.endswith(head.term, 0, end) else len(text[:end].rstrip(_GAP_CHARS))
     payload = raw[head.start : span_end]
     syntax_id = first[1].split(head.component)[0] if len(first) > 1 else ""
     if not payload.isascii():
