@@ -180,3 +180,15 @@ def test_sqlite_callers_connection_keeps_control_of_its_transaction(tmp_path: Pa
     assert other.execute("SELECT count(*) FROM inbox").fetchone() == (1,)
     other.close()
     connection.close()
+
+
+def test_prepared_inserts_survive_deallocate(pg: tuple[str, str]) -> None:
+    """If something drops the inbox's prepared statements (DEALLOCATE ALL, DISCARD ALL), it prepares them again."""
+    url, schema = pg
+    with psycopg.connect(url, autocommit=True) as connection:
+        inbox = Inbox(connection, consumer="c", table=f"{schema}.inbox")
+        assert inbox.process(Message("1", "s"), effect(schema)) is Outcome.PROCESSED
+        connection.execute(b"DEALLOCATE ALL")
+        assert inbox.process(Message("2", "s"), effect(schema)) is Outcome.PROCESSED
+        assert inbox.process(Message("2", "s"), effect(schema)) is Outcome.DUPLICATE
+    assert count(url, f"SELECT count(*) FROM {schema}.business") == 2

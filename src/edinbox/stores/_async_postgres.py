@@ -36,8 +36,9 @@ class _AsyncPostgresUnit:
         if self._nested:
             await self.connection.execute(b"SAVEPOINT edinbox")
         elif self.connection.autocommit:
+            # Explicit, so that in pipeline mode it shares the round trip of the next statement (psycopg's
+            # implicit BEGIN of non-autocommit connections waits for its own reply).
             await self.connection.execute(b"BEGIN")
-        # Otherwise psycopg sends BEGIN itself, in the same round trip as the next statement when pipelined.
 
     async def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
@@ -45,12 +46,42 @@ class _AsyncPostgresUnit:
             await self._begin()
 
     async def insert(self, name: str, params: Params) -> bool:
-        """Begin and insert in one round trip (pipeline mode); true when the row was inserted."""
+        """Begin and insert in one round trip; true when the row was inserted.
+
+        BEGIN (or SAVEPOINT) and the EXECUTE of the prepared INSERT go as one simple-protocol query whose
+        parameters psycopg's client-side cursor binds: one round trip, no per-message parse or plan.
+        """
         with mapped_errors("record the message"):
+            try:
+                return await self._insert(name, params)
+            except psycopg.errors.InvalidSqlStatementName:  # someone ran DEALLOCATE or DISCARD ALL
+                await self.rollback()
+                self._sql.prepared_on.discard(self.connection)
+                return await self._insert(name, params)
+
+    async def _insert(self, name: str, params: Params) -> bool:
+        if self.connection not in self._sql.prepared_on:
+            for statement in self._sql.prepare:
+                await self.connection.execute(statement)
+            self._sql.prepared_on.add(self.connection)
+        cursor = psycopg.AsyncClientCursor(self.connection)
+        if self._nested:
+            await cursor.execute(b"SAVEPOINT edinbox; " + self._sql.execute(name), params)
+            cursor.nextset()
+        elif self.connection.autocommit:
+            await cursor.execute(b"BEGIN; " + self._sql.execute(name), params)
+            cursor.nextset()
+        else:  # psycopg begins the transaction itself
+            await cursor.execute(self._sql.execute(name), params)
+        return await cursor.fetchone() is not None
+
+    async def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+        """Begin and run the named statement in one round trip (pipeline mode); return its rows."""
+        with mapped_errors(f"run {name}"):
             async with self.connection.pipeline():
                 await self._begin()
-                cursor = await self.connection.execute(self._sql[name], params, prepare=True)
-            return await cursor.fetchone() is not None
+                cursor = await self.connection.execute(self._sql[name], params)
+            return await cursor.fetchall()
 
     async def fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
@@ -72,7 +103,7 @@ class _AsyncPostgresUnit:
 
     async def commit(self) -> None:
         """Commit (or release the savepoint); StoreError when a statement left the transaction aborted."""
-        if self.connection.info.transaction_status == TransactionStatus.INERROR:
+        if self.connection.pgconn.transaction_status == TransactionStatus.INERROR:
             await self.rollback()
             raise StoreError("a statement failed inside the inbox transaction (was a database error swallowed?)")
         with mapped_errors("commit"):
@@ -117,48 +148,78 @@ class AsyncPostgresStore:
                 "or a psycopg_pool.AsyncConnectionPool"
             )
         self._pool_size = pool_size
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # guards the caller's connection, and the creation of the pool
+        self._hot: psycopg.AsyncConnection[Any] | None = None  # own connection, used when it is free
+        self._hot_lock = asyncio.Lock()
 
-    async def _open(self) -> psycopg_pool.AsyncConnectionPool[Any]:
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        if self._url is None:
+            raise StoreError("the store has no URL to connect with")
+        with mapped_errors(f"connect to {mask(self._url)}"):
+            # autocommit: the units send BEGIN / COMMIT themselves (BEGIN shares the INSERT's round trip)
+            return await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+
+    async def _open_pool(self) -> psycopg_pool.AsyncConnectionPool[Any]:
         async with self._lock:
             if self._pool is None:
-                if self._url is None:
-                    raise StoreError("the store has no URL to open a pool from")
-                with mapped_errors(f"connect to {mask(self._url)}"):
-                    probe = await psycopg.AsyncConnection.connect(self._url)  # fail fast with the real reason
-                    await probe.close()
-                    pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
-                        self._url, min_size=1, max_size=self._pool_size, open=False, name="edinbox"
-                    )
+                pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
+                    self._url or "",
+                    min_size=1,
+                    max_size=self._pool_size,
+                    open=False,
+                    name="edinbox",
+                    kwargs={"autocommit": True},
+                )
+                with mapped_errors("open a connection pool"):
                     await pool.open()
                 self._pool = pool
             return self._pool
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[AsyncUnit]:
-        """Hold a connection for one operation (the caller's one, serialised, or one from the pool)."""
+        """Hold a connection for one operation: the caller's (serialised), the store's own, or a pooled one.
+
+        A URL store keeps one connection of its own for the usual one-at-a-time caller (no pool checkout on
+        the hot path) and opens a pool only when operations overlap (threads, tasks).
+        """
         if self._connection is not None:
             async with self._lock:
                 connection = self._connection
-                idle = connection.info.transaction_status == TransactionStatus.IDLE
+                idle = connection.pgconn.transaction_status == TransactionStatus.IDLE
                 yield _AsyncPostgresUnit(connection, self._sql, nested=not (connection.autocommit and idle))
             return
-        pool = self._pool if self._pool is not None else await self._open()
+        if self._url is not None and not self._hot_lock.locked():
+            async with self._hot_lock:
+                if self._hot is None or self._hot.closed or self._hot.broken:
+                    self._hot = await self._connect()
+                async with self._release(self._hot) as unit:
+                    yield unit
+            return
+        pool = self._pool if self._pool is not None else await self._open_pool()
         with mapped_errors("get a connection from the pool"):
             connection = await pool.getconn()
         try:
-            yield _AsyncPostgresUnit(connection, self._sql, nested=False)
+            async with self._release(connection) as unit:
+                yield unit
         finally:
-            if connection.info.transaction_status != TransactionStatus.IDLE:
-                await _AsyncPostgresUnit(connection, self._sql, nested=False).rollback()
             await pool.putconn(connection)
+
+    @asynccontextmanager
+    async def _release(self, connection: psycopg.AsyncConnection[Any]) -> AsyncIterator[AsyncUnit]:
+        """A unit on `connection` that never leaves a transaction open behind it."""
+        unit = _AsyncPostgresUnit(connection, self._sql, nested=False)
+        try:
+            yield unit
+        finally:
+            if connection.pgconn.transaction_status != TransactionStatus.IDLE:
+                await unit.rollback()
 
     def timestamp(self, value: Any) -> datetime | None:
         """psycopg already returns aware datetimes."""
         return value if isinstance(value, datetime) else None
 
     def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
-        """The batch as three parallel arrays for unnest()."""
+        """The batch as three parallel arrays for unnest(), sent in binary (text arrays cost a regex per item)."""
         return {
             "sources": [m.source for m in messages],
             "message_ids": [m.message_id for m in messages],
@@ -173,7 +234,7 @@ class AsyncPostgresStore:
                 await unit.fetch("schema_lock", {"lock": self._sql.lock_name})
                 if self._table.schema:
                     await unit.run("create_schema", {})
-                for name in ("create_table", "create_key", "create_settled_index", "create_version"):
+                for name in ("create_table", "create_key", "create_version"):
                     await unit.run(name, {})
                 await unit.run("seed_version", {"version": version})
                 rows = await unit.fetch("version", {})
@@ -235,7 +296,10 @@ class AsyncPostgresStore:
                 await unit.commit()
 
     async def aclose(self) -> None:
-        """Close the pool the store opened itself."""
+        """Close the connection and the pool the store opened itself."""
+        if self._hot is not None:
+            hot, self._hot = self._hot, None
+            await hot.close()
         if self._url is not None and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()

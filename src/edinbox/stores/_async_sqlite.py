@@ -46,6 +46,11 @@ class _AsyncSQLiteUnit:
         await self.begin()
         return bool(await self.fetch(name, params))
 
+    async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then run the named statement; return its rows."""
+        await self.begin()
+        return await self.fetch(name, values)
+
     async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
         with mapped_errors(f"run {name}"):
@@ -135,7 +140,7 @@ class AsyncSQLiteStore:
         async with self.unit() as unit:
             await unit.begin()
             try:
-                for name in ("create_table", "create_key", "create_settled_index", "create_version"):
+                for name in ("create_table", "create_key", "create_version"):
                     await unit.run(name, {})
                 await unit.run("seed_version", {"version": version})
                 rows = await unit.fetch("version", {})

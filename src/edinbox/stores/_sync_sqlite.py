@@ -46,6 +46,11 @@ class _AsyncSQLiteUnit:
         self.begin()
         return bool(self.fetch(name, params))
 
+    def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then run the named statement; return its rows."""
+        self.begin()
+        return self.fetch(name, values)
+
     def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
         with mapped_errors(f"run {name}"):
@@ -135,7 +140,7 @@ class SQLiteStore:
         with self.unit() as unit:
             unit.begin()
             try:
-                for name in ("create_table", "create_key", "create_settled_index", "create_version"):
+                for name in ("create_table", "create_key", "create_version"):
                     unit.run(name, {})
                 unit.run("seed_version", {"version": version})
                 rows = unit.fetch("version", {})
