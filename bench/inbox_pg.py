@@ -1,10 +1,11 @@
 """Inbox cost per message, side by side in one run: bare transaction, naive hand-written inbox, Inbox.process.
 
-    .venv/bin/python -m bench.inbox_pg [--url postgresql://...] [--messages 2000] [--rounds 5]
+    .venv/bin/python -m bench.inbox_pg [--url postgresql://...] [--messages 4000] [--skip-sqlite]
 
 PostgreSQL first, then the same three on an SQLite file; then process_batch of 1,000 messages against a
 set-based hand-written batch; then statements and round trips per message (from the libpq trace), and a profile
-of where Inbox.process spends its time. Rates are medians of interleaved rounds (noise hits all three alike).
+of where Inbox.process spends its time. The variants take turns on small chunks, so load from other processes
+hits them alike.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import pstats
 import re
 import sqlite3
-import statistics
 import tempfile
 import time
 import uuid
@@ -44,30 +44,33 @@ def batches(prefix: str, count: int, size: int) -> list[list[Message]]:
     return [[Message(f"{prefix}{r}-{i}", "bench:source", b"x" * 200) for i in range(size)] for r in range(count)]
 
 
-def compare(title: str, variants: dict[str, Callable[[list[Message]], None]], *, size: int, rounds: int) -> None:
-    """Run the variants in interleaved rounds (order rotated each round) and print medians and ratios."""
-    results: dict[str, list[float]] = {name: [] for name in variants}
+def compare(title: str, variants: dict[str, Callable[[list[Message]], None]], *, size: int, chunk: int) -> None:
+    """Run the variants turn by turn on `chunk` fresh messages each (order rotated every turn) until each has
+    handled `size` messages; print each variant's overall rate and its ratios. Fine-grained interleaving puts
+    the variants under the same load, which on a shared machine matters more than the number of messages."""
+    elapsed = dict.fromkeys(variants, 0.0)
     for warm_name, warm in variants.items():  # warm-up: connections, prepared statements, caches
-        warm(batches(f"warm-{warm_name}-{uuid.uuid4().hex[:6]}-", 1, 100)[0])
+        warm(batches(f"warm-{warm_name}-{uuid.uuid4().hex[:6]}-", 1, min(chunk, 100))[0])
     order = list(variants)
-    for r in range(rounds):
+    for turn in range(max(1, size // chunk)):
         order = order[1:] + order[:1]
         for name in order:
-            messages = batches(f"{name}-{r}-{uuid.uuid4().hex[:6]}-", 1, size)[0]
-            results[name].append(rate(variants[name], messages))
-    medians = {name: statistics.median(values) for name, values in results.items()}
+            messages = batches(f"{name}-{turn}-{uuid.uuid4().hex[:6]}-", 1, chunk)[0]
+            started = time.perf_counter()
+            variants[name](messages)
+            elapsed[name] += time.perf_counter() - started
+    turns = max(1, size // chunk)
+    rates = {name: turns * chunk / seconds for name, seconds in elapsed.items()}
     names = list(variants)
-    print(f"\n## {title} ({rounds} interleaved rounds x {size} messages, median)")
+    print(f"\n## {title}\n   ({turns} interleaved turns of {chunk} messages per variant)")
     for name in names:
-        quartiles = statistics.quantiles(results[name], n=4) if len(results[name]) > 1 else [medians[name]] * 3
-        line = f"  {name:<26} {medians[name]:>9,.0f} msg/s (IQR {quartiles[0]:,.0f}-{quartiles[2]:,.0f})"
-        line += f"  x{medians[name] / medians[names[0]]:.2f} of {names[0]}"
+        line = f"  {name:<30} {rates[name]:>9,.0f} msg/s  x{rates[name] / rates[names[0]]:.2f} of {names[0]}"
         if len(names) > 2 and name != names[1]:
-            line += f", x{medians[name] / medians[names[1]]:.2f} of {names[1]}"
+            line += f", x{rates[name] / rates[names[1]]:.2f} of {names[1]}"
         print(line)
 
 
-def postgres(url: str, table: str, *, size: int, rounds: int) -> None:
+def postgres(url: str, table: str, *, size: int) -> None:
     """Bare vs naive vs Inbox.process on PostgreSQL, then batches."""
     connection = psycopg.connect(url)
     connection.execute(f"CREATE TABLE {table}_business (message_id text NOT NULL, body bytea)".encode())
@@ -107,7 +110,7 @@ def postgres(url: str, table: str, *, size: int, rounds: int) -> None:
             "PostgreSQL, one message per transaction",
             {"bare transaction": bare, "naive inbox": naive, "Inbox.process": process},
             size=size,
-            rounds=rounds,
+            chunk=20,
         )
         postgres_batches(connection, inbox, table, business_table=f"{table}_business", naive_table=f"{table}_naive")
         trace_round_trips(url, table, business)
@@ -125,10 +128,10 @@ def postgres_batches(
     connection: psycopg.Connection[Any], inbox: Inbox, table: str, *, business_table: str, naive_table: str
 ) -> None:
     """process_batch of 1,000 messages against a hand-written set-based batch (same business insert)."""
-    business = f"INSERT INTO {business_table} (message_id, body) SELECT * FROM unnest(%s::text[], %s::bytea[])"
+    business = f"INSERT INTO {business_table} (message_id, body) SELECT * FROM unnest(%b::text[], %b::bytea[])"
     naive_keys = (
         f"INSERT INTO {naive_table} (consumer, source, message_id) "
-        "SELECT %s, * FROM unnest(%s::text[], %s::text[]) ON CONFLICT DO NOTHING RETURNING message_id"
+        "SELECT %s, * FROM unnest(%b::text[], %b::text[]) ON CONFLICT DO NOTHING RETURNING message_id"
     )
 
     def insert_business(conn: Any, messages: list[Message]) -> None:
@@ -148,11 +151,15 @@ def postgres_batches(
         for start in range(0, len(messages), 1000):
             inbox.process_batch(messages[start : start + 1000], lambda tx, new: insert_business(tx.connection, new))
 
+    def batch_only(messages: list[Message]) -> None:
+        for start in range(0, len(messages), 1000):
+            inbox.process_batch(messages[start : start + 1000], lambda tx, new: None)
+
     compare(
-        "PostgreSQL, process_batch of 1,000 messages per transaction",
-        {"naive set-based batch": naive, "Inbox.process_batch": batch},
+        "PostgreSQL, batches of 1,000 messages per transaction (journal keys + business rows, one statement each)",
+        {"naive set-based batch": naive, "Inbox.process_batch": batch, "process_batch, no-op handler": batch_only},
         size=20_000,
-        rounds=3,
+        chunk=1000,
     )
 
 
@@ -164,34 +171,47 @@ def trace_round_trips(url: str, table: str, business: bytes) -> None:
     def traced(conn: psycopg.Connection[Any]) -> None:
         conn.pgconn.trace(handle.fileno())
 
-    messages = batches("trace-", 1, 100)[0]
-    with psycopg_pool.ConnectionPool(url, min_size=1, max_size=1, configure=traced) as pool:
-        inbox = Inbox(pool, consumer=CONSUMER, table=table)
-        for m in batches("trace-warm-", 1, 10)[0]:
-            inbox.process(m, lambda tx, m: tx.connection.execute(business, (m.message_id, m.payload)))
+    def handler(tx: Tx, m: Message) -> None:
+        tx.connection.execute(business, (m.message_id, m.payload))
+
+    def count(run: Callable[[], None]) -> dict[str, int]:
         handle.flush()
         start = path.stat().st_size
-        for m in messages:
-            inbox.process(m, lambda tx, m: tx.connection.execute(business, (m.message_id, m.payload)))
-        for m in messages[:50]:
-            inbox.process(m, lambda tx, m: tx.connection.execute(business, (m.message_id, m.payload)))
+        run()
         handle.flush()
-    text = path.read_text()[start:]
+        with path.open() as text:
+            text.seek(start)
+            kinds = [line.split("\t")[3].split()[0] for line in text if "\tF\t" in line]
+        return {kind: kinds.count(kind) for kind in ("Query", "Parse", "Bind", "Execute", "Sync")}
+
+    messages = batches("trace-", 1, 100)[0]
+    # Same connection settings as a URL inbox (autocommit; the inbox sends BEGIN and COMMIT itself).
+    with psycopg_pool.ConnectionPool(
+        url, min_size=1, max_size=1, configure=traced, kwargs={"autocommit": True}
+    ) as pool:
+        inbox = Inbox(pool, consumer=CONSUMER, table=table)
+        for m in batches("trace-warm-", 1, 10)[0]:
+            inbox.process(m, handler)
+
+        def deliver() -> None:
+            for m in messages:
+                inbox.process(m, handler)
+
+        new = count(deliver)
+        again = count(deliver)
     handle.close()
     path.unlink()
-    sent = [line.split("\t") for line in text.splitlines() if "\tF\t" in line]
-    kinds = [fields[3].split()[0] if len(fields) > 3 else "" for fields in sent]
-    new_part = 100
-    per = {k: kinds.count(k) for k in ("Query", "Parse", "Bind", "Execute", "Sync")}
-    print("\n## Protocol trace of the inbox connection (100 new messages, then 50 duplicates)")
-    print(f"  frontend messages: {per}")
-    round_trips = per["Sync"] + per["Query"]
-    statements = per["Execute"] + per["Query"]
+    print("\n## Protocol trace of the inbox connection, per message (100 messages each)")
+    for title, counts in (("new message", new), ("duplicate", again)):
+        trips = (counts["Sync"] + counts["Query"]) / 100
+        statements = (counts["Execute"] + counts["Query"]) / 100
+        print(f"  {title:<12} {trips:.2f} round trips, frontend messages {counts}")
+        del statements
     print(
-        f"  per delivery (150): {statements / 150:.2f} statements, {round_trips / 150:.2f} round trips; "
-        f"a new message: BEGIN+INSERT journal (1 round trip, pipelined), business INSERT (1), COMMIT (1)"
+        "  new: 'BEGIN; EXECUTE <prepared journal INSERT>' (1 simple query), business INSERT (1), COMMIT (1);\n"
+        "  naive: BEGIN (psycopg, 1), journal INSERT (1), business INSERT (1), COMMIT (1).\n"
+        "  duplicate: 'BEGIN; EXECUTE' (1), SELECT ... FOR UPDATE of the row (1), COMMIT (1)."
     )
-    del new_part
 
 
 def profile(process: Callable[[list[Message]], None], size: int) -> None:
@@ -210,13 +230,16 @@ def profile(process: Callable[[list[Message]], None], size: int) -> None:
         for (file, _, name), (_, _, tt, _, _) in stats.stats.items()  # type: ignore[attr-defined]
         if re.search(r"wait|select|poll|recv|send", name)
     )
-    print(f"\n## Profile of Inbox.process ({size} messages): {total:.2f}s in all, {waits / total:.0%} waiting on I/O")
+    print(
+        f"\n## Profile of Inbox.process ({size} messages): {total:.2f}s in all, {waits / total:.0%} in psycopg's wait "
+        "(round trips, fsync of COMMIT); top functions by own time:"
+    )
     for line in out.getvalue().splitlines():
         if re.match(r"\s+\d", line):
             print("  " + line.strip()[:150])
 
 
-def sqlite(path: Path, table: str, *, size: int, rounds: int) -> None:
+def sqlite(path: Path, table: str, *, size: int) -> None:
     """Bare vs naive vs Inbox.process on an SQLite file (WAL, the Inbox's own setting for files)."""
     connection = sqlite3.connect(path, isolation_level=None)
     connection.execute("PRAGMA journal_mode=WAL")
@@ -265,13 +288,13 @@ def sqlite(path: Path, table: str, *, size: int, rounds: int) -> None:
             f"SQLite file ({path.parent}), one message per transaction",
             {"bare transaction": bare, "naive inbox": naive, "Inbox.process": process},
             size=size,
-            rounds=rounds,
+            chunk=20,
         )
         compare(
             "SQLite file, process_batch of 1,000 messages per transaction",
             {"Inbox.process (1 per tx)": process, "Inbox.process_batch": batch},
             size=5_000,
-            rounds=3,
+            chunk=1000,
         )
     finally:
         inbox.close()
@@ -282,16 +305,15 @@ def main() -> None:
     """Run every comparison and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
-    parser.add_argument("--messages", type=int, default=300, help="messages per round and variant")
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--messages", type=int, default=4000, help="messages per variant, one per transaction")
     parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
     table = "bench_" + uuid.uuid4().hex[:8]
     print(f"edinbox inbox benchmark, {os.cpu_count()} CPUs")
-    postgres(args.url, table, size=args.messages, rounds=args.rounds)
+    postgres(args.url, table, size=args.messages)
     if not args.skip_sqlite:
         with tempfile.TemporaryDirectory(dir=Path.home()) as folder:
-            sqlite(Path(folder) / "bench.db", table, size=args.messages, rounds=args.rounds)
+            sqlite(Path(folder) / "bench.db", table, size=args.messages)
 
 
 if __name__ == "__main__":

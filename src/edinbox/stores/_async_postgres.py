@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from types import TracebackType
 from typing import Any
 
 import psycopg
@@ -16,10 +16,13 @@ from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import AsyncUnit, Params
+from edinbox.stores._async_base import Params
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 
 __all__ = ["AsyncPostgresStore"]
+
+_RECORDING = mapped_errors("record the message")
+_COMMITTING = mapped_errors("commit")
 
 _KEY = ["consumer", "message_id", "source"]
 
@@ -31,6 +34,9 @@ class _AsyncPostgresUnit:
         self.connection = connection
         self._sql = statements
         self._nested = nested
+        self._client_cursor: psycopg.AsyncClientCursor[Any] | None = None
+        self._prepared = False
+        self._inserts: dict[str, bytes] = {}  # name -> "BEGIN; EXECUTE ..." for this unit's mode
 
     async def _begin(self) -> None:
         if self._nested:
@@ -51,28 +57,32 @@ class _AsyncPostgresUnit:
         BEGIN (or SAVEPOINT) and the EXECUTE of the prepared INSERT go as one simple-protocol query whose
         parameters psycopg's client-side cursor binds: one round trip, no per-message parse or plan.
         """
-        with mapped_errors("record the message"):
+        with _RECORDING:
             try:
                 return await self._insert(name, params)
             except psycopg.errors.InvalidSqlStatementName:  # someone ran DEALLOCATE or DISCARD ALL
                 await self.rollback()
                 self._sql.prepared_on.discard(self.connection)
+                self._prepared = False
                 return await self._insert(name, params)
 
     async def _insert(self, name: str, params: Params) -> bool:
-        if self.connection not in self._sql.prepared_on:
-            for statement in self._sql.prepare:
-                await self.connection.execute(statement)
-            self._sql.prepared_on.add(self.connection)
-        cursor = psycopg.AsyncClientCursor(self.connection)
-        if self._nested:
-            await cursor.execute(b"SAVEPOINT edinbox; " + self._sql.execute(name), params)
-            cursor.nextset()
-        elif self.connection.autocommit:
-            await cursor.execute(b"BEGIN; " + self._sql.execute(name), params)
-            cursor.nextset()
-        else:  # psycopg begins the transaction itself
-            await cursor.execute(self._sql.execute(name), params)
+        if not self._prepared:
+            if self.connection not in self._sql.prepared_on:
+                for statement in self._sql.prepare:
+                    await self.connection.execute(statement)
+                self._sql.prepared_on.add(self.connection)
+            self._prepared = True
+        cursor = self._client_cursor
+        if cursor is None:
+            cursor = self._client_cursor = psycopg.AsyncClientCursor(self.connection)
+        query = self._inserts.get(name)
+        if query is None:
+            # psycopg begins the transaction itself on a connection that is not autocommit
+            begin = b"SAVEPOINT edinbox; " if self._nested else b"BEGIN; " if self.connection.autocommit else b""
+            query = self._inserts[name] = begin + self._sql.execute(name)
+        await cursor.execute(query, params)
+        cursor.nextset()  # past the reply to BEGIN / SAVEPOINT, when there is one
         return await cursor.fetchone() is not None
 
     async def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
@@ -106,7 +116,7 @@ class _AsyncPostgresUnit:
         if self.connection.pgconn.transaction_status == TransactionStatus.INERROR:
             await self.rollback()
             raise StoreError("a statement failed inside the inbox transaction (was a database error swallowed?)")
-        with mapped_errors("commit"):
+        with _COMMITTING:
             if self._nested:
                 await self.connection.execute(b"RELEASE SAVEPOINT edinbox")
             else:
@@ -122,6 +132,58 @@ class _AsyncPostgresUnit:
                 await self.connection.rollback()
         except psycopg.Error:
             return
+
+
+class _AsyncHold:
+    """The context of `AsyncPostgresStore.unit()` (a class: it runs for every message)."""
+
+    __slots__ = ("_pooled", "_store", "_unit", "_via")
+
+    def __init__(self, store: AsyncPostgresStore) -> None:
+        self._store = store
+        self._via: asyncio.Lock | None = None
+        self._pooled: psycopg_pool.AsyncConnectionPool[Any] | None = None
+
+    async def __aenter__(self) -> _AsyncPostgresUnit:
+        store = self._store
+        if store._connection is not None:
+            await store._lock.acquire()
+            self._via = store._lock
+            connection = store._connection
+            idle = connection.pgconn.transaction_status == TransactionStatus.IDLE
+            self._unit = _AsyncPostgresUnit(connection, store._sql, nested=not (connection.autocommit and idle))
+            return self._unit
+        if store._url is not None and not store._hot_lock.locked():
+            await store._hot_lock.acquire()
+            self._via = store._hot_lock
+            try:
+                hot = store._hot_unit
+                if hot is None or hot.connection.closed or hot.connection.broken:
+                    hot = store._hot_unit = _AsyncPostgresUnit(await store._connect(), store._sql, nested=False)
+            except BaseException:
+                store._hot_lock.release()
+                raise
+            self._unit = hot
+            return hot
+        pool = store._pool if store._pool is not None else await store._open_pool()
+        with mapped_errors("get a connection from the pool"):
+            connection = await pool.getconn()
+        self._pooled = pool
+        self._unit = _AsyncPostgresUnit(connection, store._sql, nested=False)
+        return self._unit
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        unit = self._unit
+        try:
+            if not unit._nested and unit.connection.pgconn.transaction_status != TransactionStatus.IDLE:
+                await unit.rollback()  # never leave a transaction open behind
+        finally:
+            if self._pooled is not None:
+                await self._pooled.putconn(unit.connection)
+            elif self._via is not None:
+                self._via.release()
 
 
 class AsyncPostgresStore:
@@ -149,7 +211,7 @@ class AsyncPostgresStore:
             )
         self._pool_size = pool_size
         self._lock = asyncio.Lock()  # guards the caller's connection, and the creation of the pool
-        self._hot: psycopg.AsyncConnection[Any] | None = None  # own connection, used when it is free
+        self._hot_unit: _AsyncPostgresUnit | None = None  # on the store's own connection, used when free
         self._hot_lock = asyncio.Lock()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
@@ -175,44 +237,13 @@ class AsyncPostgresStore:
                 self._pool = pool
             return self._pool
 
-    @asynccontextmanager
-    async def unit(self) -> AsyncIterator[AsyncUnit]:
+    def unit(self) -> _AsyncHold:
         """Hold a connection for one operation: the caller's (serialised), the store's own, or a pooled one.
 
         A URL store keeps one connection of its own for the usual one-at-a-time caller (no pool checkout on
         the hot path) and opens a pool only when operations overlap (threads, tasks).
         """
-        if self._connection is not None:
-            async with self._lock:
-                connection = self._connection
-                idle = connection.pgconn.transaction_status == TransactionStatus.IDLE
-                yield _AsyncPostgresUnit(connection, self._sql, nested=not (connection.autocommit and idle))
-            return
-        if self._url is not None and not self._hot_lock.locked():
-            async with self._hot_lock:
-                if self._hot is None or self._hot.closed or self._hot.broken:
-                    self._hot = await self._connect()
-                async with self._release(self._hot) as unit:
-                    yield unit
-            return
-        pool = self._pool if self._pool is not None else await self._open_pool()
-        with mapped_errors("get a connection from the pool"):
-            connection = await pool.getconn()
-        try:
-            async with self._release(connection) as unit:
-                yield unit
-        finally:
-            await pool.putconn(connection)
-
-    @asynccontextmanager
-    async def _release(self, connection: psycopg.AsyncConnection[Any]) -> AsyncIterator[AsyncUnit]:
-        """A unit on `connection` that never leaves a transaction open behind it."""
-        unit = _AsyncPostgresUnit(connection, self._sql, nested=False)
-        try:
-            yield unit
-        finally:
-            if connection.pgconn.transaction_status != TransactionStatus.IDLE:
-                await unit.rollback()
+        return _AsyncHold(self)
 
     def timestamp(self, value: Any) -> datetime | None:
         """psycopg already returns aware datetimes."""
@@ -297,8 +328,8 @@ class AsyncPostgresStore:
 
     async def aclose(self) -> None:
         """Close the connection and the pool the store opened itself."""
-        if self._hot is not None:
-            hot, self._hot = self._hot, None
+        if self._hot_unit is not None:
+            hot, self._hot_unit = self._hot_unit.connection, None
             await hot.close()
         if self._url is not None and self._pool is not None:
             pool, self._pool = self._pool, None
