@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -16,6 +16,9 @@ from edinbox.stores._queries import load_queries
 __all__ = ["DIALECT", "Statements", "mapped_errors", "params", "timestamp"]
 
 DIALECT = "sqlite"
+
+DURATIONS = frozenset({"lease", "older_than"})
+"""Parameters given as timedelta, bound as seconds."""
 
 
 def _quote(identifier: str) -> str:
@@ -46,7 +49,9 @@ class Statements:
 
 def params(values: Mapping[str, Any]) -> dict[str, Any]:
     """Bindable parameters: the current time as `now`, durations in seconds (timestamps are epoch seconds)."""
-    bound = {key: value.total_seconds() if isinstance(value, timedelta) else value for key, value in values.items()}
+    bound = dict(values)
+    for key in DURATIONS.intersection(bound):
+        bound[key] = bound[key].total_seconds()
     bound["now"] = time.time()
     return bound
 
