@@ -199,3 +199,25 @@ def test_threads_sharing_one_inbox_make_one_effect_per_key(database: dict[str, A
     assert outcomes.count(Outcome.PROCESSED) == 10
     assert outcomes.count(Outcome.DUPLICATE) == 70
     assert effects(database) == 10
+
+
+def test_tasks_sharing_one_async_inbox_make_one_effect_per_key(database: dict[str, Any]) -> None:
+    """Six tasks share one AsyncInbox (its own connection, a pool when they overlap): one effect per key."""
+
+    async def handler(tx: Tx, message: Message) -> None:
+        await tx.connection.execute(database["insert"], (message.message_id,))
+        await asyncio.sleep(0.005)
+
+    async def scenario() -> list[Outcome]:
+        async with AsyncInbox(database["url"], consumer="c", table=database["table"], pool_size=3) as inbox:
+
+            async def worker() -> list[Outcome]:
+                return [await inbox.process(Message(f"k{i}", "s"), handler) for i in range(8)]
+
+            results = await asyncio.gather(*(worker() for _ in range(6)))
+        return [outcome for result in results for outcome in result]
+
+    outcomes = asyncio.run(scenario())
+    assert outcomes.count(Outcome.PROCESSED) == 8
+    assert outcomes.count(Outcome.DUPLICATE) == 40
+    assert effects(database) == 8
