@@ -309,7 +309,8 @@ def main() -> None:
     parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
     table = "bench_" + uuid.uuid4().hex[:8]
-    print(f"edinbox inbox benchmark, {os.cpu_count()} CPUs")
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"edinbox inbox benchmark, {os.cpu_count()} CPUs, load average {load} (the machine is shared)")
     postgres(args.url, table, size=args.messages)
     if not args.skip_sqlite:
         with tempfile.TemporaryDirectory(dir=Path.home()) as folder:
