@@ -1,0 +1,98 @@
+"""Reading a source URL's query options: every option known and typed, or a ConfigurationError with the URL masked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
+
+from edinbox._errors import ConfigurationError
+from edinbox._urls import mask
+
+__all__ = ["SourceOptions", "name_option", "positive_float", "positive_int", "server_url", "split_url"]
+
+T = TypeVar("T")
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+class SourceOptions:
+    """The query options of a source URL merged with keyword options; each is taken once, leftovers are errors."""
+
+    def __init__(self, url: str, query: Mapping[str, str], overrides: Mapping[str, Any]) -> None:
+        """Keep the raw options; `overrides` (keyword options of `from_url`) win over the URL's query."""
+        self._url = url
+        self._values: dict[str, Any] = {**query, **overrides}
+        self._taken: set[str] = set()
+
+    def error(self, text: str) -> ConfigurationError:
+        """A ConfigurationError about this URL, its password masked."""
+        return ConfigurationError(f"source URL {mask(self._url)!r}: {text}")
+
+    def take(self, name: str, convert: Callable[[str, Any], T], default: T) -> T:
+        """The option `name` converted (the converter raises ValueError on bad input), or `default` when absent."""
+        self._taken.add(name)
+        if name not in self._values or self._values[name] in ("", None):
+            return default
+        try:
+            return convert(name, self._values[name])
+        except (TypeError, ValueError) as exc:
+            raise self.error(f"option {name}={self._values[name]!r} is invalid: {exc}") from None
+
+    def require(self, name: str, convert: Callable[[str, Any], T]) -> T:
+        """The option `name`, converted; a ConfigurationError when it is missing."""
+        value = self.take(name, convert, None)
+        if value is None:
+            raise self.error(f"the option {name}= is required")
+        return value
+
+    def finish(self) -> None:
+        """Fail on any option that no one took: a typo must not silently fall back to a default."""
+        unknown = sorted(set(self._values) - self._taken)
+        if unknown:
+            known = ", ".join(sorted(self._taken))
+            raise self.error(f"unknown option(s) {', '.join(unknown)} (known: {known})")
+
+
+def split_url(url: str, *, schemes: tuple[str, ...], overrides: Mapping[str, Any]) -> tuple[SplitResult, SourceOptions]:
+    """Split a source URL into its parts without query and its options; repeated options are errors."""
+    if not isinstance(url, str):
+        raise ConfigurationError("a source URL must be a string")
+    parts = urlsplit(url)
+    if parts.scheme not in schemes:
+        raise ConfigurationError(f"source URL {mask(url)!r}: the scheme must be one of {', '.join(schemes)}")
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    names = [name for name, _ in pairs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigurationError(f"source URL {mask(url)!r}: option(s) given twice: {', '.join(repeated)}")
+    return parts._replace(query="", fragment=""), SourceOptions(url, dict(pairs), overrides)
+
+
+def server_url(parts: SplitResult) -> str:
+    """The URL without its query, for the driver."""
+    return urlunsplit(parts)
+
+
+def name_option(name: str, value: Any) -> str:
+    """A queue, stream, subject, group or consumer name: letters, digits, dot, dash, underscore."""
+    text = str(value)
+    if not text or len(text) > 200 or not set(text) <= _NAME_CHARS:
+        raise ValueError(f"{name} must be 1-200 letters, digits, '.', '-' or '_'")
+    return text
+
+
+def positive_int(name: str, value: Any) -> int:
+    """A whole number of at least 1."""
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"{name} must be at least 1")
+    return number
+
+
+def positive_float(name: str, value: Any) -> float:
+    """A number of seconds greater than zero."""
+    number = float(value)
+    if not number > 0 or number == float("inf"):
+        raise ValueError(f"{name} must be a positive number of seconds")
+    return number

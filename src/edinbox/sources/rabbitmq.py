@@ -1,0 +1,232 @@
+"""RabbitMQ (AMQP 0-9-1, aio-pika): manual ack after the commit, requeue when not settled, dead-letter when parked.
+
+URL: `amqp://guest:guest@127.0.0.1/?queue=edi.in` with the options
+
+- `queue` (required): the queue to consume, declared durable;
+- `queue_type`: `quorum` (default; it counts deliveries in `x-delivery-count`) or `classic` (a `redelivered` flag
+  only);
+- `prefetch`: unacked deliveries the broker hands over at once (default 100);
+- `dead`: the dead-letter exchange and queue for parked messages (default `<queue>.dead`), both declared;
+- `heartbeat`: seconds between AMQP heartbeats (the broker's default when absent).
+
+The key is an `x-message-id` header when the producer set one, else the AMQP `message_id` property (aio-pika's
+aiormq fills a random `message_id` into every publish that lacks one, so a producer that cannot set the property
+must send the header). AMQP has no stable broker coordinates (a delivery tag is per channel and per delivery), so
+the fallback key is the queue and a SHA-256 of the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from edinbox._errors import ConfigurationError, SourceError
+from edinbox._urls import mask
+from edinbox.sources._base import Delivery, Source
+from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
+
+__all__ = ["SOURCE", "RabbitMQSource", "publish"]
+
+_log = logging.getLogger(__name__)
+_SCHEMES = ("amqp", "amqps")
+_QUEUE_TYPES = ("quorum", "classic")
+
+
+def _queue_type(name: str, value: Any) -> str:
+    if value not in _QUEUE_TYPES:
+        raise ValueError(f"{name} must be one of {', '.join(_QUEUE_TYPES)}")
+    return str(value)
+
+
+class RabbitMQSource(Source):
+    """A durable RabbitMQ queue consumed with manual acks, its parked messages dead-lettered to `<queue>.dead`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        consumer: str,
+        queue: str,
+        queue_type: str = "quorum",
+        prefetch: int = 100,
+        dead: str | None = None,
+        heartbeat: float | None = None,
+    ) -> None:
+        """Configure the source; nothing connects before `open()`."""
+        self.url = mask(url)
+        self.consumer = consumer
+        self.queue = queue
+        self.queue_type = queue_type
+        self.prefetch = prefetch
+        self.dead = dead or f"{queue}.dead"
+        self._server = url
+        self._heartbeat = heartbeat
+        self._connection: Any = None
+        self._channel: Any = None
+        self._buffer: asyncio.Queue[Any] = asyncio.Queue()
+        self._later: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def from_url(cls, url: str, *, consumer: str, **options: Any) -> RabbitMQSource:
+        """Build the source an `amqp://` URL names; unknown or invalid options raise ConfigurationError."""
+        parts, opts = split_url(url, schemes=_SCHEMES, overrides=options)
+        source = cls(
+            server_url(parts),
+            consumer=consumer,
+            queue=opts.require("queue", name_option),
+            queue_type=opts.take("queue_type", _queue_type, "quorum"),
+            prefetch=opts.take("prefetch", positive_int, 100),
+            dead=opts.take("dead", name_option, None),
+            heartbeat=opts.take("heartbeat", positive_float, None),
+        )
+        opts.finish()
+        source.url = mask(url)
+        return source
+
+    async def open(self) -> None:
+        """Connect, declare the queue and its dead-letter exchange and queue, and start consuming."""
+        self._buffer = asyncio.Queue()
+        self._connection = await _connect(self._server, self.url, heartbeat=self._heartbeat)
+        try:
+            self._channel = await self._connection.channel()
+            await self._channel.set_qos(prefetch_count=self.prefetch)
+            queue = await _declare(self._channel, self.queue, queue_type=self.queue_type, dead=self.dead)
+            await queue.consume(self._buffer.put, no_ack=False)
+        except Exception as exc:
+            await self.aclose()
+            raise SourceError(f"cannot consume {self.queue!r} on {self.url}: {exc}") from exc
+
+    async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
+        """Return the deliveries the broker pushed, waiting up to `timeout` seconds for the first."""
+        if self._channel is None or self._channel.is_closed:
+            raise SourceError(f"the channel to {self.url} is closed; unacked deliveries went back to the queue")
+        try:
+            first = await asyncio.wait_for(self._buffer.get(), timeout)
+        except TimeoutError:
+            return []
+        messages = [first]
+        while len(messages) < max_messages and not self._buffer.empty():
+            messages.append(self._buffer.get_nowait())
+        return [self._delivery(message) for message in messages]
+
+    def _delivery(self, message: Any) -> Delivery:
+        headers = {str(k): _text(v) for k, v in (message.headers or {}).items()}
+        count = headers.get("x-delivery-count")
+        if count is not None:
+            delivery_count: int | None = int(count) + 1
+        elif not message.redelivered:
+            delivery_count = 1  # the broker guarantees a delivery without the flag was never seen before
+        else:
+            delivery_count = None
+        return Delivery(
+            bytes(message.body),
+            message_id=headers.get("x-message-id") or message.message_id or None,
+            coordinates=f"{self.queue}#sha256:{hashlib.sha256(message.body).hexdigest()}",
+            source=f"amqp:{self.queue}",
+            headers=headers,
+            delivery_count=delivery_count,
+            redelivered=bool(message.redelivered),
+            handle=message,
+        )
+
+    async def ack(self, delivery: Delivery) -> None:
+        """Ack the delivery on the channel it came on."""
+        await _settle(delivery, self.url, "ack")
+
+    async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
+        """Requeue the delivery, after holding it unacked for `delay` seconds when given."""
+        if not delay:
+            await _settle(delivery, self.url, "nack", requeue=True)
+            return
+        task = asyncio.create_task(self._nack_later(delivery, delay))
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
+
+    async def _nack_later(self, delivery: Delivery, delay: float) -> None:
+        await asyncio.sleep(delay)
+        try:
+            await _settle(delivery, self.url, "nack", requeue=True)
+        except SourceError as exc:  # the channel closed meanwhile: the broker requeued it already
+            _log.warning("delayed nack of %s not sent: %s", delivery.key, exc)
+
+    async def reject(self, delivery: Delivery, *, reason: str) -> None:
+        """Reject without requeue: the broker dead-letters it to the `dead` queue (with an `x-death` header)."""
+        _log.warning("parking %s in %s: %s", delivery.key, self.dead, reason)
+        await _settle(delivery, self.url, "reject", requeue=False)
+
+    async def aclose(self) -> None:
+        """Close the connection; the broker requeues every unacked delivery."""
+        for task in list(self._later):
+            task.cancel()
+        connection, self._connection, self._channel = self._connection, None, None
+        if connection is not None:
+            await connection.close()
+
+
+SOURCE = RabbitMQSource
+
+
+async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    """Publish persistent messages with publisher confirms, `message_id` set to the producer id."""
+    import aio_pika
+
+    source = RabbitMQSource.from_url(url, consumer="publisher")
+    connection = await _connect(source._server, source.url, heartbeat=source._heartbeat)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        await _declare(channel, source.queue, queue_type=source.queue_type, dead=source.dead)
+        for start in range(0, len(messages), 500):
+            await asyncio.gather(
+                *(
+                    channel.default_exchange.publish(
+                        aio_pika.Message(
+                            payload, message_id=message_id, delivery_mode=aio_pika.DeliveryMode.PERSISTENT
+                        ),
+                        routing_key=source.queue,
+                    )
+                    for message_id, payload in messages[start : start + 500]
+                )
+            )
+    except Exception as exc:
+        raise SourceError(f"cannot publish to {source.queue!r} on {source.url}: {exc}") from exc
+    finally:
+        await connection.close()
+
+
+async def _connect(server: str, masked: str, *, heartbeat: float | None) -> Any:
+    try:
+        import aio_pika
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ConfigurationError("amqp:// sources need the rabbitmq extra: pip install 'edinbox[rabbitmq]'") from exc
+    kwargs: dict[str, Any] = {} if heartbeat is None else {"heartbeat": heartbeat}
+    try:
+        return await aio_pika.connect(server, **kwargs)
+    except Exception as exc:
+        raise SourceError(f"cannot connect to {masked}: {mask(str(exc))}") from exc
+
+
+async def _declare(channel: Any, queue: str, *, queue_type: str, dead: str) -> Any:
+    """Declare the dead-letter exchange and queue, then the queue that dead-letters into them."""
+    import aio_pika
+
+    arguments = {"x-queue-type": queue_type}
+    exchange = await channel.declare_exchange(dead, aio_pika.ExchangeType.FANOUT, durable=True)
+    parked = await channel.declare_queue(dead, durable=True, arguments=arguments)
+    await parked.bind(exchange)
+    return await channel.declare_queue(queue, durable=True, arguments={**arguments, "x-dead-letter-exchange": dead})
+
+
+async def _settle(delivery: Delivery, masked: str, verb: str, **kwargs: Any) -> None:
+    try:
+        await getattr(delivery.handle, verb)(**kwargs)
+    except Exception as exc:  # a closed channel: the broker requeued the delivery, the inbox absorbs the redelivery
+        raise SourceError(f"{verb} of {delivery.key!r} on {masked} failed: {exc}") from exc
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)

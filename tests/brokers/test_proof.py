@@ -1,0 +1,164 @@
+"""The proof, per broker: the hub killed after a commit and before the ack creates every invoice exactly once.
+
+Each test publishes partner interchanges (a share of them published twice, as a retrying producer does) with
+`edinbox publish`, runs `edinbox run --once` in subprocesses with the fault point `EDINBOX_FAULT=after_commit:K`
+armed (the hub SIGKILLs itself after its K-th commit, before the ack), restarts it, and checks the database and the
+broker: invoices == unique interchanges, nothing left on the broker, and the broker's own delivery count shows the
+killed batch really came back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import date, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from services import POSTGRES_URL, require_service
+
+from .harness import BROKERS, Broker
+
+pytest.importorskip("edinbox.hub", reason="the hub is not built yet")
+pytest.importorskip("edinbox.edi", reason="the EDI parser is not built yet")
+
+from edinbox.hub._generate import PARTNERS, Doc, render
+
+CLI = [sys.executable, "-c", "from edinbox.cli import main; main()"]
+UNIQUE = 40
+DUPLICATE_SHARE = 0.25
+_DELIVERY_COUNT = re.compile(r"delivery_count\W+(\d+)")
+
+
+def traffic(folder: Path, *, seed: int) -> tuple[list[Path], int]:
+    """Write UNIQUE invoice interchanges, a quarter of them twice (producer retries), shuffled, one per file."""
+    rng = random.Random(seed)
+    docs = []
+    for n in range(UNIQUE):
+        partner = PARTNERS[n % len(PARTNERS)]
+        control = f"{700000 + n:09d}" if partner.standard == "X12" else f"IC{700000 + n}"
+        lines = tuple((rng.randint(1, 9), Decimal(rng.randint(100, 9999)) / 100) for _ in range(rng.randint(1, 3)))
+        docs.append(
+            Doc(partner, control, "invoice", f"P{n:05d}", date(2026, 11, 1) + timedelta(days=n % 28), lines=lines)
+        )
+    payloads = [render(doc) for doc in docs]
+    payloads += [render(doc) for doc in rng.sample(docs, k=int(UNIQUE * DUPLICATE_SHARE))]
+    rng.shuffle(payloads)
+    files = []
+    for i, payload in enumerate(payloads):
+        path = folder / f"{i:03d}.edi"
+        path.write_bytes(payload)
+        files.append(path)
+    return files, UNIQUE
+
+
+def cli(*args: str, fault: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the edinbox command in a subprocess (with the fault point armed when given)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+    if fault:
+        env["EDINBOX_FAULT"] = fault
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+def hub_args(url: str, db: list[str]) -> list[str]:
+    """`edinbox run` on the source, draining what is waiting, logging one JSON line per settled message."""
+    return ["run", "--source", url, *db, "--consumer", "hub", "--once", "--log-format", "json"]
+
+
+def stats(db: list[str]) -> dict[str, int]:
+    """The hub's counts from `edinbox stats --json`."""
+    done = cli("stats", *db, "--consumer", "hub", "--json")
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def redeliveries(log: str) -> int:
+    """How many settled messages the broker itself reported as delivered more than once."""
+    return sum(1 for count in _DELIVERY_COUNT.findall(log) if int(count) > 1)
+
+
+@pytest.fixture(params=BROKERS, ids=lambda b: b.name)
+def broker(request: pytest.FixtureRequest, unique_name: str) -> Iterator[Broker]:
+    """Each broker of the harness in turn, its fresh names removed after the test."""
+    chosen: Broker = request.param
+    if chosen.service:
+        require_service(chosen.service)
+    yield chosen
+    asyncio.run(chosen.cleanup(unique_name))
+
+
+@pytest.fixture
+def postgres_db(unique_name: str) -> Iterator[list[str]]:
+    """The --db/--table options of a fresh PostgreSQL schema, dropped afterwards."""
+    require_service("postgres")
+    psycopg = pytest.importorskip("psycopg")
+    yield ["--db", POSTGRES_URL, "--table", f"{unique_name}.inbox"]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(unique_name)))
+
+
+def publish(files: list[Path], url: str) -> None:
+    """Publish every file with `edinbox publish`, the producer id set to the interchange key."""
+    done = cli("publish", *map(str, files), "--to", url)
+    assert done.returncode == 0, done.stderr
+    assert f"published {len(files)} message(s)" in done.stdout
+
+
+def check(broker: Broker, name: str, db: list[str], *, unique: int, published: int, logs: str) -> None:
+    """Invoices == unique interchanges, every copy suppressed, nothing left on the broker, redelivery observed."""
+    counts = stats(db)
+    assert counts["invoices"] == unique
+    assert counts["processed"] == unique
+    # the producers' copies (unless the broker dropped them), plus at least one redelivery of the killed batch
+    copies = 0 if broker.drops_publisher_copies else published - unique
+    assert counts["duplicate"] >= copies + 1
+    assert counts["conflict"] == counts["dead"] == counts["rejected"] == 0
+    assert asyncio.run(broker.left(name)) == 0
+    assert redeliveries(logs) >= 1, "the broker never reported a delivery count above 1"
+
+
+def test_killed_after_commit_then_restarted(broker: Broker, unique_name: str, tmp_path: Path) -> None:
+    """A hub SIGKILLed between commit and ack, then restarted, leaves exactly one invoice per unique interchange."""
+    url = broker.url(unique_name)
+    db = ["--db", f"sqlite:///{tmp_path / 'hub.db'}"]
+    files, unique = traffic(tmp_path, seed=5)
+    publish(files, url)
+    first = cli(*hub_args(url, db), fault="after_commit:2")
+    assert first.returncode == -9, first.stderr
+    second = cli(*hub_args(url, db))
+    assert second.returncode == 0, second.stderr
+    check(broker, unique_name, db, unique=unique, published=len(files), logs=second.stderr)
+
+
+def test_two_hubs_compete_and_one_is_killed(
+    broker: Broker, unique_name: str, tmp_path: Path, postgres_db: list[str]
+) -> None:
+    """Two hubs share one queue on PostgreSQL; one is killed after a commit; every invoice still exists once."""
+    url = broker.url(unique_name)
+    files, unique = traffic(tmp_path, seed=7)
+    init = cli("init", *postgres_db, "--consumer", "hub")  # once, as an operator does before starting workers
+    assert init.returncode == 0, init.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+    args = [*CLI, *hub_args(url, postgres_db), "--batch-size", "5", "--idle-timeout", "4"]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    killed = subprocess.Popen(args, env={**env, "EDINBOX_FAULT": "after_commit:3"}, **pipes)  # type: ignore[call-overload]
+    survivor = subprocess.Popen(args, env=env, **pipes)  # type: ignore[call-overload]
+    time.sleep(2.5)  # both are consuming before the traffic arrives, so they share it
+    publish(files, url)
+    _, killed_log = killed.communicate(timeout=120)
+    _, survivor_log = survivor.communicate(timeout=120)
+    assert killed.returncode == -9, killed_log
+    assert survivor.returncode == 0, survivor_log
+    sweep = cli(*hub_args(url, postgres_db))  # whatever came back after the survivor went idle
+    assert sweep.returncode == 0, sweep.stderr
+    assert '"outcome":"processed"' in survivor_log
+    check(broker, unique_name, postgres_db, unique=unique, published=len(files), logs=survivor_log + sweep.stderr)

@@ -1,0 +1,102 @@
+"""The source contract and Redis Streams specifics, against the real Redis on 127.0.0.1:6379."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from edinbox import ConfigurationError
+from edinbox.sources.redis import RedisSource
+from services import require_service
+
+from .contract import SourceContract, collect
+
+redis_asyncio = pytest.importorskip("redis.asyncio")
+
+SERVER = "redis://127.0.0.1:6379/0"
+
+
+class TestRedis(SourceContract):
+    """Redis Streams: own pending entries re-read, idle entries reclaimed, XPENDING delivery counts."""
+
+    redelivery_wait = 5.0
+    quiet = 1.0  # longer than the claim_idle of 0.5 s below
+
+    @pytest.fixture
+    async def url(self, unique_name: str) -> AsyncIterator[str]:
+        """A fresh stream (and its dead stream) reclaimed after 0.5 s idle, deleted afterwards."""
+        require_service("redis")
+        yield f"{SERVER}?stream={unique_name}&claim_idle=0.5"
+        client = redis_asyncio.Redis.from_url(SERVER)
+        await client.delete(unique_name, f"{unique_name}.dead")
+        await client.aclose()
+
+    async def dead_letters(self, url: str) -> list[tuple[str | None, bytes]]:
+        """The entries moved to the dead stream."""
+        client = redis_asyncio.Redis.from_url(SERVER)
+        try:
+            entries = await client.xrange(RedisSource.from_url(url, consumer="x").dead)
+        finally:
+            await client.aclose()
+        return [(fields[b"message_id"].decode(), fields[b"payload"]) for _, fields in entries]
+
+    async def test_stable_name_takes_back_its_own_pending_entries(self, url: str) -> None:
+        """A restarted consumer with the same name re-reads its pending entries at once; other members wait."""
+        await self.publish(url, [("mine", b"x")])
+        patient = url.replace("claim_idle=0.5", "claim_idle=60")
+        async with self.source(patient, name="w1") as source:
+            [first] = await collect(source, 1, within=5)
+        async with self.source(patient, name="w2") as other:
+            assert await collect(other, 1, within=0.5) == []
+        async with self.source(patient, name="w1") as source:
+            [again] = await collect(source, 1, within=1)
+            assert (again.key, again.delivery_count, again.redelivered) == ("mine", 2, True)
+            assert again.coordinates == first.coordinates
+            await source.ack(again)
+
+    async def test_idle_entry_of_a_live_member_is_reclaimed_after_claim_idle(self, url: str) -> None:
+        """Another member reclaims an entry left pending longer than claim_idle (XAUTOCLAIM), counting it."""
+        await self.publish(url, [("stuck", b"x")])
+        async with self.source(url, name="w1") as stuck, self.source(url, name="w2") as rescuer:
+            [held] = await collect(stuck, 1, within=5)
+            [claimed] = await collect(rescuer, 1, within=3)
+            assert (claimed.key, claimed.delivery_count) == ("stuck", 2)
+            await rescuer.ack(claimed)
+            await stuck.ack(held)  # the late ack of the first holder is harmless (XACK of an acked id is 0)
+
+    async def test_in_progress_keeps_an_entry_from_being_reclaimed(self, url: str) -> None:
+        """`in_progress` resets the idle time, so a slow handler's entry is not stolen by another member."""
+        await self.publish(url, [("slow", b"x")])
+        async with self.source(url, name="w1") as slow, self.source(url, name="w2") as rival:
+            [held] = await collect(slow, 1, within=5)
+            for _ in range(8):
+                await asyncio.sleep(0.15)
+                await slow.in_progress(held)
+                assert await rival.receive(max_messages=1, timeout=0.05) == []
+            await slow.ack(held)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["?group=g", "?stream=s&claim_idle=-1", "?stream=s&claim_idle=x", "?stream=s&group=a b", "?stream=s&idle=5"],
+)
+def test_bad_url_is_a_configuration_error_with_password_masked(query: str) -> None:
+    """A missing, invalid or unknown option raises ConfigurationError and never shows the password."""
+    with pytest.raises(ConfigurationError) as caught:
+        RedisSource.from_url(f"redis://:s3cret@127.0.0.1:6379/0{query}", consumer="hub")
+    assert "s3cret" not in str(caught.value)
+
+
+def test_url_options_are_read() -> None:
+    """Every documented option of a redis:// URL lands in the source; the group defaults to the consumer."""
+    source = RedisSource.from_url("redis://127.0.0.1:6379/2?stream=edi.in&claim_idle=90&name=w1&dead=p", consumer="hub")
+    assert (source.stream, source.group, source.name, source.claim_idle, source.dead) == (
+        "edi.in",
+        "hub",
+        "w1",
+        90,
+        "p",
+    )
+    assert RedisSource.from_url("redis://h/0?stream=s", consumer="hub").name != ""
