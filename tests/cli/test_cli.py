@@ -19,8 +19,6 @@ from edinbox.cli import main
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.sources.spool import publish
 
-pytest.importorskip("edinbox.edi", reason="the hub parses interchanges with edinbox.edi")
-
 
 def edinbox(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the installed command in a subprocess."""
