@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from conftest import require_service
 from edinbox import AsyncInbox, Message, Outcome, Tx
+from services import require_service
 
 pytest.importorskip("faststream")
 aio_pika = pytest.importorskip("aio_pika")
