@@ -36,7 +36,8 @@ from edinbox.sources.spool import publish
 
 __all__ = ["Report", "run_demo"]
 
-_MAX_RUNS = 200
+_CLEAN_RUNS = 20
+"""Runs allowed beyond the crash budget before the demo gives up (it never needs more than a few)."""
 _CONSUMER = "accounting"
 
 
@@ -181,11 +182,13 @@ def run_demo(
         click.progressbar(length=len(traffic.files), label="settling", file=sys.stderr) as bar,
     ):
         done = 0
-        while _pending(spool) and report.runs < _MAX_RUNS:
+        # each crash redelivers a batch: a budget of crashes (the crash rate per batch of the traffic) ends them
+        budget = math.ceil(crash_rate * len(traffic.files) / batch_size) + 1 if crash_rate > 0 else 0
+        while _pending(spool) and report.runs < budget * workers + _CLEAN_RUNS:
             procs = []
             for _ in range(workers):
                 env = {k: v for k, v in os.environ.items() if k != "EDINBOX_FAULT"}
-                crash_after = _fault(rng, crash_rate)
+                crash_after = _fault(rng, crash_rate) if report.crashes < budget else None
                 if crash_after is not None and report.crashes == 0 and report.runs == 0:
                     crash_after = min(crash_after, rng.randint(1, 3))  # show at least one crash
                 if crash_after is not None:
