@@ -88,8 +88,8 @@ class Report:
             f"  database      {mask(self.db)} (journal {self.table})",
             f"  spool         {self.workdir}/spool (hub log: {self.workdir}/hub.log)",
             f"  published     {self.files} files: {self.producer_duplicates} producer duplicates "
-            f"({self.rerendered} re-rendered with other separators), {self.conflicts_injected} reused control "
-            f"numbers, {self.resends} invoices re-sent in a new interchange, {self.acks} acknowledgments, "
+            f"({self.rerendered} re-rendered with other separators), {self.conflicts_injected} reused control numbers,",
+            f"                {self.resends} invoices re-sent in a new interchange, {self.acks} acknowledgments, "
             f"{self.malformed} malformed",
             f"  hub runs      {self.runs} ({self.crashes} killed between commit and ack, then restarted)",
             f"  received      {s.get('received', 0)} interchanges settled (redeliveries included)",
@@ -98,13 +98,15 @@ class Report:
             f"  conflicts     {s.get('conflict', 0)} (same key, other content: kept for operators)",
             f"  resent        {s.get('resent', 0)} (invoice already in accounting: caught by the invoice key)",
             f"  bypassed      {s.get('bypassed', 0)} acknowledgments (997 / CONTRL skip the inbox)",
-            f"  rejected      {s.get('rejected', 0)} parked (see: edinbox list --status rejected)",
+            f"  rejected      {s.get('rejected', 0)} parked (no trailer, or not EDI)",
             f"  dead          {s.get('dead', 0)}",
             f"  invoices      {s.get('invoices', 0)} created",
             f"  left          {self.left_in_spool} files in inbound/ or processing/",
             f"check: invoices {s.get('invoices', 0)} == unique valid interchanges {self.unique_interchanges}"
             f" - partner resends {self.resends} = {self.expected_invoices}: {'OK' if self.ok else 'FAILED'}",
         ]
+        where = f"--db '{mask(self.db)}'" + (f" --table {self.table}" if self.table != "inbox" else "")
+        lines.insert(-1, f"  look closer   edinbox stats {where}; edinbox list {where} --status rejected")
         return "\n".join(lines)
 
 
