@@ -337,16 +337,16 @@ def purge(
 ) -> None:
     """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon)."""
     cfg = _config(config, db=db, table=table, consumer=consumer, retention=older_than, horizon=horizon)
-    done = 0
+    with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
+        shown = 0
 
-    def progress(deleted: int) -> None:
-        nonlocal done
-        done += deleted
-        click.echo(f"\rpurging: {done} rows deleted", err=True, nl=False)
+        def progress(deleted: int, total: int) -> None:
+            nonlocal shown
+            bar.length = total
+            bar.update(deleted - shown)
+            shown = deleted
 
-    total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
-    if done:
-        click.echo(err=True)
+        total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
     click.echo(f"purged {total} rows older than {cfg.retention}")
 
 
