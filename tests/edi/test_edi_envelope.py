@@ -83,6 +83,7 @@ def test_x12_line_feed_terminator() -> None:
     data = fixtures.X12_810.replace(b"~", b"\n")
     ic = only(data)
     assert ic.separators.segment == "\n"
+    assert ic.raw == data  # the final terminator belongs to the span
     assert ic.keyable
     assert ic.fingerprint() == only(fixtures.X12_810).fingerprint()
 
@@ -267,6 +268,12 @@ def test_several_interchanges_with_mixed_standards_and_separators() -> None:
     assert all(ic.keyable for ic in found)
     for ic in found:
         assert data[ic.span[0] : ic.span[1]] == ic.raw
+
+
+def test_spans_tile_the_input_with_line_ends() -> None:
+    """Each span takes the line end after its trailer, so the payloads of a file concatenate back to it."""
+    data = fixtures.X12_810 + b"\r\n" + fixtures.edifact_orders(b"L2") + b"\n" + fixtures.edifact_orders(b"L3") + b"\n"
+    assert b"".join(ic.raw for ic in parse(data)) == data
 
 
 def test_charsets_utf8_and_latin1() -> None:

@@ -39,7 +39,7 @@ def edifact_head(text: str, start: int) -> Head:
         if start + 9 > len(text):
             raise EdiSyntaxError("the UNA service string advice is truncated", offset=start, segment_index=None)
         service = text[start + 3 : start + 9]
-        component, element, decimal, release, repeat, term = (service[k] for k in range(6))
+        component, element, decimal, release, repeat, term = tuple(service)
         body_start = start + 9
         while body_start < len(text) and text[body_start] in " \t\r\n":
             body_start += 1

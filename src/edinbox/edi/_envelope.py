@@ -50,12 +50,12 @@ class Walk:
 
 def same_number(a: str, b: str) -> bool:
     """Control numbers match as strings, or as numbers when both are digits (zero-padding tolerated)."""
-    return a == b or (a.isdigit() and b.isdigit() and int(a) == int(b))
+    return a == b or ((a.isascii() and a.isdigit()) and (b.isascii() and b.isdigit()) and int(a) == int(b))
 
 
 def _count(value: str) -> int | None:
     value = value.strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if (value.isascii() and value.isdigit()) else None
 
 
 class _Open:

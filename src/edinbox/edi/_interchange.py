@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from edinbox._message import Message
 from edinbox.edi._errors import NotKeyableError
+from edinbox.edi._examine import Examined, examine
 from edinbox.edi._key import fingerprint, source
 from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._tokens import Body
@@ -24,9 +25,9 @@ class Interchange:
 
     `control_number` is ISA13 / UNB 0020 as sent; `sender` and `receiver` ISA05/06, ISA07/08 or UNB S002/S003
     (padding trimmed, release characters resolved); `test` ISA15 = T / UNB 0035 = 1; `prepared_at` ISA09/10 or
-    UNB S004 (naive, None when unreadable); `span` the byte range (start, end) in the parsed data; `problems`
-    human-readable findings (count and control-number mismatches, missing trailers); `keyable` False when the
-    interchange is incomplete, so it must never be keyed or processed; `syntax` ISA12 or UNB S001 ("UNOC:3").
+    UNB S004 (naive, None when unreadable); `span` the byte range (start, end) in the parsed data and `raw` those
+    bytes; `syntax` ISA12 or UNB S001 ("UNOC:3"). The envelope walk behind `groups`, `messages`, `problems` and
+    `keyable` runs once, on first access (parse itself reads the header, so key extraction stays cheap).
     """
 
     standard: str
@@ -35,15 +36,36 @@ class Interchange:
     receiver: Party
     test: bool
     prepared_at: datetime | None
-    groups: tuple[Group, ...]
-    messages: tuple[EdiMessage, ...]
     span: tuple[int, int]
-    problems: tuple[str, ...]
-    keyable: bool
     syntax: str
     separators: Separators
     raw: bytes = field(repr=False)
     _body: Body = field(repr=False, compare=False)
+    _notes: tuple[str, ...] = field(repr=False, compare=False, default=())
+    _identified: bool = field(repr=False, compare=False, default=True)
+
+    def _examined(self) -> Examined:
+        return examine(self._body, control=self.control_number, notes=self._notes, identified=self._identified)
+
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        """The functional groups (GS..GE / UNG..UNE), each with its messages."""
+        return self._examined().groups
+
+    @property
+    def messages(self) -> tuple[EdiMessage, ...]:
+        """Every message (transaction set), in or out of groups, in order."""
+        return self._examined().messages
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Human-readable findings: count and control-number mismatches, missing trailers, header oddities."""
+        return self._examined().problems
+
+    @property
+    def keyable(self) -> bool:
+        """False when the interchange is incomplete (a missing trailer) or unidentifiable: never key it."""
+        return self._examined().keyable
 
     @property
     def message_types(self) -> tuple[str, ...]:

@@ -101,7 +101,7 @@ class Reader:
         text = value.strip()
         if fmt == "101" or (not fmt and len(text) == 6):
             text = ("20" if text[:2] < "69" else "19") + text
-        if len(text) < 8 or not text[:8].isdigit():
+        if len(text) < 8 or not (text[:8].isascii() and text[:8].isdigit()):
             raise self.fail(f"{what} {value!r} is not a date", position)
         try:
             return date(int(text[:4]), int(text[4:6]), int(text[6:8]))

@@ -26,6 +26,7 @@ from edinbox.edi._tokens import Body
 
 __all__ = ["fingerprint", "source"]
 
+_PLAIN = re.compile("[A-Za-z0-9._-]*")
 _SAFE = "!#$&'()*+,-./<=?@[]^_`{|}~"
 _TRAILING_COMPONENTS = re.compile("[\x1f\x1e]+(?=\x1d)")
 _COMMA = re.compile(",[0-9]+(?=[\x1c\x1d\x1e\x1f]|\\Z)")
@@ -51,7 +52,10 @@ def _points(text: str) -> str:
 
 def source(standard: str, sender: Party, receiver: Party, *, test: bool) -> str:
     """The inbox source of an interchange: standard, sender and receiver (qualifier, id) and the test flag."""
-    parts = [quote(p, safe=_SAFE) for p in (sender.qualifier, sender.id, receiver.qualifier, receiver.id)]
+    parts = [
+        p if _PLAIN.fullmatch(p) else quote(p, safe=_SAFE)
+        for p in (sender.qualifier, sender.id, receiver.qualifier, receiver.id)
+    ]
     text = f"{standard}:{parts[0]}:{parts[1]}>{parts[2]}:{parts[3]}"
     return text + ";test" if test else text
 

@@ -7,7 +7,6 @@ import re
 from datetime import datetime
 
 from edinbox.edi import _edifact, _x12
-from edinbox.edi._envelope import same_number, walk
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._head import Head
 from edinbox.edi._interchange import Interchange
@@ -26,7 +25,7 @@ def parse(data: bytes) -> list[Interchange]:
     """Every interchange in `data`, in order; EdiSyntaxError (with byte offset) when the bytes are not EDI."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise TypeError(f"parse() takes bytes, not {type(data).__name__}")
-    raw = bytes(data)
+    raw = data if type(data) is bytes else bytes(data)
     text = raw.decode("latin-1")
     n = len(text)
     pos = _gap(text, 0)
@@ -47,8 +46,16 @@ def parse(data: bytes) -> list[Interchange]:
         start = match.start()
         head = _x12.x12_head(text, start) if text.startswith("ISA", start) else _edifact.edifact_head(text, start)
         head.problems[:0] = prefix
-        end, _next = _find_end(text, head)
-        found.append(_build(raw, text, head, end))
+        end, closed = _find_end(text, head)
+        if not closed:  # ran to the end of the data: the span stops at its last non-blank byte
+            span_end = len(text[:end].rstrip(_GAP_CHARS))
+        else:  # after a terminator: the span takes the line end that follows it, so spans tile the input
+            span_end = end
+            if text.startswith("\r\n", end):
+                span_end += 2
+            elif text[end : end + 1] in ("\r", "\n"):
+                span_end += 1
+        found.append(_build(raw, text, head, end, span_end))
         pos = _gap(text, end)
     return found
 
@@ -90,8 +97,9 @@ def _ends(standard: str, term: str, element: str) -> re.Pattern[str]:
     )
 
 
-def _find_end(text: str, head: Head) -> tuple[int, int | None]:
-    """End offset of the interchange: after its trailer's terminator, before the next header, or end of data."""
+def _find_end(text: str, head: Head) -> tuple[int, bool]:
+    """End of the interchange (after its trailer's terminator, or before the next header, or the end of the data)
+    and whether it ends after a terminator (False: the data ran out first)."""
     term, release = head.term, head.release
     wrap = term not in ("\r", "\n", "\r\n")
     pattern = _ends(head.standard, term, head.element)
@@ -99,26 +107,31 @@ def _find_end(text: str, head: Head) -> tuple[int, int | None]:
     while True:
         match = pattern.search(text, at)
         if match is None:
-            return len(text), None
+            return len(text), False
         if release is not None and _released(text, match.start(), release, wrap):
             at = match.start() + 1
             continue
         if match.group("header") is not None:
-            return match.start() + len(term), match.start("header")
+            return match.start() + len(term), True
         at = match.end()
         while True:
             stop = text.find(term, at)
             if stop < 0:
-                return len(text), None
+                return len(text), False
             if release is not None and _released(text, stop, release, wrap):
                 at = stop + 1
                 continue
-            return stop + len(term), None
+            return stop + len(term), True
 
 
 def _when(date: str, time: str) -> datetime | None:
     """YYMMDD (69 pivot, as POSIX) or CCYYMMDD with HHMM[SS]; None when not a real date and time."""
-    if not (date.isdigit() and time.isdigit() and len(date) in (6, 8) and len(time) in (4, 6)):
+    if not (
+        (date.isascii() and date.isdigit())
+        and (time.isascii() and time.isdigit())
+        and len(date) in (6, 8)
+        and len(time) in (4, 6)
+    ):
         return None
     if len(date) == 6:
         year = int(date[:2])
@@ -131,7 +144,7 @@ def _when(date: str, time: str) -> datetime | None:
         return None
 
 
-def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
+def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interchange:
     """Tokenize and read one interchange found at head.start..end."""
     x12 = head.standard == "X12"
     body = Body(
@@ -153,7 +166,6 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
     first = body.segs[0].split(head.element)
     if first[0] != header_tag:
         raise EdiSyntaxError(f"the interchange must start with {header_tag}", offset=head.body_start, segment_index=0)
-    span_end = end if text.endswith(head.term, 0, end) else len(text[:end].rstrip(_GAP_CHARS))
     payload = raw[head.start : span_end]
     syntax_id = first[1].split(head.component)[0] if len(first) > 1 else ""
     if not payload.isascii():
@@ -166,6 +178,7 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
     body.check_tags()
     problems = list(head.problems)
     header = body.split(0)
+    body.standard = head.standard
     if x12:
         if len(header.elements) < 16:
             raise EdiSyntaxError(
@@ -178,9 +191,8 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
         test = header.get(15).strip() == "T"
         prepared = _when(header.get(9), header.get(10))
         syntax = header.get(12)
-        if not (len(control) == 9 and control.isdigit()):
+        if not (len(control) == 9 and (control.isascii() and control.isdigit())):
             problems.append(f"ISA13 {control!r} is not a 9-digit control number")
-        spec = _x12.SPEC
     else:
         sender = Party(header.get(2, 2).strip(), header.get(2, 1).strip())
         receiver = Party(header.get(3, 2).strip(), header.get(3, 1).strip())
@@ -188,38 +200,14 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
         test = header.get(11).strip() == "1"
         prepared = _when(header.get(4, 1), header.get(4, 2))
         syntax = ":".join(header.composite(1)[:2])
-        spec = _edifact.SPEC
     if prepared is None:
         problems.append(f"the {'ISA09/ISA10' if x12 else 'UNB S004'} date and time of preparation is not readable")
-    result = walk(body, spec)
-    problems.extend(result.problems)
-    keyable = head.keyable and result.complete
-    if result.trailer is None:
-        keyable = False
-        if body.tail:
-            shown = body.tail[:30]
-            if body.tail.startswith(spec.trailer):
-                problems.append(f"the trailer {spec.trailer} is not terminated by {head.term!r} (truncated data?)")
-            else:
-                problems.append(f"the data ends inside a segment: {shown!r}")
-        problems.append(f"the interchange has no trailer {spec.trailer}: it is incomplete and is not keyed")
-    elif not same_number(result.trailer.get(2), control):
-        problems.append(
-            f"{spec.trailer} control number {result.trailer.get(2)!r} does not match the header's {control!r}"
-        )
     if not control:
-        keyable = False
         problems.append("the interchange control number is empty")
     if not sender.id:
-        keyable = False
         problems.append("the sender id is empty")
-    separators = Separators(
-        element=head.element,
-        component=head.component,
-        segment=_decode(head.term),
-        release=head.release,
-        repetition=body.repetition,
-        decimal=head.decimal,
+    separators = _separators(
+        head.element, head.component, _decode(head.term), head.release, body.repetition, head.decimal
     )
     return Interchange(
         standard=head.standard,
@@ -228,16 +216,18 @@ def _build(raw: bytes, text: str, head: Head, end: int) -> Interchange:
         receiver=receiver,
         test=test,
         prepared_at=prepared,
-        groups=tuple(result.groups),
-        messages=tuple(result.messages),
         span=(head.start, span_end),
-        problems=tuple(problems),
-        keyable=keyable,
         syntax=syntax,
         separators=separators,
         raw=payload,
         _body=body,
+        _notes=tuple(problems),
+        _identified=head.keyable and bool(control) and bool(sender.id),
     )
+
+
+# Separators are frozen values: one per distinct set, shared by the interchanges that use it.
+_separators = functools.lru_cache(maxsize=64)(Separators)
 
 
 def _decode(char: str) -> str:

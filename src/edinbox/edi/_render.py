@@ -121,8 +121,8 @@ def render_interchange(
             mark=decimal_mark,
             line_break=line_break,
             una=una,
+            charset=charset,
         )
-        text = text.replace("UNOC:3", f"{charset}:3", 1)
         codec = CHARSETS.get(charset, "latin-1")
     else:
         raise ValueError(f"standard must be 'X12' or 'EDIFACT', not {standard!r}")
@@ -171,7 +171,7 @@ def _x12(
     padding: str,
     line_break: str,
 ) -> str:
-    if not (control.isdigit() and len(control) <= 9):
+    if not ((control.isascii() and control.isdigit()) and len(control) <= 9):
         raise ValueError(f"an X12 control number is up to 9 digits, not {control!r}")
     number = control.zfill(9)
 
@@ -233,6 +233,7 @@ def _edifact(
     mark: str,
     line_break: str,
     una: bool,
+    charset: str,
 ) -> str:
     release = seps.release
     service = [c for c in (release, seps.element, seps.component, seps.segment, seps.repetition) if c]
@@ -261,7 +262,7 @@ def _edifact(
         head = "UNA" + c + seps.element + mark + (release or " ") + (seps.repetition or " ") + seps.segment + line_break
     unb = [
         "UNB",
-        "UNOC" + c + "3",
+        charset + c + "3",
         party(sender),
         party(receiver),
         when.strftime("%y%m%d") + c + when.strftime("%H%M"),

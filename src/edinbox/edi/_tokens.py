@@ -12,10 +12,14 @@ import bisect
 import functools
 import re
 from collections.abc import Callable
-from operator import itemgetter
+from operator import itemgetter, methodcaller
+from typing import TYPE_CHECKING
 
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._model import Segment
+
+if TYPE_CHECKING:
+    from edinbox.edi._examine import Examined
 
 __all__ = ["WHITESPACE", "Body", "tokenize"]
 
@@ -87,10 +91,12 @@ class Body:
         "codec",
         "component",
         "element",
+        "examined",
         "memo",
         "release",
         "repetition",
         "segs",
+        "standard",
         "table",
         "tail",
         "term",
@@ -119,9 +125,11 @@ class Body:
         )
         self.codec: str | None = None
         self._convert = self._converter()
-        self._cache: list[Segment | None] | None = None
+        self._cache: list[Segment] | None = None
         self._starts: list[int] | None = None
         self.memo: dict[str, str] = {}
+        self.standard = ""
+        self.examined: Examined | None = None  # the envelope walk, done on first need
 
     # -- values ---------------------------------------------------------------------------------------------
     def set_codec(self, codec: str | None) -> None:
@@ -176,24 +184,34 @@ class Body:
         return values[0], values[1]
 
     def segments(self, start: int = 0, stop: int | None = None) -> tuple[Segment, ...]:
-        """Materialised segments [start, stop), cached per interchange."""
+        """Materialised segments [start, stop), cached per interchange (all at once, in one pass)."""
         cache = self._cache
         if cache is None:
-            cache = self._cache = [None] * len(self.segs)
-        stop = len(self.segs) if stop is None else stop
-        out = []
-        for i in range(start, stop):
-            seg = cache[i]
-            if seg is None:
-                seg = cache[i] = self.split(i)
-            out.append(seg)
-        return tuple(out)
+            cache = self._cache = self._materialise()
+        return tuple(cache[start:stop])
+
+    def _materialise(self) -> list[Segment]:
+        """Every segment as a Segment; the common case (ASCII, no release) is one comprehension."""
+        if self._convert is not None:
+            return [self.split(i) for i in range(len(self.segs))]
+        comp = self.component
+        make = Segment
+        out = [
+            make(parts[0], tuple([tuple(p.split(comp)) if comp in p else (p,) for p in parts[1:]]))
+            for parts in map(methodcaller("split", self.element), self.segs)
+        ]
+        if out and out[0].tag == "ISA":  # ISA16 is the component separator: never split the ISA
+            out[0] = self.split(0)
+        return out
 
     def check_tags(self) -> None:
         """Raise EdiSyntaxError for a segment whose tag is not 2-3 upper-case letters or digits."""
         element = self.element
-        heads = {h.replace("\n", "\x00") for h in set(map(_HEAD4, self.segs))}
-        bad = _bad_head(element).search("\n".join(heads))
+        heads = set(map(_HEAD4, self.segs))
+        joined = "\n".join(heads)
+        if joined.count("\n") != len(heads) - 1:  # a segment's head itself holds a line feed
+            joined = "\n".join(h.replace("\n", "\x00") for h in heads)
+        bad = _bad_head(element).search(joined)
         if bad is None:
             return
         found = bad.group()
