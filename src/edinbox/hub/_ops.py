@@ -98,7 +98,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
     async with open_inbox(config) as inbox:
         journal = await inbox.stats()
     async with _database(config) as db:
-        counts = await hub_counts(db, config.consumer)
+        counts = await hub_counts(db, consumer=config.consumer)
         invoices = int(await db.value("SELECT count(*) FROM {invoices}") or 0)
         rejected = int(await db.value("SELECT count(*) FROM {rejected} WHERE consumer = ?", (config.consumer,)) or 0)
         oldest = await db.value("SELECT min(received_at) FROM {journal} WHERE consumer = ?", (config.consumer,))
