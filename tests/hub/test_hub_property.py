@@ -55,7 +55,7 @@ async def _scenario(config: HubConfig, spool: Path, *, crashes: list[int], crash
     messages=st.integers(5, 40),
     duplicate_rate=st.floats(0, 1),
     batch_size=st.integers(1, 8),
-    crashes=st.lists(st.integers(1, 3), max_size=4),
+    crashes=st.lists(st.integers(1, 3), min_size=1, max_size=4),
 )
 def test_invoices_equal_unique_interchanges_whatever_the_crashes(
     *,
