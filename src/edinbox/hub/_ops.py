@@ -36,7 +36,7 @@ __all__ = [
 
 
 @contextlib.asynccontextmanager
-async def open_inbox(config: HubConfig) -> AsyncIterator[Any]:
+async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
     """The journal of `config` (not created, not verified)."""
     check_reachable(config.db)
     inbox = AsyncInbox(
