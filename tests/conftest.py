@@ -2,37 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-ON_CI = os.environ.get("CI", "").lower() == "true"
-
-SERVICES = {
-    "postgres": ("127.0.0.1", 5432),
-    "mariadb": ("127.0.0.1", 3306),
-    "redis": ("127.0.0.1", 6379),
-    "rabbitmq": ("127.0.0.1", 5672),
-    "nats": ("127.0.0.1", 4222),
-}
-
-POSTGRES_URL = os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def require_service(name: str) -> None:
-    """Skip when the named server is unreachable, but fail when CI=true (CI must never skip silently)."""
-    host, port = SERVICES[name]
-    try:
-        with socket.create_connection((host, port), timeout=2):
-            return
-    except OSError as exc:
-        message = f"{name} is not reachable on {host}:{port}: {exc}"
-        if ON_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+from services import POSTGRES_URL, require_service
 
 
 @pytest.fixture

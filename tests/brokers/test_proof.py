@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import POSTGRES_URL, require_service
+from services import POSTGRES_URL, require_service
 
 from .harness import BROKERS, Broker
 

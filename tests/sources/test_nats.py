@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from conftest import require_service
 from edinbox import ConfigurationError
 from edinbox.sources.nats import NatsSource
+from services import require_service
 
 from .contract import SourceContract, collect
 

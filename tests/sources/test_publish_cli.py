@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import require_service
 from edinbox import ConfigurationError
 from edinbox._publish import interchange_id, split_files
 from edinbox.cli import main
+from services import require_service
 
 redis_asyncio = pytest.importorskip("redis.asyncio")
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from conftest import require_service
 from edinbox import ConfigurationError
 from edinbox.sources.rabbitmq import RabbitMQSource
+from services import require_service
 
 from .contract import SourceContract, collect
 

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from conftest import require_service
 from edinbox import ConfigurationError
 from edinbox.sources.redis import RedisSource
+from services import require_service
 
 from .contract import SourceContract, collect
 

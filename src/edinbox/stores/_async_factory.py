@@ -45,7 +45,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> AsyncStore:
 
         return AsyncSQLiteStore(target, table=parse_table(table, qualified=False))
     module = type(target).__module__
-    if module.startswith(("psycopg.", "psycopg_pool.")):
+    if module.split(".", 1)[0] in ("psycopg", "psycopg_pool"):
         from edinbox.stores._async_postgres import AsyncPostgresStore
 
         return AsyncPostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)

@@ -1,0 +1,51 @@
+"""edinbox.edi: X12 and EDIFACT interchanges, their inbox keys and their invoices (a parser with no I/O).
+
+    parse(data: bytes) -> list[Interchange]
+    Interchange.message() -> edinbox.Message        the inbox key (format in edinbox.edi._key)
+    Interchange.invoices() -> list[Invoice]          EDIFACT INVOIC and X12 810
+    render_invoice(...) / render_interchange(...)    write interchanges carrying invoices (demo, tests)
+
+Accepted: several interchanges per input (X12 and EDIFACT mixed, each with its own separators); a UTF-8 BOM,
+whitespace, NUL or SUB around interchanges and non-EDI bytes before the first one (reported); X12 ISA read by its
+fixed positions (any release 00300..00801), or by counting separators when unpadded or NBSP-padded (reported);
+ISA11 as repetition separator from 00402 unless a letter; a multi-byte UTF-8 terminator; CR/LF as terminator, or
+as noise anywhere (hard-wrapped lines, inside values and the ISA) when the terminator is something else; a line
+break at ISA position 106 with the terminator starting the next lines (reported); TAB or space indentation;
+ISB/ISE/TA1; GS/GE, ST/SE; UNA with any service characters, level A defaults without UNA, level B (IS1/IS3/IS4);
+release characters everywhere including UNB, with `??'` / `???'` parity; UNG/UNE, UNH/UNT; text decoded as
+UTF-8 when valid, else per UNB's syntax identifier (UNOC Latin-1, UNOD..UNOK ISO 8859-x), else Latin-1.
+Reported as problems, still keyable: trailer count and control-number mismatches, wrong SE01/UNT counts, an
+unreadable ISA09/UNB S004 date, a non-9-digit ISA13, segments outside messages.
+Read but never keyed (`keyable` False, message() and invoices() raise NotKeyableError): a missing or unterminated
+IEA/UNZ (truncated data), a message or group without its trailer, an empty control number or sender id, and
+EDIFACT without UNA whose segments end at line breaks instead of apostrophes.
+Refused with EdiSyntaxError (byte offset, segment index, a sentence): empty input, no ISA/UNA/UNB, data after
+the last interchange, a truncated header (ISA without 16 elements, UNA shorter than 9 bytes, unterminated UNB),
+separators that are letters, digits, spaces or not distinct, UNB without UNA followed by anything but `+` or IS3,
+a segment tag that is not 2-3 upper-case letters or digits, and (from invoices()) a missing or malformed
+mandatory invoice field.
+"""
+
+from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
+from edinbox.edi._interchange import Interchange
+from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
+from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
+from edinbox.edi._parse import parse
+from edinbox.edi._render import render_interchange, render_invoice
+
+__all__ = [
+    "EdiMessage",
+    "EdiSyntaxError",
+    "Group",
+    "Interchange",
+    "Invoice",
+    "InvoiceLine",
+    "InvoiceParty",
+    "NotKeyableError",
+    "Party",
+    "Segment",
+    "Separators",
+    "parse",
+    "render_interchange",
+    "render_invoice",
+]

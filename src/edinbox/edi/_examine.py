@@ -1,0 +1,52 @@
+"""The envelope checks of one interchange, run once on first need (parse itself reads only the header).
+
+Reading `messages`, `groups`, `problems` or `keyable` (and so `message()` and `invoices()`) walks the envelope:
+groups, messages, trailers, counts and control numbers. Key extraction from the header does not need it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edinbox.edi import _edifact, _x12
+from edinbox.edi._envelope import same_number, walk
+from edinbox.edi._model import EdiMessage, Group
+from edinbox.edi._tokens import Body
+
+__all__ = ["Examined", "examine"]
+
+
+@dataclass(frozen=True, slots=True)
+class Examined:
+    """What the envelope walk found: the structure, every finding, and whether the interchange is complete."""
+
+    groups: tuple[Group, ...]
+    messages: tuple[EdiMessage, ...]
+    problems: tuple[str, ...]
+    keyable: bool
+
+
+def examine(body: Body, *, control: str, notes: tuple[str, ...], identified: bool) -> Examined:
+    """Walk the envelope of `body` once and cache the result on it."""
+    if body.examined is not None:
+        return body.examined
+    spec = _x12.SPEC if body.standard == "X12" else _edifact.SPEC
+    result = walk(body, spec)
+    problems = list(notes)
+    problems.extend(result.problems)
+    keyable = identified and result.complete
+    if result.trailer is None:
+        keyable = False
+        if body.tail:
+            if body.tail.startswith(spec.trailer):
+                problems.append(f"the trailer {spec.trailer} is not terminated by {body.term!r} (truncated data?)")
+            else:
+                problems.append(f"the data ends inside a segment: {body.tail[:30]!r}")
+        problems.append(f"the interchange has no trailer {spec.trailer}: it is incomplete and is not keyed")
+    elif not same_number(result.trailer.get(2), control):
+        problems.append(
+            f"{spec.trailer} control number {result.trailer.get(2)!r} does not match the header's {control!r}"
+        )
+    examined = Examined(tuple(result.groups), tuple(result.messages), tuple(problems), keyable)
+    body.examined = examined
+    return examined

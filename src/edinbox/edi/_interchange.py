@@ -1,0 +1,114 @@
+"""The Interchange value: envelope facts, validation problems, the inbox key and the invoices it carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from edinbox._message import Message
+from edinbox.edi._errors import NotKeyableError
+from edinbox.edi._examine import Examined, examine
+from edinbox.edi._key import fingerprint, source
+from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
+from edinbox.edi._tokens import Body
+
+if TYPE_CHECKING:
+    from edinbox.edi._invoice import Invoice
+
+__all__ = ["Interchange"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interchange:
+    """One interchange (ISA..IEA or [UNA] UNB..UNZ) found in the input.
+
+    `control_number` is ISA13 / UNB 0020 as sent; `sender` and `receiver` ISA05/06, ISA07/08 or UNB S002/S003
+    (padding trimmed, release characters resolved); `test` ISA15 = T / UNB 0035 = 1; `prepared_at` ISA09/10 or
+    UNB S004 (naive, None when unreadable); `span` the byte range (start, end) in the parsed data and `raw` those
+    bytes; `syntax` ISA12 or UNB S001 ("UNOC:3"). The envelope walk behind `groups`, `messages`, `problems` and
+    `keyable` runs once, on first access (parse itself reads the header, so key extraction stays cheap).
+    """
+
+    standard: str
+    control_number: str
+    sender: Party
+    receiver: Party
+    test: bool
+    prepared_at: datetime | None
+    span: tuple[int, int]
+    syntax: str
+    separators: Separators
+    raw: bytes = field(repr=False)
+    _body: Body = field(repr=False, compare=False)
+    _notes: tuple[str, ...] = field(repr=False, compare=False, default=())
+    _identified: bool = field(repr=False, compare=False, default=True)
+
+    def _examined(self) -> Examined:
+        return examine(self._body, control=self.control_number, notes=self._notes, identified=self._identified)
+
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        """The functional groups (GS..GE / UNG..UNE), each with its messages."""
+        return self._examined().groups
+
+    @property
+    def messages(self) -> tuple[EdiMessage, ...]:
+        """Every message (transaction set), in or out of groups, in order."""
+        return self._examined().messages
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Human-readable findings: count and control-number mismatches, missing trailers, header oddities."""
+        return self._examined().problems
+
+    @property
+    def keyable(self) -> bool:
+        """False when the interchange is incomplete (a missing trailer) or unidentifiable: never key it."""
+        return self._examined().keyable
+
+    @property
+    def message_types(self) -> tuple[str, ...]:
+        """The distinct message types inside, in order of appearance ("INVOIC", "810", "997", ...)."""
+        return tuple(dict.fromkeys(m.type for m in self.messages))
+
+    @property
+    def source(self) -> str:
+        """The inbox source: standard, sender, receiver and test flag (format in `edinbox.edi._key`)."""
+        return source(self.standard, self.sender, self.receiver, test=self.test)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The inbox key (source, message id = control number)."""
+        return (self.source, self.control_number)
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        """Every segment from the header (ISA / UNB) to the trailer; UNA is not a segment."""
+        return self._body.segments()
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the normalised segments: equal for re-renderings, different when a value changes."""
+        return fingerprint(self._body, self.standard)
+
+    def message(self) -> Message:
+        """The inbox Message of this interchange; raises NotKeyableError when it is incomplete."""
+        if not self.keyable:
+            why = "; ".join(self.problems) or "it is incomplete"
+            raise NotKeyableError(
+                f"the {self.standard} interchange {self.control_number!r} cannot be keyed: {why}",
+                offset=self.span[0],
+                segment_index=0,
+            )
+        headers = {
+            "edi-standard": self.standard,
+            "edi-message-types": ",".join(self.message_types),
+            "edi-test": "1" if self.test else "0",
+        }
+        return Message(self.control_number, self.source, self.raw, headers=headers, fingerprint=self.fingerprint())
+
+    def invoices(self) -> list[Invoice]:
+        """The invoices of its INVOIC / 810 messages ([] when none); EdiSyntaxError when one is unreadable."""
+        from edinbox.edi._invoice import extract_invoices
+
+        return extract_invoices(self)

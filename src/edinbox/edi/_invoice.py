@@ -1,0 +1,141 @@
+"""Invoices carried by an interchange: the values, the shared readers, and the dispatch per standard.
+
+Money is `Decimal`, never float. Unit prices are per unit (EDIFACT PRI 5284 unit price basis divided out).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING
+
+from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
+from edinbox.edi._model import EdiMessage, Segment
+
+if TYPE_CHECKING:
+    from edinbox.edi._interchange import Interchange
+
+__all__ = ["Invoice", "InvoiceLine", "InvoiceParty", "Reader", "extract_invoices"]
+
+_NUMBER = re.compile(r"-?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class InvoiceParty:
+    """The seller or buyer of an invoice: its id (NAD 3039 / N104) and name (NAD C080 / N102)."""
+
+    id: str
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InvoiceLine:
+    """One invoice line: quantity, unit price (per one unit) and line amount; `item` is the product id."""
+
+    quantity: Decimal
+    unit_price: Decimal
+    amount: Decimal
+    item: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Invoice:
+    """An invoice or credit note from an EDIFACT INVOIC message or an X12 810 transaction set.
+
+    `kind` is "invoice" or "credit_note" (BGM 1001 = 381 and other credit-note codes; BIG07 = CR); `currency` is
+    the ISO 4217 code stated (CUX / MOA / CUR02) or None when the message states none (the partner's default
+    applies); `message_ref` is UNH 0062 / ST02.
+    """
+
+    number: str
+    issue_date: date
+    kind: str
+    seller: InvoiceParty
+    buyer: InvoiceParty
+    currency: str | None
+    total: Decimal
+    tax_total: Decimal
+    lines: tuple[InvoiceLine, ...] = ()
+    message_ref: str = ""
+
+    def __post_init__(self) -> None:
+        """Accept any sequence of lines (a list too) and keep it as a tuple."""
+        object.__setattr__(self, "lines", tuple(self.lines))
+        if self.kind not in ("invoice", "credit_note"):
+            raise ValueError(f"Invoice.kind must be 'invoice' or 'credit_note', not {self.kind!r}")
+
+
+class Reader:
+    """Reads one message's segments and raises EdiSyntaxError that point at the faulty segment."""
+
+    def __init__(self, interchange: Interchange, message: EdiMessage, label: str) -> None:
+        self.interchange = interchange
+        self.message = message
+        self.segments = message.segments
+        self.label = f"{label} message {message.control_number!r}"
+
+    def fail(self, sentence: str, position: int = 0) -> EdiSyntaxError:
+        """An EdiSyntaxError about the segment at `position` within the message."""
+        index = self.message.segment_range[0] + position
+        return EdiSyntaxError(
+            f"{self.label}: {sentence}",
+            offset=self.interchange._body.offset(index),
+            segment_index=index,
+        )
+
+    def decimal(self, value: str, what: str, position: int) -> Decimal:
+        """A number with a point or comma decimal mark (no thousands separators) as an exact Decimal."""
+        text = value.strip()
+        if not _NUMBER.match(text):
+            raise self.fail(f"{what} {value!r} is not a number", position)
+        try:
+            return Decimal(text.replace(",", "."))
+        except InvalidOperation:  # pragma: no cover - the pattern only lets numbers through
+            raise self.fail(f"{what} {value!r} is not a number", position) from None
+
+    def date(self, value: str, what: str, position: int, *, fmt: str = "") -> date:
+        """CCYYMMDD (also the date part of CCYYMMDDHHMM[SS], format 102/203/204) or YYMMDD (format 101)."""
+        text = value.strip()
+        if fmt == "101" or (not fmt and len(text) == 6):
+            text = ("20" if text[:2] < "69" else "19") + text
+        if len(text) < 8 or not (text[:8].isascii() and text[:8].isdigit()):
+            raise self.fail(f"{what} {value!r} is not a date", position)
+        try:
+            return date(int(text[:4]), int(text[4:6]), int(text[6:8]))
+        except ValueError:
+            raise self.fail(f"{what} {value!r} is not a date", position) from None
+
+    def first(self, tag: str, qualifiers: tuple[str, ...], stop: int | None = None) -> tuple[int, Segment] | None:
+        """The first segment with `tag` whose element 1 is the earliest-listed qualifier (before `stop`)."""
+        found: dict[str, tuple[int, Segment]] = {}
+        for k, seg in enumerate(self.segments[:stop]):
+            if seg.tag == tag and seg.get(1) in qualifiers and seg.get(1) not in found:
+                found[seg.get(1)] = (k, seg)
+        for qualifier in qualifiers:
+            if qualifier in found:
+                return found[qualifier]
+        return None
+
+
+def extract_invoices(interchange: Interchange) -> list[Invoice]:
+    """Every invoice of a keyable interchange; NotKeyableError for an incomplete one."""
+    if not interchange.keyable:
+        raise NotKeyableError(
+            f"the {interchange.standard} interchange {interchange.control_number!r} is incomplete; its invoices "
+            f"are not read: {'; '.join(interchange.problems)}",
+            offset=interchange.span[0],
+            segment_index=0,
+        )
+    from edinbox.edi._invoic import read_invoic
+    from edinbox.edi._x12_810 import read_810
+
+    invoices: list[Invoice] = []
+    for message in interchange.messages:
+        if interchange.standard == "EDIFACT" and message.type == "INVOIC":
+            invoices.append(read_invoic(Reader(interchange, message, "INVOIC")))
+        elif interchange.standard == "X12" and message.type == "810":
+            invoices.append(read_810(Reader(interchange, message, "810")))
+    return invoices

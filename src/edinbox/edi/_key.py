@@ -1,0 +1,92 @@
+"""The inbox key of an interchange: its source string, and the fingerprint of its normalised segments.
+
+Source: ``"<standard>:<sender qualifier>:<sender id>><receiver qualifier>:<receiver id>"``, with ``";test"``
+appended for test interchanges (ISA15 = T, UNB 0035 = 1), e.g. ``"X12:ZZ:ACME>ZZ:HUB"`` and
+``"EDIFACT:14:5400110000009>14:5013546107732;test"``. Qualifiers and ids are un-escaped and right-trimmed of
+padding (spaces, NBSP) and then percent-encoded (``%``, ``:``, ``>``, ``;``, spaces, controls and non-ASCII
+as UTF-8 ``%XX``), so the string is unambiguous and reversible. The message id is the control number as sent
+(ISA13 / UNB 0020, leading zeros kept).
+
+Fingerprint: SHA-256 of the segments from header to trailer (not UNA) rewritten with canonical separators, after
+un-escaping release characters, dropping CR/LF and indentation, dropping trailing empty elements and components,
+right-trimming ISA elements (padding), and, in EDIFACT, writing a comma decimal mark as a point in any value that
+is a plain decimal number. Separators, line breaks, padding, a BOM or the UNA decimal mark change nothing; any
+changed value (an amount) changes it. Values are compared as bytes: re-encoding text in another charset counts
+as a change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from urllib.parse import quote
+
+from edinbox.edi._model import Party
+from edinbox.edi._tokens import Body
+
+__all__ = ["fingerprint", "source"]
+
+_PLAIN = re.compile("[A-Za-z0-9._-]*")
+_SAFE = "!#$&'()*+,-./<=?@[]^_`{|}~"
+_TRAILING_COMPONENTS = re.compile("[\x1f\x1e]+(?=\x1d)")
+_COMMA = re.compile(",[0-9]+(?=[\x1c\x1d\x1e\x1f]|\\Z)")
+_PADDING = " \xa0\xc2"  # space, and NBSP as Latin-1 (A0) or UTF-8 (C2 A0) bytes
+
+
+def _points(text: str) -> str:
+    """Write the comma of every value that is a plain decimal number ("-12,5", ",5") as a point."""
+    chars: list[str] | None = None
+    for match in _COMMA.finditer(text):
+        at = match.start()
+        begin = at
+        while begin > 0 and "0" <= text[begin - 1] <= "9":
+            begin -= 1
+        if begin > 0 and text[begin - 1] == "-":
+            begin -= 1
+        if begin == 0 or text[begin - 1] in "\x1d\x1e\x1f":
+            if chars is None:
+                chars = list(text)
+            chars[at] = "."
+    return text if chars is None else "".join(chars)
+
+
+def source(standard: str, sender: Party, receiver: Party, *, test: bool) -> str:
+    """The inbox source of an interchange: standard, sender and receiver (qualifier, id) and the test flag."""
+    parts = [
+        p if _PLAIN.fullmatch(p) else quote(p, safe=_SAFE)
+        for p in (sender.qualifier, sender.id, receiver.qualifier, receiver.id)
+    ]
+    text = f"{standard}:{parts[0]}:{parts[1]}>{parts[2]}:{parts[3]}"
+    return text + ";test" if test else text
+
+
+def fingerprint(body: Body, standard: str) -> str:
+    """SHA-256 (hex) of the interchange's normalised segments (see the module docstring)."""
+    cached = body.memo.get("fingerprint")
+    if cached is not None:
+        return cached
+    table: dict[int, str] = {ord(body.element): "\x1d", ord(body.component): "\x1f"}
+    if body.repetition is not None and len(body.repetition) == 1:
+        table[ord(body.repetition)] = "\x1e"
+    if body.table is not None:
+        table.update(body.table)
+    segs = body.segs
+    if standard == "X12" and segs:
+        isa = [p.rstrip(_PADDING) for p in segs[0].split(body.element)]
+        if len(isa) == 17:
+            del isa[16]  # ISA16 is the component separator itself
+            if body.repetition is not None:
+                isa[11] = "REP"  # ISA11 is the repetition separator from 00402 on
+        rest = "\x1c".join(segs[1:]).translate(table)
+        text = "\x1d".join(isa) + ("\x1c" + rest if len(segs) > 1 else "")
+    else:
+        text = "\x1c".join(segs).translate(table)
+    # trailing empty elements and components; regular expressions only when a middle element needs it
+    text = "\x1c".join([s.rstrip("\x1d\x1e\x1f") for s in text.split("\x1c")])
+    if "\x1f\x1d" in text or "\x1e\x1d" in text:
+        text = _TRAILING_COMPONENTS.sub("", text)
+    if standard == "EDIFACT" and "," in text:
+        text = _points(text)
+    digest = hashlib.sha256(b"edinbox-edi-1\x1c" + text.encode("latin-1", "replace")).hexdigest()
+    body.memo["fingerprint"] = digest
+    return digest

@@ -1,0 +1,240 @@
+"""`parse`: split bytes into interchanges (several per input, each with its own separators) and read them."""
+
+from __future__ import annotations
+
+import functools
+import re
+from datetime import datetime
+
+from edinbox.edi import _edifact, _x12
+from edinbox.edi._errors import EdiSyntaxError
+from edinbox.edi._head import Head
+from edinbox.edi._interchange import Interchange
+from edinbox.edi._model import Party, Separators
+from edinbox.edi._tokens import Body
+
+__all__ = ["parse"]
+
+_HEADER = re.compile(r"ISA(?=[^A-Za-z0-9 \t\r\n])|UNA(?=[^A-Za-z0-9])|UNB(?=[^A-Za-z0-9 \t\r\n])")
+_GAP = re.compile("(?:\xef\xbb\xbf|[ \t\r\n\x0b\x0c\x00\x1a])*")  # BOM, whitespace, NUL, SUB (DOS end of file)
+_GAP_CHARS = " \t\r\n\x0b\x0c\x00\x1a"
+_HEADERS = r"(?P<header>ISA(?=[^A-Za-z0-9 \t\r\n])|UNA(?=[^A-Za-z0-9])|UNB(?=[^A-Za-z0-9 \t\r\n]))"
+
+
+def parse(data: bytes) -> list[Interchange]:
+    """Every interchange in `data`, in order; EdiSyntaxError (with byte offset) when the bytes are not EDI."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"parse() takes bytes, not {type(data).__name__}")
+    raw = data if type(data) is bytes else bytes(data)
+    text = raw.decode("latin-1")
+    n = len(text)
+    pos = _gap(text, 0)
+    if pos >= n:
+        raise EdiSyntaxError("the data is empty: no interchange header (ISA, UNA or UNB)", offset=0)
+    found: list[Interchange] = []
+    while pos < n:
+        match = _HEADER.search(text, pos)
+        prefix: list[str] = []
+        if match is None or (found and match.start() != pos):
+            what = "the data" if not found else "the data after the last interchange"
+            raise EdiSyntaxError(
+                f"{what} is not an interchange: expected ISA, UNA or UNB, found {text[pos : pos + 12]!r}", offset=pos
+            )
+        if match.start() != pos:
+            skipped = text[pos : match.start()]
+            prefix.append(f"{len(skipped)} bytes before the interchange header were skipped: {skipped[:40]!r}")
+        start = match.start()
+        head = _x12.x12_head(text, start) if text.startswith("ISA", start) else _edifact.edifact_head(text, start)
+        head.problems[:0] = prefix
+        end, closed = _find_end(text, head)
+        if not closed:  # ran to the end of the data: the span stops at its last non-blank byte
+            span_end = len(text[:end].rstrip(_GAP_CHARS))
+        else:  # after a terminator: the span takes the line end that follows it, so spans tile the input
+            span_end = end
+            if text.startswith("\r\n", end):
+                span_end += 2
+            elif text[end : end + 1] in ("\r", "\n"):
+                span_end += 1
+        found.append(_build(raw, text, head, end, span_end))
+        pos = _gap(text, end)
+    return found
+
+
+def _gap(text: str, pos: int) -> int:
+    match = _GAP.match(text, pos)
+    return match.end() if match else pos
+
+
+def _released(text: str, at: int, release: str, wrap: bool) -> bool:
+    """Whether the character at `at` is preceded by an odd run of release characters (CR/LF skipped if noise)."""
+    count = 0
+    at -= 1
+    while at >= 0:
+        char = text[at]
+        if char == release:
+            count += 1
+        elif not (wrap and char in "\r\n"):
+            break
+        at -= 1
+    return count % 2 == 1
+
+
+@functools.lru_cache(maxsize=64)
+def _ends(standard: str, term: str, element: str) -> re.Pattern[str]:
+    """Finds, after a terminator, the interchange trailer or the next interchange's header."""
+    noise = "[\r\n]*" if term not in ("\r", "\n", "\r\n") else ""
+    trailer = "IEA" if standard == "X12" else "UNZ"
+    return re.compile(
+        re.escape(term)
+        + "[ \t\r\n\x0b\x0c\x00\x1a]*(?:(?P<trailer>"
+        + noise.join(trailer)
+        + ")"
+        + noise
+        + re.escape(element)
+        + "|"
+        + _HEADERS
+        + ")"
+    )
+
+
+def _find_end(text: str, head: Head) -> tuple[int, bool]:
+    """End of the interchange (after its trailer's terminator, or before the next header, or the end of the data)
+    and whether it ends after a terminator (False: the data ran out first)."""
+    term, release = head.term, head.release
+    wrap = term not in ("\r", "\n", "\r\n")
+    pattern = _ends(head.standard, term, head.element)
+    at = head.body_start
+    while True:
+        match = pattern.search(text, at)
+        if match is None:
+            return len(text), False
+        if release is not None and _released(text, match.start(), release, wrap):
+            at = match.start() + 1
+            continue
+        if match.group("header") is not None:
+            return match.start() + len(term), True
+        at = match.end()
+        while True:
+            stop = text.find(term, at)
+            if stop < 0:
+                return len(text), False
+            if release is not None and _released(text, stop, release, wrap):
+                at = stop + 1
+                continue
+            return stop + len(term), True
+
+
+def _when(date: str, time: str) -> datetime | None:
+    """YYMMDD (69 pivot, as POSIX) or CCYYMMDD with HHMM[SS]; None when not a real date and time."""
+    if not (
+        (date.isascii() and date.isdigit())
+        and (time.isascii() and time.isdigit())
+        and len(date) in (6, 8)
+        and len(time) in (4, 6)
+    ):
+        return None
+    if len(date) == 6:
+        year = int(date[:2])
+        date = ("20" if year < 69 else "19") + date
+    try:
+        return datetime(
+            int(date[:4]), int(date[4:6]), int(date[6:8]), int(time[:2]), int(time[2:4]), int(time[4:6] or 0)
+        )
+    except ValueError:
+        return None
+
+
+def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interchange:
+    """Tokenize and read one interchange found at head.start..end."""
+    x12 = head.standard == "X12"
+    body = Body(
+        chunk=text[head.body_start : end],
+        base=head.body_start,
+        element=head.element,
+        component=head.component,
+        term=head.term,
+        release=head.release,
+        repetition=head.repetition,
+    )
+    header_tag = "ISA" if x12 else "UNB"
+    if not body.segs:
+        raise EdiSyntaxError(
+            f"the interchange header {header_tag} is not terminated by {head.term!r} (truncated data?)",
+            offset=head.body_start,
+            segment_index=0,
+        )
+    first = body.segs[0].split(head.element)
+    if first[0] != header_tag:
+        raise EdiSyntaxError(f"the interchange must start with {header_tag}", offset=head.body_start, segment_index=0)
+    payload = raw[head.start : span_end]
+    syntax_id = first[1].split(head.component)[0] if len(first) > 1 else ""
+    if not payload.isascii():
+        try:
+            payload.decode("utf-8")
+            body.set_codec("utf-8")
+        except UnicodeDecodeError:
+            codec = "latin-1" if x12 else _edifact.CHARSETS.get(syntax_id, "latin-1")
+            body.set_codec(None if codec == "latin-1" else codec)
+    body.check_tags()
+    problems = list(head.problems)
+    header = body.split(0)
+    body.standard = head.standard
+    if x12:
+        if len(header.elements) < 16:
+            raise EdiSyntaxError(
+                f"the ISA has {len(header.elements)} elements; 16 are required", offset=head.start, segment_index=0
+            )
+        body.repetition = _x12.repetition(header, head.element, head.component, head.term)
+        sender = Party(header.get(5).strip(), header.get(6).rstrip(" \u00a0"))
+        receiver = Party(header.get(7).strip(), header.get(8).rstrip(" \u00a0"))
+        control = header.get(13).strip()
+        test = header.get(15).strip() == "T"
+        prepared = _when(header.get(9), header.get(10))
+        syntax = header.get(12)
+        if not (len(control) == 9 and (control.isascii() and control.isdigit())):
+            problems.append(f"ISA13 {control!r} is not a 9-digit control number")
+    else:
+        sender = Party(header.get(2, 2).strip(), header.get(2, 1).strip())
+        receiver = Party(header.get(3, 2).strip(), header.get(3, 1).strip())
+        control = header.get(5).strip()
+        test = header.get(11).strip() == "1"
+        prepared = _when(header.get(4, 1), header.get(4, 2))
+        syntax = ":".join(header.composite(1)[:2])
+    if prepared is None:
+        problems.append(f"the {'ISA09/ISA10' if x12 else 'UNB S004'} date and time of preparation is not readable")
+    if not control:
+        problems.append("the interchange control number is empty")
+    if not sender.id:
+        problems.append("the sender id is empty")
+    separators = _separators(
+        head.element, head.component, _decode(head.term), head.release, body.repetition, head.decimal
+    )
+    return Interchange(
+        standard=head.standard,
+        control_number=control,
+        sender=sender,
+        receiver=receiver,
+        test=test,
+        prepared_at=prepared,
+        span=(head.start, span_end),
+        syntax=syntax,
+        separators=separators,
+        raw=payload,
+        _body=body,
+        _notes=tuple(problems),
+        _identified=head.keyable and bool(control) and bool(sender.id),
+    )
+
+
+# Separators are frozen values: one per distinct set, shared by the interchanges that use it.
+_separators = functools.lru_cache(maxsize=64)(Separators)
+
+
+def _decode(char: str) -> str:
+    """A separator as text: a multi-byte UTF-8 terminator (U+2026) becomes its one character."""
+    if len(char) > 1:
+        try:
+            return char.encode("latin-1").decode("utf-8")
+        except UnicodeDecodeError:
+            return char
+    return char

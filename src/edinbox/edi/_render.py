@@ -1,0 +1,296 @@
+"""Write interchanges carrying invoices: for the hub's demo generator and for tests (the inverse of invoices()).
+
+    render_invoice(invoice, *, standard, sender, receiver, control_number, test=False, separators=None,
+                   decimal_mark=".", line_break="", una=True, prepared_at=None, isa_padding=" ", wrap=None,
+                   bom=False, charset="UNOC") -> bytes
+    render_interchange(invoices, *, ...same keywords...) -> bytes       several invoices, one interchange
+
+`standard` is "X12" (ISA/GS/810/GE/IEA, ISA12 00401, or 00501 with ISA11 = the repetition separator when
+`separators.repetition` is set) or "EDIFACT" (UNA/UNB/INVOIC D.96A/UNZ). `separators` default to X12 `* > ~` and
+EDIFACT level A `: + ' ?`; `decimal_mark` ("." or ",") is used for EDIFACT numbers and written in UNA3 (X12 has
+no decimal mark: it is always "."). `line_break` goes after every segment terminator; `wrap` hard-wraps the text
+every N characters with `line_break` (default "\\n"); `isa_padding` pads ISA02/04/06/08 to their fixed widths
+(" " standard, "\\u00a0" NBSP, "" unpadded). `prepared_at` defaults to noon of the first invoice's issue date,
+so the output is a pure function of the arguments. EDIFACT text is encoded per `charset` (UNOC: Latin-1,
+UNOY: UTF-8); X12 as UTF-8. Values are escaped with the release character (EDIFACT); a value X12 cannot carry
+(it contains a separator) raises ValueError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, time
+from decimal import Decimal
+
+from edinbox.edi._edifact import CHARSETS
+from edinbox.edi._invoice import Invoice
+from edinbox.edi._model import Party, Separators
+
+__all__ = ["render_interchange", "render_invoice"]
+
+_X12 = Separators(element="*", component=">", segment="~")
+_EDIFACT = Separators(element="+", component=":", segment="'", release="?")
+
+
+def render_invoice(
+    invoice: Invoice,
+    *,
+    standard: str,
+    sender: Party,
+    receiver: Party,
+    control_number: str,
+    test: bool = False,
+    separators: Separators | None = None,
+    decimal_mark: str = ".",
+    line_break: str = "",
+    una: bool = True,
+    prepared_at: datetime | None = None,
+    isa_padding: str = " ",
+    wrap: int | None = None,
+    bom: bool = False,
+    charset: str = "UNOC",
+) -> bytes:
+    """One invoice in one interchange (see the module docstring for the keywords)."""
+    return render_interchange(
+        [invoice],
+        standard=standard,
+        sender=sender,
+        receiver=receiver,
+        control_number=control_number,
+        test=test,
+        separators=separators,
+        decimal_mark=decimal_mark,
+        line_break=line_break,
+        una=una,
+        prepared_at=prepared_at,
+        isa_padding=isa_padding,
+        wrap=wrap,
+        bom=bom,
+        charset=charset,
+    )
+
+
+def render_interchange(
+    invoices: Sequence[Invoice],
+    *,
+    standard: str,
+    sender: Party,
+    receiver: Party,
+    control_number: str,
+    test: bool = False,
+    separators: Separators | None = None,
+    decimal_mark: str = ".",
+    line_break: str = "",
+    una: bool = True,
+    prepared_at: datetime | None = None,
+    isa_padding: str = " ",
+    wrap: int | None = None,
+    bom: bool = False,
+    charset: str = "UNOC",
+) -> bytes:
+    """An X12 810 or EDIFACT INVOIC interchange carrying `invoices` (one message each), as bytes."""
+    if not invoices:
+        raise ValueError("render_interchange needs at least one invoice")
+    if decimal_mark not in (".", ","):
+        raise ValueError(f"decimal_mark must be '.' or ',', not {decimal_mark!r}")
+    when = prepared_at or datetime.combine(invoices[0].issue_date, time(12, 0))
+    if standard == "X12":
+        seps = separators or _X12
+        text = _x12(
+            invoices,
+            seps=seps,
+            sender=sender,
+            receiver=receiver,
+            control=control_number,
+            test=test,
+            when=when,
+            padding=isa_padding,
+            line_break=line_break,
+        )
+        codec = "utf-8"
+    elif standard == "EDIFACT":
+        seps = separators or _EDIFACT
+        text = _edifact(
+            invoices,
+            seps=seps,
+            sender=sender,
+            receiver=receiver,
+            control=control_number,
+            test=test,
+            when=when,
+            mark=decimal_mark,
+            line_break=line_break,
+            una=una,
+            charset=charset,
+        )
+        codec = CHARSETS.get(charset, "latin-1")
+    else:
+        raise ValueError(f"standard must be 'X12' or 'EDIFACT', not {standard!r}")
+    if wrap is not None:
+        if wrap < 12:
+            raise ValueError("wrap must be at least 12 characters so the header tag stays on the first line")
+        brk = line_break or "\n"
+        text = brk.join(text[k : k + wrap] for k in range(0, len(text), wrap))
+    try:
+        data = text.encode(codec)
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"a value cannot be encoded in {charset}: {exc}") from None
+    return b"\xef\xbb\xbf" + data if bom else data
+
+
+def _number(value: Decimal, mark: str = ".") -> str:
+    text = format(value, "f")
+    return text.replace(".", mark) if mark != "." else text
+
+
+def _join(seps: Separators, line_break: str, segments: list[list[str]]) -> str:
+    out = []
+    for seg in segments:
+        while len(seg) > 1 and seg[-1] == "":
+            seg.pop()
+        out.append(seps.element.join(seg) + seps.segment + line_break)
+    return "".join(out)
+
+
+def _x12_value(seps: Separators, value: str) -> str:
+    for char in (seps.element, seps.component, seps.segment, seps.repetition):
+        if char and char in value:
+            raise ValueError(f"X12 cannot carry {value!r}: it contains the separator {char!r}")
+    return value
+
+
+def _x12(
+    invoices: Sequence[Invoice],
+    *,
+    seps: Separators,
+    sender: Party,
+    receiver: Party,
+    control: str,
+    test: bool,
+    when: datetime,
+    padding: str,
+    line_break: str,
+) -> str:
+    if not ((control.isascii() and control.isdigit()) and len(control) <= 9):
+        raise ValueError(f"an X12 control number is up to 9 digits, not {control!r}")
+    number = control.zfill(9)
+
+    def pad(value: str, width: int) -> str:
+        return value + padding * (width - len(value)) if padding else value
+
+    def v(value: str) -> str:
+        return _x12_value(seps, value)
+
+    version, isa11 = ("00501", seps.repetition) if seps.repetition else ("00401", "U")
+    isa = [
+        "ISA", "00", pad("", 10), "00", pad("", 10),
+        pad(v(sender.qualifier), 2), pad(v(sender.id), 15), pad(v(receiver.qualifier), 2), pad(v(receiver.id), 15),
+        when.strftime("%y%m%d"), when.strftime("%H%M"), isa11, version, number, "0", "T" if test else "P",
+        seps.component,
+    ]  # fmt: skip
+    group = str(int(control))
+    segments: list[list[str]] = [
+        ["GS", "IN", v(sender.id), v(receiver.id), when.strftime("%Y%m%d"), when.strftime("%H%M"), group, "X", "004010"]
+    ]
+    for k, invoice in enumerate(invoices, 1):
+        ref = f"{k:04d}"
+        body: list[list[str]] = [["ST", "810", ref]]
+        kind = "CR" if invoice.kind == "credit_note" else "DI"
+        body.append(["BIG", invoice.issue_date.strftime("%Y%m%d"), v(invoice.number), "", "", "", "", kind])
+        if invoice.currency:
+            body.append(["CUR", "SE", v(invoice.currency)])
+        body.append(["N1", "SE", v(invoice.seller.name), "92", v(invoice.seller.id)])
+        body.append(["N1", "BY", v(invoice.buyer.name), "92", v(invoice.buyer.id)])
+        for n, line in enumerate(invoice.lines, 1):
+            it1 = ["IT1", str(n), _number(line.quantity), "EA", _number(line.unit_price)]
+            if line.item:
+                it1 += ["", "VP", v(line.item)]
+            body.append(it1)
+            if line.description:
+                body.append(["PID", "F", "", "", "", v(line.description)])
+        cents = invoice.total.scaleb(2)
+        if cents != cents.to_integral_value():
+            raise ValueError(f"X12 TDS01 carries whole cents; {invoice.total} has more decimals")
+        body.append(["TDS", str(int(cents))])
+        body.append(["TXI", "VA", _number(invoice.tax_total)])
+        body.append(["CTT", str(len(invoice.lines))])
+        body.append(["SE", str(len(body) + 1), ref])
+        segments.extend(body)
+    segments.append(["GE", str(len(invoices)), group])
+    segments.append(["IEA", "1", number])
+    return _join(seps, line_break, [isa, *segments])
+
+
+def _edifact(
+    invoices: Sequence[Invoice],
+    *,
+    seps: Separators,
+    sender: Party,
+    receiver: Party,
+    control: str,
+    test: bool,
+    when: datetime,
+    mark: str,
+    line_break: str,
+    una: bool,
+    charset: str,
+) -> str:
+    release = seps.release
+    service = [c for c in (release, seps.element, seps.component, seps.segment, seps.repetition) if c]
+    default = (seps.element, seps.component, seps.segment, seps.release, seps.repetition) == ("+", ":", "'", "?", None)
+    if not una and (not default or mark != "."):
+        raise ValueError("without UNA only the level A service characters ':+.? \\'' can be used")
+
+    def e(value: str) -> str:
+        if release is None:
+            for char in service:
+                if char in value:
+                    raise ValueError(f"{value!r} contains {char!r} and there is no release character")
+            return value
+        for char in service:
+            if char in value:
+                value = "".join(release + c if c in service else c for c in value)
+                break
+        return value
+
+    def party(p: Party) -> str:
+        return seps.component.join([e(p.id), e(p.qualifier)]) if p.qualifier else e(p.id)
+
+    c = seps.component
+    head = ""
+    if una:
+        head = "UNA" + c + seps.element + mark + (release or " ") + (seps.repetition or " ") + seps.segment + line_break
+    unb = [
+        "UNB",
+        charset + c + "3",
+        party(sender),
+        party(receiver),
+        when.strftime("%y%m%d") + c + when.strftime("%H%M"),
+        e(control),
+    ]
+    if test:
+        unb += ["", "", "", "", "", "1"]
+    segments: list[list[str]] = [unb]
+    for k, invoice in enumerate(invoices, 1):
+        ref = str(k)
+        body: list[list[str]] = [["UNH", ref, c.join(["INVOIC", "D", "96A", "UN", "EAN008"])]]
+        body.append(["BGM", "381" if invoice.kind == "credit_note" else "380", e(invoice.number), "9"])
+        body.append(["DTM", c.join(["137", invoice.issue_date.strftime("%Y%m%d"), "102"])])
+        for qualifier, who in (("SU", invoice.seller), ("BY", invoice.buyer)):
+            body.append(["NAD", qualifier, c.join([e(who.id), "", "9"]), "", e(who.name)])
+        if invoice.currency:
+            body.append(["CUX", c.join(["2", e(invoice.currency), "4"])])
+        for n, line in enumerate(invoice.lines, 1):
+            body.append(["LIN", str(n), "", c.join([e(line.item), "EN"])] if line.item else ["LIN", str(n)])
+            if line.description:
+                body.append(["IMD", "F", "", c.join(["", "", "", e(line.description)])])
+            body.append(["QTY", c.join(["47", _number(line.quantity, mark)])])
+            body.append(["MOA", c.join(["203", _number(line.amount, mark)])])
+            body.append(["PRI", c.join(["AAA", _number(line.unit_price, mark)])])
+        body.append(["UNS", "S"])
+        body.append(["MOA", c.join(["77", _number(invoice.total, mark)])])
+        body.append(["MOA", c.join(["176", _number(invoice.tax_total, mark)])])
+        body.append(["UNT", str(len(body) + 1), ref])
+        segments.extend(body)
+    segments.append(["UNZ", str(len(invoices)), e(control)])
+    return head + _join(seps, line_break, segments)

@@ -1,0 +1,263 @@
+"""The tokenizer: one interchange's text into segments, with release characters and line breaks handled.
+
+Text here is the input decoded as Latin-1, so one character is one byte and offsets are byte offsets. Values are
+decoded to their real charset (UTF-8 when the interchange is valid UTF-8, else the declared one) only when a
+segment is materialised. Released service characters (ISO 9735 §7.1: the release character makes the next
+character literal) are swapped for private-use placeholders before splitting, so the fast path is `str.split`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+from collections.abc import Callable
+from operator import itemgetter, methodcaller
+from typing import TYPE_CHECKING
+
+from edinbox.edi._errors import EdiSyntaxError
+from edinbox.edi._model import Segment
+
+if TYPE_CHECKING:
+    from edinbox.edi._examine import Examined
+
+__all__ = ["WHITESPACE", "Body", "tokenize"]
+
+WHITESPACE = " \t\r\n\x0b\x0c\x00"
+"""Insignificant before a segment tag: indentation, line breaks, NUL (real files indent with TABs)."""
+
+_PLACEHOLDER = 0xE000
+_HEAD4 = itemgetter(slice(0, 4))
+_LINE_BREAKS = ("\r", "\n", "\r\n")
+_TAG = re.compile(r"[A-Z0-9]{2,3}\Z")
+
+
+@functools.lru_cache(maxsize=64)
+def _indented(term: str) -> re.Pattern[str]:
+    """Finds a segment that starts with whitespace after `term`."""
+    return re.compile(re.escape(term) + "[" + re.escape(WHITESPACE) + "]")
+
+
+@functools.lru_cache(maxsize=64)
+def _bad_head(element: str) -> re.Pattern[str]:
+    """Finds a line (the first 4 characters of a segment) that does not start with a tag and `element`."""
+    return re.compile("^(?![A-Z0-9]{2,3}(?:" + re.escape(element) + "|$)).*$", re.MULTILINE)
+
+
+def _wraps(term: str) -> bool:
+    """Whether CR/LF are noise (the terminator is something else), so hard-wrapped lines are joined."""
+    return term not in _LINE_BREAKS
+
+
+def tokenize(
+    chunk: str, *, element: str, component: str, term: str, release: str | None, repetition: str | None
+) -> tuple[list[str], str, dict[int, str] | None]:
+    """Split `chunk` into segment strings; return them, the unterminated tail, and the placeholder table used."""
+    text = chunk
+    wrap = _wraps(term)
+    if wrap and ("\n" in text or "\r" in text):
+        text = text.replace("\r", "").replace("\n", "")
+    table: dict[int, str] | None = None
+    if release is not None and release in text:
+        service = [c for c in (element, component, term, release, repetition) if c is not None and len(c) == 1]
+        placeholders = {c: chr(_PLACEHOLDER + k) for k, c in enumerate(service)}
+        table = {ord(p): c for c, p in placeholders.items()}
+
+        def swap(match: re.Match[str]) -> str:
+            char = match.group(1)
+            return placeholders.get(char, char)
+
+        text = re.sub(re.escape(release) + "(.)", swap, text, flags=re.DOTALL)
+    pieces = text.split(term)
+    tail = pieces.pop()
+    if not wrap:
+        pieces = [p.strip("\r\n").lstrip(WHITESPACE) for p in pieces]
+    elif _indented(term).search(text) or text[:1] in WHITESPACE:
+        pieces = [p.lstrip(WHITESPACE) for p in pieces]
+    if "" in pieces:
+        pieces = [p for p in pieces if p]
+    return pieces, tail.strip(WHITESPACE), table
+
+
+class Body:
+    """The tokens of one interchange: segment strings plus what is needed to materialise them lazily."""
+
+    __slots__ = (
+        "_cache",
+        "_convert",
+        "_starts",
+        "base",
+        "chunk",
+        "codec",
+        "component",
+        "element",
+        "examined",
+        "memo",
+        "release",
+        "repetition",
+        "segs",
+        "standard",
+        "table",
+        "tail",
+        "term",
+    )
+
+    def __init__(
+        self,
+        *,
+        chunk: str,
+        base: int,
+        element: str,
+        component: str,
+        term: str,
+        release: str | None,
+        repetition: str | None,
+    ) -> None:
+        self.chunk = chunk
+        self.base = base
+        self.element = element
+        self.component = component
+        self.term = term
+        self.release = release
+        self.repetition = repetition
+        self.segs, self.tail, self.table = tokenize(
+            chunk, element=element, component=component, term=term, release=release, repetition=repetition
+        )
+        self.codec: str | None = None
+        self._convert = self._converter()
+        self._cache: list[Segment] | None = None
+        self._starts: list[int] | None = None
+        self.memo: dict[str, str] = {}
+        self.standard = ""
+        self.examined: Examined | None = None  # the envelope walk, done on first need
+
+    # -- values ---------------------------------------------------------------------------------------------
+    def set_codec(self, codec: str | None) -> None:
+        """Decode non-ASCII values with `codec` (None: Latin-1, i.e. the bytes as they are)."""
+        self.codec = codec
+        self._convert = self._converter()
+        self._cache = None
+
+    def _converter(self) -> Callable[[str], str] | None:
+        """A function restoring released characters and decoding non-ASCII values, or None when not needed."""
+        table, codec = self.table, self.codec
+        if table is None and codec is None:
+            return None
+
+        def convert(value: str) -> str:
+            if value.isascii():
+                return value
+            if table is not None:
+                value = value.translate(table)
+            if codec is not None:
+                value = value.encode("latin-1").decode(codec, "replace")
+            return value
+
+        return convert
+
+    def split(self, index: int) -> Segment:
+        """Materialise segment `index` into a Segment (ISA elements are not split into components)."""
+        parts = self.segs[index].split(self.element)
+        tag = parts[0]
+        convert = self._convert
+        comp = self.component
+        elements: tuple[tuple[str, ...], ...]
+        if convert is None:
+            if tag == "ISA":
+                elements = tuple([(p,) for p in parts[1:]])
+            else:
+                elements = tuple([tuple(p.split(comp)) if comp in p else (p,) for p in parts[1:]])
+        elif tag == "ISA":
+            elements = tuple([(convert(p),) for p in parts[1:]])
+        else:
+            elements = tuple([tuple(map(convert, p.split(comp))) if comp in p else (convert(p),) for p in parts[1:]])
+        return Segment(tag, elements)
+
+    def pair(self, index: int) -> tuple[str, str]:
+        """Elements 1 and 2 of segment `index` (first components), as the three trailers carry them."""
+        parts = self.segs[index].split(self.element, 3)
+        values = [p.split(self.component, 1)[0] for p in parts[1:3]]
+        values += [""] * (2 - len(values))
+        convert = self._convert
+        if convert is not None:
+            values = [convert(v) for v in values]
+        return values[0], values[1]
+
+    def segments(self, start: int = 0, stop: int | None = None) -> tuple[Segment, ...]:
+        """Materialised segments [start, stop), cached per interchange (all at once, in one pass)."""
+        cache = self._cache
+        if cache is None:
+            cache = self._cache = self._materialise()
+        return tuple(cache[start:stop])
+
+    def _materialise(self) -> list[Segment]:
+        """Every segment as a Segment; the common case (ASCII, no release) is one comprehension."""
+        if self._convert is not None:
+            return [self.split(i) for i in range(len(self.segs))]
+        comp = self.component
+        make = Segment
+        out = [
+            make(parts[0], tuple([tuple(p.split(comp)) if comp in p else (p,) for p in parts[1:]]))
+            for parts in map(methodcaller("split", self.element), self.segs)
+        ]
+        if out and out[0].tag == "ISA":  # ISA16 is the component separator: never split the ISA
+            out[0] = self.split(0)
+        return out
+
+    def check_tags(self) -> None:
+        """Raise EdiSyntaxError for a segment whose tag is not 2-3 upper-case letters or digits."""
+        element = self.element
+        heads = set(map(_HEAD4, self.segs))
+        joined = "\n".join(heads)
+        if joined.count("\n") != len(heads) - 1:  # a segment's head itself holds a line feed
+            joined = "\n".join(h.replace("\n", "\x00") for h in heads)
+        bad = _bad_head(element).search(joined)
+        if bad is None:
+            return
+        found = bad.group()
+        index = next((i for i, s in enumerate(self.segs) if s[:4].replace("\n", "\x00") == found), 0)
+        shown = self.segs[index][:20]
+        raise EdiSyntaxError(
+            f"segment {shown!r} does not start with a tag of 2-3 letters or digits followed by the "
+            f"element separator {element!r}",
+            offset=self.offset(index),
+            segment_index=index,
+        )
+
+    # -- offsets (slow path, only for errors and problems) ---------------------------------------------------
+    def offset(self, index: int) -> int:
+        """Absolute byte offset of segment `index` (len(segs) = the unterminated tail)."""
+        if self._starts is None:
+            self._starts = self._compute_starts()
+        starts = self._starts
+        return self.base + (starts[index] if index < len(starts) else starts[-1])
+
+    def _compute_starts(self) -> list[int]:
+        """Replay the tokenizer with positions: raw start of each kept segment, then of the tail."""
+        raw = self.chunk
+        term = self.term
+        removed: list[int] = []
+        text = raw
+        if _wraps(term) and ("\n" in raw or "\r" in raw):
+            removed = [m.start() for m in re.finditer("[\r\n]", raw)]
+            text = raw.replace("\r", "").replace("\n", "")
+        shifted = [p - k for k, p in enumerate(removed)]
+        ends: list[int] = []
+        if self.release is not None:
+            pattern = re.escape(self.release) + ".|" + re.escape(term)
+            ends = [m.start() for m in re.finditer(pattern, text, re.DOTALL) if m.group() == term]
+        else:
+            at = text.find(term)
+            while at >= 0:
+                ends.append(at)
+                at = text.find(term, at + len(term))
+        starts: list[int] = []
+        begin = 0
+        for end in ends:
+            piece = text[begin:end]
+            kept = piece.lstrip(WHITESPACE) if _wraps(term) else piece.strip("\r\n").lstrip(WHITESPACE)
+            if kept:
+                starts.append(begin + piece.find(kept[:1]))
+            begin = end + len(term)
+        starts.append(begin)
+        return [s + bisect.bisect_right(shifted, s) for s in starts]

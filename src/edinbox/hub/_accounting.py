@@ -1,0 +1,90 @@
+"""Where invoices go: the accounting sink interface and the SQL sink (a table in the journal's transaction).
+
+A sink gets the inbox transaction and the invoices of one new interchange. The SQL sink inserts them with
+`ON CONFLICT DO NOTHING` on its own unique key (seller, number, kind, issue date): a second safety net for a
+partner that re-sends an invoice inside a *new* interchange (a new inbox key). Such an invoice is reported as
+`existing`, and the hub counts the interchange as `resent`, not as a failure. An HTTP sink in lease mode plugs in
+through the same interface, passing `tx.idempotency_key` on.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from edinbox._message import Message
+from edinbox.hub._db import Names, execute
+
+__all__ = ["Accounting", "Created", "SqlAccounting"]
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """What a sink did with one interchange's invoices."""
+
+    created: int
+    existing: int
+
+
+class Accounting(abc.ABC):
+    """An accounting system that creates invoices; called once per new interchange, inside the inbox transaction."""
+
+    lease: bool = False
+    """True when the effect is not transactional and the inbox must run in lease mode."""
+
+    @abc.abstractmethod
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Create the interchange's invoices (`edinbox.edi.Invoice` values) as part of the transaction `tx`."""
+
+
+_INSERT = """INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
+    consumer, source, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (seller, number, kind, issue_date) DO NOTHING"""
+
+
+class SqlAccounting(Accounting):
+    """The default sink: an `invoices` table in the journal's database and transaction."""
+
+    def __init__(self, names: Names, *, consumer: str) -> None:
+        """Write into the `invoices` table beside the journal `names` describes."""
+        self.names = names
+        self.consumer = consumer
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Insert each invoice unless its (seller, number, kind, issue date) already exists."""
+        created = 0
+        sqlite = tx.dialect == "sqlite"
+        for invoice in invoices:
+            params = (
+                _party(invoice.seller),
+                invoice.number,
+                invoice.kind,
+                invoice.issue_date.isoformat() if sqlite else invoice.issue_date,
+                _party(invoice.buyer),
+                invoice.currency,
+                _money(invoice.total, sqlite=sqlite),
+                _money(invoice.tax_total, sqlite=sqlite),
+                len(invoice.lines),
+                self.consumer,
+                message.source,
+                message.message_id,
+            )
+            cursor = await execute(tx.connection, tx.dialect, _INSERT, params, self.names)
+            created += 1 if cursor.rowcount == 1 else 0
+        return Created(created=created, existing=len(invoices) - created)
+
+
+def _party(party: Any) -> str:
+    """A party's id (its name when it has no id)."""
+    if party is None:
+        return ""
+    return str(getattr(party, "id", None) or getattr(party, "name", None) or "")
+
+
+def _money(value: Any, *, sqlite: bool) -> Any:
+    """Decimals stay exact: as text on SQLite, NUMERIC on PostgreSQL."""
+    if value is None:
+        return None
+    return str(value) if sqlite else value

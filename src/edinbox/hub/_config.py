@@ -1,0 +1,139 @@
+"""The hub's configuration: a frozen value built from a TOML file, then overridden by flags and environment.
+
+```toml
+[hub]
+db = "sqlite:///hub.db"         # or postgresql://user@host/db
+source = "dir:///srv/edi"       # or amqp://, nats://, redis://, kafka://
+consumer = "accounting"
+table = "inbox"                 # schema-qualified on PostgreSQL: "edi.inbox"
+batch_size = 20                 # deliveries per receive, settled in one transaction
+poll_timeout = 0.5              # seconds a receive waits for the first delivery
+idle_timeout = 1.5              # with --once: exit after the source was idle this long
+max_attempts = 5
+horizon = "7d"                  # the longest time a message can come back (broker, retries, operator replay)
+retention = "30d"               # journal rows older than this may be purged (never shorter than the horizon)
+lease = "5m"                    # lease mode (a non-transactional accounting sink): how long a claim is held
+non_edi = "reject"              # payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)
+
+[routes]                        # message type -> "inbox" | "bypass"
+INVOIC = "inbox"
+"810" = "inbox"
+"997" = "bypass"
+```
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from edinbox._errors import ConfigurationError
+
+__all__ = ["DEFAULT_ROUTES", "HubConfig", "load_config", "parse_duration"]
+
+INBOX = "inbox"
+BYPASS = "bypass"
+_ROUTES = (INBOX, BYPASS)
+
+DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
+    {
+        "INVOIC": INBOX,
+        "810": INBOX,
+        # acknowledgments are naturally idempotent: a second copy changes nothing
+        "997": BYPASS,
+        "999": BYPASS,
+        "TA1": BYPASS,
+        "CONTRL": BYPASS,
+        "APERAK": BYPASS,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HubConfig:
+    """Everything the hub needs to run; every field is also a flag and an EDINBOX_ environment variable."""
+
+    db: str = "sqlite:///edinbox.db"
+    source: str = ""
+    consumer: str = "accounting"
+    table: str = "inbox"
+    batch_size: int = 20
+    poll_timeout: float = 0.5
+    idle_timeout: float = 1.5
+    max_attempts: int = 5
+    horizon: str = "7d"
+    retention: str = "30d"
+    lease: str = "5m"
+    non_edi: str = "reject"
+    default_route: str = INBOX
+    routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
+
+    def __post_init__(self) -> None:
+        """Refuse values that cannot work, with a sentence saying which."""
+        if self.batch_size < 1:
+            raise ConfigurationError("batch_size must be at least 1")
+        if self.poll_timeout <= 0 or self.idle_timeout < 0:
+            raise ConfigurationError("poll_timeout must be positive and idle_timeout not negative")
+        if self.max_attempts < 1:
+            raise ConfigurationError("max_attempts must be at least 1")
+        if self.non_edi not in ("reject", INBOX):
+            raise ConfigurationError(f"non_edi must be 'reject' or 'inbox', not {self.non_edi!r}")
+        parse_duration(self.retention)  # `edinbox doctor` compares them; here they only have to parse
+        parse_duration(self.horizon)
+        parse_duration(self.lease)
+        if not self.consumer:
+            raise ConfigurationError("consumer must not be empty")
+        for kind, route in {**self.routes, "(default)": self.default_route}.items():
+            if route not in _ROUTES:
+                raise ConfigurationError(f"route for {kind} must be one of {', '.join(_ROUTES)}, not {route!r}")
+
+    def route(self, message_type: str) -> str:
+        """The route ("inbox" or "bypass") for a message type such as INVOIC, 810, 997 or CONTRL."""
+        return self.routes.get(message_type.upper(), self.default_route)
+
+    def with_overrides(self, **values: Any) -> HubConfig:
+        """A copy with the given fields replaced; None values (an unset flag) keep the current value."""
+        names = {f.name for f in fields(self)}
+        unknown = set(values) - names
+        if unknown:
+            raise ConfigurationError(f"unknown hub settings: {', '.join(sorted(unknown))}")
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+
+def load_config(path: Path | None) -> HubConfig:
+    """Read `[hub]` and `[routes]` from a TOML file (None gives the defaults)."""
+    if path is None:
+        return HubConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the configuration {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"{path} is not valid TOML: {exc}") from exc
+    hub = dict(data.get("hub", {}))
+    routes = data.get("routes", {})
+    if not isinstance(hub, dict) or not isinstance(routes, dict):
+        raise ConfigurationError(f"{path}: [hub] and [routes] must be tables")
+    merged = {**DEFAULT_ROUTES, **{str(k).upper(): str(v) for k, v in routes.items()}}
+    try:
+        return HubConfig().with_overrides(**hub, routes=MappingProxyType(merged))
+    except TypeError as exc:
+        raise ConfigurationError(f"{path}: {exc}") from exc
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse `30d`, `12h`, `15m`, `45s` or a number of seconds into a timedelta."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ConfigurationError(f"{text!r} is not a duration (examples: 30d, 12h, 15m, 45s)")
+    return timedelta(seconds=float(match[1]) * _UNITS[match[2]])

@@ -1,0 +1,234 @@
+"""`edinbox demo`: generated partner traffic through real hub processes, real crashes, and a checked report.
+
+The demo publishes the traffic into a spool folder, then runs `edinbox run --once` as subprocesses. Some runs are
+armed with the fault point (`EDINBOX_FAULT=after_commit:N`, N drawn so that each commit crashes with the crash
+rate): they SIGKILL themselves between a commit and its ack, leaving their claimed files in `processing/`, and the
+next run recovers and redelivers them. The report comes from the database (`edinbox stats`), the check from the
+generator's ground truth: invoices == unique valid interchanges (less the partner resends the invoice key caught).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from edinbox._errors import InboxError
+from edinbox._urls import mask
+from edinbox.hub import _ops
+from edinbox.hub._config import HubConfig
+from edinbox.hub._db import dialect_of
+from edinbox.hub._generate import PARTNERS, Traffic, generate
+from edinbox.sources.spool import publish
+
+__all__ = ["Report", "run_demo"]
+
+_CLEAN_RUNS = 20
+"""Runs allowed beyond the crash budget before the demo gives up (it never needs more than a few)."""
+_CONSUMER = "accounting"
+
+
+@dataclass(slots=True)
+class Report:
+    """What the demo published, what the hub did (from the database) and whether the check holds."""
+
+    db: str
+    table: str
+    workdir: str
+    messages: int
+    seed: int
+    files: int
+    unique_interchanges: int
+    expected_invoices: int
+    producer_duplicates: int
+    rerendered: int
+    conflicts_injected: int
+    resends: int
+    acks: int
+    malformed: int
+    runs: int = 0
+    crashes: int = 0
+    seconds: float = 0.0
+    left_in_spool: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """The check: every unique valid interchange settled once, each invoice created once, nothing left."""
+        s = self.stats
+        return (
+            s.get("invoices") == self.expected_invoices
+            and s.get("processed", 0) + s.get("resent", 0) == self.unique_interchanges
+            and self.left_in_spool == 0
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as one JSON-able object."""
+        return {**asdict(self), "ok": self.ok}
+
+    def render(self) -> str:
+        """The report as people read it."""
+        s = self.stats
+        lines = [
+            f"edinbox demo: {self.messages} interchanges from {len(PARTNERS)} partners (seed {self.seed}) "
+            f"in {self.seconds:.1f} s",
+            f"  database      {mask(self.db)} (journal {self.table})",
+            f"  spool         {self.workdir}/spool (hub log: {self.workdir}/hub.log)",
+            f"  published     {self.files} files: {self.producer_duplicates} producer duplicates "
+            f"({self.rerendered} re-rendered with other separators), {self.conflicts_injected} reused control numbers,",
+            f"                {self.resends} invoices re-sent in a new interchange, {self.acks} acknowledgments, "
+            f"{self.malformed} malformed",
+            f"  hub runs      {self.runs} ({self.crashes} killed between commit and ack, then restarted)",
+            f"  received      {s.get('received', 0)} interchanges settled (redeliveries included)",
+            f"  processed     {s.get('processed', 0)}",
+            f"  duplicates    {s.get('duplicate', 0)} suppressed",
+            f"  conflicts     {s.get('conflict', 0)} (same key, other content: kept for operators)",
+            f"  resent        {s.get('resent', 0)} (invoice already in accounting: caught by the invoice key)",
+            f"  bypassed      {s.get('bypassed', 0)} acknowledgments (997 / CONTRL skip the inbox)",
+            f"  rejected      {s.get('rejected', 0)} parked (no trailer, or not EDI)",
+            f"  dead          {s.get('dead', 0)}",
+            f"  invoices      {s.get('invoices', 0)} created",
+            f"  left          {self.left_in_spool} files in inbound/ or processing/",
+            f"check: invoices {s.get('invoices', 0)} == unique valid interchanges {self.unique_interchanges}"
+            f" - partner resends {self.resends} = {self.expected_invoices}: {'OK' if self.ok else 'FAILED'}",
+        ]
+        where = f"--db '{mask(self.db)}'" + (f" --table {self.table}" if self.table != "inbox" else "")
+        lines.insert(-1, f"  look closer   edinbox stats {where}; edinbox list {where} --status rejected")
+        return "\n".join(lines)
+
+
+def _fault(rng: random.Random, crash_rate: float) -> int | None:
+    """Commits before the crash: geometric with the crash rate as the chance per commit (None: no crash)."""
+    if crash_rate <= 0:
+        return None
+    if crash_rate >= 1:
+        return 1
+    return 1 + int(math.log(1.0 - rng.random()) / math.log(1.0 - crash_rate))
+
+
+def _count(folder: Path, *, skip_suffix: str | None = None) -> int:
+    try:
+        return sum(
+            1
+            for e in os.scandir(folder)
+            if not e.name.startswith(".") and not (skip_suffix and e.name.endswith(skip_suffix))
+        )
+    except FileNotFoundError:
+        return 0
+
+
+def _pending(spool: Path) -> int:
+    processing = spool / "processing"
+    claimed = sum(_count(Path(e.path)) for e in os.scandir(processing) if e.is_dir()) if processing.exists() else 0
+    return _count(spool / "inbound") + claimed
+
+
+def run_demo(
+    *,
+    messages: int,
+    duplicate_rate: float,
+    crash_rate: float,
+    seed: int,
+    db: str | None,
+    table: str | None,
+    workers: int = 1,
+    workdir: Path | None = None,
+    batch_size: int = 20,
+    echo: Callable[[str], None] = click.echo,
+) -> Report:
+    """Generate, publish, run hub subprocesses with crashes until the spool is drained, and report."""
+    started = time.monotonic()
+    workdir = (workdir or Path(tempfile.mkdtemp(prefix="edinbox-demo-"))).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    spool = workdir / "spool"
+    db = db or f"sqlite:///{workdir / 'demo.db'}"
+    if table is None:
+        table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if dialect_of(db) == "postgresql" else "inbox"
+    config = HubConfig(db=db, table=table, consumer=_CONSUMER, source=f"dir://{spool}", batch_size=batch_size)
+    traffic: Traffic = generate(messages, duplicate_rate=duplicate_rate, seed=seed)
+    report = Report(
+        db=db,
+        table=table,
+        workdir=str(workdir),
+        messages=messages,
+        seed=seed,
+        files=len(traffic.files),
+        unique_interchanges=traffic.unique_interchanges,
+        expected_invoices=traffic.invoices,
+        producer_duplicates=traffic.duplicates,
+        rerendered=traffic.rerendered,
+        conflicts_injected=traffic.conflicts,
+        resends=traffic.resends,
+        acks=traffic.acks,
+        malformed=traffic.malformed,
+    )
+    asyncio.run(_ops.init(config))
+    asyncio.run(publish(config.source, traffic.files))
+    echo(f"published {len(traffic.files)} files into {spool}/inbound; running the hub (log: {workdir}/hub.log)")
+    rng = random.Random(seed ^ 0x5EED)  # noqa: S311 - demo crash schedule, not security
+    with (
+        open(workdir / "hub.log", "ab") as log,
+        click.progressbar(length=len(traffic.files), label="settling", file=sys.stderr) as bar,
+    ):
+        done = 0
+        # each crash redelivers a batch: a budget of crashes (the crash rate per batch of the traffic) ends them
+        budget = math.ceil(crash_rate * len(traffic.files) / batch_size) + 1 if crash_rate > 0 else 0
+        while _pending(spool) and report.runs < budget * workers + _CLEAN_RUNS:
+            procs = []
+            for _ in range(workers):
+                env = {k: v for k, v in os.environ.items() if k != "EDINBOX_FAULT"}
+                crash_after = _fault(rng, crash_rate) if report.crashes < budget else None
+                if crash_after is not None and report.crashes == 0 and report.runs == 0:
+                    crash_after = min(crash_after, rng.randint(1, 3))  # show at least one crash
+                if crash_after is not None:
+                    env["EDINBOX_FAULT"] = f"after_commit:{crash_after}"
+                command = [
+                    sys.executable,
+                    "-m",
+                    "edinbox.cli",
+                    "run",
+                    "--once",
+                    "--idle-timeout",
+                    "0.3",
+                    "--db",
+                    db,
+                    "--table",
+                    table,
+                    "--consumer",
+                    _CONSUMER,
+                    "--source",
+                    config.source,
+                    "--batch-size",
+                    str(batch_size),
+                ]
+                procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=log))
+                report.runs += 1
+            while any(p.poll() is None for p in procs):
+                time.sleep(0.1)
+                now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
+                bar.update(now - done)
+                done = now
+            for p in procs:
+                if p.returncode == -signal.SIGKILL:
+                    report.crashes += 1
+                elif p.returncode != 0:
+                    raise InboxError(f"a hub process failed with exit status {p.returncode}: see {workdir}/hub.log")
+        now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
+        bar.update(now - done)
+    report.left_in_spool = _pending(spool)
+    report.stats = asyncio.run(_ops.stats(config))
+    report.seconds = time.monotonic() - started
+    return report

@@ -1,0 +1,438 @@
+"""Kafka (confluent-kafka): offsets committed only after the transaction settled, at least once across rebalances.
+
+URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
+
+- `topic` (required): the topic read;
+- `group`: the consumer group (default: the inbox consumer's name);
+- `key_header`: the record header holding the producer's id (default `message_id`);
+- `dead_letter`: the topic rejected records are produced to (default `<topic>.dead`);
+- `commit`: `ack` (default) commits at each ack; `receive` commits what was settled at the next receive (and on
+  close or revoke): one commit per batch instead of one per record, and at most one batch read again after a crash;
+- `mock=N`: host an in-process librdkafka mock cluster of N brokers instead of connecting (one-process demos);
+- any librdkafka setting by its dotted name: `session.timeout.ms=6000`, `group.protocol=consumer`,
+  `security.protocol=SASL_SSL`, ... (a user and password in the URL become `sasl.username` / `sasl.password`).
+
+Kafka has no per-record ack: progress is one committed offset per partition. Auto commit is off; `ack` marks the
+record settled and synchronously commits the lowest offset below which every delivered record is settled, so an ack
+out of order never commits past a record still in flight. `nack` seeks the partition back to the record (and pauses
+it for `delay`); `reject` produces the record to the dead-letter topic, then settles it. On a rebalance the revoked
+partitions commit what is settled and drop the rest, which the next owner reads again. Every commit carries the
+highest offset delivered so far in its metadata, so the next owner flags records at or below it as redelivered.
+The key is the producer's header: an offset catches a redelivery, never a producer's retry (a new offset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from edinbox._errors import ConfigurationError, SourceError
+from edinbox._urls import mask
+from edinbox.sources._base import Delivery, Source
+from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
+from edinbox.sources._options import SourceOptions, name_option, positive_int
+
+__all__ = ["SOURCE", "KafkaSource", "MockCluster", "publish"]
+
+_log = logging.getLogger(__name__)
+
+_RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"})
+_CONSUMER_ONLY = ("group.", "session.", "heartbeat.", "max.poll.", "auto.offset.", "isolation.", "partition.")
+_HORIZON = "edinbox:delivered="
+
+
+def _kafka() -> Any:
+    try:
+        import confluent_kafka
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ConfigurationError("kafka:// sources need confluent-kafka: pip install 'edinbox[kafka]'") from exc
+    return confluent_kafka
+
+
+_TRANSIENT = (
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "STALE_MEMBER_EPOCH",
+    "FENCED_MEMBER_EPOCH",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "_TRANSPORT",
+    "_WAIT_COORD",
+    "_ASSIGNMENT_LOST",
+    "_STATE",
+)
+
+
+def _transient(ck: Any, error: Any) -> bool:
+    """Whether a commit failed because of a group change or a passing outage (not a misconfiguration)."""
+    if error is None or not hasattr(error, "code"):
+        return False
+    codes = {getattr(ck.KafkaError, name) for name in _TRANSIENT if hasattr(ck.KafkaError, name)}
+    return bool(error.code() in codes or error.retriable())
+
+
+def _commit_mode(name: str, value: Any) -> str:
+    if value not in ("ack", "receive"):
+        raise ValueError(f"{name} must be ack or receive")
+    return str(value)
+
+
+def _producer_settings(settings: Mapping[str, str]) -> dict[str, str]:
+    """The librdkafka settings of a URL that a producer accepts (consumer settings left out)."""
+    return {k: v for k, v in settings.items() if not k.startswith(_CONSUMER_ONLY)}
+
+
+class MockCluster:
+    """A librdkafka mock cluster hosted by this process; other processes reach it through `bootstrap` (TCP)."""
+
+    def __init__(self, brokers: int = 1) -> None:
+        """Start `brokers` mock brokers listening on loopback ports."""
+        self._host: Any = _kafka().Producer({"test.mock.num.brokers": str(brokers), "log_level": 3})
+        found = self._host.list_topics(timeout=10).brokers.values()
+        self.bootstrap = ",".join(f"{b.host}:{b.port}" for b in found)
+        """`host:port,...` of the mock brokers, usable as bootstrap servers by any client in any process."""
+
+    def url(self, *, topic: str, group: str | None = None, **settings: str) -> str:
+        """A `kafka://` URL for a topic of this cluster."""
+        query = {"topic": topic, **({"group": group} if group else {}), **settings}
+        return f"kafka://{self.bootstrap}?" + "&".join(f"{k}={v}" for k, v in query.items())
+
+    def close(self) -> None:
+        """Stop the mock brokers."""
+        self._host = None
+
+
+def _parse(url: str, overrides: Mapping[str, Any]) -> tuple[str, SourceOptions, dict[str, str]]:
+    """Split a kafka:// URL into bootstrap servers, edinbox options and librdkafka settings."""
+    if not isinstance(url, str) or urlsplit(url).scheme != "kafka":
+        raise ConfigurationError(f"source URL {mask(str(url))!r}: the scheme must be kafka")
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    names = [name for name, _ in pairs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigurationError(f"source URL {mask(url)!r}: option(s) given twice: {', '.join(repeated)}")
+    settings = {k: v for k, v in pairs if "." in k}
+    settings.update({str(k): str(v) for k, v in dict(overrides.get("settings") or {}).items()})
+    reserved = sorted(_RESERVED & set(settings))
+    if reserved:
+        raise ConfigurationError(f"source URL {mask(url)!r}: {', '.join(reserved)} is set by edinbox, not the URL")
+    if parts.username:
+        settings["sasl.username"] = unquote(parts.username)
+        settings["sasl.password"] = unquote(parts.password or "")
+    query = {k: v for k, v in pairs if "." not in k}
+    opts = SourceOptions(url, query, {k: v for k, v in overrides.items() if k != "settings"})
+    return parts.netloc.rpartition("@")[2], opts, settings
+
+
+class KafkaSource(Source):
+    """A topic read by a consumer group, offsets committed after the transaction settled."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        topic: str,
+        group: str,
+        key_header: str = "message_id",
+        dead_letter: str | None = None,
+        commit: str = "ack",
+        settings: Mapping[str, str] | None = None,
+        mock_brokers: int | None = None,
+        url: str | None = None,
+    ) -> None:
+        """Configure (not yet connect) a consumer of `topic` in consumer group `group`."""
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.group = group
+        self.key_header = key_header
+        if commit not in ("ack", "receive"):
+            raise ConfigurationError(f"commit must be 'ack' or 'receive', got {commit!r}")
+        self.commit = commit
+        self.dead_letter = dead_letter or f"{topic}.dead"
+        self.url = mask(url or f"kafka://{bootstrap}?topic={topic}&group={group}")
+        self._settings = dict(settings or {})
+        self._mock_brokers = mock_brokers
+        self._tracker = OffsetTracker()
+        self._lock = threading.Lock()  # tracker, commits and pauses, shared with the rebalance callbacks' thread
+        self._polling = asyncio.Lock()  # one consume or close at a time
+        self._paused: dict[TopicPartition, float] = {}
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._mock: MockCluster | None = None
+
+    @classmethod
+    def from_url(cls, url: str, *, consumer: str, **options: Any) -> KafkaSource:
+        """Build from `kafka://host:port?topic=edi.in&group=hub`; bad options raise ConfigurationError."""
+        hosts, opts, settings = _parse(url, options)
+        mock = opts.take("mock", positive_int, None)
+        source = cls(
+            hosts,
+            topic=opts.require("topic", name_option),
+            group=opts.take("group", name_option, None) or name_option("consumer", consumer),
+            key_header=opts.take("key_header", lambda _n, v: str(v), "message_id"),
+            dead_letter=opts.take("dead_letter", name_option, None),
+            commit=opts.take("commit", _commit_mode, "ack"),
+            settings=settings,
+            mock_brokers=mock,
+            url=url,
+        )
+        opts.finish()
+        if not hosts and mock is None:
+            raise opts.error("host:port of a broker (or mock=N) is required")
+        return source
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "log_level": 3,
+            **self._settings,
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        }
+
+    async def open(self) -> None:
+        """Join the consumer group and subscribe to the topic."""
+        ck = _kafka()
+        if self._mock_brokers is not None and self._mock is None:
+            self._mock = MockCluster(self._mock_brokers)
+            self.bootstrap = self._mock.bootstrap
+        try:
+            self._consumer = ck.Consumer(self._config())
+            self._consumer.subscribe(
+                [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+        except ck.KafkaException as exc:
+            raise SourceError(f"cannot open a Kafka consumer on {self.url}: {exc}") from exc
+
+    # The rebalance callbacks run inside consume(), in its worker thread.
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        horizons: dict[TopicPartition, int] = {}
+        try:
+            for p in consumer.committed(partitions, timeout=10):
+                meta = p.metadata or ""
+                if meta.startswith(_HORIZON) and meta[len(_HORIZON) :].isdigit():
+                    horizons[(p.topic, p.partition)] = int(meta[len(_HORIZON) :])
+        except _kafka().KafkaException as exc:
+            _log.warning("reading committed offsets on %s failed: %s (redelivered flags may be missing)", self.url, exc)
+        with self._lock:
+            for p in partitions:
+                tp = (p.topic, p.partition)
+                self._tracker.assign(tp, horizon=horizons.get(tp, -1))
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        with self._lock:
+            points = {}
+            for p in partitions:
+                tp = (p.topic, p.partition)
+                horizon = self._tracker.horizon(tp)
+                point = self._tracker.revoke(tp)
+                self._paused.pop(tp, None)
+                if point is not None:
+                    points[tp] = (point, horizon)
+            self._commit(points)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        with self._lock:
+            for p in partitions:
+                self._tracker.lose((p.topic, p.partition))
+                self._paused.pop((p.topic, p.partition), None)
+
+    def _commit(self, points: Mapping[TopicPartition, tuple[int, int]], *, strict: bool = False) -> None:
+        """Commit `{partition: (offset, horizon)}` synchronously; the caller holds the lock.
+
+        A commit that fails because the group is rebalancing (or its coordinator moved) is only logged: the records
+        stay settled here, the next commit (a later ack, the revoke) covers them, and at worst they are redelivered
+        and found settled by the inbox. With `strict`, any other failure raises SourceError.
+        """
+        if not points:
+            return
+        ck = _kafka()
+        offsets = [ck.TopicPartition(t, p, o, metadata=f"{_HORIZON}{h}") for (t, p), (o, h) in points.items()]
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        except ck.KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if strict and not _transient(ck, error):
+                raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
+            _log.warning("offset commit on %s failed, a later commit covers it: %s", self.url, exc)
+            return
+        for tp, (offset, _) in points.items():
+            self._tracker.committed(tp, offset)
+
+    def _consume(self, max_messages: int, timeout: float) -> list[Delivery]:
+        ck = _kafka()
+        deadline = time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            with self._lock:
+                if self.commit == "receive":
+                    settled = self._tracker.due()
+                    self._commit({tp: (o, self._tracker.horizon(tp)) for tp, o in settled.items()}, strict=True)
+                due = [tp for tp, until in self._paused.items() if until <= now]
+                for tp in due:
+                    del self._paused[tp]
+                if due:
+                    self._consumer.resume([ck.TopicPartition(t, p) for t, p in due])
+                wait = min([deadline - now, *(until - now for until in self._paused.values())])
+            records = self._consumer.consume(max_messages, max(wait, 0.0))
+            deliveries = self._deliveries(records)
+            if deliveries or time.monotonic() >= deadline:
+                return deliveries
+
+    def _deliveries(self, records: list[Any]) -> list[Delivery]:
+        deliveries = []
+        with self._lock:
+            for record in records:
+                error = record.error()
+                if error is None:
+                    deliveries.append(self._delivery(record))
+                elif error.fatal():
+                    raise SourceError(f"the Kafka consumer on {self.url} failed: {error}")
+                else:
+                    _log.warning("Kafka consumer on %s: %s", self.url, error)
+            # remember at the broker how far delivery went, so a next owner can flag redeliveries
+            touched = {d.handle[0] for d in deliveries}
+            points = {tp: self._tracker.point(tp) for tp in touched}
+            self._commit({tp: (point, self._tracker.horizon(tp)) for tp, point in points.items() if point is not None})
+        return deliveries
+
+    def _delivery(self, record: Any) -> Delivery:
+        tp = (record.topic(), record.partition())
+        offset = record.offset()
+        again = self._tracker.delivered(tp, offset)
+        headers = {name: (value or b"").decode("utf-8", errors="replace") for name, value in record.headers() or []}
+        return Delivery(
+            record.value() or b"",
+            message_id=headers.get(self.key_header) or None,
+            coordinates=f"{tp[0]}/{tp[1]}/{offset}",
+            source=f"kafka:{tp[0]}",
+            headers=headers,
+            redelivered=again,
+            handle=(tp, offset),
+        )
+
+    def _commit_due(self) -> None:
+        with self._lock:
+            due = self._tracker.due()
+            self._commit({tp: (point, self._tracker.horizon(tp)) for tp, point in due.items()})
+
+    async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
+        """Consume up to `max_messages` records, waiting at most `timeout` seconds for the first."""
+        async with self._polling:
+            if self._consumer is None:
+                raise SourceError(f"the source {self.url} is not open")
+            return await asyncio.to_thread(self._consume, max_messages, timeout)
+
+    def _settle(self, delivery: Delivery) -> None:
+        tp, offset = delivery.handle
+        with self._lock:
+            point = self._tracker.settle(tp, offset)
+            if point is not None and self.commit == "ack":
+                self._commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
+
+    async def ack(self, delivery: Delivery) -> None:
+        """Mark the record settled and commit its partition's commit point when it moved (or at the next receive)."""
+        await asyncio.to_thread(self._settle, delivery)
+
+    def _seek(self, delivery: Delivery, delay: float | None) -> None:
+        ck = _kafka()
+        tp, offset = delivery.handle
+        with self._lock:
+            if not self._tracker.assigned(tp):
+                return  # revoked meanwhile: the next owner reads it from the committed offset
+            try:
+                self._consumer.seek(ck.TopicPartition(tp[0], tp[1], offset))
+            except ck.KafkaException as exc:  # the record stays pending: no commit passes it
+                raise SourceError(f"seeking back on {self.url} failed: {exc}") from exc
+            self._tracker.rewind(tp, offset)
+            if delay:
+                self._consumer.pause([ck.TopicPartition(tp[0], tp[1])])
+                self._paused[tp] = time.monotonic() + delay
+
+    async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
+        """Seek the partition back to this record (the ones after it come again too), paused for `delay` seconds."""
+        await asyncio.to_thread(self._seek, delivery, delay)
+
+    def _dead_letter(self, delivery: Delivery, reason: str) -> None:
+        ck = _kafka()
+        if self._producer is None:
+            self._producer = ck.Producer({**_producer_settings(self._settings), "bootstrap.servers": self.bootstrap})
+        errors: list[Any] = []
+        self._producer.produce(
+            self.dead_letter,
+            value=delivery.payload,
+            key=delivery.key.encode(),
+            headers=[*delivery.headers.items(), ("edinbox-reason", reason), ("edinbox-from", delivery.coordinates)],
+            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+        )
+        left = self._producer.flush(30)
+        if left or errors:
+            raise SourceError(f"producing to {self.dead_letter} on {self.url} failed: {errors or 'timed out'}")
+
+    async def reject(self, delivery: Delivery, *, reason: str) -> None:
+        """Produce the record to the dead-letter topic with the reason in a header, then settle it."""
+        await asyncio.to_thread(self._dead_letter, delivery, reason)
+        await self.ack(delivery)
+
+    async def aclose(self) -> None:
+        """Leave the group: settled records are committed, the others go to the next owner."""
+        async with self._polling:
+            consumer = self._consumer
+            if consumer is not None:
+                await asyncio.to_thread(self._commit_due)
+                self._consumer = None
+                await asyncio.to_thread(consumer.close)
+            producer, self._producer = self._producer, None
+            if producer is not None:
+                await asyncio.to_thread(producer.flush, 10)
+        if self._mock is not None:
+            self._mock.close()
+            self._mock = None
+
+
+SOURCE = KafkaSource
+
+
+async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    """Produce payloads to the URL's topic, the key header (and the record key) set to each producer id."""
+    hosts, opts, settings = _parse(url, {})
+    if opts.take("mock", positive_int, None) is not None:
+        raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
+    topic = opts.require("topic", name_option)
+    header = opts.take("key_header", lambda _n, v: str(v), "message_id")
+    producer = _kafka().Producer({**_producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3})
+    errors: list[Any] = []
+
+    def note(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    def send() -> int:
+        for message_id, payload in messages:
+            while True:
+                try:
+                    producer.produce(
+                        topic, value=payload, key=message_id.encode(), headers=[(header, message_id)], on_delivery=note
+                    )
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain, then retry
+                    producer.poll(0.1)
+            producer.poll(0)
+        return int(producer.flush(30))
+
+    left = await asyncio.to_thread(send)
+    if left or errors:
+        raise SourceError(f"publishing to {mask(url)} failed: {errors[:3] or f'{left} not delivered'}")

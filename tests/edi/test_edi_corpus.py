@@ -1,0 +1,107 @@
+"""The shared corpus of real partner files: every file's control numbers and senders match its MANIFEST.md.
+
+The corpus lives beside the repository (`../shared/edi-samples/` from the repository root) and is never copied
+into it; the test is skipped where it is absent.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from edinbox.edi import EdiSyntaxError, parse
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "edi-samples"
+MANIFEST = CORPUS / "MANIFEST.md"
+# Files whose interchanges are incomplete or malformed, per the manifest: read, but never keyed.
+UNKEYABLE = {2, 3, 7, 22, 39, 40}
+# Byte-different renderings of one interchange (same content): one key, one fingerprint.
+SAME_CONTENT = ("edifact_invoic_d97b_UNAcustomSeps_release_staedi.edi", "edifact_invoic_d97b_hardwrapped15_staedi.edi")
+
+
+def _rows() -> list[tuple[int, str, list[str], list[tuple[str, str]]]]:
+    """(number, file, control numbers, senders) of each manifest row."""
+    rows = []
+    for line in MANIFEST.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 6 or not cells[0].isdigit():
+            continue
+        number, name, controls, sender = int(cells[0]), cells[1].strip("`"), cells[4], cells[5]
+        qualifier, _, ident = sender.partition("/")
+        ident = re.sub("[\u2420\u237d]+$", "", ident)  # the manifest shows padding as visible marks
+        qualifier = "" if qualifier == "\u2014" else qualifier
+        rows.append((number, name, [c.strip() for c in controls.split(",")], [(qualifier, ident)]))
+    return rows
+
+
+ROWS = _rows() if MANIFEST.exists() else []
+needs_corpus = pytest.mark.skipif(not MANIFEST.exists(), reason=f"corpus not present at {CORPUS}")
+
+
+@needs_corpus
+@pytest.mark.parametrize(("number", "name", "controls", "senders"), ROWS, ids=[r[1] for r in ROWS])
+def test_corpus_file_matches_manifest(
+    number: int, name: str, controls: list[str], senders: list[tuple[str, str]]
+) -> None:
+    """Each sample parses into the interchanges its manifest row lists, with those senders and numbers."""
+    data = (CORPUS / name).read_bytes()
+    found = parse(data)
+    assert [ic.control_number for ic in found] == controls
+    assert {(ic.sender.qualifier, ic.sender.id) for ic in found} == set(senders)
+    for ic in found:
+        assert data[ic.span[0] : ic.span[1]] == ic.raw
+        if number in UNKEYABLE:
+            assert not ic.keyable
+            with pytest.raises(EdiSyntaxError):
+                ic.message()
+        else:
+            assert ic.keyable, ic.problems
+            assert ic.message().message_id == ic.control_number
+
+
+@needs_corpus
+def test_corpus_covers_every_file() -> None:
+    """Every sample file in the folder has a manifest row, so none escapes the check above."""
+    files = {p.name for p in CORPUS.iterdir() if p.name != "MANIFEST.md"}
+    assert files <= {r[1] for r in ROWS}
+    assert len(ROWS) >= len(files)
+
+
+@needs_corpus
+def test_corpus_renderings_of_one_interchange_share_key_and_fingerprint() -> None:
+    """Custom-UNA and hard-wrapped copies of one interchange give one key and one fingerprint."""
+    first, second = (parse((CORPUS / name).read_bytes())[0] for name in SAME_CONTENT)
+    assert first.key == second.key
+    assert first.fingerprint() == second.fingerprint()
+
+
+@needs_corpus
+def test_corpus_control_number_reuse_is_same_key_other_fingerprint() -> None:
+    """Two X12 files reuse sender and ISA13 with different content: same key, different fingerprint."""
+    first = parse((CORPUS / "x12_810_4010_staedi.edi").read_bytes())[0]
+    second = parse((CORPUS / "x12_810_850_twoGroups_staedi.edi").read_bytes())[0]
+    assert first.key == second.key
+    assert first.fingerprint() != second.fingerprint()
+
+
+@needs_corpus
+def test_corpus_invoices_are_read() -> None:
+    """The keyable INVOIC and 810 samples yield invoices with Decimal totals."""
+    totals = {}
+    for name in (
+        "edifact_invoic_d97a_noUNA_pydifact.edi",
+        "edifact_invoic_d93a_UNAcomma_utf8InUNOA_staedi.edi",
+        "edifact_invoic_d97b_noUNA_staedi.edi",
+        "x12_810_4010_staedi.edi",
+        "x12_810_BOM_unpaddedISA_tabs_edinet.edi",
+    ):
+        totals[name] = [str(i.total) for i in parse((CORPUS / name).read_bytes())[0].invoices()]
+    assert totals == {
+        "edifact_invoic_d97a_noUNA_pydifact.edi": ["1960.29"],
+        "edifact_invoic_d93a_UNAcomma_utf8InUNOA_staedi.edi": ["901.78"],
+        "edifact_invoic_d97b_noUNA_staedi.edi": ["2137.58"],
+        "x12_810_4010_staedi.edi": ["2554.38", "2554.38"],
+        "x12_810_BOM_unpaddedISA_tabs_edinet.edi": ["365.96"],
+    }

@@ -1,0 +1,198 @@
+"""Hypothesis: whatever the bytes, the parser answers with interchanges or EdiSyntaxError, nothing else.
+
+The fast tier runs with every test run; the slow tier (`-m slow`) runs over 10,000 mutated, truncated and random
+inputs. Valid renderings with random separators and layouts must round-trip their invoices and fingerprints.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import edi_fixtures as fixtures
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from edinbox.edi import (
+    EdiSyntaxError,
+    Invoice,
+    InvoiceLine,
+    InvoiceParty,
+    Party,
+    Separators,
+    parse,
+    render_interchange,
+)
+
+SEEDS = [
+    fixtures.X12_810,
+    fixtures.X12_810_REWRITTEN,
+    fixtures.EDIFACT_INVOIC,
+    fixtures.EDIFACT_INVOIC_WRAPPED,
+    fixtures.edifact_orders(b"S?'1"),
+    fixtures.X12_810 + b"\n" + fixtures.edifact_orders(b"M2"),
+    fixtures.X12_810.replace(b"~", "\u2026".encode()),
+]
+SINGLE = [fixtures.X12_810, fixtures.EDIFACT_INVOIC, fixtures.edifact_orders(b"T9")]
+NOISE = [
+    b"~",
+    b"*",
+    b">",
+    b"'",
+    b"+",
+    b":",
+    b"?",
+    b"\r\n",
+    b"\n",
+    b"\xc2\xa0",
+    b"\xe2\x80\xa6",
+    b"\x00",
+    b"ISA*",
+    b"UNA",
+]
+
+
+def exercise(data: bytes) -> None:
+    """Parse and touch everything a caller can reach; only EdiSyntaxError may come out."""
+    errors: list[EdiSyntaxError] = []
+    try:
+        found = parse(data)
+    except EdiSyntaxError as error:
+        errors.append(error)
+        found = []
+    for ic in found:
+        assert data[ic.span[0] : ic.span[1]] == ic.raw
+        assert ic.source
+        assert isinstance(ic.message_types, tuple)
+        for message in ic.messages:
+            assert all(seg.tag for seg in message.segments)
+        assert len(ic.fingerprint()) == 64
+        try:
+            assert ic.message().message_id == ic.control_number
+        except EdiSyntaxError as error:
+            errors.append(error)
+        try:
+            ic.invoices()
+        except EdiSyntaxError as error:
+            errors.append(error)
+    for error in errors:
+        assert 0 <= error.offset <= len(data)
+        assert str(error)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    """A valid seed with a few random edits: bytes replaced, inserted (often separators) or deleted."""
+    data = bytearray(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(data)))
+        edit = draw(st.sampled_from(["replace", "insert", "delete", "noise"]))
+        if edit == "replace" and at < len(data):
+            data[at] = draw(st.integers(0, 255))
+        elif edit == "insert":
+            data[at:at] = draw(st.binary(min_size=1, max_size=4))
+        elif edit == "delete":
+            del data[at : at + draw(st.integers(1, 20))]
+        else:
+            data[at:at] = draw(st.sampled_from(NOISE))
+    return bytes(data)
+
+
+@st.composite
+def truncated(draw: st.DrawFn) -> bytes:
+    """A valid seed cut short anywhere."""
+    data = draw(st.sampled_from(SEEDS))
+    return data[: draw(st.integers(0, len(data)))]
+
+
+def random_bytes() -> st.SearchStrategy[bytes]:
+    """Random bytes, some behind a plausible header so they get past the first checks."""
+    head = st.sampled_from([b"", b"ISA*", b"UNA:+.? '", b"UNB+", b"\xef\xbb\xbfISA|", b"UNB\x1d"])
+    return st.tuples(head, st.binary(max_size=300)).map(b"".join)
+
+
+INPUTS = st.one_of(mutated(), truncated(), random_bytes())
+RELAXED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=RELAXED)
+@given(INPUTS)
+def test_any_bytes_give_interchanges_or_edi_syntax_error(data: bytes) -> None:
+    """Mutated, truncated or random bytes never raise anything but EdiSyntaxError (fast tier)."""
+    exercise(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_000, deadline=None, suppress_health_check=RELAXED)
+@given(INPUTS)
+def test_any_bytes_give_interchanges_or_edi_syntax_error_10k(data: bytes) -> None:
+    """Over 10,000 mutated, truncated and random inputs, only EdiSyntaxError ever comes out."""
+    exercise(data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=RELAXED)
+@given(st.sampled_from(SINGLE), st.data())
+def test_truncated_interchange_is_never_keyable(seed: bytes, data: st.DataObject) -> None:
+    """Any cut before the trailer's terminator is refused or flagged unkeyable: never keyed on partial data."""
+    cut = data.draw(st.integers(0, len(seed) - 1))
+    try:
+        found = parse(seed[:cut])
+    except EdiSyntaxError:
+        return
+    assert not found[-1].keyable
+
+
+_TEXT = st.text(alphabet=st.characters(codec="latin-1", exclude_characters="\r\n"), min_size=1, max_size=12)
+_AMOUNT = st.decimals(min_value=-10_000, max_value=10_000, places=2, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def invoices(draw: st.DrawFn) -> Invoice:
+    """A random invoice whose values both standards can carry."""
+    ident = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-", min_size=1, max_size=12)
+    lines = draw(st.lists(st.tuples(st.integers(1, 999), _AMOUNT, ident), max_size=4))
+    return Invoice(
+        number=draw(ident),
+        issue_date=draw(st.dates(min_value=date(1970, 1, 1), max_value=date(2068, 12, 31))),
+        kind=draw(st.sampled_from(["invoice", "credit_note"])),
+        seller=InvoiceParty(draw(ident), draw(ident)),
+        buyer=InvoiceParty(draw(ident), draw(ident)),
+        currency=draw(st.sampled_from(["EUR", "USD", None])),
+        total=draw(_AMOUNT),
+        tax_total=draw(_AMOUNT),
+        lines=[InvoiceLine(Decimal(q), p, Decimal(q) * p, item=i) for q, p, i in lines],
+    )
+
+
+_EDIFACT_SEPS = [
+    None,
+    Separators(element="*", component="=", segment="~", release="!"),
+    Separators(element="|", component="^", segment="\n", release="\\"),
+]
+_X12_SEPS = [None, Separators(element="|", component="^", segment="\n"), Separators("!", ":", "\r")]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=RELAXED)
+@given(invoices(), st.sampled_from(["X12", "EDIFACT"]), st.data())
+def test_renderings_round_trip_and_share_fingerprints(invoice: Invoice, standard: str, data: st.DataObject) -> None:
+    """Any invoice rendered in any layout reads back equal, with one key and one fingerprint for all layouts."""
+    layout = {
+        "separators": data.draw(st.sampled_from(_X12_SEPS if standard == "X12" else _EDIFACT_SEPS)),
+        "line_break": data.draw(st.sampled_from(["", "\n", "\r\n"])),
+        "bom": data.draw(st.booleans()),
+        "decimal_mark": data.draw(st.sampled_from([".", ","])),
+    }
+    common = {"standard": standard, "sender": Party("ZZ", "S"), "receiver": Party("ZZ", "R"), "control_number": "7"}
+    plain = parse(render_interchange([invoice], **common))[0]  # type: ignore[arg-type]
+    other = parse(render_interchange([invoice], **common, **layout))[0]  # type: ignore[arg-type]
+    assert other.keyable
+    assert other.key == plain.key
+    assert other.fingerprint() == plain.fingerprint()
+    (read,) = other.invoices()
+    assert read.number == invoice.number
+    assert read.total == invoice.total
+    assert read.tax_total == invoice.tax_total
+    assert [(li.quantity, li.unit_price, li.amount) for li in read.lines] == [
+        (li.quantity, li.unit_price, li.amount) for li in invoice.lines
+    ]

@@ -1,0 +1,105 @@
+"""The hub's configuration: TOML file, overrides, routes, durations and the fault point."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from edinbox import ConfigurationError
+from edinbox.hub import HubConfig, load_config, parse_duration, parse_fault
+
+
+def test_toml_file_sets_hub_and_routes(tmp_path: Path) -> None:
+    """[hub] keys and [routes] entries from the file land in the config, other routes keep their defaults."""
+    path = tmp_path / "hub.toml"
+    path.write_text(
+        '[hub]\ndb = "postgresql://hub:secret@db/hub"\nsource = "dir:///srv/edi"\nbatch_size = 5\n'
+        '[routes]\northers = "bypass"\nDESADV = "bypass"\n'
+    )
+    config = load_config(path)
+    assert (config.db, config.source, config.batch_size) == ("postgresql://hub:secret@db/hub", "dir:///srv/edi", 5)
+    assert config.route("desadv") == "bypass"
+    assert config.route("INVOIC") == "inbox"
+    assert config.route("810") == "inbox"
+    assert config.route("997") == "bypass"
+    assert config.route("CONTRL") == "bypass"
+    assert config.route("ORDERS") == "inbox"  # unknown types take the default route
+
+
+def test_flags_override_the_file_and_unset_flags_do_not(tmp_path: Path) -> None:
+    """with_overrides replaces only the values given (None means the flag was not set)."""
+    path = tmp_path / "hub.toml"
+    path.write_text('[hub]\nconsumer = "from-file"\nbatch_size = 7\n')
+    config = load_config(path).with_overrides(consumer="from-flag", batch_size=None)
+    assert (config.consumer, config.batch_size) == ("from-flag", 7)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[hub]\nbatch_size = 0\n", "batch_size"),
+        ("[hub]\nunknown_key = 1\n", "unknown hub settings"),
+        ('[routes]\nINVOIC = "teleport"\n', "route for INVOIC"),
+        ("[hub\n", "not valid TOML"),
+        ('[hub]\nnon_edi = "maybe"\n', "non_edi"),
+    ],
+)
+def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, text: str, message: str) -> None:
+    """A configuration that cannot work raises ConfigurationError naming the problem."""
+    path = tmp_path / "hub.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigurationError, match=message):
+        load_config(path)
+
+
+def test_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
+    """A config path that does not exist is reported, not a traceback."""
+    with pytest.raises(ConfigurationError, match="cannot read"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_durations() -> None:
+    """Durations accept d/h/m/s/w suffixes or plain seconds, and refuse anything else."""
+    assert parse_duration("30d") == timedelta(days=30)
+    assert parse_duration("12h") == timedelta(hours=12)
+    assert parse_duration("90") == timedelta(seconds=90)
+    with pytest.raises(ConfigurationError):
+        parse_duration("soon")
+
+
+def test_fault_spec_parsing() -> None:
+    """Only after_commit:N with N >= 1 arms the fault point; empty disarms it."""
+    assert parse_fault(None) is None
+    assert parse_fault("") is None
+    fault = parse_fault("after_commit:3")
+    assert fault is not None
+    assert fault.after == 3
+    for bad in ("after_commit:0", "after_commit", "before_commit:1", "after_commit:x"):
+        with pytest.raises(ConfigurationError):
+            parse_fault(bad)
+
+
+def test_fault_point_kills_the_process_after_the_nth_commit() -> None:
+    """The armed fault point SIGKILLs the process right after the N-th commit and not before."""
+    code = (
+        "from edinbox.hub import parse_fault\n"
+        "f = parse_fault('after_commit:2')\n"
+        "for i in range(1, 4):\n"
+        "    print('commit', i, flush=True)\n"
+        "    f.committed()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == -9
+    assert out.stdout.split("\n")[:2] == ["commit 1", "commit 2"]
+    assert "commit 3" not in out.stdout
+
+
+def test_default_config_is_valid() -> None:
+    """The defaults describe a runnable hub on the embedded database."""
+    config = HubConfig()
+    assert config.db.startswith("sqlite:///")
+    assert config.batch_size >= 1

@@ -1,0 +1,258 @@
+"""One synchronous face over Inbox and AsyncInbox, with a business table for effects, so one contract suite
+drives every store in both APIs. Handlers insert one effect row per message through `tx.connection`."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import psycopg
+
+from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
+
+
+class Harness:
+    """Drives an inbox (sync or async) and reads the database around it."""
+
+    dialect: str
+
+    def __init__(self, *, table: str, effects: str, asynchronous: bool) -> None:
+        self.table = table
+        self.effects_table = effects
+        self.asynchronous = asynchronous
+        self.runner = asyncio.Runner() if asynchronous else None
+        self.inbox: Any = None
+        self.seen: list[list[str]] = []  # message ids handed to each handler call
+        self.keys: list[str | None] = []  # idempotency keys seen by lease-mode handlers
+
+    # -- the database around the inbox ------------------------------------------------------------------------
+    def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL outside the inbox (committed at once) and return its rows."""
+        raise NotImplementedError
+
+    def insert_effect_sql(self) -> str:
+        """The handler's business statement."""
+        mark = "%s" if self.dialect == "postgresql" else "?"
+        return f"INSERT INTO {self.effects_table} (source, message_id) VALUES ({mark}, {mark})"
+
+    def effects(self, message_id: str | None = None) -> int:
+        """Committed effect rows, of one message or all."""
+        rows = self.admin(f"SELECT message_id FROM {self.effects_table}")
+        return sum(1 for (mid,) in rows if message_id is None or mid == message_id)
+
+    def close(self) -> None:
+        """Close the inbox and the loop."""
+        if self.inbox is not None:
+            self.call("aclose" if self.asynchronous else "close")
+        if self.runner is not None:
+            self.runner.close()
+
+    # -- the inbox ---------------------------------------------------------------------------------------------
+    def make(self, target: Any, **options: Any) -> Any:
+        """Create the inbox (inside the loop for the async API) and its schema."""
+        cls = AsyncInbox if self.asynchronous else Inbox
+        self.inbox = cls(target, consumer=options.pop("consumer", "accounting"), table=self.table, **options)
+        self.call("create_schema")
+        return self.inbox
+
+    def reopen(self, **options: Any) -> None:
+        """Replace the inbox by one with other options on the same table."""
+        raise NotImplementedError
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call an inbox method (awaiting it on the async API)."""
+        result = getattr(self.inbox, name)(*args, **kwargs)
+        if self.runner is not None:
+            return self.runner.run(result)
+        return result
+
+    def run(self, coroutine_factory: Callable[[], Any]) -> Any:
+        """Run a coroutine in the harness loop (async API only)."""
+        assert self.runner is not None
+        return self.runner.run(coroutine_factory())
+
+    def handler(self, *, fail: BaseException | None = None, effect: bool = True) -> Any:
+        """A handler that records the effect of each message it gets, then raises `fail` if given."""
+        sql = self.insert_effect_sql()
+
+        def note(messages: list[Message]) -> None:
+            self.seen.append([m.message_id for m in messages])
+
+        if self.asynchronous:
+
+            async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
+                batch = message if isinstance(message, list) else [message]
+                note(batch)
+                if tx.connection is None:
+                    self.keys.append(tx.idempotency_key)
+                elif effect:
+                    for m in batch:
+                        await tx.connection.execute(sql, (m.source, m.message_id))
+                if fail is not None:
+                    raise fail
+
+            return async_handler
+
+        def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
+            batch = message if isinstance(message, list) else [message]
+            note(batch)
+            if tx.connection is None:
+                self.keys.append(tx.idempotency_key)
+            elif effect:
+                for m in batch:
+                    tx.connection.execute(sql, (m.source, m.message_id))
+            if fail is not None:
+                raise fail
+
+        return sync_handler
+
+    def process(self, message: Message, *, fail: BaseException | None = None, **options: Any) -> Outcome:
+        """Process one message with the effect handler."""
+        return self.call("process", message, self.handler(fail=fail), **options)  # type: ignore[no-any-return]
+
+    def process_batch(self, messages: list[Message], *, fail: BaseException | None = None) -> list[Outcome]:
+        """Process a batch with the effect handler."""
+        return self.call("process_batch", messages, self.handler(fail=fail))  # type: ignore[no-any-return]
+
+    def drop_key(self) -> None:
+        """Drop the unique index on (consumer, source, message_id)."""
+        raise NotImplementedError
+
+    def set_version(self, version: int) -> None:
+        """Overwrite the stored schema version."""
+        version_table = f"{self.table}_version"
+        self.admin(f"UPDATE {version_table} SET version = {int(version)}")
+
+
+class PostgresHarness(Harness):
+    """PostgreSQL by URL, in a schema of its own (so the table name is schema-qualified)."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str, *, schema: str, asynchronous: bool) -> None:
+        super().__init__(table=f"{schema}.inbox", effects=f"{schema}.effects", asynchronous=asynchronous)
+        self.url = url
+        self.schema = schema
+        self.admin(f"CREATE SCHEMA {schema}")
+        self.admin(f"CREATE TABLE {self.effects_table} (source text, message_id text)")
+        self.target: Any = url
+
+    def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL on a connection of its own, autocommit."""
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            cursor = connection.execute(sql.encode(), params)
+            return cursor.fetchall() if cursor.description else []
+
+    def reopen(self, **options: Any) -> None:
+        """Close and reopen the inbox with other options."""
+        self.call("aclose" if self.asynchronous else "close")
+        self.make(self.target, **options)
+
+    def drop_key(self) -> None:
+        """Drop the unique index."""
+        self.admin(f"DROP INDEX {self.schema}.inbox_key")
+
+    def close(self) -> None:
+        """Close, then drop the schema."""
+        try:
+            super().close()
+        finally:
+            self.admin(f"DROP SCHEMA {self.schema} CASCADE")
+
+
+class SQLiteFileHarness(Harness):
+    """SQLite on a file, by URL."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: Path, *, table: str, asynchronous: bool) -> None:
+        super().__init__(table=table, effects=f"{table}_fx", asynchronous=asynchronous)
+        self.path = path
+        self.admin(f"CREATE TABLE {self.effects_table} (source TEXT, message_id TEXT)")
+        self.target = f"sqlite:///{path}"
+
+    def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL on a connection of its own, autocommit."""
+        connection = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        try:
+            return connection.execute(sql, params).fetchall()
+        finally:
+            connection.close()
+
+    def reopen(self, **options: Any) -> None:
+        """Close and reopen the inbox with other options."""
+        self.call("aclose" if self.asynchronous else "close")
+        self.make(self.target, **options)
+
+    def drop_key(self) -> None:
+        """Drop the unique index."""
+        self.admin(f"DROP INDEX {self.table}_key")
+
+
+class SQLiteMemoryHarness(Harness):
+    """SQLite in memory: the inbox gets the harness's own connection (autocommit), which also reads effects."""
+
+    dialect = "sqlite"
+
+    def __init__(self, *, table: str, asynchronous: bool) -> None:
+        super().__init__(table=table, effects=f"{table}_fx", asynchronous=asynchronous)
+        if self.runner is not None:
+            self.connection: Any = self.runner.run(_aiosqlite_memory())
+        else:
+            self.connection = sqlite3.connect(":memory:", isolation_level=None)
+        self.admin(f"CREATE TABLE {self.effects_table} (source TEXT, message_id TEXT)")
+        self.target = self.connection
+
+    def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL on the shared connection."""
+        if self.runner is not None:
+            return self.runner.run(_aiosqlite_fetch(self.connection, sql, params))  # type: ignore[no-any-return]
+        return self.connection.execute(sql, params).fetchall()  # type: ignore[no-any-return]
+
+    def reopen(self, **options: Any) -> None:
+        """Replace the inbox (the memory database lives on in the shared connection)."""
+        self.make(self.target, **options)
+
+    def drop_key(self) -> None:
+        """Drop the unique index."""
+        self.admin(f"DROP INDEX {self.table}_key")
+
+    def close(self) -> None:
+        """Close the inbox, then the shared connection, then the loop."""
+        self.call("aclose" if self.asynchronous else "close")
+        self.inbox = None
+        if self.runner is not None:
+            self.runner.run(self.connection.close())
+        else:
+            self.connection.close()
+        super().close()
+
+
+async def _aiosqlite_memory() -> aiosqlite.Connection:
+    return await aiosqlite.connect(":memory:", isolation_level=None)
+
+
+async def _aiosqlite_fetch(connection: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    cursor = await connection.execute(sql, params)
+    return list(await cursor.fetchall())
+
+
+def backdate(harness: Harness, seconds: float) -> None:
+    """Move every settled_at of the harness's table `seconds` into the past (to test purge)."""
+    if harness.dialect == "postgresql":
+        harness.admin(
+            f"UPDATE {harness.table} SET settled_at = settled_at - make_interval(secs => %s)",
+            (seconds,),
+        )
+    else:
+        harness.admin(f"UPDATE {harness.table} SET settled_at = settled_at - ?", (seconds,))
+
+
+def lease(seconds: float) -> timedelta:
+    """A lease of `seconds`."""
+    return timedelta(seconds=seconds)

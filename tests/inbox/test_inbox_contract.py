@@ -1,0 +1,341 @@
+"""The inbox contract: every store (PostgreSQL, SQLite on a file, SQLite in memory) in both APIs (sync, async)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pytest
+from inbox_harness import Harness, backdate, lease
+
+from edinbox import ConfigurationError, Message, NotSettledError, Outcome, SchemaError, Status
+
+
+class Boom(Exception):
+    """A handler failure."""
+
+
+class Crash(BaseException):
+    """A process dying mid-handler (not an Exception: the inbox records nothing for it)."""
+
+
+def msg(message_id: str, payload: bytes = b"payload", source: str = "X12:ZZ:ACME>ZZ:HUB") -> Message:
+    """A message of the test partner."""
+    return Message(message_id, source, payload)
+
+
+class InboxContract:
+    """Behaviour every store must show; subclasses pick the store and the API."""
+
+    store: ClassVar[str]
+    asynchronous: ClassVar[bool]
+
+    @pytest.fixture
+    def h(self, harness_factory: Any) -> Harness:
+        """A fresh inbox with max_attempts=3 and no redelivery horizon."""
+        return harness_factory(self.store, asynchronous=self.asynchronous, max_attempts=3, horizon=timedelta(0))
+
+    # -- process ------------------------------------------------------------------------------------------------
+    def test_new_message_runs_once_and_redelivery_is_duplicate(self, h: Harness) -> None:
+        """A new key runs the handler and commits its effect; redeliveries run nothing and return DUPLICATE."""
+        assert h.process(msg("1")) is Outcome.PROCESSED
+        assert h.process(msg("1")) is Outcome.DUPLICATE
+        assert h.process(msg("1")) is Outcome.DUPLICATE
+        assert h.effects("1") == 1
+        assert h.seen == [["1"]]
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "1")
+        assert record.status is Status.PROCESSED
+        assert record.attempts == 1
+        assert record.settled_at is not None
+
+    def test_same_id_from_another_source_or_consumer_is_new(self, h: Harness) -> None:
+        """The key is (consumer, source, message_id): another source or consumer processes its own copy."""
+        assert h.process(msg("1", source="A")) is Outcome.PROCESSED
+        assert h.process(msg("1", source="B")) is Outcome.PROCESSED
+        h.reopen(consumer="archive", max_attempts=3, horizon=timedelta(0))
+        assert h.process(msg("1", source="A")) is Outcome.PROCESSED
+        assert h.effects("1") == 3
+
+    def test_reused_key_with_other_payload_is_conflict_kept_for_operators(self, h: Harness) -> None:
+        """Same key, another fingerprint: CONFLICT, nothing runs, the conflicting copy is kept on the row."""
+        assert h.process(msg("7", b"amount=100")) is Outcome.PROCESSED
+        assert h.process(msg("7", b"amount=999")) is Outcome.CONFLICT
+        assert h.process(msg("7", b"amount=100")) is Outcome.DUPLICATE
+        assert h.effects("7") == 1
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "7")
+        assert record.status is Status.CONFLICT
+        assert record.conflicts == 1
+        assert record.conflict_payload == b"amount=999"
+        assert record.fingerprint == msg("7", b"amount=100").fingerprint
+        assert record.last_conflict_at is not None
+
+    def test_handler_exception_rolls_back_records_attempt_and_propagates_unchanged(self, h: Harness) -> None:
+        """A failing handler's effect is rolled back, its exception propagates as is, the attempt is recorded."""
+        error = Boom("accounting said no")
+        with pytest.raises(Boom) as raised:
+            h.process(msg("2"), fail=error)
+        assert raised.value is error
+        assert h.effects() == 0
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "2")
+        assert record.status is Status.FAILED
+        assert record.attempts == 1
+        assert record.last_error == "Boom: accounting said no"
+
+    def test_failed_message_is_retried_by_the_next_delivery(self, h: Harness) -> None:
+        """After a failure the next delivery runs the handler again and settles it."""
+        with pytest.raises(Boom):
+            h.process(msg("3"), fail=Boom())
+        assert h.process(msg("3")) is Outcome.PROCESSED
+        assert h.effects("3") == 1
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "3").attempts == 2
+
+    def test_max_attempts_failures_park_the_message_dead_until_requeued(self, h: Harness) -> None:
+        """The third failure (max_attempts=3) parks the row with its payload; then DEAD until an operator requeues."""
+        for _ in range(3):
+            with pytest.raises(Boom):
+                h.process(msg("4", b"bad"), fail=Boom("still bad"))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "4")
+        assert (record.status, record.attempts, record.payload) == (Status.DEAD, 3, b"bad")
+        assert h.process(msg("4", b"bad")) is Outcome.DEAD
+        assert len(h.seen) == 3
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "4") is True
+        assert h.process(msg("4", b"bad")) is Outcome.PROCESSED
+        assert h.effects("4") == 1
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "4") is False
+
+    def test_requeue_of_a_conflict_lets_the_corrected_message_run(self, h: Harness) -> None:
+        """Requeueing a conflict makes the next delivery of the conflicting copy run the handler, deliberately."""
+        h.process(msg("5", b"v1"))
+        assert h.process(msg("5", b"v2")) is Outcome.CONFLICT
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "5") is True
+        assert h.process(msg("5", b"v2")) is Outcome.PROCESSED
+        assert h.process(msg("5", b"v2")) is Outcome.DUPLICATE
+        assert h.effects("5") == 2
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "5").fingerprint == msg("5", b"v2").fingerprint
+
+    def test_forget_allows_deliberate_reprocessing(self, h: Harness) -> None:
+        """After forget() the key is new again; forgetting an unknown key returns False."""
+        h.process(msg("6"))
+        assert h.call("forget", "X12:ZZ:ACME>ZZ:HUB", "6") is True
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "6") is None
+        assert h.process(msg("6")) is Outcome.PROCESSED
+        assert h.effects("6") == 2
+        assert h.call("forget", "X12:ZZ:ACME>ZZ:HUB", "nope") is False
+
+    def test_stats_and_records_by_status(self, h: Harness) -> None:
+        """stats() counts rows by status and records() lists them newest first, filtered and limited."""
+        for i in range(3):
+            h.process(msg(f"p{i}"))
+        with pytest.raises(Boom):
+            h.process(msg("f"), fail=Boom())
+        h.process(msg("p0", b"other"))
+        stats = h.call("stats")
+        assert (stats.processed, stats.failed, stats.conflict, stats.dead, stats.in_progress) == (2, 1, 1, 0, 0)
+        assert stats.total == 4
+        assert [r.message_id for r in h.call("records", status=Status.FAILED)] == ["f"]
+        assert [r.message_id for r in h.call("records", status="conflict")] == ["p0"]
+        assert len(h.call("records", limit=2)) == 2
+        assert len(h.call("records")) == 4
+
+    # -- batches ------------------------------------------------------------------------------------------------
+    def test_batch_hands_only_new_messages_and_returns_one_outcome_each(self, h: Harness) -> None:
+        """A batch mixing new, repeated, already processed, conflicting and dead messages settles each correctly."""
+        h.process(msg("old"))
+        h.process(msg("changed", b"v1"))
+        for _ in range(3):
+            with pytest.raises(Boom):
+                h.process(msg("dead"), fail=Boom())
+        h.seen.clear()
+        batch = [msg("n1"), msg("old"), msg("n2"), msg("n1"), msg("changed", b"v2"), msg("dead"), msg("n2", b"x")]
+        outcomes = h.process_batch(batch)
+        assert outcomes == [
+            Outcome.PROCESSED,
+            Outcome.DUPLICATE,
+            Outcome.PROCESSED,
+            Outcome.DUPLICATE,
+            Outcome.CONFLICT,
+            Outcome.DEAD,
+            Outcome.CONFLICT,
+        ]
+        assert h.seen == [["n1", "n2"]]
+        assert (h.effects("n1"), h.effects("n2"), h.effects("old")) == (1, 1, 1)
+        assert h.process_batch(batch[:3]) == [Outcome.DUPLICATE] * 3
+
+    def test_batch_retries_failed_messages(self, h: Harness) -> None:
+        """A message whose earlier attempt failed is handed to the batch handler again."""
+        with pytest.raises(Boom):
+            h.process(msg("r"), fail=Boom())
+        h.seen.clear()
+        assert h.process_batch([msg("r"), msg("s")]) == [Outcome.PROCESSED, Outcome.PROCESSED]
+        assert sorted(h.seen[0]) == ["r", "s"]
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "r").attempts == 2
+
+    def test_batch_handler_failure_rolls_back_the_batch_and_counts_attempts(self, h: Harness) -> None:
+        """A failing batch handler commits nothing, propagates, and each new message counts one failed attempt."""
+        h.process(msg("before"))
+        with pytest.raises(Boom):
+            h.process_batch([msg("b1"), msg("before"), msg("b2")], fail=Boom("batch"))
+        assert h.effects() == 1
+        assert [h.call("get", "X12:ZZ:ACME>ZZ:HUB", i).status for i in ("b1", "b2")] == [Status.FAILED] * 2
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "before").status is Status.PROCESSED
+
+    def test_empty_batch_calls_nothing(self, h: Harness) -> None:
+        """An empty batch returns no outcome and does not call the handler; neither does an all-duplicate batch."""
+        assert h.process_batch([]) == []
+        h.process(msg("x"))
+        h.seen.clear()
+        assert h.process_batch([msg("x")]) == [Outcome.DUPLICATE]
+        assert h.seen == []
+
+    # -- lease mode ---------------------------------------------------------------------------------------------
+    def test_lease_mode_claims_then_completes_with_a_stable_key(self, h: Harness) -> None:
+        """Lease mode runs the handler outside a transaction with an idempotency key and settles it once."""
+        assert h.process(msg("L1"), lease=lease(30)) is Outcome.PROCESSED
+        assert h.process(msg("L1"), lease=lease(30)) is Outcome.DUPLICATE
+        assert len(h.keys) == 1
+        assert h.keys[0] is not None
+        assert h.keys[0].startswith("edinbox-")
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L1")
+        assert (record.status, record.lease_until) == (Status.PROCESSED, None)
+
+    def test_delivery_during_a_live_lease_is_not_settled(self, h: Harness) -> None:
+        """A holder that died mid-effect leaves a live lease: another delivery raises NotSettledError."""
+        with pytest.raises(Crash):
+            h.process(msg("L2"), fail=Crash(), lease=lease(60))
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L2").status is Status.IN_PROGRESS
+        with pytest.raises(NotSettledError):
+            h.process(msg("L2"), lease=lease(60))
+        with pytest.raises(NotSettledError):
+            h.process(msg("L2"))
+        assert len(h.keys) == 1
+
+    def test_expired_lease_is_retried_with_the_same_idempotency_key(self, h: Harness) -> None:
+        """After the lease expires the effect runs again with the same key, so the remote side can deduplicate."""
+        with pytest.raises(Crash):
+            h.process(msg("L3"), fail=Crash(), lease=lease(0.05))
+        time.sleep(0.1)
+        assert h.process(msg("L3"), lease=lease(30)) is Outcome.PROCESSED
+        assert len(h.keys) == 2
+        assert h.keys[0] == h.keys[1]
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L3").attempts == 2
+
+    def test_expired_lease_is_parked_when_at_most_once(self, h: Harness) -> None:
+        """At-most-once: an expired lease is parked DEAD for reconciliation instead of running the effect again."""
+        with pytest.raises(Crash):
+            h.process(msg("L4"), fail=Crash(), lease=lease(0.05))
+        time.sleep(0.1)
+        assert h.process(msg("L4"), lease=lease(30), at_most_once=True) is Outcome.DEAD
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L4")
+        assert record.status is Status.DEAD
+        assert record.last_error is not None
+        assert "lease expired" in record.last_error
+        assert len(h.keys) == 1
+
+    def test_lease_handler_failure_records_the_attempt(self, h: Harness) -> None:
+        """A lease-mode handler exception releases the claim as failed; the next delivery retries it."""
+        with pytest.raises(Boom):
+            h.process(msg("L5"), fail=Boom("api down"), lease=lease(30))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L5")
+        assert (record.status, record.lease_until, record.last_error) == (Status.FAILED, None, "Boom: api down")
+        assert h.process(msg("L5"), lease=lease(30)) is Outcome.PROCESSED
+
+    # -- purge --------------------------------------------------------------------------------------------------
+    def test_purge_deletes_only_old_settled_rows_in_batches(self, h: Harness) -> None:
+        """purge() removes processed rows older than the cut-off, whatever the batch size, and nothing unsettled."""
+        for i in range(25):
+            h.process(msg(f"m{i}"))
+        with pytest.raises(Boom):
+            h.process(msg("failed"), fail=Boom())
+        h.process(msg("m0", b"conflicting"))
+        with pytest.raises(Crash):
+            h.process(msg("leased"), fail=Crash(), lease=lease(60))
+        assert h.call("purge", timedelta(hours=1), batch_size=10) == 0
+        backdate(h, 7200)
+        assert h.call("purge", timedelta(hours=1), batch_size=10) == 24
+        remaining = {r.message_id: r.status for r in h.call("records", limit=1000)}
+        assert remaining == {"failed": Status.FAILED, "m0": Status.CONFLICT, "leased": Status.IN_PROGRESS}
+        assert h.call("purge", timedelta(0)) == 0
+
+    def test_purge_refuses_a_retention_shorter_than_the_horizon(self, h: Harness) -> None:
+        """purge(older_than < horizon) raises ConfigurationError and deletes nothing."""
+        h.reopen(max_attempts=3, horizon=timedelta(days=7))
+        h.process(msg("keep"))
+        backdate(h, 2 * 86400)
+        with pytest.raises(ConfigurationError, match="horizon"):
+            h.call("purge", timedelta(days=1))
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "keep") is not None
+        assert h.call("purge", timedelta(days=7)) == 0
+
+    # -- schema -------------------------------------------------------------------------------------------------
+    def test_create_schema_is_idempotent_and_verify_accepts_it(self, h: Harness) -> None:
+        """create_schema() twice is harmless and verify() passes on the result."""
+        h.process(msg("kept"))
+        h.call("create_schema")
+        h.call("verify")
+        assert h.process(msg("kept")) is Outcome.DUPLICATE
+
+    def test_verify_refuses_when_the_unique_key_is_dropped(self, h: Harness) -> None:
+        """Without the unique index the pattern cannot work: verify() raises SchemaError until it is restored."""
+        h.call("verify")
+        h.drop_key()
+        with pytest.raises(SchemaError, match="unique index"):
+            h.call("verify")
+        h.call("create_schema")
+        h.call("verify")
+
+    def test_verify_refuses_another_schema_version(self, h: Harness) -> None:
+        """A journal written by another schema version is refused by verify() and create_schema()."""
+        h.set_version(99)
+        with pytest.raises(SchemaError, match="version"):
+            h.call("verify")
+        with pytest.raises(SchemaError, match="version"):
+            h.call("create_schema")
+
+    def test_verify_refuses_a_missing_table(self, h: Harness) -> None:
+        """verify() on a table that does not exist raises SchemaError."""
+        h.admin(f"DROP TABLE {h.table}")
+        with pytest.raises(SchemaError, match="does not exist"):
+            h.call("verify")
+
+
+class TestPostgresSync(InboxContract):
+    """The contract on PostgreSQL, sync API."""
+
+    store = "postgresql"
+    asynchronous = False
+
+
+class TestPostgresAsync(InboxContract):
+    """The contract on PostgreSQL, async API."""
+
+    store = "postgresql"
+    asynchronous = True
+
+
+class TestSQLiteFileSync(InboxContract):
+    """The contract on an SQLite file, sync API."""
+
+    store = "sqlite-file"
+    asynchronous = False
+
+
+class TestSQLiteFileAsync(InboxContract):
+    """The contract on an SQLite file, async API."""
+
+    store = "sqlite-file"
+    asynchronous = True
+
+
+class TestSQLiteMemorySync(InboxContract):
+    """The contract on SQLite in memory, sync API."""
+
+    store = "sqlite-memory"
+    asynchronous = False
+
+
+class TestSQLiteMemoryAsync(InboxContract):
+    """The contract on SQLite in memory, async API."""
+
+    store = "sqlite-memory"
+    asynchronous = True

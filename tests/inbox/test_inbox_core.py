@@ -1,0 +1,149 @@
+"""The no-I/O decisions of the inbox, and configuration errors caught before anything connects."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from edinbox import AsyncInbox, ConfigurationError, Inbox, Message, Outcome
+from edinbox._core import (
+    Action,
+    Found,
+    Status,
+    check_retention,
+    decide,
+    failure_status,
+    idempotency_key,
+    parse_table,
+)
+from edinbox.stores._sync_factory import sqlite_path
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def found(status: Status, *, fingerprint: str = "f", attempts: int = 1, lease: float | None = None) -> Found:
+    """A journal row as the decision sees it."""
+    lease_until = None if lease is None else NOW + timedelta(seconds=lease)
+    return Found(status, fingerprint, attempts, lease_until)
+
+
+@pytest.mark.parametrize(
+    ("row", "fingerprint", "at_most_once", "action"),
+    [
+        (found(Status.PROCESSED), "f", False, Action.DUPLICATE),
+        (found(Status.PROCESSED), "g", False, Action.CONFLICT),
+        (found(Status.CONFLICT), "f", False, Action.DUPLICATE),
+        (found(Status.CONFLICT), "g", False, Action.CONFLICT),
+        (found(Status.DEAD), "f", False, Action.DEAD),
+        (found(Status.FAILED, attempts=2), "g", False, Action.RETRY),
+        (found(Status.FAILED, attempts=3), "f", False, Action.PARK),
+        (found(Status.IN_PROGRESS, lease=10), "f", False, Action.BUSY),
+        (found(Status.IN_PROGRESS, lease=-1), "f", False, Action.RETRY),
+        (found(Status.IN_PROGRESS, lease=-1), "f", True, Action.PARK),
+        (found(Status.IN_PROGRESS, lease=-1, attempts=3), "f", False, Action.PARK),
+    ],
+)
+def test_decide(row: Found, fingerprint: str, at_most_once: bool, action: Action) -> None:
+    """Each journal state and fingerprint leads to the documented action (max_attempts=3)."""
+    assert decide(row, fingerprint, now=NOW, max_attempts=3, at_most_once=at_most_once) is action
+
+
+def test_failure_status_parks_at_max_attempts() -> None:
+    """The failure that reaches max_attempts parks the row; earlier ones leave it retryable."""
+    assert failure_status(2, max_attempts=3) is Status.FAILED
+    assert failure_status(3, max_attempts=3) is Status.DEAD
+
+
+def test_retention_shorter_than_the_horizon_is_refused() -> None:
+    """A purge cut-off below the redelivery horizon, or negative, is a ConfigurationError."""
+    check_retention(timedelta(days=7), horizon=timedelta(days=7))
+    with pytest.raises(ConfigurationError, match="horizon"):
+        check_retention(timedelta(days=6), horizon=timedelta(days=7))
+    with pytest.raises(ConfigurationError, match="negative"):
+        check_retention(timedelta(seconds=-1), horizon=timedelta(0))
+
+
+@pytest.mark.parametrize(
+    "table", ["", "1abc", "in box", 'inbox"; DROP TABLE x; --', "a.b.c", "edi.", "x" * 49, "inbox-1"]
+)
+def test_bad_table_names_are_refused(table: str) -> None:
+    """Table names are validated against a strict pattern before they get near SQL."""
+    with pytest.raises(ConfigurationError, match="invalid table name"):
+        parse_table(table, qualified=True)
+
+
+def test_schema_qualified_names_only_where_schemas_exist() -> None:
+    """`edi.inbox` splits into schema and name on PostgreSQL and is refused on SQLite."""
+    table = parse_table("edi.inbox", qualified=True)
+    assert (table.schema, table.name, str(table)) == ("edi", "inbox", "edi.inbox")
+    with pytest.raises(ConfigurationError, match="no schemas"):
+        Inbox("sqlite://", consumer="c", table="edi.inbox")
+
+
+def test_idempotency_key_is_stable_and_distinct() -> None:
+    """The lease-mode key depends only on (consumer, source, message_id)."""
+    assert idempotency_key("c", "s", "1") == idempotency_key("c", "s", "1")
+    assert len({idempotency_key("c", "s", "1"), idempotency_key("c", "s", "2"), idempotency_key("d", "s", "1")}) == 3
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite://", ":memory:"),
+        ("sqlite:///:memory:", ":memory:"),
+        ("sqlite:///inbox.db", "inbox.db"),
+        ("sqlite:////var/lib/hub/inbox.db", "/var/lib/hub/inbox.db"),
+    ],
+)
+def test_sqlite_urls(url: str, path: str) -> None:
+    """SQLite URLs follow the usual convention: three slashes relative, four absolute, none in memory."""
+    assert sqlite_path(url) == path
+
+
+@pytest.mark.parametrize(
+    ("target", "options", "match"),
+    [
+        ("mysql://root@localhost/db", {}, "unsupported database URL"),
+        ("postgresql://u:secret@localhost/db", {"consumer": ""}, "consumer"),
+        ("sqlite://", {"max_attempts": 0}, "max_attempts"),
+        ("sqlite://", {"horizon": timedelta(seconds=-1)}, "horizon"),
+        (object(), {}, "cannot use a object"),
+    ],
+)
+def test_bad_configuration_is_refused_before_connecting(target: object, options: dict[str, object], match: str) -> None:
+    """Bad URLs, consumers, attempts and horizons raise ConfigurationError at construction."""
+    options = {"consumer": "c", **options}
+    with pytest.raises(ConfigurationError, match=match):
+        Inbox(target, **options)  # type: ignore[arg-type]
+
+
+def test_passwords_never_appear_in_errors() -> None:
+    """An unsupported URL is reported with its password masked."""
+    with pytest.raises(ConfigurationError) as raised:
+        Inbox("mysql://root:hunter2@localhost/db", consumer="c")
+    assert "hunter2" not in str(raised.value)
+
+
+def test_unreachable_database_is_a_store_error_without_password(postgres_url: str) -> None:
+    """A PostgreSQL that cannot be reached raises StoreError (not settled), with the password masked."""
+    from edinbox import StoreError
+
+    inbox = Inbox("postgresql://postgres:hunter2@127.0.0.1:1/test?connect_timeout=2", consumer="c")
+    with pytest.raises(StoreError) as raised:
+        inbox.process(Message("1", "s"), lambda tx, m: None)
+    assert "hunter2" not in str(raised.value)
+    inbox.close()
+
+
+def test_async_inbox_refuses_a_sync_connection(postgres_url: str) -> None:
+    """Handing a sync psycopg connection to AsyncInbox is a ConfigurationError, not a hang."""
+    import psycopg
+
+    with psycopg.connect(postgres_url) as connection, pytest.raises(ConfigurationError, match="AsyncConnection"):
+        AsyncInbox(connection, consumer="c")
+
+
+def test_outcomes_mean_ack() -> None:
+    """Every Outcome is a settled result (the caller acks); not-settled cases are exceptions."""
+    assert {o.value for o in Outcome} == {"processed", "duplicate", "conflict", "dead"}

@@ -1,0 +1,270 @@
+"""The source contract and Kafka specifics, on librdkafka's mock cluster hosted by the test process.
+
+The mock brokers listen on loopback ports, so consumers in other processes (a SIGKILLed child) reach them over TCP
+exactly as they would reach a real cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from edinbox import ConfigurationError
+from edinbox.sources import open_source
+from edinbox.sources.kafka import KafkaSource, MockCluster, publish
+
+from .contract import SourceContract, collect
+
+ck = pytest.importorskip("confluent_kafka")
+
+FAST = {"group.protocol": "consumer"}
+"""KIP-848 groups: the mock assigns partitions at once (a dead member is evicted only after 30 s, though)."""
+CLASSIC = {"session.timeout.ms": "3000", "heartbeat.interval.ms": "300"}
+"""Classic groups: joining takes 3 s on the mock, and a killed member is evicted after 3 s."""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[MockCluster]:
+    """One mock cluster for the module; every test uses its own topic and group."""
+    mock = MockCluster(brokers=1)
+    yield mock
+    mock.close()
+
+
+def read_topic(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of a topic, read from the start of each partition up to its end."""
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "log_level": 3})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        ends = {p: consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10) for p in meta.partitions}
+        wanted = sum(high - low for low, high in ends.values())
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in meta.partitions])
+        records: list[Any] = []
+        while len(records) < wanted:
+            records += [r for r in consumer.consume(wanted, 5.0) if r.error() is None]
+        return records
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: range = range(4)) -> dict[int, int]:
+    """The group's committed offset per partition (-1001 where none)."""
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
+    try:
+        found = consumer.committed([ck.TopicPartition(topic, p) for p in partitions], timeout=10)
+        return {p.partition: p.offset for p in found}
+    finally:
+        consumer.close()
+
+
+def produce_to_partition(bootstrap: str, topic: str, ids: list[str], partition: int = 0) -> None:
+    """Produce records with producer ids to one partition, so their order is known."""
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    for message_id in ids:
+        producer.produce(topic, value=message_id.encode(), headers=[("message_id", message_id)], partition=partition)
+    assert producer.flush(10) == 0
+
+
+class TestKafka(SourceContract):
+    """Kafka: offsets committed after settling, seek back for nack, a dead-letter topic, redelivery after kills."""
+
+    counts_deliveries = False  # classic consumer groups keep no delivery count
+    redelivery_wait = 10.0
+    quiet = 2.0
+
+    @pytest.fixture
+    def url(self, cluster: MockCluster, unique_name: str) -> str:
+        """A fresh topic and group on the mock cluster (topics are created on first use)."""
+        return cluster.url(topic=unique_name, group=unique_name, **FAST)
+
+    async def dead_letters(self, url: str) -> list[tuple[str | None, bytes]]:
+        """The records produced to the dead-letter topic."""
+        source = KafkaSource.from_url(url, consumer="x")
+        records = await asyncio.to_thread(read_topic, source.bootstrap, source.dead_letter)
+        return [(dict(r.headers())["message_id"].decode(), r.value()) for r in records]
+
+    async def test_killed_consumer_redelivers(self, url: str) -> None:
+        """A consumer SIGKILLed holding a record (never committed) leaves it to the next member, flagged redelivered."""
+        classic = url.replace("group.protocol=consumer", "&".join(f"{k}={v}" for k, v in CLASSIC.items()))
+        await super().test_killed_consumer_redelivers(classic)
+
+
+async def test_commit_follows_settling_and_never_passes_an_unacked_record(
+    cluster: MockCluster, unique_name: str
+) -> None:
+    """The committed offset moves only when every earlier record of the partition is settled, whatever the ack order."""
+    await asyncio.to_thread(produce_to_partition, cluster.bootstrap, unique_name, ["a", "b", "c"])
+    url = cluster.url(topic=unique_name, group=unique_name, **FAST)
+    async with open_source(url, consumer="hub") as source:
+        a, b, c = await collect(source, 3, within=10)
+        assert [d.key for d in (a, b, c)] == ["a", "b", "c"]
+        assert [d.coordinates for d in (a, b, c)] == [f"{unique_name}/0/{n}" for n in range(3)]
+
+        async def point() -> int:
+            return (await asyncio.to_thread(committed, cluster.bootstrap, unique_name, unique_name))[0]
+
+        assert await point() == 0
+        await source.ack(b)
+        assert await point() == 0  # "a" is still in flight
+        await source.ack(a)
+        assert await point() == 2  # up to "b", not past "c"
+        await source.ack(c)
+        assert await point() == 3
+
+
+async def test_commit_on_receive_waits_for_the_next_receive_or_close(cluster: MockCluster, unique_name: str) -> None:
+    """With commit=receive an ack only marks the record: the next receive commits it, and close commits the rest."""
+    await asyncio.to_thread(produce_to_partition, cluster.bootstrap, unique_name, ["a", "b", "c"])
+    url = cluster.url(topic=unique_name, group=unique_name, commit="receive", **FAST)
+
+    async def point() -> int:
+        return (await asyncio.to_thread(committed, cluster.bootstrap, unique_name, unique_name))[0]
+
+    async with open_source(url, consumer="hub") as source:
+        a, b, c = await collect(source, 3, within=10)
+        await source.ack(a)
+        await source.ack(b)
+        assert await point() == 0
+        assert await source.receive(max_messages=1, timeout=0.1) == []
+        assert await point() == 2
+        await source.ack(c)
+        assert await point() == 2
+    assert await point() == 3
+
+
+async def test_out_of_order_ack_then_close_redelivers_from_the_first_unacked(
+    cluster: MockCluster, unique_name: str
+) -> None:
+    """A member closing with a gap in its acks commits up to the gap: the next member gets the rest, flagged."""
+    await asyncio.to_thread(produce_to_partition, cluster.bootstrap, unique_name, ["r0", "r1", "r2", "r3"])
+    url = cluster.url(topic=unique_name, group=unique_name, **FAST)
+    async with open_source(url, consumer="hub") as first:
+        got = await collect(first, 4, within=10)
+        await first.ack(got[0])
+        await first.ack(got[2])  # settled, but r1 before it is not
+    async with open_source(url, consumer="hub") as second:
+        again = await collect(second, 3, within=10)
+        assert [d.key for d in again] == ["r1", "r2", "r3"]
+        assert [d.redelivered for d in again] == [True, True, True]
+        for delivery in again:
+            await second.ack(delivery)
+    assert (await asyncio.to_thread(committed, cluster.bootstrap, unique_name, unique_name))[0] == 4
+
+
+_ACK_ONE_THEN_DIE = """
+import asyncio, os, signal, sys
+from edinbox.sources import open_source
+
+async def main():
+    source = open_source(sys.argv[1], consumer="hub")
+    await source.open()
+    got = []
+    while len(got) < 3:
+        got += await source.receive(max_messages=3, timeout=20)
+    await source.ack(got[0])  # committed; the other two were processed but their commit never happened
+    print(" ".join(d.coordinates for d in got), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+async def test_sigkill_after_partial_commit_redelivers_the_same_offsets(cluster: MockCluster, unique_name: str) -> None:
+    """A member killed after committing one of three records: the next member reads exactly the other two offsets."""
+    await asyncio.to_thread(produce_to_partition, cluster.bootstrap, unique_name, ["k0", "k1", "k2"])
+    url = cluster.url(topic=unique_name, group=unique_name, **CLASSIC)
+    child = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", _ACK_ONE_THEN_DIE, url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert child.returncode == -9, child.stderr
+    seen = child.stdout.split()
+    assert len(seen) == 3
+    async with open_source(url, consumer="hub") as source:
+        again = await collect(source, 2, within=15)
+        assert [d.coordinates for d in again] == seen[1:]
+        assert [d.key for d in again] == ["k1", "k2"]
+        assert all(d.redelivered for d in again)
+        for delivery in again:
+            await source.ack(delivery)
+        assert await collect(source, 1, within=1) == []
+
+
+async def test_rebalance_between_two_members_loses_nothing_and_settles_each_record_once(
+    cluster: MockCluster, unique_name: str
+) -> None:
+    """A second member joining mid-stream takes partitions over at their settled point: no record lost or repeated."""
+    url = cluster.url(topic=unique_name, group=unique_name, **FAST)
+    ids = [f"m-{n}" for n in range(60)]
+    await publish(url, [(i, b"x") for i in ids])
+    settled: list[tuple[str, str]] = []
+    done, busy = asyncio.Event(), asyncio.Event()
+
+    async def member(name: str, source: KafkaSource) -> None:
+        while not done.is_set():
+            for delivery in await source.receive(max_messages=2, timeout=0.2):
+                await asyncio.sleep(0.2)  # the transaction
+                settled.append((name, delivery.key))
+                await source.ack(delivery)
+            if len(settled) >= 6:
+                busy.set()
+            if len({key for _, key in settled}) == len(ids):
+                done.set()
+
+    first = KafkaSource.from_url(url, consumer="hub")
+    second = KafkaSource.from_url(url, consumer="hub")
+    await first.open()
+    try:
+        task_first = asyncio.create_task(member("first", first))
+        await asyncio.wait_for(busy.wait(), timeout=30)
+        await second.open()
+        task_second = asyncio.create_task(member("second", second))
+        await asyncio.wait_for(done.wait(), timeout=60)
+        await asyncio.gather(task_first, task_second)
+    finally:
+        await first.aclose()
+        await second.aclose()
+    assert sorted(key for _, key in settled) == sorted(ids)  # each once: nothing lost, nothing redone
+    assert {name for name, _ in settled} == {"first", "second"}  # the partitions really moved
+    ends = await asyncio.to_thread(committed, cluster.bootstrap, unique_name, unique_name)
+    highs = [r.offset() for r in await asyncio.to_thread(read_topic, cluster.bootstrap, unique_name)]
+    assert sum(ends.values()) == len(highs) == len(ids)
+
+
+async def test_mock_option_hosts_a_cluster_for_one_process(unique_name: str) -> None:
+    """`mock=1` runs an in-process mock cluster that publish reaches through the source's bootstrap."""
+    async with open_source(f"kafka://?topic={unique_name}&mock=1&group.protocol=consumer", consumer="hub") as source:
+        assert isinstance(source, KafkaSource)
+        await publish(f"kafka://{source.bootstrap}?topic={unique_name}", [("only", b"x")])
+        [delivery] = await collect(source, 1, within=10)
+        assert (delivery.key, delivery.payload, delivery.source) == ("only", b"x", f"kafka:{unique_name}")
+        await source.ack(delivery)
+
+
+def test_settings_edinbox_owns_cannot_be_overridden() -> None:
+    """Turning auto commit back on through the URL is refused: it would commit records before they settle."""
+    with pytest.raises(ConfigurationError, match=r"enable\.auto\.commit"):
+        open_source("kafka://127.0.0.1:9092?topic=t&enable.auto.commit=true", consumer="hub")
+
+
+def test_bad_urls_are_clear_errors_with_the_password_masked() -> None:
+    """A missing topic or broker is a ConfigurationError that never shows the SASL password."""
+    with pytest.raises(ConfigurationError, match="topic") as missing:
+        open_source("kafka://user:s3cret@127.0.0.1:9092?group=g", consumer="hub")
+    assert "s3cret" not in str(missing.value)
+    with pytest.raises(ConfigurationError, match="host:port"):
+        open_source("kafka://?topic=t", consumer="hub")
+    source = open_source("kafka://user:s3cret@b1:9092,b2:9092?topic=t&security.protocol=SASL_SSL", consumer="hub")
+    assert isinstance(source, KafkaSource)
+    assert "s3cret" not in source.url
+    assert (source.bootstrap, source.group, source.dead_letter) == ("b1:9092,b2:9092", "hub", "t.dead")
