@@ -313,7 +313,6 @@ def test_line_feeds_instead_of_terminators_are_read_but_never_keyed() -> None:
         (b"ISA000", 0, None, "not an interchange"),
         (b"UNB#UNOA:1+A+B+1:1+1'", 3, 0, "level A"),
         (b"UNA:+.? 'UNB+UNOA:1+A+B+260101:1200+1", 9, 0, "not terminated"),
-        (fixtures.X12_810.replace(b"BIG*", b"BI G*"), 160, 3, "tag"),
     ],
 )
 def test_bad_input_raises_edi_syntax_error_with_position(
@@ -325,6 +324,15 @@ def test_bad_input_raises_edi_syntax_error_with_position(
     assert caught.value.offset == offset
     assert caught.value.segment_index == index
     assert f"at byte {offset}" in str(caught.value)
+
+
+def test_segment_without_a_tag_is_found_and_never_keyed() -> None:
+    """A segment whose tag is not 2-3 letters or digits is reported with its byte offset; the key is refused."""
+    ic = only(fixtures.X12_810.replace(b"BIG*", b"BI G*"))
+    assert not ic.keyable
+    assert any(p.startswith("segment 3 at byte 160 ('BI G*") for p in ic.problems)
+    with pytest.raises(NotKeyableError, match="does not start with a tag"):
+        ic.message()
 
 
 def test_edi_syntax_error_is_an_inbox_error_and_a_value_error() -> None:

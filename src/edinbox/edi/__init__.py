@@ -17,13 +17,13 @@ UTF-8 when valid, else per UNB's syntax identifier (UNOC Latin-1, UNOD..UNOK ISO
 Reported as problems, still keyable: trailer count and control-number mismatches, wrong SE01/UNT counts, an
 unreadable ISA09/UNB S004 date, a non-9-digit ISA13, segments outside messages.
 Read but never keyed (`keyable` False, message() and invoices() raise NotKeyableError): a missing or unterminated
-IEA/UNZ (truncated data), a message or group without its trailer, an empty control number or sender id, and
-EDIFACT without UNA whose segments end at line breaks instead of apostrophes.
+IEA/UNZ (truncated data), a message or group without its trailer, an empty control number or sender id, a
+segment whose tag is not 2-3 upper-case letters or digits, and EDIFACT without UNA whose segments end at line
+breaks instead of apostrophes.
 Refused with EdiSyntaxError (byte offset, segment index, a sentence): empty input, no ISA/UNA/UNB, data after
 the last interchange, a truncated header (ISA without 16 elements, UNA shorter than 9 bytes, unterminated UNB),
 separators that are letters, digits, spaces or not distinct, UNB without UNA followed by anything but `+` or IS3,
-a segment tag that is not 2-3 upper-case letters or digits, and (from invoices()) a missing or malformed
-mandatory invoice field.
+and (from invoices()) a missing or malformed mandatory invoice field.
 """
 
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError

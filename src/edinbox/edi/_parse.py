@@ -175,7 +175,6 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
         except UnicodeDecodeError:
             codec = "latin-1" if x12 else _edifact.CHARSETS.get(syntax_id, "latin-1")
             body.set_codec(None if codec == "latin-1" else codec)
-    body.check_tags()
     problems = list(head.problems)
     header = body.split(0)
     body.standard = head.standard
