@@ -193,9 +193,9 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
         if not (len(control) == 9 and (control.isascii() and control.isdigit())):
             problems.append(f"ISA13 {control!r} is not a 9-digit control number")
     else:
-        sender = Party(header.get(2, 2).strip(), header.get(2, 1).strip())
-        receiver = Party(header.get(3, 2).strip(), header.get(3, 1).strip())
-        control = header.get(5).strip()
+        sender = Party(header.get(2, 2).strip(), header.get(2, 1).rstrip(" \u00a0"))
+        receiver = Party(header.get(3, 2).strip(), header.get(3, 1).rstrip(" \u00a0"))
+        control = header.get(5).rstrip(" ")
         test = header.get(11).strip() == "1"
         prepared = _when(header.get(4, 1), header.get(4, 2))
         syntax = ":".join(header.composite(1)[:2])
