@@ -177,6 +177,8 @@ def test_edifact_una_custom_separators_and_hard_wrap() -> None:
     """UNA `=*,! ~` with lines wrapped every 15 characters (inside tags and values) reads the same."""
     ic = only(fixtures.EDIFACT_INVOIC_WRAPPED)
     assert ic.separators == Separators(element="*", component="=", segment="~", release="!", decimal=",")
+    assert ic.segments[0].tag == "UNB"  # UNA is service string advice, not a segment
+    assert ic.raw.startswith(b"UNA")
     assert ic.keyable
     assert ic.problems == ()
     assert ic.key == only(fixtures.EDIFACT_INVOIC).key
