@@ -261,6 +261,22 @@ def test_edifact_missing_unz_then_next_interchange() -> None:
     assert data[second.span[0] : second.span[1]] == fixtures.edifact_orders(b"A2")
 
 
+@pytest.mark.parametrize("glue", [b"", b"\n", b" \r\n"])
+def test_interchange_cut_mid_segment_does_not_swallow_the_next(glue: bytes) -> None:
+    """A truncated interchange followed (on the same line or the next) by a complete one leaves that one intact."""
+    orders = fixtures.edifact_orders(b"Z1")
+    data = fixtures.X12_810[:300] + glue + fixtures.X12_810 + b"\n" + orders[:60] + glue + orders
+    found = parse(data)
+    assert [(ic.control_number, ic.keyable) for ic in found] == [
+        ("000000905", False),
+        ("000000905", True),
+        ("Z1", False),
+        ("Z1", True),
+    ]
+    assert found[1].raw.startswith(b"ISA")
+    assert found[3].raw.startswith(b"UNA")
+
+
 def test_several_interchanges_with_mixed_standards_and_separators() -> None:
     """A mailbag of X12 and EDIFACT interchanges with different separators yields one key each."""
     parts = [fixtures.X12_810, b"\r\n\x00", fixtures.EDIFACT_INVOIC_WRAPPED, b"\n", fixtures.edifact_orders(b"M3")]

@@ -97,17 +97,50 @@ def _ends(standard: str, term: str, element: str) -> re.Pattern[str]:
     )
 
 
+# A fixed-width ISA (X12.5 widths 2/10/2/10/2/15/2/15/6/4/1/5/9/1/1) or a UNA followed by UNB starts a new
+# interchange wherever it is: an ISA's element separator cannot occur inside a value, so sixteen of them at these
+# distances are no accident. So does a header at the start of a line (the next file after a truncated one).
+_FIXED_ISA = re.compile(
+    "ISA(?P<sep>[^A-Za-z0-9 \t\r\n])"
+    + "".join(f"[^\r\n]{{{gap}}}(?P=sep)" for gap in (2, 10, 2, 10, 2, 15, 2, 15, 6, 4, 1, 5, 9, 1, 1))
+)
+_UNA_UNB = re.compile("UNA[^\r\n]{6}[ \t\r\n]*UNB")
+_AT_HEADER = re.compile(_HEADERS)
+
+
+def _cut(text: str, at: int) -> int:
+    """Where a next interchange surely begins without a terminator before it (len(text) when nowhere)."""
+    best = len(text)
+    for tag in ("ISA", "UNA", "UNB"):
+        found = text.find(tag, at, best)
+        while found >= 0:
+            before = found
+            while before > at and text[before - 1] in " \t":
+                before -= 1
+            line_start = before > at and text[before - 1] in "\r\n" and _AT_HEADER.match(text, found)
+            if (
+                line_start
+                or (tag == "ISA" and _FIXED_ISA.match(text, found))
+                or (tag == "UNA" and _UNA_UNB.match(text, found))
+            ):
+                best = found
+                break
+            found = text.find(tag, found + 1, best)
+    return best
+
+
 def _find_end(text: str, head: Head) -> tuple[int, bool]:
     """End of the interchange (after its trailer's terminator, or before the next header, or the end of the data)
-    and whether it ends after a terminator (False: the data ran out first)."""
+    and whether it ends after a terminator (False: the data ran out, or the next header cut it short)."""
     term, release = head.term, head.release
     wrap = term not in ("\r", "\n", "\r\n")
     pattern = _ends(head.standard, term, head.element)
-    at = head.body_start
+    at = head.body_start + 3
+    cut = _cut(text, at)
     while True:
-        match = pattern.search(text, at)
+        match = pattern.search(text, at, cut)
         if match is None:
-            return len(text), False
+            return cut, False
         if release is not None and _released(text, match.start(), release, wrap):
             at = match.start() + 1
             continue
@@ -115,9 +148,9 @@ def _find_end(text: str, head: Head) -> tuple[int, bool]:
             return match.start() + len(term), True
         at = match.end()
         while True:
-            stop = text.find(term, at)
+            stop = text.find(term, at, cut)
             if stop < 0:
-                return len(text), False
+                return cut, False
             if release is not None and _released(text, stop, release, wrap):
                 at = stop + 1
                 continue
