@@ -198,3 +198,22 @@ def test_renderings_round_trip_and_share_fingerprints(invoice: Invoice, standard
     assert [(li.quantity, li.unit_price, li.amount) for li in read.lines] == [
         (li.quantity, li.unit_price, li.amount) for li in invoice.lines
     ]
+
+
+NEXT = [fixtures.X12_810, fixtures.EDIFACT_INVOIC_WRAPPED, fixtures.edifact_orders(b"N1")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=RELAXED)
+@given(st.sampled_from(SINGLE), st.sampled_from(NEXT), st.sampled_from([b"", b"\n", b"\r\n"]), st.data())
+def test_truncated_interchange_never_hides_the_next(
+    first: bytes, then: bytes, glue: bytes, data: st.DataObject
+) -> None:
+    """A cut-short interchange followed by a complete one: the complete one is still found and keyable."""
+    cut = data.draw(st.integers(0, len(first) - 1))
+    try:
+        found = parse(first[:cut] + glue + then)
+    except EdiSyntaxError:
+        return  # the whole payload is refused (and kept by the caller): nothing is keyed on partial data
+    assert found[-1].keyable, found[-1].problems
+    assert found[-1].key == parse(then)[0].key
+    assert all(not ic.keyable for ic in found[:-1])

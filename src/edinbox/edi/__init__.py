@@ -13,7 +13,9 @@ as noise anywhere (hard-wrapped lines, inside values and the ISA) when the termi
 break at ISA position 106 with the terminator starting the next lines (reported); TAB or space indentation;
 ISB/ISE/TA1; GS/GE, ST/SE; UNA with any service characters, level A defaults without UNA, level B (IS1/IS3/IS4);
 release characters everywhere including UNB, with `??'` / `???'` parity; UNG/UNE, UNH/UNT; text decoded as
-UTF-8 when valid, else per UNB's syntax identifier (UNOC Latin-1, UNOD..UNOK ISO 8859-x), else Latin-1.
+UTF-8 when valid, else per UNB's syntax identifier (UNOC Latin-1, UNOD..UNOK ISO 8859-x), else Latin-1. A
+truncated interchange ends where the next begins: after a terminator, at the start of a line, or at a UNA+UNB or
+a fixed-width ISA anywhere (a next interchange glued mid-line without UNA or fixed-width ISA is not found).
 Reported as problems, still keyable: trailer count and control-number mismatches, wrong SE01/UNT counts, an
 unreadable ISA09/UNB S004 date, a non-9-digit ISA13, segments outside messages.
 Read but never keyed (`keyable` False, message() and invoices() raise NotKeyableError): a missing or unterminated
