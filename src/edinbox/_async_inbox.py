@@ -258,10 +258,9 @@ class AsyncInbox:
 
     async def _claim_batch(self, unit: AsyncUnit, batch: list[Message]) -> list[Outcome] | None:
         """Insert the batch's keys and decide each message; None when a row vanished meanwhile."""
-        await unit.begin()
         try:
             params = {"consumer": self.consumer, **self._store.batch_params(batch)}
-            inserted = {(row[0], row[1]) for row in await unit.fetch("insert_batch", params)}
+            inserted = {(row[0], row[1]) for row in await unit.begin_fetch("insert_batch", params)}
             claimed: dict[tuple[str, str], str | None] = {}  # key -> fingerprint of the copy that runs
             outcomes: list[Outcome | None] = []
             pending: list[int] = []

@@ -130,6 +130,11 @@ def _print(data: Any, *, as_json: bool, columns: list[str] | None = None) -> Non
     "--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT", show_envvar=True
 )
 @click.option("--quiet", "-q", is_flag=True, help="log warnings and errors only")
+@_option(
+    "--accounting",
+    "EDINBOX_ACCOUNTING",
+    help="POST invoices to this HTTP API (lease mode, Idempotency-Key) instead of the invoices table",
+)
 def run(
     *,
     config: Path | None,
@@ -148,6 +153,7 @@ def run(
     once: bool,
     log_format: str,
     quiet: bool,
+    accounting: str | None,
 ) -> None:
     """Run the hub: settle deliveries from --source through the inbox into accounting, ack after commit.
 
@@ -180,15 +186,23 @@ def run(
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
-    totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json"))
+    totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json", accounting=accounting))
     summary = " ".join(f"{k}={v}" for k, v in sorted(totals.items()))
     logging.getLogger("edinbox.hub").info(mask(f"stopped {summary}".strip()))
 
 
-async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
+async def _serve(
+    cfg: HubConfig, *, fault: Any, once: bool, log_json: bool, accounting: str | None = None
+) -> dict[str, int]:
     from edinbox.hub._hub import open_hub
 
-    async with open_hub(cfg, fault=fault, log_json=log_json) as hub:
+    sink: Any = None
+    if accounting:
+        from edinbox.hub.http_sink import HttpAccounting
+
+        http = HttpAccounting(accounting)
+        sink = lambda _db: http  # noqa: E731 - open_hub takes a factory of the hub's database
+    async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink) as hub:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, hub.stop.set)
@@ -323,16 +337,16 @@ def purge(
 ) -> None:
     """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon)."""
     cfg = _config(config, db=db, table=table, consumer=consumer, retention=older_than, horizon=horizon)
-    done = 0
+    with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
+        shown = 0
 
-    def progress(deleted: int) -> None:
-        nonlocal done
-        done += deleted
-        click.echo(f"\rpurging: {done} rows deleted", err=True, nl=False)
+        def progress(deleted: int, total: int) -> None:
+            nonlocal shown
+            bar.length = total
+            bar.update(deleted - shown)
+            shown = deleted
 
-    total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
-    if done:
-        click.echo(err=True)
+        total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
     click.echo(f"purged {total} rows older than {cfg.retention}")
 
 

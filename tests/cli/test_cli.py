@@ -19,8 +19,6 @@ from edinbox.cli import main
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.sources.spool import publish
 
-pytest.importorskip("edinbox.edi", reason="the hub parses interchanges with edinbox.edi")
-
 
 def edinbox(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the installed command in a subprocess."""
@@ -338,3 +336,17 @@ def test_run_flags_for_routes_and_non_edi_payloads(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = stats_json("--db", db)
     assert (data["processed"], data["duplicate"], data["bypassed"], data["invoices"]) == (1, 1, 1, 0)
+
+
+def test_purge_deletes_old_rows_and_the_invoice_key_still_guards(hub: dict[str, Any]) -> None:
+    """With a zero horizon, purge forgets every processed key; a late redelivery then meets the invoice key."""
+    db = ("--db", hub["db"])
+    purged = cli("purge", *db, "--older-than", "0s", "--horizon", "0s")
+    assert purged.exit_code == 0, purged.output
+    assert "purged 1 rows" in purged.output  # the conflict row is kept for operators
+    assert stats_json(*db)["journal_rows"] == 1
+    asyncio.run(publish(f"dir://{hub['spool']}", [("late", _doc("000000001", "A-1"))]))
+    out = edinbox("run", *db, "--source", f"dir://{hub['spool']}", "--once", "--idle-timeout", "0.2")
+    assert out.returncode == 0, out.stderr
+    data = stats_json(*db)
+    assert (data["invoices"], data["resent"]) == (2, 1)

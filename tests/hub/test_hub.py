@@ -21,8 +21,6 @@ from edinbox.hub._generate import PARTNERS, Doc, generate, render
 from edinbox.hub._ops import list_rows, show, stats
 from edinbox.sources.spool import publish
 
-pytest.importorskip("edinbox.edi", reason="the hub parses interchanges with edinbox.edi")
-
 X12, EDIFACT = PARTNERS[0], PARTNERS[4]
 
 

@@ -169,3 +169,55 @@ def test_async_concurrent_duplicates_make_one_effect(database: dict[str, Any]) -
 
     assert sorted(o.value for o in asyncio.run(scenario())) == ["duplicate", "processed"]
     assert effects(database) == 1
+
+
+def test_threads_sharing_one_inbox_make_one_effect_per_key(database: dict[str, Any]) -> None:
+    """Eight threads share one Inbox (its own connection plus a pool when they overlap): one effect per key."""
+    ids = [f"k{i}" for i in range(10)]
+    outcomes: list[Outcome] = []
+    lock = threading.Lock()
+
+    def handler(tx: Tx, message: Message) -> None:
+        tx.connection.execute(database["insert"], (message.message_id,))
+        time.sleep(0.005)
+
+    with Inbox(database["url"], consumer="c", table=database["table"], pool_size=4) as inbox:
+        barrier = threading.Barrier(8)
+
+        def worker() -> None:
+            barrier.wait()
+            for message_id in ids:
+                outcome = inbox.process(Message(message_id, "s"), handler)
+                with lock:
+                    outcomes.append(outcome)
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert outcomes.count(Outcome.PROCESSED) == 10
+    assert outcomes.count(Outcome.DUPLICATE) == 70
+    assert effects(database) == 10
+
+
+def test_tasks_sharing_one_async_inbox_make_one_effect_per_key(database: dict[str, Any]) -> None:
+    """Six tasks share one AsyncInbox (its own connection, a pool when they overlap): one effect per key."""
+
+    async def handler(tx: Tx, message: Message) -> None:
+        await tx.connection.execute(database["insert"], (message.message_id,))
+        await asyncio.sleep(0.005)
+
+    async def scenario() -> list[Outcome]:
+        async with AsyncInbox(database["url"], consumer="c", table=database["table"], pool_size=3) as inbox:
+
+            async def worker() -> list[Outcome]:
+                return [await inbox.process(Message(f"k{i}", "s"), handler) for i in range(8)]
+
+            results = await asyncio.gather(*(worker() for _ in range(6)))
+        return [outcome for result in results for outcome in result]
+
+    outcomes = asyncio.run(scenario())
+    assert outcomes.count(Outcome.PROCESSED) == 8
+    assert outcomes.count(Outcome.DUPLICATE) == 40
+    assert effects(database) == 8

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,31 @@ def test_sqlite_callers_connection_keeps_control_of_its_transaction(tmp_path: Pa
     assert other.execute("SELECT count(*) FROM inbox").fetchone() == (1,)
     other.close()
     connection.close()
+
+
+def test_prepared_inserts_survive_deallocate(pg: tuple[str, str]) -> None:
+    """If something drops the inbox's prepared statements (DEALLOCATE ALL, DISCARD ALL), it prepares them again."""
+    url, schema = pg
+    with psycopg.connect(url, autocommit=True) as connection:
+        inbox = Inbox(connection, consumer="c", table=f"{schema}.inbox")
+        assert inbox.process(Message("1", "s"), effect(schema)) is Outcome.PROCESSED
+        connection.execute(b"DEALLOCATE ALL")
+        assert inbox.process(Message("2", "s"), effect(schema)) is Outcome.PROCESSED
+        assert inbox.process(Message("2", "s"), effect(schema)) is Outcome.DUPLICATE
+    assert count(url, f"SELECT count(*) FROM {schema}.business") == 2
+
+
+def test_one_purger_at_a_time_on_postgresql(pg: tuple[str, str]) -> None:
+    """While another session holds the purge advisory lock, purge() deletes nothing and returns 0."""
+    url, schema = pg
+    with Inbox(url, consumer="c", table=f"{schema}.inbox", horizon=timedelta(0)) as inbox:
+        for i in range(5):
+            inbox.process(Message(str(i), "s"), effect(schema))
+        lock = f"edinbox:{schema}.inbox:purge:c"
+        with psycopg.connect(url, autocommit=True) as other:
+            other.execute(b"SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lock,))
+            assert inbox.purge(timedelta(0)) == 0
+            assert inbox.stats().processed == 5
+            other.execute(b"SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
+        assert inbox.purge(timedelta(0), batch_size=2) == 5
+        assert inbox.stats().total == 0

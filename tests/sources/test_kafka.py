@@ -118,6 +118,26 @@ async def test_commit_follows_settling_and_never_passes_an_unacked_record(
         assert await point() == 3
 
 
+async def test_commit_on_receive_waits_for_the_next_receive_or_close(cluster: MockCluster, unique_name: str) -> None:
+    """With commit=receive an ack only marks the record: the next receive commits it, and close commits the rest."""
+    await asyncio.to_thread(produce_to_partition, cluster.bootstrap, unique_name, ["a", "b", "c"])
+    url = cluster.url(topic=unique_name, group=unique_name, commit="receive", **FAST)
+
+    async def point() -> int:
+        return (await asyncio.to_thread(committed, cluster.bootstrap, unique_name, unique_name))[0]
+
+    async with open_source(url, consumer="hub") as source:
+        a, b, c = await collect(source, 3, within=10)
+        await source.ack(a)
+        await source.ack(b)
+        assert await point() == 0
+        assert await source.receive(max_messages=1, timeout=0.1) == []
+        assert await point() == 2
+        await source.ack(c)
+        assert await point() == 2
+    assert await point() == 3
+
+
 async def test_out_of_order_ack_then_close_redelivers_from_the_first_unacked(
     cluster: MockCluster, unique_name: str
 ) -> None:

@@ -36,7 +36,8 @@ from edinbox.sources.spool import publish
 
 __all__ = ["Report", "run_demo"]
 
-_MAX_RUNS = 200
+_CLEAN_RUNS = 20
+"""Runs allowed beyond the crash budget before the demo gives up (it never needs more than a few)."""
 _CONSUMER = "accounting"
 
 
@@ -87,8 +88,8 @@ class Report:
             f"  database      {mask(self.db)} (journal {self.table})",
             f"  spool         {self.workdir}/spool (hub log: {self.workdir}/hub.log)",
             f"  published     {self.files} files: {self.producer_duplicates} producer duplicates "
-            f"({self.rerendered} re-rendered with other separators), {self.conflicts_injected} reused control "
-            f"numbers, {self.resends} invoices re-sent in a new interchange, {self.acks} acknowledgments, "
+            f"({self.rerendered} re-rendered with other separators), {self.conflicts_injected} reused control numbers,",
+            f"                {self.resends} invoices re-sent in a new interchange, {self.acks} acknowledgments, "
             f"{self.malformed} malformed",
             f"  hub runs      {self.runs} ({self.crashes} killed between commit and ack, then restarted)",
             f"  received      {s.get('received', 0)} interchanges settled (redeliveries included)",
@@ -97,13 +98,15 @@ class Report:
             f"  conflicts     {s.get('conflict', 0)} (same key, other content: kept for operators)",
             f"  resent        {s.get('resent', 0)} (invoice already in accounting: caught by the invoice key)",
             f"  bypassed      {s.get('bypassed', 0)} acknowledgments (997 / CONTRL skip the inbox)",
-            f"  rejected      {s.get('rejected', 0)} parked (see: edinbox list --status rejected)",
+            f"  rejected      {s.get('rejected', 0)} parked (no trailer, or not EDI)",
             f"  dead          {s.get('dead', 0)}",
             f"  invoices      {s.get('invoices', 0)} created",
             f"  left          {self.left_in_spool} files in inbound/ or processing/",
             f"check: invoices {s.get('invoices', 0)} == unique valid interchanges {self.unique_interchanges}"
             f" - partner resends {self.resends} = {self.expected_invoices}: {'OK' if self.ok else 'FAILED'}",
         ]
+        where = f"--db '{mask(self.db)}'" + (f" --table {self.table}" if self.table != "inbox" else "")
+        lines.insert(-1, f"  look closer   edinbox stats {where}; edinbox list {where} --status rejected")
         return "\n".join(lines)
 
 
@@ -181,11 +184,13 @@ def run_demo(
         click.progressbar(length=len(traffic.files), label="settling", file=sys.stderr) as bar,
     ):
         done = 0
-        while _pending(spool) and report.runs < _MAX_RUNS:
+        # each crash redelivers a batch: a budget of crashes (the crash rate per batch of the traffic) ends them
+        budget = math.ceil(crash_rate * len(traffic.files) / batch_size) + 1 if crash_rate > 0 else 0
+        while _pending(spool) and report.runs < budget * workers + _CLEAN_RUNS:
             procs = []
             for _ in range(workers):
                 env = {k: v for k, v in os.environ.items() if k != "EDINBOX_FAULT"}
-                crash_after = _fault(rng, crash_rate)
+                crash_after = _fault(rng, crash_rate) if report.crashes < budget else None
                 if crash_after is not None and report.crashes == 0 and report.runs == 0:
                     crash_after = min(crash_after, rng.randint(1, 3))  # show at least one crash
                 if crash_after is not None:

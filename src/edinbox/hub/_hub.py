@@ -229,6 +229,19 @@ class Hub:
             _log.settled(self.logger, fields, as_json=self.log_json)
 
 
+async def _create_tables(db: Database) -> None:
+    """Create the hub's tables, tolerating another hub process creating them at the same moment."""
+    for attempt in range(3):
+        try:
+            await create_tables(db)
+            return
+        except InboxError:
+            await db.rollback()
+            if attempt == 2:
+                raise
+            await asyncio.sleep(0.2)
+
+
 @contextlib.asynccontextmanager
 async def open_hub(
     config: HubConfig,
@@ -254,12 +267,13 @@ async def open_hub(
     )
     try:
         if prepare:
-            await inbox.create_schema()
+            with contextlib.suppress(InboxError):  # hubs starting together race to create it: verify decides
+                await inbox.create_schema()
         await inbox.verify()
         db = await connect(config.db, table=config.table)
         try:
             if prepare:
-                await create_tables(db)
+                await _create_tables(db)
             sink = accounting(db) if accounting else SqlAccounting(db.names, consumer=config.consumer)
             async with open_source(config.source, consumer=config.consumer) as source:
                 yield Hub(config, inbox=inbox, source=source, db=db, accounting=sink, fault=fault, log_json=log_json)

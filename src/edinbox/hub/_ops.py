@@ -5,7 +5,9 @@ The CLI renders these as tables or JSON; nothing here prints.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -245,20 +247,42 @@ async def forget(config: HubConfig, key: str) -> bool:
         return bool(await inbox.forget(source, message_id))
 
 
+_PURGEABLE_ROWS = "SELECT count(*) FROM {journal} WHERE consumer = ? AND status = 'processed' AND settled_at < "
+_PURGEABLE = {"postgresql": _PURGEABLE_ROWS + "now() - ?", "sqlite": _PURGEABLE_ROWS + "?"}
+
+
+async def _purgeable(db: Database, consumer: str, age: timedelta) -> int:
+    """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
+    bound: Any = age if db.dialect == "postgresql" else time.time() - age.total_seconds()
+    value = await db.value(_PURGEABLE[db.dialect], (consumer, bound))
+    await db.rollback()  # end the read transaction so the purge's deletes are seen on the next poll
+    return int(value or 0)
+
+
 async def purge(
-    config: HubConfig, *, older_than: str, batch_size: int, progress: Callable[[int], None] | None = None
+    config: HubConfig,
+    *,
+    older_than: str,
+    batch_size: int,
+    progress: Callable[[int, int], None] | None = None,
+    interval: float = 0.5,
 ) -> int:
-    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches; return how many."""
+    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches; return how many.
+
+    `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
+    """
     age = parse_duration(older_than)
-    total = 0
-    async with open_inbox(config) as inbox:
-        while True:
-            deleted = int(await inbox.purge(older_than=age, batch_size=batch_size))
-            total += deleted
-            if progress is not None and deleted:
-                progress(deleted)
-            if deleted < batch_size:
-                return total
+    async with open_inbox(config) as inbox, _database(config) as db:
+        total = await _purgeable(db, config.consumer, age) if progress else 0
+        task = asyncio.ensure_future(inbox.purge(older_than=age, batch_size=batch_size))
+        while progress is not None and total and not task.done():
+            await asyncio.wait({task}, timeout=interval)
+            if not task.done():
+                progress(max(0, total - await _purgeable(db, config.consumer, age)), total)
+        deleted = int(await task)
+    if progress is not None and total:
+        progress(min(deleted, total), total)
+    return deleted
 
 
 @dataclass(frozen=True, slots=True)

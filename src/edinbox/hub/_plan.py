@@ -8,10 +8,9 @@ that does not parse, and an interchange without its trailer, are parked (route `
 from __future__ import annotations
 
 import hashlib
-import importlib
 from dataclasses import dataclass
-from typing import Any
 
+from edinbox import edi
 from edinbox._message import Message
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
 from edinbox.sources._base import Delivery
@@ -30,7 +29,7 @@ class Item:
     label: str
     """The key for logs: `source/message_id`, or the delivery's coordinates for parked payloads."""
     message: Message | None = None
-    interchange: Any = None
+    interchange: edi.Interchange | None = None
     types: tuple[str, ...] = ()
     reason: str = ""
     payload: bytes = b""
@@ -41,25 +40,16 @@ class Item:
         return hashlib.sha256(self.payload).hexdigest()
 
 
-def _edi() -> Any:
-    return importlib.import_module("edinbox.edi")
-
-
-def message_types(interchange: Any) -> tuple[str, ...]:
+def message_types(interchange: edi.Interchange) -> tuple[str, ...]:
     """The message types in an interchange (INVOIC, 810, 997, CONTRL...); `TA1` for an X12 one with none."""
-    found = []
-    for message in getattr(interchange, "messages", ()):
-        kind = getattr(message, "type", None) or getattr(message, "message_type", None)
-        if kind:
-            found.append(str(kind).upper())
-    if not found and getattr(interchange, "standard", "") == "X12":
-        found.append("TA1")
-    return tuple(dict.fromkeys(found))
+    found = tuple(t.upper() for t in interchange.message_types)
+    if not found and interchange.standard == "X12":
+        return ("TA1",)  # an interchange acknowledgment: ISA, TA1, IEA and no functional group
+    return found
 
 
 def plan(delivery: Delivery, config: HubConfig) -> list[Item]:
     """Split a delivery into items: one per interchange, or one for a payload that is not EDI."""
-    edi = _edi()
     payload = bytes(delivery.payload)
     try:
         interchanges = edi.parse(payload)
@@ -70,29 +60,20 @@ def plan(delivery: Delivery, config: HubConfig) -> list[Item]:
     items = []
     for interchange in interchanges:
         if not interchange.keyable:
-            problems = "; ".join(str(p) for p in interchange.problems) or "the interchange has no trailer"
-            start, end = _span(interchange, len(payload))
+            problems = "; ".join(interchange.problems) or "the interchange has no trailer"
+            start, end = interchange.span
             items.append(
                 Item(REJECT, f"{delivery.coordinates}", reason=f"unkeyable: {problems}", payload=payload[start:end])
             )
             continue
         message = interchange.message()
         types = message_types(interchange)
-        route = INBOX if any(config.route(t) == INBOX for t in types) or not types else BYPASS
-        if not types:
-            route = config.default_route
+        # one invoice among acknowledgments is enough to need the inbox
+        needs_inbox = any(config.route(t) == INBOX for t in types)
+        route = (INBOX if needs_inbox else BYPASS) if types else config.default_route
         label = f"{message.source}/{message.message_id}"
         items.append(Item(route, label, message=message, interchange=interchange, types=types))
     return items
-
-
-def _span(interchange: Any, size: int) -> tuple[int, int]:
-    span = getattr(interchange, "span", None)
-    if isinstance(span, slice):
-        return span.start or 0, span.stop if span.stop is not None else size
-    if isinstance(span, tuple | range) and len(span) >= 2:
-        return int(span[0]), int(span[-1]) if isinstance(span, tuple) else int(span.stop)
-    return 0, size
 
 
 def _not_edi(delivery: Delivery, payload: bytes, config: HubConfig, reason: str) -> Item:

@@ -108,6 +108,12 @@ class OffsetTracker:
         """Stop tracking a partition the group took away without a chance to commit."""
         self._parts.pop(tp, None)
 
+    def due(self) -> dict[TopicPartition, int]:
+        """The commit point of every partition where it moved past the last commit."""
+        return {
+            tp: point for tp, part in self._parts.items() if part.high >= 0 and (point := part.point()) > part.committed
+        }
+
     def points(self) -> dict[TopicPartition, int]:
         """The commit point of every partition with deliveries (for close and for tests)."""
         return {tp: part.point() for tp, part in self._parts.items() if part.high >= 0}

@@ -6,6 +6,8 @@ URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
 - `group`: the consumer group (default: the inbox consumer's name);
 - `key_header`: the record header holding the producer's id (default `message_id`);
 - `dead_letter`: the topic rejected records are produced to (default `<topic>.dead`);
+- `commit`: `ack` (default) commits at each ack; `receive` commits what was settled at the next receive (and on
+  close or revoke): one commit per batch instead of one per record, and at most one batch read again after a crash;
 - `mock=N`: host an in-process librdkafka mock cluster of N brokers instead of connecting (one-process demos);
 - any librdkafka setting by its dotted name: `session.timeout.ms=6000`, `group.protocol=consumer`,
   `security.protocol=SASL_SSL`, ... (a user and password in the URL become `sasl.username` / `sasl.password`).
@@ -50,6 +52,38 @@ def _kafka() -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ConfigurationError("kafka:// sources need confluent-kafka: pip install 'edinbox[kafka]'") from exc
     return confluent_kafka
+
+
+_TRANSIENT = (
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "STALE_MEMBER_EPOCH",
+    "FENCED_MEMBER_EPOCH",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "_TRANSPORT",
+    "_WAIT_COORD",
+    "_ASSIGNMENT_LOST",
+    "_STATE",
+)
+
+
+def _transient(ck: Any, error: Any) -> bool:
+    """Whether a commit failed because of a group change or a passing outage (not a misconfiguration)."""
+    if error is None or not hasattr(error, "code"):
+        return False
+    codes = {getattr(ck.KafkaError, name) for name in _TRANSIENT if hasattr(ck.KafkaError, name)}
+    return bool(error.code() in codes or error.retriable())
+
+
+def _commit_mode(name: str, value: Any) -> str:
+    if value not in ("ack", "receive"):
+        raise ValueError(f"{name} must be ack or receive")
+    return str(value)
 
 
 def _producer_settings(settings: Mapping[str, str]) -> dict[str, str]:
@@ -111,6 +145,7 @@ class KafkaSource(Source):
         group: str,
         key_header: str = "message_id",
         dead_letter: str | None = None,
+        commit: str = "ack",
         settings: Mapping[str, str] | None = None,
         mock_brokers: int | None = None,
         url: str | None = None,
@@ -120,6 +155,9 @@ class KafkaSource(Source):
         self.topic = topic
         self.group = group
         self.key_header = key_header
+        if commit not in ("ack", "receive"):
+            raise ConfigurationError(f"commit must be 'ack' or 'receive', got {commit!r}")
+        self.commit = commit
         self.dead_letter = dead_letter or f"{topic}.dead"
         self.url = mask(url or f"kafka://{bootstrap}?topic={topic}&group={group}")
         self._settings = dict(settings or {})
@@ -143,6 +181,7 @@ class KafkaSource(Source):
             group=opts.take("group", name_option, None) or name_option("consumer", consumer),
             key_header=opts.take("key_header", lambda _n, v: str(v), "message_id"),
             dead_letter=opts.take("dead_letter", name_option, None),
+            commit=opts.take("commit", _commit_mode, "ack"),
             settings=settings,
             mock_brokers=mock,
             url=url,
@@ -203,7 +242,7 @@ class KafkaSource(Source):
                 self._paused.pop(tp, None)
                 if point is not None:
                     points[tp] = (point, horizon)
-            self._commit(points, revoked=True)
+            self._commit(points)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         with self._lock:
@@ -211,8 +250,13 @@ class KafkaSource(Source):
                 self._tracker.lose((p.topic, p.partition))
                 self._paused.pop((p.topic, p.partition), None)
 
-    def _commit(self, points: Mapping[TopicPartition, tuple[int, int]], *, revoked: bool = False) -> None:
-        """Commit `{partition: (offset, horizon)}` synchronously; the caller holds the lock."""
+    def _commit(self, points: Mapping[TopicPartition, tuple[int, int]], *, strict: bool = False) -> None:
+        """Commit `{partition: (offset, horizon)}` synchronously; the caller holds the lock.
+
+        A commit that fails because the group is rebalancing (or its coordinator moved) is only logged: the records
+        stay settled here, the next commit (a later ack, the revoke) covers them, and at worst they are redelivered
+        and found settled by the inbox. With `strict`, any other failure raises SourceError.
+        """
         if not points:
             return
         ck = _kafka()
@@ -220,10 +264,11 @@ class KafkaSource(Source):
         try:
             self._consumer.commit(offsets=offsets, asynchronous=False)
         except ck.KafkaException as exc:
-            if revoked:  # the next owner reads the records again and the inbox finds them settled
-                _log.warning("offset commit on revoke failed on %s: %s", self.url, exc)
-                return
-            raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
+            error = exc.args[0] if exc.args else None
+            if strict and not _transient(ck, error):
+                raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
+            _log.warning("offset commit on %s failed, a later commit covers it: %s", self.url, exc)
+            return
         for tp, (offset, _) in points.items():
             self._tracker.committed(tp, offset)
 
@@ -233,6 +278,9 @@ class KafkaSource(Source):
         while True:
             now = time.monotonic()
             with self._lock:
+                if self.commit == "receive":
+                    settled = self._tracker.due()
+                    self._commit({tp: (o, self._tracker.horizon(tp)) for tp, o in settled.items()}, strict=True)
                 due = [tp for tp, until in self._paused.items() if until <= now]
                 for tp in due:
                     del self._paused[tp]
@@ -276,6 +324,11 @@ class KafkaSource(Source):
             handle=(tp, offset),
         )
 
+    def _commit_due(self) -> None:
+        with self._lock:
+            due = self._tracker.due()
+            self._commit({tp: (point, self._tracker.horizon(tp)) for tp, point in due.items()})
+
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
         """Consume up to `max_messages` records, waiting at most `timeout` seconds for the first."""
         async with self._polling:
@@ -287,11 +340,11 @@ class KafkaSource(Source):
         tp, offset = delivery.handle
         with self._lock:
             point = self._tracker.settle(tp, offset)
-            if point is not None:
-                self._commit({tp: (point, self._tracker.horizon(tp))})
+            if point is not None and self.commit == "ack":
+                self._commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
 
     async def ack(self, delivery: Delivery) -> None:
-        """Mark the record settled and commit its partition's commit point when it moved."""
+        """Mark the record settled and commit its partition's commit point when it moved (or at the next receive)."""
         await asyncio.to_thread(self._settle, delivery)
 
     def _seek(self, delivery: Delivery, delay: float | None) -> None:
@@ -300,14 +353,14 @@ class KafkaSource(Source):
         with self._lock:
             if not self._tracker.assigned(tp):
                 return  # revoked meanwhile: the next owner reads it from the committed offset
-            self._tracker.rewind(tp, offset)
             try:
                 self._consumer.seek(ck.TopicPartition(tp[0], tp[1], offset))
-                if delay:
-                    self._consumer.pause([ck.TopicPartition(tp[0], tp[1])])
-                    self._paused[tp] = time.monotonic() + delay
-            except ck.KafkaException as exc:
+            except ck.KafkaException as exc:  # the record stays pending: no commit passes it
                 raise SourceError(f"seeking back on {self.url} failed: {exc}") from exc
+            self._tracker.rewind(tp, offset)
+            if delay:
+                self._consumer.pause([ck.TopicPartition(tp[0], tp[1])])
+                self._paused[tp] = time.monotonic() + delay
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """Seek the partition back to this record (the ones after it come again too), paused for `delay` seconds."""
@@ -337,8 +390,10 @@ class KafkaSource(Source):
     async def aclose(self) -> None:
         """Leave the group: settled records are committed, the others go to the next owner."""
         async with self._polling:
-            consumer, self._consumer = self._consumer, None
+            consumer = self._consumer
             if consumer is not None:
+                await asyncio.to_thread(self._commit_due)
+                self._consumer = None
                 await asyncio.to_thread(consumer.close)
             producer, self._producer = self._producer, None
             if producer is not None:

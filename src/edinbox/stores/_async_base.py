@@ -26,6 +26,9 @@ class AsyncUnit(Protocol):
     async def insert(self, name: str, params: Params) -> bool:
         """Begin, then run the named INSERT ... ON CONFLICT DO NOTHING; true when it inserted the row."""
 
+    async def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+        """Begin, then run the named statement (one round trip where the driver allows); return its rows."""
+
     async def fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
 

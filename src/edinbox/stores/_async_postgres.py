@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from types import TracebackType
 from typing import Any
 
 import psycopg
@@ -16,10 +16,13 @@ from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import AsyncUnit, Params
+from edinbox.stores._async_base import Params
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 
 __all__ = ["AsyncPostgresStore"]
+
+_RECORDING = mapped_errors("record the message")
+_COMMITTING = mapped_errors("commit")
 
 _KEY = ["consumer", "message_id", "source"]
 
@@ -31,13 +34,17 @@ class _AsyncPostgresUnit:
         self.connection = connection
         self._sql = statements
         self._nested = nested
+        self._client_cursor: psycopg.AsyncClientCursor[Any] | None = None
+        self._prepared = False
+        self._inserts: dict[str, bytes] = {}  # name -> "BEGIN; EXECUTE ..." for this unit's mode
 
     async def _begin(self) -> None:
         if self._nested:
             await self.connection.execute(b"SAVEPOINT edinbox")
         elif self.connection.autocommit:
+            # Explicit, so that in pipeline mode it shares the round trip of the next statement (psycopg's
+            # implicit BEGIN of non-autocommit connections waits for its own reply).
             await self.connection.execute(b"BEGIN")
-        # Otherwise psycopg sends BEGIN itself, in the same round trip as the next statement when pipelined.
 
     async def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
@@ -45,12 +52,46 @@ class _AsyncPostgresUnit:
             await self._begin()
 
     async def insert(self, name: str, params: Params) -> bool:
-        """Begin and insert in one round trip (pipeline mode); true when the row was inserted."""
-        with mapped_errors("record the message"):
+        """Begin and insert in one round trip; true when the row was inserted.
+
+        BEGIN (or SAVEPOINT) and the EXECUTE of the prepared INSERT go as one simple-protocol query whose
+        parameters psycopg's client-side cursor binds: one round trip, no per-message parse or plan.
+        """
+        with _RECORDING:
+            try:
+                return await self._insert(name, params)
+            except psycopg.errors.InvalidSqlStatementName:  # someone ran DEALLOCATE or DISCARD ALL
+                await self.rollback()
+                self._sql.prepared_on.discard(self.connection)
+                self._prepared = False
+                return await self._insert(name, params)
+
+    async def _insert(self, name: str, params: Params) -> bool:
+        if not self._prepared:
+            if self.connection not in self._sql.prepared_on:
+                for statement in self._sql.prepare:
+                    await self.connection.execute(statement)
+                self._sql.prepared_on.add(self.connection)
+            self._prepared = True
+        cursor = self._client_cursor
+        if cursor is None:
+            cursor = self._client_cursor = psycopg.AsyncClientCursor(self.connection)
+        query = self._inserts.get(name)
+        if query is None:
+            # psycopg begins the transaction itself on a connection that is not autocommit
+            begin = b"SAVEPOINT edinbox; " if self._nested else b"BEGIN; " if self.connection.autocommit else b""
+            query = self._inserts[name] = begin + self._sql.execute(name)
+        await cursor.execute(query, params)
+        cursor.nextset()  # past the reply to BEGIN / SAVEPOINT, when there is one
+        return await cursor.fetchone() is not None
+
+    async def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+        """Begin and run the named statement in one round trip (pipeline mode); return its rows."""
+        with mapped_errors(f"run {name}"):
             async with self.connection.pipeline():
                 await self._begin()
-                cursor = await self.connection.execute(self._sql[name], params, prepare=True)
-            return await cursor.fetchone() is not None
+                cursor = await self.connection.execute(self._sql[name], params)
+            return await cursor.fetchall()
 
     async def fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
@@ -72,10 +113,10 @@ class _AsyncPostgresUnit:
 
     async def commit(self) -> None:
         """Commit (or release the savepoint); StoreError when a statement left the transaction aborted."""
-        if self.connection.info.transaction_status == TransactionStatus.INERROR:
+        if self.connection.pgconn.transaction_status == TransactionStatus.INERROR:
             await self.rollback()
             raise StoreError("a statement failed inside the inbox transaction (was a database error swallowed?)")
-        with mapped_errors("commit"):
+        with _COMMITTING:
             if self._nested:
                 await self.connection.execute(b"RELEASE SAVEPOINT edinbox")
             else:
@@ -91,6 +132,58 @@ class _AsyncPostgresUnit:
                 await self.connection.rollback()
         except psycopg.Error:
             return
+
+
+class _AsyncHold:
+    """The context of `AsyncPostgresStore.unit()` (a class: it runs for every message)."""
+
+    __slots__ = ("_pooled", "_store", "_unit", "_via")
+
+    def __init__(self, store: AsyncPostgresStore) -> None:
+        self._store = store
+        self._via: asyncio.Lock | None = None
+        self._pooled: psycopg_pool.AsyncConnectionPool[Any] | None = None
+
+    async def __aenter__(self) -> _AsyncPostgresUnit:
+        store = self._store
+        if store._connection is not None:
+            await store._lock.acquire()
+            self._via = store._lock
+            connection = store._connection
+            idle = connection.pgconn.transaction_status == TransactionStatus.IDLE
+            self._unit = _AsyncPostgresUnit(connection, store._sql, nested=not (connection.autocommit and idle))
+            return self._unit
+        if store._url is not None and not store._hot_lock.locked():
+            await store._hot_lock.acquire()
+            self._via = store._hot_lock
+            try:
+                hot = store._hot_unit
+                if hot is None or hot.connection.closed or hot.connection.broken:
+                    hot = store._hot_unit = _AsyncPostgresUnit(await store._connect(), store._sql, nested=False)
+            except BaseException:
+                store._hot_lock.release()
+                raise
+            self._unit = hot
+            return hot
+        pool = store._pool if store._pool is not None else await store._open_pool()
+        with mapped_errors("get a connection from the pool"):
+            connection = await pool.getconn()
+        self._pooled = pool
+        self._unit = _AsyncPostgresUnit(connection, store._sql, nested=False)
+        return self._unit
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        unit = self._unit
+        try:
+            if not unit._nested and unit.connection.pgconn.transaction_status != TransactionStatus.IDLE:
+                await unit.rollback()  # never leave a transaction open behind
+        finally:
+            if self._pooled is not None:
+                await self._pooled.putconn(unit.connection)
+            elif self._via is not None:
+                self._via.release()
 
 
 class AsyncPostgresStore:
@@ -117,48 +210,47 @@ class AsyncPostgresStore:
                 "or a psycopg_pool.AsyncConnectionPool"
             )
         self._pool_size = pool_size
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # guards the caller's connection, and the creation of the pool
+        self._hot_unit: _AsyncPostgresUnit | None = None  # on the store's own connection, used when free
+        self._hot_lock = asyncio.Lock()
 
-    async def _open(self) -> psycopg_pool.AsyncConnectionPool[Any]:
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        if self._url is None:
+            raise StoreError("the store has no URL to connect with")
+        with mapped_errors(f"connect to {mask(self._url)}"):
+            # autocommit: the units send BEGIN / COMMIT themselves (BEGIN shares the INSERT's round trip)
+            return await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+
+    async def _open_pool(self) -> psycopg_pool.AsyncConnectionPool[Any]:
         async with self._lock:
             if self._pool is None:
-                if self._url is None:
-                    raise StoreError("the store has no URL to open a pool from")
-                with mapped_errors(f"connect to {mask(self._url)}"):
-                    probe = await psycopg.AsyncConnection.connect(self._url)  # fail fast with the real reason
-                    await probe.close()
-                    pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
-                        self._url, min_size=1, max_size=self._pool_size, open=False, name="edinbox"
-                    )
+                pool: psycopg_pool.AsyncConnectionPool[Any] = psycopg_pool.AsyncConnectionPool(
+                    self._url or "",
+                    min_size=1,
+                    max_size=self._pool_size,
+                    open=False,
+                    name="edinbox",
+                    kwargs={"autocommit": True},
+                )
+                with mapped_errors("open a connection pool"):
                     await pool.open()
                 self._pool = pool
             return self._pool
 
-    @asynccontextmanager
-    async def unit(self) -> AsyncIterator[AsyncUnit]:
-        """Hold a connection for one operation (the caller's one, serialised, or one from the pool)."""
-        if self._connection is not None:
-            async with self._lock:
-                connection = self._connection
-                idle = connection.info.transaction_status == TransactionStatus.IDLE
-                yield _AsyncPostgresUnit(connection, self._sql, nested=not (connection.autocommit and idle))
-            return
-        pool = self._pool if self._pool is not None else await self._open()
-        with mapped_errors("get a connection from the pool"):
-            connection = await pool.getconn()
-        try:
-            yield _AsyncPostgresUnit(connection, self._sql, nested=False)
-        finally:
-            if connection.info.transaction_status != TransactionStatus.IDLE:
-                await _AsyncPostgresUnit(connection, self._sql, nested=False).rollback()
-            await pool.putconn(connection)
+    def unit(self) -> _AsyncHold:
+        """Hold a connection for one operation: the caller's (serialised), the store's own, or a pooled one.
+
+        A URL store keeps one connection of its own for the usual one-at-a-time caller (no pool checkout on
+        the hot path) and opens a pool only when operations overlap (threads, tasks).
+        """
+        return _AsyncHold(self)
 
     def timestamp(self, value: Any) -> datetime | None:
         """psycopg already returns aware datetimes."""
         return value if isinstance(value, datetime) else None
 
     def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
-        """The batch as three parallel arrays for unnest()."""
+        """The batch as three parallel arrays for unnest(), sent in binary (text arrays cost a regex per item)."""
         return {
             "sources": [m.source for m in messages],
             "message_ids": [m.message_id for m in messages],
@@ -173,7 +265,7 @@ class AsyncPostgresStore:
                 await unit.fetch("schema_lock", {"lock": self._sql.lock_name})
                 if self._table.schema:
                     await unit.run("create_schema", {})
-                for name in ("create_table", "create_key", "create_settled_index", "create_version"):
+                for name in ("create_table", "create_key", "create_version"):
                     await unit.run(name, {})
                 await unit.run("seed_version", {"version": version})
                 rows = await unit.fetch("version", {})
@@ -235,7 +327,10 @@ class AsyncPostgresStore:
                 await unit.commit()
 
     async def aclose(self) -> None:
-        """Close the pool the store opened itself."""
+        """Close the connection and the pool the store opened itself."""
+        if self._hot_unit is not None:
+            hot, self._hot_unit = self._hot_unit.connection, None
+            await hot.close()
         if self._url is not None and self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from types import TracebackType
 from typing import Any
 
 import aiosqlite
@@ -14,10 +14,14 @@ import aiosqlite
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
-from edinbox.stores._async_base import AsyncUnit, Params
+from edinbox.stores._async_base import Params
 from edinbox.stores._sqlite_sql import DIALECT, Statements, mapped_errors, params, timestamp
 
 __all__ = ["AsyncSQLiteStore"]
+
+_BEGINNING = mapped_errors("begin a transaction")
+_RECORDING = mapped_errors("record the message")
+_COMMITTING = mapped_errors("commit")
 
 _KEY = ["consumer", "message_id", "source"]
 _BUSY_TIMEOUT = 30.0
@@ -33,7 +37,7 @@ class _AsyncSQLiteUnit:
 
     async def begin(self) -> None:
         """Take the write lock at once (BEGIN IMMEDIATE) so a concurrent duplicate waits for this one."""
-        with mapped_errors("begin a transaction"):
+        with _BEGINNING:
             if not self._nested:
                 await self.connection.execute("BEGIN IMMEDIATE")
                 return
@@ -41,10 +45,17 @@ class _AsyncSQLiteUnit:
                 await self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
             await self.connection.execute("SAVEPOINT edinbox")
 
-    async def insert(self, name: str, params: Params) -> bool:
+    async def insert(self, name: str, values: Params) -> bool:
         """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
         await self.begin()
-        return bool(await self.fetch(name, params))
+        with _RECORDING:
+            cursor = await self.connection.execute(self._sql[name], params(values))
+            return await cursor.fetchone() is not None
+
+    async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then run the named statement; return its rows."""
+        await self.begin()
+        return await self.fetch(name, values)
 
     async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
@@ -65,7 +76,7 @@ class _AsyncSQLiteUnit:
 
     async def commit(self) -> None:
         """Commit (or release the savepoint)."""
-        with mapped_errors("commit"):
+        with _COMMITTING:
             await self.connection.execute("RELEASE SAVEPOINT edinbox" if self._nested else "COMMIT")
 
     async def rollback(self) -> None:
@@ -80,6 +91,42 @@ class _AsyncSQLiteUnit:
             return
 
 
+class _AsyncHold:
+    """The context of `AsyncSQLiteStore.unit()` (a class: it runs for every message)."""
+
+    __slots__ = ("_store", "_unit")
+
+    def __init__(self, store: AsyncSQLiteStore) -> None:
+        self._store = store
+
+    async def __aenter__(self) -> _AsyncSQLiteUnit:
+        store = self._store
+        await store._lock.acquire()
+        try:
+            if store._unit is None:
+                connection = store._connection if store._connection is not None else await store._open()
+                store._connection = connection
+                store._unit = _AsyncSQLiteUnit(connection, store._sql, nested=False)
+            unit = store._unit
+            if store._path is None:  # the caller's connection: nest in its transaction, if it has or wants one
+                connection = unit.connection
+                unit._nested = connection.in_transaction or connection.isolation_level is not None
+        except BaseException:
+            store._lock.release()
+            raise
+        self._unit = unit
+        return unit
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if not self._unit._nested and self._unit.connection.in_transaction:
+                await self._unit.rollback()  # never leave a transaction open behind
+        finally:
+            self._store._lock.release()
+
+
 class AsyncSQLiteStore:
     """The journal in SQLite: a database file or memory (a connection of its own), or the caller's connection."""
 
@@ -92,6 +139,7 @@ class AsyncSQLiteStore:
         self._path = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
         self._lock = asyncio.Lock()
+        self._unit: _AsyncSQLiteUnit | None = None
 
     async def _open(self) -> aiosqlite.Connection:
         if self._path is None:
@@ -104,20 +152,9 @@ class AsyncSQLiteStore:
                 await connection.execute("PRAGMA journal_mode=WAL")
         return connection
 
-    @asynccontextmanager
-    async def unit(self) -> AsyncIterator[AsyncUnit]:
+    def unit(self) -> _AsyncHold:
         """Hold the connection for one operation (operations on one store are serialised)."""
-        async with self._lock:
-            if self._connection is None:
-                self._connection = await self._open()
-            connection = self._connection
-            nested = self._path is None and (connection.in_transaction or connection.isolation_level is not None)
-            unit = _AsyncSQLiteUnit(connection, self._sql, nested=nested)
-            try:
-                yield unit
-            finally:
-                if not nested and connection.in_transaction:
-                    await unit.rollback()
+        return _AsyncHold(self)
 
     def timestamp(self, value: Any) -> datetime | None:
         """Epoch seconds as an aware UTC datetime."""
@@ -135,7 +172,7 @@ class AsyncSQLiteStore:
         async with self.unit() as unit:
             await unit.begin()
             try:
-                for name in ("create_table", "create_key", "create_settled_index", "create_version"):
+                for name in ("create_table", "create_key", "create_version"):
                     await unit.run(name, {})
                 await unit.run("seed_version", {"version": version})
                 rows = await unit.fetch("version", {})
@@ -183,5 +220,5 @@ class AsyncSQLiteStore:
     async def aclose(self) -> None:
         """Close the connection the store opened itself."""
         if self._path is not None and self._connection is not None:
-            connection, self._connection = self._connection, None
+            connection, self._connection, self._unit = self._connection, None, None
             await connection.close()

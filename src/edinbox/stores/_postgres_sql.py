@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import hashlib
+import weakref
+from types import TracebackType
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -16,6 +18,12 @@ from edinbox.stores._queries import load_queries
 __all__ = ["DIALECT", "Statements", "mapped_errors"]
 
 DIALECT = "postgresql"
+
+PREPARED = {
+    "insert_processed": ("consumer", "source", "message_id", "fingerprint"),
+    "insert_claimed": ("consumer", "source", "message_id", "fingerprint", "lease"),
+}
+"""The server-side prepared statements and the order of their parameters."""
 
 
 class Statements:
@@ -32,7 +40,6 @@ class Statements:
             "schema": sql.Identifier(table.schema or "public"),
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),
-            "settled_index": sql.Identifier(f"{table.name}_settled"),
             "version_table": sql.Identifier(*version),
         }
         self._bytes = {
@@ -40,16 +47,38 @@ class Statements:
             for name, text in load_queries(DIALECT, "queries", "schema").items()
         }
         self.lock_name = f"edinbox:{table}"
+        # The delivery-starting inserts: PREPARE once per connection, then EXECUTE with driver-bound literals.
+        tag = hashlib.sha256(str(table).encode()).hexdigest()[:12]
+        self.prepare: list[bytes] = []
+        self._execute: dict[str, bytes] = {}
+        for name, params in PREPARED.items():
+            statement = sql.Identifier(f"edinbox_{tag}_{name}")
+            self.prepare.append(sql.SQL("PREPARE {} AS ").format(statement).as_bytes(None) + self._bytes.pop(name))
+            arguments = sql.SQL(", ").join(sql.Placeholder(param) for param in params)
+            self._execute[name] = sql.SQL("EXECUTE {} ({})").format(statement, arguments).as_bytes(None)
+        self.prepared_on: weakref.WeakSet[Any] = weakref.WeakSet()
+        """Connections on which `prepare` ran."""
+
+    def execute(self, name: str) -> bytes:
+        """The EXECUTE of a prepared insert, with %(name)s placeholders for the client-side cursor."""
+        return self._execute[name]
 
     def __getitem__(self, name: str) -> bytes:
         """The rendered statement called `name`."""
         return self._bytes[name]
 
 
-@contextmanager
-def mapped_errors(action: str) -> Iterator[None]:
+class mapped_errors:
     """Turn psycopg errors (pool timeouts included) raised while doing `action` into StoreError."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise StoreError(f"PostgreSQL failed to {action}: {mask(str(exc)).strip()}") from exc
+
+    __slots__ = ("action",)
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, psycopg.Error):
+            raise StoreError(f"PostgreSQL failed to {self.action}: {mask(str(exc)).strip()}") from exc

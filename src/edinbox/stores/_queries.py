@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib.resources import files
 
 __all__ = ["load_queries"]
@@ -12,7 +13,7 @@ def load_queries(dialect: str, *names: str) -> dict[str, str]:
     queries: dict[str, str] = {}
     for name in names:
         text = files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text(encoding="utf-8")
-        for section in text.split("-- name: ")[1:]:
+        for section in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
             title, _, body = section.partition("\n")
             queries[title.strip()] = body.strip()
     return queries

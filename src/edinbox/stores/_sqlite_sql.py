@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 from edinbox._core import TableName
@@ -16,6 +16,9 @@ from edinbox.stores._queries import load_queries
 __all__ = ["DIALECT", "Statements", "mapped_errors", "params", "timestamp"]
 
 DIALECT = "sqlite"
+
+DURATIONS = frozenset({"lease", "older_than"})
+"""Parameters given as timedelta, bound as seconds."""
 
 
 def _quote(identifier: str) -> str:
@@ -33,7 +36,6 @@ class Statements:
         identifiers = {
             "table": _quote(table.name),
             "key_index": _quote(f"{table.name}_key"),
-            "settled_index": _quote(f"{table.name}_settled"),
             "version_table": _quote(self.version_name),
         }
         self._text = {
@@ -47,7 +49,9 @@ class Statements:
 
 def params(values: Mapping[str, Any]) -> dict[str, Any]:
     """Bindable parameters: the current time as `now`, durations in seconds (timestamps are epoch seconds)."""
-    bound = {key: value.total_seconds() if isinstance(value, timedelta) else value for key, value in values.items()}
+    bound = dict(values)
+    for key in DURATIONS.intersection(bound):
+        bound[key] = bound[key].total_seconds()
     bound["now"] = time.time()
     return bound
 
@@ -57,10 +61,17 @@ def timestamp(value: Any) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(float(value), UTC)
 
 
-@contextmanager
-def mapped_errors(action: str) -> Iterator[None]:
+class mapped_errors:
     """Turn sqlite3 errors (which aiosqlite raises too) raised while doing `action` into StoreError."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite failed to {action}: {exc}") from exc
+
+    __slots__ = ("action",)
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, sqlite3.Error):
+            raise StoreError(f"SQLite failed to {self.action}: {exc}") from exc

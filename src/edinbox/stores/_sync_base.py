@@ -27,6 +27,9 @@ class Unit(Protocol):
     def insert(self, name: str, params: Params) -> bool:
         """Begin, then run the named INSERT ... ON CONFLICT DO NOTHING; true when it inserted the row."""
 
+    def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
+        """Begin, then run the named statement (one round trip where the driver allows); return its rows."""
+
     def fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
 

@@ -6,18 +6,22 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from types import TracebackType
 from typing import Any
 
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 from edinbox.stores._sqlite_sql import DIALECT, Statements, mapped_errors, params, timestamp
-from edinbox.stores._sync_base import Params, Unit
+from edinbox.stores._sync_base import Params
 
 __all__ = ["SQLiteStore"]
+
+_BEGINNING = mapped_errors("begin a transaction")
+_RECORDING = mapped_errors("record the message")
+_COMMITTING = mapped_errors("commit")
 
 _KEY = ["consumer", "message_id", "source"]
 _BUSY_TIMEOUT = 30.0
@@ -33,7 +37,7 @@ class _AsyncSQLiteUnit:
 
     def begin(self) -> None:
         """Take the write lock at once (BEGIN IMMEDIATE) so a concurrent duplicate waits for this one."""
-        with mapped_errors("begin a transaction"):
+        with _BEGINNING:
             if not self._nested:
                 self.connection.execute("BEGIN IMMEDIATE")
                 return
@@ -41,10 +45,17 @@ class _AsyncSQLiteUnit:
                 self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
             self.connection.execute("SAVEPOINT edinbox")
 
-    def insert(self, name: str, params: Params) -> bool:
+    def insert(self, name: str, values: Params) -> bool:
         """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
         self.begin()
-        return bool(self.fetch(name, params))
+        with _RECORDING:
+            cursor = self.connection.execute(self._sql[name], params(values))
+            return cursor.fetchone() is not None
+
+    def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then run the named statement; return its rows."""
+        self.begin()
+        return self.fetch(name, values)
 
     def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
@@ -65,7 +76,7 @@ class _AsyncSQLiteUnit:
 
     def commit(self) -> None:
         """Commit (or release the savepoint)."""
-        with mapped_errors("commit"):
+        with _COMMITTING:
             self.connection.execute("RELEASE SAVEPOINT edinbox" if self._nested else "COMMIT")
 
     def rollback(self) -> None:
@@ -80,6 +91,40 @@ class _AsyncSQLiteUnit:
             return
 
 
+class _AsyncHold:
+    """The context of `SQLiteStore.unit()` (a class: it runs for every message)."""
+
+    __slots__ = ("_store", "_unit")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> _AsyncSQLiteUnit:
+        store = self._store
+        store._lock.acquire()
+        try:
+            if store._unit is None:
+                connection = store._connection if store._connection is not None else store._open()
+                store._connection = connection
+                store._unit = _AsyncSQLiteUnit(connection, store._sql, nested=False)
+            unit = store._unit
+            if store._path is None:  # the caller's connection: nest in its transaction, if it has or wants one
+                connection = unit.connection
+                unit._nested = connection.in_transaction or connection.isolation_level is not None
+        except BaseException:
+            store._lock.release()
+            raise
+        self._unit = unit
+        return unit
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            if not self._unit._nested and self._unit.connection.in_transaction:
+                self._unit.rollback()  # never leave a transaction open behind
+        finally:
+            self._store._lock.release()
+
+
 class SQLiteStore:
     """The journal in SQLite: a database file or memory (a connection of its own), or the caller's connection."""
 
@@ -92,6 +137,7 @@ class SQLiteStore:
         self._path = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
         self._lock = threading.Lock()
+        self._unit: _AsyncSQLiteUnit | None = None
 
     def _open(self) -> sqlite3.Connection:
         if self._path is None:
@@ -104,20 +150,9 @@ class SQLiteStore:
                 connection.execute("PRAGMA journal_mode=WAL")
         return connection
 
-    @contextmanager
-    def unit(self) -> Iterator[Unit]:
+    def unit(self) -> _AsyncHold:
         """Hold the connection for one operation (operations on one store are serialised)."""
-        with self._lock:
-            if self._connection is None:
-                self._connection = self._open()
-            connection = self._connection
-            nested = self._path is None and (connection.in_transaction or connection.isolation_level is not None)
-            unit = _AsyncSQLiteUnit(connection, self._sql, nested=nested)
-            try:
-                yield unit
-            finally:
-                if not nested and connection.in_transaction:
-                    unit.rollback()
+        return _AsyncHold(self)
 
     def timestamp(self, value: Any) -> datetime | None:
         """Epoch seconds as an aware UTC datetime."""
@@ -135,7 +170,7 @@ class SQLiteStore:
         with self.unit() as unit:
             unit.begin()
             try:
-                for name in ("create_table", "create_key", "create_settled_index", "create_version"):
+                for name in ("create_table", "create_key", "create_version"):
                     unit.run(name, {})
                 unit.run("seed_version", {"version": version})
                 rows = unit.fetch("version", {})
@@ -183,5 +218,5 @@ class SQLiteStore:
     def close(self) -> None:
         """Close the connection the store opened itself."""
         if self._path is not None and self._connection is not None:
-            connection, self._connection = self._connection, None
+            connection, self._connection, self._unit = self._connection, None, None
             connection.close()

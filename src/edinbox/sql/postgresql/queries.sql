@@ -1,12 +1,15 @@
+-- The two inserts that start a delivery are server-side prepared once per connection (PREPARE ... AS, with
+-- positional parameters) and run as "BEGIN; EXECUTE name(...)" in one round trip.
+
 -- name: insert_processed
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'processed', 1, now(), now())
+VALUES ($1, $2, $3, $4, 'processed', 1, now(), now())
 ON CONFLICT DO NOTHING
 RETURNING 1
 
 -- name: insert_claimed
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at)
-VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'in_progress', 1, now() + %(lease)s, now())
+VALUES ($1, $2, $3, $4, 'in_progress', 1, now() + $5::interval, now())
 ON CONFLICT DO NOTHING
 RETURNING 1
 
@@ -67,17 +70,15 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 
 -- name: insert_batch
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-SELECT %(consumer)s, u.source, u.message_id, u.fingerprint, 'processed', 1, now(), now()
-FROM unnest(%(sources)s::text[], %(message_ids)s::text[], %(fingerprints)s::text[])
-    AS u (source, message_id, fingerprint)
+SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
+FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
 ON CONFLICT DO NOTHING
 RETURNING source, message_id
 
 -- name: find_batch_for_update
 SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, now()
 FROM {table} AS t
-JOIN unnest(%(sources)s::text[], %(message_ids)s::text[]) AS u (source, message_id)
-    ON t.source = u.source AND t.message_id = u.message_id
+JOIN unnest(%(sources)b::text[], %(message_ids)b::text[]) AS u (s, m) ON t.source = u.s AND t.message_id = u.m
 WHERE t.consumer = %(consumer)s
 FOR UPDATE OF t
 

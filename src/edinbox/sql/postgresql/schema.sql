@@ -24,9 +24,6 @@ CREATE TABLE IF NOT EXISTS {table} (
 -- name: create_key
 CREATE UNIQUE INDEX IF NOT EXISTS {key_index} ON {table} (consumer, source, message_id)
 
--- name: create_settled_index
-CREATE INDEX IF NOT EXISTS {settled_index} ON {table} (consumer, settled_at) WHERE status = 'processed'
-
 -- name: create_version
 CREATE TABLE IF NOT EXISTS {version_table} (version integer NOT NULL)
 

@@ -1,0 +1,82 @@
+"""The accounting service over real HTTP: one invoice per Idempotency-Key, whatever the retries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from edinbox.hub.accounting_service import AccountingService
+
+httpx = pytest.importorskip("httpx")
+
+INVOICE = {"seller": "ACME", "number": "INV-1", "kind": "invoice", "issue_date": "2026-11-30", "total": "119.00"}
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[AccountingService]:
+    """The service on a free loopback port, its invoices in a fresh SQLite file."""
+    with AccountingService(tmp_path / "accounting.db") as running:
+        yield running
+
+
+def post(service: AccountingService, body: object, key: str | None) -> httpx.Response:
+    """POST an invoice (a dict as JSON, bytes as they are) with an optional Idempotency-Key."""
+    headers = {"Idempotency-Key": key} if key is not None else {}
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(service.url, content=content, headers={**headers, "Content-Type": "application/json"})
+
+
+def test_same_key_returns_the_first_response_and_creates_one_invoice(service: AccountingService) -> None:
+    """A retried POST with the same key and body answers the first response, flagged replayed, and creates nothing."""
+    first = post(service, INVOICE, "k-1")
+    again = post(service, INVOICE, "k-1")
+    assert first.status_code == again.status_code == 201
+    assert first.json() == again.json() == {"id": 1, "created": True}
+    assert "Idempotent-Replayed" not in first.headers
+    assert again.headers["Idempotent-Replayed"] == "true"
+    listed = httpx.get(service.url).json()
+    assert [(i["id"], i["number"]) for i in listed] == [(1, "INV-1")]
+
+
+def test_same_key_with_another_body_is_422(service: AccountingService) -> None:
+    """Reusing a key for a different invoice is refused with 422 and changes nothing."""
+    assert post(service, INVOICE, "k-1").status_code == 201
+    other = post(service, {**INVOICE, "total": "120.00"}, "k-1")
+    assert other.status_code == 422
+    assert "another body" in other.json()["error"]
+    assert [i["total"] for i in service.invoices()] == ["119.00"]
+
+
+def test_bad_requests_are_400_and_create_nothing(service: AccountingService) -> None:
+    """No key, a non-JSON body or a missing field is a 400 naming the problem, and nothing is stored."""
+    assert post(service, INVOICE, None).status_code == 400
+    broken = post(service, b"{not json", "k-2")
+    assert broken.status_code == 400
+    assert "not JSON" in broken.json()["error"]
+    missing = post(service, {"seller": "ACME"}, "k-3")
+    assert missing.status_code == 400
+    assert "number" in missing.json()["error"]
+    assert service.invoices() == []
+    assert post(service, INVOICE, "k-3").status_code == 201  # a refused request does not burn its key
+
+
+def test_the_same_invoice_under_another_key_is_409_with_the_existing_id(service: AccountingService) -> None:
+    """A partner re-sending an invoice in a new interchange (new key) gets 409 and the first invoice's id."""
+    assert post(service, INVOICE, "k-1").json() == {"id": 1, "created": True}
+    resent = post(service, INVOICE, "k-2")
+    assert resent.status_code == 409
+    assert resent.json() == {"id": 1, "created": False}
+    assert len(service.invoices()) == 1
+
+
+def test_concurrent_requests_with_one_key_create_one_invoice(service: AccountingService) -> None:
+    """Eight simultaneous POSTs with one key: one invoice, and every caller gets the same answer."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda _: post(service, INVOICE, "same"), range(8)))
+    assert {(a.status_code, a.text) for a in answers} == {(201, json.dumps({"id": 1, "created": True}))}
+    assert sum(a.headers.get("Idempotent-Replayed") == "true" for a in answers) == 7
+    assert len(service.invoices()) == 1
