@@ -16,7 +16,7 @@ from typing import Any
 from edinbox._errors import ConfigurationError
 from edinbox._message import Message
 
-__all__ = ["interchange_id", "split_files"]
+__all__ = ["interchange_id", "split_files", "split_payload"]
 
 
 def interchange_id(message: Message) -> str:
@@ -29,25 +29,30 @@ def split_files(paths: Iterable[Path], *, raw: bool = False) -> list[tuple[str, 
 
     With `raw` (or before the EDI parser is installed) each file is one message keyed by its file name.
     """
-    edi = None if raw else _edi()
     messages: list[tuple[str, bytes]] = []
     for path in paths:
-        data = Path(path).read_bytes()
-        if edi is None:
-            messages.append((Path(path).name, data))
-            continue
-        try:
-            interchanges = edi.parse(data)
-        except edi.EdiSyntaxError as exc:
-            raise ConfigurationError(f"{path}: not valid EDI, nothing was published: {exc}") from None
-        if not interchanges:
-            raise ConfigurationError(f"{path}: no EDI interchange in the file, nothing was published")
-        for interchange in interchanges:
-            start, end = _span(interchange, len(data))
-            if interchange.keyable:
-                messages.append((interchange_id(interchange.message()), data[start:end]))
-            else:
-                messages.append((f"{Path(path).name}@{start}", data[start:end]))
+        messages.extend(split_payload(Path(path).read_bytes(), name=Path(path).name, raw=raw))
+    return messages
+
+
+def split_payload(data: bytes, *, name: str, raw: bool = False) -> list[tuple[str, bytes]]:
+    """The `(producer id, payload)` of every interchange in `data` (a file called `name`)."""
+    edi = None if raw else _edi()
+    if edi is None:
+        return [(name, data)]
+    try:
+        interchanges = edi.parse(data)
+    except edi.EdiSyntaxError as exc:
+        raise ConfigurationError(f"{name}: not valid EDI, nothing was published: {exc}") from None
+    if not interchanges:
+        raise ConfigurationError(f"{name}: no EDI interchange in the file, nothing was published")
+    messages = []
+    for interchange in interchanges:
+        start, end = _span(interchange, len(data))
+        if interchange.keyable:
+            messages.append((interchange_id(interchange.message()), data[start:end]))
+        else:
+            messages.append((f"{name}@{start}", data[start:end]))
     return messages
 
 

@@ -1,0 +1,206 @@
+"""Messages per second through the hub for each broker, with and without the inbox, side by side in one run.
+
+    .venv/bin/python -m bench.brokers [--messages 2000] [--rounds 3] [--brokers rabbitmq,nats,redis] [--db sqlite]
+
+Both variants run the same hub (receive a batch, parse, create the invoices in one transaction, commit, ack) at its
+default batch settings, on a fresh queue and a fresh database each run. "with inbox" is the hub as shipped: the
+batch is recorded in the journal (`AsyncInbox.process_batch`) in the invoices' transaction. "without inbox" hands
+the same batch to the same handler in a plain transaction of the same store, without the journal: what the hub
+would cost if exactly-once were not needed. Variants alternate within each round; the best rate of the rounds is
+reported (a busy machine only ever slows a run down).
+
+Without the hub (before it is installed) the benchmark falls back to the sources alone: receive, then a batch
+insert of one row per message in a transaction, with or without `process_batch`, then ack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from edinbox import AsyncInbox, Message, Outcome
+from edinbox._records import Tx
+from edinbox.sources import open_source, publisher
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+URLS: dict[str, Callable[[str], str]] = {
+    "rabbitmq": lambda n: f"amqp://guest:guest@127.0.0.1/?queue={n}",
+    "nats": lambda n: f"nats://127.0.0.1:4222?stream={n}&subject={n}.in",
+    "redis": lambda n: f"redis://127.0.0.1:6379/0?stream={n}",
+}
+HUB = importlib.util.find_spec("edinbox.hub") is not None and importlib.util.find_spec("edinbox.edi") is not None
+
+
+class NoInbox:
+    """The hub's inbox replaced by a plain transaction of the same store: same handler, no journal."""
+
+    def __init__(self, inbox: AsyncInbox) -> None:
+        """Borrow the real inbox's store, so connections and settings are identical."""
+        self._inbox = inbox
+
+    async def process_batch(self, messages: Sequence[Message], handler: Any) -> list[Outcome]:
+        """Run the handler on every message in one transaction and commit: what the hub did before the inbox."""
+        async with self._inbox._store.unit() as unit:  # the same store as the inbox: same connection settings
+            await unit.begin()
+            await handler(Tx(unit.connection, self._inbox.dialect), list(messages))
+            await unit.commit()
+        return [Outcome.PROCESSED] * len(messages)
+
+
+def traffic(count: int) -> list[tuple[str, bytes]]:
+    """`count` distinct partner invoices (X12 810 and EDIFACT INVOIC), keyed as `edinbox publish` keys them."""
+    if not HUB:
+        return [(f"m{n}", b"payload %d" % n) for n in range(count)]
+    from edinbox.hub._generate import PARTNERS, Doc, render
+
+    from edinbox._publish import split_payload
+
+    messages = []
+    for n in range(count):
+        partner = PARTNERS[n % len(PARTNERS)]
+        control = f"{100000 + n:09d}" if partner.standard == "X12" else f"IC{100000 + n}"
+        doc = Doc(partner, control, "invoice", f"B{n:07d}", lines=((1 + n % 5, Decimal(n % 900 + 1) / 10),))
+        messages.extend(split_payload(render(doc), name=f"{n}.edi"))
+    return messages
+
+
+async def drop(url: str, name: str) -> None:
+    """Remove the queue, stream or subject the run created."""
+    if url.startswith("amqp"):
+        import aio_pika
+
+        connection = await aio_pika.connect("amqp://guest:guest@127.0.0.1/")
+        async with connection:
+            channel = await connection.channel()
+            await channel.queue_delete(name)
+            await channel.queue_delete(f"{name}.dead")
+            await channel.exchange_delete(f"{name}.dead")
+    elif url.startswith("nats"):
+        import nats
+
+        nc = await nats.connect("nats://127.0.0.1:4222")
+        await nc.jetstream().delete_stream(name)
+        await nc.close()
+    else:
+        import redis.asyncio
+
+        client = redis.asyncio.Redis.from_url("redis://127.0.0.1:6379/0")
+        await client.delete(name, f"{name}.dead")
+        await client.aclose()
+
+
+async def through_hub(url: str, db: str, table: str, count: int, *, inbox: bool) -> float:
+    """Seconds the hub (default batch settings) takes to settle `count` waiting interchanges."""
+    from edinbox.hub._config import HubConfig
+    from edinbox.hub._hub import open_hub
+
+    config = HubConfig(db=db, source=url, consumer="bench", table=table)
+    async with open_hub(config) as hub:
+        if not inbox:
+            hub.inbox = NoInbox(hub.inbox)
+        settled = 0
+        started = time.perf_counter()
+        while settled < count:
+            settled += await hub.step()
+        elapsed = time.perf_counter() - started
+        created = await hub.db.value("SELECT count(*) FROM {invoices}")
+    assert int(created) == count, f"{created} invoices for {count} interchanges"
+    return elapsed
+
+
+async def through_source(url: str, db: str, table: str, count: int, *, inbox: bool) -> float:
+    """Seconds to receive, record (one row per message, in batches of 20) and ack `count` waiting messages."""
+    journal = AsyncInbox(db, consumer="bench", table=table)
+    await journal.create_schema()
+    baseline = NoInbox(journal)
+
+    async def handler(tx: Tx, messages: list[Message]) -> None:
+        rows = [(m.message_id,) for m in messages]
+        if tx.dialect == "sqlite":
+            await tx.connection.executemany("INSERT INTO effects (id) VALUES (?)", rows)
+        else:
+            async with tx.connection.cursor() as cursor:
+                await cursor.executemany("INSERT INTO effects (id) VALUES (%s)", rows)
+
+    async with journal._store.unit() as unit:  # the effects table lives beside the journal
+        await unit.begin()
+        await unit.connection.execute("CREATE TABLE IF NOT EXISTS effects (id TEXT NOT NULL)")
+        await unit.commit()
+    settle = journal.process_batch if inbox else baseline.process_batch
+    async with open_source(url, consumer="bench") as source:
+        settled = 0
+        started = time.perf_counter()
+        while settled < count:
+            deliveries = await source.receive(max_messages=20, timeout=0.5)
+            messages = [Message(d.key, d.source, d.payload) for d in deliveries]
+            await settle(messages, handler)
+            for delivery in deliveries:
+                await source.ack(delivery)
+            settled += len(deliveries)
+        elapsed = time.perf_counter() - started
+    await journal.aclose()
+    return elapsed
+
+
+async def one_run(broker: str, messages: list[tuple[str, bytes]], *, db_kind: str, inbox: bool) -> float:
+    """Messages per second of one variant on a fresh queue and database."""
+    name = "b" + uuid.uuid4().hex[:12]
+    url = URLS[broker](name)
+    folder = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
+    if db_kind == "sqlite":
+        db, table = f"sqlite:///{folder / 'hub.db'}", "inbox"
+    else:
+        db, table = POSTGRES, f"{name}.inbox"
+    try:
+        await publisher(url)(url, messages)
+        run = through_hub if HUB else through_source
+        elapsed = await run(url, db, table, len(messages), inbox=inbox)
+        return len(messages) / elapsed
+    finally:
+        await drop(url, name)
+        shutil.rmtree(folder, ignore_errors=True)
+        if db_kind == "postgres":
+            await _drop_schema(name)
+
+
+async def _drop_schema(name: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    async with await psycopg.AsyncConnection.connect(POSTGRES, autocommit=True) as conn:
+        await conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+async def main(args: argparse.Namespace) -> None:
+    """Run every broker, both variants alternating, and print the side-by-side table."""
+    messages = traffic(args.messages)
+    mode = "hub (parse + invoices + journal)" if HUB else "source receive + batch insert + ack (no hub installed)"
+    print(f"edinbox broker benchmark: {len(messages)} messages per run, {args.rounds} rounds, db={args.db}")
+    print(f"path: {mode}; batch size 20 (the hub's default)")
+    print(f"{'broker':<10} {'without inbox msg/s':>20} {'with inbox msg/s':>17} {'inbox cost':>11}")
+    for broker in args.brokers.split(","):
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        for round_ in range(args.rounds):
+            order: list[bool] = [False, True] if round_ % 2 == 0 else [True, False]
+            for inbox in order:
+                rates[inbox].append(await one_run(broker, messages, db_kind=args.db, inbox=inbox))
+        without, with_ = max(rates[False]), max(rates[True])  # best of the rounds: other load only slows a run
+        print(f"{broker:<10} {without:>20.0f} {with_:>17.0f} {1 - with_ / without:>10.1%}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=2000, help="messages per run (default 2000)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per variant; the best is reported")
+    parser.add_argument("--brokers", default="rabbitmq,nats,redis", help="comma-separated subset")
+    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite", help="the hub's database")
+    asyncio.run(main(parser.parse_args()))
