@@ -28,7 +28,6 @@ WHITESPACE = " \t\r\n\x0b\x0c\x00"
 _PLACEHOLDER = 0xE000
 _HEAD4 = itemgetter(slice(0, 4))
 _LINE_BREAKS = ("\r", "\n", "\r\n")
-_TAG = re.compile(r"[A-Z0-9]{2,3}\Z")
 
 
 @functools.lru_cache(maxsize=64)
