@@ -60,9 +60,8 @@ def traffic(count: int) -> list[tuple[str, bytes]]:
     """`count` distinct partner invoices (X12 810 and EDIFACT INVOIC), keyed as `edinbox publish` keys them."""
     if not HUB:
         return [(f"m{n}", b"payload %d" % n) for n in range(count)]
-    from edinbox.hub._generate import PARTNERS, Doc, render
-
     from edinbox._publish import split_payload
+    from edinbox.hub._generate import PARTNERS, Doc, render
 
     messages = []
     for n in range(count):
