@@ -7,7 +7,7 @@ default batch settings, on a fresh queue and a fresh database each run. "with in
 batch is recorded in the journal (`AsyncInbox.process_batch`) in the invoices' transaction. "without inbox" hands
 the same batch to the same handler in a plain transaction of the same store, without the journal: what the hub
 would cost if exactly-once were not needed. Variants alternate within each round; the best rate of the rounds is
-reported (a busy machine only ever slows a run down).
+reported (a busy machine only ever slows a run down), the medians beside it.
 
 Without the hub (before it is installed) the benchmark falls back to the sources alone: receive, then a batch
 insert of one row per message in a transaction, with or without `process_batch`, then ack.
@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import importlib.util
 import shutil
+import statistics
 import tempfile
 import time
 import uuid
@@ -60,9 +61,8 @@ def traffic(count: int) -> list[tuple[str, bytes]]:
     """`count` distinct partner invoices (X12 810 and EDIFACT INVOIC), keyed as `edinbox publish` keys them."""
     if not HUB:
         return [(f"m{n}", b"payload %d" % n) for n in range(count)]
-    from edinbox.hub._generate import PARTNERS, Doc, render
-
     from edinbox._publish import split_payload
+    from edinbox.hub._generate import PARTNERS, Doc, render
 
     messages = []
     for n in range(count):
@@ -186,7 +186,7 @@ async def main(args: argparse.Namespace) -> None:
     mode = "hub (parse + invoices + journal)" if HUB else "source receive + batch insert + ack (no hub installed)"
     print(f"edinbox broker benchmark: {len(messages)} messages per run, {args.rounds} rounds, db={args.db}")
     print(f"path: {mode}; batch size 20 (the hub's default)")
-    print(f"{'broker':<10} {'without inbox msg/s':>20} {'with inbox msg/s':>17} {'inbox cost':>11}")
+    print(f"{'broker':<10} {'without inbox msg/s':>20} {'with inbox msg/s':>17} {'inbox cost':>11}   (medians)")
     for broker in args.brokers.split(","):
         rates: dict[bool, list[float]] = {False: [], True: []}
         for round_ in range(args.rounds):
@@ -194,7 +194,11 @@ async def main(args: argparse.Namespace) -> None:
             for inbox in order:
                 rates[inbox].append(await one_run(broker, messages, db_kind=args.db, inbox=inbox))
         without, with_ = max(rates[False]), max(rates[True])  # best of the rounds: other load only slows a run
-        print(f"{broker:<10} {without:>20.0f} {with_:>17.0f} {1 - with_ / without:>10.1%}")
+        mid_without, mid_with = statistics.median(rates[False]), statistics.median(rates[True])
+        print(
+            f"{broker:<10} {without:>20.0f} {with_:>17.0f} {1 - with_ / without:>10.1%}"
+            f"   ({mid_without:.0f} / {mid_with:.0f}: {1 - mid_with / mid_without:.1%})"
+        )
 
 
 if __name__ == "__main__":
