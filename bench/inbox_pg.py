@@ -112,6 +112,32 @@ def postgres(url: str, table: str, *, size: int) -> None:
             size=size,
             chunk=20,
         )
+        # The same without waiting for the WAL flush (synchronous_commit=off on both sides): what remains is the
+        # client's work and the round trips, without the fsync noise of a disk shared with other test runs.
+        fast = psycopg.connect(url, options="-c synchronous_commit=off")
+        fast_inbox = Inbox(_with_options(url, "-c synchronous_commit=off"), consumer=CONSUMER, table=table)
+
+        def fast_naive(messages: list[Message]) -> None:
+            for m in messages:
+                cursor = fast.execute(naive_insert.encode(), (CONSUMER, m.source, m.message_id))
+                if cursor.rowcount == 1:
+                    fast.execute(business, (m.message_id, m.payload))
+                fast.commit()
+
+        def fast_process(messages: list[Message]) -> None:
+            for m in messages:
+                fast_inbox.process(m, handler)
+
+        try:
+            compare(
+                "PostgreSQL, one message per transaction, synchronous_commit=off (no fsync wait)",
+                {"naive inbox": fast_naive, "Inbox.process": fast_process},
+                size=size,
+                chunk=20,
+            )
+        finally:
+            fast_inbox.close()
+            fast.close()
         postgres_batches(connection, inbox, table, business_table=f"{table}_business", naive_table=f"{table}_naive")
         trace_round_trips(url, table, business)
         profile(process, size)
@@ -122,6 +148,11 @@ def postgres(url: str, table: str, *, size: int) -> None:
             connection.execute(f"DROP TABLE IF EXISTS {table}{suffix}".encode())
         connection.commit()
         connection.close()
+
+
+def _with_options(url: str, options: str) -> str:
+    """`url` with a libpq `options` parameter added."""
+    return url + ("&" if "?" in url else "?") + "options=" + options.replace(" ", "%20").replace("=", "%3D")
 
 
 def postgres_batches(

@@ -5,7 +5,10 @@ the commit), writing one effect row per record into SQLite: "plain" in one trans
 `AsyncInbox.process_batch` (journal rows and effects in one transaction). Both run with each offset commit mode of
 the source: `commit=ack` (a synchronous commit per record) and `commit=receive` (one per batch).
 
-    .venv/bin/python -m bench.kafka [--messages 5000] [--batch-size 20] [--rounds 3]
+With `--hub`, the same side by side through the hub itself (parse, invoices, journal; `bench.brokers.through_hub`)
+on partner interchanges, for each commit mode.
+
+    .venv/bin/python -m bench.kafka [--messages 5000] [--batch-size 20] [--rounds 3] [--hub]
 """
 
 from __future__ import annotations
@@ -84,12 +87,35 @@ async def inboxed(url: str, db: Path, count: int, batch_size: int) -> float:
         await inbox.aclose()
 
 
+async def hub_table(cluster: MockCluster, messages: int, rounds: int) -> None:
+    """Messages per second through the hub with and without the inbox (best of the rounds, as bench.brokers)."""
+    from bench.brokers import through_hub, traffic
+
+    payloads = traffic(messages)
+    print(f"\nKafka through the hub (SQLite), {len(payloads)} interchanges, best of {rounds} rounds:")
+    print("| offset commit | without inbox | with inbox | inbox cost |")
+    print("|---|---|---|---|")
+    for commit in ("ack", "receive"):
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        for n in range(rounds):
+            for inbox in (False, True) if n % 2 == 0 else (True, False):
+                topic = f"bench-{uuid.uuid4().hex[:8]}"
+                url = cluster.url(topic=topic, group=topic, commit=commit, **{"group.protocol": "consumer"})
+                await publish(url, payloads)
+                with tempfile.TemporaryDirectory() as tmp:
+                    elapsed = await through_hub(url, f"sqlite:///{tmp}/hub.db", "inbox", len(payloads), inbox=inbox)
+                rates[inbox].append(len(payloads) / elapsed)
+        without, with_ = max(rates[False]), max(rates[True])
+        print(f"| commit={commit} | {without:.0f} msg/s | {with_:.0f} msg/s | {100 * (1 - with_ / without):.1f} % |")
+
+
 async def main() -> None:
     """Run every mode in alternation, print the medians and the inbox's cost per commit mode."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--batch-size", type=int, default=20, help="the hub's default is 20")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--hub", action="store_true", help="also measure through the hub (needs edinbox.hub)")
     args = parser.parse_args()
     cluster = MockCluster()
     modes = [(commit, name) for commit in ("ack", "receive") for name in ("plain", "inbox")]
@@ -104,7 +130,6 @@ async def main() -> None:
                 rate = await runs[name](url, Path(tmp) / f"{name}-{commit}-{n}.db", args.messages, args.batch_size)
                 results[(commit, name)].append(rate)
                 print(f"round {n + 1} commit={commit:7} {name:5} {rate:8.0f} msg/s")
-    cluster.close()
     print(f"\nKafka (mock cluster), {args.messages} messages, batch {args.batch_size}, median of {args.rounds} rounds:")
     print("| offset commit | without inbox | with inbox | inbox cost |")
     print("|---|---|---|---|")
@@ -112,6 +137,9 @@ async def main() -> None:
         plain_rate, inbox_rate = (statistics.median(results[(commit, k)]) for k in ("plain", "inbox"))
         cost = 100 * (1 - inbox_rate / plain_rate)
         print(f"| commit={commit} | {plain_rate:.0f} msg/s | {inbox_rate:.0f} msg/s | {cost:.1f} % |")
+    if args.hub:
+        await hub_table(cluster, args.messages, args.rounds)
+    cluster.close()
 
 
 if __name__ == "__main__":

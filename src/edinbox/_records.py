@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,6 +47,28 @@ class Record:
     conflict_fingerprint: str | None
     conflict_payload: bytes | None
     last_conflict_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any], timestamp: Callable[[Any], datetime | None]) -> Record:
+        """Build from a row in `_core.COLUMNS` order; `timestamp` turns the store's timestamps into datetimes."""
+        received_at = timestamp(row[8]) or datetime.now().astimezone()  # NOT NULL in the schema
+        return cls(
+            consumer=row[0],
+            source=row[1],
+            message_id=row[2],
+            fingerprint=row[3],
+            status=Status(row[4]),
+            attempts=row[5],
+            last_error=row[6],
+            lease_until=timestamp(row[7]),
+            received_at=received_at,
+            settled_at=timestamp(row[9]),
+            payload=None if row[10] is None else bytes(row[10]),
+            conflicts=row[11],
+            conflict_fingerprint=row[12],
+            conflict_payload=None if row[13] is None else bytes(row[13]),
+            last_conflict_at=timestamp(row[14]),
+        )
 
 
 @dataclass(frozen=True, slots=True)

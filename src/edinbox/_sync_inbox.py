@@ -10,9 +10,13 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 - handler exception: rollback, then the attempt and error are recorded in a separate transaction and the
   exception propagates unchanged. The failure that reaches `max_attempts` parks the row as dead at once (the
   exception still propagates, so the caller does not ack); the next delivery returns DEAD.
-- caller's connection: the inbox works in a savepoint and never commits the caller's transaction; a handler
-  failure rolls back to the savepoint and records the attempt inside the caller's transaction (kept only if the
-  caller commits).
+- caller's connection: the inbox works in a savepoint and never commits the caller's transaction (on a
+  connection that is not autocommit and has none open yet, it opens the transaction and leaves it to the caller);
+  a handler failure rolls back to the savepoint, re-raises, and records the attempt inside the caller's
+  transaction, so it is kept only if the caller commits (and max_attempts only counts what was committed). On an
+  autocommit connection with no transaction open there is nothing of the caller's to join: the inbox commits its
+  own, as with a URL or a pool.
+- batches and lease mode follow the same rules; see `process_batch` and `process(lease=...)`.
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ class Inbox:
     `target` is a URL (`postgresql://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite://` in
     memory), a psycopg pool, or the caller's own connection (psycopg or SQLite) so the journal row joins the
     caller's transaction. `horizon` is the longest time after which a message can still come back (broker
-    redelivery, retry schedule, operator replay); `purge` refuses to forget anything younger.
+    redelivery, retry schedule, operator replay); `purge` refuses to forget anything younger. `pool_size` bounds
+    the pool a URL inbox opens when calls overlap (threads, tasks); one at a time, it uses one connection.
     """
 
     def __init__(
@@ -354,14 +359,14 @@ class Inbox:
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
         with self._store.unit() as unit:
             rows = unit.fetch("get", key)
-        return self._record(rows[0]) if rows else None
+        return Record.from_row(rows[0], self._store.timestamp) if rows else None
 
     def records(self, *, status: Status | str | None = None, limit: int = 100) -> list[Record]:
         """This consumer's rows, newest first, optionally only those with `status`."""
         wanted = None if status is None else Status(status).value
         with self._store.unit() as unit:
             rows = unit.fetch("records", {"consumer": self.consumer, "status": wanted, "limit": limit})
-        return [self._record(row) for row in rows]
+        return [Record.from_row(row, self._store.timestamp) for row in rows]
 
     def requeue(self, source: str, message_id: str) -> bool:
         """Make a dead or conflict row processable again by the next delivery; false when there was none.
@@ -376,24 +381,3 @@ class Inbox:
         """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
         return self._write("forget", key) > 0
-
-    def _record(self, row: tuple[Any, ...]) -> Record:
-        ts = self._store.timestamp
-        received_at = ts(row[8]) or datetime.now().astimezone()  # NOT NULL in the schema
-        return Record(
-            consumer=row[0],
-            source=row[1],
-            message_id=row[2],
-            fingerprint=row[3],
-            status=Status(row[4]),
-            attempts=row[5],
-            last_error=row[6],
-            lease_until=ts(row[7]),
-            received_at=received_at,
-            settled_at=ts(row[9]),
-            payload=None if row[10] is None else bytes(row[10]),
-            conflicts=row[11],
-            conflict_fingerprint=row[12],
-            conflict_payload=None if row[13] is None else bytes(row[13]),
-            last_conflict_at=ts(row[14]),
-        )

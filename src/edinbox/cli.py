@@ -31,7 +31,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @click.group(context_settings={"auto_envvar_prefix": "EDINBOX", "help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """edinbox: each partner interchange creates its invoice once, however often the broker redelivers."""
+    """edinbox: each partner interchange creates its invoice once, however often the broker redelivers.
+
+    Settings come from flags, EDINBOX_ environment variables (see each command's --help) or a TOML file (--config).
+    """
 
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
@@ -352,9 +355,21 @@ def purge(
 
 @main.command()
 @click.option("--messages", default=500, show_default=True, type=click.IntRange(min=1), help="interchanges")
-@click.option("--duplicate-rate", default=0.2, show_default=True, type=click.FloatRange(0, 1))
-@click.option("--crash-rate", default=0.15, show_default=True, type=click.FloatRange(0, 1), help="per commit")
-@click.option("--seed", default=7, show_default=True, type=int)
+@click.option(
+    "--duplicate-rate",
+    default=0.2,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="share of invoices a producer publishes twice",
+)
+@click.option(
+    "--crash-rate",
+    default=0.15,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="chance that a hub process is killed after a commit, before its ack",
+)
+@click.option("--seed", default=7, show_default=True, type=int, help="same seed, same traffic")
 @click.option("--db", envvar="EDINBOX_DB", show_envvar=True, default=None, help="[default: SQLite in the work dir]")
 @click.option("--table", default=None, help="journal table  [default: inbox; a fresh schema on PostgreSQL]")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 8), help="hub processes")

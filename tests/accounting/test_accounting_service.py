@@ -80,3 +80,27 @@ def test_concurrent_requests_with_one_key_create_one_invoice(service: Accounting
     assert {(a.status_code, a.text) for a in answers} == {(201, json.dumps({"id": 1, "created": True}))}
     assert sum(a.headers.get("Idempotent-Replayed") == "true" for a in answers) == 7
     assert len(service.invoices()) == 1
+
+
+def test_the_documented_command_serves_until_stopped(tmp_path: Path) -> None:
+    """`python -m edinbox.hub.accounting_service --db ... --port 0` prints its URL and serves on it."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "edinbox.hub.accounting_service", "--db", str(tmp_path / "a.db"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        url = line.split()[3]
+        assert url.startswith("http://127.0.0.1:")
+        assert url.endswith("/invoices")
+        answer = httpx.post(url, json=INVOICE, headers={"Idempotency-Key": "cli"})
+        assert answer.status_code == 201
+        assert [i["number"] for i in httpx.get(url).json()] == ["INV-1"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -177,6 +177,8 @@ def test_edifact_una_custom_separators_and_hard_wrap() -> None:
     """UNA `=*,! ~` with lines wrapped every 15 characters (inside tags and values) reads the same."""
     ic = only(fixtures.EDIFACT_INVOIC_WRAPPED)
     assert ic.separators == Separators(element="*", component="=", segment="~", release="!", decimal=",")
+    assert ic.segments[0].tag == "UNB"  # UNA is service string advice, not a segment
+    assert ic.raw.startswith(b"UNA")
     assert ic.keyable
     assert ic.problems == ()
     assert ic.key == only(fixtures.EDIFACT_INVOIC).key
@@ -259,6 +261,22 @@ def test_edifact_missing_unz_then_next_interchange() -> None:
     assert data[second.span[0] : second.span[1]] == fixtures.edifact_orders(b"A2")
 
 
+@pytest.mark.parametrize("glue", [b"", b"\n", b" \r\n"])
+def test_interchange_cut_mid_segment_does_not_swallow_the_next(glue: bytes) -> None:
+    """A truncated interchange followed (on the same line or the next) by a complete one leaves that one intact."""
+    orders = fixtures.edifact_orders(b"Z1")
+    data = fixtures.X12_810[:300] + glue + fixtures.X12_810 + b"\n" + orders[:60] + glue + orders
+    found = parse(data)
+    assert [(ic.control_number, ic.keyable) for ic in found] == [
+        ("000000905", False),
+        ("000000905", True),
+        ("Z1", False),
+        ("Z1", True),
+    ]
+    assert found[1].raw.startswith(b"ISA")
+    assert found[3].raw.startswith(b"UNA")
+
+
 def test_several_interchanges_with_mixed_standards_and_separators() -> None:
     """A mailbag of X12 and EDIFACT interchanges with different separators yields one key each."""
     parts = [fixtures.X12_810, b"\r\n\x00", fixtures.EDIFACT_INVOIC_WRAPPED, b"\n", fixtures.edifact_orders(b"M3")]
@@ -313,7 +331,6 @@ def test_line_feeds_instead_of_terminators_are_read_but_never_keyed() -> None:
         (b"ISA000", 0, None, "not an interchange"),
         (b"UNB#UNOA:1+A+B+1:1+1'", 3, 0, "level A"),
         (b"UNA:+.? 'UNB+UNOA:1+A+B+260101:1200+1", 9, 0, "not terminated"),
-        (fixtures.X12_810.replace(b"BIG*", b"BI G*"), 160, 3, "tag"),
     ],
 )
 def test_bad_input_raises_edi_syntax_error_with_position(
@@ -325,6 +342,15 @@ def test_bad_input_raises_edi_syntax_error_with_position(
     assert caught.value.offset == offset
     assert caught.value.segment_index == index
     assert f"at byte {offset}" in str(caught.value)
+
+
+def test_segment_without_a_tag_is_found_and_never_keyed() -> None:
+    """A segment whose tag is not 2-3 letters or digits is reported with its byte offset; the key is refused."""
+    ic = only(fixtures.X12_810.replace(b"BIG*", b"BI G*"))
+    assert not ic.keyable
+    assert any(p.startswith("segment 3 at byte 160 ('BI G*") for p in ic.problems)
+    with pytest.raises(NotKeyableError, match="does not start with a tag"):
+        ic.message()
 
 
 def test_edi_syntax_error_is_an_inbox_error_and_a_value_error() -> None:

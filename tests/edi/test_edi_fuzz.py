@@ -6,6 +6,7 @@ inputs. Valid renderings with random separators and layouts must round-trip thei
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from decimal import Decimal
 
@@ -35,6 +36,7 @@ SEEDS = [
     fixtures.X12_810.replace(b"~", "\u2026".encode()),
 ]
 SINGLE = [fixtures.X12_810, fixtures.EDIFACT_INVOIC, fixtures.edifact_orders(b"T9")]
+_TAG = re.compile("[A-Z0-9]{2,3}")
 NOISE = [
     b"~",
     b"*",
@@ -65,8 +67,8 @@ def exercise(data: bytes) -> None:
         assert data[ic.span[0] : ic.span[1]] == ic.raw
         assert ic.source
         assert isinstance(ic.message_types, tuple)
-        for message in ic.messages:
-            assert all(seg.tag for seg in message.segments)
+        if not all(_TAG.fullmatch(seg.tag) for seg in ic.segments):
+            assert not ic.keyable  # a segment without a proper tag is reported, never keyed
         assert len(ic.fingerprint()) == 64
         try:
             assert ic.message().message_id == ic.control_number
@@ -196,3 +198,22 @@ def test_renderings_round_trip_and_share_fingerprints(invoice: Invoice, standard
     assert [(li.quantity, li.unit_price, li.amount) for li in read.lines] == [
         (li.quantity, li.unit_price, li.amount) for li in invoice.lines
     ]
+
+
+NEXT = [fixtures.X12_810, fixtures.EDIFACT_INVOIC_WRAPPED, fixtures.edifact_orders(b"N1")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=RELAXED)
+@given(st.sampled_from(SINGLE), st.sampled_from(NEXT), st.sampled_from([b"", b"\n", b"\r\n"]), st.data())
+def test_truncated_interchange_never_hides_the_next(
+    first: bytes, then: bytes, glue: bytes, data: st.DataObject
+) -> None:
+    """A cut-short interchange followed by a complete one: the complete one is still found and keyable."""
+    cut = data.draw(st.integers(0, len(first) - 1))
+    try:
+        found = parse(first[:cut] + glue + then)
+    except EdiSyntaxError:
+        return  # the whole payload is refused (and kept by the caller): nothing is keyed on partial data
+    assert found[-1].keyable, found[-1].problems
+    assert found[-1].key == parse(then)[0].key
+    assert all(not ic.keyable for ic in found[:-1])

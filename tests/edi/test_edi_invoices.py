@@ -183,3 +183,34 @@ def test_render_round_trip_of_several_invoices(standard: str) -> None:
     assert ic.problems == ()
     read = ic.invoices()
     assert [replace(i, message_ref="") for i in read] == [first, second]
+
+
+@pytest.mark.parametrize(
+    ("change", "options", "words"),
+    [
+        ({"number": "A*B"}, {"standard": "X12"}, "contains the separator"),
+        ({}, {"standard": "X12", "control_number": "12AB"}, "up to 9 digits"),
+        ({"total": Decimal("1.001")}, {"standard": "X12"}, "whole cents"),
+        ({}, {"standard": "EDIFACT", "una": False, "decimal_mark": ","}, "without UNA"),
+        ({}, {"standard": "EDIFACT", "wrap": 5}, "at least 12"),
+        ({}, {"standard": "EDI"}, "standard must be"),
+        ({"number": "Ω"}, {"standard": "EDIFACT"}, "cannot be encoded in UNOC"),
+    ],
+)
+def test_render_refuses_what_it_cannot_write(change: dict[str, object], options: dict[str, object], words: str) -> None:
+    """The writer refuses values and options it cannot represent, with a ValueError naming the reason."""
+    invoice = replace(
+        Invoice(
+            "N-1", date(2026, 1, 1), "invoice", InvoiceParty("S"), InvoiceParty("B"), "EUR", Decimal(1), Decimal(0)
+        ),
+        **change,  # type: ignore[arg-type]
+    )
+    kwargs = {"sender": Party("ZZ", "S"), "receiver": Party("ZZ", "R"), "control_number": "1", **options}
+    with pytest.raises(ValueError, match=words):
+        render_interchange([invoice], **kwargs)  # type: ignore[arg-type]
+
+
+def test_invoice_kind_is_checked() -> None:
+    """An Invoice is an invoice or a credit note, nothing else."""
+    with pytest.raises(ValueError, match="kind"):
+        Invoice("N", date(2026, 1, 1), "bill", InvoiceParty("S"), InvoiceParty("B"), None, Decimal(1), Decimal(0))

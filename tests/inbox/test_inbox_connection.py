@@ -14,7 +14,7 @@ import psycopg
 import psycopg_pool
 import pytest
 
-from edinbox import AsyncInbox, Inbox, Message, Outcome, Status, StoreError, Tx
+from edinbox import AsyncInbox, Inbox, Message, NotSettledError, Outcome, Status, StoreError, Tx
 
 
 class Boom(Exception):
@@ -209,3 +209,39 @@ def test_one_purger_at_a_time_on_postgresql(pg: tuple[str, str]) -> None:
             other.execute(b"SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
         assert inbox.purge(timedelta(0), batch_size=2) == 5
         assert inbox.stats().total == 0
+
+
+def test_purge_deletes_in_bounded_batches(tmp_path: Path) -> None:
+    """purge(batch_size=10) over 25 settled rows runs three DELETE transactions of at most 10 rows each."""
+    connection = sqlite3.connect(tmp_path / "app.db", isolation_level=None)
+    statements: list[str] = []
+    inbox = Inbox(connection, consumer="c", table="inbox", horizon=timedelta(0))
+    inbox.create_schema()
+    for i in range(25):
+        inbox.process(Message(str(i), "s"), lambda tx, m: None)
+    connection.set_trace_callback(statements.append)
+    assert inbox.purge(timedelta(0), batch_size=10) == 25
+    connection.set_trace_callback(None)
+    deletes = [s for s in statements if s.lstrip().startswith("DELETE")]
+    assert len(deletes) == 3
+    assert [s.split()[0] for s in statements].count("COMMIT") == 3
+    connection.close()
+
+
+def test_live_lease_in_a_batch_settles_nothing(tmp_path: Path) -> None:
+    """A batch containing a message under a live lease raises NotSettledError and commits none of the batch."""
+    inbox = Inbox(f"sqlite:///{tmp_path / 'app.db'}", consumer="c")
+    inbox.create_schema()
+
+    class Crash(BaseException):
+        """A process dying mid-effect."""
+
+    def crash(tx: Tx, message: Message) -> None:
+        raise Crash
+
+    with pytest.raises(Crash):
+        inbox.process(Message("leased", "s"), crash, lease=timedelta(minutes=5))
+    with pytest.raises(NotSettledError):
+        inbox.process_batch([Message("new", "s"), Message("leased", "s")], lambda tx, ms: None)
+    assert inbox.get("s", "new") is None
+    inbox.close()

@@ -172,6 +172,48 @@ async def test_nats_key_is_the_nats_msg_id_header(inbox: AsyncInbox, tmp_path: P
     assert invoices(tmp_path / "hub.db") == ["n-1", "n-2"]
 
 
+async def test_kafka_key_is_the_record_header_not_faststream_offset_id(
+    inbox: AsyncInbox, tmp_path: Path, unique_name: str
+) -> None:
+    """On Kafka (FastStream confluent broker, mock cluster) the key is the `message_id` header: a copy runs nothing."""
+    pytest.importorskip("confluent_kafka")
+    from faststream.confluent import KafkaBroker
+
+    from edinbox.sources.kafka import MockCluster
+
+    cluster = MockCluster()
+    seen = Seen(3)
+    try:
+        broker = KafkaBroker(cluster.bootstrap, middlewares=[inbox_middleware(inbox, on_outcome=seen)], logger=None)
+        # publish first: the topic then exists when the group forms
+        async with broker:
+            for message_id, body in [("k-1", b"inv-1"), ("k-1", b"inv-1"), ("k-2", b"inv-2")]:
+                await broker.publish(
+                    body, topic=unique_name, key=message_id.encode(), headers={"message_id": message_id}
+                )
+        broker = KafkaBroker(  # the mock has no controller for FastStream's CreateTopics: the topic exists already
+            cluster.bootstrap,
+            middlewares=[inbox_middleware(inbox, on_outcome=seen)],
+            logger=None,
+            allow_auto_create_topics=False,
+        )
+        broker.subscriber(unique_name, group_id=unique_name, auto_offset_reset="earliest", ack_policy=AckPolicy.ACK)(
+            create_invoice
+        )
+        async with broker:
+            await broker.start()
+            outcomes = await seen.wait()
+    finally:
+        cluster.close()
+    assert [(i, o) for i, _, o in outcomes] == [
+        ("k-1", Outcome.DUPLICATE),
+        ("k-1", Outcome.PROCESSED),
+        ("k-2", Outcome.PROCESSED),
+    ]
+    assert {source for _, source, _ in outcomes} == {f"kafka:{unique_name}"}
+    assert invoices(tmp_path / "hub.db") == ["inv-1", "inv-2"]
+
+
 _APP = """
 import asyncio, os, signal, sys
 from faststream import BaseMiddleware, Context

@@ -13,17 +13,19 @@ as noise anywhere (hard-wrapped lines, inside values and the ISA) when the termi
 break at ISA position 106 with the terminator starting the next lines (reported); TAB or space indentation;
 ISB/ISE/TA1; GS/GE, ST/SE; UNA with any service characters, level A defaults without UNA, level B (IS1/IS3/IS4);
 release characters everywhere including UNB, with `??'` / `???'` parity; UNG/UNE, UNH/UNT; text decoded as
-UTF-8 when valid, else per UNB's syntax identifier (UNOC Latin-1, UNOD..UNOK ISO 8859-x), else Latin-1.
+UTF-8 when valid, else per UNB's syntax identifier (UNOC Latin-1, UNOD..UNOK ISO 8859-x), else Latin-1. A
+truncated interchange ends where the next begins: after a terminator, at the start of a line, or at a UNA+UNB or
+a fixed-width ISA anywhere (a next interchange glued mid-line without UNA or fixed-width ISA is not found).
 Reported as problems, still keyable: trailer count and control-number mismatches, wrong SE01/UNT counts, an
 unreadable ISA09/UNB S004 date, a non-9-digit ISA13, segments outside messages.
 Read but never keyed (`keyable` False, message() and invoices() raise NotKeyableError): a missing or unterminated
-IEA/UNZ (truncated data), a message or group without its trailer, an empty control number or sender id, and
-EDIFACT without UNA whose segments end at line breaks instead of apostrophes.
+IEA/UNZ (truncated data), a message or group without its trailer, an empty control number or sender id, a
+segment whose tag is not 2-3 upper-case letters or digits, and EDIFACT without UNA whose segments end at line
+breaks instead of apostrophes.
 Refused with EdiSyntaxError (byte offset, segment index, a sentence): empty input, no ISA/UNA/UNB, data after
 the last interchange, a truncated header (ISA without 16 elements, UNA shorter than 9 bytes, unterminated UNB),
 separators that are letters, digits, spaces or not distinct, UNB without UNA followed by anything but `+` or IS3,
-a segment tag that is not 2-3 upper-case letters or digits, and (from invoices()) a missing or malformed
-mandatory invoice field.
+and (from invoices()) a missing or malformed mandatory invoice field.
 """
 
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError

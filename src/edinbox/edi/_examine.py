@@ -33,8 +33,11 @@ def examine(body: Body, *, control: str, notes: tuple[str, ...], identified: boo
     spec = _x12.SPEC if body.standard == "X12" else _edifact.SPEC
     result = walk(body, spec)
     problems = list(notes)
+    bad_tag = body.bad_tag()
+    if bad_tag is not None:
+        problems.append(bad_tag)
     problems.extend(result.problems)
-    keyable = identified and result.complete
+    keyable = identified and result.complete and bad_tag is None
     if result.trailer is None:
         keyable = False
         if body.tail:

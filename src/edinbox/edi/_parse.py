@@ -97,17 +97,50 @@ def _ends(standard: str, term: str, element: str) -> re.Pattern[str]:
     )
 
 
+# A fixed-width ISA (X12.5 widths 2/10/2/10/2/15/2/15/6/4/1/5/9/1/1) or a UNA followed by UNB starts a new
+# interchange wherever it is: an ISA's element separator cannot occur inside a value, so sixteen of them at these
+# distances are no accident. So does a header at the start of a line (the next file after a truncated one).
+_FIXED_ISA = re.compile(
+    "ISA(?P<sep>[^A-Za-z0-9 \t\r\n])"
+    + "".join(f"[^\r\n]{{{gap}}}(?P=sep)" for gap in (2, 10, 2, 10, 2, 15, 2, 15, 6, 4, 1, 5, 9, 1, 1))
+)
+_UNA_UNB = re.compile("UNA[^\r\n]{6}[ \t\r\n]*UNB")
+_AT_HEADER = re.compile(_HEADERS)
+
+
+def _cut(text: str, at: int) -> int:
+    """Where a next interchange surely begins without a terminator before it (len(text) when nowhere)."""
+    best = len(text)
+    for tag in ("ISA", "UNA", "UNB"):
+        found = text.find(tag, at, best)
+        while found >= 0:
+            before = found
+            while before > at and text[before - 1] in " \t":
+                before -= 1
+            line_start = before > at and text[before - 1] in "\r\n" and _AT_HEADER.match(text, found)
+            if (
+                line_start
+                or (tag == "ISA" and _FIXED_ISA.match(text, found))
+                or (tag == "UNA" and _UNA_UNB.match(text, found))
+            ):
+                best = found
+                break
+            found = text.find(tag, found + 1, best)
+    return best
+
+
 def _find_end(text: str, head: Head) -> tuple[int, bool]:
     """End of the interchange (after its trailer's terminator, or before the next header, or the end of the data)
-    and whether it ends after a terminator (False: the data ran out first)."""
+    and whether it ends after a terminator (False: the data ran out, or the next header cut it short)."""
     term, release = head.term, head.release
     wrap = term not in ("\r", "\n", "\r\n")
     pattern = _ends(head.standard, term, head.element)
-    at = head.body_start
+    at = head.body_start + 3
+    cut = _cut(text, at)
     while True:
-        match = pattern.search(text, at)
+        match = pattern.search(text, at, cut)
         if match is None:
-            return len(text), False
+            return cut, False
         if release is not None and _released(text, match.start(), release, wrap):
             at = match.start() + 1
             continue
@@ -115,9 +148,9 @@ def _find_end(text: str, head: Head) -> tuple[int, bool]:
             return match.start() + len(term), True
         at = match.end()
         while True:
-            stop = text.find(term, at)
+            stop = text.find(term, at, cut)
             if stop < 0:
-                return len(text), False
+                return cut, False
             if release is not None and _released(text, stop, release, wrap):
                 at = stop + 1
                 continue
@@ -175,7 +208,6 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
         except UnicodeDecodeError:
             codec = "latin-1" if x12 else _edifact.CHARSETS.get(syntax_id, "latin-1")
             body.set_codec(None if codec == "latin-1" else codec)
-    body.check_tags()
     problems = list(head.problems)
     header = body.split(0)
     body.standard = head.standard
@@ -194,9 +226,9 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
         if not (len(control) == 9 and (control.isascii() and control.isdigit())):
             problems.append(f"ISA13 {control!r} is not a 9-digit control number")
     else:
-        sender = Party(header.get(2, 2).strip(), header.get(2, 1).strip())
-        receiver = Party(header.get(3, 2).strip(), header.get(3, 1).strip())
-        control = header.get(5).strip()
+        sender = Party(header.get(2, 2).strip(), header.get(2, 1).rstrip(" \u00a0"))
+        receiver = Party(header.get(3, 2).strip(), header.get(3, 1).rstrip(" \u00a0"))
+        control = header.get(5).rstrip(" ")
         test = header.get(11).strip() == "1"
         prepared = _when(header.get(4, 1), header.get(4, 2))
         syntax = ":".join(header.composite(1)[:2])

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from operator import itemgetter, methodcaller
 from typing import TYPE_CHECKING
 
-from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._model import Segment
 
 if TYPE_CHECKING:
@@ -29,7 +28,6 @@ WHITESPACE = " \t\r\n\x0b\x0c\x00"
 _PLACEHOLDER = 0xE000
 _HEAD4 = itemgetter(slice(0, 4))
 _LINE_BREAKS = ("\r", "\n", "\r\n")
-_TAG = re.compile(r"[A-Z0-9]{2,3}\Z")
 
 
 @functools.lru_cache(maxsize=64)
@@ -204,8 +202,8 @@ class Body:
             out[0] = self.split(0)
         return out
 
-    def check_tags(self) -> None:
-        """Raise EdiSyntaxError for a segment whose tag is not 2-3 upper-case letters or digits."""
+    def bad_tag(self) -> str | None:
+        """A finding about a segment whose tag is not 2-3 upper-case letters or digits, or None."""
         element = self.element
         heads = set(map(_HEAD4, self.segs))
         joined = "\n".join(heads)
@@ -213,15 +211,12 @@ class Body:
             joined = "\n".join(h.replace("\n", "\x00") for h in heads)
         bad = _bad_head(element).search(joined)
         if bad is None:
-            return
+            return None
         found = bad.group()
         index = next((i for i, s in enumerate(self.segs) if s[:4].replace("\n", "\x00") == found), 0)
-        shown = self.segs[index][:20]
-        raise EdiSyntaxError(
-            f"segment {shown!r} does not start with a tag of 2-3 letters or digits followed by the "
-            f"element separator {element!r}",
-            offset=self.offset(index),
-            segment_index=index,
+        return (
+            f"segment {index} at byte {self.offset(index)} ({self.segs[index][:20]!r}) does not start with a tag "
+            f"of 2-3 letters or digits followed by the element separator {element!r}: the interchange is not keyed"
         )
 
     # -- offsets (slow path, only for errors and problems) ---------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 
 from edinbox.edi._envelope import Spec
 from edinbox.edi._errors import EdiSyntaxError
@@ -16,6 +17,7 @@ __all__ = ["SPEC", "x12_head"]
 _SEPARATOR_POSITIONS = (3, 6, 17, 20, 31, 34, 50, 53, 69, 76, 81, 83, 89, 99, 101, 103)
 _ISA16 = 104
 _TERMINATOR = 105
+_AT_SEPARATORS = itemgetter(*_SEPARATOR_POSITIONS)
 _SCAN_LIMIT = 600  # an ISA padded with 2-byte NBSPs or written unpadded still fits easily
 # Sample seen in the wild: a line break at position 106 and the real terminator at the start of each next line.
 _LEADING_TERMINATOR = re.compile(r"[ \t\r\n]*([^A-Za-z0-9\s])[ \t\r\n]*[A-Z][A-Z0-9]{1,2}(.)", re.DOTALL)
@@ -39,19 +41,20 @@ def x12_head(text: str, start: int) -> Head:
         )
     problems: list[str] = []
     window = text[start : start + _TERMINATOR]
-    if "\r" in window or "\n" in window:
+    if len(window) == _TERMINATOR and "\r" not in window and "\n" not in window:
+        fixed = _AT_SEPARATORS(window) == (element,) * 16  # the common case: one C-level comparison
+        component_at, term_at = start + _ISA16, start + _TERMINATOR
+    else:
         positions: list[int] = []  # absolute offsets of the first 105 characters, CR/LF skipped (hard wrap)
         at = start
         while len(positions) < _TERMINATOR and at < n:
             if text[at] not in "\r\n":
                 positions.append(at)
             at += 1
-    else:
-        positions = list(range(start, min(n, start + _TERMINATOR)))
-        at = start + len(positions)
-    if len(positions) == _TERMINATOR and at < n and all(text[positions[p]] == element for p in _SEPARATOR_POSITIONS):
-        component_at, term_at = positions[_ISA16], at
-    else:
+        fixed = len(positions) == _TERMINATOR and all(text[positions[p]] == element for p in _SEPARATOR_POSITIONS)
+        if fixed:
+            component_at, term_at = positions[_ISA16], at
+    if not fixed or term_at >= n:
         component_at, term_at = _by_counting(text, start, element)
         problems.append("the ISA is not fixed-width (106 characters): separators found by counting elements")
     component = text[component_at]

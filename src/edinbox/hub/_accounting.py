@@ -71,7 +71,7 @@ class SqlAccounting(Accounting):
                 message.source,
                 message.message_id,
             )
-            cursor = await execute(tx.connection, tx.dialect, _INSERT, params, self.names)
+            cursor = await execute(tx.connection, _INSERT, params, dialect=tx.dialect, names=self.names)
             created += 1 if cursor.rowcount == 1 else 0
         return Created(created=created, existing=len(invoices) - created)
 

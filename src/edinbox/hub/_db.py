@@ -83,7 +83,7 @@ class Names:
         }
 
 
-def statement(dialect: str, template: str, names: Names) -> Any:
+def statement(template: str, *, dialect: str, names: Names) -> Any:
     """Build an executable statement: `?` placeholders, `{invoices}`-style identifiers quoted for the dialect."""
     idents = names.identifiers()
     if dialect == "postgresql":
@@ -106,7 +106,7 @@ class Database:
 
     async def execute(self, template: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement and return the driver's cursor."""
-        return await execute(self.connection, self.dialect, template, params, self.names)
+        return await execute(self.connection, template, params, dialect=self.dialect, names=self.names)
 
     async def rows(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one query and return all its rows."""
@@ -131,10 +131,10 @@ class Database:
         await self.connection.close()
 
 
-async def execute(connection: Any, dialect: str, template: str, params: Sequence[Any], names: Names) -> Any:
+async def execute(connection: Any, template: str, params: Sequence[Any] = (), *, dialect: str, names: Names) -> Any:
     """Run a templated statement on a driver connection (the hub's own, or the inbox transaction's)."""
     try:
-        return await connection.execute(statement(dialect, template, names), tuple(params))
+        return await connection.execute(statement(template, dialect=dialect, names=names), tuple(params))
     except Exception as exc:
         if _is_driver_error(exc):
             raise StoreError(f"the database refused a statement: {mask(str(exc))}") from exc

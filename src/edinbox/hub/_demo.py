@@ -189,7 +189,7 @@ def run_demo(
         while _pending(spool) and report.runs < budget * workers + _CLEAN_RUNS:
             procs = []
             for _ in range(workers):
-                env = {k: v for k, v in os.environ.items() if k != "EDINBOX_FAULT"}
+                env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}  # flags say it all
                 crash_after = _fault(rng, crash_rate) if report.crashes < budget else None
                 if crash_after is not None and report.crashes == 0 and report.runs == 0:
                     crash_after = min(crash_after, rng.randint(1, 3))  # show at least one crash

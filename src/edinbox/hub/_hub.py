@@ -141,7 +141,7 @@ class Hub:
                     )
                 if i in w.outcomes and w.outcomes[i] not in ("processed", "resent"):
                     counts[w.outcomes[i]] += 1  # processed and resent were counted in the inbox transaction
-        await bump_counters(self.db, self.config.consumer, counts)
+        await bump_counters(self.db, consumer=self.config.consumer, counts=counts)
         await self.db.commit()
 
     async def _process(self, entries: Sequence[tuple[_Work, int, Item]]) -> Counter[str]:
@@ -166,7 +166,9 @@ class Hub:
                 uncounted.update(counts)
                 return
             for outcome, n in counts.items():
-                await execute(tx.connection, tx.dialect, BUMP, (self.config.consumer, outcome, n), self.db.names)
+                await execute(
+                    tx.connection, BUMP, (self.config.consumer, outcome, n), dialect=tx.dialect, names=self.db.names
+                )
 
         messages = [item.message for _, _, item in entries if item.message is not None]
         outcomes: Sequence[Outcome | None]

@@ -36,7 +36,7 @@ __all__ = [
 
 
 @contextlib.asynccontextmanager
-async def open_inbox(config: HubConfig) -> AsyncIterator[Any]:
+async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
     """The journal of `config` (not created, not verified)."""
     check_reachable(config.db)
     inbox = AsyncInbox(
@@ -98,7 +98,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
     async with open_inbox(config) as inbox:
         journal = await inbox.stats()
     async with _database(config) as db:
-        counts = await hub_counts(db, config.consumer)
+        counts = await hub_counts(db, consumer=config.consumer)
         invoices = int(await db.value("SELECT count(*) FROM {invoices}") or 0)
         rejected = int(await db.value("SELECT count(*) FROM {rejected} WHERE consumer = ?", (config.consumer,)) or 0)
         oldest = await db.value("SELECT min(received_at) FROM {journal} WHERE consumer = ?", (config.consumer,))

@@ -31,14 +31,14 @@ async def create_tables(db: Database) -> None:
     await db.commit()
 
 
-async def bump_counters(db: Database, consumer: str, counts: Mapping[str, int]) -> None:
+async def bump_counters(db: Database, *, consumer: str, counts: Mapping[str, int]) -> None:
     """Add per-outcome delivery counts (in the caller's transaction; the caller commits)."""
     for outcome, n in counts.items():
         if n:
             await db.execute(BUMP, (consumer, outcome, n))
 
 
-async def hub_counts(db: Database, consumer: str) -> dict[str, int]:
+async def hub_counts(db: Database, *, consumer: str) -> dict[str, int]:
     """Counters for one consumer, with every counted outcome present (0 when never seen)."""
     rows = await db.rows("SELECT outcome, n FROM {counters} WHERE consumer = ?", (consumer,))
     counts = dict.fromkeys(COUNTED, 0)

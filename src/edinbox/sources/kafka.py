@@ -29,109 +29,20 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from edinbox._errors import ConfigurationError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
+from edinbox.sources._kafka_config import MockCluster, commit_mode, kafka, parse, producer_settings, transient
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
-from edinbox.sources._options import SourceOptions, name_option, positive_int
+from edinbox.sources._options import name_option, positive_int
 
 __all__ = ["SOURCE", "KafkaSource", "MockCluster", "publish"]
 
 _log = logging.getLogger(__name__)
 
-_RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"})
-_CONSUMER_ONLY = ("group.", "session.", "heartbeat.", "max.poll.", "auto.offset.", "isolation.", "partition.")
 _HORIZON = "edinbox:delivered="
-
-
-def _kafka() -> Any:
-    try:
-        import confluent_kafka
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ConfigurationError("kafka:// sources need confluent-kafka: pip install 'edinbox[kafka]'") from exc
-    return confluent_kafka
-
-
-_TRANSIENT = (
-    "REBALANCE_IN_PROGRESS",
-    "ILLEGAL_GENERATION",
-    "UNKNOWN_MEMBER_ID",
-    "STALE_MEMBER_EPOCH",
-    "FENCED_MEMBER_EPOCH",
-    "NOT_COORDINATOR",
-    "COORDINATOR_NOT_AVAILABLE",
-    "COORDINATOR_LOAD_IN_PROGRESS",
-    "REQUEST_TIMED_OUT",
-    "_TIMED_OUT",
-    "_TRANSPORT",
-    "_WAIT_COORD",
-    "_ASSIGNMENT_LOST",
-    "_STATE",
-)
-
-
-def _transient(ck: Any, error: Any) -> bool:
-    """Whether a commit failed because of a group change or a passing outage (not a misconfiguration)."""
-    if error is None or not hasattr(error, "code"):
-        return False
-    codes = {getattr(ck.KafkaError, name) for name in _TRANSIENT if hasattr(ck.KafkaError, name)}
-    return bool(error.code() in codes or error.retriable())
-
-
-def _commit_mode(name: str, value: Any) -> str:
-    if value not in ("ack", "receive"):
-        raise ValueError(f"{name} must be ack or receive")
-    return str(value)
-
-
-def _producer_settings(settings: Mapping[str, str]) -> dict[str, str]:
-    """The librdkafka settings of a URL that a producer accepts (consumer settings left out)."""
-    return {k: v for k, v in settings.items() if not k.startswith(_CONSUMER_ONLY)}
-
-
-class MockCluster:
-    """A librdkafka mock cluster hosted by this process; other processes reach it through `bootstrap` (TCP)."""
-
-    def __init__(self, brokers: int = 1) -> None:
-        """Start `brokers` mock brokers listening on loopback ports."""
-        self._host: Any = _kafka().Producer({"test.mock.num.brokers": str(brokers), "log_level": 3})
-        found = self._host.list_topics(timeout=10).brokers.values()
-        self.bootstrap = ",".join(f"{b.host}:{b.port}" for b in found)
-        """`host:port,...` of the mock brokers, usable as bootstrap servers by any client in any process."""
-
-    def url(self, *, topic: str, group: str | None = None, **settings: str) -> str:
-        """A `kafka://` URL for a topic of this cluster."""
-        query = {"topic": topic, **({"group": group} if group else {}), **settings}
-        return f"kafka://{self.bootstrap}?" + "&".join(f"{k}={v}" for k, v in query.items())
-
-    def close(self) -> None:
-        """Stop the mock brokers."""
-        self._host = None
-
-
-def _parse(url: str, overrides: Mapping[str, Any]) -> tuple[str, SourceOptions, dict[str, str]]:
-    """Split a kafka:// URL into bootstrap servers, edinbox options and librdkafka settings."""
-    if not isinstance(url, str) or urlsplit(url).scheme != "kafka":
-        raise ConfigurationError(f"source URL {mask(str(url))!r}: the scheme must be kafka")
-    parts = urlsplit(url)
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    names = [name for name, _ in pairs]
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise ConfigurationError(f"source URL {mask(url)!r}: option(s) given twice: {', '.join(repeated)}")
-    settings = {k: v for k, v in pairs if "." in k}
-    settings.update({str(k): str(v) for k, v in dict(overrides.get("settings") or {}).items()})
-    reserved = sorted(_RESERVED & set(settings))
-    if reserved:
-        raise ConfigurationError(f"source URL {mask(url)!r}: {', '.join(reserved)} is set by edinbox, not the URL")
-    if parts.username:
-        settings["sasl.username"] = unquote(parts.username)
-        settings["sasl.password"] = unquote(parts.password or "")
-    query = {k: v for k, v in pairs if "." not in k}
-    opts = SourceOptions(url, query, {k: v for k, v in overrides.items() if k != "settings"})
-    return parts.netloc.rpartition("@")[2], opts, settings
+"""Commit metadata prefix: the highest offset delivered so far, so the next owner flags redeliveries."""
 
 
 class KafkaSource(Source):
@@ -173,7 +84,7 @@ class KafkaSource(Source):
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> KafkaSource:
         """Build from `kafka://host:port?topic=edi.in&group=hub`; bad options raise ConfigurationError."""
-        hosts, opts, settings = _parse(url, options)
+        hosts, opts, settings = parse(url, options)
         mock = opts.take("mock", positive_int, None)
         source = cls(
             hosts,
@@ -181,7 +92,7 @@ class KafkaSource(Source):
             group=opts.take("group", name_option, None) or name_option("consumer", consumer),
             key_header=opts.take("key_header", lambda _n, v: str(v), "message_id"),
             dead_letter=opts.take("dead_letter", name_option, None),
-            commit=opts.take("commit", _commit_mode, "ack"),
+            commit=opts.take("commit", commit_mode, "ack"),
             settings=settings,
             mock_brokers=mock,
             url=url,
@@ -205,7 +116,7 @@ class KafkaSource(Source):
 
     async def open(self) -> None:
         """Join the consumer group and subscribe to the topic."""
-        ck = _kafka()
+        ck = kafka()
         if self._mock_brokers is not None and self._mock is None:
             self._mock = MockCluster(self._mock_brokers)
             self.bootstrap = self._mock.bootstrap
@@ -225,7 +136,7 @@ class KafkaSource(Source):
                 meta = p.metadata or ""
                 if meta.startswith(_HORIZON) and meta[len(_HORIZON) :].isdigit():
                     horizons[(p.topic, p.partition)] = int(meta[len(_HORIZON) :])
-        except _kafka().KafkaException as exc:
+        except kafka().KafkaException as exc:
             _log.warning("reading committed offsets on %s failed: %s (redelivered flags may be missing)", self.url, exc)
         with self._lock:
             for p in partitions:
@@ -259,13 +170,13 @@ class KafkaSource(Source):
         """
         if not points:
             return
-        ck = _kafka()
+        ck = kafka()
         offsets = [ck.TopicPartition(t, p, o, metadata=f"{_HORIZON}{h}") for (t, p), (o, h) in points.items()]
         try:
             self._consumer.commit(offsets=offsets, asynchronous=False)
         except ck.KafkaException as exc:
             error = exc.args[0] if exc.args else None
-            if strict and not _transient(ck, error):
+            if strict and not transient(ck, error):
                 raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
             _log.warning("offset commit on %s failed, a later commit covers it: %s", self.url, exc)
             return
@@ -273,7 +184,7 @@ class KafkaSource(Source):
             self._tracker.committed(tp, offset)
 
     def _consume(self, max_messages: int, timeout: float) -> list[Delivery]:
-        ck = _kafka()
+        ck = kafka()
         deadline = time.monotonic() + timeout
         while True:
             now = time.monotonic()
@@ -348,7 +259,7 @@ class KafkaSource(Source):
         await asyncio.to_thread(self._settle, delivery)
 
     def _seek(self, delivery: Delivery, delay: float | None) -> None:
-        ck = _kafka()
+        ck = kafka()
         tp, offset = delivery.handle
         with self._lock:
             if not self._tracker.assigned(tp):
@@ -367,9 +278,9 @@ class KafkaSource(Source):
         await asyncio.to_thread(self._seek, delivery, delay)
 
     def _dead_letter(self, delivery: Delivery, reason: str) -> None:
-        ck = _kafka()
+        ck = kafka()
         if self._producer is None:
-            self._producer = ck.Producer({**_producer_settings(self._settings), "bootstrap.servers": self.bootstrap})
+            self._producer = ck.Producer({**producer_settings(self._settings), "bootstrap.servers": self.bootstrap})
         errors: list[Any] = []
         self._producer.produce(
             self.dead_letter,
@@ -408,12 +319,12 @@ SOURCE = KafkaSource
 
 async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
     """Produce payloads to the URL's topic, the key header (and the record key) set to each producer id."""
-    hosts, opts, settings = _parse(url, {})
+    hosts, opts, settings = parse(url, {})
     if opts.take("mock", positive_int, None) is not None:
         raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
     topic = opts.require("topic", name_option)
     header = opts.take("key_header", lambda _n, v: str(v), "message_id")
-    producer = _kafka().Producer({**_producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3})
+    producer = kafka().Producer({**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3})
     errors: list[Any] = []
 
     def note(err: Any, _msg: Any) -> None:

@@ -1,0 +1,106 @@
+"""Kafka plumbing shared by the source and `publish`: the driver import, URL parsing, commit errors, mock cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from edinbox._errors import ConfigurationError
+from edinbox._urls import mask
+from edinbox.sources._options import SourceOptions
+
+__all__ = ["MockCluster", "commit_mode", "kafka", "parse", "producer_settings", "transient"]
+
+_RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"})
+_CONSUMER_ONLY = ("group.", "session.", "heartbeat.", "max.poll.", "auto.offset.", "isolation.", "partition.")
+
+
+def kafka() -> Any:
+    """The confluent_kafka module, or a ConfigurationError saying which extra to install."""
+    try:
+        import confluent_kafka
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ConfigurationError("kafka:// sources need confluent-kafka: pip install 'edinbox[kafka]'") from exc
+    return confluent_kafka
+
+
+_TRANSIENT = (
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "STALE_MEMBER_EPOCH",
+    "FENCED_MEMBER_EPOCH",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "_TRANSPORT",
+    "_WAIT_COORD",
+    "_ASSIGNMENT_LOST",
+    "_STATE",
+)
+
+
+def transient(ck: Any, error: Any) -> bool:
+    """Whether a commit failed because of a group change or a passing outage (not a misconfiguration)."""
+    if error is None or not hasattr(error, "code"):
+        return False
+    codes = {getattr(ck.KafkaError, name) for name in _TRANSIENT if hasattr(ck.KafkaError, name)}
+    return bool(error.code() in codes or error.retriable())
+
+
+def commit_mode(name: str, value: Any) -> str:
+    """The `commit` option: `ack` or `receive`."""
+    if value not in ("ack", "receive"):
+        raise ValueError(f"{name} must be ack or receive")
+    return str(value)
+
+
+def producer_settings(settings: Mapping[str, str]) -> dict[str, str]:
+    """The librdkafka settings of a URL that a producer accepts (consumer settings left out)."""
+    return {k: v for k, v in settings.items() if not k.startswith(_CONSUMER_ONLY)}
+
+
+class MockCluster:
+    """A librdkafka mock cluster hosted by this process; other processes reach it through `bootstrap` (TCP)."""
+
+    def __init__(self, brokers: int = 1) -> None:
+        """Start `brokers` mock brokers listening on loopback ports."""
+        self._host: Any = kafka().Producer({"test.mock.num.brokers": str(brokers), "log_level": 3})
+        found = self._host.list_topics(timeout=10).brokers.values()
+        self.bootstrap = ",".join(f"{b.host}:{b.port}" for b in found)
+        """`host:port,...` of the mock brokers, usable as bootstrap servers by any client in any process."""
+
+    def url(self, *, topic: str, group: str | None = None, **settings: str) -> str:
+        """A `kafka://` URL for a topic of this cluster."""
+        query = {"topic": topic, **({"group": group} if group else {}), **settings}
+        return f"kafka://{self.bootstrap}?" + "&".join(f"{k}={v}" for k, v in query.items())
+
+    def close(self) -> None:
+        """Stop the mock brokers."""
+        self._host = None
+
+
+def parse(url: str, overrides: Mapping[str, Any]) -> tuple[str, SourceOptions, dict[str, str]]:
+    """Split a kafka:// URL into bootstrap servers, edinbox options and librdkafka settings."""
+    if not isinstance(url, str) or urlsplit(url).scheme != "kafka":
+        raise ConfigurationError(f"source URL {mask(str(url))!r}: the scheme must be kafka")
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    names = [name for name, _ in pairs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigurationError(f"source URL {mask(url)!r}: option(s) given twice: {', '.join(repeated)}")
+    settings = {k: v for k, v in pairs if "." in k}
+    settings.update({str(k): str(v) for k, v in dict(overrides.get("settings") or {}).items()})
+    reserved = sorted(_RESERVED & set(settings))
+    if reserved:
+        raise ConfigurationError(f"source URL {mask(url)!r}: {', '.join(reserved)} is set by edinbox, not the URL")
+    if parts.username:
+        settings["sasl.username"] = unquote(parts.username)
+        settings["sasl.password"] = unquote(parts.password or "")
+    query = {k: v for k, v in pairs if "." not in k}
+    opts = SourceOptions(url, query, {k: v for k, v in overrides.items() if k != "settings"})
+    return parts.netloc.rpartition("@")[2], opts, settings
