@@ -132,3 +132,20 @@ def test_url_options_are_read() -> None:
     )
     assert (source.queue, source.queue_type, source.prefetch, source.dead) == ("edi.in", "classic", 7, "parked")
     assert source.url == "amqp://u:***@host:5673/vh?queue=edi.in&queue_type=classic&prefetch=7&dead=parked&heartbeat=5"
+
+
+async def test_hubs_opening_a_new_quorum_queue_together_all_consume(unique_name: str) -> None:
+    """Sources opened at the same moment on a queue none has declared yet all start consuming (RabbitMQ may refuse
+    a consume with INTERNAL_ERROR while the quorum queue another one declared is still electing its leader)."""
+    require_service("rabbitmq")
+    import asyncio
+
+    url = f"{BROKER}?queue={unique_name}"
+    sources = [RabbitMQSource.from_url(url, consumer="hub") for _ in range(6)]
+    try:
+        results = await asyncio.gather(*(source.open() for source in sources), return_exceptions=True)
+        assert [r for r in results if isinstance(r, BaseException)] == []
+    finally:
+        for source in sources:
+            await source.aclose()
+        await _drop(unique_name)

@@ -88,6 +88,16 @@ class RabbitMQSource(Source):
 
     async def open(self) -> None:
         """Connect, declare the queue and its dead-letter exchange and queue, and start consuming."""
+        for attempt in range(1, _OPEN_ATTEMPTS + 1):
+            try:
+                await self._open_once()
+                return
+            except SourceError as exc:
+                if attempt == _OPEN_ATTEMPTS or not _transient(exc.__cause__):
+                    raise
+                await asyncio.sleep(0.1 * 2**attempt)
+
+    async def _open_once(self) -> None:
         self._buffer = asyncio.Queue()
         self._connection = await _connect(self._server, self.url, heartbeat=self._heartbeat)
         try:
@@ -230,3 +240,16 @@ def _text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
+
+
+_OPEN_ATTEMPTS = 5
+_INTERNAL_ERROR = 541
+
+
+def _transient(exc: BaseException | None) -> bool:
+    """True for the INTERNAL_ERROR RabbitMQ closes with while a quorum queue another hub declared is still starting."""
+    from aiormq.exceptions import ChannelClosed, ConnectionInternalError
+
+    if isinstance(exc, ConnectionInternalError):
+        return True
+    return isinstance(exc, ChannelClosed) and bool(exc.args) and exc.args[0] == _INTERNAL_ERROR
