@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -13,9 +14,12 @@ from edinbox._core import TableName
 from edinbox._errors import StoreError
 from edinbox.stores._queries import load_queries
 
-__all__ = ["DIALECT", "Statements", "mapped_errors", "params", "timestamp"]
+__all__ = ["DIALECT", "Statements", "connect", "mapped_errors", "params", "timestamp"]
 
 DIALECT = "sqlite"
+
+BUSY_TIMEOUT = 30.0
+"""Seconds a connection waits for another writer's lock before failing."""
 
 DURATIONS = frozenset({"lease", "older_than"})
 """Parameters given as timedelta, bound as seconds."""
@@ -45,6 +49,27 @@ class Statements:
     def __getitem__(self, name: str) -> str:
         """The statement called `name`."""
         return self._text[name]
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """Open `path` (":memory:" or a file) in autocommit mode, WAL for a file; StoreError naming what is wrong.
+
+    A file in a folder that does not exist is refused before anything opens, with the folder's name.
+    """
+    if path != ":memory:":
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise StoreError(f"SQLite cannot open {path}: the folder {folder} does not exist")
+    with mapped_errors(f"open {path}"):
+        connection = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
+    try:
+        if path != ":memory:":
+            with mapped_errors(f"open {path}"):
+                connection.execute("PRAGMA journal_mode=WAL")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 def params(values: Mapping[str, Any]) -> dict[str, Any]:
