@@ -26,20 +26,19 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
-from edinbox._core import (
-    SCHEMA_VERSION,
-    Action,
-    Found,
-    Status,
-    check_retention,
-    decide,
-    failure_status,
-    idempotency_key,
-)
+from edinbox._core import SCHEMA_VERSION, Action, Found, Status, check_retention, decide, idempotency_key
 from edinbox._errors import ConfigurationError, NotSettledError, StoreError
 from edinbox._message import Message, Outcome
+from edinbox._plan import (
+    Key,
+    check_settings,
+    describe,
+    failure_rows,
+    found_row,
+    key_params,
+    plan_batch,
+)
 from edinbox._records import Record, Stats, Tx
-from edinbox._urls import mask
 from edinbox.stores._sync_base import Unit
 from edinbox.stores._sync_factory import open_store
 
@@ -49,19 +48,6 @@ Handler = Callable[[Tx, Message], object]
 BatchHandler = Callable[[Tx, list[Message]], object]
 
 _RETRIES = 3  # a row deleted (forget, purge) between the insert and the lock: start over
-
-
-def _key(consumer: str, message: Message) -> dict[str, Any]:
-    return {
-        "consumer": consumer,
-        "source": message.source,
-        "message_id": message.message_id,
-        "fingerprint": message.fingerprint,
-    }
-
-
-def _describe(exc: BaseException) -> str:
-    return mask(f"{type(exc).__qualname__}: {exc}")[:4000]
 
 
 class Inbox:
@@ -85,12 +71,7 @@ class Inbox:
         pool_size: int = 4,
     ) -> None:
         """Check the configuration; nothing connects until the first call."""
-        if not isinstance(consumer, str) or not consumer:
-            raise ConfigurationError("consumer must be a non-empty string")
-        if not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ConfigurationError(f"max_attempts must be a positive integer, got {max_attempts!r}")
-        if not isinstance(horizon, timedelta) or horizon < timedelta(0):
-            raise ConfigurationError(f"horizon must be a non-negative timedelta, got {horizon!r}")
+        check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
         self.consumer = consumer
         self.max_attempts = max_attempts
         self.horizon = horizon
@@ -131,7 +112,7 @@ class Inbox:
         """
         if lease is not None:
             return self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
-        key = _key(self.consumer, message)
+        key = key_params(self.consumer, message)
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
                 if unit.insert("insert_processed", key):
@@ -160,11 +141,7 @@ class Inbox:
 
     def _find(self, unit: Unit, key: dict[str, Any]) -> tuple[Found, datetime] | None:
         rows = unit.fetch("find_for_update", key)
-        if not rows:
-            return None
-        status, fingerprint, attempts, lease_until, now = rows[0]
-        found = Found(Status(status), fingerprint, attempts, self._store.timestamp(lease_until))
-        return found, self._store.timestamp(now) or datetime.now().astimezone()
+        return found_row(rows[0], self._store.timestamp) if rows else None
 
     def _settle(self, unit: Unit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
         """Finish a delivery whose key was already journaled and whose handler does not run."""
@@ -178,12 +155,7 @@ class Inbox:
 
     def _record_failures(self, unit: Unit, messages: Sequence[Message], exc: Exception) -> None:
         """Count the failed attempt of each message in a transaction of its own; the handler error wins."""
-        common = {
-            "first_status": failure_status(1, max_attempts=self.max_attempts).value,
-            "error": _describe(exc),
-            "max_attempts": self.max_attempts,
-        }
-        rows = [{**_key(self.consumer, m), **common, "payload": bytes(m.payload)} for m in messages]
+        rows = failure_rows(self.consumer, messages, exc, max_attempts=self.max_attempts)
         try:
             unit.begin()
             try:
@@ -199,7 +171,7 @@ class Inbox:
             exc.add_note(f"edinbox could not record this failed attempt: {store_error}")
 
     def _process_leased(self, message: Message, handler: Handler, *, lease: timedelta, at_most_once: bool) -> Outcome:
-        key = _key(self.consumer, message)
+        key = key_params(self.consumer, message)
         claim = {**key, "lease": lease}
         with self._store.unit() as unit:
             if unit.insert("insert_claimed", claim):
@@ -224,7 +196,7 @@ class Inbox:
         try:
             handler(tx, message)
         except Exception as exc:
-            failure = {**key, "attempts": attempts, "error": _describe(exc), "max_attempts": self.max_attempts}
+            failure = {**key, "attempts": attempts, "error": describe(exc), "max_attempts": self.max_attempts}
             self._write("fail_claim", {**failure, "payload": bytes(message.payload)})
             raise
         if not self._write("complete", {**key, "attempts": attempts}):
@@ -261,55 +233,30 @@ class Inbox:
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
 
     def _claim_batch(self, unit: Unit, batch: list[Message]) -> list[Outcome] | None:
-        """Insert the batch's keys and decide each message; None when a row vanished meanwhile."""
+        """Insert the batch's keys, read back the others, and settle each message; None when a row vanished."""
         try:
             params = {"consumer": self.consumer, **self._store.batch_params(batch)}
             inserted = {(row[0], row[1]) for row in unit.begin_fetch("insert_batch", params)}
-            claimed: dict[tuple[str, str], str | None] = {}  # key -> fingerprint of the copy that runs
-            outcomes: list[Outcome | None] = []
-            pending: list[int] = []
-            for message in batch:
-                if message.key in claimed:
-                    outcomes.append(self._copy(unit, message, claimed))
-                elif message.key in inserted:
-                    claimed[message.key] = message.fingerprint
+            found: dict[Key, tuple[Found, datetime]] = {}
+            if known := [m for m in batch if m.key not in inserted]:
+                params = {"consumer": self.consumer, **self._store.batch_params(known)}
+                for row in unit.fetch("find_batch_for_update", params):
+                    found[(row[0], row[1])] = found_row(row[2:], self._store.timestamp)
+            plan = plan_batch(batch, inserted, found, max_attempts=self.max_attempts)
+            if plan is None:
+                return None
+            outcomes = []
+            for message, action in zip(batch, plan, strict=True):
+                if action is Action.RETRY:
+                    unit.run("retry", key_params(self.consumer, message))
+                if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:
-                    pending.append(len(outcomes))
-                    outcomes.append(None)
-            if pending:
-                params = {"consumer": self.consumer, **self._store.batch_params([batch[i] for i in pending])}
-                found: dict[tuple[str, str], tuple[Found, datetime]] = {}
-                for source, message_id, status, fingerprint, attempts, lease_until, now in unit.fetch(
-                    "find_batch_for_update", params
-                ):
-                    row = Found(Status(status), fingerprint, attempts, self._store.timestamp(lease_until))
-                    found[(source, message_id)] = (row, self._store.timestamp(now) or datetime.now().astimezone())
-                for index in pending:
-                    message = batch[index]
-                    if message.key in claimed:
-                        outcomes[index] = self._copy(unit, message, claimed)
-                        continue
-                    if message.key not in found:
-                        return None
-                    row, now = found[message.key]
-                    key = _key(self.consumer, message)
-                    action = decide(row, key["fingerprint"], now=now, max_attempts=self.max_attempts)
-                    if action is Action.RETRY:
-                        unit.run("retry", key)
-                        claimed[message.key] = message.fingerprint
-                        outcomes[index] = Outcome.PROCESSED
-                    else:
-                        outcomes[index] = self._apply(unit, action, message, key)
+                    outcomes.append(self._apply(unit, action, message, key_params(self.consumer, message)))
         except BaseException:
             unit.rollback()
             raise
-        return [outcome or Outcome.DUPLICATE for outcome in outcomes]
-
-    def _copy(self, unit: Unit, message: Message, claimed: dict[tuple[str, str], str | None]) -> Outcome:
-        """Another copy, in the same batch, of a message this batch processes."""
-        action = Action.DUPLICATE if claimed[message.key] == message.fingerprint else Action.CONFLICT
-        return self._apply(unit, action, message, _key(self.consumer, message))
+        return outcomes
 
     def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
         """Write what a decision without a handler run needs, inside the open transaction."""
