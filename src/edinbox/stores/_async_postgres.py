@@ -16,7 +16,7 @@ from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params
+from edinbox.stores._async_base import Params, create_journal
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 
 __all__ = ["AsyncPostgresStore"]
@@ -269,21 +269,12 @@ class AsyncPostgresStore:
 
     async def create_schema(self, *, version: int) -> None:
         """Create the schema, table, unique key and version row when missing, under an advisory lock."""
+        steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]
+        if self._table.schema:
+            steps.append(("create_schema", {}))
+        steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
         async with self.unit() as unit:
-            await unit.begin()
-            try:
-                await unit.fetch("schema_lock", {"lock": self._sql.lock_name})
-                if self._table.schema:
-                    await unit.run("create_schema", {})
-                for name in ("create_table", "create_key", "create_version"):
-                    await unit.run(name, {})
-                await unit.run("seed_version", {"version": version})
-                rows = await unit.fetch("version", {})
-            except BaseException:
-                await unit.rollback()
-                raise
-            await unit.commit()
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            await create_journal(unit, steps, version=version, table=self._table)
 
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

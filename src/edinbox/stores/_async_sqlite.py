@@ -14,7 +14,7 @@ import aiosqlite
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
-from edinbox.stores._async_base import Params
+from edinbox.stores._async_base import Params, create_journal
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
 
 __all__ = ["AsyncSQLiteStore"]
@@ -166,18 +166,9 @@ class AsyncSQLiteStore:
 
     async def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
+        steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
         async with self.unit() as unit:
-            await unit.begin()
-            try:
-                for name in ("create_table", "create_key", "create_version"):
-                    await unit.run(name, {})
-                await unit.run("seed_version", {"version": version})
-                rows = await unit.fetch("version", {})
-            except BaseException:
-                await unit.rollback()
-                raise
-            await unit.commit()
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            await create_journal(unit, steps, version=version, table=self._table)
 
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

@@ -6,15 +6,13 @@ import hashlib
 import weakref
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from edinbox._core import TableName
-from edinbox._errors import StoreError
-from edinbox._urls import mask
+from edinbox.stores._mapping import MappedErrors
 from edinbox.stores._queries import load_queries
 
 __all__ = ["DIALECT", "Statements", "mapped_errors"]
@@ -89,17 +87,9 @@ class Statements:
         return self._bytes[name]
 
 
-class mapped_errors:
+class mapped_errors(MappedErrors):
     """Turn psycopg errors (pool timeouts included) raised while doing `action` into StoreError."""
 
-    __slots__ = ("action",)
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if isinstance(exc, psycopg.Error):
-            raise StoreError(f"PostgreSQL failed to {self.action}: {mask(str(exc)).strip()}") from exc
+    __slots__ = ()
+    database = "PostgreSQL"
+    driver_error = psycopg.Error

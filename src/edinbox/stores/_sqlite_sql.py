@@ -7,11 +7,11 @@ import sqlite3
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 from edinbox._core import TableName
 from edinbox._errors import StoreError
+from edinbox.stores._mapping import MappedErrors
 from edinbox.stores._queries import load_queries
 
 __all__ = ["DIALECT", "Statements", "connect", "mapped_errors", "params", "timestamp"]
@@ -86,17 +86,9 @@ def timestamp(value: Any) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(float(value), UTC)
 
 
-class mapped_errors:
+class mapped_errors(MappedErrors):
     """Turn sqlite3 errors (which aiosqlite raises too) raised while doing `action` into StoreError."""
 
-    __slots__ = ("action",)
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if isinstance(exc, sqlite3.Error):
-            raise StoreError(f"SQLite failed to {self.action}: {exc}") from exc
+    __slots__ = ()
+    database = "SQLite"
+    driver_error = sqlite3.Error

@@ -18,7 +18,7 @@ from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
-from edinbox.stores._sync_base import Params
+from edinbox.stores._sync_base import Params, create_journal
 
 __all__ = ["PostgresStore"]
 
@@ -267,21 +267,12 @@ class PostgresStore:
 
     def create_schema(self, *, version: int) -> None:
         """Create the schema, table, unique key and version row when missing, under an advisory lock."""
+        steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]
+        if self._table.schema:
+            steps.append(("create_schema", {}))
+        steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
         with self.unit() as unit:
-            unit.begin()
-            try:
-                unit.fetch("schema_lock", {"lock": self._sql.lock_name})
-                if self._table.schema:
-                    unit.run("create_schema", {})
-                for name in ("create_table", "create_key", "create_version"):
-                    unit.run(name, {})
-                unit.run("seed_version", {"version": version})
-                rows = unit.fetch("version", {})
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            create_journal(unit, steps, version=version, table=self._table)
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

@@ -15,7 +15,7 @@ from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
-from edinbox.stores._sync_base import Params
+from edinbox.stores._sync_base import Params, create_journal
 
 __all__ = ["SQLiteStore"]
 
@@ -162,18 +162,9 @@ class SQLiteStore:
 
     def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
+        steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
         with self.unit() as unit:
-            unit.begin()
-            try:
-                for name in ("create_table", "create_key", "create_version"):
-                    unit.run(name, {})
-                unit.run("seed_version", {"version": version})
-                rows = unit.fetch("version", {})
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            create_journal(unit, steps, version=version, table=self._table)
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
