@@ -23,24 +23,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from edinbox._core import SCHEMA_VERSION, Action, Found, Status, check_retention, decide, idempotency_key
-from edinbox._errors import ConfigurationError, NotSettledError, StoreError
+from edinbox._core import Action, Found, decide, idempotency_key
+from edinbox._errors import NotSettledError, StoreError
 from edinbox._message import Message, Outcome
 from edinbox._plan import (
     Key,
-    check_settings,
     describe,
     failure_rows,
     found_row,
     key_params,
     plan_batch,
 )
-from edinbox._records import Record, Stats, Tx
+from edinbox._records import Tx
+from edinbox._sync_journal import Journal
 from edinbox.stores._sync_base import Unit
-from edinbox.stores._sync_factory import open_store
 
 __all__ = ["Inbox"]
 
@@ -50,7 +48,7 @@ BatchHandler = Callable[[Tx, list[Message]], object]
 _RETRIES = 3  # a row deleted (forget, purge) between the insert and the lock: start over
 
 
-class Inbox:
+class Inbox(Journal):
     """The journal of consumed messages of one consumer, in PostgreSQL or SQLite.
 
     `target` is a URL (`postgresql://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite://` in
@@ -59,46 +57,6 @@ class Inbox:
     redelivery, retry schedule, operator replay); `purge` refuses to forget anything younger. `pool_size` bounds
     the pool a URL inbox opens when calls overlap (threads, tasks); one at a time, it uses one connection.
     """
-
-    def __init__(
-        self,
-        target: Any,
-        *,
-        consumer: str,
-        table: str = "inbox",
-        max_attempts: int = 5,
-        horizon: timedelta = timedelta(days=7),
-        pool_size: int = 4,
-    ) -> None:
-        """Check the configuration; nothing connects until the first call."""
-        check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
-        self.consumer = consumer
-        self.max_attempts = max_attempts
-        self.horizon = horizon
-        self._store = open_store(target, table=table, pool_size=pool_size)
-        self.dialect = self._store.dialect
-
-    def __enter__(self) -> Self:
-        """Use the inbox as a context manager that closes it."""
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        """Close the connections the inbox opened."""
-        self.close()
-
-    def close(self) -> None:
-        """Close the connections the inbox opened (a caller's connection or pool stays open)."""
-        self._store.close()
-
-    def create_schema(self) -> None:
-        """Create the journal table, its unique key and schema version when missing (idempotent)."""
-        self._store.create_schema(version=SCHEMA_VERSION)
-
-    def verify(self) -> None:
-        """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
-        self._store.verify(version=SCHEMA_VERSION)
 
     def process(
         self, message: Message, handler: Handler, *, lease: timedelta | None = None, at_most_once: bool = False
@@ -270,61 +228,3 @@ class Inbox:
             unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
-
-    def _write(self, name: str, params: dict[str, Any]) -> int:
-        """Run one statement in a transaction of its own; return the number of rows it changed."""
-        with self._store.unit() as unit:
-            unit.begin()
-            try:
-                changed = unit.run(name, params)
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-            return changed
-
-    def purge(self, older_than: timedelta, *, batch_size: int = 1000) -> int:
-        """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction.
-
-        Refuses (ConfigurationError) when `older_than` is shorter than the redelivery horizon. Failed, dead,
-        leased and conflict rows are never purged. On PostgreSQL one purger runs at a time (an advisory lock;
-        a second one returns 0 at once). Returns the number of rows deleted.
-        """
-        check_retention(older_than, horizon=self.horizon)
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
-        return self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
-
-    def stats(self) -> Stats:
-        """Count this consumer's journal rows by status."""
-        with self._store.unit() as unit:
-            rows = unit.fetch("stats", {"consumer": self.consumer})
-        return Stats.from_counts({Status(status): count for status, count in rows})
-
-    def get(self, source: str, message_id: str) -> Record | None:
-        """The journal row of one message of this consumer, or None."""
-        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        with self._store.unit() as unit:
-            rows = unit.fetch("get", key)
-        return Record.from_row(rows[0], self._store.timestamp) if rows else None
-
-    def records(self, *, status: Status | str | None = None, limit: int = 100) -> list[Record]:
-        """This consumer's rows, newest first, optionally only those with `status`."""
-        wanted = None if status is None else Status(status).value
-        with self._store.unit() as unit:
-            rows = unit.fetch("records", {"consumer": self.consumer, "status": wanted, "limit": limit})
-        return [Record.from_row(row, self._store.timestamp) for row in rows]
-
-    def requeue(self, source: str, message_id: str) -> bool:
-        """Make a dead or conflict row processable again by the next delivery; false when there was none.
-
-        A dead row keeps its key and gets a fresh attempt count; a conflict row takes the conflicting
-        fingerprint, so the next delivery runs the handler (deliberately, for the corrected message).
-        """
-        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        return self._write("requeue", key) > 0
-
-    def forget(self, source: str, message_id: str) -> bool:
-        """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
-        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        return self._write("forget", key) > 0
