@@ -93,7 +93,7 @@ class _AsyncPostgresUnit:
             await client.execute(begin + self._sql.execute(name), params, prepare=False)
             cursor = client
         cursor.nextset()  # past the reply to BEGIN / SAVEPOINT, when there is one
-        return await cursor.fetchone() is not None
+        return cursor.rowcount == 1  # the INSERT's command tag: no result rows to describe, send or load
 
     async def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
         """Begin and run the named statement in one round trip (pipeline mode); return its rows."""
