@@ -70,7 +70,8 @@ class Statements:
     def bound(self, name: str, params: Params, *, quote: Callable[[bytes], bytes], encoding: str) -> bytes | None:
         """The EXECUTE of a prepared insert with its values quoted by libpq (`quote` is PQescapeLiteral).
 
-        None when a value needs psycopg's own binding (not text, or a NUL that PQescapeLiteral would cut at).
+        None when a value needs psycopg's own binding (not text, a NUL that PQescapeLiteral would cut at, or a
+        character the connection's encoding lacks), so that psycopg binds it or refuses it with its own error.
         """
         literals = []
         for param in PREPARED[name]:
@@ -79,7 +80,10 @@ class Statements:
                 value = f"{value.total_seconds()!r} seconds"
             if type(value) is not str or "\x00" in value:
                 return None
-            literals.append(quote(value.encode(encoding)))
+            try:
+                literals.append(quote(value.encode(encoding)))
+            except UnicodeEncodeError:
+                return None
         return self._heads[name] + b", ".join(literals) + b")"
 
     def __getitem__(self, name: str) -> bytes:
