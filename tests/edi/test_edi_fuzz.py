@@ -115,6 +115,33 @@ def random_bytes() -> st.SearchStrategy[bytes]:
 
 
 INPUTS = st.one_of(mutated(), truncated(), random_bytes())
+_HEADS = [b"", b"ISA*", b"UNA:+.? '", b"UNB+", b"\xef\xbb\xbfISA|", b"UNB\x1d"]
+
+
+def _apply(choice: tuple[int, int, bytes]) -> bytes:
+    """Turn (kind, seed, script) into an input: a seed edited by the script, a truncated seed, or random bytes."""
+    kind, seed, script = choice
+    if kind == 2:
+        return _HEADS[seed % len(_HEADS)] + script
+    data = bytearray(SEEDS[seed % len(SEEDS)])
+    if kind == 1:
+        return bytes(data[: int.from_bytes(script[:2] or b"\0", "big") % (len(data) + 1)])
+    for k in range(0, min(len(script) - 3, 16), 4):  # up to four edits keep most of the structure
+        op, at = script[k] % 4, int.from_bytes(script[k + 1 : k + 3], "big") % (len(data) + 1)
+        value = script[k + 3]
+        if op == 0 and at < len(data):
+            data[at] = value
+        elif op == 1:
+            data[at:at] = bytes([value])
+        elif op == 2:
+            del data[at : at + value % 20 + 1]
+        else:
+            data[at:at] = NOISE[value % len(NOISE)]
+    return bytes(data)
+
+
+# The slow tier draws three values per example (cheap to generate) and builds the input in plain Python.
+SCRIPTED = st.tuples(st.integers(0, 2), st.integers(0, 255), st.binary(min_size=4, max_size=300)).map(_apply)
 RELAXED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
 
@@ -127,7 +154,7 @@ def test_any_bytes_give_interchanges_or_edi_syntax_error(data: bytes) -> None:
 
 @pytest.mark.slow
 @settings(max_examples=10_000, deadline=None, suppress_health_check=RELAXED)
-@given(INPUTS)
+@given(SCRIPTED)
 def test_any_bytes_give_interchanges_or_edi_syntax_error_10k(data: bytes) -> None:
     """Over 10,000 mutated, truncated and random inputs, only EdiSyntaxError ever comes out."""
     exercise(data)

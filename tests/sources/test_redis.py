@@ -69,10 +69,11 @@ class TestRedis(SourceContract):
     async def test_in_progress_keeps_an_entry_from_being_reclaimed(self, url: str) -> None:
         """`in_progress` resets the idle time, so a slow handler's entry is not stolen by another member."""
         await self.publish(url, [("slow", b"x")])
+        url = url.replace("claim_idle=0.5", "claim_idle=1.5")
         async with self.source(url, name="w1") as slow, self.source(url, name="w2") as rival:
             [held] = await collect(slow, 1, within=5)
-            for _ in range(8):
-                await asyncio.sleep(0.15)
+            for _ in range(8):  # 2.4 s in all, idle at most 0.3 s at a time
+                await asyncio.sleep(0.3)
                 await slow.in_progress(held)
                 assert await rival.receive(max_messages=1, timeout=0.05) == []
             await slow.ack(held)

@@ -3,7 +3,7 @@
     parse(data: bytes) -> list[Interchange]
     Interchange.message() -> edinbox.Message        the inbox key (format in edinbox.edi._key)
     Interchange.invoices() -> list[Invoice]          EDIFACT INVOIC and X12 810
-    render_invoice(...) / render_interchange(...)    write interchanges carrying invoices (demo, tests)
+    render_invoice(...) / render_interchange(...)    write interchanges: invoices, acknowledgments (demo, tests)
 
 Accepted: several interchanges per input (X12 and EDIFACT mixed, each with its own separators); a UTF-8 BOM,
 whitespace, NUL or SUB around interchanges and non-EDI bytes before the first one (reported); X12 ISA read by its
@@ -33,9 +33,10 @@ from edinbox.edi._interchange import Interchange
 from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
 from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._parse import parse
-from edinbox.edi._render import render_interchange, render_invoice
+from edinbox.edi._render import Acknowledgment, RenderOptions, render_interchange, render_invoice
 
 __all__ = [
+    "Acknowledgment",
     "EdiMessage",
     "EdiSyntaxError",
     "Group",
@@ -45,6 +46,7 @@ __all__ = [
     "InvoiceParty",
     "NotKeyableError",
     "Party",
+    "RenderOptions",
     "Segment",
     "Separators",
     "parse",

@@ -25,9 +25,10 @@ class Interchange:
 
     `control_number` is ISA13 / UNB 0020 as sent; `sender` and `receiver` ISA05/06, ISA07/08 or UNB S002/S003
     (padding trimmed, release characters resolved); `test` ISA15 = T / UNB 0035 = 1; `prepared_at` ISA09/10 or
-    UNB S004 (naive, None when unreadable); `span` the byte range (start, end) in the parsed data and `raw` those
-    bytes; `syntax` ISA12 or UNB S001 ("UNOC:3"). The envelope walk behind `groups`, `messages`, `problems` and
-    `keyable` runs once, on first access (parse itself reads the header, so key extraction stays cheap).
+    UNB S004 (naive, None when unreadable); `span` the byte range (start, end) in the parsed data, from the header
+    (ISA / UNA / UNB) to the trailer's terminator and the line end after it, and `raw` those bytes; `syntax` ISA12
+    or UNB S001 ("UNOC:3"). The envelope walk behind `groups`, `messages`, `problems` and `keyable` runs once, on
+    first access (parse itself reads the header, so key extraction stays cheap).
     """
 
     standard: str

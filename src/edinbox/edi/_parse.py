@@ -105,7 +105,12 @@ _FIXED_ISA = re.compile(
     + "".join(f"[^\r\n]{{{gap}}}(?P=sep)" for gap in (2, 10, 2, 10, 2, 15, 2, 15, 6, 4, 1, 5, 9, 1, 1))
 )
 _UNA_UNB = re.compile("UNA[^\r\n]{6}[ \t\r\n]*UNB")
-_AT_HEADER = re.compile(_HEADERS)
+# At the start of a line a header must look like one: ISA01 between two separators, or UNB S001 ("UNOC:3").
+_LINE_HEADER = re.compile(
+    "ISA(?P<sep>[^A-Za-z0-9 \t\r\n])[^\r\n]{2}(?P=sep)"
+    "|UNA[^\r\n]{6}[ \t\r\n]*UNB"
+    "|UNB[^A-Za-z0-9 \t\r\n][A-Z]{4}[^A-Za-z0-9 \t\r\n][0-9]"
+)
 
 
 def _cut(text: str, at: int) -> int:
@@ -117,7 +122,7 @@ def _cut(text: str, at: int) -> int:
             before = found
             while before > at and text[before - 1] in " \t":
                 before -= 1
-            line_start = before > at and text[before - 1] in "\r\n" and _AT_HEADER.match(text, found)
+            line_start = before > at and text[before - 1] in "\r\n" and _LINE_HEADER.match(text, found)
             if (
                 line_start
                 or (tag == "ISA" and _FIXED_ISA.match(text, found))

@@ -1,77 +1,86 @@
-"""Write interchanges carrying invoices: for the hub's demo generator and for tests (the inverse of invoices()).
+"""Write interchanges: invoices (X12 810, EDIFACT INVOIC) and acknowledgments (X12 997, EDIFACT CONTRL).
 
-    render_invoice(invoice, *, standard, sender, receiver, control_number, test=False, separators=None,
-                   decimal_mark=".", line_break="", una=True, prepared_at=None, isa_padding=" ", wrap=None,
-                   bom=False, charset="UNOC") -> bytes
-    render_interchange(invoices, *, ...same keywords...) -> bytes       several invoices, one interchange
+The one EDI writer of the project (the hub's demo traffic, tests, benches); the inverse of parse() and invoices().
 
-`standard` is "X12" (ISA/GS/810/GE/IEA, ISA12 00401, or 00501 with ISA11 = the repetition separator when
-`separators.repetition` is set) or "EDIFACT" (UNA/UNB/INVOIC D.96A/UNZ). `separators` default to X12 `* > ~` and
-EDIFACT level A `: + ' ?`; `decimal_mark` ("." or ",") is used for EDIFACT numbers and written in UNA3 (X12 has
-no decimal mark: it is always "."). `line_break` goes after every segment terminator; `wrap` hard-wraps the text
-every N characters with `line_break` (default "\\n"); `isa_padding` pads ISA02/04/06/08 to their fixed widths
-(" " standard, "\\u00a0" NBSP, "" unpadded). `prepared_at` defaults to noon of the first invoice's issue date,
-so the output is a pure function of the arguments. EDIFACT text is encoded per `charset` (UNOC: Latin-1,
-UNOY: UTF-8); X12 as UTF-8. Values are escaped with the release character (EDIFACT); a value X12 cannot carry
-(it contains a separator) raises ValueError.
+    render_interchange(documents, *, standard, sender, receiver, control_number, test=False, separators=None,
+                       decimal_mark=".", line_break="", una=True, prepared_at=None, isa_padding=" ", wrap=None,
+                       bom=False, charset="UNOC", trailer=True) -> bytes
+    render_invoice(invoice, *, ...the same keywords...) -> bytes          one invoice, one interchange
+
+`documents` are `Invoice` or `Acknowledgment` values, one message each (an X12 interchange carries one functional
+group, so one kind). `standard` is "X12" (ISA/GS/810 or 997/GE/IEA, ISA12 00401, or 00501 with ISA11 = the
+repetition separator when `separators.repetition` is set) or "EDIFACT" (UNA/UNB/INVOIC D.96A or CONTRL/UNZ).
+`separators` default to X12 `* > ~` and EDIFACT level A `: + ' ?`; `decimal_mark` ("." or ",") is used for
+EDIFACT numbers and written in UNA3 (X12 has no decimal mark: it is always "."). `line_break` goes after every
+segment terminator; `wrap` hard-wraps the text every N characters with `line_break` (default "\\n");
+`isa_padding` pads ISA02/04/06/08 to their fixed widths (" " standard, "\\u00a0" NBSP, "" unpadded).
+`prepared_at` defaults to noon of the first invoice's issue date (it is required without an invoice), so the
+output is a pure function of the arguments. EDIFACT text is encoded per `charset` (UNOC: Latin-1, UNOY: UTF-8);
+X12 as UTF-8. Values are escaped with the release character (EDIFACT); a value X12 cannot carry (it contains a
+separator) raises ValueError. `trailer=False` leaves out IEA / UNZ: a truncated interchange, never keyed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, time
 from decimal import Decimal
+from typing import Required, TypedDict, Unpack
 
 from edinbox.edi._edifact import CHARSETS
 from edinbox.edi._invoice import Invoice
 from edinbox.edi._model import Party, Separators
 
-__all__ = ["render_interchange", "render_invoice"]
+__all__ = ["Acknowledgment", "RenderOptions", "render_interchange", "render_invoice"]
 
 _X12 = Separators(element="*", component=">", segment="~")
 _EDIFACT = Separators(element="+", component=":", segment="'", release="?")
 
 
-def render_invoice(
-    invoice: Invoice,
-    *,
-    standard: str,
-    sender: Party,
-    receiver: Party,
-    control_number: str,
-    test: bool = False,
-    separators: Separators | None = None,
-    decimal_mark: str = ".",
-    line_break: str = "",
-    una: bool = True,
-    prepared_at: datetime | None = None,
-    isa_padding: str = " ",
-    wrap: int | None = None,
-    bom: bool = False,
-    charset: str = "UNOC",
-) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Acknowledgment:
+    """A positive acknowledgment of one received interchange: an X12 997 (AK1/AK9) or an EDIFACT CONTRL (UCI).
+
+    `control_number` is the acknowledged group (AK102) or interchange (UCI 0020); `sender` and `receiver` are the
+    acknowledged interchange's parties (UCI S002 / S003; a 997 does not carry them).
+    """
+
+    control_number: str
+    sender: Party
+    receiver: Party
+
+
+Document = Invoice | Acknowledgment
+
+
+class RenderOptions(TypedDict, total=False):
+    """The keywords of render_interchange (see the module docstring); the first four are required."""
+
+    standard: Required[str]
+    sender: Required[Party]
+    receiver: Required[Party]
+    control_number: Required[str]
+    test: bool
+    separators: Separators | None
+    decimal_mark: str
+    line_break: str
+    una: bool
+    prepared_at: datetime | None
+    isa_padding: str
+    wrap: int | None
+    bom: bool
+    charset: str
+    trailer: bool
+
+
+def render_invoice(invoice: Invoice, **options: Unpack[RenderOptions]) -> bytes:
     """One invoice in one interchange (see the module docstring for the keywords)."""
-    return render_interchange(
-        [invoice],
-        standard=standard,
-        sender=sender,
-        receiver=receiver,
-        control_number=control_number,
-        test=test,
-        separators=separators,
-        decimal_mark=decimal_mark,
-        line_break=line_break,
-        una=una,
-        prepared_at=prepared_at,
-        isa_padding=isa_padding,
-        wrap=wrap,
-        bom=bom,
-        charset=charset,
-    )
+    return render_interchange([invoice], **options)
 
 
 def render_interchange(
-    invoices: Sequence[Invoice],
+    documents: Sequence[Document],
     *,
     standard: str,
     sender: Party,
@@ -87,17 +96,18 @@ def render_interchange(
     wrap: int | None = None,
     bom: bool = False,
     charset: str = "UNOC",
+    trailer: bool = True,
 ) -> bytes:
-    """An X12 810 or EDIFACT INVOIC interchange carrying `invoices` (one message each), as bytes."""
-    if not invoices:
-        raise ValueError("render_interchange needs at least one invoice")
+    """An X12 or EDIFACT interchange carrying `documents` (one message each), as bytes."""
+    if not documents:
+        raise ValueError("render_interchange needs at least one invoice or acknowledgment")
     if decimal_mark not in (".", ","):
         raise ValueError(f"decimal_mark must be '.' or ',', not {decimal_mark!r}")
-    when = prepared_at or datetime.combine(invoices[0].issue_date, time(12, 0))
+    when = prepared_at or _noon(documents)
     if standard == "X12":
         seps = separators or _X12
-        text = _x12(
-            invoices,
+        segments = _x12(
+            documents,
             seps=seps,
             sender=sender,
             receiver=receiver,
@@ -105,13 +115,22 @@ def render_interchange(
             test=test,
             when=when,
             padding=isa_padding,
-            line_break=line_break,
+            trailer=trailer,
         )
-        codec = "utf-8"
+        text, codec = _join(seps, line_break, segments), "utf-8"
     elif standard == "EDIFACT":
         seps = separators or _EDIFACT
-        text = _edifact(
-            invoices,
+        default = (seps.element, seps.component, seps.segment, seps.release, seps.repetition) == (
+            "+",
+            ":",
+            "'",
+            "?",
+            None,
+        )
+        if not una and (not default or decimal_mark != "."):
+            raise ValueError("without UNA only the level A service characters ':+.? \\'' can be used")
+        segments = _edifact(
+            documents,
             seps=seps,
             sender=sender,
             receiver=receiver,
@@ -119,11 +138,14 @@ def render_interchange(
             test=test,
             when=when,
             mark=decimal_mark,
-            line_break=line_break,
-            una=una,
             charset=charset,
+            trailer=trailer,
         )
-        codec = CHARSETS.get(charset, "latin-1")
+        head = ""
+        if una:
+            c, release, repetition = seps.component, seps.release or " ", seps.repetition or " "
+            head = "UNA" + c + seps.element + decimal_mark + release + repetition + seps.segment + line_break
+        text, codec = head + _join(seps, line_break, segments), CHARSETS.get(charset, "latin-1")
     else:
         raise ValueError(f"standard must be 'X12' or 'EDIFACT', not {standard!r}")
     if wrap is not None:
@@ -136,6 +158,13 @@ def render_interchange(
     except UnicodeEncodeError as exc:
         raise ValueError(f"a value cannot be encoded in {charset}: {exc}") from None
     return b"\xef\xbb\xbf" + data if bom else data
+
+
+def _noon(documents: Sequence[Document]) -> datetime:
+    issued = next((d.issue_date for d in documents if isinstance(d, Invoice)), None)
+    if issued is None:
+        raise ValueError("prepared_at is needed when no invoice dates the interchange")
+    return datetime.combine(issued, time(12, 0))
 
 
 def _number(value: Decimal, mark: str = ".") -> str:
@@ -160,7 +189,7 @@ def _x12_value(seps: Separators, value: str) -> str:
 
 
 def _x12(
-    invoices: Sequence[Invoice],
+    documents: Sequence[Document],
     *,
     seps: Separators,
     sender: Party,
@@ -169,10 +198,13 @@ def _x12(
     test: bool,
     when: datetime,
     padding: str,
-    line_break: str,
-) -> str:
+    trailer: bool,
+) -> list[list[str]]:
     if not ((control.isascii() and control.isdigit()) and len(control) <= 9):
         raise ValueError(f"an X12 control number is up to 9 digits, not {control!r}")
+    kinds = {type(d) for d in documents}
+    if len(kinds) > 1:
+        raise ValueError("an X12 interchange here carries one functional group: invoices or acknowledgments")
     number = control.zfill(9)
 
     def pad(value: str, width: int) -> str:
@@ -189,40 +221,60 @@ def _x12(
         seps.component,
     ]  # fmt: skip
     group = str(int(control))
+    functional = "IN" if Invoice in kinds else "FA"
     segments: list[list[str]] = [
-        ["GS", "IN", v(sender.id), v(receiver.id), when.strftime("%Y%m%d"), when.strftime("%H%M"), group, "X", "004010"]
+        isa,
+        [
+            "GS",
+            functional,
+            v(sender.id),
+            v(receiver.id),
+            when.strftime("%Y%m%d"),
+            when.strftime("%H%M"),
+            group,
+            "X",
+            "004010",
+        ],
     ]
-    for k, invoice in enumerate(invoices, 1):
+    for k, document in enumerate(documents, 1):
         ref = f"{k:04d}"
-        body: list[list[str]] = [["ST", "810", ref]]
-        kind = "CR" if invoice.kind == "credit_note" else "DI"
-        body.append(["BIG", invoice.issue_date.strftime("%Y%m%d"), v(invoice.number), "", "", "", "", kind])
-        if invoice.currency:
-            body.append(["CUR", "SE", v(invoice.currency)])
-        body.append(["N1", "SE", v(invoice.seller.name), "92", v(invoice.seller.id)])
-        body.append(["N1", "BY", v(invoice.buyer.name), "92", v(invoice.buyer.id)])
-        for n, line in enumerate(invoice.lines, 1):
-            it1 = ["IT1", str(n), _number(line.quantity), "EA", _number(line.unit_price)]
-            if line.item:
-                it1 += ["", "VP", v(line.item)]
-            body.append(it1)
-            if line.description:
-                body.append(["PID", "F", "", "", "", v(line.description)])
-        cents = invoice.total.scaleb(2)
-        if cents != cents.to_integral_value():
-            raise ValueError(f"X12 TDS01 carries whole cents; {invoice.total} has more decimals")
-        body.append(["TDS", str(int(cents))])
-        body.append(["TXI", "VA", _number(invoice.tax_total)])
-        body.append(["CTT", str(len(invoice.lines))])
+        if isinstance(document, Invoice):
+            body = [["ST", "810", ref], *_x12_810(document, v)]
+        else:
+            body = [["ST", "997", ref], ["AK1", "IN", v(document.control_number)], ["AK9", "A", "1", "1", "1"]]
         body.append(["SE", str(len(body) + 1), ref])
         segments.extend(body)
-    segments.append(["GE", str(len(invoices)), group])
-    segments.append(["IEA", "1", number])
-    return _join(seps, line_break, [isa, *segments])
+    segments.append(["GE", str(len(documents)), group])
+    if trailer:
+        segments.append(["IEA", "1", number])
+    return segments
+
+
+def _x12_810(invoice: Invoice, v: Callable[[str], str]) -> list[list[str]]:
+    kind = "CR" if invoice.kind == "credit_note" else "DI"
+    body: list[list[str]] = [["BIG", invoice.issue_date.strftime("%Y%m%d"), v(invoice.number), "", "", "", "", kind]]
+    if invoice.currency:
+        body.append(["CUR", "SE", v(invoice.currency)])
+    body.append(["N1", "SE", v(invoice.seller.name), "92", v(invoice.seller.id)])
+    body.append(["N1", "BY", v(invoice.buyer.name), "92", v(invoice.buyer.id)])
+    for n, line in enumerate(invoice.lines, 1):
+        it1 = ["IT1", str(n), _number(line.quantity), "EA", _number(line.unit_price)]
+        if line.item:
+            it1 += ["", "VP", v(line.item)]
+        body.append(it1)
+        if line.description:
+            body.append(["PID", "F", "", "", "", v(line.description)])
+    cents = invoice.total.scaleb(2)
+    if cents != cents.to_integral_value():
+        raise ValueError(f"X12 TDS01 carries whole cents; {invoice.total} has more decimals")
+    body.append(["TDS", str(int(cents))])
+    body.append(["TXI", "VA", _number(invoice.tax_total)])
+    body.append(["CTT", str(len(invoice.lines))])
+    return body
 
 
 def _edifact(
-    invoices: Sequence[Invoice],
+    documents: Sequence[Document],
     *,
     seps: Separators,
     sender: Party,
@@ -231,15 +283,11 @@ def _edifact(
     test: bool,
     when: datetime,
     mark: str,
-    line_break: str,
-    una: bool,
     charset: str,
-) -> str:
+    trailer: bool,
+) -> list[list[str]]:
     release = seps.release
     service = [c for c in (release, seps.element, seps.component, seps.segment, seps.repetition) if c]
-    default = (seps.element, seps.component, seps.segment, seps.release, seps.repetition) == ("+", ":", "'", "?", None)
-    if not una and (not default or mark != "."):
-        raise ValueError("without UNA only the level A service characters ':+.? \\'' can be used")
 
     def e(value: str) -> str:
         if release is None:
@@ -257,9 +305,6 @@ def _edifact(
         return seps.component.join([e(p.id), e(p.qualifier)]) if p.qualifier else e(p.id)
 
     c = seps.component
-    head = ""
-    if una:
-        head = "UNA" + c + seps.element + mark + (release or " ") + (seps.repetition or " ") + seps.segment + line_break
     unb = [
         "UNB",
         charset + c + "3",
@@ -271,26 +316,35 @@ def _edifact(
     if test:
         unb += ["", "", "", "", "", "1"]
     segments: list[list[str]] = [unb]
-    for k, invoice in enumerate(invoices, 1):
+    for k, document in enumerate(documents, 1):
         ref = str(k)
-        body: list[list[str]] = [["UNH", ref, c.join(["INVOIC", "D", "96A", "UN", "EAN008"])]]
-        body.append(["BGM", "381" if invoice.kind == "credit_note" else "380", e(invoice.number), "9"])
-        body.append(["DTM", c.join(["137", invoice.issue_date.strftime("%Y%m%d"), "102"])])
-        for qualifier, who in (("SU", invoice.seller), ("BY", invoice.buyer)):
-            body.append(["NAD", qualifier, c.join([e(who.id), "", "9"]), "", e(who.name)])
-        if invoice.currency:
-            body.append(["CUX", c.join(["2", e(invoice.currency), "4"])])
-        for n, line in enumerate(invoice.lines, 1):
-            body.append(["LIN", str(n), "", c.join([e(line.item), "EN"])] if line.item else ["LIN", str(n)])
-            if line.description:
-                body.append(["IMD", "F", "", c.join(["", "", "", e(line.description)])])
-            body.append(["QTY", c.join(["47", _number(line.quantity, mark)])])
-            body.append(["MOA", c.join(["203", _number(line.amount, mark)])])
-            body.append(["PRI", c.join(["AAA", _number(line.unit_price, mark)])])
-        body.append(["UNS", "S"])
-        body.append(["MOA", c.join(["77", _number(invoice.total, mark)])])
-        body.append(["MOA", c.join(["176", _number(invoice.tax_total, mark)])])
+        if isinstance(document, Invoice):
+            body = [["UNH", ref, c.join(["INVOIC", "D", "96A", "UN", "EAN008"])], *_invoic(document, e, c, mark)]
+        else:
+            uci = ["UCI", e(document.control_number), party(document.sender), party(document.receiver), "7"]
+            body = [["UNH", ref, c.join(["CONTRL", "D", "3", "UN"])], uci]
         body.append(["UNT", str(len(body) + 1), ref])
         segments.extend(body)
-    segments.append(["UNZ", str(len(invoices)), e(control)])
-    return head + _join(seps, line_break, segments)
+    if trailer:
+        segments.append(["UNZ", str(len(documents)), e(control)])
+    return segments
+
+
+def _invoic(invoice: Invoice, e: Callable[[str], str], c: str, mark: str) -> list[list[str]]:
+    body: list[list[str]] = [["BGM", "381" if invoice.kind == "credit_note" else "380", e(invoice.number), "9"]]
+    body.append(["DTM", c.join(["137", invoice.issue_date.strftime("%Y%m%d"), "102"])])
+    for qualifier, who in (("SU", invoice.seller), ("BY", invoice.buyer)):
+        body.append(["NAD", qualifier, c.join([e(who.id), "", "9"]), "", e(who.name)])
+    if invoice.currency:
+        body.append(["CUX", c.join(["2", e(invoice.currency), "4"])])
+    for n, line in enumerate(invoice.lines, 1):
+        body.append(["LIN", str(n), "", c.join([e(line.item), "EN"])] if line.item else ["LIN", str(n)])
+        if line.description:
+            body.append(["IMD", "F", "", c.join(["", "", "", e(line.description)])])
+        body.append(["QTY", c.join(["47", _number(line.quantity, mark)])])
+        body.append(["MOA", c.join(["203", _number(line.amount, mark)])])
+        body.append(["PRI", c.join(["AAA", _number(line.unit_price, mark)])])
+    body.append(["UNS", "S"])
+    body.append(["MOA", c.join(["77", _number(invoice.total, mark)])])
+    body.append(["MOA", c.join(["176", _number(invoice.tax_total, mark)])])
+    return body

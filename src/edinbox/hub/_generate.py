@@ -4,7 +4,8 @@ Partners differ the way real ones do: X12 or EDIFACT, default or custom separato
 release characters in names, line breaks after segments or none. The generator also knows the ground truth the demo
 checks against: which files are copies of one interchange (producer duplicates, some re-rendered with other
 separators), which reuse a control number with another content (conflicts), which re-send an invoice in a new
-interchange (caught by the invoice key), and which are broken (no trailer, garbage).
+interchange (caught by the invoice key), and which are broken (no trailer, garbage). The bytes come from
+edinbox.edi's writer (`render_interchange`); this module only decides who sends what, and how they write it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-__all__ = ["Doc", "Partner", "Style", "Traffic", "generate", "render"]
+from edinbox.edi import Acknowledgment, Invoice, InvoiceLine, InvoiceParty, Party, Separators, render_interchange
+
+__all__ = ["Doc", "Partner", "Style", "Traffic", "generate", "hub_party", "render"]
 
 HUB_ID = "EDINBOXHUB"
 
@@ -53,6 +56,16 @@ class Partner:
     currency: str
     style: Style
 
+    @property
+    def party(self) -> Party:
+        """The partner as an interchange sender."""
+        return Party(self.qualifier, self.id)
+
+
+def hub_party(standard: str) -> Party:
+    """The hub as an interchange receiver (ZZ: mutually defined in X12, ZZZ in EDIFACT)."""
+    return Party("ZZ" if standard == "X12" else "ZZZ", HUB_ID)
+
 
 PARTNERS = (
     Partner("X12", "ZZ", "ACMESUPPLY", "Acme Supply Co", "USD", X12_STYLES[0]),
@@ -84,144 +97,41 @@ class Doc:
         """Sum of the lines (quantity x unit price)."""
         return sum((q * p for q, p in self.lines), Decimal("0.00"))
 
-
-def _amount(value: Decimal, style: Style) -> str:
-    return f"{value:.2f}".replace(".", style.decimal)
-
-
-def _edifact_escape(text: str, style: Style) -> str:
-    for special in (style.release, style.element, style.component, style.segment):
-        text = text.replace(special, style.release + special)
-    return text
-
-
-def _join(segments: list[list[str]], style: Style) -> str:
-    end = style.segment + ("\n" if style.newline and style.segment != "\n" else "")
-    return "".join(style.element.join(seg) + end for seg in segments)
-
-
-def render_edifact(doc: Doc, style: Style, *, trailer: bool = True) -> bytes:
-    """An EDIFACT interchange (INVOIC, or CONTRL for an ack) with the partner's separators."""
-    p, s = doc.partner, style
-
-    def esc(text: str) -> str:
-        return _edifact_escape(text, s)
-
-    c = s.component
-    head = f"UNA{s.component}{s.element}{s.decimal}{s.release} {s.segment}" if s.una else ""
-    head += "\n" if head and s.newline else ""
-    body: list[list[str]] = []
-    if doc.kind == "ack":
-        body += [
-            ["UNH", "1", c.join(["CONTRL", "D", "3", "UN"])],
-            ["UCI", doc.number, c.join([HUB_ID, "ZZZ"]), c.join([p.id, p.qualifier]), "7"],
-        ]
-    else:
-        body += [
-            ["UNH", "1", c.join(["INVOIC", "D", "96A", "UN", "EAN008"])],
-            ["BGM", "381" if doc.kind == "credit_note" else "380", esc(doc.number), "9"],
-            ["DTM", c.join(["137", doc.issue_date.strftime("%Y%m%d"), "102"])],
-            ["NAD", "SU", c.join([p.id, "", "9"]), "", esc(p.name)],
-            ["NAD", "BY", c.join([doc.buyer[0], "", "9"]), "", esc(doc.buyer[1])],
-            ["CUX", c.join(["2", p.currency, "4"])],
-        ]
-        for n, (qty, price) in enumerate(doc.lines, 1):
-            body += [
-                ["LIN", str(n), "", c.join([f"40{n:011d}", "EN"])],
-                ["QTY", c.join(["47", str(qty), "PCE"])],
-                ["MOA", c.join(["203", _amount(qty * price, s)])],
-                ["PRI", c.join(["AAA", _amount(price, s)])],
-            ]
-        tax = (doc.total * Decimal("0.19")).quantize(Decimal("0.01"))
-        body += [
-            ["UNS", "S"],
-            ["MOA", c.join(["77", _amount(doc.total + tax, s)])],
-            ["MOA", c.join(["79", _amount(doc.total, s)])],
-            ["MOA", c.join(["176", _amount(tax, s)])],
-        ]
-    body.append(["UNT", str(len(body) + 1), "1"])
-    unb = [
-        "UNB",
-        c.join(["UNOC", "3"]),
-        c.join([p.id, p.qualifier]),
-        c.join([HUB_ID, "ZZZ"]),
-        c.join([doc.prepared.strftime("%y%m%d"), doc.prepared.strftime("%H%M")]),
-        doc.control,
-    ]
-    segments = [unb, *body]
-    if trailer:
-        segments.append(["UNZ", "1", doc.control])
-    return (head + _join(segments, s)).encode("latin-1")
-
-
-def render_x12(doc: Doc, style: Style, *, trailer: bool = True) -> bytes:
-    """An X12 interchange (810, or 997 for an ack) with the partner's separators; ISA stays fixed-width."""
-    p, s = doc.partner, style
-    isa = [
-        "ISA",
-        "00",
-        " " * 10,
-        "00",
-        " " * 10,
-        p.qualifier,
-        p.id.ljust(15),
-        "ZZ",
-        HUB_ID.ljust(15),
-        doc.prepared.strftime("%y%m%d"),
-        doc.prepared.strftime("%H%M"),
-        "U",
-        "00401",
-        doc.control,
-        "0",
-        "P",
-        s.component,
-    ]
-    group = str(int(doc.control) % 100000 or 1)
-    gs_code, st_code = ("FA", "997") if doc.kind == "ack" else ("IN", "810")
-    body: list[list[str]] = [["ST", st_code, "0001"]]
-    if doc.kind == "ack":
-        body += [["AK1", "IN", doc.number], ["AK9", "A", "1", "1", "1"]]
-    else:
-        big = ["BIG", doc.issue_date.strftime("%Y%m%d"), doc.number, "", f"PO{doc.number[-5:]}"]
-        if doc.kind == "credit_note":
-            big += ["", "", "CR"]
-        body += [
-            big,
-            ["CUR", "SE", p.currency],
-            ["N1", "SE", p.name, "92", p.id],
-            ["N1", "BY", doc.buyer[1], "92", doc.buyer[0]],
-        ]
-        for n, (qty, price) in enumerate(doc.lines, 1):
-            body += [["IT1", str(n), str(qty), "EA", f"{price:.2f}", "", "VN", f"SKU{n:04d}"]]
-        body += [["TDS", str(int(doc.total * 100))], ["CTT", str(len(doc.lines))]]
-    body.append(["SE", str(len(body) + 1), "0001"])
-    segments = [
-        isa,
-        [
-            "GS",
-            gs_code,
-            p.id,
-            HUB_ID,
-            doc.prepared.strftime("%Y%m%d"),
-            doc.prepared.strftime("%H%M"),
-            group,
-            "X",
-            "004010",
-        ],
-        *body,
-        ["GE", "1", group],
-    ]
-    if trailer:
-        segments.append(["IEA", "1", doc.control])
-    return _join(segments, s).encode("latin-1")
+    def document(self) -> Invoice | Acknowledgment:
+        """What edinbox.edi writes: the invoice (19% tax on the lines), or the acknowledgment of our `number`."""
+        p = self.partner
+        if self.kind == "ack":
+            return Acknowledgment(self.number, sender=hub_party(p.standard), receiver=p.party)
+        cent = Decimal("0.01")
+        lines = tuple(
+            InvoiceLine(Decimal(q), price.quantize(cent), (q * price).quantize(cent), item=f"40{n:011d}")
+            for n, (q, price) in enumerate(self.lines, 1)
+        )
+        tax = (self.total * Decimal("0.19")).quantize(cent)
+        seller, buyer = InvoiceParty(p.id, p.name), InvoiceParty(*self.buyer)
+        return Invoice(self.number, self.issue_date, self.kind, seller, buyer, p.currency, self.total + tax, tax, lines)
 
 
 def render(doc: Doc, style: Style | None = None, *, trailer: bool = True) -> bytes:
-    """Render a document as its partner writes it (or with another style: a re-rendered producer duplicate)."""
-    style = style or doc.partner.style
-    if doc.partner.standard == "X12":
-        return render_x12(doc, style, trailer=trailer)
-    return render_edifact(doc, style, trailer=trailer)
+    """Render a document as its partner writes it (or with another style: a re-rendered producer duplicate).
+
+    `trailer=False` cuts the interchange before its IEA / UNZ: malformed traffic the hub must park.
+    """
+    s, p = style or doc.partner.style, doc.partner
+    x12 = p.standard == "X12"
+    return render_interchange(
+        [doc.document()],
+        standard=p.standard,
+        sender=p.party,
+        receiver=hub_party(p.standard),
+        control_number=doc.control,
+        separators=Separators(s.element, s.component, s.segment, release=None if x12 else s.release),
+        decimal_mark=s.decimal,
+        line_break="\n" if s.newline and s.segment != "\n" else "",
+        una=s.una,
+        prepared_at=doc.prepared,
+        trailer=trailer,
+    )
 
 
 @dataclass(slots=True)
@@ -242,9 +152,8 @@ class Traffic:
 
 
 def _key(doc: Doc) -> str:
-    p = doc.partner
-    receiver = "ZZ" if p.standard == "X12" else "ZZZ"
-    return f"{p.standard}:{p.qualifier}:{p.id}>{receiver}:{HUB_ID}/{doc.control}"
+    p, hub = doc.partner, hub_party(doc.partner.standard)
+    return f"{p.standard}:{p.qualifier}:{p.id}>{hub.qualifier}:{hub.id}/{doc.control}"
 
 
 def generate(messages: int, *, duplicate_rate: float, seed: int) -> Traffic:

@@ -25,8 +25,9 @@ from edinbox._urls import mask
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._config import BYPASS, INBOX, HubConfig, parse_duration
-from edinbox.hub._db import Database, check_reachable, connect, execute
+from edinbox.hub._db import Database, execute
 from edinbox.hub._fault import FaultPoint
+from edinbox.hub._parts import open_database, open_inbox
 from edinbox.hub._plan import REJECT, Item, plan
 from edinbox.hub._tables import BUMP, bump_counters, create_tables
 from edinbox.sources import Source, open_source
@@ -259,27 +260,14 @@ async def open_hub(
     """
     if not config.source:
         raise InboxError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in the config")
-    check_reachable(config.db)
-    inbox = AsyncInbox(
-        config.db,
-        consumer=config.consumer,
-        table=config.table,
-        max_attempts=config.max_attempts,
-        horizon=parse_duration(config.horizon),
-    )
-    try:
+    async with open_inbox(config) as inbox:
         if prepare:
             with contextlib.suppress(InboxError):  # hubs starting together race to create it: verify decides
                 await inbox.create_schema()
         await inbox.verify()
-        db = await connect(config.db, table=config.table)
-        try:
+        async with open_database(config) as db:
             if prepare:
                 await _create_tables(db)
             sink = accounting(db) if accounting else SqlAccounting(db.names, consumer=config.consumer)
             async with open_source(config.source, consumer=config.consumer) as source:
                 yield Hub(config, inbox=inbox, source=source, db=db, accounting=sink, fault=fault, log_json=log_json)
-        finally:
-            await db.aclose()
-    finally:
-        await inbox.aclose()

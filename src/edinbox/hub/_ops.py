@@ -1,23 +1,23 @@
 """The operator's view of a hub: counts, parked messages, and the journal commands, as plain values.
 
-The CLI renders these as tables or JSON; nothing here prints.
+The CLI renders these as tables or JSON (edinbox.hub._output); nothing here prints.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._db import Database, check_reachable, connect
+from edinbox.hub._db import Database
+from edinbox.hub._output import as_dict, human_duration, json_value
+from edinbox.hub._parts import open_database, open_inbox
 from edinbox.hub._tables import create_tables, hub_counts
 
 __all__ = [
@@ -26,39 +26,12 @@ __all__ = [
     "forget",
     "init",
     "list_rows",
-    "open_inbox",
     "purge",
     "requeue",
     "show",
     "split_key",
     "stats",
 ]
-
-
-@contextlib.asynccontextmanager
-async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
-    """The journal of `config` (not created, not verified)."""
-    check_reachable(config.db)
-    inbox = AsyncInbox(
-        config.db,
-        consumer=config.consumer,
-        table=config.table,
-        max_attempts=config.max_attempts,
-        horizon=parse_duration(config.horizon),
-    )
-    try:
-        yield inbox
-    finally:
-        await inbox.aclose()
-
-
-@contextlib.asynccontextmanager
-async def _database(config: HubConfig) -> AsyncIterator[Database]:
-    db = await connect(config.db, table=config.table)
-    try:
-        yield db
-    finally:
-        await db.aclose()
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -74,30 +47,15 @@ async def init(config: HubConfig) -> None:
     async with open_inbox(config) as inbox:
         await inbox.create_schema()
         await inbox.verify()
-    async with _database(config) as db:
+    async with open_database(config) as db:
         await create_tables(db)
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, bytes | memoryview):
-        return bytes(value).decode("latin-1")
-    if hasattr(value, "value") and not isinstance(value, int | str):
-        return value.value
-    return value
-
-
-def _record(record: Any) -> dict[str, Any]:
-    names = list(getattr(record, "__dataclass_fields__", None) or getattr(record, "__slots__", None) or ())
-    return {name: _json_value(getattr(record, name)) for name in names}
 
 
 async def stats(config: HubConfig) -> dict[str, Any]:
     """Counts by outcome (across processes), rows by journal status, the oldest row's age and the table sizes."""
     async with open_inbox(config) as inbox:
         journal = await inbox.stats()
-    async with _database(config) as db:
+    async with open_database(config) as db:
         counts = await hub_counts(db, consumer=config.consumer)
         invoices = int(await db.value("SELECT count(*) FROM {invoices}") or 0)
         rejected = int(await db.value("SELECT count(*) FROM {rejected} WHERE consumer = ?", (config.consumer,)) or 0)
@@ -117,7 +75,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         "invoices": invoices,
         "resent": counts["resent"],
         "bypassed": counts["bypassed"],
-        "journal": {k: int(v) for k, v in _record(journal).items()},
+        "journal": {k: int(v) for k, v in as_dict(journal).items()},
         "journal_rows": rows,
         "oldest_row_age_seconds": age,
         "table_bytes": size,
@@ -151,7 +109,7 @@ async def _table_size(db: Database) -> int | None:
 async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> list[dict[str, Any]]:
     """Journal rows (optionally of one status), or parked payloads for `status="rejected"`, newest first."""
     if status == "rejected":
-        async with _database(config) as db:
+        async with open_database(config) as db:
             rows = await db.rows(
                 "SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected} WHERE consumer = ?"
                 " ORDER BY id DESC LIMIT ?",
@@ -164,7 +122,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
                 "delivery": r[1],
                 "reason": r[2],
                 "deliveries": r[3],
-                "at": _json_value(r[4]),
+                "at": json_value(r[4]),
             }
             for r in rows
         ]
@@ -172,7 +130,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
         records = await inbox.records(status=status, limit=limit)
     out = []
     for record in records:
-        data = _record(record)
+        data = as_dict(record)
         out.append(
             {
                 "key": f"{data['source']}/{data['message_id']}",
@@ -188,7 +146,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     """One journal row (`SOURCE/MESSAGE_ID`) with its invoices, or one parked payload (`rejected/ID`)."""
     source, message_id = split_key(key)
-    async with _database(config) as db:
+    async with open_database(config) as db:
         if source == "rejected":
             if not message_id.isdigit():
                 raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
@@ -206,8 +164,8 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "delivery": r[1],
                 "reason": r[2],
                 "deliveries": r[3],
-                "at": _json_value(r[4]),
-                "payload": _json_value(r[5]),
+                "at": json_value(r[4]),
+                "payload": json_value(r[5]),
             }
         invoices = await db.rows(
             "SELECT seller, number, kind, issue_date, total, currency FROM {invoices}"
@@ -218,13 +176,13 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         record = await inbox.get(source, message_id)
     if record is None:
         return None
-    data = {"key": key, **_record(record)}
+    data = {"key": key, **as_dict(record)}
     data["invoices"] = [
         {
             "seller": i[0],
             "number": i[1],
             "kind": i[2],
-            "issue_date": _json_value(i[3]),
+            "issue_date": json_value(i[3]),
             "total": str(i[4]),
             "currency": i[5],
         }
@@ -272,7 +230,7 @@ async def purge(
     `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
     """
     age = parse_duration(older_than)
-    async with open_inbox(config) as inbox, _database(config) as db:
+    async with open_inbox(config) as inbox, open_database(config) as db:
         total = await _purgeable(db, config.consumer, age) if progress else 0
         task = asyncio.ensure_future(inbox.purge(older_than=age, batch_size=batch_size))
         while progress is not None and total and not task.done():
@@ -299,7 +257,7 @@ async def doctor(config: HubConfig) -> list[Check]:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention against the horizon."""
     checks: list[Check] = []
     try:
-        async with _database(config) as db:
+        async with open_database(config) as db:
             await db.value("SELECT 1")
             checks.append(Check("database", "ok", f"connected to {mask(config.db)}"))
             checks.append(await _invoice_key(db))
@@ -326,19 +284,13 @@ async def doctor(config: HubConfig) -> list[Check]:
     if source_horizon is not None:
         limit = max(limit, source_horizon)
     if keep < limit:
-        detail = f"retention {_human(keep)} is shorter than the redelivery horizon {_human(limit)}"
+        detail = f"retention {human_duration(keep)} is shorter than the redelivery horizon {human_duration(limit)}"
         checks.append(Check("retention", "fail", detail))
     else:
-        checks.append(Check("retention", "ok", f"retention {_human(keep)} >= redelivery horizon {_human(limit)}"))
+        checks.append(
+            Check("retention", "ok", f"retention {human_duration(keep)} >= redelivery horizon {human_duration(limit)}")
+        )
     return checks
-
-
-def _human(span: timedelta) -> str:
-    seconds = span.total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 async def _invoice_key(db: Database) -> Check:

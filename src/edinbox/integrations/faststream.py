@@ -107,6 +107,8 @@ _EXTRACTORS: dict[str, Callable[[StreamMessage[Any], Any, str], tuple[str, str |
 def producer_key(msg: StreamMessage[Any], *, header: str = "message_id") -> tuple[str, str | None, str | None]:
     """Return (source, producer id or None, stable broker coordinates or None) of a FastStream message."""
     raw = msg.raw_message
+    if isinstance(raw, list | tuple):
+        raise ConfigurationError("the inbox middleware handles one message at a time, not batch subscribers")
     if isinstance(raw, dict):
         return _redis(msg, raw, header)
     extractor = _EXTRACTORS.get(_module(raw))

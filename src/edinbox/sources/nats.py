@@ -33,6 +33,7 @@ _SCHEMES = ("nats", "tls")
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
 _SUBJECT = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _MSG_ID = "Nats-Msg-Id"
+_ACK_TIMEOUT = 5.0  # seconds to wait for the server's confirmation of an ack
 
 
 def _token(name: str, value: Any) -> str:
@@ -167,7 +168,7 @@ class NatsSource(Source):
 
     async def ack(self, delivery: Delivery) -> None:
         """Ack and wait for the server to confirm it (`ack_sync`)."""
-        await _settle(delivery, self.url, "ack_sync")
+        await _settle(delivery, self.url, "ack_sync", timeout=_ACK_TIMEOUT)
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """Nak: the server redelivers it, after `delay` seconds when given."""

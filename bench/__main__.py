@@ -1,0 +1,24 @@
+"""Run every benchmark in turn, each in its own process: `make bench` or `.venv/bin/python -m bench`.
+
+Each prints its own side-by-side ratios; record them with the command in bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BENCHMARKS = ["bench.inbox_pg", "bench.edi_parse", "bench.brokers", "bench.kafka"]
+
+
+def main() -> int:
+    """Run each benchmark module and return the worst exit status."""
+    worst = 0
+    for module in BENCHMARKS:
+        print(f"\n$ {sys.executable} -m {module}", flush=True)
+        worst = max(worst, subprocess.run([sys.executable, "-m", module], check=False).returncode)
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())
