@@ -42,7 +42,8 @@ def convert(source: str, name: str) -> str:
     out = source
     for pattern, replacement in SUBS:
         out = re.sub(pattern, replacement, out)
-    out = re.sub(r"#\s*sync:\s*(.*)\n(\s*).*# async-only\n", r"\2\1\n", out)
+    # "# sync: <line>" followed by lines ending in "# async-only": the sync side has <line> instead
+    out = re.sub(r"(?m)^([ \t]*)#\s*sync:\s*(.*)\n(?:.*# async-only\n)+", r"\1\2\n", out)
     return tidy(HEADER.format(name=name) + out, name.replace("_async_", "_sync_", 1))
 
 

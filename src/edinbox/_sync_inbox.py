@@ -23,25 +23,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from edinbox._core import (
-    SCHEMA_VERSION,
-    Action,
-    Found,
-    Status,
-    check_retention,
-    decide,
-    failure_status,
-    idempotency_key,
-)
-from edinbox._errors import ConfigurationError, NotSettledError, StoreError
+from edinbox._core import Action, Found, decide, idempotency_key
+from edinbox._errors import NotSettledError, StoreError
 from edinbox._message import Message, Outcome
-from edinbox._records import Record, Stats, Tx
-from edinbox._urls import mask
+from edinbox._plan import (
+    Key,
+    describe,
+    failure_rows,
+    found_row,
+    key_params,
+    plan_batch,
+)
+from edinbox._records import Tx
+from edinbox._sync_journal import Journal
 from edinbox.stores._sync_base import Unit
-from edinbox.stores._sync_factory import open_store
 
 __all__ = ["Inbox"]
 
@@ -51,20 +48,7 @@ BatchHandler = Callable[[Tx, list[Message]], object]
 _RETRIES = 3  # a row deleted (forget, purge) between the insert and the lock: start over
 
 
-def _key(consumer: str, message: Message) -> dict[str, Any]:
-    return {
-        "consumer": consumer,
-        "source": message.source,
-        "message_id": message.message_id,
-        "fingerprint": message.fingerprint,
-    }
-
-
-def _describe(exc: BaseException) -> str:
-    return mask(f"{type(exc).__qualname__}: {exc}")[:4000]
-
-
-class Inbox:
+class Inbox(Journal):
     """The journal of consumed messages of one consumer, in PostgreSQL or SQLite.
 
     `target` is a URL (`postgresql://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite://` in
@@ -73,51 +57,6 @@ class Inbox:
     redelivery, retry schedule, operator replay); `purge` refuses to forget anything younger. `pool_size` bounds
     the pool a URL inbox opens when calls overlap (threads, tasks); one at a time, it uses one connection.
     """
-
-    def __init__(
-        self,
-        target: Any,
-        *,
-        consumer: str,
-        table: str = "inbox",
-        max_attempts: int = 5,
-        horizon: timedelta = timedelta(days=7),
-        pool_size: int = 4,
-    ) -> None:
-        """Check the configuration; nothing connects until the first call."""
-        if not isinstance(consumer, str) or not consumer:
-            raise ConfigurationError("consumer must be a non-empty string")
-        if not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ConfigurationError(f"max_attempts must be a positive integer, got {max_attempts!r}")
-        if not isinstance(horizon, timedelta) or horizon < timedelta(0):
-            raise ConfigurationError(f"horizon must be a non-negative timedelta, got {horizon!r}")
-        self.consumer = consumer
-        self.max_attempts = max_attempts
-        self.horizon = horizon
-        self._store = open_store(target, table=table, pool_size=pool_size)
-        self.dialect = self._store.dialect
-
-    def __enter__(self) -> Self:
-        """Use the inbox as a context manager that closes it."""
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        """Close the connections the inbox opened."""
-        self.close()
-
-    def close(self) -> None:
-        """Close the connections the inbox opened (a caller's connection or pool stays open)."""
-        self._store.close()
-
-    def create_schema(self) -> None:
-        """Create the journal table, its unique key and schema version when missing (idempotent)."""
-        self._store.create_schema(version=SCHEMA_VERSION)
-
-    def verify(self) -> None:
-        """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
-        self._store.verify(version=SCHEMA_VERSION)
 
     def process(
         self, message: Message, handler: Handler, *, lease: timedelta | None = None, at_most_once: bool = False
@@ -131,7 +70,7 @@ class Inbox:
         """
         if lease is not None:
             return self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
-        key = _key(self.consumer, message)
+        key = key_params(self.consumer, message)
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
                 if unit.insert("insert_processed", key):
@@ -160,11 +99,7 @@ class Inbox:
 
     def _find(self, unit: Unit, key: dict[str, Any]) -> tuple[Found, datetime] | None:
         rows = unit.fetch("find_for_update", key)
-        if not rows:
-            return None
-        status, fingerprint, attempts, lease_until, now = rows[0]
-        found = Found(Status(status), fingerprint, attempts, self._store.timestamp(lease_until))
-        return found, self._store.timestamp(now) or datetime.now().astimezone()
+        return found_row(rows[0], self._store.timestamp) if rows else None
 
     def _settle(self, unit: Unit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
         """Finish a delivery whose key was already journaled and whose handler does not run."""
@@ -178,12 +113,7 @@ class Inbox:
 
     def _record_failures(self, unit: Unit, messages: Sequence[Message], exc: Exception) -> None:
         """Count the failed attempt of each message in a transaction of its own; the handler error wins."""
-        common = {
-            "first_status": failure_status(1, max_attempts=self.max_attempts).value,
-            "error": _describe(exc),
-            "max_attempts": self.max_attempts,
-        }
-        rows = [{**_key(self.consumer, m), **common, "payload": bytes(m.payload)} for m in messages]
+        rows = failure_rows(self.consumer, messages, exc, max_attempts=self.max_attempts)
         try:
             unit.begin()
             try:
@@ -199,7 +129,7 @@ class Inbox:
             exc.add_note(f"edinbox could not record this failed attempt: {store_error}")
 
     def _process_leased(self, message: Message, handler: Handler, *, lease: timedelta, at_most_once: bool) -> Outcome:
-        key = _key(self.consumer, message)
+        key = key_params(self.consumer, message)
         claim = {**key, "lease": lease}
         with self._store.unit() as unit:
             if unit.insert("insert_claimed", claim):
@@ -224,7 +154,7 @@ class Inbox:
         try:
             handler(tx, message)
         except Exception as exc:
-            failure = {**key, "attempts": attempts, "error": _describe(exc), "max_attempts": self.max_attempts}
+            failure = {**key, "attempts": attempts, "error": describe(exc), "max_attempts": self.max_attempts}
             self._write("fail_claim", {**failure, "payload": bytes(message.payload)})
             raise
         if not self._write("complete", {**key, "attempts": attempts}):
@@ -261,55 +191,30 @@ class Inbox:
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
 
     def _claim_batch(self, unit: Unit, batch: list[Message]) -> list[Outcome] | None:
-        """Insert the batch's keys and decide each message; None when a row vanished meanwhile."""
+        """Insert the batch's keys, read back the others, and settle each message; None when a row vanished."""
         try:
             params = {"consumer": self.consumer, **self._store.batch_params(batch)}
             inserted = {(row[0], row[1]) for row in unit.begin_fetch("insert_batch", params)}
-            claimed: dict[tuple[str, str], str | None] = {}  # key -> fingerprint of the copy that runs
-            outcomes: list[Outcome | None] = []
-            pending: list[int] = []
-            for message in batch:
-                if message.key in claimed:
-                    outcomes.append(self._copy(unit, message, claimed))
-                elif message.key in inserted:
-                    claimed[message.key] = message.fingerprint
+            found: dict[Key, tuple[Found, datetime]] = {}
+            if known := [m for m in batch if m.key not in inserted]:
+                params = {"consumer": self.consumer, **self._store.batch_params(known)}
+                for row in unit.fetch("find_batch_for_update", params):
+                    found[(row[0], row[1])] = found_row(row[2:], self._store.timestamp)
+            plan = plan_batch(batch, inserted, found, max_attempts=self.max_attempts)
+            if plan is None:
+                return None
+            outcomes = []
+            for message, action in zip(batch, plan, strict=True):
+                if action is Action.RETRY:
+                    unit.run("retry", key_params(self.consumer, message))
+                if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:
-                    pending.append(len(outcomes))
-                    outcomes.append(None)
-            if pending:
-                params = {"consumer": self.consumer, **self._store.batch_params([batch[i] for i in pending])}
-                found: dict[tuple[str, str], tuple[Found, datetime]] = {}
-                for source, message_id, status, fingerprint, attempts, lease_until, now in unit.fetch(
-                    "find_batch_for_update", params
-                ):
-                    row = Found(Status(status), fingerprint, attempts, self._store.timestamp(lease_until))
-                    found[(source, message_id)] = (row, self._store.timestamp(now) or datetime.now().astimezone())
-                for index in pending:
-                    message = batch[index]
-                    if message.key in claimed:
-                        outcomes[index] = self._copy(unit, message, claimed)
-                        continue
-                    if message.key not in found:
-                        return None
-                    row, now = found[message.key]
-                    key = _key(self.consumer, message)
-                    action = decide(row, key["fingerprint"], now=now, max_attempts=self.max_attempts)
-                    if action is Action.RETRY:
-                        unit.run("retry", key)
-                        claimed[message.key] = message.fingerprint
-                        outcomes[index] = Outcome.PROCESSED
-                    else:
-                        outcomes[index] = self._apply(unit, action, message, key)
+                    outcomes.append(self._apply(unit, action, message, key_params(self.consumer, message)))
         except BaseException:
             unit.rollback()
             raise
-        return [outcome or Outcome.DUPLICATE for outcome in outcomes]
-
-    def _copy(self, unit: Unit, message: Message, claimed: dict[tuple[str, str], str | None]) -> Outcome:
-        """Another copy, in the same batch, of a message this batch processes."""
-        action = Action.DUPLICATE if claimed[message.key] == message.fingerprint else Action.CONFLICT
-        return self._apply(unit, action, message, _key(self.consumer, message))
+        return outcomes
 
     def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
         """Write what a decision without a handler run needs, inside the open transaction."""
@@ -323,61 +228,3 @@ class Inbox:
             unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
-
-    def _write(self, name: str, params: dict[str, Any]) -> int:
-        """Run one statement in a transaction of its own; return the number of rows it changed."""
-        with self._store.unit() as unit:
-            unit.begin()
-            try:
-                changed = unit.run(name, params)
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-            return changed
-
-    def purge(self, older_than: timedelta, *, batch_size: int = 1000) -> int:
-        """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction.
-
-        Refuses (ConfigurationError) when `older_than` is shorter than the redelivery horizon. Failed, dead,
-        leased and conflict rows are never purged. On PostgreSQL one purger runs at a time (an advisory lock;
-        a second one returns 0 at once). Returns the number of rows deleted.
-        """
-        check_retention(older_than, horizon=self.horizon)
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
-        return self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
-
-    def stats(self) -> Stats:
-        """Count this consumer's journal rows by status."""
-        with self._store.unit() as unit:
-            rows = unit.fetch("stats", {"consumer": self.consumer})
-        return Stats.from_counts({Status(status): count for status, count in rows})
-
-    def get(self, source: str, message_id: str) -> Record | None:
-        """The journal row of one message of this consumer, or None."""
-        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        with self._store.unit() as unit:
-            rows = unit.fetch("get", key)
-        return Record.from_row(rows[0], self._store.timestamp) if rows else None
-
-    def records(self, *, status: Status | str | None = None, limit: int = 100) -> list[Record]:
-        """This consumer's rows, newest first, optionally only those with `status`."""
-        wanted = None if status is None else Status(status).value
-        with self._store.unit() as unit:
-            rows = unit.fetch("records", {"consumer": self.consumer, "status": wanted, "limit": limit})
-        return [Record.from_row(row, self._store.timestamp) for row in rows]
-
-    def requeue(self, source: str, message_id: str) -> bool:
-        """Make a dead or conflict row processable again by the next delivery; false when there was none.
-
-        A dead row keeps its key and gets a fresh attempt count; a conflict row takes the conflicting
-        fingerprint, so the next delivery runs the handler (deliberately, for the corrected message).
-        """
-        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        return self._write("requeue", key) > 0
-
-    def forget(self, source: str, message_id: str) -> bool:
-        """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
-        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        return self._write("forget", key) > 0

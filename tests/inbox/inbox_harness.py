@@ -80,32 +80,28 @@ class Harness:
         """A handler that records the effect of each message it gets, then raises `fail` if given."""
         sql = self.insert_effect_sql()
 
-        def note(messages: list[Message]) -> None:
-            self.seen.append([m.message_id for m in messages])
+        def note(tx: Tx, message: Message | list[Message]) -> list[Message]:
+            """Record what the handler got (and its idempotency key); return the messages whose effect it writes."""
+            batch = message if isinstance(message, list) else [message]
+            self.seen.append([m.message_id for m in batch])
+            if tx.connection is None:
+                self.keys.append(tx.idempotency_key)
+                return []
+            return batch if effect else []
 
         if self.asynchronous:
 
             async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
-                batch = message if isinstance(message, list) else [message]
-                note(batch)
-                if tx.connection is None:
-                    self.keys.append(tx.idempotency_key)
-                elif effect:
-                    for m in batch:
-                        await tx.connection.execute(sql, (m.source, m.message_id))
+                for m in note(tx, message):
+                    await tx.connection.execute(sql, (m.source, m.message_id))
                 if fail is not None:
                     raise fail
 
             return async_handler
 
         def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
-            batch = message if isinstance(message, list) else [message]
-            note(batch)
-            if tx.connection is None:
-                self.keys.append(tx.idempotency_key)
-            elif effect:
-                for m in batch:
-                    tx.connection.execute(sql, (m.source, m.message_id))
+            for m in note(tx, message):
+                tx.connection.execute(sql, (m.source, m.message_id))
             if fail is not None:
                 raise fail
 

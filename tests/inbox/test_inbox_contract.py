@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest
 from inbox_harness import Harness, backdate, lease
 
-from edinbox import ConfigurationError, Message, NotSettledError, Outcome, SchemaError, Status
+from edinbox import ConfigurationError, Message, NotSettledError, Outcome, SchemaError, Status, StoreError
 
 
 class Boom(Exception):
@@ -56,6 +56,34 @@ class InboxContract:
         h.reopen(consumer="archive", max_attempts=3, horizon=timedelta(0))
         assert h.process(msg("1", source="A")) is Outcome.PROCESSED
         assert h.effects("1") == 3
+
+    def test_keys_with_quotes_placeholders_and_non_ascii_are_stored_exactly(self, h: Harness) -> None:
+        """Keys full of quotes, backslashes, placeholders and non-ASCII text are bound, stored and matched exactly."""
+        awkward = ["O'Brien", "back\\slash'", "100%s", "%(consumer)s", "$1", "x'); DROP TABLE t; --", "é—ü😀"]
+        for message_id in awkward:
+            message = Message(message_id, f"src:{message_id}", b"p", fingerprint=f"fp'{message_id}")
+            assert h.process(message) is Outcome.PROCESSED
+            assert h.process(message) is Outcome.DUPLICATE
+            record = h.call("get", f"src:{message_id}", message_id)
+            assert (record.message_id, record.source, record.fingerprint) == (
+                message_id,
+                f"src:{message_id}",
+                f"fp'{message_id}",
+            )
+        assert h.effects() == len(awkward)
+
+    def test_a_nul_in_the_key_is_refused_by_postgresql_or_stored_by_sqlite(self, h: Harness) -> None:
+        """A NUL in a key is never cut short: PostgreSQL refuses it (StoreError, nothing runs), SQLite keeps it."""
+        message = msg("a\x00b")
+        if self.store == "postgresql":
+            with pytest.raises(StoreError):
+                h.process(message)
+            assert h.seen == []
+            assert h.call("get", message.source, "a") is None
+        else:
+            assert h.process(message) is Outcome.PROCESSED
+            assert h.process(msg("a")) is Outcome.PROCESSED
+            assert h.call("get", message.source, "a\x00b").message_id == "a\x00b"
 
     def test_reused_key_with_other_payload_is_conflict_kept_for_operators(self, h: Harness) -> None:
         """Same key, another fingerprint: CONFLICT, nothing runs, the conflicting copy is kept on the row."""
@@ -198,6 +226,15 @@ class InboxContract:
         assert h.keys[0].startswith("edinbox-")
         record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L1")
         assert (record.status, record.lease_until) == (Status.PROCESSED, None)
+
+    def test_a_lease_of_days_is_held_that_long(self, h: Harness) -> None:
+        """A lease of two days and a few seconds sets lease_until that far ahead (the interval is bound exactly)."""
+        with pytest.raises(Crash):
+            h.process(msg("L0"), fail=Crash(), lease=timedelta(days=2, seconds=3, microseconds=5))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L0")
+        assert record.status is Status.IN_PROGRESS
+        ahead = record.lease_until - record.received_at
+        assert timedelta(days=2, seconds=2) < ahead < timedelta(days=2, seconds=4)
 
     def test_delivery_during_a_live_lease_is_not_settled(self, h: Harness) -> None:
         """A holder that died mid-effect leaves a live lease: another delivery raises NotSettledError."""

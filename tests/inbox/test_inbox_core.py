@@ -17,6 +17,7 @@ from edinbox._core import (
     idempotency_key,
     parse_table,
 )
+from edinbox._plan import plan_batch
 from edinbox.stores._sync_factory import sqlite_path
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -147,3 +148,22 @@ def test_async_inbox_refuses_a_sync_connection(postgres_url: str) -> None:
 def test_outcomes_mean_ack() -> None:
     """Every Outcome is a settled result (the caller acks); not-settled cases are exceptions."""
     assert {o.value for o in Outcome} == {"processed", "duplicate", "conflict", "dead"}
+
+
+def test_plan_batch_runs_the_first_copy_and_judges_later_copies_by_it() -> None:
+    """In a batch, the first copy of a new or failed key runs; later copies are duplicates or conflicts of it."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    new, same, other = Message("1", "s", b"a"), Message("1", "s", b"a"), Message("1", "s", b"b")
+    failed, failed_copy = Message("2", "s", b"c"), Message("2", "s", b"d")
+    done = Message("3", "s", b"e")
+    found = {
+        ("s", "2"): (Found(Status.FAILED, "x", 1, None), now),
+        ("s", "3"): (Found(Status.PROCESSED, done.fingerprint or "", 1, None), now),
+    }
+    plan = plan_batch([new, same, other, failed, failed_copy, done], {("s", "1")}, found, max_attempts=3)
+    assert plan == [None, Action.DUPLICATE, Action.CONFLICT, Action.RETRY, Action.CONFLICT, Action.DUPLICATE]
+
+
+def test_plan_batch_starts_over_when_a_row_vanished() -> None:
+    """A key neither inserted nor found (deleted meanwhile) makes the whole batch start over (None)."""
+    assert plan_batch([Message("1", "s", b"a")], set(), {}, max_attempts=3) is None

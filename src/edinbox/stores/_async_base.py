@@ -7,9 +7,10 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from edinbox._core import check_version
 from edinbox._message import Message
 
-__all__ = ["AsyncStore", "AsyncUnit"]
+__all__ = ["AsyncStore", "AsyncUnit", "create_journal"]
 
 Params = Mapping[str, Any]
 
@@ -71,3 +72,18 @@ class AsyncStore(Protocol):
 
     async def aclose(self) -> None:
         """Release the connections the store opened (never the caller's)."""
+
+
+async def create_journal(unit: AsyncUnit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
+    """In one transaction: run the named schema `steps`, seed the version row, then check the version found."""
+    await unit.begin()
+    try:
+        for name, params in steps:
+            await unit.run(name, params)
+        await unit.run("seed_version", {"version": version})
+        rows = await unit.fetch("version", {})
+    except BaseException:
+        await unit.rollback()
+        raise
+    await unit.commit()
+    check_version([row[0] for row in rows], version=version, table=table)

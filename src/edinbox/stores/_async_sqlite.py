@@ -14,8 +14,8 @@ import aiosqlite
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
-from edinbox.stores._async_base import Params
-from edinbox.stores._sqlite_sql import DIALECT, Statements, mapped_errors, params, timestamp
+from edinbox.stores._async_base import Params, create_journal
+from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
 
 __all__ = ["AsyncSQLiteStore"]
 
@@ -24,7 +24,6 @@ _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
 _KEY = ["consumer", "message_id", "source"]
-_BUSY_TIMEOUT = 30.0
 
 
 class _AsyncSQLiteUnit:
@@ -144,13 +143,11 @@ class AsyncSQLiteStore:
     async def _open(self) -> aiosqlite.Connection:
         if self._path is None:
             raise StoreError("the store has no path to open")
-        with mapped_errors(f"open {self._path}"):
-            connection = await aiosqlite.connect(
-                self._path, isolation_level=None, timeout=_BUSY_TIMEOUT, check_same_thread=False
-            )
-            if self._path != ":memory:":
-                await connection.execute("PRAGMA journal_mode=WAL")
-        return connection
+        # A failed open (a missing folder, no permission) must leave no driver thread behind to outlive the
+        # event loop: open in a worker thread first, then hand the open connection to the async driver.
+        # sync: return connect(self._path)
+        connection = await asyncio.to_thread(connect, self._path)  # async-only
+        return await aiosqlite.Connection(lambda: connection, 64)  # async-only
 
     def unit(self) -> _AsyncHold:
         """Hold the connection for one operation (operations on one store are serialised)."""
@@ -169,18 +166,9 @@ class AsyncSQLiteStore:
 
     async def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
+        steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
         async with self.unit() as unit:
-            await unit.begin()
-            try:
-                for name in ("create_table", "create_key", "create_version"):
-                    await unit.run(name, {})
-                await unit.run("seed_version", {"version": version})
-                rows = await unit.fetch("version", {})
-            except BaseException:
-                await unit.rollback()
-                raise
-            await unit.commit()
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            await create_journal(unit, steps, version=version, table=self._table)
 
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from types import TracebackType
+from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from edinbox._core import TableName
-from edinbox._errors import StoreError
-from edinbox._urls import mask
+from edinbox.stores._mapping import MappedErrors
 from edinbox.stores._queries import load_queries
 
 __all__ = ["DIALECT", "Statements", "mapped_errors"]
+
+Params = Mapping[str, Any]
 
 DIALECT = "postgresql"
 
@@ -51,11 +53,13 @@ class Statements:
         tag = hashlib.sha256(str(table).encode()).hexdigest()[:12]
         self.prepare: list[bytes] = []
         self._execute: dict[str, bytes] = {}
+        self._heads: dict[str, bytes] = {}
         for name, params in PREPARED.items():
             statement = sql.Identifier(f"edinbox_{tag}_{name}")
             self.prepare.append(sql.SQL("PREPARE {} AS ").format(statement).as_bytes(None) + self._bytes.pop(name))
             arguments = sql.SQL(", ").join(sql.Placeholder(param) for param in params)
             self._execute[name] = sql.SQL("EXECUTE {} ({})").format(statement, arguments).as_bytes(None)
+            self._heads[name] = sql.SQL("EXECUTE {} (").format(statement).as_bytes(None)
         self.prepared_on: weakref.WeakSet[Any] = weakref.WeakSet()
         """Connections on which `prepare` ran."""
 
@@ -63,22 +67,33 @@ class Statements:
         """The EXECUTE of a prepared insert, with %(name)s placeholders for the client-side cursor."""
         return self._execute[name]
 
+    def bound(self, name: str, params: Params, *, quote: Callable[[bytes], bytes], encoding: str) -> bytes | None:
+        """The EXECUTE of a prepared insert with its values quoted by libpq (`quote` is PQescapeLiteral).
+
+        None when a value needs psycopg's own binding (not text, a NUL that PQescapeLiteral would cut at, or a
+        character the connection's encoding lacks), so that psycopg binds it or refuses it with its own error.
+        """
+        literals = []
+        for param in PREPARED[name]:
+            value = params[param]
+            if isinstance(value, timedelta):
+                value = f"{value.total_seconds()!r} seconds"
+            if type(value) is not str or "\x00" in value:
+                return None
+            try:
+                literals.append(quote(value.encode(encoding)))
+            except UnicodeEncodeError:
+                return None
+        return self._heads[name] + b", ".join(literals) + b")"
+
     def __getitem__(self, name: str) -> bytes:
         """The rendered statement called `name`."""
         return self._bytes[name]
 
 
-class mapped_errors:
+class mapped_errors(MappedErrors):
     """Turn psycopg errors (pool timeouts included) raised while doing `action` into StoreError."""
 
-    __slots__ = ("action",)
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if isinstance(exc, psycopg.Error):
-            raise StoreError(f"PostgreSQL failed to {self.action}: {mask(str(exc)).strip()}") from exc
+    __slots__ = ()
+    database = "PostgreSQL"
+    driver_error = psycopg.Error

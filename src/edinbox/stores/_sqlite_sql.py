@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 from edinbox._core import TableName
 from edinbox._errors import StoreError
+from edinbox.stores._mapping import MappedErrors
 from edinbox.stores._queries import load_queries
 
-__all__ = ["DIALECT", "Statements", "mapped_errors", "params", "timestamp"]
+__all__ = ["DIALECT", "Statements", "connect", "mapped_errors", "params", "timestamp"]
 
 DIALECT = "sqlite"
+
+BUSY_TIMEOUT = 30.0
+"""Seconds a connection waits for another writer's lock before failing."""
 
 DURATIONS = frozenset({"lease", "older_than"})
 """Parameters given as timedelta, bound as seconds."""
@@ -47,6 +51,27 @@ class Statements:
         return self._text[name]
 
 
+def connect(path: str) -> sqlite3.Connection:
+    """Open `path` (":memory:" or a file) in autocommit mode, WAL for a file; StoreError naming what is wrong.
+
+    A file in a folder that does not exist is refused before anything opens, with the folder's name.
+    """
+    if path != ":memory:":
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise StoreError(f"SQLite cannot open {path}: the folder {folder} does not exist")
+    with mapped_errors(f"open {path}"):
+        connection = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
+    try:
+        if path != ":memory:":
+            with mapped_errors(f"open {path}"):
+                connection.execute("PRAGMA journal_mode=WAL")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 def params(values: Mapping[str, Any]) -> dict[str, Any]:
     """Bindable parameters: the current time as `now`, durations in seconds (timestamps are epoch seconds)."""
     bound = dict(values)
@@ -61,17 +86,9 @@ def timestamp(value: Any) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(float(value), UTC)
 
 
-class mapped_errors:
+class mapped_errors(MappedErrors):
     """Turn sqlite3 errors (which aiosqlite raises too) raised while doing `action` into StoreError."""
 
-    __slots__ = ("action",)
-
-    def __init__(self, action: str) -> None:
-        self.action = action
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        if isinstance(exc, sqlite3.Error):
-            raise StoreError(f"SQLite failed to {self.action}: {exc}") from exc
+    __slots__ = ()
+    database = "SQLite"
+    driver_error = sqlite3.Error

@@ -8,9 +8,10 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from edinbox._core import check_version
 from edinbox._message import Message
 
-__all__ = ["Store", "Unit"]
+__all__ = ["Store", "Unit", "create_journal"]
 
 Params = Mapping[str, Any]
 
@@ -72,3 +73,18 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the connections the store opened (never the caller's)."""
+
+
+def create_journal(unit: Unit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
+    """In one transaction: run the named schema `steps`, seed the version row, then check the version found."""
+    unit.begin()
+    try:
+        for name, params in steps:
+            unit.run(name, params)
+        unit.run("seed_version", {"version": version})
+        rows = unit.fetch("version", {})
+    except BaseException:
+        unit.rollback()
+        raise
+    unit.commit()
+    check_version([row[0] for row in rows], version=version, table=table)

@@ -4,21 +4,21 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
 import psycopg
 import psycopg_pool
-from psycopg.pq import TransactionStatus
+from psycopg.pq import Escaping, TransactionStatus
 
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
-from edinbox.stores._sync_base import Params
+from edinbox.stores._sync_base import Params, create_journal
 
 __all__ = ["PostgresStore"]
 
@@ -36,8 +36,10 @@ class _AsyncPostgresUnit:
         self._sql = statements
         self._nested = nested
         self._client_cursor: psycopg.ClientCursor[Any] | None = None
+        self._cursor: psycopg.Cursor[Any] | None = None
         self._prepared = False
-        self._inserts: dict[str, bytes] = {}  # name -> "BEGIN; EXECUTE ..." for this unit's mode
+        self._quote: Callable[[bytes], bytes] = bytes
+        self._encoding = "utf-8"
 
     def _begin(self) -> None:
         if self._nested:
@@ -55,8 +57,9 @@ class _AsyncPostgresUnit:
     def insert(self, name: str, params: Params) -> bool:
         """Begin and insert in one round trip; true when the row was inserted.
 
-        BEGIN (or SAVEPOINT) and the EXECUTE of the prepared INSERT go as one simple-protocol query whose
-        parameters psycopg's client-side cursor binds: one round trip, no per-message parse or plan.
+        BEGIN (or SAVEPOINT) and the EXECUTE of the prepared INSERT go as one simple-protocol query (one round
+        trip, no per-message parse or plan on the server), its values quoted by libpq's PQescapeLiteral on this
+        connection (psycopg's client-side cursor binds the rare value that is not plain text).
         """
         with _RECORDING:
             try:
@@ -73,18 +76,25 @@ class _AsyncPostgresUnit:
                 for statement in self._sql.prepare:
                     self.connection.execute(statement)
                 self._sql.prepared_on.add(self.connection)
+            self._quote = Escaping(self.connection.pgconn).escape_literal
+            self._encoding = self.connection.info.encoding
             self._prepared = True
-        cursor = self._client_cursor
-        if cursor is None:
-            cursor = self._client_cursor = psycopg.ClientCursor(self.connection)
-        query = self._inserts.get(name)
-        if query is None:
-            # psycopg begins the transaction itself on a connection that is not autocommit
-            begin = b"SAVEPOINT edinbox; " if self._nested else b"BEGIN; " if self.connection.autocommit else b""
-            query = self._inserts[name] = begin + self._sql.execute(name)
-        cursor.execute(query, params)
+        # psycopg begins the transaction itself on a connection that is not autocommit
+        begin = b"SAVEPOINT edinbox; " if self._nested else b"BEGIN; " if self.connection.autocommit else b""
+        bound = self._sql.bound(name, params, quote=self._quote, encoding=self._encoding)
+        if bound is not None:  # values quoted by libpq: no per-call query parsing or adaptation in Python
+            cursor = self._cursor
+            if cursor is None:
+                cursor = self._cursor = self.connection.cursor()
+            cursor.execute(begin + bound, prepare=False)
+        else:  # a value only psycopg can bind (or refuse with its own error)
+            client = self._client_cursor
+            if client is None:
+                client = self._client_cursor = psycopg.ClientCursor(self.connection)
+            client.execute(begin + self._sql.execute(name), params, prepare=False)
+            cursor = client
         cursor.nextset()  # past the reply to BEGIN / SAVEPOINT, when there is one
-        return cursor.fetchone() is not None
+        return cursor.rowcount == 1  # the INSERT's command tag: no result rows to describe, send or load
 
     def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
         """Begin and run the named statement in one round trip (pipeline mode); return its rows."""
@@ -257,21 +267,12 @@ class PostgresStore:
 
     def create_schema(self, *, version: int) -> None:
         """Create the schema, table, unique key and version row when missing, under an advisory lock."""
+        steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]
+        if self._table.schema:
+            steps.append(("create_schema", {}))
+        steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
         with self.unit() as unit:
-            unit.begin()
-            try:
-                unit.fetch("schema_lock", {"lock": self._sql.lock_name})
-                if self._table.schema:
-                    unit.run("create_schema", {})
-                for name in ("create_table", "create_key", "create_version"):
-                    unit.run(name, {})
-                unit.run("seed_version", {"version": version})
-                rows = unit.fetch("version", {})
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            create_journal(unit, steps, version=version, table=self._table)
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

@@ -14,8 +14,8 @@ from typing import Any
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
-from edinbox.stores._sqlite_sql import DIALECT, Statements, mapped_errors, params, timestamp
-from edinbox.stores._sync_base import Params
+from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
+from edinbox.stores._sync_base import Params, create_journal
 
 __all__ = ["SQLiteStore"]
 
@@ -24,7 +24,6 @@ _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
 _KEY = ["consumer", "message_id", "source"]
-_BUSY_TIMEOUT = 30.0
 
 
 class _AsyncSQLiteUnit:
@@ -142,13 +141,9 @@ class SQLiteStore:
     def _open(self) -> sqlite3.Connection:
         if self._path is None:
             raise StoreError("the store has no path to open")
-        with mapped_errors(f"open {self._path}"):
-            connection = sqlite3.connect(
-                self._path, isolation_level=None, timeout=_BUSY_TIMEOUT, check_same_thread=False
-            )
-            if self._path != ":memory:":
-                connection.execute("PRAGMA journal_mode=WAL")
-        return connection
+        # A failed open (a missing folder, no permission) must leave no driver thread behind to outlive the
+        # event loop: open in a worker thread first, then hand the open connection to the async driver.
+        return connect(self._path)
 
     def unit(self) -> _AsyncHold:
         """Hold the connection for one operation (operations on one store are serialised)."""
@@ -167,18 +162,9 @@ class SQLiteStore:
 
     def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
+        steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
         with self.unit() as unit:
-            unit.begin()
-            try:
-                for name in ("create_table", "create_key", "create_version"):
-                    unit.run(name, {})
-                unit.run("seed_version", {"version": version})
-                rows = unit.fetch("version", {})
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            create_journal(unit, steps, version=version, table=self._table)
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

@@ -5,13 +5,11 @@
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
 VALUES ($1, $2, $3, $4, 'processed', 1, now(), now())
 ON CONFLICT DO NOTHING
-RETURNING 1
 
 -- name: insert_claimed
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at)
 VALUES ($1, $2, $3, $4, 'in_progress', 1, now() + $5::interval, now())
 ON CONFLICT DO NOTHING
-RETURNING 1
 
 -- name: find_for_update
 SELECT status, fingerprint, attempts, lease_until, now()

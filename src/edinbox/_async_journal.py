@@ -1,0 +1,120 @@
+"""The journal side of the inbox: settings, schema, and the operator's calls (async; the sync twin is generated).
+
+`AsyncInbox` adds the deliveries (`process`, `process_batch`) on top of this class.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Self
+
+from edinbox._core import SCHEMA_VERSION, Status, check_retention
+from edinbox._errors import ConfigurationError
+from edinbox._plan import check_settings
+from edinbox._records import Record, Stats
+from edinbox.stores._async_factory import open_store
+
+__all__ = ["AsyncJournal"]
+
+
+class AsyncJournal:
+    """The journal of consumed messages of one consumer: its settings, its schema, and the operator's calls."""
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        consumer: str,
+        table: str = "inbox",
+        max_attempts: int = 5,
+        horizon: timedelta = timedelta(days=7),
+        pool_size: int = 4,
+    ) -> None:
+        """Check the configuration; nothing connects until the first call."""
+        check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
+        self.consumer = consumer
+        self.max_attempts = max_attempts
+        self.horizon = horizon
+        self._store = open_store(target, table=table, pool_size=pool_size)
+        self.dialect = self._store.dialect
+
+    async def __aenter__(self) -> Self:
+        """Use the inbox as a context manager that closes it."""
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the connections the inbox opened."""
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections the inbox opened (a caller's connection or pool stays open)."""
+        await self._store.aclose()
+
+    async def create_schema(self) -> None:
+        """Create the journal table, its unique key and schema version when missing (idempotent)."""
+        await self._store.create_schema(version=SCHEMA_VERSION)
+
+    async def verify(self) -> None:
+        """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
+        await self._store.verify(version=SCHEMA_VERSION)
+
+    async def _write(self, name: str, params: dict[str, Any]) -> int:
+        """Run one statement in a transaction of its own; return the number of rows it changed."""
+        async with self._store.unit() as unit:
+            await unit.begin()
+            try:
+                changed = await unit.run(name, params)
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+            return changed
+
+    async def purge(self, older_than: timedelta, *, batch_size: int = 1000) -> int:
+        """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction.
+
+        Refuses (ConfigurationError) when `older_than` is shorter than the redelivery horizon. Failed, dead,
+        leased and conflict rows are never purged. On PostgreSQL one purger runs at a time (an advisory lock;
+        a second one returns 0 at once). Returns the number of rows deleted.
+        """
+        check_retention(older_than, horizon=self.horizon)
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
+        return await self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
+
+    async def stats(self) -> Stats:
+        """Count this consumer's journal rows by status."""
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("stats", {"consumer": self.consumer})
+        return Stats.from_counts({Status(status): count for status, count in rows})
+
+    async def get(self, source: str, message_id: str) -> Record | None:
+        """The journal row of one message of this consumer, or None."""
+        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("get", key)
+        return Record.from_row(rows[0], self._store.timestamp) if rows else None
+
+    async def records(self, *, status: Status | str | None = None, limit: int = 100) -> list[Record]:
+        """This consumer's rows, newest first, optionally only those with `status`."""
+        wanted = None if status is None else Status(status).value
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("records", {"consumer": self.consumer, "status": wanted, "limit": limit})
+        return [Record.from_row(row, self._store.timestamp) for row in rows]
+
+    async def requeue(self, source: str, message_id: str) -> bool:
+        """Make a dead or conflict row processable again by the next delivery; false when there was none.
+
+        A dead row keeps its key and gets a fresh attempt count; a conflict row takes the conflicting
+        fingerprint, so the next delivery runs the handler (deliberately, for the corrected message).
+        """
+        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
+        return await self._write("requeue", key) > 0
+
+    async def forget(self, source: str, message_id: str) -> bool:
+        """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
+        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
+        return await self._write("forget", key) > 0

@@ -1,0 +1,72 @@
+"""Opening an SQLite journal that cannot be opened fails cleanly: a clear StoreError and no thread left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edinbox import AsyncInbox, Inbox, Message, StoreError, Tx
+
+
+@pytest.fixture
+def thread_errors() -> Iterator[list[BaseException | None]]:
+    """Collect exceptions raised in any thread (such as a driver thread outliving its event loop)."""
+    seen: list[BaseException | None] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: seen.append(args.exc_value)
+    yield seen
+    threading.excepthook = previous
+
+
+def open_async(url: str) -> StoreError:
+    """Open an AsyncInbox on `url` in an event loop of its own, process one message, return the StoreError."""
+
+    async def handler(tx: Tx, message: Message) -> None:
+        raise AssertionError("the handler must not run")
+
+    async def attempt() -> StoreError:
+        async with AsyncInbox(url, consumer="c") as inbox:
+            with pytest.raises(StoreError) as caught:
+                await inbox.process(Message("1", "s", b"x"), handler)
+            with pytest.raises(StoreError):
+                await inbox.create_schema()
+        return caught.value
+
+    return asyncio.run(attempt())
+
+
+def test_async_missing_folder_names_it_and_leaves_no_thread(
+    tmp_path: Path, thread_errors: list[BaseException | None]
+) -> None:
+    """AsyncInbox on a file in a missing folder raises a StoreError naming the folder; no thread outlives the loop."""
+    missing = tmp_path / "does" / "not" / "exist"
+    before = threading.active_count()
+    error = open_async(f"sqlite:///{missing}/x.db")
+    assert f"the folder {missing} does not exist" in str(error)
+    assert threading.active_count() == before
+    assert thread_errors == []
+    assert not (tmp_path / "does").exists()
+
+
+def test_async_unopenable_file_leaves_no_thread(tmp_path: Path, thread_errors: list[BaseException | None]) -> None:
+    """A path SQLite itself refuses (here a folder) gives a StoreError naming it, and no thread outlives the loop."""
+    before = threading.active_count()
+    error = open_async(f"sqlite:///{tmp_path}")
+    assert "SQLite failed to open" in str(error)
+    assert str(tmp_path) in str(error)
+    assert threading.active_count() == before
+    assert thread_errors == []
+
+
+def test_sync_missing_folder_names_it(tmp_path: Path) -> None:
+    """Inbox on a file in a missing folder raises a StoreError naming the folder and creates nothing."""
+    missing = tmp_path / "nowhere"
+    inbox = Inbox(f"sqlite:///{missing}/x.db", consumer="c")
+    with pytest.raises(StoreError, match=f"the folder {missing} does not exist"):
+        inbox.process(Message("1", "s", b"x"), lambda tx, message: None)
+    inbox.close()
+    assert not missing.exists()
