@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
 import psycopg
 import psycopg_pool
-from psycopg.pq import Escaping, TransactionStatus
+from psycopg.pq import TransactionStatus
 
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
@@ -35,10 +35,7 @@ class _AsyncPostgresUnit:
         self._sql = statements
         self._nested = nested
         self._client_cursor: psycopg.AsyncClientCursor[Any] | None = None
-        self._cursor: psycopg.AsyncCursor[Any] | None = None
         self._prepared = False
-        self._quote: Callable[[bytes], bytes] = bytes
-        self._encoding = "utf-8"
 
     async def _begin(self) -> None:
         if self._nested:
@@ -57,8 +54,7 @@ class _AsyncPostgresUnit:
         """Begin and insert in one round trip; true when the row was inserted.
 
         BEGIN (or SAVEPOINT) and the EXECUTE of the prepared INSERT go as one simple-protocol query (one round
-        trip, no per-message parse or plan on the server), its values quoted by libpq's PQescapeLiteral on this
-        connection (psycopg's client-side cursor binds the rare value that is not plain text).
+        trip, no per-message parse or plan on the server), its values bound by psycopg's client-side cursor.
         """
         with _RECORDING:
             try:
@@ -75,23 +71,13 @@ class _AsyncPostgresUnit:
                 for statement in self._sql.prepare:
                     await self.connection.execute(statement)
                 self._sql.prepared_on.add(self.connection)
-            self._quote = Escaping(self.connection.pgconn).escape_literal
-            self._encoding = self.connection.info.encoding
             self._prepared = True
         # psycopg begins the transaction itself on a connection that is not autocommit
         begin = b"SAVEPOINT edinbox; " if self._nested else b"BEGIN; " if self.connection.autocommit else b""
-        bound = self._sql.bound(name, params, quote=self._quote, encoding=self._encoding)
-        if bound is not None:  # values quoted by libpq: no per-call query parsing or adaptation in Python
-            cursor = self._cursor
-            if cursor is None:
-                cursor = self._cursor = self.connection.cursor()
-            await cursor.execute(begin + bound, prepare=False)
-        else:  # a value only psycopg can bind (or refuse with its own error)
-            client = self._client_cursor
-            if client is None:
-                client = self._client_cursor = psycopg.AsyncClientCursor(self.connection)
-            await client.execute(begin + self._sql.execute(name), params, prepare=False)
-            cursor = client
+        cursor = self._client_cursor
+        if cursor is None:
+            cursor = self._client_cursor = psycopg.AsyncClientCursor(self.connection)
+        await cursor.execute(begin + self._sql.execute(name), params, prepare=False)
         cursor.nextset()  # past the reply to BEGIN / SAVEPOINT, when there is one
         return cursor.rowcount == 1  # the INSERT's command tag: no result rows to describe, send or load
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Callable, Mapping
-from datetime import timedelta
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
@@ -53,38 +52,17 @@ class Statements:
         tag = hashlib.sha256(str(table).encode()).hexdigest()[:12]
         self.prepare: list[bytes] = []
         self._execute: dict[str, bytes] = {}
-        self._heads: dict[str, bytes] = {}
         for name, params in PREPARED.items():
             statement = sql.Identifier(f"edinbox_{tag}_{name}")
             self.prepare.append(sql.SQL("PREPARE {} AS ").format(statement).as_bytes(None) + self._bytes.pop(name))
             arguments = sql.SQL(", ").join(sql.Placeholder(param) for param in params)
             self._execute[name] = sql.SQL("EXECUTE {} ({})").format(statement, arguments).as_bytes(None)
-            self._heads[name] = sql.SQL("EXECUTE {} (").format(statement).as_bytes(None)
         self.prepared_on: weakref.WeakSet[Any] = weakref.WeakSet()
         """Connections on which `prepare` ran."""
 
     def execute(self, name: str) -> bytes:
         """The EXECUTE of a prepared insert, with %(name)s placeholders for the client-side cursor."""
         return self._execute[name]
-
-    def bound(self, name: str, params: Params, *, quote: Callable[[bytes], bytes], encoding: str) -> bytes | None:
-        """The EXECUTE of a prepared insert with its values quoted by libpq (`quote` is PQescapeLiteral).
-
-        None when a value needs psycopg's own binding (not text, a NUL that PQescapeLiteral would cut at, or a
-        character the connection's encoding lacks), so that psycopg binds it or refuses it with its own error.
-        """
-        literals = []
-        for param in PREPARED[name]:
-            value = params[param]
-            if isinstance(value, timedelta):
-                value = f"{value.total_seconds()!r} seconds"
-            if type(value) is not str or "\x00" in value:
-                return None
-            try:
-                literals.append(quote(value.encode(encoding)))
-            except UnicodeEncodeError:
-                return None
-        return self._heads[name] + b", ".join(literals) + b")"
 
     def __getitem__(self, name: str) -> bytes:
         """The rendered statement called `name`."""
