@@ -55,6 +55,9 @@ def check_counts(report: dict[str, Any], stats: dict[str, Any]) -> None:
     assert stats["processed"] + stats["resent"] == report["unique_interchanges"]
     assert stats["resent"] == report["resends"]
     assert stats["rejected"] == report["malformed"]
+    assert stats["rejected_deliveries"] >= stats["rejected"]  # a parked file redelivered after a crash counts again
+    settled = ("processed", "resent", "duplicate", "conflict", "bypassed", "rejected_deliveries")
+    assert sum(stats[name] for name in settled) == stats["received"]
     assert stats["dead"] == 0
     # every producer copy is suppressed (as a conflict when it meets the other version of a reused control
     # number first), and so is every redelivery after a crash

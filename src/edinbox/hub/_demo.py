@@ -98,7 +98,8 @@ class Report:
             f"  conflicts     {s.get('conflict', 0)} (same key, other content: kept for operators)",
             f"  resent        {s.get('resent', 0)} (invoice already in accounting: caught by the invoice key)",
             f"  bypassed      {s.get('bypassed', 0)} acknowledgments (997 / CONTRL skip the inbox)",
-            f"  rejected      {s.get('rejected', 0)} parked (no trailer, or not EDI)",
+            f"  rejected      {s.get('rejected', 0)} parked (no trailer, or not EDI; "
+            f"{s.get('rejected_deliveries', 0)} deliveries, redeliveries included)",
             f"  dead          {s.get('dead', 0)}",
             f"  invoices      {s.get('invoices', 0)} created",
             f"  left          {self.left_in_spool} files in inbound/ or processing/",

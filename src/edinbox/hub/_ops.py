@@ -72,6 +72,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         "conflict": counts["conflict"],
         "dead": int(getattr(journal, "dead", 0)),
         "rejected": rejected,
+        "rejected_deliveries": counts["rejected"],
         "invoices": invoices,
         "resent": counts["resent"],
         "bypassed": counts["bypassed"],
