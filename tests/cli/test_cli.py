@@ -231,8 +231,9 @@ def test_doctor_passes_then_fails_without_the_unique_key(hub: dict[str, Any], tm
     conn.close()
     bad = cli("doctor", "--db", hub["db"], "--json")
     assert bad.exit_code == 1
-    checks = {c["check"]: c["status"] for c in json.loads(bad.output)}
-    assert checks["journal"] == "fail"
+    checks = {c["check"]: c for c in json.loads(bad.output)}
+    assert checks["journal"]["status"] == "fail"
+    assert "edinbox init" in json.dumps(checks["journal"])  # the remedy is named as the operator's command
 
 
 def test_doctor_fails_when_retention_is_shorter_than_the_horizon(hub: dict[str, Any]) -> None:

@@ -270,7 +270,8 @@ async def doctor(config: HubConfig) -> list[Check]:
             await inbox.verify()
         checks.append(Check("journal", "ok", f"table {config.table}: schema version and unique key present"))
     except InboxError as exc:
-        checks.append(Check("journal", "fail", mask(str(exc))))
+        hint = mask(str(exc)).replace("create_schema()", "`edinbox init`")  # the library's words, the CLI's command
+        checks.append(Check("journal", "fail", hint))
     source_horizon: timedelta | None = None
     if config.source:
         from edinbox.sources import open_source
