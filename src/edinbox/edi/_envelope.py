@@ -123,6 +123,18 @@ def walk(body: Body, spec: Spec) -> Walk:
     def describe(fields: tuple[str, ...]) -> str:
         return f"{fields[1]!r} ({fields[0]}, message {len(out.messages) + 1})"
 
+    def abandon_message(end: int) -> None:
+        """Close the open message, if any, as incomplete: its trailer never came."""
+        if message is not None:
+            problems.append(f"message {describe(message.fields)} has no {spec.message_trailer}")
+            close_message(end, complete=False)
+
+    def abandon_group() -> None:
+        """Close the open group, if any, as incomplete: its trailer never came."""
+        if group is not None:
+            problems.append(f"group {describe_group(group.fields)} has no {spec.group_trailer}")
+            close_group(complete=False)
+
     for i in candidates:
         if not i:
             continue
@@ -165,17 +177,11 @@ def walk(body: Body, spec: Spec) -> Walk:
                 )
             close_message(i, complete=True)
         elif tag == spec.group_header:
-            if message is not None:
-                problems.append(f"message {describe(message.fields)} has no {spec.message_trailer}")
-                close_message(i - 1, complete=False)
-            if group is not None:
-                problems.append(f"group {describe_group(group.fields)} has no {spec.group_trailer}")
-                close_group(complete=False)
+            abandon_message(i - 1)
+            abandon_group()
             group = _Open(i, spec.read_group(seg))
         elif tag == spec.group_trailer:
-            if message is not None:
-                problems.append(f"message {describe(message.fields)} has no {spec.message_trailer}")
-                close_message(i - 1, complete=False)
+            abandon_message(i - 1)
             if group is None:
                 problems.append(f"{spec.group_trailer} at segment {i} has no {spec.group_header}")
                 continue
@@ -191,12 +197,8 @@ def walk(body: Body, spec: Spec) -> Walk:
                 )
             close_group(complete=True)
         else:  # the interchange trailer
-            if message is not None:
-                problems.append(f"message {describe(message.fields)} has no {spec.message_trailer}")
-                close_message(i - 1, complete=False)
-            if group is not None:
-                problems.append(f"group {describe_group(group.fields)} has no {spec.group_trailer}")
-                close_group(complete=False)
+            abandon_message(i - 1)
+            abandon_group()
             out.trailer = seg
             if i != len(segs) - 1:
                 problems.append(f"segments after the trailer {spec.trailer} at segment {i} are ignored")
