@@ -7,11 +7,10 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 from edinbox.hub.accounting_service import AccountingService
-
-httpx = pytest.importorskip("httpx")
 
 INVOICE = {"seller": "ACME", "number": "INV-1", "kind": "invoice", "issue_date": "2026-11-30", "total": "119.00"}
 

@@ -18,8 +18,6 @@ from edinbox import AsyncInbox, ConfigurationError, Message, NotSettledError, Ou
 from edinbox.hub.accounting_service import AccountingService
 from edinbox.hub.http_sink import AccountingError, HttpAccounting
 
-pytest.importorskip("httpx")
-
 LEASE = timedelta(seconds=1)
 
 

@@ -5,17 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
-from edinbox.hub.accounting_service import AccountingService
-from services import require_service
-
-pytest.importorskip("httpx")
-pytest.importorskip("aio_pika")
-pytest.importorskip("edinbox.edi", reason="the EDI parser is not built yet")
-
 from brokers.harness import BROKERS
 from brokers.test_proof import cli, hub_args, publish, stats, traffic
+from edinbox.hub.accounting_service import AccountingService
+from services import require_service
 
 RABBITMQ = next(b for b in BROKERS if b.name == "rabbitmq")
 

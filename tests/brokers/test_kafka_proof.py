@@ -12,17 +12,13 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import confluent_kafka as ck
 import pytest
 
+from edinbox.sources.kafka import MockCluster
 from services import POSTGRES_URL, require_service
 
-ck = pytest.importorskip("confluent_kafka")
-pytest.importorskip("edinbox.hub", reason="the hub is not built yet")
-pytest.importorskip("edinbox.edi", reason="the EDI parser is not built yet")
-
-from edinbox.sources.kafka import MockCluster  # noqa: E402
-
-from .test_proof import CLI, cli, hub_args, publish, stats, traffic  # noqa: E402
+from .test_proof import CLI, cli, hub_args, publish, stats, traffic
 
 KAFKA = {"session.timeout.ms": "3000", "heartbeat.interval.ms": "300"}
 """Classic groups: a SIGKILLed hub's partitions go to the next member after 3 s."""
@@ -86,7 +82,8 @@ def test_kafka_hub_killed_after_commit_then_restarted(cluster: MockCluster, uniq
 def test_kafka_two_hubs_compete_and_one_is_killed(cluster: MockCluster, unique_name: str, tmp_path: Path) -> None:
     """Two hubs in one consumer group on PostgreSQL; one is killed after a commit; every invoice exists once."""
     require_service("postgres")
-    psycopg = pytest.importorskip("psycopg")
+    import psycopg
+
     url = cluster.url(topic=unique_name, group=unique_name, **KAFKA)
     db = ["--db", POSTGRES_URL, "--table", f"{unique_name}.inbox"]
     files, unique = traffic(tmp_path, seed=7)

@@ -24,14 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from edinbox.hub._generate import PARTNERS, Doc, render
 from services import POSTGRES_URL, require_service
 
 from .harness import BROKERS, Broker
-
-pytest.importorskip("edinbox.hub", reason="the hub is not built yet")
-pytest.importorskip("edinbox.edi", reason="the EDI parser is not built yet")
-
-from edinbox.hub._generate import PARTNERS, Doc, render
 
 CLI = [sys.executable, "-c", "from edinbox.cli import main; main()"]
 UNIQUE = 40
@@ -100,7 +96,8 @@ def broker(request: pytest.FixtureRequest, unique_name: str) -> Iterator[Broker]
 def postgres_db(unique_name: str) -> Iterator[list[str]]:
     """The --db/--table options of a fresh PostgreSQL schema, dropped afterwards."""
     require_service("postgres")
-    psycopg = pytest.importorskip("psycopg")
+    import psycopg
+
     yield ["--db", POSTGRES_URL, "--table", f"{unique_name}.inbox"]
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(unique_name)))

@@ -11,18 +11,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import pytest
+from faststream import Context
+from faststream.middlewares import AckPolicy
 
 from edinbox import AsyncInbox, Message, Outcome, Tx
+from edinbox.integrations.faststream import inbox_middleware
 from services import require_service
-
-pytest.importorskip("faststream")
-aio_pika = pytest.importorskip("aio_pika")
-
-from faststream import Context  # noqa: E402
-from faststream.middlewares import AckPolicy  # noqa: E402
-
-from edinbox.integrations.faststream import inbox_middleware  # noqa: E402
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672/"
 NATS = "nats://127.0.0.1:4222"
@@ -176,7 +172,6 @@ async def test_kafka_key_is_the_record_header_not_faststream_offset_id(
     inbox: AsyncInbox, tmp_path: Path, unique_name: str
 ) -> None:
     """On Kafka (FastStream confluent broker, mock cluster) the key is the `message_id` header: a copy runs nothing."""
-    pytest.importorskip("confluent_kafka")
     from faststream.confluent import KafkaBroker
 
     from edinbox.sources.kafka import MockCluster

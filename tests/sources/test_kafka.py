@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import confluent_kafka as ck
 import pytest
 
 from edinbox import ConfigurationError
@@ -20,8 +21,6 @@ from edinbox.sources import open_source
 from edinbox.sources.kafka import KafkaSource, MockCluster, publish
 
 from .contract import SourceContract, collect
-
-ck = pytest.importorskip("confluent_kafka")
 
 FAST = {"group.protocol": "consumer"}
 """KIP-848 groups: the mock assigns partitions at once (a dead member is evicted only after 30 s, though)."""

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import nats
 import pytest
 
 from edinbox import ConfigurationError
@@ -14,8 +15,6 @@ from edinbox.sources.nats import NatsSource
 from services import require_service
 
 from .contract import SourceContract, collect
-
-nats = pytest.importorskip("nats")
 
 SERVER = "nats://127.0.0.1:4222"
 

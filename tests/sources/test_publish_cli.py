@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from pathlib import Path
 
 import pytest
+import redis.asyncio as redis_asyncio
 from click.testing import CliRunner
 
 from edinbox import ConfigurationError
 from edinbox._publish import interchange_id, split_files
 from edinbox.cli import main
 from services import require_service
-
-redis_asyncio = pytest.importorskip("redis.asyncio")
 
 
 def isa(control: str, *, sender: str = "ACME") -> bytes:
@@ -65,7 +63,6 @@ def test_publish_bad_url_masks_password_and_sends_nothing(tmp_path: Path) -> Non
     assert "s3cret" not in result.output
 
 
-@pytest.mark.skipif(importlib.util.find_spec("edinbox.edi") is None, reason="the EDI parser is not built yet")
 def test_publish_splits_interchanges_keyed_by_interchange_key(tmp_path: Path, unique_name: str) -> None:
     """A file of two interchanges becomes two messages, each keyed `source/control number` and holding its bytes."""
     require_service("redis")
@@ -84,7 +81,6 @@ def test_publish_splits_interchanges_keyed_by_interchange_key(tmp_path: Path, un
     assert [edi.parse(payload)[0].message().key for _, payload in sent] == [i.message().key for i in edi.parse(data)]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("edinbox.edi") is None, reason="the EDI parser is not built yet")
 def test_publish_refuses_a_file_that_is_not_edi(tmp_path: Path) -> None:
     """A file that does not parse stops the publish before anything is sent, naming the file."""
     (tmp_path / "junk.edi").write_bytes(b"this is not EDI")

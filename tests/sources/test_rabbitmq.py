@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aio_pika
 import pytest
 
 from edinbox import ConfigurationError
@@ -12,8 +13,6 @@ from edinbox.sources.rabbitmq import RabbitMQSource
 from services import require_service
 
 from .contract import SourceContract, collect
-
-aio_pika = pytest.importorskip("aio_pika")
 
 BROKER = "amqp://guest:guest@127.0.0.1/"
 

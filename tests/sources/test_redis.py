@@ -6,14 +6,13 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+import redis.asyncio as redis_asyncio
 
 from edinbox import ConfigurationError
 from edinbox.sources.redis import RedisSource
 from services import require_service
 
 from .contract import SourceContract, collect
-
-redis_asyncio = pytest.importorskip("redis.asyncio")
 
 SERVER = "redis://127.0.0.1:6379/0"
 
