@@ -4,11 +4,15 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._core import Status
 from edinbox._errors import (
     ConfigurationError,
+    DataError,
     InboxError,
+    LimitError,
     NotSettledError,
+    PermanentError,
     SchemaError,
     SourceError,
     StoreError,
+    TransientError,
 )
 from edinbox._message import Message, Outcome
 from edinbox._records import Record, Stats, Tx
@@ -17,16 +21,20 @@ from edinbox._sync_inbox import Inbox
 __all__ = [
     "AsyncInbox",
     "ConfigurationError",
+    "DataError",
     "Inbox",
     "InboxError",
+    "LimitError",
     "Message",
     "NotSettledError",
     "Outcome",
+    "PermanentError",
     "Record",
     "SchemaError",
     "SourceError",
     "Stats",
     "Status",
     "StoreError",
+    "TransientError",
     "Tx",
 ]

@@ -1,25 +1,36 @@
-"""The exception tree of edinbox.
+"""The exception tree of edinbox, and who pays for each failure.
 
     InboxError
-    ├── ConfigurationError (also ValueError)   bad URL, bad identifier, retention shorter than the horizon
-    ├── SchemaError                            missing table, unique key or wrong schema version
-    ├── StoreError                             the database failed or is unreachable (driver error mapped)
-    ├── NotSettledError                        a live lease is held elsewhere: do not ack, let the broker retry
-    └── SourceError                            a broker connection or protocol failure
+    ├── ConfigurationError (also ValueError)   bad URL, option, identifier or setting: the process exits (code 1)
+    ├── SchemaError                            missing table, unique key or wrong schema version: run `edinbox init`
+    ├── PermanentError                         this one message can never succeed as it is: park it at once, alone,
+    │   │                                      with its reason; no retry, no attempt counted for its batch-mates
+    │   ├── DataError                          a value the store cannot hold (numeric overflow, value too long,
+    │   │                                      invalid encoding, index row too large)
+    │   └── LimitError (also ValueError)       a key or payload over the documented limits
+    └── TransientError                         the database, broker or network failed: nothing is charged, the
+        │                                      message stays unsettled (not acked) and the caller backs off
+        ├── StoreError                         the database failed or is unreachable (driver error mapped)
+        ├── NotSettledError                    a live lease is held elsewhere: do not ack, let the broker retry
+        └── SourceError                        a broker connection or protocol failure
 
-A duplicate is an outcome, not an exception, and the user's handler exceptions pass through unchanged.
-The EDI parser has its own error, `edinbox.edi.EdiSyntaxError`, rooted here too.
+Only a handler's own exception (anything outside this tree) counts an attempt toward `max_attempts`; it passes
+through unchanged. A duplicate is an outcome, not an exception.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "DataError",
     "InboxError",
+    "LimitError",
     "NotSettledError",
+    "PermanentError",
     "SchemaError",
     "SourceError",
     "StoreError",
+    "TransientError",
 ]
 
 
@@ -35,13 +46,29 @@ class SchemaError(InboxError):
     """The journal table is missing, lacks its unique key, or has another schema version."""
 
 
-class StoreError(InboxError):
+class PermanentError(InboxError):
+    """This message alone can never succeed as it is: it is parked at once with this reason, never retried."""
+
+
+class DataError(PermanentError):
+    """The store cannot hold a value of this message (overflow, too long, bad encoding, index row too large)."""
+
+
+class LimitError(PermanentError, ValueError):
+    """A key or payload is over the documented limits."""
+
+
+class TransientError(InboxError):
+    """A dependency failed for now: nothing is charged, the message stays unsettled and is retried later."""
+
+
+class StoreError(TransientError):
     """The database failed or could not be reached; the message is not settled."""
 
 
-class NotSettledError(InboxError):
+class NotSettledError(TransientError):
     """The message is being processed elsewhere under a live lease; the caller must not ack it."""
 
 
-class SourceError(InboxError):
+class SourceError(TransientError):
     """A broker or spool source failed; the delivery is not acked."""
