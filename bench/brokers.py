@@ -50,13 +50,23 @@ class NoInbox:
         """Borrow the real inbox's store, so connections and settings are identical."""
         self._inbox = inbox
 
-    async def process_batch(self, messages: Sequence[Message], handler: Any) -> list[Outcome]:
+    async def process_batch(
+        self, messages: Sequence[Message], handler: Any, *, before_commit: Any = None
+    ) -> list[Outcome]:
         """Run the handler on every message in one transaction and commit: what the hub did before the inbox."""
+        outcomes = [Outcome.PROCESSED] * len(messages)
         async with self._inbox._store.unit() as unit:  # the same store as the inbox: same connection settings
             await unit.begin()
-            await handler(Tx(unit.connection, self._inbox.dialect), list(messages))
+            tx = Tx(unit.connection, self._inbox.dialect, unit=unit)
+            await handler(tx, list(messages))
+            if before_commit is not None:
+                await before_commit(tx, outcomes)
             await unit.commit()
-        return [Outcome.PROCESSED] * len(messages)
+        return outcomes
+
+    async def transaction(self, work: Any) -> Any:
+        """The real inbox's own transaction (the hub's bookkeeping when nothing goes through the inbox)."""
+        return await self._inbox.transaction(work)
 
 
 def traffic(count: int) -> list[tuple[str, bytes]]:
@@ -104,8 +114,10 @@ async def through_hub(url: str, db: str, table: str, count: int, *, inbox: bool)
     """Seconds the hub (default batch settings) takes to settle `count` waiting interchanges."""
     from edinbox.hub._config import HubConfig
     from edinbox.hub._hub import open_hub
+    from edinbox.hub._ops import init
 
     config = HubConfig(db=db, source=url, consumer="bench", table=table)
+    await init(config)  # the operator's `edinbox init`: the hub itself runs no DDL
     async with open_hub(config) as hub:
         if not inbox:
             hub.inbox = NoInbox(hub.inbox)
@@ -168,6 +180,7 @@ async def side_by_side(broker: str, messages: list[tuple[str, bytes]], *, db_kin
     """
     from edinbox.hub._config import HubConfig
     from edinbox.hub._hub import open_hub
+    from edinbox.hub._ops import init
 
     names = {inbox: "b" + uuid.uuid4().hex[:12] for inbox in (False, True)}
     folder = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
@@ -179,6 +192,7 @@ async def side_by_side(broker: str, messages: list[tuple[str, bytes]], *, db_kin
                 await publisher(url)(url, messages)
                 db, table = _database(db_kind, name, folder)
                 config = HubConfig(db=db, source=url, consumer="bench", table=table)
+                await init(config)
                 hub = await stack.enter_async_context(open_hub(config))
                 if not inbox:
                     hub.inbox = NoInbox(hub.inbox)

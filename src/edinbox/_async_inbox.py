@@ -43,6 +43,7 @@ __all__ = ["AsyncInbox"]
 
 Handler = Callable[[Tx, Message], Awaitable[object]]
 BatchHandler = Callable[[Tx, list[Message]], Awaitable[object]]
+BatchHook = Callable[[Tx, list[Outcome]], Awaitable[object]]
 
 _RETRIES = 3  # a row deleted (forget, purge) between the insert and the lock: start over
 
@@ -87,7 +88,7 @@ class AsyncInbox(AsyncJournal):
 
     async def _run(self, unit: AsyncUnit, message: Message, handler: Handler) -> Outcome:
         try:
-            await handler(Tx(unit.connection, self.dialect), message)
+            await handler(Tx(unit.connection, self.dialect, unit=unit), message)
         except BaseException as exc:
             await unit.rollback()
             if isinstance(exc, Exception):
@@ -162,15 +163,22 @@ class AsyncInbox(AsyncJournal):
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
         return Outcome.PROCESSED
 
-    async def process_batch(self, messages: Sequence[Message], handler: BatchHandler) -> list[Outcome]:
+    async def process_batch(
+        self, messages: Sequence[Message], handler: BatchHandler, *, before_commit: BatchHook | None = None
+    ) -> list[Outcome]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
         The handler gets only the messages to process (new, or failed before), in one transaction with their
         journal rows; it is not called when there are none. A live lease on any message raises NotSettledError
         for the whole batch, and a handler exception fails the whole batch (each new message counts an attempt).
+        `before_commit(tx, outcomes)`, when given, runs last in the same transaction with every outcome (the
+        caller's own bookkeeping, committed with the batch); if it raises, the batch rolls back and nothing is
+        charged.
         """
         batch = list(messages)
         if not batch:
+            if before_commit is not None:
+                await self.transaction(lambda tx: before_commit(tx, []))
             return []
         for _ in range(_RETRIES):
             async with self._store.unit() as unit:
@@ -179,13 +187,20 @@ class AsyncInbox(AsyncJournal):
                     await unit.rollback()
                     continue
                 new = [m for m, outcome in zip(batch, outcomes, strict=True) if outcome is Outcome.PROCESSED]
+                tx = Tx(unit.connection, self.dialect, unit=unit)
                 if new:
                     try:
-                        await handler(Tx(unit.connection, self.dialect), new)
+                        await handler(tx, new)
                     except BaseException as exc:
                         await unit.rollback()
                         if isinstance(exc, Exception):
                             await self._record_failures(unit, new, exc)
+                        raise
+                if before_commit is not None:
+                    try:
+                        await before_commit(tx, outcomes)
+                    except BaseException:
+                        await unit.rollback()
                         raise
                 await unit.commit()
                 return outcomes

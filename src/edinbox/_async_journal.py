@@ -5,17 +5,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from edinbox._core import SCHEMA_VERSION, Status, check_retention
 from edinbox._errors import ConfigurationError
 from edinbox._plan import check_settings
-from edinbox._records import Record, Stats
+from edinbox._records import Record, Stats, Tx
 from edinbox.stores._async_factory import open_store
 
 __all__ = ["AsyncJournal"]
+
+T = TypeVar("T")
 
 
 class AsyncJournal:
@@ -60,6 +63,35 @@ class AsyncJournal:
     async def verify(self) -> None:
         """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
         await self._store.verify(version=SCHEMA_VERSION)
+
+    async def transaction(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run `work(tx)` in one transaction of its own on the journal's database, committed when it returns.
+
+        `tx.unit` runs the store's named statements (the journal's, and those of tables kept beside it).
+        """
+        async with self._store.unit() as unit:
+            await unit.begin()
+            try:
+                result = await work(Tx(unit.connection, self.dialect, unit=unit))
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+            return result
+
+    async def unique_keys(self, table: str) -> list[list[str]] | None:
+        """The unique keys of `table`, a table beside the journal (in its schema), as sorted column names.
+
+        None when the table does not exist.
+        """
+        return await self._store.unique_keys(table)
+
+    async def grant(self, role: str, *, tables: Sequence[str] = ()) -> None:
+        """Grant the PostgreSQL role `role` what processing needs and no more: USAGE on the journal's schema,
+        SELECT/INSERT/UPDATE/DELETE on the journal and on `tables` beside it, their sequences, and SELECT on the
+        version table. ConfigurationError on SQLite (no roles).
+        """
+        await self._store.grant(role, tables=tables)
 
     async def _write(self, name: str, params: dict[str, Any]) -> int:
         """Run one statement in a transaction of its own; return the number of rows it changed."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -18,12 +18,14 @@ class Tx:
 
     `connection` is the driver's own object (psycopg (Async)Connection, sqlite3 / aiosqlite Connection); it is
     None in lease mode, where the handler runs outside any transaction and passes `idempotency_key` on instead.
-    `dialect` is "postgresql" or "sqlite".
+    `dialect` is "postgresql" or "sqlite". `unit` runs the store's named statements (`sql/<dialect>/*.sql`) in
+    this same transaction: `await tx.unit.run(name, params)` or `tx.unit.fetch(...)` (None in lease mode).
     """
 
     connection: Any
     dialect: str
     idempotency_key: str | None = None
+    unit: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

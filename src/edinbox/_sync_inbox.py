@@ -44,6 +44,7 @@ __all__ = ["Inbox"]
 
 Handler = Callable[[Tx, Message], object]
 BatchHandler = Callable[[Tx, list[Message]], object]
+BatchHook = Callable[[Tx, list[Outcome]], object]
 
 _RETRIES = 3  # a row deleted (forget, purge) between the insert and the lock: start over
 
@@ -88,7 +89,7 @@ class Inbox(Journal):
 
     def _run(self, unit: Unit, message: Message, handler: Handler) -> Outcome:
         try:
-            handler(Tx(unit.connection, self.dialect), message)
+            handler(Tx(unit.connection, self.dialect, unit=unit), message)
         except BaseException as exc:
             unit.rollback()
             if isinstance(exc, Exception):
@@ -161,15 +162,22 @@ class Inbox(Journal):
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
         return Outcome.PROCESSED
 
-    def process_batch(self, messages: Sequence[Message], handler: BatchHandler) -> list[Outcome]:
+    def process_batch(
+        self, messages: Sequence[Message], handler: BatchHandler, *, before_commit: BatchHook | None = None
+    ) -> list[Outcome]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
         The handler gets only the messages to process (new, or failed before), in one transaction with their
         journal rows; it is not called when there are none. A live lease on any message raises NotSettledError
         for the whole batch, and a handler exception fails the whole batch (each new message counts an attempt).
+        `before_commit(tx, outcomes)`, when given, runs last in the same transaction with every outcome (the
+        caller's own bookkeeping, committed with the batch); if it raises, the batch rolls back and nothing is
+        charged.
         """
         batch = list(messages)
         if not batch:
+            if before_commit is not None:
+                self.transaction(lambda tx: before_commit(tx, []))
             return []
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
@@ -178,13 +186,20 @@ class Inbox(Journal):
                     unit.rollback()
                     continue
                 new = [m for m, outcome in zip(batch, outcomes, strict=True) if outcome is Outcome.PROCESSED]
+                tx = Tx(unit.connection, self.dialect, unit=unit)
                 if new:
                     try:
-                        handler(Tx(unit.connection, self.dialect), new)
+                        handler(tx, new)
                     except BaseException as exc:
                         unit.rollback()
                         if isinstance(exc, Exception):
                             self._record_failures(unit, new, exc)
+                        raise
+                if before_commit is not None:
+                    try:
+                        before_commit(tx, outcomes)
+                    except BaseException:
+                        unit.rollback()
                         raise
                 unit.commit()
                 return outcomes

@@ -173,8 +173,7 @@ async def _serve(
     if accounting:
         from edinbox.hub.http_sink import HttpAccounting
 
-        http = HttpAccounting(accounting)
-        sink = lambda _db: http  # noqa: E731 - open_hub takes a factory of the hub's database
+        sink = HttpAccounting(accounting)
     async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink) as hub:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

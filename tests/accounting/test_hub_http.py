@@ -18,6 +18,7 @@ def test_hub_killed_after_commit_posts_each_invoice_once(tmp_path: Path, unique_
     require_service("rabbitmq")
     url = RABBITMQ.url(unique_name)
     db = ["--db", f"sqlite:///{tmp_path / 'hub.db'}"]
+    assert cli("init", *db).returncode == 0  # as an operator does before starting the hub
     files, unique = traffic(tmp_path, seed=11)
     try:
         with AccountingService(tmp_path / "accounting.db") as service:

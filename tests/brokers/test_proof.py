@@ -127,6 +127,7 @@ def test_killed_after_commit_then_restarted(broker: Broker, unique_name: str, tm
     """A hub SIGKILLed between commit and ack, then restarted, leaves exactly one invoice per unique interchange."""
     url = broker.url(unique_name)
     db = ["--db", f"sqlite:///{tmp_path / 'hub.db'}"]
+    assert cli("init", *db).returncode == 0  # as an operator does before starting the hub
     files, unique = traffic(tmp_path, seed=5)
     publish(files, url)
     first = cli(*hub_args(url, db), fault="after_commit:2")

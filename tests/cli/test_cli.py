@@ -286,7 +286,9 @@ def test_every_option_of_every_command_shows_its_variable(command: str) -> None:
 def test_bad_database_or_source_url_is_one_masked_sentence(args: list[str], expected: str, tmp_path: Path) -> None:
     """A wrong --db or --source URL exits 1 with a sentence naming the URL, its password masked."""
     if args[0] == "run":
-        args = [arg.replace("{tmp}", str(tmp_path)) for arg in args] + ["--db", f"sqlite:///{tmp_path / 'hub.db'}"]
+        db = ["--db", f"sqlite:///{tmp_path / 'hub.db'}"]
+        assert cli("init", *db).exit_code == 0
+        args = [arg.replace("{tmp}", str(tmp_path)) for arg in args] + db
     result = cli(*args)
     assert result.exit_code == 1
     assert expected in result.output
@@ -306,6 +308,7 @@ def test_run_masks_the_database_password_in_its_logs(tmp_path: Path, postgres_ur
     with_password = postgres_url.replace("postgres@", "postgres:s3cret@")  # trust auth ignores it
     spool = tmp_path / "spool"
     asyncio.run(publish(f"dir://{spool}", [("a", _doc("000000001", "A-1"))]))
+    assert cli("init", "--db", postgres_url, "--table", pg_table).exit_code == 0
     out = edinbox(
         "run",
         "--db",
@@ -328,6 +331,7 @@ def test_run_flags_for_routes_and_non_edi_payloads(tmp_path: Path) -> None:
     """--route and --non-edi change what the hub does; a bad route is a usage error."""
     db = f"sqlite:///{tmp_path / 'hub.db'}"
     spool = tmp_path / "spool"
+    assert cli("init", "--db", db).exit_code == 0
     bad = cli("run", "--db", db, "--source", f"dir://{spool}", "--route", "INVOIC=teleport", "--once")
     assert bad.exit_code == 2
     assert "teleport" in bad.output
@@ -363,6 +367,7 @@ def test_run_from_a_config_file(tmp_path: Path) -> None:
         'idle_timeout = 0.2\n[routes]\n"810" = "inbox"\n'
     )
     asyncio.run(publish(f"dir://{spool}", [("a", _doc("000000011", "C-1")), ("b", _doc("000000011", "C-1"))]))
+    assert cli("init", "--config", str(config)).exit_code == 0
     out = edinbox("run", "--config", str(config), "--once")
     assert out.returncode == 0, out.stderr
     assert "consumer=payables" in out.stderr

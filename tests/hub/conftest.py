@@ -1,13 +1,15 @@
-"""Fixtures for the hub's tests: a spool folder, a database URL (SQLite file or a fresh PostgreSQL schema)."""
+"""Fixtures for the hub's tests: a spool folder, a database (SQLite file or a fresh PostgreSQL schema) `init` made."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from edinbox.hub import HubConfig
+from edinbox.hub._ops import init
 
 
 @pytest.fixture
@@ -29,10 +31,14 @@ def drop_schema(url: str, schema: str) -> None:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def hub_config(request: pytest.FixtureRequest, tmp_path: Path, spool: Path, unique_name: str) -> Iterator[HubConfig]:
-    """A hub configuration on a fresh SQLite file, or on a fresh PostgreSQL schema (dropped afterwards)."""
+    """A hub configuration on a fresh SQLite file, or a fresh PostgreSQL schema (dropped afterwards), initialised."""
     if request.param == "sqlite":
-        yield HubConfig(db=f"sqlite:///{tmp_path / 'hub.db'}", source=f"dir://{spool}", idle_timeout=0.2)
+        config = HubConfig(db=f"sqlite:///{tmp_path / 'hub.db'}", source=f"dir://{spool}", idle_timeout=0.2)
+        asyncio.run(init(config))
+        yield config
         return
     url = request.getfixturevalue("postgres_url")
-    yield HubConfig(db=url, table=f"{unique_name}.inbox", source=f"dir://{spool}", idle_timeout=0.2)
+    config = HubConfig(db=url, table=f"{unique_name}.inbox", source=f"dir://{spool}", idle_timeout=0.2)
+    asyncio.run(init(config))
+    yield config
     drop_schema(url, unique_name)

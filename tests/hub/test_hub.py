@@ -263,7 +263,7 @@ async def test_lease_mode_sink_gets_each_interchange_once_with_its_idempotency_k
     payloads = [(str(i), render(doc(control=f"{900 + i:09d}", number=f"L-{i}"))) for i in range(3)]
     await publish(hub_config.source, [*payloads, payloads[0], payloads[2]])
     api = LedgerApi()
-    async with open_hub(hub_config, accounting=lambda db: api) as hub:
+    async with open_hub(hub_config, accounting=api) as hub:
         totals = dict(await hub.run(once=True))
     assert totals == {"processed": 3, "duplicate": 2}
     assert len(api.calls) == 3

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from edinbox.hub import FaultPoint, HubConfig, open_hub
 from edinbox.hub._generate import generate
-from edinbox.hub._ops import stats
+from edinbox.hub._ops import init, stats
 from edinbox.sources.spool import publish
 
 
@@ -77,6 +77,7 @@ def test_invoices_equal_unique_interchanges_whatever_the_crashes(
     traffic = generate(messages, duplicate_rate=duplicate_rate, seed=seed)
 
     async def scenario() -> dict[str, object]:
+        await init(config)
         await publish(config.source, traffic.files)
         await _scenario(config, spool, crashes=crashes, crashed=crashed)
         return await stats(config)

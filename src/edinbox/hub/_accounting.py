@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from edinbox._message import Message
-from edinbox.hub._db import Names, execute
 
 __all__ = ["Accounting", "Created", "SqlAccounting"]
 
@@ -39,17 +38,11 @@ class Accounting(abc.ABC):
         """Create the interchange's invoices (`edinbox.edi.Invoice` values) as part of the transaction `tx`."""
 
 
-_INSERT = """INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
-    consumer, source, message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (seller, number, kind, issue_date) DO NOTHING"""
-
-
 class SqlAccounting(Accounting):
     """The default sink: an `invoices` table in the journal's database and transaction."""
 
-    def __init__(self, names: Names, *, consumer: str) -> None:
-        """Write into the `invoices` table beside the journal `names` describes."""
-        self.names = names
+    def __init__(self, *, consumer: str) -> None:
+        """Write into the `invoices` table beside the journal, recording `consumer` with each invoice."""
         self.consumer = consumer
 
     async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
@@ -57,22 +50,21 @@ class SqlAccounting(Accounting):
         created = 0
         sqlite = tx.dialect == "sqlite"
         for invoice in invoices:
-            params = (
-                _party(invoice.seller),
-                invoice.number,
-                invoice.kind,
-                invoice.issue_date.isoformat() if sqlite else invoice.issue_date,
-                _party(invoice.buyer),
-                invoice.currency,
-                _money(invoice.total, sqlite=sqlite),
-                _money(invoice.tax_total, sqlite=sqlite),
-                len(invoice.lines),
-                self.consumer,
-                message.source,
-                message.message_id,
-            )
-            cursor = await execute(tx.connection, _INSERT, params, dialect=tx.dialect, names=self.names)
-            created += 1 if cursor.rowcount == 1 else 0
+            params = {
+                "seller": _party(invoice.seller),
+                "number": invoice.number,
+                "kind": invoice.kind,
+                "issue_date": invoice.issue_date.isoformat() if sqlite else invoice.issue_date,
+                "buyer": _party(invoice.buyer),
+                "currency": invoice.currency,
+                "total": _money(invoice.total, sqlite=sqlite),
+                "tax_total": _money(invoice.tax_total, sqlite=sqlite),
+                "lines": len(invoice.lines),
+                "consumer": self.consumer,
+                "source": message.source,
+                "message_id": message.message_id,
+            }
+            created += await tx.unit.run("hub_insert_invoice", params)
         return Created(created=created, existing=len(invoices) - created)
 
 

@@ -27,10 +27,9 @@ from typing import Any
 import click
 
 from edinbox._errors import InboxError
-from edinbox._urls import mask
+from edinbox._urls import database_url, mask
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
-from edinbox.hub._db import dialect_of
 from edinbox.hub._generate import PARTNERS, Traffic, generate
 from edinbox.sources.spool import publish
 
@@ -157,7 +156,7 @@ def run_demo(
     spool = workdir / "spool"
     db = db or f"sqlite:///{workdir / 'demo.db'}"
     if table is None:
-        table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if dialect_of(db) == "postgresql" else "inbox"
+        table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if database_url(db).dialect == "postgresql" else "inbox"
     config = HubConfig(db=db, table=table, consumer=_CONSUMER, source=f"dir://{spool}", batch_size=batch_size)
     traffic: Traffic = generate(messages, duplicate_rate=duplicate_rate, seed=seed)
     report = Report(

@@ -13,23 +13,24 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import InboxError
+from edinbox._errors import ConfigurationError, InboxError
 from edinbox._message import Message, Outcome
+from edinbox._plan import Key
+from edinbox._records import Tx
 from edinbox._urls import mask
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._config import BYPASS, INBOX, HubConfig, parse_duration
-from edinbox.hub._db import Database, execute
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._parts import open_database, open_inbox
+from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, plan
-from edinbox.hub._tables import BUMP, bump_counters, create_tables
+from edinbox.hub._tables import count, park
 from edinbox.sources import Source, open_source
 from edinbox.sources._base import Delivery
 
@@ -37,8 +38,6 @@ __all__ = ["Hub", "open_hub"]
 
 _NACK_DELAY = 1.0
 _STORE_BACKOFF = 1.0
-_REJECTED = """INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload) VALUES (?, ?, ?, ?, ?)
-    ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1"""
 
 
 @dataclass(slots=True)
@@ -51,6 +50,67 @@ class _Work:
     unsettled: bool = False
 
 
+class _Batch:
+    """The inbox side of one batch: the handler that creates invoices, and the bookkeeping that records outcomes."""
+
+    def __init__(self, hub: Hub, work: Sequence[_Work]) -> None:
+        self.hub = hub
+        self.work = work
+        self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
+        self.by_key: dict[Key, Item] = {}
+        for _, _, item in self.entries:
+            if item.message is not None:
+                self.by_key.setdefault(item.message.key, item)
+        self.messages = [item.message for _, _, item in self.entries if item.message is not None]
+        self.effects: dict[Key, str] = {}
+        self.counted: set[Key] = set()
+
+    async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
+        """The inbox handler: create each new interchange's invoices through the accounting sink."""
+        for message in messages:
+            item = self.by_key[message.key]
+            invoices = item.interchange.invoices() if item.interchange is not None else []
+            created = await self.hub.accounting.create(tx, message, invoices)
+            self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
+
+    async def create_one(self, tx: Tx, message: Message) -> None:
+        """The handler for one message settled alone: create, and count it in its own transaction when there is one."""
+        await self.create(tx, [message])
+        if tx.unit is not None:
+            await count(tx, consumer=self.hub.config.consumer, counts={self.effects[message.key]: 1})
+            self.counted.add(message.key)
+
+    async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
+        """Before the commit: note each item's outcome, park rejected payloads, add the counters."""
+        for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
+            if outcome is None:
+                w.unsettled = True
+            elif outcome is Outcome.PROCESSED and item.message is not None:
+                w.outcomes[i] = self.effects.get(item.message.key, "processed")
+            else:
+                w.outcomes[i] = outcome.value
+        consumer = self.hub.config.consumer
+        counts: Counter[str] = Counter()
+        for w in self.work:
+            for i, item in enumerate(w.items):
+                if item.route == BYPASS:
+                    w.outcomes[i] = "bypassed"
+                elif item.route == REJECT:
+                    w.outcomes[i] = "rejected"
+                    await park(
+                        tx,
+                        consumer=consumer,
+                        fingerprint=item.fingerprint,
+                        delivery=w.delivery.coordinates,
+                        reason=item.reason,
+                        payload=item.payload,
+                    )
+                settled = w.outcomes.get(i)
+                if settled is not None and not (item.message is not None and item.message.key in self.counted):
+                    counts[settled] += 1
+        await count(tx, consumer=consumer, counts=counts)
+
+
 class Hub:
     """Moves deliveries from a source through the inbox into accounting, acking only after the commit."""
 
@@ -60,7 +120,6 @@ class Hub:
         *,
         inbox: AsyncInbox,
         source: Source,
-        db: Database,
         accounting: Accounting,
         fault: FaultPoint | None = None,
         log_json: bool = False,
@@ -69,7 +128,6 @@ class Hub:
         self.config = config
         self.inbox = inbox
         self.source = source
-        self.db = db
         self.accounting = accounting
         self.fault = fault
         self.log_json = log_json
@@ -119,88 +177,34 @@ class Hub:
             return [Item(REJECT, delivery.coordinates, reason=reason, payload=bytes(delivery.payload))]
 
     async def _settle(self, work: Sequence[_Work]) -> None:
-        pending = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
-        # copies of one key in one batch: the inbox settles the first, the others are duplicates
-        counted = await self._process(pending) if pending else Counter()
+        """Settle the batch: its journal rows, invoices, parked payloads and counters in one transaction.
+
+        Copies of one key in one batch: the inbox settles the first, the others are duplicates. A handler failure
+        rolls the batch back; it is then settled message by message, so the failure is charged to its message.
+        """
+        batch = _Batch(self, work)
+        if not self.accounting.lease and await self._settle_together(batch):
+            return
+        lease = parse_duration(self.config.lease) if self.accounting.lease else None
+        outcomes = [await self._process_one(m, batch.create_one, lease=lease) for m in batch.messages]
+        await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
+
+    async def _settle_together(self, batch: _Batch) -> bool:
+        """Settle the whole batch in one transaction; False when a handler failed (the batch rolled back)."""
         try:
-            await self._bookkeeping(work, counted)
-        except BaseException:
-            await self.db.rollback()
+            await self.inbox.process_batch(batch.messages, batch.create, before_commit=batch.record)
+        except InboxError:
             raise
-
-    async def _bookkeeping(self, work: Sequence[_Work], counts: Counter[str]) -> None:
-        """Park rejected payloads and add the outcome counters not yet counted, in one commit."""
-        for w in work:
-            for i, item in enumerate(w.items):
-                if item.route == BYPASS:
-                    w.outcomes[i] = "bypassed"
-                elif item.route == REJECT:
-                    w.outcomes[i] = "rejected"
-                    await self.db.execute(
-                        _REJECTED,
-                        (self.config.consumer, item.fingerprint, w.delivery.coordinates, item.reason, item.payload),
-                    )
-                if i in w.outcomes and w.outcomes[i] not in ("processed", "resent"):
-                    counts[w.outcomes[i]] += 1  # processed and resent were counted in the inbox transaction
-        await bump_counters(self.db, consumer=self.config.consumer, counts=counts)
-        await self.db.commit()
-
-    async def _process(self, entries: Sequence[tuple[_Work, int, Item]]) -> Counter[str]:
-        """Settle inbox items; return the effects still to count (lease mode has no transaction to count in)."""
-        by_key: dict[tuple[str, str], Item] = {}
-        for _, _, item in entries:
-            if item.message is not None:
-                by_key.setdefault(item.message.key, item)
-        effects: dict[tuple[str, str], str] = {}
-        uncounted: Counter[str] = Counter()
-
-        async def handler(tx: Any, messages: Sequence[Message]) -> None:
-            counts: Counter[str] = Counter()
-            for message in messages:
-                item = by_key[message.key]
-                invoices = item.interchange.invoices() if item.interchange is not None else []
-                created = await self.accounting.create(tx, message, invoices)
-                outcome = "resent" if created.existing and not created.created else "processed"
-                effects[message.key] = outcome
-                counts[outcome] += 1
-            if tx.connection is None:  # lease mode: counted with the hub's bookkeeping after completion
-                uncounted.update(counts)
-                return
-            for outcome, n in counts.items():
-                await execute(
-                    tx.connection, BUMP, (self.config.consumer, outcome, n), dialect=tx.dialect, names=self.db.names
-                )
-
-        messages = [item.message for _, _, item in entries if item.message is not None]
-        outcomes: Sequence[Outcome | None]
-        if self.accounting.lease:  # a non-transactional sink: claim, call with the idempotency key, complete
-            lease = parse_duration(self.config.lease)
-            outcomes = [await self._process_one(m, handler, lease=lease) for m in messages]
-        else:
-            try:
-                outcomes = await self.inbox.process_batch(messages, handler)
-            except InboxError:
-                raise
-            except Exception:  # a handler failed: settle one by one to find (and count) the poison message
-                outcomes = [await self._process_one(m, handler) for m in messages]
-        for (w, i, item), outcome in zip(entries, outcomes, strict=True):
-            if outcome is None:
-                w.unsettled = True
-            elif outcome is Outcome.PROCESSED:
-                w.outcomes[i] = effects.get(item.message.key, "processed")  # type: ignore[union-attr]
-            else:
-                w.outcomes[i] = outcome.value
-        return uncounted
+        except Exception:  # find (and charge) the message that failed, one by one
+            return False
+        return True
 
     async def _process_one(self, message: Message, handler: Any, *, lease: timedelta | None = None) -> Outcome | None:
-        async def single(tx: Any, msg: Message) -> None:
-            await handler(tx, [msg])
-
+        """Settle one message on its own; None when its handler failed (the attempt is recorded, no ack)."""
         try:
             if lease is None:
-                outcome: Outcome = await self.inbox.process(message, single)
-            else:
-                outcome = await self.inbox.process(message, single, lease=lease)
+                return await self.inbox.process(message, handler)
+            return await self.inbox.process(message, handler, lease=lease)
         except InboxError:
             raise
         except Exception as exc:
@@ -208,7 +212,6 @@ class Hub:
                 _log.format_line("attempt-failed", {"key": f"{message.source}/{message.message_id}", "error": exc})
             )
             return None
-        return outcome
 
     async def _finish(self, w: _Work, elapsed: float) -> None:
         delivery = w.delivery
@@ -232,42 +235,23 @@ class Hub:
             _log.settled(self.logger, fields, as_json=self.log_json)
 
 
-async def _create_tables(db: Database) -> None:
-    """Create the hub's tables, tolerating another hub process creating them at the same moment."""
-    for attempt in range(3):
-        try:
-            await create_tables(db)
-            return
-        except InboxError:
-            await db.rollback()
-            if attempt == 2:
-                raise
-            await asyncio.sleep(0.2)
-
-
 @contextlib.asynccontextmanager
 async def open_hub(
     config: HubConfig,
     *,
     fault: FaultPoint | None = None,
     log_json: bool = False,
-    prepare: bool = True,
-    accounting: Callable[[Database], Accounting] | None = None,
+    accounting: Accounting | None = None,
 ) -> AsyncIterator[Hub]:
-    """Open the inbox, the hub's tables, the accounting sink and the source that `config` names.
+    """Open the inbox and the source that `config` names, after checking the schema `edinbox init` created.
 
-    `accounting` builds another sink than the SQL table (e.g. an HTTP API in lease mode) from the hub's database.
+    `accounting` is another sink than the SQL table (e.g. an HTTP API in lease mode). Nothing here runs DDL:
+    a missing table raises SchemaError that names `edinbox init`.
     """
     if not config.source:
-        raise InboxError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in the config")
+        raise ConfigurationError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in config")
     async with open_inbox(config) as inbox:
-        if prepare:
-            with contextlib.suppress(InboxError):  # hubs starting together race to create it: verify decides
-                await inbox.create_schema()
-        await inbox.verify()
-        async with open_database(config) as db:
-            if prepare:
-                await _create_tables(db)
-            sink = accounting(db) if accounting else SqlAccounting(db.names, consumer=config.consumer)
-            async with open_source(config.source, consumer=config.consumer) as source:
-                yield Hub(config, inbox=inbox, source=source, db=db, accounting=sink, fault=fault, log_json=log_json)
+        await verify(inbox)
+        sink = accounting or SqlAccounting(consumer=config.consumer)
+        async with open_source(config.source, consumer=config.consumer) as source:
+            yield Hub(config, inbox=inbox, source=source, accounting=sink, fault=fault, log_json=log_json)

@@ -6,19 +6,19 @@ The CLI renders these as tables or JSON (edinbox.hub._output); nothing here prin
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from edinbox._errors import ConfigurationError, InboxError
+from edinbox._async_inbox import AsyncInbox
+from edinbox._errors import ConfigurationError, InboxError, StoreError
+from edinbox._records import Tx
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._db import Database
 from edinbox.hub._output import as_dict, human_duration, json_value
-from edinbox.hub._parts import open_database, open_inbox
-from edinbox.hub._tables import create_tables, hub_counts
+from edinbox.hub._parts import open_inbox, verify
+from edinbox.hub._tables import TABLES, counts, create_tables
 
 __all__ = [
     "Check",
@@ -42,42 +42,44 @@ def split_key(key: str) -> tuple[str, str]:
     return source, message_id
 
 
-async def init(config: HubConfig) -> None:
-    """Create the journal and the hub's tables (idempotent), then verify them."""
+async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
+    """Create the journal and the hub's tables (idempotent), verify them, and grant each runtime role in `grant`
+    exactly what `edinbox run` needs (no DDL)."""
     async with open_inbox(config) as inbox:
         await inbox.create_schema()
-        await inbox.verify()
-    async with open_database(config) as db:
-        await create_tables(db)
+        await inbox.transaction(create_tables)
+        await verify(inbox)
+        for role in grant:
+            await inbox.grant(role, tables=TABLES)
 
 
 async def stats(config: HubConfig) -> dict[str, Any]:
     """Counts by outcome (across processes), rows by journal status, the oldest row's age and the table sizes."""
     async with open_inbox(config) as inbox:
         journal = await inbox.stats()
-    async with open_database(config) as db:
-        counts = await hub_counts(db, consumer=config.consumer)
-        invoices = int(await db.value("SELECT count(*) FROM {invoices}") or 0)
-        rejected = int(await db.value("SELECT count(*) FROM {rejected} WHERE consumer = ?", (config.consumer,)) or 0)
-        oldest = await db.value("SELECT min(received_at) FROM {journal} WHERE consumer = ?", (config.consumer,))
-        rows = int(await db.value("SELECT count(*) FROM {journal}") or 0)
-        size = await _table_size(db)
+
+        async def read(tx: Tx) -> tuple[dict[str, int], tuple[Any, ...]]:
+            return await counts(tx, consumer=config.consumer), (await tx.unit.fetch("hub_totals", consumer))[0]
+
+        consumer = {"consumer": config.consumer}
+        found, (invoices, rejected, oldest, rows) = await inbox.transaction(read)
+        size = await _table_size(inbox)
     when = _timestamp(oldest)
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
         "consumer": config.consumer,
-        "received": sum(counts.values()),
-        "processed": counts["processed"],
-        "duplicate": counts["duplicate"],
-        "conflict": counts["conflict"],
+        "received": sum(found.values()),
+        "processed": found["processed"],
+        "duplicate": found["duplicate"],
+        "conflict": found["conflict"],
         "dead": int(getattr(journal, "dead", 0)),
-        "rejected": rejected,
-        "rejected_deliveries": counts["rejected"],
-        "invoices": invoices,
-        "resent": counts["resent"],
-        "bypassed": counts["bypassed"],
+        "rejected": int(rejected),
+        "rejected_deliveries": found["rejected"],
+        "invoices": int(invoices),
+        "resent": found["resent"],
+        "bypassed": found["bypassed"],
         "journal": {k: int(v) for k, v in as_dict(journal).items()},
-        "journal_rows": rows,
+        "journal_rows": int(rows),
         "oldest_row_age_seconds": age,
         "table_bytes": size,
     }
@@ -94,28 +96,21 @@ def _timestamp(value: Any) -> datetime | None:
         return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-async def _table_size(db: Database) -> int | None:
-    if db.dialect == "postgresql":
-        value = await db.value(
-            "SELECT pg_total_relation_size(?::regclass)", (".".join(db.names.qualified(db.names.journal)),)
-        )
-        return int(value) if value is not None else None
+async def _table_size(inbox: AsyncInbox) -> int | None:
+    """The journal's size in bytes (None on a SQLite built without the dbstat table)."""
     try:
-        value = await db.value("SELECT sum(pgsize) FROM dbstat WHERE name = ?", (db.names.journal,))
-    except InboxError:
-        return None  # SQLite built without the dbstat virtual table
-    return int(value) if value is not None else None
+        rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_table_bytes", {}))
+    except StoreError:
+        return None
+    return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> list[dict[str, Any]]:
     """Journal rows (optionally of one status), or parked payloads for `status="rejected"`, newest first."""
     if status == "rejected":
-        async with open_database(config) as db:
-            rows = await db.rows(
-                "SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected} WHERE consumer = ?"
-                " ORDER BY id DESC LIMIT ?",
-                (config.consumer, limit),
-            )
+        params = {"consumer": config.consumer, "limit": limit}
+        async with open_inbox(config) as inbox:
+            rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_rejected_rows", params))
         return [
             {
                 "key": f"rejected/{r[0]}",
@@ -147,15 +142,12 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     """One journal row (`SOURCE/MESSAGE_ID`) with its invoices, or one parked payload (`rejected/ID`)."""
     source, message_id = split_key(key)
-    async with open_database(config) as db:
+    if source == "rejected" and not message_id.isdigit():
+        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
+    async with open_inbox(config) as inbox:
         if source == "rejected":
-            if not message_id.isdigit():
-                raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
-            rows = await db.rows(
-                "SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {rejected}"
-                " WHERE consumer = ? AND id = ?",
-                (config.consumer, int(message_id)),
-            )
+            params: dict[str, Any] = {"consumer": config.consumer, "id": int(message_id)}
+            rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_rejected_row", params))
             if not rows:
                 return None
             r = rows[0]
@@ -168,12 +160,8 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "at": json_value(r[4]),
                 "payload": json_value(r[5]),
             }
-        invoices = await db.rows(
-            "SELECT seller, number, kind, issue_date, total, currency FROM {invoices}"
-            " WHERE source = ? AND message_id = ? AND consumer = ? ORDER BY id",
-            (source, message_id, config.consumer),
-        )
-    async with open_inbox(config) as inbox:
+        key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
+        invoices = await inbox.transaction(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
         record = await inbox.get(source, message_id)
     if record is None:
         return None
@@ -206,16 +194,11 @@ async def forget(config: HubConfig, key: str) -> bool:
         return bool(await inbox.forget(source, message_id))
 
 
-_PURGEABLE_ROWS = "SELECT count(*) FROM {journal} WHERE consumer = ? AND status = 'processed' AND settled_at < "
-_PURGEABLE = {"postgresql": _PURGEABLE_ROWS + "now() - ?", "sqlite": _PURGEABLE_ROWS + "?"}
-
-
-async def _purgeable(db: Database, consumer: str, age: timedelta) -> int:
+async def _purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
     """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
-    bound: Any = age if db.dialect == "postgresql" else time.time() - age.total_seconds()
-    value = await db.value(_PURGEABLE[db.dialect], (consumer, bound))
-    await db.rollback()  # end the read transaction so the purge's deletes are seen on the next poll
-    return int(value or 0)
+    params = {"consumer": consumer, "older_than": age}
+    rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_purgeable", params))
+    return int(rows[0][0] or 0)
 
 
 async def purge(
@@ -231,13 +214,13 @@ async def purge(
     `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
     """
     age = parse_duration(older_than)
-    async with open_inbox(config) as inbox, open_database(config) as db:
-        total = await _purgeable(db, config.consumer, age) if progress else 0
+    async with open_inbox(config) as inbox:
+        total = await _purgeable(inbox, config.consumer, age) if progress else 0
         task = asyncio.ensure_future(inbox.purge(older_than=age, batch_size=batch_size))
         while progress is not None and total and not task.done():
             await asyncio.wait({task}, timeout=interval)
             if not task.done():
-                progress(max(0, total - await _purgeable(db, config.consumer, age)), total)
+                progress(max(0, total - await _purgeable(inbox, config.consumer, age)), total)
         deleted = int(await task)
     if progress is not None and total:
         progress(min(deleted, total), total)
@@ -257,21 +240,23 @@ class Check:
 async def doctor(config: HubConfig) -> list[Check]:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention against the horizon."""
     checks: list[Check] = []
-    try:
-        async with open_database(config) as db:
-            await db.value("SELECT 1")
+    async with open_inbox(config) as inbox:
+        try:
+            keys = await inbox.unique_keys("invoices")
             checks.append(Check("database", "ok", f"connected to {mask(config.db)}"))
-            checks.append(await _invoice_key(db))
-    except InboxError as exc:
-        checks.append(Check("database", "fail", mask(str(exc))))
-        return checks
-    try:
-        async with open_inbox(config) as inbox:
-            await inbox.verify()
-        checks.append(Check("journal", "ok", f"table {config.table}: schema version and unique key present"))
-    except InboxError as exc:
-        hint = mask(str(exc)).replace("create_schema()", "`edinbox init`")  # the library's words, the CLI's command
-        checks.append(Check("journal", "fail", hint))
+        except InboxError as exc:
+            checks.append(Check("database", "fail", mask(str(exc))))
+            return checks
+        if keys is not None and ["issue_date", "kind", "number", "seller"] in keys:
+            checks.append(Check("invoice key", "ok", "invoices unique on (seller, number, kind, issue_date)"))
+        else:
+            detail = "invoices lack their unique key (seller, number, kind, issue_date): run `edinbox init`"
+            checks.append(Check("invoice key", "fail", detail))
+        try:
+            await verify(inbox)
+            checks.append(Check("journal", "ok", f"table {config.table}: schema version and unique key present"))
+        except InboxError as exc:
+            checks.append(Check("journal", "fail", mask(str(exc))))
     source_horizon: timedelta | None = None
     if config.source:
         from edinbox.sources import open_source
@@ -293,21 +278,3 @@ async def doctor(config: HubConfig) -> list[Check]:
             Check("retention", "ok", f"retention {human_duration(keep)} >= redelivery horizon {human_duration(limit)}")
         )
     return checks
-
-
-async def _invoice_key(db: Database) -> Check:
-    if db.dialect == "postgresql":
-        rows = await db.rows(
-            "SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i WHERE i.indrelid = to_regclass(?) AND i.indisunique",
-            (".".join(db.names.qualified("invoices")),),
-        )
-        found = any("(seller, number, kind, issue_date)" in str(r[0]) for r in rows)
-    else:
-        found = False
-        for row in await db.rows('SELECT name, "unique" FROM pragma_index_list(?)', ("invoices",)):
-            if row[1]:
-                cols = [r[0] for r in await db.rows("SELECT name FROM pragma_index_info(?)", (row[0],))]
-                found = found or cols == ["seller", "number", "kind", "issue_date"]
-    if found:
-        return Check("invoice key", "ok", "invoices unique on (seller, number, kind, issue_date)")
-    return Check("invoice key", "fail", "invoices lack their unique key (seller, number, kind, issue_date): run init")

@@ -1,4 +1,4 @@
-"""The parts a HubConfig names, opened and closed: the journal (an AsyncInbox) and the hub's own connection."""
+"""The journal a HubConfig names (an AsyncInbox), opened and closed, and the check that its schema is complete."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from edinbox._async_inbox import AsyncInbox
+from edinbox._errors import SchemaError
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._db import Database, check_reachable, connect
+from edinbox.hub._tables import check_tables
 
-__all__ = ["open_database", "open_inbox"]
+__all__ = ["open_inbox", "verify"]
 
 
 @contextlib.asynccontextmanager
 async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
     """The journal of `config` (not created, not verified), closed on exit."""
-    check_reachable(config.db)
     inbox = AsyncInbox(
         config.db,
         consumer=config.consumer,
@@ -29,11 +29,10 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         await inbox.aclose()
 
 
-@contextlib.asynccontextmanager
-async def open_database(config: HubConfig) -> AsyncIterator[Database]:
-    """The hub's own connection to the journal's database (its tables beside the journal), closed on exit."""
-    db = await connect(config.db, table=config.table)
+async def verify(inbox: AsyncInbox) -> None:
+    """Raise SchemaError, naming `edinbox init` as the remedy, unless the journal and the hub's tables are complete."""
     try:
-        yield db
-    finally:
-        await db.aclose()
+        await inbox.verify()
+    except SchemaError as exc:
+        raise SchemaError(str(exc).replace("create_schema()", "`edinbox init`")) from exc
+    await check_tables(inbox)

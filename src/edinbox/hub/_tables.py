@@ -1,46 +1,67 @@
 """The hub's tables beside the journal: invoices (the SQL accounting sink), rejected payloads, outcome counters.
 
-Their DDL is in `edinbox/sql/<dialect>/hub.sql`. They live in the journal's schema (`edi.inbox` puts them in
-`edi`), so one database and one transaction hold the journal row and the invoices it created.
+Their DDL and statements are named queries in `edinbox/sql/<dialect>/hub.sql`, run by the journal's store inside a
+journal transaction (`tx.unit`): they live in the journal's schema (`edi.inbox` puts them in `edi`), so one
+database, one connection and one commit hold a batch's journal rows, its invoices and its bookkeeping.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from edinbox.hub._db import Database
-from edinbox.stores._queries import load_queries
+from edinbox._async_inbox import AsyncInbox
+from edinbox._errors import SchemaError
 
-__all__ = ["COUNTED", "bump_counters", "create_tables", "hub_counts"]
+__all__ = ["COUNTED", "TABLES", "check_tables", "count", "counts", "create_tables", "park"]
+
+TABLES = ("invoices", "rejected", "hub_counters")
+"""The hub's tables, beside the journal."""
 
 COUNTED = ("processed", "duplicate", "conflict", "dead", "resent", "bypassed", "rejected")
 """The per-delivery outcomes the hub counts across processes (`resent`: the invoice key caught a partner resend)."""
 
-BUMP = """INSERT INTO {counters} AS c (consumer, outcome, n) VALUES (?, ?, ?)
-    ON CONFLICT (consumer, outcome) DO UPDATE SET n = c.n + excluded.n"""
+_KEYS = {
+    "invoices": ["issue_date", "kind", "number", "seller"],
+    "rejected": ["consumer", "fingerprint"],
+    "hub_counters": ["consumer", "outcome"],
+}
+"""The unique key each table needs (sorted column names): the invoice key is the second safety net."""
+
+INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it"
 
 
-async def create_tables(db: Database) -> None:
-    """Create the hub's tables if they are missing (idempotent) and commit."""
-    if db.dialect == "postgresql" and db.names.schema is not None:
-        from psycopg import sql
-
-        await db.connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(db.names.schema)))
-    for ddl in load_queries(db.dialect, "hub").values():
-        await db.execute(ddl)
-    await db.commit()
+async def create_tables(tx: Any) -> None:
+    """Create the hub's tables when missing (idempotent), in the caller's transaction; only `edinbox init` calls it."""
+    for table in ("invoices", "rejected", "counters"):
+        await tx.unit.run(f"hub_create_{table}", {})
 
 
-async def bump_counters(db: Database, *, consumer: str, counts: Mapping[str, int]) -> None:
-    """Add per-outcome delivery counts (in the caller's transaction; the caller commits)."""
+async def check_tables(inbox: AsyncInbox) -> None:
+    """Raise SchemaError naming the first hub table that is missing or lacks its unique key."""
+    for table, key in _KEYS.items():
+        keys = await inbox.unique_keys(table)
+        if keys is None:
+            raise SchemaError(f"the hub's table {table} does not exist: {INIT_HINT}")
+        if key not in keys:
+            raise SchemaError(f"the hub's table {table} lacks its unique key ({', '.join(key)}): {INIT_HINT}")
+
+
+async def count(tx: Any, *, consumer: str, counts: Mapping[str, int]) -> None:
+    """Add per-outcome delivery counts, in the caller's transaction."""
     for outcome, n in counts.items():
         if n:
-            await db.execute(BUMP, (consumer, outcome, n))
+            await tx.unit.run("hub_count", {"consumer": consumer, "outcome": outcome, "n": n})
 
 
-async def hub_counts(db: Database, *, consumer: str) -> dict[str, int]:
+async def park(tx: Any, *, consumer: str, fingerprint: str, delivery: str, reason: str, payload: bytes) -> None:
+    """Keep a payload that cannot be processed (once per content; a redelivery counts one more delivery)."""
+    params = {"consumer": consumer, "fingerprint": fingerprint, "delivery": delivery, "reason": reason}
+    await tx.unit.run("hub_park", {**params, "payload": payload})
+
+
+async def counts(tx: Any, *, consumer: str) -> dict[str, int]:
     """Counters for one consumer, with every counted outcome present (0 when never seen)."""
-    rows = await db.rows("SELECT outcome, n FROM {counters} WHERE consumer = ?", (consumer,))
-    counts = dict.fromkeys(COUNTED, 0)
-    counts.update({str(k): int(v) for k, v in rows})
-    return counts
+    found = dict.fromkeys(COUNTED, 0)
+    found.update({str(k): int(v) for k, v in await tx.unit.fetch("hub_counts", {"consumer": consumer})})
+    return found

@@ -67,6 +67,12 @@ class AsyncStore(Protocol):
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its unique key and the schema version are right."""
 
+    async def unique_keys(self, name: str) -> list[list[str]] | None:
+        """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
+
+    async def grant(self, role: str, *, tables: Sequence[str]) -> None:
+        """Grant `role` what processing needs on the journal and `tables` beside it (ConfigurationError: no roles)."""
+
     async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
         """Delete settled rows older than `older_than` in bounded batches, one purger at a time."""
 

@@ -285,6 +285,35 @@ class AsyncPostgresStore:
                 await unit.rollback()
         check_version([row[0] for row in rows], version=version, table=self._table)
 
+    async def unique_keys(self, name: str) -> list[list[str]] | None:
+        """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
+        qualified = {"name": self._sql.beside(name)}
+        async with self.unit() as unit:
+            await unit.begin()
+            try:
+                if (await unit.fetch("relation", qualified))[0][0] is None:
+                    return None
+                return [list(row[0]) for row in await unit.fetch("table_keys", qualified)]
+            finally:
+                await unit.rollback()
+
+    async def grant(self, role: str, *, tables: Sequence[str]) -> None:
+        """Grant `role` what processing needs (no DDL): schema usage, DML on the journal and `tables`, sequences."""
+        async with self.unit() as unit:
+            await unit.begin()
+            try:
+                sequences: list[tuple[str, str]] = []
+                for table in tables:
+                    rows = await unit.fetch("sequences", {"name": self._sql.beside(table)})
+                    sequences += [(row[0], row[1]) for row in rows]
+                with mapped_errors(f"grant {role} its privileges"):
+                    for statement in self._sql.grants(role, tables=tables, sequences=sequences):
+                        await unit.connection.execute(statement)
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+
     async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
         """Delete settled rows in batches of `batch_size`, each its own transaction; 0 if another purger runs."""
         lock = {"lock": f"{self._sql.lock_name}:purge:{consumer}"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -12,7 +12,7 @@ from psycopg import sql
 
 from edinbox._core import TableName
 from edinbox.stores._mapping import MappedErrors
-from edinbox.stores._queries import load_queries
+from edinbox.stores._queries import FILES, load_queries, placeholders
 
 __all__ = ["DIALECT", "Statements", "mapped_errors"]
 
@@ -35,18 +35,21 @@ class Statements:
         self.table = table
         qualified = (table.schema, table.name) if table.schema else (table.name,)
         self.qualified_name = sql.Identifier(*qualified).as_string(None)
-        version = (*qualified[:-1], f"{table.name}_version")
+        self.version_table = f"{table.name}_version"
+        version = (*qualified[:-1], self.version_table)
         self.version_name = sql.Identifier(*version).as_string(None)
         identifiers = {
             "schema": sql.Identifier(table.schema or "public"),
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),
             "version_table": sql.Identifier(*version),
+            "table_name": sql.Literal(self.qualified_name),
         }
-        self._bytes = {
-            name: sql.SQL(text).format(**identifiers).as_bytes(None)
-            for name, text in load_queries(DIALECT, "queries", "schema").items()
-        }
+        self._bytes = {}
+        for name, text in load_queries(DIALECT, *FILES).items():
+            # any other `{name}` is a table beside the journal, in its schema
+            beside = {p: sql.Identifier(*qualified[:-1], p) for p in placeholders(text) - identifiers.keys()}
+            self._bytes[name] = sql.SQL(text).format(**identifiers, **beside).as_bytes(None)
         self.lock_name = f"edinbox:{table}"
         # The delivery-starting inserts: PREPARE once per connection, then EXECUTE with driver-bound literals.
         tag = hashlib.sha256(str(table).encode()).hexdigest()[:12]
@@ -59,6 +62,25 @@ class Statements:
             self._execute[name] = sql.SQL("EXECUTE {} ({})").format(statement, arguments).as_bytes(None)
         self.prepared_on: weakref.WeakSet[Any] = weakref.WeakSet()
         """Connections on which `prepare` ran."""
+
+    def beside(self, name: str) -> str:
+        """The qualified, quoted name of table `name` beside the journal (in its schema)."""
+        return sql.Identifier(*((self.table.schema, name) if self.table.schema else (name,))).as_string(None)
+
+    def grants(self, role: str, *, tables: Sequence[str], sequences: Sequence[tuple[str, str]]) -> list[bytes]:
+        """The GRANTs that let `role` process messages: schema usage, DML on the tables, their sequences."""
+        who = sql.Identifier(role)
+        qualified = (self.table.schema, self.table.name) if self.table.schema else (self.table.name,)
+        dml = [sql.Identifier(*qualified), *(sql.Identifier(*qualified[:-1], t) for t in tables)]
+        statements = [
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(self.table.schema or "public"), who),
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {} TO {}").format(sql.SQL(", ").join(dml), who),
+            sql.SQL("GRANT SELECT ON TABLE {} TO {}").format(sql.Identifier(*qualified[:-1], self.version_table), who),
+        ]
+        if sequences:
+            names = sql.SQL(", ").join(sql.Identifier(*s) for s in sequences)
+            statements.append(sql.SQL("GRANT USAGE, SELECT ON SEQUENCE {} TO {}").format(names, who))
+        return [s.as_bytes(None) for s in statements]
 
     def execute(self, name: str) -> bytes:
         """The EXECUTE of a prepared insert, with %(name)s placeholders for the client-side cursor."""

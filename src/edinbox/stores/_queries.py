@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
+import string
 from importlib.resources import files
 
-__all__ = ["load_queries"]
+__all__ = ["FILES", "load_queries", "placeholders"]
+
+FILES = ("queries", "schema", "hub")
+"""The statement files a store loads: the journal's, its schema, and the tables beside it (`{name}` in its schema)."""
 
 
 def load_queries(dialect: str, *names: str) -> dict[str, str]:
-    """Return every named statement of the given files (`queries`, `schema`) of one dialect."""
+    """Return every named statement of the given files (`queries`, `schema`, `hub`) of one dialect."""
     queries: dict[str, str] = {}
     for name in names:
         text = files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text(encoding="utf-8")
@@ -17,3 +21,8 @@ def load_queries(dialect: str, *names: str) -> dict[str, str]:
             title, _, body = section.partition("\n")
             queries[title.strip()] = body.strip()
     return queries
+
+
+def placeholders(text: str) -> set[str]:
+    """The `{name}` identifiers a statement's text uses."""
+    return {field for _, field, _, _ in string.Formatter().parse(text) if field}

@@ -12,7 +12,7 @@ from typing import Any
 from edinbox._core import TableName
 from edinbox._errors import StoreError
 from edinbox.stores._mapping import MappedErrors
-from edinbox.stores._queries import load_queries
+from edinbox.stores._queries import FILES, load_queries, placeholders
 
 __all__ = ["DIALECT", "Statements", "connect", "mapped_errors", "params", "timestamp"]
 
@@ -41,10 +41,13 @@ class Statements:
             "table": _quote(table.name),
             "key_index": _quote(f"{table.name}_key"),
             "version_table": _quote(self.version_name),
+            "table_name": "'" + table.name + "'",
         }
-        self._text = {
-            name: text.format(**identifiers) for name, text in load_queries(DIALECT, "queries", "schema").items()
-        }
+        self._text = {}
+        for name, text in load_queries(DIALECT, *FILES).items():
+            # any other `{name}` is a table beside the journal (our own statement files name them)
+            beside = {p: _quote(p) for p in placeholders(text) - identifiers.keys()}
+            self._text[name] = text.format(**identifiers, **beside)
 
     def __getitem__(self, name: str) -> str:
         """The statement called `name`."""

@@ -68,6 +68,12 @@ class Store(Protocol):
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its unique key and the schema version are right."""
 
+    def unique_keys(self, name: str) -> list[list[str]] | None:
+        """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
+
+    def grant(self, role: str, *, tables: Sequence[str]) -> None:
+        """Grant `role` what processing needs on the journal and `tables` beside it (ConfigurationError: no roles)."""
+
     def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
         """Delete settled rows older than `older_than` in bounded batches, one purger at a time."""
 

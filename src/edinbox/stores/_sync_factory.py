@@ -8,7 +8,7 @@ from typing import Any
 
 from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
-from edinbox._urls import mask
+from edinbox._urls import database_url, mask
 from edinbox.stores._sync_base import Store
 
 __all__ = ["open_store", "sqlite_path"]
@@ -16,30 +16,23 @@ __all__ = ["open_store", "sqlite_path"]
 
 def sqlite_path(url: str) -> str:
     """The file of a `sqlite:///relative.db` or `sqlite:////absolute.db` URL; `sqlite://` is in memory."""
-    rest = url.split("://", 1)[1]
-    if rest in ("", "/", "/:memory:"):
-        return ":memory:"
-    if not rest.startswith("/") or rest == "/":
-        raise ConfigurationError(f"invalid SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute.db")
-    return rest[1:].split("?", 1)[0]
+    parsed = database_url(url)
+    if parsed.dialect != "sqlite":
+        raise ConfigurationError(f"{mask(url)!r} is not a SQLite URL")
+    return parsed.target
 
 
 def open_store(target: Any, *, table: str, pool_size: int) -> Store:
     """Return the store for `target`: a postgresql:// or sqlite:// URL, a pool, or the caller's connection."""
     if isinstance(target, str):
-        scheme = target.split("://", 1)[0].lower() if "://" in target else ""
-        if scheme in ("postgresql", "postgres"):
+        parsed = database_url(target)
+        if parsed.dialect == "postgresql":
             from edinbox.stores._sync_postgres import PostgresStore
 
             return PostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
-        if scheme == "sqlite":
-            from edinbox.stores._sync_sqlite import SQLiteStore
+        from edinbox.stores._sync_sqlite import SQLiteStore
 
-            return SQLiteStore(sqlite_path(target), table=parse_table(table, qualified=False))
-        raise ConfigurationError(
-            f"unsupported database URL {mask(target)!r}: "
-            "use postgresql://..., sqlite:///relative.db, sqlite:////absolute.db or sqlite:// (memory)"
-        )
+        return SQLiteStore(parsed.target, table=parse_table(table, qualified=False))
     if isinstance(target, sqlite3.Connection):
         from edinbox.stores._sync_sqlite import SQLiteStore
 

@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from edinbox._core import COLUMNS, TableName, check_version
-from edinbox._errors import SchemaError, StoreError
+from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
 from edinbox.stores._sync_base import Params, create_journal
@@ -187,6 +187,18 @@ class SQLiteStore:
                 raise SchemaError(f"journal table {self._table} has no version table: run create_schema()")
             rows = unit.fetch("version", {})
         check_version([row[0] for row in rows], version=version, table=self._table)
+
+    def unique_keys(self, name: str) -> list[list[str]] | None:
+        """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
+        with self.unit() as unit:
+            if not unit.fetch("relation", {"name": name}):
+                return None
+            indexes = unit.fetch("indexes", {"name": name})
+            return [[row[0] for row in unit.fetch("index_columns", {"name": i})] for (i,) in indexes]
+
+    def grant(self, role: str, *, tables: Sequence[str]) -> None:
+        """SQLite has no roles: refuse with the reason."""
+        raise ConfigurationError(f"cannot grant {role!r} privileges: SQLite has no roles (this is for PostgreSQL)")
 
     def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
         """Delete settled rows in batches of `batch_size`, each its own write transaction (one writer at a time)."""

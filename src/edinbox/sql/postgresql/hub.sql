@@ -1,6 +1,7 @@
 -- The hub's tables beside the journal (same schema): invoices, parked payloads, outcome counters.
+-- Every `{name}` that is not the journal's is a table beside it; `edinbox init` alone runs the DDL.
 
--- name: create_invoices
+-- name: hub_create_invoices
 CREATE TABLE IF NOT EXISTS {invoices} (
     id BIGSERIAL PRIMARY KEY,
     seller TEXT NOT NULL,
@@ -19,7 +20,7 @@ CREATE TABLE IF NOT EXISTS {invoices} (
     CONSTRAINT invoices_key UNIQUE (seller, number, kind, issue_date)
 )
 
--- name: create_rejected
+-- name: hub_create_rejected
 CREATE TABLE IF NOT EXISTS {rejected} (
     id BIGSERIAL PRIMARY KEY,
     consumer TEXT NOT NULL,
@@ -32,10 +33,57 @@ CREATE TABLE IF NOT EXISTS {rejected} (
     UNIQUE (consumer, fingerprint)
 )
 
--- name: create_counters
-CREATE TABLE IF NOT EXISTS {counters} (
+-- name: hub_create_counters
+CREATE TABLE IF NOT EXISTS {hub_counters} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
     n BIGINT NOT NULL,
     PRIMARY KEY (consumer, outcome)
 )
+
+-- name: hub_insert_invoice
+INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
+    consumer, source, message_id)
+VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
+    %(consumer)s, %(source)s, %(message_id)s)
+ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
+
+-- name: hub_park
+INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
+VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
+ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
+
+-- name: hub_count
+INSERT INTO {hub_counters} AS c (consumer, outcome, n) VALUES (%(consumer)s, %(outcome)s, %(n)s)
+ON CONFLICT (consumer, outcome) DO UPDATE SET n = c.n + excluded.n
+
+-- name: hub_counts
+SELECT outcome, n FROM {hub_counters} WHERE consumer = %(consumer)s
+
+-- name: hub_totals
+SELECT (SELECT count(*) FROM {invoices}),
+    (SELECT count(*) FROM {rejected} WHERE consumer = %(consumer)s),
+    (SELECT min(received_at) FROM {table} WHERE consumer = %(consumer)s),
+    (SELECT count(*) FROM {table})
+
+-- name: hub_table_bytes
+SELECT pg_total_relation_size({table_name}::regclass)
+
+-- name: hub_rejected_rows
+SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
+WHERE consumer = %(consumer)s
+ORDER BY id DESC
+LIMIT %(limit)s
+
+-- name: hub_rejected_row
+SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {rejected}
+WHERE consumer = %(consumer)s AND id = %(id)s
+
+-- name: hub_invoices_of
+SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+ORDER BY id
+
+-- name: hub_purgeable
+SELECT count(*) FROM {table}
+WHERE consumer = %(consumer)s AND status = 'processed' AND settled_at < now() - %(older_than)s

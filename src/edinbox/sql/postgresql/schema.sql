@@ -49,3 +49,17 @@ JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
 WHERE i.indrelid = to_regclass(%(name)s) AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
     AND i.indnkeyatts = 3
 GROUP BY i.indexrelid
+
+-- name: table_keys
+SELECT array_agg(a.attname::text ORDER BY a.attname::text)
+FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+WHERE i.indrelid = to_regclass(%(name)s) AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
+GROUP BY i.indexrelid
+
+-- name: sequences
+SELECT n.nspname::text, s.relname::text
+FROM pg_depend d
+JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+JOIN pg_namespace n ON n.oid = s.relnamespace
+WHERE d.refobjid = to_regclass(%(name)s) AND d.deptype IN ('a', 'i')

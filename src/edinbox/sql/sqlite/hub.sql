@@ -1,6 +1,6 @@
 -- The hub's tables beside the journal: invoices, parked payloads, outcome counters. Money is TEXT (exact).
 
--- name: create_invoices
+-- name: hub_create_invoices
 CREATE TABLE IF NOT EXISTS {invoices} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     seller TEXT NOT NULL,
@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS {invoices} (
     CONSTRAINT invoices_key UNIQUE (seller, number, kind, issue_date)
 )
 
--- name: create_rejected
+-- name: hub_create_rejected
 CREATE TABLE IF NOT EXISTS {rejected} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     consumer TEXT NOT NULL,
@@ -32,10 +32,57 @@ CREATE TABLE IF NOT EXISTS {rejected} (
     UNIQUE (consumer, fingerprint)
 )
 
--- name: create_counters
-CREATE TABLE IF NOT EXISTS {counters} (
+-- name: hub_create_counters
+CREATE TABLE IF NOT EXISTS {hub_counters} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
     n INTEGER NOT NULL,
     PRIMARY KEY (consumer, outcome)
 )
+
+-- name: hub_insert_invoice
+INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
+    consumer, source, message_id)
+VALUES (:seller, :number, :kind, :issue_date, :buyer, :currency, :total, :tax_total, :lines,
+    :consumer, :source, :message_id)
+ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
+
+-- name: hub_park
+INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
+VALUES (:consumer, :fingerprint, :delivery, :reason, :payload)
+ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
+
+-- name: hub_count
+INSERT INTO {hub_counters} AS c (consumer, outcome, n) VALUES (:consumer, :outcome, :n)
+ON CONFLICT (consumer, outcome) DO UPDATE SET n = c.n + excluded.n
+
+-- name: hub_counts
+SELECT outcome, n FROM {hub_counters} WHERE consumer = :consumer
+
+-- name: hub_totals
+SELECT (SELECT count(*) FROM {invoices}),
+    (SELECT count(*) FROM {rejected} WHERE consumer = :consumer),
+    (SELECT min(received_at) FROM {table} WHERE consumer = :consumer),
+    (SELECT count(*) FROM {table})
+
+-- name: hub_table_bytes
+SELECT sum(pgsize) FROM dbstat WHERE name = {table_name}
+
+-- name: hub_rejected_rows
+SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
+WHERE consumer = :consumer
+ORDER BY id DESC
+LIMIT :limit
+
+-- name: hub_rejected_row
+SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {rejected}
+WHERE consumer = :consumer AND id = :id
+
+-- name: hub_invoices_of
+SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+ORDER BY id
+
+-- name: hub_purgeable
+SELECT count(*) FROM {table}
+WHERE consumer = :consumer AND status = 'processed' AND settled_at < :now - :older_than

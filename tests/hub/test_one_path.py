@@ -1,0 +1,125 @@
+"""One database path: one URL parser, the hub's tables through the journal's store, one commit per batch."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edinbox._urls import database_url
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub._ops import stats
+from edinbox.sources.spool import publish
+
+
+def _doc(control: str, number: str) -> bytes:
+    from decimal import Decimal
+
+    return render(Doc(PARTNERS[0], control, "invoice", number, lines=((1, Decimal("5.00")),)))
+
+
+def test_a_percent_escaped_sqlite_path_is_one_file_for_everything(tmp_path: Path) -> None:
+    """`sqlite:///my%20db.db` puts the journal and the hub's tables in the one file `my db.db`, nothing elsewhere."""
+    spool = tmp_path / "spool"
+    work = tmp_path / "work"
+    work.mkdir()
+    import asyncio
+
+    asyncio.run(publish(f"dir://{spool}", [("a", _doc("000000001", "P-1"))]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for args in (["init"], ["run", "--source", f"dir://{spool}", "--once", "--idle-timeout", "0.2"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "edinbox.cli", *args, "--db", "sqlite:///my%20db.db"],
+            cwd=work, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert sorted(p for p in os.listdir(work) if not p.endswith(("-wal", "-shm"))) == ["my db.db"]
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(work / "my db.db")) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"inbox", "invoices", "rejected", "hub_counters"} <= tables
+        assert conn.execute("SELECT count(*) FROM invoices").fetchone() == (1,)
+
+
+@pytest.mark.parametrize(
+    ("url", "dialect", "target"),
+    [
+        ("sqlite:///my%20db.db", "sqlite", "my db.db"),
+        ("sqlite:////var/lib/hub%231/hub.db?mode=rwc", "sqlite", "/var/lib/hub#1/hub.db"),
+        ("sqlite://", "sqlite", ":memory:"),
+        ("postgresql://app:p%40ss@db/hub", "postgresql", "postgresql://app:p%40ss@db/hub"),
+        ("postgres://db/hub", "postgresql", "postgres://db/hub"),
+    ],
+)
+def test_the_one_database_url_parser(url: str, dialect: str, target: str) -> None:
+    """Every part of the package reads a database URL through `database_url`: dialect and target, decoded once."""
+    parsed = database_url(url)
+    assert (parsed.dialect, parsed.target) == (dialect, target)
+
+
+class _Counting:
+    """Counts the connection holds and commits of the journal's store while a hub settles one batch."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.holds = 0
+        self.commits = 0
+        self.unit = store.unit
+
+    @contextlib.asynccontextmanager
+    async def hold(self) -> AsyncIterator[Any]:
+        self.holds += 1
+        async with self.unit() as unit:
+            commit = unit.commit
+
+            async def counted() -> None:
+                self.commits += 1
+                await commit()
+
+            unit.commit = counted
+            try:
+                yield unit
+            finally:
+                del unit.commit
+
+
+async def test_a_batch_costs_one_connection_and_one_commit(hub_config: HubConfig, spool: Path) -> None:
+    """New invoices, a duplicate, a parked payload and an ack in one batch: one connection hold, one commit."""
+    ack = render(Doc(PARTNERS[0], "000000009", "ack", "X"))
+    payloads = [
+        ("a", _doc("000000001", "B-1")),
+        ("b", _doc("000000002", "B-2")),
+        ("a2", _doc("000000001", "B-1")),
+        ("junk", b"not EDI"),
+        ("ack", ack),
+    ]
+    await publish(hub_config.source, payloads)
+    async with open_hub(hub_config) as hub:
+        counting = _Counting(hub.inbox._store)
+        hub.inbox._store.unit = counting.hold  # type: ignore[method-assign]
+        assert await hub.step() == 5
+    assert (counting.holds, counting.commits) == (1, 1)
+    counts = await stats(hub_config)
+    assert (counts["processed"], counts["duplicate"], counts["rejected"], counts["bypassed"]) == (2, 1, 1, 1)
+    assert counts["invoices"] == 2
+
+
+def test_the_hub_has_no_database_layer_of_its_own() -> None:
+    """No module of the hub imports a database driver or holds SQL: every statement is a named query."""
+    import re
+
+    root = Path(__file__).resolve().parents[2] / "src" / "edinbox" / "hub"
+    for path in root.glob("*.py"):
+        if path.name == "accounting_service.py":  # the demo's accounting API: another program, its own database
+            continue
+        text = path.read_text()
+        assert not re.search(r"^\s*(import|from) (psycopg|sqlite3|aiosqlite)\b", text, re.MULTILINE), path
+        assert not re.search(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE)\b", text), path
