@@ -186,11 +186,25 @@ async def _serve(
 
 @main.command()
 @db_options
-def init(**settings: Any) -> None:
-    """Create the journal and the hub's tables (idempotent)."""
+@_option(
+    "--grant",
+    "roles",
+    multiple=True,
+    envvar="EDINBOX_GRANT",
+    metavar="ROLE",
+    help="PostgreSQL: grant this runtime role what `run` needs and no more (repeatable)",
+)
+def init(*, roles: tuple[str, ...], **settings: Any) -> None:
+    """Create the journal and the hub's tables (idempotent): the only command that changes the schema.
+
+    Run it with the owner's rights; `--grant ROLE` then gives the role `edinbox run` uses USAGE on the schema,
+    SELECT/INSERT/UPDATE/DELETE on the journal and the hub's tables, and their sequences (no DDL).
+    """
     cfg = _config(**settings)
-    _run(_ops.init(cfg))
+    _run(_ops.init(cfg, grant=roles))
     click.echo(f"ready: journal {cfg.table} and the hub's tables in {mask(cfg.db)}")
+    for role in roles:
+        click.echo(f"granted {role}: what `edinbox run` needs on them")
 
 
 @main.command()
