@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from edinbox._errors import InboxError
+from edinbox._errors import InboxError, TransientError
 from edinbox._urls import mask
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig, load_config
@@ -31,11 +31,38 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group(context_settings={"auto_envvar_prefix": "EDINBOX", "help_option_names": ["-h", "--help"]})
+EXIT_CONFIGURATION = 1
+"""A setting, flag, URL or the schema is wrong (click's usage errors included): fix it, then start again."""
+EXIT_GAVE_UP = 2
+"""`run --give-up-after`: a dependency stayed down longer than that."""
+
+
+class _UsageError(click.UsageError):
+    """A bad flag or value: a configuration error like any other (exit 1; 2 means a hub gave up)."""
+
+    exit_code = EXIT_CONFIGURATION
+
+
+class _Commands(click.Group):
+    """The command group: a command's usage errors exit 1, as configuration errors."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; its usage errors keep their message and usage line, with exit status 1."""
+        try:
+            return super().invoke(ctx)
+        except _UsageError:
+            raise
+        except click.UsageError as exc:
+            raise _UsageError(exc.message, exc.ctx) from exc
+
+
+@click.group(cls=_Commands, context_settings={"auto_envvar_prefix": "EDINBOX", "help_option_names": ["-h", "--help"]})
 def main() -> None:
     """edinbox: each partner interchange creates its invoice once, however often the broker redelivers.
 
     Settings come from flags, EDINBOX_ environment variables (see each command's --help) or a TOML file (--config).
+    Exit status: 0 done, 1 configuration (a flag, setting, URL or the schema: see the message), 2 `run` gave up
+    after --give-up-after.
     """
 
 
@@ -139,13 +166,19 @@ def _echo(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: boo
     "--accounting",
     help="POST invoices to this HTTP API (lease mode, Idempotency-Key) instead of the invoices table",
 )
+@_setting("--give-up-after", help="exit 2 when the database or source stays down this long (5m, 1h)  [default: never]")
 def run(
     *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, accounting: str | None, **settings: Any
 ) -> None:
     """Run the hub: settle deliveries from --source through the inbox into accounting, ack after commit.
 
-    SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked). EDINBOX_FAULT=after_commit:N
-    arms the fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests).
+    SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked). An outage of the database or
+    the source is waited out with backoff (one log line when it goes down, one when it is back), also at start.
+    It runs no DDL: `edinbox init` creates the schema. EDINBOX_FAULT=after_commit:N arms the fault point: the
+    process kills itself after the N-th commit, before the ack (for redelivery tests).
+
+    Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL or missing schema: the message
+    says which), 2 gave up (a dependency stayed down longer than --give-up-after).
     """
     from edinbox.hub._fault import parse_fault
 
@@ -159,7 +192,16 @@ def run(
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
-    totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json", accounting=accounting))
+    # the hub logs one line per outage; stamina's line per retry would repeat it
+    logging.getLogger("stamina").setLevel(logging.ERROR)
+    try:
+        totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json", accounting=accounting))
+    except click.ClickException as exc:
+        if isinstance(exc.__cause__, TransientError):
+            first = (exc.message.strip().splitlines() or [""])[0]
+            click.echo(f"Error: gave up after {cfg.give_up_after}: {first}", err=True)
+            sys.exit(EXIT_GAVE_UP)
+        raise
     summary = " ".join(f"{k}={v}" for k, v in sorted(totals.items()))
     logging.getLogger("edinbox.hub").info(mask(f"stopped {summary}".strip()))
 
@@ -174,14 +216,20 @@ async def _serve(
         from edinbox.hub.http_sink import HttpAccounting
 
         sink = HttpAccounting(accounting)
-    async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink) as hub:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, hub.stop.set)
-        logging.getLogger("edinbox.hub").info(
-            mask(f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}")
-        )
-        return dict(await hub.run(once=once))
+    from edinbox.hub._outage import Stopped
+
+    stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop) as hub:
+            logging.getLogger("edinbox.hub").info(
+                mask(f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}")
+            )
+            return dict(await hub.run(once=once))
+    except Stopped:
+        return {}
 
 
 @main.command()

@@ -232,7 +232,7 @@ def test_run_refuses_a_bad_fault_spec(tmp_path: Path) -> None:
         env={"EDINBOX_FAULT": "after_commit:zero"},
     )
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 2
+    assert proc.returncode == 1  # a configuration error; 2 means the hub gave up waiting
     assert "after_commit:N" in err
 
 

@@ -13,6 +13,7 @@ max_attempts = 5
 horizon = "7d"                  # the longest time a message can come back (broker, retries, operator replay)
 retention = "30d"               # journal rows older than this may be purged (never shorter than the horizon)
 lease = "5m"                    # lease mode (a non-transactional accounting sink): how long a claim is held
+give_up_after = ""              # exit (code 2) when a dependency stays down this long; empty: wait forever
 non_edi = "reject"              # payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)
 
 [routes]                        # message type -> "inbox" | "bypass"
@@ -71,6 +72,7 @@ class HubConfig:
     retention: str = "30d"
     lease: str = "5m"
     non_edi: str = "reject"
+    give_up_after: str = ""
     default_route: str = INBOX
     routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
 
@@ -87,6 +89,8 @@ class HubConfig:
         parse_duration(self.retention)  # `edinbox doctor` compares them; here they only have to parse
         parse_duration(self.horizon)
         parse_duration(self.lease)
+        if self.give_up_after:
+            parse_duration(self.give_up_after)
         if not self.consumer:
             raise ConfigurationError("consumer must not be empty")
         for kind, route in {**self.routes, "(default)": self.default_route}.items():

@@ -19,15 +19,15 @@ from datetime import timedelta
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, InboxError
+from edinbox._errors import ConfigurationError, InboxError, NotSettledError, TransientError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
-from edinbox._urls import mask
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._config import BYPASS, INBOX, HubConfig, parse_duration
 from edinbox.hub._fault import FaultPoint
+from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, plan
 from edinbox.hub._tables import count, park
@@ -37,7 +37,6 @@ from edinbox.sources._base import Delivery
 __all__ = ["Hub", "open_hub"]
 
 _NACK_DELAY = 1.0
-_STORE_BACKOFF = 1.0
 
 
 @dataclass(slots=True)
@@ -123,8 +122,10 @@ class Hub:
         accounting: Accounting,
         fault: FaultPoint | None = None,
         log_json: bool = False,
+        outage: Outage | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
-        """Assemble a hub from open parts (see `open_hub` for the usual way)."""
+        """Assemble a hub from open parts (see `open_hub` for the usual way); setting `stop` stops `run`."""
         self.config = config
         self.inbox = inbox
         self.source = source
@@ -132,14 +133,22 @@ class Hub:
         self.fault = fault
         self.log_json = log_json
         self.totals: Counter[str] = Counter()
-        self.stop = asyncio.Event()
+        self.stop = stop or asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
+        self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
 
     async def run(self, *, once: bool = False) -> Counter[str]:
-        """Settle deliveries until `stop` is set (SIGTERM) or, with `once`, until the source stays idle."""
+        """Settle deliveries until `stop` is set (SIGTERM) or, with `once`, until the source stays idle.
+
+        Outages of the database or the source are waited out (see `Outage`); the last TransientError propagates
+        only after `give_up_after`. On `stop`, the batch in hand is finished; a wait for a dependency is not.
+        """
         idle_since = time.monotonic()
         while not self.stop.is_set():
-            handled = await self.step()
+            try:
+                handled = await self.outage.call(self.step, stop=self.stop)
+            except Stopped:
+                break
             if handled:
                 idle_since = time.monotonic()
             elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
@@ -155,18 +164,25 @@ class Hub:
         work = [_Work(d, self._plan(d)) for d in deliveries]
         try:
             await self._settle(work)
-        except InboxError as exc:  # the database failed: nothing is settled, everything comes back
-            self.logger.error(_log.format_line("not-settled", {"error": mask(str(exc))}, as_json=self.log_json))
-            for w in work:
-                await self.source.nack(w.delivery, delay=_NACK_DELAY)
-            await asyncio.sleep(_STORE_BACKOFF)
+        except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
+            await self._release(work)
             return len(work)
+        except TransientError:  # a dependency failed: nothing is settled or charged, everything comes back
+            await self._release(work)
+            raise
         if self.fault is not None:
             self.fault.committed()
         elapsed = (time.monotonic() - started) * 1000
         for w in work:
             await self._finish(w, elapsed)
         return len(work)
+
+    async def _release(self, work: Sequence[_Work]) -> None:
+        """Hand unsettled deliveries back to the source; a failing nack is itself transient, and the broker or spool
+        brings them back anyway."""
+        for w in work:
+            with contextlib.suppress(TransientError):
+                await self.source.nack(w.delivery, delay=_NACK_DELAY)
 
     def _plan(self, delivery: Delivery) -> list[Item]:
         """Plan a delivery; a parser failure parks it instead of crashing the hub on every redelivery."""
@@ -242,16 +258,37 @@ async def open_hub(
     fault: FaultPoint | None = None,
     log_json: bool = False,
     accounting: Accounting | None = None,
+    stop: asyncio.Event | None = None,
 ) -> AsyncIterator[Hub]:
     """Open the inbox and the source that `config` names, after checking the schema `edinbox init` created.
 
     `accounting` is another sink than the SQL table (e.g. an HTTP API in lease mode). Nothing here runs DDL:
-    a missing table raises SchemaError that names `edinbox init`.
+    a missing table raises SchemaError that names `edinbox init`. While the database or the source is down it
+    waits (raising Stopped if `stop` is set meanwhile), and the hub's `stop` is that same event.
     """
     if not config.source:
         raise ConfigurationError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in config")
-    async with open_inbox(config) as inbox:
-        await verify(inbox)
+    logger = logging.getLogger(_log.LOGGER)
+    outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
+    async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
+        stop = stop or asyncio.Event()
+        await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
+        source = await outage.call(
+            lambda: stack.enter_async_context(open_source(config.source, consumer=config.consumer)), stop=stop
+        )
         sink = accounting or SqlAccounting(consumer=config.consumer)
-        async with open_source(config.source, consumer=config.consumer) as source:
-            yield Hub(config, inbox=inbox, source=source, accounting=sink, fault=fault, log_json=log_json)
+        yield Hub(
+            config,
+            inbox=inbox,
+            source=source,
+            accounting=sink,
+            outage=outage,
+            stop=stop,
+            fault=fault,
+            log_json=log_json,
+        )
+
+
+def give_up_after(config: HubConfig) -> timedelta | None:
+    """How long the hub waits out one outage before it gives up (None: for ever)."""
+    return parse_duration(config.give_up_after) if config.give_up_after else None

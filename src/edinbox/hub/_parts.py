@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import SchemaError
+from edinbox._errors import ConfigurationError, SchemaError
+from edinbox._urls import database_url, mask
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._tables import check_tables
 
@@ -15,7 +17,12 @@ __all__ = ["open_inbox", "verify"]
 
 @contextlib.asynccontextmanager
 async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
-    """The journal of `config` (not created, not verified), closed on exit."""
+    """The journal of `config` (not created, not verified), closed on exit.
+
+    A SQLite file in a folder that does not exist is a configuration error (nothing would ever create it), not an
+    outage to wait out.
+    """
+    _check_folder(config.db)
     inbox = AsyncInbox(
         config.db,
         consumer=config.consumer,
@@ -27,6 +34,15 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         yield inbox
     finally:
         await inbox.aclose()
+
+
+def _check_folder(db: str) -> None:
+    """Refuse a SQLite file whose folder does not exist (a stat, before anything opens)."""
+    url = database_url(db)
+    if url.dialect == "sqlite" and not url.in_memory:
+        folder = os.path.dirname(os.path.abspath(url.target))
+        if not os.path.isdir(folder):
+            raise ConfigurationError(f"cannot open {mask(db)}: the folder {folder} does not exist")
 
 
 async def verify(inbox: AsyncInbox) -> None:

@@ -227,6 +227,8 @@ class AsyncPostgresStore:
                     open=False,
                     name="edinbox",
                     kwargs={"autocommit": True},
+                    # a connection broken by a server restart is replaced before it is handed out
+                    check=psycopg_pool.AsyncConnectionPool.check_connection,
                 )
                 with mapped_errors("open a connection pool"):
                     await pool.open()

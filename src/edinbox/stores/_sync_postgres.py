@@ -225,6 +225,8 @@ class PostgresStore:
                     open=False,
                     name="edinbox",
                     kwargs={"autocommit": True},
+                    # a connection broken by a server restart is replaced before it is handed out
+                    check=psycopg_pool.ConnectionPool.check_connection,
                 )
                 with mapped_errors("open a connection pool"):
                     pool.open()

@@ -1,0 +1,120 @@
+"""Waiting out a dependency that is down: backoff with jitter (stamina), one line when it goes, one when it is back.
+
+A transient failure (the database, the source, the accounting API) costs no attempt: the batch is left unsettled
+and the same call is retried with exponential backoff and jitter until it succeeds, or until `give_up_after` has
+passed (the operator's choice; then the last error propagates and `edinbox run` exits 2). Only a configuration
+error stops the hub otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TypeVar
+
+import stamina
+
+from edinbox._errors import SourceError, StoreError, TransientError
+from edinbox._urls import mask
+from edinbox.hub import _log
+
+__all__ = ["Outage", "Stopped", "dependency"]
+
+T = TypeVar("T")
+
+WAIT_INITIAL = 0.2
+"""Seconds before the first retry."""
+WAIT_MAX = 3.0
+"""The longest pause between two retries (before jitter): how late a recovery is noticed at most."""
+WAIT_JITTER = 1.0
+"""Up to this many seconds added at random to each pause, so hubs sharing a database do not retry in step."""
+
+
+class Stopped(Exception):
+    """The stop event was set while a dependency was down: the wait ends, nothing was in hand."""
+
+
+def dependency(exc: TransientError) -> str:
+    """Which dependency a transient error comes from: "database", "source", or what the error class names."""
+    if isinstance(exc, StoreError):
+        return "database"
+    if isinstance(exc, SourceError):
+        return "source"
+    return str(getattr(exc, "dependency", "dependency"))
+
+
+class Outage:
+    """Retries a call through outages of the hub's dependencies, logging each outage once when it starts and ends."""
+
+    def __init__(self, logger: logging.Logger, *, give_up_after: timedelta | None, log_json: bool = False) -> None:
+        """Log to `logger`; give up (re-raise) after `give_up_after` of one outage, never when None."""
+        self.logger = logger
+        self.give_up_after = give_up_after
+        self.log_json = log_json
+        self.down_since: float | None = None
+        self.down: str | None = None
+
+    async def call(self, action: Callable[[], Awaitable[T]], *, stop: asyncio.Event | None = None) -> T:
+        """Run `action()` until it succeeds, waiting out TransientErrors with exponential backoff and jitter.
+
+        When `stop` is set while a dependency is down, the wait is abandoned and Stopped raised; an action that
+        is running while the dependencies are up is left to finish (the batch in hand is settled and acked).
+        """
+        if stop is None:
+            return await self._retry(action)
+        call = asyncio.ensure_future(self._retry(action))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({call, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            while not call.done():
+                if self.down_since is not None:
+                    call.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await call
+                    raise Stopped
+                await asyncio.wait({call}, timeout=0.1)
+        finally:
+            stopping.cancel()
+        return call.result()
+
+    async def _retry(self, action: Callable[[], Awaitable[T]]) -> T:
+        timeout = self.give_up_after.total_seconds() if self.give_up_after is not None else None
+        async for attempt in stamina.retry_context(
+            on=TransientError,
+            attempts=None,
+            timeout=timeout,
+            wait_initial=WAIT_INITIAL,
+            wait_max=WAIT_MAX,
+            wait_jitter=WAIT_JITTER,
+        ):
+            with attempt:
+                try:
+                    result = await action()
+                except TransientError as exc:
+                    self.went_down(exc)
+                    raise
+        self.came_back()
+        return result
+
+    def went_down(self, exc: TransientError) -> None:
+        """Log the first failure of an outage (which dependency, the error's first line, masked); then stay quiet."""
+        if self.down_since is not None:
+            return
+        self.down_since = time.monotonic()
+        self.down = dependency(exc)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        fields = {"dependency": self.down, "error": mask(first)}
+        self.logger.warning(_log.format_line("dependency-down", fields, as_json=self.log_json))
+
+    def came_back(self) -> None:
+        """Log the end of an outage with its length."""
+        if self.down_since is None:
+            return
+        seconds = round(time.monotonic() - self.down_since, 1)
+        fields = {"dependency": self.down, "down_for_s": seconds}
+        self.down_since = self.down = None
+        self.logger.warning(_log.format_line("dependency-back", fields, as_json=self.log_json))

@@ -1,0 +1,181 @@
+"""The hub heals itself: a PostgreSQL outage (its own private server, stopped and restarted) is waited out.
+
+Each test runs `edinbox run` as a real process over a spool with traffic, against a private PostgreSQL on a free
+port, and asserts: the hub never exits on its own, every invoice is created exactly once, the outage is two log
+lines (down, back), and the hub catches up soon after the server is back (bounded by the backoff's own limits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from edinbox.hub._config import HubConfig
+from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub._ops import init
+from edinbox.hub._outage import WAIT_JITTER, WAIT_MAX
+from edinbox.sources.spool import publish
+from servers import PrivatePostgres, free_port
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private PostgreSQL servers are started on Linux")
+
+
+class HubProcess:
+    """`edinbox run` in a subprocess, its log lines collected as they come."""
+
+    def __init__(self, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "edinbox.cli", "run", *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def events(self, event: str) -> list[str]:
+        """The log lines of one event (dependency-down, dependency-back, settled...)."""
+        return [line for line in self.lines if f" {event} " in f"{line} "]
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status."""
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        self._reader.join(timeout=10)
+        return code
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
+    """Poll `condition` until it holds; fail naming `what` after `timeout` seconds (a guard, not a measurement)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def invoices(n: int, *, start: int = 0) -> list[tuple[str, bytes]]:
+    """`n` distinct one-line invoice interchanges."""
+    return [
+        (f"f{i}", render(Doc(PARTNERS[i % 2], f"{i:09d}", "invoice", f"OUT-{i}", lines=((1, Decimal("9.50")),))))
+        for i in range(start, start + n)
+    ]
+
+
+def spool_empty(spool: Path) -> bool:
+    """Nothing left to settle: inbound/ and every claim folder in processing/ are empty."""
+    inbound = list((spool / "inbound").iterdir()) if (spool / "inbound").exists() else []
+    processing = spool / "processing"
+    claimed = [f for d in processing.iterdir() if d.is_dir() for f in d.iterdir()] if processing.exists() else []
+    return not inbound and not claimed
+
+
+def counts(url: str) -> tuple[int, int, int]:
+    """(invoices, distinct invoice numbers, processed journal rows) in the private server."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM invoices), (SELECT count(DISTINCT number) FROM invoices),"
+            " (SELECT count(*) FROM inbox WHERE status = 'processed')"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def down_for(line: str) -> float:
+    """The outage length the hub logged in its dependency-back line."""
+    match = re.search(r"down_for_s=([0-9.]+)", line)
+    assert match, line
+    return float(match[1])
+
+
+@pytest.fixture
+def postgres() -> Iterator[PrivatePostgres]:
+    """A private PostgreSQL server, initialised for the hub (`edinbox init`), stopped and deleted afterwards."""
+    with PrivatePostgres() as server:
+        asyncio.run(init(HubConfig(db=server.url)))
+        yield server
+
+
+def test_the_hub_waits_out_a_postgresql_restart(postgres: PrivatePostgres, spool: Path) -> None:
+    """PostgreSQL stopped mid-run and restarted: the hub stays up, logs the outage twice, creates each invoice once."""
+    source = f"dir://{spool}"
+    asyncio.run(publish(source, invoices(150)))
+    hub = HubProcess("--db", postgres.url, "--source", source, "--batch-size", "2")
+    wait_for(lambda: len(hub.events("settled")) >= 20, timeout=60, what="the first settled batches")
+    postgres.stop()
+    stopped = time.monotonic()
+    asyncio.run(publish(source, invoices(50, start=150)))  # traffic keeps coming while the database is down
+    wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
+    time.sleep(3)
+    postgres.start()
+    outage = time.monotonic() - stopped
+    wait_for(lambda: spool_empty(spool), timeout=60, what="the hub to catch up")
+    assert hub.proc.poll() is None  # it never exited on its own
+    assert hub.stop() == 0
+    assert counts(postgres.url) == (200, 200, 200)
+    [down] = hub.events("dependency-down")
+    [back] = hub.events("dependency-back")
+    assert "dependency=database" in down
+    assert "dependency=database" in back
+    # the recovery is noticed within one backoff pause (its cap plus jitter) of the server being back
+    assert down_for(back) <= outage + WAIT_MAX + WAIT_JITTER + 1
+    assert all(len(line) < 1000 for line in hub.lines)  # no traceback, no 15 KB error line
+    assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line]
+
+
+def test_a_hub_started_while_postgresql_is_down_waits_for_it(postgres: PrivatePostgres, spool: Path) -> None:
+    """A hub started during an outage does not exit: it waits, then settles everything once the server is up."""
+    source = f"dir://{spool}"
+    asyncio.run(publish(source, invoices(40)))
+    postgres.stop()
+    hub = HubProcess("--db", postgres.url, "--source", source)
+    wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
+    time.sleep(2)
+    assert hub.proc.poll() is None
+    postgres.start()
+    wait_for(lambda: spool_empty(spool), timeout=60, what="the hub to settle the waiting traffic")
+    assert hub.stop() == 0
+    assert counts(postgres.url) == (40, 40, 40)
+    assert len(hub.events("dependency-down")) == 1
+    assert len(hub.events("dependency-back")) == 1
+
+
+def test_give_up_after_exits_2_in_one_line(spool: Path) -> None:
+    """With --give-up-after, a database that stays down ends the hub with exit status 2 and one error line."""
+    nowhere = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
+    hub = HubProcess("--db", nowhere, "--source", f"dir://{spool}", "--give-up-after", "2s")
+    code = hub.proc.wait(timeout=60)
+    hub._reader.join(timeout=10)
+    assert code == 2
+    errors = [line for line in hub.lines if line.startswith("Error:")]
+    assert len(errors) == 1
+    assert "gave up after 2s" in errors[0]
+    assert len(hub.events("dependency-down")) == 1
+
+
+def test_sigterm_while_waiting_for_the_database_exits_0(spool: Path) -> None:
+    """A hub waiting out an outage stops at once on SIGTERM: nothing is in hand, nothing is lost."""
+    nowhere = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
+    hub = HubProcess("--db", nowhere, "--source", f"dir://{spool}")
+    wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
+    assert hub.stop() == 0

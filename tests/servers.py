@@ -1,0 +1,83 @@
+"""Private servers for fault tests: a test that stops a server starts its own, on a free port, and stops only that.
+
+with PrivatePostgres() as pg:        # initdb + pg_ctl from `pg_config --bindir`, as the postgres user
+    url = pg.url                     # postgresql://postgres@127.0.0.1:PORT/postgres (trust)
+    pg.stop()                        # pg_ctl stop -m fast: every connection is cut
+    pg.start()                       # the same data directory, the same port
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["PrivatePostgres", "free_port"]
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _bindir() -> Path:
+    done = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, check=True)
+    return Path(done.stdout.strip())
+
+
+class PrivatePostgres:
+    """A throw-away PostgreSQL cluster in a temporary folder, run as the postgres user when the tests run as root."""
+
+    def __init__(self) -> None:
+        """Create (not start) the cluster: a temporary folder owned by postgres, initdb with trust authentication."""
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="edinbox-pg-"))
+        self.data = self.root / "data"
+        self.log = self.root / "server.log"
+        self._bin = _bindir()
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres", "postgres")
+        self._postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+
+    @property
+    def url(self) -> str:
+        """The URL of the `postgres` database as the `postgres` superuser."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _postgres(self, program: str, *args: str) -> None:
+        command = [str(self._bin / program), *args]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._postgres("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
+
+    def stop(self) -> None:
+        """Stop the server at once (`-m fast`: sessions are cut, open transactions roll back)."""
+        self._postgres("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def running(self) -> bool:
+        """True while the server's postmaster runs."""
+        return (self.data / "postmaster.pid").exists()
+
+    def __enter__(self) -> PrivatePostgres:
+        """Start the server."""
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        """Stop the server if it runs, and delete its folder."""
+        try:
+            if self.running():
+                self.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
