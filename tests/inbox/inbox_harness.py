@@ -76,9 +76,16 @@ class Harness:
         assert self.runner is not None
         return self.runner.run(coroutine_factory())
 
-    def handler(self, *, fail: BaseException | None = None, effect: bool = True) -> Any:
-        """A handler that records the effect of each message it gets, then raises `fail` if given."""
+    def handler(self, *, fail: BaseException | None = None, effect: bool = True, poison: str | None = None) -> Any:
+        """A handler that records the effect of each message it gets, then raises `fail` if given.
+
+        With `poison`, it raises `fail` only when it gets the message of that id (alone or in a batch).
+        """
         sql = self.insert_effect_sql()
+
+        def failing(message: Message | list[Message]) -> BaseException | None:
+            batch = message if isinstance(message, list) else [message]
+            return fail if poison is None or any(m.message_id == poison for m in batch) else None
 
         def note(tx: Tx, message: Message | list[Message]) -> list[Message]:
             """Record what the handler got (and its idempotency key); return the messages whose effect it writes."""
@@ -94,16 +101,16 @@ class Harness:
             async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
                 for m in note(tx, message):
                     await tx.connection.execute(sql, (m.source, m.message_id))
-                if fail is not None:
-                    raise fail
+                if (error := failing(message)) is not None:
+                    raise error
 
             return async_handler
 
         def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
             for m in note(tx, message):
                 tx.connection.execute(sql, (m.source, m.message_id))
-            if fail is not None:
-                raise fail
+            if (error := failing(message)) is not None:
+                raise error
 
         return sync_handler
 
@@ -111,9 +118,37 @@ class Harness:
         """Process one message with the effect handler."""
         return self.call("process", message, self.handler(fail=fail), **options)  # type: ignore[no-any-return]
 
-    def process_batch(self, messages: list[Message], *, fail: BaseException | None = None) -> list[Outcome]:
-        """Process a batch with the effect handler."""
-        return self.call("process_batch", messages, self.handler(fail=fail))  # type: ignore[no-any-return]
+    def process_batch(
+        self,
+        messages: list[Message],
+        *,
+        fail: BaseException | None = None,
+        poison: str | None = None,
+        isolate: bool = False,
+    ) -> list[Outcome | Exception]:
+        """Process a batch with the effect handler (failing on `poison` only, when given)."""
+        handler = self.handler(fail=fail, poison=poison)
+        return self.call("process_batch", messages, handler, isolate=isolate)  # type: ignore[no-any-return]
+
+    def sql(self, postgresql: str, sqlite: str) -> str:
+        """The statement for this harness's dialect."""
+        return postgresql if self.dialect == "postgresql" else sqlite
+
+    def statement_handler(self, statement: str) -> Any:
+        """A handler that runs `statement` on the inbox connection (to provoke a driver error)."""
+        if self.asynchronous:
+
+            async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
+                self.seen.append([m.message_id for m in (message if isinstance(message, list) else [message])])
+                await tx.connection.execute(statement)
+
+            return async_handler
+
+        def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
+            self.seen.append([m.message_id for m in (message if isinstance(message, list) else [message])])
+            tx.connection.execute(statement)
+
+        return sync_handler
 
     def drop_key(self) -> None:
         """Drop the unique index on (consumer, source, message_id)."""

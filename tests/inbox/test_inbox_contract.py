@@ -9,7 +9,16 @@ from typing import Any, ClassVar
 import pytest
 from inbox_harness import Harness, backdate, lease
 
-from edinbox import ConfigurationError, Message, NotSettledError, Outcome, SchemaError, Status, StoreError
+from edinbox import (
+    ConfigurationError,
+    LimitError,
+    Message,
+    NotSettledError,
+    Outcome,
+    SchemaError,
+    SourceError,
+    Status,
+)
 
 
 class Boom(Exception):
@@ -72,18 +81,27 @@ class InboxContract:
             )
         assert h.effects() == len(awkward)
 
-    def test_a_nul_in_the_key_is_refused_by_postgresql_or_stored_by_sqlite(self, h: Harness) -> None:
-        """A NUL in a key is never cut short: PostgreSQL refuses it (StoreError, nothing runs), SQLite keeps it."""
-        message = msg("a\x00b")
-        if self.store == "postgresql":
-            with pytest.raises(StoreError):
-                h.process(message)
-            assert h.seen == []
-            assert h.call("get", message.source, "a") is None
-        else:
-            assert h.process(message) is Outcome.PROCESSED
-            assert h.process(msg("a")) is Outcome.PROCESSED
-            assert h.call("get", message.source, "a\x00b").message_id == "a\x00b"
+    def test_a_nul_or_an_over_long_key_is_refused_before_any_sql(self, h: Harness) -> None:
+        """A key part with a NUL or over 512 UTF-8 bytes raises LimitError in Message(); the rest go on."""
+        for message_id in ("a\x00b", "9" * 10_000, "é" * 257):
+            with pytest.raises(LimitError, match=r"Message\.message_id"):
+                msg(message_id)
+        with pytest.raises(LimitError, match=r"Message\.source"):
+            msg("1", source="S" * 10_000)
+        assert h.process_batch([msg("ok1"), msg("ok2")]) == [Outcome.PROCESSED] * 2
+        assert h.call("stats").total == 2
+
+    def test_key_parts_of_exactly_512_bytes_work(self, harness_factory: Any) -> None:
+        """A consumer, source and message id of 512 UTF-8 bytes each are journaled, matched and read back."""
+        consumer = "c" * 512
+        h = harness_factory(self.store, asynchronous=self.asynchronous, consumer=consumer, horizon=timedelta(0))
+        source, message_id = "s" * 510 + "é", "é" * 256
+        message = Message(message_id, source, b"p")
+        assert h.process(message) is Outcome.PROCESSED
+        assert h.process(message) is Outcome.DUPLICATE
+        assert h.process_batch([message, Message("x" * 512, source)]) == [Outcome.DUPLICATE, Outcome.PROCESSED]
+        record = h.call("get", source, message_id)
+        assert (record.consumer, record.source, record.message_id) == (consumer, source, message_id)
 
     def test_reused_key_with_other_payload_is_conflict_kept_for_operators(self, h: Harness) -> None:
         """Same key, another fingerprint: CONFLICT, nothing runs, the conflicting copy is kept on the row."""
@@ -199,14 +217,79 @@ class InboxContract:
         assert sorted(h.seen[0]) == ["r", "s"]
         assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "r").attempts == 2
 
-    def test_batch_handler_failure_rolls_back_the_batch_and_counts_attempts(self, h: Harness) -> None:
-        """A failing batch handler commits nothing, propagates, and each new message counts one failed attempt."""
+    def test_batch_handler_failure_rolls_back_the_batch_and_charges_no_message(self, h: Harness) -> None:
+        """A failing batch handler commits nothing, propagates unchanged, and counts no attempt for anyone."""
         h.process(msg("before"))
-        with pytest.raises(Boom):
-            h.process_batch([msg("b1"), msg("before"), msg("b2")], fail=Boom("batch"))
+        error = Boom("batch")
+        with pytest.raises(Boom) as raised:
+            h.process_batch([msg("b1"), msg("before"), msg("b2")], fail=error)
+        assert raised.value is error
         assert h.effects() == 1
-        assert [h.call("get", "X12:ZZ:ACME>ZZ:HUB", i).status for i in ("b1", "b2")] == [Status.FAILED] * 2
+        assert [h.call("get", "X12:ZZ:ACME>ZZ:HUB", i) for i in ("b1", "b2")] == [None, None]
         assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "before").status is Status.PROCESSED
+
+    def test_batch_failure_charges_no_one_even_when_a_retry_fails_again(self, h: Harness) -> None:
+        """A batch retrying a failed message that fails again leaves that row's attempt count unchanged."""
+        with pytest.raises(Boom):
+            h.process(msg("r"), fail=Boom())
+        with pytest.raises(Boom):
+            h.process_batch([msg("r"), msg("s")], fail=Boom())
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "r")
+        assert (record.status, record.attempts) == (Status.FAILED, 1)
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "s") is None
+
+    def test_poison_in_an_isolated_batch_of_six_parks_only_itself(self, harness_factory: Any) -> None:
+        """max_attempts=1, isolate=True: one poison message of six ends DEAD, the other five PROCESSED once."""
+        h = harness_factory(self.store, asynchronous=self.asynchronous, max_attempts=1, horizon=timedelta(0))
+        batch = [msg(f"m{i}") for i in range(6)]
+        error = Boom("poison")
+        results = h.process_batch(batch, fail=error, poison="m3", isolate=True)
+        assert results[:3] + results[4:] == [Outcome.PROCESSED] * 5
+        assert results[3] is error
+        statuses = {r.message_id: r.status for r in h.call("records", limit=10)}
+        assert statuses == {f"m{i}": Status.PROCESSED if i != 3 else Status.DEAD for i in range(6)}
+        assert [h.effects(f"m{i}") for i in range(6)] == [1, 1, 1, 0, 1, 1]
+        assert h.seen[0] == [f"m{i}" for i in range(6)]
+        assert h.seen[1:] == [[f"m{i}"] for i in range(6)]
+        assert h.process_batch(batch, isolate=True) == [Outcome.DUPLICATE if i != 3 else Outcome.DEAD for i in range(6)]
+
+    def test_poison_in_a_batch_costs_its_batch_mates_no_attempt(self, harness_factory: Any) -> None:
+        """max_attempts=5: without isolate nobody is charged; with isolate only the poison counts one attempt."""
+        h = harness_factory(self.store, asynchronous=self.asynchronous, max_attempts=5, horizon=timedelta(0))
+        batch = [msg(f"m{i}") for i in range(6)]
+        with pytest.raises(Boom):
+            h.process_batch(batch, fail=Boom(), poison="m2")
+        assert h.call("records", limit=10) == []
+        results = h.process_batch(batch, fail=Boom(), poison="m2", isolate=True)
+        assert [isinstance(r, Boom) for r in results] == [i == 2 for i in range(6)]
+        rows = {r.message_id: r for r in h.call("records", limit=10)}
+        assert (rows["m2"].status, rows["m2"].attempts) == (Status.FAILED, 1)
+        mates = [rows[f"m{i}"] for i in range(6) if i != 2]
+        assert {(r.status, r.attempts, r.last_error) for r in mates} == {(Status.PROCESSED, 1, None)}
+
+    def test_isolated_batch_keeps_copies_and_duplicates_in_place(self, h: Harness) -> None:
+        """After isolation, repeated keys and known messages keep their outcomes; a copy of the poison fails too."""
+        h.process(msg("old"))
+        batch = [msg("a"), msg("old"), msg("p"), msg("a"), msg("p"), msg("a", b"other")]
+        error = Boom()
+        results = h.process_batch(batch, fail=error, poison="p", isolate=True)
+        assert results == [Outcome.PROCESSED, Outcome.DUPLICATE, error, Outcome.DUPLICATE, error, Outcome.CONFLICT]
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "p").attempts == 1
+        assert h.effects("a") == 1
+
+    def test_isolated_batch_without_failure_is_one_transaction(self, h: Harness) -> None:
+        """isolate=True changes nothing while the handler succeeds: one call, one outcome per message."""
+        assert h.process_batch([msg("i1"), msg("i2")], isolate=True) == [Outcome.PROCESSED] * 2
+        assert h.seen == [["i1", "i2"]]
+
+    def test_transient_failure_in_an_isolated_batch_propagates_and_charges_no_one(self, h: Harness) -> None:
+        """A TransientError from the batch handler is not isolated: it propagates and nothing is recorded."""
+        error = SourceError("broker went away")
+        with pytest.raises(SourceError) as raised:
+            h.process_batch([msg("t1"), msg("t2")], fail=error, poison="t2", isolate=True)
+        assert raised.value is error
+        assert h.call("records") == []
+        assert h.seen == [["t1", "t2"]]
 
     def test_empty_batch_calls_nothing(self, h: Harness) -> None:
         """An empty batch returns no outcome and does not call the handler; neither does an all-duplicate batch."""
