@@ -134,19 +134,36 @@ class Harness:
         """The statement for this harness's dialect."""
         return postgresql if self.dialect == "postgresql" else sqlite
 
-    def statement_handler(self, statement: str) -> Any:
-        """A handler that runs `statement` on the inbox connection (to provoke a driver error)."""
+    def statement_handler(self, statement: str, params: Sequence[Any] | None = None, *, poison: str = "") -> Any:
+        """A handler that runs `statement` on the inbox connection (to provoke a driver error).
+
+        With `poison`, it runs the statement only for the message of that id and writes the others' effects.
+        """
+        sql = self.insert_effect_sql()
+
+        def plan(message: Message | list[Message]) -> tuple[list[Message], bool]:
+            batch = message if isinstance(message, list) else [message]
+            self.seen.append([m.message_id for m in batch])
+            hit = not poison or any(m.message_id == poison for m in batch)
+            return batch, hit
+
         if self.asynchronous:
 
             async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
-                self.seen.append([m.message_id for m in (message if isinstance(message, list) else [message])])
-                await tx.connection.execute(statement)
+                batch, hit = plan(message)
+                for m in batch:
+                    await tx.connection.execute(sql, (m.source, m.message_id))
+                if hit:
+                    await tx.connection.execute(statement, params or ())
 
             return async_handler
 
         def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
-            self.seen.append([m.message_id for m in (message if isinstance(message, list) else [message])])
-            tx.connection.execute(statement)
+            batch, hit = plan(message)
+            for m in batch:
+                tx.connection.execute(sql, (m.source, m.message_id))
+            if hit:
+                tx.connection.execute(statement, params or ())
 
         return sync_handler
 

@@ -11,18 +11,25 @@ from inbox_harness import Harness, backdate, lease
 
 from edinbox import (
     ConfigurationError,
+    DataError,
     LimitError,
     Message,
     NotSettledError,
     Outcome,
+    PermanentError,
     SchemaError,
     SourceError,
     Status,
+    StoreError,
 )
 
 
 class Boom(Exception):
     """A handler failure."""
+
+
+class Unreadable(PermanentError):
+    """The user's own permanent failure."""
 
 
 class Crash(BaseException):
@@ -183,6 +190,103 @@ class InboxContract:
         assert [r.message_id for r in h.call("records", status="conflict")] == ["p0"]
         assert len(h.call("records", limit=2)) == 2
         assert len(h.call("records")) == 4
+
+    # -- who pays for a failure ----------------------------------------------------------------------------------
+    def test_a_permanent_error_parks_the_message_at_once(self, h: Harness) -> None:
+        """A handler's PermanentError (here the user's own subclass) parks the message dead on its first failure."""
+
+        assert h.process(msg("perm", b"garbage"), fail=Unreadable("amount is not a number")) is Outcome.DEAD
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "perm")
+        assert (record.status, record.attempts, record.payload) == (Status.DEAD, 1, b"garbage")
+        assert record.last_error == "Unreadable: amount is not a number"
+        assert h.effects() == 0
+        assert h.process(msg("perm", b"garbage")) is Outcome.DEAD
+        assert len(h.seen) == 1
+
+    def test_a_permanent_error_after_failed_attempts_parks_the_row(self, h: Harness) -> None:
+        """A row that failed before is parked by a later PermanentError, without waiting for max_attempts."""
+        with pytest.raises(Boom):
+            h.process(msg("pa"), fail=Boom())
+        assert h.process(msg("pa"), fail=DataError("too long")) is Outcome.DEAD
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "pa")
+        assert (record.status, record.attempts, record.last_error) == (Status.DEAD, 2, "DataError: too long")
+
+    def test_a_driver_data_error_of_the_handler_sql_parks_the_message(self, h: Harness) -> None:
+        """The store's data errors raised by the handler's own SQL become DataError and park the message."""
+        if h.dialect == "postgresql":
+            statements: list[tuple[str, Any]] = [
+                ("SELECT 99999999999::int", None),  # numeric value out of range
+                ("CREATE TEMP TABLE short (v varchar(3)); INSERT INTO short VALUES ('abcd')", None),  # too long
+                ("SELECT convert_from('\\xff'::bytea, 'UTF8')", None),  # invalid byte sequence
+                ("SELECT convert_to('\u20ac', 'LATIN1')", None),  # untranslatable character
+                ("SELECT %s::text", ("a\x00b",)),  # NUL in text
+                (  # index row too large (program limit exceeded)
+                    "CREATE TEMP TABLE big (v text); CREATE INDEX ON big (v); "
+                    "INSERT INTO big SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i",
+                    None,
+                ),
+            ]
+        else:
+            h.admin(f"CREATE TABLE {h.table}_strict (v INTEGER) STRICT")
+            statements = [
+                ("SELECT zeroblob(2000000000)", None),  # string or blob too big
+                (f"INSERT INTO {h.table}_strict VALUES ('x')", None),  # a STRICT column cannot hold the value
+            ]
+        for index, (statement, params) in enumerate(statements):
+            message = msg(f"data{index}")
+            assert h.call("process", message, h.statement_handler(statement, params)) is Outcome.DEAD, statement
+            record = h.call("get", message.source, message.message_id)
+            assert record.status is Status.DEAD
+            assert record.last_error.startswith("DataError: "), record.last_error
+        assert h.effects() == 0
+
+    def test_a_permanent_error_in_an_isolated_batch_parks_only_that_message(self, h: Harness) -> None:
+        """isolate=True: a DataError of one message's SQL parks it (DEAD, settled); its batch-mates commit."""
+        statement = h.sql("SELECT 99999999999::int", "SELECT zeroblob(2000000000)")
+        batch = [msg("d1"), msg("d2"), msg("d3")]
+        handler = h.statement_handler(statement, poison="d2")
+        with pytest.raises(DataError) as raised:
+            h.call("process_batch", batch, handler)
+        assert raised.value.__cause__ is not None
+        assert h.call("records") == []
+        assert h.call("process_batch", batch, handler, isolate=True) == [
+            Outcome.PROCESSED,
+            Outcome.DEAD,
+            Outcome.PROCESSED,
+        ]
+        assert [h.effects(m.message_id) for m in batch] == [1, 0, 1]
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "d2").status is Status.DEAD
+
+    def test_a_transient_error_of_the_handler_costs_no_attempt(self, h: Harness) -> None:
+        """A TransientError from the handler rolls back, records nothing, and propagates as raised."""
+        error = StoreError("accounting database restarting")
+        with pytest.raises(StoreError) as raised:
+            h.process(msg("tr"), fail=error)
+        assert raised.value is error
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "tr") is None
+        with pytest.raises(Boom):
+            h.process(msg("tr"), fail=Boom())
+        with pytest.raises(NotSettledError):
+            h.process(msg("tr"), fail=NotSettledError("busy"))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "tr")
+        assert (record.status, record.attempts) == (Status.FAILED, 1)
+        assert h.process(msg("tr")) is Outcome.PROCESSED
+
+    def test_lease_mode_parks_a_permanent_error_and_gives_back_a_transient_one(self, h: Harness) -> None:
+        """Lease mode: a PermanentError parks the claim (DEAD); a TransientError releases it with no attempt."""
+        assert h.process(msg("lp"), fail=DataError("no such currency"), lease=lease(30)) is Outcome.DEAD
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "lp")
+        assert (record.status, record.lease_until, record.last_error) == (
+            Status.DEAD,
+            None,
+            "DataError: no such currency",
+        )
+        with pytest.raises(SourceError):
+            h.process(msg("lt"), fail=SourceError("api unreachable"), lease=lease(30))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "lt")
+        assert (record.status, record.attempts, record.lease_until) == (Status.FAILED, 0, None)
+        assert h.process(msg("lt"), lease=lease(30)) is Outcome.PROCESSED
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "lt").attempts == 1
 
     # -- batches ------------------------------------------------------------------------------------------------
     def test_batch_hands_only_new_messages_and_returns_one_outcome_each(self, h: Harness) -> None:
