@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -21,6 +22,7 @@ from edinbox import (
     SourceError,
     Status,
     StoreError,
+    Tx,
 )
 
 
@@ -463,6 +465,91 @@ class InboxContract:
         record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L5")
         assert (record.status, record.lease_until, record.last_error) == (Status.FAILED, None, "Boom: api down")
         assert h.process(msg("L5"), lease=lease(30)) is Outcome.PROCESSED
+
+    def lease_handler(self, h: Harness, inner: list[object], *, extend: bool, late: bool = False) -> Any:
+        """A lease-mode handler that outlives a 0.1 s lease, then lets a second delivery of its message try.
+
+        With `extend` it first extends its lease (to 60 s) as a heartbeat; with `late` it extends only after
+        the second delivery, as a heartbeat that came too late. `inner` gets what the second delivery got.
+        """
+        inbox, effect = h.inbox, h.handler()
+        if h.asynchronous:
+
+            async def async_handler(tx: Tx, message: Message) -> None:
+                if extend and not late:
+                    await tx.extend_lease(timedelta(seconds=60))
+                    record = await inbox.get(message.source, message.message_id)
+                    inner.append(record.lease_until - record.received_at)
+                await asyncio.sleep(0.3)
+                try:
+                    inner.append(await inbox.process(message, effect, lease=lease(30)))
+                except NotSettledError as exc:
+                    inner.append(exc)
+                if late:
+                    await tx.extend_lease()
+
+            return async_handler
+
+        def sync_handler(tx: Tx, message: Message) -> None:
+            if extend and not late:
+                tx.extend_lease(timedelta(seconds=60))
+                record = inbox.get(message.source, message.message_id)
+                inner.append(record.lease_until - record.received_at)
+            time.sleep(0.3)
+            try:
+                inner.append(inbox.process(message, effect, lease=lease(30)))
+            except NotSettledError as exc:
+                inner.append(exc)
+            if late:
+                tx.extend_lease()
+
+        return sync_handler
+
+    def test_a_handler_that_extends_its_lease_is_not_run_twice(self, h: Harness) -> None:
+        """A handler outliving its first lease but extending it keeps a concurrent delivery out (NotSettledError)."""
+        inner: list[object] = []
+        assert h.call("process", msg("E1"), self.lease_handler(h, inner, extend=True), lease=lease(0.1)) is (
+            Outcome.PROCESSED
+        )
+        ahead, second = inner
+        assert isinstance(ahead, timedelta)
+        assert ahead > timedelta(seconds=50)
+        assert isinstance(second, NotSettledError)
+        assert h.seen == []
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "E1")
+        assert (record.status, record.attempts, record.lease_until) == (Status.PROCESSED, 1, None)
+
+    def test_without_the_heartbeat_an_expired_lease_is_taken_over(self, h: Harness) -> None:
+        """The same schedule without extend_lease lets the second delivery run; the first cannot complete."""
+        inner: list[object] = []
+        with pytest.raises(NotSettledError):
+            h.call("process", msg("E2"), self.lease_handler(h, inner, extend=False), lease=lease(0.1))
+        assert inner == [Outcome.PROCESSED]
+        assert len(h.seen) == 1
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "E2").attempts == 2
+
+    def test_extending_a_lost_lease_raises_not_settled(self, h: Harness) -> None:
+        """extend_lease() after another delivery took the message over raises NotSettledError; nothing is charged."""
+        inner: list[object] = []
+        with pytest.raises(NotSettledError, match="lost"):
+            h.call("process", msg("E3"), self.lease_handler(h, inner, extend=True, late=True), lease=lease(0.1))
+        assert inner == [Outcome.PROCESSED]
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "E3")
+        assert (record.status, record.attempts) == (Status.PROCESSED, 2)
+
+    def test_a_requeued_conflict_gets_an_idempotency_key_of_its_own(self, h: Harness) -> None:
+        """The corrected payload of a requeued conflict runs with a new key, the same on each of its redeliveries."""
+        assert h.process(msg("K", b"amount=100"), lease=lease(30)) is Outcome.PROCESSED
+        assert h.process(msg("K", b"amount=120"), lease=lease(30)) is Outcome.CONFLICT
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "K") is True
+        with pytest.raises(Crash):
+            h.process(msg("K", b"amount=120"), fail=Crash(), lease=lease(0.05))
+        time.sleep(0.1)
+        assert h.process(msg("K", b"amount=120"), lease=lease(30)) is Outcome.PROCESSED
+        assert h.process(msg("K", b"amount=120"), lease=lease(30)) is Outcome.DUPLICATE
+        original, corrected, again = h.keys
+        assert corrected != original
+        assert again == corrected
 
     # -- purge --------------------------------------------------------------------------------------------------
     def test_purge_deletes_only_old_settled_rows_in_batches(self, h: Harness) -> None:

@@ -19,6 +19,7 @@ from edinbox import (
     Outcome,
     SourceError,
     StoreError,
+    Tx,
 )
 from edinbox._core import (
     MAX_KEY_BYTES,
@@ -114,6 +115,12 @@ def test_idempotency_key_of_a_requeued_conflict_follows_its_fingerprint() -> Non
     assert corrected != idempotency_key("c", "s", "1")
     assert corrected == idempotency_key("c", "s", "1", fingerprint="f2", requeued="f2")
     assert corrected != idempotency_key("c", "s", "1", fingerprint="f3", requeued="f3")
+
+
+def test_extend_lease_outside_lease_mode_is_a_configuration_error() -> None:
+    """A transactional handler has no lease to extend: extend_lease() says which mode it needs."""
+    with pytest.raises(ConfigurationError, match="lease mode"):
+        Tx(None, "sqlite").extend_lease()
 
 
 def test_judge_names_who_pays_for_each_failure() -> None:
