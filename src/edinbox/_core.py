@@ -70,7 +70,8 @@ class Status(enum.Enum):
     FAILED = "failed"
     """The handler failed fewer than `max_attempts` times; the next delivery retries it."""
     DEAD = "dead"
-    """Parked: the handler failed `max_attempts` times (or an expired at-most-once lease); an operator decides."""
+    """Parked: the handler failed `max_attempts` times, or once with a PermanentError (or an expired at-most-once
+    lease); an operator decides."""
     CONFLICT = "conflict"
     """Processed, and later delivered again under the same key with another fingerprint; kept for operators."""
 

@@ -23,7 +23,7 @@ class Outcome(enum.Enum):
     CONFLICT = "conflict"
     """Key already processed with a different fingerprint: nothing ran, kept for operators."""
     DEAD = "dead"
-    """The handler failed `max_attempts` times: parked with its last error until requeued."""
+    """Parked with its reason until requeued: the handler failed `max_attempts` times, or once permanently."""
 
 
 @dataclass(frozen=True, slots=True)
