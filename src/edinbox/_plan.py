@@ -55,8 +55,12 @@ def key_params(consumer: str, message: Message) -> dict[str, Any]:
 
 
 def describe(exc: BaseException) -> str:
-    """A handler error as the journal keeps it: type and message, credentials masked, at most 4,000 characters."""
-    return mask(f"{type(exc).__qualname__}: {exc}")[:4000]
+    """A handler error as the journal keeps it: type and message, credentials masked, at most 4,000 characters.
+
+    A NUL or a lone surrogate in the message is escaped, so every store can hold the text.
+    """
+    text = mask(f"{type(exc).__qualname__}: {exc}")[:4000].replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def failure_rows(

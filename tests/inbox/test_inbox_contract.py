@@ -137,6 +137,13 @@ class InboxContract:
         assert record.attempts == 1
         assert record.last_error == "Boom: accounting said no"
 
+    def test_a_handler_error_with_a_nul_or_a_surrogate_is_recorded(self, h: Harness) -> None:
+        """An error message no store can hold as is (NUL, lone surrogate) is escaped and the attempt recorded."""
+        with pytest.raises(Boom):
+            h.process(msg("nul"), fail=Boom("bad \x00 byte \ud800"))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "nul")
+        assert (record.status, record.last_error) == (Status.FAILED, "Boom: bad \\x00 byte \\ud800")
+
     def test_failed_message_is_retried_by_the_next_delivery(self, h: Harness) -> None:
         """After a failure the next delivery runs the handler again and settles it."""
         with pytest.raises(Boom):
