@@ -102,16 +102,20 @@ class Failure(enum.Enum):
     PARK = "park"
     """A PermanentError: the message alone is parked (dead) at once with the reason; it is settled."""
     UNSETTLED = "unsettled"
-    """A TransientError: rollback, nothing is recorded, no attempt is counted; the message is not settled."""
+    """A TransientError (or a configuration error): rollback, nothing recorded, no attempt; not settled."""
     ATTEMPT = "attempt"
     """The handler's own exception: one failed attempt toward max_attempts; the message is not settled."""
 
 
 def judge(error: Exception) -> Failure:
-    """Decide who pays for `error`, a handler failure as edinbox sees it (driver errors already mapped)."""
+    """Decide who pays for `error`, a handler failure as edinbox sees it (driver errors already mapped).
+
+    A ConfigurationError or SchemaError is the operator's to fix, not the message's: it costs nothing, as a
+    TransientError does.
+    """
     if isinstance(error, PermanentError):
         return Failure.PARK
-    if isinstance(error, TransientError):
+    if isinstance(error, TransientError | ConfigurationError | SchemaError):
         return Failure.UNSETTLED
     return Failure.ATTEMPT
 

@@ -10,8 +10,9 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 - handler exception: rollback, then who pays is decided by `_core.judge` (a driver error raised by the
   handler's own SQL is first mapped by the store to DataError or StoreError, chained from it):
   a PermanentError (DataError, LimitError, or the user's own subclass) parks the message at once, dead with the
-  reason, and `process` returns DEAD (settled); a TransientError (StoreError, NotSettledError, SourceError)
-  records nothing, counts no attempt and propagates; any other exception (the handler's own) counts one attempt,
+  reason, and `process` returns DEAD (settled); a TransientError (StoreError, NotSettledError, SourceError), or
+  a ConfigurationError or SchemaError (the operator's to fix), records nothing, counts no attempt and
+  propagates; any other exception (the handler's own) counts one attempt,
   recorded in a separate transaction, and propagates unchanged. The failure that reaches `max_attempts` parks the
   row as dead at once (the exception still propagates, so the caller does not ack); the next delivery returns
   DEAD. When the failure itself cannot be recorded, StoreError propagates: not settled, nothing counted.

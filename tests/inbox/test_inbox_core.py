@@ -13,10 +13,12 @@ from edinbox import (
     ConfigurationError,
     DataError,
     Inbox,
+    InboxError,
     LimitError,
     Message,
     NotSettledError,
     Outcome,
+    SchemaError,
     SourceError,
     StoreError,
     Tx,
@@ -124,12 +126,14 @@ def test_extend_lease_outside_lease_mode_is_a_configuration_error() -> None:
 
 
 def test_judge_names_who_pays_for_each_failure() -> None:
-    """PermanentError parks, TransientError costs nothing, anything else (the handler's own) counts an attempt."""
+    """PermanentError parks; TransientError and configuration errors cost nothing; anything else counts an attempt."""
     assert judge(DataError("x")) is Failure.PARK
     assert judge(LimitError("x")) is Failure.PARK
     assert [judge(e) for e in (StoreError("x"), NotSettledError("x"), SourceError("x"))] == [Failure.UNSETTLED] * 3
     assert judge(ValueError("x")) is Failure.ATTEMPT
-    assert judge(ConfigurationError("x")) is Failure.ATTEMPT
+    assert judge(InboxError("x")) is Failure.ATTEMPT
+    assert judge(ConfigurationError("x")) is Failure.UNSETTLED
+    assert judge(SchemaError("x")) is Failure.UNSETTLED
 
 
 @pytest.mark.parametrize(
