@@ -76,16 +76,28 @@ class Harness:
         assert self.runner is not None
         return self.runner.run(coroutine_factory())
 
-    def handler(self, *, fail: BaseException | None = None, effect: bool = True, poison: str | None = None) -> Any:
+    def handler(
+        self,
+        *,
+        fail: BaseException | None = None,
+        effect: bool = True,
+        poison: str | None = None,
+        failures: dict[str, BaseException] | None = None,
+    ) -> Any:
         """A handler that records the effect of each message it gets, then raises `fail` if given.
 
-        With `poison`, it raises `fail` only when it gets the message of that id (alone or in a batch).
+        With `poison`, it raises `fail` only when it gets the message of that id (alone or in a batch); with
+        `failures` (message id -> exception), it raises the exception of the first such message it gets.
         """
         sql = self.insert_effect_sql()
+        if poison is not None and fail is not None:
+            failures = {poison: fail}
 
         def failing(message: Message | list[Message]) -> BaseException | None:
             batch = message if isinstance(message, list) else [message]
-            return fail if poison is None or any(m.message_id == poison for m in batch) else None
+            if failures is None:
+                return fail
+            return next((failures[m.message_id] for m in batch if m.message_id in failures), None)
 
         def note(tx: Tx, message: Message | list[Message]) -> list[Message]:
             """Record what the handler got (and its idempotency key); return the messages whose effect it writes."""

@@ -395,6 +395,21 @@ class InboxContract:
         assert h.process_batch([msg("i1"), msg("i2")], isolate=True) == [Outcome.PROCESSED] * 2
         assert h.seen == [["i1", "i2"]]
 
+    def test_a_store_error_stops_the_isolation_for_the_rest_of_the_batch(self, h: Harness) -> None:
+        """During isolation a StoreError fills its position and every later one, untried; earlier ones settled."""
+        poison, down = Boom("poison"), StoreError("database restarting")
+        handler = h.handler(failures={"p": poison, "b": down})
+        batch = [msg("a"), msg("p"), msg("b"), msg("c")]
+        results = h.call("process_batch", batch, handler, isolate=True)
+        assert results == [Outcome.PROCESSED, poison, down, down]
+        assert h.seen == [["a", "p", "b", "c"], ["a"], ["p"], ["b"]]
+        assert [h.call("get", "X12:ZZ:ACME>ZZ:HUB", i) is None for i in ("a", "p", "b", "c")] == [
+            False,
+            False,
+            True,
+            True,
+        ]
+
     def test_transient_failure_in_an_isolated_batch_propagates_and_charges_no_one(self, h: Harness) -> None:
         """A TransientError from the batch handler is not isolated: it propagates and nothing is recorded."""
         error = SourceError("broker went away")
