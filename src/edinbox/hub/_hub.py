@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, InboxError, NotSettledError, TransientError
+from edinbox._errors import ConfigurationError, InboxError, NotSettledError, PermanentError, TransientError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
@@ -209,8 +209,10 @@ class Hub:
         """Settle the whole batch in one transaction; False when a handler failed (the batch rolled back)."""
         try:
             await self.inbox.process_batch(batch.messages, batch.create, before_commit=batch.record)
-        except InboxError:
-            raise
+        except InboxError as exc:
+            if not isinstance(exc, PermanentError):
+                raise
+            return False  # a value the sink cannot hold: settled alone, its message is parked
         except Exception:  # find (and charge) the message that failed, one by one
             return False
         return True
