@@ -185,3 +185,39 @@ async def test_crash_after_the_post_is_retried_with_the_same_key_and_creates_one
     assert retried == [first_key]
     assert [i["number"] for i in service.invoices()] == ["INV-9"]
     assert (await inbox.stats()).processed == 1
+
+
+async def test_a_network_error_is_transient_and_costs_no_attempt(inbox: AsyncInbox) -> None:
+    """A refused connection is AccountingUnreachable, a TransientError: unsettled, and the attempt is given back."""
+    from edinbox import TransientError
+    from edinbox.hub.http_sink import AccountingUnreachable
+
+    sink = HttpAccounting("http://127.0.0.1:9/invoices", timeout=2)
+
+    async def handler(tx: Tx, msg: Message) -> None:
+        await sink.create(tx, msg, [invoice("INV-1")])
+
+    with pytest.raises(AccountingUnreachable) as caught:
+        await inbox.process(Message("m", "s", b"x"), handler, lease=LEASE)
+    assert isinstance(caught.value, TransientError)
+    record = await inbox.get("s", "m")
+    assert record is not None
+    assert record.attempts == 0
+
+
+async def test_a_4xx_refusal_is_permanent_and_parks_the_interchange_at_once(
+    service: AccountingService, inbox: AsyncInbox
+) -> None:
+    """A 400 from the API (data it cannot take) is AccountingRefused: the interchange is parked on its first try."""
+    sink = HttpAccounting(service.url)
+
+    async def handler(tx: Tx, msg: Message) -> None:
+        await sink.create(tx, msg, [invoice("")])  # no invoice number: the API answers 400
+
+    outcome = await inbox.process(Message("m", "s", b"x"), handler, lease=LEASE)
+    assert outcome is Outcome.DEAD
+    record = await inbox.get("s", "m")
+    assert record is not None
+    assert record.attempts == 1
+    assert "answered 400" in (record.last_error or "")
+    assert service.invoices() == []

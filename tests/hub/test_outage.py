@@ -179,3 +179,33 @@ def test_sigterm_while_waiting_for_the_database_exits_0(spool: Path) -> None:
     hub = HubProcess("--db", nowhere, "--source", f"dir://{spool}")
     wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
     assert hub.stop() == 0
+
+
+def test_the_hub_waits_out_an_accounting_api_outage(spool: Path, tmp_path: Path) -> None:
+    """The HTTP accounting API down at first: the hub logs it once, waits, then creates each invoice exactly once."""
+    from edinbox.hub.accounting_service import AccountingService
+
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    asyncio.run(init(HubConfig(db=db)))
+    source = f"dir://{spool}"
+    asyncio.run(publish(source, invoices(12)))
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/invoices"
+    hub = HubProcess("--db", db, "--source", source, "--accounting", api, "--lease", "30s")
+    wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
+    time.sleep(1)
+    with AccountingService(tmp_path / "accounting.db", port=port) as service:
+        wait_for(lambda: spool_empty(spool), timeout=60, what="the hub to catch up")
+        assert hub.proc.poll() is None
+        assert hub.stop() == 0
+        created = service.invoices()
+    assert sorted(i["number"] for i in created) == sorted(f"OUT-{i}" for i in range(12))
+    [down] = hub.events("dependency-down")
+    [back] = hub.events("dependency-back")
+    assert "dependency=accounting" in down
+    assert "dependency=accounting" in back
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "hub.db") as conn:
+        rows = conn.execute("SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts").fetchall()
+    assert rows == [("processed", 1, 12)]  # the outage cost no attempt

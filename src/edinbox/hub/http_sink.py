@@ -7,8 +7,12 @@ retried, after the lease expired, with the same keys: the API answers the first 
 
 Answers: 201 created; 200/201 with `Idempotent-Replayed: true` the same invoice again (counted as created: this
 interchange created it); 409 the invoice already exists under another key (a partner re-sent it in a new
-interchange: counted as existing). 422 (the key reused with another body) and other 4xx raise AccountingError,
-5xx and network errors raise AccountingError too: the message is not settled and the broker redelivers it.
+interchange: counted as existing).
+
+Who pays: a network error, a timeout, 408, 429 and 5xx raise AccountingUnreachable, a TransientError: the claim's
+attempt is given back, the delivery stays unsettled and the hub waits the outage out with backoff (a new
+connection each try). Any other 4xx (400 a body the API cannot read, 422 the key reused with another body) is the
+data's fault and will not change on a retry: AccountingRefused, a PermanentError, parks the interchange at once.
 """
 
 from __future__ import annotations
@@ -19,16 +23,30 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from edinbox._errors import ConfigurationError, InboxError
+from edinbox._errors import ConfigurationError, InboxError, PermanentError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.hub._accounting import Accounting, Created
 
-__all__ = ["AccountingError", "HttpAccounting", "invoice_json"]
+__all__ = ["AccountingError", "AccountingRefused", "AccountingUnreachable", "HttpAccounting", "invoice_json"]
+
+_RETRYABLE = frozenset({408, 425, 429})
+"""4xx answers that say "later", not "never"."""
 
 
 class AccountingError(InboxError):
-    """The accounting API refused an invoice or could not be reached; the message is not settled."""
+    """The accounting API did not create an invoice (see the two kinds below)."""
+
+
+class AccountingUnreachable(AccountingError, TransientError):
+    """The accounting API could not be reached or answered "later" (network, timeout, 408/429, 5xx): retry."""
+
+    dependency = "accounting"
+    """What the hub's outage lines call it."""
+
+
+class AccountingRefused(AccountingError, PermanentError):
+    """The accounting API refused this interchange's data (a 4xx): it is parked, never retried as it is."""
 
 
 def _plain(value: Any) -> Any:
@@ -94,16 +112,22 @@ class HttpAccounting(Accounting):
                         self.url, json=invoice_json(invoice, message), headers={"Idempotency-Key": key}
                     )
                 except httpx.HTTPError as exc:
-                    raise AccountingError(f"POST {mask(self.url)} failed: {mask(str(exc))}") from exc
+                    raise AccountingUnreachable(f"POST {mask(self.url)} failed: {mask(str(exc))}") from exc
                 if response.status_code == 409:
                     existing += 1
                 elif response.status_code in (200, 201):
                     created += 1
                 else:
-                    raise AccountingError(
-                        f"POST {mask(self.url)} answered {response.status_code} for key {key}: {response.text[:500]}"
-                    )
+                    raise _refusal(response.status_code, f"POST {mask(self.url)}", key, response.text)
         finally:
             if self._client is None:
                 await client.aclose()
         return Created(created=created, existing=existing)
+
+
+def _refusal(status: int, request: str, key: str, body: str) -> AccountingError:
+    """The error for an answer that created nothing: transient for 5xx and "later", permanent for other 4xx."""
+    text = f"{request} answered {status} for key {key}: {body[:500]}"
+    if status >= 500 or status in _RETRYABLE:
+        return AccountingUnreachable(text)
+    return AccountingRefused(text)
