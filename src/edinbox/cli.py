@@ -167,6 +167,7 @@ def _echo(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: boo
     help="POST invoices to this HTTP API (lease mode, Idempotency-Key) instead of the invoices table",
 )
 @_setting("--give-up-after", help="exit 2 when the database or source stays down this long (5m, 1h)  [default: never]")
+@_setting("--max-payload", help="bigger deliveries are parked unparsed (65536, 100KB, 32MiB)  [default: 32MiB]")
 def run(
     *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, accounting: str | None, **settings: Any
 ) -> None:

@@ -15,6 +15,7 @@ retention = "30d"               # journal rows older than this may be purged (ne
 lease = "5m"                    # lease mode (a non-transactional accounting sink): how long a claim is held
 give_up_after = ""              # exit (code 2) when a dependency stays down this long; empty: wait forever
 non_edi = "reject"              # payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)
+max_payload = "32MiB"           # bigger payloads are parked unparsed (bytes, or 100KB, 32MiB, 1GiB)
 
 [routes]                        # message type -> "inbox" | "bypass"
 INVOIC = "inbox"
@@ -36,11 +37,14 @@ from typing import Any
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["DEFAULT_ROUTES", "HubConfig", "load_config", "parse_duration"]
+__all__ = ["DEFAULT_ROUTES", "MAX_PAYLOAD", "HubConfig", "load_config", "parse_duration", "parse_size"]
 
 INBOX = "inbox"
 BYPASS = "bypass"
 _ROUTES = (INBOX, BYPASS)
+
+MAX_PAYLOAD = 32 * 1024 * 1024
+"""The default `max_payload`: a delivery bigger than this is parked with its reason, never parsed."""
 
 DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
     {
@@ -73,11 +77,17 @@ class HubConfig:
     lease: str = "5m"
     non_edi: str = "reject"
     give_up_after: str = ""
+    max_payload: int = MAX_PAYLOAD
+    """Bytes a delivery may have; a bigger one is parked unparsed (a size text such as "32MiB" is accepted)."""
     default_route: str = INBOX
     routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
 
     def __post_init__(self) -> None:
         """Refuse values that cannot work, with a sentence saying which."""
+        if not isinstance(self.max_payload, int) or isinstance(self.max_payload, bool):
+            object.__setattr__(self, "max_payload", parse_size(self.max_payload))
+        if self.max_payload < 1:
+            raise ConfigurationError("max_payload must be at least 1 byte")
         if self.batch_size < 1:
             raise ConfigurationError("batch_size must be at least 1")
         if self.poll_timeout <= 0 or self.idle_timeout < 0:
@@ -141,3 +151,18 @@ def parse_duration(text: str) -> timedelta:
     if not match:
         raise ConfigurationError(f"{text!r} is not a duration (examples: 30d, 12h, 15m, 45s)")
     return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
+
+
+def parse_size(value: object) -> int:
+    """Parse a number of bytes, or a size such as `100KB`, `32MiB`, `1.5GB` (KiB, MiB, GiB: powers of 1024)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    if not match:
+        raise ConfigurationError(f"max_payload {value!r} is not a size (examples: 65536, 100KB, 32MiB, 1GiB)")
+    number, prefix, binary = match.groups()
+    power = "kmgt".index(prefix.lower()) + 1 if prefix else 0
+    return int(float(number) * (1024 if binary else 1000) ** power)

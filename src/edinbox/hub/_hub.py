@@ -14,100 +14,27 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, InboxError, NotSettledError, PermanentError, TransientError
+from edinbox._errors import ConfigurationError, InboxError, NotSettledError, TransientError
 from edinbox._message import Message, Outcome
-from edinbox._plan import Key
-from edinbox._records import Tx
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
-from edinbox.hub._config import BYPASS, INBOX, HubConfig, parse_duration
+from edinbox.hub._batch import Batch, Work
+from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
-from edinbox.hub._plan import REJECT, Item, plan
-from edinbox.hub._tables import count, park
+from edinbox.hub._plan import REJECT, Item, cut, plan
+from edinbox.hub._progress import progress
 from edinbox.sources import Source, open_source
 from edinbox.sources._base import Delivery
 
 __all__ = ["Hub", "open_hub"]
 
 _NACK_DELAY = 1.0
-
-
-@dataclass(slots=True)
-class _Work:
-    """One delivery of the batch and what became of its items."""
-
-    delivery: Delivery
-    items: list[Item]
-    outcomes: dict[int, str] = field(default_factory=dict)
-    unsettled: bool = False
-
-
-class _Batch:
-    """The inbox side of one batch: the handler that creates invoices, and the bookkeeping that records outcomes."""
-
-    def __init__(self, hub: Hub, work: Sequence[_Work]) -> None:
-        self.hub = hub
-        self.work = work
-        self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
-        self.by_key: dict[Key, Item] = {}
-        for _, _, item in self.entries:
-            if item.message is not None:
-                self.by_key.setdefault(item.message.key, item)
-        self.messages = [item.message for _, _, item in self.entries if item.message is not None]
-        self.effects: dict[Key, str] = {}
-        self.counted: set[Key] = set()
-
-    async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
-        """The inbox handler: create each new interchange's invoices through the accounting sink."""
-        for message in messages:
-            item = self.by_key[message.key]
-            invoices = item.interchange.invoices() if item.interchange is not None else []
-            created = await self.hub.accounting.create(tx, message, invoices)
-            self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
-
-    async def create_one(self, tx: Tx, message: Message) -> None:
-        """The handler for one message settled alone: create, and count it in its own transaction when there is one."""
-        await self.create(tx, [message])
-        if tx.unit is not None:
-            await count(tx, consumer=self.hub.config.consumer, counts={self.effects[message.key]: 1})
-            self.counted.add(message.key)
-
-    async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
-        """Before the commit: note each item's outcome, park rejected payloads, add the counters."""
-        for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
-            if outcome is None:
-                w.unsettled = True
-            elif outcome is Outcome.PROCESSED and item.message is not None:
-                w.outcomes[i] = self.effects.get(item.message.key, "processed")
-            else:
-                w.outcomes[i] = outcome.value
-        consumer = self.hub.config.consumer
-        counts: Counter[str] = Counter()
-        for w in self.work:
-            for i, item in enumerate(w.items):
-                if item.route == BYPASS:
-                    w.outcomes[i] = "bypassed"
-                elif item.route == REJECT:
-                    w.outcomes[i] = "rejected"
-                    await park(
-                        tx,
-                        consumer=consumer,
-                        fingerprint=item.fingerprint,
-                        delivery=w.delivery.coordinates,
-                        reason=item.reason,
-                        payload=item.payload,
-                    )
-                settled = w.outcomes.get(i)
-                if settled is not None and not (item.message is not None and item.message.key in self.counted):
-                    counts[settled] += 1
-        await count(tx, consumer=consumer, counts=counts)
 
 
 class Hub:
@@ -161,15 +88,18 @@ class Hub:
         if not deliveries:
             return 0
         started = time.monotonic()
-        work = [_Work(d, self._plan(d)) for d in deliveries]
-        try:
-            await self._settle(work)
-        except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
-            await self._release(work)
-            return len(work)
-        except TransientError:  # a dependency failed: nothing is settled or charged, everything comes back
-            await self._release(work)
-            raise
+        async with progress(self.source, deliveries):
+            # parsed off the event loop, so the source's connection and `progress` keep beating meanwhile
+            plans = await asyncio.to_thread(lambda: [self._plan(d) for d in deliveries])
+            work = [Work(d, items) for d, items in zip(deliveries, plans, strict=True)]
+            try:
+                await self._settle(work)
+            except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
+                await self._release(work)
+                return len(work)
+            except TransientError:  # a dependency failed: nothing is settled or charged, everything comes back
+                await self._release(work)
+                raise
         if self.fault is not None:
             self.fault.committed()
         elapsed = (time.monotonic() - started) * 1000
@@ -177,7 +107,7 @@ class Hub:
             await self._finish(w, elapsed)
         return len(work)
 
-    async def _release(self, work: Sequence[_Work]) -> None:
+    async def _release(self, work: Sequence[Work]) -> None:
         """Hand unsettled deliveries back to the source; a failing nack is itself transient, and the broker or spool
         brings them back anyway."""
         for w in work:
@@ -186,52 +116,72 @@ class Hub:
 
     def _plan(self, delivery: Delivery) -> list[Item]:
         """Plan a delivery; a parser failure parks it instead of crashing the hub on every redelivery."""
+        kept = kept_at(self.source)
         try:
-            return plan(delivery, self.config)
+            return plan(delivery, self.config, kept=kept)
         except Exception as exc:
-            reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {exc}"
-            return [Item(REJECT, delivery.coordinates, reason=reason, payload=bytes(delivery.payload))]
+            reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {str(exc)[:500]}"
+            item = Item(REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
+            return [cut(item, size=len(delivery.payload), kept=kept)]
 
-    async def _settle(self, work: Sequence[_Work]) -> None:
+    async def _settle(self, work: Sequence[Work]) -> None:
         """Settle the batch: its journal rows, invoices, parked payloads and counters in one transaction.
 
         Copies of one key in one batch: the inbox settles the first, the others are duplicates. A handler failure
-        rolls the batch back; it is then settled message by message, so the failure is charged to its message.
+        rolls the batch back; the inbox then settles it message by message, so the failure is charged to its
+        message alone (see `_process`). Lease mode settles each message alone from the start.
         """
-        batch = _Batch(self, work)
-        if not self.accounting.lease and await self._settle_together(batch):
+        batch = Batch(work, accounting=self.accounting, consumer=self.config.consumer)
+        if not self.accounting.lease:
+            await self._process(batch)
             return
-        lease = parse_duration(self.config.lease) if self.accounting.lease else None
+        lease = parse_duration(self.config.lease)
         outcomes = [await self._process_one(m, batch.create_one, lease=lease) for m in batch.messages]
         await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
 
-    async def _settle_together(self, batch: _Batch) -> bool:
-        """Settle the whole batch in one transaction; False when a handler failed (the batch rolled back)."""
-        try:
-            await self.inbox.process_batch(batch.messages, batch.create, before_commit=batch.record)
-        except InboxError as exc:
-            if not isinstance(exc, PermanentError):
-                raise
-            return False  # a value the sink cannot hold: settled alone, its message is parked
-        except Exception:  # find (and charge) the message that failed, one by one
-            return False
-        return True
+    async def _process(self, batch: Batch) -> None:
+        """Settle the batch in one transaction, or, after a handler failure, each message alone.
+
+        Per message: an Outcome settles it (DEAD: a permanent data error the inbox parked, counted as dead); the
+        handler's own exception or NotSettledError leaves only its delivery unsettled (nacked); any other
+        TransientError (a StoreError stops the isolation) makes the whole step transient: it is raised, every
+        delivery of the batch is nacked, and the outage loop waits.
+        """
+        results = await self.inbox.process_batch(batch.messages, batch.create, isolate=True, before_commit=batch.record)
+        if not batch.isolated:
+            return  # settled together: `record` ran in the batch's transaction
+        outcomes: list[Outcome | None] = []
+        for message, result in zip(batch.messages, results, strict=True):
+            if isinstance(result, TransientError) and not isinstance(result, NotSettledError):
+                raise result
+            if isinstance(result, Exception):
+                self._not_settled(message, result)
+                outcomes.append(None)
+            else:
+                outcomes.append(result)
+        await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
 
     async def _process_one(self, message: Message, handler: Any, *, lease: timedelta | None = None) -> Outcome | None:
-        """Settle one message on its own; None when its handler failed (the attempt is recorded, no ack)."""
+        """Settle one message on its own; None when it stays unsettled: its handler failed (the attempt is
+        recorded) or a live lease holds it elsewhere. Only a TransientError or a configuration error is raised."""
         try:
             if lease is None:
                 return await self.inbox.process(message, handler)
             return await self.inbox.process(message, handler, lease=lease)
+        except NotSettledError as exc:
+            self._not_settled(message, exc)
+            return None
         except InboxError:
             raise
         except Exception as exc:
-            self.logger.warning(
-                _log.format_line("attempt-failed", {"key": f"{message.source}/{message.message_id}", "error": exc})
-            )
+            self._not_settled(message, exc)
             return None
 
-    async def _finish(self, w: _Work, elapsed: float) -> None:
+    def _not_settled(self, message: Message, error: Exception) -> None:
+        key = f"{message.source}/{message.message_id}"
+        self.logger.warning(_log.format_line("attempt-failed", {"key": key, "error": error}))
+
+    async def _finish(self, w: Work, elapsed: float) -> None:
         delivery = w.delivery
         if w.unsettled:
             await self.source.nack(delivery, delay=_NACK_DELAY)
@@ -289,6 +239,17 @@ async def open_hub(
             fault=fault,
             log_json=log_json,
         )
+
+
+def kept_at(source: Source) -> str:
+    """Where `source` keeps a payload the hub rejects: the spool's rejected/ folder, or the broker's dead letters."""
+    root = getattr(source, "root", None)
+    if root is not None:
+        return f"the spool's rejected folder {root}/rejected"
+    dead = getattr(source, "dead", None) or getattr(source, "dead_letter", None)
+    if dead:
+        return f"the dead letters {dead} of {source.url}"
+    return f"the dead letters of {source.url}"
 
 
 def give_up_after(config: HubConfig) -> timedelta | None:

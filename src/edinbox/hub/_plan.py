@@ -1,23 +1,42 @@
-"""What the hub does with one delivery, decided before any I/O: its interchanges, their keys and routes.
+"""What the hub does with one delivery, decided before any transaction: its interchanges, keys, invoices and routes.
 
 For an EDI payload the interchange key wins (`Interchange.message()`); the delivery's producer id or broker
-coordinates key only non-EDI payloads, and only when the configuration sends those through the inbox. A payload
-that does not parse, and an interchange without its trailer, are parked (route `reject`) with a reason.
+coordinates key only non-EDI payloads, and only when the configuration sends those through the inbox.
+
+Every fault of the data is found here, per interchange, and parks that interchange alone (route `reject`, with its
+reason), never its siblings and never the batch: a payload over `max_payload` (not parsed), a payload that does not
+parse, an interchange without its trailer, a key the journal cannot hold (LimitError), an invoice that cannot be read
+(EdiSyntaxError: a bad date, a missing DTM+137) or holds a value the invoices table cannot (`invoice_problem`).
+The invoices read here travel with the item, so the handler never reads them twice.
+
+A delivery whose items are all parked is rejected as a whole: the source keeps the whole payload (the spool's
+rejected/ folder, the broker's dead-letter queue), so the rejected table keeps only its first `HEAD` bytes and its
+reason says the full size and where the rest is. A parked interchange beside processed siblings is acked with them,
+so the rejected table keeps it whole (it is at most `max_payload`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from edinbox import edi
+from edinbox._errors import LimitError
 from edinbox._message import Message
+from edinbox.hub._checks import invoice_problem
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
 from edinbox.sources._base import Delivery
 
-__all__ = ["REJECT", "Item", "message_types", "plan"]
+__all__ = ["HEAD", "REJECT", "Item", "cut", "message_types", "plan"]
 
 REJECT = "reject"
+
+HEAD = 64 * 1024
+"""Bytes of a payload the rejected table keeps when the source keeps the whole of it."""
+
+_INVOICE_TYPES = ("INVOIC", "810")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +52,8 @@ class Item:
     types: tuple[str, ...] = ()
     reason: str = ""
     payload: bytes = b""
+    invoices: tuple[Any, ...] = ()
+    """The interchange's invoices (`edinbox.edi.Invoice`), read once while planning."""
 
     @property
     def fingerprint(self) -> str:
@@ -48,36 +69,86 @@ def message_types(interchange: edi.Interchange) -> tuple[str, ...]:
     return found
 
 
-def plan(delivery: Delivery, config: HubConfig) -> list[Item]:
-    """Split a delivery into items: one per interchange, or one for a payload that is not EDI."""
-    payload = bytes(delivery.payload)
-    try:
-        interchanges = edi.parse(payload)
-    except edi.EdiSyntaxError as exc:
-        return [_not_edi(delivery, payload, config, f"not a valid EDI interchange: {exc}")]
-    if not interchanges:
-        return [_not_edi(delivery, payload, config, "no EDI interchange found in the payload")]
-    items = []
-    for interchange in interchanges:
-        if not interchange.keyable:
-            problems = "; ".join(interchange.problems) or "the interchange has no trailer"
-            start, end = interchange.span
-            items.append(
-                Item(REJECT, f"{delivery.coordinates}", reason=f"unkeyable: {problems}", payload=payload[start:end])
-            )
-            continue
-        message = interchange.message()
-        types = message_types(interchange)
-        # one invoice among acknowledgments is enough to need the inbox
-        needs_inbox = any(config.route(t) == INBOX for t in types)
-        route = (INBOX if needs_inbox else BYPASS) if types else config.default_route
-        label = f"{message.source}/{message.message_id}"
-        items.append(Item(route, label, message=message, interchange=interchange, types=types))
+def plan(delivery: Delivery, config: HubConfig, *, kept: str = "") -> list[Item]:
+    """Split a delivery into items: one per interchange, or one for a payload that is refused or not EDI.
+
+    `kept` says where the source keeps a payload it rejects (e.g. "the dead-letter queue edi.in.dead"); the reason
+    of a parked payload cut to its first `HEAD` bytes names it.
+    """
+    items = _items(delivery, config)
+    if items and all(item.route == REJECT for item in items):
+        size = getattr(delivery, "size", None) or len(delivery.payload)
+        return [cut(item, size=size, kept=kept) for item in items]
     return items
 
 
-def _not_edi(delivery: Delivery, payload: bytes, config: HubConfig, reason: str) -> Item:
+def _items(delivery: Delivery, config: HubConfig) -> list[Item]:
+    refused: str = getattr(delivery, "reason", "")  # the source parked it itself (too big, not a regular file)
+    if refused:
+        return [Item(REJECT, delivery.coordinates, reason=refused, payload=delivery.payload[:HEAD])]
+    payload = delivery.payload
+    if len(payload) > config.max_payload:
+        reason = f"the payload has {len(payload)} bytes, more than max_payload ({config.max_payload}); not parsed"
+        return [Item(REJECT, delivery.coordinates, reason=reason, payload=payload[:HEAD])]
+    try:
+        interchanges = edi.parse(payload)
+    except edi.EdiSyntaxError as exc:
+        return [_not_edi(delivery, config, f"not a valid EDI interchange: {exc}")]
+    if not interchanges:
+        return [_not_edi(delivery, config, "no EDI interchange found in the payload")]
+    return [_interchange(delivery, interchange, config) for interchange in interchanges]
+
+
+def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubConfig) -> Item:
+    """Plan one interchange; a fault of its own data parks it alone."""
+
+    def parked(reason: str) -> Item:
+        return Item(REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
+
+    if not interchange.keyable:
+        return parked(f"unkeyable: {'; '.join(interchange.problems) or 'the interchange has no trailer'}")
+    try:
+        message = interchange.message()
+    except LimitError as exc:
+        return parked(f"its key cannot be journaled: {exc}")
+    types = message_types(interchange)
+    # one invoice among acknowledgments is enough to need the inbox
+    needs_inbox = any(config.route(t) == INBOX for t in types)
+    route = (INBOX if needs_inbox else BYPASS) if types else config.default_route
+    label = f"{message.source}/{message.message_id}"
+    invoices: Sequence[Any] = ()
+    if route == INBOX and any(t in _INVOICE_TYPES for t in types):
+        try:
+            invoices = interchange.invoices()
+        except (edi.EdiSyntaxError, ValueError, ArithmeticError) as exc:
+            # the parser promises EdiSyntaxError only; any other data fault of a number or date parks it the same way
+            return replace(parked(f"an invoice cannot be read: {exc}"), label=label)
+        if problem := invoice_problem(invoices):
+            return replace(parked(f"an invoice cannot be stored: {problem}"), label=label)
+    return Item(route, label, message=message, interchange=interchange, types=types, invoices=tuple(invoices))
+
+
+def _not_edi(delivery: Delivery, config: HubConfig, reason: str) -> Item:
+    payload = delivery.payload
     if config.non_edi == INBOX:
-        message = Message(delivery.key, delivery.source, payload, headers=dict(delivery.headers))
+        try:
+            message = Message(delivery.key, delivery.source, payload, headers=dict(delivery.headers))
+        except LimitError as exc:
+            reason = _short(f"its key cannot be journaled: {exc}")
+            return Item(REJECT, delivery.coordinates, reason=reason, payload=payload)
         return Item(INBOX, f"{message.source}/{message.message_id}", message=message)
-    return Item(REJECT, delivery.coordinates, reason=reason, payload=payload)
+    return Item(REJECT, delivery.coordinates, reason=_short(reason), payload=payload)
+
+
+def _short(reason: str, limit: int = 1000) -> str:
+    """A reason fit for one log line and one column: a huge value quoted in an error is cut."""
+    return reason if len(reason) <= limit else f"{reason[: limit - 40]}... ({len(reason)} characters)"
+
+
+def cut(item: Item, *, size: int, kept: str) -> Item:
+    """A parked item of a rejected delivery: its first HEAD bytes, the reason saying where the whole payload is."""
+    if size <= HEAD and len(item.payload) <= HEAD:
+        return item
+    where = f"; the whole payload is in {kept}" if kept else ""
+    reason = f"{item.reason} (payload of {size} bytes: its first {HEAD} kept here{where})"
+    return replace(item, reason=reason, payload=item.payload[:HEAD])
