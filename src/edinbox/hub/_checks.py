@@ -1,7 +1,9 @@
 """What the `invoices` table can hold, checked before any SQL runs, so one bad value parks one interchange.
 
 The SQL sink writes money as `NUMERIC(20, 4)` on PostgreSQL and as exact text on SQLite; both databases get the
-same rule here, so an invoice that one accepts the other accepts too. A value outside these limits is a permanent
+same rule here, so an invoice that one accepts the other accepts too. Line values (quantity, unit price, amount) are
+not stored by the SQL sink but travel to accounting: they may have any decimals, and at most the same digits before
+the decimal point. A value outside these limits is a permanent
 failure of its interchange (parked at once with the reason), never a database error that would fail its batch.
 """
 
@@ -35,6 +37,11 @@ def invoice_problem(invoices: Sequence[Any]) -> str | None:
                 return f"{label}: {what} {problem}"
         if len(invoice.lines) > MAX_LINES:
             return f"{label}: {len(invoice.lines)} lines is more than {MAX_LINES}"
+        for n, line in enumerate(invoice.lines, 1):
+            for what in ("quantity", "unit_price", "amount"):
+                value = getattr(line, what, None)
+                if value is not None and (problem := _size_problem(value)):
+                    return f"{label}: line {n} {what.replace('_', ' ')} {problem}"
     return None
 
 
@@ -64,6 +71,15 @@ def _money_problem(value: Decimal) -> str | None:
     if decimals > MAX_DECIMALS and value != value.quantize(Decimal(1).scaleb(-MAX_DECIMALS)).normalize():
         return f"{_short(value)} has more than {MAX_DECIMALS} decimals"
     if integer > MAX_DIGITS:
+        return f"{_short(value)} has more than {MAX_DIGITS} digits before the decimal point"
+    return None
+
+
+def _size_problem(value: Decimal) -> str | None:
+    """A line value with too many digits before the decimal point (any decimals are fine)."""
+    if not value.is_finite():
+        return f"{_short(value)} is not a finite number"
+    if value.adjusted() >= MAX_DIGITS:
         return f"{_short(value)} has more than {MAX_DIGITS} digits before the decimal point"
     return None
 

@@ -149,6 +149,6 @@ def cut(item: Item, *, size: int, kept: str) -> Item:
     """A parked item of a rejected delivery: its first HEAD bytes, the reason saying where the whole payload is."""
     if size <= HEAD and len(item.payload) <= HEAD:
         return item
-    where = f"; the whole payload is in {kept}" if kept else ""
-    reason = f"{item.reason} (payload of {size} bytes: its first {HEAD} kept here{where})"
+    where = f" is in {kept}" if kept else " was rejected by the source"
+    reason = f"{item.reason}; the first {HEAD} of its {size} bytes are kept here, the whole payload{where}"
     return replace(item, reason=reason, payload=item.payload[:HEAD])

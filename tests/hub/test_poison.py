@@ -1,0 +1,194 @@
+"""Poison never spreads: a bad message, file or value is parked alone and its neighbours go through.
+
+End to end on SQLite and PostgreSQL through the spool: good interchanges mixed with every bad input of
+`tests/hub/poison.py`; each bad one is parked with its reason, every good invoice is created once in the first run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from edinbox import Message
+from edinbox.hub import Accounting, Created, HubConfig, open_hub
+from edinbox.hub._ops import list_rows, show, stats
+from edinbox.hub._plan import HEAD
+from edinbox.sources.spool import publish
+
+from .poison import BAD, EDIFACT, bad_date, bad_inputs, good, huge_total
+
+MAX_PAYLOAD = 1024 * 1024
+
+
+def files(spool: Path, folder: str) -> list[str]:
+    """Names in a spool sub-folder (claims included for processing/)."""
+    root = spool / folder
+    if folder == "processing":
+        return [n for d in root.iterdir() if d.is_dir() for n in os.listdir(d)] if root.exists() else []
+    return sorted(os.listdir(root)) if root.exists() else []
+
+
+def oversized() -> bytes:
+    """Valid interchanges, more than MAX_PAYLOAD of them: refused by size, so none of their invoices is created."""
+    one = good(800_000_000, prefix="BIG")
+    return b"".join(good(800_000_000 + n, prefix="BIG") for n in range(MAX_PAYLOAD // len(one) + 2))
+
+
+def traffic() -> tuple[list[tuple[str, bytes]], int]:
+    """Good interchanges with every bad input between them, and a file of one good and one bad interchange.
+
+    Returns the files and the number of good invoices in them.
+    """
+    goods = [good(i) for i in range(1, 11)] + [good(i, partner=EDIFACT) for i in range(11, 16)]
+    bads = [*bad_inputs(), ("oversized", oversized())]
+    out: list[tuple[str, bytes]] = []
+    for i, payload in enumerate(goods):
+        out.append((f"good-{i}", payload))
+        if i < len(bads):
+            out.append(bads[i])
+    out.append(("pair", good(16) + bad_date().replace(b"900000001", b"900000009")))
+    return out, len(goods) + 1
+
+
+async def test_every_bad_input_is_parked_alone_and_every_good_invoice_created_once(
+    hub_config: HubConfig, spool: Path
+) -> None:
+    """One run over mixed traffic: good invoices created once, each bad input parked with its reason, nothing left."""
+    config = replace(hub_config, batch_size=8, max_payload=MAX_PAYLOAD)
+    payloads, invoices = traffic()
+    await publish(config.source, payloads)
+    async with open_hub(config) as hub:
+        totals = dict(await hub.run(once=True))
+    counts = await stats(config)
+    parked = await list_rows(config, status="rejected", limit=50)
+    reasons = {row["delivery"].split("~")[-1].removesuffix(".edi"): row["reason"] for row in parked}
+    assert counts["invoices"] == invoices
+    assert counts["processed"] == invoices
+    assert len(parked) == len(BAD) + 2  # every bad input, the oversized file, the bad half of the pair
+    assert "not a date" in reasons["bad-date"]
+    assert "DTM+137" in reasons["missing-dtm137"]
+    assert "digits before the decimal point" in reasons["total-1e21"]
+    assert "cannot be journaled" in reasons["control-10000"]
+    assert "quantity" in reasons["quantity-500000-digits"]
+    assert "not a valid EDI interchange" in reasons["not-edi"]
+    assert "max_payload" in reasons["oversized"]
+    assert "not a date" in reasons["pair"]
+    assert (counts["rejected"], counts["dead"], counts["duplicate"]) == (len(BAD) + 2, 0, 0)
+    assert counts["received"] == sum(totals.values()) == invoices + len(BAD) + 2  # one count per item
+    assert files(spool, "inbound") == []
+    assert files(spool, "processing") == []
+    rejected = [n for n in files(spool, "rejected") if not n.endswith(".reason")]
+    assert len(rejected) == len(BAD) + 1  # the pair's file was acked: its good half is settled
+    assert len(files(spool, "archive")) == invoices
+
+
+async def test_a_big_rejected_payload_is_kept_once(hub_config: HubConfig, spool: Path) -> None:
+    """A payload over max_payload is not parsed; the table keeps its first 64 KiB and names where the rest is."""
+    config = replace(hub_config, max_payload=MAX_PAYLOAD)
+    big = os.urandom(3 * MAX_PAYLOAD)
+    await publish(config.source, [("huge", big), ("ok", good(1))])
+    async with open_hub(config) as hub:
+        totals = dict(await hub.run(once=True))
+    assert totals == {"processed": 1, "rejected": 1}
+    [row] = await list_rows(config, status="rejected", limit=5)
+    assert f"{len(big)} bytes" in row["reason"]
+    assert "rejected" in row["reason"]
+    assert str(spool) in row["reason"]
+    detail = await show(config, row["key"])
+    assert detail is not None
+    stored = detail["payload"]
+    assert len(stored) <= 2 * HEAD  # however it is rendered, a head, not the whole payload
+    [parked] = [n for n in files(spool, "rejected") if not n.endswith(".reason")]
+    assert (spool / "rejected" / parked).read_bytes() == big
+
+
+async def test_a_small_rejected_payload_is_kept_whole(hub_config: HubConfig, spool: Path) -> None:
+    """A rejected payload under 64 KiB is kept whole in the table, its reason untouched."""
+    await publish(hub_config.source, [("date", bad_date())])
+    async with open_hub(hub_config) as hub:
+        await hub.run(once=True)
+    [row] = await list_rows(hub_config, status="rejected", limit=5)
+    assert "bytes" not in row["reason"]
+    detail = await show(hub_config, row["key"])
+    assert detail is not None
+    assert "20261399" in detail["payload"]
+
+
+class PoisonAccounting(Accounting):
+    """A sink that raises its own exception for one invoice number, the way a broken accounting rule would."""
+
+    def __init__(self, inner: Accounting, *, poison: str) -> None:
+        self.inner = inner
+        self.poison = poison
+        self.calls = 0
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Fail for the poison invoice, create the others."""
+        self.calls += 1
+        if any(i.number == self.poison for i in invoices):
+            raise RuntimeError(f"accounting refused {self.poison}")
+        return await self.inner.create(tx, message, invoices)
+
+
+async def test_one_handler_failure_in_a_batch_of_six_leaves_five_processed(hub_config: HubConfig, spool: Path) -> None:
+    """With max_attempts=1, one failing message in a batch of 6 is parked dead; the 5 others are processed at once,
+    charged nothing (no error on their rows), and the stats add up."""
+    config = replace(hub_config, max_attempts=1, batch_size=6, idle_timeout=2.0)  # outlasts the nack's delay
+    payloads = [(f"m{i}", good(300 + i)) for i in range(6)]
+    await publish(config.source, payloads)
+    async with open_hub(config) as hub:
+        hub.accounting = PoisonAccounting(hub.accounting, poison="G-303")
+        first = await hub.step()
+        assert first == 6
+        after_first = await stats(config)
+        assert (after_first["processed"], after_first["invoices"]) == (5, 5)
+        totals = dict(await hub.run(once=True))
+    counts = await stats(config)
+    assert (counts["processed"], counts["invoices"], counts["dead"]) == (5, 5, 1)
+    rows = await list_rows(config, status=None, limit=20)
+    dead = [r for r in rows if r["status"] == "dead"]
+    assert len(dead) == 1
+    assert "accounting refused G-303" in dead[0]["error"]
+    assert all(r["error"] == "" for r in rows if r["status"] == "processed")
+    assert totals == {"processed": 5, "not-settled": 1, "dead": 1}  # the failed delivery came back once, dead
+    assert counts["received"] == 6  # settled deliveries: the unsettled one was counted when it settled
+    assert files(spool, "inbound") == files(spool, "processing") == []
+
+
+async def test_a_data_error_of_one_invoice_is_not_a_database_failure(hub_config: HubConfig, spool: Path) -> None:
+    """A total of 10^21 among ten good 810s: the ten are created in the first run, the bad one parked alone."""
+    config = replace(hub_config, batch_size=11, max_attempts=3)
+    payloads = [(f"ok{i}", good(400 + i)) for i in range(10)]
+    payloads.insert(4, ("bad", huge_total()))
+    await publish(config.source, payloads)
+    async with open_hub(config) as hub:
+        totals = dict(await hub.run(once=True))
+    assert totals == {"processed": 10, "rejected": 1}
+    counts = await stats(config)
+    assert (counts["invoices"], counts["dead"]) == (10, 0)
+
+
+def test_run_once_over_poison_exits_zero(hub_config: HubConfig, spool: Path) -> None:
+    """`edinbox run --once` over every bad input and good ones exits 0 (no hub process exits on bad data)."""
+    import asyncio
+
+    payloads = [*bad_inputs(), ("g", good(500))]
+    asyncio.run(publish(hub_config.source, payloads))
+    args = ["run", "--once", "--db", hub_config.db, "--table", hub_config.table, "--source", hub_config.source]
+    done = subprocess.run(
+        [sys.executable, "-m", "edinbox.cli", *args, "--idle-timeout", "0.2", "--max-payload", "1MiB"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert files(spool, "inbound") == files(spool, "processing") == []
+    counts = asyncio.run(stats(hub_config))
+    assert (counts["invoices"], counts["rejected"]) == (1, len(BAD))
