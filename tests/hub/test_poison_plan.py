@@ -1,0 +1,160 @@
+"""The plan phase and its settings: max_payload, per-interchange parking, where a big payload is kept, progress."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from edinbox import ConfigurationError
+from edinbox.hub import HubConfig, load_config
+from edinbox.hub._config import MAX_PAYLOAD, parse_size
+from edinbox.hub._plan import HEAD, REJECT, plan
+from edinbox.hub._progress import progress
+from edinbox.sources import Delivery, Source
+
+from .poison import bad_date, good, huge_total, long_control_number
+
+
+def delivery(payload: bytes, **kwargs: object) -> Delivery:
+    """A delivery as a broker would hand it over."""
+    return Delivery(payload, message_id="m1", coordinates="q#1", source="amqp:q", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("65536", 65536), ("100KB", 100_000), ("100kb", 100_000), ("32MiB", 32 * 1024**2), ("1.5 GB", 1_500_000_000)],
+)
+def test_sizes_are_read_in_bytes_or_with_a_unit(text: str, size: int) -> None:
+    """Plain bytes and KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024) are accepted."""
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "big", "32 MiBs", "-1", "MiB", "1e6"])
+def test_a_bad_size_is_a_configuration_error_with_examples(text: str) -> None:
+    """Anything else is refused with a sentence that names the setting and shows examples."""
+    with pytest.raises(ConfigurationError, match=r"max_payload .* is not a size \(examples"):
+        parse_size(text)
+
+
+def test_max_payload_from_toml_and_overrides(tmp_path: Path) -> None:
+    """`max_payload` is read from the TOML file (a size text or a number) and overridden like any setting."""
+    path = tmp_path / "hub.toml"
+    path.write_text('[hub]\nmax_payload = "100KB"\n')
+    assert load_config(path).max_payload == 100_000
+    path.write_text("[hub]\nmax_payload = 4096\n")
+    assert load_config(path).max_payload == 4096
+    assert load_config(path).with_overrides(max_payload="2MiB").max_payload == 2 * 1024**2
+    assert HubConfig().max_payload == MAX_PAYLOAD == 32 * 1024**2
+    with pytest.raises(ConfigurationError, match="at least 1 byte"):
+        HubConfig(max_payload=0)
+
+
+def test_run_refuses_a_bad_max_payload_from_flag_or_environment(tmp_path: Path) -> None:
+    """`--max-payload` and EDINBOX_MAX_PAYLOAD reach the configuration; a bad value is one clear line, no traceback."""
+    args = [sys.executable, "-m", "edinbox.cli", "run", "--db", f"sqlite:///{tmp_path}/x.db", "--source", "dir:///x"]
+    by_flag = subprocess.run([*args, "--max-payload", "12XB"], capture_output=True, text=True, check=False)
+    env = {**os.environ, "EDINBOX_MAX_PAYLOAD": "lots"}
+    by_env = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
+    for done, value in ((by_flag, "12XB"), (by_env, "lots")):
+        assert done.returncode != 0
+        assert f"max_payload '{value}' is not a size" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_one_bad_interchange_does_not_take_its_siblings_down() -> None:
+    """In one payload, a bad date, a huge total and a 10,000-character key are each parked; the good ones go on,
+    with their invoices read once and carried to the handler."""
+    config = HubConfig()
+    payload = good(1) + bad_date() + good(2) + huge_total() + long_control_number() + good(3)
+    items = plan(delivery(payload), config)
+    assert [item.route for item in items] == ["inbox", REJECT, "inbox", REJECT, REJECT, "inbox"]
+    assert [len(item.invoices) for item in items if item.route == "inbox"] == [1, 1, 1]
+    assert "not a date" in items[1].reason
+    assert "digits before the decimal point" in items[3].reason
+    assert "cannot be journaled" in items[4].reason
+    assert b"20261399" in items[1].payload
+    assert b"G-2" not in items[1].payload  # each parked interchange keeps its own bytes, not its siblings'
+
+
+def test_a_payload_over_max_payload_is_not_parsed() -> None:
+    """A payload over max_payload is parked as one item with its size; its valid interchanges are not planned."""
+    payload = good(1) * 200
+    [item] = plan(delivery(payload), HubConfig(max_payload=len(payload) - 1), kept="the dead letters q.dead")
+    assert item.route == REJECT
+    assert f"has {len(payload)} bytes, more than max_payload" in item.reason
+    assert "the whole payload is in the dead letters q.dead" in item.reason
+    assert len(item.payload) == HEAD
+
+
+def test_a_payload_the_source_refused_is_parked_with_the_source_reason() -> None:
+    """A delivery the source refused (`reason`, its full `size`) is parked with that reason and never parsed."""
+    try:
+        refused = delivery(good(1), reason="a symlink", size=10 * HEAD)
+    except TypeError:
+        pytest.skip("this Delivery has no reason or size yet (the spool's max_payload)")
+    [item] = plan(refused, HubConfig(), kept="the spool's rejected folder")
+    assert item.route == REJECT
+    assert item.reason.startswith("a symlink")
+    assert f"of its {10 * HEAD} bytes" in item.reason
+
+
+class _Slow(Source):
+    """A source that records `in_progress` calls; only what `progress` uses is implemented."""
+
+    url = "test://slow"
+
+    def __init__(self, ack_wait: float | None) -> None:
+        self.ack_wait = ack_wait
+        self.beats: list[str] = []
+
+    async def in_progress(self, delivery: Delivery) -> None:
+        """Record the beat."""
+        self.beats.append(delivery.coordinates)
+
+    async def open(self) -> None:
+        """Nothing to open."""
+
+    async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
+        """Nothing to receive."""
+        return []
+
+    async def ack(self, delivery: Delivery) -> None:
+        """Nothing to ack."""
+
+    async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
+        """Nothing to nack."""
+
+    async def reject(self, delivery: Delivery, *, reason: str) -> None:
+        """Nothing to reject."""
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+
+async def test_a_slow_batch_tells_the_source_it_is_in_progress() -> None:
+    """A batch held longer than a third of ack_wait beats `in_progress` for each delivery; a quick one does not."""
+    source = _Slow(ack_wait=0.3)
+    held = [delivery(b"a"), Delivery(b"b", message_id=None, coordinates="q#2", source="amqp:q")]
+    async with progress(source, held):
+        await asyncio.sleep(0.05)
+    assert source.beats == []
+    async with progress(source, held):
+        await asyncio.sleep(0.45)
+    assert source.beats[:2] == ["q#1", "q#2"]
+    count = len(source.beats)
+    await asyncio.sleep(0.25)
+    assert len(source.beats) == count  # stopped with the batch
+
+
+async def test_a_source_without_ack_wait_gets_no_beats() -> None:
+    """A source whose deliveries never expire (ack_wait None) is never called."""
+    source = _Slow(ack_wait=None)
+    async with progress(source, [delivery(b"a")]):
+        await asyncio.sleep(0.1)
+    assert source.beats == []
