@@ -1,9 +1,11 @@
 """The hub loop: receive a batch of deliveries, settle their interchanges through the inbox, then ack.
 
-Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch` (the handler creates
-the invoices through the accounting sink in the journal's transaction, and counts them there); commit the hub's own
-bookkeeping (parked payloads, duplicate/conflict/bypass counters); only then ack, reject or nack each delivery.
+Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch`, in one
+transaction: the handler creates the invoices through the accounting sink, and the bookkeeping (parked payloads,
+every outcome counter) runs before the same commit (see `_batch`); only then ack, reject or nack each delivery.
 A crash anywhere before the ack redelivers the batch, and the journal turns every copy into a duplicate.
+A TransientError (database, source, accounting API) leaves the batch unsettled, nacked, charged nothing, and is
+waited out (`_outage`); only a configuration error, or `give_up_after`, ends `run`.
 """
 
 from __future__ import annotations
@@ -14,100 +16,25 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError, NotSettledError, PermanentError, TransientError
 from edinbox._message import Message, Outcome
-from edinbox._plan import Key
-from edinbox._records import Tx
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
-from edinbox.hub._config import BYPASS, INBOX, HubConfig, parse_duration
+from edinbox.hub._batch import Batch, Work
+from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, plan
-from edinbox.hub._tables import count, park
-from edinbox.sources import Source, open_source
-from edinbox.sources._base import Delivery
+from edinbox.sources import Delivery, Source, open_source
 
 __all__ = ["Hub", "open_hub"]
 
 _NACK_DELAY = 1.0
-
-
-@dataclass(slots=True)
-class _Work:
-    """One delivery of the batch and what became of its items."""
-
-    delivery: Delivery
-    items: list[Item]
-    outcomes: dict[int, str] = field(default_factory=dict)
-    unsettled: bool = False
-
-
-class _Batch:
-    """The inbox side of one batch: the handler that creates invoices, and the bookkeeping that records outcomes."""
-
-    def __init__(self, hub: Hub, work: Sequence[_Work]) -> None:
-        self.hub = hub
-        self.work = work
-        self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
-        self.by_key: dict[Key, Item] = {}
-        for _, _, item in self.entries:
-            if item.message is not None:
-                self.by_key.setdefault(item.message.key, item)
-        self.messages = [item.message for _, _, item in self.entries if item.message is not None]
-        self.effects: dict[Key, str] = {}
-        self.counted: set[Key] = set()
-
-    async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
-        """The inbox handler: create each new interchange's invoices through the accounting sink."""
-        for message in messages:
-            item = self.by_key[message.key]
-            invoices = item.interchange.invoices() if item.interchange is not None else []
-            created = await self.hub.accounting.create(tx, message, invoices)
-            self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
-
-    async def create_one(self, tx: Tx, message: Message) -> None:
-        """The handler for one message settled alone: create, and count it in its own transaction when there is one."""
-        await self.create(tx, [message])
-        if tx.unit is not None:
-            await count(tx, consumer=self.hub.config.consumer, counts={self.effects[message.key]: 1})
-            self.counted.add(message.key)
-
-    async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
-        """Before the commit: note each item's outcome, park rejected payloads, add the counters."""
-        for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
-            if outcome is None:
-                w.unsettled = True
-            elif outcome is Outcome.PROCESSED and item.message is not None:
-                w.outcomes[i] = self.effects.get(item.message.key, "processed")
-            else:
-                w.outcomes[i] = outcome.value
-        consumer = self.hub.config.consumer
-        counts: Counter[str] = Counter()
-        for w in self.work:
-            for i, item in enumerate(w.items):
-                if item.route == BYPASS:
-                    w.outcomes[i] = "bypassed"
-                elif item.route == REJECT:
-                    w.outcomes[i] = "rejected"
-                    await park(
-                        tx,
-                        consumer=consumer,
-                        fingerprint=item.fingerprint,
-                        delivery=w.delivery.coordinates,
-                        reason=item.reason,
-                        payload=item.payload,
-                    )
-                settled = w.outcomes.get(i)
-                if settled is not None and not (item.message is not None and item.message.key in self.counted):
-                    counts[settled] += 1
-        await count(tx, consumer=consumer, counts=counts)
 
 
 class Hub:
@@ -161,7 +88,7 @@ class Hub:
         if not deliveries:
             return 0
         started = time.monotonic()
-        work = [_Work(d, self._plan(d)) for d in deliveries]
+        work = [Work(d, self._plan(d)) for d in deliveries]
         try:
             await self._settle(work)
         except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
@@ -177,7 +104,7 @@ class Hub:
             await self._finish(w, elapsed)
         return len(work)
 
-    async def _release(self, work: Sequence[_Work]) -> None:
+    async def _release(self, work: Sequence[Work]) -> None:
         """Hand unsettled deliveries back to the source; a failing nack is itself transient, and the broker or spool
         brings them back anyway."""
         for w in work:
@@ -192,20 +119,20 @@ class Hub:
             reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {exc}"
             return [Item(REJECT, delivery.coordinates, reason=reason, payload=bytes(delivery.payload))]
 
-    async def _settle(self, work: Sequence[_Work]) -> None:
+    async def _settle(self, work: Sequence[Work]) -> None:
         """Settle the batch: its journal rows, invoices, parked payloads and counters in one transaction.
 
         Copies of one key in one batch: the inbox settles the first, the others are duplicates. A handler failure
         rolls the batch back; it is then settled message by message, so the failure is charged to its message.
         """
-        batch = _Batch(self, work)
+        batch = Batch(work, accounting=self.accounting, consumer=self.config.consumer)
         if not self.accounting.lease and await self._settle_together(batch):
             return
         lease = parse_duration(self.config.lease) if self.accounting.lease else None
         outcomes = [await self._process_one(m, batch.create_one, lease=lease) for m in batch.messages]
         await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
 
-    async def _settle_together(self, batch: _Batch) -> bool:
+    async def _settle_together(self, batch: Batch) -> bool:
         """Settle the whole batch in one transaction; False when a handler failed (the batch rolled back)."""
         try:
             await self.inbox.process_batch(batch.messages, batch.create, before_commit=batch.record)
@@ -231,7 +158,7 @@ class Hub:
             )
             return None
 
-    async def _finish(self, w: _Work, elapsed: float) -> None:
+    async def _finish(self, w: Work, elapsed: float) -> None:
         delivery = w.delivery
         if w.unsettled:
             await self.source.nack(delivery, delay=_NACK_DELAY)

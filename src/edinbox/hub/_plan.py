@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from edinbox import edi
 from edinbox._message import Message
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
-from edinbox.sources._base import Delivery
+from edinbox.sources import Delivery
 
 __all__ = ["REJECT", "Item", "message_types", "plan"]
 
