@@ -99,3 +99,26 @@ def test_run_names_init_when_only_the_hub_tables_are_missing(tmp_path: Path) -> 
     assert "edinbox init" in done.stderr
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'invoices'").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("usage", [False, True], ids=["no-grant", "schema-usage-only"])
+def test_run_as_a_role_without_its_grants_exits_1_naming_the_grant(
+    postgres_url: str, unique_name: str, runtime_role: str, tmp_path: Path, usage: bool
+) -> None:
+    """A role that may not use the schema or write the tables is a configuration error at start (exit 1), which
+    doctor reports too, not an outage to wait out."""
+    table = ["--table", f"{unique_name}.inbox"]
+    assert edinbox("init", "--db", postgres_url, *table).returncode == 0
+    if usage:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(*map(sql.Identifier, (unique_name, runtime_role)))
+            )
+    runtime = as_user(postgres_url, runtime_role)
+    done = edinbox("run", "--db", runtime, *table, "--source", f"dir://{tmp_path / 'spool'}", "--once")
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "permission denied" in line
+    assert "init --grant" in line
+    doctor = edinbox("doctor", "--db", runtime, *table)
+    assert doctor.returncode == 1

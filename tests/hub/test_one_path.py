@@ -123,3 +123,15 @@ def test_the_hub_has_no_database_layer_of_its_own() -> None:
         text = path.read_text()
         assert not re.search(r"^\s*(import|from) (psycopg|sqlite3|aiosqlite)\b", text, re.MULTILINE), path
         assert not re.search(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE)\b", text), path
+
+
+def test_the_hub_and_the_cli_import_no_private_module_of_stores_or_sources() -> None:
+    """Layers: the hub and the command line reach the stores through the journal API and the sources by their
+    package, never through a private module."""
+    import ast
+
+    src = Path(__file__).resolve().parents[2] / "src" / "edinbox"
+    for path in [*(src / "hub").glob("*.py"), src / "cli.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(("edinbox.stores", "edinbox.sources._")), (path.name, node.module)

@@ -209,3 +209,23 @@ def test_the_hub_waits_out_an_accounting_api_outage(spool: Path, tmp_path: Path)
     with sqlite3.connect(tmp_path / "hub.db") as conn:
         rows = conn.execute("SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts").fetchall()
     assert rows == [("processed", 1, 12)]  # the outage cost no attempt
+
+
+async def test_the_pool_hands_out_working_connections_after_a_restart() -> None:
+    """After a PostgreSQL restart the pool replaces its broken connections before handing them out: of overlapping
+    calls only the one on the store's own connection (found broken on use) fails, and the next ones all work."""
+    from edinbox import AsyncInbox, StoreError
+
+    with PrivatePostgres() as server:
+        async with AsyncInbox(server.url, consumer="c") as inbox:
+            await inbox.create_schema()
+            before = await asyncio.gather(*[inbox.stats() for _ in range(4)], return_exceptions=True)
+            assert not [r for r in before if isinstance(r, BaseException)]
+            server.stop()
+            server.start()
+            after = await asyncio.gather(*[inbox.stats() for _ in range(4)], return_exceptions=True)
+            failed = [r for r in after if isinstance(r, BaseException)]
+            assert len(failed) <= 1
+            assert all(isinstance(r, StoreError) for r in failed)
+            again = await asyncio.gather(*[inbox.stats() for _ in range(4)], return_exceptions=True)
+            assert not [r for r in again if isinstance(r, BaseException)]

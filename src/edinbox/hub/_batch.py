@@ -19,7 +19,7 @@ from edinbox.hub._accounting import Accounting
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
 from edinbox.hub._tables import count, park
-from edinbox.sources._base import Delivery
+from edinbox.sources import Delivery
 
 __all__ = ["Batch", "Work"]
 

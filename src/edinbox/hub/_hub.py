@@ -1,9 +1,11 @@
 """The hub loop: receive a batch of deliveries, settle their interchanges through the inbox, then ack.
 
-Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch` (the handler creates
-the invoices through the accounting sink in the journal's transaction, and counts them there); commit the hub's own
-bookkeeping (parked payloads, duplicate/conflict/bypass counters); only then ack, reject or nack each delivery.
+Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch`, in one
+transaction: the handler creates the invoices through the accounting sink, and the bookkeeping (parked payloads,
+every outcome counter) runs before the same commit (see `_batch`); only then ack, reject or nack each delivery.
 A crash anywhere before the ack redelivers the batch, and the journal turns every copy into a duplicate.
+A TransientError (database, source, accounting API) leaves the batch unsettled, nacked, charged nothing, and is
+waited out (`_outage`); only a configuration error, or `give_up_after`, ends `run`.
 """
 
 from __future__ import annotations
@@ -29,8 +31,7 @@ from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
-from edinbox.sources import Source, open_source
-from edinbox.sources._base import Delivery
+from edinbox.sources import Delivery, Source, open_source
 
 __all__ = ["Hub", "open_hub"]
 

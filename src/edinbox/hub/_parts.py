@@ -10,9 +10,12 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
 from edinbox._urls import database_url, mask
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._tables import check_tables
+from edinbox.hub._tables import check_privileges, check_tables
 
 __all__ = ["open_inbox", "verify"]
+
+_INSUFFICIENT_PRIVILEGE = "42501"
+"""PostgreSQL's SQLSTATE for a missing grant."""
 
 
 @contextlib.asynccontextmanager
@@ -46,9 +49,15 @@ def _check_folder(db: str) -> None:
 
 
 async def verify(inbox: AsyncInbox) -> None:
-    """Raise SchemaError, naming `edinbox init` as the remedy, unless the journal and the hub's tables are complete."""
+    """Raise SchemaError, naming `edinbox init` as the remedy, unless the journal and the hub's tables are complete,
+    and ConfigurationError, naming `init --grant`, unless this role may read and write them."""
     try:
         await inbox.verify()
+        await check_tables(inbox)
+        await check_privileges(inbox)
     except SchemaError as exc:
         raise SchemaError(str(exc).replace("create_schema()", "`edinbox init`")) from exc
-    await check_tables(inbox)
+    except ConfigurationError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != _INSUFFICIENT_PRIVILEGE:
+            raise
+        raise ConfigurationError(f"{exc}: as the owner, run `edinbox init --grant ROLE` for this role") from exc

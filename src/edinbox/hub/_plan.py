@@ -27,7 +27,7 @@ from edinbox._errors import LimitError
 from edinbox._message import Message
 from edinbox.hub._checks import invoice_problem
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
-from edinbox.sources._base import Delivery
+from edinbox.sources import Delivery
 
 __all__ = ["HEAD", "REJECT", "Item", "cut", "message_types", "plan"]
 

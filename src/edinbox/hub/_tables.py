@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import SchemaError
+from edinbox._errors import ConfigurationError, SchemaError
 
-__all__ = ["COUNTED", "TABLES", "check_tables", "count", "counts", "create_tables", "park"]
+__all__ = ["COUNTED", "TABLES", "check_privileges", "check_tables", "count", "counts", "create_tables", "park"]
 
 TABLES = ("invoices", "rejected", "hub_counters")
 """The hub's tables, beside the journal."""
@@ -45,6 +45,16 @@ async def check_tables(inbox: AsyncInbox) -> None:
             raise SchemaError(f"the hub's table {table} does not exist: {INIT_HINT}")
         if key not in keys:
             raise SchemaError(f"the hub's table {table} lacks its unique key ({', '.join(key)}): {INIT_HINT}")
+
+
+async def check_privileges(inbox: AsyncInbox) -> None:
+    """Raise ConfigurationError naming what the connecting role cannot read or write (PostgreSQL roles)."""
+    missing = await inbox.transaction(lambda tx: tx.unit.fetch("hub_privileges", {}))
+    if missing:
+        names = ", ".join(str(row[0]) for row in missing)
+        raise ConfigurationError(
+            f"this role may not read and write {names}: as the owner, run `edinbox init --grant ROLE` for it"
+        )
 
 
 async def count(tx: Any, *, consumer: str, counts: Mapping[str, int]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import ClassVar
 
-from edinbox._errors import DataError, InboxError, StoreError
+from edinbox._errors import ConfigurationError, DataError, InboxError, StoreError
 from edinbox._urls import mask
 
 __all__ = ["POSTGRESQL_CODES", "SQLITE_CODES", "MappedErrors"]
@@ -23,6 +23,7 @@ POSTGRESQL_CODES: tuple[tuple[str, type[InboxError]], ...] = (
     ("53", StoreError),  # insufficient resources: disk full, out of memory, too many connections
     ("55P03", StoreError),  # lock not available (lock_timeout)
     ("57", StoreError),  # operator intervention: admin or crash shutdown, query canceled (statement_timeout)
+    ("42501", ConfigurationError),  # insufficient privilege: a grant is missing, no wait will bring it
 )
 """SQLSTATE prefixes of PostgreSQL errors and what they mean for the message."""
 

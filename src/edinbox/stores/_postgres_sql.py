@@ -48,7 +48,7 @@ class Statements:
         self._bytes = {}
         for name, text in load_queries(DIALECT, *FILES).items():
             # any other `{name}` is a table beside the journal, in its schema
-            beside = {p: sql.Identifier(*qualified[:-1], p) for p in placeholders(text) - identifiers.keys()}
+            beside = {p: _beside(qualified[:-1], p) for p in placeholders(text) - identifiers.keys()}
             self._bytes[name] = sql.SQL(text).format(**identifiers, **beside).as_bytes(None)
         self.lock_name = f"edinbox:{table}"
         # The delivery-starting inserts: PREPARE once per connection, then EXECUTE with driver-bound literals.
@@ -89,6 +89,13 @@ class Statements:
     def __getitem__(self, name: str) -> bytes:
         """The rendered statement called `name`."""
         return self._bytes[name]
+
+
+def _beside(schema: tuple[str, ...], placeholder: str) -> sql.Composable:
+    """`{x}`: table x beside the journal, as an identifier; `{x_name}`: its quoted name as a string literal."""
+    if placeholder.endswith("_name"):
+        return sql.Literal(sql.Identifier(*schema, placeholder.removesuffix("_name")).as_string(None))
+    return sql.Identifier(*schema, placeholder)
 
 
 class mapped_errors(MappedErrors):

@@ -9,7 +9,11 @@ from importlib.resources import files
 __all__ = ["FILES", "load_queries", "placeholders"]
 
 FILES = ("queries", "schema", "hub")
-"""The statement files a store loads: the journal's, its schema, and the tables beside it (`{name}` in its schema)."""
+"""The statement files a store loads: the journal's, its schema, and those of tables beside it.
+
+In a statement, `{table}` is the journal and `{table_name}` its name as a string literal; any other `{x}` is the
+table x beside the journal (in its schema) and `{x_name}` that table's name as a string literal.
+"""
 
 
 def load_queries(dialect: str, *names: str) -> dict[str, str]:

@@ -46,12 +46,19 @@ class Statements:
         self._text = {}
         for name, text in load_queries(DIALECT, *FILES).items():
             # any other `{name}` is a table beside the journal (our own statement files name them)
-            beside = {p: _quote(p) for p in placeholders(text) - identifiers.keys()}
+            beside = {p: _beside(p) for p in placeholders(text) - identifiers.keys()}
             self._text[name] = text.format(**identifiers, **beside)
 
     def __getitem__(self, name: str) -> str:
         """The statement called `name`."""
         return self._text[name]
+
+
+def _beside(placeholder: str) -> str:
+    """`{x}`: table x beside the journal, quoted; `{x_name}`: its name as a string literal."""
+    if placeholder.endswith("_name"):
+        return "'" + placeholder.removesuffix("_name") + "'"
+    return _quote(placeholder)
 
 
 def connect(path: str) -> sqlite3.Connection:

@@ -87,3 +87,13 @@ ORDER BY id
 -- name: hub_purgeable
 SELECT count(*) FROM {table}
 WHERE consumer = %(consumer)s AND status = 'processed' AND settled_at < now() - %(older_than)s
+
+-- name: hub_privileges
+-- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences
+SELECT t.name FROM (VALUES ({table_name}), ({invoices_name}), ({rejected_name}), ({hub_counters_name})) AS t (name)
+WHERE NOT (has_table_privilege(t.name, 'SELECT') AND has_table_privilege(t.name, 'INSERT')
+    AND has_table_privilege(t.name, 'UPDATE') AND has_table_privilege(t.name, 'DELETE'))
+UNION ALL
+SELECT s.name FROM (VALUES (pg_get_serial_sequence({invoices_name}, 'id')),
+    (pg_get_serial_sequence({rejected_name}, 'id'))) AS s (name)
+WHERE s.name IS NOT NULL AND NOT has_sequence_privilege(s.name, 'USAGE')

@@ -86,3 +86,7 @@ ORDER BY id
 -- name: hub_purgeable
 SELECT count(*) FROM {table}
 WHERE consumer = :consumer AND status = 'processed' AND settled_at < :now - :older_than
+
+-- name: hub_privileges
+-- SQLite has no roles: whoever opens the file may do everything
+SELECT NULL WHERE 0
