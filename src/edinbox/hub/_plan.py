@@ -48,7 +48,6 @@ class Item:
     label: str
     """The key for logs: `source/message_id`, or the delivery's coordinates for parked payloads."""
     message: Message | None = None
-    interchange: edi.Interchange | None = None
     types: tuple[str, ...] = ()
     reason: str = ""
     payload: bytes = b""
@@ -125,7 +124,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
             return replace(parked(f"an invoice cannot be read: {exc}"), label=label)
         if problem := invoice_problem(invoices):
             return replace(parked(f"an invoice cannot be stored: {problem}"), label=label)
-    return Item(route, label, message=message, interchange=interchange, types=types, invoices=tuple(invoices))
+    # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
+    return Item(route, label, message=message, types=types, invoices=tuple(invoices))
 
 
 def _not_edi(delivery: Delivery, config: HubConfig, reason: str) -> Item:
