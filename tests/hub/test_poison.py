@@ -192,3 +192,37 @@ def test_run_once_over_poison_exits_zero(hub_config: HubConfig, spool: Path) -> 
     assert files(spool, "inbound") == files(spool, "processing") == []
     counts = asyncio.run(stats(hub_config))
     assert (counts["invoices"], counts["rejected"]) == (1, len(BAD))
+
+
+class DriverErrorAccounting(Accounting):
+    """A sink whose own SQL hits a value the database refuses (a driver data error) for one invoice number."""
+
+    def __init__(self, inner: Accounting, *, poison: str) -> None:
+        self.inner = inner
+        self.poison = poison
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Run a statement the database refuses for the poison invoice (the driver's own exception), else create."""
+        if any(i.number == self.poison for i in invoices):
+            if tx.dialect == "sqlite":
+                await tx.connection.execute("CREATE TEMP TABLE IF NOT EXISTS strict_probe (x INTEGER) STRICT")
+                await tx.connection.execute("INSERT INTO strict_probe VALUES ('not a number')")
+            else:
+                await tx.connection.execute("SELECT 1e30::numeric(20, 4)")
+        return await self.inner.create(tx, message, invoices)
+
+
+async def test_a_driver_data_error_in_the_handler_parks_its_message_at_once(hub_config: HubConfig, spool: Path) -> None:
+    """A value the database refuses in the handler's SQL is that message's permanent fault: dead at once (no retry,
+    max_attempts untouched), its five batch-mates processed in the same run, the database never taken for down."""
+    config = replace(hub_config, batch_size=6, max_attempts=5)
+    await publish(config.source, [(f"d{i}", good(600 + i)) for i in range(6)])
+    async with open_hub(config) as hub:
+        hub.accounting = DriverErrorAccounting(hub.accounting, poison="G-602")
+        totals = dict(await hub.run(once=True))
+    assert totals == {"processed": 5, "dead": 1}
+    counts = await stats(config)
+    assert (counts["processed"], counts["invoices"], counts["dead"]) == (5, 5, 1)
+    [dead] = await list_rows(config, status="dead", limit=5)
+    assert dead["attempts"] == 1
+    assert files(spool, "inbound") == files(spool, "processing") == []
