@@ -135,3 +135,19 @@ def test_the_hub_and_the_cli_import_no_private_module_of_stores_or_sources() -> 
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith(("edinbox.stores", "edinbox.sources._")), (path.name, node.module)
+
+
+@pytest.mark.parametrize("command", ["init", "run", "stats"])
+def test_one_table_name_rule_for_the_journal_and_the_hub(tmp_path: Path, command: str) -> None:
+    """A 50-character table name is refused by every command with the journal's rule (1-48), not by a second one."""
+    from click.testing import CliRunner
+
+    from edinbox.cli import main
+
+    args = [command, "--db", f"sqlite:///{tmp_path / 'hub.db'}", "--table", "t" * 50]
+    if command == "run":
+        args += ["--source", f"dir://{tmp_path / 'spool'}", "--once"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "use 1-48 letters" in result.output
+    assert not (tmp_path / "hub.db").exists()
