@@ -129,6 +129,7 @@ class SpoolSource(Source):
         self._listing_cost = 0.0
         self._dots_checked = 0.0
         self._skipped: set[str] = set()
+        self._parked: deque[Delivery] = deque()  # parked outside a receive (recovery), handed out by the next one
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> SpoolSource:
@@ -217,6 +218,8 @@ class SpoolSource(Source):
 
     def _claim(self, limit: int) -> list[Delivery]:
         out: list[Delivery] = []
+        while self._parked and len(out) < limit:
+            out.append(self._parked.popleft())
         now = time.time()
         if self._dots and time.monotonic() - self._dots_checked > _DOT_CHECK:
             out.extend(self._abandoned(now, limit))
@@ -254,7 +257,7 @@ class SpoolSource(Source):
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return self._park(path, name, f"cannot be examined: {exc}")
+            return self._park(path, name, f"cannot be examined: {_why(exc)}")
         if info.st_mtime > now:  # held back: a nack with a delay sets the modification time in the future
             return None
         problem = name_problem(name) or _kind_problem(info.st_mode)
@@ -268,7 +271,7 @@ class SpoolSource(Source):
                 self._claims.mkdir(parents=True, exist_ok=True)
             return None
         except OSError as exc:
-            return self._park(path, name, f"cannot be claimed: {exc}")
+            return self._park(path, name, f"cannot be claimed: {_why(exc)}")
         return self._read_claim(claimed, name)
 
     def _read_claim(self, path: str, name: str) -> Delivery | None:
@@ -276,7 +279,7 @@ class SpoolSource(Source):
         try:
             fd = os.open(path, _OPEN_FLAGS)
         except OSError as exc:
-            return self._park(path, name, f"cannot be opened without following links: {exc}")
+            return self._park(path, name, f"cannot be opened without following links: {_why(exc)}")
         try:
             info = os.fstat(fd)
             problem = _kind_problem(info.st_mode)
@@ -288,7 +291,7 @@ class SpoolSource(Source):
                 if len(payload) > self.max_payload:  # it grew after it was handed over
                     problem = _too_big(len(payload), self.max_payload)
         except OSError as exc:
-            problem = f"cannot be read: {exc}"
+            problem = f"cannot be read: {_why(exc)}"
         finally:
             os.close(fd)
         if problem:
@@ -354,7 +357,7 @@ class SpoolSource(Source):
             lines.append(f"original-name: {shown(original)}")
         lines += [f"rejected-at: {stamp}", f"consumer: {shown(self.consumer)}", ""]
         reason_file = Path(self._rejected) / f"{target}.reason"
-        _write_atomically(self.root / "tmp", reason_file, "\n".join(lines).encode())
+        _write_atomically(self.root / "tmp", reason_file, "\n".join(lines).encode(errors="backslashreplace"))
 
     def _redeliver(self, path: str) -> int:
         """Move a claimed file back to `inbound/`, counting the delivery in its name; 0 if another process did."""
@@ -367,7 +370,10 @@ class SpoolSource(Source):
         except FileNotFoundError:
             return 0
         except OSError as exc:  # e.g. a too long name claimed by an older version: park it instead
-            return 0 if self._park(path, name, f"cannot be put back into inbound/: {exc}") is None else 1
+            parked = self._park(path, name, f"cannot be put back into inbound/: {_why(exc)}")
+            if parked is None:
+                return 0
+            self._parked.append(parked)
         return 1
 
     async def ack(self, delivery: Delivery) -> None:
@@ -436,6 +442,11 @@ def _kind_problem(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory, not a file"
     return "not a regular file"
+
+
+def _why(exc: OSError) -> str:
+    """The error without the file names it carries (they may not be printable)."""
+    return exc.strerror or type(exc).__name__
 
 
 def _too_big(size: int, limit: int) -> str:
