@@ -112,7 +112,7 @@ async def test_odd_entry_is_parked_with_its_reason_between_good_files(tmp_path: 
     assert good == ["after", "before"]
     assert SECRET not in refused.payload
     assert os.listdir(root / "inbound") == []
-    assert [p for p in (root / "processing").rglob("*")] == []
+    assert list((root / "processing").rglob("*")) == []
     [(parked, note)] = _parked(root).items()
     assert refused.coordinates == f"dir:rejected/{parked}"
     assert shown in note
@@ -127,7 +127,7 @@ async def test_a_symlink_is_parked_as_a_link_and_its_target_is_never_read(tmp_pa
         [d] = await _drain(source)
     assert d.payload == b""
     assert "symbolic link" in d.reason
-    assert os.path.islink(root / "rejected" / "link.edi")
+    assert (root / "rejected" / "link.edi").is_symlink()
     assert (tmp_path / "outside.txt").read_bytes() == SECRET
 
 
