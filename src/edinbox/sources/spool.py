@@ -459,11 +459,12 @@ def _read(fd: int, size: int, limit: int) -> bytes:
     total = 0
     want = min(size, limit) + 1
     while total <= limit:
-        chunk = os.read(fd, max(want - total, 1 << 16))
-        if not chunk:
-            break
+        asked = max(want - total, 1 << 16)
+        chunk = os.read(fd, asked)
         chunks.append(chunk)
         total += len(chunk)
+        if len(chunk) < asked:  # a short read of a regular file: its end
+            break
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
