@@ -34,7 +34,7 @@ async def test_a_backlog_twenty_times_bigger_barely_slows_the_drain(tmp_path: Pa
     and stats the whole backlog for every batch runs about twenty times slower there)."""
     best = {500: 0.0, 10_000: 0.0}
     for round_ in range(2):
-        for backlog in best:
+        for backlog in (500, 10_000):
             root = tmp_path / f"{round_}-{backlog}"
             _fill(root, backlog)
             best[backlog] = max(best[backlog], await _rate(root, 500))

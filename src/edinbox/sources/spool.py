@@ -32,7 +32,6 @@ import contextlib
 import logging
 import os
 import socket
-import stat
 import time
 import uuid
 from collections import deque
@@ -41,11 +40,26 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote
 
-from edinbox._errors import ConfigurationError, SourceError
+from edinbox._errors import SourceError
 from edinbox.sources._base import Delivery, Source
 from edinbox.sources._options import positive_float, positive_int, split_url
+from edinbox.sources._spool_files import (
+    HEAD,
+    OPEN_FLAGS,
+    file_name,
+    free_name,
+    head,
+    kind_problem,
+    publish,
+    read_payload,
+    scan,
+    spool_path,
+    too_big,
+    why,
+    write_atomically,
+)
 from edinbox.sources._spool_names import (
     REDELIVERED,
     name_problem,
@@ -60,28 +74,14 @@ __all__ = ["HEAD", "MAX_PAYLOAD", "SOURCE", "SpoolSource", "file_name", "publish
 
 MAX_PAYLOAD = 32 * 1024 * 1024
 """The default `max_payload`: bigger files are parked unread."""
-HEAD = 64 * 1024
-"""How much of a parked file a refused delivery carries as its payload."""
 
 _FOLDERS = ("inbound", "processing", "archive", "rejected", "tmp")
 _POLL = 0.05
 _REFRESH = 1.0  # the queue is listed again at least this often (new files join it in name order)
 _LISTING_SHARE = 20  # ... and at most once per 20 listing durations, so listing a big backlog costs <= 5 %
 _DOT_CHECK = 10.0
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 _log = logging.getLogger(__name__)
-
-
-def spool_path(url: str) -> Path:
-    """Return the folder a `dir:///path` URL names (a relative `dir:relative/path` is allowed too)."""
-    parts = urlsplit(url)
-    if parts.scheme != "dir":
-        raise ConfigurationError(f"not a spool URL: {url!r} (expected dir:///path)")
-    raw = unquote(parts.netloc + parts.path)
-    if not raw:
-        raise ConfigurationError(f"the spool URL {url!r} names no folder")
-    return Path(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +164,12 @@ class SpoolSource(Source):
         host = safe(socket.gethostname())
         now = time.time()
         self._last_recovery = time.monotonic()
-        for folder in _scan(self.root / "processing"):
+        for folder in scan(self.root / "processing"):
             if folder == self._claims or not folder.is_dir():
                 continue
             owner = folder.name.rsplit("@", 3)
             dead = len(owner) == 4 and owner[1] == host and owner_dead(owner[2])
-            for path in _scan(folder):
+            for path in scan(folder):
                 try:
                     expired = now - path.lstat().st_mtime > self.claim_timeout
                 except FileNotFoundError:
@@ -257,10 +257,10 @@ class SpoolSource(Source):
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return self._park(path, name, f"cannot be examined: {_why(exc)}")
+            return self._park(path, name, f"cannot be examined: {why(exc)}")
         if info.st_mtime > now:  # held back: a nack with a delay sets the modification time in the future
             return None
-        problem = name_problem(name) or _kind_problem(info.st_mode)
+        problem = name_problem(name) or kind_problem(info.st_mode)
         if problem:
             return self._park(path, name, problem)
         claimed = os.path.join(self._claims, name)
@@ -271,27 +271,27 @@ class SpoolSource(Source):
                 self._claims.mkdir(parents=True, exist_ok=True)
             return None
         except OSError as exc:
-            return self._park(path, name, f"cannot be claimed: {_why(exc)}")
+            return self._park(path, name, f"cannot be claimed: {why(exc)}")
         return self._read_claim(claimed, name)
 
     def _read_claim(self, path: str, name: str) -> Delivery | None:
         """Read a claimed file whole, or park it (too big, swapped for another kind of file, unreadable)."""
         try:
-            fd = os.open(path, _OPEN_FLAGS)
+            fd = os.open(path, OPEN_FLAGS)
         except OSError as exc:
-            return self._park(path, name, f"cannot be opened without following links: {_why(exc)}")
+            return self._park(path, name, f"cannot be opened without following links: {why(exc)}")
         try:
             info = os.fstat(fd)
-            problem = _kind_problem(info.st_mode)
+            problem = kind_problem(info.st_mode)
             if not problem and info.st_size > self.max_payload:
-                problem = _too_big(info.st_size, self.max_payload)
+                problem = too_big(info.st_size, self.max_payload)
             if not problem:
                 os.utime(fd)  # the claim's age starts now
-                payload = _read(fd, info.st_size, self.max_payload)
+                payload = read_payload(fd, info.st_size, self.max_payload)
                 if len(payload) > self.max_payload:  # it grew after it was handed over
-                    problem = _too_big(len(payload), self.max_payload)
+                    problem = too_big(len(payload), self.max_payload)
         except OSError as exc:
-            problem = f"cannot be read: {_why(exc)}"
+            problem = f"cannot be read: {why(exc)}"
         finally:
             os.close(fd)
         if problem:
@@ -321,7 +321,7 @@ class SpoolSource(Source):
         odd = name_problem(name)
         match = REDELIVERED.fullmatch(name)
         base = match["name"] if match and not odd else name
-        target = _free_name(self._rejected, parked_name(name) if odd else base)
+        target = free_name(self._rejected, parked_name(name) if odd else base)
         reason = problem if not odd or problem.startswith(odd) else f"{odd}; {problem}"
         reason = f"{reason}: '{shown(name)}'" if odd else reason
         parked = os.path.join(self._rejected, target)
@@ -339,15 +339,15 @@ class SpoolSource(Source):
             self._skipped.add(name)
             _log.warning("spool %s: cannot park %r (%s): %s; it stays in place", self.root, shown(name), reason, exc)
             return None
-        head, size = _head(parked)
+        first, size = head(parked)
         return Delivery(
-            head,
+            first,
             message_id=None,
             coordinates=f"dir:rejected/{target}",
             source=f"dir:{self.root.name}",
             handle=_Parked(parked),
             reason=reason,
-            size=size if size is not None and size > len(head) else None,
+            size=size if size is not None and size > len(first) else None,
         )
 
     def _write_reason(self, target: str, reason: str, *, original: str | None = None) -> None:
@@ -357,7 +357,7 @@ class SpoolSource(Source):
             lines.append(f"original-name: {shown(original)}")
         lines += [f"rejected-at: {stamp}", f"consumer: {shown(self.consumer)}", ""]
         reason_file = Path(self._rejected) / f"{target}.reason"
-        _write_atomically(self.root / "tmp", reason_file, "\n".join(lines).encode(errors="backslashreplace"))
+        write_atomically(self.root / "tmp", reason_file, "\n".join(lines).encode(errors="backslashreplace"))
 
     def _redeliver(self, path: str) -> int:
         """Move a claimed file back to `inbound/`, counting the delivery in its name; 0 if another process did."""
@@ -370,7 +370,7 @@ class SpoolSource(Source):
         except FileNotFoundError:
             return 0
         except OSError as exc:  # e.g. a too long name claimed by an older version: park it instead
-            parked = self._park(path, name, f"cannot be put back into inbound/: {_why(exc)}")
+            parked = self._park(path, name, f"cannot be put back into inbound/: {why(exc)}")
             if parked is None:
                 return 0
             self._parked.append(parked)
@@ -404,7 +404,7 @@ class SpoolSource(Source):
         claim = _handle(delivery)
         if claim is None:
             return
-        target = _free_name(self._rejected, claim.name)
+        target = free_name(self._rejected, claim.name)
         try:
             self._write_reason(target, reason)
             os.rename(claim.path, os.path.join(self._rejected, target))
@@ -419,7 +419,7 @@ class SpoolSource(Source):
 
     async def aclose(self) -> None:
         """Give unacked claims back to `inbound/` and remove this process's claim folder."""
-        for path in _scan(self._claims):
+        for path in scan(self._claims):
             self._redeliver(str(path))
         with contextlib.suppress(OSError):  # already gone, or a file was left behind: recovery moves it back
             self._claims.rmdir()
@@ -432,100 +432,6 @@ def _handle(delivery: Delivery) -> _Claim | None:
     if not isinstance(delivery.handle, _Claim):
         raise SourceError("this delivery did not come from a spool source")
     return delivery.handle
-
-
-def _kind_problem(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return ""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link (the spool never follows one)"
-    if stat.S_ISDIR(mode):
-        return "a directory, not a file"
-    return "not a regular file"
-
-
-def _why(exc: OSError) -> str:
-    """The error without the file names it carries (they may not be printable)."""
-    return exc.strerror or type(exc).__name__
-
-
-def _too_big(size: int, limit: int) -> str:
-    return f"the payload has {size} bytes, more than max_payload ({limit} bytes)"
-
-
-def _read(fd: int, size: int, limit: int) -> bytes:
-    """Read an open file to its end, but never more than `limit + 1` bytes."""
-    chunks = []
-    total = 0
-    want = min(size, limit) + 1
-    while total <= limit:
-        asked = max(want - total, 1 << 16)
-        chunk = os.read(fd, asked)
-        chunks.append(chunk)
-        total += len(chunk)
-        if len(chunk) < asked:  # a short read of a regular file: its end
-            break
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _head(path: str) -> tuple[bytes, int | None]:
-    """The first bytes of a parked regular file and its size; nothing for anything else (links are not followed)."""
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):  # a device or a fifo is never opened
-            return b"", None
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
-        return b"", None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return b"", None
-        return os.pread(fd, HEAD, 0), info.st_size
-    except OSError:
-        return b"", None
-    finally:
-        os.close(fd)
-
-
-def _free_name(folder: str, name: str) -> str:
-    """`name`, or `name.<random>` when `folder` already holds a file (or reason) of that name."""
-    if os.path.lexists(os.path.join(folder, name)) or os.path.lexists(os.path.join(folder, f"{name}.reason")):
-        return f"{name}.{uuid.uuid4().hex[:8]}"
-    return name
-
-
-def _scan(folder: Path) -> list[Path]:
-    try:
-        with os.scandir(folder) as it:
-            return [Path(e.path) for e in it if not e.name.startswith(".")]
-    except FileNotFoundError:
-        return []
-
-
-def _write_atomically(tmp: Path, target: Path, data: bytes) -> None:
-    scratch = tmp / f".{uuid.uuid4().hex}"
-    with open(scratch, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(scratch, target)
-
-
-def file_name(message_id: str) -> str:
-    """The inbound file name for a payload published with a producer id: ordered by time, unique."""
-    return f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}~{quote(message_id, safe='')[:180]}.edi"
-
-
-async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Write each `(message_id, payload)` into `inbound/` atomically (tmp/ first, then a rename)."""
-    root = spool_path(url)
-    try:
-        for name in ("inbound", "tmp"):
-            (root / name).mkdir(parents=True, exist_ok=True)
-        for message_id, payload in messages:
-            _write_atomically(root / "tmp", root / "inbound" / file_name(message_id), payload)
-    except OSError as exc:
-        raise SourceError(f"cannot publish into the spool folder {root}: {exc}") from exc
 
 
 SOURCE = SpoolSource
