@@ -242,7 +242,12 @@ class SpoolSource(Source):
                 continue  # renamed into place by its producer meanwhile, or gone
             if age > self.dotfile_timeout and name not in self._skipped:
                 reason = f"a hidden (dot) file untouched for {age:.0f} s: an upload its producer abandoned"
-                delivery = self._park(os.path.join(self._inbound, name), name, reason)
+                claimed = os.path.join(self._claims, name)
+                try:
+                    os.rename(os.path.join(self._inbound, name), claimed)
+                except OSError:
+                    continue  # taken by another process, or renamed into place by its producer at this moment
+                delivery = self._park(claimed, name, reason)
                 if delivery is not None:
                     out.append(delivery)
         if not self._dots:
@@ -261,17 +266,17 @@ class SpoolSource(Source):
         if info.st_mtime > now:  # held back: a nack with a delay sets the modification time in the future
             return None
         problem = name_problem(name) or kind_problem(info.st_mode)
-        if problem:
-            return self._park(path, name, problem)
         claimed = os.path.join(self._claims, name)
         try:
-            os.rename(path, claimed)
+            os.rename(path, claimed)  # whatever it is: the claim settles a race with other processes
         except FileNotFoundError:
             if not self._claims.is_dir():  # removed under us: claims need it back
                 self._claims.mkdir(parents=True, exist_ok=True)
             return None
         except OSError as exc:
-            return self._park(path, name, f"cannot be claimed: {why(exc)}")
+            return self._park(path, name, f"{problem or 'cannot be claimed'}: {why(exc)}")
+        if problem:
+            return self._park(claimed, name, problem)
         return self._read_claim(claimed, name)
 
     def _read_claim(self, path: str, name: str) -> Delivery | None:
@@ -314,7 +319,8 @@ class SpoolSource(Source):
         )
 
     def _park(self, path: str, name: str, problem: str) -> Delivery | None:
-        """Move `path` (in inbound/ or a claim) to `rejected/` with its reason, and return it as a refused delivery.
+        """Move `path` (a claim, or in inbound/ when it cannot be claimed) to `rejected/` with its reason, and return
+        it as a refused delivery.
 
         None when another process took it first; a file that cannot be moved at all is logged once and skipped.
         """
@@ -337,7 +343,8 @@ class SpoolSource(Source):
             return None
         except OSError as exc:
             self._skipped.add(name)
-            _log.warning("spool %s: cannot park %r (%s): %s; it stays in place", self.root, shown(name), reason, exc)
+            problem_text = f"{reason}: {why(exc)}"
+            _log.warning("spool %s: cannot park '%s' (%s); it stays in place", self.root, shown(name), problem_text)
             return None
         first, size = head(parked)
         return Delivery(
