@@ -49,6 +49,7 @@ def spool_path(url: str) -> Path:
 
 
 def kind_problem(mode: int) -> str:
+    """Why an entry of this `st_mode` cannot be delivered; empty for a regular file."""
     if stat.S_ISREG(mode):
         return ""
     if stat.S_ISLNK(mode):
@@ -64,6 +65,7 @@ def why(exc: OSError) -> str:
 
 
 def too_big(size: int, limit: int) -> str:
+    """The reason a payload of `size` bytes is refused."""
     return f"the payload has {size} bytes, more than max_payload ({limit} bytes)"
 
 
@@ -77,7 +79,7 @@ def read_payload(fd: int, size: int, limit: int) -> bytes:
         chunk = os.read(fd, asked)
         chunks.append(chunk)
         total += len(chunk)
-        if len(chunk) < asked:  # a short read of a regular file: its end
+        if len(chunk) < asked:  # a regular file on Linux reads short only at its end
             break
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
@@ -109,6 +111,7 @@ def free_name(folder: str, name: str) -> str:
 
 
 def scan(folder: Path) -> list[Path]:
+    """The entries of `folder` whose names do not start with `.` (none when it is missing)."""
     try:
         with os.scandir(folder) as it:
             return [Path(e.path) for e in it if not e.name.startswith(".")]
@@ -117,6 +120,7 @@ def scan(folder: Path) -> list[Path]:
 
 
 def write_atomically(tmp: Path, target: Path, data: bytes) -> None:
+    """Write `data` to a scratch file in `tmp`, flush it to disk, then rename it over `target`."""
     scratch = tmp / f".{uuid.uuid4().hex}"
     with open(scratch, "wb") as fh:
         fh.write(data)
