@@ -219,3 +219,26 @@ async def test_the_hub_settles_a_spool_full_of_odd_entries_without_crashing(hub_
     assert os.listdir(spool / "inbound") == []
     assert list((spool / "processing").rglob("*")) == []
     assert (spool.parent / "outside.txt").read_bytes() == SECRET
+
+
+async def test_a_file_over_max_payload_is_kept_once_and_the_database_holds_its_head(
+    hub_config: HubConfig, spool: Path
+) -> None:
+    """A 40 MB file (over the 32 MiB default) stays whole in rejected/ only; the rejected table holds its first
+    64 KiB, and the delivery is counted as rejected."""
+    from edinbox.hub import open_hub
+    from edinbox.hub._ops import list_rows, show, stats
+    from edinbox.sources.spool import HEAD
+
+    (spool / "inbound").mkdir(exist_ok=True)
+    (spool / "inbound" / "huge.edi").write_bytes(os.urandom(40 * 1024 * 1024))
+    async with open_hub(hub_config) as hub:
+        totals = dict(await hub.run(once=True))
+    assert totals == {"rejected": 1}
+    assert (spool / "rejected" / "huge.edi").stat().st_size == 40 * 1024 * 1024
+    assert "max_payload" in (spool / "rejected" / "huge.edi.reason").read_text()
+    [row] = await list_rows(hub_config, status="rejected", limit=5)
+    detail = await show(hub_config, row["key"])
+    assert detail is not None
+    assert len(detail["payload"]) <= HEAD
+    assert (await stats(hub_config))["rejected_deliveries"] == 1
