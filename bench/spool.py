@@ -25,6 +25,7 @@ from pathlib import Path
 
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import generate
+from edinbox.hub._ops import init
 from edinbox.sources.spool import SpoolSource, file_name
 
 PAYLOAD = b"UNA:+.? 'UNB+UNOC:3+SENDER:14+RECEIVER:14+261130:1200+1'" + b"x" * 900 + b"UNZ+1+1'"
@@ -56,6 +57,7 @@ async def drain(root: Path, measure: int, batch: int) -> float:
 async def through_hub(root: Path, measure: int, batch: int) -> float:
     """Run the hub on the spool (an SQLite file beside it) until `measure` deliveries are settled; return their rate."""
     config = HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{root}", batch_size=batch)
+    await init(config)  # the operator's `edinbox init`: the hub runs no DDL
     async with open_hub(config) as hub:
         done = 0
         started = time.perf_counter()
