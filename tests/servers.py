@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["PrivatePostgres", "free_port"]
+__all__ = ["PrivatePostgres", "PrivateRedis", "free_port"]
 
 
 def free_port() -> int:
@@ -78,6 +80,74 @@ class PrivatePostgres:
         """Stop the server if it runs, and delete its folder."""
         try:
             if self.running():
+                self.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+class PrivateRedis:
+    """A throw-away redis-server on a free port whose data (append-only file) survives a stop and start."""
+
+    def __init__(self) -> None:
+        """Choose the port and the folder; `start()` runs the server."""
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="edinbox-redis-"))
+        self.pidfile = self.root / "redis.pid"
+
+    @property
+    def url(self) -> str:
+        """`redis://127.0.0.1:PORT/0`."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start the server and wait until it answers."""
+        subprocess.run(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root),
+             "--appendonly", "yes", "--save", "", "--daemonize", "yes", "--pidfile", str(self.pidfile),
+             "--logfile", str(self.root / "redis.log")],
+            check=True, capture_output=True, timeout=30,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {self.port} did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, it saves its append-only file) and wait until it is gone."""
+        pid = int(self.pidfile.read_text())
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while self.running(pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server {pid} did not stop")
+            time.sleep(0.05)
+
+    @staticmethod
+    def running(pid: int) -> bool:
+        """True while process `pid` exists."""
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def __enter__(self) -> PrivateRedis:
+        """Start the server."""
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        """Stop the server if it runs, and delete its folder."""
+        try:
+            if self.pidfile.exists() and self.running(int(self.pidfile.read_text())):
                 self.stop()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)

@@ -67,6 +67,7 @@ def test_kafka_hub_killed_after_commit_then_restarted(cluster: MockCluster, uniq
     """A hub SIGKILLed between commit and offset commit, restarted, leaves one invoice per unique interchange."""
     url = cluster.url(topic=unique_name, group=unique_name, **KAFKA)
     db = ["--db", f"sqlite:///{tmp_path / 'hub.db'}"]
+    assert cli("init", *db).returncode == 0  # as an operator does before starting the hub
     files, unique = traffic(tmp_path, seed=5)
     publish(files, url)
     first = cli(*hub_args(url, db), *IDLE, fault="after_commit:2")

@@ -373,3 +373,13 @@ def test_run_from_a_config_file(tmp_path: Path) -> None:
     assert "consumer=payables" in out.stderr
     data = stats_json("--config", str(config))
     assert (data["consumer"], data["processed"], data["duplicate"], data["invoices"]) == ("payables", 1, 1, 1)
+
+
+def test_run_help_documents_the_exit_statuses_and_give_up_after() -> None:
+    """`run --help` says what 0, 1 and 2 mean and names --give-up-after with its variable and TOML key's meaning."""
+    text = " ".join(cli("run", "--help").output.split())
+    assert "0 stopped or drained" in text
+    assert "1 configuration" in text
+    assert "2 gave up" in text
+    assert "--give-up-after" in text
+    assert "EDINBOX_GIVE_UP_AFTER" in text

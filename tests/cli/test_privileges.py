@@ -122,3 +122,10 @@ def test_run_as_a_role_without_its_grants_exits_1_naming_the_grant(
     assert "init --grant" in line
     doctor = edinbox("doctor", "--db", runtime, *table)
     assert doctor.returncode == 1
+
+
+def test_grant_on_sqlite_is_refused_in_one_line(tmp_path: Path) -> None:
+    """SQLite has no roles: `init --grant` says so and exits 1 (the schema itself is still created)."""
+    done = edinbox("init", "--db", f"sqlite:///{tmp_path / 'hub.db'}", "--grant", "hub_runtime")
+    assert done.returncode == 1
+    assert "SQLite has no roles" in done.stderr

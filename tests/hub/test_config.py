@@ -46,6 +46,7 @@ def test_flags_override_the_file_and_unset_flags_do_not(tmp_path: Path) -> None:
         ('[routes]\nINVOIC = "teleport"\n', "route for INVOIC"),
         ("[hub\n", "not valid TOML"),
         ('[hub]\nnon_edi = "maybe"\n', "non_edi"),
+        ('[hub]\ngive_up_after = "soon"\n', "not a duration"),
     ],
 )
 def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, text: str, message: str) -> None:
@@ -54,6 +55,16 @@ def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, text: str, m
     path.write_text(text)
     with pytest.raises(ConfigurationError, match=message):
         load_config(path)
+
+
+def test_give_up_after_comes_from_the_file_and_defaults_to_never(tmp_path: Path) -> None:
+    """`give_up_after` in [hub] bounds how long the hub waits out one outage; unset, it waits for ever."""
+    from edinbox.hub._hub import give_up_after
+
+    path = tmp_path / "hub.toml"
+    path.write_text('[hub]\ngive_up_after = "10m"\n')
+    assert give_up_after(load_config(path)) == timedelta(minutes=10)
+    assert give_up_after(HubConfig()) is None
 
 
 def test_missing_file_is_a_configuration_error(tmp_path: Path) -> None:

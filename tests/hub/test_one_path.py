@@ -135,3 +135,52 @@ def test_the_hub_and_the_cli_import_no_private_module_of_stores_or_sources() -> 
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith(("edinbox.stores", "edinbox.sources._")), (path.name, node.module)
+
+
+@pytest.mark.parametrize("command", ["init", "run", "stats"])
+def test_one_table_name_rule_for_the_journal_and_the_hub(tmp_path: Path, command: str) -> None:
+    """A 50-character table name is refused by every command with the journal's rule (1-48), not by a second one."""
+    from click.testing import CliRunner
+
+    from edinbox.cli import main
+
+    args = [command, "--db", f"sqlite:///{tmp_path / 'hub.db'}", "--table", "t" * 50]
+    if command == "run":
+        args += ["--source", f"dir://{tmp_path / 'spool'}", "--once"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "use 1-48 letters" in result.output
+    assert not (tmp_path / "hub.db").exists()
+
+
+async def test_before_commit_shares_the_batch_transaction(tmp_path: Path) -> None:
+    """The hook the hub's bookkeeping uses sees every outcome and commits with the batch; when it fails, the batch's
+    journal rows and effects roll back with it and no attempt is charged."""
+    from edinbox import AsyncInbox, Message, Outcome, StoreError
+
+    async with AsyncInbox(f"sqlite:///{tmp_path / 'j.db'}", consumer="c") as inbox:
+        await inbox.create_schema()
+        await inbox.transaction(lambda tx: tx.connection.execute("CREATE TABLE effects (id TEXT)"))
+        seen: list[list[Outcome]] = []
+
+        async def handler(tx: Any, messages: list[Message]) -> None:
+            for message in messages:
+                await tx.connection.execute("INSERT INTO effects VALUES (?)", (message.message_id,))
+
+        async def failing(tx: Any, outcomes: list[Outcome]) -> None:
+            seen.append(list(outcomes))
+            raise StoreError("the bookkeeping failed")
+
+        batch = [Message("1", "s", b"a"), Message("2", "s", b"b"), Message("1", "s", b"a")]
+        with pytest.raises(StoreError):
+            await inbox.process_batch(batch, handler, before_commit=failing)
+        assert seen == [[Outcome.PROCESSED, Outcome.PROCESSED, Outcome.DUPLICATE]]
+        assert (await inbox.stats()).total == 0
+        rows = await inbox.transaction(lambda tx: tx.connection.execute("SELECT count(*) FROM effects"))
+        assert await rows.fetchone() == (0,)
+
+        async def keep(tx: Any, outcomes: list[Outcome]) -> None:
+            seen.append(list(outcomes))
+
+        assert await inbox.process_batch(batch, handler, before_commit=keep) == seen[-1]
+        assert (await inbox.stats()).processed == 2

@@ -229,3 +229,35 @@ async def test_the_pool_hands_out_working_connections_after_a_restart() -> None:
             assert all(isinstance(r, StoreError) for r in failed)
             again = await asyncio.gather(*[inbox.stats() for _ in range(4)], return_exceptions=True)
             assert not [r for r in again if isinstance(r, BaseException)]
+
+
+def test_the_hub_waits_out_a_broker_restart(tmp_path: Path) -> None:
+    """Redis (a private server) stopped and restarted under a running hub: the source's outage is two log lines,
+    the hub stays up, and every interchange published before and after is created once."""
+    from edinbox.sources import publisher
+    from servers import PrivateRedis
+
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    asyncio.run(init(HubConfig(db=db)))
+    with PrivateRedis() as redis:
+        url = f"{redis.url}?stream=edi&group=hub"
+        send = publisher(url)
+        asyncio.run(send(url, invoices(20)))
+        hub = HubProcess("--db", db, "--source", url)
+        wait_for(lambda: len(hub.events("settled")) == 20, timeout=60, what="the first wave")
+        redis.stop()
+        wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
+        time.sleep(2)
+        redis.start()
+        asyncio.run(send(url, invoices(20, start=20)))
+        wait_for(lambda: len(hub.events("settled")) == 40, timeout=60, what="the second wave")
+        assert hub.proc.poll() is None
+        assert hub.stop() == 0
+    [down] = hub.events("dependency-down")
+    [back] = hub.events("dependency-back")
+    assert "dependency=source" in down
+    assert "dependency=source" in back
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "hub.db") as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (40, 40)

@@ -59,9 +59,9 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         journal = await inbox.stats()
 
         async def read(tx: Tx) -> tuple[dict[str, int], tuple[Any, ...]]:
-            return await counts(tx, consumer=config.consumer), (await tx.unit.fetch("hub_totals", consumer))[0]
+            totals = await tx.unit.fetch("hub_totals", {"consumer": config.consumer})
+            return await counts(tx, consumer=config.consumer), totals[0]
 
-        consumer = {"consumer": config.consumer}
         found, (invoices, rejected, oldest, rows) = await inbox.transaction(read)
         size = await _table_size(inbox)
     when = _timestamp(oldest)
