@@ -94,10 +94,7 @@ def test_a_payload_over_max_payload_is_not_parsed() -> None:
 
 def test_a_payload_the_source_refused_is_parked_with_the_source_reason() -> None:
     """A delivery the source refused (`reason`, its full `size`) is parked with that reason and never parsed."""
-    try:
-        refused = delivery(good(1), reason="a symlink", size=10 * HEAD)
-    except TypeError:
-        pytest.skip("this Delivery has no reason or size yet (the spool's max_payload)")
+    refused = delivery(good(1), reason="a symlink", size=10 * HEAD)
     [item] = plan(refused, HubConfig(), kept="the spool's rejected folder")
     assert item.route == REJECT
     assert item.reason.startswith("a symlink")
@@ -158,3 +155,13 @@ async def test_a_source_without_ack_wait_gets_no_beats() -> None:
     async with progress(source, [delivery(b"a")]):
         await asyncio.sleep(0.1)
     assert source.beats == []
+
+
+def test_the_spool_gets_the_hub_max_payload_unless_its_url_sets_one() -> None:
+    """The spool parks big files unread at the hub's max_payload; a URL's own max_payload wins; brokers get nothing
+    (the hub checks what they deliver)."""
+    from edinbox.hub._hub import source_options
+
+    assert source_options(HubConfig(source="dir:///srv/edi", max_payload="1MiB")) == {"max_payload": 1024**2}
+    assert source_options(HubConfig(source="dir:///srv/edi?max_payload=5000")) == {}
+    assert source_options(HubConfig(source="amqp://guest:guest@127.0.0.1/?queue=q")) == {}

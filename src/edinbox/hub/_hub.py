@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError, NotSettledError, TransientError
@@ -226,8 +227,10 @@ async def open_hub(
     async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
         stop = stop or asyncio.Event()
         await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
+        options = source_options(config)
         source = await outage.call(
-            lambda: stack.enter_async_context(open_source(config.source, consumer=config.consumer)), stop=stop
+            lambda: stack.enter_async_context(open_source(config.source, consumer=config.consumer, **options)),
+            stop=stop,
         )
         sink = accounting or SqlAccounting(consumer=config.consumer)
         yield Hub(
@@ -240,6 +243,15 @@ async def open_hub(
             fault=fault,
             log_json=log_json,
         )
+
+
+def source_options(config: HubConfig) -> dict[str, Any]:
+    """Hub settings a source applies itself: the spool parks a file over `max_payload` without reading it whole
+    (unless its URL sets its own `max_payload`); for a broker the hub checks the size of what it received."""
+    parts = urlsplit(config.source)
+    if parts.scheme == "dir" and "max_payload" not in parse_qs(parts.query):
+        return {"max_payload": config.max_payload}
+    return {}
 
 
 def kept_at(source: Source) -> str:

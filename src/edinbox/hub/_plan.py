@@ -76,18 +76,17 @@ def plan(delivery: Delivery, config: HubConfig, *, kept: str = "") -> list[Item]
     """
     items = _items(delivery, config)
     if items and all(item.route == REJECT for item in items):
-        size = getattr(delivery, "size", None) or len(delivery.payload)
+        size = delivery.size or len(delivery.payload)
         return [cut(item, size=size, kept=kept) for item in items]
     return items
 
 
 def _items(delivery: Delivery, config: HubConfig) -> list[Item]:
-    refused: str = getattr(delivery, "reason", "")  # the source parked it itself (too big, not a regular file)
-    if refused:
-        return [Item(REJECT, delivery.coordinates, reason=refused, payload=delivery.payload[:HEAD])]
+    if delivery.reason:  # the source parked it itself (too big, not a regular file): never parsed
+        return [Item(REJECT, delivery.coordinates, reason=delivery.reason, payload=delivery.payload[:HEAD])]
     payload = delivery.payload
     if len(payload) > config.max_payload:
-        reason = f"the payload has {len(payload)} bytes, more than max_payload ({config.max_payload}); not parsed"
+        reason = f"the payload has {len(payload)} bytes, more than max_payload ({config.max_payload} bytes)"
         return [Item(REJECT, delivery.coordinates, reason=reason, payload=payload[:HEAD])]
     try:
         interchanges = edi.parse(payload)
