@@ -14,9 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from edinbox import Message
 from edinbox.hub import Accounting, Created, HubConfig, open_hub
 from edinbox.hub._ops import list_rows, show, stats
+from edinbox.hub._parts import open_inbox
 from edinbox.hub._plan import HEAD
 from edinbox.sources.spool import publish
 
@@ -87,22 +90,29 @@ async def test_every_bad_input_is_parked_alone_and_every_good_invoice_created_on
     assert len(files(spool, "archive")) == invoices
 
 
-async def test_a_big_rejected_payload_is_kept_once(hub_config: HubConfig, spool: Path) -> None:
-    """A payload over max_payload is not parsed; the table keeps its first 64 KiB and names where the rest is."""
+async def stored_payload(config: HubConfig, key: str) -> bytes:
+    """The bytes the rejected table holds for a parked payload (`rejected/ID`)."""
+    params = {"consumer": config.consumer, "id": int(key.split("/")[1])}
+    async with open_inbox(config) as inbox:
+        rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_rejected_row", params))
+    return bytes(rows[0][5])
+
+
+@pytest.mark.parametrize("size", [3 * MAX_PAYLOAD, MAX_PAYLOAD // 2])
+async def test_a_big_rejected_payload_is_kept_once(hub_config: HubConfig, spool: Path, size: int) -> None:
+    """A big random file (over max_payload: never parsed; under it: not EDI) is kept whole once, in the spool's
+    rejected/; the table keeps its first 64 KiB, and its reason gives the full size and names that folder."""
     config = replace(hub_config, max_payload=MAX_PAYLOAD)
-    big = os.urandom(3 * MAX_PAYLOAD)
+    big = os.urandom(size)
     await publish(config.source, [("huge", big), ("ok", good(1))])
     async with open_hub(config) as hub:
         totals = dict(await hub.run(once=True))
     assert totals == {"processed": 1, "rejected": 1}
     [row] = await list_rows(config, status="rejected", limit=5)
-    assert f"{len(big)} bytes" in row["reason"]
-    assert "rejected" in row["reason"]
-    assert str(spool) in row["reason"]
-    detail = await show(config, row["key"])
-    assert detail is not None
-    stored = detail["payload"]
-    assert len(stored) <= 2 * HEAD  # however it is rendered, a head, not the whole payload
+    assert f"of its {len(big)} bytes" in row["reason"]
+    assert f"{spool}/rejected" in row["reason"]
+    assert ("max_payload" in row["reason"]) == (size > MAX_PAYLOAD)
+    assert await stored_payload(config, row["key"]) == big[:HEAD]
     [parked] = [n for n in files(spool, "rejected") if not n.endswith(".reason")]
     assert (spool / "rejected" / parked).read_bytes() == big
 

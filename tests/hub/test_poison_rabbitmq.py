@@ -11,11 +11,12 @@ import pytest
 
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._ops import list_rows, stats
+from edinbox.hub._plan import HEAD
 from edinbox.sources.rabbitmq import publish
 from services import require_service
 
 from .poison import BAD
-from .test_poison import MAX_PAYLOAD, traffic
+from .test_poison import MAX_PAYLOAD, stored_payload, traffic
 
 BROKER = "amqp://guest:guest@127.0.0.1/"
 
@@ -59,5 +60,7 @@ async def test_every_bad_input_is_parked_alone_through_rabbitmq(hub_config: HubC
     assert counts["received"] == sum(totals.values()) == invoices + len(BAD) + 2
     [oversized] = [row for row in parked if "max_payload" in row["reason"]]
     assert f"{queue}.dead" in oversized["reason"]  # where the whole payload is
+    whole = dict(payloads)["oversized"]
+    assert await stored_payload(config, oversized["key"]) == whole[:HEAD]  # the dead letter has the rest
     assert await _count(queue) == 0
     assert await _count(f"{queue}.dead") == len(BAD) + 1  # every wholly bad delivery; the pair was acked
