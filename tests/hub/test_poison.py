@@ -6,6 +6,7 @@ End to end on SQLite and PostgreSQL through the spool: good interchanges mixed w
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -185,7 +186,6 @@ async def test_a_data_error_of_one_invoice_is_not_a_database_failure(hub_config:
 
 def test_run_once_over_poison_exits_zero(hub_config: HubConfig, spool: Path) -> None:
     """`edinbox run --once` over every bad input and good ones exits 0 (no hub process exits on bad data)."""
-    import asyncio
 
     payloads = [*bad_inputs(), ("g", good(500))]
     asyncio.run(publish(hub_config.source, payloads))
@@ -236,3 +236,32 @@ async def test_a_driver_data_error_in_the_handler_parks_its_message_at_once(hub_
     [dead] = await list_rows(config, status="dead", limit=5)
     assert dead["attempts"] == 1
     assert files(spool, "inbound") == files(spool, "processing") == []
+
+
+class SlowAccounting(Accounting):
+    """A sink that takes its time, as a big interchange does."""
+
+    def __init__(self, inner: Accounting, *, seconds: float) -> None:
+        self.inner = inner
+        self.seconds = seconds
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Wait, then create."""
+        await asyncio.sleep(self.seconds)
+        return await self.inner.create(tx, message, invoices)
+
+
+async def test_a_slow_batch_beats_in_progress_for_each_delivery(hub_config: HubConfig, spool: Path) -> None:
+    """A batch held longer than a third of the source's ack_wait calls in_progress on each of its deliveries."""
+    await publish(hub_config.source, [("s1", good(700)), ("s2", good(701))])
+    beats: list[str] = []
+    async with open_hub(replace(hub_config, batch_size=2)) as hub:
+
+        async def in_progress(delivery: Any) -> None:
+            beats.append(delivery.key)
+
+        hub.source.ack_wait = 0.3  # type: ignore[misc]  # as a broker with a 0.3 s ack wait would say
+        hub.source.in_progress = in_progress  # type: ignore[method-assign]
+        hub.accounting = SlowAccounting(hub.accounting, seconds=0.4)
+        assert await hub.step() == 2
+    assert {"s1", "s2"} <= set(beats)
