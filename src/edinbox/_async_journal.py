@@ -79,6 +79,12 @@ class AsyncJournal:
             await unit.commit()
             return result
 
+    async def read(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run `work(tx)`, which only reads, on a connection of the journal's database without opening a
+        transaction (no write lock on SQLite); `tx.unit.fetch` runs the store's named statements."""
+        async with self._store.unit() as unit:
+            return await work(Tx(unit.connection, self.dialect, unit=unit))
+
     async def unique_keys(self, table: str) -> list[list[str]] | None:
         """The unique keys of `table`, a table beside the journal (in its schema), as sorted column names.
 

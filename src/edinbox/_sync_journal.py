@@ -80,6 +80,12 @@ class Journal:
             unit.commit()
             return result
 
+    def read(self, work: Callable[[Tx], T]) -> T:
+        """Run `work(tx)`, which only reads, on a connection of the journal's database without opening a
+        transaction (no write lock on SQLite); `tx.unit.fetch` runs the store's named statements."""
+        with self._store.unit() as unit:
+            return work(Tx(unit.connection, self.dialect, unit=unit))
+
     def unique_keys(self, table: str) -> list[list[str]] | None:
         """The unique keys of `table`, a table beside the journal (in its schema), as sorted column names.
 

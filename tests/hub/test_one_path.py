@@ -184,3 +184,29 @@ async def test_before_commit_shares_the_batch_transaction(tmp_path: Path) -> Non
 
         assert await inbox.process_batch(batch, handler, before_commit=keep) == seen[-1]
         assert (await inbox.stats()).processed == 2
+
+
+def test_operator_reads_take_no_write_lock(tmp_path: Path) -> None:
+    """`stats`, `list` and `doctor` only read: they answer while a hub holds SQLite's write lock, instead of waiting
+    for it (the 30 s busy timeout would exceed the guard)."""
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from edinbox.cli import main
+
+    db = ["--db", f"sqlite:///{tmp_path / 'hub.db'}"]
+    assert CliRunner().invoke(main, ["init", *db]).exit_code == 0
+    writer = sqlite3.connect(tmp_path / "hub.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # a hub in the middle of a batch
+    try:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        for args in (["stats", "--json"], ["list", "--status", "rejected"], ["doctor"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "edinbox.cli", *args, *db],
+                env=env, capture_output=True, text=True, timeout=20, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, (args, done.stdout, done.stderr)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -62,7 +62,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
             totals = await tx.unit.fetch("hub_totals", {"consumer": config.consumer})
             return await counts(tx, consumer=config.consumer), totals[0]
 
-        found, (invoices, rejected, oldest, rows) = await inbox.transaction(read)
+        found, (invoices, rejected, oldest, rows) = await inbox.read(read)
         size = await _table_size(inbox)
     when = _timestamp(oldest)
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
@@ -99,7 +99,7 @@ def _timestamp(value: Any) -> datetime | None:
 async def _table_size(inbox: AsyncInbox) -> int | None:
     """The journal's size in bytes (None on a SQLite built without the dbstat table)."""
     try:
-        rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_table_bytes", {}))
+        rows = await inbox.read(lambda tx: tx.unit.fetch("hub_table_bytes", {}))
     except StoreError:
         return None
     return int(rows[0][0]) if rows and rows[0][0] is not None else None
@@ -110,7 +110,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
     if status == "rejected":
         params = {"consumer": config.consumer, "limit": limit}
         async with open_inbox(config) as inbox:
-            rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_rejected_rows", params))
+            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_rows", params))
         return [
             {
                 "key": f"rejected/{r[0]}",
@@ -147,7 +147,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     async with open_inbox(config) as inbox:
         if source == "rejected":
             params: dict[str, Any] = {"consumer": config.consumer, "id": int(message_id)}
-            rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_rejected_row", params))
+            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
             if not rows:
                 return None
             r = rows[0]
@@ -161,7 +161,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "payload": json_value(r[5]),
             }
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
-        invoices = await inbox.transaction(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
+        invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
         record = await inbox.get(source, message_id)
     if record is None:
         return None
@@ -197,7 +197,7 @@ async def forget(config: HubConfig, key: str) -> bool:
 async def _purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
     """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
     params = {"consumer": consumer, "older_than": age}
-    rows = await inbox.transaction(lambda tx: tx.unit.fetch("hub_purgeable", params))
+    rows = await inbox.read(lambda tx: tx.unit.fetch("hub_purgeable", params))
     return int(rows[0][0] or 0)
 
 

@@ -49,7 +49,7 @@ async def check_tables(inbox: AsyncInbox) -> None:
 
 async def check_privileges(inbox: AsyncInbox) -> None:
     """Raise ConfigurationError naming what the connecting role cannot read or write (PostgreSQL roles)."""
-    missing = await inbox.transaction(lambda tx: tx.unit.fetch("hub_privileges", {}))
+    missing = await inbox.read(lambda tx: tx.unit.fetch("hub_privileges", {}))
     if missing:
         names = ", ".join(str(row[0]) for row in missing)
         raise ConfigurationError(
