@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from edinbox import Message
+from edinbox import Message, StoreError
 from edinbox.hub import Accounting, Created, HubConfig, open_hub
 from edinbox.hub._ops import list_rows, show, stats
 from edinbox.hub._parts import open_inbox
@@ -265,3 +265,45 @@ async def test_a_slow_batch_beats_in_progress_for_each_delivery(hub_config: HubC
         hub.accounting = SlowAccounting(hub.accounting, seconds=0.4)
         assert await hub.step() == 2
     assert {"s1", "s2"} <= set(beats)
+
+
+class OutageAccounting(Accounting):
+    """A sink whose handler fails for one invoice (its own error) and meets a database failure at another."""
+
+    def __init__(self, inner: Accounting, *, poison: str, outage: str) -> None:
+        self.inner = inner
+        self.poison = poison
+        self.outage = outage
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Fail for the poison invoice, raise StoreError at the outage invoice, create the others."""
+        numbers = {i.number for i in invoices}
+        if self.poison in numbers:
+            raise RuntimeError(f"accounting refused {self.poison}")
+        if self.outage in numbers:
+            raise StoreError("the database went away")
+        return await self.inner.create(tx, message, invoices)
+
+
+async def test_a_store_error_during_isolation_makes_the_whole_step_transient(
+    hub_config: HubConfig, spool: Path
+) -> None:
+    """A StoreError while the batch is settled message by message is an outage: the step raises it, every delivery
+    goes back, nothing more is charged; once the database is back everything settles and nothing doubles."""
+    config = replace(hub_config, batch_size=5, max_attempts=3, idle_timeout=2.0)
+    await publish(config.source, [(f"o{i}", good(800 + i)) for i in range(5)])
+    async with open_hub(config) as hub:
+        sink = hub.accounting
+        hub.accounting = OutageAccounting(sink, poison="G-800", outage="G-802")
+        with pytest.raises(StoreError, match="went away"):
+            await hub.step()
+        assert files(spool, "processing") == []  # all five handed back
+        rows = {r["key"].rsplit("/", 1)[1]: r for r in await list_rows(config, status=None, limit=20)}
+        assert rows["000000800"]["attempts"] == 1  # the handler's own failure: one attempt
+        assert rows["000000801"]["status"] == "processed"  # settled alone before the outage
+        assert not {"000000802", "000000803", "000000804"} & rows.keys()  # the outage and after: charged nothing
+        hub.accounting = sink  # the database is back, the accounting rule fixed
+        await hub.run(once=True)
+    counts = await stats(config)
+    assert (counts["invoices"], counts["dead"]) == (5, 0)
+    assert files(spool, "inbound") == files(spool, "processing") == []

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, InboxError, NotSettledError, TransientError
+from edinbox._errors import ConfigurationError, InboxError, NotSettledError, SchemaError, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
@@ -147,14 +147,15 @@ class Hub:
         Per message: an Outcome settles it (DEAD: a permanent data error the inbox parked, counted as dead); the
         handler's own exception or NotSettledError leaves only its delivery unsettled (nacked); any other
         TransientError (a StoreError stops the isolation) makes the whole step transient: it is raised, every
-        delivery of the batch is nacked, and the outage loop waits.
+        delivery of the batch is nacked, and the outage loop waits. A ConfigurationError or SchemaError is raised
+        too: the operator's to fix, never a message's.
         """
         results = await self.inbox.process_batch(batch.messages, batch.create, isolate=True, before_commit=batch.record)
         if not batch.isolated:
             return  # settled together: `record` ran in the batch's transaction
         outcomes: list[Outcome | None] = []
         for message, result in zip(batch.messages, results, strict=True):
-            if isinstance(result, TransientError) and not isinstance(result, NotSettledError):
+            if isinstance(result, Exception) and _not_the_message(result):
                 raise result
             if isinstance(result, Exception):
                 self._not_settled(message, result)
@@ -243,6 +244,13 @@ async def open_hub(
             fault=fault,
             log_json=log_json,
         )
+
+
+def _not_the_message(error: Exception) -> bool:
+    """True for a failure of an isolated message that is an outage or the operator's: it stops the whole step."""
+    if isinstance(error, NotSettledError):  # a live lease elsewhere: only this delivery waits
+        return False
+    return isinstance(error, TransientError | ConfigurationError | SchemaError)
 
 
 def source_options(config: HubConfig) -> dict[str, Any]:
