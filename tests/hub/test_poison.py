@@ -307,3 +307,27 @@ async def test_a_store_error_during_isolation_makes_the_whole_step_transient(
     counts = await stats(config)
     assert (counts["invoices"], counts["dead"]) == (5, 0)
     assert files(spool, "inbound") == files(spool, "processing") == []
+
+
+async def test_the_sql_sink_lets_a_database_data_error_park_its_message(hub_config: HubConfig) -> None:
+    """Past the plan's checks, a total PostgreSQL's NUMERIC(20, 4) cannot hold raises from the SQL sink's own INSERT
+    as a DataError: the inbox parks that message dead at once, with the database's reason, and no attempt is left."""
+    if hub_config.db.startswith("sqlite"):
+        pytest.skip("SQLite stores money as exact text: it holds any total")
+    from edinbox.edi import parse
+    from edinbox.hub import SqlAccounting
+
+    [interchange] = parse(huge_total())
+    invoices = interchange.invoices()
+    sink = SqlAccounting(consumer=hub_config.consumer)
+
+    async def handler(tx: Any, message: Message) -> None:
+        await sink.create(tx, message, invoices)
+
+    async with open_inbox(hub_config) as inbox:
+        outcome = await inbox.process(interchange.message(), handler)
+    assert outcome.value == "dead"
+    [row] = await list_rows(hub_config, status="dead", limit=5)
+    assert "out of range" in row["error"] or "overflow" in row["error"]
+    counts = await stats(hub_config)
+    assert counts["invoices"] == 0
