@@ -124,7 +124,7 @@ class Hub:
         except Exception as exc:
             reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {str(exc)[:500]}"
             item = Item(REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
-            return [cut(item, size=len(delivery.payload), kept=kept)]
+            return [cut(item, size=delivery.size or len(delivery.payload), kept=kept)]
 
     async def _settle(self, work: Sequence[Work]) -> None:
         """Settle the batch: its journal rows, invoices, parked payloads and counters in one transaction.

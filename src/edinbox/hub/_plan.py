@@ -76,8 +76,9 @@ def plan(delivery: Delivery, config: HubConfig, *, kept: str = "") -> list[Item]
     """
     items = _items(delivery, config)
     if items and all(item.route == REJECT for item in items):
-        size = delivery.size or len(delivery.payload)
-        return [cut(item, size=size, kept=kept) for item in items]
+        if len(items) == 1:  # it stands for the whole delivery (refused, too big, not EDI, one interchange)
+            return [cut(items[0], size=delivery.size or len(delivery.payload), kept=kept)]
+        return [cut(item, size=len(item.payload), kept=kept) for item in items]
     return items
 
 
@@ -146,7 +147,7 @@ def _short(reason: str, limit: int = 1000) -> str:
 
 def cut(item: Item, *, size: int, kept: str) -> Item:
     """A parked item of a rejected delivery: its first HEAD bytes, the reason saying where the whole payload is."""
-    if size <= HEAD and len(item.payload) <= HEAD:
+    if size <= HEAD:
         return item
     where = f" is in {kept}" if kept else " was rejected by the source"
     reason = f"{item.reason}; the first {HEAD} of its {size} bytes are kept here, the whole payload{where}"
