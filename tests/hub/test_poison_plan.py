@@ -165,3 +165,22 @@ def test_the_spool_gets_the_hub_max_payload_unless_its_url_sets_one() -> None:
     assert source_options(HubConfig(source="dir:///srv/edi", max_payload="1MiB")) == {"max_payload": 1024**2}
     assert source_options(HubConfig(source="dir:///srv/edi?max_payload=5000")) == {}
     assert source_options(HubConfig(source="amqp://guest:guest@127.0.0.1/?queue=q")) == {}
+
+
+def test_line_values_over_sixteen_digits_are_refused_before_any_sql() -> None:
+    """A line quantity, unit price or amount with more than 16 digits before the point is a problem; decimals are
+    not (a unit price of 0.00012345 is fine)."""
+    from datetime import date
+    from decimal import Decimal
+
+    from edinbox.edi import Invoice, InvoiceLine, InvoiceParty
+    from edinbox.hub._checks import invoice_problem
+
+    def invoice(quantity: str, price: str = "1.00") -> Invoice:
+        line = InvoiceLine(Decimal(quantity), Decimal(price), Decimal(quantity) * Decimal(price))
+        party = InvoiceParty("ACME")
+        return Invoice("INV-1", date(2026, 12, 1), "invoice", party, party, "EUR", Decimal(1), Decimal(0), [line])
+
+    assert invoice_problem([invoice("9999999999999999", "0.00012345")]) is None
+    assert "line 1 quantity" in (invoice_problem([invoice("1" + "0" * 16)]) or "")
+    assert "line 1 unit price" in (invoice_problem([invoice("1", "1e20")]) or "")

@@ -1,10 +1,10 @@
 """What the `invoices` table can hold, checked before any SQL runs, so one bad value parks one interchange.
 
 The SQL sink writes money as `NUMERIC(20, 4)` on PostgreSQL and as exact text on SQLite; both databases get the
-same rule here, so an invoice that one accepts the other accepts too. Line values (quantity, unit price, amount) are
-not stored by the SQL sink but travel to accounting: they may have any decimals, and at most the same digits before
-the decimal point. A value outside these limits is a permanent
-failure of its interchange (parked at once with the reason), never a database error that would fail its batch.
+same rule here, so an invoice that one accepts the other accepts too. Line values (quantity, unit price, amount)
+are not stored by the SQL sink but travel to accounting: they may have any decimals, and at most the same digits
+before the decimal point. A value outside these limits is a permanent failure of its interchange (parked at once
+with the reason), never a database error that would fail its batch.
 """
 
 from __future__ import annotations
