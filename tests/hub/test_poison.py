@@ -77,7 +77,7 @@ async def test_every_bad_input_is_parked_alone_and_every_good_invoice_created_on
     assert "not a date" in reasons["bad-date"]
     assert "DTM+137" in reasons["missing-dtm137"]
     assert "digits before the decimal point" in reasons["total-1e21"]
-    assert "cannot be journaled" in reasons["control-10000"]
+    assert "over the limit of 512" in reasons["control-10000"]  # the key limit (the parser or Message says so)
     assert "quantity" in reasons["quantity-500000-digits"]
     assert "not a valid EDI interchange" in reasons["not-edi"]
     assert "max_payload" in reasons["oversized"]

@@ -77,7 +77,7 @@ def test_one_bad_interchange_does_not_take_its_siblings_down() -> None:
     assert [len(item.invoices) for item in items if item.route == "inbox"] == [1, 1, 1]
     assert "not a date" in items[1].reason
     assert "digits before the decimal point" in items[3].reason
-    assert "cannot be journaled" in items[4].reason
+    assert "over the limit of 512" in items[4].reason
     assert b"20261399" in items[1].payload
     assert b"G-2" not in items[1].payload  # each parked interchange keeps its own bytes, not its siblings'
 
