@@ -1,0 +1,65 @@
+"""A slow batch through NATS JetStream (the real server on 127.0.0.1:4222): progress keeps its deliveries."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import nats
+import pytest
+
+from edinbox import Message
+from edinbox.hub import Accounting, Created, HubConfig, open_hub
+from edinbox.hub._ops import stats
+from edinbox.sources.nats import publish
+from services import require_service
+
+from .poison import good
+
+SERVER = "nats://127.0.0.1:4222"
+
+
+@pytest.fixture
+async def url() -> AsyncIterator[str]:
+    """A fresh stream whose consumer redelivers what is unacked after 1 s; deleted afterwards."""
+    require_service("nats")
+    name = "slow" + uuid.uuid4().hex[:12]
+    yield f"{SERVER}?stream={name}&subject={name}.in&ack_wait=1"
+    connection = await nats.connect(SERVER)
+    try:
+        await connection.jetstream().delete_stream(name)
+    finally:
+        await connection.close()
+
+
+class SlowAccounting(Accounting):
+    """A sink that takes longer than the ack wait, as a big interchange does."""
+
+    def __init__(self, inner: Accounting, *, seconds: float) -> None:
+        self.inner = inner
+        self.seconds = seconds
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Wait, then create."""
+        await asyncio.sleep(self.seconds)
+        return await self.inner.create(tx, message, invoices)
+
+
+async def test_a_batch_slower_than_ack_wait_is_not_handed_to_another_hub(hub_config: HubConfig, url: str) -> None:
+    """A batch that takes 2.5 times the 1 s ack wait: its hub's in_progress beats keep the deliveries its own, so a
+    second hub on the same consumer gets nothing (no duplicate is counted) and each invoice is created once."""
+    config = replace(hub_config, source=url, batch_size=2, idle_timeout=3.0)
+    await publish(url, [("n1", good(900)), ("n2", good(901))])
+    async with open_hub(config) as slow, open_hub(config) as other:
+        slow.accounting = SlowAccounting(slow.accounting, seconds=1.25)
+        first = asyncio.create_task(slow.run(once=True))
+        await asyncio.sleep(0.3)  # the slow hub holds both deliveries now
+        second = dict(await other.run(once=True))
+        totals = dict(await first)
+    assert totals == {"processed": 2}
+    assert second == {}
+    counts = await stats(config)
+    assert (counts["invoices"], counts["duplicate"]) == (2, 0)
