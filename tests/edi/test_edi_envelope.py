@@ -353,9 +353,10 @@ def test_segment_without_a_tag_is_found_and_never_keyed() -> None:
         ic.message()
 
 
-def test_edi_syntax_error_is_an_inbox_error_and_a_value_error() -> None:
-    """EdiSyntaxError belongs to the edinbox tree and is a ValueError; NotKeyableError is an EdiSyntaxError."""
-    assert issubclass(EdiSyntaxError, InboxError)
+def test_edi_syntax_error_is_a_data_error_not_an_inbox_error() -> None:
+    """EdiSyntaxError is a ValueError about the payload, outside the InboxError tree that callers treat as
+    edinbox's own failures (a database or broker down); NotKeyableError is an EdiSyntaxError."""
+    assert not issubclass(EdiSyntaxError, InboxError)
     assert issubclass(EdiSyntaxError, ValueError)
     assert issubclass(NotKeyableError, EdiSyntaxError)
 

@@ -158,8 +158,7 @@ class Hub:
             counts: Counter[str] = Counter()
             for message in messages:
                 item = by_key[message.key]
-                invoices = item.interchange.invoices() if item.interchange is not None else []
-                created = await self.accounting.create(tx, message, invoices)
+                created = await self.accounting.create(tx, message, list(item.invoices))
                 outcome = "resent" if created.existing and not created.created else "processed"
                 effects[message.key] = outcome
                 counts[outcome] += 1

@@ -2,7 +2,9 @@
 
 For an EDI payload the interchange key wins (`Interchange.message()`); the delivery's producer id or broker
 coordinates key only non-EDI payloads, and only when the configuration sends those through the inbox. A payload
-that does not parse, and an interchange without its trailer, are parked (route `reject`) with a reason.
+that does not parse, an interchange without its trailer, and one whose invoices cannot be read (an
+`edi.EdiSyntaxError`: a fault of the data, never retried) are parked (route `reject`) with a reason. Invoices are
+read here, before any transaction, so an unreadable one never fails a batch.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class Item:
     types: tuple[str, ...] = ()
     reason: str = ""
     payload: bytes = b""
+    invoices: tuple[edi.Invoice, ...] = ()
+    """The interchange's invoices, read while planning (inbox route only)."""
 
     @property
     def fingerprint(self) -> str:
@@ -41,11 +45,8 @@ class Item:
 
 
 def message_types(interchange: edi.Interchange) -> tuple[str, ...]:
-    """The message types in an interchange (INVOIC, 810, 997, CONTRL...); `TA1` for an X12 one with none."""
-    found = tuple(t.upper() for t in interchange.message_types)
-    if not found and interchange.standard == "X12":
-        return ("TA1",)  # an interchange acknowledgment: ISA, TA1, IEA and no functional group
-    return found
+    """The message types in an interchange (INVOIC, 810, 997, CONTRL, TA1...), as the parser reports them."""
+    return tuple(t.upper() for t in interchange.message_types)
 
 
 def plan(delivery: Delivery, config: HubConfig) -> list[Item]:
@@ -72,7 +73,14 @@ def plan(delivery: Delivery, config: HubConfig) -> list[Item]:
         needs_inbox = any(config.route(t) == INBOX for t in types)
         route = (INBOX if needs_inbox else BYPASS) if types else config.default_route
         label = f"{message.source}/{message.message_id}"
-        items.append(Item(route, label, message=message, interchange=interchange, types=types))
+        try:
+            invoices = tuple(interchange.invoices()) if route == INBOX else ()
+        except edi.EdiSyntaxError as exc:
+            start, end = interchange.span
+            reason = f"unreadable invoice in {label}: {exc}"
+            items.append(Item(REJECT, label, types=types, reason=reason, payload=payload[start:end]))
+            continue
+        items.append(Item(route, label, message=message, interchange=interchange, types=types, invoices=invoices))
     return items
 
 
