@@ -23,7 +23,10 @@ from pathlib import Path
 
 from edinbox.edi import Invoice, InvoiceLine, InvoiceParty, Party, parse, render_invoice
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "edi-samples"
+CORPUS = next(
+    (p / "shared" / "edi-samples" for p in Path(__file__).resolve().parents if (p / "shared" / "edi-samples").is_dir()),
+    Path(__file__).resolve().parents[1].parent / "shared" / "edi-samples",
+)
 LARGE = CORPUS / "edifact_large_2MB_pydifact.edi"
 ROUNDS = 3
 KEY_BUDGET_US = 50.0

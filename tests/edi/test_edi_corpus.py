@@ -1,19 +1,19 @@
 """The shared corpus of real partner files: every file's control numbers and senders match its MANIFEST.md.
 
-The corpus lives beside the repository (`../shared/edi-samples/` from the repository root) and is never copied
-into it; the test is skipped where it is absent.
+The corpus lives beside the repository (`shared/edi-samples/` in the repository's parent folder or one above it)
+and is never copied into it; the test is skipped where it is absent.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+import edi_fixtures as fixtures
 import pytest
 
 from edinbox.edi import EdiSyntaxError, parse
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "edi-samples"
+CORPUS = fixtures.CORPUS
 MANIFEST = CORPUS / "MANIFEST.md"
 # Files whose interchanges are incomplete or malformed, per the manifest: read, but never keyed.
 UNKEYABLE = {2, 3, 7, 22, 39, 40}

@@ -32,6 +32,7 @@ def parse(data: bytes) -> list[Interchange]:
     if pos >= n:
         raise EdiSyntaxError("the data is empty: no interchange header (ISA, UNA or UNB)", offset=0)
     found: list[Interchange] = []
+    cuts = _Cuts(text)
     while pos < n:
         match = _HEADER.search(text, pos)
         prefix: list[str] = []
@@ -46,9 +47,11 @@ def parse(data: bytes) -> list[Interchange]:
         start = match.start()
         head = _x12.x12_head(text, start) if text.startswith("ISA", start) else _edifact.edifact_head(text, start)
         head.problems[:0] = prefix
-        end, closed = _find_end(text, head)
+        end, closed = _find_end(text, head, cuts)
         if not closed:  # ran to the end of the data: the span stops at its last non-blank byte
-            span_end = len(text[:end].rstrip(_GAP_CHARS))
+            span_end = end
+            while span_end > start and text[span_end - 1] in _GAP_CHARS:
+                span_end -= 1
         else:  # after a terminator: the span takes the line end that follows it, so spans tile the input
             span_end = end
             if text.startswith("\r\n", end):
@@ -81,20 +84,14 @@ def _released(text: str, at: int, release: str, wrap: bool) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _ends(standard: str, term: str, element: str) -> re.Pattern[str]:
-    """Finds, after a terminator, the interchange trailer or the next interchange's header."""
+    """Finds the interchange trailer or the next interchange's header (`_find_end` checks the terminator before).
+
+    The pattern does not start with the terminator: when the terminator is a line break, a search for "terminator,
+    blank lines, tag" would retry at every blank line and read the rest of the run each time (quadratic).
+    """
     noise = "[\r\n]*" if term not in ("\r", "\n", "\r\n") else ""
     trailer = "IEA" if standard == "X12" else "UNZ"
-    return re.compile(
-        re.escape(term)
-        + "[ \t\r\n\x0b\x0c\x00\x1a]*(?:(?P<trailer>"
-        + noise.join(trailer)
-        + ")"
-        + noise
-        + re.escape(element)
-        + "|"
-        + _HEADERS
-        + ")"
-    )
+    return re.compile("(?P<trailer>" + noise.join(trailer) + ")" + noise + re.escape(element) + "|" + _HEADERS)
 
 
 # A fixed-width ISA (X12.5 widths 2/10/2/10/2/15/2/15/6/4/1/5/9/1/1) or a UNA followed by UNB starts a new
@@ -104,6 +101,7 @@ _FIXED_ISA = re.compile(
     "ISA(?P<sep>[^A-Za-z0-9 \t\r\n])"
     + "".join(f"[^\r\n]{{{gap}}}(?P=sep)" for gap in (2, 10, 2, 10, 2, 15, 2, 15, 6, 4, 1, 5, 9, 1, 1))
 )
+_TAGS = re.compile("ISA|UNA|UNB")
 _UNA_UNB = re.compile("UNA[^\r\n]{6}[ \t\r\n]*UNB")
 # At the start of a line a header must look like one: ISA01 between two separators, or UNB S001 ("UNOC:3").
 _LINE_HEADER = re.compile(
@@ -113,12 +111,32 @@ _LINE_HEADER = re.compile(
 )
 
 
-def _cut(text: str, at: int) -> int:
-    """Where a next interchange surely begins without a terminator before it (len(text) when nowhere)."""
-    best = len(text)
-    for tag in ("ISA", "UNA", "UNB"):
-        found = text.find(tag, at, best)
-        while found >= 0:
+class _Cuts:
+    """Where a next interchange surely begins without a terminator before it, searched once per stretch of text.
+
+    One search serves every interchange that starts before the cut it found: glued interchanges never make the
+    parser read the rest of the data again for each of them.
+    """
+
+    __slots__ = ("_at", "_before", "_best", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._at = -1  # where the last search started; its answer holds for any later start before `_before`
+        self._best = len(text)
+        self._before = -1  # nothing searched yet
+
+    def after(self, at: int) -> int:
+        """The first sure interchange start after `at` (len(text) when none)."""
+        if not (self._at <= at < self._before):
+            self._search(at)
+        return self._best
+
+    def _search(self, at: int) -> None:
+        text = self._text
+        best = before_best = len(text)
+        for match in _TAGS.finditer(text, at):  # one pass for the three tags: it stops at the first sure start
+            found, tag = match.start(), match.group()
             before = found
             while before > at and text[before - 1] in " \t":
                 before -= 1
@@ -128,29 +146,49 @@ def _cut(text: str, at: int) -> int:
                 or (tag == "ISA" and _FIXED_ISA.match(text, found))
                 or (tag == "UNA" and _UNA_UNB.match(text, found))
             ):
-                best = found
+                # a start on its own line is only sure for searches that begin before its indentation
+                best, before_best = found, (before if line_start else found + 1)
                 break
-            found = text.find(tag, found + 1, best)
-    return best
+        self._at, self._best, self._before = at, best, before_best
 
 
-def _find_end(text: str, head: Head) -> tuple[int, bool]:
+def _term_before(text: str, tag: int, floor: int, head: Head, wrap: bool) -> int:
+    """Where the (unreleased) terminator stands that a tag at `tag` follows, blanks between; -1 when none."""
+    term, release = head.term, head.release
+    run = tag
+    while run > floor and text[run - 1] in _GAP_CHARS:
+        run -= 1
+    if term in _GAP_CHARS or term == "\r\n":  # the terminator is a line break: it is inside the blank run
+        stop = text.find(term, run, tag)
+        while stop >= 0 and release is not None and _released(text, stop, release, wrap):
+            stop = text.find(term, stop + 1, tag)
+        return stop
+    stop = run - len(term)
+    if stop < floor or not text.startswith(term, stop):
+        return -1
+    if release is not None and _released(text, stop, release, wrap):
+        return -1
+    return stop
+
+
+def _find_end(text: str, head: Head, cuts: _Cuts) -> tuple[int, bool]:
     """End of the interchange (after its trailer's terminator, or before the next header, or the end of the data)
     and whether it ends after a terminator (False: the data ran out, or the next header cut it short)."""
     term, release = head.term, head.release
     wrap = term not in ("\r", "\n", "\r\n")
     pattern = _ends(head.standard, term, head.element)
-    at = head.body_start + 3
-    cut = _cut(text, at)
+    floor = at = head.body_start + 3
+    cut = cuts.after(at)
     while True:
         match = pattern.search(text, at, cut)
         if match is None:
             return cut, False
-        if release is not None and _released(text, match.start(), release, wrap):
+        stop = _term_before(text, match.start(), floor, head, wrap)
+        if stop < 0:
             at = match.start() + 1
             continue
-        if match.group("header") is not None:
-            return match.start() + len(term), True
+        if match.group("trailer") is None:  # the next interchange's header
+            return stop + len(term), True
         at = match.end()
         while True:
             stop = text.find(term, at, cut)
