@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 
 import edi_fixtures as fixtures
 import pytest
@@ -114,6 +115,16 @@ def test_x12_isb_ise_and_ta1_are_interchange_level() -> None:
     assert ic.groups == ()
     assert ic.keyable
     assert ic.problems == ("IEA says '1' groups but the interchange has 0",)
+    assert ic.message_types == ("TA1",)
+    assert ic.message().headers["edi-message-types"] == "TA1"
+
+
+def test_x12_ta1_is_a_message_type_beside_transaction_sets() -> None:
+    """A TA1 before the first group is listed among the message types, in order of appearance."""
+    head, rest = fixtures.X12_810.split(b"GS*", 1)
+    ic = only(head + b"TA1*000000050*200229*1200*A*000~GS*" + rest)
+    assert ic.message_types == ("TA1", "810")
+    assert [m.type for m in ic.messages] == ["810"]
 
 
 def test_x12_control_number_and_count_mismatches_are_problems() -> None:
@@ -308,6 +319,18 @@ def test_leading_junk_is_skipped_and_reported() -> None:
     assert ic.keyable
     assert ic.span[0] == 19
     assert "19 bytes before the interchange header were skipped" in ic.problems[0]
+
+
+def test_edifact_without_una_hard_wrapped_at_80_columns_is_keyed() -> None:
+    """No UNA, wrapped at 80 columns so a line starts with "EAN+1" (a UNB value): keyed, invoices read, and the
+    fingerprint of the unwrapped interchange; segments end at apostrophes, not at line breaks."""
+    ic = only(fixtures.EDIFACT_INVOIC_WRAPPED_80)
+    assert b"\r\nEAN+1'" in fixtures.EDIFACT_INVOIC_WRAPPED_80
+    assert ic.keyable, ic.problems
+    assert ic.problems == ()
+    assert ic.separators.segment == "'"
+    assert ic.fingerprint() == only(fixtures.EDIFACT_INVOIC_WRAPPED_80.replace(b"\r\n", b"")).fingerprint()
+    assert [i.total for i in ic.invoices()] == [Decimal("119.60")]
 
 
 def test_line_feeds_instead_of_terminators_are_read_but_never_keyed() -> None:
