@@ -376,6 +376,24 @@ def test_segment_without_a_tag_is_found_and_never_keyed() -> None:
         ic.message()
 
 
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (fixtures.X12_810.replace(b"*000000905*0*P", b"*\x00000000905*0*P", 1), "control number cannot be"),
+        (fixtures.edifact_orders(b"R" * 600), "control number cannot be"),
+        (fixtures.edifact_orders(b"R1", sender=b"S" * 600), "source cannot be an inbox key"),
+    ],
+)
+def test_control_number_or_source_that_cannot_be_a_key_is_never_keyed(data: bytes, words: str) -> None:
+    """A NUL in the control number, or a control number or sender over the key limit: reported, not keyed, and
+    message() raises NotKeyableError (an EdiSyntaxError), never the inbox's LimitError."""
+    ic = only(data)
+    assert not ic.keyable
+    assert any(words in p for p in ic.problems)
+    with pytest.raises(NotKeyableError, match=words):
+        ic.message()
+
+
 def test_edi_syntax_error_is_a_data_error_not_an_inbox_error() -> None:
     """EdiSyntaxError is a ValueError about the payload, outside the InboxError tree that callers treat as
     edinbox's own failures (a database or broker down); NotKeyableError is an EdiSyntaxError."""
