@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+
+def _corpus() -> Path:
+    """The shared corpus folder `shared/edi-samples` beside the repository or one of its parents (a worktree)."""
+    parents = Path(__file__).resolve().parents
+    found = (p / "shared" / "edi-samples" for p in parents if (p / "shared" / "edi-samples").is_dir())
+    return next(found, parents[2].parent / "shared" / "edi-samples")
+
+
+CORPUS = _corpus()
+"""Real partner files, never copied into the repository; tests that read them skip where it is absent."""
+
 # A clean X12 004010 810: fixed-width ISA, `*` elements, `>` components, `~` terminators, one invoice.
 X12_810 = (
     b"ISA*00*          *00*          *ZZ*ACME           *ZZ*HUB            *261130*1205*U*00401*000000905*0*P*>~"
@@ -87,3 +100,10 @@ def edifact_orders(reference: bytes, *, sender: bytes = b"SENDER", trailer: bool
         b"UNH+M1+ORDERS:D:96A:UN'BGM+220+PO-1+9'UNT+3+M1'"
     )
     return data + (b"UNZ+1+" + reference + b"'" if trailer else b"")
+
+
+# The INVOIC above with a longer UNB (password, application reference "EAN", priority 1), no UNA, hard-wrapped at
+# 80 columns with CRLF: the first line holds no apostrophe and the second starts "EAN+1'", a tag-like start that
+# is not a segment.
+_LONG_UNB = EDIFACT_INVOIC.replace(b"+INV0000000905'UNH", b"+INV0000000905+PASSWORD+EAN+1'UNH", 1)
+EDIFACT_INVOIC_WRAPPED_80 = b"\r\n".join(_LONG_UNB[k : k + 80] for k in range(0, len(_LONG_UNB), 80))

@@ -1,19 +1,19 @@
 """The shared corpus of real partner files: every file's control numbers and senders match its MANIFEST.md.
 
-The corpus lives beside the repository (`../shared/edi-samples/` from the repository root) and is never copied
-into it; the test is skipped where it is absent.
+The corpus lives beside the repository (`shared/edi-samples/` in the repository's parent folder or one above it)
+and is never copied into it; the test is skipped where it is absent.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+import edi_fixtures as fixtures
 import pytest
 
 from edinbox.edi import EdiSyntaxError, parse
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "edi-samples"
+CORPUS = fixtures.CORPUS
 MANIFEST = CORPUS / "MANIFEST.md"
 # Files whose interchanges are incomplete or malformed, per the manifest: read, but never keyed.
 UNKEYABLE = {2, 3, 7, 22, 39, 40}
@@ -105,3 +105,27 @@ def test_corpus_invoices_are_read() -> None:
         "x12_810_4010_staedi.edi": ["2554.38", "2554.38"],
         "x12_810_BOM_unpaddedISA_tabs_edinet.edi": ["365.96"],
     }
+
+
+@needs_corpus
+def test_corpus_edifact_rewrapped_at_any_width_keeps_key_fingerprint_and_invoices() -> None:
+    """Every keyable EDIFACT sample, its line breaks removed and hard-wrapped again at 60 to 100 columns (UNA or
+    none, a line may start with a tag-like "UNG+" or "EAN+1"), is keyed with the same key, fingerprint and
+    invoices: a hard wrap is never taken for segments ending at line breaks."""
+    checked = 0
+    for path in sorted(CORPUS.iterdir()):
+        if path.name == "MANIFEST.md" or not path.name.startswith("edifact_"):
+            continue
+        for ic in parse(path.read_bytes()):
+            if not ic.keyable:
+                continue
+            flat = parse(ic.raw.replace(b"\r", b"").replace(b"\n", b""))[0]
+            totals = [i.total for i in flat.invoices()]
+            for width in range(60, 101):
+                wrapped = b"\r\n".join(flat.raw[k : k + width] for k in range(0, len(flat.raw), width))
+                (again,) = parse(wrapped)
+                assert again.keyable, (path.name, width, again.problems)
+                assert (again.key, again.fingerprint()) == (flat.key, flat.fingerprint()), (path.name, width)
+                assert [i.total for i in again.invoices()] == totals
+            checked += 1
+    assert checked >= 10

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 
 import edi_fixtures as fixtures
 import pytest
@@ -114,6 +115,16 @@ def test_x12_isb_ise_and_ta1_are_interchange_level() -> None:
     assert ic.groups == ()
     assert ic.keyable
     assert ic.problems == ("IEA says '1' groups but the interchange has 0",)
+    assert ic.message_types == ("TA1",)
+    assert ic.message().headers["edi-message-types"] == "TA1"
+
+
+def test_x12_ta1_is_a_message_type_beside_transaction_sets() -> None:
+    """A TA1 before the first group is listed among the message types, in order of appearance."""
+    head, rest = fixtures.X12_810.split(b"GS*", 1)
+    ic = only(head + b"TA1*000000050*200229*1200*A*000~GS*" + rest)
+    assert ic.message_types == ("TA1", "810")
+    assert [m.type for m in ic.messages] == ["810"]
 
 
 def test_x12_control_number_and_count_mismatches_are_problems() -> None:
@@ -310,6 +321,18 @@ def test_leading_junk_is_skipped_and_reported() -> None:
     assert "19 bytes before the interchange header were skipped" in ic.problems[0]
 
 
+def test_edifact_without_una_hard_wrapped_at_80_columns_is_keyed() -> None:
+    """No UNA, wrapped at 80 columns so a line starts with "EAN+1" (a UNB value): keyed, invoices read, and the
+    fingerprint of the unwrapped interchange; segments end at apostrophes, not at line breaks."""
+    ic = only(fixtures.EDIFACT_INVOIC_WRAPPED_80)
+    assert b"\r\nEAN+1'" in fixtures.EDIFACT_INVOIC_WRAPPED_80
+    assert ic.keyable, ic.problems
+    assert ic.problems == ()
+    assert ic.separators.segment == "'"
+    assert ic.fingerprint() == only(fixtures.EDIFACT_INVOIC_WRAPPED_80.replace(b"\r\n", b"")).fingerprint()
+    assert [i.total for i in ic.invoices()] == [Decimal("119.60")]
+
+
 def test_line_feeds_instead_of_terminators_are_read_but_never_keyed() -> None:
     """No UNA and no apostrophes, segments on lines: read (for operators) but never keyed."""
     data = b"UNB+UNOA:1+S:14+R:14+180525:2030+2216\nUNH+1+IFCSUM:D:01B:UN\nBGM+610+1\nUNT+3+1\nUNZ+1+2216\n"
@@ -353,9 +376,28 @@ def test_segment_without_a_tag_is_found_and_never_keyed() -> None:
         ic.message()
 
 
-def test_edi_syntax_error_is_an_inbox_error_and_a_value_error() -> None:
-    """EdiSyntaxError belongs to the edinbox tree and is a ValueError; NotKeyableError is an EdiSyntaxError."""
-    assert issubclass(EdiSyntaxError, InboxError)
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (fixtures.X12_810.replace(b"*000000905*0*P", b"*\x00000000905*0*P", 1), "control number cannot be"),
+        (fixtures.edifact_orders(b"R" * 600), "control number cannot be"),
+        (fixtures.edifact_orders(b"R1", sender=b"S" * 600), "source cannot be an inbox key"),
+    ],
+)
+def test_control_number_or_source_that_cannot_be_a_key_is_never_keyed(data: bytes, words: str) -> None:
+    """A NUL in the control number, or a control number or sender over the key limit: reported, not keyed, and
+    message() raises NotKeyableError (an EdiSyntaxError), never the inbox's LimitError."""
+    ic = only(data)
+    assert not ic.keyable
+    assert any(words in p for p in ic.problems)
+    with pytest.raises(NotKeyableError, match=words):
+        ic.message()
+
+
+def test_edi_syntax_error_is_a_data_error_not_an_inbox_error() -> None:
+    """EdiSyntaxError is a ValueError about the payload, outside the InboxError tree that callers treat as
+    edinbox's own failures (a database or broker down); NotKeyableError is an EdiSyntaxError."""
+    assert not issubclass(EdiSyntaxError, InboxError)
     assert issubclass(EdiSyntaxError, ValueError)
     assert issubclass(NotKeyableError, EdiSyntaxError)
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import edi_fixtures as fixtures
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from edinbox.edi import (
@@ -244,3 +244,79 @@ def test_truncated_interchange_never_hides_the_next(
     assert found[-1].keyable, found[-1].problems
     assert found[-1].key == parse(then)[0].key
     assert all(not ic.keyable for ic in found[:-1])
+
+
+# Values an invoice's number and date fields may hold in bad data: huge, tiny, malformed, exotic digits.
+_BAD_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            b"",
+            b"0",
+            b"-0",
+            b"0.0",
+            b",",
+            b".5",
+            b"1e9",
+            b"NaN",
+            b"Infinity",
+            b"20261399",
+            b"20260230",
+            b"99999999",
+            b"1" * 36,
+            b"0." + b"0" * 33 + b"1",
+            b"-" + b"9" * 34,
+            "\u0661\u0662".encode(),
+        ]
+    ),
+    st.sampled_from([b"9" * 500_000, b"9" * 200_000 + b".9", b"1" + b"0" * 999_999]),
+    st.integers(-(10**40), 10**40).map(lambda n: str(n).encode()),
+    st.text(alphabet="0123456789.,-", max_size=40).map(str.encode),
+)
+# Where those values go: IT102/IT104/TDS01/TXI02/BIG01 in X12, QTY/PRI/MOA/DTM in EDIFACT (a field, then its value).
+_FIELDS = [
+    (fixtures.X12_810, b"IT1*1*2*EA*50.00", lambda v: b"IT1*1*" + v + b"*EA*50.00"),
+    (fixtures.X12_810, b"IT1*1*2*EA*50.00", lambda v: b"IT1*1*2*EA*" + v),
+    (fixtures.X12_810, b"IT1*1*2*EA*50.00", lambda v: b"IT1*1*" + v + b"*EA*" + v),
+    (fixtures.X12_810, b"TDS*11960", lambda v: b"TDS*" + v),
+    (fixtures.X12_810, b"TXI*VA*19.10", lambda v: b"TXI*VA*" + v),
+    (fixtures.X12_810, b"BIG*20261130", lambda v: b"BIG*" + v),
+    (fixtures.EDIFACT_INVOIC, b"QTY+47:2'", lambda v: b"QTY+47:" + v + b"'"),
+    (fixtures.EDIFACT_INVOIC, b"PRI+AAA:50.00'", lambda v: b"PRI+AAA:" + v + b"'"),
+    (fixtures.EDIFACT_INVOIC, b"PRI+AAA:50.00'", lambda v: b"PRI+AAA:50.00:::" + v + b"'"),
+    (
+        fixtures.EDIFACT_INVOIC,
+        b"QTY+47:2'MOA+203:100.00'PRI+AAA:50.00'",
+        lambda v: b"QTY+47:" + v + b"'MOA+203:" + v + b"'",
+    ),
+    (fixtures.EDIFACT_INVOIC, b"MOA+77:119.60'", lambda v: b"MOA+77:" + v + b"'"),
+    (fixtures.EDIFACT_INVOIC, b"DTM+137:20261130:102'", lambda v: b"DTM+137:" + v + b":102'"),
+    (fixtures.EDIFACT_INVOIC, b"DTM+137:20261130:102'", lambda v: b"DTM+9:" + v + b":102'"),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=RELAXED)
+@given(st.sampled_from(_FIELDS), st.lists(_BAD_VALUES, min_size=1, max_size=2), st.one_of(mutated(), st.just(b"")))
+@example(_FIELDS[2], [b"9" * 500_000], b"")  # quantity and price of 500,000 digits: their product overflowed
+def test_invoices_raise_only_edi_syntax_error_and_give_finite_numbers(
+    field: tuple[bytes, bytes, object], values: list[bytes], noise: bytes
+) -> None:
+    """Whatever number or date a valid invoice's fields hold (huge, tiny, malformed), and whatever random edits
+    a seed suffered, invoices() returns finite Decimals or raises EdiSyntaxError, never anything else."""
+    seed, old, new = field
+    data = seed
+    for value in values:
+        data = data.replace(old, new(value), 1)  # type: ignore[operator]
+    for payload in (data, noise) if noise else (data,):
+        try:
+            found = parse(payload)
+        except EdiSyntaxError:
+            continue
+        for ic in found:
+            try:
+                read = ic.invoices()
+            except EdiSyntaxError:  # the data's fault, said in a sentence: the one outcome besides invoices
+                continue
+            for invoice in read:
+                numbers = [invoice.total, invoice.tax_total]
+                numbers += [n for li in invoice.lines for n in (li.quantity, li.unit_price, li.amount)]
+                assert all(isinstance(n, Decimal) and n.is_finite() for n in numbers)

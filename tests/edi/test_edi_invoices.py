@@ -132,10 +132,19 @@ def test_x12_810_credit_memo_and_remit_to_seller() -> None:
         (fixtures.X12_810.replace(b"TDS*11960~", b""), "has no invoice total"),
         (fixtures.X12_810.replace(b"N1*BY*", b"N1*ZZ*"), "has no buyer"),
         (fixtures.X12_810.replace(b"IT1*1*2*", b"IT1*1*two*"), "IT102 quantity 'two' is not a number"),
+        # a quantity and price of 500,000 digits each: their product let decimal.Overflow escape
+        (
+            fixtures.X12_810.replace(b"IT1*1*2*EA*50.00", b"IT1*1*" + b"9" * 500_000 + b"*EA*" + b"9" * 500_000),
+            "IT102 quantity has 500000 characters; a number has at most 35",
+        ),
+        (fixtures.EDIFACT_INVOIC.replace(b"PRI+AAA:50.00'", b"PRI+AAA:" + b"1" * 36 + b"'"), "at most 35"),
+        (fixtures.X12_810.replace(b"BIG*20261130", b"BIG*20261399"), "BIG01 invoice date '20261399' is not a date"),
+        (fixtures.EDIFACT_INVOIC.replace(b"DTM+137:", b"DTM+9:"), r"has no document date \(DTM\+137\)"),
     ],
 )
 def test_missing_or_bad_invoice_fields_raise_a_sentence(data: bytes, sentence: str) -> None:
-    """A missing mandatory field or a non-number raises EdiSyntaxError naming the message and the field."""
+    """A missing mandatory field, a non-number, an oversized number or an impossible date raises EdiSyntaxError
+    naming the message and the field, never another exception."""
     (ic,) = parse(data)
     with pytest.raises(EdiSyntaxError, match=sentence) as caught:
         ic.invoices()

@@ -2,7 +2,8 @@
 
     parse(data: bytes) -> list[Interchange]
     Interchange.message() -> edinbox.Message        the inbox key (format in edinbox.edi._key)
-    Interchange.invoices() -> list[Invoice]          EDIFACT INVOIC and X12 810
+    Interchange.invoices() -> list[Invoice]          EDIFACT INVOIC and X12 810 (finite Decimal money)
+    Interchange.message_types                        "INVOIC", "810", "997", "TA1" (an X12 TA1 counts), ...
     render_invoice(...) / render_interchange(...)    write interchanges: invoices, acknowledgments (demo, tests)
 
 Accepted: several interchanges per input (X12 and EDIFACT mixed, each with its own separators); a UTF-8 BOM,
@@ -20,12 +21,15 @@ Reported as problems, still keyable: trailer count and control-number mismatches
 unreadable ISA09/UNB S004 date, a non-9-digit ISA13, segments outside messages.
 Read but never keyed (`keyable` False, message() and invoices() raise NotKeyableError): a missing or unterminated
 IEA/UNZ (truncated data), a message or group without its trailer, an empty control number or sender id, a
-segment whose tag is not 2-3 upper-case letters or digits, and EDIFACT without UNA whose segments end at line
-breaks instead of apostrophes.
+segment whose tag is not 2-3 upper-case letters or digits, a control number or source that cannot be an inbox
+key (a NUL, over 512 bytes), and EDIFACT without UNA whose segments end at line breaks instead of apostrophes
+(a UNB line without an apostrophe followed by a whole UNG or UNH line; a hard wrap is not taken for that).
 Refused with EdiSyntaxError (byte offset, segment index, a sentence): empty input, no ISA/UNA/UNB, data after
 the last interchange, a truncated header (ISA without 16 elements, UNA shorter than 9 bytes, unterminated UNB),
 separators that are letters, digits, spaces or not distinct, UNB without UNA followed by anything but `+` or IS3,
-and (from invoices()) a missing or malformed mandatory invoice field.
+and (from invoices()) a missing or malformed mandatory invoice field, a number over 35 characters or an
+impossible date. EdiSyntaxError is a ValueError about the data, not an `edinbox.InboxError`: nothing else comes
+out of the parser for any bytes. Parse time is linear in the input (blank lines, glued interchanges included).
 """
 
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError

@@ -28,7 +28,10 @@ CHARSETS = {
     "UNOW": "utf-8",
     "UNOY": "utf-8",
 }
-_NEXT_LINE_SEGMENT = re.compile(r"\r?\n[A-Z]{3}\+")
+# Segments ending at line breaks (no UNA, no apostrophes): the UNB line is followed by a whole UNG or UNH line, the
+# only segments ISO 9735 allows after UNB. Any other tag there ("EAN+1...") is a UNB hard-wrapped mid-value.
+_NEXT_LINE_SEGMENT = re.compile(r"\r?\n(?:UNG|UNH)\+[^'\r\n]*\r?\n")
+_LINE_END_OR_TERM = re.compile("[\n']")
 
 
 def edifact_head(text: str, start: int) -> Head:
@@ -74,8 +77,9 @@ def edifact_head(text: str, start: int) -> Head:
             segment_index=0,
         )
     if term == "'":
-        line_end = text.find("\n", start)
-        if line_end >= 0 and "'" not in text[start:line_end] and _NEXT_LINE_SEGMENT.match(text, line_end):
+        first = _LINE_END_OR_TERM.search(text, start)  # reads no further than the UNB line's end
+        line_end = first.start() if first is not None and first.group() == "\n" else -1
+        if line_end >= 0 and _NEXT_LINE_SEGMENT.match(text, line_end):
             term = "\n"
             keyable = False
             problems.append(
@@ -100,6 +104,7 @@ SPEC = Spec(
     message_header="UNH",
     message_trailer="UNT",
     free=frozenset(),
+    standalone=frozenset(),
     prefixes=frozenset({"UN"}),
     trailer_counts_groups_only=False,
     read_group=_read_group,

@@ -31,6 +31,7 @@ class Spec:
     message_header: str
     message_trailer: str
     free: frozenset[str]
+    standalone: frozenset[str]
     prefixes: frozenset[str]
     trailer_counts_groups_only: bool
     read_group: Callable[[Segment], tuple[str, str, str, str, str]]
@@ -46,6 +47,8 @@ class Walk:
     problems: list[str] = field(default_factory=list)
     trailer: Segment | None = None
     complete: bool = True
+    standalone: list[tuple[int, str]] = field(default_factory=list)
+    """Segments outside any message that are a message type of their own (X12 TA1), with their index."""
 
 
 def same_number(a: str, b: str) -> bool:
@@ -143,6 +146,8 @@ def walk(body: Body, spec: Spec) -> Walk:
         if tag not in envelope:
             if tag in spec.free and message is None:
                 previous = i
+                if tag in spec.standalone:
+                    out.standalone.append((i, tag))
             continue
         if message is None and i - previous > 1 and not outside_reported:
             problems.append(f"segments {previous + 1}..{i - 1} are outside any message")

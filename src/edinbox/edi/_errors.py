@@ -1,18 +1,20 @@
-"""The EDI parser's errors, rooted in the edinbox tree.
+"""The EDI parser's errors: faults of the data, not failures of edinbox, so they are not `InboxError`s.
 
-InboxError
-└── EdiSyntaxError (also ValueError)   the bytes are not a readable interchange; `offset`, `segment_index`
-    └── NotKeyableError                the interchange is incomplete (no trailer, ...): never keyed or processed
+ValueError
+└── EdiSyntaxError     these bytes are not a readable interchange, or an invoice in it is unreadable; `offset`,
+    │                  `segment_index`. The payload alone is at fault: the hub parks it as rejected, with the
+    │                  message as its reason, and never retries it
+    └── NotKeyableError   the interchange is incomplete (no trailer, ...): never keyed or processed
+
+The parser raises nothing else for any input (`TypeError` only for an argument that is not bytes).
 """
 
 from __future__ import annotations
 
-from edinbox._errors import InboxError
-
 __all__ = ["EdiSyntaxError", "NotKeyableError"]
 
 
-class EdiSyntaxError(InboxError, ValueError):
+class EdiSyntaxError(ValueError):
     """The input cannot be read as EDI; says where, as a byte offset and a segment index.
 
     `offset` is the byte offset in the parsed data (0-based); `segment_index` is the 0-based index of the segment

@@ -24,6 +24,8 @@ class Examined:
     messages: tuple[EdiMessage, ...]
     problems: tuple[str, ...]
     keyable: bool
+    types: tuple[str, ...]
+    """The distinct message types in order of appearance, a TA1 outside any message included."""
 
 
 def examine(body: Body, *, control: str, notes: tuple[str, ...], identified: bool) -> Examined:
@@ -50,6 +52,8 @@ def examine(body: Body, *, control: str, notes: tuple[str, ...], identified: boo
         problems.append(
             f"{spec.trailer} control number {result.trailer.get(2)!r} does not match the header's {control!r}"
         )
-    examined = Examined(tuple(result.groups), tuple(result.messages), tuple(problems), keyable)
+    found = sorted([(m.segment_range[0], m.type) for m in result.messages] + result.standalone)
+    types = tuple(dict.fromkeys(kind for _, kind in found))
+    examined = Examined(tuple(result.groups), tuple(result.messages), tuple(problems), keyable, types)
     body.examined = examined
     return examined

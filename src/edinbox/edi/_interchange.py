@@ -70,8 +70,11 @@ class Interchange:
 
     @property
     def message_types(self) -> tuple[str, ...]:
-        """The distinct message types inside, in order of appearance ("INVOIC", "810", "997", ...)."""
-        return tuple(dict.fromkeys(m.type for m in self.messages))
+        """The distinct message types inside, in order of appearance ("INVOIC", "810", "997", "TA1", ...).
+
+        An X12 TA1 (interchange acknowledgment) is a segment, not a transaction set, yet counts as a type here.
+        """
+        return self._examined().types
 
     @property
     def source(self) -> str:

@@ -1,6 +1,9 @@
 """Invoices carried by an interchange: the values, the shared readers, and the dispatch per standard.
 
-Money is `Decimal`, never float. Unit prices are per unit (EDIFACT PRI 5284 unit price basis divided out).
+Money is `Decimal`, never float, and always finite. Unit prices are per unit (EDIFACT PRI 5284 unit price basis
+divided out). Numbers longer than 35 characters (EDIFACT n..35, the widest numeric element of either standard)
+are refused, and the arithmetic runs in its own decimal context (28 digits, overflow trapped), so whatever the
+data, `extract_invoices` returns finite values or raises EdiSyntaxError.
 """
 
 from __future__ import annotations
@@ -8,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, DecimalException, DivisionByZero, InvalidOperation, Overflow, localcontext
 from typing import TYPE_CHECKING
 
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["Invoice", "InvoiceLine", "InvoiceParty", "Reader", "extract_invoices"]
 
 _NUMBER = re.compile(r"-?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)\Z")
+_NUMBER_SIZE = 35  # EDIFACT n..35 (5004 monetary amount, 6060 quantity); X12 R and N elements are shorter
+_ARITHMETIC = Context(prec=28, Emax=999_999, Emin=-999_999, traps=[InvalidOperation, DivisionByZero, Overflow])
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,8 @@ class Reader:
     def decimal(self, value: str, what: str, position: int) -> Decimal:
         """A number with a point or comma decimal mark (no thousands separators) as an exact Decimal."""
         text = value.strip()
+        if len(text) > _NUMBER_SIZE:
+            raise self.fail(f"{what} has {len(text)} characters; a number has at most {_NUMBER_SIZE}", position)
         if not _NUMBER.match(text):
             raise self.fail(f"{what} {value!r} is not a number", position)
         try:
@@ -135,7 +142,25 @@ def extract_invoices(interchange: Interchange) -> list[Invoice]:
     invoices: list[Invoice] = []
     for message in interchange.messages:
         if interchange.standard == "EDIFACT" and message.type == "INVOIC":
-            invoices.append(read_invoic(Reader(interchange, message, "INVOIC")))
+            reader, read = Reader(interchange, message, "INVOIC"), read_invoic
         elif interchange.standard == "X12" and message.type == "810":
-            invoices.append(read_810(Reader(interchange, message, "810")))
+            reader, read = Reader(interchange, message, "810"), read_810
+        else:
+            continue
+        try:
+            with localcontext(_ARITHMETIC):
+                invoice = read(reader)
+        except DecimalException as exc:  # a product or quotient out of range: the data's fault
+            raise reader.fail(f"its amounts cannot be computed ({type(exc).__name__})") from None
+        if not all(n.is_finite() for n in _numbers(invoice)):  # pragma: no cover - the context traps first
+            raise reader.fail("an amount is not a finite number")
+        invoices.append(invoice)
     return invoices
+
+
+def _numbers(invoice: Invoice) -> list[Decimal]:
+    """Every Decimal of an invoice: its totals and each line's quantity, unit price and amount."""
+    values = [invoice.total, invoice.tax_total]
+    for line in invoice.lines:
+        values += (line.quantity, line.unit_price, line.amount)
+    return values

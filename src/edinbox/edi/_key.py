@@ -28,7 +28,9 @@ __all__ = ["fingerprint", "source"]
 
 _PLAIN = re.compile("[A-Za-z0-9._-]*")
 _SAFE = "!#$&'()*+,-./<=?@[]^_`{|}~"
-_TRAILING_COMPONENTS = re.compile("[\x1f\x1e]+(?=\x1d)")
+# Tried only where a run of separators starts, and never backtracked into: a long run that ends in a value (not
+# an element separator) costs one pass, not one pass per character of it.
+_TRAILING_COMPONENTS = re.compile("(?<![\x1f\x1e])[\x1f\x1e]++(?=\x1d)")
 _COMMA = re.compile(",[0-9]+(?=[\x1c\x1d\x1e\x1f]|\\Z)")
 _PADDING = " \xa0\xc2"  # space, and NBSP as Latin-1 (A0) or UTF-8 (C2 A0) bytes
 

@@ -6,10 +6,12 @@ import functools
 import re
 from datetime import datetime
 
+from edinbox._core import MAX_KEY_BYTES, key_problem
 from edinbox.edi import _edifact, _x12
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._head import Head
 from edinbox.edi._interchange import Interchange
+from edinbox.edi._key import source
 from edinbox.edi._model import Party, Separators
 from edinbox.edi._tokens import Body
 
@@ -32,6 +34,7 @@ def parse(data: bytes) -> list[Interchange]:
     if pos >= n:
         raise EdiSyntaxError("the data is empty: no interchange header (ISA, UNA or UNB)", offset=0)
     found: list[Interchange] = []
+    cuts = _Cuts(text)
     while pos < n:
         match = _HEADER.search(text, pos)
         prefix: list[str] = []
@@ -46,9 +49,11 @@ def parse(data: bytes) -> list[Interchange]:
         start = match.start()
         head = _x12.x12_head(text, start) if text.startswith("ISA", start) else _edifact.edifact_head(text, start)
         head.problems[:0] = prefix
-        end, closed = _find_end(text, head)
+        end, closed = _find_end(text, head, cuts)
         if not closed:  # ran to the end of the data: the span stops at its last non-blank byte
-            span_end = len(text[:end].rstrip(_GAP_CHARS))
+            span_end = end
+            while span_end > start and text[span_end - 1] in _GAP_CHARS:
+                span_end -= 1
         else:  # after a terminator: the span takes the line end that follows it, so spans tile the input
             span_end = end
             if text.startswith("\r\n", end):
@@ -79,22 +84,25 @@ def _released(text: str, at: int, release: str, wrap: bool) -> bool:
     return count % 2 == 1
 
 
+def _blank(term: str) -> bool:
+    """Whether the terminator is itself a blank (a line break, TAB, NUL...), so blank lines may hold it."""
+    return term in _GAP_CHARS or term == "\r\n"
+
+
 @functools.lru_cache(maxsize=64)
 def _ends(standard: str, term: str, element: str) -> re.Pattern[str]:
-    """Finds, after a terminator, the interchange trailer or the next interchange's header."""
+    """Finds the interchange trailer or the next interchange's header, after a terminator and blanks.
+
+    For a blank terminator (a line break) the pattern starts at the tag and `_find_end` looks for the terminator
+    among the blanks before it: "terminator, blanks, tag" would be tried again at every blank line of a run and
+    read the rest of the run each time (quadratic). Any other terminator leads the pattern (a fast literal scan).
+    """
     noise = "[\r\n]*" if term not in ("\r", "\n", "\r\n") else ""
     trailer = "IEA" if standard == "X12" else "UNZ"
-    return re.compile(
-        re.escape(term)
-        + "[ \t\r\n\x0b\x0c\x00\x1a]*(?:(?P<trailer>"
-        + noise.join(trailer)
-        + ")"
-        + noise
-        + re.escape(element)
-        + "|"
-        + _HEADERS
-        + ")"
-    )
+    tags = "(?P<trailer>" + noise.join(trailer) + ")" + noise + re.escape(element) + "|" + _HEADERS
+    if _blank(term):
+        return re.compile(tags)
+    return re.compile(re.escape(term) + "[" + re.escape(_GAP_CHARS) + "]*(?:" + tags + ")")
 
 
 # A fixed-width ISA (X12.5 widths 2/10/2/10/2/15/2/15/6/4/1/5/9/1/1) or a UNA followed by UNB starts a new
@@ -104,6 +112,7 @@ _FIXED_ISA = re.compile(
     "ISA(?P<sep>[^A-Za-z0-9 \t\r\n])"
     + "".join(f"[^\r\n]{{{gap}}}(?P=sep)" for gap in (2, 10, 2, 10, 2, 15, 2, 15, 6, 4, 1, 5, 9, 1, 1))
 )
+_TAGS = ("ISA", "UNA", "UNB")
 _UNA_UNB = re.compile("UNA[^\r\n]{6}[ \t\r\n]*UNB")
 # At the start of a line a header must look like one: ISA01 between two separators, or UNB S001 ("UNOC:3").
 _LINE_HEADER = re.compile(
@@ -113,12 +122,45 @@ _LINE_HEADER = re.compile(
 )
 
 
-def _cut(text: str, at: int) -> int:
-    """Where a next interchange surely begins without a terminator before it (len(text) when nowhere)."""
-    best = len(text)
-    for tag in ("ISA", "UNA", "UNB"):
-        found = text.find(tag, at, best)
-        while found >= 0:
+class _Cuts:
+    """Where a next interchange surely begins without a terminator before it, each stretch of text read once.
+
+    One search serves every interchange that starts before the cut it found, and each tag's next occurrence is
+    remembered: glued interchanges never make the parser read the rest of the data again for each of them.
+    """
+
+    __slots__ = ("_at", "_before", "_best", "_next", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._at = -1  # where the last search started; its answer holds for any later start before `_before`
+        self._best = len(text)
+        self._before = -1  # nothing searched yet
+        self._next = dict.fromkeys(_TAGS, -1)  # each tag's first occurrence after some earlier start
+
+    def after(self, at: int) -> int:
+        """The first sure interchange start after `at` (len(text) when none)."""
+        if not (self._at <= at < self._before):
+            self._search(at)
+        return self._best
+
+    def _occurrence(self, tag: str, at: int) -> int:
+        """The first occurrence of `tag` at or after `at` (len(text) when none)."""
+        found = self._next[tag]
+        if found < at:
+            found = self._text.find(tag, at)
+            self._next[tag] = found = len(self._text) if found < 0 else found
+        return found
+
+    def _search(self, at: int) -> None:
+        text, end = self._text, len(self._text)
+        best = before_best = end
+        pending = {tag: self._occurrence(tag, at) for tag in _TAGS}
+        while True:
+            tag = min(pending, key=pending.__getitem__)
+            found = pending[tag]
+            if found >= end:
+                break
             before = found
             while before > at and text[before - 1] in " \t":
                 before -= 1
@@ -128,29 +170,54 @@ def _cut(text: str, at: int) -> int:
                 or (tag == "ISA" and _FIXED_ISA.match(text, found))
                 or (tag == "UNA" and _UNA_UNB.match(text, found))
             ):
-                best = found
+                # a start on its own line is only sure for searches that begin before its indentation
+                best, before_best = found, (before if line_start else found + 1)
                 break
-            found = text.find(tag, found + 1, best)
-    return best
+            pending[tag] = self._occurrence(tag, found + 1)
+        self._at, self._best, self._before = at, best, before_best
 
 
-def _find_end(text: str, head: Head) -> tuple[int, bool]:
+def _blank_term_before(text: str, tag: int, floor: int, head: Head) -> int:
+    """Where an unreleased blank terminator stands among the blanks before a tag at `tag`; -1 when none."""
+    term, release = head.term, head.release
+    run = tag
+    while run > floor and text[run - 1] in _GAP_CHARS:
+        run -= 1
+    stop = text.find(term, run, tag)
+    while stop >= 0 and release is not None and _released(text, stop, release, _wraps(term)):
+        stop = text.find(term, stop + 1, tag)
+    return stop
+
+
+def _wraps(term: str) -> bool:
+    """Whether CR/LF are noise (the terminator is something else), so hard-wrapped lines are joined."""
+    return term not in ("\r", "\n", "\r\n")
+
+
+def _find_end(text: str, head: Head, cuts: _Cuts) -> tuple[int, bool]:
     """End of the interchange (after its trailer's terminator, or before the next header, or the end of the data)
     and whether it ends after a terminator (False: the data ran out, or the next header cut it short)."""
     term, release = head.term, head.release
-    wrap = term not in ("\r", "\n", "\r\n")
+    wrap, blank = _wraps(term), _blank(term)
     pattern = _ends(head.standard, term, head.element)
-    at = head.body_start + 3
-    cut = _cut(text, at)
+    floor = at = head.body_start + 3
+    cut = cuts.after(at)
     while True:
         match = pattern.search(text, at, cut)
         if match is None:
             return cut, False
-        if release is not None and _released(text, match.start(), release, wrap):
-            at = match.start() + 1
-            continue
-        if match.group("header") is not None:
-            return match.start() + len(term), True
+        if blank:
+            stop = _blank_term_before(text, match.start(), floor, head)
+            if stop < 0:
+                at = match.start() + 1
+                continue
+        else:
+            stop = match.start()
+            if release is not None and _released(text, stop, release, wrap):
+                at = stop + 1
+                continue
+        if match.group("trailer") is None:  # the next interchange's header
+            return stop + len(term), True
         at = match.end()
         while True:
             stop = text.find(term, at, cut)
@@ -243,6 +310,9 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
         problems.append("the interchange control number is empty")
     if not sender.id:
         problems.append("the sender id is empty")
+    unfit = _unfit_key(control, source(head.standard, sender, receiver, test=test))
+    if unfit:
+        problems.append(unfit)
     separators = _separators(
         head.element, head.component, _decode(head.term), head.release, body.repetition, head.decimal
     )
@@ -259,8 +329,18 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
         raw=payload,
         _body=body,
         _notes=tuple(problems),
-        _identified=head.keyable and bool(control) and bool(sender.id),
+        _identified=head.keyable and bool(control) and bool(sender.id) and not unfit,
     )
+
+
+def _unfit_key(control: str, source_text: str) -> str:
+    """Why the control number or the source cannot be an inbox key (a NUL, over 512 bytes), or "" when they can."""
+    for what, value in (("control number", control), ("source", source_text)):
+        if len(value) > MAX_KEY_BYTES // 4 or "\x00" in value or not value.isascii():  # the cheap test first
+            problem = key_problem(value)
+            if problem is not None:
+                return f"the interchange {what} cannot be an inbox key: {problem}; the interchange is not keyed"
+    return ""
 
 
 # Separators are frozen values: one per distinct set, shared by the interchanges that use it.

@@ -124,6 +124,7 @@ SPEC = Spec(
     message_header="ST",
     message_trailer="SE",
     free=frozenset({"ISB", "ISE", "TA1"}),
+    standalone=frozenset({"TA1"}),  # X12.5 TA1 interchange acknowledgment: no ST, yet a message type of its own
     prefixes=frozenset({"IS", "IE", "GS", "GE", "ST", "SE", "TA"}),
     trailer_counts_groups_only=True,
     read_group=_read_group,

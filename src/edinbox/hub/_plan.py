@@ -61,11 +61,8 @@ class Item:
 
 
 def message_types(interchange: edi.Interchange) -> tuple[str, ...]:
-    """The message types in an interchange (INVOIC, 810, 997, CONTRL...); `TA1` for an X12 one with none."""
-    found = tuple(t.upper() for t in interchange.message_types)
-    if not found and interchange.standard == "X12":
-        return ("TA1",)  # an interchange acknowledgment: ISA, TA1, IEA and no functional group
-    return found
+    """The message types in an interchange (INVOIC, 810, 997, CONTRL, TA1...), as the parser reports them."""
+    return tuple(t.upper() for t in interchange.message_types)
 
 
 def plan(delivery: Delivery, config: HubConfig, *, kept: str = "") -> list[Item]:
