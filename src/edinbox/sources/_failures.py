@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import stamina
 
-from edinbox._errors import InboxError, SourceError
+from edinbox._errors import ConfigurationError, InboxError, SourceError
 from edinbox._urls import mask
 
 __all__ = ["failing", "quietly", "reason", "with_backoff"]
@@ -34,13 +34,18 @@ def reason(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def failing(what: str) -> Iterator[None]:
-    """Turn any driver or network exception raised inside into `SourceError("<what> failed: <reason>")`."""
+def failing(what: str, *, refused: Callable[[BaseException], bool] | None = None) -> Iterator[None]:
+    """Turn any driver or network exception raised inside into `SourceError("<what> failed: <reason>")`.
+
+    An exception for which `refused` is true (the broker refused the user or password) is a ConfigurationError.
+    """
     try:
         yield
     except InboxError:  # already a SourceError or ConfigurationError with its own message
         raise
     except Exception as exc:
+        if refused is not None and refused(exc):
+            raise ConfigurationError(mask(f"{what} failed: the broker refused the user or password")) from None
         raise SourceError(mask(f"{what} failed: {reason(exc)}")) from exc
 
 
