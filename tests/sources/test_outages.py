@@ -7,6 +7,7 @@ never raises, and every published message is received and acked in the end.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,7 @@ async def publish_until_accepted(url: str, messages: list[tuple[str, bytes]], *,
         except SourceError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.2)
+            await asyncio.sleep(0.2)
 
 
 async def settle_all(source: Source, keys: set[str], acked: set[str], errors: list[SourceError]) -> None:
@@ -68,7 +69,7 @@ def assert_one_line(errors: list[SourceError]) -> None:
         text = str(exc)
         assert text.strip(), repr(exc)
         assert "\n" not in text, text
-        assert "failed: \n" not in text and not text.endswith(": "), text
+        assert not text.rstrip().endswith(":"), text
 
 
 async def test_source_survives_its_broker_killed_and_restarted(server: PrivateServer, unique_name: str) -> None:
