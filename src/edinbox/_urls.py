@@ -13,11 +13,14 @@ from urllib.parse import quote, unquote
 
 __all__ = ["mask", "secrets"]
 
-_HOST_AFTER = r"@(?=(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.%-]+)(?::\d+)?(?:[/?#\s,;'\")\]>]|$))"
+_HOST_AFTER = r"@(?=(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.%-]+)(?::\d+)?(?:[/?#\s,;:'\")\]>]|$))"
 _PASSWORD = re.compile(
     r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>(?:(?!://)[^\n])*)" + "(?P<tail>" + _HOST_AFTER + ")"
 )
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;\s](?:password|passwd|pwd)=)(?P<password>[^&;\s]*)", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(
+    r"(?P<head>[?&;\s](?:password|passwd|pwd|secret|token|access_token|api_key|apikey)=)(?P<password>[^&;\s]*)",
+    re.IGNORECASE,
+)
 
 
 def mask(text: str) -> str:

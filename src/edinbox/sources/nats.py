@@ -309,16 +309,20 @@ async def _connect(server: str, masked: str) -> Any:
         raise ConfigurationError("nats:// sources need the nats extra: pip install 'edinbox[nats]'") from exc
     parts = _address(server)
     errors: list[BaseException] = []
+    up = [False]  # whether the connection is up, so an outage is logged once, not at every reconnect attempt
 
     async def on_error(exc: Exception) -> None:
-        if not errors or reason(errors[-1]) != reason(exc):  # one line per new error, not one per reconnect attempt
+        if up[0] or not errors or reason(errors[-1]) != reason(exc):
             _log.warning("NATS %s: %s", masked, reason(exc))
         errors[:] = [exc]
 
     async def on_disconnected() -> None:
-        _log.warning("NATS connection to %s lost; reconnecting", masked)
+        if up[0]:
+            _log.warning("NATS connection to %s lost; reconnecting", masked)
+        up[0] = False
 
     async def on_reconnected() -> None:
+        up[0] = True
         _log.warning("NATS connection to %s is back", masked)
 
     nc = Client()
@@ -339,6 +343,7 @@ async def _connect(server: str, masked: str) -> Any:
         if "authorization violation" in str(last).lower():
             raise ConfigurationError(f"NATS at {masked} refused the user or password") from None
         raise SourceError(f"cannot connect to {masked}: {reason(last)}") from exc
+    up[0] = True
     nc.options["max_reconnect_attempts"] = -1  # connected: from now on nats-py reconnects after any outage, forever
     nc.options["reconnect_time_wait"] = 1
     return nc
