@@ -22,11 +22,11 @@ import pytest
 from edinbox import ConfigurationError
 from edinbox.sources import Delivery, Source, open_source, publisher
 
-__all__ = ["SourceContract", "collect"]
+__all__ = ["KILLED_CONSUMER", "SourceContract", "collect"]
 
 CONSUMER = "hub"
 
-_KILLED_CONSUMER = """
+KILLED_CONSUMER = """
 import asyncio, os, signal, sys
 from edinbox.sources import open_source
 
@@ -135,7 +135,7 @@ class SourceContract(abc.ABC):
         await self.publish(url, [("killed", b"x")])
         child = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-c", _KILLED_CONSUMER, url, CONSUMER],
+            [sys.executable, "-c", KILLED_CONSUMER, url, CONSUMER],
             capture_output=True,
             text=True,
             timeout=60,

@@ -9,6 +9,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.js.api import DiscardPolicy
 
 from edinbox import ConfigurationError
 from edinbox.sources.nats import NatsSource
@@ -111,6 +112,9 @@ class TestNats(SourceContract):
         "?stream=A&subject=a&max_deliver=0",
         "?stream=A&subject=a&durable=x.y",
         "?stream=A&subject=a&acks=1",
+        "?stream=A&subject=a&discard=all",
+        "?stream=A&subject=a&max_bytes=0",
+        "?stream=A&subject=a&open_timeout=-1",
     ],
 )
 def test_bad_url_is_a_configuration_error_with_password_masked(query: str) -> None:
@@ -128,3 +132,27 @@ def test_url_options_are_read() -> None:
     )
     assert (source.stream, source.subject, source.durable, source.ack_wait) == ("EDI", "edi.in", "hub", 5.0)
     assert (source.max_deliver, source.max_ack_pending, source.dead) == (3, 9, "edi.parked")
+
+
+async def test_stream_is_created_with_explicit_limits(unique_name: str) -> None:
+    """A stream created by the source has the documented limits: max_age (the horizon), max_bytes, max_msgs, and
+    discard=new by default, so a full stream refuses publishes instead of dropping unread messages."""
+    require_service("nats")
+    nc, js = await _jetstream()
+    try:
+        url = f"{SERVER}?stream={unique_name}&subject={unique_name}.in"
+        async with NatsSource.from_url(url + "&max_age=3600&max_bytes=1000000&max_msgs=500", consumer="hub") as source:
+            assert source.horizon == timedelta(hours=1)
+            assert source.ack_wait == 30
+        config = (await js.stream_info(unique_name)).config
+        assert (config.max_age, config.max_bytes, config.max_msgs) == (3600, 1000000, 500)
+        assert config.discard == DiscardPolicy.NEW
+        await js.delete_stream(unique_name)
+        async with NatsSource.from_url(url + "&discard=old", consumer="hub") as source:
+            assert source.horizon == timedelta(days=7)
+        config = (await js.stream_info(unique_name)).config
+        assert (config.max_age, config.max_bytes, config.max_msgs) == (7 * 24 * 3600, 1 << 30, -1)
+        assert config.discard == DiscardPolicy.OLD
+    finally:
+        await js.delete_stream(unique_name)
+        await nc.close()

@@ -215,3 +215,19 @@ async def test_open_before_the_broker_answers_raises_source_error_then_works() -
     with pytest.raises(SourceError):
         await source.receive(max_messages=1, timeout=0.2)
     await source.aclose()
+
+
+async def test_in_progress_is_a_no_op_and_nothing_expires(unique_name: str) -> None:
+    """RabbitMQ never takes back a delivery from a live consumer: `ack_wait` is None, `in_progress` does nothing."""
+    require_service("rabbitmq")
+    url = f"{BROKER}?queue={unique_name}"
+    try:
+        await publisher(url)(url, [("held", b"x")])
+        async with RabbitMQSource.from_url(url, consumer="hub") as source:
+            assert source.ack_wait is None
+            [delivery] = await collect(source, 1, within=10)
+            await source.in_progress(delivery)
+            await source.ack(delivery)
+        assert await _get_all(unique_name) == []
+    finally:
+        await _drop(unique_name)
