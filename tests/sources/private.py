@@ -59,6 +59,15 @@ class PrivateServer:
         self.kill()
         pytest.fail(f"{self.kind} did not start on port {self.port}")
 
+    def wipe(self) -> None:
+        """Delete everything the stopped server kept on disk: the next start is an empty server."""
+        assert self._process is None, "kill the server first"
+        for path in self.folder.iterdir():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
     def kill(self) -> None:
         """SIGKILL the server (no clean shutdown) and wait for it to be gone."""
         if self._process is not None and self._process.poll() is None:

@@ -149,3 +149,22 @@ async def test_close_on_a_dead_connection_never_raises(server: PrivateServer, un
                 continue
         assert [d.key for d in again] == [held.key]
         await source.ack(again[0])
+
+
+async def test_source_recovers_from_a_broker_restarted_empty(server: PrivateServer, unique_name: str) -> None:
+    """A broker that comes back without its data (no stream, no group, no consumer) is prepared again by the source
+    on its own: what is published after the restart is received and acked, with only SourceError meanwhile."""
+    server.start()
+    url = url_of(server, unique_name)
+    await publisher(url)(url, [("before", b"x")])
+    errors: list[SourceError] = []
+    acked: set[str] = set()
+    async with open_source(url, consumer="hub") as source:
+        await settle_all(source, {"before"}, acked, errors)
+        server.kill()
+        server.wipe()
+        server.start()
+        await publish_until_accepted(url, [("after", b"y")])
+        await settle_all(source, {"after"}, acked, errors)
+    assert acked == {"before", "after"}
+    assert_one_line(errors)

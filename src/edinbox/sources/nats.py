@@ -36,12 +36,12 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
-from urllib.parse import unquote
 
-from edinbox._errors import ConfigurationError, SourceError
+from edinbox._errors import SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
+from edinbox.sources._nats_connect import connect, ensure_stream, last_error
 from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
 
 __all__ = ["SOURCE", "NatsSource", "publish"]
@@ -126,6 +126,7 @@ class NatsSource(Source):
         self._nc: Any = None
         self._js: Any = None
         self._sub: Any = None
+        self._verify = False
         self._max_age: float = 0.0
 
     @classmethod
@@ -165,14 +166,40 @@ class NatsSource(Source):
         if self._nc is None:
             self._nc = await with_backoff(self._connect, within=within)
             self._js = self._nc.jetstream()
+        if self._sub is not None and self._verify:  # back after an outage: is the consumer still there?
+            await self._wait_connected(within)
+            with failing(f"checking consumer {self.durable} of {self.stream} on {self.url}"):
+                if not await self._consumer_exists():
+                    _log.warning(
+                        "NATS at %s lost stream %s or consumer %s: creating them again",
+                        self.url,
+                        self.stream,
+                        self.durable,
+                    )
+                    sub, self._sub = self._sub, None
+                    await quietly("dropping the old subscription", sub.unsubscribe)
+            self._verify = False
         if self._sub is None:
             await self._wait_connected(within)
             with failing(f"consuming {self.stream}/{self.subject} on {self.url}"):
-                self._max_age = await _ensure_stream(self._js, self)
+                self._max_age = await ensure_stream(self._js, self)
                 self._sub = await self._subscribe()
+            self._verify = False
+
+    async def _consumer_exists(self) -> bool:
+        from nats.js.errors import NotFoundError
+
+        try:
+            await self._js.consumer_info(self.stream, self.durable)
+        except NotFoundError:
+            return False
+        return True
 
     async def _connect(self) -> Any:
-        return await _connect(self._server, self.url)
+        return await connect(self._server, self.url, on_reconnected=self._reconnected)
+
+    def _reconnected(self) -> None:
+        self._verify = True  # the server may have come back empty: check the consumer before trusting the fetch
 
     async def _subscribe(self) -> Any:
         from nats.js.api import AckPolicy, ConsumerConfig
@@ -192,7 +219,7 @@ class NatsSource(Source):
         deadline = time.monotonic() + within
         while not self._nc.is_connected:
             if self._nc.is_closed or time.monotonic() >= deadline:
-                raise SourceError(f"not connected to {self.url} (reconnecting): {_last_error(self._nc)}")
+                raise SourceError(f"not connected to {self.url} (reconnecting): {last_error(self._nc)}")
             await asyncio.sleep(0.05)
 
     @property
@@ -283,11 +310,11 @@ SOURCE = NatsSource
 async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
     """Publish to the subject with `Nats-Msg-Id` set to the producer id, awaiting each JetStream ack."""
     source = NatsSource.from_url(url, consumer="publisher")
-    nc = await _connect(source._server, source.url)
+    nc = await connect(source._server, source.url)
     js = nc.jetstream()
     try:
         with failing(f"publishing to {source.subject} on {source.url}"):
-            await _ensure_stream(js, source)
+            await ensure_stream(js, source)
             for message_id, payload in messages:
                 await js.publish(source.subject, payload, headers={_MSG_ID: message_id}, stream=source.stream)
     finally:
@@ -299,97 +326,6 @@ def _checked(opts: Any, name: str, value: str) -> str:
         return _token(name, value)
     except ValueError as exc:
         raise opts.error(f"the consumer name {value!r} cannot be a durable name ({exc}); set durable=") from None
-
-
-async def _connect(server: str, masked: str) -> Any:
-    """One connection attempt; nats-py then reconnects by itself, forever, after any outage."""
-    try:
-        from nats.aio.client import Client
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ConfigurationError("nats:// sources need the nats extra: pip install 'edinbox[nats]'") from exc
-    parts = _address(server)
-    errors: list[BaseException] = []
-    up = [False]  # whether the connection is up, so an outage is logged once, not at every reconnect attempt
-
-    async def on_error(exc: Exception) -> None:
-        if up[0] or not errors or reason(errors[-1]) != reason(exc):
-            _log.warning("NATS %s: %s", masked, reason(exc))
-        errors[:] = [exc]
-
-    async def on_disconnected() -> None:
-        if up[0]:
-            _log.warning("NATS connection to %s lost; reconnecting", masked)
-        up[0] = False
-
-    async def on_reconnected() -> None:
-        up[0] = True
-        _log.warning("NATS connection to %s is back", masked)
-
-    nc = Client()
-    try:
-        await nc.connect(
-            servers=[parts[0]],
-            user=parts[1],
-            password=parts[2],
-            connect_timeout=2,
-            max_reconnect_attempts=1,  # one quick retry now; the caller backs off between attempts
-            reconnect_time_wait=0.2,  # type: ignore[arg-type]  # seconds, a float in fact
-            error_cb=on_error,
-            disconnected_cb=on_disconnected,
-            reconnected_cb=on_reconnected,
-        )
-    except Exception as exc:
-        last = errors[-1] if errors else exc
-        if "authorization violation" in str(last).lower():
-            raise ConfigurationError(f"NATS at {masked} refused the user or password") from None
-        raise SourceError(f"cannot connect to {masked}: {reason(last)}") from exc
-    up[0] = True
-    nc.options["max_reconnect_attempts"] = -1  # connected: from now on nats-py reconnects after any outage, forever
-    nc.options["reconnect_time_wait"] = 1
-    return nc
-
-
-def _address(server: str) -> tuple[str, str | None, str | None]:
-    """The address without credentials, and the decoded user and password (any character allowed in them)."""
-    scheme, _, rest = server.partition("://")
-    netloc, sep, path = rest.partition("/")
-    userinfo, at, host = netloc.rpartition("@")
-    if not at:
-        return server, None, None
-    user, colon, password = userinfo.partition(":")
-    return f"{scheme}://{host}{sep}{path}", unquote(user) or None, unquote(password) if colon else None
-
-
-async def _ensure_stream(js: Any, source: NatsSource) -> float:
-    """Create the stream, or add the subject and dead subject to it; return its max_age in seconds (0: none)."""
-    from nats.js.api import DiscardPolicy, StreamConfig
-    from nats.js.errors import NotFoundError
-
-    wanted = [source.subject, source.dead]
-    try:
-        info = await js.stream_info(source.stream)
-    except NotFoundError:
-        config = StreamConfig(
-            name=source.stream,
-            subjects=wanted,
-            duplicate_window=source.duplicate_window,
-            max_age=source.max_age,
-            max_bytes=source.max_bytes,
-            max_msgs=source.max_msgs,
-            discard=DiscardPolicy.NEW if source.discard == "new" else DiscardPolicy.OLD,
-        )
-        info = await js.add_stream(config)
-        return float(info.config.max_age or 0)
-    missing = [s for s in wanted if s not in (info.config.subjects or [])]
-    if missing:
-        info.config.subjects = [*(info.config.subjects or []), *missing]
-        info = await js.update_stream(info.config)
-    return float(info.config.max_age or 0)
-
-
-def _last_error(nc: Any) -> str:
-    error = getattr(nc, "last_error", None)
-    return reason(error) if error is not None else "no answer"
 
 
 def _header(text: str) -> str:
