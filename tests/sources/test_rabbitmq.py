@@ -22,7 +22,7 @@ from .private import free_port
 BROKER = "amqp://guest:guest@127.0.0.1/"
 
 
-async def _drop(queue: str) -> None:
+async def drop(queue: str) -> None:
     connection = await aio_pika.connect(BROKER)
     async with connection:
         channel = await connection.channel()
@@ -55,7 +55,7 @@ class RabbitContract(SourceContract):
         """A fresh queue (and its dead-letter exchange and queue), deleted afterwards."""
         require_service("rabbitmq")
         yield f"{BROKER}?queue={unique_name}&queue_type={self.queue_type}"
-        await _drop(unique_name)
+        await drop(unique_name)
 
     async def dead_letters(self, url: str) -> list[tuple[str | None, bytes]]:
         """The messages the dead-letter exchange routed to `<queue>.dead`."""
@@ -114,7 +114,7 @@ async def test_header_id_wins_over_a_generated_message_id(unique_name: str) -> N
             for delivery in got:
                 await source.ack(delivery)
     finally:
-        await _drop(unique_name)
+        await drop(unique_name)
 
 
 @pytest.mark.parametrize(
@@ -150,10 +150,10 @@ async def test_hubs_opening_a_new_quorum_queue_together_all_consume(unique_name:
     finally:
         for source in sources:
             await source.aclose()
-        await _drop(unique_name)
+        await drop(unique_name)
 
 
-def _close_from_the_server(name: str) -> int:
+def close_from_the_server(name: str) -> int:
     """Close, from the broker side (`rabbitmqctl close_connection`), every connection named `name`; return how many."""
     listed = subprocess.run(
         ["rabbitmqctl", "-q", "--no-table-headers", "list_connections", "pid", "client_properties"],
@@ -185,7 +185,7 @@ async def test_connection_closed_by_the_broker_is_reopened(unique_name: str) -> 
             for delivery in got[:5]:
                 await source.ack(delivery)
                 acked.add(delivery.key)
-            assert _close_from_the_server(f"edinbox hub {unique_name}") == 1
+            assert close_from_the_server(f"edinbox hub {unique_name}") == 1
             await asyncio.sleep(0.5)  # the close reaches the client
             for delivery in got[5:]:  # delivered on the closed channel: requeued by the broker, not ackable here
                 with pytest.raises(SourceError) as caught:
@@ -203,7 +203,7 @@ async def test_connection_closed_by_the_broker_is_reopened(unique_name: str) -> 
         assert all(str(exc).strip() and not str(exc).rstrip().endswith(":") for exc in errors)
         assert await _get_all(unique_name) == []
     finally:
-        await _drop(unique_name)
+        await drop(unique_name)
 
 
 async def test_open_before_the_broker_answers_raises_source_error_then_works() -> None:
@@ -230,4 +230,4 @@ async def test_in_progress_is_a_no_op_and_nothing_expires(unique_name: str) -> N
             await source.ack(delivery)
         assert await _get_all(unique_name) == []
     finally:
-        await _drop(unique_name)
+        await drop(unique_name)

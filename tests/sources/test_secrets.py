@@ -4,7 +4,9 @@ every log line (edinbox's and the drivers', at DEBUG) of open, receive, ack, an 
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from services import require_service
 
 from .contract import collect
 from .private import PrivateServer, free_port
+from .test_rabbitmq import close_from_the_server, drop
 
 PASSWORD = "p@s/ :w0rd"
 ENCODED = quote(PASSWORD, safe="")
@@ -143,6 +146,44 @@ async def test_rabbitmq_refusing_the_password_never_prints_it(
     await source.aclose()
     assert "refused" in str(caught.value)
     assert_hidden(str(caught.value), caplog.text)
+
+
+@pytest.fixture
+def rabbit_user(unique_name: str) -> Iterator[str]:
+    """A RabbitMQ user of the shared broker whose password holds `@/ :` (the broker itself keeps running)."""
+    require_service("rabbitmq")
+    user = f"edinbox-{unique_name}"
+    run = [("add_user", user, PASSWORD), ("set_permissions", "-p", "/", user, ".*", ".*", ".*")]
+    for args in run:
+        subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
+    yield user
+    subprocess.run(["rabbitmqctl", "-q", "delete_user", user], check=True, capture_output=True, timeout=60)
+
+
+async def test_rabbitmq_password_never_printed_through_a_reconnection(
+    rabbit_user: str, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Publish, receive, a connection the broker closes (aio-pika reconnects and logs it), a stale ack, close: the
+    password of the URL shows in no message and no log line."""
+    caplog.set_level(logging.DEBUG)
+    url = f"amqp://{rabbit_user}:{ENCODED}@127.0.0.1/?queue={unique_name}&reconnect_interval=0.2"
+    errors: list[SourceError] = []
+    try:
+        await publisher(url)(url, [("a", b"x"), ("b", b"y")])
+        async with open_source(url, consumer="hub") as source:
+            [first, second] = await collect(source, 2, within=10)
+            await source.ack(first)
+            assert close_from_the_server(f"edinbox hub {unique_name}") == 1
+            await asyncio.sleep(0.5)
+            with pytest.raises(SourceError) as stale:
+                await source.ack(second)
+            errors.append(stale.value)
+            [again] = await collect(source, 1, within=10)
+            await source.ack(again)
+    finally:
+        await drop(unique_name)
+    assert "reconnect" in caplog.text.lower()  # the drivers did log the outage
+    assert_hidden(*(str(e) for e in errors), caplog.text)
 
 
 async def test_kafka_failure_never_prints_the_password(caplog: pytest.LogCaptureFixture) -> None:
