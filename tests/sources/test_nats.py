@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -155,4 +156,21 @@ async def test_stream_is_created_with_explicit_limits(unique_name: str) -> None:
         assert config.discard == DiscardPolicy.OLD
     finally:
         await js.delete_stream(unique_name)
+        await nc.close()
+
+
+async def test_a_subject_another_stream_holds_is_a_configuration_error(unique_name: str) -> None:
+    """A subject already held by another stream fails `open` at once with a ConfigurationError (no retry fixes
+    it), never a SourceError the hub would wait on forever."""
+    require_service("nats")
+    nc, js = await _jetstream()
+    try:
+        await js.add_stream(name=unique_name + "_other", subjects=[f"{unique_name}.in"])
+        url = f"{SERVER}?stream={unique_name}&subject={unique_name}.in&open_timeout=30"
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError, match="overlap"):
+            await NatsSource.from_url(url, consumer="hub").open()
+        assert time.monotonic() - started < 30 / 2  # not retried until open_timeout
+    finally:
+        await js.delete_stream(unique_name + "_other")
         await nc.close()

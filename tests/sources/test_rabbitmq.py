@@ -231,3 +231,18 @@ async def test_in_progress_is_a_no_op_and_nothing_expires(unique_name: str) -> N
         assert await _get_all(unique_name) == []
     finally:
         await drop(unique_name)
+
+
+async def test_a_queue_declared_with_other_arguments_is_a_configuration_error(unique_name: str) -> None:
+    """A queue that exists as classic, opened as quorum, fails `open` at once with a ConfigurationError (no retry
+    can fix it), never a SourceError the hub would wait on forever."""
+    require_service("rabbitmq")
+    try:
+        async with RabbitMQSource.from_url(f"{BROKER}?queue={unique_name}&queue_type=classic", consumer="hub"):
+            pass
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError, match=r"PRECONDITION_FAILED|inequivalent"):
+            await RabbitMQSource.from_url(f"{BROKER}?queue={unique_name}&open_timeout=30", consumer="hub").open()
+        assert time.monotonic() - started < 30 / 2  # not retried until open_timeout
+    finally:
+        await drop(unique_name)

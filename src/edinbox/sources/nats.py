@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from edinbox._errors import SourceError
+from edinbox._errors import ConfigurationError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
@@ -181,9 +181,14 @@ class NatsSource(Source):
             self._verify = False
         if self._sub is None:
             await self._wait_connected(within)
-            with failing(f"consuming {self.stream}/{self.subject} on {self.url}"):
-                self._max_age = await ensure_stream(self._js, self)
-                self._sub = await self._subscribe()
+            try:
+                with failing(f"consuming {self.stream}/{self.subject} on {self.url}"):
+                    self._max_age = await ensure_stream(self._js, self)
+                    self._sub = await self._subscribe()
+            except SourceError as exc:
+                if _refused_request(exc.__cause__):  # waiting cannot fix a subject another stream holds, say
+                    raise ConfigurationError(f"source URL {self.url!r}: {exc}") from None
+                raise
             self._verify = False
 
     async def _consumer_exists(self) -> bool:
@@ -326,6 +331,14 @@ def _checked(opts: Any, name: str, value: str) -> str:
         return _token(name, value)
     except ValueError as exc:
         raise opts.error(f"the consumer name {value!r} cannot be a durable name ({exc}); set durable=") from None
+
+
+def _refused_request(exc: BaseException | None) -> bool:
+    """Whether JetStream refused the stream or consumer as asked (HTTP-like 400: overlapping subjects, a consumer
+    of the same name with other settings), which no retry fixes."""
+    from nats.js.errors import BadRequestError
+
+    return isinstance(exc, BadRequestError)
 
 
 def _header(text: str) -> str:

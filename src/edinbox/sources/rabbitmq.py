@@ -43,6 +43,7 @@ __all__ = ["SOURCE", "RabbitMQSource", "publish"]
 _log = logging.getLogger(__name__)
 _SCHEMES = ("amqp", "amqps")
 _QUEUE_TYPES = ("quorum", "classic")
+_CONNECT_TIMEOUT = 5.0
 
 
 def _queue_type(name: str, value: Any) -> str:
@@ -127,8 +128,11 @@ class RabbitMQSource(Source):
                 await channel.set_qos(prefetch_count=self.prefetch)
                 queue = await _declare(channel, self.queue, queue_type=self.queue_type, dead=self.dead)
                 await queue.consume(self._buffer.put, no_ack=False)
-        except Exception:
+        except Exception as exc:
             await quietly(f"closing {self.url}", connection.close)
+            cause = exc.__cause__
+            if cause is not None and _inequivalent(cause):  # waiting cannot fix a queue declared with other settings
+                raise ConfigurationError(f"source URL {self.url!r}: {reason(cause)}") from None
             raise
         self._connection, self._channel = connection, channel
 
@@ -261,6 +265,7 @@ async def _connect(
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ConfigurationError("amqp:// sources need the rabbitmq extra: pip install 'edinbox[rabbitmq]'") from exc
     kwargs: dict[str, Any] = {} if heartbeat is None else {"heartbeat": heartbeat}
+    kwargs["timeout"] = _CONNECT_TIMEOUT  # an address that never answers must not hold open() or receive() forever
     kwargs["client_properties"] = {"connection_name": name}  # what `rabbitmqctl list_connections` shows
     with failing(f"connecting to {masked}", refused=_refused):
         if robust:
@@ -296,6 +301,14 @@ def _live(message: Any) -> bool:
         return not message.channel.is_closed
     except ChannelInvalidStateError:
         return False
+
+
+def _inequivalent(exc: BaseException) -> bool:
+    """Whether the broker refused a declaration (PRECONDITION_FAILED or ACCESS_REFUSED): the queue exists with other
+    arguments (say another `queue_type`), or the user may not use it."""
+    from aiormq.exceptions import ChannelAccessRefused, ChannelPreconditionFailed
+
+    return isinstance(exc, ChannelPreconditionFailed | ChannelAccessRefused)
 
 
 def _refused(exc: BaseException) -> bool:
