@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -13,6 +14,7 @@ import pytest
 from nats.js.api import DiscardPolicy
 
 from edinbox import ConfigurationError
+from edinbox.sources import open_source
 from edinbox.sources.nats import NatsSource
 from services import require_service
 
@@ -116,6 +118,7 @@ class TestNats(SourceContract):
         "?stream=A&subject=a&discard=all",
         "?stream=A&subject=a&max_bytes=0",
         "?stream=A&subject=a&open_timeout=-1",
+        "?stream=A&subject=a&max_age=60&duplicate_window=120",
     ],
 )
 def test_bad_url_is_a_configuration_error_with_password_masked(query: str) -> None:
@@ -174,3 +177,21 @@ async def test_a_subject_another_stream_holds_is_a_configuration_error(unique_na
     finally:
         await js.delete_stream(unique_name + "_other")
         await nc.close()
+
+
+async def test_the_inbox_horizon_is_the_max_age_of_a_stream_created_here(unique_name: str) -> None:
+    """`open_source(..., horizon=)` gives a new stream that max_age unless the URL sets one; other sources ignore it."""
+    require_service("nats")
+    nc, js = await _jetstream()
+    url = f"{SERVER}?stream={unique_name}&subject={unique_name}.in"
+    try:
+        async with open_source(url, consumer="hub", horizon=timedelta(hours=2)) as source:
+            assert source.horizon == timedelta(hours=2)
+        await js.delete_stream(unique_name)
+        async with open_source(url + "&max_age=60", consumer="hub", horizon=timedelta(hours=2)) as source:
+            assert source.horizon == timedelta(minutes=1)
+    finally:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await js.delete_stream(unique_name)
+        await nc.close()
+    assert open_source("redis://127.0.0.1/0?stream=s", consumer="hub", horizon=timedelta(hours=2)) is not None

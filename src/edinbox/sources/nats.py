@@ -9,9 +9,11 @@ URL: `nats://user:password@127.0.0.1:4222?stream=EDI&subject=edi.in&durable=hub`
 - `max_deliver`: deliveries before the server gives up on a message (default unlimited);
 - `max_ack_pending`: unacked deliveries in flight (default 1000);
 - `dead`: the subject parked messages are published to (default `<subject>.dead`), kept in the same stream;
-- `duplicate_window`: the publisher dedup window in seconds, for a stream created here (default 120);
+- `duplicate_window`: the publisher dedup window in seconds, for a stream created here (default 120, or `max_age`
+  when that is shorter; never longer than `max_age`);
 - `max_age`, `max_bytes`, `max_msgs`, `discard`: the limits of a stream created here (an existing stream keeps its
-  own): messages older than `max_age` seconds are removed (default 604800, 7 days: pass the inbox's horizon);
+  own): messages older than `max_age` seconds are removed (default: the `horizon` given to `open_source`, else
+  604800, 7 days);
   the stream holds at most `max_bytes` (default 1 GiB) and `max_msgs` (default -1, unlimited); when full,
   `discard=new` (default) refuses new publishes, so nothing unread is dropped silently, `discard=old` drops the
   oldest messages;
@@ -99,7 +101,7 @@ class NatsSource(Source):
         max_deliver: int = -1,
         max_ack_pending: int = 1000,
         dead: str | None = None,
-        duplicate_window: float = 120.0,
+        duplicate_window: float | None = None,
         max_age: float = _WEEK,
         max_bytes: int = _GIB,
         max_msgs: int = -1,
@@ -116,7 +118,7 @@ class NatsSource(Source):
         self.max_deliver = max_deliver
         self.max_ack_pending = max_ack_pending
         self.dead = dead or f"{subject}.dead"
-        self.duplicate_window = duplicate_window
+        self.duplicate_window = duplicate_window if duplicate_window is not None else min(120.0, max_age)
         self.max_age = max_age
         self.max_bytes = max_bytes
         self.max_msgs = max_msgs
@@ -129,10 +131,17 @@ class NatsSource(Source):
         self._verify = False
         self._max_age: float = 0.0
 
+    keeps_for_horizon = True
+    """`open_source(..., horizon=)` sets `max_age` of a stream created here, unless the URL sets it."""
+
     @classmethod
-    def from_url(cls, url: str, *, consumer: str, **options: Any) -> NatsSource:
-        """Build the source a `nats://` URL names; unknown or invalid options raise ConfigurationError."""
+    def from_url(cls, url: str, *, consumer: str, horizon: timedelta | None = None, **options: Any) -> NatsSource:
+        """Build the source a `nats://` URL names; unknown or invalid options raise ConfigurationError.
+
+        `horizon` (the inbox's) is the default `max_age` of a stream created here; a `max_age` option wins.
+        """
         parts, opts = split_url(url, schemes=_SCHEMES, overrides=options)
+        default_age = horizon.total_seconds() if horizon is not None and horizon.total_seconds() > 0 else _WEEK
         durable = opts.take("durable", _token, None) or _checked(opts, "durable", consumer)
         source = cls(
             server_url(parts),
@@ -144,14 +153,17 @@ class NatsSource(Source):
             max_deliver=opts.take("max_deliver", _unlimited_or_positive, -1),
             max_ack_pending=opts.take("max_ack_pending", positive_int, 1000),
             dead=opts.take("dead", _subject, None),
-            duplicate_window=opts.take("duplicate_window", positive_float, 120.0),
-            max_age=opts.take("max_age", positive_float, _WEEK),
+            duplicate_window=opts.take("duplicate_window", positive_float, None),
+            max_age=opts.take("max_age", positive_float, default_age),
             max_bytes=opts.take("max_bytes", _unlimited_or_positive, _GIB),
             max_msgs=opts.take("max_msgs", _unlimited_or_positive, -1),
             discard=opts.take("discard", _discard, "new"),
             open_timeout=opts.take("open_timeout", positive_float, 10.0),
         )
         opts.finish()
+        if source.duplicate_window > source.max_age:
+            window, age = source.duplicate_window, source.max_age
+            raise opts.error(f"duplicate_window={window:g} s is longer than max_age={age:g} s")
         source.url = mask(url)
         return source
 
