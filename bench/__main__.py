@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHMARKS = ["bench.inbox_pg", "bench.edi_parse", "bench.brokers", "bench.kafka"]
+BENCHMARKS = ["bench.inbox_pg", "bench.edi_parse", "bench.brokers", "bench.kafka", "bench.spool"]
 
 
 def main() -> int:

@@ -11,12 +11,14 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from edinbox._errors import ConfigurationError, SchemaError
+from edinbox._errors import ConfigurationError, PermanentError, SchemaError, TransientError
 
 __all__ = [
     "COLUMNS",
+    "MAX_KEY_BYTES",
     "SCHEMA_VERSION",
     "Action",
+    "Failure",
     "Found",
     "Status",
     "TableName",
@@ -25,6 +27,8 @@ __all__ = [
     "decide",
     "failure_status",
     "idempotency_key",
+    "judge",
+    "key_problem",
     "parse_table",
 ]
 
@@ -50,6 +54,9 @@ COLUMNS = (
 )
 """The journal columns, in the order `get` and `records` read them."""
 
+MAX_KEY_BYTES = 512
+"""The longest consumer, source or message id, in UTF-8 bytes, on every store (three fit in a PostgreSQL index row)."""
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 
 
@@ -63,7 +70,8 @@ class Status(enum.Enum):
     FAILED = "failed"
     """The handler failed fewer than `max_attempts` times; the next delivery retries it."""
     DEAD = "dead"
-    """Parked: the handler failed `max_attempts` times (or an expired at-most-once lease); an operator decides."""
+    """Parked: the handler failed `max_attempts` times, or once with a PermanentError (or an expired at-most-once
+    lease); an operator decides."""
     CONFLICT = "conflict"
     """Processed, and later delivered again under the same key with another fingerprint; kept for operators."""
 
@@ -86,6 +94,47 @@ class Action(enum.Enum):
     """Park the row as dead now (an expired lease of an at-most-once effect, or attempts exhausted)."""
     BUSY = "busy"
     """A live lease is held elsewhere: not settled, the caller must not ack."""
+
+
+class Failure(enum.Enum):
+    """Who pays for a handler's failure."""
+
+    PARK = "park"
+    """A PermanentError: the message alone is parked (dead) at once with the reason; it is settled."""
+    UNSETTLED = "unsettled"
+    """A TransientError (or a configuration error): rollback, nothing recorded, no attempt; not settled."""
+    ATTEMPT = "attempt"
+    """The handler's own exception: one failed attempt toward max_attempts; the message is not settled."""
+
+
+def judge(error: Exception) -> Failure:
+    """Decide who pays for `error`, a handler failure as edinbox sees it (driver errors already mapped).
+
+    A ConfigurationError or SchemaError is the operator's to fix, not the message's: it costs nothing, as a
+    TransientError does.
+    """
+    if isinstance(error, PermanentError):
+        return Failure.PARK
+    if isinstance(error, TransientError | ConfigurationError | SchemaError):
+        return Failure.UNSETTLED
+    return Failure.ATTEMPT
+
+
+def key_problem(value: str) -> str | None:
+    """Why `value` cannot be part of a key (over MAX_KEY_BYTES, a NUL, not encodable), or None when it can.
+
+    The answer starts with the value itself, cut to 32 characters, so it reads as one line.
+    """
+    shown = repr(value) if len(value) <= 32 else f"{value[:32]!r}..."
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:
+        return f"{shown} is not valid Unicode text (it holds a lone surrogate)"
+    if size > MAX_KEY_BYTES:
+        return f"{shown} is {size} UTF-8 bytes long, over the limit of {MAX_KEY_BYTES}"
+    if "\x00" in value:
+        return f"{shown} contains a NUL character, which PostgreSQL text cannot hold"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,9 +216,19 @@ def check_retention(older_than: timedelta, *, horizon: timedelta) -> None:
         )
 
 
-def idempotency_key(consumer: str, source: str, message_id: str) -> str:
-    """The stable key a lease-mode handler passes on to a non-transactional API (same on every retry)."""
-    digest = hashlib.sha256("\x1f".join((consumer, source, message_id)).encode()).hexdigest()
+def idempotency_key(
+    consumer: str, source: str, message_id: str, *, fingerprint: str | None = None, requeued: str | None = None
+) -> str:
+    """The key a lease-mode handler passes on to a non-transactional API: the same on every redelivery.
+
+    It is f(consumer, source, message_id); when the delivery is the conflicting copy an operator requeued
+    (`fingerprint` equals the row's `requeued` conflict fingerprint), the fingerprint joins it, so the remote
+    side sees the corrected message as a new request, while its redeliveries keep that same key.
+    """
+    parts = [consumer, source, message_id]
+    if requeued is not None and fingerprint == requeued:
+        parts.append(fingerprint)
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
     return f"edinbox-{digest[:40]}"
 
 

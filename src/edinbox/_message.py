@@ -7,6 +7,9 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 
+from edinbox._core import MAX_KEY_BYTES, key_problem
+from edinbox._errors import LimitError
+
 __all__ = ["Message", "Outcome"]
 
 
@@ -20,12 +23,16 @@ class Outcome(enum.Enum):
     CONFLICT = "conflict"
     """Key already processed with a different fingerprint: nothing ran, kept for operators."""
     DEAD = "dead"
-    """The handler failed `max_attempts` times: parked with its last error until requeued."""
+    """Parked with its reason until requeued: the handler failed `max_attempts` times, or once permanently."""
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A delivery to deduplicate: its key is (consumer, source, message_id)."""
+    """A delivery to deduplicate: its key is (consumer, source, message_id).
+
+    `message_id` and `source` are at most MAX_KEY_BYTES (512) UTF-8 bytes each and hold no NUL, on every store;
+    a longer or NUL-bearing key part raises LimitError here, before any SQL.
+    """
 
     message_id: str
     source: str
@@ -40,6 +47,12 @@ class Message:
             raise ValueError("Message.message_id must be a non-empty string")
         if not isinstance(self.source, str):
             raise ValueError("Message.source must be a string")
+        for name in ("message_id", "source"):
+            value = getattr(self, name)
+            if len(value) > MAX_KEY_BYTES // 4 or "\x00" in value or not value.isascii():
+                problem = key_problem(value)
+                if problem is not None:
+                    raise LimitError(f"Message.{name} {problem}")
         if not isinstance(self.payload, bytes | bytearray | memoryview):
             raise ValueError("Message.payload must be bytes")
         if self.fingerprint is None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from edinbox._core import Action, Found, Status, decide, failure_status
+from edinbox._core import Action, Found, Status, decide, failure_status, key_problem
 from edinbox._errors import ConfigurationError
 from edinbox._message import Message
 from edinbox._urls import mask
@@ -33,9 +33,11 @@ Timestamp = Callable[[Any], datetime | None]
 
 
 def check_settings(consumer: object, *, max_attempts: object, horizon: object) -> None:
-    """Refuse (ConfigurationError) an empty consumer, a non-positive max_attempts or a negative horizon."""
+    """Refuse (ConfigurationError) an empty or over-long consumer, a non-positive max_attempts or a negative horizon."""
     if not isinstance(consumer, str) or not consumer:
         raise ConfigurationError("consumer must be a non-empty string")
+    if (problem := key_problem(consumer)) is not None:
+        raise ConfigurationError(f"consumer {problem}")
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ConfigurationError(f"max_attempts must be a positive integer, got {max_attempts!r}")
     if not isinstance(horizon, timedelta) or horizon < timedelta(0):
@@ -53,8 +55,12 @@ def key_params(consumer: str, message: Message) -> dict[str, Any]:
 
 
 def describe(exc: BaseException) -> str:
-    """A handler error as the journal keeps it: type and message, credentials masked, at most 4,000 characters."""
-    return mask(f"{type(exc).__qualname__}: {exc}")[:4000]
+    """A handler error as the journal keeps it: type and message, credentials masked, at most 4,000 characters.
+
+    A NUL or a lone surrogate in the message is escaped, so every store can hold the text.
+    """
+    text = mask(f"{type(exc).__qualname__}: {exc}")[:4000].replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def failure_rows(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from edinbox._core import Status
+from edinbox._errors import ConfigurationError
 
 __all__ = ["Record", "Stats", "Tx"]
 
@@ -24,6 +25,19 @@ class Tx:
     connection: Any
     dialect: str
     idempotency_key: str | None = None
+    _lease: Callable[[timedelta | None], Any] | None = field(default=None, repr=False, compare=False)
+
+    def extend_lease(self, duration: timedelta | None = None) -> Any:
+        """Lease mode: move the lease's deadline to now + `duration` (default: the lease given to `process`).
+
+        The new deadline commits at once, in a short transaction of its own, so a long handler can call it as a
+        heartbeat and no other delivery takes the message over meanwhile. Under AsyncInbox, await it. Raises
+        NotSettledError when the lease was lost (it expired and another delivery took the message over: stop,
+        the effect belongs to that delivery now), ConfigurationError outside lease mode.
+        """
+        if self._lease is None:
+            raise ConfigurationError("extend_lease() needs lease mode: process(message, handler, lease=...)")
+        return self._lease(duration)
 
 
 @dataclass(frozen=True, slots=True)

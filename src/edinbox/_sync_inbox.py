@@ -7,26 +7,35 @@ How a delivery is settled (every decision comes from `edinbox._core`):
   the handler runs on the same connection; the commit settles both: PROCESSED.
 - known key: the row is locked and `_core.decide` says DUPLICATE, CONFLICT (recorded on the row for operators),
   DEAD, or retry. A concurrent duplicate waits on the unique index for the first transaction, then sees its row.
-- handler exception: rollback, then the attempt and error are recorded in a separate transaction and the
-  exception propagates unchanged. The failure that reaches `max_attempts` parks the row as dead at once (the
-  exception still propagates, so the caller does not ack); the next delivery returns DEAD.
+- handler exception: rollback, then who pays is decided by `_core.judge` (a driver error raised by the
+  handler's own SQL is first mapped by the store to DataError or StoreError, chained from it):
+  a PermanentError (DataError, LimitError, or the user's own subclass) parks the message at once, dead with the
+  reason, and `process` returns DEAD (settled); a TransientError (StoreError, NotSettledError, SourceError), or
+  a ConfigurationError or SchemaError (the operator's to fix), records nothing, counts no attempt and
+  propagates; any other exception (the handler's own) counts one attempt,
+  recorded in a separate transaction, and propagates unchanged. The failure that reaches `max_attempts` parks the
+  row as dead at once (the exception still propagates, so the caller does not ack); the next delivery returns
+  DEAD. When the failure itself cannot be recorded, StoreError propagates: not settled, nothing counted.
 - caller's connection: the inbox works in a savepoint and never commits the caller's transaction (on a
   connection that is not autocommit and has none open yet, it opens the transaction and leaves it to the caller);
   a handler failure rolls back to the savepoint, re-raises, and records the attempt inside the caller's
   transaction, so it is kept only if the caller commits (and max_attempts only counts what was committed). On an
   autocommit connection with no transaction open there is nothing of the caller's to join: the inbox commits its
   own, as with a URL or a pool.
-- batches and lease mode follow the same rules; see `process_batch` and `process(lease=...)`.
+- batches: a handler failure charges no message of the batch; `isolate=True` then settles each message alone,
+  so only the failing ones pay (see `process_batch`). Lease mode: see `process(lease=...)`.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, Literal, overload
 
-from edinbox._core import Action, Found, decide, idempotency_key
-from edinbox._errors import NotSettledError, StoreError
+from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
+from edinbox._errors import ConfigurationError, NotSettledError, StoreError
 from edinbox._message import Message, Outcome
 from edinbox._plan import (
     Key,
@@ -48,6 +57,13 @@ BatchHandler = Callable[[Tx, list[Message]], object]
 _RETRIES = 3  # a row deleted (forget, purge) between the insert and the lock: start over
 
 
+class _Next(enum.Enum):
+    """What a batch attempt that returned no outcomes asks for."""
+
+    RESTART = "restart"  # a row vanished between the insert and the lock
+    ISOLATE = "isolate"  # the handler failed: settle each message alone
+
+
 class Inbox(Journal):
     """The journal of consumed messages of one consumer, in PostgreSQL or SQLite.
 
@@ -63,10 +79,15 @@ class Inbox(Journal):
     ) -> Outcome:
         """Run `handler(tx, message)` once per key and return how the message settled; raise if it did not.
 
+        Returns PROCESSED, DUPLICATE, CONFLICT, or DEAD (parked: by an earlier delivery, or now by a
+        PermanentError of the handler). Raises, not settled: the handler's own exception (one attempt counted),
+        a TransientError (nothing counted), NotSettledError under a live lease elsewhere.
+
         With `lease`, the handler's effect is not transactional: the claim commits first, the handler runs
-        outside any transaction with `tx.idempotency_key`, and the completion commits after. A delivery during
-        a live lease raises NotSettledError; after an expired lease the handler runs again with the same key,
-        or the row is parked (DEAD) when `at_most_once` is set.
+        outside any transaction with `tx.idempotency_key` (see `_core.idempotency_key`) and may call
+        `tx.extend_lease()` as a heartbeat, and the completion commits after. A delivery during a live lease
+        raises NotSettledError; after an expired lease the handler runs again with the same key, or the row is
+        parked (DEAD) when `at_most_once` is set.
         """
         if lease is not None:
             return self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
@@ -92,10 +113,35 @@ class Inbox(Journal):
         except BaseException as exc:
             unit.rollback()
             if isinstance(exc, Exception):
-                self._record_failures(unit, [message], exc)
+                return self._failed(unit, message, exc)
             raise
         unit.commit()
         return Outcome.PROCESSED
+
+    def _failed(self, unit: Unit, message: Message, exc: Exception) -> Outcome:
+        """Charge a handler failure (already rolled back): park the message (DEAD), count an attempt, or nothing."""
+        error = self._store.map_error(exc)
+        failure = judge(error)
+        if failure is Failure.UNSETTLED:
+            raise error
+        # A permanent failure is recorded as the attempt that reaches max_attempts: the row parks at once.
+        limit = 1 if failure is Failure.PARK else self.max_attempts
+        row = failure_rows(self.consumer, [message], error, max_attempts=limit)[0]
+        try:
+            unit.begin()
+            try:
+                unit.run("record_failure", row)
+            except BaseException:
+                unit.rollback()
+                raise
+            unit.commit()
+        except StoreError as store_error:
+            raise StoreError(
+                f"the handler failed ({describe(error)}) and recording that failure failed too: {store_error}"
+            ) from store_error
+        if failure is Failure.PARK:
+            return Outcome.DEAD
+        raise exc
 
     def _find(self, unit: Unit, key: dict[str, Any]) -> tuple[Found, datetime] | None:
         rows = unit.fetch("find_for_update", key)
@@ -111,26 +157,10 @@ class Inbox(Journal):
         unit.commit()
         return outcome
 
-    def _record_failures(self, unit: Unit, messages: Sequence[Message], exc: Exception) -> None:
-        """Count the failed attempt of each message in a transaction of its own; the handler error wins."""
-        rows = failure_rows(self.consumer, messages, exc, max_attempts=self.max_attempts)
-        try:
-            unit.begin()
-            try:
-                if len(rows) == 1:
-                    unit.run("record_failure", rows[0])
-                else:
-                    unit.run_many("record_failure", rows)
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-        except StoreError as store_error:
-            exc.add_note(f"edinbox could not record this failed attempt: {store_error}")
-
     def _process_leased(self, message: Message, handler: Handler, *, lease: timedelta, at_most_once: bool) -> Outcome:
         key = key_params(self.consumer, message)
         claim = {**key, "lease": lease}
+        requeued: str | None = None
         with self._store.unit() as unit:
             if unit.insert("insert_claimed", claim):
                 attempts = 1
@@ -148,47 +178,138 @@ class Inbox(Journal):
                 )
                 if action is not Action.RETRY:
                     return self._settle(unit, action, message, key)
-                attempts = (unit.fetch("reclaim", claim))[0][0]
+                attempts, requeued = (unit.fetch("reclaim", claim))[0]
             unit.commit()
-        tx = Tx(None, self.dialect, idempotency_key(self.consumer, message.source, message.message_id))
+        held = {**key, "attempts": attempts}
+        idempotency = idempotency_key(
+            self.consumer, message.source, message.message_id, fingerprint=message.fingerprint, requeued=requeued
+        )
         try:
-            handler(tx, message)
+            handler(Tx(None, self.dialect, idempotency, partial(self._extend, held, lease)), message)
         except Exception as exc:
-            failure = {**key, "attempts": attempts, "error": describe(exc), "max_attempts": self.max_attempts}
-            self._write("fail_claim", {**failure, "payload": bytes(message.payload)})
-            raise
-        if not self._write("complete", {**key, "attempts": attempts}):
+            return self._failed_claim(message, held, exc)
+        if not self._write("complete", held):
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
         return Outcome.PROCESSED
 
-    def process_batch(self, messages: Sequence[Message], handler: BatchHandler) -> list[Outcome]:
+    def _failed_claim(self, message: Message, held: dict[str, Any], exc: Exception) -> Outcome:
+        """Charge a lease-mode handler failure: park the claim (DEAD), keep its attempt, or give it back."""
+        error = self._store.map_error(exc)
+        failure = judge(error)
+        if failure is Failure.UNSETTLED:  # the claim's attempt is given back; the next delivery retries at once
+            self._write("release_claim", held)
+            raise error
+        # fail_claim parks when the claim's attempts reach the limit: 0 parks a permanent failure at once
+        limit = 0 if failure is Failure.PARK else self.max_attempts
+        failure_row = {**held, "error": describe(error), "max_attempts": limit, "payload": bytes(message.payload)}
+        if self._write("fail_claim", failure_row) == 0 and failure is Failure.PARK:
+            raise NotSettledError(f"the lease on {message.key} was lost before its failure was recorded") from error
+        if failure is Failure.PARK:
+            return Outcome.DEAD
+        raise exc
+
+    def _extend(self, held: dict[str, Any], lease: timedelta, duration: timedelta | None) -> None:
+        """Commit a new deadline for a claim still held (`tx.extend_lease`); NotSettledError when it was lost."""
+        if duration is None:
+            duration = lease
+        elif not isinstance(duration, timedelta) or duration <= timedelta(0):
+            raise ConfigurationError(f"extend_lease() needs a positive timedelta, got {duration!r}")
+        if not self._write("extend", {**held, "lease": duration}):
+            raise NotSettledError(
+                f"the lease on {(held['source'], held['message_id'])} was lost: another delivery took it over"
+            )
+
+    @overload
+    def process_batch(
+        self, messages: Sequence[Message], handler: BatchHandler, *, isolate: Literal[False] = False
+    ) -> list[Outcome]: ...
+
+    @overload
+    def process_batch(
+        self, messages: Sequence[Message], handler: BatchHandler, *, isolate: bool
+    ) -> list[Outcome | Exception]: ...
+
+    def process_batch(
+        self, messages: Sequence[Message], handler: BatchHandler, *, isolate: bool = False
+    ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
         The handler gets only the messages to process (new, or failed before), in one transaction with their
-        journal rows; it is not called when there are none. A live lease on any message raises NotSettledError
-        for the whole batch, and a handler exception fails the whole batch (each new message counts an attempt).
+        journal rows; it is not called when there are none. Copies of one key in a batch: the first decides,
+        the others are duplicates (or conflicts) of it. A live lease on any message raises NotSettledError
+        for the whole batch, before the handler runs.
+
+        A handler failure is charged to no message of the batch: everything rolls back, no attempt is counted.
+        Without `isolate`, the exception propagates (a driver error of the handler's SQL as DataError or
+        StoreError chained from it; anything else unchanged) and the caller nacks the batch. With `isolate=True`,
+        a TransientError still propagates so; any other failure settles each message of the batch alone (as
+        `process` does, one transaction each, the handler called with a one-element list), so only the failing
+        ones pay. The result holds, in each message's position, either its Outcome (settled: ack it; DEAD when
+        a PermanentError parked it) or the exception that left it unsettled (nack exactly those): the handler's
+        own exception (one attempt counted; it may be the one that parked the row), NotSettledError (a live
+        lease), or a TransientError. A StoreError stops the isolation: that message and every one after it
+        hold that same StoreError, untried.
         """
         batch = list(messages)
         if not batch:
             return []
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
-                outcomes = self._claim_batch(unit, batch)
-                if outcomes is None:
-                    unit.rollback()
-                    continue
-                new = [m for m, outcome in zip(batch, outcomes, strict=True) if outcome is Outcome.PROCESSED]
-                if new:
-                    try:
-                        handler(Tx(unit.connection, self.dialect), new)
-                    except BaseException as exc:
-                        unit.rollback()
-                        if isinstance(exc, Exception):
-                            self._record_failures(unit, new, exc)
-                        raise
-                unit.commit()
-                return outcomes
+                result = self._batch(unit, batch, handler, isolate=isolate)
+            if result is _Next.ISOLATE:
+                return self._isolate(batch, handler)
+            if result is not _Next.RESTART:
+                return result
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
+
+    def _batch(
+        self, unit: Unit, batch: list[Message], handler: BatchHandler, *, isolate: bool
+    ) -> list[Outcome] | _Next:
+        """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate."""
+        outcomes = self._claim_batch(unit, batch)
+        if outcomes is None:
+            unit.rollback()
+            return _Next.RESTART
+        new = [m for m, outcome in zip(batch, outcomes, strict=True) if outcome is Outcome.PROCESSED]
+        if new:
+            try:
+                handler(Tx(unit.connection, self.dialect), new)
+            except BaseException as exc:
+                unit.rollback()
+                if not isinstance(exc, Exception):
+                    raise
+                error = self._store.map_error(exc)
+                if isolate and judge(error) is not Failure.UNSETTLED:
+                    return _Next.ISOLATE
+                if error is exc:
+                    raise
+                raise error from exc
+        unit.commit()
+        return outcomes
+
+    def _isolate(self, batch: list[Message], handler: BatchHandler) -> list[Outcome | Exception]:
+        """Settle each message of a failed batch alone; an unsettled one holds its exception."""
+
+        def single(tx: Tx, message: Message) -> object:
+            return handler(tx, [message])
+
+        results: list[Outcome | Exception] = []
+        first: dict[Key, Outcome | Exception] = {}
+        for index, message in enumerate(batch):
+            earlier = first.get(message.key)
+            if isinstance(earlier, Exception):  # a later copy of a key whose first copy did not settle
+                results.append(earlier)
+                continue
+            try:
+                result: Outcome | Exception = self.process(message, single)
+            except StoreError as exc:  # the database failed: the rest of the batch is not tried
+                results.extend([exc] * (len(batch) - index))
+                break
+            except Exception as exc:
+                result = exc
+            results.append(result)
+            first.setdefault(message.key, result)
+        return results
 
     def _claim_batch(self, unit: Unit, batch: list[Message]) -> list[Outcome] | None:
         """Insert the batch's keys, read back the others, and settle each message; None when a row vanished."""

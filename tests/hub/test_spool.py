@@ -7,11 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from edinbox import ConfigurationError
+from edinbox.hub import HubConfig
 from edinbox.sources import open_source, publisher
 from edinbox.sources.spool import SpoolSource, publish, spool_path
 
@@ -105,6 +107,7 @@ async def test_nack_with_delay_holds_the_file_back(tmp_path: Path) -> None:
 
 _CRASH = """
 import asyncio, os, sys
+from decimal import Decimal
 from pathlib import Path
 from edinbox.sources.spool import SpoolSource
 async def main():
@@ -147,6 +150,7 @@ async def test_stale_claim_of_a_live_owner_is_recovered_after_the_timeout(tmp_pa
 
 _CLAIMER = """
 import asyncio, json, sys
+from decimal import Decimal
 from pathlib import Path
 from edinbox.sources.spool import SpoolSource
 async def main():
@@ -189,3 +193,52 @@ def test_publish_is_atomic_for_readers(tmp_path: Path) -> None:
     [name] = os.listdir(tmp_path / "inbound")
     assert (tmp_path / "inbound" / name).read_bytes() == payload
     assert os.listdir(tmp_path / "tmp") == []
+
+
+async def test_the_hub_settles_a_spool_full_of_odd_entries_without_crashing(hub_config: HubConfig, spool: Path) -> None:
+    """Good invoices between a newline name, a 255-byte name, a folder, a symlink, a name that is not UTF-8, a fifo
+    and an abandoned dot-file: the hub creates the invoices, counts each odd entry as rejected, and leaves nothing
+    in inbound/ or processing/."""
+    from edinbox.hub import open_hub
+    from edinbox.hub._generate import PARTNERS, Doc, render
+    from edinbox.hub._ops import stats
+    from sources.test_spool_refused import ODD, SECRET
+
+    lines = ((1, Decimal("5.00")),)
+    good = [(f"inv{i}", render(Doc(PARTNERS[0], f"00000070{i}", "invoice", f"INV-{i}", lines=lines))) for i in range(3)]
+    await publish(hub_config.source, good[:1])
+    (spool / "inbound").mkdir(exist_ok=True)
+    for make in ODD.values():
+        make(spool / "inbound")
+    await publish(hub_config.source, good[1:])
+    async with open_hub(hub_config) as hub:
+        totals = dict(await hub.run(once=True))
+    assert totals == {"processed": 3, "rejected": len(ODD)}
+    counts = await stats(hub_config)
+    assert (counts["invoices"], counts["rejected_deliveries"]) == (3, len(ODD))
+    assert os.listdir(spool / "inbound") == []
+    assert list((spool / "processing").rglob("*")) == []
+    assert (spool.parent / "outside.txt").read_bytes() == SECRET
+
+
+async def test_a_file_over_max_payload_is_kept_once_and_the_database_holds_its_head(
+    hub_config: HubConfig, spool: Path
+) -> None:
+    """A 40 MB file (over the 32 MiB default) stays whole in rejected/ only; the rejected table holds its first
+    64 KiB, and the delivery is counted as rejected."""
+    from edinbox.hub import open_hub
+    from edinbox.hub._ops import list_rows, show, stats
+    from edinbox.sources.spool import HEAD
+
+    (spool / "inbound").mkdir(exist_ok=True)
+    (spool / "inbound" / "huge.edi").write_bytes(os.urandom(40 * 1024 * 1024))
+    async with open_hub(hub_config) as hub:
+        totals = dict(await hub.run(once=True))
+    assert totals == {"rejected": 1}
+    assert (spool / "rejected" / "huge.edi").stat().st_size == 40 * 1024 * 1024
+    assert "max_payload" in (spool / "rejected" / "huge.edi.reason").read_text()
+    [row] = await list_rows(hub_config, status="rejected", limit=5)
+    detail = await show(hub_config, row["key"])
+    assert detail is not None
+    assert len(detail["payload"]) <= HEAD
+    assert (await stats(hub_config))["rejected_deliveries"] == 1

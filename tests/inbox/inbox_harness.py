@@ -76,9 +76,28 @@ class Harness:
         assert self.runner is not None
         return self.runner.run(coroutine_factory())
 
-    def handler(self, *, fail: BaseException | None = None, effect: bool = True) -> Any:
-        """A handler that records the effect of each message it gets, then raises `fail` if given."""
+    def handler(
+        self,
+        *,
+        fail: BaseException | None = None,
+        effect: bool = True,
+        poison: str | None = None,
+        failures: dict[str, BaseException] | None = None,
+    ) -> Any:
+        """A handler that records the effect of each message it gets, then raises `fail` if given.
+
+        With `poison`, it raises `fail` only when it gets the message of that id (alone or in a batch); with
+        `failures` (message id -> exception), it raises the exception of the first such message it gets.
+        """
         sql = self.insert_effect_sql()
+        if poison is not None and fail is not None:
+            failures = {poison: fail}
+
+        def failing(message: Message | list[Message]) -> BaseException | None:
+            batch = message if isinstance(message, list) else [message]
+            if failures is None:
+                return fail
+            return next((failures[m.message_id] for m in batch if m.message_id in failures), None)
 
         def note(tx: Tx, message: Message | list[Message]) -> list[Message]:
             """Record what the handler got (and its idempotency key); return the messages whose effect it writes."""
@@ -94,16 +113,16 @@ class Harness:
             async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
                 for m in note(tx, message):
                     await tx.connection.execute(sql, (m.source, m.message_id))
-                if fail is not None:
-                    raise fail
+                if (error := failing(message)) is not None:
+                    raise error
 
             return async_handler
 
         def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
             for m in note(tx, message):
                 tx.connection.execute(sql, (m.source, m.message_id))
-            if fail is not None:
-                raise fail
+            if (error := failing(message)) is not None:
+                raise error
 
         return sync_handler
 
@@ -111,9 +130,54 @@ class Harness:
         """Process one message with the effect handler."""
         return self.call("process", message, self.handler(fail=fail), **options)  # type: ignore[no-any-return]
 
-    def process_batch(self, messages: list[Message], *, fail: BaseException | None = None) -> list[Outcome]:
-        """Process a batch with the effect handler."""
-        return self.call("process_batch", messages, self.handler(fail=fail))  # type: ignore[no-any-return]
+    def process_batch(
+        self,
+        messages: list[Message],
+        *,
+        fail: BaseException | None = None,
+        poison: str | None = None,
+        isolate: bool = False,
+    ) -> list[Outcome | Exception]:
+        """Process a batch with the effect handler (failing on `poison` only, when given)."""
+        handler = self.handler(fail=fail, poison=poison)
+        return self.call("process_batch", messages, handler, isolate=isolate)  # type: ignore[no-any-return]
+
+    def sql(self, postgresql: str, sqlite: str) -> str:
+        """The statement for this harness's dialect."""
+        return postgresql if self.dialect == "postgresql" else sqlite
+
+    def statement_handler(self, statement: str, params: Sequence[Any] | None = None, *, poison: str = "") -> Any:
+        """A handler that runs `statement` on the inbox connection (to provoke a driver error).
+
+        With `poison`, it runs the statement only for the message of that id and writes the others' effects.
+        """
+        sql = self.insert_effect_sql()
+
+        def plan(message: Message | list[Message]) -> tuple[list[Message], bool]:
+            batch = message if isinstance(message, list) else [message]
+            self.seen.append([m.message_id for m in batch])
+            hit = not poison or any(m.message_id == poison for m in batch)
+            return batch, hit
+
+        if self.asynchronous:
+
+            async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
+                batch, hit = plan(message)
+                for m in batch:
+                    await tx.connection.execute(sql, (m.source, m.message_id))
+                if hit:
+                    await tx.connection.execute(statement, params or ())
+
+            return async_handler
+
+        def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
+            batch, hit = plan(message)
+            for m in batch:
+                tx.connection.execute(sql, (m.source, m.message_id))
+            if hit:
+                tx.connection.execute(statement, params or ())
+
+        return sync_handler
 
     def drop_key(self) -> None:
         """Drop the unique index on (consumer, source, message_id)."""

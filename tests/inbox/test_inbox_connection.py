@@ -245,3 +245,32 @@ def test_live_lease_in_a_batch_settles_nothing(tmp_path: Path) -> None:
         inbox.process_batch([Message("new", "s"), Message("leased", "s")], lambda tx, ms: None)
     assert inbox.get("s", "new") is None
     inbox.close()
+
+
+def test_isolated_batch_on_the_callers_connection_commits_with_the_caller(pg: tuple[str, str]) -> None:
+    """isolate=True in the caller's transaction: batch-mates' effects and the poison's attempt commit with it."""
+    url, schema = pg
+
+    def handler(tx: Tx, messages: list[Message]) -> None:
+        for message in messages:
+            tx.connection.execute(f"INSERT INTO {schema}.business VALUES (%s)".encode(), (message.message_id,))
+        if any(m.message_id == "poison" for m in messages):
+            raise Boom("bad one")
+
+    with psycopg.connect(url) as connection:
+        inbox = Inbox(connection, consumer="c", table=f"{schema}.inbox")
+        batch = [Message("a", "s"), Message("poison", "s"), Message("b", "s")]
+        results = inbox.process_batch(batch, handler, isolate=True)
+        assert [r if isinstance(r, Outcome) else type(r) for r in results] == [
+            Outcome.PROCESSED,
+            Boom,
+            Outcome.PROCESSED,
+        ]
+        assert count(url, f"SELECT count(*) FROM {schema}.inbox") == 0  # nothing committed by the inbox
+        connection.commit()
+    assert count(url, f"SELECT count(*) FROM {schema}.business") == 2
+    with psycopg.connect(url, autocommit=True) as connection:
+        inbox = Inbox(connection, consumer="c", table=f"{schema}.inbox")
+        poison = inbox.get("s", "poison")
+        assert poison is not None
+        assert (poison.status, poison.attempts) == (Status.FAILED, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -9,11 +10,28 @@ from typing import Any, ClassVar
 import pytest
 from inbox_harness import Harness, backdate, lease
 
-from edinbox import ConfigurationError, Message, NotSettledError, Outcome, SchemaError, Status, StoreError
+from edinbox import (
+    ConfigurationError,
+    DataError,
+    LimitError,
+    Message,
+    NotSettledError,
+    Outcome,
+    PermanentError,
+    SchemaError,
+    SourceError,
+    Status,
+    StoreError,
+    Tx,
+)
 
 
 class Boom(Exception):
     """A handler failure."""
+
+
+class Unreadable(PermanentError):
+    """The user's own permanent failure."""
 
 
 class Crash(BaseException):
@@ -72,18 +90,27 @@ class InboxContract:
             )
         assert h.effects() == len(awkward)
 
-    def test_a_nul_in_the_key_is_refused_by_postgresql_or_stored_by_sqlite(self, h: Harness) -> None:
-        """A NUL in a key is never cut short: PostgreSQL refuses it (StoreError, nothing runs), SQLite keeps it."""
-        message = msg("a\x00b")
-        if self.store == "postgresql":
-            with pytest.raises(StoreError):
-                h.process(message)
-            assert h.seen == []
-            assert h.call("get", message.source, "a") is None
-        else:
-            assert h.process(message) is Outcome.PROCESSED
-            assert h.process(msg("a")) is Outcome.PROCESSED
-            assert h.call("get", message.source, "a\x00b").message_id == "a\x00b"
+    def test_a_nul_or_an_over_long_key_is_refused_before_any_sql(self, h: Harness) -> None:
+        """A key part with a NUL or over 512 UTF-8 bytes raises LimitError in Message(); the rest go on."""
+        for message_id in ("a\x00b", "9" * 10_000, "é" * 257):
+            with pytest.raises(LimitError, match=r"Message\.message_id"):
+                msg(message_id)
+        with pytest.raises(LimitError, match=r"Message\.source"):
+            msg("1", source="S" * 10_000)
+        assert h.process_batch([msg("ok1"), msg("ok2")]) == [Outcome.PROCESSED] * 2
+        assert h.call("stats").total == 2
+
+    def test_key_parts_of_exactly_512_bytes_work(self, harness_factory: Any) -> None:
+        """A consumer, source and message id of 512 UTF-8 bytes each are journaled, matched and read back."""
+        consumer = "c" * 512
+        h = harness_factory(self.store, asynchronous=self.asynchronous, consumer=consumer, horizon=timedelta(0))
+        source, message_id = "s" * 510 + "é", "é" * 256
+        message = Message(message_id, source, b"p")
+        assert h.process(message) is Outcome.PROCESSED
+        assert h.process(message) is Outcome.DUPLICATE
+        assert h.process_batch([message, Message("x" * 512, source)]) == [Outcome.DUPLICATE, Outcome.PROCESSED]
+        record = h.call("get", source, message_id)
+        assert (record.consumer, record.source, record.message_id) == (consumer, source, message_id)
 
     def test_reused_key_with_other_payload_is_conflict_kept_for_operators(self, h: Harness) -> None:
         """Same key, another fingerprint: CONFLICT, nothing runs, the conflicting copy is kept on the row."""
@@ -109,6 +136,13 @@ class InboxContract:
         assert record.status is Status.FAILED
         assert record.attempts == 1
         assert record.last_error == "Boom: accounting said no"
+
+    def test_a_handler_error_with_a_nul_or_a_surrogate_is_recorded(self, h: Harness) -> None:
+        """An error message no store can hold as is (NUL, lone surrogate) is escaped and the attempt recorded."""
+        with pytest.raises(Boom):
+            h.process(msg("nul"), fail=Boom("bad \x00 byte \ud800"))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "nul")
+        assert (record.status, record.last_error) == (Status.FAILED, "Boom: bad \\x00 byte \\ud800")
 
     def test_failed_message_is_retried_by_the_next_delivery(self, h: Harness) -> None:
         """After a failure the next delivery runs the handler again and settles it."""
@@ -166,6 +200,103 @@ class InboxContract:
         assert len(h.call("records", limit=2)) == 2
         assert len(h.call("records")) == 4
 
+    # -- who pays for a failure ----------------------------------------------------------------------------------
+    def test_a_permanent_error_parks_the_message_at_once(self, h: Harness) -> None:
+        """A handler's PermanentError (here the user's own subclass) parks the message dead on its first failure."""
+
+        assert h.process(msg("perm", b"garbage"), fail=Unreadable("amount is not a number")) is Outcome.DEAD
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "perm")
+        assert (record.status, record.attempts, record.payload) == (Status.DEAD, 1, b"garbage")
+        assert record.last_error == "Unreadable: amount is not a number"
+        assert h.effects() == 0
+        assert h.process(msg("perm", b"garbage")) is Outcome.DEAD
+        assert len(h.seen) == 1
+
+    def test_a_permanent_error_after_failed_attempts_parks_the_row(self, h: Harness) -> None:
+        """A row that failed before is parked by a later PermanentError, without waiting for max_attempts."""
+        with pytest.raises(Boom):
+            h.process(msg("pa"), fail=Boom())
+        assert h.process(msg("pa"), fail=DataError("too long")) is Outcome.DEAD
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "pa")
+        assert (record.status, record.attempts, record.last_error) == (Status.DEAD, 2, "DataError: too long")
+
+    def test_a_driver_data_error_of_the_handler_sql_parks_the_message(self, h: Harness) -> None:
+        """The store's data errors raised by the handler's own SQL become DataError and park the message."""
+        if h.dialect == "postgresql":
+            statements: list[tuple[str, Any]] = [
+                ("SELECT 99999999999::int", None),  # numeric value out of range
+                ("CREATE TEMP TABLE short (v varchar(3)); INSERT INTO short VALUES ('abcd')", None),  # too long
+                ("SELECT convert_from('\\xff'::bytea, 'UTF8')", None),  # invalid byte sequence
+                ("SELECT convert_to('\u20ac', 'LATIN1')", None),  # untranslatable character
+                ("SELECT %s::text", ("a\x00b",)),  # NUL in text
+                (  # index row too large (program limit exceeded)
+                    "CREATE TEMP TABLE big (v text); CREATE INDEX ON big (v); "
+                    "INSERT INTO big SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i",
+                    None,
+                ),
+            ]
+        else:
+            h.admin(f"CREATE TABLE {h.table}_strict (v INTEGER) STRICT")
+            statements = [
+                ("SELECT zeroblob(2000000000)", None),  # string or blob too big
+                (f"INSERT INTO {h.table}_strict VALUES ('x')", None),  # a STRICT column cannot hold the value
+            ]
+        for index, (statement, params) in enumerate(statements):
+            message = msg(f"data{index}")
+            assert h.call("process", message, h.statement_handler(statement, params)) is Outcome.DEAD, statement
+            record = h.call("get", message.source, message.message_id)
+            assert record.status is Status.DEAD
+            assert record.last_error.startswith("DataError: "), record.last_error
+        assert h.effects() == 0
+
+    def test_a_permanent_error_in_an_isolated_batch_parks_only_that_message(self, h: Harness) -> None:
+        """isolate=True: a DataError of one message's SQL parks it (DEAD, settled); its batch-mates commit."""
+        statement = h.sql("SELECT 99999999999::int", "SELECT zeroblob(2000000000)")
+        batch = [msg("d1"), msg("d2"), msg("d3")]
+        handler = h.statement_handler(statement, poison="d2")
+        with pytest.raises(DataError) as raised:
+            h.call("process_batch", batch, handler)
+        assert raised.value.__cause__ is not None
+        assert h.call("records") == []
+        assert h.call("process_batch", batch, handler, isolate=True) == [
+            Outcome.PROCESSED,
+            Outcome.DEAD,
+            Outcome.PROCESSED,
+        ]
+        assert [h.effects(m.message_id) for m in batch] == [1, 0, 1]
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "d2").status is Status.DEAD
+
+    def test_a_transient_error_of_the_handler_costs_no_attempt(self, h: Harness) -> None:
+        """A TransientError from the handler rolls back, records nothing, and propagates as raised."""
+        error = StoreError("accounting database restarting")
+        with pytest.raises(StoreError) as raised:
+            h.process(msg("tr"), fail=error)
+        assert raised.value is error
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "tr") is None
+        with pytest.raises(Boom):
+            h.process(msg("tr"), fail=Boom())
+        with pytest.raises(NotSettledError):
+            h.process(msg("tr"), fail=NotSettledError("busy"))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "tr")
+        assert (record.status, record.attempts) == (Status.FAILED, 1)
+        assert h.process(msg("tr")) is Outcome.PROCESSED
+
+    def test_lease_mode_parks_a_permanent_error_and_gives_back_a_transient_one(self, h: Harness) -> None:
+        """Lease mode: a PermanentError parks the claim (DEAD); a TransientError releases it with no attempt."""
+        assert h.process(msg("lp"), fail=DataError("no such currency"), lease=lease(30)) is Outcome.DEAD
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "lp")
+        assert (record.status, record.lease_until, record.last_error) == (
+            Status.DEAD,
+            None,
+            "DataError: no such currency",
+        )
+        with pytest.raises(SourceError):
+            h.process(msg("lt"), fail=SourceError("api unreachable"), lease=lease(30))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "lt")
+        assert (record.status, record.attempts, record.lease_until) == (Status.FAILED, 0, None)
+        assert h.process(msg("lt"), lease=lease(30)) is Outcome.PROCESSED
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "lt").attempts == 1
+
     # -- batches ------------------------------------------------------------------------------------------------
     def test_batch_hands_only_new_messages_and_returns_one_outcome_each(self, h: Harness) -> None:
         """A batch mixing new, repeated, already processed, conflicting and dead messages settles each correctly."""
@@ -199,14 +330,94 @@ class InboxContract:
         assert sorted(h.seen[0]) == ["r", "s"]
         assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "r").attempts == 2
 
-    def test_batch_handler_failure_rolls_back_the_batch_and_counts_attempts(self, h: Harness) -> None:
-        """A failing batch handler commits nothing, propagates, and each new message counts one failed attempt."""
+    def test_batch_handler_failure_rolls_back_the_batch_and_charges_no_message(self, h: Harness) -> None:
+        """A failing batch handler commits nothing, propagates unchanged, and counts no attempt for anyone."""
         h.process(msg("before"))
-        with pytest.raises(Boom):
-            h.process_batch([msg("b1"), msg("before"), msg("b2")], fail=Boom("batch"))
+        error = Boom("batch")
+        with pytest.raises(Boom) as raised:
+            h.process_batch([msg("b1"), msg("before"), msg("b2")], fail=error)
+        assert raised.value is error
         assert h.effects() == 1
-        assert [h.call("get", "X12:ZZ:ACME>ZZ:HUB", i).status for i in ("b1", "b2")] == [Status.FAILED] * 2
+        assert [h.call("get", "X12:ZZ:ACME>ZZ:HUB", i) for i in ("b1", "b2")] == [None, None]
         assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "before").status is Status.PROCESSED
+
+    def test_batch_failure_charges_no_one_even_when_a_retry_fails_again(self, h: Harness) -> None:
+        """A batch retrying a failed message that fails again leaves that row's attempt count unchanged."""
+        with pytest.raises(Boom):
+            h.process(msg("r"), fail=Boom())
+        with pytest.raises(Boom):
+            h.process_batch([msg("r"), msg("s")], fail=Boom())
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "r")
+        assert (record.status, record.attempts) == (Status.FAILED, 1)
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "s") is None
+
+    def test_poison_in_an_isolated_batch_of_six_parks_only_itself(self, harness_factory: Any) -> None:
+        """max_attempts=1, isolate=True: one poison message of six ends DEAD, the other five PROCESSED once."""
+        h = harness_factory(self.store, asynchronous=self.asynchronous, max_attempts=1, horizon=timedelta(0))
+        batch = [msg(f"m{i}") for i in range(6)]
+        error = Boom("poison")
+        results = h.process_batch(batch, fail=error, poison="m3", isolate=True)
+        assert results[:3] + results[4:] == [Outcome.PROCESSED] * 5
+        assert results[3] is error
+        statuses = {r.message_id: r.status for r in h.call("records", limit=10)}
+        assert statuses == {f"m{i}": Status.PROCESSED if i != 3 else Status.DEAD for i in range(6)}
+        assert [h.effects(f"m{i}") for i in range(6)] == [1, 1, 1, 0, 1, 1]
+        assert h.seen[0] == [f"m{i}" for i in range(6)]
+        assert h.seen[1:] == [[f"m{i}"] for i in range(6)]
+        assert h.process_batch(batch, isolate=True) == [Outcome.DUPLICATE if i != 3 else Outcome.DEAD for i in range(6)]
+
+    def test_poison_in_a_batch_costs_its_batch_mates_no_attempt(self, harness_factory: Any) -> None:
+        """max_attempts=5: without isolate nobody is charged; with isolate only the poison counts one attempt."""
+        h = harness_factory(self.store, asynchronous=self.asynchronous, max_attempts=5, horizon=timedelta(0))
+        batch = [msg(f"m{i}") for i in range(6)]
+        with pytest.raises(Boom):
+            h.process_batch(batch, fail=Boom(), poison="m2")
+        assert h.call("records", limit=10) == []
+        results = h.process_batch(batch, fail=Boom(), poison="m2", isolate=True)
+        assert [isinstance(r, Boom) for r in results] == [i == 2 for i in range(6)]
+        rows = {r.message_id: r for r in h.call("records", limit=10)}
+        assert (rows["m2"].status, rows["m2"].attempts) == (Status.FAILED, 1)
+        mates = [rows[f"m{i}"] for i in range(6) if i != 2]
+        assert {(r.status, r.attempts, r.last_error) for r in mates} == {(Status.PROCESSED, 1, None)}
+
+    def test_isolated_batch_keeps_copies_and_duplicates_in_place(self, h: Harness) -> None:
+        """After isolation, repeated keys and known messages keep their outcomes; a copy of the poison fails too."""
+        h.process(msg("old"))
+        batch = [msg("a"), msg("old"), msg("p"), msg("a"), msg("p"), msg("a", b"other")]
+        error = Boom()
+        results = h.process_batch(batch, fail=error, poison="p", isolate=True)
+        assert results == [Outcome.PROCESSED, Outcome.DUPLICATE, error, Outcome.DUPLICATE, error, Outcome.CONFLICT]
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "p").attempts == 1
+        assert h.effects("a") == 1
+
+    def test_isolated_batch_without_failure_is_one_transaction(self, h: Harness) -> None:
+        """isolate=True changes nothing while the handler succeeds: one call, one outcome per message."""
+        assert h.process_batch([msg("i1"), msg("i2")], isolate=True) == [Outcome.PROCESSED] * 2
+        assert h.seen == [["i1", "i2"]]
+
+    def test_a_store_error_stops_the_isolation_for_the_rest_of_the_batch(self, h: Harness) -> None:
+        """During isolation a StoreError fills its position and every later one, untried; earlier ones settled."""
+        poison, down = Boom("poison"), StoreError("database restarting")
+        handler = h.handler(failures={"p": poison, "b": down})
+        batch = [msg("a"), msg("p"), msg("b"), msg("c")]
+        results = h.call("process_batch", batch, handler, isolate=True)
+        assert results == [Outcome.PROCESSED, poison, down, down]
+        assert h.seen == [["a", "p", "b", "c"], ["a"], ["p"], ["b"]]
+        assert [h.call("get", "X12:ZZ:ACME>ZZ:HUB", i) is None for i in ("a", "p", "b", "c")] == [
+            False,
+            False,
+            True,
+            True,
+        ]
+
+    def test_transient_failure_in_an_isolated_batch_propagates_and_charges_no_one(self, h: Harness) -> None:
+        """A TransientError from the batch handler is not isolated: it propagates and nothing is recorded."""
+        error = SourceError("broker went away")
+        with pytest.raises(SourceError) as raised:
+            h.process_batch([msg("t1"), msg("t2")], fail=error, poison="t2", isolate=True)
+        assert raised.value is error
+        assert h.call("records") == []
+        assert h.seen == [["t1", "t2"]]
 
     def test_empty_batch_calls_nothing(self, h: Harness) -> None:
         """An empty batch returns no outcome and does not call the handler; neither does an all-duplicate batch."""
@@ -276,6 +487,91 @@ class InboxContract:
         record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "L5")
         assert (record.status, record.lease_until, record.last_error) == (Status.FAILED, None, "Boom: api down")
         assert h.process(msg("L5"), lease=lease(30)) is Outcome.PROCESSED
+
+    def lease_handler(self, h: Harness, inner: list[object], *, extend: bool, late: bool = False) -> Any:
+        """A lease-mode handler that outlives a 0.1 s lease, then lets a second delivery of its message try.
+
+        With `extend` it first extends its lease (to 60 s) as a heartbeat; with `late` it extends only after
+        the second delivery, as a heartbeat that came too late. `inner` gets what the second delivery got.
+        """
+        inbox, effect = h.inbox, h.handler()
+        if h.asynchronous:
+
+            async def async_handler(tx: Tx, message: Message) -> None:
+                if extend and not late:
+                    await tx.extend_lease(timedelta(seconds=60))
+                    record = await inbox.get(message.source, message.message_id)
+                    inner.append(record.lease_until - record.received_at)
+                await asyncio.sleep(0.3)
+                try:
+                    inner.append(await inbox.process(message, effect, lease=lease(30)))
+                except NotSettledError as exc:
+                    inner.append(exc)
+                if late:
+                    await tx.extend_lease()
+
+            return async_handler
+
+        def sync_handler(tx: Tx, message: Message) -> None:
+            if extend and not late:
+                tx.extend_lease(timedelta(seconds=60))
+                record = inbox.get(message.source, message.message_id)
+                inner.append(record.lease_until - record.received_at)
+            time.sleep(0.3)
+            try:
+                inner.append(inbox.process(message, effect, lease=lease(30)))
+            except NotSettledError as exc:
+                inner.append(exc)
+            if late:
+                tx.extend_lease()
+
+        return sync_handler
+
+    def test_a_handler_that_extends_its_lease_is_not_run_twice(self, h: Harness) -> None:
+        """A handler outliving its first lease but extending it keeps a concurrent delivery out (NotSettledError)."""
+        inner: list[object] = []
+        assert h.call("process", msg("E1"), self.lease_handler(h, inner, extend=True), lease=lease(0.1)) is (
+            Outcome.PROCESSED
+        )
+        ahead, second = inner
+        assert isinstance(ahead, timedelta)
+        assert ahead > timedelta(seconds=50)
+        assert isinstance(second, NotSettledError)
+        assert h.seen == []
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "E1")
+        assert (record.status, record.attempts, record.lease_until) == (Status.PROCESSED, 1, None)
+
+    def test_without_the_heartbeat_an_expired_lease_is_taken_over(self, h: Harness) -> None:
+        """The same schedule without extend_lease lets the second delivery run; the first cannot complete."""
+        inner: list[object] = []
+        with pytest.raises(NotSettledError):
+            h.call("process", msg("E2"), self.lease_handler(h, inner, extend=False), lease=lease(0.1))
+        assert inner == [Outcome.PROCESSED]
+        assert len(h.seen) == 1
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "E2").attempts == 2
+
+    def test_extending_a_lost_lease_raises_not_settled(self, h: Harness) -> None:
+        """extend_lease() after another delivery took the message over raises NotSettledError; nothing is charged."""
+        inner: list[object] = []
+        with pytest.raises(NotSettledError, match="lost"):
+            h.call("process", msg("E3"), self.lease_handler(h, inner, extend=True, late=True), lease=lease(0.1))
+        assert inner == [Outcome.PROCESSED]
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "E3")
+        assert (record.status, record.attempts) == (Status.PROCESSED, 2)
+
+    def test_a_requeued_conflict_gets_an_idempotency_key_of_its_own(self, h: Harness) -> None:
+        """The corrected payload of a requeued conflict runs with a new key, the same on each of its redeliveries."""
+        assert h.process(msg("K", b"amount=100"), lease=lease(30)) is Outcome.PROCESSED
+        assert h.process(msg("K", b"amount=120"), lease=lease(30)) is Outcome.CONFLICT
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "K") is True
+        with pytest.raises(Crash):
+            h.process(msg("K", b"amount=120"), fail=Crash(), lease=lease(0.05))
+        time.sleep(0.1)
+        assert h.process(msg("K", b"amount=120"), lease=lease(30)) is Outcome.PROCESSED
+        assert h.process(msg("K", b"amount=120"), lease=lease(30)) is Outcome.DUPLICATE
+        original, corrected, again = h.keys
+        assert corrected != original
+        assert again == corrected
 
     # -- purge --------------------------------------------------------------------------------------------------
     def test_purge_deletes_only_old_settled_rows_in_batches(self, h: Harness) -> None:

@@ -2,22 +2,43 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 
-from edinbox import AsyncInbox, ConfigurationError, Inbox, Message, Outcome
+from edinbox import (
+    AsyncInbox,
+    ConfigurationError,
+    DataError,
+    Inbox,
+    InboxError,
+    LimitError,
+    Message,
+    NotSettledError,
+    Outcome,
+    SchemaError,
+    SourceError,
+    StoreError,
+    Tx,
+)
 from edinbox._core import (
+    MAX_KEY_BYTES,
     Action,
+    Failure,
     Found,
     Status,
     check_retention,
     decide,
     failure_status,
     idempotency_key,
+    judge,
     parse_table,
 )
 from edinbox._plan import plan_batch
+from edinbox.stores._postgres_sql import mapped_errors as postgres_errors
+from edinbox.stores._sqlite_sql import mapped_errors as sqlite_errors
 from edinbox.stores._sync_factory import sqlite_path
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -83,9 +104,93 @@ def test_schema_qualified_names_only_where_schemas_exist() -> None:
 
 
 def test_idempotency_key_is_stable_and_distinct() -> None:
-    """The lease-mode key depends only on (consumer, source, message_id)."""
+    """The lease-mode key depends only on (consumer, source, message_id) while no conflict was requeued."""
     assert idempotency_key("c", "s", "1") == idempotency_key("c", "s", "1")
     assert len({idempotency_key("c", "s", "1"), idempotency_key("c", "s", "2"), idempotency_key("d", "s", "1")}) == 3
+    assert idempotency_key("c", "s", "1", fingerprint="f1") == idempotency_key("c", "s", "1")
+    assert idempotency_key("c", "s", "1", fingerprint="f1", requeued="f2") == idempotency_key("c", "s", "1")
+
+
+def test_idempotency_key_of_a_requeued_conflict_follows_its_fingerprint() -> None:
+    """The requeued conflicting copy gets a key of its own (stable for that payload), unlike the original's."""
+    corrected = idempotency_key("c", "s", "1", fingerprint="f2", requeued="f2")
+    assert corrected != idempotency_key("c", "s", "1")
+    assert corrected == idempotency_key("c", "s", "1", fingerprint="f2", requeued="f2")
+    assert corrected != idempotency_key("c", "s", "1", fingerprint="f3", requeued="f3")
+
+
+def test_extend_lease_outside_lease_mode_is_a_configuration_error() -> None:
+    """A transactional handler has no lease to extend: extend_lease() says which mode it needs."""
+    with pytest.raises(ConfigurationError, match="lease mode"):
+        Tx(None, "sqlite").extend_lease()
+
+
+def test_judge_names_who_pays_for_each_failure() -> None:
+    """PermanentError parks; TransientError and configuration errors cost nothing; anything else counts an attempt."""
+    assert judge(DataError("x")) is Failure.PARK
+    assert judge(LimitError("x")) is Failure.PARK
+    assert [judge(e) for e in (StoreError("x"), NotSettledError("x"), SourceError("x"))] == [Failure.UNSETTLED] * 3
+    assert judge(ValueError("x")) is Failure.ATTEMPT
+    assert judge(InboxError("x")) is Failure.ATTEMPT
+    assert judge(ConfigurationError("x")) is Failure.UNSETTLED
+    assert judge(SchemaError("x")) is Failure.UNSETTLED
+
+
+@pytest.mark.parametrize(
+    ("error", "mapped"),
+    [
+        (psycopg.errors.NumericValueOutOfRange("x"), DataError),
+        (psycopg.errors.StringDataRightTruncation("x"), DataError),
+        (psycopg.errors.CharacterNotInRepertoire("x"), DataError),
+        (psycopg.errors.UntranslatableCharacter("x"), DataError),
+        (psycopg.errors.ProgramLimitExceeded("x"), DataError),
+        (psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes"), DataError),
+        (psycopg.errors.SerializationFailure("x"), StoreError),
+        (psycopg.errors.DeadlockDetected("x"), StoreError),
+        (psycopg.errors.LockNotAvailable("x"), StoreError),
+        (psycopg.errors.AdminShutdown("x"), StoreError),
+        (psycopg.OperationalError("connection lost"), StoreError),
+        (psycopg.errors.UndefinedTable("x"), StoreError),
+    ],
+)
+def test_postgresql_errors_map_by_sqlstate(error: Exception, mapped: type[Exception]) -> None:
+    """Each PostgreSQL error becomes the edinbox error of the mapping table, chained from it."""
+    result = postgres_errors.map(error, "run it")
+    assert type(result) is mapped
+    assert result.__cause__ is error
+    assert postgres_errors.map(ValueError("mine"), "run it").__class__ is ValueError
+
+
+def test_sqlite_errors_map_by_result_code() -> None:
+    """SQLite's too-big and STRICT datatype errors are DataError; anything else the driver raises is StoreError."""
+    connection = sqlite3.connect(":memory:")
+    connection.execute("CREATE TABLE t (v INTEGER) STRICT")
+    for statement, mapped in [
+        ("SELECT zeroblob(2000000000)", DataError),
+        ("INSERT INTO t VALUES ('x')", DataError),
+        ("SELECT * FROM missing", StoreError),
+    ]:
+        with pytest.raises(sqlite3.Error) as raised:
+            connection.execute(statement)
+        assert type(sqlite_errors.map(raised.value, "run it")) is mapped, statement
+    connection.close()
+
+
+def test_key_parts_are_limited_to_512_utf8_bytes_without_nul() -> None:
+    """Message() and the inbox refuse over-long or NUL-bearing key parts in one line, before any SQL."""
+    assert MAX_KEY_BYTES == 512
+    assert Message("é" * 256, "s" * 512).message_id == "é" * 256
+    for bad in ("x" * 513, "é" * 257, "a\x00", "\ud800"):
+        with pytest.raises(LimitError) as raised:
+            Message(bad, "s")
+        assert "\n" not in str(raised.value)
+        with pytest.raises(LimitError):
+            Message("1", bad)
+        with pytest.raises(ConfigurationError, match="consumer"):
+            Inbox("sqlite://", consumer=bad)
+    with pytest.raises(LimitError) as long_key:
+        Message("9" * 10_000, "s")
+    assert len(str(long_key.value)) < 200
 
 
 @pytest.mark.parametrize(

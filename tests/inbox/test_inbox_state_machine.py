@@ -99,17 +99,42 @@ class InboxMachine(RuleBasedStateMachine):
 
     @rule(deliveries=st.lists(st.tuples(IDS, PAYLOADS), min_size=1, max_size=6), failing=st.booleans())
     def deliver_batch(self, deliveries: list[tuple[str, bytes]], failing: bool) -> None:
-        """A batch with repeats, whose handler may fail (then nothing but the failed attempts commits)."""
+        """A batch with repeats, whose handler may fail (then nothing commits and no attempt is counted)."""
         claimed: dict[str, bytes] = {}
         expected = [self.expect(message_id, payload, claimed) for message_id, payload in deliveries]
         messages = [Message(message_id, SOURCE, payload) for message_id, payload in deliveries]
         if failing and claimed:
             with pytest.raises(Boom):
                 self.h.process_batch(messages, fail=Boom())
-            self.fail(claimed)
             return
         assert self.h.process_batch(messages, fail=Boom() if failing else None) == expected
         self.settle(deliveries, expected, claimed)
+
+    @rule(deliveries=st.lists(st.tuples(IDS, PAYLOADS), min_size=1, max_size=6), poison=IDS)
+    def deliver_isolated_batch(self, deliveries: list[tuple[str, bytes]], poison: str) -> None:
+        """An isolated batch whose handler fails on one key: only that key is charged, the others settle."""
+        claimed: dict[str, bytes] = {}
+        expected = [self.expect(message_id, payload, claimed) for message_id, payload in deliveries]
+        messages = [Message(message_id, SOURCE, payload) for message_id, payload in deliveries]
+        results = self.h.process_batch(messages, fail=Boom(), poison=poison, isolate=True)
+        if poison not in claimed:  # the handler never got the poison: one transaction, as without isolate
+            assert results == expected
+            self.settle(deliveries, expected, claimed)
+            return
+        failed = False
+        for (message_id, payload), result in zip(deliveries, results, strict=True):
+            alone: dict[str, bytes] = {}
+            if message_id == poison and failed:  # a later copy of the key whose first copy did not settle
+                assert isinstance(result, Boom)
+                continue
+            outcome = self.expect(message_id, payload, alone)
+            if message_id == poison and alone:
+                assert isinstance(result, Boom)
+                self.fail(alone)
+                failed = True
+            else:
+                assert result is outcome
+                self.settle([(message_id, payload)], [outcome], alone)
 
     @rule()
     def purge(self) -> None:

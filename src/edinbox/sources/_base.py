@@ -47,6 +47,17 @@ class Delivery:
     """True when the broker flags this delivery as a redelivery."""
     handle: Any = field(default=None, repr=False, compare=False)
     """The driver's own message object, for ack / nack / reject."""
+    reason: str = ""
+    """Why the source refused this delivery (too big, not a regular file, an unusable name), empty when it did not:
+    the consumer parks a refused delivery with this reason and never parses or processes its payload."""
+    size: int | None = None
+    """The payload's full size in bytes when `payload` holds only its first bytes (a refused payload too big to read
+    whole stays where the source parked it, named by `coordinates`); None when `payload` is whole."""
+
+    @property
+    def truncated(self) -> bool:
+        """True when `payload` is only the first bytes of a bigger payload that the source kept (see `size`)."""
+        return self.size is not None and self.size > len(self.payload)
 
     @property
     def key(self) -> str:

@@ -1,11 +1,24 @@
 """The spool folder as a broker: `dir:///srv/edi` with inbound/, processing/, archive/ and rejected/.
 
-Files dropped into `inbound/` are delivered at least once. A delivery is claimed by an atomic rename into the
-claiming process's own folder under `processing/`, so several hub processes can share one spool and a file is
-handed to one of them at a time. The ack is the move to `archive/`, done by the hub after its transaction
-committed: a crash between the commit and the move leaves the file in `processing/`, and the next process to look
-moves it back to `inbound/` (a stale claim: its owner is dead, or its claim is older than `claim_timeout`), so it
-is delivered again. `reject` moves the file to `rejected/` with a `.reason` file beside it.
+Files dropped into `inbound/` are delivered at least once, in name order. A delivery is claimed by an atomic rename
+into the claiming process's own folder under `processing/`, so several hub processes can share one spool and a file
+is handed to one of them at a time (a lost race just skips the file). The ack is the move to `archive/`, done by the
+hub after its transaction committed: a crash between the commit and the move leaves the file in `processing/`, and
+the next process to look moves it back to `inbound/` (a stale claim: its owner is dead, its pid now names another
+process, or its claim is older than `claim_timeout`), so it is delivered again. `reject` moves the file to
+`rejected/` with a `.reason` file beside it.
+
+Each process lists `inbound/` once per refresh into a queue in memory and claims from it, so draining N waiting
+files costs O(N) in all: only the file being claimed is examined (`lstat`, then `fstat` on the opened claim).
+
+The spool takes regular files only and never follows a symlink. It parks at once in `rejected/`, with a `.reason`,
+anything it cannot deliver: a symlink (its target is never read), a directory or other special file, a file over
+`max_payload` bytes (never read whole), a name that is not UTF-8, has control characters or is too long (parked under
+a generated name, the original escaped in the `.reason`), a file that cannot be claimed or read. A name starting
+with `.` is a file its producer is still writing (the dot-prefix convention of rsync and many FTP servers): it is
+left alone until untouched for `dotfile_timeout` seconds (default an hour), then parked as abandoned. Each parked
+file still comes out of `receive` as a delivery with `reason` set (and its first 64 KiB as payload, its full size in
+`size` when bigger), so the hub records and counts it as rejected; ack, nack and reject of it do nothing more.
 
 Producer ids travel in the file name: `publish` writes `<time>-<random>~<quoted message id>.edi`, first into
 `tmp/`, then renames it into `inbound/`, so readers never see half a file. Files dropped by hand have no producer
@@ -16,82 +29,124 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
-import re
 import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote
 
-from edinbox._errors import ConfigurationError, SourceError
+from edinbox._errors import SourceError
 from edinbox.sources._base import Delivery, Source
-from edinbox.sources._options import positive_float, split_url
+from edinbox.sources._options import positive_float, positive_int, split_url
+from edinbox.sources._spool_files import (
+    HEAD,
+    OPEN_FLAGS,
+    file_name,
+    free_name,
+    head,
+    kind_problem,
+    publish,
+    read_payload,
+    scan,
+    spool_path,
+    too_big,
+    why,
+    write_atomically,
+)
+from edinbox.sources._spool_names import (
+    REDELIVERED,
+    name_problem,
+    owner_dead,
+    owner_id,
+    parked_name,
+    safe,
+    shown,
+)
 
-__all__ = ["SOURCE", "SpoolSource", "file_name", "publish", "spool_path"]
+__all__ = ["HEAD", "MAX_PAYLOAD", "SOURCE", "SpoolSource", "file_name", "publish", "spool_path"]
+
+MAX_PAYLOAD = 32 * 1024 * 1024
+"""The default `max_payload`: bigger files are parked unread."""
 
 _FOLDERS = ("inbound", "processing", "archive", "rejected", "tmp")
-_REDELIVERED = re.compile(r"^(?P<name>.*?)(?:#(?P<count>\d+))?$")
 _POLL = 0.05
+_REFRESH = 1.0  # the queue is listed again at least this often (new files join it in name order)
+_LISTING_SHARE = 20  # ... and at most once per 20 listing durations, so listing a big backlog costs <= 5 %
+_DOT_CHECK = 10.0
 
-
-def spool_path(url: str) -> Path:
-    """Return the folder a `dir:///path` URL names (a relative `dir:relative/path` is allowed too)."""
-    parts = urlsplit(url)
-    if parts.scheme != "dir":
-        raise ConfigurationError(f"not a spool URL: {url!r} (expected dir:///path)")
-    raw = unquote(parts.netloc + parts.path)
-    if not raw:
-        raise ConfigurationError(f"the spool URL {url!r} names no folder")
-    return Path(raw)
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class _Claim:
     """Where a claimed file lives while the hub works on it."""
 
-    path: Path
+    path: str
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A file the source parked in `rejected/` itself: nothing is left to settle."""
+
+    path: str
 
 
 class SpoolSource(Source):
     """Deliveries from files in `inbound/`; ack moves them to `archive/`, reject to `rejected/`."""
 
-    def __init__(self, root: Path, *, consumer: str, claim_timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        consumer: str,
+        claim_timeout: float = 300.0,
+        max_payload: int = MAX_PAYLOAD,
+        dotfile_timeout: float = 3600.0,
+    ) -> None:
         """Prepare a source on the spool folder `root`; `open()` creates the folders."""
         self.root = root
         self.url = f"dir://{root}"
         self.consumer = consumer
         self.claim_timeout = claim_timeout
-        owner = (_safe(consumer), _safe(socket.gethostname()), str(os.getpid()), uuid.uuid4().hex[:8])
+        self.max_payload = max_payload
+        self.dotfile_timeout = dotfile_timeout
+        owner = (safe(consumer), safe(socket.gethostname()), owner_id(os.getpid()), uuid.uuid4().hex[:8])
         self._claims = root / "processing" / "@".join(owner)
+        self._inbound = str(root / "inbound")
+        self._rejected = str(root / "rejected")
         self._last_recovery = 0.0
+        self._queue: deque[str] = deque()
+        self._dots: list[str] = []
+        self._listed = -_REFRESH
+        self._listing_cost = 0.0
+        self._dots_checked = 0.0
+        self._skipped: set[str] = set()
+        self._parked: deque[Delivery] = deque()  # parked outside a receive (recovery), handed out by the next one
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> SpoolSource:
-        """Build a source from `dir:///path[?claim_timeout=SECONDS]`; unknown options are refused."""
+        """Build a source from `dir:///path[?claim_timeout=S&max_payload=BYTES&dotfile_timeout=S]`; unknown options
+        are refused."""
         _, opts = split_url(url, schemes=("dir",), overrides=options)
         timeout = opts.take("claim_timeout", positive_float, 300.0)
+        max_payload = opts.take("max_payload", positive_int, MAX_PAYLOAD)
+        dotfile_timeout = opts.take("dotfile_timeout", positive_float, 3600.0)
         opts.finish()
-        return cls(spool_path(url), consumer=consumer, claim_timeout=timeout)
+        return cls(
+            spool_path(url),
+            consumer=consumer,
+            claim_timeout=timeout,
+            max_payload=max_payload,
+            dotfile_timeout=dotfile_timeout,
+        )
 
     async def open(self) -> None:
         """Create the spool folders and this process's claim folder, and recover stale claims."""
@@ -106,21 +161,21 @@ class SpoolSource(Source):
     def recover(self) -> int:
         """Move files claimed by dead processes (or claimed longer than `claim_timeout` ago) back to `inbound/`."""
         moved = 0
-        host = _safe(socket.gethostname())
+        host = safe(socket.gethostname())
         now = time.time()
         self._last_recovery = time.monotonic()
-        for folder in _scan(self.root / "processing"):
+        for folder in scan(self.root / "processing"):
             if folder == self._claims or not folder.is_dir():
                 continue
             owner = folder.name.rsplit("@", 3)
-            dead = len(owner) == 4 and owner[1] == host and owner[2].isdigit() and not _pid_alive(int(owner[2]))
-            for path in _scan(folder):
+            dead = len(owner) == 4 and owner[1] == host and owner_dead(owner[2])
+            for path in scan(folder):
                 try:
-                    expired = now - path.stat().st_mtime > self.claim_timeout
+                    expired = now - path.lstat().st_mtime > self.claim_timeout
                 except FileNotFoundError:
                     continue
                 if dead or expired:
-                    moved += _redeliver(path, self.root / "inbound")
+                    moved += self._redeliver(str(path))
             if dead:
                 # not empty yet (a file was added meanwhile) or already removed by another process
                 with contextlib.suppress(OSError):
@@ -128,50 +183,133 @@ class SpoolSource(Source):
         return moved
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
-        """Claim up to `max_messages` files from `inbound/`, oldest first, waiting up to `timeout` for the first."""
+        """Claim up to `max_messages` files from `inbound/` in name order, waiting up to `timeout` for the first."""
         deadline = time.monotonic() + timeout
         while True:
-            if time.monotonic() - self._last_recovery > min(self.claim_timeout, 5.0):
+            now = time.monotonic()
+            if now - self._last_recovery > min(self.claim_timeout, 5.0):
                 self.recover()
+            since = now - self._listed
+            if since > max(_REFRESH, _LISTING_SHARE * self._listing_cost) or (not self._queue and since >= _POLL):
+                self._list()
             deliveries = self._claim(max_messages)
             if deliveries or time.monotonic() >= deadline:
                 return deliveries
             await asyncio.sleep(min(_POLL, max(0.0, deadline - time.monotonic())))
 
+    def _list(self) -> None:
+        """List `inbound/` once into the queue, in name order; names starting with `.` are kept apart."""
+        started = time.monotonic()
+        names: list[str] = []
+        dots: list[str] = []
+        try:
+            with os.scandir(self._inbound) as entries:
+                for entry in entries:
+                    (dots if entry.name.startswith(".") else names).append(entry.name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise SourceError(f"cannot list {self._inbound}: {exc}") from exc
+        names.sort()
+        self._queue = deque(names)
+        self._dots = dots
+        self._listed = time.monotonic()
+        self._listing_cost = self._listed - started
+
     def _claim(self, limit: int) -> list[Delivery]:
-        inbound = self.root / "inbound"
-        now = time.time()
-        candidates = []
-        for entry in _scan_entries(inbound):
-            try:
-                mtime = entry.stat().st_mtime
-            except FileNotFoundError:
-                continue
-            if mtime <= now:  # a nack with a delay sets the modification time in the future
-                candidates.append((mtime, entry.name))
-        candidates.sort()
         out: list[Delivery] = []
-        for _, name in candidates:
-            if len(out) >= limit:
-                break
-            target = self._claims / name
-            try:
-                os.rename(inbound / name, target)
-            except FileNotFoundError:
-                continue  # another process claimed it first
-            except OSError as exc:
-                raise SourceError(f"cannot claim {name} in {self.root}: {exc}") from exc
-            os.utime(target)  # the claim's age starts now
-            out.append(self._delivery(target))
+        while self._parked and len(out) < limit:
+            out.append(self._parked.popleft())
+        now = time.time()
+        if self._dots and time.monotonic() - self._dots_checked > _DOT_CHECK:
+            out.extend(self._abandoned(now, limit))
+        while self._queue and len(out) < limit:
+            name = self._queue.popleft()
+            if name not in self._skipped:
+                delivery = self._take(name, now)
+                if delivery is not None:
+                    out.append(delivery)
         return out
 
-    def _delivery(self, path: Path) -> Delivery:
-        match = _REDELIVERED.match(path.name)
+    def _abandoned(self, now: float, limit: int) -> list[Delivery]:
+        """Park dot-files untouched for `dotfile_timeout` seconds (at most `limit` now; the rest at the next check)."""
+        out: list[Delivery] = []
+        while self._dots and len(out) < limit:
+            name = self._dots.pop()
+            try:
+                age = now - os.lstat(os.path.join(self._inbound, name)).st_mtime
+            except OSError:
+                continue  # renamed into place by its producer meanwhile, or gone
+            if age > self.dotfile_timeout and name not in self._skipped:
+                reason = f"a hidden (dot) file untouched for {age:.0f} s: an upload its producer abandoned"
+                claimed = os.path.join(self._claims, name)
+                try:
+                    os.rename(os.path.join(self._inbound, name), claimed)
+                except OSError:
+                    continue  # taken by another process, or renamed into place by its producer at this moment
+                delivery = self._park(claimed, name, reason)
+                if delivery is not None:
+                    out.append(delivery)
+        if not self._dots:
+            self._dots_checked = time.monotonic()
+        return out
+
+    def _take(self, name: str, now: float) -> Delivery | None:
+        """Claim one listed file, or park it when it cannot be delivered; None when another process took it."""
+        path = os.path.join(self._inbound, name)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return self._park(path, name, f"cannot be examined: {why(exc)}")
+        if info.st_mtime > now:  # held back: a nack with a delay sets the modification time in the future
+            return None
+        problem = name_problem(name) or kind_problem(info.st_mode)
+        claimed = os.path.join(self._claims, name)
+        try:
+            os.rename(path, claimed)  # whatever it is: the claim settles a race with other processes
+        except FileNotFoundError:
+            if not self._claims.is_dir():  # removed under us: claims need it back
+                self._claims.mkdir(parents=True, exist_ok=True)
+            return None
+        except OSError as exc:
+            return self._park(path, name, f"{problem or 'cannot be claimed'}: {why(exc)}")
+        if problem:
+            return self._park(claimed, name, problem)
+        return self._read_claim(claimed, name)
+
+    def _read_claim(self, path: str, name: str) -> Delivery | None:
+        """Read a claimed file whole, or park it (too big, swapped for another kind of file, unreadable)."""
+        try:
+            fd = os.open(path, OPEN_FLAGS)
+        except OSError as exc:
+            return self._park(path, name, f"cannot be opened without following links: {why(exc)}")
+        try:
+            info = os.fstat(fd)
+            problem = kind_problem(info.st_mode)
+            if not problem and info.st_size > self.max_payload:
+                problem = too_big(info.st_size, self.max_payload)
+            if not problem:
+                os.utime(fd)  # the claim's age starts now
+                payload = read_payload(fd, info.st_size, self.max_payload)
+                if len(payload) > self.max_payload:  # it grew after it was handed over
+                    problem = too_big(len(payload), self.max_payload)
+        except OSError as exc:
+            problem = f"cannot be read: {why(exc)}"
+        finally:
+            os.close(fd)
+        if problem:
+            return self._park(path, name, problem)
+        return self._delivery(path, payload)
+
+    def _delivery(self, path: str, payload: bytes) -> Delivery:
+        match = REDELIVERED.fullmatch(os.path.basename(path))
         assert match is not None  # noqa: S101 - the pattern matches every string
         base, count = match["name"], int(match["count"] or 1)
         message_id = unquote(base.split("~", 1)[1].removesuffix(".edi")) if "~" in base else None
         return Delivery(
-            path.read_bytes(),
+            payload,
             message_id=message_id or None,
             coordinates=f"dir:{base}",
             source=f"dir:{self.root.name}",
@@ -180,9 +318,76 @@ class SpoolSource(Source):
             handle=_Claim(path, base),
         )
 
+    def _park(self, path: str, name: str, problem: str) -> Delivery | None:
+        """Move `path` (a claim, or in inbound/ when it cannot be claimed) to `rejected/` with its reason, and return
+        it as a refused delivery.
+
+        None when another process took it first; a file that cannot be moved at all is logged once and skipped.
+        """
+        odd = name_problem(name)
+        match = REDELIVERED.fullmatch(name)
+        base = match["name"] if match and not odd else name
+        target = free_name(self._rejected, parked_name(name) if odd else base)
+        reason = problem if not odd or problem.startswith(odd) else f"{odd}; {problem}"
+        reason = f"{reason}: '{shown(name)}'" if odd else reason
+        parked = os.path.join(self._rejected, target)
+        try:
+            self._write_reason(target, reason, original=name)
+            try:
+                os.rename(path, parked)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{parked}.reason")
+                raise
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._skipped.add(name)
+            problem_text = f"{reason}: {why(exc)}"
+            _log.warning("spool %s: cannot park '%s' (%s); it stays in place", self.root, shown(name), problem_text)
+            return None
+        first, size = head(parked)
+        return Delivery(
+            first,
+            message_id=None,
+            coordinates=f"dir:rejected/{target}",
+            source=f"dir:{self.root.name}",
+            handle=_Parked(parked),
+            reason=reason,
+            size=size if size is not None and size > len(first) else None,
+        )
+
+    def _write_reason(self, target: str, reason: str, *, original: str | None = None) -> None:
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        lines = [reason.replace("\n", " ")]
+        if original is not None:
+            lines.append(f"original-name: {shown(original)}")
+        lines += [f"rejected-at: {stamp}", f"consumer: {shown(self.consumer)}", ""]
+        reason_file = Path(self._rejected) / f"{target}.reason"
+        write_atomically(self.root / "tmp", reason_file, "\n".join(lines).encode(errors="backslashreplace"))
+
+    def _redeliver(self, path: str) -> int:
+        """Move a claimed file back to `inbound/`, counting the delivery in its name; 0 if another process did."""
+        name = os.path.basename(path)
+        match = REDELIVERED.fullmatch(name)
+        assert match is not None  # noqa: S101 - the pattern matches every string
+        count = int(match["count"] or 1) + 1
+        try:
+            os.rename(path, os.path.join(self._inbound, f"{match['name']}#{count}"))
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:  # e.g. a too long name claimed by an older version: park it instead
+            parked = self._park(path, name, f"cannot be put back into inbound/: {why(exc)}")
+            if parked is None:
+                return 0
+            self._parked.append(parked)
+        return 1
+
     async def ack(self, delivery: Delivery) -> None:
         """Move the claimed file to `archive/`: it will not be delivered again."""
         claim = _handle(delivery)
+        if claim is None:
+            return
         try:
             os.replace(claim.path, self.root / "archive" / claim.name)
         except OSError as exc:
@@ -191,89 +396,49 @@ class SpoolSource(Source):
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """Put the file back into `inbound/` (not before `delay` seconds when given)."""
         claim = _handle(delivery)
+        if claim is None:
+            return
         if delay:
             when = time.time() + delay
             os.utime(claim.path, (when, when))
-        _redeliver(claim.path, self.root / "inbound")
+        self._redeliver(claim.path)
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
-        """Move the file to `rejected/` with `<name>.reason` beside it saying why; it is never delivered again."""
+        """Move the file to `rejected/` with `<name>.reason` beside it saying why; it is never delivered again.
+
+        A name already parked there gets a random suffix: a rejected file never replaces another.
+        """
         claim = _handle(delivery)
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        note = f"{reason}\nrejected-at: {stamp}\nconsumer: {self.consumer}\n"
-        rejected = self.root / "rejected"
+        if claim is None:
+            return
+        target = free_name(self._rejected, claim.name)
         try:
-            _write_atomically(self.root / "tmp", rejected / f"{claim.name}.reason", note.encode())
-            os.replace(claim.path, rejected / claim.name)
+            self._write_reason(target, reason)
+            os.rename(claim.path, os.path.join(self._rejected, target))
         except OSError as exc:
             raise SourceError(f"cannot park {claim.name} in rejected/: {exc}") from exc
 
     async def in_progress(self, delivery: Delivery) -> None:
         """Refresh the claim so other processes do not take it as stale."""
-        os.utime(_handle(delivery).path)
+        claim = _handle(delivery)
+        if claim is not None:
+            os.utime(claim.path)
 
     async def aclose(self) -> None:
         """Give unacked claims back to `inbound/` and remove this process's claim folder."""
-        for path in _scan(self._claims):
-            _redeliver(path, self.root / "inbound")
+        for path in scan(self._claims):
+            self._redeliver(str(path))
         with contextlib.suppress(OSError):  # already gone, or a file was left behind: recovery moves it back
             self._claims.rmdir()
 
 
-def _handle(delivery: Delivery) -> _Claim:
+def _handle(delivery: Delivery) -> _Claim | None:
+    """The claim of a delivery; None for a file the source parked itself."""
+    if isinstance(delivery.handle, _Parked):
+        return None
     if not isinstance(delivery.handle, _Claim):
         raise SourceError("this delivery did not come from a spool source")
     return delivery.handle
-
-
-def _scan(folder: Path) -> list[Path]:
-    return [Path(e.path) for e in _scan_entries(folder)]
-
-
-def _scan_entries(folder: Path) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(folder) as it:
-            return [e for e in it if not e.name.startswith(".")]
-    except FileNotFoundError:
-        return []
-
-
-def _redeliver(path: Path, inbound: Path) -> int:
-    """Move a claimed file back to `inbound/`, counting the delivery in its name; 0 if another process did."""
-    match = _REDELIVERED.match(path.name)
-    assert match is not None  # noqa: S101 - the pattern matches every string
-    count = int(match["count"] or 1) + 1
-    try:
-        os.rename(path, inbound / f"{match['name']}#{count}")
-    except FileNotFoundError:
-        return 0
-    return 1
-
-
-def _write_atomically(tmp: Path, target: Path, data: bytes) -> None:
-    scratch = tmp / f".{uuid.uuid4().hex}"
-    with open(scratch, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(scratch, target)
-
-
-def file_name(message_id: str) -> str:
-    """The inbound file name for a payload published with a producer id: ordered by time, unique."""
-    return f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}~{quote(message_id, safe='')[:180]}.edi"
-
-
-async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Write each `(message_id, payload)` into `inbound/` atomically (tmp/ first, then a rename)."""
-    root = spool_path(url)
-    try:
-        for name in ("inbound", "tmp"):
-            (root / name).mkdir(parents=True, exist_ok=True)
-        for message_id, payload in messages:
-            _write_atomically(root / "tmp", root / "inbound" / file_name(message_id), payload)
-    except OSError as exc:
-        raise SourceError(f"cannot publish into the spool folder {root}: {exc}") from exc
 
 
 SOURCE = SpoolSource

@@ -61,6 +61,9 @@ class AsyncStore(Protocol):
     def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
         """Parameters that pass a batch's keys and fingerprints to one set-based statement."""
 
+    def map_error(self, exc: Exception) -> Exception:
+        """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
+
     async def create_schema(self, *, version: int) -> None:
         """Create the table, its unique key and the version row when missing (idempotent)."""
 

@@ -253,6 +253,10 @@ class AsyncPostgresStore:
             "fingerprints": [m.fingerprint for m in messages],
         }
 
+    def map_error(self, exc: Exception) -> Exception:
+        """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
+        return mapped_errors.map(exc, "run the handler's statement")
+
     async def create_schema(self, *, version: int) -> None:
         """Create the schema, table, unique key and version row when missing, under an advisory lock."""
         steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]

@@ -164,6 +164,10 @@ class AsyncSQLiteStore:
             "keys": json.dumps([[m.source, m.message_id] for m in messages]),
         }
 
+    def map_error(self, exc: Exception) -> Exception:
+        """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
+        return mapped_errors.map(exc, "run the handler's statement")
+
     async def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]

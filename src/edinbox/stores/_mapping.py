@@ -1,18 +1,58 @@
-"""The one place a driver's exceptions become edinbox's StoreError; each store names its driver's base error."""
+"""The one place a driver's exceptions become edinbox's: DataError (permanent) or StoreError (transient).
+
+Every driver error raised by the inbox's statements or by a handler's own SQL goes through `MappedErrors`.
+The tables below decide by the error's code (PostgreSQL's SQLSTATE, SQLite's result code), first match wins;
+an error no row names is a StoreError: the database refused or failed, nothing is charged to the message.
+"""
 
 from __future__ import annotations
 
 from types import TracebackType
 from typing import ClassVar
 
-from edinbox._errors import StoreError
+from edinbox._errors import DataError, InboxError, StoreError
 from edinbox._urls import mask
 
-__all__ = ["MappedErrors"]
+__all__ = ["POSTGRESQL_CODES", "SQLITE_CODES", "MappedErrors"]
+
+POSTGRESQL_CODES: tuple[tuple[str, type[InboxError]], ...] = (
+    ("22", DataError),  # data exception: numeric value out of range, string too long, invalid byte sequence, ...
+    ("54", DataError),  # program limit exceeded: index row too large, too many columns or arguments
+    ("08", StoreError),  # connection exception
+    ("40", StoreError),  # transaction rollback: serialization failure, deadlock detected
+    ("53", StoreError),  # insufficient resources: disk full, out of memory, too many connections
+    ("55P03", StoreError),  # lock not available (lock_timeout)
+    ("57", StoreError),  # operator intervention: admin or crash shutdown, query canceled (statement_timeout)
+)
+"""SQLSTATE prefixes of PostgreSQL errors and what they mean for the message."""
+
+SQLITE_TOOBIG = 18
+SQLITE_MISMATCH = 20
+SQLITE_CONSTRAINT_DATATYPE = 3091
+
+SQLITE_CODES: tuple[tuple[int, type[InboxError]], ...] = (
+    (SQLITE_TOOBIG, DataError),  # string or blob too big
+    (SQLITE_MISMATCH, DataError),  # datatype mismatch
+    (SQLITE_CONSTRAINT_DATATYPE, DataError),  # a STRICT table cannot store this value in the column
+)
+"""SQLite result codes (extended first, then primary) and what they mean; busy, locked, I/O: StoreError."""
+
+
+def _classify(exc: BaseException) -> type[InboxError]:
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        for prefix, error in POSTGRESQL_CODES:
+            if sqlstate.startswith(prefix):
+                return error
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        codes = dict(SQLITE_CODES)
+        return codes.get(code) or codes.get(code & 0xFF) or StoreError
+    return StoreError
 
 
 class MappedErrors:
-    """Turn the driver's errors raised while doing `action` into StoreError (credentials masked).
+    """Turn the driver's errors raised while doing `action` into DataError or StoreError (credentials masked).
 
     A class rather than a generator-based context manager: it wraps every statement on the hot path.
     """
@@ -23,6 +63,8 @@ class MappedErrors:
     """How messages name the database."""
     driver_error: ClassVar[type[Exception]]
     """The driver's base exception class."""
+    data_error: ClassVar[type[Exception]]
+    """The driver's class for values the store cannot hold (psycopg also raises it for a NUL in text)."""
 
     def __init__(self, action: str) -> None:
         self.action = action
@@ -32,4 +74,19 @@ class MappedErrors:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if isinstance(exc, self.driver_error):
-            raise StoreError(f"{self.database} failed to {self.action}: {mask(str(exc)).strip()}") from exc
+            raise self.convert(exc, self.action) from exc
+
+    @classmethod
+    def convert(cls, exc: Exception, action: str) -> InboxError:
+        """The edinbox error for the driver error `exc` raised while doing `action` (not chained yet)."""
+        error = DataError if isinstance(exc, cls.data_error) else _classify(exc)
+        return error(f"{cls.database} failed to {action}: {mask(str(exc)).strip()}")
+
+    @classmethod
+    def map(cls, exc: Exception, action: str) -> Exception:
+        """`exc` as edinbox sees it: a driver error converted and chained from it, anything else unchanged."""
+        if not isinstance(exc, cls.driver_error):
+            return exc
+        error = cls.convert(exc, action)
+        error.__cause__ = exc
+        return error

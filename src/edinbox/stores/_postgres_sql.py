@@ -70,8 +70,9 @@ class Statements:
 
 
 class mapped_errors(MappedErrors):
-    """Turn psycopg errors (pool timeouts included) raised while doing `action` into StoreError."""
+    """Turn psycopg errors (pool timeouts included) raised while doing `action` into DataError or StoreError."""
 
     __slots__ = ()
     database = "PostgreSQL"
     driver_error = psycopg.Error
+    data_error = psycopg.DataError

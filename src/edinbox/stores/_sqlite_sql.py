@@ -87,8 +87,9 @@ def timestamp(value: Any) -> datetime | None:
 
 
 class mapped_errors(MappedErrors):
-    """Turn sqlite3 errors (which aiosqlite raises too) raised while doing `action` into StoreError."""
+    """Turn sqlite3 errors (which aiosqlite raises too) raised while doing `action` into DataError or StoreError."""
 
     __slots__ = ()
     database = "SQLite"
     driver_error = sqlite3.Error
+    data_error = sqlite3.DataError

@@ -62,6 +62,9 @@ class Store(Protocol):
     def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
         """Parameters that pass a batch's keys and fingerprints to one set-based statement."""
 
+    def map_error(self, exc: Exception) -> Exception:
+        """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
+
     def create_schema(self, *, version: int) -> None:
         """Create the table, its unique key and the version row when missing (idempotent)."""
 

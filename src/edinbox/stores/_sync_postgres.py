@@ -28,7 +28,7 @@ _COMMITTING = mapped_errors("commit")
 _KEY = ["consumer", "message_id", "source"]
 
 
-class _AsyncPostgresUnit:
+class _PostgresUnit:
     """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
 
     def __init__(self, connection: psycopg.Connection[Any], statements: Statements, *, nested: bool) -> None:
@@ -130,7 +130,7 @@ class _AsyncPostgresUnit:
             return
 
 
-class _AsyncHold:
+class _Hold:
     """The context of `PostgresStore.unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_pooled", "_store", "_unit", "_via")
@@ -140,14 +140,14 @@ class _AsyncHold:
         self._via: threading.Lock | None = None
         self._pooled: psycopg_pool.ConnectionPool[Any] | None = None
 
-    def __enter__(self) -> _AsyncPostgresUnit:
+    def __enter__(self) -> _PostgresUnit:
         store = self._store
         if store._connection is not None:
             store._lock.acquire()
             self._via = store._lock
             connection = store._connection
             idle = connection.pgconn.transaction_status == TransactionStatus.IDLE
-            self._unit = _AsyncPostgresUnit(connection, store._sql, nested=not (connection.autocommit and idle))
+            self._unit = _PostgresUnit(connection, store._sql, nested=not (connection.autocommit and idle))
             return self._unit
         if store._url is not None and not store._hot_lock.locked():
             store._hot_lock.acquire()
@@ -155,7 +155,7 @@ class _AsyncHold:
             try:
                 hot = store._hot_unit
                 if hot is None or hot.connection.closed or hot.connection.broken:
-                    hot = store._hot_unit = _AsyncPostgresUnit(store._connect(), store._sql, nested=False)
+                    hot = store._hot_unit = _PostgresUnit(store._connect(), store._sql, nested=False)
             except BaseException:
                 store._hot_lock.release()
                 raise
@@ -165,7 +165,7 @@ class _AsyncHold:
         with mapped_errors("get a connection from the pool"):
             connection = pool.getconn()
         self._pooled = pool
-        self._unit = _AsyncPostgresUnit(connection, store._sql, nested=False)
+        self._unit = _PostgresUnit(connection, store._sql, nested=False)
         return self._unit
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -205,7 +205,7 @@ class PostgresStore:
             )
         self._pool_size = pool_size
         self._lock = threading.Lock()  # guards the caller's connection, and the creation of the pool
-        self._hot_unit: _AsyncPostgresUnit | None = None  # on the store's own connection, used when free
+        self._hot_unit: _PostgresUnit | None = None  # on the store's own connection, used when free
         self._hot_lock = threading.Lock()
 
     def _connect(self) -> psycopg.Connection[Any]:
@@ -231,13 +231,13 @@ class PostgresStore:
                 self._pool = pool
             return self._pool
 
-    def unit(self) -> _AsyncHold:
+    def unit(self) -> _Hold:
         """Hold a connection for one operation: the caller's (serialised), the store's own, or a pooled one.
 
         A URL store keeps one connection of its own for the usual one-at-a-time caller (no pool checkout on
         the hot path) and opens a pool only when operations overlap (threads, tasks).
         """
-        return _AsyncHold(self)
+        return _Hold(self)
 
     def timestamp(self, value: Any) -> datetime | None:
         """psycopg already returns aware datetimes."""
@@ -250,6 +250,10 @@ class PostgresStore:
             "message_ids": [m.message_id for m in messages],
             "fingerprints": [m.fingerprint for m in messages],
         }
+
+    def map_error(self, exc: Exception) -> Exception:
+        """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
+        return mapped_errors.map(exc, "run the handler's statement")
 
     def create_schema(self, *, version: int) -> None:
         """Create the schema, table, unique key and version row when missing, under an advisory lock."""

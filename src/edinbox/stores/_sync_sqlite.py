@@ -26,7 +26,7 @@ _COMMITTING = mapped_errors("commit")
 _KEY = ["consumer", "message_id", "source"]
 
 
-class _AsyncSQLiteUnit:
+class _SQLiteUnit:
     """The connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
 
     def __init__(self, connection: sqlite3.Connection, statements: Statements, *, nested: bool) -> None:
@@ -90,7 +90,7 @@ class _AsyncSQLiteUnit:
             return
 
 
-class _AsyncHold:
+class _Hold:
     """The context of `SQLiteStore.unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_store", "_unit")
@@ -98,14 +98,14 @@ class _AsyncHold:
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
 
-    def __enter__(self) -> _AsyncSQLiteUnit:
+    def __enter__(self) -> _SQLiteUnit:
         store = self._store
         store._lock.acquire()
         try:
             if store._unit is None:
                 connection = store._connection if store._connection is not None else store._open()
                 store._connection = connection
-                store._unit = _AsyncSQLiteUnit(connection, store._sql, nested=False)
+                store._unit = _SQLiteUnit(connection, store._sql, nested=False)
             unit = store._unit
             if store._path is None:  # the caller's connection: nest in its transaction, if it has or wants one
                 connection = unit.connection
@@ -136,7 +136,7 @@ class SQLiteStore:
         self._path = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
         self._lock = threading.Lock()
-        self._unit: _AsyncSQLiteUnit | None = None
+        self._unit: _SQLiteUnit | None = None
 
     def _open(self) -> sqlite3.Connection:
         if self._path is None:
@@ -145,9 +145,9 @@ class SQLiteStore:
         # event loop: open in a worker thread first, then hand the open connection to the async driver.
         return connect(self._path)
 
-    def unit(self) -> _AsyncHold:
+    def unit(self) -> _Hold:
         """Hold the connection for one operation (operations on one store are serialised)."""
-        return _AsyncHold(self)
+        return _Hold(self)
 
     def timestamp(self, value: Any) -> datetime | None:
         """Epoch seconds as an aware UTC datetime."""
@@ -159,6 +159,10 @@ class SQLiteStore:
             "batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages]),
             "keys": json.dumps([[m.source, m.message_id] for m in messages]),
         }
+
+    def map_error(self, exc: Exception) -> Exception:
+        """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
+        return mapped_errors.map(exc, "run the handler's statement")
 
     def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""

@@ -28,7 +28,19 @@ UPDATE {table}
 SET status = 'in_progress', fingerprint = %(fingerprint)s, attempts = attempts + 1,
     lease_until = now() + %(lease)s, settled_at = NULL, payload = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-RETURNING attempts
+RETURNING attempts, conflict_fingerprint
+
+-- name: extend
+UPDATE {table}
+SET lease_until = now() + %(lease)s
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status = 'in_progress' AND attempts = %(attempts)s
+
+-- name: release_claim
+UPDATE {table}
+SET status = 'failed', attempts = attempts - 1, lease_until = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status = 'in_progress' AND attempts = %(attempts)s
 
 -- name: complete
 UPDATE {table}

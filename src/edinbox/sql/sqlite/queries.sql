@@ -26,7 +26,19 @@ UPDATE {table}
 SET status = 'in_progress', fingerprint = :fingerprint, attempts = attempts + 1,
     lease_until = :now + :lease, settled_at = NULL, payload = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-RETURNING attempts
+RETURNING attempts, conflict_fingerprint
+
+-- name: extend
+UPDATE {table}
+SET lease_until = :now + :lease
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+    AND status = 'in_progress' AND attempts = :attempts
+
+-- name: release_claim
+UPDATE {table}
+SET status = 'failed', attempts = attempts - 1, lease_until = NULL
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+    AND status = 'in_progress' AND attempts = :attempts
 
 -- name: complete
 UPDATE {table}

@@ -1,0 +1,142 @@
+"""Spool source benchmark: does the backlog slow the spool down? Measured side by side in one run.
+
+For each backlog (1,000 and 20,000 files waiting in `inbound/`), a fresh spool is filled, then `SpoolSource`
+receives batches of 20 and acks each file (the moves to `archive/`) until the first 1,000 files are settled (first
+table), and until the whole backlog is settled (second table); no database, so the spool's own cost is all that is
+measured. Backlogs take turns round by round, so the load of other processes on a shared machine hits them alike;
+the best round of each is compared. A spool whose cost per file does not grow with the backlog shows ratios near 1.
+With `--hub`, a third table: the hub itself (parse, journal, invoices on an SQLite file) settling its first 1,000
+deliveries of generated invoice traffic with 1,000 and with 20,000 files waiting.
+
+Run: .venv/bin/python -m bench.spool [--rounds 3] [--measure 1000] [--backlogs 1000,20000] [--no-whole] [--hub]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._generate import generate
+from edinbox.sources.spool import SpoolSource, file_name
+
+PAYLOAD = b"UNA:+.? 'UNB+UNOC:3+SENDER:14+RECEIVER:14+261130:1200+1'" + b"x" * 900 + b"UNZ+1+1'"
+
+
+def fill(root: Path, count: int) -> None:
+    """Write `count` files into `inbound/` the way `publish` names them (without its fsync, to set up quickly)."""
+    inbound = root / "inbound"
+    inbound.mkdir(parents=True)
+    for i in range(count):
+        (inbound / file_name(f"m{i:06d}")).write_bytes(PAYLOAD)
+
+
+async def drain(root: Path, measure: int, batch: int) -> float:
+    """Receive and ack the first `measure` files; return files per second."""
+    async with SpoolSource(root, consumer="bench") as source:
+        done = 0
+        started = time.perf_counter()
+        while done < measure:
+            got = await source.receive(max_messages=min(batch, measure - done), timeout=1.0)
+            if not got:
+                raise RuntimeError(f"the spool ran dry after {done} files")
+            for delivery in got:
+                await source.ack(delivery)
+            done += len(got)
+        return done / (time.perf_counter() - started)
+
+
+async def through_hub(root: Path, measure: int, batch: int) -> float:
+    """Run the hub on the spool (an SQLite file beside it) until `measure` deliveries are settled; return their rate."""
+    config = HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{root}", batch_size=batch)
+    async with open_hub(config) as hub:
+        done = 0
+        started = time.perf_counter()
+        while done < measure:
+            done += await hub.step()
+        return done / (time.perf_counter() - started)
+
+
+def fill_traffic(root: Path, count: int, traffic: list[tuple[str, bytes]]) -> None:
+    """Write `count` files of generated invoice traffic into `inbound/` (each a distinct delivery)."""
+    inbound = root / "inbound"
+    inbound.mkdir(parents=True)
+    for i in range(count):
+        message_id, payload = traffic[i % len(traffic)]
+        (inbound / file_name(f"{message_id}-{i}")).write_bytes(payload)
+
+
+def main() -> int:
+    """Run the rounds and print one table of rates and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--measure", type=int, default=1000, help="files settled per round [1000]")
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--backlogs", default="1000,20000")
+    parser.add_argument("--no-whole", dest="whole", action="store_false", help="skip draining whole backlogs")
+    parser.add_argument("--hub", action="store_true", help="also measure the hub itself on an SQLite file")
+    args = parser.parse_args()
+    backlogs = [int(b) for b in args.backlogs.split(",")]
+    first = _measure(backlogs, args.rounds, args.batch, lambda _: args.measure)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"Spool receive + ack, batch {args.batch}, best of {args.rounds} alternating rounds")
+    print(f"({os.cpu_count()} CPUs, load average {load}); the first {args.measure:,} files of each backlog:")
+    _table(backlogs, first)
+    if args.whole:
+        whole = _measure(backlogs, args.rounds, args.batch, lambda backlog: backlog)
+        print("\nthe whole backlog, drained to empty:")
+        _table(backlogs, whole)
+    if args.hub:
+        traffic = list(generate(2000, duplicate_rate=0.0, seed=1).files)
+        hub = _measure(backlogs, args.rounds, args.batch, lambda _: args.measure, traffic=traffic)
+        print(f"\nthrough the hub (SQLite file), the first {args.measure:,} deliveries:")
+        _table(backlogs, hub, unit="msg/s")
+    return 0
+
+
+def _table(backlogs: list[int], best: dict[int, float], *, unit: str = "files/s") -> None:
+    print(f"| files waiting | rate | ratio to {backlogs[0]:,} waiting |")
+    print("|---|---|---|")
+    for backlog in backlogs:
+        print(f"| {backlog:,} | {best[backlog]:,.0f} {unit} | x{best[backlog] / best[backlogs[0]]:.2f} |")
+
+
+def _measure(
+    backlogs: list[int],
+    rounds: int,
+    batch: int,
+    settle: Callable[[int], int],
+    *,
+    traffic: list[tuple[str, bytes]] | None = None,
+) -> dict[int, float]:
+    """The best rate of each backlog over alternating rounds, settling `settle(backlog)` files per round (through
+    the hub when `traffic` is given)."""
+    best = dict.fromkeys(backlogs, 0.0)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-spool-"))
+    try:
+        for round_ in range(rounds):
+            order = backlogs if round_ % 2 == 0 else backlogs[::-1]
+            for backlog in order:
+                root = workdir / f"r{round_}-{backlog}"
+                if traffic is None:
+                    fill(root, backlog)
+                    rate = asyncio.run(drain(root, settle(backlog), batch))
+                else:
+                    fill_traffic(root, backlog, traffic)
+                    rate = asyncio.run(through_hub(root, settle(backlog), batch))
+                best[backlog] = max(best[backlog], rate)
+                shutil.rmtree(root)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return best
+
+
+if __name__ == "__main__":
+    sys.exit(main())
