@@ -187,9 +187,11 @@ async def test_rabbitmq_password_never_printed_through_a_reconnection(
 
 
 async def test_kafka_failure_never_prints_the_password(caplog: pytest.LogCaptureFixture) -> None:
-    """Publishing to an unreachable Kafka with SASL credentials fails with a message that hides the password."""
+    """Publishing to an unreachable Kafka with SASL credentials fails with a message that hides the password, and
+    librdkafka's own log lines go through Python logging instead of straight to stderr."""
     caplog.set_level(logging.DEBUG)
     url = f"kafka://u:{ENCODED}@127.0.0.1:{free_port()}?topic=t&message.timeout.ms=500&socket.timeout.ms=500"
     with pytest.raises(SourceError) as caught:
         await publisher(url)(url, [("a", b"x")])
+    assert "Connect to" in caplog.text  # librdkafka's own lines reach logging (and so the hub's RedactFilter)
     assert_hidden(str(caught.value), caplog.text)

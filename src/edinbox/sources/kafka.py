@@ -112,6 +112,7 @@ class KafkaSource(Source):
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "log_level": 3,
+            "logger": _log,  # librdkafka's lines go through logging (and its filters), not straight to stderr
             **self._settings,
             "bootstrap.servers": self.bootstrap,
             "group.id": self.group,
@@ -290,7 +291,9 @@ class KafkaSource(Source):
     def _dead_letter(self, delivery: Delivery, reason: str) -> None:
         ck = kafka()
         if self._producer is None:
-            self._producer = ck.Producer({**producer_settings(self._settings), "bootstrap.servers": self.bootstrap})
+            self._producer = ck.Producer(
+                {**producer_settings(self._settings), "bootstrap.servers": self.bootstrap, "logger": _log}
+            )
         errors: list[Any] = []
         self._producer.produce(
             self.dead_letter,
@@ -335,7 +338,9 @@ async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
         raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
     topic = opts.require("topic", name_option)
     header = opts.take("key_header", lambda _n, v: str(v), "message_id")
-    producer = kafka().Producer({**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3})
+    producer = kafka().Producer(
+        {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3, "logger": _log}
+    )
     errors: list[Any] = []
 
     def note(err: Any, _msg: Any) -> None:
