@@ -20,7 +20,7 @@ from edinbox import ConfigurationError, SourceError
 from edinbox.sources import open_source
 from edinbox.sources.kafka import KafkaSource, MockCluster, publish
 
-from .contract import SourceContract, collect
+from .contract import BrokerContract, collect
 
 FAST = {"group.protocol": "consumer"}
 """KIP-848 groups: the mock assigns partitions at once (a dead member is evicted only after 30 s, though)."""
@@ -70,7 +70,7 @@ def produce_to_partition(bootstrap: str, topic: str, ids: list[str], partition: 
     assert producer.flush(10) == 0
 
 
-class TestKafka(SourceContract):
+class TestKafka(BrokerContract):
     """Kafka: offsets committed after settling, seek back for nack, a dead-letter topic, redelivery after kills."""
 
     counts_deliveries = False  # classic consumer groups keep no delivery count

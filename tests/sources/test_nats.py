@@ -18,7 +18,7 @@ from edinbox.sources import open_source
 from edinbox.sources.nats import NatsSource
 from services import require_service
 
-from .contract import SourceContract, collect
+from .contract import BrokerContract, collect
 
 SERVER = "nats://127.0.0.1:4222"
 
@@ -28,7 +28,7 @@ async def _jetstream() -> tuple[Any, Any]:
     return nc, nc.jetstream()
 
 
-class TestNats(SourceContract):
+class TestNats(BrokerContract):
     """JetStream: nak and ack-wait expiry redeliver with `num_delivered`, the Msg-Id window drops quick retries."""
 
     publisher_dedup = True

@@ -16,7 +16,7 @@ from edinbox.sources import publisher
 from edinbox.sources.rabbitmq import RabbitMQSource
 from services import require_service
 
-from .contract import SourceContract, collect
+from .contract import BrokerContract, collect
 from .private import free_port
 
 BROKER = "amqp://guest:guest@127.0.0.1/"
@@ -43,7 +43,7 @@ async def _get_all(queue: str) -> list[Any]:
     return got
 
 
-class RabbitContract(SourceContract):
+class RabbitContract(BrokerContract):
     """RabbitMQ: requeue on close and nack, `x-delivery-count` on quorum queues, DLX for rejects."""
 
     queue_type = "quorum"

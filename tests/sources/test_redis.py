@@ -16,7 +16,7 @@ from edinbox.sources import publisher
 from edinbox.sources.redis import RedisSource
 from services import require_service
 
-from .contract import KILLED_CONSUMER, SourceContract, collect
+from .contract import KILLED_CONSUMER, BrokerContract, collect
 
 SERVER = "redis://127.0.0.1:6379/0"
 
@@ -31,7 +31,7 @@ async def url(unique_name: str) -> AsyncIterator[str]:
     await client.aclose()
 
 
-class TestRedis(SourceContract):
+class TestRedis(BrokerContract):
     """Redis Streams: own pending entries re-read, idle entries reclaimed, XPENDING delivery counts."""
 
     redelivery_wait = 5.0
