@@ -10,9 +10,10 @@ from typing import Any
 
 import aio_pika
 import pytest
+from aiormq.exceptions import ChannelInvalidStateError
 
 from edinbox import ConfigurationError, SourceError
-from edinbox.sources import publisher
+from edinbox.sources import Delivery, publisher
 from edinbox.sources.rabbitmq import RabbitMQSource
 from services import require_service
 
@@ -153,6 +154,19 @@ async def test_hubs_opening_a_new_quorum_queue_together_all_consume(unique_name:
         await drop(unique_name)
 
 
+async def channel_closed(delivery: Delivery, *, within: float = 10) -> None:
+    """Wait until the client saw the channel of `delivery` close (the broker's close reached it)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if delivery.handle.channel.is_closed:
+                return
+        except ChannelInvalidStateError:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the client never saw its channel close")
+
+
 def close_from_the_server(name: str) -> int:
     """Close, from the broker side (`rabbitmqctl close_connection`), every connection named `name`; return how many."""
     listed = subprocess.run(
@@ -186,7 +200,7 @@ async def test_connection_closed_by_the_broker_is_reopened(unique_name: str) -> 
                 await source.ack(delivery)
                 acked.add(delivery.key)
             assert close_from_the_server(f"edinbox hub {unique_name}") == 1
-            await asyncio.sleep(0.5)  # the close reaches the client
+            await channel_closed(got[-1])
             for delivery in got[5:]:  # delivered on the closed channel: requeued by the broker, not ackable here
                 with pytest.raises(SourceError) as caught:
                     await source.ack(delivery)

@@ -4,7 +4,6 @@ every log line (edinbox's and the drivers', at DEBUG) of open, receive, ack, an 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import subprocess
 import time
@@ -22,7 +21,7 @@ from services import require_service
 
 from .contract import collect
 from .private import PrivateServer, free_port
-from .test_rabbitmq import close_from_the_server, drop
+from .test_rabbitmq import channel_closed, close_from_the_server, drop
 
 PASSWORD = "p@s/ :w0rd"
 ENCODED = quote(PASSWORD, safe="")
@@ -174,7 +173,7 @@ async def test_rabbitmq_password_never_printed_through_a_reconnection(
             [first, second] = await collect(source, 2, within=10)
             await source.ack(first)
             assert close_from_the_server(f"edinbox hub {unique_name}") == 1
-            await asyncio.sleep(0.5)
+            await channel_closed(second)
             with pytest.raises(SourceError) as stale:
                 await source.ack(second)
             errors.append(stale.value)
