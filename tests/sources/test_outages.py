@@ -168,3 +168,24 @@ async def test_source_recovers_from_a_broker_restarted_empty(server: PrivateServ
         await settle_all(source, {"after"}, acked, errors)
     assert acked == {"before", "after"}
     assert_one_line(errors)
+
+
+async def test_settling_during_an_outage_fails_fast(server: PrivateServer, unique_name: str) -> None:
+    """Acks sent as the broker dies fail as soon as the connection drops, not each after a full answer timeout:
+    ten acks take about as long as one (a relative bound: at most three times one ack's failure)."""
+    server.start()
+    url = url_of(server, unique_name)
+    await publisher(url)(url, [(f"m{n}", b"x") for n in range(11)])
+    async with open_source(url, consumer="hub") as source:
+        got = await collect(source, 11, within=10)
+        server.kill()
+        started = time.monotonic()
+        with pytest.raises(SourceError):
+            await source.ack(got[0])
+        one = time.monotonic() - started
+        started = time.monotonic()
+        for delivery in got[1:]:
+            with pytest.raises(SourceError):
+                await source.ack(delivery)
+        ten = time.monotonic() - started
+    assert ten <= 3 * one + 0.5

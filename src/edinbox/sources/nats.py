@@ -35,7 +35,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -299,7 +299,9 @@ class NatsSource(Source):
             }
         )
         with failing(f"parking {delivery.key!r} on {self.dead} at {self.url}"):
-            await self._js.publish(self.dead, delivery.payload, headers=headers, stream=self.stream)
+            await self._while_connected(
+                self._js.publish(self.dead, delivery.payload, headers=headers, stream=self.stream)
+            )
         await self._settle(delivery, "term")
 
     def _check_connected(self, delivery: Delivery, verb: str) -> None:
@@ -309,7 +311,18 @@ class NatsSource(Source):
     async def _settle(self, delivery: Delivery, verb: str, **kwargs: Any) -> None:
         self._check_connected(delivery, verb)
         with failing(f"{verb} of {delivery.key!r} on {self.url}"):  # the server redelivers it after ack_wait
-            await getattr(delivery.handle, verb)(**kwargs)
+            await self._while_connected(getattr(delivery.handle, verb)(**kwargs))
+
+    async def _while_connected(self, call: Awaitable[object]) -> None:
+        """Await a call that waits for the server's answer, giving up as soon as the connection drops (rather than
+        after the whole answer timeout): a hub settling a batch during an outage is not held 5 s per message."""
+        task = asyncio.ensure_future(call)
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.05)
+            if not task.done() and (self._nc is None or not self._nc.is_connected):
+                task.cancel()
+                raise ConnectionError("the connection dropped before the server answered")
+        task.result()
 
     async def aclose(self) -> None:
         """Close the connection (never raises); unacked deliveries come back after `ack_wait`."""

@@ -28,7 +28,8 @@ nothing pending; members presumed dead long ago (silent for twice `claim_idle`, 
 
 Outages: redis-py reconnects on the next command (with a short retry); a failed call raises SourceError and the
 next `receive` prepares the group again (recreating it when a server restarted empty) and re-reads the pending
-entries, so an entry whose ack failed comes back and the inbox finds it settled.
+entries, so an entry whose ack failed comes back and the inbox finds it settled. For a second after a failure,
+settling calls fail at once instead of each trying the server again.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ _SCHEMES = ("redis", "rediss")
 ID_FIELD = "message_id"
 PAYLOAD_FIELD = "payload"
 _BLOCK_MAX = 1.0  # seconds one XREADGROUP blocks at most, so claims and trims keep their rhythm
+_QUIET = 1.0  # seconds after a failed call during which settling calls fail at once instead of reconnecting
 
 
 class RedisSource(Source):
@@ -91,6 +93,7 @@ class RedisSource(Source):
         self._next_dead = 0.0
         self._next_trim = 0.0
         self._due: dict[str, float] = {}
+        self._failed_at: float | None = None
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> RedisSource:
@@ -132,7 +135,7 @@ class RedisSource(Source):
     async def _prepare(self) -> None:
         with failing(f"preparing group {self.group!r} of {self.stream!r} at {self.url}", refused=refused):
             await self._group.create()
-        self._draining, self._cursor, self._prepared = True, "0-0", True
+        self._draining, self._cursor, self._prepared, self._failed_at = True, "0-0", True, None
         self._next_claim = self._next_dead = self._next_trim = 0.0
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
@@ -255,12 +258,17 @@ class RedisSource(Source):
     async def _call(self, verb: str, delivery: Delivery, call: Any) -> None:
         if self._redis is None:
             raise SourceError(f"{verb} of {delivery.key!r} at {self.url} failed: the source is not open")
+        if self._failed_at is not None and time.monotonic() - self._failed_at < _QUIET:
+            # the server failed a moment ago: fail at once, so a batch settled during an outage is not held
+            # by one reconnect attempt per message (the entry stays pending and comes back)
+            raise SourceError(f"{verb} of {delivery.key!r} at {self.url} failed: the server failed a moment ago")
         try:
             with failing(f"{verb} of {delivery.key!r} at {self.url}", refused=refused):
                 await call()
         except SourceError:  # the entry stays pending and comes back; the inbox absorbs the redelivery
-            self._prepared = False
+            self._prepared, self._failed_at = False, time.monotonic()
             raise
+        self._failed_at = None
 
     async def aclose(self) -> None:
         """Trim, leave the group when nothing is pending here, and close; never raises.
