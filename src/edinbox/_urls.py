@@ -1,17 +1,29 @@
-"""URLs for the whole package: the one database URL parser, and passwords that never leave the process in clear."""
+"""URLs for the whole package: the one database URL parser, and passwords that never leave the process in clear.
+
+A password in a URL may hold any character, raw or percent-encoded (`@`, `/`, `:`, a space), so the masked part
+runs from the `:` after the user name to the LAST `@` on the line that is followed by a host name, never across
+another `scheme://`. When in doubt it masks too much, never too little.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["DatabaseUrl", "database_url", "mask"]
+__all__ = ["DatabaseUrl", "database_url", "mask", "secrets"]
 
-_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@/\s]*)(?P<tail>@)")
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;\s](?:password|passwd|pwd)=)(?P<password>[^&;\s]*)", re.IGNORECASE)
+_HOST_AFTER = r"@(?=(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.%-]+)(?::\d+)?(?:[/?#\s,;:'\")\]>]|$))"
+_PASSWORD = re.compile(
+    r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>(?:(?!://)[^\n])*)" + "(?P<tail>" + _HOST_AFTER + ")"
+)
+_QUERY_PASSWORD = re.compile(
+    r"(?P<head>[?&;\s](?:password|passwd|pwd|secret|token|access_token|api_key|apikey)=)(?P<password>[^&;\s]*)",
+    re.IGNORECASE,
+)
 
 MEMORY = ":memory:"
 
@@ -60,3 +72,13 @@ def database_url(url: str) -> DatabaseUrl:
         f"unsupported database URL {mask(url)!r}: "
         "use postgresql://..., sqlite:///relative.db, sqlite:////absolute.db or sqlite:// (memory)"
     )
+
+
+def secrets(urls: Iterable[str]) -> set[str]:
+    """The passwords of `urls` in every spelling a driver may print: as written, decoded and percent-encoded."""
+    found: set[str] = set()
+    for url in urls:
+        for match in _PASSWORD.finditer(url):
+            raw = match.group("password")
+            found.update({raw, unquote(raw), quote(unquote(raw), safe="")})
+    return {s for s in found if s}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -19,14 +20,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from edinbox import ConfigurationError
+from edinbox import ConfigurationError, SourceError
 from edinbox.sources import Delivery, Source, open_source, publisher
 
-__all__ = ["SourceContract", "collect"]
+__all__ = ["KILLED_CONSUMER", "BrokerContract", "SourceContract", "collect"]
 
 CONSUMER = "hub"
 
-_KILLED_CONSUMER = """
+KILLED_CONSUMER = """
 import asyncio, os, signal, sys
 from edinbox.sources import open_source
 
@@ -135,7 +136,7 @@ class SourceContract(abc.ABC):
         await self.publish(url, [("killed", b"x")])
         child = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-c", _KILLED_CONSUMER, url, CONSUMER],
+            [sys.executable, "-c", KILLED_CONSUMER, url, CONSUMER],
             capture_output=True,
             text=True,
             timeout=60,
@@ -180,3 +181,28 @@ class SourceContract(abc.ABC):
         bad = url + ("&" if "?" in url else "?") + "prefech=10"
         with pytest.raises(ConfigurationError, match="prefech"):
             self.source(bad)
+
+
+class BrokerContract(SourceContract):
+    """What a broker source adds to the contract: failures are SourceError only, whatever state the source is in."""
+
+    async def test_settling_after_close_is_a_source_error_at_worst(self, url: str) -> None:
+        """After close, settling a delivery raises SourceError or nothing (never a driver's exception), and closing
+        again is quiet: the hub can always finish its batch and shut down."""
+        await self.publish(url, [("late", b"x")])
+        source = self.source(url)
+        async with source:
+            [delivery] = await collect(source, 1, within=10)
+        calls = [
+            lambda: source.in_progress(delivery),
+            lambda: source.nack(delivery),
+            lambda: source.ack(delivery),
+            lambda: source.reject(delivery, reason="late"),
+        ]
+        for call in calls:
+            with contextlib.suppress(SourceError):
+                await call()
+        await source.aclose()
+        async with self.source(url) as again:  # leave the queue clean: settle a redelivery, if any
+            for delivery in await collect(again, 1, within=self.redelivery_wait):
+                await again.ack(delivery)

@@ -16,11 +16,11 @@ from typing import Any
 import confluent_kafka as ck
 import pytest
 
-from edinbox import ConfigurationError
+from edinbox import ConfigurationError, SourceError
 from edinbox.sources import open_source
 from edinbox.sources.kafka import KafkaSource, MockCluster, publish
 
-from .contract import SourceContract, collect
+from .contract import BrokerContract, collect
 
 FAST = {"group.protocol": "consumer"}
 """KIP-848 groups: the mock assigns partitions at once (a dead member is evicted only after 30 s, though)."""
@@ -70,7 +70,7 @@ def produce_to_partition(bootstrap: str, topic: str, ids: list[str], partition: 
     assert producer.flush(10) == 0
 
 
-class TestKafka(SourceContract):
+class TestKafka(BrokerContract):
     """Kafka: offsets committed after settling, seek back for nack, a dead-letter topic, redelivery after kills."""
 
     counts_deliveries = False  # classic consumer groups keep no delivery count
@@ -270,3 +270,21 @@ def test_bad_urls_are_clear_errors_with_the_password_masked() -> None:
     assert isinstance(source, KafkaSource)
     assert "s3cret" not in source.url
     assert (source.bootstrap, source.group, source.dead_letter) == ("b1:9092,b2:9092", "hub", "t.dead")
+
+
+async def test_settings_librdkafka_refuses_are_a_configuration_error_and_failures_a_source_error(
+    unique_name: str,
+) -> None:
+    """A setting librdkafka rejects fails `open` as a ConfigurationError; once closed, every call is a SourceError
+    (never a driver exception), and closing twice is quiet. Nothing expires while a record is held."""
+    bad = open_source(f"kafka://127.0.0.1:9092?topic={unique_name}&session.timeout.ms=nope", consumer="hub")
+    with pytest.raises(ConfigurationError, match=r"session\.timeout\.ms"):
+        await bad.open()
+    url = f"kafka://?topic={unique_name}&mock=1&topic.metadata.refresh.interval.ms=300"
+    source = open_source(url, consumer="hub")
+    assert source.ack_wait is None
+    await source.open()
+    await source.aclose()
+    await source.aclose()
+    with pytest.raises(SourceError):
+        await source.receive(max_messages=1, timeout=0.1)

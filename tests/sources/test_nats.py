@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import nats
 import pytest
+from nats.js.api import DiscardPolicy
 
 from edinbox import ConfigurationError
+from edinbox.sources import open_source
 from edinbox.sources.nats import NatsSource
 from services import require_service
 
-from .contract import SourceContract, collect
+from .contract import BrokerContract, collect
 
 SERVER = "nats://127.0.0.1:4222"
 
@@ -24,7 +28,7 @@ async def _jetstream() -> tuple[Any, Any]:
     return nc, nc.jetstream()
 
 
-class TestNats(SourceContract):
+class TestNats(BrokerContract):
     """JetStream: nak and ack-wait expiry redeliver with `num_delivered`, the Msg-Id window drops quick retries."""
 
     publisher_dedup = True
@@ -111,6 +115,10 @@ class TestNats(SourceContract):
         "?stream=A&subject=a&max_deliver=0",
         "?stream=A&subject=a&durable=x.y",
         "?stream=A&subject=a&acks=1",
+        "?stream=A&subject=a&discard=all",
+        "?stream=A&subject=a&max_bytes=0",
+        "?stream=A&subject=a&open_timeout=-1",
+        "?stream=A&subject=a&max_age=60&duplicate_window=120",
     ],
 )
 def test_bad_url_is_a_configuration_error_with_password_masked(query: str) -> None:
@@ -128,3 +136,62 @@ def test_url_options_are_read() -> None:
     )
     assert (source.stream, source.subject, source.durable, source.ack_wait) == ("EDI", "edi.in", "hub", 5.0)
     assert (source.max_deliver, source.max_ack_pending, source.dead) == (3, 9, "edi.parked")
+
+
+async def test_stream_is_created_with_explicit_limits(unique_name: str) -> None:
+    """A stream created by the source has the documented limits: max_age (the horizon), max_bytes, max_msgs, and
+    discard=new by default, so a full stream refuses publishes instead of dropping unread messages."""
+    require_service("nats")
+    nc, js = await _jetstream()
+    try:
+        url = f"{SERVER}?stream={unique_name}&subject={unique_name}.in"
+        async with NatsSource.from_url(url + "&max_age=3600&max_bytes=1000000&max_msgs=500", consumer="hub") as source:
+            assert source.horizon == timedelta(hours=1)
+            assert source.ack_wait == 30
+        config = (await js.stream_info(unique_name)).config
+        assert (config.max_age, config.max_bytes, config.max_msgs) == (3600, 1000000, 500)
+        assert config.discard == DiscardPolicy.NEW
+        await js.delete_stream(unique_name)
+        async with NatsSource.from_url(url + "&discard=old", consumer="hub") as source:
+            assert source.horizon == timedelta(days=7)
+        config = (await js.stream_info(unique_name)).config
+        assert (config.max_age, config.max_bytes, config.max_msgs) == (7 * 24 * 3600, 1 << 30, -1)
+        assert config.discard == DiscardPolicy.OLD
+    finally:
+        await js.delete_stream(unique_name)
+        await nc.close()
+
+
+async def test_a_subject_another_stream_holds_is_a_configuration_error(unique_name: str) -> None:
+    """A subject already held by another stream fails `open` at once with a ConfigurationError (no retry fixes
+    it), never a SourceError the hub would wait on forever."""
+    require_service("nats")
+    nc, js = await _jetstream()
+    try:
+        await js.add_stream(name=unique_name + "_other", subjects=[f"{unique_name}.in"])
+        url = f"{SERVER}?stream={unique_name}&subject={unique_name}.in&open_timeout=30"
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError, match="overlap"):
+            await NatsSource.from_url(url, consumer="hub").open()
+        assert time.monotonic() - started < 30 / 2  # not retried until open_timeout
+    finally:
+        await js.delete_stream(unique_name + "_other")
+        await nc.close()
+
+
+async def test_the_inbox_horizon_is_the_max_age_of_a_stream_created_here(unique_name: str) -> None:
+    """`open_source(..., horizon=)` gives a new stream that max_age unless the URL sets one; other sources ignore it."""
+    require_service("nats")
+    nc, js = await _jetstream()
+    url = f"{SERVER}?stream={unique_name}&subject={unique_name}.in"
+    try:
+        async with open_source(url, consumer="hub", horizon=timedelta(hours=2)) as source:
+            assert source.horizon == timedelta(hours=2)
+        await js.delete_stream(unique_name)
+        async with open_source(url + "&max_age=60", consumer="hub", horizon=timedelta(hours=2)) as source:
+            assert source.horizon == timedelta(minutes=1)
+    finally:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await js.delete_stream(unique_name)
+        await nc.close()
+    assert open_source("redis://127.0.0.1/0?stream=s", consumer="hub", horizon=timedelta(hours=2)) is not None

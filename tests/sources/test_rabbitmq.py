@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aio_pika
 import pytest
+from aiormq.exceptions import ChannelInvalidStateError
 
-from edinbox import ConfigurationError
+from edinbox import ConfigurationError, SourceError
+from edinbox.sources import Delivery, publisher
 from edinbox.sources.rabbitmq import RabbitMQSource
 from services import require_service
 
-from .contract import SourceContract, collect
+from .contract import BrokerContract, collect
+from .private import free_port
 
 BROKER = "amqp://guest:guest@127.0.0.1/"
 
 
-async def _drop(queue: str) -> None:
+async def drop(queue: str) -> None:
     connection = await aio_pika.connect(BROKER)
     async with connection:
         channel = await connection.channel()
@@ -38,7 +44,7 @@ async def _get_all(queue: str) -> list[Any]:
     return got
 
 
-class RabbitContract(SourceContract):
+class RabbitContract(BrokerContract):
     """RabbitMQ: requeue on close and nack, `x-delivery-count` on quorum queues, DLX for rejects."""
 
     queue_type = "quorum"
@@ -50,7 +56,7 @@ class RabbitContract(SourceContract):
         """A fresh queue (and its dead-letter exchange and queue), deleted afterwards."""
         require_service("rabbitmq")
         yield f"{BROKER}?queue={unique_name}&queue_type={self.queue_type}"
-        await _drop(unique_name)
+        await drop(unique_name)
 
     async def dead_letters(self, url: str) -> list[tuple[str | None, bytes]]:
         """The messages the dead-letter exchange routed to `<queue>.dead`."""
@@ -109,7 +115,7 @@ async def test_header_id_wins_over_a_generated_message_id(unique_name: str) -> N
             for delivery in got:
                 await source.ack(delivery)
     finally:
-        await _drop(unique_name)
+        await drop(unique_name)
 
 
 @pytest.mark.parametrize(
@@ -137,8 +143,6 @@ async def test_hubs_opening_a_new_quorum_queue_together_all_consume(unique_name:
     """Sources opened at the same moment on a queue none has declared yet all start consuming (RabbitMQ may refuse
     a consume with INTERNAL_ERROR while the quorum queue another one declared is still electing its leader)."""
     require_service("rabbitmq")
-    import asyncio
-
     url = f"{BROKER}?queue={unique_name}"
     sources = [RabbitMQSource.from_url(url, consumer="hub") for _ in range(6)]
     try:
@@ -147,4 +151,112 @@ async def test_hubs_opening_a_new_quorum_queue_together_all_consume(unique_name:
     finally:
         for source in sources:
             await source.aclose()
-        await _drop(unique_name)
+        await drop(unique_name)
+
+
+async def channel_closed(delivery: Delivery, *, within: float = 10) -> None:
+    """Wait until the client saw the channel of `delivery` close (the broker's close reached it)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if delivery.handle.channel.is_closed:
+                return
+        except ChannelInvalidStateError:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the client never saw its channel close")
+
+
+def close_from_the_server(name: str) -> int:
+    """Close, from the broker side (`rabbitmqctl close_connection`), every connection named `name`; return how many."""
+    listed = subprocess.run(
+        ["rabbitmqctl", "-q", "--no-table-headers", "list_connections", "pid", "client_properties"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    wanted = f'{{"connection_name","{name}"}}'
+    pids = [line.split("\t")[0] for line in listed.stdout.splitlines() if wanted in line]
+    for pid in pids:
+        command = ["rabbitmqctl", "-q", "close_connection", pid, "closed by an edinbox test"]
+        subprocess.run(command, check=True, timeout=60, capture_output=True)
+    return len(pids)
+
+
+async def test_connection_closed_by_the_broker_is_reopened(unique_name: str) -> None:
+    """A connection the broker closes under a consuming source raises only SourceError (never an empty reason);
+    the source reconnects by itself and every message is received and acked, nothing left on the queue."""
+    require_service("rabbitmq")
+    url = f"{BROKER}?queue={unique_name}&reconnect_interval=0.2"
+    sent = [(f"m{n}", b"x") for n in range(10)]
+    acked: set[str] = set()
+    errors: list[SourceError] = []
+    try:
+        await publisher(url)(url, sent)
+        async with RabbitMQSource.from_url(url, consumer="hub") as source:
+            got = await collect(source, 10, within=10)
+            for delivery in got[:5]:
+                await source.ack(delivery)
+                acked.add(delivery.key)
+            assert close_from_the_server(f"edinbox hub {unique_name}") == 1
+            await channel_closed(got[-1])
+            for delivery in got[5:]:  # delivered on the closed channel: requeued by the broker, not ackable here
+                with pytest.raises(SourceError) as caught:
+                    await source.ack(delivery)
+                errors.append(caught.value)
+            deadline = time.monotonic() + 30
+            while len(acked) < len(sent) and time.monotonic() < deadline:
+                try:
+                    for delivery in await source.receive(max_messages=10, timeout=0.5):
+                        await source.ack(delivery)
+                        acked.add(delivery.key)
+                except SourceError as exc:
+                    errors.append(exc)
+        assert acked == {key for key, _ in sent}
+        assert all(str(exc).strip() and not str(exc).rstrip().endswith(":") for exc in errors)
+        assert await _get_all(unique_name) == []
+    finally:
+        await drop(unique_name)
+
+
+async def test_open_before_the_broker_answers_raises_source_error_then_works() -> None:
+    """With nothing listening, `open` raises SourceError after `open_timeout` (it backs off, it does not exit)."""
+    url = f"amqp://guest:guest@127.0.0.1:{free_port()}/?queue=q&open_timeout=0.5"
+    source = RabbitMQSource.from_url(url, consumer="hub")
+    with pytest.raises(SourceError, match="connecting to"):
+        await source.open()
+    with pytest.raises(SourceError):
+        await source.receive(max_messages=1, timeout=0.2)
+    await source.aclose()
+
+
+async def test_in_progress_is_a_no_op_and_nothing_expires(unique_name: str) -> None:
+    """RabbitMQ never takes back a delivery from a live consumer: `ack_wait` is None, `in_progress` does nothing."""
+    require_service("rabbitmq")
+    url = f"{BROKER}?queue={unique_name}"
+    try:
+        await publisher(url)(url, [("held", b"x")])
+        async with RabbitMQSource.from_url(url, consumer="hub") as source:
+            assert source.ack_wait is None
+            [delivery] = await collect(source, 1, within=10)
+            await source.in_progress(delivery)
+            await source.ack(delivery)
+        assert await _get_all(unique_name) == []
+    finally:
+        await drop(unique_name)
+
+
+async def test_a_queue_declared_with_other_arguments_is_a_configuration_error(unique_name: str) -> None:
+    """A queue that exists as classic, opened as quorum, fails `open` at once with a ConfigurationError (no retry
+    can fix it), never a SourceError the hub would wait on forever."""
+    require_service("rabbitmq")
+    try:
+        async with RabbitMQSource.from_url(f"{BROKER}?queue={unique_name}&queue_type=classic", consumer="hub"):
+            pass
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError, match=r"PRECONDITION_FAILED|inequivalent"):
+            await RabbitMQSource.from_url(f"{BROKER}?queue={unique_name}&open_timeout=30", consumer="hub").open()
+        assert time.monotonic() - started < 30 / 2  # not retried until open_timeout
+    finally:
+        await drop(unique_name)

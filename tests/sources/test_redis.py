@@ -3,34 +3,39 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 import redis.asyncio as redis_asyncio
 
 from edinbox import ConfigurationError
+from edinbox.sources import publisher
 from edinbox.sources.redis import RedisSource
 from services import require_service
 
-from .contract import SourceContract, collect
+from .contract import KILLED_CONSUMER, BrokerContract, collect
 
 SERVER = "redis://127.0.0.1:6379/0"
 
 
-class TestRedis(SourceContract):
+@pytest.fixture
+async def url(unique_name: str) -> AsyncIterator[str]:
+    """A fresh stream (and its dead stream) reclaimed after 0.5 s idle, deleted afterwards."""
+    require_service("redis")
+    yield f"{SERVER}?stream={unique_name}&claim_idle=0.5"
+    client = redis_asyncio.Redis.from_url(SERVER)
+    await client.delete(unique_name, f"{unique_name}.dead")
+    await client.aclose()
+
+
+class TestRedis(BrokerContract):
     """Redis Streams: own pending entries re-read, idle entries reclaimed, XPENDING delivery counts."""
 
     redelivery_wait = 5.0
     quiet = 1.0  # longer than the claim_idle of 0.5 s below
-
-    @pytest.fixture
-    async def url(self, unique_name: str) -> AsyncIterator[str]:
-        """A fresh stream (and its dead stream) reclaimed after 0.5 s idle, deleted afterwards."""
-        require_service("redis")
-        yield f"{SERVER}?stream={unique_name}&claim_idle=0.5"
-        client = redis_asyncio.Redis.from_url(SERVER)
-        await client.delete(unique_name, f"{unique_name}.dead")
-        await client.aclose()
 
     async def dead_letters(self, url: str) -> list[tuple[str | None, bytes]]:
         """The entries moved to the dead stream."""
@@ -76,6 +81,97 @@ class TestRedis(SourceContract):
                 await slow.in_progress(held)
                 assert await rival.receive(max_messages=1, timeout=0.05) == []
             await slow.ack(held)
+
+
+async def self_publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    """Publish as a producer does."""
+    await publisher(url)(url, messages)
+
+
+async def _client() -> redis_asyncio.Redis:
+    return redis_asyncio.Redis.from_url(SERVER, decode_responses=True)
+
+
+async def test_settled_entries_are_trimmed_and_a_clean_close_leaves_the_group(url: str) -> None:
+    """Acked entries are trimmed from the stream (down to the oldest still pending), and a clean close deletes the
+    consumer from the group only once nothing is pending on it: after a run the stream is empty, not a history."""
+    await self_publish(url, [(f"m{n}", b"x") for n in range(10)])
+    client = await _client()
+    stream = RedisSource.from_url(url, consumer="x").stream
+    try:
+        async with RedisSource.from_url(url, consumer="hub", name="w1") as source:
+            got = await collect(source, 10, within=5)
+            for delivery in got[1:]:  # all but the oldest
+                await source.ack(delivery)
+        assert await client.xlen(stream) == 10  # the oldest entry is still pending: trimming stops below it
+        assert [c["name"] for c in await client.xinfo_consumers(stream, "hub")] == ["w1"]
+        async with RedisSource.from_url(url, consumer="hub", name="w1") as source:
+            [again] = await collect(source, 1, within=5)
+            assert again.key == got[0].key
+            await source.ack(again)
+            await self_publish(url, [("late", b"y")])
+            [late] = await collect(source, 1, within=5)
+            await source.ack(late)
+        assert await client.xlen(stream) == 0
+        assert await client.xinfo_consumers(stream, "hub") == []
+    finally:
+        await client.aclose()
+
+
+async def test_trim_keeps_what_another_group_has_not_read(url: str) -> None:
+    """Trimming considers every group of the stream: entries one group settled stay while another still needs them."""
+    await self_publish(url, [(f"m{n}", b"x") for n in range(5)])
+    client = await _client()
+    stream = RedisSource.from_url(url, consumer="x").stream
+    try:
+        async with RedisSource.from_url(url, consumer="hub", name="w1") as first:
+            await RedisSource.from_url(url, consumer="audit").open()  # a second group that reads nothing yet
+            for delivery in await collect(first, 5, within=5):
+                await first.ack(delivery)
+        assert await client.xlen(stream) == 5
+        async with RedisSource.from_url(url, consumer="audit", name="a1") as audit:
+            for delivery in await collect(audit, 5, within=5):
+                await audit.ack(delivery)
+        assert await client.xlen(stream) == 0
+    finally:
+        await client.aclose()
+
+
+async def test_a_killed_members_entries_are_claimed_after_dead_after(url: str) -> None:
+    """A member SIGKILLed holding an entry is presumed dead once silent for `dead_after` (XINFO CONSUMERS idle):
+    another member claims the entry then, long before `claim_idle`."""
+    url = url.replace("claim_idle=0.5", "claim_idle=60&dead_after=1")
+    await self_publish(url, [("orphan", b"x")])
+    child = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", KILLED_CONSUMER, url, "hub"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.stdout.strip() == "orphan", child.stderr
+    started = time.monotonic()
+    async with RedisSource.from_url(url, consumer="hub", name="rescuer") as source:
+        [again] = await collect(source, 1, within=10)
+        waited = time.monotonic() - started
+        assert (again.key, again.delivery_count) == ("orphan", 2)
+        await source.ack(again)
+    assert waited < 60 / 2  # well before claim_idle (60 s) passed
+
+
+async def test_a_live_member_calling_in_progress_is_not_presumed_dead(url: str) -> None:
+    """A member holding an entry past `dead_after` keeps it while it calls `in_progress` a few times per ack_wait."""
+    url = url.replace("claim_idle=0.5", "claim_idle=60&dead_after=1")
+    await self_publish(url, [("slow", b"x")])
+    async with RedisSource.from_url(url, consumer="hub", name="w1") as slow:
+        assert slow.ack_wait == 1
+        [held] = await collect(slow, 1, within=5)
+        async with RedisSource.from_url(url, consumer="hub", name="w2") as rival:
+            for _ in range(8):  # 2.4 s, more than twice dead_after
+                await asyncio.sleep(0.3)
+                await slow.in_progress(held)
+                assert await rival.receive(max_messages=1, timeout=0.05) == []
+        await slow.ack(held)
 
 
 @pytest.mark.parametrize(

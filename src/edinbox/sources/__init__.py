@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -37,9 +38,16 @@ def _module(url: str) -> Any:
     return importlib.import_module(name)
 
 
-def open_source(url: str, *, consumer: str, **options: Any) -> Source:
-    """Build (not yet open) the source a URL names, e.g. `dir:///srv/edi` or `amqp://...?queue=edi.in`."""
-    return cast(Source, _module(url).SOURCE.from_url(url, consumer=consumer, **options))
+def open_source(url: str, *, consumer: str, horizon: timedelta | None = None, **options: Any) -> Source:
+    """Build (not yet open) the source a URL names, e.g. `dir:///srv/edi` or `amqp://...?queue=edi.in`.
+
+    `horizon` (the inbox's) is how long a source that creates its own storage with an age limit keeps messages,
+    unless the URL says otherwise: a NATS stream's `max_age`. Other sources ignore it.
+    """
+    cls = _module(url).SOURCE
+    if horizon is not None and getattr(cls, "keeps_for_horizon", False):
+        options = {"horizon": horizon, **options}
+    return cast(Source, cls.from_url(url, consumer=consumer, **options))
 
 
 def publisher(url: str) -> Publish:

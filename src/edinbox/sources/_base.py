@@ -2,6 +2,18 @@
 
 A source is a broker (RabbitMQ, NATS JetStream, Redis Streams, Kafka) or the spool folder. Per-broker code only
 opens the connection, extracts the producer's key from a delivery, and translates ack / nack / reject.
+
+Failures, the same for every broker source:
+
+- a bad URL or option is a ConfigurationError from `from_url`; a password the broker refuses is a
+  ConfigurationError from `open` or from the call that reconnected; nothing else is;
+- every broker or network failure of `open`, `receive`, `ack`, `nack`, `reject` and `in_progress` is a
+  `SourceError` (a TransientError) with a one-line reason and the password masked, never a driver's exception;
+- `open` tries to connect with backoff for `open_timeout` seconds, then raises SourceError; the source stays usable:
+  the next `receive` connects again (with backoff, within its own `timeout`), so a hub can start before its broker;
+- after an outage the source reconnects by itself on the next call; a delivery received before the outage may
+  fail to settle (SourceError): it stays unsettled, the broker redelivers it and the inbox finds it settled;
+- `aclose` never raises.
 """
 
 from __future__ import annotations
@@ -59,6 +71,10 @@ class Source(abc.ABC):
     url: str
     """The URL it was opened from, with any password masked."""
 
+    ack_wait: float | None = None
+    """Seconds after which a delivery held unsettled may be handed to someone else (None: never, while connected);
+    a caller holding deliveries longer than a third of it calls `in_progress` on each."""
+
     @abc.abstractmethod
     async def open(self) -> None:
         """Connect, and declare what the source needs (queue, stream, consumer group, folders)."""
@@ -80,7 +96,7 @@ class Source(abc.ABC):
         """Park the delivery where operators see it (dead-letter exchange, rejected folder) and never redeliver it."""
 
     async def in_progress(self, delivery: Delivery) -> None:  # noqa: B027 - optional hook, no-op by default
-        """Tell the broker a long handler is still working on the delivery."""
+        """Tell the broker a long handler is still working on the delivery (a no-op where nothing expires)."""
 
     @property
     def horizon(self) -> timedelta | None:
@@ -89,7 +105,7 @@ class Source(abc.ABC):
 
     @abc.abstractmethod
     async def aclose(self) -> None:
-        """Close the connection; unacked deliveries go back to the broker."""
+        """Close the connection; unacked deliveries go back to the broker. Never raises, even on a dead connection."""
 
     async def __aenter__(self) -> Source:
         """Open the source."""

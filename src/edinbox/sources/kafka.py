@@ -19,6 +19,10 @@ it for `delay`); `reject` produces the record to the dead-letter topic, then set
 partitions commit what is settled and drop the rest, which the next owner reads again. Every commit carries the
 highest offset delivered so far in its metadata, so the next owner flags records at or below it as redelivered.
 The key is the producer's header: an offset catches a redelivery, never a producer's retry (a new offset).
+
+librdkafka reconnects to the brokers by itself; every failure it reports reaches the caller as SourceError (a
+settings error librdkafka refuses is a ConfigurationError at `open`). Nothing expires while a record is held
+(`ack_wait` is None, `in_progress` does nothing), but a consumer must call `receive` within `max.poll.interval.ms`.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 from edinbox._errors import ConfigurationError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
+from edinbox.sources._failures import failing, quietly
 from edinbox.sources._kafka_config import MockCluster, commit_mode, kafka, parse, producer_settings, transient
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._options import name_option, positive_int
@@ -107,6 +112,7 @@ class KafkaSource(Source):
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "log_level": 3,
+            "logger": _log,  # librdkafka's lines go through logging (and its filters), not straight to stderr
             **self._settings,
             "bootstrap.servers": self.bootstrap,
             "group.id": self.group,
@@ -121,12 +127,14 @@ class KafkaSource(Source):
             self._mock = MockCluster(self._mock_brokers)
             self.bootstrap = self._mock.bootstrap
         try:
-            self._consumer = ck.Consumer(self._config())
-            self._consumer.subscribe(
+            consumer = ck.Consumer(self._config())
+        except ck.KafkaException as exc:
+            raise ConfigurationError(mask(f"source URL {self.url!r}: librdkafka refused the settings: {exc}")) from None
+        with failing(f"subscribing to {self.topic} on {self.url}"):
+            consumer.subscribe(
                 [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
             )
-        except ck.KafkaException as exc:
-            raise SourceError(f"cannot open a Kafka consumer on {self.url}: {exc}") from exc
+        self._consumer = consumer
 
     # The rebalance callbacks run inside consume(), in its worker thread.
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
@@ -245,7 +253,8 @@ class KafkaSource(Source):
         async with self._polling:
             if self._consumer is None:
                 raise SourceError(f"the source {self.url} is not open")
-            return await asyncio.to_thread(self._consume, max_messages, timeout)
+            with failing(f"consuming from {self.topic} on {self.url}"):
+                return await asyncio.to_thread(self._consume, max_messages, timeout)
 
     def _settle(self, delivery: Delivery) -> None:
         tp, offset = delivery.handle
@@ -256,7 +265,8 @@ class KafkaSource(Source):
 
     async def ack(self, delivery: Delivery) -> None:
         """Mark the record settled and commit its partition's commit point when it moved (or at the next receive)."""
-        await asyncio.to_thread(self._settle, delivery)
+        with failing(f"ack of {delivery.key!r} on {self.url}"):
+            await asyncio.to_thread(self._settle, delivery)
 
     def _seek(self, delivery: Delivery, delay: float | None) -> None:
         ck = kafka()
@@ -275,12 +285,15 @@ class KafkaSource(Source):
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """Seek the partition back to this record (the ones after it come again too), paused for `delay` seconds."""
-        await asyncio.to_thread(self._seek, delivery, delay)
+        with failing(f"nack of {delivery.key!r} on {self.url}"):
+            await asyncio.to_thread(self._seek, delivery, delay)
 
     def _dead_letter(self, delivery: Delivery, reason: str) -> None:
         ck = kafka()
         if self._producer is None:
-            self._producer = ck.Producer({**producer_settings(self._settings), "bootstrap.servers": self.bootstrap})
+            self._producer = ck.Producer(
+                {**producer_settings(self._settings), "bootstrap.servers": self.bootstrap, "logger": _log}
+            )
         errors: list[Any] = []
         self._producer.produce(
             self.dead_letter,
@@ -295,20 +308,21 @@ class KafkaSource(Source):
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
         """Produce the record to the dead-letter topic with the reason in a header, then settle it."""
-        await asyncio.to_thread(self._dead_letter, delivery, reason)
+        with failing(f"parking {delivery.key!r} in {self.dead_letter} on {self.url}"):
+            await asyncio.to_thread(self._dead_letter, delivery, reason)
         await self.ack(delivery)
 
     async def aclose(self) -> None:
-        """Leave the group: settled records are committed, the others go to the next owner."""
+        """Leave the group (never raises): settled records are committed, the others go to the next owner."""
         async with self._polling:
             consumer = self._consumer
             if consumer is not None:
-                await asyncio.to_thread(self._commit_due)
+                await quietly(f"committing on {self.url}", lambda: asyncio.to_thread(self._commit_due))
                 self._consumer = None
-                await asyncio.to_thread(consumer.close)
+                await quietly(f"closing {self.url}", lambda: asyncio.to_thread(consumer.close))
             producer, self._producer = self._producer, None
             if producer is not None:
-                await asyncio.to_thread(producer.flush, 10)
+                await quietly(f"flushing {self.url}", lambda: asyncio.to_thread(producer.flush, 10))
         if self._mock is not None:
             self._mock.close()
             self._mock = None
@@ -324,7 +338,9 @@ async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
         raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
     topic = opts.require("topic", name_option)
     header = opts.take("key_header", lambda _n, v: str(v), "message_id")
-    producer = kafka().Producer({**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3})
+    producer = kafka().Producer(
+        {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3, "logger": _log}
+    )
     errors: list[Any] = []
 
     def note(err: Any, _msg: Any) -> None:

@@ -7,12 +7,20 @@ URL: `amqp://guest:guest@127.0.0.1/?queue=edi.in` with the options
   only);
 - `prefetch`: unacked deliveries the broker hands over at once (default 100);
 - `dead`: the dead-letter exchange and queue for parked messages (default `<queue>.dead`), both declared;
-- `heartbeat`: seconds between AMQP heartbeats (the broker's default when absent).
+- `heartbeat`: seconds between AMQP heartbeats (the broker's default when absent);
+- `open_timeout`: seconds `open()` keeps trying to reach the broker, with backoff, before it raises (default 10);
+- `reconnect_interval`: seconds between aio-pika's attempts to reconnect after an outage (default 1).
 
 The key is an `x-message-id` header when the producer set one, else the AMQP `message_id` property (aio-pika's
 aiormq fills a random `message_id` into every publish that lacks one, so a producer that cannot set the property
 must send the header). AMQP has no stable broker coordinates (a delivery tag is per channel and per delivery), so
 the fallback key is the queue and a SHA-256 of the body.
+
+The connection is aio-pika's robust one: after an outage it reconnects by itself, declares the queues again and
+resumes consuming. Meanwhile `receive` waits up to its `timeout` for it, then raises SourceError. A delivery received
+on a channel that has since closed cannot be settled any more (the broker requeued it when the channel closed):
+acking it raises SourceError at once, and the redelivery is found settled by the inbox. A password the broker
+refuses is a ConfigurationError.
 """
 
 from __future__ import annotations
@@ -20,12 +28,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from edinbox._errors import ConfigurationError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
+from edinbox.sources._failures import failing, quietly, reason, with_backoff
 from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
 
 __all__ = ["SOURCE", "RabbitMQSource", "publish"]
@@ -33,6 +43,7 @@ __all__ = ["SOURCE", "RabbitMQSource", "publish"]
 _log = logging.getLogger(__name__)
 _SCHEMES = ("amqp", "amqps")
 _QUEUE_TYPES = ("quorum", "classic")
+_CONNECT_TIMEOUT = 5.0
 
 
 def _queue_type(name: str, value: Any) -> str:
@@ -54,6 +65,8 @@ class RabbitMQSource(Source):
         prefetch: int = 100,
         dead: str | None = None,
         heartbeat: float | None = None,
+        open_timeout: float = 10.0,
+        reconnect_interval: float = 1.0,
     ) -> None:
         """Configure the source; nothing connects before `open()`."""
         self.url = mask(url)
@@ -62,6 +75,8 @@ class RabbitMQSource(Source):
         self.queue_type = queue_type
         self.prefetch = prefetch
         self.dead = dead or f"{queue}.dead"
+        self.open_timeout = open_timeout
+        self.reconnect_interval = reconnect_interval
         self._server = url
         self._heartbeat = heartbeat
         self._connection: Any = None
@@ -81,45 +96,71 @@ class RabbitMQSource(Source):
             prefetch=opts.take("prefetch", positive_int, 100),
             dead=opts.take("dead", name_option, None),
             heartbeat=opts.take("heartbeat", positive_float, None),
+            open_timeout=opts.take("open_timeout", positive_float, 10.0),
+            reconnect_interval=opts.take("reconnect_interval", positive_float, 1.0),
         )
         opts.finish()
         source.url = mask(url)
         return source
 
     async def open(self) -> None:
-        """Connect, declare the queue and its dead-letter exchange and queue, and start consuming."""
-        for attempt in range(1, _OPEN_ATTEMPTS + 1):
-            try:
-                await self._open_once()
-                return
-            except SourceError as exc:
-                if attempt == _OPEN_ATTEMPTS or not _transient(exc.__cause__):
-                    raise
-                await asyncio.sleep(0.1 * 2**attempt)
+        """Connect (with backoff, for up to `open_timeout` s), declare the queues, and start consuming."""
+        await self._ready(within=self.open_timeout)
+
+    async def _ready(self, *, within: float) -> None:
+        if self._connection is not None and self._connection.is_closed:
+            await self._drop()
+        if self._connection is None:
+            await with_backoff(self._open_once, within=within)
 
     async def _open_once(self) -> None:
         self._buffer = asyncio.Queue()
-        self._connection = await _connect(self._server, self.url, heartbeat=self._heartbeat)
+        connection = await _connect(
+            self._server,
+            self.url,
+            heartbeat=self._heartbeat,
+            reconnect_interval=self.reconnect_interval,
+            name=f"edinbox {self.consumer} {self.queue}",
+        )
         try:
-            self._channel = await self._connection.channel()
-            await self._channel.set_qos(prefetch_count=self.prefetch)
-            queue = await _declare(self._channel, self.queue, queue_type=self.queue_type, dead=self.dead)
-            await queue.consume(self._buffer.put, no_ack=False)
+            with failing(f"consuming {self.queue!r} on {self.url}", refused=_refused):
+                channel = await connection.channel()
+                await channel.set_qos(prefetch_count=self.prefetch)
+                queue = await _declare(channel, self.queue, queue_type=self.queue_type, dead=self.dead)
+                await queue.consume(self._buffer.put, no_ack=False)
         except Exception as exc:
-            await self.aclose()
-            raise SourceError(f"cannot consume {self.queue!r} on {self.url}: {exc}") from exc
+            await quietly(f"closing {self.url}", connection.close)
+            cause = exc.__cause__
+            if cause is not None and _inequivalent(cause):  # waiting cannot fix a queue declared with other settings
+                raise ConfigurationError(f"source URL {self.url!r}: {reason(cause)}") from None
+            raise
+        self._connection, self._channel = connection, channel
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
         """Return the deliveries the broker pushed, waiting up to `timeout` seconds for the first."""
-        if self._channel is None or self._channel.is_closed:
-            raise SourceError(f"the channel to {self.url} is closed; unacked deliveries went back to the queue")
-        try:
-            first = await asyncio.wait_for(self._buffer.get(), timeout)
-        except TimeoutError:
-            return []
-        messages = [first]
+        started = time.monotonic()
+        await self._ready(within=timeout)
+        left = max(timeout - (time.monotonic() - started), 0.0)
+        if not self._connection.connected.is_set():  # aio-pika is reconnecting: wait for it, within the budget
+            try:
+                await asyncio.wait_for(self._connection.connected.wait(), left)
+            except TimeoutError:
+                raise SourceError(
+                    f"the connection to {self.url} is lost (reconnecting); unacked deliveries went back to the queue"
+                ) from None
+            left = max(timeout - (time.monotonic() - started), 0.0)
+        messages: list[Any] = []
+        deadline = time.monotonic() + left
+        while not messages:
+            try:
+                first = await asyncio.wait_for(self._buffer.get(), max(deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                return []
+            messages = [m for m in [first] if _live(m)]  # those of a closed channel were requeued by the broker
         while len(messages) < max_messages and not self._buffer.empty():
-            messages.append(self._buffer.get_nowait())
+            message = self._buffer.get_nowait()
+            if _live(message):
+                messages.append(message)
         return [self._delivery(message) for message in messages]
 
     def _delivery(self, message: Any) -> Delivery:
@@ -143,7 +184,7 @@ class RabbitMQSource(Source):
         )
 
     async def ack(self, delivery: Delivery) -> None:
-        """Ack the delivery on the channel it came on."""
+        """Ack the delivery on the channel it came on (SourceError when that channel has closed since)."""
         await _settle(delivery, self.url, "ack")
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
@@ -168,12 +209,15 @@ class RabbitMQSource(Source):
         await _settle(delivery, self.url, "reject", requeue=False)
 
     async def aclose(self) -> None:
-        """Close the connection; the broker requeues every unacked delivery."""
+        """Close the connection (never raises); the broker requeues every unacked delivery."""
         for task in list(self._later):
             task.cancel()
+        await self._drop()
+
+    async def _drop(self) -> None:
         connection, self._connection, self._channel = self._connection, None, None
         if connection is not None:
-            await connection.close()
+            await quietly(f"closing {self.url}", lambda: asyncio.wait_for(connection.close(), 5))
 
 
 SOURCE = RabbitMQSource
@@ -184,7 +228,7 @@ async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
     import aio_pika
 
     source = RabbitMQSource.from_url(url, consumer="publisher")
-    connection = await _connect(source._server, source.url, heartbeat=source._heartbeat)
+    connection = await _connect(source._server, source.url, heartbeat=source._heartbeat, robust=False)
     try:
         channel = await connection.channel(publisher_confirms=True)
         await _declare(channel, source.queue, queue_type=source.queue_type, dead=source.dead)
@@ -201,21 +245,32 @@ async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
                 )
             )
     except Exception as exc:
-        raise SourceError(f"cannot publish to {source.queue!r} on {source.url}: {exc}") from exc
+        raise SourceError(f"cannot publish to {source.queue!r} on {source.url}: {reason(exc)}") from exc
     finally:
-        await connection.close()
+        await quietly(f"closing {source.url}", connection.close)
 
 
-async def _connect(server: str, masked: str, *, heartbeat: float | None) -> Any:
+async def _connect(
+    server: str,
+    masked: str,
+    *,
+    heartbeat: float | None,
+    reconnect_interval: float = 1.0,
+    robust: bool = True,
+    name: str = "edinbox",
+) -> Any:
+    """One connection attempt; a robust connection then reconnects by itself after any outage."""
     try:
         import aio_pika
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ConfigurationError("amqp:// sources need the rabbitmq extra: pip install 'edinbox[rabbitmq]'") from exc
     kwargs: dict[str, Any] = {} if heartbeat is None else {"heartbeat": heartbeat}
-    try:
+    kwargs["timeout"] = _CONNECT_TIMEOUT  # an address that never answers must not hold open() or receive() forever
+    kwargs["client_properties"] = {"connection_name": name}  # what `rabbitmqctl list_connections` shows
+    with failing(f"connecting to {masked}", refused=_refused):
+        if robust:
+            return await aio_pika.connect_robust(server, reconnect_interval=reconnect_interval, **kwargs)
         return await aio_pika.connect(server, **kwargs)
-    except Exception as exc:
-        raise SourceError(f"cannot connect to {masked}: {mask(str(exc))}") from exc
 
 
 async def _declare(channel: Any, queue: str, *, queue_type: str, dead: str) -> Any:
@@ -230,26 +285,39 @@ async def _declare(channel: Any, queue: str, *, queue_type: str, dead: str) -> A
 
 
 async def _settle(delivery: Delivery, masked: str, verb: str, **kwargs: Any) -> None:
-    try:
+    if not _live(delivery.handle):  # the broker requeued it when its channel closed; the inbox absorbs the redelivery
+        raise SourceError(
+            f"{verb} of {delivery.key!r} on {masked} failed: its channel closed since it was delivered (it is requeued)"
+        )
+    with failing(f"{verb} of {delivery.key!r} on {masked}"):
         await getattr(delivery.handle, verb)(**kwargs)
-    except Exception as exc:  # a closed channel: the broker requeued the delivery, the inbox absorbs the redelivery
-        raise SourceError(f"{verb} of {delivery.key!r} on {masked} failed: {exc}") from exc
+
+
+def _live(message: Any) -> bool:
+    """Whether the channel a message came on is still open (its delivery tag means something only there)."""
+    from aiormq.exceptions import ChannelInvalidStateError
+
+    try:
+        return not message.channel.is_closed
+    except ChannelInvalidStateError:
+        return False
+
+
+def _inequivalent(exc: BaseException) -> bool:
+    """Whether the broker refused a declaration (PRECONDITION_FAILED or ACCESS_REFUSED): the queue exists with other
+    arguments (say another `queue_type`), or the user may not use it."""
+    from aiormq.exceptions import ChannelAccessRefused, ChannelPreconditionFailed
+
+    return isinstance(exc, ChannelPreconditionFailed | ChannelAccessRefused)
+
+
+def _refused(exc: BaseException) -> bool:
+    from aiormq.exceptions import ProbableAuthenticationError
+
+    return isinstance(exc, ProbableAuthenticationError) or "ACCESS_REFUSED" in str(exc)
 
 
 def _text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
-
-
-_OPEN_ATTEMPTS = 5
-_INTERNAL_ERROR = 541
-
-
-def _transient(exc: BaseException | None) -> bool:
-    """True for the INTERNAL_ERROR RabbitMQ closes with while a quorum queue another hub declared is still starting."""
-    from aiormq.exceptions import ChannelClosed, ConnectionInternalError
-
-    if isinstance(exc, ConnectionInternalError):
-        return True
-    return isinstance(exc, ChannelClosed) and bool(exc.args) and exc.args[0] == _INTERNAL_ERROR
