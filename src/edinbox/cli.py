@@ -193,6 +193,11 @@ def run(
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    from edinbox._redact import RedactFilter
+
+    redact = RedactFilter(urls=[u for u in (cfg.source, cfg.db, accounting) if u])
+    for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
+        handler.addFilter(redact)
     # the hub logs one line per outage; stamina's line per retry would repeat it
     logging.getLogger("stamina").setLevel(logging.ERROR)
     try:
