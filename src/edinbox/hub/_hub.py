@@ -229,8 +229,11 @@ async def open_hub(
         stop = stop or asyncio.Event()
         await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
         options = source_options(config)
+        horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
         source = await outage.call(
-            lambda: stack.enter_async_context(open_source(config.source, consumer=config.consumer, **options)),
+            lambda: stack.enter_async_context(
+                open_source(config.source, consumer=config.consumer, horizon=horizon, **options)
+            ),
             stop=stop,
         )
         sink = accounting or SqlAccounting(consumer=config.consumer)
