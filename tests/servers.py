@@ -4,6 +4,8 @@ with PrivatePostgres() as pg:        # initdb + pg_ctl from `pg_config --bindir`
     url = pg.url                     # postgresql://postgres@127.0.0.1:PORT/postgres (trust)
     pg.stop()                        # pg_ctl stop -m fast: every connection is cut
     pg.start()                       # the same data directory, the same port
+
+PrivateServer("nats" | "redis", folder) is a broker killed with SIGKILL and started again on its port and data.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["PrivatePostgres", "PrivateRedis", "free_port"]
+import pytest
+
+__all__ = ["PrivatePostgres", "PrivateServer", "free_port"]
 
 
 def free_port() -> int:
@@ -85,69 +89,53 @@ class PrivatePostgres:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-class PrivateRedis:
-    """A throw-away redis-server on a free port whose data (append-only file) survives a stop and start."""
+class PrivateServer:
+    """One broker process started by the test: killed with SIGKILL and started again on the same port and data."""
 
-    def __init__(self) -> None:
-        """Choose the port and the folder; `start()` runs the server."""
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="edinbox-redis-"))
-        self.pidfile = self.root / "redis.pid"
+    def __init__(self, kind: str, folder: Path, *, password: str | None = None) -> None:
+        """Prepare (not start) a `nats` or `redis` server keeping its data in `folder`."""
+        binary = {"nats": "nats-server", "redis": "redis-server"}[kind]
+        if shutil.which(binary) is None:
+            pytest.fail(f"{binary} is not installed")
+        self.kind, self.folder, self.port = kind, folder, free_port()
+        self._password = password
+        self._process: subprocess.Popen[bytes] | None = None
 
-    @property
-    def url(self) -> str:
-        """`redis://127.0.0.1:PORT/0`."""
-        return f"redis://127.0.0.1:{self.port}/0"
+    def _command(self) -> list[str]:
+        if self.kind == "nats":
+            command = ["nats-server", "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.folder)]
+            return command + (["--user", "u", "--pass", self._password] if self._password else [])
+        # the append-only file (fsync at every write) keeps entries across a SIGKILL, as a production server would
+        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        command += ["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.folder)]
+        return command + (["--requirepass", self._password] if self._password else [])
 
     def start(self) -> None:
-        """Start the server and wait until it answers."""
-        subprocess.run(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root),
-             "--appendonly", "yes", "--save", "", "--daemonize", "yes", "--pidfile", str(self.pidfile),
-             "--logfile", str(self.root / "redis.log")],
-            check=True, capture_output=True, timeout=30,
-        )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while True:
+        """Start the server and wait until it accepts connections."""
+        self._process = subprocess.Popen(self._command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    time.sleep(0.2 if self.kind == "nats" else 0.05)  # JetStream finishes starting after the listen
+                    return
             except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
-            time.sleep(0.05)
+                time.sleep(0.05)
+        self.kill()
+        pytest.fail(f"{self.kind} did not start on port {self.port}")
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, it saves its append-only file) and wait until it is gone."""
-        pid = int(self.pidfile.read_text())
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while self.running(pid):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server {pid} did not stop")
-            time.sleep(0.05)
+    def wipe(self) -> None:
+        """Delete everything the stopped server kept on disk: the next start is an empty server."""
+        assert self._process is None, "kill the server first"
+        for path in self.folder.iterdir():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
 
-    @staticmethod
-    def running(pid: int) -> bool:
-        """True while process `pid` exists."""
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def __enter__(self) -> PrivateRedis:
-        """Start the server."""
-        self.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        """Stop the server if it runs, and delete its folder."""
-        try:
-            if self.pidfile.exists() and self.running(int(self.pidfile.read_text())):
-                self.stop()
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+    def kill(self) -> None:
+        """SIGKILL the server (no clean shutdown) and wait for it to be gone."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGKILL)
+            self._process.wait(timeout=10)
+        self._process = None

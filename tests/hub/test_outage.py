@@ -235,17 +235,20 @@ def test_the_hub_waits_out_a_broker_restart(tmp_path: Path) -> None:
     """Redis (a private server) stopped and restarted under a running hub: the source's outage is two log lines,
     the hub stays up, and every interchange published before and after is created once."""
     from edinbox.sources import publisher
-    from servers import PrivateRedis
+    from servers import PrivateServer
 
     db = f"sqlite:///{tmp_path / 'hub.db'}"
     asyncio.run(init(HubConfig(db=db)))
-    with PrivateRedis() as redis:
-        url = f"{redis.url}?stream=edi&group=hub"
+    (tmp_path / "redis").mkdir()
+    redis = PrivateServer("redis", tmp_path / "redis")
+    redis.start()
+    try:
+        url = f"redis://127.0.0.1:{redis.port}/0?stream=edi&group=hub"
         send = publisher(url)
         asyncio.run(send(url, invoices(20)))
         hub = HubProcess("--db", db, "--source", url)
         wait_for(lambda: len(hub.events("settled")) == 20, timeout=60, what="the first wave")
-        redis.stop()
+        redis.kill()
         wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
         time.sleep(2)
         redis.start()
@@ -253,6 +256,8 @@ def test_the_hub_waits_out_a_broker_restart(tmp_path: Path) -> None:
         wait_for(lambda: len(hub.events("settled")) == 40, timeout=60, what="the second wave")
         assert hub.proc.poll() is None
         assert hub.stop() == 0
+    finally:
+        redis.kill()
     [down] = hub.events("dependency-down")
     [back] = hub.events("dependency-back")
     assert "dependency=source" in down

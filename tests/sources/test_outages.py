@@ -16,9 +16,9 @@ import pytest
 
 from edinbox import SourceError
 from edinbox.sources import Delivery, Source, open_source, publisher
+from servers import PrivateServer
 
 from .contract import collect
-from .private import PrivateServer
 
 KINDS = ["nats", "redis"]
 

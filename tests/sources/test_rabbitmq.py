@@ -15,10 +15,10 @@ from aiormq.exceptions import ChannelInvalidStateError
 from edinbox import ConfigurationError, SourceError
 from edinbox.sources import Delivery, publisher
 from edinbox.sources.rabbitmq import RabbitMQSource
+from servers import free_port
 from services import require_service
 
 from .contract import BrokerContract, collect
-from .private import free_port
 
 BROKER = "amqp://guest:guest@127.0.0.1/"
 

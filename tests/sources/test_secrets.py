@@ -17,10 +17,10 @@ from edinbox import ConfigurationError, InboxError, SourceError
 from edinbox._redact import RedactFilter
 from edinbox._urls import mask
 from edinbox.sources import open_source, publisher
+from servers import PrivateServer, free_port
 from services import require_service
 
 from .contract import collect
-from .private import PrivateServer, free_port
 from .test_rabbitmq import channel_closed, close_from_the_server, drop
 
 PASSWORD = "p@s/ :w0rd"
