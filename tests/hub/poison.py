@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+from edinbox import Message
+from edinbox.hub import Accounting, Created
 from edinbox.hub._generate import PARTNERS, Doc, render
 
-__all__ = ["BAD", "bad_inputs", "good"]
+__all__ = ["BAD", "SlowAccounting", "bad_inputs", "good"]
 
 X12, EDIFACT = PARTNERS[0], PARTNERS[4]
 
@@ -74,3 +78,16 @@ BAD = {
 def bad_inputs() -> list[tuple[str, bytes]]:
     """Every bad input as (producer id, payload)."""
     return [(name, make()) for name, make in BAD.items()]
+
+
+class SlowAccounting(Accounting):
+    """A sink that takes its time, as a big interchange does."""
+
+    def __init__(self, inner: Accounting, *, seconds: float) -> None:
+        self.inner = inner
+        self.seconds = seconds
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Wait, then create."""
+        await asyncio.sleep(self.seconds)
+        return await self.inner.create(tx, message, invoices)

@@ -24,7 +24,7 @@ from edinbox.hub._parts import open_inbox
 from edinbox.hub._plan import HEAD
 from edinbox.sources.spool import publish
 
-from .poison import BAD, EDIFACT, bad_date, bad_inputs, good, huge_total
+from .poison import BAD, EDIFACT, SlowAccounting, bad_date, bad_inputs, good, huge_total
 
 MAX_PAYLOAD = 1024 * 1024
 
@@ -240,19 +240,6 @@ async def test_a_driver_data_error_in_the_handler_parks_its_message_at_once(hub_
     [dead] = await list_rows(config, status="dead", limit=5)
     assert dead["attempts"] == 1
     assert files(spool, "inbound") == files(spool, "processing") == []
-
-
-class SlowAccounting(Accounting):
-    """A sink that takes its time, as a big interchange does."""
-
-    def __init__(self, inner: Accounting, *, seconds: float) -> None:
-        self.inner = inner
-        self.seconds = seconds
-
-    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
-        """Wait, then create."""
-        await asyncio.sleep(self.seconds)
-        return await self.inner.create(tx, message, invoices)
 
 
 async def test_a_slow_batch_beats_in_progress_for_each_delivery(hub_config: HubConfig, spool: Path) -> None:

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
 
 import nats
 import pytest
 
-from edinbox import Message
-from edinbox.hub import Accounting, Created, HubConfig, open_hub
+from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._ops import stats
 from edinbox.sources.nats import publish
 from services import require_service
 
-from .poison import good
+from .poison import SlowAccounting, good
 
 SERVER = "nats://127.0.0.1:4222"
 
@@ -33,19 +31,6 @@ async def url() -> AsyncIterator[str]:
         await connection.jetstream().delete_stream(name)
     finally:
         await connection.close()
-
-
-class SlowAccounting(Accounting):
-    """A sink that takes longer than the ack wait, as a big interchange does."""
-
-    def __init__(self, inner: Accounting, *, seconds: float) -> None:
-        self.inner = inner
-        self.seconds = seconds
-
-    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
-        """Wait, then create."""
-        await asyncio.sleep(self.seconds)
-        return await self.inner.create(tx, message, invoices)
 
 
 async def test_a_batch_slower_than_ack_wait_is_not_handed_to_another_hub(hub_config: HubConfig, url: str) -> None:

@@ -23,7 +23,7 @@ import pytest
 from edinbox import ConfigurationError, SourceError
 from edinbox.sources import Delivery, Source, open_source, publisher
 
-__all__ = ["KILLED_CONSUMER", "BrokerContract", "SourceContract", "collect"]
+__all__ = ["KILLED_CONSUMER", "BrokerContract", "SourceContract", "assert_one_line", "collect", "settle_all"]
 
 CONSUMER = "hub"
 
@@ -206,3 +206,24 @@ class BrokerContract(SourceContract):
         async with self.source(url) as again:  # leave the queue clean: settle a redelivery, if any
             for delivery in await collect(again, 1, within=self.redelivery_wait):
                 await again.ack(delivery)
+
+
+async def settle_all(source: Source, keys: set[str], acked: set[str], errors: list[SourceError]) -> None:
+    """Receive and ack until every key is acked (30 s at most), noting each SourceError; anything else fails."""
+    deadline = time.monotonic() + 30
+    while not keys <= acked and time.monotonic() < deadline:
+        try:
+            for delivery in await source.receive(max_messages=10, timeout=0.5):
+                await source.ack(delivery)
+                acked.add(delivery.key)
+        except SourceError as exc:
+            errors.append(exc)
+
+
+def assert_one_line(errors: list[SourceError]) -> None:
+    """Each error says in one non-empty line what failed."""
+    for exc in errors:
+        text = str(exc)
+        assert text.strip(), repr(exc)
+        assert "\n" not in text, text
+        assert not text.rstrip().endswith(":"), text

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from edinbox import SourceError
-from edinbox.sources import Delivery, Source, open_source, publisher
+from edinbox.sources import Delivery, open_source, publisher
 from servers import PrivateServer
 
-from .contract import collect
+from .contract import assert_one_line, collect, settle_all
 
 KINDS = ["nats", "redis"]
 
@@ -49,27 +49,6 @@ async def publish_until_accepted(url: str, messages: list[tuple[str, bytes]], *,
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.2)
-
-
-async def settle_all(source: Source, keys: set[str], acked: set[str], errors: list[SourceError]) -> None:
-    """Receive and ack until every key is acked (30 s at most), noting each SourceError; anything else fails."""
-    deadline = time.monotonic() + 30
-    while not keys <= acked and time.monotonic() < deadline:
-        try:
-            for delivery in await source.receive(max_messages=10, timeout=0.5):
-                await source.ack(delivery)
-                acked.add(delivery.key)
-        except SourceError as exc:
-            errors.append(exc)
-
-
-def assert_one_line(errors: list[SourceError]) -> None:
-    """Each error says in one non-empty line what failed."""
-    for exc in errors:
-        text = str(exc)
-        assert text.strip(), repr(exc)
-        assert "\n" not in text, text
-        assert not text.rstrip().endswith(":"), text
 
 
 async def test_source_survives_its_broker_killed_and_restarted(server: PrivateServer, unique_name: str) -> None:

@@ -18,7 +18,7 @@ from edinbox.sources.rabbitmq import RabbitMQSource
 from servers import free_port
 from services import require_service
 
-from .contract import BrokerContract, collect
+from .contract import BrokerContract, collect, settle_all
 
 BROKER = "amqp://guest:guest@127.0.0.1/"
 
@@ -205,14 +205,7 @@ async def test_connection_closed_by_the_broker_is_reopened(unique_name: str) -> 
                 with pytest.raises(SourceError) as caught:
                     await source.ack(delivery)
                 errors.append(caught.value)
-            deadline = time.monotonic() + 30
-            while len(acked) < len(sent) and time.monotonic() < deadline:
-                try:
-                    for delivery in await source.receive(max_messages=10, timeout=0.5):
-                        await source.ack(delivery)
-                        acked.add(delivery.key)
-                except SourceError as exc:
-                    errors.append(exc)
+            await settle_all(source, {key for key, _ in sent}, acked, errors)
         assert acked == {key for key, _ in sent}
         assert all(str(exc).strip() and not str(exc).rstrip().endswith(":") for exc in errors)
         assert await _get_all(unique_name) == []
