@@ -16,7 +16,7 @@ from typing import Any
 
 from edinbox._message import Message
 
-__all__ = ["Accounting", "Created", "SqlAccounting"]
+__all__ = ["Accounting", "Created", "SqlAccounting", "party_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +51,11 @@ class SqlAccounting(Accounting):
         sqlite = tx.dialect == "sqlite"
         for invoice in invoices:
             params = {
-                "seller": _party(invoice.seller),
+                "seller": party_key(invoice.seller),
                 "number": invoice.number,
                 "kind": invoice.kind,
                 "issue_date": invoice.issue_date.isoformat() if sqlite else invoice.issue_date,
-                "buyer": _party(invoice.buyer),
+                "buyer": party_key(invoice.buyer),
                 "currency": invoice.currency,
                 "total": _money(invoice.total, sqlite=sqlite),
                 "tax_total": _money(invoice.tax_total, sqlite=sqlite),
@@ -68,8 +68,8 @@ class SqlAccounting(Accounting):
         return Created(created=created, existing=len(invoices) - created)
 
 
-def _party(party: Any) -> str:
-    """A party's id (its name when it has no id)."""
+def party_key(party: Any) -> str:
+    """A party's id (its name when it has no id): what the `invoices` table stores for a seller or buyer."""
     if party is None:
         return ""
     return str(getattr(party, "id", None) or getattr(party, "name", None) or "")

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from edinbox.hub._accounting import party_key
+
 __all__ = ["MAX_DECIMALS", "MAX_DIGITS", "MAX_LINES", "MAX_TEXT", "invoice_problem"]
 
 MAX_DIGITS = 16
@@ -47,8 +49,8 @@ def invoice_problem(invoices: Sequence[Any]) -> str | None:
 
 def _texts(invoice: Any) -> Iterable[tuple[str, str]]:
     yield "number", str(invoice.number)
-    yield "seller", str(getattr(invoice.seller, "id", "") or getattr(invoice.seller, "name", ""))
-    yield "buyer", str(getattr(invoice.buyer, "id", "") or getattr(invoice.buyer, "name", ""))
+    yield "seller", party_key(invoice.seller)
+    yield "buyer", party_key(invoice.buyer)
     yield "currency", str(invoice.currency or "")
 
 
