@@ -30,10 +30,12 @@ SUBS: list[tuple[str, str]] = [
     (r"\basyncio\.sleep\b", "time.sleep"),
     (r"\b_async_(\w+)", r"_sync_\1"),
     (r"\baiosqlite\b", "sqlite3"),
+    (r"\basyncmy\b", "pymysql"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\basynccontextmanager\b", "contextmanager"),
     (r"\bAbstractAsyncContextManager\b", "AbstractContextManager"),
     (r"\basyncio\.Lock\b", "threading.Lock"),
+    (r"\basyncio\.Semaphore\b", "threading.Semaphore"),
     (r"(?m)^import asyncio$", "import threading"),
 ]
 

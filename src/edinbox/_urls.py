@@ -39,9 +39,9 @@ class DatabaseUrl:
     """A parsed database URL: its dialect, and what the driver opens (the URL itself, or a SQLite file)."""
 
     dialect: str
-    """"postgresql" or "sqlite"."""
+    """"postgresql", "mysql" (MariaDB or MySQL) or "sqlite"."""
     target: str
-    """PostgreSQL: the URL as given (libpq parses it). SQLite: the file, percent-escapes decoded, or ":memory:"."""
+    """PostgreSQL and MySQL: the URL as given. SQLite: the file, percent-escapes decoded, or ":memory:"."""
 
     @property
     def in_memory(self) -> bool:
@@ -50,7 +50,8 @@ class DatabaseUrl:
 
 
 def database_url(url: str) -> DatabaseUrl:
-    """Parse `postgresql://...`, `sqlite:///relative.db`, `sqlite:////absolute.db` or `sqlite://` (memory).
+    """Parse `postgresql://...`, `mysql://...` or `mariadb://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`
+    or `sqlite://` (memory).
 
     A SQLite path is percent-decoded once, here, so `sqlite:///my%20db.db` is the file `my db.db` for every part
     of the package. Anything else is a ConfigurationError naming the URL with its password masked.
@@ -59,6 +60,8 @@ def database_url(url: str) -> DatabaseUrl:
     scheme = scheme.lower()
     if sep and scheme in ("postgresql", "postgres"):
         return DatabaseUrl("postgresql", url)
+    if sep and scheme in ("mysql", "mariadb"):
+        return DatabaseUrl("mysql", url)
     if sep and scheme == "sqlite":
         rest = rest.split("?", 1)[0]
         if rest in ("", "/", "/" + MEMORY):
@@ -70,7 +73,8 @@ def database_url(url: str) -> DatabaseUrl:
         return DatabaseUrl("sqlite", unquote(rest[1:]))
     raise ConfigurationError(
         f"unsupported database URL {mask(url)!r}: "
-        "use postgresql://..., sqlite:///relative.db, sqlite:////absolute.db or sqlite:// (memory)"
+        "use postgresql://..., mysql://..., mariadb://..., sqlite:///relative.db, sqlite:////absolute.db "
+        "or sqlite:// (memory)"
     )
 
 

@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from inbox_harness import Harness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
+from inbox_harness import MYSQL_URL, Harness, MySQLHarness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
 
-STORES = ["postgresql", "sqlite-file", "sqlite-memory"]
+from services import require_service
+
+STORES = ["postgresql", "mysql", "sqlite-file", "sqlite-memory"]
 
 
 def make_harness(store: str, *, asynchronous: bool, name: str, tmp_path: Path, postgres_url: str | None) -> Harness:
@@ -16,6 +18,8 @@ def make_harness(store: str, *, asynchronous: bool, name: str, tmp_path: Path, p
     if store == "postgresql":
         assert postgres_url is not None
         return PostgresHarness(postgres_url, schema=name, asynchronous=asynchronous)
+    if store == "mysql":
+        return MySQLHarness(MYSQL_URL, table=name, asynchronous=asynchronous)
     if store == "sqlite-file":
         return SQLiteFileHarness(tmp_path / "inbox.db", table=name, asynchronous=asynchronous)
     return SQLiteMemoryHarness(table=name, asynchronous=asynchronous)
@@ -28,6 +32,8 @@ def harness_factory(request: pytest.FixtureRequest, unique_name: str, tmp_path: 
 
     def factory(store: str, *, asynchronous: bool, **options: object) -> Harness:
         url = request.getfixturevalue("postgres_url") if store == "postgresql" else None
+        if store == "mysql":
+            require_service("mariadb")
         harness = make_harness(
             store, asynchronous=asynchronous, name=f"{unique_name}{len(made)}", tmp_path=tmp_path, postgres_url=url
         )

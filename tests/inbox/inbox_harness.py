@@ -11,9 +11,31 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import asyncmy
 import psycopg
+import pymysql
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
+
+MYSQL_URL = "mysql://root@127.0.0.1:3306/test"
+
+
+def execute(connection: Any, sql: str, params: Sequence[Any] = ()) -> None:
+    """Run `sql` on a driver's connection: psycopg and sqlite3 have execute(), PyMySQL runs through a cursor."""
+    if isinstance(connection, pymysql.Connection):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, tuple(params) or None)
+        return
+    connection.execute(sql, params)
+
+
+async def aexecute(connection: Any, sql: str, params: Sequence[Any] = ()) -> None:
+    """Run `sql` on an async driver's connection: psycopg and aiosqlite have execute(), asyncmy a cursor."""
+    if isinstance(connection, asyncmy.Connection):
+        async with connection.cursor() as cursor:
+            await cursor.execute(sql, tuple(params) or None)
+        return
+    await connection.execute(sql, params)
 
 
 class Harness:
@@ -37,7 +59,7 @@ class Harness:
 
     def insert_effect_sql(self) -> str:
         """The handler's business statement."""
-        mark = "%s" if self.dialect == "postgresql" else "?"
+        mark = "?" if self.dialect == "sqlite" else "%s"
         return f"INSERT INTO {self.effects_table} (source, message_id) VALUES ({mark}, {mark})"
 
     def effects(self, message_id: str | None = None) -> int:
@@ -112,7 +134,7 @@ class Harness:
 
             async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
                 for m in note(tx, message):
-                    await tx.connection.execute(sql, (m.source, m.message_id))
+                    await aexecute(tx.connection, sql, (m.source, m.message_id))
                 if (error := failing(message)) is not None:
                     raise error
 
@@ -120,7 +142,7 @@ class Harness:
 
         def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
             for m in note(tx, message):
-                tx.connection.execute(sql, (m.source, m.message_id))
+                execute(tx.connection, sql, (m.source, m.message_id))
             if (error := failing(message)) is not None:
                 raise error
 
@@ -142,9 +164,9 @@ class Harness:
         handler = self.handler(fail=fail, poison=poison)
         return self.call("process_batch", messages, handler, isolate=isolate)  # type: ignore[no-any-return]
 
-    def sql(self, postgresql: str, sqlite: str) -> str:
+    def sql(self, postgresql: str, sqlite: str, mysql: str) -> str:
         """The statement for this harness's dialect."""
-        return postgresql if self.dialect == "postgresql" else sqlite
+        return {"postgresql": postgresql, "sqlite": sqlite, "mysql": mysql}[self.dialect]
 
     def statement_handler(self, statement: str, params: Sequence[Any] | None = None, *, poison: str = "") -> Any:
         """A handler that runs `statement` on the inbox connection (to provoke a driver error).
@@ -164,18 +186,18 @@ class Harness:
             async def async_handler(tx: Tx, message: Message | list[Message]) -> None:
                 batch, hit = plan(message)
                 for m in batch:
-                    await tx.connection.execute(sql, (m.source, m.message_id))
+                    await aexecute(tx.connection, sql, (m.source, m.message_id))
                 if hit:
-                    await tx.connection.execute(statement, params or ())
+                    await aexecute(tx.connection, statement, params or ())
 
             return async_handler
 
         def sync_handler(tx: Tx, message: Message | list[Message]) -> None:
             batch, hit = plan(message)
             for m in batch:
-                tx.connection.execute(sql, (m.source, m.message_id))
+                execute(tx.connection, sql, (m.source, m.message_id))
             if hit:
-                tx.connection.execute(statement, params or ())
+                execute(tx.connection, statement, params or ())
 
         return sync_handler
 
@@ -223,6 +245,44 @@ class PostgresHarness(Harness):
             super().close()
         finally:
             self.admin(f"DROP SCHEMA {self.schema} CASCADE")
+
+
+class MySQLHarness(Harness):
+    """MariaDB by URL (mysql:// or mariadb://), in the shared test database under fresh table names."""
+
+    dialect = "mysql"
+
+    def __init__(self, url: str, *, table: str, asynchronous: bool) -> None:
+        super().__init__(table=table, effects=f"{table}_fx", asynchronous=asynchronous)
+        self.url = url
+        self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
+        self.target: Any = url
+
+    def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL on a connection of its own, autocommit."""
+        connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test", autocommit=True)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, tuple(params) or None)
+                return list(cursor.fetchall())
+        finally:
+            connection.close()
+
+    def reopen(self, **options: Any) -> None:
+        """Close and reopen the inbox with other options."""
+        self.call("aclose" if self.asynchronous else "close")
+        self.make(self.target, **options)
+
+    def drop_key(self) -> None:
+        """Drop the unique index."""
+        self.admin(f"DROP INDEX {self.table}_key ON {self.table}")
+
+    def close(self) -> None:
+        """Close, then drop the tables."""
+        try:
+            super().close()
+        finally:
+            self.admin(f"DROP TABLE IF EXISTS {self.table}, {self.table}_version, {self.effects_table}")
 
 
 class SQLiteFileHarness(Harness):
@@ -309,6 +369,8 @@ def backdate(harness: Harness, seconds: float) -> None:
             f"UPDATE {harness.table} SET settled_at = settled_at - make_interval(secs => %s)",
             (seconds,),
         )
+    elif harness.dialect == "mysql":
+        harness.admin(f"UPDATE {harness.table} SET settled_at = settled_at - INTERVAL %s SECOND", (seconds,))
     else:
         harness.admin(f"UPDATE {harness.table} SET settled_at = settled_at - ?", (seconds,))
 

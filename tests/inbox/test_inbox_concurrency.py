@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pymysql
 import pytest
+from inbox_harness import MYSQL_URL, aexecute, execute
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
+from services import require_service
 
 HOLD = 0.3  # seconds the first handler keeps its transaction open
 
@@ -23,7 +26,18 @@ class Boom(Exception):
     """A handler failure."""
 
 
-@pytest.fixture(params=["postgresql", "sqlite-file"])
+def _mariadb(sql: str) -> tuple[Any, ...] | None:
+    """Run `sql` on the test MariaDB database (autocommit); its first row."""
+    connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test", autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetchone()  # type: ignore[no-any-return]
+    finally:
+        connection.close()
+
+
+@pytest.fixture(params=["postgresql", "mysql", "sqlite-file"])
 def database(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A fresh journal and business table; yields the URL, the table and how to count effects."""
     if request.param == "postgresql":
@@ -35,6 +49,14 @@ def database(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -
         yield {"url": url, "table": unique_name, "insert": f"INSERT INTO {unique_name}_fx VALUES (%s)"}
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f"DROP TABLE {unique_name}, {unique_name}_version, {unique_name}_fx")
+        return
+    if request.param == "mysql":
+        require_service("mariadb")
+        _mariadb(f"CREATE TABLE {unique_name}_fx (message_id VARCHAR(100))")
+        with Inbox(MYSQL_URL, consumer="c", table=unique_name) as inbox:
+            inbox.create_schema()
+        yield {"url": MYSQL_URL, "table": unique_name, "insert": f"INSERT INTO {unique_name}_fx VALUES (%s)"}
+        _mariadb(f"DROP TABLE {unique_name}, {unique_name}_version, {unique_name}_fx")
         return
     path = tmp_path / "inbox.db"
     with sqlite3.connect(path) as admin:
@@ -51,6 +73,8 @@ def effects(database: dict[str, Any]) -> int:
     if database["url"].startswith("postgresql"):
         with psycopg.connect(database["url"]) as connection:
             row = connection.execute(sql.encode()).fetchone()
+    elif database["url"].startswith("mysql"):
+        row = _mariadb(sql)
     else:
         with sqlite3.connect(database["url"].removeprefix("sqlite:///")) as connection:
             row = connection.execute(sql).fetchone()
@@ -86,7 +110,7 @@ def test_concurrent_duplicate_waits_and_sees_duplicate(database: dict[str, Any])
 
     def slow(tx: Tx, message: Message) -> None:
         calls.append(time.monotonic())
-        tx.connection.execute(database["insert"], (message.message_id,))
+        execute(tx.connection, database["insert"], (message.message_id,))
         time.sleep(HOLD)
 
     started = time.monotonic()
@@ -106,7 +130,7 @@ def test_concurrent_duplicate_processes_when_the_first_rolls_back(database: dict
         with lock:
             order.append("call")
             first = len(order) == 1
-        tx.connection.execute(database["insert"], (message.message_id,))
+        execute(tx.connection, database["insert"], (message.message_id,))
         if first:
             time.sleep(HOLD)
             raise Boom
@@ -122,7 +146,7 @@ def _deliver_all(database: dict[str, Any], ids: list[str], barrier: Any, queue: 
     """Child process: open an inbox, wait for the others, deliver every id, report the outcomes."""
 
     def handler(tx: Tx, message: Message) -> None:
-        tx.connection.execute(database["insert"], (message.message_id,))
+        execute(tx.connection, database["insert"], (message.message_id,))
 
     with Inbox(database["url"], consumer="c", table=database["table"]) as inbox:
         inbox.stats()
@@ -153,7 +177,7 @@ def test_async_concurrent_duplicates_make_one_effect(database: dict[str, Any]) -
     """Two AsyncInbox deliveries of one message in the same loop, on two connections: one effect."""
 
     async def slow(tx: Tx, message: Message) -> None:
-        await tx.connection.execute(database["insert"], (message.message_id,))
+        await aexecute(tx.connection, database["insert"], (message.message_id,))
         await asyncio.sleep(HOLD)
 
     async def scenario() -> list[Outcome]:
@@ -178,7 +202,7 @@ def test_threads_sharing_one_inbox_make_one_effect_per_key(database: dict[str, A
     lock = threading.Lock()
 
     def handler(tx: Tx, message: Message) -> None:
-        tx.connection.execute(database["insert"], (message.message_id,))
+        execute(tx.connection, database["insert"], (message.message_id,))
         time.sleep(0.005)
 
     with Inbox(database["url"], consumer="c", table=database["table"], pool_size=4) as inbox:
@@ -205,7 +229,7 @@ def test_tasks_sharing_one_async_inbox_make_one_effect_per_key(database: dict[st
     """Six tasks share one AsyncInbox (its own connection, a pool when they overlap): one effect per key."""
 
     async def handler(tx: Tx, message: Message) -> None:
-        await tx.connection.execute(database["insert"], (message.message_id,))
+        await aexecute(tx.connection, database["insert"], (message.message_id,))
         await asyncio.sleep(0.005)
 
     async def scenario() -> list[Outcome]:

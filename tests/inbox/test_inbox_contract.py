@@ -1,4 +1,4 @@
-"""The inbox contract: every store (PostgreSQL, SQLite on a file, SQLite in memory) in both APIs (sync, async)."""
+"""The inbox contract: every store (PostgreSQL, MariaDB, SQLite on a file, SQLite in memory) in both APIs."""
 
 from __future__ import annotations
 
@@ -235,6 +235,21 @@ class InboxContract:
                     None,
                 ),
             ]
+        elif h.dialect == "mysql":
+            h.admin(
+                f"CREATE TABLE {h.table}_small (v VARCHAR(3), n TINYINT, l VARCHAR(8) CHARACTER SET latin1, d DATE)"
+            )
+            statements = [
+                (f"INSERT INTO {h.table}_small (v) VALUES ('abcd')", None),  # 1406 data too long
+                (f"INSERT INTO {h.table}_small (n) VALUES (1000)", None),  # 1264 out of range
+                (f"INSERT INTO {h.table}_small (l) VALUES (%s)", ("\u20ac\U0001f600",)),  # 1366 incorrect string
+                ("SELECT 18446744073709551615 + 1", None),  # 1690 BIGINT value out of range
+                (f"INSERT INTO {h.table}_small (d) VALUES ('2024-13-45')", None),  # 1292 incorrect date value
+                (
+                    "CREATE TEMPORARY TABLE long_key (v VARCHAR(1000) CHARACTER SET utf8mb4 PRIMARY KEY)",
+                    None,
+                ),  # 1071 key
+            ]
         else:
             h.admin(f"CREATE TABLE {h.table}_strict (v INTEGER) STRICT")
             statements = [
@@ -251,7 +266,7 @@ class InboxContract:
 
     def test_a_permanent_error_in_an_isolated_batch_parks_only_that_message(self, h: Harness) -> None:
         """isolate=True: a DataError of one message's SQL parks it (DEAD, settled); its batch-mates commit."""
-        statement = h.sql("SELECT 99999999999::int", "SELECT zeroblob(2000000000)")
+        statement = h.sql("SELECT 99999999999::int", "SELECT zeroblob(2000000000)", "SELECT 18446744073709551615 + 1")
         batch = [msg("d1"), msg("d2"), msg("d3")]
         handler = h.statement_handler(statement, poison="d2")
         with pytest.raises(DataError) as raised:
@@ -643,6 +658,20 @@ class TestPostgresAsync(InboxContract):
     """The contract on PostgreSQL, async API."""
 
     store = "postgresql"
+    asynchronous = True
+
+
+class TestMySQLSync(InboxContract):
+    """The contract on MariaDB, sync API (PyMySQL)."""
+
+    store = "mysql"
+    asynchronous = False
+
+
+class TestMySQLAsync(InboxContract):
+    """The contract on MariaDB, async API (aiomysql)."""
+
+    store = "mysql"
     asynchronous = True
 
 

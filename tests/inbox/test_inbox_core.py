@@ -210,7 +210,7 @@ def test_sqlite_urls(url: str, path: str) -> None:
 @pytest.mark.parametrize(
     ("target", "options", "match"),
     [
-        ("mysql://root@localhost/db", {}, "unsupported database URL"),
+        ("oracle://root@localhost/db", {}, "unsupported database URL"),
         ("postgresql://u:secret@localhost/db", {"consumer": ""}, "consumer"),
         ("sqlite://", {"max_attempts": 0}, "max_attempts"),
         ("sqlite://", {"horizon": timedelta(seconds=-1)}, "horizon"),
@@ -227,7 +227,7 @@ def test_bad_configuration_is_refused_before_connecting(target: object, options:
 def test_passwords_never_appear_in_errors() -> None:
     """An unsupported URL is reported with its password masked."""
     with pytest.raises(ConfigurationError) as raised:
-        Inbox("mysql://root:hunter2@localhost/db", consumer="c")
+        Inbox("oracle://root:hunter2@localhost/db", consumer="c")
     assert "hunter2" not in str(raised.value)
 
 

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from inbox_harness import Harness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
+from inbox_harness import MYSQL_URL, Harness, MySQLHarness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
 
 from edinbox import Message, Outcome, Status
+from services import require_service
 
 MAX_ATTEMPTS = 3
 SOURCE = "partner"
@@ -210,6 +211,18 @@ def test_state_machine_on_postgresql(postgres_url: str) -> None:
 
     PostgresMachine.TestCase.settings = settings(SLOW, max_examples=8)
     PostgresMachine.TestCase().runTest()
+
+
+@pytest.mark.slow
+def test_state_machine_on_mariadb() -> None:
+    """The same machine against MariaDB, async API (asyncmy), fewer examples."""
+    require_service("mariadb")
+
+    class MariaDBMachine(InboxMachine):
+        make = staticmethod(lambda: MySQLHarness(MYSQL_URL, table="t" + uuid.uuid4().hex[:12], asynchronous=True))
+
+    MariaDBMachine.TestCase.settings = settings(SLOW, max_examples=5)
+    MariaDBMachine.TestCase().runTest()
 
 
 @pytest.mark.slow

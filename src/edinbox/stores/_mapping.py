@@ -1,7 +1,8 @@
 """The one place a driver's exceptions become edinbox's: DataError (permanent) or StoreError (transient).
 
 Every driver error raised by the inbox's statements or by a handler's own SQL goes through `MappedErrors`.
-The tables below decide by the error's code (PostgreSQL's SQLSTATE, SQLite's result code), first match wins;
+The tables below decide by the error's code (PostgreSQL's SQLSTATE, SQLite's result code, MariaDB's error number),
+first match wins;
 an error no row names is a StoreError: the database refused or failed, nothing is charged to the message.
 """
 
@@ -13,7 +14,7 @@ from typing import ClassVar
 from edinbox._errors import ConfigurationError, DataError, InboxError, StoreError
 from edinbox._urls import mask
 
-__all__ = ["POSTGRESQL_CODES", "SQLITE_CODES", "MappedErrors"]
+__all__ = ["MYSQL_CODES", "POSTGRESQL_CODES", "SQLITE_CODES", "MappedErrors", "mysql_kind"]
 
 POSTGRESQL_CODES: tuple[tuple[str, type[InboxError]], ...] = (
     ("22", DataError),  # data exception: numeric value out of range, string too long, invalid byte sequence, ...
@@ -37,6 +38,37 @@ SQLITE_CODES: tuple[tuple[int, type[InboxError]], ...] = (
     (SQLITE_CONSTRAINT_DATATYPE, DataError),  # a STRICT table cannot store this value in the column
 )
 """SQLite result codes (extended first, then primary) and what they mean; busy, locked, I/O: StoreError."""
+
+
+MYSQL_CODES: dict[int, type[InboxError]] = {
+    1406: DataError,  # data too long for column
+    1264: DataError,  # out of range value for column
+    1690: DataError,  # BIGINT (or DOUBLE, DECIMAL) value is out of range in an expression
+    1366: DataError,  # incorrect string value (an invalid or unstorable character)
+    1265: DataError,  # data truncated for column
+    1292: DataError,  # truncated incorrect value (a bad date, number or time)
+    1365: DataError,  # division by 0 (strict mode)
+    1071: DataError,  # specified key was too long (max key length is 3072 bytes)
+    1118: DataError,  # row size too large
+    1153: DataError,  # a packet bigger than max_allowed_packet (a value too big to send)
+    1213: StoreError,  # deadlock found when trying to get lock: the transaction was rolled back, try again
+    1205: StoreError,  # lock wait timeout exceeded
+    2006: StoreError,  # server has gone away
+    2013: StoreError,  # lost connection to server during query
+    1044: ConfigurationError,  # access denied for user to database
+    1045: ConfigurationError,  # access denied for user (using password)
+    1142: ConfigurationError,  # command denied to user for table
+    1143: ConfigurationError,  # command denied to user for column
+    1227: ConfigurationError,  # access denied: you need (at least one of) the privilege(s)
+    1698: ConfigurationError,  # access denied for user (no password given, unix_socket)
+}
+"""MariaDB / MySQL error numbers and what they mean; connection failures, server shutdown: StoreError."""
+
+
+def mysql_kind(exc: BaseException) -> type[InboxError]:
+    """What a PyMySQL or asyncmy error means, by its MariaDB error number (its first argument)."""
+    code = exc.args[0] if exc.args else None
+    return MYSQL_CODES.get(code, StoreError) if isinstance(code, int) else StoreError
 
 
 def _classify(exc: BaseException) -> type[InboxError]:
@@ -67,6 +99,11 @@ class MappedErrors:
     data_error: ClassVar[type[Exception]]
     """The driver's class for values the store cannot hold (psycopg also raises it for a NUL in text)."""
 
+    @staticmethod
+    def kind(exc: BaseException) -> type[InboxError]:
+        """What a driver error that is not a `data_error` means for the message (by its code)."""
+        return _classify(exc)
+
     def __init__(self, action: str) -> None:
         self.action = action
 
@@ -80,7 +117,7 @@ class MappedErrors:
     @classmethod
     def convert(cls, exc: Exception, action: str) -> InboxError:
         """The edinbox error for the driver error `exc` raised while doing `action` (not chained yet)."""
-        error = DataError if isinstance(exc, cls.data_error) else _classify(exc)
+        error = DataError if isinstance(exc, cls.data_error) else cls.kind(exc)
         return error(f"{cls.database} failed to {action}: {mask(str(exc)).strip()}")
 
     @classmethod

@@ -23,13 +23,17 @@ def sqlite_path(url: str) -> str:
 
 
 def open_store(target: Any, *, table: str, pool_size: int) -> Store:
-    """Return the store for `target`: a postgresql:// or sqlite:// URL, a pool, or the caller's connection."""
+    """Return the store for `target`: a postgresql://, mysql:// or sqlite:// URL, a pool, or the caller's connection."""
     if isinstance(target, str):
         parsed = database_url(target)
         if parsed.dialect == "postgresql":
             from edinbox.stores._sync_postgres import PostgresStore
 
             return PostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
+        if parsed.dialect == "mysql":
+            from edinbox.stores._sync_mysql import MySQLStore
+
+            return MySQLStore(target, table=parse_table(table, qualified=False), pool_size=pool_size)
         from edinbox.stores._sync_sqlite import SQLiteStore
 
         return SQLiteStore(parsed.target, table=parse_table(table, qualified=False))
@@ -42,7 +46,11 @@ def open_store(target: Any, *, table: str, pool_size: int) -> Store:
         from edinbox.stores._sync_postgres import PostgresStore
 
         return PostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
+    if module.split(".", 1)[0] == "pymysql":
+        from edinbox.stores._sync_mysql import MySQLStore
+
+        return MySQLStore(target, table=parse_table(table, qualified=False), pool_size=pool_size)
     raise ConfigurationError(
         f"cannot use a {type(target).__name__} as the inbox database: "
-        "pass a URL, a psycopg connection or pool, or an SQLite connection"
+        "pass a URL, a psycopg connection or pool, an SQLite connection or a MariaDB driver's connection"
     )

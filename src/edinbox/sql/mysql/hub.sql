@@ -1,0 +1,1 @@
+-- The hub's tables beside the journal on MariaDB.

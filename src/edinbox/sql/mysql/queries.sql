@@ -1,0 +1,177 @@
+-- The journal's statements on MariaDB. Key columns are VARBINARY: reads convert them back to text. Durations are
+-- bound as microseconds. A section may hold several statements separated by ";" at the end of a line: they run in
+-- order on one connection and the rows (or the row count) are those of the last one.
+
+-- name: insert_processed
+-- ON DUPLICATE KEY UPDATE with a no-op assignment rather than INSERT IGNORE: IGNORE turns every error of the
+-- statement into a warning (a value too long would be truncated, not refused); the no-op update reports 0
+-- affected rows for a duplicate, and takes the record's exclusive lock at once, so concurrent duplicates queue
+-- behind the first delivery instead of each holding a shared lock and deadlocking on the upgrade.
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'processed', 1, UTC_TIMESTAMP(6),
+    UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE consumer = consumer
+
+-- name: insert_claimed
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'in_progress', 1,
+    UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND, UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE consumer = consumer
+
+-- name: find_for_update
+SELECT status, fingerprint, attempts, lease_until, UTC_TIMESTAMP(6)
+FROM {table}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+FOR UPDATE
+
+-- name: retry
+UPDATE {table}
+SET status = 'processed', fingerprint = %(fingerprint)s, attempts = attempts + 1, lease_until = NULL,
+    settled_at = UTC_TIMESTAMP(6), payload = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: reclaim
+UPDATE {table}
+SET status = 'in_progress', fingerprint = %(fingerprint)s, attempts = attempts + 1,
+    lease_until = UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND, settled_at = NULL, payload = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s;
+SELECT attempts, conflict_fingerprint
+FROM {table}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: extend
+UPDATE {table}
+SET lease_until = UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status = 'in_progress' AND attempts = %(attempts)s
+
+-- name: release_claim
+UPDATE {table}
+SET status = 'failed', attempts = attempts - 1, lease_until = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status = 'in_progress' AND attempts = %(attempts)s
+
+-- name: complete
+UPDATE {table}
+SET status = 'processed', settled_at = UTC_TIMESTAMP(6), lease_until = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status = 'in_progress' AND attempts = %(attempts)s
+
+-- name: fail_claim
+-- MariaDB assigns left to right and later assignments see earlier ones: payload is set before status changes.
+UPDATE {table}
+SET payload = CASE WHEN attempts >= %(max_attempts)s THEN %(payload)s END,
+    status = CASE WHEN attempts >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
+    last_error = %(error)s, lease_until = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status = 'in_progress' AND attempts = %(attempts)s
+
+-- name: record_failure
+-- Only a 'failed' row counts another attempt (as PostgreSQL's ON CONFLICT ... WHERE): every assignment keeps
+-- the old value otherwise. The attempts assignment comes last, as the others read the old count.
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, last_error, payload, received_at)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s, 1, %(error)s,
+    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s END, UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE
+    payload = IF(status = 'failed', IF(attempts + 1 >= %(max_attempts)s, %(payload)s, NULL), payload),
+    fingerprint = IF(status = 'failed', VALUE(fingerprint), fingerprint),
+    last_error = IF(status = 'failed', VALUE(last_error), last_error),
+    lease_until = IF(status = 'failed', NULL, lease_until),
+    attempts = IF(status = 'failed', attempts + 1, attempts),
+    status = IF(status = 'failed', IF(attempts >= %(max_attempts)s, 'dead', 'failed'), status)
+
+-- name: park
+UPDATE {table}
+SET status = 'dead', last_error = %(error)s, payload = %(payload)s, lease_until = NULL, settled_at = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: record_conflict
+UPDATE {table}
+SET status = 'conflict', conflicts = conflicts + 1, conflict_fingerprint = %(fingerprint)s,
+    conflict_payload = %(payload)s, last_conflict_at = UTC_TIMESTAMP(6)
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: insert_batch
+-- INSERT IGNORE ... RETURNING (MariaDB 10.5+) returns exactly the rows it inserted. IGNORE is safe here: every
+-- value is a validated key (at most 512 bytes, no NUL) or a fingerprint in a LONGTEXT column, so the only error
+-- it can turn into a warning is the duplicate key itself.
+INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+SELECT %(consumer)s, j.s, j.m, j.f, 'processed', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+    s VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[0]',
+    m VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[1]',
+    f LONGTEXT CHARACTER SET utf8mb4 PATH '$[2]'
+)) AS j
+RETURNING CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4)
+
+-- name: find_batch_for_update
+SELECT CONVERT(t.source USING utf8mb4), CONVERT(t.message_id USING utf8mb4), t.status, t.fingerprint, t.attempts,
+    t.lease_until, UTC_TIMESTAMP(6)
+FROM {table} AS t
+JOIN JSON_TABLE(%(keys)s, '$[*]' COLUMNS (
+    s VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[0]',
+    m VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[1]'
+)) AS j ON t.source = CONVERT(j.s USING binary) AND t.message_id = CONVERT(j.m USING binary)
+WHERE t.consumer = %(consumer)s
+FOR UPDATE
+
+-- name: get
+SELECT CONVERT(consumer USING utf8mb4), CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4),
+    fingerprint, status, attempts, last_error, lease_until, received_at, settled_at, payload, conflicts,
+    conflict_fingerprint, conflict_payload, last_conflict_at
+FROM {table}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: records
+SELECT CONVERT(consumer USING utf8mb4), CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4),
+    fingerprint, status, attempts, last_error, lease_until, received_at, settled_at, payload, conflicts,
+    conflict_fingerprint, conflict_payload, last_conflict_at
+FROM {table}
+WHERE consumer = %(consumer)s AND (%(status)s IS NULL OR status = %(status)s)
+ORDER BY received_at DESC, source, message_id
+LIMIT %(limit)s
+
+-- name: stats
+SELECT status, count(*) FROM {table} WHERE consumer = %(consumer)s GROUP BY status
+
+-- name: requeue
+UPDATE {table}
+SET fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END,
+    status = 'failed', attempts = 0, lease_until = NULL, settled_at = NULL
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+    AND status IN ('dead', 'conflict')
+
+-- name: forget
+DELETE FROM {table} WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: purge_lock
+SELECT GET_LOCK(%(lock)s, 0)
+
+-- name: purge_unlock
+SELECT RELEASE_LOCK(%(lock)s)
+
+-- name: purge_batch
+-- One purger at a time (purge_lock); the rows it deletes are settled long ago, so nothing else holds them.
+DELETE FROM {table}
+WHERE consumer = %(consumer)s AND status = 'processed'
+    AND settled_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
+LIMIT %(batch_size)s
+
+-- name: savepoint
+SAVEPOINT edinbox
+
+-- name: release
+RELEASE SAVEPOINT edinbox
+
+-- name: rollback_savepoint
+ROLLBACK TO SAVEPOINT edinbox
+
+-- name: session
+-- Run on every connection the store opens. Strict mode, whatever the server's default: a value too long, out of
+-- range or not a date is an error (DataError: the message is parked), never truncated or zeroed with a warning.
+-- READ COMMITTED: no gap locks from the purge's range delete or the handlers' own range reads; the journal's own
+-- decisions rest on locking reads, right at any level (see the README on REPEATABLE READ). No notes: "already
+-- exists" from the idempotent DDL would cost asyncmy a SHOW WARNINGS round trip and a log line each.
+SET SESSION sql_notes = 0;
+SET SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ZERO_DATE,NO_ZERO_IN_DATE,NO_ENGINE_SUBSTITUTION';
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED

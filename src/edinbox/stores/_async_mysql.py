@@ -1,0 +1,334 @@
+"""The MariaDB / MySQL journal store on asyncmy (async; the sync twin on PyMySQL is generated from this module).
+
+Isolation: the store's own connections run READ COMMITTED. Every decision the journal takes rests on a locking
+read (the insert's duplicate check, SELECT ... FOR UPDATE), which sees the latest committed row at any level, so
+a caller's connection at REPEATABLE READ (MariaDB's default) is still correct; it only takes more gap locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+import asyncmy
+from asyncmy.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
+
+from edinbox._core import COLUMNS, TableName, check_version
+from edinbox._errors import ConfigurationError, SchemaError, StoreError, TransientError
+from edinbox._message import Message
+from edinbox._urls import mask
+from edinbox.stores._async_base import Params, create_journal
+from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
+
+__all__ = ["AsyncMySQLStore"]
+
+
+class mapped_errors(MySQLErrors):
+    """Turn asyncmy errors raised while doing `action` into DataError, StoreError or ConfigurationError."""
+
+    __slots__ = ()
+    driver_error = asyncmy.MySQLError
+    data_error = asyncmy.DataError
+
+
+_BEGINNING = mapped_errors("begin a transaction")
+_RECORDING = mapped_errors("record the message")
+_COMMITTING = mapped_errors("commit")
+
+_KEY = "consumer,message_id,source"
+
+
+def _in_transaction(connection: Any) -> bool:
+    return bool(connection.server_status & SERVER_STATUS_IN_TRANS)
+
+
+class _AsyncMySQLUnit:
+    """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
+
+    def __init__(self, connection: asyncmy.Connection, statements: Statements, *, nested: bool) -> None:
+        self.connection = connection
+        self._sql = statements
+        self._nested = nested
+        self._cursor: Any = None
+
+    async def _execute(self, name: str, values: Params) -> Any:
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = await self.connection.cursor()
+        bound = params(values)
+        for statement in self._sql[name]:
+            await cursor.execute(statement, bound)
+        return cursor
+
+    async def begin(self) -> None:
+        """Start the transaction (or the savepoint inside the caller's transaction)."""
+        with _BEGINNING:
+            if self._nested:
+                await self._execute("savepoint", {})
+            else:
+                await self.connection.begin()
+
+    async def insert(self, name: str, values: Params) -> bool:
+        """Begin, then INSERT ... ON DUPLICATE KEY UPDATE (a no-op); true when the row was inserted."""
+        await self.begin()
+        with _RECORDING:
+            return int((await self._execute(name, values)).rowcount) == 1
+
+    async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then run the named statement; return its rows."""
+        await self.begin()
+        return await self.fetch(name, values)
+
+    async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
+        """Run the named statement(s) and return the rows of the last one."""
+        with mapped_errors(f"run {name}"):
+            cursor = await self._execute(name, values)
+            return [tuple(row) for row in await cursor.fetchall()]
+
+    async def run(self, name: str, values: Params) -> int:
+        """Run the named statement(s) and return the number of rows the last one changed."""
+        with mapped_errors(f"run {name}"):
+            return int((await self._execute(name, values)).rowcount)
+
+    async def run_many(self, name: str, values: Sequence[Params]) -> None:
+        """Run the named statement once per parameter set."""
+        with mapped_errors(f"run {name}"):
+            for one in values:
+                await self._execute(name, one)
+
+    async def commit(self) -> None:
+        """Commit (or release the savepoint); StoreError when the server already rolled the transaction back.
+
+        MariaDB rolls the whole transaction back on a deadlock or (with innodb_rollback_on_timeout) a lock wait
+        timeout; a handler that swallowed that error must not see its remaining statements committed alone.
+        """
+        if not _in_transaction(self.connection):
+            await self.rollback()
+            raise StoreError("the transaction was rolled back by MariaDB inside the inbox (was a deadlock swallowed?)")
+        with _COMMITTING:
+            if self._nested:
+                await self._execute("release", {})
+            else:
+                await self.connection.commit()
+
+    async def rollback(self) -> None:
+        """Roll back (or roll back to the savepoint); never raises (a broken connection is dropped on release)."""
+        try:
+            if self._nested:
+                await self._execute("rollback_savepoint", {})
+                await self._execute("release", {})
+            else:
+                await self.connection.rollback()
+        except (asyncmy.MySQLError, OSError):
+            return
+
+
+def _close(connection: asyncmy.Connection) -> None:
+    try:
+        connection.close()
+    except (asyncmy.MySQLError, OSError):
+        return
+
+
+class _AsyncHold:
+    """The context of `AsyncMySQLStore.unit()` (a class: it runs for every message)."""
+
+    __slots__ = ("_pooled", "_store", "_unit", "_via")
+
+    def __init__(self, store: AsyncMySQLStore) -> None:
+        self._store = store
+        self._via: asyncio.Lock | None = None
+        self._pooled = False
+
+    async def __aenter__(self) -> _AsyncMySQLUnit:
+        store = self._store
+        if store._connection is not None:
+            await store._lock.acquire()
+            self._via = store._lock
+            connection = store._connection
+            nested = _in_transaction(connection) or not connection.get_autocommit()
+            self._unit = _AsyncMySQLUnit(connection, store._sql, nested=nested)
+            return self._unit
+        if not store._hot_lock.locked():
+            await store._hot_lock.acquire()
+            self._via = store._hot_lock
+            try:
+                if store._hot_unit is None:
+                    store._hot_unit = _AsyncMySQLUnit(await store._connect(), store._sql, nested=False)
+            except BaseException:
+                store._hot_lock.release()
+                raise
+            self._unit = store._hot_unit
+            return self._unit
+        await store._slots.acquire()
+        try:
+            connection = store._idle.pop() if store._idle else await store._connect()
+        except BaseException:
+            store._slots.release()
+            raise
+        self._pooled = True
+        self._unit = _AsyncMySQLUnit(connection, store._sql, nested=False)
+        return self._unit
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        store, unit = self._store, self._unit
+        # after a database failure the connection may be broken: the store's own are closed and opened anew
+        drop = isinstance(exc, TransientError | asyncmy.MySQLError | OSError) and store._connection is None
+        try:
+            if not unit._nested and _in_transaction(unit.connection):
+                await unit.rollback()  # never leave a transaction open behind
+        finally:
+            if drop:
+                _close(unit.connection)
+            if self._pooled:
+                if not drop:
+                    store._idle.append(unit.connection)
+                store._slots.release()
+            else:
+                if drop and store._hot_unit is unit:
+                    store._hot_unit = None
+                if self._via is not None:
+                    self._via.release()
+
+
+class AsyncMySQLStore:
+    """The journal in MariaDB (or MySQL), reached by URL (connections of its own) or a caller's connection."""
+
+    dialect = DIALECT
+
+    def __init__(self, target: str | asyncmy.Connection, *, table: TableName, pool_size: int = 4) -> None:
+        """Prepare the statements; connections open on first use."""
+        self._sql = Statements(table)
+        self._table = table
+        self._url = target if isinstance(target, str) else None
+        self._connection = None if isinstance(target, str) else target
+        if self._url is not None:
+            connect_options(self._url)  # a bad URL is refused now, before anything connects
+        self._lock = asyncio.Lock()  # guards the caller's connection
+        self._hot_unit: _AsyncMySQLUnit | None = None  # on the store's own connection, used when free
+        self._hot_lock = asyncio.Lock()
+        self._idle: list[asyncmy.Connection] = []  # the store's other connections, opened when operations overlap
+        self._slots = asyncio.Semaphore(pool_size)
+
+    async def _connect(self) -> asyncmy.Connection:
+        if self._url is None:
+            raise StoreError("the store has no URL to connect with")
+        options = connect_options(self._url)
+        with mapped_errors(f"connect to {mask(self._url)}"):
+            connection = await asyncmy.connect(**options)
+        try:
+            await _AsyncMySQLUnit(connection, self._sql, nested=False).run("session", {})
+        except BaseException:
+            _close(connection)
+            raise
+        return connection
+
+    def unit(self) -> _AsyncHold:
+        """Hold a connection for one operation: the caller's (serialised), the store's own, or another of its own.
+
+        A URL store keeps one connection for the usual one-at-a-time caller and opens more (up to `pool_size`,
+        kept for reuse) only when operations overlap (threads, tasks).
+        """
+        return _AsyncHold(self)
+
+    def timestamp(self, value: Any) -> datetime | None:
+        """A DATETIME(6) in UTC as an aware datetime."""
+        return timestamp(value)
+
+    def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
+        """The batch as JSON arrays for JSON_TABLE()."""
+        return {
+            "batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages]),
+            "keys": json.dumps([[m.source, m.message_id] for m in messages]),
+        }
+
+    def map_error(self, exc: Exception) -> Exception:
+        """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
+        return mapped_errors.map(exc, "run the handler's statement")
+
+    async def create_schema(self, *, version: int) -> None:
+        """Create the table, its unique key and the version row when missing, one creator at a time (GET_LOCK).
+
+        MariaDB commits each DDL statement on its own, so the DDL runs before the transaction that seeds and checks
+        the version; the named lock keeps two creators from interleaving.
+        """
+        lock = {"lock": self._sql.lock_name}
+        async with self.unit() as unit:
+            if (await unit.fetch("schema_lock", lock))[0][0] != 1:
+                raise StoreError(f"another process holds the schema lock of {self._table}")
+            try:
+                for name in ("create_table", "create_key", "create_version"):
+                    await unit.run(name, {})
+                await create_journal(unit, [], version=version, table=self._table)
+            finally:
+                await unit.fetch("schema_unlock", lock)
+
+    async def verify(self, *, version: int) -> None:
+        """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
+        name = {"name": self._table.name}
+        async with self.unit() as unit:
+            if not await unit.fetch("relation", name):
+                raise SchemaError(f"journal table {self._table} does not exist: run create_schema()")
+            columns = {row[0] for row in await unit.fetch("columns", name)}
+            if missing := set(COLUMNS) - columns:
+                raise SchemaError(f"journal table {self._table} lacks columns {sorted(missing)}")
+            if _KEY not in [row[0] for row in await unit.fetch("unique_keys", name)]:
+                raise SchemaError(
+                    f"journal table {self._table} has no unique index on (consumer, source, message_id): "
+                    "without it duplicates are not suppressed; run create_schema() to restore it"
+                )
+            if not await unit.fetch("relation", {"name": self._sql.version_name}):
+                raise SchemaError(f"journal table {self._table} has no version table: run create_schema()")
+            rows = await unit.fetch("version", {})
+        check_version([row[0] for row in rows], version=version, table=self._table)
+
+    async def unique_keys(self, name: str) -> list[list[str]] | None:
+        """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
+        async with self.unit() as unit:
+            if not await unit.fetch("relation", {"name": name}):
+                return None
+            return [str(row[0]).split(",") for row in await unit.fetch("unique_keys", {"name": name})]
+
+    async def grant(self, role: str, *, tables: Sequence[str]) -> None:
+        """Not offered on MariaDB yet: refuse with the reason (grant the user DML on the tables by hand)."""
+        raise ConfigurationError(
+            f"cannot grant {role!r} privileges here: on MariaDB grant SELECT, INSERT, UPDATE, DELETE on "
+            f"{self._table} and the tables beside it, and SELECT on {self._sql.version_name}, by hand"
+        )
+
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
+        """Delete settled rows in batches of `batch_size`, each its own transaction; 0 if another purger runs."""
+        lock = {"lock": lock_name(f"{self._table}:purge:{consumer}")}
+        values = {"consumer": consumer, "older_than": older_than, "batch_size": batch_size}
+        async with self.unit() as unit:
+            if (await unit.fetch("purge_lock", lock))[0][0] != 1:
+                return 0
+            total = 0
+            try:
+                while True:
+                    await unit.begin()
+                    try:
+                        deleted = await unit.run("purge_batch", values)
+                    except BaseException:
+                        await unit.rollback()
+                        raise
+                    await unit.commit()
+                    total += deleted
+                    if deleted < batch_size:
+                        return total
+            finally:
+                await unit.fetch("purge_unlock", lock)
+
+    async def aclose(self) -> None:
+        """Close the connections the store opened itself (never the caller's)."""
+        if self._hot_unit is not None:
+            hot, self._hot_unit = self._hot_unit.connection, None
+            _close(hot)
+        while self._idle:
+            _close(self._idle.pop())

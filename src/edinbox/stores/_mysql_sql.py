@@ -1,0 +1,106 @@
+"""MariaDB / MySQL pieces shared by the async store (asyncmy) and its generated sync twin (PyMySQL)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from edinbox._core import TableName
+from edinbox._errors import ConfigurationError
+from edinbox._urls import mask
+from edinbox.stores._mapping import MappedErrors, mysql_kind
+from edinbox.stores._queries import FILES, load_queries, placeholders
+
+__all__ = ["DIALECT", "MySQLErrors", "Statements", "connect_options", "lock_name", "params", "timestamp"]
+
+DIALECT = "mysql"
+
+_STATEMENT_END = re.compile(r";\s*\n")
+
+
+def _quote(identifier: str) -> str:
+    # Only ever called on names that passed _core.parse_table's strict pattern (letters, digits, "_").
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+class Statements:
+    """Every statement of the journal, with its (validated) identifiers quoted; a section may be several."""
+
+    def __init__(self, table: TableName) -> None:
+        """Compose the statements for `table` (unqualified: the URL names the database)."""
+        self.table = table
+        self.version_name = f"{table.name}_version"
+        identifiers = {
+            "table": _quote(table.name),
+            "key_index": _quote(f"{table.name}_key"),
+            "version_table": _quote(self.version_name),
+            "table_name": "'" + table.name + "'",
+        }
+        self._text: dict[str, list[str]] = {}
+        for name, text in load_queries(DIALECT, *FILES).items():
+            beside = {p: _beside(p) for p in placeholders(text) - identifiers.keys()}
+            self._text[name] = [s for s in _STATEMENT_END.split(text.format(**identifiers, **beside)) if s.strip()]
+        self.lock_name = lock_name(str(table))
+
+    def __getitem__(self, name: str) -> list[str]:
+        """The statements called `name`, in the order they run."""
+        return self._text[name]
+
+
+def _beside(placeholder: str) -> str:
+    """`{x}`: table x beside the journal, quoted; `{x_name}`: its name as a string literal."""
+    if placeholder.endswith("_name"):
+        return "'" + placeholder.removesuffix("_name") + "'"
+    return _quote(placeholder)
+
+
+def lock_name(text: str) -> str:
+    """A GET_LOCK name for `text` (MySQL refuses names over 64 characters)."""
+    return "edinbox:" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def connect_options(url: str) -> dict[str, Any]:
+    """The driver's keyword arguments for `mysql://user:password@host:port/database` (or `mariadb://`)."""
+    parts = urlsplit(url)
+    database = unquote(parts.path.lstrip("/"))
+    try:
+        port = parts.port or 3306
+    except ValueError as exc:
+        raise ConfigurationError(f"invalid port in {mask(url)!r}") from exc
+    if not database or "/" in database or parts.query:
+        raise ConfigurationError(f"invalid MariaDB URL {mask(url)!r}: use mysql://user:password@host:port/database")
+    return {
+        "host": unquote(parts.hostname or "localhost"),
+        "port": port,
+        "user": unquote(parts.username or "root"),
+        "password": unquote(parts.password or ""),
+        "database": database,
+        "charset": "utf8mb4",
+        "autocommit": True,  # the units send BEGIN / COMMIT themselves
+    }
+
+
+def params(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Bindable parameters: durations (timedelta) as whole microseconds, for `INTERVAL ... MICROSECOND`."""
+    bound = dict(values)
+    for key, value in bound.items():
+        if isinstance(value, timedelta):
+            bound[key] = value // timedelta(microseconds=1)
+    return bound
+
+
+def timestamp(value: Any) -> datetime | None:
+    """A DATETIME(6) column (UTC, naive) as an aware UTC datetime."""
+    return value.replace(tzinfo=UTC) if isinstance(value, datetime) else None
+
+
+class MySQLErrors(MappedErrors):
+    """The mapping of both drivers' errors: by MariaDB's error number (each store names its driver's classes)."""
+
+    __slots__ = ()
+    database = "MariaDB"
+    kind = staticmethod(mysql_kind)
