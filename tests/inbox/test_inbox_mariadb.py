@@ -1,0 +1,185 @@
+"""MariaDB specifics: the caller's connection joined with savepoints, REPEATABLE READ, one purger, URLs, errors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pymysql
+import pytest
+from inbox_harness import MYSQL_URL, execute
+
+from edinbox import ConfigurationError, Inbox, Message, Outcome, StoreError, Tx
+from edinbox.stores._mysql_sql import lock_name
+from services import require_service
+
+
+class Boom(Exception):
+    """A handler failure."""
+
+
+def connect(**options: Any) -> pymysql.Connection:
+    """A PyMySQL connection to the test database, as an application would open it (not autocommit by default)."""
+    return pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test", **options)
+
+
+def count(sql: str) -> int:
+    """One number read (or a statement run) on a connection of its own, autocommit: sees committed rows only."""
+    connection = connect(autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+            row = cursor.fetchone()
+            return int(row[0]) if row else 0
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def table(unique_name: str) -> Iterator[str]:
+    """A fresh journal and a business table beside it; yields the journal's name."""
+    require_service("mariadb")
+    admin = connect(autocommit=True)
+    try:
+        execute(admin, f"CREATE TABLE {unique_name}_business (note VARCHAR(100))")
+        Inbox(admin, consumer="c", table=unique_name).create_schema()
+        yield unique_name
+        execute(admin, f"DROP TABLE {unique_name}, {unique_name}_version, {unique_name}_business")
+    finally:
+        admin.close()
+
+
+def effect(table: str) -> Any:
+    """A handler inserting a business row through tx.connection."""
+
+    def handler(tx: Tx, message: Message) -> None:
+        execute(tx.connection, f"INSERT INTO {table}_business VALUES (%s)", (message.message_id,))
+
+    return handler
+
+
+def test_journal_row_joins_the_callers_transaction_and_rolls_back_with_it(table: str) -> None:
+    """The inbox never commits the caller's transaction: when the caller rolls back, row and effect both vanish."""
+    connection = connect()
+    try:
+        inbox = Inbox(connection, consumer="c", table=table)
+        execute(connection, f"INSERT INTO {table}_business VALUES ('caller')")
+        assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED
+        assert count(f"SELECT count(*) FROM {table}") == 0  # not committed by the inbox
+        connection.rollback()
+        assert count(f"SELECT count(*) FROM {table}_business") == 0
+        assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED
+        connection.commit()
+        assert count(f"SELECT count(*) FROM {table}") == 1
+        assert count(f"SELECT count(*) FROM {table}_business") == 1
+    finally:
+        connection.close()
+
+
+def test_handler_failure_rolls_back_to_the_savepoint_only(table: str) -> None:
+    """A failing handler undoes its own statements and the journal insert; the caller's earlier work stays."""
+    connection = connect()
+    try:
+        inbox = Inbox(connection, consumer="c", table=table)
+        execute(connection, f"INSERT INTO {table}_business VALUES ('caller')")
+
+        def failing(tx: Tx, message: Message) -> None:
+            effect(table)(tx, message)
+            raise Boom
+
+        with pytest.raises(Boom):
+            inbox.process(Message("1", "s"), failing)
+        connection.commit()
+        assert count(f"SELECT count(*) FROM {table}_business") == 1  # the caller's row only
+        assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED  # retried: it failed once
+        connection.commit()
+        assert count(f"SELECT attempts FROM {table}") == 2
+    finally:
+        connection.close()
+
+
+def test_concurrent_duplicates_on_callers_connections_at_repeatable_read(table: str) -> None:
+    """Two callers at REPEATABLE READ (MariaDB's default), each holding a snapshot taken before the other committed,
+    deliver one message at once: one effect; the second waits, and its locking read sees the first's row."""
+    barrier = threading.Barrier(2)
+    results: list[Any] = [None, None]
+
+    def deliver(index: int) -> None:
+        connection = connect()
+        try:
+            execute(connection, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            execute(connection, "START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            execute(connection, f"SELECT count(*) FROM {table}")  # the snapshot: no row yet
+            inbox = Inbox(connection, consumer="c", table=table)
+            barrier.wait()
+            try:
+                results[index] = inbox.process(Message("1", "s"), effect(table))
+                connection.commit()
+            except Exception as exc:
+                results[index] = exc
+                connection.rollback()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(str(r) for r in results) == ["Outcome.DUPLICATE", "Outcome.PROCESSED"]
+    assert count(f"SELECT count(*) FROM {table}_business") == 1
+
+
+def test_one_purger_at_a_time(table: str) -> None:
+    """While another session holds the purge lock, purge() returns 0 at once; afterwards it deletes."""
+    inbox = Inbox(MYSQL_URL, consumer="c", table=table, horizon=timedelta(0))
+    try:
+        inbox.process(Message("1", "s"), effect(table))
+        count(f"UPDATE {table} SET settled_at = settled_at - INTERVAL 2 DAY")
+        holder = connect(autocommit=True)
+        try:
+            with holder.cursor() as cursor:
+                cursor.execute("SELECT GET_LOCK(%s, 0)", (lock_name(f"{table}:purge:c"),))
+            assert inbox.purge(timedelta(days=1)) == 0
+        finally:
+            holder.close()
+        assert inbox.purge(timedelta(days=1)) == 1
+    finally:
+        inbox.close()
+
+
+def test_mariadb_url_scheme_reaches_the_same_journal(table: str) -> None:
+    """mariadb:// is the same store as mysql://."""
+    with Inbox(MYSQL_URL.replace("mysql://", "mariadb://"), consumer="c", table=table) as inbox:
+        inbox.verify()
+        assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED
+    with Inbox(MYSQL_URL, consumer="c", table=table) as inbox:
+        assert inbox.process(Message("1", "s"), effect(table)) is Outcome.DUPLICATE
+
+
+def test_a_wrong_password_is_a_configuration_error_without_the_password() -> None:
+    """Access denied is a configuration error (no wait brings a password back); the password is masked."""
+    require_service("mariadb")
+    with (
+        Inbox("mysql://root:hunter2@127.0.0.1:3306/test", consumer="c") as inbox,
+        pytest.raises(ConfigurationError) as raised,
+    ):
+        inbox.stats()
+    assert "hunter2" not in str(raised.value)
+    assert "1045" in str(raised.value)
+
+
+def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
+    """A MariaDB that cannot be reached raises StoreError (not settled), with the password masked."""
+    with Inbox("mysql://root:hunter2@127.0.0.1:1/test", consumer="c") as inbox, pytest.raises(StoreError) as raised:
+        inbox.process(Message("1", "s"), lambda tx, m: None)
+    assert "hunter2" not in str(raised.value)
+
+
+@pytest.mark.parametrize("url", ["mysql://root@127.0.0.1:3306/", "mysql://root@127.0.0.1:3306/a/b"])
+def test_a_url_without_one_database_is_refused_before_connecting(url: str) -> None:
+    """The database is part of a MariaDB URL: without it, ConfigurationError at once."""
+    with pytest.raises(ConfigurationError, match="invalid MariaDB URL"):
+        Inbox(url, consumer="c")
