@@ -139,10 +139,12 @@ def test_one_purger_at_a_time(table: str) -> None:
         inbox.process(Message("1", "s"), effect(table))
         count(f"UPDATE {table} SET settled_at = settled_at - INTERVAL 2 DAY")
         holder = connect(autocommit=True)
+        lock = lock_name(f"{table}:purge:c")
         try:
             with holder.cursor() as cursor:
-                cursor.execute("SELECT GET_LOCK(%s, 0)", (lock_name(f"{table}:purge:c"),))
-            assert inbox.purge(timedelta(days=1)) == 0
+                cursor.execute("SELECT GET_LOCK(%s, 0)", (lock,))
+                assert inbox.purge(timedelta(days=1)) == 0
+                cursor.execute("SELECT RELEASE_LOCK(%s)", (lock,))  # at once: a closing session frees it later
         finally:
             holder.close()
         assert inbox.purge(timedelta(days=1)) == 1
