@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-__all__ = ["ON_CI", "POSTGRES_URL", "SERVICES", "require_service"]
+__all__ = ["MYSQL_URL", "ON_CI", "POSTGRES_URL", "SERVICES", "drop_database", "require_service"]
 
 ON_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -21,6 +21,8 @@ SERVICES = {
 
 POSTGRES_URL = os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
+MYSQL_URL = os.environ.get("EDINBOX_TEST_MARIADB", "mysql://root@127.0.0.1:3306/test")
+
 
 def require_service(name: str) -> None:
     """Skip when the named server is unreachable, but fail when CI=true (CI must never skip silently)."""
@@ -33,3 +35,15 @@ def require_service(name: str) -> None:
         if ON_CI:
             pytest.fail(message)
         pytest.skip(message)
+
+
+def drop_database(name: str) -> None:
+    """Drop a MariaDB test database (a journal qualified as `name.inbox` and the hub's tables beside it)."""
+    import pymysql
+
+    connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+    finally:
+        connection.close()

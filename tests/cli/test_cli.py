@@ -19,6 +19,7 @@ from click.testing import CliRunner, Result
 from edinbox.cli import main
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.sources.spool import publish
+from services import MYSQL_URL, drop_database, require_service
 
 
 def edinbox(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -112,6 +113,18 @@ def test_demo_on_postgresql_with_crashes_and_duplicates(tmp_path: Path, postgres
     """The same demo against PostgreSQL, two hub processes sharing the spool, and the counts add up."""
     report = crashing_demo(tmp_path, "--seed", "5", "--db", postgres_url, "--table", pg_table, "--workers", "2")
     check_counts(report, stats_json("--db", postgres_url, "--table", pg_table))
+
+
+def test_demo_on_mariadb_with_crashes_and_duplicates(tmp_path: Path, unique_name: str) -> None:
+    """The same demo against MariaDB (a mariadb:// URL, the journal and the hub's tables in a fresh database), two
+    hub processes sharing the spool, and the counts add up."""
+    require_service("mariadb")
+    url, table = MYSQL_URL.replace("mysql://", "mariadb://"), f"{unique_name}.inbox"
+    try:
+        report = crashing_demo(tmp_path, "--seed", "7", "--db", url, "--table", table, "--workers", "2")
+        check_counts(report, stats_json("--db", url, "--table", table))
+    finally:
+        drop_database(unique_name)
 
 
 def _doc(control: str, number: str, amount: str = "10.00") -> bytes:

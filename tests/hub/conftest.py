@@ -1,4 +1,5 @@
-"""Fixtures for the hub's tests: a spool folder, a database (SQLite file or a fresh PostgreSQL schema) `init` made."""
+"""Fixtures for the hub's tests: a spool folder, a database (SQLite file, a fresh PostgreSQL schema or MariaDB
+database) `init` made."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from edinbox.hub import HubConfig
 from edinbox.hub._ops import init
+from services import MYSQL_URL, drop_database, require_service
 
 
 @pytest.fixture
@@ -29,13 +31,21 @@ def drop_schema(url: str, schema: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def hub_config(request: pytest.FixtureRequest, tmp_path: Path, spool: Path, unique_name: str) -> Iterator[HubConfig]:
-    """A hub configuration on a fresh SQLite file, or a fresh PostgreSQL schema (dropped afterwards), initialised."""
+    """A hub configuration on a fresh SQLite file, or a fresh PostgreSQL schema or MariaDB database (dropped
+    afterwards), initialised."""
     if request.param == "sqlite":
         config = HubConfig(db=f"sqlite:///{tmp_path / 'hub.db'}", source=f"dir://{spool}", idle_timeout=0.2)
         asyncio.run(init(config))
         yield config
+        return
+    if request.param == "mysql":
+        require_service("mariadb")
+        config = HubConfig(db=MYSQL_URL, table=f"{unique_name}.inbox", source=f"dir://{spool}", idle_timeout=0.2)
+        asyncio.run(init(config))
+        yield config
+        drop_database(unique_name)
         return
     url = request.getfixturevalue("postgres_url")
     config = HubConfig(db=url, table=f"{unique_name}.inbox", source=f"dir://{spool}", idle_timeout=0.2)

@@ -221,6 +221,9 @@ class DriverErrorAccounting(Accounting):
             if tx.dialect == "sqlite":
                 await tx.connection.execute("CREATE TEMP TABLE IF NOT EXISTS strict_probe (x INTEGER) STRICT")
                 await tx.connection.execute("INSERT INTO strict_probe VALUES ('not a number')")
+            elif tx.dialect == "mysql":
+                async with tx.connection.cursor() as cursor:
+                    await cursor.execute("SELECT 18446744073709551615 + 1")  # BIGINT value out of range
             else:
                 await tx.connection.execute("SELECT 1e30::numeric(20, 4)")
         return await self.inner.create(tx, message, invoices)

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from inbox_harness import MYSQL_URL, Harness, MySQLHarness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
+from inbox_harness import Harness, MySQLHarness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
 
-from services import require_service
+from services import MYSQL_URL, require_service
 
 STORES = ["postgresql", "mysql", "sqlite-file", "sqlite-memory"]
 

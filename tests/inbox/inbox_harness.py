@@ -17,8 +17,6 @@ import pymysql
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
 
-MYSQL_URL = "mysql://root@127.0.0.1:3306/test"
-
 
 def execute(connection: Any, sql: str, params: Sequence[Any] = ()) -> None:
     """Run `sql` on a driver's connection: psycopg and sqlite3 have execute(), PyMySQL runs through a cursor."""

@@ -14,10 +14,10 @@ from typing import Any
 import psycopg
 import pymysql
 import pytest
-from inbox_harness import MYSQL_URL, aexecute, execute
+from inbox_harness import aexecute, execute
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
-from services import require_service
+from services import MYSQL_URL, require_service
 
 HOLD = 0.3  # seconds the first handler keeps its transaction open
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pymysql
 import pytest
-from inbox_harness import MYSQL_URL, execute
+from inbox_harness import execute
 
 from edinbox import ConfigurationError, Inbox, Message, Outcome, StoreError, Tx
 from edinbox.stores._mysql_sql import lock_name
-from services import require_service
+from services import MYSQL_URL, require_service
 
 
 class Boom(Exception):
@@ -185,3 +185,18 @@ def test_a_url_without_one_database_is_refused_before_connecting(url: str) -> No
     """The database is part of a MariaDB URL: without it, ConfigurationError at once."""
     with pytest.raises(ConfigurationError, match="invalid MariaDB URL"):
         Inbox(url, consumer="c")
+
+
+def test_a_transaction_the_server_rolled_back_is_not_committed(table: str) -> None:
+    """MariaDB rolls a deadlocked transaction back whole; a handler that swallows that (here: ends the transaction
+    itself) gets StoreError, not PROCESSED, and nothing it wrote afterwards is committed alone."""
+
+    def swallowing(tx: Tx, message: Message) -> None:
+        execute(tx.connection, "ROLLBACK")  # what a deadlock (1213) does to the whole transaction
+        effect(table)(tx, message)  # autocommit now: this row would commit on its own
+
+    with Inbox(MYSQL_URL, consumer="c", table=table) as inbox:
+        with pytest.raises(StoreError, match="rolled back"):
+            inbox.process(Message("1", "s"), swallowing)
+        assert inbox.get("s", "1") is None
+        assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED

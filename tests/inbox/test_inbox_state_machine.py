@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from inbox_harness import MYSQL_URL, Harness, MySQLHarness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
+from inbox_harness import Harness, MySQLHarness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
 
 from edinbox import Message, Outcome, Status
-from services import require_service
+from services import MYSQL_URL, require_service
 
 MAX_ATTEMPTS = 3
 SOURCE = "partner"

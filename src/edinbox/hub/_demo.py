@@ -156,7 +156,9 @@ def run_demo(
     spool = workdir / "spool"
     db = db or f"sqlite:///{workdir / 'demo.db'}"
     if table is None:
-        table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if database_url(db).dialect == "postgresql" else "inbox"
+        # a fresh PostgreSQL schema or MariaDB database, so a second demo never meets the first one's invoices
+        fresh = database_url(db).dialect in ("postgresql", "mysql")
+        table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if fresh else "inbox"
     config = HubConfig(db=db, table=table, consumer=_CONSUMER, source=f"dir://{spool}", batch_size=batch_size)
     traffic: Traffic = generate(messages, duplicate_rate=duplicate_rate, seed=seed)
     report = Report(

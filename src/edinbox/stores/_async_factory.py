@@ -33,7 +33,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> AsyncStore:
         if parsed.dialect == "mysql":
             from edinbox.stores._async_mysql import AsyncMySQLStore
 
-            return AsyncMySQLStore(target, table=parse_table(table, qualified=False), pool_size=pool_size)
+            return AsyncMySQLStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
         from edinbox.stores._async_sqlite import AsyncSQLiteStore
 
         return AsyncSQLiteStore(parsed.target, table=parse_table(table, qualified=False))
@@ -49,7 +49,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> AsyncStore:
     if module.split(".", 1)[0] == "asyncmy":
         from edinbox.stores._async_mysql import AsyncMySQLStore
 
-        return AsyncMySQLStore(target, table=parse_table(table, qualified=False), pool_size=pool_size)
+        return AsyncMySQLStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
     raise ConfigurationError(
         f"cannot use a {type(target).__name__} as the inbox database: "
         "pass a URL, a psycopg connection or pool, an SQLite connection or a MariaDB driver's connection"

@@ -20,6 +20,7 @@ __all__ = ["DIALECT", "MySQLErrors", "Statements", "connect_options", "lock_name
 DIALECT = "mysql"
 
 _STATEMENT_END = re.compile(r";\s*\n")
+_DDL = re.compile(r"\s*(?:--[^\n]*\n\s*)*(?:CREATE|ALTER|DROP)\b", re.IGNORECASE)
 
 
 def _quote(identifier: str) -> str:
@@ -28,34 +29,44 @@ def _quote(identifier: str) -> str:
 
 
 class Statements:
-    """Every statement of the journal, with its (validated) identifiers quoted; a section may be several."""
+    """Every statement of the journal, with its (validated) identifiers quoted; a section may be several.
+
+    A qualified table (`edi.inbox`) lives in that database (MariaDB's schemas), with the hub's tables beside it;
+    an unqualified one in the URL's database.
+    """
 
     def __init__(self, table: TableName) -> None:
-        """Compose the statements for `table` (unqualified: the URL names the database)."""
+        """Compose the statements for `table`."""
         self.table = table
+        self.schema = table.schema
         self.version_name = f"{table.name}_version"
         identifiers = {
-            "table": _quote(table.name),
+            "schema": _quote(table.schema or ""),
+            "schema_name": f"'{table.schema}'" if table.schema else "DATABASE()",
+            "table": self.beside(table.name),
             "key_index": _quote(f"{table.name}_key"),
-            "version_table": _quote(self.version_name),
+            "version_table": self.beside(self.version_name),
             "table_name": "'" + table.name + "'",
         }
         self._text: dict[str, list[str]] = {}
         for name, text in load_queries(DIALECT, *FILES).items():
-            beside = {p: _beside(p) for p in placeholders(text) - identifiers.keys()}
+            # any other `{x}` is table x beside the journal, `{x_name}` its name as a string literal
+            beside = {
+                p: "'" + p.removesuffix("_name") + "'" if p.endswith("_name") else self.beside(p)
+                for p in placeholders(text) - identifiers.keys()
+            }
             self._text[name] = [s for s in _STATEMENT_END.split(text.format(**identifiers, **beside)) if s.strip()]
         self.lock_name = lock_name(str(table))
+        self.ddl = frozenset(n for n, texts in self._text.items() if _DDL.match(texts[0]))
+        """The statements MariaDB commits implicitly (CREATE, ALTER, DROP): a transaction ends with them."""
+
+    def beside(self, name: str) -> str:
+        """The quoted name of table `name` beside the journal (in its database)."""
+        return f"{_quote(self.schema)}.{_quote(name)}" if self.schema else _quote(name)
 
     def __getitem__(self, name: str) -> list[str]:
         """The statements called `name`, in the order they run."""
         return self._text[name]
-
-
-def _beside(placeholder: str) -> str:
-    """`{x}`: table x beside the journal, quoted; `{x_name}`: its name as a string literal."""
-    if placeholder.endswith("_name"):
-        return "'" + placeholder.removesuffix("_name") + "'"
-    return _quote(placeholder)
 
 
 def lock_name(text: str) -> str:

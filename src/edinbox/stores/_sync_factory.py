@@ -33,7 +33,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> Store:
         if parsed.dialect == "mysql":
             from edinbox.stores._sync_mysql import MySQLStore
 
-            return MySQLStore(target, table=parse_table(table, qualified=False), pool_size=pool_size)
+            return MySQLStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
         from edinbox.stores._sync_sqlite import SQLiteStore
 
         return SQLiteStore(parsed.target, table=parse_table(table, qualified=False))
@@ -49,7 +49,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> Store:
     if module.split(".", 1)[0] == "pymysql":
         from edinbox.stores._sync_mysql import MySQLStore
 
-        return MySQLStore(target, table=parse_table(table, qualified=False), pool_size=pool_size)
+        return MySQLStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
     raise ConfigurationError(
         f"cannot use a {type(target).__name__} as the inbox database: "
         "pass a URL, a psycopg connection or pool, an SQLite connection or a MariaDB driver's connection"

@@ -55,18 +55,21 @@ class _MySQLUnit:
         self._sql = statements
         self._nested = nested
         self._cursor: Any = None
+        self._ddl = False  # a statement that commits implicitly ran since begin()
 
     def _execute(self, name: str, values: Params) -> Any:
         cursor = self._cursor
         if cursor is None:
             cursor = self._cursor = self.connection.cursor()
         bound = params(values)
+        self._ddl = self._ddl or name in self._sql.ddl
         for statement in self._sql[name]:
             cursor.execute(statement, bound)
         return cursor
 
     def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
+        self._ddl = False
         with _BEGINNING:
             if self._nested:
                 self._execute("savepoint", {})
@@ -106,7 +109,10 @@ class _MySQLUnit:
 
         MariaDB rolls the whole transaction back on a deadlock or (with innodb_rollback_on_timeout) a lock wait
         timeout; a handler that swallowed that error must not see its remaining statements committed alone.
+        (DDL ends a transaction too, by committing it: after the store's own CREATEs there is nothing to commit.)
         """
+        if self._ddl:
+            return
         if not _in_transaction(self.connection):
             self.rollback()
             raise StoreError("the transaction was rolled back by MariaDB inside the inbox (was a deadlock swallowed?)")
@@ -262,7 +268,8 @@ class MySQLStore:
             if (unit.fetch("schema_lock", lock))[0][0] != 1:
                 raise StoreError(f"another process holds the schema lock of {self._table}")
             try:
-                for name in ("create_table", "create_key", "create_version"):
+                steps = ["create_schema"] if self._table.schema else []
+                for name in [*steps, "create_table", "create_key", "create_version"]:
                     unit.run(name, {})
                 create_journal(unit, [], version=version, table=self._table)
             finally:

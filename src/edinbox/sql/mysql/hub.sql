@@ -1,1 +1,102 @@
--- The hub's tables beside the journal on MariaDB.
+-- The hub's tables beside the journal (in its database): invoices, parked payloads, outcome counters.
+-- Every `{name}` that is not the journal's is a table beside it; `edinbox init` alone runs the DDL.
+-- Key columns use utf8mb4_nopad_bin (byte-exact, trailing spaces significant, as on PostgreSQL). The invoice key
+-- must fit InnoDB's 3072-byte index limit at 4 bytes a character: seller and number take 191 characters (764
+-- bytes each; an EDIFACT or X12 party id or document number is at most 35), kind 32: 2,215 bytes with the date.
+-- A longer value is a DataError (data too long): that one message is parked.
+-- Timestamps are DATETIME(6) in UTC.
+
+-- name: hub_create_invoices
+CREATE TABLE IF NOT EXISTS {invoices} (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    seller VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL,
+    number VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL,
+    kind VARCHAR(32) COLLATE utf8mb4_nopad_bin NOT NULL,
+    issue_date DATE NOT NULL,
+    buyer TEXT NOT NULL,
+    currency VARCHAR(16),
+    total DECIMAL(20, 4),
+    tax_total DECIMAL(20, 4),
+    `lines` INTEGER NOT NULL,
+    consumer VARBINARY(512) NOT NULL,
+    source VARBINARY(512) NOT NULL,
+    message_id VARBINARY(512) NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    UNIQUE KEY invoices_key (seller, number, kind, issue_date)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_create_rejected
+CREATE TABLE IF NOT EXISTS {rejected} (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    consumer VARBINARY(512) NOT NULL,
+    fingerprint VARBINARY(512) NOT NULL,
+    delivery LONGTEXT NOT NULL,
+    reason LONGTEXT NOT NULL,
+    payload LONGBLOB NOT NULL,
+    deliveries INTEGER NOT NULL DEFAULT 1,
+    rejected_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    UNIQUE KEY rejected_key (consumer, fingerprint)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_create_counters
+CREATE TABLE IF NOT EXISTS {hub_counters} (
+    consumer VARBINARY(512) NOT NULL,
+    outcome VARCHAR(32) NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (consumer, outcome)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_insert_invoice
+-- a no-op update on the invoice key: 1 row when inserted, 0 when the invoice already exists
+INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, `lines`,
+    consumer, source, message_id)
+VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
+    %(consumer)s, %(source)s, %(message_id)s)
+ON DUPLICATE KEY UPDATE seller = seller
+
+-- name: hub_park
+INSERT INTO {rejected} (consumer, fingerprint, delivery, reason, payload)
+VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
+ON DUPLICATE KEY UPDATE deliveries = deliveries + 1
+
+-- name: hub_count
+INSERT INTO {hub_counters} (consumer, outcome, n) VALUES (%(consumer)s, %(outcome)s, %(n)s)
+ON DUPLICATE KEY UPDATE n = n + VALUES(n)
+
+-- name: hub_counts
+SELECT outcome, n FROM {hub_counters} WHERE consumer = %(consumer)s
+
+-- name: hub_totals
+SELECT (SELECT count(*) FROM {invoices}),
+    (SELECT count(*) FROM {rejected} WHERE consumer = %(consumer)s),
+    (SELECT min(received_at) FROM {table} WHERE consumer = %(consumer)s),
+    (SELECT count(*) FROM {table})
+
+-- name: hub_table_bytes
+SELECT data_length + index_length FROM information_schema.tables
+WHERE table_schema = {schema_name} AND table_name = {table_name}
+
+-- name: hub_rejected_rows
+SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
+WHERE consumer = %(consumer)s
+ORDER BY id DESC
+LIMIT %(limit)s
+
+-- name: hub_rejected_row
+SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {rejected}
+WHERE consumer = %(consumer)s AND id = %(id)s
+
+-- name: hub_invoices_of
+SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+ORDER BY id
+
+-- name: hub_purgeable
+SELECT count(*) FROM {table}
+WHERE consumer = %(consumer)s AND status = 'processed'
+    AND settled_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
+
+-- name: hub_privileges
+-- MariaDB's grants are the operator's (see `edinbox init --grant`): a missing one is refused at first use
+-- (access denied: a configuration error that stops the process)
+SELECT NULL FROM DUAL WHERE FALSE

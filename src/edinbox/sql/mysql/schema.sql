@@ -6,6 +6,9 @@
 -- clusters the rows on it and a duplicate waits on the very record the first delivery holds.
 -- Timestamps are DATETIME(6) in UTC (UTC_TIMESTAMP(6)), independent of the session's time zone.
 
+-- name: create_schema
+CREATE DATABASE IF NOT EXISTS {schema} CHARACTER SET utf8mb4
+
 -- name: create_table
 CREATE TABLE IF NOT EXISTS {table} (
     consumer VARBINARY(512) NOT NULL,
@@ -46,15 +49,15 @@ SELECT RELEASE_LOCK(%(lock)s)
 SELECT version FROM {version_table}
 
 -- name: relation
-SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %(name)s
+SELECT table_name FROM information_schema.tables WHERE table_schema = {schema_name} AND table_name = %(name)s
 
 -- name: columns
-SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = %(name)s
+SELECT column_name FROM information_schema.columns WHERE table_schema = {schema_name} AND table_name = %(name)s
 
 -- name: unique_keys
 -- a unique index on a prefix of a column (sub_part) does not make the whole value unique: not a key
 SELECT GROUP_CONCAT(column_name ORDER BY column_name SEPARATOR ',')
 FROM information_schema.statistics
-WHERE table_schema = DATABASE() AND table_name = %(name)s AND non_unique = 0
+WHERE table_schema = {schema_name} AND table_name = %(name)s AND non_unique = 0
 GROUP BY index_name
 HAVING COUNT(sub_part) = 0
