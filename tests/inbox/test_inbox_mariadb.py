@@ -200,3 +200,18 @@ def test_a_transaction_the_server_rolled_back_is_not_committed(table: str) -> No
             inbox.process(Message("1", "s"), swallowing)
         assert inbox.get("s", "1") is None
         assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED
+
+
+def test_a_duplicate_is_seen_on_a_found_rows_connection(table: str) -> None:
+    """On a caller's connection opened with CLIENT_FOUND_ROWS (as SQLAlchemy opens them), where a no-op update
+    counts as a changed row, a redelivery is still DUPLICATE."""
+    connection = connect(client_flag=pymysql.constants.CLIENT.FOUND_ROWS)
+    try:
+        inbox = Inbox(connection, consumer="c", table=table)
+        assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED
+        connection.commit()
+        assert inbox.process(Message("1", "s"), effect(table)) is Outcome.DUPLICATE
+        connection.commit()
+    finally:
+        connection.close()
+    assert count(f"SELECT count(*) FROM {table}_business") == 1

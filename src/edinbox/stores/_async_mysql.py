@@ -76,7 +76,7 @@ class _AsyncMySQLUnit:
                 await self.connection.begin()
 
     async def insert(self, name: str, values: Params) -> bool:
-        """Begin, then INSERT ... ON DUPLICATE KEY UPDATE (a no-op); true when the row was inserted."""
+        """Begin, then INSERT IGNORE; true when the row was inserted."""
         await self.begin()
         with _RECORDING:
             return int((await self._execute(name, values)).rowcount) == 1

@@ -77,7 +77,7 @@ class _MySQLUnit:
                 self.connection.begin()
 
     def insert(self, name: str, values: Params) -> bool:
-        """Begin, then INSERT ... ON DUPLICATE KEY UPDATE (a no-op); true when the row was inserted."""
+        """Begin, then INSERT IGNORE; true when the row was inserted."""
         self.begin()
         with _RECORDING:
             return int((self._execute(name, values)).rowcount) == 1

@@ -3,26 +3,27 @@
 -- order on one connection and the rows (or the row count) are those of the last one.
 
 -- name: insert_processed
--- ON DUPLICATE KEY UPDATE with a no-op assignment rather than INSERT IGNORE: IGNORE turns every error of the
--- statement into a warning (a value too long would be truncated, not refused); the no-op update reports 0
--- affected rows for a duplicate, and takes the record's exclusive lock at once, so concurrent duplicates queue
--- behind the first delivery instead of each holding a shared lock and deadlocking on the upgrade.
-INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+-- INSERT IGNORE: 1 affected row when inserted, 0 for a duplicate, whatever the connection's flags (ON DUPLICATE
+-- KEY UPDATE with a no-op reports 1 for a duplicate on a CLIENT_FOUND_ROWS connection, as SQLAlchemy's). IGNORE
+-- would turn a data error into a warning, but every value here is a validated key part (at most 512 bytes, in
+-- VARBINARY(512)) or a fingerprint (LONGTEXT): the only error it can meet is the duplicate key itself.
+INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'processed', 1, UTC_TIMESTAMP(6),
     UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE consumer = consumer
 
 -- name: insert_claimed
-INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at)
+INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'in_progress', 1,
     UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND, UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE consumer = consumer
 
 -- name: find_for_update
+-- A duplicate insert leaves a shared lock on the row; a shared lock here too lets concurrent duplicates all read
+-- it and settle as DUPLICATE without waiting on each other. Only a retry or a conflict writes the row: of two
+-- such deliveries at once, MariaDB rolls one back (deadlock, a StoreError: not settled, redelivered).
 SELECT status, fingerprint, attempts, lease_until, UTC_TIMESTAMP(6)
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-FOR UPDATE
+LOCK IN SHARE MODE
 
 -- name: retry
 UPDATE {table}
@@ -105,6 +106,7 @@ FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
 RETURNING CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4)
 
 -- name: find_batch_for_update
+-- shared, as find_for_update
 SELECT CONVERT(t.source USING utf8mb4), CONVERT(t.message_id USING utf8mb4), t.status, t.fingerprint, t.attempts,
     t.lease_until, UTC_TIMESTAMP(6)
 FROM {table} AS t
@@ -113,7 +115,7 @@ JOIN JSON_TABLE(%(keys)s, '$[*]' COLUMNS (
     m VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[1]'
 )) AS j ON t.source = CONVERT(j.s USING binary) AND t.message_id = CONVERT(j.m USING binary)
 WHERE t.consumer = %(consumer)s
-FOR UPDATE
+LOCK IN SHARE MODE
 
 -- name: get
 SELECT CONVERT(consumer USING utf8mb4), CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4),
