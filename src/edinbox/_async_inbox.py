@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any, Literal, overload
 
 from edinbox._async_journal import AsyncJournal
+from edinbox._async_session import JoinedInboxes, driver_connection, in_session
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
 from edinbox._errors import ConfigurationError, NotSettledError, StoreError
 from edinbox._message import Message, Outcome
@@ -74,8 +75,26 @@ class AsyncInbox(AsyncJournal):
     the pool a URL inbox opens when calls overlap (threads, tasks); one at a time, it uses one connection.
     """
 
+    _joined: JoinedInboxes | None = None
+
+    def _join(self, connection: Any) -> AsyncInbox:
+        """An inbox with these settings on a session's driver connection (its transaction is the session's)."""
+        return AsyncInbox(
+            connection,
+            consumer=self.consumer,
+            table=self._table,
+            max_attempts=self.max_attempts,
+            horizon=self.horizon,
+        )
+
     async def process(
-        self, message: Message, handler: Handler, *, lease: timedelta | None = None, at_most_once: bool = False
+        self,
+        message: Message,
+        handler: Handler,
+        *,
+        lease: timedelta | None = None,
+        at_most_once: bool = False,
+        session: Any = None,
     ) -> Outcome:
         """Run `handler(tx, message)` once per key and return how the message settled; raise if it did not.
 
@@ -88,7 +107,18 @@ class AsyncInbox(AsyncJournal):
         `tx.extend_lease()` as a heartbeat, and the completion commits after. A delivery during a live lease
         raises NotSettledError; after an expired lease the handler runs again with the same key, or the row is
         parked (DEAD) when `at_most_once` is set.
+
+        With an SQLAlchemy `session` (Session, or AsyncSession for AsyncInbox), the journal row is written on the
+        session's connection inside its transaction (begun if none), in a savepoint: the inbox never commits it,
+        the caller does. The handler gets the session as `tx.connection`, in `session.begin_nested()`.
         """
+        if session is not None:
+            if lease is not None:
+                raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
+            if self._joined is None:
+                self._joined = JoinedInboxes(self._join)
+            joined = self._joined.get(await driver_connection(session))
+            return await joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
         if lease is not None:
             return await self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
         key = key_params(self.consumer, message)

@@ -39,6 +39,7 @@ class AsyncJournal:
         self.consumer = consumer
         self.max_attempts = max_attempts
         self.horizon = horizon
+        self._table = table
         self._store = open_store(target, table=table, pool_size=pool_size)
         self.dialect = self._store.dialect
 

@@ -40,6 +40,7 @@ class Journal:
         self.consumer = consumer
         self.max_attempts = max_attempts
         self.horizon = horizon
+        self._table = table
         self._store = open_store(target, table=table, pool_size=pool_size)
         self.dialect = self._store.dialect
 

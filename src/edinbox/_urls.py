@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["DatabaseUrl", "database_url", "mask", "secrets"]
+__all__ = ["DatabaseUrl", "database_url", "engine_url", "mask", "secrets"]
 
 _HOST_AFTER = r"@(?=(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.%-]+)(?::\d+)?(?:[/?#\s,;:'\")\]>]|$))"
 _PASSWORD = re.compile(
@@ -76,6 +77,21 @@ def database_url(url: str) -> DatabaseUrl:
         "use postgresql://..., mysql://..., mariadb://..., sqlite:///relative.db, sqlite:////absolute.db "
         "or sqlite:// (memory)"
     )
+
+
+def engine_url(engine: Any) -> str:
+    """The database URL of an SQLAlchemy Engine or AsyncEngine, without its driver (`postgresql+psycopg://` ->
+    `postgresql://`), for an inbox of its own on the same database; an in-memory SQLite engine is refused (each
+    connection would be another database)."""
+    url = engine.url
+    backend = url.get_backend_name()
+    plain = str(url.set(drivername=backend).render_as_string(hide_password=False))
+    parsed = database_url(plain)
+    if parsed.in_memory:
+        raise ConfigurationError(
+            "an in-memory SQLite engine has one database per connection: use a file, or pass session= to process()"
+        )
+    return plain
 
 
 def secrets(urls: Iterable[str]) -> set[str]:

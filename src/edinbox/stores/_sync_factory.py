@@ -8,7 +8,7 @@ from typing import Any
 
 from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
-from edinbox._urls import database_url, mask
+from edinbox._urls import database_url, engine_url, mask
 from edinbox.stores._sync_base import Store
 
 __all__ = ["open_store", "sqlite_path"]
@@ -23,7 +23,8 @@ def sqlite_path(url: str) -> str:
 
 
 def open_store(target: Any, *, table: str, pool_size: int) -> Store:
-    """Return the store for `target`: a postgresql://, mysql:// or sqlite:// URL, a pool, or the caller's connection."""
+    """Return the store for `target`: a postgresql://, mysql:// or sqlite:// URL (or an SQLAlchemy engine's), a
+    pool, or the caller's connection."""
     if isinstance(target, str):
         parsed = database_url(target)
         if parsed.dialect == "postgresql":
@@ -42,6 +43,8 @@ def open_store(target: Any, *, table: str, pool_size: int) -> Store:
 
         return SQLiteStore(target, table=parse_table(table, qualified=False))
     module = type(target).__module__
+    if module.split(".", 1)[0] == "sqlalchemy" and hasattr(target, "url"):  # an Engine or Engine
+        return open_store(engine_url(target), table=table, pool_size=pool_size)
     if module.split(".", 1)[0] in ("psycopg", "psycopg_pool"):
         from edinbox.stores._sync_postgres import PostgresStore
 
