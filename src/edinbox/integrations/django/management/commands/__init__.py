@@ -1,0 +1,1 @@
+"""`edinbox_stats`, `edinbox_purge`."""

@@ -1,0 +1,1 @@
+"""The test project's app: one model the handlers create."""

@@ -1,0 +1,155 @@
+"""Django: the app's migration makes the journal, process() runs in transaction.atomic() on Django's connection,
+and the management commands read and purge the journal (the test project in tests/django_project, PostgreSQL)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from edinbox import Message, Outcome, Status, Tx
+from services import POSTGRES_URL, require_service
+
+
+class Boom(Exception):
+    """A handler failure."""
+
+
+@pytest.fixture(scope="module")
+def project() -> Iterator[Any]:
+    """The test project set up once: its schema created, `migrate` run (the journal and the shop's table)."""
+    require_service("postgres")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "django_project.settings")
+    import django
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections
+
+    django.setup()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {settings.SCHEMA}".encode())
+    call_command("migrate", run_syncdb=True, verbosity=0)
+    from django_project.shop.models import Invoice
+
+    yield Invoice
+    connections.close_all()
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"DROP SCHEMA {settings.SCHEMA} CASCADE".encode())
+
+
+def create(invoice: Any, *, hold: float = 0.0, fail: bool = False) -> Any:
+    """A handler creating one Invoice through the ORM (holding its transaction `hold` seconds, then failing)."""
+
+    def handler(tx: Tx, message: Message) -> None:
+        invoice.objects.create(number=message.message_id)
+        time.sleep(hold)
+        if fail:
+            raise Boom
+
+    return handler
+
+
+def test_the_migration_makes_a_journal_that_verifies(project: Any) -> None:
+    """`migrate` created the journal with its unique key and schema version."""
+    from edinbox.integrations.django import inbox
+
+    inbox().verify()
+
+
+def test_the_same_message_from_two_threads_makes_one_row(project: Any) -> None:
+    """Two threads deliver one message at the same moment: one Invoice row; the second waits for the first
+    commit and returns DUPLICATE."""
+    from django.db import connections
+
+    from edinbox.integrations.django import process
+
+    barrier = threading.Barrier(2)
+    results: list[Any] = [None, None]
+
+    def deliver(index: int) -> None:
+        try:
+            connections["default"].ensure_connection()  # connect before the start line
+            barrier.wait()
+            results[index] = process(Message("two-threads", "s"), create(project, hold=0.3))
+        except Exception as exc:
+            results[index] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(str(r) for r in results) == ["Outcome.DUPLICATE", "Outcome.PROCESSED"]
+    assert project.objects.filter(number="two-threads").count() == 1
+
+
+def test_a_handler_failure_leaves_no_row_and_counts_an_attempt(project: Any) -> None:
+    """A failing handler's ORM row rolls back with the savepoint, the attempt commits, the exception propagates;
+    the next delivery creates the row once."""
+    from edinbox.integrations.django import inbox, process
+
+    with pytest.raises(Boom):
+        process(Message("fails-once", "s"), create(project, fail=True))
+    assert project.objects.filter(number="fails-once").count() == 0
+    record = inbox().get("s", "fails-once")
+    assert record is not None
+    assert (record.status, record.attempts) == (Status.FAILED, 1)
+    assert process(Message("fails-once", "s"), create(project)) is Outcome.PROCESSED
+    assert project.objects.filter(number="fails-once").count() == 1
+
+
+def test_inside_the_callers_atomic_block_the_row_commits_with_it(project: Any) -> None:
+    """Called in the caller's own atomic block, the journal row joins it: the caller's rollback undoes both."""
+    from django.db import transaction
+
+    from edinbox.integrations.django import inbox, process
+
+    class Undo(Exception):
+        """The caller's own failure after processing."""
+
+    outcomes = []
+
+    def caller() -> None:
+        with transaction.atomic():
+            outcomes.append(process(Message("undone", "s"), create(project)))
+            raise Undo
+
+    with pytest.raises(Undo):
+        caller()
+    assert outcomes == [Outcome.PROCESSED]
+    assert inbox().get("s", "undone") is None
+    assert project.objects.filter(number="undone").count() == 0
+
+
+def test_the_management_commands_count_and_purge(project: Any) -> None:
+    """`edinbox_stats` prints the counts by status as JSON; `edinbox_purge` refuses a retention shorter than the
+    horizon and deletes old processed rows."""
+    from django.core.management import CommandError, call_command
+    from django.db import connection
+
+    from edinbox.integrations.django import process
+
+    process(Message("old", "s"), create(project))
+    out = io.StringIO()
+    call_command("edinbox_stats", stdout=out)
+    counts = json.loads(out.getvalue())
+    assert counts["processed"] >= 1
+    with pytest.raises(CommandError, match="horizon"):
+        call_command("edinbox_purge", "--older-than-days", "1")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE edinbox_inbox SET settled_at = settled_at - interval '30 days'")
+    out = io.StringIO()
+    call_command("edinbox_purge", "--older-than-days", "8", stdout=out)
+    assert out.getvalue().strip() == f"purged {counts['processed']} rows"
+    out = io.StringIO()
+    call_command("edinbox_stats", stdout=out)
+    assert json.loads(out.getvalue())["processed"] == 0
