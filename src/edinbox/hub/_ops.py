@@ -44,7 +44,12 @@ def split_key(key: str) -> tuple[str, str]:
 
 async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
     """Create the journal and the hub's tables (idempotent), verify them, and grant each runtime role in `grant`
-    exactly what `edinbox run` needs (no DDL)."""
+    exactly what `edinbox run` needs (no DDL); open the source once, which creates a spool folder."""
+    if config.source:
+        from edinbox.sources import open_source
+
+        async with open_source(config.source, consumer=config.consumer):
+            pass
     async with open_inbox(config) as inbox:
         await inbox.create_schema()
         await inbox.transaction(create_tables)
