@@ -70,7 +70,7 @@ def parse_size(value: object) -> int:
         return value
     match = _SIZE.match(value) if isinstance(value, str) else None
     if not match:
-        raise ConfigurationError(f"{value!r} is not a size (examples: 65536, 100KB, 32MiB, 1GiB)")
+        raise ConfigurationError(f"max_payload {value!r} is not a size (examples: 65536, 100KB, 32MiB, 1GiB)")
     number, prefix, binary = match.groups()
     power = "kmgt".index(prefix.lower()) + 1 if prefix else 0
     return int(float(number) * (1024 if binary else 1000) ** power)
@@ -112,9 +112,12 @@ def _optional_duration(value: object) -> object:
 def _size(value: object) -> object:
     """A number of bytes or a size text."""
     try:
-        return parse_size(value)
+        size = parse_size(value)
     except ConfigurationError:
         raise ValueError(f"expected a size (65536, 100KB, 32MiB, 1GiB), got {value!r}") from None
+    if size < 1:
+        raise ValueError("must be at least 1 byte")
+    return size
 
 
 def _text(value: object) -> object:
@@ -168,7 +171,7 @@ class HubConfig(BaseSettings):
     non_edi: Literal["reject", "inbox"] = Field(
         "reject", description='payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)'
     )
-    max_payload: Annotated[int, BeforeValidator(_size), Field(ge=1)] = Field(
+    max_payload: Annotated[int, BeforeValidator(_size)] = Field(
         "32MiB", description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB)"
     )
     accounting: Text = Field(
