@@ -222,5 +222,7 @@ def describe(exc: ValidationError, names: Mapping[str, str] | None = None) -> st
         if where != key and len(error["loc"]) > 1:
             where = f"{where} {'.'.join(str(p) for p in error['loc'][1:])}"
         message = str(error["msg"]).removeprefix("Value error, ")
+        if "got " not in message and "input" in error:
+            message = f"{message}, got {error['input']!r}"
         lines.append(f"{where}: {message}")
     return "; ".join(lines)
