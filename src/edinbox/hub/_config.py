@@ -127,6 +127,13 @@ def _text(value: object) -> object:
     raise ValueError(f"expected text, got {value!r}")
 
 
+def _name(value: object) -> object:
+    """Non-empty text."""
+    if isinstance(value, str) and value.strip():
+        return value
+    raise ValueError(f"expected a non-empty name, got {value!r}")
+
+
 def _routes(value: object) -> object:
     """Routes by upper-case message type over the defaults."""
     if not isinstance(value, Mapping):
@@ -152,7 +159,7 @@ class HubConfig(BaseSettings):
 
     db: Text = Field("sqlite:///edinbox.db", description="postgresql://user@host/db or sqlite:///hub.db")
     source: Text = Field("", description="dir:///srv/edi, amqp://, nats://, redis:// or kafka://")
-    consumer: Annotated[Text, Field(min_length=1)] = Field("accounting", description="consumer name in the journal")
+    consumer: Annotated[str, BeforeValidator(_name)] = Field("accounting", description="consumer name in the journal")
     table: Text = Field("inbox", description='journal table, schema-qualified on PostgreSQL: "edi.inbox"')
     batch_size: Count = Field(20, description="deliveries per receive, settled in one transaction")
     poll_timeout: Annotated[Seconds, Field(gt=0)] = Field(0.5, description="seconds a receive waits for a delivery")
