@@ -115,7 +115,7 @@ class _Setting(click.Option):
 _METAVARS = {"_whole": "N", "_seconds": "SECONDS", "_duration": "DURATION", "_optional_duration": "DURATION"}
 
 
-def setting(flag: str, name: str | None = None, *, help: str | None = None, **kwargs: Any) -> Callable[[F], F]:  # noqa: A002
+def setting(flag: str, name: str | None = None, *, help: str | None = None, **kwargs: Any) -> Callable[[F], F]:
     """A field of HubConfig as a flag: its variable EDINBOX_<FIELD>, its help and default from the model."""
     field = name or flag.removeprefix("--").replace("-", "_")
     info = HubConfig.model_fields[field]

@@ -95,7 +95,9 @@ def test_a_missing_spool_folder_is_refused_and_only_init_creates_it(tmp_path: Pa
     assert {p.name for p in deep.iterdir()} >= {"inbound", "archive", "rejected"}
 
 
-def test_relative_paths_follow_one_rule_for_databases_and_spools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_relative_paths_follow_one_rule_for_databases_and_spools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`sqlite://NAME` and `dir://NAME` are both refused (a host, not a path); `dir:spool` and `sqlite:///hub.db`
     are relative to the current folder."""
     monkeypatch.chdir(tmp_path)

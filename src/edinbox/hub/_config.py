@@ -137,8 +137,12 @@ def _name(value: object) -> object:
 def _routes(value: object) -> object:
     """Routes by upper-case message type over the defaults."""
     if not isinstance(value, Mapping):
-        raise ValueError(f"expected a table of TYPE = \"inbox\" | \"bypass\", got {value!r}")
-    return {**DEFAULT_ROUTES, **{str(k).upper(): v for k, v in value.items()}}
+        raise ValueError(f'expected a table of TYPE = "inbox" | "bypass", got {value!r}')
+    routes = {**DEFAULT_ROUTES, **{str(k).upper(): v for k, v in value.items()}}
+    for kind, route in routes.items():
+        if route not in (INBOX, BYPASS):
+            raise ValueError(f"{kind}: expected 'inbox' or 'bypass', got {route!r}")
+    return routes
 
 
 Count = Annotated[int, BeforeValidator(_whole), Field(ge=1)]
@@ -179,13 +183,13 @@ class HubConfig(BaseSettings):
         "reject", description='payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)'
     )
     max_payload: Annotated[int, BeforeValidator(_size)] = Field(
-        "32MiB", description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB)"
+        MAX_PAYLOAD, description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB; 32MiB)"
     )
     accounting: Text = Field(
         "", description="POST invoices to this HTTP API (lease mode) instead of the invoices table"
     )
-    default_route: Route = Field(INBOX, description="the route of a message type [routes] does not name")
-    routes: Annotated[dict[str, Route], BeforeValidator(_routes)] = Field(
+    default_route: Route = Field("inbox", description="the route of a message type [routes] does not name")
+    routes: Annotated[dict[str, str], BeforeValidator(_routes)] = Field(
         default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
     )
 

@@ -44,9 +44,13 @@ class Settings:
         for name, value in self.config.model_dump().items():
             origin = self.origins.get(name, "default")
             if name == "routes":
-                rows += [{"setting": f"routes.{kind}", "value": route, "origin": origin} for kind, route in value.items()]
+                rows += [
+                    {"setting": f"routes.{kind}", "value": route, "origin": origin} for kind, route in value.items()
+                ]
             else:
-                rows.append({"setting": name, "value": mask(value) if isinstance(value, str) else value, "origin": origin})
+                rows.append(
+                    {"setting": name, "value": mask(value) if isinstance(value, str) else value, "origin": origin}
+                )
         return rows
 
 

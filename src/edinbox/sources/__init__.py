@@ -69,4 +69,6 @@ def check_source(url: str, *, exists: bool = True) -> None:
 
         root = spool_path(url)
         if not root.is_dir():
-            raise ConfigurationError(f"the spool folder {root} does not exist: `edinbox init --source {url}` creates it")
+            raise ConfigurationError(
+                f"the spool folder {root} does not exist: `edinbox init --source {url}` creates it"
+            )

@@ -47,8 +47,8 @@ class SourceOptions:
             for given in sorted(set(self._values) - self._taken):  # a misspelling is named, not "missing"
                 if difflib.get_close_matches(given, [name], n=1, cutoff=0.6):
                     raise self.error(f"unknown option {given}= (did you mean {name}=?)")
-            given = sorted(f"{n}=" for n in set(self._values) - self._taken)
-            also = f" (also given: {', '.join(given)}: a misspelling?)" if given else ""
+            others = sorted(f"{n}=" for n in set(self._values) - self._taken)
+            also = f" (also given: {', '.join(others)}: a misspelling?)" if others else ""
             raise self.error(f"the option {name}= is required{also}")
         return value
 
