@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,8 @@ def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as
         raise click.UsageError(str(exc)) from exc
     logging.basicConfig(
         level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",  # ISO 8601, UTC, as all output
+        datefmt="%Y-%m-%dT%H:%M:%S",
         stream=sys.stderr,
     )
     from edinbox._redact import RedactFilter
@@ -137,6 +139,8 @@ def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as
     redact = RedactFilter(urls=[u for u in (cfg.source, cfg.db, cfg.accounting) if u])
     for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
         handler.addFilter(redact)
+        if handler.formatter is not None:
+            handler.formatter.converter = time.gmtime
     # the hub logs one line per outage; stamina's line per retry would repeat it
     logging.getLogger("stamina").setLevel(logging.ERROR)
     try:

@@ -129,3 +129,13 @@ def test_raw_files_keep_one_extension(tmp_path: Path) -> None:
     [name] = [p.name for p in (spool / "inbound").iterdir()]
     assert name.count(".") == 1
     assert name.endswith("~order%2Ex12.edi")
+
+
+def test_durations_in_errors_read_as_the_options_take_them(tmp_path: Path) -> None:
+    """A purge below the horizon is refused with `older_than=1d < horizon=7d`, never `1 day, 0:00:00`."""
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    assert cli("init", "--db", db).exit_code == 0
+    result = cli("purge", "--db", db, "--older-than", "1d")
+    assert result.exit_code == 1
+    assert "older_than=1d < horizon=7d" in result.output
+    assert "day," not in result.output

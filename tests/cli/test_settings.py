@@ -251,3 +251,18 @@ def test_mixed_case_table_names_work_in_stats_and_doctor(
 
             with psycopg.connect(db, autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_the_library_names_the_extra_too(tmp_path: Path) -> None:
+    """`Inbox("postgresql://...")` without psycopg raises ConfigurationError naming the extra, not
+    ModuleNotFoundError."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from edinbox import ConfigurationError, Inbox\n"
+        "try:\n"
+        "    Inbox('postgresql://hub@127.0.0.1:1/hub', consumer='c')\n"
+        "except ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert done.stdout.strip() == "postgresql:// needs psycopg: pip install 'edinbox[postgres]'", done.stderr

@@ -123,7 +123,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
                 "delivery": r[1],
                 "reason": r[2],
                 "deliveries": r[3],
-                "at": json_value(r[4]),
+                "at": json_value(_timestamp(r[4])),
             }
             for r in rows
         ]
@@ -162,7 +162,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "delivery": r[1],
                 "reason": r[2],
                 "deliveries": r[3],
-                "at": json_value(r[4]),
+                "at": json_value(_timestamp(r[4])),
                 "payload": json_value(r[5]),
             }
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}

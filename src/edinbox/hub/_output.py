@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from edinbox._core import human_duration
+
 __all__ = ["as_dict", "human_duration", "json_value", "render"]
 
 
@@ -32,22 +34,6 @@ def as_dict(value: Any) -> dict[str, Any]:
     """The fields of a dataclass or slotted record as a dict of JSON-able values."""
     names = list(getattr(value, "__dataclass_fields__", None) or getattr(value, "__slots__", None) or ())
     return {name: json_value(getattr(value, name)) for name in names}
-
-
-def human_duration(span: timedelta | float) -> str:
-    """A duration the way the options take it: 30d, 12h, 5m, 1d2h3m4s, else seconds (90s, 1.5s)."""
-    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    if seconds < 60:
-        return f"{seconds:g}s"
-    rest, parts = round(seconds), []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if rest >= size:
-            parts.append(f"{rest // size}{unit}")
-            rest %= size
-    return "".join(parts)
 
 
 def _flat(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
