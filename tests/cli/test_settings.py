@@ -266,3 +266,16 @@ def test_the_library_names_the_extra_too(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path)
     assert done.stdout.strip() == "postgresql:// needs psycopg: pip install 'edinbox[postgres]'", done.stderr
+
+
+def test_doctor_only_looks_at_an_existing_spool_folder(tmp_path: Path) -> None:
+    """`doctor --source dir:...` on an existing folder reports it and creates nothing in it (no inbound/, no claim
+    folder), as every read-only command."""
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    assert cli("init", "--db", db).exit_code == 0
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    result = cli("doctor", "--db", db, "--source", f"dir://{spool}", "--json")
+    assert result.exit_code == 0, result.output
+    assert {row["check"]: row["status"] for row in json.loads(result.output)}["source"] == "ok"
+    assert list(spool.iterdir()) == []

@@ -264,11 +264,10 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("journal", "fail", mask(str(exc))))
     source_horizon: timedelta | None = None
     if config.source:
-        from edinbox.sources import open_source
+        from edinbox.sources import reach
 
         try:
-            async with open_source(config.source, consumer=config.consumer) as source:
-                source_horizon = source.horizon
+            source_horizon = await reach(config.source, consumer=config.consumer)
             checks.append(Check("source", "ok", f"reached {mask(config.source)}"))
         except InboxError as exc:
             checks.append(Check("source", "fail", mask(str(exc))))

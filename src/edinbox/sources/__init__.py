@@ -12,7 +12,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
 
-__all__ = ["Delivery", "Publish", "Source", "check_source", "open_source", "publisher"]
+__all__ = ["Delivery", "Publish", "Source", "check_source", "open_source", "publisher", "reach"]
 
 Publish = Callable[[str, Sequence[tuple[str, bytes]]], Awaitable[None]]
 """`await publish(url, [(message_id, payload), ...])`: send payloads with the producer id set."""
@@ -72,3 +72,16 @@ def check_source(url: str, *, exists: bool = True) -> None:
             raise ConfigurationError(
                 f"the spool folder {root} does not exist: `edinbox init --source {url}` creates it"
             )
+
+
+async def reach(url: str, *, consumer: str) -> timedelta | None:
+    """Check that a source can be reached without changing it, and return its redelivery horizon (None: unknown).
+
+    A spool folder is only looked at (it must exist; opening it would create its folders and a claim folder); a
+    broker is connected to and closed.
+    """
+    check_source(url)
+    if _module(url).__name__ == _MODULES["dir"]:
+        return None
+    async with open_source(url, consumer=consumer) as source:
+        return source.horizon
