@@ -1,15 +1,16 @@
 """How an `edinbox` command declares its options and gets its settings, so that every command behaves alike.
 
-A command in `edinbox.cli` is declared like this:
+A command in `edinbox.cli` (which imports these helpers as `_option`, `_setting`, `_json`, `_run`, `_echo`,
+`_errors`, and wraps `hub_settings` as `_config`) is declared like this:
 
     @main.command()
     @db_options                                   # --config, --db, --table, --consumer
-    @setting("--source")                          # a HubConfig field: help, [env var: EDINBOX_SOURCE; default: ...]
-    @option("--limit", default=50, type=int)      # the command's own option: EDINBOX_<COMMAND>_LIMIT
-    @json_option                                  # --json, on every command
+    @_setting("--source")                         # a HubConfig field: help, [env var: EDINBOX_SOURCE; default: ...]
+    @_option("--limit", default=50, type=int)     # the command's own option: EDINBOX_<COMMAND>_LIMIT
+    @_json                                        # --json, on every command
     def list_(*, limit: int, as_json: bool, **settings: Any) -> None:
-        cfg = hub_settings(settings)              # checked before anything is touched (see below)
-        echo(run(_ops.list_rows(cfg, ...)), as_json=as_json)
+        cfg = _config(**settings)                 # checked before anything is touched (see below)
+        _echo(_run(_ops.list_rows(cfg, ...)), as_json=as_json)
 
 - `setting(flag)` declares a field of `HubConfig` (its description is the help, its default is shown); the value
   arrives unparsed in `**settings` and is typed by the model, with the TOML file and the `EDINBOX_` variables.

@@ -20,18 +20,13 @@ from typing import Any
 
 import click
 
-from edinbox._commands import (
-    Commands,
-    db_options,
-    echo,
-    errors,
-    hub_settings,
-    json_option,
-    load,
-    option,
-    setting,
-)
+from edinbox._commands import Commands, db_options, hub_settings, load
+from edinbox._commands import echo as _echo
+from edinbox._commands import errors as _errors
+from edinbox._commands import json_option as _json
+from edinbox._commands import option as _option
 from edinbox._commands import run as _run
+from edinbox._commands import setting as _setting
 from edinbox._errors import InboxError, TransientError
 from edinbox._urls import mask
 from edinbox.hub import _ops
@@ -67,6 +62,11 @@ def main() -> None:
     """
 
 
+def _config(**settings: Any) -> HubConfig:
+    """The checked settings of a command (`**settings` as its options gave them): see `edinbox._commands`."""
+    return hub_settings(settings)
+
+
 def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
     """Apply `--route TYPE=ROUTE` options over the configured routes."""
     if not routes:
@@ -85,15 +85,15 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 
 @main.command()
 @db_options
-@setting("--source")
-@setting("--batch-size")
-@setting("--poll-timeout")
-@setting("--idle-timeout")
-@setting("--max-attempts")
-@setting("--horizon")
-@setting("--lease")
-@setting("--non-edi")
-@option(
+@_setting("--source")
+@_setting("--batch-size")
+@_setting("--poll-timeout")
+@_setting("--idle-timeout")
+@_setting("--max-attempts")
+@_setting("--horizon")
+@_setting("--lease")
+@_setting("--non-edi")
+@_option(
     "--route",
     "routes",
     multiple=True,
@@ -101,13 +101,13 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
     metavar="TYPE=inbox|bypass",
     help="route a message type (repeatable), e.g. --route DESADV=bypass",
 )
-@option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="drain what is waiting, exit")
-@option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT")
-@option("--quiet", "-q", is_flag=True, envvar="EDINBOX_QUIET", help="log warnings and errors only")
-@setting("--accounting")
-@setting("--give-up-after")
-@setting("--max-payload")
-@json_option
+@_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="drain what is waiting, exit")
+@_option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT")
+@_option("--quiet", "-q", is_flag=True, envvar="EDINBOX_QUIET", help="log warnings and errors only")
+@_setting("--accounting")
+@_setting("--give-up-after")
+@_setting("--max-payload")
+@_json
 def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, **settings: Any) -> None:
     """Run the hub: settle deliveries from --source through the inbox into accounting, ack after commit.
 
@@ -123,7 +123,7 @@ def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as
     """
     from edinbox.hub._fault import parse_fault
 
-    cfg = _routed(hub_settings(settings), routes)
+    cfg = _routed(_config(**settings), routes)
     try:
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     except InboxError as exc:
@@ -154,7 +154,7 @@ def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as
     summary = " ".join(f"{k}={v}" for k, v in sorted(totals.items()))
     logging.getLogger("edinbox.hub").info(mask(f"stopped {summary}".strip()))
     if as_json:
-        echo(totals, as_json=True)
+        _echo(totals, as_json=True)
 
 
 async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
@@ -183,8 +183,8 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
 
 @main.command()
 @db_options
-@setting("--source", help="also create this spool folder (dir:///srv/edi) with its inbound/, archive/, ... folders")
-@option(
+@_setting("--source", help="also create this spool folder (dir:///srv/edi) with its inbound/, archive/, ... folders")
+@_option(
     "--grant",
     "roles",
     multiple=True,
@@ -192,7 +192,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     metavar="ROLE",
     help="PostgreSQL: grant this runtime role what `run` needs and no more (repeatable)",
 )
-@json_option
+@_json
 def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
     """Create the journal and the hub's tables (idempotent), and the spool folder of --source: the only command that
     creates anything.
@@ -203,7 +203,9 @@ def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
     cfg = hub_settings(settings, creates=True)
     _run(_ops.init(cfg, grant=roles))
     if as_json:
-        echo({"db": mask(cfg.db), "table": cfg.table, "source": mask(cfg.source), "granted": list(roles)}, as_json=True)
+        _echo(
+            {"db": mask(cfg.db), "table": cfg.table, "source": mask(cfg.source), "granted": list(roles)}, as_json=True
+        )
         return
     click.echo(f"ready: journal {cfg.table} and the hub's tables in {mask(cfg.db)}")
     if cfg.source:
@@ -214,64 +216,64 @@ def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
 
 @main.command()
 @db_options
-@setting("--source", help="also check that this source can be reached")
-@setting("--retention")
-@setting("--horizon")
-@json_option
+@_setting("--source", help="also check that this source can be reached")
+@_setting("--retention")
+@_setting("--horizon")
+@_json
 def doctor(*, as_json: bool, **settings: Any) -> None:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention vs the horizon."""
-    checks = _run(_ops.doctor(hub_settings(settings)))
+    checks = _run(_ops.doctor(_config(**settings)))
     rows = [{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]
-    echo(rows, as_json=as_json, columns=["check", "status", "detail"])
+    _echo(rows, as_json=as_json, columns=["check", "status", "detail"])
     if any(c.status == "fail" for c in checks):
         sys.exit(1)
 
 
 @main.command()
 @db_options
-@json_option
+@_json
 def stats(*, as_json: bool, **settings: Any) -> None:
     """Counts by outcome, rows by journal status, the oldest row's age and the table size.
 
     A consumer with no rows at all (a typo of --consumer?) is said on stderr; the exit status stays 0.
     """
-    cfg = hub_settings(settings)
+    cfg = _config(**settings)
     data = _run(_ops.stats(cfg))
     if not data["journal_rows"] and not data["received"] and not data["rejected"]:
         click.echo(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
-    echo(data, as_json=as_json)
+    _echo(data, as_json=as_json)
 
 
 @main.command("list")
 @db_options
-@option(
+@_option(
     "--status",
     type=click.Choice(["processed", "failed", "dead", "conflict", "in_progress", "rejected"]),
     help="only rows of this status (rejected: parked payloads that did not parse)",
 )
-@option("--limit", default=50, type=click.IntRange(min=1))
-@json_option
+@_option("--limit", default=50, type=click.IntRange(min=1))
+@_json
 def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> None:
     """List journal rows (newest first) or parked payloads (--status rejected)."""
-    rows = _run(_ops.list_rows(hub_settings(settings), status=status, limit=limit))
+    rows = _run(_ops.list_rows(_config(**settings), status=status, limit=limit))
     parked = status == "rejected"
     columns = (
         ["key", "status", "deliveries", "at", "reason"] if parked else ["key", "status", "attempts", "at", "error"]
     )
-    echo(rows, as_json=as_json, columns=columns)
+    _echo(rows, as_json=as_json, columns=columns)
 
 
 @main.command()
 @db_options
 @click.argument("key")
-@json_option
+@_json
 def show(*, key: str, as_json: bool, **settings: Any) -> None:
     """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID)."""
-    cfg = hub_settings(settings)
+    cfg = _config(**settings)
     data = _run(_ops.show(cfg, key))
     if data is None:
         raise click.ClickException(f"no row {key!r} for consumer {cfg.consumer!r}")
-    echo(data, as_json=as_json)
+    _echo(data, as_json=as_json)
 
 
 def _change(
@@ -284,10 +286,10 @@ def _change(
     none: str,
 ) -> None:
     """Run a journal change on one key; say `done KEY`, or fail with `none KEY` when no row matched."""
-    if not _run(action(hub_settings(settings), key)):
+    if not _run(action(_config(**settings), key)):
         raise click.ClickException(f"{none} {key!r}")
     if as_json:
-        echo({"key": key, "done": done}, as_json=True)
+        _echo({"key": key, "done": done}, as_json=True)
     else:
         click.echo(f"{done} {key}")
 
@@ -295,7 +297,7 @@ def _change(
 @main.command()
 @db_options
 @click.argument("key")
-@json_option
+@_json
 def requeue(*, key: str, as_json: bool, **settings: Any) -> None:
     """Make a dead or conflicting message processable again (its next delivery runs the handler)."""
     _change(_ops.requeue, key, settings, as_json=as_json, done="requeued", none="no dead or conflicting row")
@@ -305,7 +307,7 @@ def requeue(*, key: str, as_json: bool, **settings: Any) -> None:
 @db_options
 @click.argument("key")
 @click.confirmation_option(prompt="Forget this key? Its next delivery will be processed again.", show_envvar=True)
-@json_option
+@_json
 def forget(*, key: str, as_json: bool, **settings: Any) -> None:
     """Delete a journal row on purpose, so that the next delivery of the key is processed again."""
     _change(_ops.forget, key, settings, as_json=as_json, done="forgot", none="no row")
@@ -313,13 +315,13 @@ def forget(*, key: str, as_json: bool, **settings: Any) -> None:
 
 @main.command()
 @db_options
-@setting("--older-than", "retention", help="age of the rows to delete (30d, 12h, ...)")
-@setting("--horizon")
-@option("--batch-size", default=1000, type=click.IntRange(min=1))
-@json_option
+@_setting("--older-than", "retention", help="age of the rows to delete (30d, 12h, ...)")
+@_setting("--horizon")
+@_option("--batch-size", default=1000, type=click.IntRange(min=1))
+@_json
 def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon)."""
-    cfg = hub_settings(settings)
+    cfg = _config(**settings)
     with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
         shown = 0
 
@@ -331,25 +333,25 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
 
         total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
     if as_json:
-        echo({"purged": total, "older_than": cfg.retention}, as_json=True)
+        _echo({"purged": total, "older_than": cfg.retention}, as_json=True)
     else:
         click.echo(f"purged {total} rows older than {cfg.retention}")
 
 
 @main.command()
-@option("--messages", default=500, type=click.IntRange(min=1), help="interchanges")
-@option("--duplicate-rate", default=0.2, type=click.FloatRange(0, 1), help="share of invoices published twice")
-@option(
+@_option("--messages", default=500, type=click.IntRange(min=1), help="interchanges")
+@_option("--duplicate-rate", default=0.2, type=click.FloatRange(0, 1), help="share of invoices published twice")
+@_option(
     "--crash-rate",
     default=0.15,
     type=click.FloatRange(0, 1),
     help="chance that a hub process is killed after a commit, before its ack",
 )
-@option("--seed", default=7, type=int, help="same seed, same traffic")
-@option("--db", envvar="EDINBOX_DB", default=None, show_default="SQLite in the work dir")
-@option("--table", default=None, show_default="inbox; a fresh schema on PostgreSQL", help="journal table")
-@option("--workers", default=2, type=click.IntRange(1, 8), help="hub processes")
-@option(
+@_option("--seed", default=7, type=int, help="same seed, same traffic")
+@_option("--db", envvar="EDINBOX_DB", default=None, show_default="SQLite in the work dir")
+@_option("--table", default=None, show_default="inbox; a fresh schema on PostgreSQL", help="journal table")
+@_option("--workers", default=2, type=click.IntRange(1, 8), help="hub processes")
+@_option(
     "--dir",
     "workdir",
     envvar="EDINBOX_DEMO_DIR",
@@ -357,12 +359,12 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     show_default="a temporary folder",
     help="spool + logs",
 )
-@json_option
+@_json
 def demo(*, as_json: bool, **options: Any) -> None:
     """Run the hub on generated partner interchanges with duplicates and real crashes; check the invoices."""
     from edinbox.hub._demo import run_demo
 
-    with errors():
+    with _errors():
         report = run_demo(**options, echo=(lambda text: None) if as_json else click.echo)
     click.echo(json.dumps(report.as_dict()) if as_json else report.render())
     sys.exit(0 if report.ok else 1)
@@ -370,9 +372,9 @@ def demo(*, as_json: bool, **options: Any) -> None:
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@option("--to", "url", required=True, envvar="EDINBOX_PUBLISH_TO", help="broker or spool URL")
-@option("--raw", is_flag=True, help="send each file whole, keyed by its file name, without parsing it")
-@json_option
+@_option("--to", "url", required=True, envvar="EDINBOX_PUBLISH_TO", help="broker or spool URL")
+@_option("--raw", is_flag=True, help="send each file whole, keyed by its file name, without parsing it")
+@_json
 def publish(*, files: tuple[Path, ...], url: str, raw: bool, as_json: bool) -> None:
     """Send the interchanges in FILES to a broker, the producer id set to each interchange's key."""
     from edinbox._publish import split_files
@@ -381,13 +383,13 @@ def publish(*, files: tuple[Path, ...], url: str, raw: bool, as_json: bool) -> N
     async def send(messages: list[tuple[str, bytes]]) -> None:
         await publisher(url)(url, messages)
 
-    with errors():
+    with _errors():
         check_source(url)
         messages = split_files(files, raw=raw, warn=lambda text: click.echo(f"warning: {text}", err=True))
     _run(send(messages))
     rows = [{"key": message_id, "bytes": len(payload)} for message_id, payload in messages]
     if as_json:
-        echo({"to": mask(url), "files": len(files), "messages": rows}, as_json=True)
+        _echo({"to": mask(url), "files": len(files), "messages": rows}, as_json=True)
         return
     for row in rows:
         click.echo(f"{row['key']}\t{row['bytes']} bytes")
@@ -396,10 +398,10 @@ def publish(*, files: tuple[Path, ...], url: str, raw: bool, as_json: bool) -> N
 
 @main.command("config")
 @db_options
-@setting("--source")
-@option("--show", "mode", flag_value="show", default=True, help="the effective settings and where each comes from")
-@option("--example", "mode", flag_value="example", help="a commented hub.toml with every setting at its default")
-@json_option
+@_setting("--source")
+@_option("--show", "mode", flag_value="show", default=True, help="the effective settings and where each comes from")
+@_option("--example", "mode", flag_value="example", help="a commented hub.toml with every setting at its default")
+@_json
 def config_(*, mode: str, as_json: bool, **settings: Any) -> None:
     """Print the effective settings with their origin (file, variable, flag, default), passwords masked, or
     (--example) a commented hub.toml generated from the settings model."""
@@ -409,7 +411,7 @@ def config_(*, mode: str, as_json: bool, **settings: Any) -> None:
         text = example_toml()
         click.echo(json.dumps({"example": text}) if as_json else text, nl=as_json)
         return
-    echo(load(settings).rows(), as_json=as_json, columns=["setting", "value", "origin"])
+    _echo(load(settings).rows(), as_json=as_json, columns=["setting", "value", "origin"])
 
 
 if __name__ == "__main__":
