@@ -49,10 +49,13 @@ def _in_transaction(connection: Any) -> bool:
 class _AsyncMySQLUnit:
     """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
 
-    def __init__(self, connection: asyncmy.Connection, statements: Statements, *, nested: bool) -> None:
+    def __init__(
+        self, connection: asyncmy.Connection, statements: Statements, *, nested: bool, own: bool = False
+    ) -> None:
         self.connection = connection
         self._sql = statements
         self._nested = nested
+        self._own = own  # the store's own connection: multi-statement queries allowed
         self._cursor: Any = None
         self._ddl = False  # a statement that commits implicitly ran since begin()
 
@@ -76,10 +79,22 @@ class _AsyncMySQLUnit:
                 await self.connection.begin()
 
     async def insert(self, name: str, values: Params) -> bool:
-        """Begin, then INSERT IGNORE; true when the row was inserted."""
-        await self.begin()
+        """Begin, then INSERT IGNORE; true when the row was inserted.
+
+        On the store's own connections BEGIN and the INSERT go as one query: one round trip.
+        """
+        if not self._own:
+            await self.begin()
+            with _RECORDING:
+                return int((await self._execute(name, values)).rowcount) == 1
+        self._ddl = False
         with _RECORDING:
-            return int((await self._execute(name, values)).rowcount) == 1
+            cursor = self._cursor
+            if cursor is None:
+                cursor = self._cursor = await self.connection.cursor()
+            await cursor.execute("BEGIN;\n" + self._sql[name][0], params(values))
+            await cursor.nextset()  # past BEGIN's reply, to the INSERT's
+            return int(cursor.rowcount) == 1
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
@@ -164,7 +179,7 @@ class _AsyncHold:
             self._via = store._hot_lock
             try:
                 if store._hot_unit is None:
-                    store._hot_unit = _AsyncMySQLUnit(await store._connect(), store._sql, nested=False)
+                    store._hot_unit = _AsyncMySQLUnit(await store._connect(), store._sql, nested=False, own=True)
             except BaseException:
                 store._hot_lock.release()
                 raise
@@ -177,7 +192,7 @@ class _AsyncHold:
             store._slots.release()
             raise
         self._pooled = True
-        self._unit = _AsyncMySQLUnit(connection, store._sql, nested=False)
+        self._unit = _AsyncMySQLUnit(connection, store._sql, nested=False, own=True)
         return self._unit
 
     async def __aexit__(
@@ -229,7 +244,7 @@ class AsyncMySQLStore:
         with mapped_errors(f"connect to {mask(self._url)}"):
             connection = await asyncmy.connect(**options)
         try:
-            await _AsyncMySQLUnit(connection, self._sql, nested=False).run("session", {})
+            await _AsyncMySQLUnit(connection, self._sql, nested=False, own=True).run("session", {})
         except BaseException:
             _close(connection)
             raise

@@ -15,11 +15,24 @@ from edinbox._urls import mask
 from edinbox.stores._mapping import MappedErrors, mysql_kind
 from edinbox.stores._queries import FILES, load_queries, placeholders
 
-__all__ = ["DIALECT", "MySQLErrors", "Statements", "connect_options", "lock_name", "params", "timestamp"]
+__all__ = [
+    "DIALECT",
+    "MULTI_STATEMENTS",
+    "MySQLErrors",
+    "Statements",
+    "connect_options",
+    "lock_name",
+    "params",
+    "timestamp",
+]
 
 DIALECT = "mysql"
 
+MULTI_STATEMENTS = 1 << 16
+"""The protocol's CLIENT_MULTI_STATEMENTS capability (the same bit in PyMySQL's and asyncmy's constants)."""
+
 _STATEMENT_END = re.compile(r";\s*\n")
+_COMMENT = re.compile(r"^\s*--[^\n]*\n", re.MULTILINE)
 _DDL = re.compile(r"\s*(?:--[^\n]*\n\s*)*(?:CREATE|ALTER|DROP)\b", re.IGNORECASE)
 
 
@@ -55,7 +68,8 @@ class Statements:
                 p: "'" + p.removesuffix("_name") + "'" if p.endswith("_name") else self.beside(p)
                 for p in placeholders(text) - identifiers.keys()
             }
-            self._text[name] = [s for s in _STATEMENT_END.split(text.format(**identifiers, **beside)) if s.strip()]
+            body = _COMMENT.sub("", text.format(**identifiers, **beside))  # the comments stay in the file
+            self._text[name] = [s for s in _STATEMENT_END.split(body) if s.strip()]
         self.lock_name = lock_name(str(table))
         self.ddl = frozenset(n for n, texts in self._text.items() if _DDL.match(texts[0]))
         """The statements MariaDB commits implicitly (CREATE, ALTER, DROP): a transaction ends with them."""
@@ -92,6 +106,9 @@ def connect_options(url: str) -> dict[str, Any]:
         "database": database,
         "charset": "utf8mb4",
         "autocommit": True,  # the units send BEGIN / COMMIT themselves
+        # BEGIN and a delivery's INSERT go as one query (one round trip), as "BEGIN; EXECUTE" on PostgreSQL;
+        # every value in it is escaped by the driver
+        "client_flag": MULTI_STATEMENTS,
     }
 
 

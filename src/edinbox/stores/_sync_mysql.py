@@ -50,10 +50,13 @@ def _in_transaction(connection: Any) -> bool:
 class _MySQLUnit:
     """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
 
-    def __init__(self, connection: pymysql.Connection, statements: Statements, *, nested: bool) -> None:
+    def __init__(
+        self, connection: pymysql.Connection, statements: Statements, *, nested: bool, own: bool = False
+    ) -> None:
         self.connection = connection
         self._sql = statements
         self._nested = nested
+        self._own = own  # the store's own connection: multi-statement queries allowed
         self._cursor: Any = None
         self._ddl = False  # a statement that commits implicitly ran since begin()
 
@@ -77,10 +80,22 @@ class _MySQLUnit:
                 self.connection.begin()
 
     def insert(self, name: str, values: Params) -> bool:
-        """Begin, then INSERT IGNORE; true when the row was inserted."""
-        self.begin()
+        """Begin, then INSERT IGNORE; true when the row was inserted.
+
+        On the store's own connections BEGIN and the INSERT go as one query: one round trip.
+        """
+        if not self._own:
+            self.begin()
+            with _RECORDING:
+                return int((self._execute(name, values)).rowcount) == 1
+        self._ddl = False
         with _RECORDING:
-            return int((self._execute(name, values)).rowcount) == 1
+            cursor = self._cursor
+            if cursor is None:
+                cursor = self._cursor = self.connection.cursor()
+            cursor.execute("BEGIN;\n" + self._sql[name][0], params(values))
+            cursor.nextset()  # past BEGIN's reply, to the INSERT's
+            return int(cursor.rowcount) == 1
 
     def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
@@ -165,7 +180,7 @@ class _Hold:
             self._via = store._hot_lock
             try:
                 if store._hot_unit is None:
-                    store._hot_unit = _MySQLUnit(store._connect(), store._sql, nested=False)
+                    store._hot_unit = _MySQLUnit(store._connect(), store._sql, nested=False, own=True)
             except BaseException:
                 store._hot_lock.release()
                 raise
@@ -178,7 +193,7 @@ class _Hold:
             store._slots.release()
             raise
         self._pooled = True
-        self._unit = _MySQLUnit(connection, store._sql, nested=False)
+        self._unit = _MySQLUnit(connection, store._sql, nested=False, own=True)
         return self._unit
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -228,7 +243,7 @@ class MySQLStore:
         with mapped_errors(f"connect to {mask(self._url)}"):
             connection = pymysql.connect(**options)
         try:
-            _MySQLUnit(connection, self._sql, nested=False).run("session", {})
+            _MySQLUnit(connection, self._sql, nested=False, own=True).run("session", {})
         except BaseException:
             _close(connection)
             raise
