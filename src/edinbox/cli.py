@@ -123,11 +123,11 @@ def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as
     """
     from edinbox.hub._fault import parse_fault
 
-    cfg = _routed(_config(**settings), routes)
     try:
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     except InboxError as exc:
         raise click.UsageError(str(exc)) from exc
+    cfg = _routed(_config(**settings), routes)
     logging.basicConfig(
         level=logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",  # ISO 8601, UTC, as all output

@@ -15,9 +15,10 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
 
 __all__ = [
@@ -200,6 +201,15 @@ class HubConfig(BaseSettings):
         except ValidationError as exc:
             raise ConfigurationError(describe(exc)) from exc
 
+    @field_validator("table")
+    @classmethod
+    def _table_name(cls, table: str, info: ValidationInfo) -> str:
+        """The journal's own rule for table names (schema-qualified only on PostgreSQL), checked with the settings."""
+        db = info.data.get("db")
+        qualified = isinstance(db, str) and db.partition("://")[0].lower() in ("postgresql", "postgres")
+        parse_table(table, qualified=qualified)
+        return table
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -233,7 +243,7 @@ def describe(exc: ValidationError, names: Mapping[str, str] | None = None) -> st
         if where != key and len(error["loc"]) > 1:
             where = f"{where} {'.'.join(str(p) for p in error['loc'][1:])}"
         message = str(error["msg"]).removeprefix("Value error, ")
-        if "got " not in message and "input" in error:
+        if "got " not in message and "input" in error and error["type"] != "value_error":
             message = f"{message}, got {error['input']!r}"
         lines.append(f"{where}: {message}")
     return "; ".join(lines)
