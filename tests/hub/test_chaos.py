@@ -19,8 +19,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from edinbox.hub import HubConfig
+from edinbox.hub._generate import generate
+from edinbox.hub._ops import forget, list_rows
+from edinbox.sources.spool import publish
 from servers import PrivatePostgres
 from services import require_service
+
+from .test_hub import settle
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private PostgreSQL servers are started on Linux")
 
@@ -160,3 +166,22 @@ def test_an_interrupted_chaos_run_leaves_no_hub_running(tmp_path: Path, signum: 
     proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert _hubs_of(spool) == []
+
+
+async def test_a_second_effect_shows_in_the_count_the_invoices_table_hides(hub_config: HubConfig) -> None:
+    """An interchange processed twice (its journal row forgotten, then redelivered) leaves the invoices table as it
+    was, because of its unique key, but adds one effect: the tally chaos counts `doubled` from sees it."""
+    from edinbox.hub._chaos import tally
+
+    traffic = generate(3, duplicate_rate=0.0, seed=5, mixed=False)
+    await publish(hub_config.source, traffic.files)
+    await settle(hub_config)
+    first = await tally(hub_config)
+    assert (len(first.invoices), first.effects, first.settled) == (3, 3, 3)
+    [row, *_] = await list_rows(hub_config, status="processed", limit=1)
+    assert await forget(hub_config, row["key"])
+    await publish(hub_config.source, traffic.files[:3])
+    await settle(hub_config)
+    second = await tally(hub_config)
+    assert second.invoices == first.invoices  # the unique key hides the second effect...
+    assert (second.effects, second.settled) == (4, 3)  # ...the effect counter does not: doubled = 1

@@ -198,15 +198,16 @@ class _Hubs:
 
 
 @contextlib.contextmanager
-def _terminated_like_interrupted() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt meanwhile, so the hubs are stopped by `finally` as on Ctrl-C."""
+def _sigterm_noted() -> Iterator[list[int]]:
+    """Note a SIGTERM (in the yielded list) instead of dying, so the loop ends as on Ctrl-C and stops the hubs.
 
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    The loop checks the note between its steps: an exception raised inside a running event loop could leave it
+    half closed.
+    """
+    noted: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: noted.append(signum))
     try:
-        yield
+        yield noted
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -285,7 +286,7 @@ def run_chaos(
         expected=len(expected),
     )
     restart: subprocess.Popen[bytes] | None = None
-    with open(workdir / "hubs.log", "ab") as log, _terminated_like_interrupted():
+    with open(workdir / "hubs.log", "ab") as log, _sigterm_noted() as terminated:
         procs = _Hubs(config, log=log, rng=rng)
         try:
             for _ in range(hubs):
@@ -297,6 +298,8 @@ def run_chaos(
             restarted = settled = False
             quiet_since, size = 0.0, -1
             while True:
+                if terminated:
+                    raise KeyboardInterrupt
                 now = time.monotonic()
                 if now > deadline:
                     report.timed_out = True
