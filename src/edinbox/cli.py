@@ -414,7 +414,11 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @_option("--kill-every", default=2.0, show_default=True, type=click.FloatRange(min=0), help="seconds; 0: no kills")
 @_option("--restart-db-command", default=None, help="shell command run once, when a third of the invoices exist")
 @_option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=1), help="seconds in all")
-@_option("--drain-idle", default=3.0, show_default=True, type=click.FloatRange(min=0), help="quiet seconds = drained")
+@_option(
+    "--drain-idle",
+    type=click.FloatRange(min=0),
+    help="idle seconds that count as drained  [default: the source's ack_wait + 2, at least 6]",
+)
 @_option("--seed", default=7, show_default=True, type=int, help="same seed, same traffic and kills")
 @_option("--dir", "workdir", type=click.Path(file_okay=False, path_type=Path), help="hub logs  [temp dir]")
 @_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print the report as JSON")
@@ -428,7 +432,8 @@ def chaos(*, as_json: bool, **options: Any) -> None:
     doubled: effects committed twice; the invoices table's unique key would hide those, so they are counted from
     the hub's outcome counters (added in the same transaction as the invoices, with no unique key) minus the
     interchanges the journal settled. Runs `edinbox init` itself, on a fresh schema per run (PostgreSQL).
-    Set --drain-idle above the source's redelivery time (NATS ack_wait, Redis dead_after).
+    The default --drain-idle outlasts the time a killed hub's deliveries take to come back (NATS ack_wait, Redis
+    dead_after, the spool's 5 s).
 
     Exit status: 0 only when lost=0 and doubled=0 within --timeout; 1 otherwise (or a configuration error).
     """

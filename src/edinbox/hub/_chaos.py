@@ -42,14 +42,18 @@ from edinbox.hub._config import HubConfig
 from edinbox.hub._generate import generate
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._tables import counts
-from edinbox.sources import publisher
+from edinbox.sources import open_source, publisher
 
-__all__ = ["ChaosReport", "Tally", "run_chaos", "tally"]
+__all__ = ["CONSUMER", "ChaosReport", "Tally", "run_chaos", "tally"]
 
 CONSUMER = "accounting"
+"""The consumer name of the chaos run's hubs in the journal and on the source."""
 _TICK = 0.3
 _ARMED = 0.5
 """Share of hub processes armed with the fault point (they kill themselves after a commit, before its ack)."""
+_DRAIN_IDLE = 6.0
+"""The least quiet time that counts as drained: the spool recovers a killed hub's files within 5 s; the default is
+the source's ack_wait + 2 s when that is longer."""
 _GRACE = 30.0
 """Seconds a stopped hub has to finish its batch before it is killed."""
 
@@ -248,7 +252,7 @@ def run_chaos(
     kill_every: float = 2.0,
     restart_db_command: str | None = None,
     timeout: float = 300.0,
-    drain_idle: float = 3.0,
+    drain_idle: float | None = None,
     seed: int = 7,
     batch_size: int = 10,
     workdir: Path | None = None,
@@ -269,6 +273,8 @@ def run_chaos(
             f"{mask(db)} (journal {table}) already holds invoices or settled interchanges: chaos counts from an "
             "empty start; pass a fresh --table (a new schema on PostgreSQL) or a new SQLite file"
         )
+    if drain_idle is None:  # a killed hub's deliveries come back after the source's ack_wait
+        drain_idle = max(_DRAIN_IDLE, (open_source(source, consumer=CONSUMER).ack_wait or 0.0) + 2.0)
     traffic = generate(messages, duplicate_rate=0.0, seed=seed, mixed=False)
     expected = {(s, n, k, d.isoformat()) for s, n, k, d in traffic.invoice_keys}
     rng = random.Random(seed ^ 0xC4A05)  # noqa: S311 - a kill schedule, not security
