@@ -241,6 +241,91 @@ def _final(config: HubConfig, *, within: float = 60.0) -> Tally:
             time.sleep(0.5)
 
 
+@dataclass(slots=True)
+class _Schedule:
+    """When chaos kills, restarts, and ends: the loop's state between two ticks."""
+
+    kill_every: float
+    restart_db_command: str | None
+    drain_idle: float
+    deadline: float
+    next_kill: float = 0.0
+    restart: subprocess.Popen[bytes] | None = None
+    restarted: bool = False
+    settled: bool = False
+    quiet_since: float = 0.0
+    size: int = -1
+
+    def chaos_done(self, report: ChaosReport) -> bool:
+        """At least one kill (unless kills are off) and the restart done (when asked for): a run without its chaos
+        proves nothing."""
+        killed = self.kill_every <= 0 or report.kills > 0
+        return killed and (not self.restart_db_command or report.db_restarts > 0)
+
+
+def _drive(
+    config: HubConfig,
+    procs: _Hubs,
+    plan: _Schedule,
+    report: ChaosReport,
+    *,
+    expected: set[InvoiceKey],
+    workdir: Path,
+    terminated: list[int],
+    echo: Callable[[str], None],
+) -> None:
+    """Tick until settled and drained (or the deadline): replace dead hubs, kill one on schedule, restart the
+    database once a third of the invoices exist, and watch the database and the hubs' log."""
+    started = time.monotonic()
+    plan.next_kill = started + plan.kill_every if plan.kill_every > 0 else float("inf")
+    while True:
+        if terminated:
+            raise KeyboardInterrupt
+        now = time.monotonic()
+        if now > plan.deadline:
+            report.timed_out = True
+            return
+        report.crashes += procs.replace(armed=not plan.settled)
+        if not plan.settled and now >= plan.next_kill:
+            procs.kill_one()
+            report.kills += 1
+            plan.next_kill = now + plan.kill_every
+        if plan.restart is not None and plan.restart.poll() is not None:
+            if plan.restart.returncode != 0:
+                raise InboxError(f"--restart-db-command exited {plan.restart.returncode}: see {workdir}/restart.log")
+            report.db_restarts += 1
+            echo("database restarted")
+            plan.restart = None
+        current = _poll(config)
+        done = len(expected & current.invoices) if current else 0
+        if plan.restart_db_command and not plan.restarted and done * 3 >= len(expected):
+            with open(workdir / "restart.log", "ab") as out:  # the operator's own command line, by design
+                plan.restart = subprocess.Popen(plan.restart_db_command, shell=True, stdout=out, stderr=out)  # noqa: S602
+            plan.restarted = True
+        complete = current is not None and done == len(expected) and current.settled >= report.messages
+        if not plan.settled and complete and plan.chaos_done(report):
+            plan.settled = True
+            echo(f"settled after {now - started:.1f} s; waiting until the hubs stay idle for {plan.drain_idle} s")
+        if plan.settled:
+            size = procs.size()
+            if size != plan.size:
+                plan.size, plan.quiet_since = size, now
+            elif now - plan.quiet_since >= plan.drain_idle:
+                return
+        time.sleep(_TICK)
+
+
+def _prepare(config: HubConfig) -> None:
+    """Create the tables (`edinbox init`) and refuse tables that already hold invoices or settled interchanges."""
+    asyncio.run(_ops.init(config))
+    before = asyncio.run(tally(config))
+    if before.invoices or before.settled:
+        raise ConfigurationError(
+            f"{mask(config.db)} (journal {config.table}) already holds invoices or settled interchanges: chaos "
+            "counts from an empty start; pass a fresh --table (a new schema on PostgreSQL) or a new SQLite file"
+        )
+
+
 def run_chaos(
     *,
     source: str,
@@ -266,13 +351,7 @@ def run_chaos(
         fresh = f"edinbox_chaos_{uuid.uuid4().hex[:8]}"
         table = f"{fresh}.inbox" if database_url(db).dialect == "postgresql" else "inbox"
     config = HubConfig(db=db, table=table, consumer=CONSUMER, source=source, batch_size=batch_size)
-    asyncio.run(_ops.init(config))
-    before = asyncio.run(tally(config))
-    if before.invoices or before.settled:
-        raise ConfigurationError(
-            f"{mask(db)} (journal {table}) already holds invoices or settled interchanges: chaos counts from an "
-            "empty start; pass a fresh --table (a new schema on PostgreSQL) or a new SQLite file"
-        )
+    _prepare(config)
     if drain_idle is None:  # a killed hub's deliveries come back after the source's ack_wait
         drain_idle = max(_DRAIN_IDLE, (open_source(source, consumer=CONSUMER).ack_wait or 0.0) + 2.0)
     traffic = generate(messages, duplicate_rate=0.0, seed=seed, mixed=False)
@@ -291,7 +370,7 @@ def run_chaos(
         hubs=hubs,
         expected=len(expected),
     )
-    restart: subprocess.Popen[bytes] | None = None
+    plan = _Schedule(kill_every, restart_db_command, drain_idle, deadline=started + timeout)
     with open(workdir / "hubs.log", "ab") as log, _sigterm_noted() as terminated:
         procs = _Hubs(config, log=log, rng=rng)
         try:
@@ -299,61 +378,15 @@ def run_chaos(
                 procs.start(armed=True)
             if copies:
                 asyncio.run(_publish(source, copies))  # redeliveries of published interchanges, while the hubs run
-            deadline = started + timeout
-            next_kill = time.monotonic() + kill_every if kill_every > 0 else float("inf")
-            restarted = settled = False
-            quiet_since, size = 0.0, -1
-            while True:
-                if terminated:
-                    raise KeyboardInterrupt
-                now = time.monotonic()
-                if now > deadline:
-                    report.timed_out = True
-                    break
-                report.crashes += procs.replace(armed=not settled)
-                if not settled and now >= next_kill:
-                    procs.kill_one()
-                    report.kills += 1
-                    next_kill = now + kill_every
-                if restart is not None and restart.poll() is not None:
-                    if restart.returncode != 0:
-                        raise InboxError(f"--restart-db-command exited {restart.returncode}: see {workdir}/restart.log")
-                    report.db_restarts += 1
-                    echo("database restarted")
-                    restart = None
-                current = _poll(config)
-                done = len(expected & current.invoices) if current else 0
-                if restart_db_command and not restarted and done * 3 >= len(expected):
-                    with open(workdir / "restart.log", "ab") as out:  # the operator's own command line, by design
-                        restart = subprocess.Popen(restart_db_command, shell=True, stdout=out, stderr=out)  # noqa: S602
-                    restarted = True
-                chaos_done = (kill_every <= 0 or report.kills > 0) and (
-                    not restart_db_command or report.db_restarts > 0
-                )
-                if (
-                    not settled
-                    and current
-                    and done == len(expected)
-                    and current.settled >= report.messages
-                    and chaos_done
-                ):
-                    settled = True
-                    echo(f"settled after {now - started:.1f} s; waiting until the hubs stay idle for {drain_idle} s")
-                if settled:
-                    grown = procs.size()
-                    if grown != size:
-                        size, quiet_since = grown, now
-                    elif now - quiet_since >= drain_idle:
-                        break
-                time.sleep(_TICK)
+            _drive(config, procs, plan, report, expected=expected, workdir=workdir, terminated=terminated, echo=echo)
         finally:
             procs.stop()
-            if restart is not None:
-                restart.wait()
+            if plan.restart is not None:
+                plan.restart.wait()  # never leave the database half restarted
     final = _final(config)
-    report.invoices = len(expected & final.invoices)
-    report.effects, report.settled, report.suppressed = final.effects, final.settled, final.suppressed
     missing = sorted(expected - final.invoices)
+    report.invoices = len(expected) - len(missing)
+    report.effects, report.settled, report.suppressed = final.effects, final.settled, final.suppressed
     report.lost = len(missing)
     report.missing = [f"{s}/{n} ({k}, {d})" for s, n, k, d in missing[:5]]
     report.doubled = max(0, final.effects - final.settled)
