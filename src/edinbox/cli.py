@@ -371,23 +371,31 @@ def demo(*, as_json: bool, **options: Any) -> None:
 
 
 @main.command()
-@_option("--source", required=True, help="the source to prove: dir:///..., amqp://..., nats://..., redis://...")
-@_option("--db", required=True, help="the database to prove: postgresql://... or sqlite:///...")
-@_option("--table", default=None, help="journal table  [default: a fresh schema per run on PostgreSQL]")
-@_option("--messages", default=200, show_default=True, type=click.IntRange(min=1), help="distinct interchanges")
-@_option("--duplicates", default=50, show_default=True, type=click.IntRange(min=0), help="copies published again")
-@_option("--hubs", default=3, show_default=True, type=click.IntRange(1, 16), help="hub processes at a time")
-@_option("--kill-every", default=2.0, show_default=True, type=click.FloatRange(min=0), help="seconds; 0: no kills")
+@_option("--source", envvar="EDINBOX_SOURCE", required=True, help="the source to prove: dir://, amqp://, nats://...")
+@_option("--db", envvar="EDINBOX_DB", required=True, help="the database to prove: postgresql://... or sqlite:///...")
+@_option("--table", default=None, show_default="a fresh schema per run on PostgreSQL", help="journal table")
+@_option("--messages", default=200, type=click.IntRange(min=1), help="distinct invoice interchanges")
+@_option("--duplicates", default=50, type=click.IntRange(min=0), help="copies of published ones, sent again")
+@_option("--hubs", default=3, type=click.IntRange(1, 16), help="hub processes at a time")
+@_option("--kill-every", default=2.0, type=click.FloatRange(min=0), help="seconds between kills; 0: none")
 @_option("--restart-db-command", default=None, help="shell command run once, when a third of the invoices exist")
-@_option("--timeout", default=300.0, show_default=True, type=click.FloatRange(min=1), help="seconds in all")
+@_option("--timeout", default=300.0, type=click.FloatRange(min=1), help="seconds in all")
 @_option(
     "--drain-idle",
     type=click.FloatRange(min=0),
-    help="idle seconds that count as drained  [default: the source's ack_wait + 2, at least 6]",
+    show_default="the source's ack_wait + 2, at least 6",
+    help="idle seconds that count as drained",
 )
-@_option("--seed", default=7, show_default=True, type=int, help="same seed, same traffic and kills")
-@_option("--dir", "workdir", type=click.Path(file_okay=False, path_type=Path), help="hub logs  [temp dir]")
-@_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print the report as JSON")
+@_option("--seed", default=7, type=int, help="same seed, same traffic and kills")
+@_option(
+    "--dir",
+    "workdir",
+    envvar="EDINBOX_CHAOS_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    show_default="a temporary folder",
+    help="hub and restart logs",
+)
+@_json
 def chaos(*, as_json: bool, **options: Any) -> None:
     """Prove a setup: publish traffic, run hubs, kill them, restart the database, count what was lost or doubled.
 
