@@ -222,6 +222,7 @@ async def test_sigterm_finishes_the_batch_in_hand_then_exits(hub_config: HubConf
 
 def test_run_refuses_a_bad_fault_spec(tmp_path: Path) -> None:
     """EDINBOX_FAULT with a bad value is a usage error, not a silent no-op."""
+    (tmp_path / "x.db").touch()  # past the check that the database exists: the fault spec is what is wrong
     proc = _edinbox(
         "run",
         "--db",

@@ -18,7 +18,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError, NotSettledError, SchemaError, TransientError
@@ -228,11 +227,10 @@ async def open_hub(
     async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
         stop = stop or asyncio.Event()
         await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
-        options = source_options(config)
         horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
         source = await outage.call(
             lambda: stack.enter_async_context(
-                open_source(config.source, consumer=config.consumer, horizon=horizon, **options)
+                open_source(config.source, consumer=config.consumer, horizon=horizon, max_payload=config.max_payload)
             ),
             stop=stop,
         )
@@ -254,15 +252,6 @@ def _not_the_message(error: Exception) -> bool:
     if isinstance(error, NotSettledError):  # a live lease elsewhere: only this delivery waits
         return False
     return isinstance(error, TransientError | ConfigurationError | SchemaError)
-
-
-def source_options(config: HubConfig) -> dict[str, Any]:
-    """Hub settings a source applies itself: the spool parks a file over `max_payload` without reading it whole
-    (unless its URL sets its own `max_payload`); for a broker the hub checks the size of what it received."""
-    parts = urlsplit(config.source)
-    if parts.scheme == "dir" and "max_payload" not in parse_qs(parts.query):
-        return {"max_payload": config.max_payload}
-    return {}
 
 
 def kept_at(source: Source) -> str:
