@@ -96,11 +96,12 @@ class Stats:
     failed: int = 0
     dead: int = 0
     conflict: int = 0
+    requeued: int = 0
 
     @property
     def total(self) -> int:
         """Every row of the consumer."""
-        return self.processed + self.in_progress + self.failed + self.dead + self.conflict
+        return self.processed + self.in_progress + self.failed + self.dead + self.conflict + self.requeued
 
     @classmethod
     def from_counts(cls, counts: dict[Status, int]) -> Stats:

@@ -263,6 +263,18 @@ def init(*, roles: tuple[str, ...], **settings: Any) -> None:
 
 @main.command()
 @db_options
+@_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print JSON")
+def migrate(*, as_json: bool, **settings: Any) -> None:
+    """Upgrade the journal from an older schema version to this edinbox's, rows kept (idempotent).
+
+    Each step runs in one transaction under the schema lock; run it with the owner's rights, before `run`.
+    """
+    result = _run(_ops.migrate(_config(**settings)))
+    click.echo(json.dumps(result) if as_json else _ops.migration_summary(result))
+
+
+@main.command()
+@db_options
 @_setting("--source", help="also check that this source can be reached")
 @_setting("--retention", help="how long journal rows are kept (purge age)  [default: 30d]")
 @_setting("--horizon", help="the longest time a message can come back  [default: 7d]")
@@ -288,7 +300,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
 @db_options
 @_option(
     "--status",
-    type=click.Choice(["processed", "failed", "dead", "conflict", "in_progress", "rejected"]),
+    type=click.Choice(["processed", "failed", "requeued", "dead", "conflict", "in_progress", "rejected"]),
     help="only rows of this status (rejected: parked payloads that did not parse)",
 )
 @_option("--limit", default=50, show_default=True, type=click.IntRange(min=1))

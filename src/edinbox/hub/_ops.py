@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
+from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
@@ -26,6 +27,8 @@ __all__ = [
     "forget",
     "init",
     "list_rows",
+    "migrate",
+    "migration_summary",
     "purge",
     "requeue",
     "show",
@@ -51,6 +54,25 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
         await verify(inbox)
         for role in grant:
             await inbox.grant(role, tables=TABLES)
+
+
+async def migrate(config: HubConfig) -> dict[str, Any]:
+    """Upgrade the journal to this edinbox's schema version (rows kept, idempotent); say which steps ran."""
+    async with open_inbox(config) as inbox:
+        applied = await inbox.migrate()
+    return {
+        "table": config.table,
+        "version": SCHEMA_VERSION,
+        "applied": [{"version": v, "change": MIGRATIONS[v]} for v in applied],
+    }
+
+
+def migration_summary(result: dict[str, Any]) -> str:
+    """`edinbox migrate`'s answer for people: the steps applied, or that there was nothing to do."""
+    if not result["applied"]:
+        return f"journal {result['table']} is at schema version {result['version']}: nothing to migrate"
+    steps = "; ".join(f"{step['version']}: {step['change']}" for step in result["applied"])
+    return f"migrated journal {result['table']} to schema version {result['version']} ({steps})"
 
 
 async def stats(config: HubConfig) -> dict[str, Any]:
