@@ -319,13 +319,26 @@ def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> 
 @db_options
 @click.argument("key")
 @_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print JSON")
-def show(*, key: str, as_json: bool, **settings: Any) -> None:
-    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID)."""
+@_option(
+    "--payload",
+    "payload_file",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="write the stored payload's raw bytes to this file",
+)
+def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any) -> None:
+    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID).
+
+    Payloads are previewed: EDI one segment per line, text as text, anything else as hex; --payload FILE writes
+    the raw bytes.
+    """
     cfg = _config(**settings)
     data = _run(_ops.show(cfg, key))
     if data is None:
         raise click.ClickException(f"no row {key!r} for consumer {cfg.consumer!r}")
-    _echo(data, as_json=as_json)
+    if payload_file is not None:
+        size = _run(_ops.write_payload(cfg, key, payload_file))
+        click.echo(f"wrote {size} bytes to {payload_file}", err=True)
+    click.echo(json.dumps(data, default=str) if as_json else _ops.render_shown(data))
 
 
 def _change(
@@ -361,6 +374,24 @@ def forget(*, key: str, **settings: Any) -> None:
 
 @main.command()
 @db_options
+@click.argument("key")
+@_setting("--source", help="the hub's source, where a replay goes unless --to says otherwise")
+@_option("--to", "to", envvar="EDINBOX_REPLAY_TO", help="publish here instead (a broker or spool URL)")
+@_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print JSON")
+def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
+    """Re-publish the payload stored under KEY (SOURCE/MESSAGE_ID after `requeue`, or rejected/N) with its key.
+
+    It goes to the hub's source (--source) unless --to names another broker or spool, through the same publisher
+    as `edinbox publish`; the hub then settles it as any delivery.
+    """
+    from edinbox.hub._redrive import replay as replay_stored
+
+    done = _run(replay_stored(_config(**settings), key, to=to))
+    click.echo(json.dumps(done) if as_json else f"replayed {done['key']} as {done['message_id']} to {done['to']}")
+
+
+@main.command()
+@db_options
 @_setting(
     "--older-than",
     "retention",
@@ -369,7 +400,8 @@ def forget(*, key: str, **settings: Any) -> None:
 @_setting("--horizon", help="the longest time a message can come back  [default: 7d]")
 @_option("--batch-size", default=1000, show_default=True, type=click.IntRange(min=1))
 def purge(*, batch_size: int, **settings: Any) -> None:
-    """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon)."""
+    """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon),
+    and the parked payloads rejected before that."""
     cfg = _config(**settings)
     with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
         shown = 0
@@ -380,8 +412,8 @@ def purge(*, batch_size: int, **settings: Any) -> None:
             bar.update(deleted - shown)
             shown = deleted
 
-        total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
-    click.echo(f"purged {total} rows older than {cfg.retention}")
+        purged = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
+    click.echo(f"purged {purged.rows} rows and {purged.rejected} rejected payloads older than {cfg.retention}")
 
 
 @main.command()
@@ -422,15 +454,11 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @_option("--raw", is_flag=True, help="send each file whole, keyed by its file name, without parsing it")
 def publish(*, files: tuple[Path, ...], url: str, raw: bool) -> None:
     """Send the interchanges in FILES to a broker, the producer id set to each interchange's key."""
-    from edinbox._publish import split_files
-    from edinbox.sources import publisher
-
-    async def send(messages: list[tuple[str, bytes]]) -> None:
-        await publisher(url)(url, messages)
+    from edinbox._publish import send, split_files
 
     with _errors():
         messages = split_files(files, raw=raw)
-    _run(send(messages))
+    _run(send(url, messages))
     for message_id, payload in messages:
         click.echo(f"{message_id}\t{len(payload)} bytes")
     click.echo(f"published {len(messages)} message(s) from {len(files)} file(s) to {mask(url)}")

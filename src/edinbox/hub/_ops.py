@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
@@ -17,12 +18,15 @@ from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._output import as_dict, human_duration, json_value
+from edinbox.hub._output import as_dict, human_duration, json_value, render
 from edinbox.hub._parts import open_inbox, verify
+from edinbox.hub._payloads import preview
+from edinbox.hub._redrive import forget_rejected, purge_rejected, rejected_id, split_key, stored_payload
 from edinbox.hub._tables import TABLES, counts, create_tables
 
 __all__ = [
     "Check",
+    "Purged",
     "doctor",
     "forget",
     "init",
@@ -30,19 +34,13 @@ __all__ = [
     "migrate",
     "migration_summary",
     "purge",
+    "render_shown",
     "requeue",
     "show",
     "split_key",
     "stats",
+    "write_payload",
 ]
-
-
-def split_key(key: str) -> tuple[str, str]:
-    """Split `SOURCE/MESSAGE_ID` (as `list` prints it) at its last slash."""
-    source, sep, message_id = key.rpartition("/")
-    if not sep or not message_id:
-        raise ConfigurationError(f"{key!r} is not a key: expected SOURCE/MESSAGE_ID, e.g. X12:ZZ:ACME>ZZ:HUB/000000905")
-    return source, message_id
 
 
 async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
@@ -162,13 +160,14 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 
 
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
-    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices, or one parked payload (`rejected/ID`)."""
-    source, message_id = split_key(key)
-    if source == "rejected" and not message_id.isdigit():
-        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
+    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices, or one parked payload (`rejected/ID`).
+
+    Payloads come as bounded previews (`_payloads.preview`: EDI segments, text, or hex), with their size and kind.
+    """
+    number = rejected_id(key)
     async with open_inbox(config) as inbox:
-        if source == "rejected":
-            params: dict[str, Any] = {"consumer": config.consumer, "id": int(message_id)}
+        if number is not None:
+            params: dict[str, Any] = {"consumer": config.consumer, "id": number}
             rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
             if not rows:
                 return None
@@ -180,14 +179,17 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "reason": r[2],
                 "deliveries": r[3],
                 "at": json_value(r[4]),
-                "payload": json_value(r[5]),
+                **_previewed("payload", bytes(r[5])),
             }
+        source, message_id = split_key(key)
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
         invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
         record = await inbox.get(source, message_id)
     if record is None:
         return None
     data = {"key": key, **as_dict(record)}
+    data.update(_previewed("payload", record.payload))
+    data.update(_previewed("conflict_payload", record.conflict_payload))
     data["invoices"] = [
         {
             "seller": i[0],
@@ -202,15 +204,62 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     return data
 
 
+def _previewed(field: str, payload: bytes | None) -> dict[str, Any]:
+    """`field` as a bounded preview, with `field_bytes` (its size) and `field_kind` ("edi", "text", "binary")."""
+    if payload is None:
+        return {field: None}
+    shown = preview(payload)
+    return {field: shown.text, f"{field}_bytes": shown.size, f"{field}_kind": shown.kind}
+
+
+def render_shown(data: dict[str, Any]) -> str:
+    """`show` for people: one `field  value` line each, then each payload preview as an indented block."""
+    blocks = [name for name in ("payload", "conflict_payload") if data.get(name) is not None]
+    hidden = {*blocks, *(f"{name}_{part}" for name in blocks for part in ("bytes", "kind"))}
+    text = render({k: v for k, v in data.items() if k not in hidden}, as_json=False)
+    for name in blocks:
+        lines = str(data[name]).splitlines() or [""]
+        head = f"{name} ({data[f'{name}_bytes']} bytes, {data[f'{name}_kind']}):"
+        text += "\n" + head + "".join(f"\n  {line}" for line in lines)
+    return text
+
+
+async def write_payload(config: HubConfig, key: str, path: Path) -> int:
+    """Write the raw bytes stored under `key` (a journal row or `rejected/N`) to `path`; return how many."""
+    number = rejected_id(key)
+    async with open_inbox(config) as inbox:
+        if number is not None:
+            params: dict[str, Any] = {"consumer": config.consumer, "id": number}
+            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
+            payload = bytes(rows[0][5]) if rows else None
+        else:
+            record = await inbox.get(*split_key(key))
+            if record is None:
+                raise ConfigurationError(f"no row {key!r} for consumer {config.consumer!r}")
+            payload = stored_payload(record)
+    if payload is None:
+        raise ConfigurationError(f"{key!r} keeps no payload")
+    await asyncio.to_thread(path.write_bytes, payload)
+    return len(payload)
+
+
 async def requeue(config: HubConfig, key: str) -> bool:
     """Make a dead or conflicting journal row processable again; False when there was none."""
+    if rejected_id(key) is not None:
+        raise ConfigurationError(
+            f"{key!r} is a parked payload, not a journal row: fix its cause, then `edinbox replay {key}`"
+        )
     source, message_id = split_key(key)
     async with open_inbox(config) as inbox:
         return bool(await inbox.requeue(source, message_id))
 
 
 async def forget(config: HubConfig, key: str) -> bool:
-    """Delete a journal row so the next delivery of that key is processed again; False when there was none."""
+    """Delete a journal row so the next delivery of that key is processed again, or a parked payload
+    (`rejected/N`); False when there was none."""
+    number = rejected_id(key)
+    if number is not None:
+        return await forget_rejected(config, number)
     source, message_id = split_key(key)
     async with open_inbox(config) as inbox:
         return bool(await inbox.forget(source, message_id))
@@ -230,8 +279,9 @@ async def purge(
     batch_size: int,
     progress: Callable[[int, int], None] | None = None,
     interval: float = 0.5,
-) -> int:
-    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches; return how many.
+) -> Purged:
+    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches, then the parked payloads
+    rejected before that; return how many of each.
 
     `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
     """
@@ -246,7 +296,15 @@ async def purge(
         deleted = int(await task)
     if progress is not None and total:
         progress(min(deleted, total), total)
-    return deleted
+    return Purged(rows=deleted, rejected=await purge_rejected(config, older_than=age))
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What `edinbox purge` deleted: settled journal rows, and parked payloads rejected longer ago than the age."""
+
+    rows: int
+    rejected: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,3 +97,9 @@ UNION ALL
 SELECT s.name FROM (VALUES (pg_get_serial_sequence({invoices_name}, 'id')),
     (pg_get_serial_sequence({rejected_name}, 'id'))) AS s (name)
 WHERE s.name IS NOT NULL AND NOT has_sequence_privilege(s.name, 'USAGE')
+
+-- name: hub_forget_rejected
+DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
+
+-- name: hub_purge_rejected
+DELETE FROM {rejected} WHERE consumer = %(consumer)s AND rejected_at < now() - %(older_than)s

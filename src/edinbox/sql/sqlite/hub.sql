@@ -90,3 +90,11 @@ WHERE consumer = :consumer AND status = 'processed' AND settled_at < :now - :old
 -- name: hub_privileges
 -- SQLite has no roles: whoever opens the file may do everything
 SELECT NULL WHERE 0
+
+-- name: hub_forget_rejected
+DELETE FROM {rejected} WHERE consumer = :consumer AND id = :id
+
+-- name: hub_purge_rejected
+-- rejected_at is ISO-8601 text in UTC: compared as text with the cut-off written the same way
+DELETE FROM {rejected}
+WHERE consumer = :consumer AND rejected_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
