@@ -435,7 +435,14 @@ def purge(*, batch_size: int, **settings: Any) -> None:
 @_option("--seed", default=7, show_default=True, type=int, help="same seed, same traffic")
 @_option("--db", envvar="EDINBOX_DB", default=None, help="[default: SQLite in the work dir]")
 @_option("--table", default=None, help="journal table  [default: inbox; a fresh schema on PostgreSQL]")
-@_option("--workers", default=2, show_default=True, type=click.IntRange(1, 8), help="hub processes")
+@_option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 8),
+    help="hub processes at once (more than 1: they race for files, so redelivery counts vary run to run)",
+)
+@_option("--keep", is_flag=True, envvar="EDINBOX_DEMO_KEEP", help="keep the PostgreSQL schema the demo creates")
 @_option("--dir", "workdir", type=click.Path(file_okay=False, path_type=Path), help="spool + logs [temp dir]")
 @_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print the report as JSON")
 def demo(*, as_json: bool, **options: Any) -> None:

@@ -219,14 +219,14 @@ class InboxContract:
         assert h.call("forget", "X12:ZZ:ACME>ZZ:HUB", "nope") is False
 
     def test_stats_and_records_by_status(self, h: Harness) -> None:
-        """stats() counts rows by status and records() lists them newest first, filtered and limited."""
+        """stats() counts rows by status, a conflict beside its processed row; records() lists them newest first."""
         for i in range(3):
             h.process(msg(f"p{i}"))
         with pytest.raises(Boom):
             h.process(msg("f"), fail=Boom())
         h.process(msg("p0", b"other"))
         stats = h.call("stats")
-        assert (stats.processed, stats.failed, stats.conflict, stats.dead, stats.in_progress) == (2, 1, 1, 0, 0)
+        assert (stats.processed, stats.failed, stats.conflict, stats.dead, stats.in_progress) == (3, 1, 1, 0, 0)
         assert stats.total == 4
         assert [r.message_id for r in h.call("records", status=Status.FAILED)] == ["f"]
         assert [r.message_id for r in h.call("records", status="conflict")] == ["p0"]

@@ -22,12 +22,13 @@ from edinbox.hub._output import as_dict, human_duration, json_value, render
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
 from edinbox.hub._redrive import forget_rejected, purge_rejected, rejected_id, split_key, stored_payload
-from edinbox.hub._tables import TABLES, counts, create_tables
+from edinbox.hub._tables import COUNTED, TABLES, counts, create_tables
 
 __all__ = [
     "Check",
     "Purged",
     "doctor",
+    "drop_schema",
     "forget",
     "init",
     "list_rows",
@@ -54,6 +55,12 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
             await inbox.grant(role, tables=TABLES)
 
 
+async def drop_schema(config: HubConfig) -> None:
+    """Drop the PostgreSQL schema of the journal and everything in it (the demo's own schema, when done)."""
+    async with open_inbox(config) as inbox:
+        await inbox.transaction(lambda tx: tx.unit.run("hub_drop_schema", {}))
+
+
 async def migrate(config: HubConfig) -> dict[str, Any]:
     """Upgrade the journal to this edinbox's schema version (rows kept, idempotent); say which steps ran."""
     async with open_inbox(config) as inbox:
@@ -74,7 +81,8 @@ def migration_summary(result: dict[str, Any]) -> str:
 
 
 async def stats(config: HubConfig) -> dict[str, Any]:
-    """Counts by outcome (across processes), rows by journal status, the oldest row's age and the table sizes."""
+    """Deliveries by outcome (`_tables.COUNTED`, across processes; `received` is their sum), journal rows by
+    status (`Stats`), distinct parked payloads, invoices, the oldest row's age and the table size."""
     async with open_inbox(config) as inbox:
         journal = await inbox.stats()
 
@@ -89,15 +97,9 @@ async def stats(config: HubConfig) -> dict[str, Any]:
     return {
         "consumer": config.consumer,
         "received": sum(found.values()),
-        "processed": found["processed"],
-        "duplicate": found["duplicate"],
-        "conflict": found["conflict"],
-        "dead": int(getattr(journal, "dead", 0)),
-        "rejected": int(rejected),
-        "rejected_deliveries": found["rejected"],
+        **{outcome: found[outcome] for outcome in COUNTED},
         "invoices": int(invoices),
-        "resent": found["resent"],
-        "bypassed": found["bypassed"],
+        "rejected_payloads": int(rejected),
         "journal": {k: int(v) for k, v in as_dict(journal).items()},
         "journal_rows": int(rows),
         "oldest_row_age_seconds": age,

@@ -103,3 +103,7 @@ DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
 
 -- name: hub_purge_rejected
 DELETE FROM {rejected} WHERE consumer = %(consumer)s AND rejected_at < now() - %(older_than)s
+
+-- name: hub_drop_schema
+-- `edinbox demo` only: drop the schema it created for itself, with everything in it
+DROP SCHEMA IF EXISTS {schema} CASCADE
