@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aio_pika
 import pytest
 
 from cli.test_cli import _doc, cli, edinbox
@@ -19,8 +18,7 @@ from edinbox.hub._payloads import MAX_HEX
 from edinbox.hub._plan import HEAD
 from edinbox.sources.spool import publish
 from services import require_service
-
-BROKER = "amqp://guest:guest@127.0.0.1/"
+from sources.test_rabbitmq import BROKER, drop
 
 
 def _run_hub(db: str, source: str, *extra: str) -> None:
@@ -77,16 +75,7 @@ def rabbit_queue() -> Iterator[str]:
     require_service("rabbitmq")
     name = "redrive" + uuid.uuid4().hex[:12]
     yield f"{BROKER}?queue={name}"
-
-    async def delete() -> None:
-        connection = await aio_pika.connect(BROKER)
-        async with connection:
-            channel = await connection.channel()
-            for each in (name, f"{name}.dead"):
-                await channel.queue_delete(each)
-            await channel.exchange_delete(f"{name}.dead")
-
-    asyncio.run(delete())
+    asyncio.run(drop(name))
 
 
 def test_redrive_loop_on_rabbitmq(tmp_path: Path, rabbit_queue: str) -> None:

@@ -21,7 +21,14 @@ from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._output import as_dict, human_duration, json_value, render
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
-from edinbox.hub._redrive import forget_rejected, purge_rejected, rejected_id, split_key, stored_payload
+from edinbox.hub._redrive import (
+    forget_rejected,
+    purge_rejected,
+    rejected_id,
+    rejected_row,
+    split_key,
+    stored_payload,
+)
 from edinbox.hub._tables import COUNTED, TABLES, counts, create_tables
 
 __all__ = [
@@ -169,11 +176,9 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     number = rejected_id(key)
     async with open_inbox(config) as inbox:
         if number is not None:
-            params: dict[str, Any] = {"consumer": config.consumer, "id": number}
-            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
-            if not rows:
+            r = await rejected_row(inbox, consumer=config.consumer, number=number)
+            if r is None:
                 return None
-            r = rows[0]
             return {
                 "key": key,
                 "status": "rejected",
@@ -231,9 +236,8 @@ async def write_payload(config: HubConfig, key: str, path: Path) -> int:
     number = rejected_id(key)
     async with open_inbox(config) as inbox:
         if number is not None:
-            params: dict[str, Any] = {"consumer": config.consumer, "id": number}
-            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
-            payload = bytes(rows[0][5]) if rows else None
+            row = await rejected_row(inbox, consumer=config.consumer, number=number)
+            payload = None if row is None else bytes(row[5])
         else:
             record = await inbox.get(*split_key(key))
             if record is None:

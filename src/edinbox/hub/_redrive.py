@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
+from edinbox._async_inbox import AsyncInbox
 from edinbox._core import Status
 from edinbox._errors import ConfigurationError
 from edinbox._publish import send, split_payload
@@ -29,6 +30,7 @@ __all__ = [
     "forget_rejected",
     "purge_rejected",
     "rejected_id",
+    "rejected_row",
     "replay",
     "split_key",
     "stored",
@@ -69,6 +71,14 @@ def rejected_id(key: str) -> int | None:
     return int(rest)
 
 
+async def rejected_row(inbox: AsyncInbox, *, consumer: str, number: int) -> tuple[Any, ...] | None:
+    """The parked payload `rejected/<number>` of `consumer` (id, delivery, reason, deliveries, rejected_at,
+    payload), or None."""
+    params = {"consumer": consumer, "id": number}
+    rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
+    return tuple(rows[0]) if rows else None
+
+
 def stored_payload(record: Record) -> bytes | None:
     """The payload a journal row keeps: the parked one (dead), else the conflicting copy (conflict, requeued)."""
     return record.payload if record.payload is not None else record.conflict_payload
@@ -83,11 +93,10 @@ async def stored(config: HubConfig, key: str) -> Stored | None:
     number = rejected_id(key)
     async with open_inbox(config) as inbox:
         if number is not None:
-            params: dict[str, Any] = {"consumer": config.consumer, "id": number}
-            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
-            if not rows:
+            row = await rejected_row(inbox, consumer=config.consumer, number=number)
+            if row is None:
                 return None
-            delivery, reason, parked = rows[0][1], rows[0][2], bytes(rows[0][5])
+            delivery, reason, parked = row[1], row[2], bytes(row[5])
             whole = not (len(parked) == HEAD and "bytes are kept here" in reason)
             return Stored(key, _delivery_id(delivery, parked), parked, whole, where=reason)
         source, message_id = split_key(key)
