@@ -60,6 +60,15 @@ class AsyncJournal:
         """Create the journal table, its unique key and schema version when missing (idempotent)."""
         await self._store.create_schema(version=SCHEMA_VERSION)
 
+    async def migrate(self) -> list[int]:
+        """Upgrade the journal from an older schema version to this edinbox's, rows kept; return the versions applied.
+
+        Each step's named queries (`sql/<dialect>/migrations.sql`) run in one transaction with the version row,
+        under the schema lock (PostgreSQL: an advisory lock; SQLite: the write lock), so concurrent callers
+        migrate once; run again, it applies nothing. SchemaError when the journal is newer than this edinbox.
+        """
+        return await self._store.migrate(version=SCHEMA_VERSION)
+
     async def verify(self) -> None:
         """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
         await self._store.verify(version=SCHEMA_VERSION)

@@ -216,6 +216,21 @@ def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
 
 @main.command()
 @db_options
+@_json
+def migrate(*, as_json: bool, **settings: Any) -> None:
+    """Upgrade the journal from an older schema version to this edinbox's, rows kept (idempotent).
+
+    Each step runs in one transaction under the schema lock; run it with the owner's rights, before `run`.
+    """
+    result = _run(_ops.migrate(_config(**settings)))
+    if as_json:
+        _echo(result, as_json=True)
+    else:
+        click.echo(_ops.migration_summary(result))
+
+
+@main.command()
+@db_options
 @_setting("--source", help="also check that this source can be reached")
 @_setting("--retention")
 @_setting("--horizon")
@@ -248,7 +263,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
 @db_options
 @_option(
     "--status",
-    type=click.Choice(["processed", "failed", "dead", "conflict", "in_progress", "rejected"]),
+    type=click.Choice(["processed", "failed", "requeued", "dead", "conflict", "in_progress", "rejected"]),
     help="only rows of this status (rejected: parked payloads that did not parse)",
 )
 @_option("--limit", default=50, type=click.IntRange(min=1))
@@ -267,13 +282,26 @@ def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> 
 @db_options
 @click.argument("key")
 @_json
-def show(*, key: str, as_json: bool, **settings: Any) -> None:
-    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID)."""
+@_option(
+    "--payload",
+    "payload_file",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="write the stored payload's raw bytes to this file",
+)
+def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any) -> None:
+    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID).
+
+    Payloads are previewed: EDI one segment per line, text as text, anything else as hex; --payload FILE writes
+    the raw bytes.
+    """
     cfg = _config(**settings)
     data = _run(_ops.show(cfg, key))
     if data is None:
         raise click.ClickException(f"no row {key!r} for consumer {cfg.consumer!r}")
-    _echo(data, as_json=as_json)
+    if payload_file is not None:
+        size = _run(_ops.write_payload(cfg, key, payload_file))
+        click.echo(f"wrote {size} bytes to {payload_file}", err=True)
+    click.echo(json.dumps(data, default=str) if as_json else _ops.render_shown(data))
 
 
 def _change(
@@ -315,12 +343,34 @@ def forget(*, key: str, as_json: bool, **settings: Any) -> None:
 
 @main.command()
 @db_options
+@click.argument("key")
+@_setting("--source", help="the hub's source, where a replay goes unless --to says otherwise")
+@_option("--to", "to", envvar="EDINBOX_REPLAY_TO", help="publish here instead (a broker or spool URL)")
+@_json
+def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
+    """Re-publish the payload stored under KEY (SOURCE/MESSAGE_ID after `requeue`, or rejected/N) with its key.
+
+    It goes to the hub's source (--source) unless --to names another broker or spool, through the same publisher
+    as `edinbox publish`; the hub then settles it as any delivery.
+    """
+    from edinbox.hub._redrive import replay as replay_stored
+
+    done = _run(replay_stored(_config(**settings), key, to=to))
+    if as_json:
+        _echo(done, as_json=True)
+    else:
+        click.echo(f"replayed {done['key']} as {done['message_id']} to {done['to']}")
+
+
+@main.command()
+@db_options
 @_setting("--older-than", "retention", help="age of the rows to delete (30d, 12h, ...)")
 @_setting("--horizon")
 @_option("--batch-size", default=1000, type=click.IntRange(min=1))
 @_json
 def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
-    """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon)."""
+    """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon),
+    and the parked payloads rejected before that."""
     cfg = _config(**settings)
     with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
         shown = 0
@@ -331,11 +381,11 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
             bar.update(deleted - shown)
             shown = deleted
 
-        total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
+        purged = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
     if as_json:
-        _echo({"purged": total, "older_than": cfg.retention}, as_json=True)
+        _echo({"purged": purged.rows, "rejected": purged.rejected, "older_than": cfg.retention}, as_json=True)
     else:
-        click.echo(f"purged {total} rows older than {cfg.retention}")
+        click.echo(f"purged {purged.rows} rows and {purged.rejected} rejected payloads older than {cfg.retention}")
 
 
 @main.command()
@@ -350,14 +400,20 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
 @_option("--seed", default=7, type=int, help="same seed, same traffic")
 @_option("--db", envvar="EDINBOX_DB", default=None, show_default="SQLite in the work dir")
 @_option("--table", default=None, show_default="inbox; a fresh schema on PostgreSQL", help="journal table")
-@_option("--workers", default=2, type=click.IntRange(1, 8), help="hub processes")
+@_option(
+    "--workers",
+    default=1,
+    type=click.IntRange(1, 8),
+    help="hub processes at once (more than 1: they race for files, so redelivery counts vary run to run)",
+)
+@_option("--keep", is_flag=True, help="keep the PostgreSQL schema the demo creates")
 @_option(
     "--dir",
     "workdir",
     envvar="EDINBOX_DEMO_DIR",
     type=click.Path(file_okay=False, path_type=Path),
     show_default="a temporary folder",
-    help="spool + logs",
+    help="spool + logs (new or empty)",
 )
 @_json
 def demo(*, as_json: bool, **options: Any) -> None:
@@ -426,16 +482,13 @@ def chaos(*, as_json: bool, **options: Any) -> None:
 @_json
 def publish(*, files: tuple[Path, ...], url: str, raw: bool, as_json: bool) -> None:
     """Send the interchanges in FILES to a broker, the producer id set to each interchange's key."""
-    from edinbox._publish import split_files
-    from edinbox.sources import check_source, publisher
-
-    async def send(messages: list[tuple[str, bytes]]) -> None:
-        await publisher(url)(url, messages)
+    from edinbox._publish import send, split_files
+    from edinbox.sources import check_source
 
     with _errors():
         check_source(url)
         messages = split_files(files, raw=raw, warn=lambda text: click.echo(f"warning: {text}", err=True))
-    _run(send(messages))
+    _run(send(url, messages))
     rows = [{"key": message_id, "bytes": len(payload)} for message_id, payload in messages]
     if as_json:
         _echo({"to": mask(url), "files": len(files), "messages": rows}, as_json=True)

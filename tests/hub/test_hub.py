@@ -56,7 +56,7 @@ async def test_generated_traffic_creates_each_invoice_once(hub_config: HubConfig
     assert counts["duplicate"] == traffic.duplicates
     assert counts["conflict"] == traffic.conflicts
     assert counts["bypassed"] == traffic.acks
-    assert counts["rejected"] == traffic.malformed
+    assert counts["rejected_payloads"] == traffic.malformed
     assert counts["received"] == len(traffic.files) == sum(totals.values())
     assert files(spool, "inbound") == []
     assert files(spool, "processing") == []

@@ -18,8 +18,20 @@ __all__ = ["COUNTED", "TABLES", "check_privileges", "check_tables", "count", "co
 TABLES = ("invoices", "rejected", "hub_counters")
 """The hub's tables, beside the journal."""
 
-COUNTED = ("processed", "duplicate", "conflict", "dead", "resent", "bypassed", "rejected")
-"""The per-delivery outcomes the hub counts across processes (`resent`: the invoice key caught a partner resend)."""
+COUNTED = ("processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed")
+"""What became of each delivered item (an interchange of a delivery, or a whole payload that is not one), counted
+once per delivery, redeliveries included, committed with the batch that settled it; `received` is their sum.
+
+- processed: the inbox ran the handler and the interchange's invoices were created.
+- resent: the handler ran, and the invoice key found every invoice already in accounting (a partner resend).
+- duplicate: the key was journaled with the same content (a producer copy, a redelivery): nothing ran.
+- conflict: the key was processed with other content: nothing ran, the copy is kept on the journal row.
+- dead: the key is parked in the journal (its handler failed for good, now or before): nothing ran.
+- rejected: it could not be journaled (not EDI, no trailer, too big): parked once per content in `rejected`.
+- bypassed: its message types are routed around the inbox (acknowledgments): acked, nothing journaled.
+
+Journal rows are counted apart (`Inbox.stats()`: keys by status), as are the distinct parked payloads.
+"""
 
 _KEYS = {
     "invoices": ["issue_date", "kind", "number", "seller"],

@@ -42,6 +42,7 @@ class Statements:
             "schema": sql.Identifier(table.schema or "public"),
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),
+            "status_check": sql.Identifier(f"{table.name}_status_check"),
             "version_table": sql.Identifier(*version),
             "table_name": sql.Literal(self.qualified_name),
         }

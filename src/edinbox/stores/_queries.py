@@ -6,10 +6,10 @@ import re
 import string
 from importlib.resources import files
 
-__all__ = ["FILES", "load_queries", "placeholders"]
+__all__ = ["FILES", "load_queries", "migration_queries", "placeholders"]
 
-FILES = ("queries", "schema", "hub")
-"""The statement files a store loads: the journal's, its schema, and those of tables beside it.
+FILES = ("queries", "schema", "hub", "migrations")
+"""The statement files a store loads: the journal's, its schema, those of tables beside it, and the migrations.
 
 In a statement, `{table}` is the journal and `{table_name}` its name as a string literal; any other `{x}` is the
 table x beside the journal (in its schema) and `{x_name}` that table's name as a string literal.
@@ -30,3 +30,15 @@ def load_queries(dialect: str, *names: str) -> dict[str, str]:
 def placeholders(text: str) -> set[str]:
     """The `{name}` identifiers a statement's text uses."""
     return {field for _, field, _, _ in string.Formatter().parse(text) if field}
+
+
+_STEP = re.compile(r"v([0-9]+)_")
+
+
+def migration_queries(dialect: str) -> dict[int, list[str]]:
+    """The named queries of each migration step of one dialect (`v<N>_*` in `migrations.sql`), in file order."""
+    steps: dict[int, list[str]] = {}
+    for name in load_queries(dialect, "migrations"):
+        if step := _STEP.match(name):
+            steps.setdefault(int(step.group(1)), []).append(name)
+    return steps

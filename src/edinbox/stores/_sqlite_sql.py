@@ -40,6 +40,7 @@ class Statements:
         identifiers = {
             "table": _quote(table.name),
             "key_index": _quote(f"{table.name}_key"),
+            "rebuild": _quote(f"{table.name}_rebuild"),
             "version_table": _quote(self.version_name),
             "table_name": "'" + table.name + "'",
         }

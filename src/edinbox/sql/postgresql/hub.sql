@@ -107,3 +107,13 @@ SELECT seller, number, kind, issue_date FROM {invoices}
 SELECT source, message_id, count(*) FROM {table}
 WHERE consumer = %(consumer)s AND status = 'processed'
 GROUP BY source, message_id
+
+-- name: hub_forget_rejected
+DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
+
+-- name: hub_purge_rejected
+DELETE FROM {rejected} WHERE consumer = %(consumer)s AND rejected_at < now() - %(older_than)s
+
+-- name: hub_drop_schema
+-- `edinbox demo` only: drop the schema it created for itself, with everything in it
+DROP SCHEMA IF EXISTS {schema} CASCADE

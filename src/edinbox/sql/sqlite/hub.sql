@@ -100,3 +100,11 @@ SELECT seller, number, kind, issue_date FROM {invoices}
 SELECT source, message_id, count(*) FROM {table}
 WHERE consumer = :consumer AND status = 'processed'
 GROUP BY source, message_id
+
+-- name: hub_forget_rejected
+DELETE FROM {rejected} WHERE consumer = :consumer AND id = :id
+
+-- name: hub_purge_rejected
+-- rejected_at is ISO-8601 text in UTC: compared as text with the cut-off written the same way
+DELETE FROM {rejected}
+WHERE consumer = :consumer AND rejected_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
