@@ -168,6 +168,8 @@ def _echo(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: boo
 )
 @_setting("--give-up-after", help="exit 2 when the database or source stays down this long (5m, 1h)  [default: never]")
 @_setting("--max-payload", help="bigger deliveries are parked unparsed (65536, 100KB, 32MiB)  [default: 32MiB]")
+@_setting("--metrics-port", type=click.IntRange(0, 65535), help="serve Prometheus GET /metrics on this port [off]")
+@_setting("--metrics-host", help="the address /metrics binds to  [default: 127.0.0.1]")
 def run(
     *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, accounting: str | None, **settings: Any
 ) -> None:
@@ -228,14 +230,31 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    metrics, server = _metrics(cfg)
     try:
-        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop) as hub:
+        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
             logging.getLogger("edinbox.hub").info(
                 mask(f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}")
             )
             return dict(await hub.run(once=once))
     except Stopped:
         return {}
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
+    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them."""
+    if not cfg.metrics_port:
+        return None, None
+    from edinbox.metrics import Metrics
+
+    metrics = Metrics()
+    try:
+        return metrics, metrics.serve(cfg.metrics_port, host=cfg.metrics_host)
+    except OSError as exc:
+        raise click.UsageError(f"cannot serve /metrics on {cfg.metrics_host}:{cfg.metrics_port}: {exc}") from exc
 
 
 @main.command()

@@ -16,6 +16,8 @@ lease = "5m"                    # lease mode (a non-transactional accounting sin
 give_up_after = ""              # exit (code 2) when a dependency stays down this long; empty: wait forever
 non_edi = "reject"              # payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)
 max_payload = "32MiB"           # bigger payloads are parked unparsed (bytes, or 100KB, 32MiB, 1GiB)
+metrics_port = 0                # `edinbox run` serves Prometheus' GET /metrics here (0: not at all)
+metrics_host = "127.0.0.1"      # the address /metrics binds to ("0.0.0.0" for a scraper on another host)
 
 [routes]                        # message type -> "inbox" | "bypass"
 INVOIC = "inbox"
@@ -79,6 +81,9 @@ class HubConfig:
     give_up_after: str = ""
     max_payload: int = MAX_PAYLOAD
     """Bytes a delivery may have; a bigger one is parked unparsed (a size text such as "32MiB" is accepted)."""
+    metrics_port: int = 0
+    """`edinbox run` serves Prometheus' GET /metrics on this port; 0 serves nothing."""
+    metrics_host: str = "127.0.0.1"
     default_route: str = INBOX
     routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
 
@@ -92,6 +97,8 @@ class HubConfig:
             raise ConfigurationError("batch_size must be at least 1")
         if self.poll_timeout <= 0 or self.idle_timeout < 0:
             raise ConfigurationError("poll_timeout must be positive and idle_timeout not negative")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigurationError(f"metrics_port must be a TCP port (0 to 65535), not {self.metrics_port}")
         if self.max_attempts < 1:
             raise ConfigurationError("max_attempts must be at least 1")
         if self.non_edi not in ("reject", INBOX):
