@@ -34,6 +34,7 @@ from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
+from edinbox.hub._spans import Spans
 from edinbox.sources import Delivery, Source, open_source
 
 if TYPE_CHECKING:
@@ -112,12 +113,13 @@ class Hub:
         if not deliveries:
             return 0
         started = time.monotonic()
+        spans = Spans(deliveries, consumer=self.config.consumer)
         async with progress(self.source, deliveries):
             # parsed off the event loop, so the source's connection and `progress` keep beating meanwhile
             plans = await asyncio.to_thread(lambda: [self._plan(d) for d in deliveries])
             work = [Work(d, items) for d, items in zip(deliveries, plans, strict=True)]
             try:
-                await self._settle(work)
+                await self._settle(work, spans)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
                 await self._release(work)
                 return len(work)
@@ -129,7 +131,8 @@ class Hub:
         elapsed = (time.monotonic() - started) * 1000
         if self.metrics is not None:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
-        for w in work:
+        for index, w in enumerate(work):
+            spans.finish(index, w.delivery, w.items, w.outcomes)
             await self._finish(w, elapsed)
         return len(work)
 
@@ -150,16 +153,18 @@ class Hub:
             item = Item(REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
             return [cut(item, size=delivery.size or len(delivery.payload), kept=kept)]
 
-    async def _settle(self, work: Sequence[Work]) -> None:
+    async def _settle(self, work: Sequence[Work], spans: Spans) -> None:
         """Settle the batch: its journal rows, invoices, parked payloads and counters in one transaction.
 
         Copies of one key in one batch: the inbox settles the first, the others are duplicates. A handler failure
         rolls the batch back; the inbox then settles it message by message, so the failure is charged to its
         message alone (see `_process`). Lease mode settles each message alone from the start.
         """
-        batch = Batch(work, accounting=self.accounting, consumer=self.config.consumer)
+        batch = Batch(work, accounting=self.accounting, consumer=self.config.consumer, spans=spans)
         if not self.accounting.lease:
             await self._process(batch)
+            if batch.recorded_at:
+                spans.committed(batch.recorded_at)
             return
         lease = parse_duration(self.config.lease)
         outcomes = [await self._process_one(m, batch.create_one, lease=lease) for m in batch.messages]
