@@ -424,6 +424,23 @@ def demo(*, as_json: bool, **options: Any) -> None:
 
 
 @main.command()
+@db_options
+@_option("--host", default="127.0.0.1", show_default=True, envvar="EDINBOX_CONSOLE_HOST", help="address to bind")
+@_option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535), envvar="EDINBOX_CONSOLE_PORT")
+@_option("--token", envvar="EDINBOX_CONSOLE_TOKEN", help="required by every page; needed to bind another address")
+def console(*, host: str, port: int, token: str | None, **settings: Any) -> None:
+    """Serve the operator console: search, messages, requeue / forget with an audit trail, the dashboard.
+
+    It binds 127.0.0.1 unless --host says otherwise, and refuses any other address without --token.
+    """
+    from edinbox.console import serve
+
+    cfg = _config(**settings)
+    with _errors():
+        serve(cfg, host=host, port=port, token=token)
+
+
+@main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_option("--to", "url", required=True, envvar="EDINBOX_PUBLISH_TO", help="broker or spool URL")
 @_option("--raw", is_flag=True, help="send each file whole, keyed by its file name, without parsing it")
