@@ -93,14 +93,15 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
             return page(request, "error.html", 400, message=str(exc))
         if data is None:
             return page(request, "error.html", 404, message=f"no journal row {key!r} for consumer {config.consumer!r}")
+        record = await request.app.state.inbox.get(*_ops.split_key(key))  # the payloads as bytes
         return page(
             request,
             "message.html",
             key=key,
             row=data,
             partner=edi.partner(data.get("source", "")),
-            segments=_data.segments(data.get("payload")),
-            conflict_segments=_data.segments(data.get("conflict_payload")),
+            segments=_data.segments(record.payload if record else None),
+            conflict_segments=_data.segments(record.conflict_payload if record else None),
             done=request.query_params.get("done", ""),
             actions=_data.ACTIONS,
         )
@@ -120,7 +121,7 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
         return page(request, "confirm.html", action=action, key=key, operator=operator)
 
     async def act(request: Request) -> Response:
-        form = await request.form()
+        form = request.state.form
         action, key = str(form.get("action", "")), str(form.get("key", ""))
         who = str(form.get("operator", "")).strip()[:100]
         if action not in _data.ACTIONS or not key or not who:
@@ -142,7 +143,7 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return page(request, "login.html")
-        form = await request.form()
+        form = request.state.form
         given = str(form.get("token", ""))
         if token is None or not hmac.compare_digest(given.encode(), token.encode()):
             return page(request, "login.html", 401, wrong=True)
@@ -208,6 +209,7 @@ async def _csrf_refusal(request: Request, cookie: str) -> str:
     if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("Host", ""):
         return "refused: this request comes from another site"
     form = await request.form()
+    request.state.form = form  # the endpoint reads the form from here: the body is read once
     given = str(form.get("csrf", ""))
     if not cookie or not given or not hmac.compare_digest(given.encode(), cookie.encode()):
         return "refused: the CSRF token is missing or wrong (reload the page and try again)"
