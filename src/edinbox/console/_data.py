@@ -8,6 +8,7 @@ is recorded in the audit table with who asked, when, and what came of it.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -100,14 +101,30 @@ def _when(inbox: AsyncInbox, value: Any) -> datetime | None:
     return datetime.fromtimestamp(float(value), UTC)
 
 
+def _texts(inbox: AsyncInbox, values: list[str]) -> Any:
+    """A list of texts as the search binds it: an array on PostgreSQL, a JSON array on SQLite."""
+    return values if inbox.dialect == "postgresql" else json.dumps(values)
+
+
 async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
-    """One page of journal rows matching `query`, newest first, and whether another page follows."""
+    """One page of journal rows matching `query`, newest first, and whether another page follows.
+
+    An invoice number is resolved first to the keys of the messages that created such invoices, so that both
+    lookups use their index (a correlated EXISTS inside the optional filter would be checked row by row).
+    """
+    keys: set[tuple[str, str]] | None = None
+    if invoice := query.invoice.strip():
+        lookup = {"consumer": inbox.consumer, "invoice": invoice}
+        keys = {(r[0], r[1]) for r in await inbox.read(lambda tx: tx.unit.fetch("console_invoice_keys", lookup))}
+        if not keys:
+            return [], False
     params = {
         "consumer": inbox.consumer,
         "status": query.status or None,
         "control": query.control.strip() or None,
         "partner": _like(query.partner.strip()) if query.partner.strip() else None,
-        "invoice": query.invoice.strip() or None,
+        "ids": None if keys is None else _texts(inbox, sorted({k[1] for k in keys})),
+        "sources": None if keys is None else _texts(inbox, sorted({k[0] for k in keys})),
         "since": _at(inbox, query.since),
         "until": _at(inbox, query.until),
         "limit": PAGE + 1,
@@ -115,6 +132,8 @@ async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
     }
     found = await inbox.read(lambda tx: tx.unit.fetch("console_search", params))
     rows = [Row(r[0], r[1], r[2], int(r[3]), _when(inbox, r[4]), int(r[5]), r[6] or "") for r in found]
+    if keys is not None:  # sources x ids may pair a source with another source's id
+        rows = [row for row in rows if (row.source, row.message_id) in keys]
     return rows[:PAGE], len(rows) > PAGE
 
 

@@ -34,7 +34,8 @@ CREATE EXTENSION IF NOT EXISTS pg_trgm
 CREATE INDEX IF NOT EXISTS {partner_index} ON {table} USING gin (source gin_trgm_ops)
 
 -- name: console_search
--- one statement for every combination of filters: an absent filter is NULL, which the planner folds away
+-- one statement for every combination of filters: an absent filter is NULL, which the planner folds away;
+-- an invoice number is first resolved to its messages' keys (console_invoice_keys)
 SELECT j.source, j.message_id, j.status, j.attempts, j.received_at, j.conflicts, j.last_error
 FROM {table} AS j
 WHERE j.consumer = %(consumer)s
@@ -43,12 +44,13 @@ WHERE j.consumer = %(consumer)s
     AND (%(partner)s::text IS NULL OR j.source ILIKE %(partner)s::text)
     AND (%(since)s::timestamptz IS NULL OR j.received_at >= %(since)s::timestamptz)
     AND (%(until)s::timestamptz IS NULL OR j.received_at < %(until)s::timestamptz)
-    AND (%(invoice)s::text IS NULL OR EXISTS (
-        SELECT 1 FROM {invoices} AS i
-        WHERE i.number = %(invoice)s::text AND i.consumer = j.consumer AND i.source = j.source
-            AND i.message_id = j.message_id))
+    AND (%(ids)s::text[] IS NULL OR (j.message_id = ANY (%(ids)s::text[]) AND j.source = ANY (%(sources)s::text[])))
 ORDER BY j.received_at DESC, j.source, j.message_id
 LIMIT %(limit)s OFFSET %(offset)s
+
+-- name: console_invoice_keys
+-- the messages that created invoices of one number: the search then looks them up by key
+SELECT source, message_id FROM {invoices} WHERE consumer = %(consumer)s AND number = %(invoice)s LIMIT 1000
 
 -- name: console_per_minute
 SELECT (floor(extract(epoch FROM received_at) / 60) * 60)::bigint AS minute, status, count(*)

@@ -42,12 +42,13 @@ WHERE j.consumer = :consumer
     AND (:partner IS NULL OR j.source LIKE :partner ESCAPE '\')
     AND (:since IS NULL OR j.received_at >= :since)
     AND (:until IS NULL OR j.received_at < :until)
-    AND (:invoice IS NULL OR EXISTS (
-        SELECT 1 FROM {invoices} AS i
-        WHERE i.number = :invoice AND i.consumer = j.consumer AND i.source = j.source
-            AND i.message_id = j.message_id))
+    AND (:ids IS NULL OR (j.message_id IN (SELECT value FROM json_each(:ids))
+        AND j.source IN (SELECT value FROM json_each(:sources))))
 ORDER BY j.received_at DESC, j.source, j.message_id
 LIMIT :limit OFFSET :offset
+
+-- name: console_invoice_keys
+SELECT source, message_id FROM {invoices} WHERE consumer = :consumer AND number = :invoice LIMIT 1000
 
 -- name: console_per_minute
 SELECT CAST(received_at / 60 AS INTEGER) * 60 AS minute, status, count(*)
