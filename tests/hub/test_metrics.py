@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +20,10 @@ from edinbox.hub import HubConfig
 from edinbox.hub._generate import generate
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
+from hub.scrape import scrape, settled_by_outcome
+from servers import free_port
 
 _COMMAND = [sys.executable, "-m", "edinbox.cli"]
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def scrape(port: int) -> dict[str, list[Any]]:
-    """GET /metrics and parse it with prometheus-client's own parser: samples by metric family name."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {family.name: family.samples for family in text_string_to_metric_families(text)}
-
-
-def settled_by_outcome(families: dict[str, list[Any]]) -> dict[str, float]:
-    """edinbox_messages_settled_total summed over partners and message types, by outcome."""
-    totals: dict[str, float] = {}
-    for sample in families.get("edinbox_messages_settled", []):
-        if sample.name.endswith("_total"):
-            outcome = sample.labels["outcome"]
-            totals[outcome] = totals.get(outcome, 0.0) + sample.value
-    return totals
 
 
 def _db_args(config: HubConfig) -> list[str]:
