@@ -155,7 +155,7 @@ def segments(payload: bytes | None) -> list[str]:
         escaped = False
         for char in text:
             if char == terminator and not escaped:
-                lines.append("".join(current).strip() + terminator)
+                lines.append("".join(current).lstrip("\r\n") + terminator)  # UNA's trailing space is data
                 current = []
                 continue
             escaped = release is not None and char == release and not escaped
