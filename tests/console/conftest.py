@@ -22,6 +22,7 @@ from edinbox.hub import Accounting, Created, HubConfig, SqlAccounting, open_hub
 from edinbox.hub._generate import EDIFACT_STYLES, PARTNERS, Doc, Partner, render
 from edinbox.hub._ops import init
 from edinbox.sources.spool import publish
+from hub.conftest import drop_schema
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -162,11 +163,7 @@ def console(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     server.should_exit = True
     thread.join(timeout=10)
     if schema:
-        import psycopg
-        from psycopg import sql
-
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schema(POSTGRES_URL, schema)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.hub._ops import init
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._tables import SEARCH_INDEXES
+from hub.conftest import drop_schema
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -31,11 +32,7 @@ def config(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) -> 
     cfg = HubConfig(db=url, table=f"{unique_name}.inbox")
     asyncio.run(init(cfg))
     yield cfg
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(unique_name)))
+    drop_schema(url, unique_name)
 
 
 async def fill(cfg: HubConfig, n: int) -> None:

@@ -115,3 +115,17 @@ def test_library_instruments_share_a_callers_registry() -> None:
     assert samples[("edinbox_purged_rows_total", (("consumer", "c"),))] == 7
     with pytest.raises(ValueError, match="Duplicated timeseries"):
         Metrics(registry)
+
+
+def test_metrics_port_comes_from_the_toml_file_too(tmp_path: Path) -> None:
+    """`metrics_port` and `metrics_host` are keys of [hub]; a port outside 0..65535 is refused with its name."""
+    from edinbox._errors import ConfigurationError
+    from edinbox.hub import load_config
+
+    path = tmp_path / "hub.toml"
+    path.write_text('[hub]\nmetrics_port = 9464\nmetrics_host = "0.0.0.0"\n')
+    config = load_config(path)
+    assert (config.metrics_port, config.metrics_host) == (9464, "::1")
+    path.write_text("[hub]\nmetrics_port = 70000\n")
+    with pytest.raises(ConfigurationError, match="metrics_port"):
+        load_config(path)
