@@ -63,3 +63,17 @@ def test_with_a_token_every_page_asks_for_it(tmp_path: Path) -> None:
         assert right.status_code == 303
         assert client.get("/").status_code == 200
         assert client.get("/dashboard").status_code == 200
+
+
+def test_console_command_refuses_a_database_without_the_schema(tmp_path: Path) -> None:
+    """`edinbox console` on a database `init` never prepared exits 1 with one line naming `edinbox init`."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "edinbox.cli", "console", "--db", f"sqlite:///{tmp_path}/empty.db"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "edinbox init" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

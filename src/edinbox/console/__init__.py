@@ -7,6 +7,7 @@ uvicorn); `create_app(config, token=...)` is the ASGI application itself, for te
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from typing import TYPE_CHECKING
 
@@ -47,4 +48,12 @@ def serve(config: HubConfig, *, host: str = "127.0.0.1", port: int = 8080, token
         import uvicorn
     except ImportError as exc:
         raise ConfigurationError("the console needs its extra: pip install 'edinbox[console]'") from exc
+    asyncio.run(_verify(config))  # a missing schema is one line naming `edinbox init`, before anything listens
     uvicorn.run(create_app(config, token=token), host=host, port=port, log_level="warning")
+
+
+async def _verify(config: HubConfig) -> None:
+    from edinbox.hub._parts import open_inbox, verify
+
+    async with open_inbox(config) as inbox:
+        await verify(inbox)
