@@ -148,7 +148,7 @@ def console(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         require_service("postgres")
         schema = "t" + os.urandom(6).hex()
         config = HubConfig(db=POSTGRES_URL, table=f"{schema}.inbox", source=f"dir://{spool}", idle_timeout=1.2)
-    config = replace(config, max_attempts=1)
+    config = config.with_overrides(max_attempts=1)
     run(init(config))
     traffic = fill(config)
     port = free_port()
