@@ -403,9 +403,9 @@ def console(*, host: str, port: int, token: str | None, as_json: bool, **setting
     """
     from edinbox.console import check_bind, serve
 
-    cfg = _config(**settings)
     with _errors():
-        check_bind(host, token)
+        check_bind(host, token)  # before anything else: an open console is refused whatever the database
+    cfg = _config(**settings)
     where = {"console": f"http://{host}:{port}/", "db": mask(cfg.db), "consumer": cfg.consumer}
     _echo(where, as_json=as_json)
     with _errors():

@@ -123,7 +123,7 @@ def test_metrics_port_comes_from_the_toml_file_too(tmp_path: Path) -> None:
     from edinbox.hub import load_config
 
     path = tmp_path / "hub.toml"
-    path.write_text('[hub]\nmetrics_port = 9464\nmetrics_host = "0.0.0.0"\n')
+    path.write_text('[hub]\nmetrics_port = 9464\nmetrics_host = "::1"\n')
     config = load_config(path)
     assert (config.metrics_port, config.metrics_host) == (9464, "::1")
     path.write_text("[hub]\nmetrics_port = 70000\n")
