@@ -166,9 +166,10 @@ def console(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         drop_schema(POSTGRES_URL, schema)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium from the system's package, driven by Playwright (never a downloaded browser)."""
+    """Headless Chromium from the system's package, driven by Playwright (never a downloaded browser); one per
+    module, so Playwright's event loop leaves this thread before other modules' tests call asyncio.run."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium package")
