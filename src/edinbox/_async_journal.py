@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -137,6 +137,13 @@ class AsyncJournal:
         async with self._store.unit() as unit:
             rows = await unit.fetch("stats", {"consumer": self.consumer})
         return Stats.from_counts({Status(status): count for status, count in rows})
+
+    async def oldest(self) -> dict[str, datetime]:
+        """When the oldest row of each status of this consumer was received (statuses without rows are absent)."""
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("oldest", {"consumer": self.consumer})
+        found = {str(status): self._store.timestamp(when) for status, when in rows}
+        return {status: when for status, when in found.items() if when is not None}
 
     async def get(self, source: str, message_id: str) -> Record | None:
         """The journal row of one message of this consumer, or None."""

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -138,6 +138,13 @@ class Journal:
         with self._store.unit() as unit:
             rows = unit.fetch("stats", {"consumer": self.consumer})
         return Stats.from_counts({Status(status): count for status, count in rows})
+
+    def oldest(self) -> dict[str, datetime]:
+        """When the oldest row of each status of this consumer was received (statuses without rows are absent)."""
+        with self._store.unit() as unit:
+            rows = unit.fetch("oldest", {"consumer": self.consumer})
+        found = {str(status): self._store.timestamp(when) for status, when in rows}
+        return {status: when for status, when in found.items() if when is not None}
 
     def get(self, source: str, message_id: str) -> Record | None:
         """The journal row of one message of this consumer, or None."""

@@ -107,6 +107,8 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_setting("--accounting")
 @_setting("--give-up-after")
 @_setting("--max-payload")
+@_setting("--metrics-port")
+@_setting("--metrics-host")
 @_json
 def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, **settings: Any) -> None:
     """Run the hub: settle deliveries from --source through the inbox into accounting, ack after commit.
@@ -171,14 +173,31 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    metrics, server = _metrics(cfg)
     try:
-        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop) as hub:
+        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
             logging.getLogger("edinbox.hub").info(
                 mask(f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}")
             )
             return dict(await hub.run(once=once))
     except Stopped:
         return {}
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
+    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them."""
+    if not cfg.metrics_port:
+        return None, None
+    from edinbox.metrics import Metrics
+
+    metrics = Metrics()
+    try:
+        return metrics, metrics.serve(cfg.metrics_port, host=cfg.metrics_host)
+    except OSError as exc:
+        raise click.UsageError(f"cannot serve /metrics on {cfg.metrics_host}:{cfg.metrics_port}: {exc}") from exc
 
 
 @main.command()
@@ -473,6 +492,29 @@ def chaos(*, as_json: bool, **options: Any) -> None:
         report = run_chaos(**options, echo=(lambda text: None) if as_json else lambda text: click.echo(text, err=True))
     click.echo(json.dumps(report.as_dict()) if as_json else report.render())
     sys.exit(0 if report.ok else 1)
+
+
+@main.command()
+@db_options
+@_option("--host", default="127.0.0.1", envvar="EDINBOX_CONSOLE_HOST", help="address to bind")
+@_option("--port", default=8080, type=click.IntRange(1, 65535), envvar="EDINBOX_CONSOLE_PORT", help="port to bind")
+@_option("--token", envvar="EDINBOX_CONSOLE_TOKEN", help="required by every page; needed to bind another address")
+@_json
+def console(*, host: str, port: int, token: str | None, as_json: bool, **settings: Any) -> None:
+    """Serve the operator console: search, messages, requeue / forget with an audit trail, the dashboard.
+
+    It binds 127.0.0.1 unless --host says otherwise, and refuses any other address without --token. It prints
+    where it listens (one JSON object with --json), then serves until Ctrl-C or SIGTERM.
+    """
+    from edinbox.console import check_bind, serve
+
+    with _errors():
+        check_bind(host, token)  # before anything else: an open console is refused whatever the database
+    cfg = _config(**settings)
+    where = {"console": f"http://{host}:{port}/", "db": mask(cfg.db), "consumer": cfg.consumer}
+    _echo(where, as_json=as_json)
+    with _errors():
+        serve(cfg, host=host, port=port, token=token)
 
 
 @main.command()

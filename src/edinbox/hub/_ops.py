@@ -6,6 +6,7 @@ The CLI renders these as tables or JSON (edinbox.hub._output); nothing here prin
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,7 @@ from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._log import LOGGER
 from edinbox.hub._output import as_dict, human_duration, json_value, render
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
@@ -29,7 +31,7 @@ from edinbox.hub._redrive import (
     split_key,
     stored_payload,
 )
-from edinbox.hub._tables import COUNTED, TABLES, counts, create_tables
+from edinbox.hub._tables import COUNTED, TABLES, counts, create_partner_index, create_tables
 
 __all__ = [
     "Check",
@@ -62,6 +64,10 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
     async with open_inbox(config) as inbox:
         await inbox.create_schema()
         await inbox.transaction(create_tables)
+        try:
+            await inbox.transaction(create_partner_index)
+        except StoreError as exc:  # e.g. pg_trgm not installed on the server: the partner search scans instead
+            logging.getLogger(LOGGER).warning(mask(f"no index for the console's partner search: {exc}"))
         await verify(inbox)
         for role in grant:
             await inbox.grant(role, tables=TABLES)

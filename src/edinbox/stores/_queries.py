@@ -8,11 +8,12 @@ from importlib.resources import files
 
 __all__ = ["FILES", "load_queries", "migration_queries", "placeholders"]
 
-FILES = ("queries", "schema", "hub", "migrations")
+FILES = ("queries", "schema", "hub", "console", "migrations")
 """The statement files a store loads: the journal's, its schema, those of tables beside it, and the migrations.
 
 In a statement, `{table}` is the journal and `{table_name}` its name as a string literal; any other `{x}` is the
-table x beside the journal (in its schema) and `{x_name}` that table's name as a string literal.
+table x beside the journal (in its schema), `{x_name}` that table's name as a string literal, and `{x_index}` an
+index of this journal's tables (named after the journal, so two journals in one schema never share one).
 """
 
 

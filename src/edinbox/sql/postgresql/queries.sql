@@ -109,6 +109,9 @@ LIMIT %(limit)s
 -- name: stats
 SELECT status, count(*) FROM {table} WHERE consumer = %(consumer)s GROUP BY status
 
+-- name: oldest
+SELECT status, min(received_at) FROM {table} WHERE consumer = %(consumer)s GROUP BY status
+
 -- name: requeue
 UPDATE {table}
 SET status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL,

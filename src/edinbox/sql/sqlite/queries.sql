@@ -108,6 +108,9 @@ LIMIT :limit
 -- name: stats
 SELECT status, count(*) FROM {table} WHERE consumer = :consumer GROUP BY status
 
+-- name: oldest
+SELECT status, min(received_at) FROM {table} WHERE consumer = :consumer GROUP BY status
+
 -- name: requeue
 UPDATE {table}
 SET status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL,
