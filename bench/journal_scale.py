@@ -133,6 +133,7 @@ def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> No
     else:
         fingerprint = Message("x", "x", b"x" * 64).fingerprint
         connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE fingerprint = %s".encode(), [fingerprint])
+        connection.execute(f"VACUUM {SCHEMA}.{table}".encode())  # no dead index entries left for the same keys
         indexes = [f"{SCHEMA}.{table}_key"]
     connection.execute(b"CREATE EXTENSION IF NOT EXISTS pg_prewarm")
     for index in indexes:
