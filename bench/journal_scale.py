@@ -1,7 +1,7 @@
 """process_batch of 1,000 on a full journal (10M rows) against an empty one, side by side in one run.
 
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
-        [--keys random,rising] [--layouts flat,ring] [--refill]
+        [--keys random,rising] [--layouts flat,ring] [--refill] [--wal-compression]
 
 Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
 (`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
@@ -13,7 +13,8 @@ partners, each with rising 9-digit control numbers, as X12 ISA13). Two layouts:
   dirties a few pages instead of one leaf per key. Run with the statements of `sql/postgresql/ring.sql`.
 
 Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), after a CHECKPOINT at the
-start, so full-page images are paid as in steady state; the ratio is full / empty of the same layout.
+start, so full-page images are paid as in steady state; the ratio is full / empty of the same layout. With
+`--wal-compression`, a third flat variant: the full journal with `wal_compression=lz4` on its connections.
 """
 
 from __future__ import annotations
@@ -193,9 +194,14 @@ def measure(title: str, variants: dict[str, tuple[Keys, Callable[[list[Message]]
     for name, value in rates.items():
         line = f"  {name:<28} {value:>9,.0f} msg/s"
         if name.endswith("full"):
-            empty = name.removesuffix("full") + "empty"
+            empty = name.split()[0] + " empty"
             line += f"  x{value / rates[empty]:.2f} of {empty}"
         print(line, flush=True)
+
+
+def full_name(layout: str, shape: str, rows: int) -> str:
+    """The kept full journal of a layout, key shape and size (10M rows: no size in the name)."""
+    return f"{layout}_{shape}" + ("" if rows == 10_000_000 else f"_{rows}")
 
 
 def main() -> None:
@@ -209,6 +215,7 @@ def main() -> None:
     parser.add_argument("--keys", default="random,rising")
     parser.add_argument("--layouts", default="flat,ring")
     parser.add_argument("--refill", action="store_true")
+    parser.add_argument("--wal-compression", action="store_true", help="also the full flat journal with lz4 WAL")
     args = parser.parse_args()
     shapes = args.keys.split(",")
     layouts = args.layouts.split(",")
@@ -217,7 +224,7 @@ def main() -> None:
     print(f"journal at scale, {os.cpu_count()} CPUs, load average {os.getloadavg()} (the machine is shared)")
     for shape in shapes:
         for layout in layouts:
-            table = f"{layout}_{shape}"
+            table = full_name(layout, shape, args.rows)
             if args.refill or count(connection, table) < args.rows:
                 started = time.perf_counter()
                 if layout == "flat":
@@ -235,17 +242,25 @@ def main() -> None:
             for layout in layouts:
                 empty = f"empty_{layout}_{shape}_{suffix}"
                 if layout == "flat":
-                    for name, table in ((f"{layout} empty", empty), (f"{layout} full", f"{layout}_{shape}")):
-                        inbox = Inbox(args.url, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
+                    full = full_name(layout, shape, args.rows)
+                    journals = [(f"{layout} empty", empty, args.url), (f"{layout} full", full, args.url)]
+                    if args.wal_compression:  # a superuser's session setting, through libpq's options
+                        compressed = f"{args.url}{'&' if '?' in args.url else '?'}options=-c%20wal_compression%3Dlz4"
+                        journals.append((f"{layout} lz4 full", full, compressed))
+                    for name, table, url in journals:
+                        inbox = Inbox(url, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
                         inbox.create_schema()
                         inboxes.append(inbox)
                         variants[name] = (Keys(shape, start=start), flat_batch(inbox))
                 else:
                     create_ring(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), ring_batch(work, empty))
-                    variants[f"{layout} full"] = (Keys(shape, start=start), ring_batch(work, f"{layout}_{shape}"))
+                    variants[f"{layout} full"] = (
+                        Keys(shape, start=start),
+                        ring_batch(work, full_name(layout, shape, args.rows)),
+                    )
             for layout in layouts:
-                reset(connection, f"{layout}_{shape}", layout=layout)
+                reset(connection, full_name(layout, shape, args.rows), layout=layout)
             connection.execute(b"CHECKPOINT")
             measure(f"{shape} keys, {args.rows:,} rows in the full journals", variants, turns=args.turns)
     finally:
