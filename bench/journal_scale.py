@@ -10,7 +10,8 @@ partners, each with rising 9-digit control numbers, as X12 ISA13). Two layouts:
 - `flat`: today's journal (one table, unique index on consumer, source, message_id), through `Inbox.process_batch`;
 - `ring`: the journal as a ring of slot partitions (docs/scaling.md): inserts go to the current slot, whose
   index is small and hot; the older slots inside the horizon are only probed (read, never written), so a batch
-  dirties a few pages instead of one leaf per key. Run with the statements of `sql/postgresql/ring.sql`.
+  dirties a few pages instead of one leaf per key. Run with the statements of `bench/ring.sql` (a candidate
+  measured here, not adopted: docs/scaling.md).
 
 Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), after a CHECKPOINT at the
 start, so full-page images are paid as in steady state; the ratio is full / empty of the same layout. With
@@ -25,12 +26,13 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from edinbox import Inbox, Message, Tx
-from edinbox.stores._queries import load_queries
+from edinbox.stores._queries import named_queries
 
 CONSUMER = "bench"
 SCHEMA = "bench_scale"
@@ -122,7 +124,7 @@ def fill_ring(connection: psycopg.Connection[Any], table: str, *, shape: str, ro
     connection.execute(f"VACUUM ANALYZE {SCHEMA}.{table}".encode())
 
 
-RING = load_queries("postgresql", "ring")
+RING = named_queries((Path(__file__).parent / "ring.sql").read_text("utf-8"))
 
 
 def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> None:

@@ -1,5 +1,6 @@
--- The journal as a ring of slot partitions (docs/scaling.md): inserts go to the current slot only; the other
--- slots inside the horizon are probed, never written, so a batch dirties a few hot pages, not a leaf per key.
+-- A candidate layout measured by bench/journal_scale.py and not adopted (docs/scaling.md): the journal as a ring
+-- of slot partitions. Inserts go to the current slot only; the other slots inside the horizon are probed, never
+-- written, so a batch dirties a few hot pages, not a leaf per key.
 
 -- name: create_ring
 CREATE TABLE IF NOT EXISTS {table} (
