@@ -249,11 +249,12 @@ def main() -> None:
                     if args.wal_compression:  # a superuser's session setting, through libpq's options
                         compressed = f"{args.url}{'&' if '?' in args.url else '?'}options=-c%20wal_compression%3Dlz4"
                         journals.append((f"{layout} lz4 full", full, compressed))
-                    for name, table, url in journals:
+                    for n, (name, table, url) in enumerate(journals):
                         inbox = Inbox(url, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
                         inbox.create_schema()
                         inboxes.append(inbox)
-                        variants[name] = (Keys(shape, start=start), flat_batch(inbox))
+                        # two variants on one full journal: rising numbers of their own, each above the filled ones
+                        variants[name] = (Keys(shape, start=start + n * 10**6), flat_batch(inbox))
                 else:
                     create_ring(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), ring_batch(work, empty))

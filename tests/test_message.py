@@ -33,8 +33,15 @@ def test_empty_message_id_is_refused() -> None:
         ("amqp://guest:guest@127.0.0.1/?queue=q", "amqp://guest:***@127.0.0.1/?queue=q"),
         ("host=db password=s3cret user=app", "host=db password=*** user=app"),
         ("sqlite:///var/lib/hub.db", "sqlite:///var/lib/hub.db"),
+        *(
+            (f"host=db {word}=s3cret user=app", f"host=db {word}=*** user=app")
+            for word in ("passwd", "PWD", "Secret", "token", "access_token", "API_KEY", "apikey")
+        ),
+        ("dsn?user=app&Password=s3cret", "dsn?user=app&Password=***"),
+        ("settled key=X12:ZZ:ACME>ZZ:HUB/1 outcome=processed", "settled key=X12:ZZ:ACME>ZZ:HUB/1 outcome=processed"),
     ],
 )
 def test_mask_hides_passwords(url: str, expected: str) -> None:
-    """Passwords in URLs and key=value DSNs are masked; URLs without one are unchanged."""
+    """Passwords in URLs and key=value DSNs are masked, whatever the parameter's name and case; text without one is
+    unchanged."""
     assert mask(url) == expected
