@@ -2,11 +2,14 @@
 
     .venv/bin/python -m bench.hubs [--messages 3000] [--rounds 2] [--hubs 1,4] [--batch-size 20]
 
-Each round publishes the same number of fresh invoice interchanges to a fresh quorum queue, then starts the hub
-processes (`edinbox run --once`) on a fresh journal schema; the rate is the journal's own clock: messages over the
-span from the first row received to the last one settled (process start-up is left out). Variants alternate round
-by round; the best round of each is compared. Also printed: the CPU seconds the hub processes used per 1,000
-messages and the machine's CPU use during the round (hubs, PostgreSQL and RabbitMQ share its cores).
+Each round starts the hub processes (`edinbox run --once`) on a fresh quorum queue and a fresh journal schema, waits
+until all of them consume, then publishes the same fresh invoice interchanges; so start-up is left out. The rate is
+the journal's own clock: messages over the span from the first row received to the last one settled. Variants
+alternate round by round; the best round of each is compared. Also printed: the CPU seconds the hub processes used
+per 1,000 messages (less what a hub that starts and idles uses, measured once), the machine's CPU use during the
+round (hubs, PostgreSQL and RabbitMQ share its cores), and what the hubs' database sessions were doing (sampled from
+pg_stat_activity every 20 ms: on CPU, waiting for a lock or the WAL flush, or idle while the hub parses and talks
+to the broker).
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
+from collections import Counter
 from datetime import date, timedelta
 from decimal import Decimal
 
@@ -54,19 +60,56 @@ def busy() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
-def one_round(url: str, payloads: list[tuple[str, bytes]], *, hubs: int, batch_size: int) -> tuple[float, float, float]:
-    """Publish, run `hubs` processes until drained; return (msg/s, hub CPU s per 1,000 msgs, machine CPU use)."""
+class Waits(threading.Thread):
+    """Samples what the hubs' PostgreSQL sessions are doing (state and wait event) until stopped."""
+
+    def __init__(self, url: str, schema: str) -> None:
+        """Watch the sessions whose last statement names `schema`."""
+        super().__init__(daemon=True)
+        self.url = url
+        self.pattern = f"%{schema}%"
+        self.seen: Counter[str] = Counter()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        """Sample every 20 ms."""
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            while not self.done.wait(0.02):
+                for state, kind, event in connection.execute(
+                    "SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
+                    "WHERE query LIKE %s AND pid <> pg_backend_pid()",
+                    [self.pattern],
+                ):
+                    self.seen[f"{state}: {kind}/{event}" if event else f"{state}: on CPU"] += 1
+
+    def top(self) -> str:
+        """The commonest states, as shares of all samples."""
+        total = sum(self.seen.values()) or 1
+        return ", ".join(f"{what} {n / total:.0%}" for what, n in self.seen.most_common(4))
+
+
+def one_round(
+    url: str, payloads: list[tuple[str, bytes]], *, hubs: int, batch_size: int
+) -> tuple[float, float, float, str]:
+    """Start `hubs` processes, publish once all consume, wait until they drained the queue; return (msg/s, hub CPU
+    seconds, machine CPU use, what the hubs' database sessions were doing)."""
     name = "scale" + uuid.uuid4().hex[:10]
     source = f"{BROKER}?queue={name}&queue_type=quorum"
     db = ["--db", url, "--table", f"{name}.inbox", "--consumer", "hub"]
     subprocess.run([*CLI, "init", *db], check=True, capture_output=True)
-    asyncio.run(publish(source, payloads))
-    args = [*CLI, "run", "--source", source, *db, "--once", "--idle-timeout", "3", "--batch-size", str(batch_size)]
+    args = [*CLI, "run", "--source", source, *db, "--once", "--idle-timeout", "5", "--batch-size", str(batch_size)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
     before = busy()
+    waits = Waits(url, name)
+    waits.start()
     cpu = 0.0
     with tempfile.TemporaryFile() as log:  # a pipe left unread would fill up and stop the hub
         processes = [subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=log) for _ in range(hubs)]
+        while asyncio.run(_consumers(name)) < hubs:  # every hub started and consuming: start-up is left out
+            if any(process.poll() is not None for process in processes):
+                break
+            time.sleep(0.1)
+        asyncio.run(publish(source, payloads))
         for process in processes:
             _, status, usage = os.wait4(process.pid, 0)
             process.returncode = os.waitstatus_to_exitcode(status)
@@ -75,6 +118,8 @@ def one_round(url: str, payloads: list[tuple[str, bytes]], *, hubs: int, batch_s
             log.seek(0)
             raise RuntimeError(f"a hub failed: {log.read().decode()[-2000:]}")
     after = busy()
+    waits.done.set()
+    waits.join()
     try:
         with psycopg.connect(url, autocommit=True) as connection:
             row = connection.execute(
@@ -90,7 +135,33 @@ def one_round(url: str, payloads: list[tuple[str, bytes]], *, hubs: int, batch_s
     if done != len(payloads):
         raise RuntimeError(f"{done} of {len(payloads)} messages in the journal")
     use = (after[0] - before[0]) / (after[1] - before[1])
-    return done / span, 1000 * cpu / done, use
+    return done / span, cpu, use, waits.top()
+
+
+async def _consumers(queue: str) -> int:
+    """Consumers subscribed to a queue (0 while it does not exist yet)."""
+    connection = await aio_pika.connect(BROKER)
+    async with connection:
+        channel = await connection.channel()
+        try:
+            declared = await channel.declare_queue(queue, passive=True)
+        except aio_pika.exceptions.ChannelClosed:
+            return 0
+        return declared.declaration_result.consumer_count or 0
+
+
+def idle_cpu(url: str) -> float:
+    """The CPU seconds of one hub that starts, finds its queue empty and exits (start-up, and the idle wait)."""
+    name = "scale" + uuid.uuid4().hex[:10]
+    db = ["--db", url, "--table", f"{name}.inbox", "--consumer", "hub"]
+    subprocess.run([*CLI, "init", *db], check=True, capture_output=True)
+    source = f"{BROKER}?queue={name}&queue_type=quorum"
+    process = subprocess.Popen([*CLI, "run", "--source", source, *db, "--once", "--idle-timeout", "5"])
+    _, _, usage = os.wait4(process.pid, 0)
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+    asyncio.run(_delete(name))
+    return usage.ru_utime + usage.ru_stime
 
 
 async def _delete(name: str) -> None:
@@ -115,13 +186,15 @@ def main() -> int:
     args = parser.parse_args()
     counts = [int(h) for h in args.hubs.split(",")]
     payloads = traffic(args.messages, seed=1)
-    best: dict[int, tuple[float, float, float]] = {}
+    idle = idle_cpu(args.url)
+    best: dict[int, tuple[float, float, float, str]] = {}
     for _ in range(args.rounds):
         for hubs in counts:
-            result = one_round(args.url, payloads, hubs=hubs, batch_size=args.batch_size)
+            rate, cpu, use, sessions = one_round(args.url, payloads, hubs=hubs, batch_size=args.batch_size)
+            result = (rate, 1000 * max(cpu - hubs * idle, 0.0) / args.messages, use, sessions)
             print(
                 f"  {hubs} hub(s): {result[0]:,.0f} msg/s, {result[1]:.2f} hub CPU s per 1,000 msgs, "
-                f"machine {result[2]:.0%} busy",
+                f"machine {result[2]:.0%} busy; sessions: {result[3]}",
                 flush=True,
             )
             if hubs not in best or result[0] > best[hubs][0]:
@@ -132,7 +205,7 @@ def main() -> int:
     print("| hubs | rate | ratio to 1 hub | hub CPU s per 1,000 msgs | machine CPU busy |")
     print("|---|---|---|---|---|")
     for hubs in counts:
-        rate, cpu, use = best[hubs]
+        rate, cpu, use, _ = best[hubs]
         print(f"| {hubs} | {rate:,.0f} msg/s | x{rate / best[counts[0]][0]:.2f} | {cpu:.2f} | {use:.0%} |")
     return 0
 
