@@ -156,7 +156,9 @@ def idle_cpu(url: str) -> float:
     db = ["--db", url, "--table", f"{name}.inbox", "--consumer", "hub"]
     subprocess.run([*CLI, "init", *db], check=True, capture_output=True)
     source = f"{BROKER}?queue={name}&queue_type=quorum"
-    process = subprocess.Popen([*CLI, "run", "--source", source, *db, "--once", "--idle-timeout", "5"])
+    process = subprocess.Popen(
+        [*CLI, "run", "--source", source, *db, "--once", "--idle-timeout", "5"], stderr=subprocess.DEVNULL
+    )
     _, _, usage = os.wait4(process.pid, 0)
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
