@@ -1,13 +1,15 @@
 """process_batch of 1,000 on a full journal (10M rows) against an empty one, side by side in one run.
 
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
-        [--keys random,rising] [--layouts flat,ring] [--refill] [--wal-compression]
+        [--keys random,rising] [--layouts flat,digest,ring] [--refill] [--wal-compression]
 
 Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
 (`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
-partners, each with rising 9-digit control numbers, as X12 ISA13). Two layouts:
+partners, each with rising 9-digit control numbers, as X12 ISA13). Three layouts:
 
 - `flat`: today's journal (one table, unique index on consumer, source, message_id), through `Inbox.process_batch`;
+- `digest`: the flat journal keyed by a 16-byte digest of (consumer, source, message_id) (`bench/digest.sql`): the
+  same one insert per batch into an index a third as big;
 - `ring`: the journal as a ring of slot partitions (docs/scaling.md): inserts go to the current slot, whose
   index is small and hot; the older slots inside the horizon are only probed (read, never written), so a batch
   dirties a few pages instead of one leaf per key. Run with the statements of `bench/ring.sql` (a candidate
@@ -125,6 +127,7 @@ def fill_ring(connection: psycopg.Connection[Any], table: str, *, shape: str, ro
 
 
 RING = named_queries((Path(__file__).parent / "ring.sql").read_text("utf-8"))
+DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8"))
 
 
 def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> None:
@@ -143,14 +146,16 @@ def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> No
         connection.execute(b"SELECT pg_prewarm(%s::regclass, 'read')", [index])
 
 
-def ring_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[list[Message]], None]:
-    """process_batch's statements on a ring journal: the shared rotation lock, then the probing insert."""
-    lock = RING["ring_lock"].encode()
-    insert = RING["insert_batch"].format(table=f"{SCHEMA}.{table}", head=f"{SCHEMA}.{table}_head").encode()
+def sql_batch(
+    connection: psycopg.Connection[Any], insert: bytes, *, lock: str | None = None
+) -> Callable[[list[Message]], None]:
+    """process_batch's statements on a candidate layout: the ring's shared rotation lock when given, then the
+    layout's insert of the batch (every message fresh: each must come back as inserted)."""
 
     def run(messages: list[Message]) -> None:
         with connection.transaction():
-            connection.execute(lock, {"lock": f"edinbox:{SCHEMA}.{table}"})
+            if lock is not None:
+                connection.execute(RING["ring_lock"].encode(), {"lock": lock})
             cursor = connection.execute(
                 insert,
                 {
@@ -163,6 +168,35 @@ def ring_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[lis
             assert len(cursor.fetchall()) == len(messages), "a fresh message was taken for a duplicate"
 
     return run
+
+
+def ring_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[list[Message]], None]:
+    """The batch on a ring journal: the shared rotation lock, then the probing insert."""
+    insert = RING["insert_batch"].format(table=f"{SCHEMA}.{table}", head=f"{SCHEMA}.{table}_head").encode()
+    return sql_batch(connection, insert, lock=f"edinbox:{SCHEMA}.{table}")
+
+
+def create_digest(connection: psycopg.Connection[Any], table: str) -> None:
+    """Create a journal keyed by a 16-byte digest of its key."""
+    names = {"table": f"{SCHEMA}.{table}", "key_index": f"{table}_key"}
+    for name in ("create_digest", "create_digest_key"):
+        connection.execute(DIGEST[name].format(**names).encode())
+
+
+def fill_digest(connection: psycopg.Connection[Any], table: str, *, shape: str, rows: int) -> None:
+    """A digest-keyed journal with `rows` rows, its unique index built afterwards."""
+    connection.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{table}".encode())
+    create_digest(connection, table)
+    connection.execute(f"DROP INDEX {SCHEMA}.{table}_key".encode())
+    fill = DIGEST["fill"].format(table=f"{SCHEMA}.{table}", values=fill_values(shape))
+    connection.execute(fill.encode(), {"rows": rows})
+    create_digest(connection, table)
+    connection.execute(f"VACUUM ANALYZE {SCHEMA}.{table}".encode())
+
+
+def digest_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[list[Message]], None]:
+    """The batch on a digest-keyed journal: one insert."""
+    return sql_batch(connection, DIGEST["insert_batch"].format(table=f"{SCHEMA}.{table}").encode())
 
 
 def flat_batch(inbox: Inbox) -> Callable[[list[Message]], None]:
@@ -215,7 +249,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--keys", default="random,rising")
-    parser.add_argument("--layouts", default="flat,ring")
+    parser.add_argument("--layouts", default="flat,digest,ring")
     parser.add_argument("--refill", action="store_true")
     parser.add_argument("--wal-compression", action="store_true", help="also the full flat journal with lz4 WAL")
     args = parser.parse_args()
@@ -231,6 +265,8 @@ def main() -> None:
                 started = time.perf_counter()
                 if layout == "flat":
                     fill_flat(args.url, connection, table, shape=shape, rows=args.rows)
+                elif layout == "digest":
+                    fill_digest(connection, table, shape=shape, rows=args.rows)
                 else:
                     fill_ring(connection, table, shape=shape, rows=args.rows)
                 print(f"filled {table} with {args.rows:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
@@ -255,6 +291,11 @@ def main() -> None:
                         inboxes.append(inbox)
                         # two variants on one full journal: rising numbers of their own, each above the filled ones
                         variants[name] = (Keys(shape, start=start + n * 10**6), flat_batch(inbox))
+                elif layout == "digest":
+                    create_digest(connection, empty)
+                    variants[f"{layout} empty"] = (Keys(shape, start=start), digest_batch(work, empty))
+                    full = full_name(layout, shape, args.rows)
+                    variants[f"{layout} full"] = (Keys(shape, start=start), digest_batch(work, full))
                 else:
                     create_ring(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), ring_batch(work, empty))
