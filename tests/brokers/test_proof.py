@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub._generate import PARTNERS, Doc, render
-from services import POSTGRES_URL, require_service
+from services import require_service
 
 from .harness import BROKERS, Broker
 
@@ -90,17 +90,6 @@ def broker(request: pytest.FixtureRequest, unique_name: str) -> Iterator[Broker]
         require_service(chosen.service)
     yield chosen
     asyncio.run(chosen.cleanup(unique_name))
-
-
-@pytest.fixture
-def postgres_db(unique_name: str) -> Iterator[list[str]]:
-    """The --db/--table options of a fresh PostgreSQL schema, dropped afterwards."""
-    require_service("postgres")
-    import psycopg
-
-    yield ["--db", POSTGRES_URL, "--table", f"{unique_name}.inbox"]
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(unique_name)))
 
 
 def publish(files: list[Path], url: str) -> None:

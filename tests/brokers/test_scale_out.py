@@ -15,9 +15,7 @@ import pytest
 from services import require_service
 
 from .harness import BROKERS, Broker
-from .test_proof import CLI, check, hub_args, postgres_db, publish, traffic
-
-__all__ = ["postgres_db"]  # the fixture, used here by name
+from .test_proof import CLI, check, hub_args, publish, traffic
 
 HUBS = 4
 _AMQP = "amqp://guest:guest@127.0.0.1/"
