@@ -9,7 +9,7 @@ partners, each with rising 9-digit control numbers, as X12 ISA13). Three layouts
 
 - `flat`: today's journal (one table, unique index on consumer, source, message_id), through `Inbox.process_batch`;
 - `digest`: the flat journal keyed by a 16-byte digest of (consumer, source, message_id) (`bench/digest.sql`): the
-  same one insert per batch into an index a third as big;
+  same one insert per batch into an index about half as big;
 - `ring`: the journal as a ring of slot partitions (docs/scaling.md): inserts go to the current slot, whose
   index is small and hot; the older slots inside the horizon are only probed (read, never written), so a batch
   dirties a few pages instead of one leaf per key. Run with the statements of `bench/ring.sql` (a candidate
@@ -38,6 +38,8 @@ from edinbox.stores._queries import named_queries
 
 CONSUMER = "bench"
 SCHEMA = "bench_scale"
+TEMPLATE = f"{SCHEMA}.template"
+"""An empty journal made by the API: the candidate layouts copy its columns and checks (CREATE TABLE ... LIKE)."""
 PARTNERS = 1000
 SLOTS = 8
 BATCH = 1000
@@ -104,6 +106,7 @@ def fill_flat(url: str, connection: psycopg.Connection[Any], table: str, *, shap
 def create_ring(connection: psycopg.Connection[Any], table: str) -> None:
     """Create a ring journal (its parent, slot partitions and head row) from the named statements."""
     names = {"table": f"{SCHEMA}.{table}", "head": f"{SCHEMA}.{table}_head", "key_index": f"{table}_key"}
+    names["template"] = TEMPLATE
     for name in ("create_ring", "create_ring_key", "create_head", "seed_head"):
         connection.execute(RING[name].format(**names).encode())
     for slot in range(SLOTS):
@@ -178,7 +181,7 @@ def ring_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[lis
 
 def create_digest(connection: psycopg.Connection[Any], table: str) -> None:
     """Create a journal keyed by a 16-byte digest of its key."""
-    names = {"table": f"{SCHEMA}.{table}", "key_index": f"{table}_key"}
+    names = {"table": f"{SCHEMA}.{table}", "key_index": f"{table}_key", "template": TEMPLATE}
     for name in ("create_digest", "create_digest_key"):
         connection.execute(DIGEST[name].format(**names).encode())
 
@@ -257,6 +260,8 @@ def main() -> None:
     layouts = args.layouts.split(",")
     connection = psycopg.connect(args.url, autocommit=True)
     connection.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}".encode())
+    with Inbox(args.url, consumer=CONSUMER, table=TEMPLATE) as template:
+        template.create_schema()
     print(f"journal at scale, {os.cpu_count()} CPUs, load average {os.getloadavg()} (the machine is shared)")
     for shape in shapes:
         for layout in layouts:

@@ -3,25 +3,8 @@
 -- written, so a batch dirties a few hot pages, not a leaf per key.
 
 -- name: create_ring
-CREATE TABLE IF NOT EXISTS {table} (
-    consumer text NOT NULL,
-    source text NOT NULL,
-    message_id text NOT NULL,
-    fingerprint text NOT NULL,
-    status text NOT NULL
-        CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict')),
-    attempts integer NOT NULL DEFAULT 0,
-    last_error text,
-    lease_until timestamptz,
-    received_at timestamptz NOT NULL DEFAULT now(),
-    settled_at timestamptz,
-    payload bytea,
-    conflicts integer NOT NULL DEFAULT 0,
-    conflict_fingerprint text,
-    conflict_payload bytea,
-    last_conflict_at timestamptz,
-    slot smallint NOT NULL
-) PARTITION BY LIST (slot)
+CREATE TABLE IF NOT EXISTS {table} (LIKE {template} INCLUDING DEFAULTS INCLUDING CONSTRAINTS, slot smallint NOT NULL)
+PARTITION BY LIST (slot)
 
 -- name: create_ring_key
 CREATE UNIQUE INDEX IF NOT EXISTS {key_index} ON {table} (consumer, source, message_id, slot)
