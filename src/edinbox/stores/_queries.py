@@ -6,7 +6,7 @@ import re
 import string
 from importlib.resources import files
 
-__all__ = ["FILES", "load_queries", "migration_queries", "placeholders"]
+__all__ = ["FILES", "load_queries", "migration_queries", "named_queries", "placeholders"]
 
 FILES = ("queries", "schema", "hub", "console", "migrations")
 """The statement files a store loads: the journal's, its schema, those of tables beside it, and the migrations.
@@ -21,10 +21,16 @@ def load_queries(dialect: str, *names: str) -> dict[str, str]:
     """Return every named statement of the given files (`queries`, `schema`, `hub`) of one dialect."""
     queries: dict[str, str] = {}
     for name in names:
-        text = files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text(encoding="utf-8")
-        for section in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
-            title, _, body = section.partition("\n")
-            queries[title.strip()] = body.strip()
+        queries.update(named_queries(files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text("utf-8")))
+    return queries
+
+
+def named_queries(text: str) -> dict[str, str]:
+    """The statements of one file's text, by the name of their `-- name: <name>` section."""
+    queries: dict[str, str] = {}
+    for section in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
+        title, _, body = section.partition("\n")
+        queries[title.strip()] = body.strip()
     return queries
 
 
