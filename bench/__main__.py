@@ -16,7 +16,10 @@ BENCHMARKS = [
     "bench.kafka",
     "bench.spool",
     "bench.hub_memory",
+    "bench.console",
+    "bench.hubs",
 ]
+# bench.journal_scale is run by hand: it fills journals of 10M rows (gigabytes, minutes) and keeps them.
 
 
 def main() -> int:

@@ -63,16 +63,23 @@ class Statements:
         }
         self._text: dict[str, list[str]] = {}
         for name, text in load_queries(DIALECT, *FILES).items():
-            # any other `{x}` is table x beside the journal, `{x_name}` its name as a string literal
-            beside = {
-                p: "'" + p.removesuffix("_name") + "'" if p.endswith("_name") else self.beside(p)
-                for p in placeholders(text) - identifiers.keys()
-            }
+            # any other `{x}` is table x beside the journal, `{x_name}` its name as a string literal, `{x_index}` an
+            # index of this journal's tables
+            beside = {p: self._placeholder(p) for p in placeholders(text) - identifiers.keys()}
             body = _COMMENT.sub("", text.format(**identifiers, **beside))  # the comments stay in the file
             self._text[name] = [s for s in _STATEMENT_END.split(body) if s.strip()]
         self.lock_name = lock_name(str(table))
         self.ddl = frozenset(n for n, texts in self._text.items() if _DDL.match(texts[0]))
         """The statements MariaDB commits implicitly (CREATE, ALTER, DROP): a transaction ends with them."""
+
+    def _placeholder(self, name: str) -> str:
+        """`{x_index}`: `<journal>_x_index` (named after the journal, as on PostgreSQL); `{x_name}`: table x's name
+        as a string literal; `{x}`: table x beside the journal."""
+        if name.endswith("_index"):
+            return _quote(f"{self.table.name}_{name}")
+        if name.endswith("_name"):
+            return "'" + name.removesuffix("_name") + "'"
+        return self.beside(name)
 
     def beside(self, name: str) -> str:
         """The quoted name of table `name` beside the journal (in its database)."""

@@ -23,7 +23,8 @@ from edinbox._errors import ConfigurationError, SchemaError, StoreError, Transie
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
-from edinbox.stores._sync_base import Params, create_journal
+from edinbox.stores._queries import migration_queries
+from edinbox.stores._sync_base import Params, create_journal, migrate_journal
 
 __all__ = ["MySQLStore"]
 
@@ -278,17 +279,40 @@ class MySQLStore:
         MariaDB commits each DDL statement on its own, so the DDL runs before the transaction that seeds and checks
         the version; the named lock keeps two creators from interleaving.
         """
-        lock = {"lock": self._sql.lock_name}
         with self.unit() as unit:
-            if (unit.fetch("schema_lock", lock))[0][0] != 1:
-                raise StoreError(f"another process holds the schema lock of {self._table}")
+            self._lock_schema(unit)
             try:
                 steps = ["create_schema"] if self._table.schema else []
                 for name in [*steps, "create_table", "create_key", "create_version"]:
                     unit.run(name, {})
                 create_journal(unit, [], version=version, table=self._table)
             finally:
-                unit.fetch("schema_unlock", lock)
+                unit.fetch("schema_unlock", {"lock": self._sql.lock_name})
+
+    def migrate(self, *, version: int) -> list[int]:
+        """Upgrade the journal to `version` under the schema's named lock (GET_LOCK), one migrator at a time.
+
+        Each step's DDL commits on its own (MariaDB), then the version row is updated: a step that failed halfway
+        is run again, whole, by the next `migrate()`.
+        """
+        with self.unit() as unit:
+            self._lock_schema(unit)
+            try:
+                return migrate_journal(
+                    unit,
+                    lock=[],
+                    relation={"name": self._sql.version_name},
+                    steps=migration_queries(DIALECT),
+                    version=version,
+                    table=self._table,
+                )
+            finally:
+                unit.fetch("schema_unlock", {"lock": self._sql.lock_name})
+
+    def _lock_schema(self, unit: _MySQLUnit) -> None:
+        """Take the schema's named lock on `unit`'s connection (waiting up to a minute); StoreError if held."""
+        if (unit.fetch("schema_lock", {"lock": self._sql.lock_name}))[0][0] != 1:
+            raise StoreError(f"another process holds the schema lock of {self._table}")
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

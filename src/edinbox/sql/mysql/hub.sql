@@ -100,3 +100,24 @@ WHERE consumer = %(consumer)s AND status = 'processed'
 -- MariaDB's grants are the operator's (see `edinbox init --grant`): a missing one is refused at first use
 -- (access denied: a configuration error that stops the process)
 SELECT NULL FROM DUAL WHERE FALSE
+
+-- name: hub_invoice_keys
+-- `edinbox chaos`: every invoice's key, to find the ones that were lost
+SELECT seller, number, kind, issue_date FROM {invoices}
+
+-- name: hub_processed_keys
+-- `edinbox chaos`: the interchanges the journal settled as processed, with their rows (more than one: no unique key)
+SELECT CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4), count(*) FROM {table}
+WHERE consumer = %(consumer)s AND status = 'processed'
+GROUP BY source, message_id
+
+-- name: hub_forget_rejected
+DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
+
+-- name: hub_purge_rejected
+DELETE FROM {rejected}
+WHERE consumer = %(consumer)s AND rejected_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
+
+-- name: hub_drop_schema
+-- `edinbox demo` only: drop the database it created for itself (MariaDB's schema), with everything in it
+DROP DATABASE IF EXISTS {schema}

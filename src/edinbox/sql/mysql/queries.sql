@@ -68,18 +68,19 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
     AND status = 'in_progress' AND attempts = %(attempts)s
 
 -- name: record_failure
--- Only a 'failed' row counts another attempt (as PostgreSQL's ON CONFLICT ... WHERE): every assignment keeps
--- the old value otherwise. The attempts assignment comes last, as the others read the old count.
+-- Only a 'failed' or 'requeued' row counts another attempt (as PostgreSQL's ON CONFLICT ... WHERE): every
+-- assignment keeps the old value otherwise. The attempts assignment comes before the status one (which reads the
+-- new count and the old status), after the others (which read the old count).
 INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, last_error, payload, received_at)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s, 1, %(error)s,
     CASE WHEN %(first_status)s = 'dead' THEN %(payload)s END, UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE
-    payload = IF(status = 'failed', IF(attempts + 1 >= %(max_attempts)s, %(payload)s, NULL), payload),
-    fingerprint = IF(status = 'failed', VALUE(fingerprint), fingerprint),
-    last_error = IF(status = 'failed', VALUE(last_error), last_error),
-    lease_until = IF(status = 'failed', NULL, lease_until),
-    attempts = IF(status = 'failed', attempts + 1, attempts),
-    status = IF(status = 'failed', IF(attempts >= %(max_attempts)s, 'dead', 'failed'), status)
+    payload = IF(status IN ('failed', 'requeued'), IF(attempts + 1 >= %(max_attempts)s, %(payload)s, NULL), payload),
+    fingerprint = IF(status IN ('failed', 'requeued'), VALUE(fingerprint), fingerprint),
+    last_error = IF(status IN ('failed', 'requeued'), VALUE(last_error), last_error),
+    lease_until = IF(status IN ('failed', 'requeued'), NULL, lease_until),
+    attempts = IF(status IN ('failed', 'requeued'), attempts + 1, attempts),
+    status = IF(status IN ('failed', 'requeued'), IF(attempts >= %(max_attempts)s, 'dead', 'failed'), status)
 
 -- name: park
 UPDATE {table}
@@ -136,10 +137,13 @@ LIMIT %(limit)s
 -- name: stats
 SELECT status, count(*) FROM {table} WHERE consumer = %(consumer)s GROUP BY status
 
+-- name: oldest
+SELECT status, min(received_at) FROM {table} WHERE consumer = %(consumer)s GROUP BY status
+
 -- name: requeue
 UPDATE {table}
 SET fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END,
-    status = 'failed', attempts = 0, lease_until = NULL, settled_at = NULL
+    status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
     AND status IN ('dead', 'conflict')
 

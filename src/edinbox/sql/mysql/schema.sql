@@ -16,7 +16,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     message_id VARBINARY(512) NOT NULL,
     fingerprint LONGTEXT NOT NULL,
     status VARCHAR(16) NOT NULL
-        CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict')),
+        CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued')),
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error LONGTEXT,
     lease_until DATETIME(6),
@@ -44,6 +44,9 @@ SELECT GET_LOCK(%(lock)s, 60)
 
 -- name: schema_unlock
 SELECT RELEASE_LOCK(%(lock)s)
+
+-- name: set_version
+UPDATE {version_table} SET version = %(version)s
 
 -- name: version
 SELECT version FROM {version_table}

@@ -1,0 +1,81 @@
+-- The operator console: its audit table, the indexes its search needs, and its reads.
+-- `edinbox init` runs the DDL (idempotent); the console itself runs no DDL.
+-- Key columns are VARBINARY: reads convert them back to text. Times are DATETIME(6) in UTC, bound naive.
+
+-- name: console_create_audit
+CREATE TABLE IF NOT EXISTS {console_audit} (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    who LONGTEXT NOT NULL,
+    action LONGTEXT NOT NULL,
+    target LONGTEXT NOT NULL,
+    result LONGTEXT NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: console_index_received
+CREATE INDEX IF NOT EXISTS {received_index} ON {table} (consumer, received_at DESC)
+
+-- name: console_index_status
+CREATE INDEX IF NOT EXISTS {status_index} ON {table} (consumer, status, received_at DESC)
+
+-- name: console_index_control
+CREATE INDEX IF NOT EXISTS {control_index} ON {table} (consumer, message_id)
+
+-- name: console_index_invoice_number
+CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {invoices} (number)
+
+-- name: console_index_invoice_message
+CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {invoices} (consumer, source, message_id)
+
+-- name: console_extensions
+-- MariaDB needs none: the partner search scans the consumer's rows
+SELECT 1
+
+-- name: console_index_partner
+CREATE INDEX IF NOT EXISTS {partner_index} ON {table} (consumer, source)
+
+-- name: console_search
+-- one statement for every combination of filters: an absent filter is NULL; the partner matches a substring of
+-- the source, case-insensitive (utf8mb4's default collation); an invoice number is first resolved to its
+-- messages' keys (console_invoice_keys), given as JSON arrays
+SELECT CONVERT(j.source USING utf8mb4), CONVERT(j.message_id USING utf8mb4), j.status, j.attempts, j.received_at,
+    j.conflicts, j.last_error
+FROM {table} AS j
+WHERE j.consumer = %(consumer)s
+    AND (%(status)s IS NULL OR j.status = %(status)s)
+    AND (%(control)s IS NULL OR j.message_id = %(control)s)
+    AND (%(partner)s IS NULL OR CONVERT(j.source USING utf8mb4) LIKE %(partner)s)
+    AND (%(since)s IS NULL OR j.received_at >= %(since)s)
+    AND (%(until)s IS NULL OR j.received_at < %(until)s)
+    AND (%(ids)s IS NULL OR (
+        JSON_CONTAINS(%(ids)s, JSON_QUOTE(CONVERT(j.message_id USING utf8mb4)))
+        AND JSON_CONTAINS(%(sources)s, JSON_QUOTE(CONVERT(j.source USING utf8mb4)))))
+ORDER BY j.received_at DESC, j.source, j.message_id
+LIMIT %(limit)s OFFSET %(offset)s
+
+-- name: console_invoice_keys
+-- the messages that created invoices of one number: the search then looks them up by key
+SELECT CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4) FROM {invoices}
+WHERE consumer = %(consumer)s AND number = %(invoice)s
+LIMIT 1000
+
+-- name: console_per_minute
+-- minutes since the epoch of the UTC column, whatever the session's time zone (UNIX_TIMESTAMP() would apply it)
+SELECT TIMESTAMPDIFF(MINUTE, '1970-01-01', received_at) * 60 AS minute, status, count(*)
+FROM {table}
+WHERE consumer = %(consumer)s AND received_at >= %(since)s
+GROUP BY 1, 2
+ORDER BY 1
+
+-- name: console_top_sources
+SELECT CONVERT(source USING utf8mb4), count(*) FROM {table}
+WHERE consumer = %(consumer)s AND received_at >= %(since)s
+GROUP BY source
+ORDER BY count(*) DESC
+LIMIT 100
+
+-- name: console_audit
+INSERT INTO {console_audit} (who, action, target, result) VALUES (%(who)s, %(action)s, %(target)s, %(result)s)
+
+-- name: console_audit_rows
+SELECT at, who, action, target, result FROM {console_audit} ORDER BY id DESC LIMIT %(limit)s
