@@ -171,6 +171,34 @@ def test_demo_drops_its_postgresql_schema_unless_kept(tmp_path: Path, postgres_u
         conn.execute(f'DROP SCHEMA "{report["table"].split(".")[0]}" CASCADE'.encode())
 
 
+def test_demo_drops_its_mariadb_database_unless_kept(tmp_path: Path) -> None:
+    """On MariaDB the demo's own database (its schema there) is gone after the report, and stays with --keep."""
+    import pymysql
+
+    require_service("mariadb")
+
+    def database_of(report: dict[str, Any]) -> bool:
+        connection = pymysql.connect(host="127.0.0.1", port=3306, user="root")
+        with connection, connection.cursor() as cursor:
+            cursor.execute("SHOW DATABASES LIKE %s", (report["table"].split(".")[0],))
+            return bool(cursor.fetchall())
+
+    args = ("demo", "--messages", "20", "--crash-rate", "0", "--db", MYSQL_URL, "--json")
+    dropped = edinbox(*args, "--dir", str(tmp_path / "a"))
+    assert dropped.returncode == 0, dropped.stderr
+    report = json.loads(dropped.stdout)
+    assert report["dropped"]
+    assert report["table"].startswith("edinbox_demo_")
+    assert not database_of(report)
+    kept = edinbox(*args, "--dir", str(tmp_path / "b"), "--keep")
+    report = json.loads(kept.stdout)
+    try:
+        assert not report["dropped"]
+        assert database_of(report)
+    finally:
+        drop_database(report["table"].split(".")[0])
+
+
 def _doc(control: str, number: str, amount: str = "10.00") -> bytes:
     from decimal import Decimal
 

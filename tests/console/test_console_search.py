@@ -1,4 +1,4 @@
-"""The console's search and schema on both databases, without a browser: filters, pages, and `init`'s indexes."""
+"""The console's search and schema on every database, without a browser: filters, pages, and `init`'s indexes."""
 
 from __future__ import annotations
 
@@ -18,15 +18,26 @@ from edinbox.hub._ops import init
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._tables import SEARCH_INDEXES
 from hub.conftest import drop_schema
+from services import MYSQL_URL, drop_database, require_service
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def config(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) -> Iterator[HubConfig]:
-    """An initialised hub database: a SQLite file or a fresh PostgreSQL schema (dropped afterwards)."""
+    """An initialised hub database: a SQLite file, a fresh PostgreSQL schema or a fresh MariaDB database (dropped
+    afterwards)."""
     if request.param == "sqlite":
         cfg = HubConfig(db=f"sqlite:///{tmp_path / 'h.db'}")
         asyncio.run(init(cfg))
         yield cfg
+        return
+    if request.param == "mysql":
+        require_service("mariadb")
+        cfg = HubConfig(db=MYSQL_URL, table=f"{unique_name}.inbox")
+        try:
+            asyncio.run(init(cfg))
+            yield cfg
+        finally:
+            drop_database(unique_name)
         return
     url = request.getfixturevalue("postgres_url")
     cfg = HubConfig(db=url, table=f"{unique_name}.inbox")
@@ -93,6 +104,14 @@ def test_init_creates_the_search_indexes_idempotently(config: HubConfig) -> None
 
         with sqlite3.connect(config.db.removeprefix("sqlite:///")) as conn:
             found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    elif config.db.startswith("mysql"):
+        import pymysql
+
+        schema = config.table.split(".")[0]
+        connection = pymysql.connect(host="127.0.0.1", port=3306, user="root")
+        with connection, connection.cursor() as cursor:
+            cursor.execute("SELECT index_name FROM information_schema.statistics WHERE table_schema = %s", (schema,))
+            found = {r[0] for r in cursor.fetchall()}
     else:
         import psycopg
 

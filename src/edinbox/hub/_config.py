@@ -210,9 +210,11 @@ class HubConfig(BaseSettings):
     @field_validator("table")
     @classmethod
     def _table_name(cls, table: str, info: ValidationInfo) -> str:
-        """The journal's own rule for table names (schema-qualified only on PostgreSQL), checked with the settings."""
+        """The journal's own rule for table names (schema-qualified on PostgreSQL and MariaDB, whose schemas are
+        databases), checked with the settings."""
         db = info.data.get("db")
-        qualified = isinstance(db, str) and db.partition("://")[0].lower() in ("postgresql", "postgres")
+        schemes = ("postgresql", "postgres", "mysql", "mariadb")
+        qualified = isinstance(db, str) and db.partition("://")[0].lower() in schemes
         parse_table(table, qualified=qualified)
         return table
 
