@@ -69,7 +69,7 @@ def test_requeue_of_a_dead_message_then_redelivery_ends_in_one_invoice(page: Any
     page.click("#confirm")
     page.wait_for_load_state("networkidle")
     assert "requeue: done" in page.locator(".notice").inner_text()
-    assert "failed" in page.locator("dl.row").inner_text()
+    assert "requeued" in page.locator("dl.row").inner_text()
     run(publish(console.config.source, [("again", console.traffic.dead_payload())]))
     run(drain(console.config))
     run(publish(console.config.source, [("once-more", console.traffic.dead_payload())]))

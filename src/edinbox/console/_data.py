@@ -36,7 +36,7 @@ __all__ = [
 PAGE = 50
 """Rows per page of search results."""
 
-STATUSES = ("processed", "in_progress", "failed", "dead", "conflict")
+STATUSES = ("processed", "in_progress", "failed", "requeued", "dead", "conflict")
 
 ACTIONS: dict[str, Callable[[HubConfig, str], Awaitable[bool]]] = {
     "requeue": _ops.requeue,

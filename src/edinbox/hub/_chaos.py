@@ -349,7 +349,8 @@ def run_chaos(
     workdir.mkdir(parents=True, exist_ok=True)
     if table is None:
         fresh = f"edinbox_chaos_{uuid.uuid4().hex[:8]}"
-        table = f"{fresh}.inbox" if database_url(db).dialect == "postgresql" else "inbox"
+        # a PostgreSQL schema or MariaDB database of its own: a second run never meets the first one's invoices
+        table = f"{fresh}.inbox" if database_url(db).dialect in ("postgresql", "mysql") else "inbox"
     config = HubConfig(db=db, table=table, consumer=CONSUMER, source=source, batch_size=batch_size)
     _prepare(config)
     if drain_idle is None:  # a killed hub's deliveries come back after the source's ack_wait
