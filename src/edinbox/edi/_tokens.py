@@ -13,12 +13,8 @@ import functools
 import re
 from collections.abc import Callable
 from operator import itemgetter, methodcaller
-from typing import TYPE_CHECKING
 
 from edinbox.edi._model import Segment
-
-if TYPE_CHECKING:
-    from edinbox.edi._examine import Examined
 
 __all__ = ["WHITESPACE", "Body", "tokenize"]
 
@@ -89,7 +85,6 @@ class Body:
         "codec",
         "component",
         "element",
-        "examined",
         "memo",
         "release",
         "repetition",
@@ -127,7 +122,6 @@ class Body:
         self._starts: list[int] | None = None
         self.memo: dict[str, str] = {}
         self.standard = ""
-        self.examined: Examined | None = None  # the envelope walk, done on first need
 
     # -- values ---------------------------------------------------------------------------------------------
     def set_codec(self, codec: str | None) -> None:
@@ -182,23 +176,32 @@ class Body:
         return values[0], values[1]
 
     def segments(self, start: int = 0, stop: int | None = None) -> tuple[Segment, ...]:
-        """Materialised segments [start, stop), cached per interchange (all at once, in one pass)."""
-        cache = self._cache
-        if cache is None:
-            cache = self._cache = self._materialise()
-        return tuple(cache[start:stop])
+        """Materialised segments [start, stop).
 
-    def _materialise(self) -> list[Segment]:
-        """Every segment as a Segment; the common case (ASCII, no release) is one comprehension."""
+        All of them (the default range) are kept once built, for `Interchange.segments`; a narrower range (one
+        message's) is built from that list when it exists and otherwise on its own and not kept, so reading the
+        messages of a big interchange one after another holds one message's segments at a time.
+        """
+        cache = self._cache
+        if cache is not None:
+            return tuple(cache[start:stop])
+        if start == 0 and stop is None:
+            cache = self._cache = self._materialise(0, len(self.segs))
+            return tuple(cache)
+        first, last, _ = slice(start, stop).indices(len(self.segs))
+        return tuple(self._materialise(first, last))
+
+    def _materialise(self, start: int, stop: int) -> list[Segment]:
+        """Segments [start, stop) as Segments; the common case (ASCII, no release) is one comprehension."""
         if self._convert is not None:
-            return [self.split(i) for i in range(len(self.segs))]
+            return [self.split(i) for i in range(start, stop)]
         comp = self.component
         make = Segment
         out = [
             make(parts[0], tuple([tuple(p.split(comp)) if comp in p else (p,) for p in parts[1:]]))
-            for parts in map(methodcaller("split", self.element), self.segs)
+            for parts in map(methodcaller("split", self.element), self.segs[start:stop])
         ]
-        if out and out[0].tag == "ISA":  # ISA16 is the component separator: never split the ISA
+        if out and start == 0 and out[0].tag == "ISA":  # ISA16 is the component separator: never split the ISA
             out[0] = self.split(0)
         return out
 
