@@ -24,6 +24,8 @@ WHITESPACE = " \t\r\n\x0b\x0c\x00"
 _PLACEHOLDER = 0xE000
 _HEAD4 = itemgetter(slice(0, 4))
 _LINE_BREAKS = ("\r", "\n", "\r\n")
+_PREFIX = 1024
+"""Characters before an interchange's segments (UNA, a BOM, skipped bytes) that `_split` still splits and drops."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -44,15 +46,33 @@ def _wraps(term: str) -> bool:
 
 
 def tokenize(
-    chunk: str, *, element: str, component: str, term: str, release: str | None, repetition: str | None
+    source: str,
+    start: int,
+    stop: int,
+    *,
+    element: str,
+    component: str,
+    term: str,
+    release: str | None,
+    repetition: str | None,
 ) -> tuple[list[str], str, dict[int, str] | None]:
-    """Split `chunk` into segment strings; return them, the unterminated tail, and the placeholder table used."""
-    text = chunk
+    """Split `source[start:stop]` into segment strings; return them, the unterminated tail, and the placeholder
+    table used.
+
+    No copy of the text is made when it needs no change (one segment per line counts as none: it is split at
+    terminator + line break) and is the end of `source` (see `_split`); otherwise one copy of the part, changed.
+    """
+    text, cut = source, term
     wrap = _wraps(term)
-    if wrap and ("\n" in text or "\r" in text):
-        text = text.replace("\r", "").replace("\n", "")
+    if wrap and (source.find("\n", start, stop) >= 0 or source.find("\r", start, stop) >= 0):
+        line = _line_after_each(source, start, stop, term)
+        if line is not None and (release is None or source.find(release, start, stop) < 0):
+            cut = term + line  # the same pieces as without the line breaks, and no copy without them
+        else:
+            text = source[start:stop].replace("\r", "").replace("\n", "")
+            start, stop = 0, len(text)
     table: dict[int, str] | None = None
-    if release is not None and release in text:
+    if release is not None and text.find(release, start, stop) >= 0:
         service = [c for c in (element, component, term, release, repetition) if c is not None and len(c) == 1]
         placeholders = {c: chr(_PLACEHOLDER + k) for k, c in enumerate(service)}
         table = {ord(p): c for c, p in placeholders.items()}
@@ -61,16 +81,43 @@ def tokenize(
             char = match.group(1)
             return placeholders.get(char, char)
 
-        text = re.sub(re.escape(release) + "(.)", swap, text, flags=re.DOTALL)
-    pieces = text.split(term)
+        text = re.sub(re.escape(release) + "(.)", swap, text[start:stop], flags=re.DOTALL)
+        start, stop = 0, len(text)
+    pieces = _split(text, start, stop, cut)
     tail = pieces.pop()
     if not wrap:
         pieces = [p.strip("\r\n").lstrip(WHITESPACE) for p in pieces]
-    elif _indented(term).search(text) or text[:1] in WHITESPACE:
+    elif _indented(cut).search(text, start, stop) or text[start : start + 1] in WHITESPACE:
         pieces = [p.lstrip(WHITESPACE) for p in pieces]
     if "" in pieces:
         pieces = [p for p in pieces if p]
     return pieces, tail.strip(WHITESPACE), table
+
+
+def _split(text: str, start: int, stop: int, cut: str) -> list[str]:
+    """`text[start:stop].split(cut)`, without that copy when the part is the end of `text` and follows a `cut` at
+    most `_PREFIX` characters in (the UNA, a BOM, bytes before the header): the pieces before it are dropped."""
+    if stop == len(text) and (start == 0 or (len(cut) <= start <= _PREFIX and text.startswith(cut, start - len(cut)))):
+        pieces = text.split(cut)
+        if start:
+            del pieces[: text.count(cut, 0, start)]
+        return pieces
+    return text[start:stop].split(cut)
+
+
+def _line_after_each(text: str, start: int, stop: int, term: str) -> str | None:
+    """The line break ("\\n" or "\\r\\n") that follows every terminator of `text[start:stop]` and stands nowhere
+    else in it, or None.
+
+    Then splitting at terminator + line break gives the pieces that splitting at the terminator would give once the
+    line breaks are taken out (no line break is inside a segment), and no copy of the text without them is needed.
+    """
+    feeds = text.count("\n", start, stop)
+    returns = text.count("\r", start, stop)
+    line = "\r\n" if returns else "\n"
+    if returns not in (0, feeds) or text.count(term, start, stop) != feeds:
+        return None
+    return line if text.count(term + line, start, stop) == feeds else None
 
 
 class Body:
@@ -81,7 +128,6 @@ class Body:
         "_convert",
         "_starts",
         "base",
-        "chunk",
         "codec",
         "component",
         "element",
@@ -89,7 +135,9 @@ class Body:
         "release",
         "repetition",
         "segs",
+        "source",
         "standard",
+        "stop",
         "table",
         "tail",
         "term",
@@ -98,23 +146,26 @@ class Body:
     def __init__(
         self,
         *,
-        chunk: str,
-        base: int,
+        source: str,
+        start: int,
+        stop: int,
         element: str,
         component: str,
         term: str,
         release: str | None,
         repetition: str | None,
     ) -> None:
-        self.chunk = chunk
-        self.base = base
+        self.source = source
+        """The decoded input this interchange is a part of, `base` to `stop` (kept whole: no copy of its part)."""
+        self.base = start
+        self.stop = stop
         self.element = element
         self.component = component
         self.term = term
         self.release = release
         self.repetition = repetition
         self.segs, self.tail, self.table = tokenize(
-            chunk, element=element, component=component, term=term, release=release, repetition=repetition
+            source, start, stop, element=element, component=component, term=term, release=release, repetition=repetition
         )
         self.codec: str | None = None
         self._convert = self._converter()
@@ -232,7 +283,7 @@ class Body:
 
     def _compute_starts(self) -> list[int]:
         """Replay the tokenizer with positions: raw start of each kept segment, then of the tail."""
-        raw = self.chunk
+        raw = self.source[self.base : self.stop]
         term = self.term
         removed: list[int] = []
         text = raw
