@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Context, Decimal, DecimalException, DivisionByZero, InvalidOperation, Overflow, localcontext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._model import EdiMessage, Segment
@@ -25,6 +25,7 @@ __all__ = ["Invoice", "InvoiceLine", "InvoiceParty", "Reader", "read_invoices"]
 
 _NUMBER = re.compile(r"-?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)\Z")
 _NUMBER_SIZE = 35  # EDIFACT n..35 (5004 monetary amount, 6060 quantity); X12 R and N elements are shorter
+T = TypeVar("T")
 _ARITHMETIC = Context(prec=28, Emax=999_999, Emin=-999_999, traps=[InvalidOperation, DivisionByZero, Overflow])
 
 
@@ -86,11 +87,17 @@ class Invoice:
 class Reader:
     """Reads one message's segments and raises EdiSyntaxError that point at the faulty segment."""
 
-    def __init__(self, interchange: Interchange, message: EdiMessage, label: str) -> None:
+    def __init__(self, interchange: Interchange, message: EdiMessage, label: str, *, shared: dict[Any, Any]) -> None:
         self.interchange = interchange
         self.message = message
         self.segments = message.segments
         self.label = f"{label} message {message.control_number!r}"
+        self.shared = shared
+
+    def share(self, value: T) -> T:
+        """`value`, or an equal one read before from the same interchange: the same parties and currency over
+        thousands of invoices are kept once."""
+        return cast(T, self.shared.setdefault(value, value))
 
     def fail(self, sentence: str, position: int = 0) -> EdiSyntaxError:
         """An EdiSyntaxError about the segment at `position` within the message."""
@@ -154,11 +161,12 @@ def _each(interchange: Interchange) -> Iterator[Invoice]:
     from edinbox.edi._invoic import read_invoic
     from edinbox.edi._x12_810 import read_810
 
+    shared: dict[Any, Any] = {}
     for message in interchange.messages:
         if interchange.standard == "EDIFACT" and message.type == "INVOIC":
-            reader, read = Reader(interchange, message, "INVOIC"), read_invoic
+            reader, read = Reader(interchange, message, "INVOIC", shared=shared), read_invoic
         elif interchange.standard == "X12" and message.type == "810":
-            reader, read = Reader(interchange, message, "810"), read_810
+            reader, read = Reader(interchange, message, "810", shared=shared), read_810
         else:
             continue
         try:

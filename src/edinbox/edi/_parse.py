@@ -258,6 +258,7 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
     x12 = head.standard == "X12"
     body = Body(
         source=text,
+        raw=raw,
         start=head.body_start,
         stop=max(end, span_end),
         element=head.element,

@@ -132,10 +132,10 @@ class Body:
         "component",
         "element",
         "memo",
+        "raw",
         "release",
         "repetition",
         "segs",
-        "source",
         "standard",
         "stop",
         "table",
@@ -147,6 +147,7 @@ class Body:
         self,
         *,
         source: str,
+        raw: bytes,
         start: int,
         stop: int,
         element: str,
@@ -155,8 +156,9 @@ class Body:
         release: str | None,
         repetition: str | None,
     ) -> None:
-        self.source = source
-        """The decoded input this interchange is a part of, `base` to `stop` (kept whole: no copy of its part)."""
+        self.raw = raw
+        """The input this interchange is a part of, `base` to `stop`, as bytes: the decoded `source` is not kept
+        (its offsets are only needed for errors), so it is let go once every interchange is tokenized."""
         self.base = start
         self.stop = stop
         self.element = element
@@ -283,7 +285,7 @@ class Body:
 
     def _compute_starts(self) -> list[int]:
         """Replay the tokenizer with positions: raw start of each kept segment, then of the tail."""
-        raw = self.source[self.base : self.stop]
+        raw = self.raw[self.base : self.stop].decode("latin-1")
         term = self.term
         removed: list[int] = []
         text = raw
