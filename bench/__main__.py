@@ -8,7 +8,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHMARKS = ["bench.inbox_pg", "bench.edi_parse", "bench.brokers", "bench.kafka", "bench.spool", "bench.hub_memory"]
+BENCHMARKS = [
+    "bench.inbox_pg",
+    "bench.edi_parse",
+    "bench.brokers",
+    "bench.kafka",
+    "bench.spool",
+    "bench.hub_memory",
+    "bench.console",
+    "bench.hubs",
+]
+# bench.journal_scale is run by hand: it fills journals of 10M rows (gigabytes, minutes) and keeps them.
 
 
 def main() -> int:

@@ -56,7 +56,7 @@ async def test_generated_traffic_creates_each_invoice_once(hub_config: HubConfig
     assert counts["duplicate"] == traffic.duplicates
     assert counts["conflict"] == traffic.conflicts
     assert counts["bypassed"] == traffic.acks
-    assert counts["rejected"] == traffic.malformed
+    assert counts["rejected_payloads"] == traffic.malformed
     assert counts["received"] == len(traffic.files) == sum(totals.values())
     assert files(spool, "inbound") == []
     assert files(spool, "processing") == []
@@ -222,10 +222,16 @@ async def test_sigterm_finishes_the_batch_in_hand_then_exits(hub_config: HubConf
 
 def test_run_refuses_a_bad_fault_spec(tmp_path: Path) -> None:
     """EDINBOX_FAULT with a bad value is a usage error, not a silent no-op."""
-    where = ["--db", f"sqlite:///{tmp_path / 'x.db'}", "--source", f"dir://{tmp_path}"]
-    _, init_err = _edinbox("init", *where).communicate(timeout=60)  # run checks the database before the fault
-    assert "Error" not in init_err
-    proc = _edinbox("run", *where, "--once", env={"EDINBOX_FAULT": "after_commit:zero"})
+    (tmp_path / "x.db").touch()  # past the check that the database exists: the fault spec is what is wrong
+    proc = _edinbox(
+        "run",
+        "--db",
+        f"sqlite:///{tmp_path / 'x.db'}",
+        "--source",
+        f"dir://{tmp_path}",
+        "--once",
+        env={"EDINBOX_FAULT": "after_commit:zero"},
+    )
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1  # a configuration error; 2 means the hub gave up waiting
     assert "after_commit:N" in err

@@ -90,7 +90,7 @@ def test_invoices_equal_unique_interchanges_whatever_the_crashes(
     assert counts["invoices"] == traffic.invoices
     assert counts["processed"] + counts["resent"] == traffic.unique_interchanges  # type: ignore[operator]
     assert counts["resent"] == traffic.resends
-    assert counts["rejected"] == traffic.malformed
+    assert counts["rejected_payloads"] == traffic.malformed
     assert counts["dead"] == 0
     # a producer copy meets whichever version of a reused control number came first: a duplicate or a conflict
     assert counts["duplicate"] + counts["conflict"] >= traffic.duplicates + traffic.conflicts  # type: ignore[operator]

@@ -39,6 +39,7 @@ while it is read and dropped after (only `Interchange.segments`, all of them, is
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
+from edinbox.edi._key import partner
 from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._parse import parse
 from edinbox.edi._render import Acknowledgment, RenderOptions, render_interchange, render_invoice
@@ -58,6 +59,7 @@ __all__ = [
     "Segment",
     "Separators",
     "parse",
+    "partner",
     "render_interchange",
     "render_invoice",
 ]

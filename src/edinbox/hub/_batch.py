@@ -8,6 +8,7 @@ its counter commit together on either path; everything else is recorded after, i
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
+from edinbox.hub._spans import Spans
 from edinbox.hub._tables import count, park
 from edinbox.sources import Delivery
 
@@ -37,9 +39,15 @@ class Work:
 class Batch:
     """The messages of a batch's deliveries, the handler that creates their invoices, and the bookkeeping."""
 
-    def __init__(self, work: Sequence[Work], *, accounting: Accounting, consumer: str) -> None:
-        """Collect the items routed through the inbox; `consumer` names the counters."""
+    def __init__(
+        self, work: Sequence[Work], *, accounting: Accounting, consumer: str, spans: Spans | None = None
+    ) -> None:
+        """Collect the items routed through the inbox; `consumer` names the counters; `spans` (the batch's trace)
+        is told when the handler ran and when the bookkeeping ended (the commit follows it)."""
         self.work = work
+        self.spans = spans
+        self.recorded_at = 0
+        """When `record` ended (nanoseconds since the epoch): the batch's commit starts then."""
         self.accounting = accounting
         self.consumer = consumer
         self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
@@ -56,6 +64,7 @@ class Batch:
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
         """The inbox handler: create each new interchange's invoices (read while planning) through the sink."""
         alone = self.isolated
+        started = time.time_ns()
         try:
             for message in messages:
                 created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
@@ -63,6 +72,9 @@ class Batch:
         except Exception:
             self.isolated = True
             raise
+        finally:
+            if self.spans is not None:
+                self.spans.handled(started, time.time_ns())
         if alone and tx.unit is not None:
             for message in messages:
                 await self._count_effect(tx, message)
@@ -110,3 +122,4 @@ class Batch:
                 elif settled is not None:
                     counts[settled] += 1
         await count(tx, consumer=self.consumer, counts=counts)
+        self.recorded_at = time.time_ns()

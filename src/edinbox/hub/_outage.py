@@ -50,9 +50,18 @@ def dependency(exc: TransientError) -> str:
 class Outage:
     """Retries a call through outages of the hub's dependencies, logging each outage once when it starts and ends."""
 
-    def __init__(self, logger: logging.Logger, *, give_up_after: timedelta | None, log_json: bool = False) -> None:
-        """Log to `logger`; give up (re-raise) after `give_up_after` of one outage, never when None."""
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        give_up_after: timedelta | None,
+        log_json: bool = False,
+        on_back: Callable[[str], None] | None = None,
+    ) -> None:
+        """Log to `logger`; give up (re-raise) after `give_up_after` of one outage, never when None; `on_back` is
+        told which dependency came back after each outage (the reconnect counter)."""
         self.logger = logger
+        self.on_back = on_back
         self.give_up_after = give_up_after
         self.log_json = log_json
         self.down_since: float | None = None
@@ -116,5 +125,7 @@ class Outage:
             return
         seconds = round(time.monotonic() - self.down_since, 1)
         fields = {"dependency": self.down, "down_for_s": seconds}
+        if self.on_back is not None:
+            self.on_back(str(self.down))
         self.down_since = self.down = None
         self.logger.warning(_log.format_line("dependency-back", fields, as_json=self.log_json))
