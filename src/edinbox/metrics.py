@@ -109,8 +109,8 @@ class Metrics:
         """Set the journal gauges from the database: rows by status, the oldest failed / in-progress / dead row."""
         consumer = journal.consumer
         counts = await journal.stats()
-        for row_status in Status:
-            self.journal_rows.labels(consumer, row_status.value).set(int(getattr(counts, row_status.value)))
+        for status in (status.value for status in Status):
+            self.journal_rows.labels(consumer, status).set(int(getattr(counts, status)))
         oldest = await journal.oldest()
         at = now or datetime.now(UTC)
         for status in AGED:
