@@ -11,7 +11,7 @@ import pymysql
 import pytest
 from inbox_harness import execute
 
-from edinbox import ConfigurationError, Inbox, Message, Outcome, StoreError, Tx
+from edinbox import ConfigurationError, Inbox, Message, Outcome, SchemaError, StoreError, Tx
 from edinbox.stores._mysql_sql import lock_name
 from services import MYSQL_URL, require_service
 
@@ -178,6 +178,20 @@ def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
     with Inbox("mysql://root:hunter2@127.0.0.1:1/test", consumer="c") as inbox, pytest.raises(StoreError) as raised:
         inbox.process(Message("1", "s"), lambda tx, m: None)
     assert "hunter2" not in str(raised.value)
+
+
+@pytest.mark.parametrize("table", ["{name}", "{name}.inbox"])
+def test_a_missing_table_or_database_is_a_schema_error(unique_name: str, table: str) -> None:
+    """A journal never created (no table, or no database for a qualified one) is a SchemaError naming the cure,
+    not a StoreError waited on forever; nothing is created by the delivery."""
+    require_service("mariadb")
+    with (
+        Inbox(MYSQL_URL, consumer="c", table=table.format(name=unique_name)) as inbox,
+        pytest.raises(SchemaError, match="create the schema first") as raised,
+    ):
+        inbox.process(Message("1", "s"), lambda tx, m: None)
+    assert "1146" in str(raised.value)
+    assert count(f"SELECT count(*) FROM information_schema.tables WHERE table_name LIKE '{unique_name}%'") == 0
 
 
 @pytest.mark.parametrize("url", ["mysql://root@127.0.0.1:3306/", "mysql://root@127.0.0.1:3306/a/b"])
