@@ -80,6 +80,9 @@ class Store(Protocol):
     def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
         """Delete settled rows older than `older_than` in bounded batches, one purger at a time."""
 
+    def wait(self, timeout: float) -> None:
+        """Return when a commit published to the outbox, where the database can say so, or after `timeout` seconds."""
+
     def close(self) -> None:
         """Release the connections the store opened (never the caller's)."""
 

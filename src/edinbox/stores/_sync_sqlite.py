@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from time import sleep
 from types import TracebackType
 from typing import Any
 
@@ -167,6 +168,7 @@ class SQLiteStore:
     def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
+        steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         with self.unit() as unit:
             create_journal(unit, steps, version=version, table=self._table)
 
@@ -216,6 +218,10 @@ class SQLiteStore:
             total += deleted
             if deleted < batch_size:
                 return total
+
+    def wait(self, timeout: float) -> None:
+        """SQLite cannot say when another process commits: sleep `timeout` seconds."""
+        sleep(timeout)
 
     def close(self) -> None:
         """Close the connection the store opened itself."""
