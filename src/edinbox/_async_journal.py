@@ -15,6 +15,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox.stores._async_base import AsyncUnit
 from edinbox.stores._async_factory import open_store
 
 __all__ = ["AsyncJournal"]
@@ -146,30 +147,48 @@ class AsyncJournal:
         """
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
-        holds = self._store.dialect == "postgresql"  # SKIP LOCKED: the claim's transaction spans the send
-        async with self._store.unit() as unit:
-            if holds:
-                rows = await unit.begin_fetch("outbox_claim", {"limit": limit})
-            else:  # no write lock held while sending: the journal's writers go on
-                rows = await unit.fetch("outbox_claim", {"limit": limit})
-            try:
-                sent: list[int] = []
-                parked: list[tuple[Claimed, str]] = []
-                error: Exception | None = None
-                for destination, group in by_destination(rows).items():
-                    failure = await self._send(send, destination, group, sent, parked)
-                    error = error or failure
-                if not holds:
-                    await unit.begin()
-                if sent:
-                    await unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
-                if parked:
-                    await unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
-            except BaseException:
-                await unit.rollback()
-                raise
-            await unit.commit()
+        claim = {"limit": limit}
+        if self._store.dialect != "postgresql":  # SQLite: no lock held while sending, the journal's writers go on
+            async with self._store.unit() as unit:
+                rows = await unit.fetch("outbox_claim", claim)
+            sent, parked, error = await self._send_all(send, rows)
+            async with self._store.unit() as unit:
+                await unit.begin()
+                await self._mark(unit, sent, parked)
+        else:  # the claim's rows stay locked (SKIP LOCKED for the other relays) until they are marked
+            async with self._store.unit() as unit:
+                rows = await unit.begin_fetch("outbox_claim", claim)
+                try:
+                    sent, parked, error = await self._send_all(send, rows)
+                except BaseException:
+                    await unit.rollback()
+                    raise
+                await self._mark(unit, sent, parked)
         return SendResult(sent=len(sent), parked=tuple((row.key, r) for row, r in parked), error=error)
+
+    async def _send_all(
+        self, send: Send, rows: Sequence[Sequence[Any]]
+    ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
+        """Send every claimed row, destination by destination: the ids sent, the rows parked, a transient failure."""
+        sent: list[int] = []
+        parked: list[tuple[Claimed, str]] = []
+        error: Exception | None = None
+        for destination, group in by_destination(rows).items():
+            failure = await self._send(send, destination, group, sent, parked)
+            error = error or failure
+        return sent, parked, error
+
+    async def _mark(self, unit: AsyncUnit, sent: list[int], parked: list[tuple[Claimed, str]]) -> None:
+        """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
+        try:
+            if sent:
+                await unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
+            if parked:
+                await unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
+        except BaseException:
+            await unit.rollback()
+            raise
+        await unit.commit()
 
     async def _send(
         self, send: Send, destination: str, group: list[Claimed], sent: list[int], parked: list[tuple[Claimed, str]]

@@ -16,6 +16,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox.stores._sync_base import Unit
 from edinbox.stores._sync_factory import open_store
 
 __all__ = ["Journal"]
@@ -147,30 +148,48 @@ class Journal:
         """
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
-        holds = self._store.dialect == "postgresql"  # SKIP LOCKED: the claim's transaction spans the send
-        with self._store.unit() as unit:
-            if holds:
-                rows = unit.begin_fetch("outbox_claim", {"limit": limit})
-            else:  # no write lock held while sending: the journal's writers go on
-                rows = unit.fetch("outbox_claim", {"limit": limit})
-            try:
-                sent: list[int] = []
-                parked: list[tuple[Claimed, str]] = []
-                error: Exception | None = None
-                for destination, group in by_destination(rows).items():
-                    failure = self._send(send, destination, group, sent, parked)
-                    error = error or failure
-                if not holds:
-                    unit.begin()
-                if sent:
-                    unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
-                if parked:
-                    unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
+        claim = {"limit": limit}
+        if self._store.dialect != "postgresql":  # SQLite: no lock held while sending, the journal's writers go on
+            with self._store.unit() as unit:
+                rows = unit.fetch("outbox_claim", claim)
+            sent, parked, error = self._send_all(send, rows)
+            with self._store.unit() as unit:
+                unit.begin()
+                self._mark(unit, sent, parked)
+        else:  # the claim's rows stay locked (SKIP LOCKED for the other relays) until they are marked
+            with self._store.unit() as unit:
+                rows = unit.begin_fetch("outbox_claim", claim)
+                try:
+                    sent, parked, error = self._send_all(send, rows)
+                except BaseException:
+                    unit.rollback()
+                    raise
+                self._mark(unit, sent, parked)
         return SendResult(sent=len(sent), parked=tuple((row.key, r) for row, r in parked), error=error)
+
+    def _send_all(
+        self, send: Send, rows: Sequence[Sequence[Any]]
+    ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
+        """Send every claimed row, destination by destination: the ids sent, the rows parked, a transient failure."""
+        sent: list[int] = []
+        parked: list[tuple[Claimed, str]] = []
+        error: Exception | None = None
+        for destination, group in by_destination(rows).items():
+            failure = self._send(send, destination, group, sent, parked)
+            error = error or failure
+        return sent, parked, error
+
+    def _mark(self, unit: Unit, sent: list[int], parked: list[tuple[Claimed, str]]) -> None:
+        """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
+        try:
+            if sent:
+                unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
+            if parked:
+                unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
+        except BaseException:
+            unit.rollback()
+            raise
+        unit.commit()
 
     def _send(
         self, send: Send, destination: str, group: list[Claimed], sent: list[int], parked: list[tuple[Claimed, str]]

@@ -168,6 +168,7 @@ def _echo(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: boo
 )
 @_setting("--give-up-after", help="exit 2 when the database or source stays down this long (5m, 1h)  [default: never]")
 @_setting("--max-payload", help="bigger deliveries are parked unparsed (65536, 100KB, 32MiB)  [default: 32MiB]")
+@_setting("--relay/--no-relay", "relay", help="also relay the outbox (acknowledgments)  [default: relay]")
 def run(
     *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, accounting: str | None, **settings: Any
 ) -> None:
@@ -402,6 +403,35 @@ def demo(*, as_json: bool, **options: Any) -> None:
         report = run_demo(**options, echo=(lambda text: None) if as_json else click.echo)
     click.echo(json.dumps(report.as_dict()) if as_json else report.render())
     sys.exit(0 if report.ok else 1)
+
+
+@main.command()
+@db_options
+@_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="send what is waiting, exit")
+@_option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="rows per pass")
+@_setting("--give-up-after", help="exit 2 when the database stays down this long (5m, 1h)  [default: never]")
+def relay(*, once: bool, limit: int, **settings: Any) -> None:
+    """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.
+
+    `edinbox run` relays by default; run this for a relay of its own (several share a PostgreSQL outbox).
+    EDINBOX_FAULT=after_send:N kills the process after the N-th send, before its rows are marked sent.
+    """
+    from edinbox.hub._fault import parse_fault
+
+    cfg = _config(**settings)
+    with _errors():
+        fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("stamina").setLevel(logging.ERROR)
+
+    async def serve() -> dict[str, int]:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        return await _ops.relay(cfg, stop=stop, once=once, limit=limit, fault=fault)
+
+    totals = _run(serve())
+    click.echo(f"relayed sent={totals.get('sent', 0)} parked={totals.get('parked', 0)}")
 
 
 @main.command()

@@ -16,6 +16,7 @@ lease = "5m"                    # lease mode (a non-transactional accounting sin
 give_up_after = ""              # exit (code 2) when a dependency stays down this long; empty: wait forever
 non_edi = "reject"              # payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)
 max_payload = "32MiB"           # bigger payloads are parked unparsed (bytes, or 100KB, 32MiB, 1GiB)
+relay = true                    # `run` also relays the outbox (acknowledgments) to its destinations
 
 [routes]                        # message type -> "inbox" | "bypass"
 INVOIC = "inbox"
@@ -79,6 +80,8 @@ class HubConfig:
     give_up_after: str = ""
     max_payload: int = MAX_PAYLOAD
     """Bytes a delivery may have; a bigger one is parked unparsed (a size text such as "32MiB" is accepted)."""
+    relay: bool = True
+    """`edinbox run` also runs the outbox relay (false: run `edinbox relay` on its own)."""
     default_route: str = INBOX
     routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
 

@@ -32,6 +32,7 @@ from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
+from edinbox.hub._relay import Relay
 from edinbox.sources import Delivery, Source, open_source
 
 __all__ = ["Hub", "open_hub"]
@@ -71,7 +72,33 @@ class Hub:
 
         Outages of the database or the source are waited out (see `Outage`); the last TransientError propagates
         only after `give_up_after`. On `stop`, the batch in hand is finished; a wait for a dependency is not.
+        With `config.relay` (the default) the outbox relay runs beside it (totals `relayed`, `outbox_parked`),
+        and with `once` it drains the outbox last.
         """
+        relay_stop = asyncio.Event()
+        relay = asyncio.ensure_future(self._relay(relay_stop)) if self.config.relay else None
+        try:
+            await self._receive(once=once)
+        finally:
+            if relay is not None:
+                relay_stop.set()
+                await relay
+        if relay is not None and once and not self.stop.is_set():
+            await self._relay(self.stop, once=True)  # drain what the last batches published
+        return self.totals
+
+    async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
+        """Relay the outbox beside the hub (acknowledgments to partners) until `stop`; add its totals."""
+        outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json)
+        idle = self.config.poll_timeout * 4
+        relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
+        totals = await relay.run(once=once)
+        for name, total in (("relayed", totals["sent"]), ("outbox_parked", totals["parked"])):
+            if total:
+                self.totals[name] += total
+
+    async def _receive(self, *, once: bool) -> None:
+        """Settle batches until `stop` is set or, with `once`, until the source stays idle."""
         idle_since = time.monotonic()
         while not self.stop.is_set():
             try:
@@ -82,7 +109,6 @@ class Hub:
                 idle_since = time.monotonic()
             elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
                 break
-        return self.totals
 
     async def step(self) -> int:
         """Receive one batch and settle it; return how many deliveries it had."""

@@ -6,6 +6,7 @@ The CLI renders these as tables or JSON (edinbox.hub._output); nothing here prin
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -15,9 +16,14 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
+from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._fault import FaultPoint
+from edinbox.hub._hub import give_up_after
+from edinbox.hub._outage import Outage
 from edinbox.hub._output import as_dict, human_duration, json_value
 from edinbox.hub._parts import open_inbox, verify
+from edinbox.hub._relay import Relay
 from edinbox.hub._tables import TABLES, counts, create_tables
 
 __all__ = [
@@ -27,6 +33,7 @@ __all__ = [
     "init",
     "list_rows",
     "purge",
+    "relay",
     "requeue",
     "show",
     "split_key",
@@ -64,6 +71,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
 
         found, (invoices, rejected, oldest, rows) = await inbox.read(read)
         size = await _table_size(inbox)
+        outbox = await inbox.outbox_stats()
     when = _timestamp(oldest)
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
@@ -82,7 +90,32 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         "journal_rows": int(rows),
         "oldest_row_age_seconds": age,
         "table_bytes": size,
+        "outbox": {
+            "backlog": outbox.backlog,
+            "parked": outbox.parked,
+            "sent": outbox.sent,
+            "oldest_unsent_age_seconds": None if outbox.oldest_unsent is None else outbox.oldest_unsent.total_seconds(),
+        },
     }
+
+
+async def relay(
+    config: HubConfig,
+    *,
+    stop: asyncio.Event,
+    once: bool = False,
+    limit: int = 100,
+    log_json: bool = False,
+    fault: FaultPoint | None = None,
+) -> dict[str, int]:
+    """Relay the outbox of `config`'s journal until `stop` is set (or, with `once`, until it is empty)."""
+    async with open_inbox(config) as inbox:
+        logger = logging.getLogger(_log.LOGGER)
+        outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
+        await outage.call(lambda: verify(inbox), stop=stop)
+        idle = config.poll_timeout * 4
+        relay = Relay(inbox, outage=outage, stop=stop, limit=limit, idle=idle, log_json=log_json, fault=fault)
+        return dict(await relay.run(once=once))
 
 
 def _timestamp(value: Any) -> datetime | None:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from edinbox._async_inbox import AsyncInbox
 from edinbox._outbox import SendResult
 from edinbox.hub import _log
+from edinbox.hub._fault import FaultPoint
 from edinbox.hub._outage import Outage, Stopped
 from edinbox.sources import publisher
 
@@ -42,14 +43,17 @@ class Relay:
         limit: int = 100,
         idle: float = 5.0,
         log_json: bool = False,
+        fault: FaultPoint | None = None,
     ) -> None:
-        """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes."""
+        """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes;
+        `fault` (after_send:N) kills the process after a send, before its rows are marked sent."""
         self.inbox = inbox
         self.outage = outage
         self.stop = stop
         self.limit = limit
         self.idle = idle
         self.log_json = log_json
+        self.fault = fault
         self.totals: Counter[str] = Counter()
         self.logger = logging.getLogger(_log.LOGGER)
 
@@ -69,7 +73,7 @@ class Relay:
 
     async def step(self) -> SendResult:
         """One pass; a transient failure of a send is raised (after what did settle was marked) for the backoff."""
-        result = await self.inbox.relay(send, limit=self.limit)
+        result = await self.inbox.relay(self._send, limit=self.limit)
         self.totals["sent"] += result.sent
         self.totals["parked"] += len(result.parked)
         for key, reason in result.parked:
@@ -78,6 +82,11 @@ class Relay:
         if result.error is not None:
             raise result.error
         return result
+
+    async def _send(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+        await send(destination, messages)
+        if self.fault is not None:
+            self.fault.sent()
 
     async def _wait(self) -> None:
         """Wait for a commit that published, `idle` seconds, or `stop`, whichever comes first."""
