@@ -5,6 +5,8 @@
     Interchange.invoices() -> list[Invoice]          EDIFACT INVOIC and X12 810 (finite Decimal money)
     Interchange.message_types                        "INVOIC", "810", "997", "TA1" (an X12 TA1 counts), ...
     render_invoice(...) / render_interchange(...)    write interchanges: invoices, acknowledgments (demo, tests)
+    received(interchange) -> Received                what acknowledging it needs (ISA14 / UNB 0031, groups, errors)
+    replies(received, kind) / render_reply(...)      its TA1, 997, 999 or CONTRL (duplicate=True: the notice)
 
 Accepted: several interchanges per input (X12 and EDIFACT mixed, each with its own separators); a UTF-8 BOM,
 whitespace, NUL or SUB around interchanges and non-EDI bytes before the first one (reported); X12 ISA read by its
@@ -32,14 +34,24 @@ impossible date. EdiSyntaxError is a ValueError about the data, not an `edinbox.
 out of the parser for any bytes. Parse time is linear in the input (blank lines, glued interchanges included).
 """
 
+from edinbox.edi._acknowledge import (
+    ACKNOWLEDGMENT_TYPES,
+    Received,
+    ReceivedGroup,
+    ReceivedSet,
+    received,
+    render_reply,
+    replies,
+)
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
 from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._parse import parse
-from edinbox.edi._render import Acknowledgment, RenderOptions, render_interchange, render_invoice
+from edinbox.edi._render import Acknowledgment, RenderOptions, Reply, render_interchange, render_invoice
 
 __all__ = [
+    "ACKNOWLEDGMENT_TYPES",
     "Acknowledgment",
     "EdiMessage",
     "EdiSyntaxError",
@@ -50,10 +62,17 @@ __all__ = [
     "InvoiceParty",
     "NotKeyableError",
     "Party",
+    "Received",
+    "ReceivedGroup",
+    "ReceivedSet",
     "RenderOptions",
+    "Reply",
     "Segment",
     "Separators",
     "parse",
+    "received",
     "render_interchange",
     "render_invoice",
+    "render_reply",
+    "replies",
 ]
