@@ -23,6 +23,7 @@ from edinbox.edi import (
     render_interchange,
     render_reply,
     replies,
+    reply_key,
 )
 
 ACME, HUB = Party("ZZ", "ACME"), Party("ZZ", "HUB")
@@ -70,6 +71,7 @@ def test_x12_acknowledgments_are_keyable_interchanges_back_to_the_sender(kind: s
     assert (ack.sender, ack.receiver, ack.control_number) == (HUB, ACME, "000000042")
     assert ack.message_types == (kind,)
     assert ack.message().message_id == "000000042"
+    assert reply_key(subject("X12"), sender=HUB, control_number="42") == ack.key
 
 
 def test_997_refers_to_the_group_and_each_transaction_set() -> None:

@@ -42,6 +42,7 @@ from edinbox.edi._acknowledge import (
     received,
     render_reply,
     replies,
+    reply_key,
 )
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._interchange import Interchange
@@ -75,4 +76,5 @@ __all__ = [
     "render_invoice",
     "render_reply",
     "replies",
+    "reply_key",
 ]

@@ -4,6 +4,7 @@
     replies(received, kind, *, duplicate=False)   the Reply values of one acknowledgment ("TA1", "997", "999",
                                                   "CONTRL"; a 997 / 999 has one per functional group received)
     render_reply(replies, received, *, sender, control_number, when) -> bytes    one interchange back to the sender
+    reply_key(received, *, sender, control_number) -> (source, message id)    its inbox key, without parsing it
 
 X12 (research-edi §1.5): TA1 = TA101 ISA13, TA102 ISA09, TA103 ISA10, TA104 A (accepted) or R (rejected) with the
 TA105 note code (I18: 001 ISA13/IEA02 differ, 021 IEA01 is not the number of groups, 025 duplicate interchange);
@@ -22,10 +23,20 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from edinbox.edi._interchange import Interchange
+from edinbox.edi._key import source
 from edinbox.edi._model import Party, Segment, Separators
 from edinbox.edi._render import Reply, render_interchange
 
-__all__ = ["ACKNOWLEDGMENT_TYPES", "Received", "ReceivedGroup", "ReceivedSet", "received", "render_reply", "replies"]
+__all__ = [
+    "ACKNOWLEDGMENT_TYPES",
+    "Received",
+    "ReceivedGroup",
+    "ReceivedSet",
+    "received",
+    "render_reply",
+    "replies",
+    "reply_key",
+]
 
 ACKNOWLEDGMENT_TYPES = frozenset({"997", "999", "TA1", "CONTRL"})
 """Message types that are acknowledgments: an interchange of only these is never acknowledged."""
@@ -219,6 +230,13 @@ def _contrl(subject: Received, *, duplicate: bool) -> Reply:
         for group in subject.groups:
             segments += [_s("UCM", m.control_number, m.identifier, "4", m.error) for m in group.sets if m.error]
     return Reply("CONTRL", tuple(segments))
+
+
+def reply_key(subject: Received, *, sender: Party, control_number: str) -> tuple[str, str]:
+    """The inbox key `(source, message id)` of the acknowledgment `render_reply` writes with these arguments: what
+    `parse(...)[0].message()` gives back, without parsing it."""
+    control = control_number.zfill(9) if subject.standard == "X12" else control_number
+    return source(subject.standard, sender, subject.sender, test=subject.test), control
 
 
 def render_reply(

@@ -87,6 +87,7 @@ class RenderOptions(TypedDict, total=False):
     bom: bool
     charset: str
     trailer: bool
+    ack_requested: bool
 
 
 def render_invoice(invoice: Invoice, **options: Unpack[RenderOptions]) -> bytes:
@@ -112,8 +113,10 @@ def render_interchange(
     bom: bool = False,
     charset: str = "UNOC",
     trailer: bool = True,
+    ack_requested: bool = False,
 ) -> bytes:
-    """An X12 or EDIFACT interchange carrying `documents` (one message each), as bytes."""
+    """An X12 or EDIFACT interchange carrying `documents` (one message each), as bytes; `ack_requested` sets ISA14
+    or UNB 0031 to 1 (the sender asks for an acknowledgment of the interchange)."""
     if not documents:
         raise ValueError("render_interchange needs at least one invoice or acknowledgment")
     if decimal_mark not in (".", ","):
@@ -131,6 +134,7 @@ def render_interchange(
             when=when,
             padding=isa_padding,
             trailer=trailer,
+            ack_requested=ack_requested,
         )
         text, codec = _join(seps, line_break, segments), "utf-8"
     elif standard == "EDIFACT":
@@ -155,6 +159,7 @@ def render_interchange(
             mark=decimal_mark,
             charset=charset,
             trailer=trailer,
+            ack_requested=ack_requested,
         )
         head = ""
         if una:
@@ -214,6 +219,7 @@ def _x12(
     when: datetime,
     padding: str,
     trailer: bool,
+    ack_requested: bool = False,
 ) -> list[list[str]]:
     if not ((control.isascii() and control.isdigit()) and len(control) <= 9):
         raise ValueError(f"an X12 control number is up to 9 digits, not {control!r}")
@@ -232,7 +238,8 @@ def _x12(
     isa = [
         "ISA", "00", pad("", 10), "00", pad("", 10),
         pad(v(sender.qualifier), 2), pad(v(sender.id), 15), pad(v(receiver.qualifier), 2), pad(v(receiver.id), 15),
-        when.strftime("%y%m%d"), when.strftime("%H%M"), isa11, version, number, "0", "T" if test else "P",
+        when.strftime("%y%m%d"), when.strftime("%H%M"), isa11, version, number, "1" if ack_requested else "0",
+        "T" if test else "P",
         seps.component,
     ]  # fmt: skip
     group = str(int(control))
@@ -312,6 +319,7 @@ def _edifact(
     mark: str,
     charset: str,
     trailer: bool,
+    ack_requested: bool = False,
 ) -> list[list[str]]:
     release = seps.release
     service = [c for c in (release, seps.element, seps.component, seps.segment, seps.repetition) if c]
@@ -340,8 +348,8 @@ def _edifact(
         when.strftime("%y%m%d") + c + when.strftime("%H%M"),
         e(control),
     ]
-    if test:
-        unb += ["", "", "", "", "", "1"]
+    if test or ack_requested:  # S005, 0026, 0029, 0031 (acknowledgment request), 0032, 0035 (test)
+        unb += ["", "", "", "1" if ack_requested else "", "", "1" if test else ""]
     segments: list[list[str]] = [unb]
     for k, document in enumerate(documents, 1):
         ref = str(k)

@@ -16,6 +16,7 @@ from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting
+from edinbox.hub._acks import Acknowledger
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
 from edinbox.hub._tables import count, park
@@ -37,11 +38,20 @@ class Work:
 class Batch:
     """The messages of a batch's deliveries, the handler that creates their invoices, and the bookkeeping."""
 
-    def __init__(self, work: Sequence[Work], *, accounting: Accounting, consumer: str) -> None:
-        """Collect the items routed through the inbox; `consumer` names the counters."""
+    def __init__(
+        self,
+        work: Sequence[Work],
+        *,
+        accounting: Accounting,
+        consumer: str,
+        acknowledger: Acknowledger | None = None,
+    ) -> None:
+        """Collect the items routed through the inbox; `consumer` names the counters; `acknowledger` answers
+        partners (in the same transaction as the journal rows and invoices)."""
         self.work = work
         self.accounting = accounting
         self.consumer = consumer
+        self.acknowledger = acknowledger
         self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
         self.by_key: dict[Key, Item] = {}
         for _, _, item in self.entries:
@@ -58,8 +68,11 @@ class Batch:
         alone = self.isolated
         try:
             for message in messages:
-                created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
+                item = self.by_key[message.key]
+                created = await self.accounting.create(tx, message, item.invoices)
                 self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
+                if self.acknowledger is not None and item.received is not None:
+                    await self.acknowledger.answer(tx, item.received, message=message)
         except Exception:
             self.isolated = True
             raise
@@ -78,6 +91,13 @@ class Batch:
         await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1})
         self.counted.add(message.key)
 
+    async def _notify(self, tx: Tx, w: Work, item: Item, outcome: Outcome) -> None:
+        """Tell the partner that a delivery it sent is a duplicate (not the broker's own redelivery of one)."""
+        if outcome not in (Outcome.DUPLICATE, Outcome.CONFLICT) or w.delivery.redelivered:
+            return
+        if self.acknowledger is not None and item.received is not None and item.message is not None:
+            await self.acknowledger.answer(tx, item.received, message=item.message, duplicate=True)
+
     async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
         """Note each item's outcome (None: unsettled), park rejected payloads, add the counters, in `tx`."""
         for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
@@ -87,6 +107,7 @@ class Batch:
                 w.outcomes[i] = self.effects.get(item.message.key, "processed")
             else:
                 w.outcomes[i] = outcome.value
+                await self._notify(tx, w, item, outcome)
         counts: Counter[str] = Counter()
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:

@@ -18,6 +18,16 @@ non_edi = "reject"              # payloads that do not parse: "reject" (park) or
 max_payload = "32MiB"           # bigger payloads are parked unparsed (bytes, or 100KB, 32MiB, 1GiB)
 relay = true                    # `run` also relays the outbox (acknowledgments) to its destinations
 
+[partners."ZZ:ACME"]            # a trading partner's agreement, by its "qualifier:id" as sender (see Agreement)
+outbound = "dir:///srv/edi/out/acme"   # where its acknowledgments go (any source URL); empty: none are sent
+acknowledgment = "997"          # X12 functional acknowledgment: "997", "999" (005010 partners) or "none"
+ta1 = "requested"               # X12 TA1 / EDIFACT CONTRL: "requested" (ISA14 / UNB 0031 = 1), "always", "never"
+duplicates = "notify"           # a re-sent interchange: "notify" (TA1 R 025 / CONTRL UCI 4 26) or "silent"
+sender = "ZZ:HUB"               # our party in its acknowledgments; empty: the receiver the partner addressed
+
+[partners."*"]                  # the agreement of every partner without its own; `{id}` is the partner's id
+outbound = "dir:///srv/edi/out/{id}"
+
 [routes]                        # message type -> "inbox" | "bypass"
 INVOIC = "inbox"
 "810" = "inbox"
@@ -38,7 +48,7 @@ from typing import Any
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["DEFAULT_ROUTES", "MAX_PAYLOAD", "HubConfig", "load_config", "parse_duration", "parse_size"]
+__all__ = ["DEFAULT_ROUTES", "MAX_PAYLOAD", "Agreement", "HubConfig", "load_config", "parse_duration", "parse_size"]
 
 INBOX = "inbox"
 BYPASS = "bypass"
@@ -59,6 +69,37 @@ DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
         "APERAK": BYPASS,
     }
 )
+
+
+ACKNOWLEDGMENTS = ("997", "999", "none")
+TA1 = ("requested", "always", "never")
+DUPLICATES = ("notify", "silent")
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """What a trading partner gets back: the defaults are those of a partner without an agreement.
+
+    With no `outbound` (the default, unless `[partners."*"]` sets one) nothing is sent. For EDIFACT partners `ta1`
+    governs CONTRL (the interchange's answer) and `acknowledgment = "none"` turns it off too. An interchange of
+    acknowledgments only is never answered.
+    """
+
+    outbound: str = ""
+    acknowledgment: str = "997"
+    ta1: str = "requested"
+    duplicates: str = "notify"
+    sender: str = ""
+
+    def __post_init__(self) -> None:
+        """Refuse values that cannot work, with a sentence saying which."""
+        for name, allowed in (("acknowledgment", ACKNOWLEDGMENTS), ("ta1", TA1), ("duplicates", DUPLICATES)):
+            if getattr(self, name) not in allowed:
+                raise ConfigurationError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+        if self.outbound and "://" not in self.outbound:
+            raise ConfigurationError(f"outbound must be a URL (dir://, amqp://, ...), not {self.outbound!r}")
+        if self.sender and ":" not in self.sender:
+            raise ConfigurationError(f"sender must be QUALIFIER:ID (e.g. ZZ:HUB), not {self.sender!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +125,17 @@ class HubConfig:
     """`edinbox run` also runs the outbox relay (false: run `edinbox relay` on its own)."""
     default_route: str = INBOX
     routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
+    partners: Mapping[str, Agreement] = field(default_factory=lambda: MappingProxyType({}))
+    """Agreements by the partner's "qualifier:id"; "*" is the agreement of every other partner."""
+
+    def agreement(self, partner: str) -> Agreement:
+        """The agreement of the partner "qualifier:id": its own, else "*", else the defaults (nothing is sent)."""
+        return self.partners.get(partner) or self.partners.get("*") or _NO_AGREEMENT
+
+    @property
+    def acknowledges(self) -> bool:
+        """True when some agreement sends acknowledgments (the hub then reads what they need while planning)."""
+        return any(a.outbound for a in self.partners.values())
 
     def __post_init__(self) -> None:
         """Refuse values that cannot work, with a sentence saying which."""
@@ -123,6 +175,9 @@ class HubConfig:
         return replace(self, **{k: v for k, v in values.items() if v is not None})
 
 
+_NO_AGREEMENT = Agreement()
+
+
 def load_config(path: Path | None) -> HubConfig:
     """Read `[hub]` and `[routes]` from a TOML file (None gives the defaults)."""
     if path is None:
@@ -135,12 +190,14 @@ def load_config(path: Path | None) -> HubConfig:
         raise ConfigurationError(f"{path} is not valid TOML: {exc}") from exc
     hub = dict(data.get("hub", {}))
     routes = data.get("routes", {})
-    if not isinstance(hub, dict) or not isinstance(routes, dict):
-        raise ConfigurationError(f"{path}: [hub] and [routes] must be tables")
+    partners = data.get("partners", {})
+    if not isinstance(hub, dict) or not isinstance(routes, dict) or not isinstance(partners, dict):
+        raise ConfigurationError(f"{path}: [hub], [routes] and [partners] must be tables")
     merged = {**DEFAULT_ROUTES, **{str(k).upper(): str(v) for k, v in routes.items()}}
     try:
-        return HubConfig().with_overrides(**hub, routes=MappingProxyType(merged))
-    except TypeError as exc:
+        agreements = {str(name): Agreement(**dict(terms)) for name, terms in partners.items()}
+        return HubConfig().with_overrides(**hub, routes=MappingProxyType(merged), partners=MappingProxyType(agreements))
+    except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{path}: {exc}") from exc
 
 

@@ -25,6 +25,7 @@ from edinbox._errors import ConfigurationError, InboxError, NotSettledError, Sch
 from edinbox._message import Message, Outcome
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
+from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._fault import FaultPoint
@@ -66,6 +67,7 @@ class Hub:
         self.stop = stop or asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
         self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
+        self.acknowledger = Acknowledger(config) if config.acknowledges else None
 
     async def run(self, *, once: bool = False) -> Counter[str]:
         """Settle deliveries until `stop` is set (SIGTERM) or, with `once`, until the source stays idle.
@@ -89,7 +91,8 @@ class Hub:
 
     async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
         """Relay the outbox beside the hub (acknowledgments to partners) until `stop`; add its totals."""
-        outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json)
+        # its own outage lines (`relay-down`): the hub reports the database's, the relay also the destinations'
+        outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
         idle = self.config.poll_timeout * 4
         relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
         totals = await relay.run(once=once)
@@ -159,7 +162,7 @@ class Hub:
         rolls the batch back; the inbox then settles it message by message, so the failure is charged to its
         message alone (see `_process`). Lease mode settles each message alone from the start.
         """
-        batch = Batch(work, accounting=self.accounting, consumer=self.config.consumer)
+        batch = Batch(work, accounting=self.accounting, consumer=self.config.consumer, acknowledger=self.acknowledger)
         if not self.accounting.lease:
             await self._process(batch)
             return

@@ -72,6 +72,11 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         found, (invoices, rejected, oldest, rows) = await inbox.read(read)
         size = await _table_size(inbox)
         outbox = await inbox.outbox_stats()
+        acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgment_totals", {"consumer": config.consumer}))
+    acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
+    for kind, duplicate, n, keys in acks:
+        acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
+        acknowledgments["keys"] += int(keys)
     when = _timestamp(oldest)
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
@@ -90,6 +95,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         "journal_rows": int(rows),
         "oldest_row_age_seconds": age,
         "table_bytes": size,
+        "acknowledgments": acknowledgments,
         "outbox": {
             "backlog": outbox.backlog,
             "parked": outbox.parked,
@@ -173,7 +179,8 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 
 
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
-    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices, or one parked payload (`rejected/ID`)."""
+    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it, or one parked
+    payload (`rejected/ID`)."""
     source, message_id = split_key(key)
     if source == "rejected" and not message_id.isdigit():
         raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
@@ -195,6 +202,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
             }
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
         invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
+        acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
         record = await inbox.get(source, message_id)
     if record is None:
         return None
@@ -209,6 +217,19 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
             "currency": i[5],
         }
         for i in invoices
+    ]
+    data["acknowledgments"] = [
+        {
+            "kind": a[0],
+            "duplicate": bool(a[1]),
+            "control_number": a[2],
+            "key": a[3],
+            "at": json_value(a[4]),
+            "destination": mask(a[5]) if a[5] else None,
+            "status": "sent" if a[6] else "parked" if a[7] else "waiting" if a[5] else "purged",
+            "reason": a[8],
+        }
+        for a in acks
     ]
     return data
 

@@ -50,9 +50,18 @@ def dependency(exc: TransientError) -> str:
 class Outage:
     """Retries a call through outages of the hub's dependencies, logging each outage once when it starts and ends."""
 
-    def __init__(self, logger: logging.Logger, *, give_up_after: timedelta | None, log_json: bool = False) -> None:
-        """Log to `logger`; give up (re-raise) after `give_up_after` of one outage, never when None."""
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        give_up_after: timedelta | None,
+        log_json: bool = False,
+        name: str = "dependency",
+    ) -> None:
+        """Log to `logger` (events `<name>-down` / `<name>-back`); give up (re-raise) after `give_up_after` of one
+        outage, never when None."""
         self.logger = logger
+        self.name = name
         self.give_up_after = give_up_after
         self.log_json = log_json
         self.down_since: float | None = None
@@ -108,7 +117,7 @@ class Outage:
         self.down = dependency(exc)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         fields = {"dependency": self.down, "error": mask(first)}
-        self.logger.warning(_log.format_line("dependency-down", fields, as_json=self.log_json))
+        self.logger.warning(_log.format_line(f"{self.name}-down", fields, as_json=self.log_json))
 
     def came_back(self) -> None:
         """Log the end of an outage with its length."""
@@ -117,4 +126,4 @@ class Outage:
         seconds = round(time.monotonic() - self.down_since, 1)
         fields = {"dependency": self.down, "down_for_s": seconds}
         self.down_since = self.down = None
-        self.logger.warning(_log.format_line("dependency-back", fields, as_json=self.log_json))
+        self.logger.warning(_log.format_line(f"{self.name}-back", fields, as_json=self.log_json))

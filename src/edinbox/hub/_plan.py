@@ -53,6 +53,8 @@ class Item:
     payload: bytes = b""
     invoices: tuple[Any, ...] = ()
     """The interchange's invoices (`edinbox.edi.Invoice`), read once while planning."""
+    received: edi.Received | None = None
+    """What acknowledging the interchange needs, read while planning when some agreement sends acknowledgments."""
 
     @property
     def fingerprint(self) -> str:
@@ -122,7 +124,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         if problem := invoice_problem(invoices):
             return replace(parked(f"an invoice cannot be stored: {problem}"), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
-    return Item(route, label, message=message, types=types, invoices=tuple(invoices))
+    received = edi.received(interchange) if route == INBOX and config.acknowledges else None
+    return Item(route, label, message=message, types=types, invoices=tuple(invoices), received=received)
 
 
 def _not_edi(delivery: Delivery, config: HubConfig, reason: str) -> Item:

@@ -1,4 +1,5 @@
-"""The hub's tables beside the journal: invoices (the SQL accounting sink), rejected payloads, outcome counters.
+"""The hub's tables beside the journal: invoices (the SQL accounting sink), rejected payloads, outcome counters, the
+acknowledgments sent to partners and the per-partner control numbers they take.
 
 Their DDL and statements are named queries in `edinbox/sql/<dialect>/hub.sql`, run by the journal's store inside a
 journal transaction (`tx.unit`): they live in the journal's schema (`edi.inbox` puts them in `edi`), so one
@@ -15,7 +16,7 @@ from edinbox._errors import ConfigurationError, SchemaError
 
 __all__ = ["COUNTED", "TABLES", "check_privileges", "check_tables", "count", "counts", "create_tables", "park"]
 
-TABLES = ("invoices", "rejected", "hub_counters")
+TABLES = ("invoices", "rejected", "hub_counters", "hub_control_numbers", "hub_acknowledgments")
 """The hub's tables, beside the journal."""
 
 COUNTED = ("processed", "duplicate", "conflict", "dead", "resent", "bypassed", "rejected")
@@ -25,6 +26,8 @@ _KEYS = {
     "invoices": ["issue_date", "kind", "number", "seller"],
     "rejected": ["consumer", "fingerprint"],
     "hub_counters": ["consumer", "outcome"],
+    "hub_control_numbers": ["partner"],
+    "hub_acknowledgments": ["control_number", "partner"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -33,7 +36,7 @@ INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it
 
 async def create_tables(tx: Any) -> None:
     """Create the hub's tables when missing (idempotent), in the caller's transaction; only `edinbox init` calls it."""
-    for table in ("invoices", "rejected", "counters"):
+    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments"):
         await tx.unit.run(f"hub_create_{table}", {})
 
 
