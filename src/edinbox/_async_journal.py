@@ -46,6 +46,8 @@ class AsyncJournal:
         self.horizon = horizon
         self._store = open_store(target, table=table, pool_size=pool_size)
         self.dialect = self._store.dialect
+        self.outbox = self._store.outbox
+        """The outbox table's name, beside the journal (`<journal>_outbox`)."""
 
     async def __aenter__(self) -> Self:
         """Use the inbox as a context manager that closes it."""

@@ -47,6 +47,8 @@ class Journal:
         self.horizon = horizon
         self._store = open_store(target, table=table, pool_size=pool_size)
         self.dialect = self._store.dialect
+        self.outbox = self._store.outbox
+        """The outbox table's name, beside the journal (`<journal>_outbox`)."""
 
     def __enter__(self) -> Self:
         """Use the inbox as a context manager that closes it."""

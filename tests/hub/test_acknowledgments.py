@@ -190,3 +190,23 @@ def test_partner_ids_cannot_escape_the_outbound_folder() -> None:
 
     agreement = Agreement(outbound="dir:///srv/out/{id}")
     assert destination(agreement, edi.Party("ZZ", "../../etc")) == "dir:///srv/out/______etc"
+
+
+async def test_a_journal_without_its_outbox_asks_for_init(tmp_path: Path) -> None:
+    """A database made before the outbox existed is a schema error naming `edinbox init`, not an outage."""
+    import sqlite3
+
+    from edinbox import SchemaError
+    from edinbox.hub._ops import init
+    from edinbox.hub._parts import open_inbox, verify
+
+    config = HubConfig(db=f"sqlite:///{tmp_path / 'old.db'}")
+    await init(config)
+    with sqlite3.connect(tmp_path / "old.db") as connection:
+        connection.execute("DROP TABLE inbox_outbox")
+    async with open_inbox(config) as inbox:
+        with pytest.raises(SchemaError, match="inbox_outbox does not exist: run `edinbox init`"):
+            await verify(inbox)
+    await init(config)  # idempotent: it creates what is missing
+    async with open_inbox(config) as inbox:
+        await verify(inbox)

@@ -41,7 +41,9 @@ async def create_tables(tx: Any) -> None:
 
 
 async def check_tables(inbox: AsyncInbox) -> None:
-    """Raise SchemaError naming the first hub table that is missing or lacks its unique key."""
+    """Raise SchemaError naming the first hub table (or the journal's outbox) that is missing or lacks its key."""
+    if await inbox.unique_keys(inbox.outbox) is None:
+        raise SchemaError(f"the journal's outbox {inbox.outbox} does not exist: {INIT_HINT}")
     for table, key in _KEYS.items():
         keys = await inbox.unique_keys(table)
         if keys is None:

@@ -51,6 +51,8 @@ class AsyncStore(Protocol):
 
     dialect: str
     """"postgresql" or "sqlite"."""
+    outbox: str
+    """The outbox table's name (beside the journal, in its schema)."""
 
     def unit(self) -> AbstractAsyncContextManager[AsyncUnit]:
         """Hold a connection for one operation."""

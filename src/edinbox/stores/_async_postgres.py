@@ -200,6 +200,7 @@ class AsyncPostgresStore:
         """Prepare the statements; connections open on first use."""
         self._sql = Statements(table)
         self._table = table
+        self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._url = target if isinstance(target, str) else None
         self._pool = target if isinstance(target, psycopg_pool.AsyncConnectionPool) else None
         self._connection = target if isinstance(target, psycopg.AsyncConnection) else None

@@ -138,6 +138,7 @@ class AsyncSQLiteStore:
         """`target` is a file path, ":memory:", or an open connection; a path opens on first use."""
         self._sql = Statements(table)
         self._table = table
+        self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._path = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
         self._lock = asyncio.Lock()

@@ -52,6 +52,8 @@ class Store(Protocol):
 
     dialect: str
     """"postgresql" or "sqlite"."""
+    outbox: str
+    """The outbox table's name (beside the journal, in its schema)."""
 
     def unit(self) -> AbstractContextManager[Unit]:
         """Hold a connection for one operation."""
