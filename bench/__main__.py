@@ -8,7 +8,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHMARKS = ["bench.inbox_pg", "bench.edi_parse", "bench.brokers", "bench.kafka", "bench.spool", "bench.hub_memory"]
+BENCHMARKS = [
+    "bench.inbox_pg",
+    "bench.edi_parse",
+    "bench.brokers",
+    "bench.kafka",
+    "bench.spool",
+    "bench.hub_memory",
+    "bench.outbox",
+]
 
 
 def main() -> int:

@@ -137,4 +137,31 @@ def test_async_inbox_rows_survive_a_kill_before_any_relay(tmp_path: Path) -> Non
     assert killed.returncode == -signal.SIGKILL
     assert edinbox(db, "relay", "--once").returncode == 0
     assert [message_id for message_id, _ in asyncio.run(drain(f"dir://{out}"))] == ["k1"]
-    assert AsyncInbox  # the killed process used the async API
+
+
+def test_a_payload_over_the_brokers_limit_is_parked_alone(tmp_path: Path, unique_name: str) -> None:
+    """A row bigger than the NATS server's max_payload is parked with its reason; its batch-mates are sent, and
+    the parked row is never tried again."""
+    require_service("nats")
+    from edinbox.hub._relay import send
+
+    url = f"nats://127.0.0.1:4222?stream={unique_name}&subject={unique_name}.acks"
+    with Inbox(f"sqlite:///{tmp_path / 'hub.db'}", consumer="accounting") as inbox:
+        inbox.create_schema()
+        sizes = {"a": 10, "big": 2 * 1024 * 1024, "b": 10}
+        inbox.transaction(lambda tx: [tx.publish(url, b"x" * n, key=k) for k, n in sizes.items()])
+
+        async def relay() -> tuple[int, tuple[tuple[str, str], ...]]:
+            async with AsyncInbox(f"sqlite:///{tmp_path / 'hub.db'}", consumer="accounting") as mine:
+                result = await mine.relay(send)
+                again = await mine.relay(send)
+                assert (again.sent, again.parked) == (0, ())
+                return result.sent, result.parked
+
+        sent, parked = asyncio.run(relay())
+        assert sent == 2
+        ((key, reason),) = parked
+        assert key == "big"
+        assert "max_payload" in reason
+        stats = inbox.outbox_stats()
+        assert (stats.backlog, stats.parked, stats.sent) == (0, 1, 2)
