@@ -42,6 +42,14 @@ class Tx:
             raise ConfigurationError("publish() needs a transaction: lease mode runs the handler outside one")
         return self.unit.run("outbox_insert", publish_params(destination, payload, key=key, headers=headers))
 
+    def publish_many(self, messages: Sequence[tuple[str, bytes, str]]) -> Any:
+        """Store several messages `(destination, payload, key)` as `publish` stores each, in one batch of statements
+        (under AsyncInbox, await it)."""
+        if self.unit is None:
+            raise ConfigurationError("publish_many() needs a transaction: lease mode runs the handler outside one")
+        rows = [publish_params(destination, payload, key=key, headers=None) for destination, payload, key in messages]
+        return self.unit.run_many("outbox_insert", rows)
+
     def extend_lease(self, duration: timedelta | None = None) -> Any:
         """Lease mode: move the lease's deadline to now + `duration` (default: the lease given to `process`).
 

@@ -261,3 +261,13 @@ def test_a_commit_that_publishes_wakes_a_waiting_relay_on_postgresql(postgres_ur
     finally:
         with psycopg.connect(postgres_url, autocommit=True) as connection:
             connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
+
+
+def test_publish_many_stores_each_in_order(db: tuple[str, str]) -> None:
+    """`publish_many` stores several rows in one batch of statements, relayed in the order given."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.transaction(lambda tx: tx.publish_many([("dir:///o", b"1", "a"), ("dir:///o", b"2", "b")]))
+        assert inbox.relay(recorder).sent == 2
+    assert recorder.sent == [("dir:///o", "a", b"1"), ("dir:///o", "b", b"2")]

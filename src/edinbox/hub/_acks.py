@@ -17,6 +17,8 @@ TA1 R 025 or a CONTRL UCI 4 26 when `duplicates = "notify"`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +26,7 @@ from edinbox import edi
 from edinbox._message import Message
 from edinbox.hub._config import Agreement, HubConfig
 
-__all__ = ["Acknowledger", "kinds", "partner_key"]
+__all__ = ["Acknowledger", "Pending", "kinds", "partner_key"]
 
 _X12_CONTROL_NUMBERS = 999_999_999
 """ISA13 has nine digits: a partner's counter wraps after this many acknowledgments."""
@@ -58,43 +60,75 @@ def destination(agreement: Agreement, partner: edi.Party) -> str:
     return agreement.outbound.replace("{id}", _UNSAFE.sub("_", partner.id) or "_")
 
 
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One acknowledgment to write: what it answers, its kind, and where it goes."""
+
+    subject: edi.Received
+    kind: str
+    duplicate: bool
+    message: Message
+    sender: edi.Party
+    destination: str
+
+    @property
+    def counter(self) -> str:
+        """The control-number counter it draws from: standard, us, the partner."""
+        return f"{self.subject.standard}:{partner_key(self.sender)}>{partner_key(self.subject.sender)}"
+
+
 class Acknowledger:
-    """Writes a settled interchange's acknowledgments to the outbox, in the settling transaction."""
+    """Writes settled interchanges' acknowledgments to the outbox, in the settling transaction."""
 
     def __init__(self, config: HubConfig) -> None:
         """Answer per `config`'s partner agreements."""
         self.config = config
 
-    async def answer(self, tx: Any, subject: edi.Received, *, message: Message, duplicate: bool = False) -> int:
-        """Write what `subject` gets (see `kinds`) inside `tx`; return how many acknowledgments were written."""
+    def pending(self, subject: edi.Received, *, message: Message, duplicate: bool = False) -> list[Pending]:
+        """What `subject` gets under its partner's agreement (see `kinds`); nothing is written yet."""
         agreement = self.config.agreement(partner_key(subject.sender))
-        wanted = kinds(subject, agreement, duplicate=duplicate)
-        if not wanted:
-            return 0
         ours = _party(agreement.sender) if agreement.sender else subject.receiver
-        counter = f"{subject.standard}:{partner_key(ours)}>{partner_key(subject.sender)}"
         where = destination(agreement, subject.sender)
+        wanted = kinds(subject, agreement, duplicate=duplicate)
+        return [Pending(subject, kind, duplicate, message, ours, where) for kind in wanted]
+
+    async def write(self, tx: Any, pending: Sequence[Pending]) -> int:
+        """Write the acknowledgments inside `tx`: a block of control numbers per partner, every outbox row and every
+        `hub_acknowledgments` row in one batch of statements each. Returns how many were written."""
+        if not pending:
+            return 0
+        numbers: dict[str, list[int]] = {}
+        for counter in dict.fromkeys(p.counter for p in pending):
+            count = sum(p.counter == counter for p in pending)
+            last = int((await tx.unit.fetch("hub_reserve_control_numbers", {"partner": counter, "count": count}))[0][0])
+            numbers[counter] = list(range(last - count + 1, last + 1))
         now = datetime.now()
-        for kind in wanted:
-            n = int((await tx.unit.fetch("hub_next_control_number", {"partner": counter}))[0][0])
-            control = str((n - 1) % _X12_CONTROL_NUMBERS + 1) if subject.standard == "X12" else str(n)
-            replies = edi.replies(subject, kind, duplicate=duplicate)
-            data = edi.render_reply(replies, subject, sender=ours, control_number=control, when=now)
-            source, number = edi.reply_key(subject, sender=ours, control_number=control)
+        outgoing: list[tuple[str, bytes, str]] = []
+        rows: list[dict[str, Any]] = []
+        for p in pending:
+            n = numbers[p.counter].pop(0)
+            x12 = p.subject.standard == "X12"
+            control = str((n - 1) % _X12_CONTROL_NUMBERS + 1) if x12 else str(n)
+            replies = edi.replies(p.subject, p.kind, duplicate=p.duplicate)
+            data = edi.render_reply(replies, p.subject, sender=p.sender, control_number=control, when=now)
+            source, number = edi.reply_key(p.subject, sender=p.sender, control_number=control)
             key = f"{source}/{number}"
-            await tx.publish(where, data, key=key)
-            row = {
-                "consumer": self.config.consumer,
-                "source": message.source,
-                "message_id": message.message_id,
-                "kind": kind,
-                "duplicate": duplicate,
-                "partner": counter,
-                "control_number": number,
-                "outbox_key": key,
-            }
-            await tx.unit.run("hub_record_acknowledgment", row)
-        return len(wanted)
+            outgoing.append((p.destination, data, key))
+            rows.append(
+                {
+                    "consumer": self.config.consumer,
+                    "source": p.message.source,
+                    "message_id": p.message.message_id,
+                    "kind": p.kind,
+                    "duplicate": p.duplicate,
+                    "partner": p.counter,
+                    "control_number": number,
+                    "outbox_key": key,
+                }
+            )
+        await tx.publish_many(outgoing)
+        await tx.unit.run_many("hub_record_acknowledgment", rows)
+        return len(pending)
 
 
 def _party(text: str) -> edi.Party:

@@ -16,7 +16,7 @@ from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting
-from edinbox.hub._acks import Acknowledger
+from edinbox.hub._acks import Acknowledger, Pending
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
 from edinbox.hub._tables import count, park
@@ -67,12 +67,15 @@ class Batch:
         """The inbox handler: create each new interchange's invoices (read while planning) through the sink."""
         alone = self.isolated
         try:
+            pending: list[Pending] = []
             for message in messages:
                 item = self.by_key[message.key]
                 created = await self.accounting.create(tx, message, item.invoices)
                 self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
                 if self.acknowledger is not None and item.received is not None:
-                    await self.acknowledger.answer(tx, item.received, message=message)
+                    pending += self.acknowledger.pending(item.received, message=message)
+            if self.acknowledger is not None:
+                await self.acknowledger.write(tx, pending)
         except Exception:
             self.isolated = True
             raise
@@ -91,15 +94,18 @@ class Batch:
         await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1})
         self.counted.add(message.key)
 
-    async def _notify(self, tx: Tx, w: Work, item: Item, outcome: Outcome) -> None:
-        """Tell the partner that a delivery it sent is a duplicate (not the broker's own redelivery of one)."""
+    def _notices(self, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
+        """The notice that a delivery the partner sent is a duplicate (not the broker's own redelivery of one)."""
         if outcome not in (Outcome.DUPLICATE, Outcome.CONFLICT) or w.delivery.redelivered:
-            return
-        if self.acknowledger is not None and item.received is not None and item.message is not None:
-            await self.acknowledger.answer(tx, item.received, message=item.message, duplicate=True)
+            return []
+        if self.acknowledger is None or item.received is None or item.message is None:
+            return []
+        return self.acknowledger.pending(item.received, message=item.message, duplicate=True)
 
     async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
-        """Note each item's outcome (None: unsettled), park rejected payloads, add the counters, in `tx`."""
+        """Note each item's outcome (None: unsettled), park rejected payloads, add the counters, and write the duplicate
+        notices, in `tx`."""
+        notices: list[Pending] = []
         for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
             if outcome is None:
                 w.unsettled = True
@@ -107,7 +113,7 @@ class Batch:
                 w.outcomes[i] = self.effects.get(item.message.key, "processed")
             else:
                 w.outcomes[i] = outcome.value
-                await self._notify(tx, w, item, outcome)
+                notices += self._notices(w, item, outcome)
         counts: Counter[str] = Counter()
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:
@@ -131,3 +137,5 @@ class Batch:
                 elif settled is not None:
                     counts[settled] += 1
         await count(tx, consumer=self.consumer, counts=counts)
+        if self.acknowledger is not None:
+            await self.acknowledger.write(tx, notices)

@@ -123,9 +123,10 @@ CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
     UNIQUE (consumer, source, message_id, partner, control_number)
 )
 
--- name: hub_next_control_number
-INSERT INTO {hub_control_numbers} AS c (partner, n) VALUES (%(partner)s, 1)
-ON CONFLICT (partner) DO UPDATE SET n = c.n + 1
+-- name: hub_reserve_control_numbers
+-- the last of `count` numbers reserved for one partner (the others are the `count - 1` before it)
+INSERT INTO {hub_control_numbers} AS c (partner, n) VALUES (%(partner)s, %(count)s)
+ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
 RETURNING n
 
 -- name: hub_record_acknowledgment
