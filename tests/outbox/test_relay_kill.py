@@ -165,3 +165,29 @@ def test_a_payload_over_the_brokers_limit_is_parked_alone(tmp_path: Path, unique
         assert "max_payload" in reason
         stats = inbox.outbox_stats()
         assert (stats.backlog, stats.parked, stats.sent) == (0, 1, 2)
+
+
+def test_a_payload_over_kafkas_limit_is_parked_alone(tmp_path: Path, unique_name: str) -> None:
+    """A row bigger than the producer's message.max.bytes is parked with its reason; its batch-mates are sent."""
+    from edinbox.hub._relay import send
+    from edinbox.sources._kafka_config import MockCluster
+
+    cluster = MockCluster(brokers=1)
+    try:
+        url = cluster.url(topic=unique_name)
+        with Inbox(f"sqlite:///{tmp_path / 'hub.db'}", consumer="accounting") as inbox:
+            inbox.create_schema()
+            sizes = {"a": 10, "big": 2 * 1024 * 1024, "b": 10}
+            inbox.transaction(lambda tx: [tx.publish(url, b"x" * n, key=k) for k, n in sizes.items()])
+
+            async def relay() -> tuple[int, tuple[tuple[str, str], ...]]:
+                async with AsyncInbox(f"sqlite:///{tmp_path / 'hub.db'}", consumer="accounting") as mine:
+                    result = await mine.relay(send)
+                    return result.sent, result.parked
+
+            sent, parked = asyncio.run(relay())
+        assert sent == 2
+        assert [key for key, _ in parked] == ["big"]
+        assert "message.max.bytes" in parked[0][1]
+    finally:
+        cluster.close()
