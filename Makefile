@@ -1,18 +1,27 @@
-# Set-up is automatic: every target creates or updates .venv from pyproject.toml first.
+# Set-up is automatic: every target creates or updates .venv from pyproject.toml first. One .venv, two stamps:
+# `make demo` installs the package alone (its base dependencies, no extras, no dev tools); `make test` and the
+# other targets add every extra and the dev group.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo
 
 .PHONY: demo test lint typecheck generate check-generated bench clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[all]' --group dev
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/edinbox demo
 
 generate: $(STAMP)

@@ -24,9 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
 
 from edinbox import AsyncInbox
 from edinbox.hub import HubConfig, open_hub
@@ -73,7 +71,7 @@ async def hub_rate(root: Path, messages: int, *, acknowledgments: bool, relay: b
     )
     if acknowledgments:
         agreement = Agreement(outbound=f"dir://{out}/{{id}}", ta1="requested")
-        config = replace(config, partners=MappingProxyType({"*": agreement}))
+        config = config.with_overrides(partners={"*": agreement})
     await init(config)
     traffic = generate(messages, duplicate_rate=0.0, seed=11)
     await publish(config.source, traffic.files)

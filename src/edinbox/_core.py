@@ -26,6 +26,7 @@ __all__ = [
     "check_version",
     "decide",
     "failure_status",
+    "human_duration",
     "idempotency_key",
     "judge",
     "key_problem",
@@ -206,13 +207,30 @@ def failure_status(attempts: int, *, max_attempts: int) -> Status:
     return Status.DEAD if attempts >= max_attempts else Status.FAILED
 
 
+def human_duration(span: timedelta | float) -> str:
+    """A duration the way the options take it: 30d, 12h, 5m, 1d2h3m4s, else seconds (90s, 1.5s)."""
+    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    if seconds < 60:
+        return f"{seconds:g}s"
+    rest, parts = round(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
+
+
 def check_retention(older_than: timedelta, *, horizon: timedelta) -> None:
     """Refuse a purge that would forget keys the broker can still redeliver (younger than the horizon)."""
     if older_than < timedelta(0):
-        raise ConfigurationError(f"older_than must not be negative, got {older_than}")
+        raise ConfigurationError(f"older_than must not be negative, got {human_duration(older_than)}")
     if older_than < horizon:
         raise ConfigurationError(
-            f"refusing to purge rows younger than the redelivery horizon: older_than={older_than} < horizon={horizon}"
+            "refusing to purge rows younger than the redelivery horizon: "
+            f"older_than={human_duration(older_than)} < horizon={human_duration(horizon)}"
         )
 
 

@@ -9,7 +9,7 @@ has no key: it is sent under `<file name>@<byte offset>` so the hub parks it whe
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +24,22 @@ def interchange_id(message: Message) -> str:
     return f"{message.source}/{message.message_id}"
 
 
-def split_files(paths: Iterable[Path], *, raw: bool = False) -> list[tuple[str, bytes]]:
+def split_files(
+    paths: Iterable[Path], *, raw: bool = False, warn: Callable[[str], None] | None = None
+) -> list[tuple[str, bytes]]:
     """Read every file and return `(producer id, payload)` per interchange; a file that does not parse is an error.
 
-    With `raw` (or before the EDI parser is installed) each file is one message keyed by its file name.
+    With `raw` (or before the EDI parser is installed) each file is one message keyed by its file name. `warn` is
+    told of each interchange without its trailer: it goes out under `<file name>@<offset>`, and the hub parks it.
     """
     messages: list[tuple[str, bytes]] = []
     for path in paths:
-        messages.extend(split_payload(Path(path).read_bytes(), name=Path(path).name, raw=raw))
+        found = split_payload(Path(path).read_bytes(), name=Path(path).name, raw=raw)
+        if warn is not None and not raw:
+            for key, _ in found:
+                if key.startswith(f"{Path(path).name}@"):
+                    warn(f"{key}: an interchange without its trailer has no key; it is sent under this name")
+        messages.extend(found)
     return messages
 
 

@@ -2,116 +2,69 @@
 
 Every setting is a flag, an `EDINBOX_` environment variable (shown in `--help`) or a key of the TOML file given
 with `--config`; flags win over the environment, which wins over the file. Only this module reads the environment.
+How a command declares its options, and the checks it runs before touching data: `edinbox._commands`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
+from edinbox._commands import Commands, db_options, hub_settings, load
+from edinbox._commands import echo as _echo
+from edinbox._commands import errors as _errors
+from edinbox._commands import json_option as _json
+from edinbox._commands import option as _option
+from edinbox._commands import run as _run
+from edinbox._commands import setting as _setting
 from edinbox._errors import InboxError, TransientError
 from edinbox._urls import mask
 from edinbox.hub import _ops
-from edinbox.hub._config import HubConfig, load_config
-from edinbox.hub._output import render
+from edinbox.hub._config import HubConfig
 
 __all__ = ["main"]
 
-T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-EXIT_CONFIGURATION = 1
-"""A setting, flag, URL or the schema is wrong (click's usage errors included): fix it, then start again."""
 EXIT_GAVE_UP = 2
 """`run --give-up-after`: a dependency stayed down longer than that."""
 
 
-class _UsageError(click.UsageError):
-    """A bad flag or value: a configuration error like any other (exit 1; 2 means a hub gave up)."""
+def _version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    exit_code = EXIT_CONFIGURATION
-
-
-class _Commands(click.Group):
-    """The command group: a command's usage errors exit 1, as configuration errors."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        """Run the command; its usage errors keep their message and usage line, with exit status 1."""
-        try:
-            return super().invoke(ctx)
-        except _UsageError:
-            raise
-        except click.UsageError as exc:
-            raise _UsageError(exc.message, exc.ctx) from exc
+    try:
+        return version("edinbox")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+        return "unknown"
 
 
-@click.group(cls=_Commands, context_settings={"auto_envvar_prefix": "EDINBOX", "help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=Commands,
+    context_settings={"auto_envvar_prefix": "EDINBOX", "help_option_names": ["-h", "--help"], "show_default": True},
+)
+@click.version_option(_version(), "--version", prog_name="edinbox")
 def main() -> None:
     """edinbox: each partner interchange creates its invoice once, however often the broker redelivers.
 
-    Settings come from flags, EDINBOX_ environment variables (see each command's --help) or a TOML file (--config).
-    Exit status: 0 done, 1 configuration (a flag, setting, URL or the schema: see the message), 2 `run` gave up
-    after --give-up-after.
+    Settings come from flags, EDINBOX_ environment variables (see each command's --help) or a TOML file (--config;
+    `edinbox config --example` prints one). Exit status: 0 done, 1 configuration (a flag, setting, URL, missing
+    extra or the schema: see the message), 2 `run` gave up after --give-up-after.
     """
 
 
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    """edinbox errors become a one-line message (passwords masked) and exit status 1."""
-    try:
-        yield
-    except InboxError as exc:
-        raise click.ClickException(mask(str(exc))) from exc
-
-
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine, its edinbox errors reported as by `_errors`."""
-    with _errors():
-        return asyncio.run(coro)
-
-
-def _option(*decls: str, **kwargs: Any) -> Callable[[F], F]:
-    """An option whose environment variable `--help` shows (EDINBOX_<COMMAND>_<OPTION> unless named)."""
-    return click.option(*decls, show_envvar=True, **kwargs)
-
-
-def _setting(flag: str, name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
-    """A hub setting: unset by default, its variable EDINBOX_<FIELD> named after the HubConfig field it sets."""
-    field = name or flag.removeprefix("--").replace("-", "_")
-    return _option(flag, field, envvar=f"EDINBOX_{field.upper()}", default=None, **kwargs)
-
-
-def db_options(func: F) -> F:
-    """The options every command shares: --config, --db, --table, --consumer (and their EDINBOX_ variables)."""
-    for decorator in reversed(
-        [
-            _setting("--config", type=click.Path(dir_okay=False, path_type=Path), help="hub.toml"),
-            _setting("--db", help="postgresql://... or sqlite:///hub.db  [default: sqlite:///edinbox.db]"),
-            _setting("--table", help="journal table, e.g. edi.inbox  [default: inbox]"),
-            _setting("--consumer", help="consumer name in the journal  [default: accounting]"),
-        ]
-    ):
-        func = decorator(func)
-    return func
-
-
-def _config(config: Path | None = None, **overrides: Any) -> HubConfig:
-    """The file's settings (`--config`), overridden by the flags and EDINBOX_ variables that were given."""
-    try:
-        return load_config(config).with_overrides(**overrides)
-    except InboxError as exc:
-        raise click.UsageError(mask(str(exc))) from exc
+def _config(**settings: Any) -> HubConfig:
+    """The checked settings of a command (`**settings` as its options gave them): see `edinbox._commands`."""
+    return hub_settings(settings)
 
 
 def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
@@ -130,27 +83,16 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
         raise click.BadParameter(str(exc), param_hint="--route") from exc
 
 
-def _echo(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: bool, columns: Sequence[str] = ()) -> None:
-    """Print a value as JSON (`--json`) or as people read it (a table for rows)."""
-    text = render(data, as_json=as_json, columns=columns)
-    if text:
-        click.echo(text)
-
-
 @main.command()
 @db_options
-@_setting("--source", help="dir:///srv/edi, amqp://..., nats://..., redis://..., kafka://...")
-@_setting("--batch-size", type=int, help="deliveries settled per transaction  [default: 20]")
-@_setting("--poll-timeout", type=float, help="seconds a receive waits  [default: 0.5]")
-@_setting("--idle-timeout", type=float, help="with --once: idle seconds before exit [1.5]")
-@_setting("--max-attempts", type=int, help="handler failures before a message is dead [5]")
-@_setting("--horizon", help="the longest time a message can come back  [default: 7d]")
-@_setting("--lease", help="claim length for a non-transactional accounting sink  [default: 5m]")
-@_setting(
-    "--non-edi",
-    type=click.Choice(["reject", "inbox"]),
-    help="payloads that are not EDI: park them, or key them by producer id  [default: reject]",
-)
+@_setting("--source")
+@_setting("--batch-size")
+@_setting("--poll-timeout")
+@_setting("--idle-timeout")
+@_setting("--max-attempts")
+@_setting("--horizon")
+@_setting("--lease")
+@_setting("--non-edi")
 @_option(
     "--route",
     "routes",
@@ -162,47 +104,50 @@ def _echo(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: boo
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="drain what is waiting, exit")
 @_option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT")
 @_option("--quiet", "-q", is_flag=True, envvar="EDINBOX_QUIET", help="log warnings and errors only")
-@_setting(
-    "--accounting",
-    help="POST invoices to this HTTP API (lease mode, Idempotency-Key) instead of the invoices table",
-)
-@_setting("--give-up-after", help="exit 2 when the database or source stays down this long (5m, 1h)  [default: never]")
-@_setting("--max-payload", help="bigger deliveries are parked unparsed (65536, 100KB, 32MiB)  [default: 32MiB]")
-@_setting("--relay/--no-relay", "relay", help="also relay the outbox (acknowledgments)  [default: relay]")
+@_setting("--accounting")
+@_setting("--give-up-after")
+@_setting("--max-payload")
+@_option("--no-relay", is_flag=True, envvar="EDINBOX_NO_RELAY", help="do not relay the outbox here (`edinbox relay`)")
+@_json
 def run(
-    *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, accounting: str | None, **settings: Any
+    *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, no_relay: bool, **settings: Any
 ) -> None:
     """Run the hub: settle deliveries from --source through the inbox into accounting, ack after commit.
 
     SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked). An outage of the database or
     the source is waited out with backoff (one log line when it goes down, one when it is back), also at start.
-    It runs no DDL: `edinbox init` creates the schema. EDINBOX_FAULT=after_commit:N arms the fault point: the
-    process kills itself after the N-th commit, before the ack (for redelivery tests).
+    It runs no DDL: `edinbox init` creates the schema (and the spool folder). EDINBOX_FAULT=after_commit:N arms the
+    fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests). --json
+    prints the totals as one JSON object when it stops.
 
-    Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL or missing schema: the message
-    says which), 2 gave up (a dependency stayed down longer than --give-up-after).
+    Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL, missing extra, missing database or
+    spool folder, missing schema: the message says which), 2 gave up (a dependency stayed down longer than
+    --give-up-after).
     """
     from edinbox.hub._fault import parse_fault
 
-    cfg = _routed(_config(**settings), routes)
     try:
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     except InboxError as exc:
         raise click.UsageError(str(exc)) from exc
+    cfg = _routed(_config(**settings, relay=False if no_relay else None), routes)
     logging.basicConfig(
         level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",  # ISO 8601, UTC, as all output
+        datefmt="%Y-%m-%dT%H:%M:%S",
         stream=sys.stderr,
     )
     from edinbox._redact import RedactFilter
 
-    redact = RedactFilter(urls=[u for u in (cfg.source, cfg.db, accounting) if u])
+    redact = RedactFilter(urls=[u for u in (cfg.source, cfg.db, cfg.accounting) if u])
     for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
         handler.addFilter(redact)
+        if handler.formatter is not None:
+            handler.formatter.converter = time.gmtime
     # the hub logs one line per outage; stamina's line per retry would repeat it
     logging.getLogger("stamina").setLevel(logging.ERROR)
     try:
-        totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json", accounting=accounting))
+        totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json"))
     except click.ClickException as exc:
         if isinstance(exc.__cause__, TransientError):
             first = (exc.message.strip().splitlines() or [""])[0]
@@ -211,18 +156,18 @@ def run(
         raise
     summary = " ".join(f"{k}={v}" for k, v in sorted(totals.items()))
     logging.getLogger("edinbox.hub").info(mask(f"stopped {summary}".strip()))
+    if as_json:
+        _echo(totals, as_json=True)
 
 
-async def _serve(
-    cfg: HubConfig, *, fault: Any, once: bool, log_json: bool, accounting: str | None = None
-) -> dict[str, int]:
+async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
     from edinbox.hub._hub import open_hub
 
     sink: Any = None
-    if accounting:
+    if cfg.accounting:
         from edinbox.hub.http_sink import HttpAccounting
 
-        sink = HttpAccounting(accounting)
+        sink = HttpAccounting(cfg.accounting)
     from edinbox.hub._outage import Stopped
 
     stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
@@ -241,6 +186,7 @@ async def _serve(
 
 @main.command()
 @db_options
+@_setting("--source", help="also create this spool folder (dir:///srv/edi) with its inbound/, archive/, ... folders")
 @_option(
     "--grant",
     "roles",
@@ -249,15 +195,24 @@ async def _serve(
     metavar="ROLE",
     help="PostgreSQL: grant this runtime role what `run` needs and no more (repeatable)",
 )
-def init(*, roles: tuple[str, ...], **settings: Any) -> None:
-    """Create the journal and the hub's tables (idempotent): the only command that changes the schema.
+@_json
+def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
+    """Create the journal and the hub's tables (idempotent), and the spool folder of --source: the only command that
+    creates anything.
 
     Run it with the owner's rights; `--grant ROLE` then gives the role `edinbox run` uses USAGE on the schema,
     SELECT/INSERT/UPDATE/DELETE on the journal and the hub's tables, and their sequences (no DDL).
     """
-    cfg = _config(**settings)
+    cfg = hub_settings(settings, creates=True)
     _run(_ops.init(cfg, grant=roles))
+    if as_json:
+        _echo(
+            {"db": mask(cfg.db), "table": cfg.table, "source": mask(cfg.source), "granted": list(roles)}, as_json=True
+        )
+        return
     click.echo(f"ready: journal {cfg.table} and the hub's tables in {mask(cfg.db)}")
+    if cfg.source:
+        click.echo(f"ready: source {mask(cfg.source)}")
     for role in roles:
         click.echo(f"granted {role}: what `edinbox run` needs on them")
 
@@ -265,9 +220,9 @@ def init(*, roles: tuple[str, ...], **settings: Any) -> None:
 @main.command()
 @db_options
 @_setting("--source", help="also check that this source can be reached")
-@_setting("--retention", help="how long journal rows are kept (purge age)  [default: 30d]")
-@_setting("--horizon", help="the longest time a message can come back  [default: 7d]")
-@_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print JSON")
+@_setting("--retention")
+@_setting("--horizon")
+@_json
 def doctor(*, as_json: bool, **settings: Any) -> None:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention vs the horizon."""
     checks = _run(_ops.doctor(_config(**settings)))
@@ -279,10 +234,17 @@ def doctor(*, as_json: bool, **settings: Any) -> None:
 
 @main.command()
 @db_options
-@_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print one JSON object")
+@_json
 def stats(*, as_json: bool, **settings: Any) -> None:
-    """Counts by outcome, rows by journal status, the oldest row's age and the table size."""
-    _echo(_run(_ops.stats(_config(**settings))), as_json=as_json)
+    """Counts by outcome, rows by journal status, the oldest row's age and the table size.
+
+    A consumer with no rows at all (a typo of --consumer?) is said on stderr; the exit status stays 0.
+    """
+    cfg = _config(**settings)
+    data = _run(_ops.stats(cfg))
+    if not data["journal_rows"] and not data["received"] and not data["rejected"]:
+        click.echo(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
+    _echo(data, as_json=as_json)
 
 
 @main.command("list")
@@ -292,8 +254,8 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     type=click.Choice(["processed", "failed", "dead", "conflict", "in_progress", "rejected"]),
     help="only rows of this status (rejected: parked payloads that did not parse)",
 )
-@_option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
-@_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print JSON")
+@_option("--limit", default=50, type=click.IntRange(min=1))
+@_json
 def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> None:
     """List journal rows (newest first) or parked payloads (--status rejected)."""
     rows = _run(_ops.list_rows(_config(**settings), status=status, limit=limit))
@@ -307,7 +269,7 @@ def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> 
 @main.command()
 @db_options
 @click.argument("key")
-@_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print JSON")
+@_json
 def show(*, key: str, as_json: bool, **settings: Any) -> None:
     """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID)."""
     cfg = _config(**settings)
@@ -322,42 +284,45 @@ def _change(
     key: str,
     settings: dict[str, Any],
     *,
+    as_json: bool,
     done: str,
     none: str,
 ) -> None:
     """Run a journal change on one key; say `done KEY`, or fail with `none KEY` when no row matched."""
     if not _run(action(_config(**settings), key)):
         raise click.ClickException(f"{none} {key!r}")
-    click.echo(f"{done} {key}")
+    if as_json:
+        _echo({"key": key, "done": done}, as_json=True)
+    else:
+        click.echo(f"{done} {key}")
 
 
 @main.command()
 @db_options
 @click.argument("key")
-def requeue(*, key: str, **settings: Any) -> None:
+@_json
+def requeue(*, key: str, as_json: bool, **settings: Any) -> None:
     """Make a dead or conflicting message processable again (its next delivery runs the handler)."""
-    _change(_ops.requeue, key, settings, done="requeued", none="no dead or conflicting row")
+    _change(_ops.requeue, key, settings, as_json=as_json, done="requeued", none="no dead or conflicting row")
 
 
 @main.command()
 @db_options
 @click.argument("key")
 @click.confirmation_option(prompt="Forget this key? Its next delivery will be processed again.", show_envvar=True)
-def forget(*, key: str, **settings: Any) -> None:
+@_json
+def forget(*, key: str, as_json: bool, **settings: Any) -> None:
     """Delete a journal row on purpose, so that the next delivery of the key is processed again."""
-    _change(_ops.forget, key, settings, done="forgot", none="no row")
+    _change(_ops.forget, key, settings, as_json=as_json, done="forgot", none="no row")
 
 
 @main.command()
 @db_options
-@_setting(
-    "--older-than",
-    "retention",
-    help="age of the rows to delete (30d, 12h, ...)  [default: 30d]",
-)
-@_setting("--horizon", help="the longest time a message can come back  [default: 7d]")
-@_option("--batch-size", default=1000, show_default=True, type=click.IntRange(min=1))
-def purge(*, batch_size: int, **settings: Any) -> None:
+@_setting("--older-than", "retention", help="age of the rows to delete (30d, 12h, ...)")
+@_setting("--horizon")
+@_option("--batch-size", default=1000, type=click.IntRange(min=1))
+@_json
+def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon)."""
     cfg = _config(**settings)
     with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
@@ -370,31 +335,34 @@ def purge(*, batch_size: int, **settings: Any) -> None:
             shown = deleted
 
         total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
-    click.echo(f"purged {total} rows older than {cfg.retention}")
+    if as_json:
+        _echo({"purged": total, "older_than": cfg.retention}, as_json=True)
+    else:
+        click.echo(f"purged {total} rows older than {cfg.retention}")
 
 
 @main.command()
-@_option("--messages", default=500, show_default=True, type=click.IntRange(min=1), help="interchanges")
-@_option(
-    "--duplicate-rate",
-    default=0.2,
-    show_default=True,
-    type=click.FloatRange(0, 1),
-    help="share of invoices a producer publishes twice",
-)
+@_option("--messages", default=500, type=click.IntRange(min=1), help="interchanges")
+@_option("--duplicate-rate", default=0.2, type=click.FloatRange(0, 1), help="share of invoices published twice")
 @_option(
     "--crash-rate",
     default=0.15,
-    show_default=True,
     type=click.FloatRange(0, 1),
     help="chance that a hub process is killed after a commit, before its ack",
 )
-@_option("--seed", default=7, show_default=True, type=int, help="same seed, same traffic")
-@_option("--db", envvar="EDINBOX_DB", default=None, help="[default: SQLite in the work dir]")
-@_option("--table", default=None, help="journal table  [default: inbox; a fresh schema on PostgreSQL]")
-@_option("--workers", default=2, show_default=True, type=click.IntRange(1, 8), help="hub processes")
-@_option("--dir", "workdir", type=click.Path(file_okay=False, path_type=Path), help="spool + logs [temp dir]")
-@_option("--json", "as_json", is_flag=True, envvar="EDINBOX_JSON", help="print the report as JSON")
+@_option("--seed", default=7, type=int, help="same seed, same traffic")
+@_option("--db", envvar="EDINBOX_DB", default=None, show_default="SQLite in the work dir")
+@_option("--table", default=None, show_default="inbox; a fresh schema on PostgreSQL", help="journal table")
+@_option("--workers", default=2, type=click.IntRange(1, 8), help="hub processes")
+@_option(
+    "--dir",
+    "workdir",
+    envvar="EDINBOX_DEMO_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    show_default="a temporary folder",
+    help="spool + logs",
+)
+@_json
 def demo(*, as_json: bool, **options: Any) -> None:
     """Run the hub on generated partner interchanges with duplicates and real crashes; check the invoices."""
     from edinbox.hub._demo import run_demo
@@ -409,8 +377,9 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @db_options
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="send what is waiting, exit")
 @_option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="rows per pass")
-@_setting("--give-up-after", help="exit 2 when the database stays down this long (5m, 1h)  [default: never]")
-def relay(*, once: bool, limit: int, **settings: Any) -> None:
+@_setting("--give-up-after")
+@_json
+def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.
 
     `edinbox run` relays by default; run this for a relay of its own (several share a PostgreSQL outbox).
@@ -431,27 +400,52 @@ def relay(*, once: bool, limit: int, **settings: Any) -> None:
         return await _ops.relay(cfg, stop=stop, once=once, limit=limit, fault=fault)
 
     totals = _run(serve())
-    click.echo(f"relayed sent={totals.get('sent', 0)} parked={totals.get('parked', 0)}")
+    done = {"sent": totals.get("sent", 0), "parked": totals.get("parked", 0)}
+    click.echo(json.dumps(done) if as_json else f"relayed sent={done['sent']} parked={done['parked']}")
 
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_option("--to", "url", required=True, envvar="EDINBOX_PUBLISH_TO", help="broker or spool URL")
 @_option("--raw", is_flag=True, help="send each file whole, keyed by its file name, without parsing it")
-def publish(*, files: tuple[Path, ...], url: str, raw: bool) -> None:
+@_json
+def publish(*, files: tuple[Path, ...], url: str, raw: bool, as_json: bool) -> None:
     """Send the interchanges in FILES to a broker, the producer id set to each interchange's key."""
     from edinbox._publish import split_files
-    from edinbox.sources import publisher
+    from edinbox.sources import check_source, publisher
 
     async def send(messages: list[tuple[str, bytes]]) -> None:
         await publisher(url)(url, messages)
 
     with _errors():
-        messages = split_files(files, raw=raw)
+        check_source(url)
+        messages = split_files(files, raw=raw, warn=lambda text: click.echo(f"warning: {text}", err=True))
     _run(send(messages))
-    for message_id, payload in messages:
-        click.echo(f"{message_id}\t{len(payload)} bytes")
+    rows = [{"key": message_id, "bytes": len(payload)} for message_id, payload in messages]
+    if as_json:
+        _echo({"to": mask(url), "files": len(files), "messages": rows}, as_json=True)
+        return
+    for row in rows:
+        click.echo(f"{row['key']}\t{row['bytes']} bytes")
     click.echo(f"published {len(messages)} message(s) from {len(files)} file(s) to {mask(url)}")
+
+
+@main.command("config")
+@db_options
+@_setting("--source")
+@_option("--show", "mode", flag_value="show", default=True, help="the effective settings and where each comes from")
+@_option("--example", "mode", flag_value="example", help="a commented hub.toml with every setting at its default")
+@_json
+def config_(*, mode: str, as_json: bool, **settings: Any) -> None:
+    """Print the effective settings with their origin (file, variable, flag, default), passwords masked, or
+    (--example) a commented hub.toml generated from the settings model."""
+    from edinbox.hub._settings import example_toml
+
+    if mode == "example":
+        text = example_toml()
+        click.echo(json.dumps({"example": text}) if as_json else text, nl=as_json)
+        return
+    _echo(load(settings).rows(), as_json=as_json, columns=["setting", "value", "origin"])
 
 
 if __name__ == "__main__":

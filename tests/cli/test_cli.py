@@ -314,6 +314,7 @@ def test_bad_database_or_source_url_is_one_masked_sentence(args: list[str], expe
 
 def test_run_without_a_source_is_a_clear_error(tmp_path: Path) -> None:
     """`run` with no source says what to pass instead of failing obscurely."""
+    assert cli("init", "--db", f"sqlite:///{tmp_path / 'x.db'}").exit_code == 0
     result = cli("run", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--once")
     assert result.exit_code == 1
     assert "--source" in result.output
@@ -347,7 +348,7 @@ def test_run_flags_for_routes_and_non_edi_payloads(tmp_path: Path) -> None:
     """--route and --non-edi change what the hub does; a bad route is a usage error."""
     db = f"sqlite:///{tmp_path / 'hub.db'}"
     spool = tmp_path / "spool"
-    assert cli("init", "--db", db).exit_code == 0
+    assert cli("init", "--db", db, "--source", f"dir://{spool}").exit_code == 0
     bad = cli("run", "--db", db, "--source", f"dir://{spool}", "--route", "INVOIC=teleport", "--once")
     assert bad.exit_code == 1  # configuration
     assert "teleport" in bad.output

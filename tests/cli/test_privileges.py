@@ -70,15 +70,19 @@ def test_a_runtime_role_granted_by_init_runs_the_hub_without_ddl(
         assert may_create.fetchone() == (False,)  # exactly what run needs: no DDL
 
 
-def test_run_against_an_empty_database_names_init_and_exits_1(postgres_url: str, unique_name: str) -> None:
+def test_run_against_an_empty_database_names_init_and_exits_1(
+    postgres_url: str, unique_name: str, tmp_path: Path
+) -> None:
     """`run` on a database without the hub's schema says in one line to run `edinbox init`, exits 1, creates nothing."""
+    (tmp_path / "spool").mkdir()
     done = edinbox(
-        "run", "--db", postgres_url, "--table", f"{unique_name}.inbox", "--source", "dir:///nonexistent", "--once"
+        "run", "--db", postgres_url, "--table", f"{unique_name}.inbox", "--source", f"dir://{tmp_path}/spool", "--once"
     )
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
     assert "edinbox init" in lines[0]
+    assert "spool" not in lines[0]
     with psycopg.connect(postgres_url) as conn:
         found = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (unique_name,)).fetchone()
     assert found == (0,)
@@ -93,6 +97,7 @@ def test_run_names_init_when_only_the_hub_tables_are_missing(tmp_path: Path) -> 
     db = tmp_path / "hub.db"
     with Inbox(f"sqlite:///{db}", consumer="accounting") as inbox:
         inbox.create_schema()
+    (tmp_path / "spool").mkdir()
     done = edinbox("run", "--db", f"sqlite:///{db}", "--source", f"dir://{tmp_path / 'spool'}", "--once")
     assert done.returncode == 1
     assert "invoices does not exist" in done.stderr
@@ -115,6 +120,7 @@ def test_run_as_a_role_without_its_grants_exits_1_naming_the_grant(
                 sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(*map(sql.Identifier, (unique_name, runtime_role)))
             )
     runtime = as_user(postgres_url, runtime_role)
+    (tmp_path / "spool").mkdir()
     done = edinbox("run", "--db", runtime, *table, "--source", f"dir://{tmp_path / 'spool'}", "--once")
     assert done.returncode == 1, done.stderr
     [line] = done.stderr.strip().splitlines()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -13,9 +12,10 @@ import pytest
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._acks import kinds
-from edinbox.hub._config import Agreement, load_config
+from edinbox.hub._config import Agreement
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.hub._ops import show, stats
+from edinbox.hub._settings import load_config
 from edinbox.sources import open_source
 from edinbox.sources.spool import publish
 
@@ -27,7 +27,7 @@ X12, GLOBEX, EDIFACT = PARTNERS[0], PARTNERS[1], PARTNERS[4]
 def agreed(config: HubConfig, outbound: Path, **terms: Any) -> HubConfig:
     """`config` with one agreement for every partner: acknowledgments to `outbound/<partner id>`."""
     agreement = Agreement(outbound=f"dir://{outbound}/{{id}}", **terms)
-    return replace(config, partners=MappingProxyType({"*": agreement}))
+    return config.with_overrides(partners={"*": agreement})
 
 
 async def settle(config: HubConfig) -> dict[str, int]:
@@ -118,11 +118,8 @@ async def test_acknowledgments_are_never_answered(hub_config: HubConfig, tmp_pat
 async def test_999_partners_and_no_outbound(hub_config: HubConfig, tmp_path: Path) -> None:
     """A partner agreed on 999 gets a 999 (005010X231A1); a partner without an outbound destination gets nothing."""
     out = tmp_path / "out"
-    config = replace(
-        hub_config,
-        partners=MappingProxyType(
-            {f"{GLOBEX.qualifier}:{GLOBEX.id}": Agreement(outbound=f"dir://{out}/globex", acknowledgment="999")}
-        ),
+    config = hub_config.with_overrides(
+        partners={f"{GLOBEX.qualifier}:{GLOBEX.id}": Agreement(outbound=f"dir://{out}/globex", acknowledgment="999")}
     )
     await publish(config.source, [("a", render(doc(partner=GLOBEX, control="000000401"))), ("b", render(doc()))])
     await settle(config)
@@ -136,7 +133,7 @@ async def test_a_rolled_back_interchange_is_never_acknowledged(hub_config: HubCo
     """A batch whose sink fails on one invoice rolls back with the acknowledgments it had written; settled alone,
     the good interchange is acknowledged once and the failing one (parked dead) never."""
     out = tmp_path / "out"
-    config = agreed(replace(hub_config, max_attempts=1), out, ta1="always")
+    config = agreed(hub_config.with_overrides(max_attempts=1), out, ta1="always")
     good, bad = doc(control="000000501", number="INV-5"), doc(control="000000502", number="POISON")
     await publish(config.source, [("a", render(good)), ("b", render(bad))])
     async with open_hub(config) as hub:
@@ -177,7 +174,8 @@ def test_agreements_load_from_toml(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     config = load_config(path)
-    assert config.agreement("ZZ:ACME") == Agreement("amqp://h/?queue=acme", "999", "requested", "notify", "ZZ:HUB")
+    expected = Agreement(outbound="amqp://h/?queue=acme", acknowledgment="999", sender="ZZ:HUB")
+    assert config.agreement("ZZ:ACME") == expected
     assert config.agreement("01:OTHER").duplicates == "silent"
     path.write_text('[partners."ZZ:ACME"]\nacknowledgment = "998"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="acknowledgment must be one of 997, 999, none"):

@@ -42,11 +42,18 @@ def test_flags_override_the_file_and_unset_flags_do_not(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("[hub]\nbatch_size = 0\n", "batch_size"),
-        ("[hub]\nunknown_key = 1\n", "unknown hub settings"),
-        ('[routes]\nINVOIC = "teleport"\n', "route for INVOIC"),
+        ("[hub]\nunknown_key = 1\n", "unknown key 'unknown_key' in \\[hub\\]"),
+        ("[hub]\nbatch_sise = 1\n", "did you mean 'batch_size'"),
+        ('[route]\nINVOIC = "inbox"\n', "unknown section \\[route\\] \\(did you mean 'routes'\\?\\)"),
+        ('[hub]\nbatch_size = "twenty"\n', "\\[hub\\] batch_size: expected a whole number, got 'twenty'"),
+        ("[hub]\nbatch_size = 2.5\n", "\\[hub\\] batch_size: expected a whole number, got 2.5"),
+        ("[hub]\nhorizon = 7\n", "\\[hub\\] horizon: expected a duration with its unit"),
+        ('[hub]\nretention = "30"\n', "retention: expected a duration with its unit"),
+        ("[hub]\ndb = 5\n", "db: expected text"),
+        ('[routes]\nINVOIC = "teleport"\n', "\\[routes\\]: INVOIC: expected 'inbox' or 'bypass', got 'teleport'"),
         ("[hub\n", "not valid TOML"),
         ('[hub]\nnon_edi = "maybe"\n', "non_edi"),
-        ('[hub]\ngive_up_after = "soon"\n', "not a duration"),
+        ('[hub]\ngive_up_after = "soon"\n', "give_up_after: expected a duration"),
     ],
 )
 def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, text: str, message: str) -> None:
@@ -74,12 +81,14 @@ def test_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
 
 
 def test_durations() -> None:
-    """Durations accept d/h/m/s/w suffixes or plain seconds, and refuse anything else."""
+    """Durations need their unit (s, m, h, d, w): a bare number is refused, as anything else."""
     assert parse_duration("30d") == timedelta(days=30)
     assert parse_duration("12h") == timedelta(hours=12)
-    assert parse_duration("90") == timedelta(seconds=90)
-    with pytest.raises(ConfigurationError):
-        parse_duration("soon")
+    assert parse_duration("90s") == timedelta(seconds=90)
+    assert parse_duration("2w") == timedelta(weeks=2)
+    for bad in ("soon", "90", "7 days", ""):
+        with pytest.raises(ConfigurationError, match="with its unit"):
+            parse_duration(bad)
 
 
 def test_fault_spec_parsing() -> None:

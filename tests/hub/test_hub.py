@@ -48,7 +48,7 @@ async def test_generated_traffic_creates_each_invoice_once(hub_config: HubConfig
     """Duplicates, re-rendered copies, conflicts, resends, acks and junk: one invoice per unique valid invoice."""
     traffic = generate(60, duplicate_rate=0.5, seed=3)
     await publish(hub_config.source, traffic.files)
-    totals = await settle(replace(hub_config, batch_size=7))
+    totals = await settle(hub_config.with_overrides(batch_size=7))
     counts = await stats(hub_config)
     assert counts["invoices"] == traffic.invoices
     assert counts["processed"] + counts["resent"] == traffic.unique_interchanges
@@ -153,7 +153,7 @@ class FailingAccounting(Accounting):
 
 async def test_failing_invoice_goes_dead_and_the_rest_of_the_batch_settles(hub_config: HubConfig, spool: Path) -> None:
     """A handler failure rolls back only that message's attempts; after max_attempts it is parked as dead."""
-    config = replace(hub_config, max_attempts=2)
+    config = hub_config.with_overrides(max_attempts=2)
     good = [render(doc(control=f"00000060{i}", number=f"OK-{i}")) for i in range(3)]
     bad = render(doc(control="000000699", number="POISON"))
     await publish(config.source, [("g0", good[0]), ("bad", bad), ("g1", good[1]), ("g2", good[2])])
@@ -291,7 +291,7 @@ async def test_one_file_with_a_good_and_a_broken_interchange(hub_config: HubConf
 
 async def test_non_edi_payloads_can_be_keyed_by_producer_id(hub_config: HubConfig, spool: Path) -> None:
     """With non_edi = "inbox", a payload that is not EDI is deduplicated by its producer id instead of parked."""
-    config = replace(hub_config, non_edi="inbox")
+    config = hub_config.with_overrides(non_edi="inbox")
     await publish(config.source, [("order-17", b'{"order": 17}'), ("order-17", b'{"order": 17}')])
     totals = await settle(config)
     assert totals == {"processed": 1, "duplicate": 1}
@@ -301,7 +301,7 @@ async def test_non_edi_payloads_can_be_keyed_by_producer_id(hub_config: HubConfi
 
 async def test_routes_come_from_the_configuration(hub_config: HubConfig, spool: Path) -> None:
     """A route table that sends INVOIC and 810 past the inbox creates no journal rows and no invoices."""
-    config = replace(hub_config, routes={"INVOIC": "bypass", "810": "bypass"})
+    config = hub_config.with_overrides(routes={"INVOIC": "bypass", "810": "bypass"})
     await publish(config.source, [("1", render(doc(control="000001101"))), ("2", render(doc(EDIFACT, "IC1101")))])
     assert await settle(config) == {"bypassed": 2}
     counts = await stats(config)

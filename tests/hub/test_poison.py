@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +62,7 @@ async def test_every_bad_input_is_parked_alone_and_every_good_invoice_created_on
     hub_config: HubConfig, spool: Path
 ) -> None:
     """One run over mixed traffic: good invoices created once, each bad input parked with its reason, nothing left."""
-    config = replace(hub_config, batch_size=8, max_payload=MAX_PAYLOAD)
+    config = hub_config.with_overrides(batch_size=8, max_payload=MAX_PAYLOAD)
     payloads, invoices = traffic()
     await publish(config.source, payloads)
     async with open_hub(config) as hub:
@@ -103,7 +102,7 @@ async def stored_payload(config: HubConfig, key: str) -> bytes:
 async def test_a_big_rejected_payload_is_kept_once(hub_config: HubConfig, spool: Path, size: int) -> None:
     """A big random file (over max_payload: never parsed; under it: not EDI) is kept whole once, in the spool's
     rejected/; the table keeps its first 64 KiB, and its reason gives the full size and names that folder."""
-    config = replace(hub_config, max_payload=MAX_PAYLOAD)
+    config = hub_config.with_overrides(max_payload=MAX_PAYLOAD)
     big = os.urandom(size)
     await publish(config.source, [("huge", big), ("ok", good(1))])
     async with open_hub(config) as hub:
@@ -149,7 +148,7 @@ class PoisonAccounting(Accounting):
 async def test_one_handler_failure_in_a_batch_of_six_leaves_five_processed(hub_config: HubConfig, spool: Path) -> None:
     """With max_attempts=1, one failing message in a batch of 6 is parked dead; the 5 others are processed at once,
     charged nothing (no error on their rows), and the stats add up."""
-    config = replace(hub_config, max_attempts=1, batch_size=6, idle_timeout=2.0)  # outlasts the nack's delay
+    config = hub_config.with_overrides(max_attempts=1, batch_size=6, idle_timeout=2.0)  # outlasts the nack's delay
     payloads = [(f"m{i}", good(300 + i)) for i in range(6)]
     await publish(config.source, payloads)
     async with open_hub(config) as hub:
@@ -177,7 +176,7 @@ async def test_a_data_error_of_one_invoice_is_not_a_database_failure(
 ) -> None:
     """A bad date, a missing DTM+137 or a total of 10^21 among ten good invoices (it once made every delivery of
     the batch dead, 0 invoices): the ten are created in the first run, the bad one parked alone."""
-    config = replace(hub_config, batch_size=11, max_attempts=3)
+    config = hub_config.with_overrides(batch_size=11, max_attempts=3)
     payloads = [(f"ok{i}", good(400 + i)) for i in range(10)]
     payloads.insert(4, ("bad", BAD[bad]()))
     await publish(config.source, payloads)
@@ -229,7 +228,7 @@ class DriverErrorAccounting(Accounting):
 async def test_a_driver_data_error_in_the_handler_parks_its_message_at_once(hub_config: HubConfig, spool: Path) -> None:
     """A value the database refuses in the handler's SQL is that message's permanent fault: dead at once (no retry,
     max_attempts untouched), its five batch-mates processed in the same run, the database never taken for down."""
-    config = replace(hub_config, batch_size=6, max_attempts=5)
+    config = hub_config.with_overrides(batch_size=6, max_attempts=5)
     await publish(config.source, [(f"d{i}", good(600 + i)) for i in range(6)])
     async with open_hub(config) as hub:
         hub.accounting = DriverErrorAccounting(hub.accounting, poison="G-602")
@@ -246,7 +245,7 @@ async def test_a_slow_batch_beats_in_progress_for_each_delivery(hub_config: HubC
     """A batch held longer than a third of the source's ack_wait calls in_progress on each of its deliveries."""
     await publish(hub_config.source, [("s1", good(700)), ("s2", good(701))])
     beats: list[str] = []
-    async with open_hub(replace(hub_config, batch_size=2)) as hub:
+    async with open_hub(hub_config.with_overrides(batch_size=2)) as hub:
 
         async def in_progress(delivery: Any) -> None:
             beats.append(delivery.key)
@@ -281,7 +280,7 @@ async def test_a_store_error_during_isolation_makes_the_whole_step_transient(
 ) -> None:
     """A StoreError while the batch is settled message by message is an outage: the step raises it, every delivery
     goes back, nothing more is charged; once the database is back everything settles and nothing doubles."""
-    config = replace(hub_config, batch_size=5, max_attempts=3, idle_timeout=2.0)
+    config = hub_config.with_overrides(batch_size=5, max_attempts=3, idle_timeout=2.0)
     await publish(config.source, [(f"o{i}", good(800 + i)) for i in range(5)])
     async with open_hub(config) as hub:
         sink = hub.accounting

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 import nats
 import pytest
@@ -36,7 +35,7 @@ async def url() -> AsyncIterator[str]:
 async def test_a_batch_slower_than_ack_wait_is_not_handed_to_another_hub(hub_config: HubConfig, url: str) -> None:
     """A batch that takes 2.5 times the 1 s ack wait: its hub's in_progress beats keep the deliveries its own, so a
     second hub on the same consumer gets nothing (no duplicate is counted) and each invoice is created once."""
-    config = replace(hub_config, source=url, batch_size=2, idle_timeout=3.0)
+    config = hub_config.with_overrides(source=url, batch_size=2, idle_timeout=3.0)
     await publish(url, [("n1", good(900)), ("n2", good(901))])
     async with open_hub(config) as slow, open_hub(config) as other:
         slow.accounting = SlowAccounting(slow.accounting, seconds=1.25)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 import aio_pika
 import pytest
@@ -48,7 +47,7 @@ async def test_every_bad_input_is_parked_alone_through_rabbitmq(hub_config: HubC
     """Through RabbitMQ: good invoices created once in one run, each bad delivery dead-lettered with its reason kept
     in the rejected table, the queue drained, and the counts adding up to the items delivered."""
     url = f"{BROKER}?queue={queue}&queue_type=quorum"
-    config = replace(hub_config, source=url, batch_size=8, max_payload=MAX_PAYLOAD, idle_timeout=1.0)
+    config = hub_config.with_overrides(source=url, batch_size=8, max_payload=MAX_PAYLOAD, idle_timeout=1.0)
     payloads, invoices = traffic()
     await publish(url, payloads)
     async with open_hub(config) as hub:

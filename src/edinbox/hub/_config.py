@@ -1,58 +1,38 @@
-"""The hub's configuration: a frozen value built from a TOML file, then overridden by flags and environment.
+"""The hub's configuration: one typed model (pydantic-settings) for the TOML file, `EDINBOX_` variables and flags.
 
-```toml
-[hub]
-db = "sqlite:///hub.db"         # or postgresql://user@host/db
-source = "dir:///srv/edi"       # or amqp://, nats://, redis://, kafka://
-consumer = "accounting"
-table = "inbox"                 # schema-qualified on PostgreSQL: "edi.inbox"
-batch_size = 20                 # deliveries per receive, settled in one transaction
-poll_timeout = 0.5              # seconds a receive waits for the first delivery
-idle_timeout = 1.5              # with --once: exit after the source was idle this long
-max_attempts = 5
-horizon = "7d"                  # the longest time a message can come back (broker, retries, operator replay)
-retention = "30d"               # journal rows older than this may be purged (never shorter than the horizon)
-lease = "5m"                    # lease mode (a non-transactional accounting sink): how long a claim is held
-give_up_after = ""              # exit (code 2) when a dependency stays down this long; empty: wait forever
-non_edi = "reject"              # payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)
-max_payload = "32MiB"           # bigger payloads are parked unparsed (bytes, or 100KB, 32MiB, 1GiB)
-relay = true                    # `run` also relays the outbox (acknowledgments) to its destinations
-
-[partners."ZZ:ACME"]            # a trading partner's agreement, by its "qualifier:id" as sender (see Agreement)
-outbound = "dir:///srv/edi/out/acme"   # where its acknowledgments go (any source URL); empty: none are sent
-acknowledgment = "997"          # X12 functional acknowledgment: "997", "999" (005010 partners) or "none"
-ta1 = "requested"               # X12 TA1 / EDIFACT CONTRL: "requested" (ISA14 / UNB 0031 = 1), "always", "never"
-duplicates = "notify"           # a re-sent interchange: "notify" (TA1 R 025 / CONTRL UCI 4 26) or "silent"
-sender = "ZZ:HUB"               # our party in its acknowledgments; empty: the receiver the partner addressed
-
-[partners."*"]                  # the agreement of every partner without its own; `{id}` is the partner's id
-outbound = "dir:///srv/edi/out/{id}"
-
-[routes]                        # message type -> "inbox" | "bypass"
-INVOIC = "inbox"
-"810" = "inbox"
-"997" = "bypass"
-```
+Each field of `HubConfig` is a key of `[hub]` in the TOML file, a flag of the commands that take it and an
+`EDINBOX_<FIELD>` variable; its type and description are written once, here. `edinbox config --example` prints the
+file this model describes (`example_toml()`), so the documentation cannot drift from it. Loading a file and merging
+the variables and flags is `edinbox.hub._settings`. A value of the wrong type is a ConfigurationError naming the key
+and the type expected; a duration needs its unit (`30s`, `15m`, `12h`, `7d`, `2w`).
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["DEFAULT_ROUTES", "MAX_PAYLOAD", "Agreement", "HubConfig", "load_config", "parse_duration", "parse_size"]
+__all__ = [
+    "DEFAULT_ROUTES",
+    "MAX_PAYLOAD",
+    "Agreement",
+    "HubConfig",
+    "describe",
+    "parse_duration",
+    "parse_size",
+]
 
 INBOX = "inbox"
 BYPASS = "bypass"
-_ROUTES = (INBOX, BYPASS)
 
 MAX_PAYLOAD = 32 * 1024 * 1024
 """The default `max_payload`: a delivery bigger than this is parked with its reason, never parsed."""
@@ -70,6 +50,102 @@ DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
     }
 )
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_HINT = "a duration with its unit (30s, 15m, 12h, 7d, 2w)"
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse `30s`, `15m`, `12h`, `7d` or `2w` into a timedelta; a number without its unit is refused."""
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    if not match:
+        raise ConfigurationError(f"{text!r} is not {_DURATION_HINT}")
+    return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
+
+
+def parse_size(value: object) -> int:
+    """Parse a number of bytes, or a size such as `100KB`, `32MiB`, `1.5GB` (KiB, MiB, GiB: powers of 1024)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    if not match:
+        raise ConfigurationError(f"max_payload {value!r} is not a size (examples: 65536, 100KB, 32MiB, 1GiB)")
+    number, prefix, binary = match.groups()
+    power = "kmgt".index(prefix.lower()) + 1 if prefix else 0
+    return int(float(number) * (1024 if binary else 1000) ** power)
+
+
+def _whole(value: object) -> object:
+    """An integer, or its digits as text (a variable or flag); 2.5, "twenty" and true are refused."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"expected a whole number, got {value!r}")
+
+
+def _seconds(value: object) -> object:
+    """A number of seconds (integer or decimal, or its text); a duration text is refused here."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ValueError(f"expected a number of seconds, got {value!r}")
+
+
+def _duration(value: object) -> object:
+    """A duration text with its unit, kept as written (`7d`)."""
+    if isinstance(value, str) and _DURATION.match(value):
+        return value.strip()
+    raise ValueError(f"expected {_DURATION_HINT}, got {value!r}")
+
+
+def _optional_duration(value: object) -> object:
+    """A duration, or empty for "never"."""
+    return "" if value in ("", None) else _duration(value)
+
+
+def _size(value: object) -> object:
+    """A number of bytes or a size text."""
+    try:
+        size = parse_size(value)
+    except ConfigurationError:
+        raise ValueError(f"expected a size (65536, 100KB, 32MiB, 1GiB), got {value!r}") from None
+    if size < 1:
+        raise ValueError("must be at least 1 byte")
+    return size
+
+
+def _text(value: object) -> object:
+    """Text only: a number where a URL or name belongs is a mistake, not something to convert."""
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"expected text, got {value!r}")
+
+
+def _name(value: object) -> object:
+    """Non-empty text."""
+    if isinstance(value, str) and value.strip():
+        return value
+    raise ValueError(f"expected a non-empty name, got {value!r}")
+
+
+def _routes(value: object) -> object:
+    """Routes by upper-case message type over the defaults."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f'expected a table of TYPE = "inbox" | "bypass", got {value!r}')
+    routes = {**DEFAULT_ROUTES, **{str(k).upper(): v for k, v in value.items()}}
+    for kind, route in routes.items():
+        if route not in (INBOX, BYPASS):
+            raise ValueError(f"{kind}: expected 'inbox' or 'bypass', got {route!r}")
+    return routes
+
 
 ACKNOWLEDGMENTS = ("997", "999", "none")
 TA1 = ("requested", "always", "never")
@@ -78,10 +154,15 @@ DUPLICATES = ("notify", "silent")
 
 @dataclass(frozen=True, slots=True)
 class Agreement:
-    """What a trading partner gets back: the defaults are those of a partner without an agreement.
+    """What a trading partner gets back (`[partners."QUALIFIER:ID"]`): the defaults are those of a partner
+    without an agreement.
 
-    With no `outbound` (the default, unless `[partners."*"]` sets one) nothing is sent. For EDIFACT partners `ta1`
-    governs CONTRL (the interchange's answer) and `acknowledgment = "none"` turns it off too. An interchange of
+    `outbound` is where its acknowledgments go (any source URL; `{id}` is replaced by the partner's id); with none
+    (the default, unless `[partners."*"]` sets one) nothing is sent. `acknowledgment`: the X12 functional
+    acknowledgment, "997", "999" (005010 partners) or "none". `ta1`: "requested" (ISA14 / UNB 0031 = 1), "always" or
+    "never"; for EDIFACT partners it governs CONTRL, which `acknowledgment = "none"` turns off too. `duplicates`: a
+    re-sent interchange gets a notice (TA1 R 025 / CONTRL UCI 4 26) with "notify", nothing with "silent". `sender`:
+    our party "QUALIFIER:ID" in its acknowledgments (empty: the receiver the partner addressed). An interchange of
     acknowledgments only is never answered.
     """
 
@@ -102,31 +183,78 @@ class Agreement:
             raise ConfigurationError(f"sender must be QUALIFIER:ID (e.g. ZZ:HUB), not {self.sender!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class HubConfig:
-    """Everything the hub needs to run; every field is also a flag and an EDINBOX_ environment variable."""
+_NO_AGREEMENT = Agreement()
 
-    db: str = "sqlite:///edinbox.db"
-    source: str = ""
-    consumer: str = "accounting"
-    table: str = "inbox"
-    batch_size: int = 20
-    poll_timeout: float = 0.5
-    idle_timeout: float = 1.5
-    max_attempts: int = 5
-    horizon: str = "7d"
-    retention: str = "30d"
-    lease: str = "5m"
-    non_edi: str = "reject"
-    give_up_after: str = ""
-    max_payload: int = MAX_PAYLOAD
-    """Bytes a delivery may have; a bigger one is parked unparsed (a size text such as "32MiB" is accepted)."""
-    relay: bool = True
-    """`edinbox run` also runs the outbox relay (false: run `edinbox relay` on its own)."""
-    default_route: str = INBOX
-    routes: Mapping[str, str] = field(default_factory=lambda: DEFAULT_ROUTES)
-    partners: Mapping[str, Agreement] = field(default_factory=lambda: MappingProxyType({}))
-    """Agreements by the partner's "qualifier:id"; "*" is the agreement of every other partner."""
+
+def _partners(value: object) -> object:
+    """Agreements by partner: a table of tables (`[partners."ZZ:ACME"]`), each checked as an Agreement."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f'expected tables [partners."QUALIFIER:ID"], got {value!r}')
+    agreements = {}
+    for name, terms in value.items():
+        if isinstance(terms, Agreement):
+            agreements[str(name)] = terms
+            continue
+        if not isinstance(terms, Mapping):
+            raise ValueError(f"{name}: expected a table of outbound, acknowledgment, ta1, duplicates, sender")
+        try:
+            agreements[str(name)] = Agreement(**dict(terms))
+        except (TypeError, ConfigurationError) as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return agreements
+
+
+Count = Annotated[int, BeforeValidator(_whole), Field(ge=1)]
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+Duration = Annotated[str, BeforeValidator(_duration)]
+Text = Annotated[str, BeforeValidator(_text)]
+Route = Literal["inbox", "bypass"]
+
+
+class HubConfig(BaseSettings):
+    """Everything the hub needs to run; every field is also a flag and an EDINBOX_ environment variable.
+
+    Built from keywords only (`HubConfig(db=...)`): it reads no environment itself; `edinbox.hub._settings` merges
+    the file, the variables and the flags. A value that cannot work raises ConfigurationError naming the key.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="EDINBOX_", frozen=True, extra="forbid", validate_default=True)
+
+    db: Text = Field("sqlite:///edinbox.db", description="postgresql://user@host/db or sqlite:///hub.db")
+    source: Text = Field("", description="dir:///srv/edi, amqp://, nats://, redis:// or kafka://")
+    consumer: Annotated[str, BeforeValidator(_name)] = Field("accounting", description="consumer name in the journal")
+    table: Text = Field("inbox", description='journal table, schema-qualified on PostgreSQL: "edi.inbox"')
+    batch_size: Count = Field(20, description="deliveries per receive, settled in one transaction")
+    poll_timeout: Annotated[Seconds, Field(gt=0)] = Field(0.5, description="seconds a receive waits for a delivery")
+    idle_timeout: Annotated[Seconds, Field(ge=0)] = Field(1.5, description="with --once: idle seconds before exit")
+    max_attempts: Count = Field(5, description="handler failures before a message is dead")
+    horizon: Duration = Field(
+        "7d", description="the longest time a message can come back (broker, retries, operator replay)"
+    )
+    retention: Duration = Field(
+        "30d", description="journal rows older than this may be purged (never shorter than the horizon)"
+    )
+    lease: Duration = Field("5m", description="lease mode (an HTTP accounting sink): how long a claim is held")
+    give_up_after: Annotated[str, BeforeValidator(_optional_duration)] = Field(
+        "", description='exit 2 when a dependency stays down this long; "" waits for ever'
+    )
+    non_edi: Literal["reject", "inbox"] = Field(
+        "reject", description='payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)'
+    )
+    max_payload: Annotated[int, BeforeValidator(_size)] = Field(
+        MAX_PAYLOAD, description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB; 32MiB)"
+    )
+    accounting: Text = Field(
+        "", description="POST invoices to this HTTP API (lease mode) instead of the invoices table"
+    )
+    default_route: Route = Field("inbox", description="the route of a message type [routes] does not name")
+    routes: Annotated[dict[str, str], BeforeValidator(_routes)] = Field(
+        default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
+    )
+    relay: bool = Field(True, description="`run` also relays the outbox (acknowledgments) to its destinations")
+    partners: Annotated[dict[str, Agreement], BeforeValidator(_partners)] = Field(
+        default_factory=dict, description='partner agreements by "QUALIFIER:ID" ("*": every other partner)'
+    )
 
     def agreement(self, partner: str) -> Agreement:
         """The agreement of the partner "qualifier:id": its own, else "*", else the defaults (nothing is sent)."""
@@ -137,92 +265,47 @@ class HubConfig:
         """True when some agreement sends acknowledgments (the hub then reads what they need while planning)."""
         return any(a.outbound for a in self.partners.values())
 
-    def __post_init__(self) -> None:
-        """Refuse values that cannot work, with a sentence saying which."""
-        if not isinstance(self.max_payload, int) or isinstance(self.max_payload, bool):
-            object.__setattr__(self, "max_payload", parse_size(self.max_payload))
-        if self.max_payload < 1:
-            raise ConfigurationError("max_payload must be at least 1 byte")
-        if self.batch_size < 1:
-            raise ConfigurationError("batch_size must be at least 1")
-        if self.poll_timeout <= 0 or self.idle_timeout < 0:
-            raise ConfigurationError("poll_timeout must be positive and idle_timeout not negative")
-        if self.max_attempts < 1:
-            raise ConfigurationError("max_attempts must be at least 1")
-        if self.non_edi not in ("reject", INBOX):
-            raise ConfigurationError(f"non_edi must be 'reject' or 'inbox', not {self.non_edi!r}")
-        parse_duration(self.retention)  # `edinbox doctor` compares them; here they only have to parse
-        parse_duration(self.horizon)
-        parse_duration(self.lease)
-        if self.give_up_after:
-            parse_duration(self.give_up_after)
-        if not self.consumer:
-            raise ConfigurationError("consumer must not be empty")
-        for kind, route in {**self.routes, "(default)": self.default_route}.items():
-            if route not in _ROUTES:
-                raise ConfigurationError(f"route for {kind} must be one of {', '.join(_ROUTES)}, not {route!r}")
+    def __init__(self, **values: Any) -> None:
+        """Validate the keywords; a value that cannot work is a ConfigurationError naming its key."""
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigurationError(describe(exc)) from exc
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keywords only: the variables and the file are read by `edinbox.hub._settings`, for the command line."""
+        return (init_settings,)
 
     def route(self, message_type: str) -> str:
         """The route ("inbox" or "bypass") for a message type such as INVOIC, 810, 997 or CONTRL."""
         return self.routes.get(message_type.upper(), self.default_route)
 
     def with_overrides(self, **values: Any) -> HubConfig:
-        """A copy with the given fields replaced; None values (an unset flag) keep the current value."""
-        names = {f.name for f in fields(self)}
-        unknown = set(values) - names
+        """A copy with the given fields replaced and validated; None values (an unset flag) keep the current value."""
+        unknown = set(values) - set(type(self).model_fields)
         if unknown:
             raise ConfigurationError(f"unknown hub settings: {', '.join(sorted(unknown))}")
-        return replace(self, **{k: v for k, v in values.items() if v is not None})
+        return HubConfig(**{**self.model_dump(), **{k: v for k, v in values.items() if v is not None}})
 
 
-_NO_AGREEMENT = Agreement()
-
-
-def load_config(path: Path | None) -> HubConfig:
-    """Read `[hub]` and `[routes]` from a TOML file (None gives the defaults)."""
-    if path is None:
-        return HubConfig()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the configuration {path}: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigurationError(f"{path} is not valid TOML: {exc}") from exc
-    hub = dict(data.get("hub", {}))
-    routes = data.get("routes", {})
-    partners = data.get("partners", {})
-    if not isinstance(hub, dict) or not isinstance(routes, dict) or not isinstance(partners, dict):
-        raise ConfigurationError(f"{path}: [hub], [routes] and [partners] must be tables")
-    merged = {**DEFAULT_ROUTES, **{str(k).upper(): str(v) for k, v in routes.items()}}
-    try:
-        agreements = {str(name): Agreement(**dict(terms)) for name, terms in partners.items()}
-        return HubConfig().with_overrides(**hub, routes=MappingProxyType(merged), partners=MappingProxyType(agreements))
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"{path}: {exc}") from exc
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse `30d`, `12h`, `15m`, `45s` or a number of seconds into a timedelta."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ConfigurationError(f"{text!r} is not a duration (examples: 30d, 12h, 15m, 45s)")
-    return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
-
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
-
-
-def parse_size(value: object) -> int:
-    """Parse a number of bytes, or a size such as `100KB`, `32MiB`, `1.5GB` (KiB, MiB, GiB: powers of 1024)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    match = _SIZE.match(value) if isinstance(value, str) else None
-    if not match:
-        raise ConfigurationError(f"max_payload {value!r} is not a size (examples: 65536, 100KB, 32MiB, 1GiB)")
-    number, prefix, binary = match.groups()
-    power = "kmgt".index(prefix.lower()) + 1 if prefix else 0
-    return int(float(number) * (1024 if binary else 1000) ** power)
+def describe(exc: ValidationError, names: Mapping[str, str] | None = None) -> str:
+    """One line per invalid value: the key (or what set it, from `names`) and the type expected."""
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"]) or "settings"
+        where = (names or {}).get(str(error["loc"][0]) if error["loc"] else "", key)
+        if where != key and len(error["loc"]) > 1:
+            where = f"{where} {'.'.join(str(p) for p in error['loc'][1:])}"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if "got " not in message and "input" in error:
+            message = f"{message}, got {error['input']!r}"
+        lines.append(f"{where}: {message}")
+    return "; ".join(lines)

@@ -51,7 +51,12 @@ def split_key(key: str) -> tuple[str, str]:
 
 async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
     """Create the journal and the hub's tables (idempotent), verify them, and grant each runtime role in `grant`
-    exactly what `edinbox run` needs (no DDL)."""
+    exactly what `edinbox run` needs (no DDL); open the source once, which creates a spool folder."""
+    if config.source:
+        from edinbox.sources import open_source
+
+        async with open_source(config.source, consumer=config.consumer):
+            pass
     async with open_inbox(config) as inbox:
         await inbox.create_schema()
         await inbox.transaction(create_tables)
@@ -157,7 +162,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
                 "delivery": r[1],
                 "reason": r[2],
                 "deliveries": r[3],
-                "at": json_value(r[4]),
+                "at": json_value(_timestamp(r[4])),
             }
             for r in rows
         ]
@@ -197,7 +202,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "delivery": r[1],
                 "reason": r[2],
                 "deliveries": r[3],
-                "at": json_value(r[4]),
+                "at": json_value(_timestamp(r[4])),
                 "payload": json_value(r[5]),
             }
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
@@ -313,11 +318,10 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("journal", "fail", mask(str(exc))))
     source_horizon: timedelta | None = None
     if config.source:
-        from edinbox.sources import open_source
+        from edinbox.sources import reach
 
         try:
-            async with open_source(config.source, consumer=config.consumer) as source:
-                source_horizon = source.horizon
+            source_horizon = await reach(config.source, consumer=config.consumer)
             checks.append(Check("source", "ok", f"reached {mask(config.source)}"))
         except InboxError as exc:
             checks.append(Check("source", "fail", mask(str(exc))))

@@ -1,11 +1,18 @@
-"""How the operator's commands print their values: aligned tables, key/value lines, JSON, short durations."""
+"""How the operator's commands print their values: aligned tables, key/value lines, JSON, short durations.
+
+One convention for every command: timestamps in ISO 8601, UTC (`2026-12-03T02:11:56.123456+00:00`), durations as
+the options take them (`7d`, `1d2h`, `30s`), and for people a missing value is `-`, never Python's `None`; a nested
+mapping (`journal` in `stats`) is printed as `journal.processed` lines, never as an embedded JSON dict.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from edinbox._core import human_duration
 
 __all__ = ["as_dict", "human_duration", "json_value", "render"]
 
@@ -13,7 +20,9 @@ __all__ = ["as_dict", "human_duration", "json_value", "render"]
 def json_value(value: Any) -> Any:
     """A journal or table value as JSON can carry it: datetimes in ISO form, bytes as text, enums by value."""
     if isinstance(value, datetime):
-        return value.isoformat()
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+    if isinstance(value, timedelta):
+        return human_duration(value)
     if isinstance(value, bytes | memoryview):
         return bytes(value).decode("latin-1")
     if hasattr(value, "value") and not isinstance(value, int | str):
@@ -27,26 +36,41 @@ def as_dict(value: Any) -> dict[str, Any]:
     return {name: json_value(getattr(value, name)) for name in names}
 
 
-def human_duration(span: timedelta) -> str:
-    """A duration the way the options take it: 30d, 12h, 5m, else seconds (90s, 1.5s)."""
-    seconds = span.total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+def _flat(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """`key, value` pairs, a nested mapping's keys prefixed with its own (`journal.processed`)."""
+    pairs: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            pairs += _flat(value, f"{prefix}{key}.")
+        elif key.endswith("_seconds") and not isinstance(value, bool):
+            shown = None if value is None else human_duration(value)
+            pairs.append((f"{prefix}{key.removesuffix('_seconds')}", shown))
+        else:
+            pairs.append((f"{prefix}{key}", value))
+    return pairs
+
+
+def _text(value: Any) -> str:
+    """A value for people: `-` for none, lists joined, everything else as JSON values print."""
+    value = json_value(value)
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, list):
+        return "; ".join(
+            _text(v) if not isinstance(v, Mapping) else " ".join(f"{k}={_text(x)}" for k, x in v.items()) for v in value
+        )
+    return str(value)
 
 
 def render(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: bool, columns: Sequence[str] = ()) -> str:
     """One JSON document, or for people: `key  value` lines for a mapping, an aligned table for rows."""
     if as_json:
-        return json.dumps(data, default=str)
+        return json.dumps(data, default=json_value)
     if isinstance(data, Mapping):
-        width = max((len(k) for k in data), default=0)
-        return "\n".join(
-            f"{key.ljust(width)}  {json.dumps(value, default=str) if isinstance(value, dict | list) else value}"
-            for key, value in data.items()
-        )
+        pairs = _flat(data)
+        width = max((len(k) for k, _ in pairs), default=0)
+        return "\n".join(f"{key.ljust(width)}  {_text(value)}" for key, value in pairs)
     columns = list(columns) or (list(data[0]) if data else [])
-    table = [[c.upper() for c in columns], *([str(row.get(c, "")) for c in columns] for row in data)]
+    table = [[c.upper() for c in columns], *([_text(row.get(c)) for c in columns] for row in data)]
     widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in table)

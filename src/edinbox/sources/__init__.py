@@ -12,7 +12,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
 
-__all__ = ["Delivery", "Publish", "Source", "open_source", "publisher"]
+__all__ = ["Delivery", "Publish", "Source", "check_source", "open_source", "publisher", "reach"]
 
 Publish = Callable[[str, Sequence[tuple[str, bytes]]], Awaitable[None]]
 """`await publish(url, [(message_id, payload), ...])`: send payloads with the producer id set."""
@@ -53,3 +53,35 @@ def open_source(url: str, *, consumer: str, horizon: timedelta | None = None, **
 def publisher(url: str) -> Publish:
     """Return the function that publishes to the broker or spool a URL names."""
     return cast(Publish, _module(url).publish)
+
+
+def check_source(url: str, *, exists: bool = True) -> None:
+    """Refuse, before anything is opened or created, a source that cannot work: a missing driver (the extra to
+    install), a malformed URL or an unknown option (the closest known one), and with `exists` a spool folder that
+    does not exist."""
+    from edinbox._extras import require
+
+    require(url)
+    module = _module(url)
+    module.SOURCE.from_url(url, consumer="check")
+    if exists and module.__name__ == _MODULES["dir"]:
+        from edinbox.sources.spool import spool_path
+
+        root = spool_path(url)
+        if not root.is_dir():
+            raise ConfigurationError(
+                f"the spool folder {root} does not exist: `edinbox init --source {url}` creates it"
+            )
+
+
+async def reach(url: str, *, consumer: str) -> timedelta | None:
+    """Check that a source can be reached without changing it, and return its redelivery horizon (None: unknown).
+
+    A spool folder is only looked at (it must exist; opening it would create its folders and a claim folder); a
+    broker is connected to and closed.
+    """
+    check_source(url)
+    if _module(url).__name__ == _MODULES["dir"]:
+        return None
+    async with open_source(url, consumer=consumer) as source:
+        return source.horizon

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
@@ -43,15 +44,21 @@ class SourceOptions:
         """The option `name`, converted; a ConfigurationError when it is missing."""
         value = self.take(name, convert, None)
         if value is None:
-            raise self.error(f"the option {name}= is required")
+            for given in sorted(set(self._values) - self._taken):  # a misspelling is named, not "missing"
+                if difflib.get_close_matches(given, [name], n=1, cutoff=0.6):
+                    raise self.error(f"unknown option {given}= (did you mean {name}=?)")
+            others = sorted(f"{n}=" for n in set(self._values) - self._taken)
+            also = f" (also given: {', '.join(others)}: a misspelling?)" if others else ""
+            raise self.error(f"the option {name}= is required{also}")
         return value
 
     def finish(self) -> None:
         """Fail on any option that no one took: a typo must not silently fall back to a default."""
         unknown = sorted(set(self._values) - self._taken)
         if unknown:
-            known = ", ".join(sorted(self._taken))
-            raise self.error(f"unknown option(s) {', '.join(unknown)} (known: {known})")
+            close = difflib.get_close_matches(unknown[0], sorted(self._taken), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}=?" if close else f"known: {', '.join(sorted(self._taken))}"
+            raise self.error(f"unknown option(s) {', '.join(unknown)} ({hint})")
 
 
 def split_url(url: str, *, schemes: tuple[str, ...], overrides: Mapping[str, Any]) -> tuple[SplitResult, SourceOptions]:

@@ -39,11 +39,18 @@ OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXE
 
 
 def spool_path(url: str) -> Path:
-    """Return the folder a `dir:///path` URL names (a relative `dir:relative/path` is allowed too)."""
+    """Return the folder a `dir:///absolute/path` or `dir:relative/path` URL names.
+
+    `dir://name` is refused, as `sqlite://name` is: after two slashes comes a host, not a path.
+    """
     parts = urlsplit(url)
     if parts.scheme != "dir":
         raise ConfigurationError(f"not a spool URL: {url!r} (expected dir:///path)")
-    raw = unquote(parts.netloc + parts.path)
+    if parts.netloc:
+        raise ConfigurationError(
+            f"invalid spool URL {url!r}: use dir:///absolute/path or dir:relative/path (dir://NAME names a host)"
+        )
+    raw = unquote(parts.path)
     if not raw:
         raise ConfigurationError(f"the spool URL {url!r} names no folder")
     return Path(raw)
@@ -131,8 +138,12 @@ def write_atomically(tmp: Path, target: Path, data: bytes) -> None:
 
 
 def file_name(message_id: str) -> str:
-    """The inbound file name for a payload published with a producer id: ordered by time, unique."""
-    return f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}~{quote(message_id, safe='')[:180]}.edi"
+    """The inbound file name for a payload published with a producer id: ordered by time, unique, one extension.
+
+    Dots of the id are escaped too (`order.x12` -> `order%2Ex12.edi`), so a file published under its own name never
+    gets a double extension; the reader unquotes them.
+    """
+    return f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}~{quote(message_id, safe='').replace('.', '%2E')[:180]}.edi"
 
 
 async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:

@@ -8,6 +8,7 @@ import aiosqlite
 
 from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
+from edinbox._extras import require
 from edinbox._urls import database_url, mask
 from edinbox.stores._async_base import AsyncStore
 
@@ -27,6 +28,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> AsyncStore:
     if isinstance(target, str):
         parsed = database_url(target)
         if parsed.dialect == "postgresql":
+            require(target)
             from edinbox.stores._async_postgres import AsyncPostgresStore
 
             return AsyncPostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)

@@ -8,6 +8,7 @@ from typing import Any
 
 from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
+from edinbox._extras import require
 from edinbox._urls import database_url, mask
 from edinbox.stores._sync_base import Store
 
@@ -27,6 +28,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> Store:
     if isinstance(target, str):
         parsed = database_url(target)
         if parsed.dialect == "postgresql":
+            require(target)
             from edinbox.stores._sync_postgres import PostgresStore
 
             return PostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)

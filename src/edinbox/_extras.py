@@ -1,0 +1,40 @@
+"""The optional extras: which driver a URL needs, and the one line that says how to install it.
+
+`require(url)` imports the driver a database, source or HTTP URL needs and raises ConfigurationError
+(`postgresql:// needs psycopg: pip install 'edinbox[postgres]'`) when it is missing, before anything is opened.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from edinbox._errors import ConfigurationError
+
+__all__ = ["EXTRAS", "require"]
+
+EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
+    "postgresql": (("psycopg", "psycopg_pool"), "postgres"),
+    "postgres": (("psycopg", "psycopg_pool"), "postgres"),
+    "amqp": (("aio_pika",), "rabbitmq"),
+    "amqps": (("aio_pika",), "rabbitmq"),
+    "nats": (("nats",), "nats"),
+    "redis": (("redis",), "redis"),
+    "kafka": (("confluent_kafka",), "kafka"),
+    "http": (("httpx",), "http"),
+    "https": (("httpx",), "http"),
+}
+"""URL scheme -> (modules its driver needs, the extra that installs them)."""
+
+
+def require(url: str) -> None:
+    """Import the driver `url`'s scheme needs; a ConfigurationError saying which extra to install when it is missing.
+
+    Schemes without an extra (sqlite, dir) and empty URLs need nothing.
+    """
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    modules, extra = EXTRAS.get(scheme, ((), ""))
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise ConfigurationError(f"{scheme}:// needs {module}: pip install 'edinbox[{extra}]'") from None
