@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -69,8 +68,7 @@ def test_invoices_equal_unique_interchanges_whatever_the_crashes(
     """Random traffic, batch sizes and crashes between commit and ack: the counts always add up."""
     root = tmp_path_factory.mktemp("hub")
     spool = root / "spool"
-    config = replace(
-        HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{spool}", idle_timeout=0.05),
+    config = HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{spool}", idle_timeout=0.05).with_overrides(
         batch_size=batch_size,
         poll_timeout=0.05,
     )
