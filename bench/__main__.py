@@ -15,8 +15,11 @@ BENCHMARKS = [
     "bench.kafka",
     "bench.spool",
     "bench.hub_memory",
+    "bench.console",
+    "bench.hubs",
     "bench.outbox",
 ]
+# bench.journal_scale is run by hand: it fills journals of 10M rows (gigabytes, minutes) and keeps them.
 
 
 def main() -> int:

@@ -6,15 +6,19 @@ table), and until the whole backlog is settled (second table); no database, so t
 measured. Backlogs take turns round by round, so the load of other processes on a shared machine hits them alike;
 the best round of each is compared. A spool whose cost per file does not grow with the backlog shows ratios near 1.
 With `--hub`, a third table: the hub itself (parse, journal, invoices on an SQLite file) settling its first 1,000
-deliveries of generated invoice traffic with 1,000 and with 20,000 files waiting.
+deliveries of generated invoice traffic with 1,000 and with 20,000 files waiting. With `--vs-parse`, the hub on
+1,000 waiting files against the parser alone (parse, key and invoice extraction of the same files, no I/O),
+alternating round by round.
 
 Run: .venv/bin/python -m bench.spool [--rounds 3] [--measure 1000] [--backlogs 1000,20000] [--no-whole] [--hub]
+    [--vs-parse]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -23,6 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import generate
 from edinbox.hub._ops import init
@@ -75,6 +80,34 @@ def fill_traffic(root: Path, count: int, traffic: list[tuple[str, bytes]]) -> No
         (inbound / file_name(f"{message_id}-{i}")).write_bytes(payload)
 
 
+def parse_rate(traffic: list[tuple[str, bytes]], measure: int) -> float:
+    """Parse, key and extract the invoices of the first `measure` files of the traffic; return files per second."""
+    payloads = [traffic[i % len(traffic)][1] for i in range(measure)]
+    started = time.perf_counter()
+    for payload in payloads:
+        with contextlib.suppress(edi.EdiSyntaxError):  # the traffic's broken files, as the hub parks them
+            for interchange in edi.parse(payload):
+                if interchange.keyable:
+                    interchange.message()
+                    interchange.invoices()
+    return measure / (time.perf_counter() - started)
+
+
+def vs_parse(traffic: list[tuple[str, bytes]], rounds: int, measure: int, batch: int) -> tuple[float, float]:
+    """The best hub rate (1,000 files waiting) and the best parse-alone rate, alternating round by round."""
+    hub = parser = 0.0
+    workdir = Path(tempfile.mkdtemp(prefix="bench-spool-"))
+    try:
+        for round_ in range(rounds):
+            root = workdir / f"r{round_}"
+            fill_traffic(root, max(measure, 1000), traffic)
+            hub = max(hub, asyncio.run(through_hub(root, measure, batch)))
+            parser = max(parser, parse_rate(traffic, measure))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return hub, parser
+
+
 def main() -> int:
     """Run the rounds and print one table of rates and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -84,6 +117,7 @@ def main() -> int:
     parser.add_argument("--backlogs", default="1000,20000")
     parser.add_argument("--no-whole", dest="whole", action="store_false", help="skip draining whole backlogs")
     parser.add_argument("--hub", action="store_true", help="also measure the hub itself on an SQLite file")
+    parser.add_argument("--vs-parse", action="store_true", help="the hub against parsing alone, same files")
     args = parser.parse_args()
     backlogs = [int(b) for b in args.backlogs.split(",")]
     first = _measure(backlogs, args.rounds, args.batch, lambda _: args.measure)
@@ -100,6 +134,14 @@ def main() -> int:
         hub = _measure(backlogs, args.rounds, args.batch, lambda _: args.measure, traffic=traffic)
         print(f"\nthrough the hub (SQLite file), the first {args.measure:,} deliveries:")
         _table(backlogs, hub, unit="msg/s")
+    if args.vs_parse:
+        traffic = list(generate(2000, duplicate_rate=0.0, seed=1).files)
+        hub_rate, parse_alone = vs_parse(traffic, args.rounds, args.measure, args.batch)
+        print(f"\nthe hub against parsing alone, the first {args.measure:,} files of the same traffic:")
+        print("| what | rate | ratio to parsing alone |")
+        print("|---|---|---|")
+        print(f"| parse + key + invoice extraction | {parse_alone:,.0f} files/s | x1.00 |")
+        print(f"| hub (spool, SQLite file) | {hub_rate:,.0f} msg/s | x{hub_rate / parse_alone:.2f} |")
     return 0
 
 

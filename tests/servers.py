@@ -4,6 +4,7 @@ with PrivatePostgres() as pg:        # initdb + pg_ctl from `pg_config --bindir`
     url = pg.url                     # postgresql://postgres@127.0.0.1:PORT/postgres (trust)
     pg.stop()                        # pg_ctl stop -m fast: every connection is cut
     pg.start()                       # the same data directory, the same port
+    pg.restart_command()             # the same as one shell command line (for `edinbox chaos`)
 
 PrivateServer("nats" | "redis", folder) is a broker killed with SIGKILL and started again on its port and data.
 """
@@ -11,6 +12,7 @@ PrivateServer("nats" | "redis", folder) is a broker killed with SIGKILL and star
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -56,11 +58,20 @@ class PrivatePostgres:
         """The URL of the `postgres` database as the `postgres` superuser."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
-    def _postgres(self, program: str, *args: str) -> None:
+    def _command(self, program: str, *args: str) -> list[str]:
         command = [str(self._bin / program), *args]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
-        subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+        return command
+
+    def _postgres(self, program: str, *args: str) -> None:
+        subprocess.run(self._command(program, *args), capture_output=True, text=True, check=True, timeout=120)
+
+    def restart_command(self) -> str:
+        """A shell command line that restarts the server (`pg_ctl restart -m fast`: sessions cut, same options)."""
+        return shlex.join(
+            self._command("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-m", "fast", "-w", "restart")
+        )
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""

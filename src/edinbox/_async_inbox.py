@@ -33,6 +33,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, overload
 
+from edinbox import _trace
 from edinbox._async_journal import AsyncJournal
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
 from edinbox._errors import ConfigurationError, NotSettledError, StoreError
@@ -88,19 +89,33 @@ class AsyncInbox(AsyncJournal):
         `tx.extend_lease()` as a heartbeat, and the completion commits after. A delivery during a live lease
         raises NotSettledError; after an expired lease the handler runs again with the same key, or the row is
         parked (DEAD) when `at_most_once` is set.
+
+        With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
+        children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
         """
+        attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
+        with _trace.span(_trace.SETTLE, attributes):
+            outcome = await self._process(message, handler, lease=lease, at_most_once=at_most_once)
+            _trace.note(outcome=outcome.value)
+            return outcome
+
+    async def _process(
+        self, message: Message, handler: Handler, *, lease: timedelta | None, at_most_once: bool
+    ) -> Outcome:
         if lease is not None:
             return await self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
         key = key_params(self.consumer, message)
         for _ in range(_RETRIES):
             async with self._store.unit() as unit:
                 if await unit.insert("insert_processed", key):
+                    _trace.note(attempt=1)
                     return await self._run(unit, message, handler)
                 found = await self._find(unit, key)
                 if found is None:
                     await unit.rollback()
                     continue
                 action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
+                _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
                 if action is not Action.RETRY:
                     return await self._settle(unit, action, message, key)
                 await unit.run("retry", key)
@@ -109,13 +124,15 @@ class AsyncInbox(AsyncJournal):
 
     async def _run(self, unit: AsyncUnit, message: Message, handler: Handler) -> Outcome:
         try:
-            await handler(Tx(unit.connection, self.dialect, unit=unit), message)
+            with _trace.span(_trace.HANDLER):
+                await handler(Tx(unit.connection, self.dialect, unit=unit), message)
         except BaseException as exc:
             await unit.rollback()
             if isinstance(exc, Exception):
                 return await self._failed(unit, message, exc)
             raise
-        await unit.commit()
+        with _trace.span(_trace.COMMIT):
+            await unit.commit()
         return Outcome.PROCESSED
 
     async def _failed(self, unit: AsyncUnit, message: Message, exc: Exception) -> Outcome:
@@ -154,7 +171,8 @@ class AsyncInbox(AsyncJournal):
         except BaseException:
             await unit.rollback()
             raise
-        await unit.commit()
+        with _trace.span(_trace.COMMIT):
+            await unit.commit()
         return outcome
 
     async def _process_leased(
@@ -166,6 +184,7 @@ class AsyncInbox(AsyncJournal):
         async with self._store.unit() as unit:
             if await unit.insert("insert_claimed", claim):
                 attempts = 1
+                _trace.note(attempt=attempts)
             else:
                 found = await self._find(unit, key)
                 if found is None:
@@ -181,16 +200,20 @@ class AsyncInbox(AsyncJournal):
                 if action is not Action.RETRY:
                     return await self._settle(unit, action, message, key)
                 attempts, requeued = (await unit.fetch("reclaim", claim))[0]
+            _trace.note(attempt=attempts)
             await unit.commit()
         held = {**key, "attempts": attempts}
         idempotency = idempotency_key(
             self.consumer, message.source, message.message_id, fingerprint=message.fingerprint, requeued=requeued
         )
         try:
-            await handler(Tx(None, self.dialect, idempotency, partial(self._extend, held, lease)), message)
+            with _trace.span(_trace.HANDLER):
+                await handler(Tx(None, self.dialect, idempotency, partial(self._extend, held, lease)), message)
         except Exception as exc:
             return await self._failed_claim(message, held, exc)
-        if not await self._write("complete", held):
+        with _trace.span(_trace.COMMIT):
+            completed = await self._write("complete", held)
+        if not completed:
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
         return Outcome.PROCESSED
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -66,6 +66,15 @@ class AsyncJournal:
     async def create_schema(self) -> None:
         """Create the journal table, its unique key and schema version when missing (idempotent)."""
         await self._store.create_schema(version=SCHEMA_VERSION)
+
+    async def migrate(self) -> list[int]:
+        """Upgrade the journal from an older schema version to this edinbox's, rows kept; return the versions applied.
+
+        Each step's named queries (`sql/<dialect>/migrations.sql`) run in one transaction with the version row,
+        under the schema lock (PostgreSQL: an advisory lock; SQLite: the write lock), so concurrent callers
+        migrate once; run again, it applies nothing. SchemaError when the journal is newer than this edinbox.
+        """
+        return await self._store.migrate(version=SCHEMA_VERSION)
 
     async def verify(self) -> None:
         """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
@@ -227,6 +236,13 @@ class AsyncJournal:
         async with self._store.unit() as unit:
             rows = await unit.fetch("stats", {"consumer": self.consumer})
         return Stats.from_counts({Status(status): count for status, count in rows})
+
+    async def oldest(self) -> dict[str, datetime]:
+        """When the oldest row of each status of this consumer was received (statuses without rows are absent)."""
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("oldest", {"consumer": self.consumer})
+        found = {str(status): self._store.timestamp(when) for status, when in rows}
+        return {status: when for status, when in found.items() if when is not None}
 
     async def get(self, source: str, message_id: str) -> Record | None:
         """The journal row of one message of this consumer, or None."""

@@ -16,6 +16,7 @@ from edinbox._errors import ConfigurationError, PermanentError, SchemaError, Tra
 __all__ = [
     "COLUMNS",
     "MAX_KEY_BYTES",
+    "MIGRATIONS",
     "SCHEMA_VERSION",
     "Action",
     "Failure",
@@ -30,11 +31,21 @@ __all__ = [
     "idempotency_key",
     "judge",
     "key_problem",
+    "migration_steps",
     "parse_table",
 ]
 
-SCHEMA_VERSION = 1
-"""Version of the journal layout; `create_schema()` writes it and `verify()` demands it."""
+MIGRATIONS: dict[int, str] = {
+    2: "statuses after requeue read requeued",
+}
+"""Each version of the journal layout after the first, with what it changes.
+
+Version N is reached by the named queries `v<N>_*` of `sql/<dialect>/migrations.sql`, run in file order, in the
+transaction of `migrate()`; adding a version is one line here and its queries there (see DEVELOPERS.md).
+"""
+
+SCHEMA_VERSION = max(MIGRATIONS, default=1)
+"""Version of the journal layout: `create_schema()` writes it, `migrate()` reaches it, `verify()` demands it."""
 
 COLUMNS = (
     "consumer",
@@ -75,6 +86,8 @@ class Status(enum.Enum):
     lease); an operator decides."""
     CONFLICT = "conflict"
     """Processed, and later delivered again under the same key with another fingerprint; kept for operators."""
+    REQUEUED = "requeued"
+    """An operator requeued a dead or conflict row: like FAILED with no attempt yet; the next delivery runs it."""
 
 
 SETTLED = frozenset({Status.PROCESSED, Status.CONFLICT})
@@ -251,6 +264,25 @@ def idempotency_key(
 
 
 def check_version(found: list[int], *, version: int, table: object) -> None:
-    """Raise SchemaError unless the version table holds exactly `version`."""
-    if sorted(found) != [version]:
-        raise SchemaError(f"journal table {table} has schema version {found or 'none'}, this edinbox needs {version}")
+    """Raise SchemaError unless the version table holds exactly `version`; an older one names `edinbox migrate`."""
+    if sorted(found) == [version]:
+        return
+    if len(found) == 1 and found[0] < version:
+        raise SchemaError(
+            f"journal table {table} has schema version {found[0]}, this edinbox needs {version}: "
+            "run `edinbox migrate` (Inbox.migrate()) to upgrade it"
+        )
+    raise SchemaError(f"journal table {table} has schema version {found or 'none'}, this edinbox needs {version}")
+
+
+def migration_steps(found: list[int], *, version: int, table: object) -> list[int]:
+    """The versions to apply, in order, to a journal whose version table holds `found`; SchemaError when the
+    journal is newer than this edinbox or its version table is not one row."""
+    if len(found) != 1:
+        raise SchemaError(f"journal table {table} has schema version {found or 'none'}: expected exactly one row")
+    if found[0] > version:
+        raise SchemaError(
+            f"journal table {table} has schema version {found[0]}, newer than this edinbox's {version}: "
+            "upgrade edinbox instead"
+        )
+    return list(range(found[0] + 1, version + 1))

@@ -16,12 +16,19 @@ from typing import Any
 from edinbox._errors import ConfigurationError
 from edinbox._message import Message
 
-__all__ = ["interchange_id", "split_files", "split_payload"]
+__all__ = ["interchange_id", "send", "split_files", "split_payload"]
 
 
 def interchange_id(message: Message) -> str:
     """The producer id of an interchange: its inbox key `(source, message_id)` as `source/message_id`."""
     return f"{message.source}/{message.message_id}"
+
+
+async def send(url: str, messages: list[tuple[str, bytes]]) -> None:
+    """Publish `(producer id, payload)` pairs to the broker or spool `url` names (`edinbox publish`, `replay`)."""
+    from edinbox.sources import publisher
+
+    await publisher(url)(url, messages)
 
 
 def split_files(

@@ -110,20 +110,29 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class Stats:
-    """Journal rows of one consumer, counted by status."""
+    """Journal rows of one consumer, counted by what they say (rows, not deliveries).
+
+    `processed` counts every key whose effect committed, conflicts included: a conflict is counted beside the
+    processed row, never instead of it (after PROCESSED then CONFLICT, processed stays 1 and conflict is 1).
+    `conflict` counts those processed keys that were later delivered with other content. `failed`, `requeued`,
+    `dead` and `in_progress` count keys whose effect has not committed. `total` is the number of rows.
+    """
 
     processed: int = 0
     in_progress: int = 0
     failed: int = 0
     dead: int = 0
     conflict: int = 0
+    requeued: int = 0
 
     @property
     def total(self) -> int:
-        """Every row of the consumer."""
-        return self.processed + self.in_progress + self.failed + self.dead + self.conflict
+        """Every row of the consumer (a conflict row is inside `processed`)."""
+        return self.processed + self.in_progress + self.failed + self.dead + self.requeued
 
     @classmethod
     def from_counts(cls, counts: dict[Status, int]) -> Stats:
-        """Build from a status -> count mapping (missing statuses count zero)."""
-        return cls(**{status.value: counts.get(status, 0) for status in Status})
+        """Build from rows counted by status (missing statuses count zero); conflict rows count as processed too."""
+        values = {status.value: counts.get(status, 0) for status in Status}
+        values["processed"] += values["conflict"]
+        return cls(**values)

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, overload
 
+from edinbox import _trace
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
 from edinbox._errors import ConfigurationError, NotSettledError, StoreError
 from edinbox._message import Message, Outcome
@@ -89,19 +90,31 @@ class Inbox(Journal):
         `tx.extend_lease()` as a heartbeat, and the completion commits after. A delivery during a live lease
         raises NotSettledError; after an expired lease the handler runs again with the same key, or the row is
         parked (DEAD) when `at_most_once` is set.
+
+        With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
+        children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
         """
+        attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
+        with _trace.span(_trace.SETTLE, attributes):
+            outcome = self._process(message, handler, lease=lease, at_most_once=at_most_once)
+            _trace.note(outcome=outcome.value)
+            return outcome
+
+    def _process(self, message: Message, handler: Handler, *, lease: timedelta | None, at_most_once: bool) -> Outcome:
         if lease is not None:
             return self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
         key = key_params(self.consumer, message)
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
                 if unit.insert("insert_processed", key):
+                    _trace.note(attempt=1)
                     return self._run(unit, message, handler)
                 found = self._find(unit, key)
                 if found is None:
                     unit.rollback()
                     continue
                 action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
+                _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
                 if action is not Action.RETRY:
                     return self._settle(unit, action, message, key)
                 unit.run("retry", key)
@@ -110,13 +123,15 @@ class Inbox(Journal):
 
     def _run(self, unit: Unit, message: Message, handler: Handler) -> Outcome:
         try:
-            handler(Tx(unit.connection, self.dialect, unit=unit), message)
+            with _trace.span(_trace.HANDLER):
+                handler(Tx(unit.connection, self.dialect, unit=unit), message)
         except BaseException as exc:
             unit.rollback()
             if isinstance(exc, Exception):
                 return self._failed(unit, message, exc)
             raise
-        unit.commit()
+        with _trace.span(_trace.COMMIT):
+            unit.commit()
         return Outcome.PROCESSED
 
     def _failed(self, unit: Unit, message: Message, exc: Exception) -> Outcome:
@@ -155,7 +170,8 @@ class Inbox(Journal):
         except BaseException:
             unit.rollback()
             raise
-        unit.commit()
+        with _trace.span(_trace.COMMIT):
+            unit.commit()
         return outcome
 
     def _process_leased(self, message: Message, handler: Handler, *, lease: timedelta, at_most_once: bool) -> Outcome:
@@ -165,6 +181,7 @@ class Inbox(Journal):
         with self._store.unit() as unit:
             if unit.insert("insert_claimed", claim):
                 attempts = 1
+                _trace.note(attempt=attempts)
             else:
                 found = self._find(unit, key)
                 if found is None:
@@ -180,16 +197,20 @@ class Inbox(Journal):
                 if action is not Action.RETRY:
                     return self._settle(unit, action, message, key)
                 attempts, requeued = (unit.fetch("reclaim", claim))[0]
+            _trace.note(attempt=attempts)
             unit.commit()
         held = {**key, "attempts": attempts}
         idempotency = idempotency_key(
             self.consumer, message.source, message.message_id, fingerprint=message.fingerprint, requeued=requeued
         )
         try:
-            handler(Tx(None, self.dialect, idempotency, partial(self._extend, held, lease)), message)
+            with _trace.span(_trace.HANDLER):
+                handler(Tx(None, self.dialect, idempotency, partial(self._extend, held, lease)), message)
         except Exception as exc:
             return self._failed_claim(message, held, exc)
-        if not self._write("complete", held):
+        with _trace.span(_trace.COMMIT):
+            completed = self._write("complete", held)
+        if not completed:
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
         return Outcome.PROCESSED
 

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -67,6 +67,15 @@ class Journal:
     def create_schema(self) -> None:
         """Create the journal table, its unique key and schema version when missing (idempotent)."""
         self._store.create_schema(version=SCHEMA_VERSION)
+
+    def migrate(self) -> list[int]:
+        """Upgrade the journal from an older schema version to this edinbox's, rows kept; return the versions applied.
+
+        Each step's named queries (`sql/<dialect>/migrations.sql`) run in one transaction with the version row,
+        under the schema lock (PostgreSQL: an advisory lock; SQLite: the write lock), so concurrent callers
+        migrate once; run again, it applies nothing. SchemaError when the journal is newer than this edinbox.
+        """
+        return self._store.migrate(version=SCHEMA_VERSION)
 
     def verify(self) -> None:
         """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
@@ -228,6 +237,13 @@ class Journal:
         with self._store.unit() as unit:
             rows = unit.fetch("stats", {"consumer": self.consumer})
         return Stats.from_counts({Status(status): count for status, count in rows})
+
+    def oldest(self) -> dict[str, datetime]:
+        """When the oldest row of each status of this consumer was received (statuses without rows are absent)."""
+        with self._store.unit() as unit:
+            rows = unit.fetch("oldest", {"consumer": self.consumer})
+        found = {str(status): self._store.timestamp(when) for status, when in rows}
+        return {status: when for status, when in found.items() if when is not None}
 
     def get(self, source: str, message_id: str) -> Record | None:
         """The journal row of one message of this consumer, or None."""

@@ -25,13 +25,27 @@ _QUERY_PASSWORD = re.compile(
     re.IGNORECASE,
 )
 
+# a part of each parameter name of _QUERY_PASSWORD: a text with none of them has nothing for it to mask. The text is
+# lowered, and the two letters that re.IGNORECASE also takes for "s" and "i" (long s, dotless i) are folded to them.
+_QUERY_WORDS = ("pass", "pwd", "secret", "token", "api")
+
 MEMORY = ":memory:"
 
 
 def mask(text: str) -> str:
-    """Return `text` with every password in a URL or DSN replaced by `***`."""
-    text = _PASSWORD.sub(r"\g<head>***\g<tail>", text)
-    return _QUERY_PASSWORD.sub(r"\g<head>***", text)
+    """Return `text` with every password in a URL or DSN replaced by `***`.
+
+    Each pattern runs only when the text holds what it cannot match without (`://`; one of the parameter words),
+    so an ordinary log line costs two substring searches instead of two regex scans.
+    """
+    if "://" in text:
+        text = _PASSWORD.sub(r"\g<head>***\g<tail>", text)
+    lower = text.lower()
+    if not text.isascii():
+        lower = lower.replace("\u017f", "s").replace("\u0131", "i")
+    if any(word in lower for word in _QUERY_WORDS):
+        text = _QUERY_PASSWORD.sub(r"\g<head>***", text)
+    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,6 +108,8 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_setting("--give-up-after")
 @_setting("--max-payload")
 @_option("--no-relay", is_flag=True, envvar="EDINBOX_NO_RELAY", help="do not relay the outbox here (`edinbox relay`)")
+@_setting("--metrics-port")
+@_setting("--metrics-host")
 @_json
 def run(
     *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, no_relay: bool, **settings: Any
@@ -174,14 +176,31 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    metrics, server = _metrics(cfg)
     try:
-        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop) as hub:
+        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
             logging.getLogger("edinbox.hub").info(
                 mask(f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}")
             )
             return dict(await hub.run(once=once))
     except Stopped:
         return {}
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
+    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them."""
+    if not cfg.metrics_port:
+        return None, None
+    from edinbox.metrics import Metrics
+
+    metrics = Metrics()
+    try:
+        return metrics, metrics.serve(cfg.metrics_port, host=cfg.metrics_host)
+    except OSError as exc:
+        raise click.UsageError(f"cannot serve /metrics on {cfg.metrics_host}:{cfg.metrics_port}: {exc}") from exc
 
 
 @main.command()
@@ -219,6 +238,21 @@ def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
 
 @main.command()
 @db_options
+@_json
+def migrate(*, as_json: bool, **settings: Any) -> None:
+    """Upgrade the journal from an older schema version to this edinbox's, rows kept (idempotent).
+
+    Each step runs in one transaction under the schema lock; run it with the owner's rights, before `run`.
+    """
+    result = _run(_ops.migrate(_config(**settings)))
+    if as_json:
+        _echo(result, as_json=True)
+    else:
+        click.echo(_ops.migration_summary(result))
+
+
+@main.command()
+@db_options
 @_setting("--source", help="also check that this source can be reached")
 @_setting("--retention")
 @_setting("--horizon")
@@ -251,7 +285,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
 @db_options
 @_option(
     "--status",
-    type=click.Choice(["processed", "failed", "dead", "conflict", "in_progress", "rejected"]),
+    type=click.Choice(["processed", "failed", "requeued", "dead", "conflict", "in_progress", "rejected"]),
     help="only rows of this status (rejected: parked payloads that did not parse)",
 )
 @_option("--limit", default=50, type=click.IntRange(min=1))
@@ -270,13 +304,26 @@ def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> 
 @db_options
 @click.argument("key")
 @_json
-def show(*, key: str, as_json: bool, **settings: Any) -> None:
-    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID)."""
+@_option(
+    "--payload",
+    "payload_file",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="write the stored payload's raw bytes to this file",
+)
+def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any) -> None:
+    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID).
+
+    Payloads are previewed: EDI one segment per line, text as text, anything else as hex; --payload FILE writes
+    the raw bytes.
+    """
     cfg = _config(**settings)
     data = _run(_ops.show(cfg, key))
     if data is None:
         raise click.ClickException(f"no row {key!r} for consumer {cfg.consumer!r}")
-    _echo(data, as_json=as_json)
+    if payload_file is not None:
+        size = _run(_ops.write_payload(cfg, key, payload_file))
+        click.echo(f"wrote {size} bytes to {payload_file}", err=True)
+    click.echo(json.dumps(data, default=str) if as_json else _ops.render_shown(data))
 
 
 def _change(
@@ -318,12 +365,34 @@ def forget(*, key: str, as_json: bool, **settings: Any) -> None:
 
 @main.command()
 @db_options
+@click.argument("key")
+@_setting("--source", help="the hub's source, where a replay goes unless --to says otherwise")
+@_option("--to", "to", envvar="EDINBOX_REPLAY_TO", help="publish here instead (a broker or spool URL)")
+@_json
+def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
+    """Re-publish the payload stored under KEY (SOURCE/MESSAGE_ID after `requeue`, or rejected/N) with its key.
+
+    It goes to the hub's source (--source) unless --to names another broker or spool, through the same publisher
+    as `edinbox publish`; the hub then settles it as any delivery.
+    """
+    from edinbox.hub._redrive import replay as replay_stored
+
+    done = _run(replay_stored(_config(**settings), key, to=to))
+    if as_json:
+        _echo(done, as_json=True)
+    else:
+        click.echo(f"replayed {done['key']} as {done['message_id']} to {done['to']}")
+
+
+@main.command()
+@db_options
 @_setting("--older-than", "retention", help="age of the rows to delete (30d, 12h, ...)")
 @_setting("--horizon")
 @_option("--batch-size", default=1000, type=click.IntRange(min=1))
 @_json
 def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
-    """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon)."""
+    """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon),
+    and the parked payloads rejected before that."""
     cfg = _config(**settings)
     with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
         shown = 0
@@ -334,11 +403,11 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
             bar.update(deleted - shown)
             shown = deleted
 
-        total = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
+        purged = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
     if as_json:
-        _echo({"purged": total, "older_than": cfg.retention}, as_json=True)
+        _echo({"purged": purged.rows, "rejected": purged.rejected, "older_than": cfg.retention}, as_json=True)
     else:
-        click.echo(f"purged {total} rows older than {cfg.retention}")
+        click.echo(f"purged {purged.rows} rows and {purged.rejected} rejected payloads older than {cfg.retention}")
 
 
 @main.command()
@@ -353,14 +422,20 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
 @_option("--seed", default=7, type=int, help="same seed, same traffic")
 @_option("--db", envvar="EDINBOX_DB", default=None, show_default="SQLite in the work dir")
 @_option("--table", default=None, show_default="inbox; a fresh schema on PostgreSQL", help="journal table")
-@_option("--workers", default=2, type=click.IntRange(1, 8), help="hub processes")
+@_option(
+    "--workers",
+    default=1,
+    type=click.IntRange(1, 8),
+    help="hub processes at once (more than 1: they race for files, so redelivery counts vary run to run)",
+)
+@_option("--keep", is_flag=True, help="keep the PostgreSQL schema the demo creates")
 @_option(
     "--dir",
     "workdir",
     envvar="EDINBOX_DEMO_DIR",
     type=click.Path(file_okay=False, path_type=Path),
     show_default="a temporary folder",
-    help="spool + logs",
+    help="spool + logs (new or empty)",
 )
 @_json
 def demo(*, as_json: bool, **options: Any) -> None:
@@ -405,22 +480,91 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
 
 
 @main.command()
+@_option("--source", envvar="EDINBOX_SOURCE", required=True, help="the source to prove: dir://, amqp://, nats://...")
+@_option("--db", envvar="EDINBOX_DB", required=True, help="the database to prove: postgresql://... or sqlite:///...")
+@_option("--table", default=None, show_default="a fresh schema per run on PostgreSQL", help="journal table")
+@_option("--messages", default=200, type=click.IntRange(min=1), help="distinct invoice interchanges")
+@_option("--duplicates", default=50, type=click.IntRange(min=0), help="copies of published ones, sent again")
+@_option("--hubs", default=3, type=click.IntRange(1, 16), help="hub processes at a time")
+@_option("--kill-every", default=2.0, type=click.FloatRange(min=0), help="seconds between kills; 0: none")
+@_option("--restart-db-command", default=None, help="shell command run once, when a third of the invoices exist")
+@_option("--timeout", default=300.0, type=click.FloatRange(min=1), help="seconds in all")
+@_option(
+    "--drain-idle",
+    type=click.FloatRange(min=0),
+    show_default="the source's ack_wait + 2, at least 6",
+    help="idle seconds that count as drained",
+)
+@_option("--seed", default=7, type=int, help="same seed, same traffic and kills")
+@_option(
+    "--dir",
+    "workdir",
+    envvar="EDINBOX_CHAOS_DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    show_default="a temporary folder",
+    help="hub and restart logs",
+)
+@_json
+def chaos(*, as_json: bool, **options: Any) -> None:
+    """Prove a setup: publish traffic, run hubs, kill them, restart the database, count what was lost or doubled.
+
+    Publishes --messages distinct invoice interchanges and --duplicates copies (same key, same bytes), runs --hubs
+    `edinbox run` processes, SIGKILLs one every --kill-every seconds (some also kill themselves between a commit and
+    its ack), runs --restart-db-command once, waits until every invoice exists and the hubs stay idle --drain-idle
+    seconds, stops them and prints `lost=N doubled=M`. lost: expected invoices missing from the invoices table.
+    doubled: effects committed twice; the invoices table's unique key would hide those, so they are counted from
+    the hub's outcome counters (added in the same transaction as the invoices, with no unique key) minus the
+    interchanges the journal settled. Runs `edinbox init` itself, on a fresh schema per run (PostgreSQL).
+    The default --drain-idle outlasts the time a killed hub's deliveries take to come back (NATS ack_wait, Redis
+    dead_after, the spool's 5 s).
+
+    Exit status: 0 only when lost=0 and doubled=0 within --timeout; 1 otherwise (or a configuration error).
+    """
+    from edinbox.hub._chaos import run_chaos
+
+    with _errors():
+        report = run_chaos(**options, echo=(lambda text: None) if as_json else lambda text: click.echo(text, err=True))
+    click.echo(json.dumps(report.as_dict()) if as_json else report.render())
+    sys.exit(0 if report.ok else 1)
+
+
+@main.command()
+@db_options
+@_option("--host", default="127.0.0.1", envvar="EDINBOX_CONSOLE_HOST", help="address to bind")
+@_option("--port", default=8080, type=click.IntRange(1, 65535), envvar="EDINBOX_CONSOLE_PORT", help="port to bind")
+@_option("--token", envvar="EDINBOX_CONSOLE_TOKEN", help="required by every page; needed to bind another address")
+@_json
+def console(*, host: str, port: int, token: str | None, as_json: bool, **settings: Any) -> None:
+    """Serve the operator console: search, messages, requeue / forget with an audit trail, the dashboard.
+
+    It binds 127.0.0.1 unless --host says otherwise, and refuses any other address without --token. It prints
+    where it listens (one JSON object with --json), then serves until Ctrl-C or SIGTERM.
+    """
+    from edinbox.console import check_bind, serve
+
+    with _errors():
+        check_bind(host, token)  # before anything else: an open console is refused whatever the database
+    cfg = _config(**settings)
+    where = {"console": f"http://{host}:{port}/", "db": mask(cfg.db), "consumer": cfg.consumer}
+    _echo(where, as_json=as_json)
+    with _errors():
+        serve(cfg, host=host, port=port, token=token)
+
+
+@main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_option("--to", "url", required=True, envvar="EDINBOX_PUBLISH_TO", help="broker or spool URL")
 @_option("--raw", is_flag=True, help="send each file whole, keyed by its file name, without parsing it")
 @_json
 def publish(*, files: tuple[Path, ...], url: str, raw: bool, as_json: bool) -> None:
     """Send the interchanges in FILES to a broker, the producer id set to each interchange's key."""
-    from edinbox._publish import split_files
-    from edinbox.sources import check_source, publisher
-
-    async def send(messages: list[tuple[str, bytes]]) -> None:
-        await publisher(url)(url, messages)
+    from edinbox._publish import send, split_files
+    from edinbox.sources import check_source
 
     with _errors():
         check_source(url)
         messages = split_files(files, raw=raw, warn=lambda text: click.echo(f"warning: {text}", err=True))
-    _run(send(messages))
+    _run(send(url, messages))
     rows = [{"key": message_id, "bytes": len(payload)} for message_id, payload in messages]
     if as_json:
         _echo({"to": mask(url), "files": len(files), "messages": rows}, as_json=True)

@@ -48,17 +48,20 @@ def stats_json(*db_args: str) -> dict[str, Any]:
 
 
 def check_counts(report: dict[str, Any], stats: dict[str, Any]) -> None:
-    """The database's counts agree with what the demo published."""
+    """The database's counts agree with what the demo published, and the settled outcomes sum to the deliveries."""
     for name in ("processed", "duplicate", "conflict", "dead", "rejected", "invoices"):
         assert isinstance(stats[name], int), name
     assert stats["invoices"] == report["expected_invoices"]
     assert stats["processed"] + stats["resent"] == report["unique_interchanges"]
     assert stats["resent"] == report["resends"]
-    assert stats["rejected"] == report["malformed"]
-    assert stats["rejected_deliveries"] >= stats["rejected"]  # a parked file redelivered after a crash counts again
-    settled = ("processed", "resent", "duplicate", "conflict", "bypassed", "rejected_deliveries")
-    assert sum(stats[name] for name in settled) == stats["received"]
+    assert stats["rejected_payloads"] == report["malformed"]
+    assert stats["rejected"] >= stats["rejected_payloads"]  # a parked file redelivered after a crash counts again
+    settled = ("processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed")
+    assert sum(stats[name] for name in settled) == stats["received"] == report["deliveries"]
     assert stats["dead"] == 0
+    # a conflict is counted beside its processed row: the journal's processed keys include the conflicts
+    assert stats["journal"]["processed"] == report["unique_interchanges"]
+    assert stats["journal"]["conflict"] == report["conflicts_injected"]
     # every producer copy is suppressed (as a conflict when it meets the other version of a reused control
     # number first), and so is every redelivery after a crash
     assert stats["duplicate"] + stats["conflict"] >= report["producer_duplicates"] + report["conflicts_injected"]
@@ -97,12 +100,29 @@ def test_demo_on_sqlite_with_crashes_and_duplicates(tmp_path: Path) -> None:
     check_counts(report, stats_json("--db", f"sqlite:///{tmp_path / 'demo.db'}"))
 
 
+def test_demo_counts_are_the_same_for_a_seed(tmp_path: Path) -> None:
+    """Two demos with one seed (one worker, crashes included) report the same counts, and a used --dir is refused."""
+    first = crashing_demo(tmp_path / "a", "--seed", "3")
+    second = crashing_demo(tmp_path / "b", "--seed", "3")
+    timing = {"seconds", "oldest_row_age_seconds", "table_bytes", "db", "workdir"}
+
+    def counts(report: dict[str, Any]) -> dict[str, Any]:
+        stats = {k: v for k, v in report["stats"].items() if k not in timing}
+        return {**{k: v for k, v in report.items() if k not in timing}, "stats": stats}
+
+    assert counts(first) == counts(second)
+    again = edinbox("demo", "--messages", "10", "--dir", str(tmp_path / "a"))
+    assert again.returncode == 1
+    assert "is not empty" in again.stderr
+
+
 def test_demo_prints_the_report_and_its_check(tmp_path: Path) -> None:
     """The human report names every count and ends with its two checks (invoices, then acknowledgments), and the
     exit status says they held."""
     out = edinbox("demo", "--messages", "30", "--crash-rate", "0.5", "--workers", "1", "--dir", str(tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
-    for label in ("received", "processed", "duplicates", "conflicts", "rejected", "invoices", "hub runs"):
+    labels = ("deliveries", "processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed", "journal")
+    for label in (*labels, "invoices", "hub runs"):
         assert f"  {label}" in out.stdout
     for label in ("acknowledged", "outbound"):
         assert f"  {label}" in out.stdout
@@ -128,6 +148,30 @@ def test_demo_on_postgresql_with_crashes_and_duplicates(tmp_path: Path, postgres
     """The same demo against PostgreSQL, two hub processes sharing the spool, and the counts add up."""
     report = crashing_demo(tmp_path, "--seed", "5", "--db", postgres_url, "--table", pg_table, "--workers", "2")
     check_counts(report, stats_json("--db", postgres_url, "--table", pg_table))
+
+
+def test_demo_drops_its_postgresql_schema_unless_kept(tmp_path: Path, postgres_url: str) -> None:
+    """The schema a PostgreSQL demo creates for itself is gone after the report, and stays with --keep."""
+    import psycopg
+
+    def schema_of(report: dict[str, Any]) -> bool:
+        schema = report["table"].split(".")[0]
+        with psycopg.connect(postgres_url) as conn:
+            found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchall()
+        return bool(found)
+
+    args = ("demo", "--messages", "20", "--crash-rate", "0", "--db", postgres_url, "--json")
+    dropped = edinbox(*args, "--dir", str(tmp_path / "a"))
+    assert dropped.returncode == 0, dropped.stderr
+    report = json.loads(dropped.stdout)
+    assert report["dropped"]
+    assert not schema_of(report)
+    kept = edinbox(*args, "--dir", str(tmp_path / "b"), "--keep")
+    report = json.loads(kept.stdout)
+    assert not report["dropped"]
+    assert schema_of(report)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{report["table"].split(".")[0]}" CASCADE'.encode())
 
 
 def _doc(control: str, number: str, amount: str = "10.00") -> bytes:

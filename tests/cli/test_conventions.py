@@ -57,7 +57,7 @@ def test_journal_commands_speak_json(tmp_path: Path) -> None:
     assert cli("init", "--db", db, "--json").exit_code == 0
     purged = cli("purge", "--db", db, "--json")
     assert purged.exit_code == 0
-    assert json.loads(purged.stdout) == {"purged": 0, "older_than": "30d"}
+    assert json.loads(purged.stdout) == {"purged": 0, "rejected": 0, "older_than": "30d"}
     from edinbox import Inbox, Message
 
     with Inbox(db, consumer="accounting") as inbox:

@@ -56,7 +56,7 @@ async def test_generated_traffic_creates_each_invoice_once(hub_config: HubConfig
     assert counts["duplicate"] == traffic.duplicates
     assert counts["conflict"] == traffic.conflicts
     assert counts["bypassed"] == traffic.acks
-    assert counts["rejected"] == traffic.malformed
+    assert counts["rejected_payloads"] == traffic.malformed
     assert counts["received"] == len(traffic.files) == sum(totals.values())
     assert files(spool, "inbound") == []
     assert files(spool, "processing") == []
@@ -222,6 +222,7 @@ async def test_sigterm_finishes_the_batch_in_hand_then_exits(hub_config: HubConf
 
 def test_run_refuses_a_bad_fault_spec(tmp_path: Path) -> None:
     """EDINBOX_FAULT with a bad value is a usage error, not a silent no-op."""
+    (tmp_path / "x.db").touch()  # past the check that the database exists: the fault spec is what is wrong
     proc = _edinbox(
         "run",
         "--db",

@@ -145,12 +145,18 @@ def test_one_table_name_rule_for_the_journal_and_the_hub(tmp_path: Path, command
     from edinbox.cli import main
 
     args = [command, "--db", f"sqlite:///{tmp_path / 'hub.db'}", "--table", "t" * 50]
+    if command != "init":  # past the checks that the database and the spool exist: the table name is what is wrong
+        (tmp_path / "hub.db").touch()
+        (tmp_path / "spool").mkdir()
     if command == "run":
         args += ["--source", f"dir://{tmp_path / 'spool'}", "--once"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
     assert "use 1-48 letters" in result.output
-    assert not (tmp_path / "hub.db").exists()
+    if command == "init":
+        assert not (tmp_path / "hub.db").exists()  # refused before anything was created
+    else:
+        assert (tmp_path / "hub.db").stat().st_size == 0  # nothing was written into it
 
 
 async def test_before_commit_shares_the_batch_transaction(tmp_path: Path) -> None:

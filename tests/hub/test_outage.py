@@ -27,6 +27,7 @@ from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.hub._ops import init
 from edinbox.hub._outage import WAIT_JITTER, WAIT_MAX
 from edinbox.sources.spool import publish
+from hub.scrape import scrape
 from servers import PrivatePostgres, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private PostgreSQL servers are started on Linux")
@@ -120,7 +121,8 @@ def test_the_hub_waits_out_a_postgresql_restart(postgres: PrivatePostgres, spool
     """PostgreSQL stopped mid-run and restarted: the hub stays up, logs the outage twice, creates each invoice once."""
     source = f"dir://{spool}"
     asyncio.run(publish(source, invoices(150)))
-    hub = HubProcess("--db", postgres.url, "--source", source, "--batch-size", "2")
+    port = free_port()
+    hub = HubProcess("--db", postgres.url, "--source", source, "--batch-size", "2", "--metrics-port", str(port))
     wait_for(lambda: len(hub.events("settled")) >= 20, timeout=60, what="the first settled batches")
     postgres.stop()
     stopped = time.monotonic()
@@ -131,8 +133,10 @@ def test_the_hub_waits_out_a_postgresql_restart(postgres: PrivatePostgres, spool
     outage = time.monotonic() - stopped
     wait_for(lambda: spool_empty(spool), timeout=60, what="the hub to catch up")
     assert hub.proc.poll() is None  # it never exited on its own
+    reconnects = {s.labels["dependency"]: s.value for s in scrape(port)["edinbox_source_reconnects"]}
     assert hub.stop() == 0
     assert counts(postgres.url) == (200, 200, 200)
+    assert reconnects == {"database": 1.0}  # the outage, counted once when it ended
     [down] = hub.events("dependency-down")
     [back] = hub.events("dependency-back")
     assert "dependency=database" in down

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -158,13 +159,21 @@ async def test_a_source_without_ack_wait_gets_no_beats() -> None:
 
 
 def test_the_spool_gets_the_hub_max_payload_unless_its_url_sets_one() -> None:
-    """The spool parks big files unread at the hub's max_payload; a URL's own max_payload wins; brokers get nothing
-    (the hub checks what they deliver)."""
-    from edinbox.hub._hub import source_options
+    """Where a source is opened, the spool takes the hub's max_payload (it parks big files unread); a URL's own
+    max_payload wins; a broker ignores it (the hub checks what it delivers)."""
+    from edinbox.sources import open_source
+    from edinbox.sources.spool import SpoolSource
 
-    assert source_options(HubConfig(source="dir:///srv/edi", max_payload="1MiB")) == {"max_payload": 1024**2}
-    assert source_options(HubConfig(source="dir:///srv/edi?max_payload=5000")) == {}
-    assert source_options(HubConfig(source="amqp://guest:guest@127.0.0.1/?queue=q")) == {}
+    def spool(url: str, **options: Any) -> SpoolSource:
+        source = open_source(url, consumer="c", **options)
+        assert isinstance(source, SpoolSource)
+        return source
+
+    assert spool("dir:///srv/edi", max_payload=1024**2).max_payload == 1024**2
+    assert spool("dir:///srv/edi?max_payload=5000", max_payload=1024**2).max_payload == 5000
+    assert spool("dir:///srv/edi").max_payload == MAX_PAYLOAD
+    broker = open_source("amqp://guest:guest@127.0.0.1/?queue=q", consumer="c", max_payload=10)  # no unknown option
+    assert not hasattr(broker, "max_payload")
 
 
 def test_line_values_over_sixteen_digits_are_refused_before_any_sql() -> None:

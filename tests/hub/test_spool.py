@@ -215,7 +215,7 @@ async def test_the_hub_settles_a_spool_full_of_odd_entries_without_crashing(hub_
         totals = dict(await hub.run(once=True))
     assert totals == {"processed": 3, "rejected": len(ODD)}
     counts = await stats(hub_config)
-    assert (counts["invoices"], counts["rejected_deliveries"]) == (3, len(ODD))
+    assert (counts["invoices"], counts["rejected"]) == (3, len(ODD))
     assert os.listdir(spool / "inbound") == []
     assert list((spool / "processing").rglob("*")) == []
     assert (spool.parent / "outside.txt").read_bytes() == SECRET
@@ -241,4 +241,4 @@ async def test_a_file_over_max_payload_is_kept_once_and_the_database_holds_its_h
     detail = await show(hub_config, row["key"])
     assert detail is not None
     assert len(detail["payload"]) <= HEAD
-    assert (await stats(hub_config))["rejected_deliveries"] == 1
+    assert (await stats(hub_config))["rejected"] == 1

@@ -176,6 +176,39 @@ class InboxContract:
         assert h.effects("5") == 2
         assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "5").fingerprint == msg("5", b"v2").fingerprint
 
+    def test_a_requeued_row_reads_requeued_and_counts_as_such(self, h: Harness) -> None:
+        """After requeue a dead row reads `requeued` with 0 attempts (in get, records and stats) until it runs."""
+        with pytest.raises(Boom):
+            h.process(msg("r", b"bad"), fail=Boom("bad"))
+        h.process(msg("r2", b"x"), fail=Unreadable("unreadable"))
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "r2") is True
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "r2")
+        assert (record.status, record.attempts, record.lease_until) == (Status.REQUEUED, 0, None)
+        assert [r.message_id for r in h.call("records", status="requeued")] == ["r2"]
+        stats = h.call("stats")
+        assert (stats.requeued, stats.failed, stats.dead, stats.total) == (1, 1, 0, 2)
+
+    def test_a_requeued_row_that_fails_again_counts_from_one(self, h: Harness) -> None:
+        """A requeued row is retried like a failed one with its attempts reset: one new failure reads failed, 1."""
+        h.process(msg("r3", b"x"), fail=Unreadable("unreadable"))
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "r3") is True
+        with pytest.raises(Boom):
+            h.process(msg("r3", b"x"), fail=Boom("again"))
+        record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "r3")
+        assert (record.status, record.attempts) == (Status.FAILED, 1)
+        assert h.process(msg("r3", b"x")) is Outcome.PROCESSED
+        assert h.effects("r3") == 1
+
+    def test_a_requeued_row_retries_in_a_batch_and_under_a_lease(self, h: Harness) -> None:
+        """process_batch and lease mode run a requeued row's next delivery, as they run a failed one."""
+        h.process(msg("rb", b"x"), fail=Unreadable("unreadable"))
+        h.process(msg("rl", b"y"), fail=Unreadable("unreadable"))
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "rb") is True
+        assert h.call("requeue", "X12:ZZ:ACME>ZZ:HUB", "rl") is True
+        assert h.process_batch([msg("rb", b"x")]) == [Outcome.PROCESSED]
+        assert h.process(msg("rl", b"y"), lease=lease(30)) is Outcome.PROCESSED
+        assert h.call("get", "X12:ZZ:ACME>ZZ:HUB", "rl").status is Status.PROCESSED
+
     def test_forget_allows_deliberate_reprocessing(self, h: Harness) -> None:
         """After forget() the key is new again; forgetting an unknown key returns False."""
         h.process(msg("6"))
@@ -186,14 +219,14 @@ class InboxContract:
         assert h.call("forget", "X12:ZZ:ACME>ZZ:HUB", "nope") is False
 
     def test_stats_and_records_by_status(self, h: Harness) -> None:
-        """stats() counts rows by status and records() lists them newest first, filtered and limited."""
+        """stats() counts rows by status, a conflict beside its processed row; records() lists them newest first."""
         for i in range(3):
             h.process(msg(f"p{i}"))
         with pytest.raises(Boom):
             h.process(msg("f"), fail=Boom())
         h.process(msg("p0", b"other"))
         stats = h.call("stats")
-        assert (stats.processed, stats.failed, stats.conflict, stats.dead, stats.in_progress) == (2, 1, 1, 0, 0)
+        assert (stats.processed, stats.failed, stats.conflict, stats.dead, stats.in_progress) == (3, 1, 1, 0, 0)
         assert stats.total == 4
         assert [r.message_id for r in h.call("records", status=Status.FAILED)] == ["f"]
         assert [r.message_id for r in h.call("records", status="conflict")] == ["p0"]

@@ -150,7 +150,8 @@ def test_judge_names_who_pays_for_each_failure() -> None:
         (psycopg.errors.LockNotAvailable("x"), StoreError),
         (psycopg.errors.AdminShutdown("x"), StoreError),
         (psycopg.OperationalError("connection lost"), StoreError),
-        (psycopg.errors.UndefinedTable("x"), StoreError),
+        (psycopg.errors.UndefinedTable("x"), SchemaError),  # run `edinbox init`: no wait brings a table back
+        (psycopg.errors.InvalidSchemaName("x"), SchemaError),
     ],
 )
 def test_postgresql_errors_map_by_sqlstate(error: Exception, mapped: type[Exception]) -> None:

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from inbox_harness import Harness, PostgresHarness
 
-from edinbox import Message, Outcome, Status, StoreError, Tx
+from edinbox import Message, Outcome, SchemaError, Status, StoreError, Tx
 
 APIS = [pytest.param(False, id="sync"), pytest.param(True, id="async")]
 
@@ -37,6 +37,17 @@ def test_a_lock_timeout_in_the_handler_sql_costs_no_attempt(h: Harness) -> None:
         assert h.call("get", "s", "lt") is None
     assert h.call("process", message, h.statement_handler(statement)) is Outcome.PROCESSED
     assert h.call("get", "s", "lt").attempts == 1
+
+
+def test_a_missing_journal_table_is_a_schema_error_not_an_outage(h: Harness) -> None:
+    """A journal table dropped under a running inbox (SQLSTATE 42P01) is a SchemaError naming `edinbox init`: the
+    operator's to fix, never a StoreError that a hub would wait out for ever."""
+    assert isinstance(h, PostgresHarness)
+    assert h.call("process", Message("before", "s"), h.statement_handler("SELECT 1")) is Outcome.PROCESSED
+    h.admin(f"DROP TABLE {h.schema}.inbox CASCADE")
+    with pytest.raises(SchemaError, match="edinbox init") as raised:
+        h.call("process", Message("after", "s"), h.statement_handler("SELECT 1"))
+    assert isinstance(raised.value.__cause__, psycopg.errors.UndefinedTable)
 
 
 def test_a_failure_that_cannot_be_recorded_leaves_the_message_unsettled(h: Harness) -> None:

@@ -57,7 +57,7 @@ class InboxMachine(RuleBasedStateMachine):
         if message_id in claimed:
             return Outcome.DUPLICATE if claimed[message_id] == payload else Outcome.CONFLICT
         row = self.rows.get(message_id)
-        if row is None or row.status is Status.FAILED:
+        if row is None or row.status in (Status.FAILED, Status.REQUEUED):
             claimed[message_id] = payload
             return Outcome.PROCESSED
         if row.status is Status.DEAD:
@@ -151,7 +151,7 @@ class InboxMachine(RuleBasedStateMachine):
         requeued = row is not None and row.status in (Status.DEAD, Status.CONFLICT)
         assert self.h.call("requeue", SOURCE, message_id) is requeued
         if row is not None and requeued:
-            row.status, row.attempts = Status.FAILED, 0
+            row.status, row.attempts = Status.REQUEUED, 0
             row.payload = b"?"  # the conflicting payload is not tracked: any next delivery runs
 
     @rule(message_id=IDS)

@@ -182,10 +182,6 @@ class SourceContract(abc.ABC):
         with pytest.raises(ConfigurationError, match="prefech"):
             self.source(bad)
 
-
-class BrokerContract(SourceContract):
-    """What a broker source adds to the contract: failures are SourceError only, whatever state the source is in."""
-
     async def test_settling_after_close_is_a_source_error_at_worst(self, url: str) -> None:
         """After close, settling a delivery raises SourceError or nothing (never a driver's exception), and closing
         again is quiet: the hub can always finish its batch and shut down."""
@@ -195,6 +191,7 @@ class BrokerContract(SourceContract):
             [delivery] = await collect(source, 1, within=10)
         calls = [
             lambda: source.in_progress(delivery),
+            lambda: source.nack(delivery, delay=1.0),
             lambda: source.nack(delivery),
             lambda: source.ack(delivery),
             lambda: source.reject(delivery, reason="late"),
@@ -206,6 +203,10 @@ class BrokerContract(SourceContract):
         async with self.source(url) as again:  # leave the queue clean: settle a redelivery, if any
             for delivery in await collect(again, 1, within=self.redelivery_wait):
                 await again.ack(delivery)
+
+
+class BrokerContract(SourceContract):
+    """A broker source: the whole contract, against a server that can fail (its fault tests live beside it)."""
 
 
 async def settle_all(source: Source, keys: set[str], acked: set[str], errors: list[SourceError]) -> None:

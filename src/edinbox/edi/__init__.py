@@ -47,6 +47,7 @@ from edinbox.edi._acknowledge import (
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
+from edinbox.edi._key import partner
 from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._parse import parse
 from edinbox.edi._render import Acknowledgment, RenderOptions, Reply, render_interchange, render_invoice
@@ -71,6 +72,7 @@ __all__ = [
     "Segment",
     "Separators",
     "parse",
+    "partner",
     "received",
     "render_interchange",
     "render_invoice",

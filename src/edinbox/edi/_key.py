@@ -24,7 +24,7 @@ from urllib.parse import quote
 from edinbox.edi._model import Party
 from edinbox.edi._tokens import Body
 
-__all__ = ["fingerprint", "source"]
+__all__ = ["fingerprint", "partner", "source"]
 
 _PLAIN = re.compile("[A-Za-z0-9._-]*")
 _SAFE = "!#$&'()*+,-./<=?@[]^_`{|}~"
@@ -60,6 +60,14 @@ def source(standard: str, sender: Party, receiver: Party, *, test: bool) -> str:
     ]
     text = f"{standard}:{parts[0]}:{parts[1]}>{parts[2]}:{parts[3]}"
     return text + ";test" if test else text
+
+
+def partner(source_text: str) -> str:
+    """The sender (`qualifier:id`) of an interchange's inbox source, e.g. `ZZ:ACME` of `X12:ZZ:ACME>ZZ:HUB`;
+    "" for a source that is not an interchange's (a broker's coordinates)."""
+    head, arrow, _ = source_text.partition(">")
+    _standard, colon, sender = head.partition(":")
+    return sender if arrow and colon else ""
 
 
 def fingerprint(body: Body, standard: str) -> str:

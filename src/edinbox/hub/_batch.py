@@ -8,6 +8,7 @@ its counter commit together on either path; everything else is recorded after, i
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from edinbox.hub._accounting import Accounting
 from edinbox.hub._acks import Acknowledger, Pending
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
+from edinbox.hub._spans import Spans
 from edinbox.hub._tables import count, park
 from edinbox.sources import Delivery
 
@@ -45,10 +47,15 @@ class Batch:
         accounting: Accounting,
         consumer: str,
         acknowledger: Acknowledger | None = None,
+        spans: Spans | None = None,
     ) -> None:
         """Collect the items routed through the inbox; `consumer` names the counters; `acknowledger` answers
-        partners (in the same transaction as the journal rows and invoices)."""
+        partners (in the same transaction as the journal rows and invoices); `spans` (the batch's trace) is told
+        when the handler ran and when the bookkeeping ended (the commit follows it)."""
         self.work = work
+        self.spans = spans
+        self.recorded_at = 0
+        """When `record` ended (nanoseconds since the epoch): the batch's commit starts then."""
         self.accounting = accounting
         self.consumer = consumer
         self.acknowledger = acknowledger
@@ -66,6 +73,7 @@ class Batch:
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
         """The inbox handler: create each new interchange's invoices (read while planning) through the sink."""
         alone = self.isolated
+        started = time.time_ns()
         try:
             pending: list[Pending] = []
             for message in messages:
@@ -79,6 +87,9 @@ class Batch:
         except Exception:
             self.isolated = True
             raise
+        finally:
+            if self.spans is not None:
+                self.spans.handled(started, time.time_ns())
         if alone and tx.unit is not None:
             for message in messages:
                 await self._count_effect(tx, message)
@@ -139,3 +150,4 @@ class Batch:
         await count(tx, consumer=self.consumer, counts=counts)
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
+        self.recorded_at = time.time_ns()

@@ -16,9 +16,10 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
 
 __all__ = [
@@ -247,6 +248,12 @@ class HubConfig(BaseSettings):
     accounting: Text = Field(
         "", description="POST invoices to this HTTP API (lease mode) instead of the invoices table"
     )
+    metrics_port: Annotated[int, BeforeValidator(_whole), Field(ge=0, le=65535)] = Field(
+        0, description="`edinbox run` serves Prometheus' GET /metrics on this port (0: not at all)"
+    )
+    metrics_host: Text = Field(
+        "127.0.0.1", description='the address /metrics binds to ("0.0.0.0" for a scraper on another host)'
+    )
     default_route: Route = Field("inbox", description="the route of a message type [routes] does not name")
     routes: Annotated[dict[str, str], BeforeValidator(_routes)] = Field(
         default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
@@ -271,6 +278,15 @@ class HubConfig(BaseSettings):
             super().__init__(**values)
         except ValidationError as exc:
             raise ConfigurationError(describe(exc)) from exc
+
+    @field_validator("table")
+    @classmethod
+    def _table_name(cls, table: str, info: ValidationInfo) -> str:
+        """The journal's own rule for table names (schema-qualified only on PostgreSQL), checked with the settings."""
+        db = info.data.get("db")
+        qualified = isinstance(db, str) and db.partition("://")[0].lower() in ("postgresql", "postgres")
+        parse_table(table, qualified=qualified)
+        return table
 
     @classmethod
     def settings_customise_sources(
@@ -305,7 +321,7 @@ def describe(exc: ValidationError, names: Mapping[str, str] | None = None) -> st
         if where != key and len(error["loc"]) > 1:
             where = f"{where} {'.'.join(str(p) for p in error['loc'][1:])}"
         message = str(error["msg"]).removeprefix("Value error, ")
-        if "got " not in message and "input" in error:
+        if "got " not in message and "input" in error and error["type"] != "value_error":
             message = f"{message}, got {error['input']!r}"
         lines.append(f"{where}: {message}")
     return "; ".join(lines)

@@ -30,7 +30,7 @@ from typing import Any
 import click
 
 from edinbox import edi
-from edinbox._errors import InboxError
+from edinbox._errors import ConfigurationError, InboxError
 from edinbox._urls import database_url, mask
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
@@ -73,16 +73,23 @@ class Report:
     crashes: int = 0
     seconds: float = 0.0
     left_in_spool: int = 0
+    deliveries: int = 0
+    """Deliveries the hub settled, from its log: each acked item once per delivery of its file (the spool's delivery
+    count), so a file redelivered after a crash counts each time; independent of the database's counters."""
+    dropped: bool = False
+    """True when the demo dropped the PostgreSQL schema it created (no --keep)."""
     stats: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        """The checks: every unique valid interchange settled once, each invoice created once, nothing left; and
-        the acknowledgments: one per interchange that asked, one notice per partner duplicate, each key delivered."""
+        """The checks: every unique valid interchange settled once, each invoice created once, every delivery
+        counted under one outcome, nothing left; and the acknowledgments: one per interchange that asked, one notice
+        per partner duplicate, each key delivered."""
         s = self.stats
         return (
             s.get("invoices") == self.expected_invoices
             and s.get("processed", 0) + s.get("resent", 0) == self.unique_interchanges
+            and s.get("received") == self.deliveries
             and self.left_in_spool == 0
             and self.acknowledgments_ok
         )
@@ -108,6 +115,7 @@ class Report:
     def render(self) -> str:
         """The report as people read it."""
         s = self.stats
+        journal = s.get("journal", {})
         lines = [
             f"edinbox demo: {self.messages} interchanges from {len(PARTNERS)} partners (seed {self.seed}) "
             f"in {self.seconds:.1f} s",
@@ -118,30 +126,39 @@ class Report:
             f"                {self.resends} invoices re-sent in a new interchange, {self.acks} acknowledgments, "
             f"{self.malformed} malformed",
             f"  hub runs      {self.runs} ({self.crashes} killed between commit and ack, then restarted)",
-            f"  received      {s.get('received', 0)} interchanges settled (redeliveries included)",
-            f"  processed     {s.get('processed', 0)}",
-            f"  duplicates    {s.get('duplicate', 0)} suppressed",
-            f"  conflicts     {s.get('conflict', 0)} (same key, other content: kept for operators)",
-            f"  resent        {s.get('resent', 0)} (invoice already in accounting: caught by the invoice key)",
-            f"  bypassed      {s.get('bypassed', 0)} acknowledgments (997 / CONTRL skip the inbox)",
-            f"  rejected      {s.get('rejected', 0)} parked (no trailer, or not EDI; "
-            f"{s.get('rejected_deliveries', 0)} deliveries, redeliveries included)",
-            f"  dead          {s.get('dead', 0)}",
+            f"  deliveries    {s.get('received', 0)} settled (each interchange once per delivery, redeliveries "
+            f"included; {self.deliveries} in the hub's log)",
+            f"    processed   {s.get('processed', 0)} (invoices created)",
+            f"    resent      {s.get('resent', 0)} (invoice already in accounting: caught by the invoice key)",
+            f"    duplicate   {s.get('duplicate', 0)} (key already journaled, same content: nothing ran)",
+            f"    conflict    {s.get('conflict', 0)} (key already processed, other content: nothing ran, kept)",
+            f"    dead        {s.get('dead', 0)} (key parked in the journal)",
+            f"    rejected    {s.get('rejected', 0)} (not journaled: no trailer, or not EDI; "
+            f"{s.get('rejected_payloads', 0)} distinct payloads parked)",
+            f"    bypassed    {s.get('bypassed', 0)} (acknowledgments: 997 / CONTRL skip the inbox)",
+            f"  journal       {journal.get('processed', 0)} keys processed ({journal.get('conflict', 0)} of them "
+            f"with a conflict), {journal.get('dead', 0)} dead",
             f"  invoices      {s.get('invoices', 0)} created",
             f"  left          {self.left_in_spool} files in inbound/ or processing/",
             f"check: invoices {s.get('invoices', 0)} == unique valid interchanges {self.unique_interchanges}"
-            f" - partner resends {self.resends} = {self.expected_invoices}: {'OK' if self.ok else 'FAILED'}",
+            f" - partner resends {self.resends} = {self.expected_invoices}; deliveries {s.get('received', 0)} == "
+            f"{self.deliveries}: {'OK' if self.ok else 'FAILED'}",
         ]
         a = self.stats.get("acknowledgments", {})
         interchange_acks = int(a.get("TA1", 0)) + int(a.get("CONTRL", 0))
         functional = int(a.get("997", 0)) + int(a.get("999", 0))
         where = f"--db '{mask(self.db)}'" + (f" --table {self.table}" if self.table != "inbox" else "")
+        closer = (
+            f"  schema        {self.table.split('.')[0]} dropped (--keep keeps it)"
+            if self.dropped
+            else f"  look closer   edinbox stats {where}; edinbox list {where} --status rejected"
+        )
         lines[-1:-1] = [
             f"  acknowledged  TA1 {a.get('TA1', 0)}, 997 {a.get('997', 0)}, 999 {a.get('999', 0)}, "
             f"CONTRL {a.get('CONTRL', 0)}, duplicate notices {a.get('duplicate_notices', 0)}",
             f"  outbound      {self.outbound_files} files in {self.workdir}/outbound/<partner>/inbound, "
             f"{self.outbound_keys} distinct keys (a relay killed before marking sends a key again)",
-            f"  look closer   edinbox stats {where}; edinbox list {where} --status rejected",
+            closer,
         ]
         lines.append(
             f"check: acknowledgments {interchange_acks} == interchanges that asked {self.asked}, 997/999 {functional}"
@@ -212,16 +229,25 @@ def run_demo(
     workers: int = 1,
     workdir: Path | None = None,
     batch_size: int = 20,
+    keep: bool = False,
     echo: Callable[[str], None] = click.echo,
 ) -> Report:
-    """Generate, publish, run hub subprocesses with crashes until the spool is drained, and report."""
+    """Generate, publish, run hub subprocesses with crashes until the spool is drained, and report.
+
+    `workdir` must be new or empty (a used one would mix two demos' files). With one worker the counts are the
+    same on every run with the same seed; several workers race for files, so redeliveries vary (the check holds).
+    The PostgreSQL schema the demo creates (no `table` given) is dropped after the report unless `keep`.
+    """
     started = time.monotonic()
+    if workdir is not None and workdir.exists() and any(workdir.iterdir()):
+        raise ConfigurationError(f"--dir {workdir} is not empty: give a new or empty folder")
     workdir = (workdir or Path(tempfile.mkdtemp(prefix="edinbox-demo-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     spool = workdir / "spool"
     db = db or f"sqlite:///{workdir / 'demo.db'}"
+    own_schema = table is None and database_url(db).dialect == "postgresql"
     if table is None:
-        table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if database_url(db).dialect == "postgresql" else "inbox"
+        table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if own_schema else "inbox"
     config = HubConfig(db=db, table=table, consumer=_CONSUMER, source=f"dir://{spool}", batch_size=batch_size)
     traffic: Traffic = generate(messages, duplicate_rate=duplicate_rate, seed=seed)
     report = Report(
@@ -283,6 +309,8 @@ def run_demo(
                     str(batch_size),
                     "--config",
                     str(agreements),
+                    "--log-format",
+                    "json",
                 ]
                 procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=log))
                 report.runs += 1
@@ -300,6 +328,27 @@ def run_demo(
         bar.update(now - done)
     report.left_in_spool = _pending(spool)
     report.outbound_files, report.outbound_keys = _outbound(workdir / "outbound")
+    report.deliveries = _logged_deliveries(workdir / "hub.log")
     report.stats = asyncio.run(_ops.stats(config))
+    if own_schema and not keep:
+        asyncio.run(_ops.drop_schema(config))
+        report.dropped = True
     report.seconds = time.monotonic() - started
     return report
+
+
+def _logged_deliveries(log: Path) -> int:
+    """Deliveries settled according to the hub's JSON log: each settled line once per delivery of its file.
+
+    A line is written after the ack; a file redelivered after a crash (committed, killed before the ack) carries the
+    spool's delivery count, so the deliveries that were committed but never logged are counted through it.
+    """
+    total = 0
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        start = line.find('{"event":"settled"')
+        if start < 0:
+            continue
+        fields = json.loads(line[start:])
+        if fields.get("outcome") != "not-settled":
+            total += int(fields.get("delivery_count", 1))
+    return total

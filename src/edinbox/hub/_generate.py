@@ -156,6 +156,8 @@ class Traffic:
     """Unique valid interchanges that ask for an acknowledgment of the interchange (ISA14 / UNB 0031 = 1)."""
     x12: int = 0
     """Unique valid X12 interchanges: each gets a functional acknowledgment (997 or 999) under the demo's agreements."""
+    invoice_keys: frozenset[tuple[str, str, str, date]] = frozenset()
+    """The key of each distinct invoice (seller id, number, kind, issue date), as the `invoices` table holds it."""
 
 
 def _key(doc: Doc) -> str:
@@ -163,8 +165,11 @@ def _key(doc: Doc) -> str:
     return f"{p.standard}:{p.qualifier}:{p.id}>{hub.qualifier}:{hub.id}/{doc.control}"
 
 
-def generate(messages: int, *, duplicate_rate: float, seed: int) -> Traffic:
-    """Generate about `messages` partner interchanges with duplicates, conflicts, resends, acks and broken files."""
+def generate(messages: int, *, duplicate_rate: float, seed: int, mixed: bool = True) -> Traffic:
+    """Generate about `messages` partner interchanges with duplicates, conflicts, resends, acks and broken files.
+
+    `mixed=False`: exactly `messages` distinct invoice interchanges (and their duplicates), nothing else.
+    """
     rng = random.Random(seed)  # noqa: S311 - demo traffic, not security
     asks = random.Random(seed + 1)  # noqa: S311 - who asks for a TA1 / CONTRL; its own stream keeps the traffic's
     traffic = Traffic()
@@ -183,7 +188,7 @@ def generate(messages: int, *, duplicate_rate: float, seed: int) -> Traffic:
 
     for _ in range(messages):
         partner = rng.choice(PARTNERS)
-        roll = rng.random()
+        roll = rng.random() if mixed else 1.0
         if roll < 0.06:  # an acknowledgment: naturally idempotent, bypasses the inbox
             doc = next_doc(partner, "ack")
             originals.append((_key(doc), render(doc)))
@@ -219,11 +224,12 @@ def generate(messages: int, *, duplicate_rate: float, seed: int) -> Traffic:
                 traffic.rerendered += 1
             extras.append((rng.randrange(len(originals) + 1), (_key(doc), render(doc, style))))
             traffic.duplicates += 1
-    for doc in rng.sample(invoice_docs, k=min(len(invoice_docs), max(1, messages // 100))):
+    odd = min(len(invoice_docs), max(1, messages // 100)) if mixed else 0
+    for doc in rng.sample(invoice_docs, k=odd):
         changed = replace(doc, lines=((*doc.lines[0][:1], doc.lines[0][1] + 1), *doc.lines[1:]))
         extras.append((rng.randrange(len(originals) + 1), (_key(doc), render(changed))))  # control number reused
         traffic.conflicts += 1
-    for doc in rng.sample(invoice_docs, k=min(len(invoice_docs), max(1, messages // 100))):
+    for doc in rng.sample(invoice_docs, k=odd):
         controls[doc.partner.id] += 1
         control = (
             f"{controls[doc.partner.id]:09d}" if doc.partner.standard == "X12" else f"IC{controls[doc.partner.id]}"
@@ -241,4 +247,5 @@ def generate(messages: int, *, duplicate_rate: float, seed: int) -> Traffic:
         files.insert(position, item)
     traffic.files = files
     traffic.invoices = len(invoice_keys)
+    traffic.invoice_keys = frozenset(invoice_keys)
     return traffic

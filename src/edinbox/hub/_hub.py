@@ -17,12 +17,13 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError, NotSettledError, SchemaError, TransientError
 from edinbox._message import Message, Outcome
+from edinbox.edi import partner
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._acks import Acknowledger
@@ -34,11 +35,17 @@ from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
 from edinbox.hub._relay import Relay
+from edinbox.hub._spans import Spans
 from edinbox.sources import Delivery, Source, open_source
+
+if TYPE_CHECKING:
+    from edinbox.metrics import Metrics
 
 __all__ = ["Hub", "open_hub"]
 
 _NACK_DELAY = 1.0
+_REFRESH = 5.0
+"""Seconds between two refreshes of the journal gauges (rows by status, oldest ages) while running."""
 
 
 class Hub:
@@ -55,8 +62,10 @@ class Hub:
         log_json: bool = False,
         outage: Outage | None = None,
         stop: asyncio.Event | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
-        """Assemble a hub from open parts (see `open_hub` for the usual way); setting `stop` stops `run`."""
+        """Assemble a hub from open parts (see `open_hub` for the usual way); setting `stop` stops `run`;
+        `metrics` (edinbox.metrics) counts what settles and keeps the journal gauges."""
         self.config = config
         self.inbox = inbox
         self.source = source
@@ -68,6 +77,8 @@ class Hub:
         self.logger = logging.getLogger(_log.LOGGER)
         self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
+        self.metrics = metrics
+        self._refreshed = -_REFRESH
 
     async def run(self, *, once: bool = False) -> Counter[str]:
         """Settle deliveries until `stop` is set (SIGTERM) or, with `once`, until the source stays idle.
@@ -112,6 +123,17 @@ class Hub:
                 idle_since = time.monotonic()
             elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
                 break
+            await self.refresh(every=_REFRESH)
+        await self.refresh()
+
+    async def refresh(self, *, every: float = 0.0) -> None:
+        """Set the journal gauges from the database, when `every` seconds have passed since the last time; a
+        database that is down leaves them as they were (the loop's next step waits the outage out)."""
+        if self.metrics is None or time.monotonic() - self._refreshed < every:
+            return
+        with contextlib.suppress(TransientError):
+            await self.metrics.refresh(self.inbox)
+            self._refreshed = time.monotonic()
 
     async def step(self) -> int:
         """Receive one batch and settle it; return how many deliveries it had."""
@@ -119,12 +141,13 @@ class Hub:
         if not deliveries:
             return 0
         started = time.monotonic()
+        spans = Spans(deliveries, consumer=self.config.consumer)
         async with progress(self.source, deliveries):
             # parsed off the event loop, so the source's connection and `progress` keep beating meanwhile
             plans = await asyncio.to_thread(lambda: [self._plan(d) for d in deliveries])
             work = [Work(d, items) for d, items in zip(deliveries, plans, strict=True)]
             try:
-                await self._settle(work)
+                await self._settle(work, spans)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
                 await self._release(work)
                 return len(work)
@@ -134,7 +157,10 @@ class Hub:
         if self.fault is not None:
             self.fault.committed()
         elapsed = (time.monotonic() - started) * 1000
-        for w in work:
+        if self.metrics is not None:
+            self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
+        for index, w in enumerate(work):
+            spans.finish(index, w.delivery, w.items, w.outcomes)
             await self._finish(w, elapsed)
         return len(work)
 
@@ -155,16 +181,20 @@ class Hub:
             item = Item(REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
             return [cut(item, size=delivery.size or len(delivery.payload), kept=kept)]
 
-    async def _settle(self, work: Sequence[Work]) -> None:
+    async def _settle(self, work: Sequence[Work], spans: Spans) -> None:
         """Settle the batch: its journal rows, invoices, parked payloads and counters in one transaction.
 
         Copies of one key in one batch: the inbox settles the first, the others are duplicates. A handler failure
         rolls the batch back; the inbox then settles it message by message, so the failure is charged to its
         message alone (see `_process`). Lease mode settles each message alone from the start.
         """
-        batch = Batch(work, accounting=self.accounting, consumer=self.config.consumer, acknowledger=self.acknowledger)
+        batch = Batch(
+            work, accounting=self.accounting, consumer=self.config.consumer, acknowledger=self.acknowledger, spans=spans
+        )
         if not self.accounting.lease:
             await self._process(batch)
+            if batch.recorded_at:
+                spans.committed(batch.recorded_at)
             return
         lease = parse_duration(self.config.lease)
         outcomes = [await self._process_one(m, batch.create_one, lease=lease) for m in batch.messages]
@@ -224,6 +254,13 @@ class Hub:
         for i, item in enumerate(w.items):
             outcome = w.outcomes.get(i, "not-settled")
             self.totals[outcome] += 1
+            if self.metrics is not None and i in w.outcomes:
+                self.metrics.settled(
+                    outcome,
+                    consumer=self.config.consumer,
+                    partner=partner(item.message.source) if item.message is not None else "",
+                    message_type=item.types[0] if item.types else "",
+                )
             fields: dict[str, Any] = {"key": item.label, "outcome": outcome, "ms": round(elapsed, 1)}
             fields["delivery"] = delivery.coordinates
             if delivery.delivery_count and delivery.delivery_count > 1:
@@ -243,6 +280,7 @@ async def open_hub(
     log_json: bool = False,
     accounting: Accounting | None = None,
     stop: asyncio.Event | None = None,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Hub]:
     """Open the inbox and the source that `config` names, after checking the schema `edinbox init` created.
 
@@ -253,15 +291,17 @@ async def open_hub(
     if not config.source:
         raise ConfigurationError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in config")
     logger = logging.getLogger(_log.LOGGER)
-    outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
+    on_back = None
+    if metrics is not None:
+        on_back = partial(_reconnected, metrics, config.consumer)
+    outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json, on_back=on_back)
     async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
         stop = stop or asyncio.Event()
         await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
-        options = source_options(config)
         horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
         source = await outage.call(
             lambda: stack.enter_async_context(
-                open_source(config.source, consumer=config.consumer, horizon=horizon, **options)
+                open_source(config.source, consumer=config.consumer, horizon=horizon, max_payload=config.max_payload)
             ),
             stop=stop,
         )
@@ -275,7 +315,12 @@ async def open_hub(
             stop=stop,
             fault=fault,
             log_json=log_json,
+            metrics=metrics,
         )
+
+
+def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:
+    metrics.reconnected(consumer=consumer, dependency=dependency)
 
 
 def _not_the_message(error: Exception) -> bool:
@@ -283,15 +328,6 @@ def _not_the_message(error: Exception) -> bool:
     if isinstance(error, NotSettledError):  # a live lease elsewhere: only this delivery waits
         return False
     return isinstance(error, TransientError | ConfigurationError | SchemaError)
-
-
-def source_options(config: HubConfig) -> dict[str, Any]:
-    """Hub settings a source applies itself: the spool parks a file over `max_payload` without reading it whole
-    (unless its URL sets its own `max_payload`); for a broker the hub checks the size of what it received."""
-    parts = urlsplit(config.source)
-    if parts.scheme == "dir" and "max_payload" not in parse_qs(parts.query):
-        return {"max_payload": config.max_payload}
-    return {}
 
 
 def kept_at(source: Source) -> str:

@@ -10,43 +10,52 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
+from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
-from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._hub import give_up_after
+from edinbox.hub._log import LOGGER
 from edinbox.hub._outage import Outage
-from edinbox.hub._output import as_dict, human_duration, json_value
+from edinbox.hub._output import as_dict, human_duration, json_value, render
 from edinbox.hub._parts import open_inbox, verify
+from edinbox.hub._payloads import preview
+from edinbox.hub._redrive import (
+    forget_rejected,
+    purge_rejected,
+    rejected_id,
+    rejected_row,
+    split_key,
+    stored_payload,
+)
 from edinbox.hub._relay import Relay
-from edinbox.hub._tables import TABLES, counts, create_tables
+from edinbox.hub._tables import COUNTED, TABLES, counts, create_partner_index, create_tables
 
 __all__ = [
     "Check",
+    "Purged",
     "doctor",
+    "drop_schema",
     "forget",
     "init",
     "list_rows",
+    "migrate",
+    "migration_summary",
     "purge",
     "relay",
+    "render_shown",
     "requeue",
     "show",
     "split_key",
     "stats",
+    "write_payload",
 ]
-
-
-def split_key(key: str) -> tuple[str, str]:
-    """Split `SOURCE/MESSAGE_ID` (as `list` prints it) at its last slash."""
-    source, sep, message_id = key.rpartition("/")
-    if not sep or not message_id:
-        raise ConfigurationError(f"{key!r} is not a key: expected SOURCE/MESSAGE_ID, e.g. X12:ZZ:ACME>ZZ:HUB/000000905")
-    return source, message_id
 
 
 async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
@@ -60,13 +69,43 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
     async with open_inbox(config) as inbox:
         await inbox.create_schema()
         await inbox.transaction(create_tables)
+        try:
+            await inbox.transaction(create_partner_index)
+        except StoreError as exc:  # e.g. pg_trgm not installed on the server: the partner search scans instead
+            logging.getLogger(LOGGER).warning(mask(f"no index for the console's partner search: {exc}"))
         await verify(inbox)
         for role in grant:
             await inbox.grant(role, tables=TABLES)
 
 
+async def drop_schema(config: HubConfig) -> None:
+    """Drop the PostgreSQL schema of the journal and everything in it (the demo's own schema, when done)."""
+    async with open_inbox(config) as inbox:
+        await inbox.transaction(lambda tx: tx.unit.run("hub_drop_schema", {}))
+
+
+async def migrate(config: HubConfig) -> dict[str, Any]:
+    """Upgrade the journal to this edinbox's schema version (rows kept, idempotent); say which steps ran."""
+    async with open_inbox(config) as inbox:
+        applied = await inbox.migrate()
+    return {
+        "table": config.table,
+        "version": SCHEMA_VERSION,
+        "applied": [{"version": v, "change": MIGRATIONS[v]} for v in applied],
+    }
+
+
+def migration_summary(result: dict[str, Any]) -> str:
+    """`edinbox migrate`'s answer for people: the steps applied, or that there was nothing to do."""
+    if not result["applied"]:
+        return f"journal {result['table']} is at schema version {result['version']}: nothing to migrate"
+    steps = "; ".join(f"{step['version']}: {step['change']}" for step in result["applied"])
+    return f"migrated journal {result['table']} to schema version {result['version']} ({steps})"
+
+
 async def stats(config: HubConfig) -> dict[str, Any]:
-    """Counts by outcome (across processes), rows by journal status, the oldest row's age and the table sizes."""
+    """Deliveries by outcome (`_tables.COUNTED`, across processes; `received` is their sum), journal rows by
+    status (`Stats`), distinct parked payloads, invoices, the oldest row's age and the table size."""
     async with open_inbox(config) as inbox:
         journal = await inbox.stats()
 
@@ -87,15 +126,9 @@ async def stats(config: HubConfig) -> dict[str, Any]:
     return {
         "consumer": config.consumer,
         "received": sum(found.values()),
-        "processed": found["processed"],
-        "duplicate": found["duplicate"],
-        "conflict": found["conflict"],
-        "dead": int(getattr(journal, "dead", 0)),
-        "rejected": int(rejected),
-        "rejected_deliveries": found["rejected"],
+        **{outcome: found[outcome] for outcome in COUNTED},
         "invoices": int(invoices),
-        "resent": found["resent"],
-        "bypassed": found["bypassed"],
+        "rejected_payloads": int(rejected),
         "journal": {k: int(v) for k, v in as_dict(journal).items()},
         "journal_rows": int(rows),
         "oldest_row_age_seconds": age,
@@ -121,7 +154,7 @@ async def relay(
 ) -> dict[str, int]:
     """Relay the outbox of `config`'s journal until `stop` is set (or, with `once`, until it is empty)."""
     async with open_inbox(config) as inbox:
-        logger = logging.getLogger(_log.LOGGER)
+        logger = logging.getLogger(LOGGER)
         outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
         await outage.call(lambda: verify(inbox), stop=stop)
         idle = config.poll_timeout * 4
@@ -185,17 +218,16 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it, or one parked
-    payload (`rejected/ID`)."""
-    source, message_id = split_key(key)
-    if source == "rejected" and not message_id.isdigit():
-        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
+    payload (`rejected/ID`).
+
+    Payloads come as bounded previews (`_payloads.preview`: EDI segments, text, or hex), with their size and kind.
+    """
+    number = rejected_id(key)
     async with open_inbox(config) as inbox:
-        if source == "rejected":
-            params: dict[str, Any] = {"consumer": config.consumer, "id": int(message_id)}
-            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
-            if not rows:
+        if number is not None:
+            r = await rejected_row(inbox, consumer=config.consumer, number=number)
+            if r is None:
                 return None
-            r = rows[0]
             return {
                 "key": key,
                 "status": "rejected",
@@ -203,8 +235,9 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "reason": r[2],
                 "deliveries": r[3],
                 "at": json_value(_timestamp(r[4])),
-                "payload": json_value(r[5]),
+                **_previewed("payload", bytes(r[5])),
             }
+        source, message_id = split_key(key)
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
         invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
         acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
@@ -212,6 +245,8 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     if record is None:
         return None
     data = {"key": key, **as_dict(record)}
+    data.update(_previewed("payload", record.payload))
+    data.update(_previewed("conflict_payload", record.conflict_payload))
     data["invoices"] = [
         {
             "seller": i[0],
@@ -239,15 +274,61 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     return data
 
 
+def _previewed(field: str, payload: bytes | None) -> dict[str, Any]:
+    """`field` as a bounded preview, with `field_bytes` (its size) and `field_kind` ("edi", "text", "binary")."""
+    if payload is None:
+        return {field: None}
+    shown = preview(payload)
+    return {field: shown.text, f"{field}_bytes": shown.size, f"{field}_kind": shown.kind}
+
+
+def render_shown(data: dict[str, Any]) -> str:
+    """`show` for people: one `field  value` line each, then each payload preview as an indented block."""
+    blocks = [name for name in ("payload", "conflict_payload") if data.get(name) is not None]
+    hidden = {*blocks, *(f"{name}_{part}" for name in blocks for part in ("bytes", "kind"))}
+    text = render({k: v for k, v in data.items() if k not in hidden}, as_json=False)
+    for name in blocks:
+        lines = str(data[name]).splitlines() or [""]
+        head = f"{name} ({data[f'{name}_bytes']} bytes, {data[f'{name}_kind']}):"
+        text += "\n" + head + "".join(f"\n  {line}" for line in lines)
+    return text
+
+
+async def write_payload(config: HubConfig, key: str, path: Path) -> int:
+    """Write the raw bytes stored under `key` (a journal row or `rejected/N`) to `path`; return how many."""
+    number = rejected_id(key)
+    async with open_inbox(config) as inbox:
+        if number is not None:
+            row = await rejected_row(inbox, consumer=config.consumer, number=number)
+            payload = None if row is None else bytes(row[5])
+        else:
+            record = await inbox.get(*split_key(key))
+            if record is None:
+                raise ConfigurationError(f"no row {key!r} for consumer {config.consumer!r}")
+            payload = stored_payload(record)
+    if payload is None:
+        raise ConfigurationError(f"{key!r} keeps no payload")
+    await asyncio.to_thread(path.write_bytes, payload)
+    return len(payload)
+
+
 async def requeue(config: HubConfig, key: str) -> bool:
     """Make a dead or conflicting journal row processable again; False when there was none."""
+    if rejected_id(key) is not None:
+        raise ConfigurationError(
+            f"{key!r} is a parked payload, not a journal row: fix its cause, then `edinbox replay {key}`"
+        )
     source, message_id = split_key(key)
     async with open_inbox(config) as inbox:
         return bool(await inbox.requeue(source, message_id))
 
 
 async def forget(config: HubConfig, key: str) -> bool:
-    """Delete a journal row so the next delivery of that key is processed again; False when there was none."""
+    """Delete a journal row so the next delivery of that key is processed again, or a parked payload
+    (`rejected/N`); False when there was none."""
+    number = rejected_id(key)
+    if number is not None:
+        return await forget_rejected(config, number)
     source, message_id = split_key(key)
     async with open_inbox(config) as inbox:
         return bool(await inbox.forget(source, message_id))
@@ -267,8 +348,9 @@ async def purge(
     batch_size: int,
     progress: Callable[[int, int], None] | None = None,
     interval: float = 0.5,
-) -> int:
-    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches; return how many.
+) -> Purged:
+    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches, then the parked payloads
+    rejected before that; return how many of each.
 
     `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
     """
@@ -283,7 +365,15 @@ async def purge(
         deleted = int(await task)
     if progress is not None and total:
         progress(min(deleted, total), total)
-    return deleted
+    return Purged(rows=deleted, rejected=await purge_rejected(config, older_than=age))
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What `edinbox purge` deleted: settled journal rows, and parked payloads rejected longer ago than the age."""
+
+    rows: int
+    rejected: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,11 +57,14 @@ class Outage:
         give_up_after: timedelta | None,
         log_json: bool = False,
         name: str = "dependency",
+        on_back: Callable[[str], None] | None = None,
     ) -> None:
         """Log to `logger` (events `<name>-down` / `<name>-back`); give up (re-raise) after `give_up_after` of one
-        outage, never when None."""
+        outage, never when None; `on_back` is told which dependency came back after each outage (the reconnect
+        counter)."""
         self.logger = logger
         self.name = name
+        self.on_back = on_back
         self.give_up_after = give_up_after
         self.log_json = log_json
         self.down_since: float | None = None
@@ -125,5 +128,7 @@ class Outage:
             return
         seconds = round(time.monotonic() - self.down_since, 1)
         fields = {"dependency": self.down, "down_for_s": seconds}
+        if self.on_back is not None:
+            self.on_back(str(self.down))
         self.down_since = self.down = None
         self.logger.warning(_log.format_line(f"{self.name}-back", fields, as_json=self.log_json))

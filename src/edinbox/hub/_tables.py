@@ -14,13 +14,39 @@ from typing import Any
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
 
-__all__ = ["COUNTED", "TABLES", "check_privileges", "check_tables", "count", "counts", "create_tables", "park"]
+__all__ = [
+    "COUNTED",
+    "SEARCH_INDEXES",
+    "TABLES",
+    "check_privileges",
+    "check_tables",
+    "count",
+    "counts",
+    "create_tables",
+    "park",
+]
 
-TABLES = ("invoices", "rejected", "hub_counters", "hub_control_numbers", "hub_acknowledgments")
-"""The hub's tables, beside the journal."""
+TABLES = ("invoices", "rejected", "hub_counters", "hub_control_numbers", "hub_acknowledgments", "console_audit")
+"""The hub's tables, beside the journal (`console_audit`: what operators did in `edinbox console`)."""
 
-COUNTED = ("processed", "duplicate", "conflict", "dead", "resent", "bypassed", "rejected")
-"""The per-delivery outcomes the hub counts across processes (`resent`: the invoice key caught a partner resend)."""
+SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
+"""The indexes the console's search needs (`console_index_<name>` in `sql/<dialect>/console.sql`); the partner
+index (`console_index_partner`) needs an extension on PostgreSQL and is created apart (see `create_partner_index`)."""
+
+COUNTED = ("processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed")
+"""What became of each delivered item (an interchange of a delivery, or a whole payload that is not one), counted
+once per delivery, redeliveries included, committed with the batch that settled it; `received` is their sum.
+
+- processed: the inbox ran the handler and the interchange's invoices were created.
+- resent: the handler ran, and the invoice key found every invoice already in accounting (a partner resend).
+- duplicate: the key was journaled with the same content (a producer copy, a redelivery): nothing ran.
+- conflict: the key was processed with other content: nothing ran, the copy is kept on the journal row.
+- dead: the key is parked in the journal (its handler failed for good, now or before): nothing ran.
+- rejected: it could not be journaled (not EDI, no trailer, too big): parked once per content in `rejected`.
+- bypassed: its message types are routed around the inbox (acknowledgments): acked, nothing journaled.
+
+Journal rows are counted apart (`Inbox.stats()`: keys by status), as are the distinct parked payloads.
+"""
 
 _KEYS = {
     "invoices": ["issue_date", "kind", "number", "seller"],
@@ -38,6 +64,15 @@ async def create_tables(tx: Any) -> None:
     """Create the hub's tables when missing (idempotent), in the caller's transaction; only `edinbox init` calls it."""
     for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments"):
         await tx.unit.run(f"hub_create_{table}", {})
+    await tx.unit.run("console_create_audit", {})
+    for index in SEARCH_INDEXES:
+        await tx.unit.run(f"console_index_{index}", {})
+
+
+async def create_partner_index(tx: Any) -> None:
+    """Create the partner search's index and the extension it needs (pg_trgm on PostgreSQL); only `init` calls it."""
+    await tx.unit.run("console_extensions", {})
+    await tx.unit.run("console_index_partner", {})
 
 
 async def check_tables(inbox: AsyncInbox) -> None:

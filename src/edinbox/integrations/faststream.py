@@ -45,6 +45,7 @@ from faststream import BaseMiddleware
 from faststream._internal.context.repository import ContextRepo
 from faststream.message import StreamMessage
 
+from edinbox import _trace
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, SourceError
 from edinbox._message import Message, Outcome
@@ -175,7 +176,9 @@ class InboxMiddleware(BaseMiddleware):
                 await tx.publish(outbox, _payload(result), key=f"{message.source}/{message.message_id}")
                 result = None
 
-        outcome = await self._config.inbox.process(message, handler, lease=self._config.lease)
+        # the producer's trace (W3C traceparent in the headers) is the parent of the inbox's `edinbox settle` span
+        with _trace.attached(_trace.extract(message.headers)):
+            outcome = await self._config.inbox.process(message, handler, lease=self._config.lease)
         _log.debug("%s %s/%s", outcome.value, message.source, message.message_id)
         if self._config.on_outcome is not None:
             self._config.on_outcome(msg, message, outcome)

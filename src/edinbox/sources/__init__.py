@@ -38,15 +38,26 @@ def _module(url: str) -> Any:
     return importlib.import_module(name)
 
 
-def open_source(url: str, *, consumer: str, horizon: timedelta | None = None, **options: Any) -> Source:
+def open_source(
+    url: str,
+    *,
+    consumer: str,
+    horizon: timedelta | None = None,
+    max_payload: int | None = None,
+    **options: Any,
+) -> Source:
     """Build (not yet open) the source a URL names, e.g. `dir:///srv/edi` or `amqp://...?queue=edi.in`.
 
     `horizon` (the inbox's) is how long a source that creates its own storage with an age limit keeps messages,
-    unless the URL says otherwise: a NATS stream's `max_age`. Other sources ignore it.
+    unless the URL says otherwise: a NATS stream's `max_age`. `max_payload` (the hub's) is the size over which a
+    source that reads payloads itself parks one unread, unless the URL says otherwise: the spool's `max_payload`.
+    Other sources ignore them (the hub checks the size of what a broker delivered).
     """
     cls = _module(url).SOURCE
     if horizon is not None and getattr(cls, "keeps_for_horizon", False):
         options = {"horizon": horizon, **options}
+    if max_payload is not None and getattr(cls, "parks_oversize", False):
+        options = {"payload_limit": max_payload, **options}
     return cast(Source, cls.from_url(url, consumer=consumer, **options))
 
 

@@ -131,13 +131,16 @@ class SpoolSource(Source):
         self._skipped: set[str] = set()
         self._parked: deque[Delivery] = deque()  # parked outside a receive (recovery), handed out by the next one
 
+    parks_oversize = True
+    """`open_source(..., max_payload=)` sets the size over which a file is parked unread, unless the URL sets it."""
+
     @classmethod
-    def from_url(cls, url: str, *, consumer: str, **options: Any) -> SpoolSource:
+    def from_url(cls, url: str, *, consumer: str, payload_limit: int | None = None, **options: Any) -> SpoolSource:
         """Build a source from `dir:///path[?claim_timeout=S&max_payload=BYTES&dotfile_timeout=S]`; unknown options
-        are refused."""
+        are refused. `payload_limit` (the hub's) is the default `max_payload`; the URL's option wins."""
         _, opts = split_url(url, schemes=("dir",), overrides=options)
         timeout = opts.take("claim_timeout", positive_float, 300.0)
-        max_payload = opts.take("max_payload", positive_int, MAX_PAYLOAD)
+        max_payload = opts.take("max_payload", positive_int, payload_limit or MAX_PAYLOAD)
         dotfile_timeout = opts.take("dotfile_timeout", positive_float, 3600.0)
         opts.finish()
         return cls(
@@ -400,7 +403,7 @@ class SpoolSource(Source):
             return
         if delay:
             when = time.time() + delay
-            os.utime(claim.path, (when, when))
+            self._touch(claim, (when, when))
         self._redeliver(claim.path)
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
@@ -422,7 +425,14 @@ class SpoolSource(Source):
         """Refresh the claim so other processes do not take it as stale."""
         claim = _handle(delivery)
         if claim is not None:
-            os.utime(claim.path)
+            self._touch(claim, None)
+
+    def _touch(self, claim: _Claim, times: tuple[float, float] | None) -> None:
+        """Set a claimed file's times; SourceError when the claim is gone (given back at close, or recovered)."""
+        try:
+            os.utime(claim.path, times)
+        except OSError as exc:
+            raise SourceError(f"the claim on {claim.name} is gone (closed or recovered meanwhile): {why(exc)}") from exc
 
     async def aclose(self) -> None:
         """Give unacked claims back to `inbound/` and remove this process's claim folder."""

@@ -7,10 +7,11 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from edinbox._core import check_version
+from edinbox._core import check_version, migration_steps
+from edinbox._errors import SchemaError
 from edinbox._message import Message
 
-__all__ = ["AsyncStore", "AsyncUnit", "create_journal"]
+__all__ = ["AsyncStore", "AsyncUnit", "create_journal", "migrate_journal"]
 
 Params = Mapping[str, Any]
 
@@ -72,6 +73,9 @@ class AsyncStore(Protocol):
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its unique key and the schema version are right."""
 
+    async def migrate(self, *, version: int) -> list[int]:
+        """Upgrade the journal to `version` in one transaction under the schema lock; return the versions applied."""
+
     async def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
 
@@ -101,3 +105,38 @@ async def create_journal(unit: AsyncUnit, steps: Sequence[tuple[str, Params]], *
         raise
     await unit.commit()
     check_version([row[0] for row in rows], version=version, table=table)
+
+
+async def migrate_journal(
+    unit: AsyncUnit,
+    *,
+    lock: Sequence[tuple[str, Params]],
+    relation: Params,
+    steps: Mapping[int, Sequence[str]],
+    version: int,
+    table: object,
+) -> list[int]:
+    """In one transaction, after the `lock` statements: read the journal's version, run the named queries of each
+    later step up to `version` (`steps`), and record each step's version; return the versions applied.
+
+    `relation` names the version table for the `relation` query. Run again, it finds nothing to do.
+    """
+    await unit.begin()
+    try:
+        for name, params in lock:
+            await unit.run(name, params)
+        found = await unit.fetch("relation", relation)
+        if not found or found[0][0] is None:
+            raise SchemaError(f"journal table {table} has no version table: run create_schema()")
+        applied = migration_steps([row[0] for row in await unit.fetch("version", {})], version=version, table=table)
+        for step in applied:
+            if step not in steps:
+                raise SchemaError(f"this edinbox has no migration to version {step} for this database")
+            for name in steps[step]:
+                await unit.run(name, {})
+            await unit.run("set_version", {"version": step})
+    except BaseException:
+        await unit.rollback()
+        raise
+    await unit.commit()
+    return applied

@@ -19,8 +19,9 @@ from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal
+from edinbox.stores._async_base import Params, create_journal, migrate_journal
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
+from edinbox.stores._queries import migration_queries
 
 __all__ = ["AsyncPostgresStore"]
 
@@ -273,6 +274,18 @@ class AsyncPostgresStore:
         steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         async with self.unit() as unit:
             await create_journal(unit, steps, version=version, table=self._table)
+
+    async def migrate(self, *, version: int) -> list[int]:
+        """Upgrade the journal to `version` in one transaction under the schema's advisory lock."""
+        async with self.unit() as unit:
+            return await migrate_journal(
+                unit,
+                lock=[("schema_lock", {"lock": self._sql.lock_name})],
+                relation={"name": self._sql.version_name},
+                steps=migration_queries(DIALECT),
+                version=version,
+                table=self._table,
+            )
 
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

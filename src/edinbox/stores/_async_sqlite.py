@@ -17,7 +17,8 @@ import aiosqlite
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
-from edinbox.stores._async_base import Params, create_journal
+from edinbox.stores._async_base import Params, create_journal, migrate_journal
+from edinbox.stores._queries import migration_queries
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
 
 __all__ = ["AsyncSQLiteStore"]
@@ -178,6 +179,18 @@ class AsyncSQLiteStore:
         steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         async with self.unit() as unit:
             await create_journal(unit, steps, version=version, table=self._table)
+
+    async def migrate(self, *, version: int) -> list[int]:
+        """Upgrade the journal to `version` in one write transaction (BEGIN IMMEDIATE holds out every writer)."""
+        async with self.unit() as unit:
+            return await migrate_journal(
+                unit,
+                lock=[],
+                relation={"name": self._sql.version_name},
+                steps=migration_queries(DIALECT),
+                version=version,
+                table=self._table,
+            )
 
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

@@ -1,4 +1,5 @@
-"""The one place a driver's exceptions become edinbox's: DataError (permanent) or StoreError (transient).
+"""The one place a driver's exceptions become edinbox's: DataError (permanent) or StoreError (transient), and
+the operator's errors (a missing grant, a missing table) that no wait will fix.
 
 Every driver error raised by the inbox's statements or by a handler's own SQL goes through `MappedErrors`.
 The tables below decide by the error's code (PostgreSQL's SQLSTATE, SQLite's result code), first match wins;
@@ -10,7 +11,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import ClassVar
 
-from edinbox._errors import ConfigurationError, DataError, InboxError, StoreError
+from edinbox._errors import ConfigurationError, DataError, InboxError, SchemaError, StoreError
 from edinbox._urls import mask
 
 __all__ = ["POSTGRESQL_CODES", "SQLITE_CODES", "MappedErrors"]
@@ -24,6 +25,8 @@ POSTGRESQL_CODES: tuple[tuple[str, type[InboxError]], ...] = (
     ("55P03", StoreError),  # lock not available (lock_timeout)
     ("57", StoreError),  # operator intervention: admin or crash shutdown, query canceled (statement_timeout)
     ("42501", ConfigurationError),  # insufficient privilege: a grant is missing, no wait will bring it
+    ("42P01", SchemaError),  # undefined table: the schema was never created (or dropped), no wait will bring it
+    ("3F000", SchemaError),  # invalid schema name: the same, one level up
 )
 """SQLSTATE prefixes of PostgreSQL errors and what they mean for the message."""
 
@@ -37,6 +40,9 @@ SQLITE_CODES: tuple[tuple[int, type[InboxError]], ...] = (
     (SQLITE_CONSTRAINT_DATATYPE, DataError),  # a STRICT table cannot store this value in the column
 )
 """SQLite result codes (extended first, then primary) and what they mean; busy, locked, I/O: StoreError."""
+
+
+_SCHEMA_HINT = "create the schema first: `create_schema()`, or `edinbox init` for the hub"
 
 
 def _classify(exc: BaseException) -> type[InboxError]:
@@ -81,7 +87,8 @@ class MappedErrors:
     def convert(cls, exc: Exception, action: str) -> InboxError:
         """The edinbox error for the driver error `exc` raised while doing `action` (not chained yet)."""
         error = DataError if isinstance(exc, cls.data_error) else _classify(exc)
-        return error(f"{cls.database} failed to {action}: {mask(str(exc)).strip()}")
+        hint = f" ({_SCHEMA_HINT})" if error is SchemaError else ""
+        return error(f"{cls.database} failed to {action}: {mask(str(exc)).strip()}{hint}")
 
     @classmethod
     def map(cls, exc: Exception, action: str) -> Exception:

@@ -47,13 +47,14 @@ class Statements:
             "outbox_name": sql.Literal(self.outbox_name),
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),
+            "status_check": sql.Identifier(f"{table.name}_status_check"),
             "version_table": sql.Identifier(*version),
             "table_name": sql.Literal(self.qualified_name),
         }
         self._bytes = {}
         for name, text in load_queries(DIALECT, *FILES).items():
             # any other `{name}` is a table beside the journal, in its schema
-            beside = {p: _beside(qualified[:-1], p) for p in placeholders(text) - identifiers.keys()}
+            beside = {p: _beside(qualified, p) for p in placeholders(text) - identifiers.keys()}
             self._bytes[name] = sql.SQL(text).format(**identifiers, **beside).as_bytes(None)
         self.lock_name = f"edinbox:{table}"
         # The delivery-starting inserts: PREPARE once per connection, then EXECUTE with driver-bound literals.
@@ -96,8 +97,12 @@ class Statements:
         return self._bytes[name]
 
 
-def _beside(schema: tuple[str, ...], placeholder: str) -> sql.Composable:
-    """`{x}`: table x beside the journal, as an identifier; `{x_name}`: its quoted name as a string literal."""
+def _beside(qualified: tuple[str, ...], placeholder: str) -> sql.Composable:
+    """`{x}`: table x beside the journal, as an identifier; `{x_name}`: its quoted name as a string literal;
+    `{x_index}`: the index x of this journal's tables, `<journal>_x_index` (an index lives in its table's schema)."""
+    schema, journal = qualified[:-1], qualified[-1]
+    if placeholder.endswith("_index"):
+        return sql.Identifier(f"{journal}_{placeholder}")
     if placeholder.endswith("_name"):
         return sql.Literal(sql.Identifier(*schema, placeholder.removesuffix("_name")).as_string(None))
     return sql.Identifier(*schema, placeholder)

@@ -6,14 +6,15 @@ import re
 import string
 from importlib.resources import files
 
-__all__ = ["FILES", "load_queries", "placeholders"]
+__all__ = ["FILES", "load_queries", "migration_queries", "named_queries", "placeholders"]
 
-FILES = ("queries", "schema", "outbox", "hub")
-"""The statement files a store loads: the journal's, its schema, and those of tables beside it.
+FILES = ("queries", "schema", "outbox", "hub", "console", "migrations")
+"""The statement files a store loads: the journal's, its schema, those of tables beside it, and the migrations.
 
 In a statement, `{table}` is the journal and `{table_name}` its name as a string literal, `{outbox}` the journal's
-outbox (`<journal>_outbox`) and `{outbox_name}` its name as a string literal; any other `{x}` is the
-table x beside the journal (in its schema) and `{x_name}` that table's name as a string literal.
+outbox (`<journal>_outbox`) and `{outbox_name}` its name as a string literal; any other `{x}` is the table x beside
+the journal (in its schema), `{x_name}` that table's name as a string literal, and `{x_index}` an index of this
+journal's tables (named after the journal, so two journals in one schema never share one).
 """
 
 
@@ -21,13 +22,31 @@ def load_queries(dialect: str, *names: str) -> dict[str, str]:
     """Return every named statement of the given files (`queries`, `schema`, `outbox`, `hub`) of one dialect."""
     queries: dict[str, str] = {}
     for name in names:
-        text = files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text(encoding="utf-8")
-        for section in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
-            title, _, body = section.partition("\n")
-            queries[title.strip()] = body.strip()
+        queries.update(named_queries(files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text("utf-8")))
+    return queries
+
+
+def named_queries(text: str) -> dict[str, str]:
+    """The statements of one file's text, by the name of their `-- name: <name>` section."""
+    queries: dict[str, str] = {}
+    for section in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
+        title, _, body = section.partition("\n")
+        queries[title.strip()] = body.strip()
     return queries
 
 
 def placeholders(text: str) -> set[str]:
     """The `{name}` identifiers a statement's text uses."""
     return {field for _, field, _, _ in string.Formatter().parse(text) if field}
+
+
+_STEP = re.compile(r"v([0-9]+)_")
+
+
+def migration_queries(dialect: str) -> dict[int, list[str]]:
+    """The named queries of each migration step of one dialect (`v<N>_*` in `migrations.sql`), in file order."""
+    steps: dict[int, list[str]] = {}
+    for name in load_queries(dialect, "migrations"):
+        if step := _STEP.match(name):
+            steps.setdefault(int(step.group(1)), []).append(name)
+    return steps

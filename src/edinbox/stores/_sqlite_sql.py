@@ -40,6 +40,7 @@ class Statements:
         identifiers = {
             "table": _quote(table.name),
             "key_index": _quote(f"{table.name}_key"),
+            "rebuild": _quote(f"{table.name}_rebuild"),
             "version_table": _quote(self.version_name),
             "table_name": "'" + table.name + "'",
             "outbox": _quote(f"{table.name}_outbox"),
@@ -49,7 +50,7 @@ class Statements:
         self._text = {}
         for name, text in load_queries(DIALECT, *FILES).items():
             # any other `{name}` is a table beside the journal (our own statement files name them)
-            beside = {p: _beside(p) for p in placeholders(text) - identifiers.keys()}
+            beside = {p: _beside(p, table.name) for p in placeholders(text) - identifiers.keys()}
             self._text[name] = text.format(**identifiers, **beside)
 
     def __getitem__(self, name: str) -> str:
@@ -57,8 +58,11 @@ class Statements:
         return self._text[name]
 
 
-def _beside(placeholder: str) -> str:
-    """`{x}`: table x beside the journal, quoted; `{x_name}`: its name as a string literal."""
+def _beside(placeholder: str, journal: str) -> str:
+    """`{x}`: table x beside the journal, quoted; `{x_name}`: its name as a string literal; `{x_index}`: the index
+    x of this journal's tables, named `<journal>_x_index` (index names are per database)."""
+    if placeholder.endswith("_index"):
+        return _quote(f"{journal}_{placeholder}")
     if placeholder.endswith("_name"):
         return "'" + placeholder.removesuffix("_name") + "'"
     return _quote(placeholder)

@@ -19,7 +19,8 @@ from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
-from edinbox.stores._sync_base import Params, create_journal
+from edinbox.stores._queries import migration_queries
+from edinbox.stores._sync_base import Params, create_journal, migrate_journal
 
 __all__ = ["PostgresStore"]
 
@@ -269,6 +270,18 @@ class PostgresStore:
         steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         with self.unit() as unit:
             create_journal(unit, steps, version=version, table=self._table)
+
+    def migrate(self, *, version: int) -> list[int]:
+        """Upgrade the journal to `version` in one transaction under the schema's advisory lock."""
+        with self.unit() as unit:
+            return migrate_journal(
+                unit,
+                lock=[("schema_lock", {"lock": self._sql.lock_name})],
+                relation={"name": self._sql.version_name},
+                steps=migration_queries(DIALECT),
+                version=version,
+                table=self._table,
+            )
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

@@ -15,8 +15,9 @@ from typing import Any
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
+from edinbox.stores._queries import migration_queries
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
-from edinbox.stores._sync_base import Params, create_journal
+from edinbox.stores._sync_base import Params, create_journal, migrate_journal
 
 __all__ = ["SQLiteStore"]
 
@@ -172,6 +173,18 @@ class SQLiteStore:
         steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         with self.unit() as unit:
             create_journal(unit, steps, version=version, table=self._table)
+
+    def migrate(self, *, version: int) -> list[int]:
+        """Upgrade the journal to `version` in one write transaction (BEGIN IMMEDIATE holds out every writer)."""
+        with self.unit() as unit:
+            return migrate_journal(
+                unit,
+                lock=[],
+                relation={"name": self._sql.version_name},
+                steps=migration_queries(DIALECT),
+                version=version,
+                table=self._table,
+            )
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""

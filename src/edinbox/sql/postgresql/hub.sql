@@ -146,3 +146,22 @@ ORDER BY a.id
 SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
 WHERE consumer = %(consumer)s
 GROUP BY kind, duplicate
+-- name: hub_invoice_keys
+-- `edinbox chaos`: every invoice's key, to find the ones that were lost
+SELECT seller, number, kind, issue_date FROM {invoices}
+
+-- name: hub_processed_keys
+-- `edinbox chaos`: the interchanges the journal settled as processed, with their rows (more than one: no unique key)
+SELECT source, message_id, count(*) FROM {table}
+WHERE consumer = %(consumer)s AND status = 'processed'
+GROUP BY source, message_id
+
+-- name: hub_forget_rejected
+DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
+
+-- name: hub_purge_rejected
+DELETE FROM {rejected} WHERE consumer = %(consumer)s AND rejected_at < now() - %(older_than)s
+
+-- name: hub_drop_schema
+-- `edinbox demo` only: drop the schema it created for itself, with everything in it
+DROP SCHEMA IF EXISTS {schema} CASCADE

@@ -65,7 +65,7 @@ SET attempts = t.attempts + 1,
     status = CASE WHEN t.attempts + 1 >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
     payload = CASE WHEN t.attempts + 1 >= %(max_attempts)s THEN %(payload)s::bytea END,
     fingerprint = excluded.fingerprint, last_error = excluded.last_error, lease_until = NULL
-WHERE t.status = 'failed'
+WHERE t.status IN ('failed', 'requeued')
 
 -- name: park
 UPDATE {table}
@@ -109,9 +109,12 @@ LIMIT %(limit)s
 -- name: stats
 SELECT status, count(*) FROM {table} WHERE consumer = %(consumer)s GROUP BY status
 
+-- name: oldest
+SELECT status, min(received_at) FROM {table} WHERE consumer = %(consumer)s GROUP BY status
+
 -- name: requeue
 UPDATE {table}
-SET status = 'failed', attempts = 0, lease_until = NULL, settled_at = NULL,
+SET status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL,
     fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
     AND status IN ('dead', 'conflict')

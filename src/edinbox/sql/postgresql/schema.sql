@@ -8,7 +8,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     message_id text NOT NULL,
     fingerprint text NOT NULL,
     status text NOT NULL
-        CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict')),
+        CONSTRAINT {status_check} CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued')),
     attempts integer NOT NULL DEFAULT 0,
     last_error text,
     lease_until timestamptz,
@@ -32,6 +32,9 @@ INSERT INTO {version_table} (version) SELECT %(version)s WHERE NOT EXISTS (SELEC
 
 -- name: schema_lock
 SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))
+
+-- name: set_version
+UPDATE {version_table} SET version = %(version)s
 
 -- name: version
 SELECT version FROM {version_table}

@@ -136,3 +136,20 @@ ORDER BY a.id
 SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
 WHERE consumer = :consumer
 GROUP BY kind, duplicate
+-- name: hub_invoice_keys
+-- `edinbox chaos`: every invoice's key, to find the ones that were lost
+SELECT seller, number, kind, issue_date FROM {invoices}
+
+-- name: hub_processed_keys
+-- `edinbox chaos`: the interchanges the journal settled as processed, with their rows (more than one: no unique key)
+SELECT source, message_id, count(*) FROM {table}
+WHERE consumer = :consumer AND status = 'processed'
+GROUP BY source, message_id
+
+-- name: hub_forget_rejected
+DELETE FROM {rejected} WHERE consumer = :consumer AND id = :id
+
+-- name: hub_purge_rejected
+-- rejected_at is ISO-8601 text in UTC: compared as text with the cut-off written the same way
+DELETE FROM {rejected}
+WHERE consumer = :consumer AND rejected_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')

@@ -64,7 +64,7 @@ SET attempts = t.attempts + 1,
     status = CASE WHEN t.attempts + 1 >= :max_attempts THEN 'dead' ELSE 'failed' END,
     payload = CASE WHEN t.attempts + 1 >= :max_attempts THEN :payload END,
     fingerprint = excluded.fingerprint, last_error = excluded.last_error, lease_until = NULL
-WHERE t.status = 'failed'
+WHERE t.status IN ('failed', 'requeued')
 
 -- name: park
 UPDATE {table}
@@ -108,9 +108,12 @@ LIMIT :limit
 -- name: stats
 SELECT status, count(*) FROM {table} WHERE consumer = :consumer GROUP BY status
 
+-- name: oldest
+SELECT status, min(received_at) FROM {table} WHERE consumer = :consumer GROUP BY status
+
 -- name: requeue
 UPDATE {table}
-SET status = 'failed', attempts = 0, lease_until = NULL, settled_at = NULL,
+SET status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL,
     fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
     AND status IN ('dead', 'conflict')

@@ -5,7 +5,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     message_id TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
     status TEXT NOT NULL
-        CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict')),
+        CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued')),
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT,
     lease_until REAL,
@@ -26,6 +26,9 @@ CREATE TABLE IF NOT EXISTS {version_table} (version INTEGER NOT NULL)
 
 -- name: seed_version
 INSERT INTO {version_table} (version) SELECT :version WHERE NOT EXISTS (SELECT 1 FROM {version_table})
+
+-- name: set_version
+UPDATE {version_table} SET version = :version
 
 -- name: version
 SELECT version FROM {version_table}

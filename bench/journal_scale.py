@@ -1,0 +1,325 @@
+"""process_batch of 1,000 on a full journal (10M rows) against an empty one, side by side in one run.
+
+    .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
+        [--keys random,rising] [--layouts flat,digest,ring] [--refill] [--wal-compression]
+
+Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
+(`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
+partners, each with rising 9-digit control numbers, as X12 ISA13). Three layouts:
+
+- `flat`: today's journal (one table, unique index on consumer, source, message_id), through `Inbox.process_batch`;
+- `digest`: the flat journal keyed by a 16-byte digest of (consumer, source, message_id) (`bench/digest.sql`): the
+  same one insert per batch into an index about half as big;
+- `ring`: the journal as a ring of slot partitions (docs/scaling.md): inserts go to the current slot, whose
+  index is small and hot; the older slots inside the horizon are only probed (read, never written), so a batch
+  dirties a few pages instead of one leaf per key. Run with the statements of `bench/ring.sql` (a candidate
+  measured here, not adopted: docs/scaling.md).
+
+Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), after a CHECKPOINT at the
+start, so full-page images are paid as in steady state; the ratio is full / empty of the same layout. With
+`--wal-compression`, a third flat variant: the full journal with `wal_compression=lz4` on its connections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from edinbox import Inbox, Message, Tx
+from edinbox.stores._queries import named_queries
+
+CONSUMER = "bench"
+SCHEMA = "bench_scale"
+TEMPLATE = f"{SCHEMA}.template"
+"""An empty journal made by the API: the candidate layouts copy its columns and checks (CREATE TABLE ... LIKE)."""
+PARTNERS = 1000
+SLOTS = 8
+BATCH = 1000
+
+
+class Keys:
+    """Fresh message keys of one shape: random UUIDs, or per-partner rising control numbers."""
+
+    def __init__(self, shape: str, *, start: int) -> None:
+        """Rising numbers continue after `start` per partner (the rows already in the journal)."""
+        self.shape = shape
+        self.counters = [start] * PARTNERS
+
+    def batch(self) -> list[Message]:
+        """One batch of fresh messages."""
+        if self.shape == "random":
+            return [Message(uuid.uuid4().hex, "bench:source", b"x" * 64) for _ in range(BATCH)]
+        messages = []
+        for _ in range(BATCH):
+            partner = random.randrange(PARTNERS)
+            self.counters[partner] += 1
+            source = f"X12:ZZ:P{partner:04d}>ZZ:HUB"
+            messages.append(Message(f"{self.counters[partner]:09d}", source, b"x" * 64))
+        return messages
+
+
+def fill_values(shape: str) -> str:
+    """The SELECT list giving row i of a filled journal (source, message_id, fingerprint, received_at)."""
+    fingerprint = "md5(i::text) || md5((-i)::text)"
+    received = "now() - make_interval(secs => (%(rows)s - i) * 0.05)"
+    if shape == "random":
+        return f"'bench:source', md5('r' || i), {fingerprint}, {received}"
+    return (
+        f"'X12:ZZ:P' || lpad((i %% {PARTNERS})::text, 4, '0') || '>ZZ:HUB', "
+        f"lpad((i / {PARTNERS})::text, 9, '0'), {fingerprint}, {received}"
+    )
+
+
+def count(connection: psycopg.Connection[Any], table: str) -> int:
+    """Rows in `table` (0 when it is missing)."""
+    exists = connection.execute("SELECT to_regclass(%s)", [f"{SCHEMA}.{table}"]).fetchone()
+    if exists is None or exists[0] is None:
+        return 0
+    row = connection.execute(f"SELECT count(*) FROM {SCHEMA}.{table}".encode()).fetchone()
+    return int(row[0]) if row else 0
+
+
+def fill_flat(url: str, connection: psycopg.Connection[Any], table: str, *, shape: str, rows: int) -> None:
+    """Create a flat journal through the API and fill it with `rows` rows, the unique index built afterwards."""
+    with Inbox(url, consumer=CONSUMER, table=f"{SCHEMA}.{table}") as inbox:
+        inbox.create_schema()
+        connection.execute(f"TRUNCATE {SCHEMA}.{table}".encode())
+        connection.execute(f"DROP INDEX {SCHEMA}.{table}_key".encode())
+        connection.execute(
+            f"INSERT INTO {SCHEMA}.{table} (consumer, source, message_id, fingerprint, received_at, status, "
+            f"attempts, settled_at) SELECT '{CONSUMER}', s, m, f, r, 'processed', 1, r "
+            f"FROM generate_series(1, %(rows)s) AS i, LATERAL (SELECT {fill_values(shape)}) AS v (s, m, f, r)".encode(),
+            {"rows": rows},
+        )
+        inbox.create_schema()  # the unique index again, built in one sorted pass
+    connection.execute(f"VACUUM ANALYZE {SCHEMA}.{table}".encode())
+
+
+def create_ring(connection: psycopg.Connection[Any], table: str) -> None:
+    """Create a ring journal (its parent, slot partitions and head row) from the named statements."""
+    names = {"table": f"{SCHEMA}.{table}", "head": f"{SCHEMA}.{table}_head", "key_index": f"{table}_key"}
+    names["template"] = TEMPLATE
+    for name in ("create_ring", "create_ring_key", "create_head", "seed_head"):
+        connection.execute(RING[name].format(**names).encode())
+    for slot in range(SLOTS):
+        connection.execute(RING["create_slot"].format(slot=f"{SCHEMA}.{table}_{slot}", number=slot, **names).encode())
+
+
+def fill_ring(connection: psycopg.Connection[Any], table: str, *, shape: str, rows: int) -> None:
+    """A ring journal with `rows` rows spread over the slots before the current one (slot 0 stays empty)."""
+    connection.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{table}, {SCHEMA}.{table}_head".encode())
+    create_ring(connection, table)
+    connection.execute(f"DROP INDEX {SCHEMA}.{table}_key".encode())
+    connection.execute(
+        f"INSERT INTO {SCHEMA}.{table} (consumer, source, message_id, fingerprint, received_at, status, "
+        f"attempts, settled_at, slot) SELECT '{CONSUMER}', s, m, f, r, 'processed', 1, r, "
+        f"1 + (i * {SLOTS - 1}) / (%(rows)s + 1) "
+        f"FROM generate_series(1, %(rows)s) AS i, LATERAL (SELECT {fill_values(shape)}) AS v (s, m, f, r)".encode(),
+        {"rows": rows},
+    )
+    connection.execute(RING["create_ring_key"].format(table=f"{SCHEMA}.{table}", key_index=f"{table}_key").encode())
+    connection.execute(f"VACUUM ANALYZE {SCHEMA}.{table}".encode())
+
+
+RING = named_queries((Path(__file__).parent / "ring.sql").read_text("utf-8"))
+DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8"))
+
+
+def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> None:
+    """Remove what earlier runs added to a full journal (their messages share one fingerprint), then read its
+    unique index into the OS cache (pg_prewarm), so every run starts from the same warm state."""
+    if layout == "ring":
+        connection.execute(f"TRUNCATE {SCHEMA}.{table}_0".encode())  # the current slot: only the runs wrote to it
+        indexes = [f"{SCHEMA}.{table}_{slot}_consumer_source_message_id_slot_idx" for slot in range(1, SLOTS)]
+    else:
+        fingerprint = Message("x", "x", b"x" * 64).fingerprint
+        connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE fingerprint = %s".encode(), [fingerprint])
+        connection.execute(f"VACUUM {SCHEMA}.{table}".encode())  # no dead index entries left for the same keys
+        indexes = [f"{SCHEMA}.{table}_key"]
+    connection.execute(b"CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    for index in indexes:
+        connection.execute(b"SELECT pg_prewarm(%s::regclass, 'read')", [index])
+
+
+def sql_batch(
+    connection: psycopg.Connection[Any], insert: bytes, *, lock: str | None = None
+) -> Callable[[list[Message]], None]:
+    """process_batch's statements on a candidate layout: the ring's shared rotation lock when given, then the
+    layout's insert of the batch (every message fresh: each must come back as inserted)."""
+
+    def run(messages: list[Message]) -> None:
+        with connection.transaction():
+            if lock is not None:
+                connection.execute(RING["ring_lock"].encode(), {"lock": lock})
+            cursor = connection.execute(
+                insert,
+                {
+                    "consumer": CONSUMER,
+                    "sources": [m.source for m in messages],
+                    "message_ids": [m.message_id for m in messages],
+                    "fingerprints": [m.fingerprint for m in messages],
+                },
+            )
+            assert len(cursor.fetchall()) == len(messages), "a fresh message was taken for a duplicate"
+
+    return run
+
+
+def ring_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[list[Message]], None]:
+    """The batch on a ring journal: the shared rotation lock, then the probing insert."""
+    insert = RING["insert_batch"].format(table=f"{SCHEMA}.{table}", head=f"{SCHEMA}.{table}_head").encode()
+    return sql_batch(connection, insert, lock=f"edinbox:{SCHEMA}.{table}")
+
+
+def create_digest(connection: psycopg.Connection[Any], table: str) -> None:
+    """Create a journal keyed by a 16-byte digest of its key."""
+    names = {"table": f"{SCHEMA}.{table}", "key_index": f"{table}_key", "template": TEMPLATE}
+    for name in ("create_digest", "create_digest_key"):
+        connection.execute(DIGEST[name].format(**names).encode())
+
+
+def fill_digest(connection: psycopg.Connection[Any], table: str, *, shape: str, rows: int) -> None:
+    """A digest-keyed journal with `rows` rows, its unique index built afterwards."""
+    connection.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{table}".encode())
+    create_digest(connection, table)
+    connection.execute(f"DROP INDEX {SCHEMA}.{table}_key".encode())
+    fill = DIGEST["fill"].format(table=f"{SCHEMA}.{table}", values=fill_values(shape))
+    connection.execute(fill.encode(), {"rows": rows})
+    create_digest(connection, table)
+    connection.execute(f"VACUUM ANALYZE {SCHEMA}.{table}".encode())
+
+
+def digest_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[list[Message]], None]:
+    """The batch on a digest-keyed journal: one insert."""
+    return sql_batch(connection, DIGEST["insert_batch"].format(table=f"{SCHEMA}.{table}").encode())
+
+
+def flat_batch(inbox: Inbox) -> Callable[[list[Message]], None]:
+    """Inbox.process_batch with a handler that does nothing (the journal's cost alone)."""
+
+    def handler(tx: Tx, new: list[Message]) -> None:
+        assert len(new) == BATCH
+
+    def run(messages: list[Message]) -> None:
+        inbox.process_batch(messages, handler)
+
+    return run
+
+
+def measure(title: str, variants: dict[str, tuple[Keys, Callable[[list[Message]], None]]], *, turns: int) -> None:
+    """Run the variants turn by turn (order rotated), one batch each per turn; print rates and ratios."""
+    elapsed = dict.fromkeys(variants, 0.0)
+    for keys, run in variants.values():  # warm-up: connections, plans, caches
+        run(keys.batch())
+    order = list(variants)
+    for _ in range(turns):
+        order = order[1:] + order[:1]
+        for name in order:
+            keys, run = variants[name]
+            messages = keys.batch()
+            started = time.perf_counter()
+            run(messages)
+            elapsed[name] += time.perf_counter() - started
+    rates = {name: turns * BATCH / seconds for name, seconds in elapsed.items()}
+    print(f"\n## {title}  ({turns} interleaved turns of {BATCH} messages per variant)")
+    for name, value in rates.items():
+        line = f"  {name:<28} {value:>9,.0f} msg/s"
+        if name.endswith("full"):
+            empty = name.split()[0] + " empty"
+            line += f"  x{value / rates[empty]:.2f} of {empty}"
+        print(line, flush=True)
+
+
+def full_name(layout: str, shape: str, rows: int) -> str:
+    """The kept full journal of a layout, key shape and size (10M rows: no size in the name)."""
+    return f"{layout}_{shape}" + ("" if rows == 10_000_000 else f"_{rows}")
+
+
+def main() -> None:
+    """Fill (or reuse) the journals, then compare full and empty per key shape and layout."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--url", default=os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1/test")
+    )
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--keys", default="random,rising")
+    parser.add_argument("--layouts", default="flat,digest,ring")
+    parser.add_argument("--refill", action="store_true")
+    parser.add_argument("--wal-compression", action="store_true", help="also the full flat journal with lz4 WAL")
+    args = parser.parse_args()
+    shapes = args.keys.split(",")
+    layouts = args.layouts.split(",")
+    connection = psycopg.connect(args.url, autocommit=True)
+    connection.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}".encode())
+    with Inbox(args.url, consumer=CONSUMER, table=TEMPLATE) as template:
+        template.create_schema()
+    print(f"journal at scale, {os.cpu_count()} CPUs, load average {os.getloadavg()} (the machine is shared)")
+    for shape in shapes:
+        for layout in layouts:
+            table = full_name(layout, shape, args.rows)
+            if args.refill or count(connection, table) < args.rows:
+                started = time.perf_counter()
+                if layout == "flat":
+                    fill_flat(args.url, connection, table, shape=shape, rows=args.rows)
+                elif layout == "digest":
+                    fill_digest(connection, table, shape=shape, rows=args.rows)
+                else:
+                    fill_ring(connection, table, shape=shape, rows=args.rows)
+                print(f"filled {table} with {args.rows:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
+    suffix = uuid.uuid4().hex[:8]
+    work = psycopg.connect(args.url, autocommit=True)
+    inboxes: list[Inbox] = []
+    try:
+        for shape in shapes:
+            start = args.rows // PARTNERS + 1
+            variants: dict[str, tuple[Keys, Callable[[list[Message]], None]]] = {}
+            for layout in layouts:
+                empty = f"empty_{layout}_{shape}_{suffix}"
+                if layout == "flat":
+                    full = full_name(layout, shape, args.rows)
+                    journals = [(f"{layout} empty", empty, args.url), (f"{layout} full", full, args.url)]
+                    if args.wal_compression:  # a superuser's session setting, through libpq's options
+                        compressed = f"{args.url}{'&' if '?' in args.url else '?'}options=-c%20wal_compression%3Dlz4"
+                        journals.append((f"{layout} lz4 full", full, compressed))
+                    for n, (name, table, url) in enumerate(journals):
+                        inbox = Inbox(url, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
+                        inbox.create_schema()
+                        inboxes.append(inbox)
+                        # two variants on one full journal: rising numbers of their own, each above the filled ones
+                        variants[name] = (Keys(shape, start=start + n * 10**6), flat_batch(inbox))
+                elif layout == "digest":
+                    create_digest(connection, empty)
+                    variants[f"{layout} empty"] = (Keys(shape, start=start), digest_batch(work, empty))
+                    full = full_name(layout, shape, args.rows)
+                    variants[f"{layout} full"] = (Keys(shape, start=start), digest_batch(work, full))
+                else:
+                    create_ring(connection, empty)
+                    variants[f"{layout} empty"] = (Keys(shape, start=start), ring_batch(work, empty))
+                    variants[f"{layout} full"] = (
+                        Keys(shape, start=start),
+                        ring_batch(work, full_name(layout, shape, args.rows)),
+                    )
+            for layout in layouts:
+                reset(connection, full_name(layout, shape, args.rows), layout=layout)
+            connection.execute(b"CHECKPOINT")
+            measure(f"{shape} keys, {args.rows:,} rows in the full journals", variants, turns=args.turns)
+    finally:
+        for inbox in inboxes:
+            inbox.close()
+        for shape in shapes:
+            for layout in layouts:
+                empty = f"{SCHEMA}.empty_{layout}_{shape}_{suffix}"
+                connection.execute(f"DROP TABLE IF EXISTS {empty}, {empty}_head, {empty}_version".encode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""OpenTelemetry spans, through the API only: when `opentelemetry-api` is not installed every call is a no-op.
+
+Span names and attributes (the `edinbox.` namespace):
+
+- `edinbox settle`: one per settled delivery, with `edinbox.key` (source/message_id), `edinbox.consumer`,
+  `edinbox.outcome`, `edinbox.attempt` and, from the hub, `edinbox.partner` and `edinbox.message_type`;
+- its children `edinbox handler` (the user's handler, or the hub's accounting sink) and `edinbox commit`.
+
+A producer's trace context travels in the message headers (W3C `traceparent`); `extract(headers)` continues it.
+The application installs the SDK and its exporter; the library only asks the global tracer provider.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+_otel: Any = None
+_context: Any = None
+_propagate: Any = None
+with contextlib.suppress(ImportError):  # the `otel` extra is optional: without it spans are no-ops
+    from opentelemetry import context as _context
+    from opentelemetry import propagate as _propagate
+    from opentelemetry import trace as _otel
+
+__all__ = ["SETTLE", "attached", "extract", "note", "span", "start", "tracing"]
+
+SETTLE = "edinbox settle"
+HANDLER = "edinbox handler"
+COMMIT = "edinbox commit"
+
+_SCOPE = "edinbox"
+
+
+def tracing() -> bool:
+    """True when the OpenTelemetry API is installed (spans are recorded if the application set up an SDK)."""
+    return _otel is not None
+
+
+@contextlib.contextmanager
+def span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterator[Any]:
+    """A span, current inside the block; its exception is recorded on it. Yields None without OpenTelemetry."""
+    if _otel is None:
+        yield None
+        return
+    with _otel.get_tracer(_SCOPE).start_as_current_span(name, attributes=dict(attributes or {})) as current:
+        yield current
+
+
+def note(target: Any = None, /, **attributes: Any) -> None:
+    """Set `edinbox.<name>` attributes on `target`, or on the current span (nothing without OpenTelemetry)."""
+    if _otel is None:
+        return
+    current = target if target is not None else _otel.get_current_span()
+    for name, value in attributes.items():
+        if value is not None:
+            current.set_attribute(f"edinbox.{name}", value)
+
+
+def extract(headers: Mapping[str, str] | None) -> Any:
+    """The producer's trace context carried in message headers (`traceparent`), or None when there is none."""
+    if _otel is None or not headers:
+        return None
+    found = _propagate.extract(dict(headers))
+    return found if _otel.get_current_span(found).get_span_context().is_valid else None
+
+
+@contextlib.contextmanager
+def attached(parent: Any) -> Iterator[None]:
+    """Make `parent` (from `extract`) the current context inside the block; None changes nothing."""
+    if _otel is None or parent is None:
+        yield
+        return
+    token = _context.attach(parent)
+    try:
+        yield
+    finally:
+        _context.detach(token)
+
+
+def start(
+    name: str, *, parent: Any = None, start_time: int | None = None, attributes: Mapping[str, Any] | None = None
+) -> Any:
+    """A span that is not made current, under the context `parent` (or a span): ended by the caller with
+    `.end(end_time=...)`; None without OpenTelemetry. Times are nanoseconds since the epoch."""
+    if _otel is None:
+        return None
+    if parent is not None and not isinstance(parent, _context.Context):
+        parent = _otel.set_span_in_context(parent)
+    return _otel.get_tracer(_SCOPE).start_span(
+        name, context=parent, start_time=start_time, attributes=dict(attributes or {})
+    )

@@ -1,0 +1,213 @@
+"""What the console reads and changes, as plain values: search, one message, parked lists, the dashboard, the audit.
+
+Every statement is a named query of `sql/<dialect>/console.sql` (or the hub's own, through `edinbox.hub._ops`),
+run by the journal's store with driver-bound parameters. The console runs no DDL: `edinbox init` made its table
+and indexes. Journal changes go through the same operations as the CLI (`_ops.requeue`, `_ops.forget`), and each one
+is recorded in the audit table with who asked, when, and what came of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from edinbox import edi
+from edinbox._async_inbox import AsyncInbox
+from edinbox._records import Tx
+from edinbox.hub import _ops
+from edinbox.hub._config import HubConfig
+
+__all__ = [
+    "ACTIONS",
+    "PAGE",
+    "Query",
+    "Row",
+    "act",
+    "audit_rows",
+    "dashboard",
+    "search",
+    "segments",
+]
+
+PAGE = 50
+"""Rows per page of search results."""
+
+STATUSES = ("processed", "in_progress", "failed", "dead", "conflict")
+
+ACTIONS: dict[str, Callable[[HubConfig, str], Awaitable[bool]]] = {
+    "requeue": _ops.requeue,
+    "forget": _ops.forget,
+}
+"""The operator's actions on one journal key, the same operations as `edinbox requeue` / `edinbox forget`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A search: every filter optional; `page` counts from 1."""
+
+    partner: str = ""
+    control: str = ""
+    invoice: str = ""
+    status: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    page: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One journal row in a result list."""
+
+    source: str
+    message_id: str
+    status: str
+    attempts: int
+    received_at: datetime | None
+    conflicts: int
+    last_error: str
+
+    @property
+    def key(self) -> str:
+        """`SOURCE/MESSAGE_ID`, as the CLI prints and takes it."""
+        return f"{self.source}/{self.message_id}"
+
+    @property
+    def partner(self) -> str:
+        """The sender of the interchange (`ZZ:ACME`), or "" for a key that is not an interchange's."""
+        return edi.partner(self.source)
+
+
+def _like(text: str) -> str:
+    """A substring pattern for LIKE / ILIKE with the wildcards of `text` escaped (backslash is the escape)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _at(inbox: AsyncInbox, when: datetime | None) -> Any:
+    """A time as the journal stores it: PostgreSQL takes datetimes, SQLite epoch seconds."""
+    if when is None or inbox.dialect == "postgresql":
+        return when
+    return when.timestamp()
+
+
+def _when(inbox: AsyncInbox, value: Any) -> datetime | None:
+    """A timestamp the journal returned, as an aware datetime."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromtimestamp(float(value), UTC)
+
+
+def _texts(inbox: AsyncInbox, values: list[str]) -> Any:
+    """A list of texts as the search binds it: an array on PostgreSQL, a JSON array on SQLite."""
+    return values if inbox.dialect == "postgresql" else json.dumps(values)
+
+
+async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
+    """One page of journal rows matching `query`, newest first, and whether another page follows.
+
+    An invoice number is resolved first to the keys of the messages that created such invoices, so that both
+    lookups use their index (a correlated EXISTS inside the optional filter would be checked row by row).
+    """
+    keys: set[tuple[str, str]] | None = None
+    if invoice := query.invoice.strip():
+        lookup = {"consumer": inbox.consumer, "invoice": invoice}
+        keys = {(r[0], r[1]) for r in await inbox.read(lambda tx: tx.unit.fetch("console_invoice_keys", lookup))}
+        if not keys:
+            return [], False
+    params = {
+        "consumer": inbox.consumer,
+        "status": query.status or None,
+        "control": query.control.strip() or None,
+        "partner": _like(query.partner.strip()) if query.partner.strip() else None,
+        "ids": None if keys is None else _texts(inbox, sorted({k[1] for k in keys})),
+        "sources": None if keys is None else _texts(inbox, sorted({k[0] for k in keys})),
+        "since": _at(inbox, query.since),
+        "until": _at(inbox, query.until),
+        "limit": PAGE + 1,
+        "offset": (max(query.page, 1) - 1) * PAGE,
+    }
+    found = await inbox.read(lambda tx: tx.unit.fetch("console_search", params))
+    rows = [Row(r[0], r[1], r[2], int(r[3]), _when(inbox, r[4]), int(r[5]), r[6] or "") for r in found]
+    if keys is not None:  # sources x ids may pair a source with another source's id
+        rows = [row for row in rows if (row.source, row.message_id) in keys]
+    return rows[:PAGE], len(rows) > PAGE
+
+
+def segments(payload: bytes | None) -> list[str]:
+    """The payload's EDI segments one per line (release characters honoured); its text lines if it is not EDI."""
+    if not payload:
+        return []
+    try:
+        interchanges = edi.parse(payload)
+    except edi.EdiSyntaxError:
+        interchanges = []
+    if not interchanges:
+        return payload.decode("utf-8", "replace").splitlines()
+    lines: list[str] = []
+    for interchange in interchanges:
+        text = interchange.raw.decode("latin-1")
+        terminator, release = interchange.separators.segment, interchange.separators.release
+        current: list[str] = []
+        escaped = False
+        for char in text:
+            if char == terminator and not escaped:
+                lines.append("".join(current).lstrip("\r\n") + terminator)  # UNA's trailing space is data
+                current = []
+                continue
+            escaped = release is not None and char == release and not escaped
+            current.append(char)
+        if "".join(current).strip():
+            lines.append("".join(current).strip())
+    return lines
+
+
+async def act(config: HubConfig, inbox: AsyncInbox, *, action: str, key: str, who: str) -> bool:
+    """Run an operator's action on a key and record it in the audit table; True when a row changed."""
+    changed = await ACTIONS[action](config, key)
+    params = {"who": who, "action": action, "target": key, "result": "done" if changed else "no such row"}
+    await inbox.transaction(lambda tx: tx.unit.run("console_audit", params))
+    return changed
+
+
+async def audit_rows(inbox: AsyncInbox, *, limit: int = 100) -> list[dict[str, Any]]:
+    """The audit table, newest first: who did what to which key, when, and what came of it."""
+    rows = await inbox.read(lambda tx: tx.unit.fetch("console_audit_rows", {"limit": limit}))
+    return [{"at": _when(inbox, r[0]), "who": r[1], "action": r[2], "target": r[3], "result": r[4]} for r in rows]
+
+
+async def dashboard(config: HubConfig, inbox: AsyncInbox, *, hours: int = 3) -> dict[str, Any]:
+    """Journal rows per minute by status over the last `hours`, the duplicates rate, the top partners, the
+    journal's size and its oldest failed row."""
+    now = datetime.now(UTC)
+    since = now - timedelta(hours=hours)
+    params = {"consumer": inbox.consumer, "since": _at(inbox, since)}
+
+    async def read(tx: Tx) -> tuple[list[Any], list[Any]]:
+        minutes = await tx.unit.fetch("console_per_minute", params)
+        sources = await tx.unit.fetch("console_top_sources", {**params, "since": _at(inbox, now - timedelta(days=1))})
+        return minutes, sources
+
+    minutes, sources = await inbox.read(read)
+    per_minute: dict[int, Counter[str]] = {}
+    for minute, status, n in minutes:
+        per_minute.setdefault(int(minute), Counter())[str(status)] += int(n)
+    partners: Counter[str] = Counter()
+    for source, n in sources:
+        partners[edi.partner(str(source)) or str(source)] += int(n)
+    totals = await _ops.stats(config)
+    oldest = await inbox.oldest()
+    failed = [when for status, when in oldest.items() if status in ("failed", "dead")]
+    received = totals["received"] or 0
+    return {
+        "since": since,
+        "now": now,
+        "per_minute": per_minute,
+        "top_partners": partners.most_common(10),
+        "duplicates_rate": (totals["duplicate"] / received) if received else 0.0,
+        "totals": totals,
+        "oldest_failed": min(failed) if failed else None,
+    }

@@ -1,0 +1,126 @@
+"""Prometheus instruments for an inbox or a hub: what settled, how fast, and how the journal stands.
+
+```python
+from edinbox.metrics import Metrics
+
+metrics = Metrics()                       # its own registry; Metrics(registry=prometheus_client.REGISTRY) to share
+outcome = inbox.process(message, handler)
+metrics.settled(outcome.value, consumer="accounting", partner="ZZ:ACME", message_type="INVOIC")
+await metrics.refresh(async_inbox)        # journal rows by status and the oldest row's age, as gauges
+metrics.serve(9464)                       # GET /metrics on 127.0.0.1:9464
+```
+
+Names follow Prometheus conventions: counters end in `_total`, durations are `_seconds`. prometheus-client is the
+`metrics` extra; without it, `Metrics()` raises ConfigurationError saying what to install.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from edinbox._errors import ConfigurationError
+
+__all__ = ["AGED", "Metrics"]
+
+AGED = ("failed", "in_progress", "dead")
+"""The journal statuses whose oldest row's age is a gauge (a row stuck there needs an operator)."""
+
+_BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+
+class _Journal(Protocol):
+    """What `refresh` reads: an AsyncInbox (or anything with its `stats` and `oldest`)."""
+
+    consumer: str
+
+    async def stats(self) -> Any:
+        """Rows by status."""
+
+    async def oldest(self) -> dict[str, datetime]:
+        """Oldest row per status."""
+
+
+class Metrics:
+    """The instruments of one process, registered in `registry` (a new CollectorRegistry when None)."""
+
+    def __init__(self, registry: Any = None) -> None:
+        """Create every instrument; ConfigurationError when prometheus-client is not installed."""
+        try:
+            import prometheus_client as prom
+        except ImportError as exc:
+            raise ConfigurationError("metrics need prometheus-client: pip install 'edinbox[metrics]'") from exc
+        self._prom = prom
+        self.registry = prom.CollectorRegistry() if registry is None else registry
+        reg = self.registry
+        self.messages_settled = prom.Counter(
+            "edinbox_messages_settled_total",
+            "Deliveries settled, by consumer, outcome, partner (the interchange's sender) and message type.",
+            ["consumer", "outcome", "partner", "message_type"],
+            registry=reg,
+        )
+        self.settle_seconds = prom.Histogram(
+            "edinbox_settle_duration_seconds",
+            "Seconds from receiving a batch to its commit.",
+            ["consumer"],
+            registry=reg,
+        )
+        self.batch_size = prom.Histogram(
+            "edinbox_batch_size", "Deliveries per settled batch.", ["consumer"], buckets=_BATCH_BUCKETS, registry=reg
+        )
+        self.journal_rows = prom.Gauge(
+            "edinbox_journal_rows", "Journal rows by status, at the last refresh.", ["consumer", "status"], registry=reg
+        )
+        self.oldest_age = prom.Gauge(
+            "edinbox_oldest_row_age_seconds",
+            "Age of the oldest journal row of a status: failed, in_progress, dead (0 when none).",
+            ["consumer", "status"],
+            registry=reg,
+        )
+        self.purge_runs = prom.Counter("edinbox_purge_runs_total", "Purges run.", ["consumer"], registry=reg)
+        self.purged_rows = prom.Counter("edinbox_purged_rows_total", "Journal rows purged.", ["consumer"], registry=reg)
+        self.reconnects = prom.Counter(
+            "edinbox_source_reconnects_total",
+            "Outages of a dependency (database or source) that ended: the connection came back.",
+            ["consumer", "dependency"],
+            registry=reg,
+        )
+
+    def settled(self, outcome: str, *, consumer: str, partner: str = "", message_type: str = "", n: int = 1) -> None:
+        """Count `n` deliveries settled with `outcome` (processed, duplicate, conflict, dead, rejected, ...)."""
+        self.messages_settled.labels(consumer, outcome, partner, message_type).inc(n)
+
+    def batch(self, *, consumer: str, size: int, seconds: float) -> None:
+        """Observe one settled batch: how many deliveries, how long from receive to commit."""
+        self.batch_size.labels(consumer).observe(size)
+        self.settle_seconds.labels(consumer).observe(seconds)
+
+    def purged(self, *, consumer: str, rows: int) -> None:
+        """Count one purge run and the rows it deleted."""
+        self.purge_runs.labels(consumer).inc()
+        self.purged_rows.labels(consumer).inc(rows)
+
+    def reconnected(self, *, consumer: str, dependency: str) -> None:
+        """Count a dependency that came back after an outage."""
+        self.reconnects.labels(consumer, dependency).inc()
+
+    async def refresh(self, journal: _Journal, *, now: datetime | None = None) -> None:
+        """Set the journal gauges from the database: rows by status, the oldest failed / in-progress / dead row."""
+        consumer = journal.consumer
+        counts = await journal.stats()
+        for status in ("processed", "in_progress", "failed", "dead", "conflict"):
+            self.journal_rows.labels(consumer, status).set(int(getattr(counts, status)))
+        oldest = await journal.oldest()
+        at = now or datetime.now(UTC)
+        for status in AGED:
+            when = oldest.get(status)
+            self.oldest_age.labels(consumer, status).set(0.0 if when is None else max(0.0, (at - when).total_seconds()))
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus' text format (what GET /metrics answers)."""
+        return bytes(self._prom.generate_latest(self.registry))
+
+    def serve(self, port: int, *, host: str = "127.0.0.1") -> Any:
+        """Serve GET /metrics on `host:port` from a daemon thread; return the server (call `shutdown()` to stop)."""
+        server, _thread = self._prom.start_http_server(port, addr=host, registry=self.registry)
+        return server

@@ -1,0 +1,73 @@
+-- The operator console: its audit table, the indexes its search needs, and its reads.
+-- `edinbox init` runs the DDL (idempotent); the console itself runs no DDL.
+
+-- name: console_create_audit
+CREATE TABLE IF NOT EXISTS {console_audit} (
+    id BIGSERIAL PRIMARY KEY,
+    at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    who TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    result TEXT NOT NULL
+)
+
+-- name: console_index_received
+CREATE INDEX IF NOT EXISTS {received_index} ON {table} (consumer, received_at DESC)
+
+-- name: console_index_status
+CREATE INDEX IF NOT EXISTS {status_index} ON {table} (consumer, status, received_at DESC)
+
+-- name: console_index_control
+CREATE INDEX IF NOT EXISTS {control_index} ON {table} (consumer, message_id)
+
+-- name: console_index_invoice_number
+CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {invoices} (number)
+
+-- name: console_index_invoice_message
+CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {invoices} (consumer, source, message_id)
+
+-- name: console_extensions
+-- trigram matching for the partner search (a substring of the source); trusted since PostgreSQL 13
+CREATE EXTENSION IF NOT EXISTS pg_trgm
+
+-- name: console_index_partner
+CREATE INDEX IF NOT EXISTS {partner_index} ON {table} USING gin (source gin_trgm_ops)
+
+-- name: console_search
+-- one statement for every combination of filters: an absent filter is NULL, which the planner folds away;
+-- an invoice number is first resolved to its messages' keys (console_invoice_keys)
+SELECT j.source, j.message_id, j.status, j.attempts, j.received_at, j.conflicts, j.last_error
+FROM {table} AS j
+WHERE j.consumer = %(consumer)s
+    AND (%(status)s::text IS NULL OR j.status = %(status)s::text)
+    AND (%(control)s::text IS NULL OR j.message_id = %(control)s::text)
+    AND (%(partner)s::text IS NULL OR j.source ILIKE %(partner)s::text)
+    AND (%(since)s::timestamptz IS NULL OR j.received_at >= %(since)s::timestamptz)
+    AND (%(until)s::timestamptz IS NULL OR j.received_at < %(until)s::timestamptz)
+    AND (%(ids)s::text[] IS NULL OR (j.message_id = ANY (%(ids)s::text[]) AND j.source = ANY (%(sources)s::text[])))
+ORDER BY j.received_at DESC, j.source, j.message_id
+LIMIT %(limit)s OFFSET %(offset)s
+
+-- name: console_invoice_keys
+-- the messages that created invoices of one number: the search then looks them up by key
+SELECT source, message_id FROM {invoices} WHERE consumer = %(consumer)s AND number = %(invoice)s LIMIT 1000
+
+-- name: console_per_minute
+SELECT (floor(extract(epoch FROM received_at) / 60) * 60)::bigint AS minute, status, count(*)
+FROM {table}
+WHERE consumer = %(consumer)s AND received_at >= %(since)s
+GROUP BY 1, 2
+ORDER BY 1
+
+-- name: console_top_sources
+SELECT source, count(*) FROM {table}
+WHERE consumer = %(consumer)s AND received_at >= %(since)s
+GROUP BY source
+ORDER BY count(*) DESC
+LIMIT 100
+
+-- name: console_audit
+INSERT INTO {console_audit} (who, action, target, result) VALUES (%(who)s, %(action)s, %(target)s, %(result)s)
+
+-- name: console_audit_rows
+SELECT at, who, action, target, result FROM {console_audit} ORDER BY id DESC LIMIT %(limit)s

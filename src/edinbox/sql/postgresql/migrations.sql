@@ -1,0 +1,11 @@
+-- Migrations of the journal: the queries of version N are named `v<N>_<what>` and run in file order, in one
+-- transaction under the schema's advisory lock, when `migrate()` takes a journal from version N-1 to N.
+-- `_core.MIGRATIONS` lists the versions; DEVELOPERS.md says how to add one. Never edit a released step.
+
+-- name: v2_status_check_drop
+-- version 1 declared the status CHECK inline: PostgreSQL named it <table>_status_check
+ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {status_check}
+
+-- name: v2_status_check_add
+ALTER TABLE {table} ADD CONSTRAINT {status_check}
+    CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued'))

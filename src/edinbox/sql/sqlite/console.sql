@@ -1,0 +1,71 @@
+-- The operator console: its audit table, the indexes its search needs, and its reads.
+-- `edinbox init` runs the DDL (idempotent); the console itself runs no DDL.
+
+-- name: console_create_audit
+CREATE TABLE IF NOT EXISTS {console_audit} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    who TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    result TEXT NOT NULL
+)
+
+-- name: console_index_received
+CREATE INDEX IF NOT EXISTS {received_index} ON {table} (consumer, received_at DESC)
+
+-- name: console_index_status
+CREATE INDEX IF NOT EXISTS {status_index} ON {table} (consumer, status, received_at DESC)
+
+-- name: console_index_control
+CREATE INDEX IF NOT EXISTS {control_index} ON {table} (consumer, message_id)
+
+-- name: console_index_invoice_number
+CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {invoices} (number)
+
+-- name: console_index_invoice_message
+CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {invoices} (consumer, source, message_id)
+
+-- name: console_extensions
+-- SQLite needs none: the partner search scans the consumer's rows
+SELECT 1
+
+-- name: console_index_partner
+CREATE INDEX IF NOT EXISTS {partner_index} ON {table} (consumer, source)
+
+-- name: console_search
+SELECT j.source, j.message_id, j.status, j.attempts, j.received_at, j.conflicts, j.last_error
+FROM {table} AS j
+WHERE j.consumer = :consumer
+    AND (:status IS NULL OR j.status = :status)
+    AND (:control IS NULL OR j.message_id = :control)
+    AND (:partner IS NULL OR j.source LIKE :partner ESCAPE '\')
+    AND (:since IS NULL OR j.received_at >= :since)
+    AND (:until IS NULL OR j.received_at < :until)
+    AND (:ids IS NULL OR (j.message_id IN (SELECT value FROM json_each(:ids))
+        AND j.source IN (SELECT value FROM json_each(:sources))))
+ORDER BY j.received_at DESC, j.source, j.message_id
+LIMIT :limit OFFSET :offset
+
+-- name: console_invoice_keys
+SELECT source, message_id FROM {invoices} WHERE consumer = :consumer AND number = :invoice LIMIT 1000
+
+-- name: console_per_minute
+SELECT CAST(received_at / 60 AS INTEGER) * 60 AS minute, status, count(*)
+FROM {table}
+WHERE consumer = :consumer AND received_at >= :since
+GROUP BY 1, 2
+ORDER BY 1
+
+-- name: console_top_sources
+SELECT source, count(*) FROM {table}
+WHERE consumer = :consumer AND received_at >= :since
+GROUP BY source
+ORDER BY count(*) DESC
+LIMIT 100
+
+-- name: console_audit
+INSERT INTO {console_audit} (at, who, action, target, result) VALUES (:now, :who, :action, :target, :result)
+
+-- name: console_audit_rows
+SELECT at, who, action, target, result FROM {console_audit} ORDER BY id DESC LIMIT :limit

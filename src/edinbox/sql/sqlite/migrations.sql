@@ -1,0 +1,40 @@
+-- Migrations of the journal: the queries of version N are named `v<N>_<what>` and run in file order, in one
+-- write transaction (BEGIN IMMEDIATE), when `migrate()` takes a journal from version N-1 to N.
+-- `_core.MIGRATIONS` lists the versions; DEVELOPERS.md says how to add one. Never edit a released step.
+-- SQLite cannot change a CHECK constraint: a step that does rebuilds the table as {rebuild}, then renames it.
+
+-- name: v2_rebuild
+CREATE TABLE {rebuild} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status TEXT NOT NULL
+        CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    lease_until REAL,
+    received_at REAL NOT NULL,
+    settled_at REAL,
+    payload BLOB,
+    conflicts INTEGER NOT NULL DEFAULT 0,
+    conflict_fingerprint TEXT,
+    conflict_payload BLOB,
+    last_conflict_at REAL
+)
+
+-- name: v2_copy
+INSERT INTO {rebuild} (consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until,
+    received_at, settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at)
+SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until,
+    received_at, settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+FROM {table}
+
+-- name: v2_drop
+DROP TABLE {table}
+
+-- name: v2_rename
+ALTER TABLE {rebuild} RENAME TO {table}
+
+-- name: v2_key
+CREATE UNIQUE INDEX {key_index} ON {table} (consumer, source, message_id)

@@ -1,0 +1,207 @@
+"""`edinbox chaos` as a user runs it: a real process against real sources and a private PostgreSQL it restarts.
+
+Each run publishes traffic, kills hubs and restarts the database; the tests read its verdict line, check that the
+chaos really happened (kills and restarts counted), count the invoices in the database themselves, and show the
+command can fail: a source whose hub parks every delivery ends with lost > 0 and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+
+from edinbox.hub import HubConfig
+from edinbox.hub._chaos import CONSUMER, tally
+from edinbox.hub._generate import generate
+from edinbox.hub._ops import forget, list_rows
+from edinbox.sources import open_source
+from edinbox.sources.spool import publish
+from servers import PrivatePostgres
+from services import require_service
+from sources.contract import collect
+
+from .test_hub import settle
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private PostgreSQL servers are started on Linux")
+
+MESSAGES = 40
+DUPLICATES = 10
+
+
+def chaos(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
+    """Run `edinbox chaos` as a subprocess (no EDINBOX_ variable of this process leaks in)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+    command = [sys.executable, "-m", "edinbox.cli", "chaos", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def summary(output: str) -> dict[str, int]:
+    """The numbers of the verdict line (`lost=N doubled=M`) and of the summary (`kills=K db_restarts=R ...`)."""
+    lines = output.splitlines()
+    assert re.fullmatch(r"lost=\d+ doubled=\d+", lines[0]), output
+    return {k: int(v) for k, v in re.findall(r"\b([a-z_]+)=(\d+)\b", "\n".join(lines[:3]))}
+
+
+@pytest.fixture
+async def source(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh spool folder, RabbitMQ queue, NATS stream or Redis stream on the shared servers, removed afterwards.
+
+    NATS and Redis get short redelivery times (ack_wait, dead_after) so a killed hub's deliveries come back fast.
+    """
+    kind = request.param
+    if kind == "spool":
+        yield f"dir://{tmp_path / 'spool'}"
+        return
+    require_service(kind)
+    if kind == "rabbitmq":
+        from sources.test_rabbitmq import BROKER, drop
+
+        yield f"{BROKER}?queue={unique_name}"
+        await drop(unique_name)
+    elif kind == "nats":
+        import nats
+
+        yield f"nats://127.0.0.1:4222?stream={unique_name}&subject={unique_name}.in&ack_wait=2"
+        nc = await nats.connect("nats://127.0.0.1:4222")
+        try:
+            await nc.jetstream().delete_stream(unique_name)
+        finally:
+            await nc.close()
+    else:
+        import redis.asyncio as redis_asyncio
+
+        yield f"redis://127.0.0.1:6379/0?stream={unique_name}&dead_after=1&claim_idle=2"
+        client = redis_asyncio.Redis.from_url("redis://127.0.0.1:6379/0")
+        await client.delete(unique_name, f"{unique_name}.dead")
+        await client.aclose()
+
+
+async def left_in(url: str) -> list[str]:
+    """The keys a consumer of the chaos run still receives from the source, within its redelivery time."""
+    async with open_source(url, consumer=CONSUMER) as source:
+        got = await collect(source, 1, within=(source.ack_wait or 0) + 1.5)
+        for delivery in got:
+            await source.nack(delivery)
+    return [d.key for d in got]
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PrivatePostgres]:
+    """A private PostgreSQL server that chaos runs restart (each in its own schema); stopped and deleted after."""
+    with PrivatePostgres() as server:
+        yield server
+
+
+@pytest.mark.parametrize("source", ["spool", "rabbitmq", "nats", "redis"], indirect=True)
+def test_chaos_with_a_database_restart_loses_and_doubles_nothing(
+    source: str, postgres: PrivatePostgres, tmp_path: Path, unique_name: str
+) -> None:
+    """Hubs killed every 1.5 s and PostgreSQL restarted mid-run: `lost=0 doubled=0`, exit 0, the kills and the
+    restart really happened, and the database holds each published invoice exactly once."""
+    done = chaos(
+        *("--source", source, "--db", postgres.url, "--table", f"{unique_name}.inbox"),
+        *("--messages", str(MESSAGES), "--duplicates", str(DUPLICATES), "--hubs", "2", "--kill-every", "1.5"),
+        *("--restart-db-command", postgres.restart_command(), "--timeout", "120"),
+        # the spool keeps the default quiet time (6 s: it recovers a dead hub's files within 5 s); the brokers'
+        # redelivery times are 2 s at most here (RabbitMQ at once, NATS ack_wait, Redis dead_after)
+        *(() if source.startswith("dir:") else ("--drain-idle", "4")),
+        *("--dir", str(tmp_path / "work")),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    numbers = summary(done.stdout)
+    assert numbers["lost"] == 0
+    assert numbers["doubled"] == 0
+    assert numbers["kills"] > 0
+    assert numbers["db_restarts"] == 1
+    assert numbers["effects"] == numbers["settled"] == MESSAGES
+    with psycopg.connect(postgres.url) as conn:
+        query = f"SELECT count(*), count(DISTINCT (seller, number)) FROM {unique_name}.invoices"
+        row = conn.execute(query.encode()).fetchone()
+    assert row == (MESSAGES, MESSAGES)
+    password = urlsplit(source).password
+    if password:  # RabbitMQ's guest:guest: masked in the report, the progress lines and the hubs' log
+        shown = done.stdout + done.stderr + (tmp_path / "work" / "hubs.log").read_text()
+        assert f":{password}@" not in shown
+        assert ":***@" in done.stdout
+    assert asyncio.run(left_in(source)) == []  # drained: nothing comes back, even after the source's ack_wait
+    again = chaos("--source", source, "--db", postgres.url, "--table", f"{unique_name}.inbox", "--timeout", "30")
+    assert again.returncode == 1
+    assert "already holds" in again.stderr  # a second run on the same tables is refused, not miscounted
+
+
+def test_chaos_fails_when_the_hub_cannot_settle(tmp_path: Path) -> None:
+    """A spool whose hub parks every file (max_payload below every interchange) settles nothing: the run times
+    out, reports every invoice lost and which ones, and exits 1."""
+    spool = f"dir://{tmp_path / 'spool'}?max_payload=100"
+    done = chaos(
+        *("--source", spool, "--db", f"sqlite:///{tmp_path / 'chaos.db'}", "--messages", "12", "--duplicates", "0"),
+        *("--hubs", "1", "--kill-every", "0", "--timeout", "4", "--dir", str(tmp_path / "work")),
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    numbers = summary(done.stdout)
+    assert numbers["lost"] == 12
+    assert "timed out" in done.stdout
+    assert "missing (first 5)" in done.stdout
+    assert len(list((tmp_path / "spool" / "rejected").glob("*.reason"))) == 12  # the hub really parked them
+
+
+def _hubs_of(spool: str) -> list[int]:
+    """Pids of this user's processes whose environment names the spool (the chaos run's hubs)."""
+    pids = []
+    needle = f"EDINBOX_SOURCE={spool}".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_chaos_run_leaves_no_hub_running(tmp_path: Path, signum: int) -> None:
+    """Ctrl-C or SIGTERM in the middle of a run stops the command and every hub it started."""
+    spool = f"dir://{tmp_path / 'spool'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+    command = [sys.executable, "-m", "edinbox.cli", "chaos", "--source", spool]
+    command += ["--db", f"sqlite:///{tmp_path / 'chaos.db'}", "--messages", "400", "--hubs", "2"]
+    command += ["--dir", str(tmp_path / "work")]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while len(_hubs_of(spool)) < 2:
+        assert proc.poll() is None, "the command ended before its hubs started"
+        assert time.monotonic() < deadline, "the hubs never started"
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert _hubs_of(spool) == []
+
+
+async def test_a_second_effect_shows_in_the_count_the_invoices_table_hides(hub_config: HubConfig) -> None:
+    """An interchange processed twice (its journal row forgotten, then redelivered) leaves the invoices table as it
+    was, because of its unique key, but adds one effect: the tally chaos counts `doubled` from sees it."""
+    traffic = generate(3, duplicate_rate=0.0, seed=5, mixed=False)
+    await publish(hub_config.source, traffic.files)
+    await settle(hub_config)
+    first = await tally(hub_config)
+    assert (len(first.invoices), first.effects, first.settled) == (3, 3, 3)
+    [row, *_] = await list_rows(hub_config, status="processed", limit=1)
+    assert await forget(hub_config, row["key"])
+    await publish(hub_config.source, traffic.files[:3])
+    await settle(hub_config)
+    second = await tally(hub_config)
+    assert second.invoices == first.invoices  # the unique key hides the second effect...
+    assert (second.effects, second.settled) == (4, 3)  # ...the effect counter does not: doubled = 1

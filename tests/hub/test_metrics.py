@@ -1,0 +1,131 @@
+"""Prometheus metrics: `edinbox run --metrics-port` serves /metrics, and its counters agree with `stats --json`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from edinbox.hub import HubConfig
+from edinbox.hub._generate import generate
+from edinbox.metrics import Metrics
+from edinbox.sources.spool import publish
+from hub.scrape import scrape, settled_by_outcome
+from servers import free_port
+
+_COMMAND = [sys.executable, "-m", "edinbox.cli"]
+
+
+def _db_args(config: HubConfig) -> list[str]:
+    return ["--db", config.db, "--table", config.table]
+
+
+def test_metrics_after_a_demo_run_equal_stats(hub_config: HubConfig, spool: Path) -> None:
+    """A scrape of a running hub parses, and its settled counters and journal gauges equal `stats --json`."""
+    traffic = generate(40, duplicate_rate=0.5, seed=11)
+    asyncio.run(publish(hub_config.source, traffic.files))
+    port = free_port()
+    env = {**os.environ, "EDINBOX_METRICS_PORT": str(port)}
+    hub = subprocess.Popen(
+        [*_COMMAND, "run", *_db_args(hub_config), "--source", hub_config.source, "--batch-size", "5", "-q"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        families: dict[str, list[Any]] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                families = scrape(port)
+            except OSError:
+                families = {}
+            if sum(settled_by_outcome(families).values()) >= len(traffic.files):
+                break
+            time.sleep(0.2)
+        time.sleep(5.5)  # one refresh of the journal gauges after the last batch
+        families = scrape(port)
+    finally:
+        hub.send_signal(signal.SIGTERM)
+        _, err = hub.communicate(timeout=30)
+    assert hub.returncode == 0, err
+    out = subprocess.run(
+        [*_COMMAND, "stats", *_db_args(hub_config), "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    counts = json.loads(out)
+    settled = settled_by_outcome(families)
+    for outcome in ("processed", "duplicate", "conflict", "resent", "bypassed"):
+        assert settled.get(outcome, 0) == counts[outcome], outcome
+    assert settled.get("rejected", 0) == counts["rejected_deliveries"]
+    assert sum(settled.values()) == counts["received"] == len(traffic.files)
+    rows = {s.labels["status"]: s.value for s in families["edinbox_journal_rows"]}
+    assert rows == {status: float(n) for status, n in counts["journal"].items()}
+    batches = [s for s in families["edinbox_batch_size"] if s.name == "edinbox_batch_size_sum"]
+    assert sum(s.value for s in batches) == len(traffic.files)
+    partners = {s.labels["partner"] for s in families["edinbox_messages_settled"] if s.labels["outcome"] == "processed"}
+    assert partners
+    assert all(p.count(":") == 1 for p in partners)
+
+
+def test_metrics_port_in_use_is_a_configuration_error(tmp_path: Path) -> None:
+    """A metrics port another process holds stops `run` at start with one line naming it (exit 1)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        db = f"sqlite:///{tmp_path}/x.db"
+        subprocess.run([*_COMMAND, "init", "--db", db], capture_output=True, check=True)
+        proc = subprocess.run(
+            [*_COMMAND, "run", "--db", db, "--source", f"dir://{tmp_path}", "--metrics-port", str(port), "--once"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    assert proc.returncode == 1
+    assert f"cannot serve /metrics on 127.0.0.1:{port}" in proc.stderr
+
+
+def test_library_instruments_share_a_callers_registry() -> None:
+    """Metrics(registry=...) registers in the embedding service's registry; a second one there is refused."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    metrics.settled("processed", consumer="c", partner="ZZ:ACME", message_type="INVOIC", n=3)
+    metrics.purged(consumer="c", rows=7)
+    text = generate_latest(registry).decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    key = (("consumer", "c"), ("message_type", "INVOIC"), ("outcome", "processed"), ("partner", "ZZ:ACME"))
+    assert samples[("edinbox_messages_settled_total", key)] == 3
+    assert samples[("edinbox_purged_rows_total", (("consumer", "c"),))] == 7
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        Metrics(registry)
+
+
+def test_metrics_port_comes_from_the_toml_file_too(tmp_path: Path) -> None:
+    """`metrics_port` and `metrics_host` are keys of [hub]; a port outside 0..65535 is refused with its name."""
+    from edinbox._errors import ConfigurationError
+    from edinbox.hub import load_config
+
+    path = tmp_path / "hub.toml"
+    path.write_text('[hub]\nmetrics_port = 9464\nmetrics_host = "::1"\n')
+    config = load_config(path)
+    assert (config.metrics_port, config.metrics_host) == (9464, "::1")
+    path.write_text("[hub]\nmetrics_port = 70000\n")
+    with pytest.raises(ConfigurationError, match="metrics_port"):
+        load_config(path)

@@ -1,0 +1,159 @@
+"""OpenTelemetry spans recorded by the SDK's in-memory exporter: the inbox, the hub, and the FastStream middleware."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import propagate, trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from edinbox import Inbox, Message, Outcome
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.sources.spool import publish
+from services import require_service
+
+_EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The in-memory exporter behind the global tracer provider (installed once per process), emptied per test."""
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+        trace.set_tracer_provider(provider)
+    _EXPORTER.clear()
+    yield _EXPORTER
+    _EXPORTER.clear()
+
+
+def children(finished: list[ReadableSpan], parent: ReadableSpan) -> list[str]:
+    """Names of the spans whose parent is `parent`, sorted."""
+    ctx = parent.get_span_context()
+    return sorted(s.name for s in finished if s.parent is not None and s.parent.span_id == ctx.span_id)
+
+
+def settles(finished: list[ReadableSpan]) -> list[ReadableSpan]:
+    """The `edinbox settle` spans."""
+    return [s for s in finished if s.name == "edinbox settle"]
+
+
+def test_inbox_process_is_one_span_with_handler_and_commit_children(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """A new message: settle span (key, outcome processed, attempt 1) over handler and commit; a copy: duplicate."""
+    with Inbox(f"sqlite:///{tmp_path / 'i.db'}", consumer="c") as inbox:
+        inbox.create_schema()
+        message = Message("905", "X12:ZZ:ACME>ZZ:HUB", b"x")
+        assert inbox.process(message, lambda tx, m: None) is Outcome.PROCESSED
+        assert inbox.process(message, lambda tx, m: None) is Outcome.DUPLICATE
+    first, second = settles(list(spans.get_finished_spans()))
+    finished = list(spans.get_finished_spans())
+    assert first.attributes is not None
+    assert second.attributes is not None
+    assert dict(first.attributes) == {
+        "edinbox.key": "X12:ZZ:ACME>ZZ:HUB/905",
+        "edinbox.consumer": "c",
+        "edinbox.attempt": 1,
+        "edinbox.outcome": "processed",
+    }
+    assert children(finished, first) == ["edinbox commit", "edinbox handler"]
+    assert (second.attributes["edinbox.outcome"], second.attributes["edinbox.attempt"]) == ("duplicate", 1)
+    assert children(finished, second) == ["edinbox commit"]
+
+
+def test_a_failing_handler_is_recorded_on_its_span(spans: InMemorySpanExporter, tmp_path: Path) -> None:
+    """The handler's exception marks the handler span and the settle span as errors; the retry is attempt 2."""
+
+    def fail(tx: Any, message: Message) -> None:
+        raise RuntimeError("accounting said no")
+
+    with Inbox(f"sqlite:///{tmp_path / 'i.db'}", consumer="c") as inbox:
+        inbox.create_schema()
+        message = Message("906", "X12:ZZ:ACME>ZZ:HUB", b"x")
+        with pytest.raises(RuntimeError):
+            inbox.process(message, fail)
+        inbox.process(message, lambda tx, m: None)
+    failed, retried = settles(list(spans.get_finished_spans()))
+    assert not failed.status.is_ok
+    assert any(event.name == "exception" for event in failed.events)
+    assert retried.attributes is not None
+    assert (retried.attributes["edinbox.attempt"], retried.attributes["edinbox.outcome"]) == (2, "processed")
+
+
+def test_hub_traces_each_delivery_with_partner_and_outcome(
+    spans: InMemorySpanExporter, hub_config: HubConfig, spool: Path
+) -> None:
+    """Every delivery of a hub run is one settle span naming its partner; only processed ones have a handler span."""
+    acme = PARTNERS[0]
+    doc = Doc(acme, "000000301", "invoice", "INV-301", lines=((1, Decimal("9.50")),))
+    payload = render(doc)
+    asyncio.run(publish(hub_config.source, [("a", payload), ("b", payload)]))
+
+    async def drain() -> None:
+        async with open_hub(hub_config) as hub:
+            await hub.run(once=True)
+
+    asyncio.run(drain())
+    finished = list(spans.get_finished_spans())
+    found = sorted(
+        (dict(s.attributes or {}) for s in settles(finished) if (s.attributes or {}).get("edinbox.partner")),
+        key=lambda a: str(a["edinbox.outcome"]),
+    )
+    assert [a["edinbox.outcome"] for a in found] == ["duplicate", "processed"]
+    assert {a["edinbox.partner"] for a in found} == {f"{acme.qualifier}:{acme.id}"}
+    assert {a["edinbox.message_type"] for a in found} == {"810" if acme.standard == "X12" else "INVOIC"}
+    by_outcome = {
+        s.attributes["edinbox.outcome"]: children(finished, s)
+        for s in settles(finished)
+        if s.attributes and s.attributes.get("edinbox.partner")
+    }
+    assert by_outcome == {"processed": ["edinbox commit", "edinbox handler"], "duplicate": ["edinbox commit"]}
+
+
+async def test_faststream_middleware_continues_the_producers_trace(
+    spans: InMemorySpanExporter, tmp_path: Path, unique_name: str
+) -> None:
+    """A publish carrying the producer's traceparent header: the inbox's settle span is a child of the producer's."""
+    require_service("rabbitmq")
+    from faststream.rabbit import RabbitBroker, RabbitQueue
+
+    from edinbox import AsyncInbox
+    from edinbox.integrations.faststream import inbox_middleware
+
+    inbox = AsyncInbox(f"sqlite:///{tmp_path / 'f.db'}", consumer="accounting")
+    await inbox.create_schema()
+    done = asyncio.Event()
+    broker = RabbitBroker(
+        "amqp://guest:guest@127.0.0.1:5672/",
+        middlewares=[inbox_middleware(inbox, on_outcome=lambda *_: done.set())],
+        logger=None,
+    )
+
+    @broker.subscriber(RabbitQueue(unique_name, auto_delete=True))
+    async def handle(body: bytes) -> None:
+        """Nothing to do: the span is what the test looks at."""
+
+    tracer = trace.get_tracer("producer")
+    try:
+        async with broker:
+            await broker.start()
+            with tracer.start_as_current_span("publish invoice") as producer:
+                headers: dict[str, str] = {}
+                propagate.inject(headers)
+                await broker.publish(b"inv", queue=unique_name, message_id="p-1", headers=headers)
+            await asyncio.wait_for(done.wait(), timeout=10)
+    finally:
+        await inbox.aclose()
+    (settle,) = [s for s in settles(list(spans.get_finished_spans())) if s.attributes and "p-1" in str(s.attributes)]
+    assert settle.context.trace_id == producer.get_span_context().trace_id
+    assert settle.parent is not None
+    assert settle.parent.span_id == producer.get_span_context().span_id

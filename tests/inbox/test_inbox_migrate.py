@@ -1,0 +1,240 @@
+"""Versioned migrations: a journal built from the frozen version-1 DDL (`schema_v1/`) is upgraded with its rows."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from edinbox import AsyncInbox, Inbox, Message, Outcome, SchemaError, Status, Tx
+from edinbox._core import MIGRATIONS, SCHEMA_VERSION
+from edinbox.stores._queries import migration_queries
+
+FIXTURES = Path(__file__).parent / "schema_v1"
+SOURCE = "X12:ZZ:ACME>ZZ:HUB"
+
+# (message_id, status, attempts, payload, conflict_payload) of the rows the version-1 journal holds
+ROWS = [
+    ("p", "processed", 1, None, None),
+    ("f", "failed", 2, None, None),
+    ("d", "dead", 5, b"dead payload", None),
+    ("c", "conflict", 1, None, b"corrected payload"),
+]
+
+
+class Journal:
+    """A version-1 journal in one database, built from the frozen DDL, with admin SQL beside it."""
+
+    def __init__(self, dialect: str, target: str, table: str, admin: Callable[[str, tuple[Any, ...]], list[Any]]):
+        self.dialect = dialect
+        self.target = target
+        self.table = table
+        self.admin = admin
+
+    def build(self, names: dict[str, str]) -> None:
+        """Run the frozen version-1 DDL, then insert one row per status."""
+        text = (FIXTURES / f"{self.dialect}.sql").read_text()
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+        for statement in body.format(**names).split(";"):
+            self.admin(statement, ())
+        mark = "%s" if self.dialect == "postgresql" else "?"
+        now = "now()" if self.dialect == "postgresql" else str(time.time())
+        for message_id, status, attempts, payload, conflict in ROWS:
+            self.admin(
+                f"INSERT INTO {names['table']} (consumer, source, message_id, fingerprint, status, attempts, payload,"
+                f" conflicts, conflict_fingerprint, conflict_payload, received_at, settled_at)"
+                f" VALUES ({', '.join([mark] * 10)}, {now}, {now})",
+                (
+                    "accounting",
+                    SOURCE,
+                    message_id,
+                    f"fp-{message_id}",
+                    status,
+                    attempts,
+                    payload,
+                    1 if conflict else 0,
+                    "fp-corrected" if conflict else None,
+                    conflict,
+                ),
+            )
+
+    def status_check(self, status: str) -> bool:
+        """Whether the table's CHECK lets a row of `status` in (the row is rolled back or removed)."""
+        mark = "%s" if self.dialect == "postgresql" else "?"
+        now = "now()" if self.dialect == "postgresql" else str(time.time())
+        try:
+            self.admin(
+                f"INSERT INTO {self.quoted} (consumer, source, message_id, fingerprint, status, received_at)"
+                f" VALUES ('check', 's', 'm', 'f', {mark}, {now})",
+                (status,),
+            )
+        except (psycopg.errors.CheckViolation, sqlite3.IntegrityError):
+            return False
+        self.admin(f"DELETE FROM {self.quoted} WHERE consumer = 'check'", ())
+        return True
+
+    @property
+    def quoted(self) -> str:
+        """The journal's name, quoted for admin SQL."""
+        return ".".join(f'"{part}"' for part in self.table.split("."))
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> Iterator[Journal]:
+    """A version-1 journal with rows, on PostgreSQL (in a schema of its own) and on a SQLite file."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+        admin = psycopg.connect(url, autocommit=True)
+
+        def run_pg(sql: str, params: tuple[Any, ...]) -> list[Any]:
+            cursor = admin.execute(sql.encode(), params)
+            return cursor.fetchall() if cursor.description else []
+
+        admin.execute(f'CREATE SCHEMA "{unique_name}"'.encode())
+        made = Journal("postgresql", url, f"{unique_name}.inbox", run_pg)
+        names = {
+            "table": f'"{unique_name}"."inbox"',
+            "key_index": '"inbox_key"',
+            "version_table": f'"{unique_name}"."inbox_version"',
+        }
+        made.build(names)
+        yield made
+        admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE'.encode())
+        admin.close()
+        return
+    path = tmp_path / "v1.db"
+    connection = sqlite3.connect(path, isolation_level=None)
+
+    def run_sqlite(sql: str, params: tuple[Any, ...]) -> list[Any]:
+        return connection.execute(sql, params).fetchall()
+
+    made = Journal("sqlite", f"sqlite:///{path}", unique_name, run_sqlite)
+    made.build(
+        {"table": f'"{unique_name}"', "key_index": f'"{unique_name}_key"', "version_table": f'"{unique_name}_version"'}
+    )
+    yield made
+    connection.close()
+
+
+def _rows(inbox: Inbox) -> dict[str, tuple[Any, ...]]:
+    return {
+        r.message_id: (r.status.value, r.attempts, r.fingerprint, r.payload, r.conflict_payload, r.received_at)
+        for r in inbox.records(limit=100)
+    }
+
+
+def test_every_migration_has_queries_in_every_dialect() -> None:
+    """Each version of `_core.MIGRATIONS` has named queries for PostgreSQL and SQLite, and no step lacks an entry."""
+    assert max(MIGRATIONS) == SCHEMA_VERSION
+    for dialect in ("postgresql", "sqlite"):
+        steps = migration_queries(dialect)
+        assert sorted(steps) == sorted(MIGRATIONS), dialect
+        assert all(steps[version] for version in steps)
+
+
+def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journal: Journal) -> None:
+    """verify() and create_schema() name `edinbox migrate`; migrate() upgrades once, keeps every row, is idempotent."""
+    with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+        before = {k: v[:5] for k, v in _rows(inbox).items()}
+        assert sorted(before) == ["c", "d", "f", "p"]
+        with pytest.raises(SchemaError, match="run `edinbox migrate`"):
+            inbox.verify()
+        with pytest.raises(SchemaError, match="run `edinbox migrate`"):
+            inbox.create_schema()
+        assert not journal.status_check("requeued")
+        assert inbox.migrate() == list(range(2, SCHEMA_VERSION + 1))
+        assert inbox.migrate() == []
+        inbox.verify()
+        after = _rows(inbox)
+        assert {k: v[:5] for k, v in after.items()} == before
+        assert all(v[5] is not None for v in after.values())
+        assert journal.status_check("requeued")
+        assert not journal.status_check("bogus")
+        # the unique key survived: another payload under a processed key is a conflict, not a second run
+        assert inbox.process(Message("p", SOURCE, b"x"), _nothing) is Outcome.CONFLICT
+        assert inbox.requeue(SOURCE, "d") is True
+        assert inbox.get(SOURCE, "d").status is Status.REQUEUED
+
+
+def test_the_migrated_schema_matches_a_fresh_one(journal: Journal, unique_name: str) -> None:
+    """A migrated version-1 journal has the columns, key and status rule of a journal created at this version."""
+    fresh = f"{journal.table}_fresh"
+    with (
+        Inbox(journal.target, consumer="accounting", table=journal.table) as migrated,
+        Inbox(journal.target, consumer="accounting", table=fresh) as created,
+    ):
+        migrated.migrate()
+        created.create_schema()
+        names = [name.rpartition(".")[2] for name in (journal.table, fresh)]
+        assert migrated.unique_keys(names[0]) == created.unique_keys(names[1])
+        described = [_describe(journal, name) for name in (journal.table, fresh)]
+        assert described[0] == described[1]
+
+
+def _describe(journal: Journal, table: str) -> list[Any]:
+    """Columns (name, type, nullability, default) and CHECK rules of `table`, in a form that ignores its name."""
+    if journal.dialect == "postgresql":
+        schema, name = table.split(".")
+        columns = journal.admin(
+            "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            (schema, name),
+        )
+        checks = journal.admin(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'",
+            (f'"{schema}"."{name}"',),
+        )
+        return [columns, sorted(checks)]
+    columns = journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{table}')", ())
+    (sql,) = journal.admin("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))[0]
+    return [columns, sql[sql.index("CHECK") :]]
+
+
+def _nothing(tx: Tx, message: Message) -> None:
+    """A handler with no effect."""
+
+
+def test_a_newer_journal_is_refused(journal: Journal) -> None:
+    """migrate() refuses a journal written by a newer edinbox instead of downgrading it."""
+    version = f'{journal.quoted[:-1]}_version"'
+    journal.admin(f"UPDATE {version} SET version = {SCHEMA_VERSION + 1}", ())
+    with (
+        Inbox(journal.target, consumer="accounting", table=journal.table) as inbox,
+        pytest.raises(SchemaError, match="newer than this edinbox"),
+    ):
+        inbox.migrate()
+
+
+def test_concurrent_migrations_apply_each_step_once(journal: Journal) -> None:
+    """Two processes migrating at once: the schema lock lets one apply the steps, the other finds nothing to do."""
+    results: list[list[int]] = []
+
+    def migrate() -> None:
+        with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+            results.append(inbox.migrate())
+
+    threads = [threading.Thread(target=migrate) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [[], list(range(2, SCHEMA_VERSION + 1))]
+
+
+def test_async_inbox_migrates_too(journal: Journal) -> None:
+    """AsyncInbox.migrate() upgrades the version-1 journal as Inbox.migrate() does."""
+
+    async def main() -> list[int]:
+        async with AsyncInbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+            applied = await inbox.migrate()
+            await inbox.verify()
+            return applied
+
+    assert asyncio.run(main()) == list(range(2, SCHEMA_VERSION + 1))
