@@ -93,18 +93,19 @@ class AsyncStore(Protocol):
 
 
 async def create_journal(unit: AsyncUnit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
-    """In one transaction: run the named schema `steps`, seed the version row, then check the version found."""
+    """In one transaction: run the named schema `steps`, seed the version row, then check the version found; an
+    older journal (SchemaError: run `edinbox migrate`) is left as it was, none of the steps committed."""
     await unit.begin()
     try:
         for name, params in steps:
             await unit.run(name, params)
         await unit.run("seed_version", {"version": version})
         rows = await unit.fetch("version", {})
+        check_version([row[0] for row in rows], version=version, table=table)
     except BaseException:
         await unit.rollback()
         raise
     await unit.commit()
-    check_version([row[0] for row in rows], version=version, table=table)
 
 
 async def migrate_journal(

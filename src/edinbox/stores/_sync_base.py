@@ -94,18 +94,19 @@ class Store(Protocol):
 
 
 def create_journal(unit: Unit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
-    """In one transaction: run the named schema `steps`, seed the version row, then check the version found."""
+    """In one transaction: run the named schema `steps`, seed the version row, then check the version found; an
+    older journal (SchemaError: run `edinbox migrate`) is left as it was, none of the steps committed."""
     unit.begin()
     try:
         for name, params in steps:
             unit.run(name, params)
         unit.run("seed_version", {"version": version})
         rows = unit.fetch("version", {})
+        check_version([row[0] for row in rows], version=version, table=table)
     except BaseException:
         unit.rollback()
         raise
     unit.commit()
-    check_version([row[0] for row in rows], version=version, table=table)
 
 
 def migrate_journal(
