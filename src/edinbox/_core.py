@@ -17,6 +17,7 @@ __all__ = [
     "COLUMNS",
     "MAX_KEY_BYTES",
     "MIGRATIONS",
+    "POOL_SIZE",
     "SCHEMA_VERSION",
     "Action",
     "Failure",
@@ -69,6 +70,11 @@ COLUMNS = (
 
 MAX_KEY_BYTES = 512
 """The longest consumer, source or message id, in UTF-8 bytes, on every store (three fit in a PostgreSQL index row)."""
+
+POOL_SIZE = 16
+"""The most connections a URL inbox opens when calls overlap (tasks, threads). The pool starts with one and grows
+only while calls wait, so one call at a time uses one connection; 16 leaves ordinary concurrency (8 tasks) uncapped,
+where psycopg_pool's own default (4) held 8 tasks to 0.63-0.65x of a pool of 8."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 

@@ -73,7 +73,8 @@ class Inbox(Journal):
     memory), a psycopg pool, or the caller's own connection (psycopg or SQLite) so the journal row joins the
     caller's transaction. `horizon` is the longest time after which a message can still come back (broker
     redelivery, retry schedule, operator replay); `purge` refuses to forget anything younger. `pool_size` bounds
-    the pool a URL inbox opens when calls overlap (threads, tasks); one at a time, it uses one connection.
+    the pool a URL inbox opens when calls overlap (threads, tasks; default `POOL_SIZE`, 16: it grows only while calls
+    wait); one at a time, it uses one connection.
     """
 
     def process(

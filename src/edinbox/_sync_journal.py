@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from edinbox._core import SCHEMA_VERSION, Status, check_retention
+from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Status, check_retention
 from edinbox._errors import ConfigurationError
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
 from edinbox._plan import check_settings
@@ -38,7 +38,7 @@ class Journal:
         table: str = "inbox",
         max_attempts: int = 5,
         horizon: timedelta = timedelta(days=7),
-        pool_size: int = 4,
+        pool_size: int = POOL_SIZE,
     ) -> None:
         """Check the configuration; nothing connects until the first call."""
         check_settings(consumer, max_attempts=max_attempts, horizon=horizon)

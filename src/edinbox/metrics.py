@@ -19,6 +19,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from edinbox._core import Status
 from edinbox._errors import ConfigurationError
 
 __all__ = ["AGED", "Metrics"]
@@ -108,7 +109,7 @@ class Metrics:
         """Set the journal gauges from the database: rows by status, the oldest failed / in-progress / dead row."""
         consumer = journal.consumer
         counts = await journal.stats()
-        for status in ("processed", "in_progress", "failed", "dead", "conflict"):
+        for status in (status.value for status in Status):
             self.journal_rows.labels(consumer, status).set(int(getattr(counts, status)))
         oldest = await journal.oldest()
         at = now or datetime.now(UTC)

@@ -7,7 +7,6 @@ from typing import Any
 
 from console.conftest import MARKUP, POISON, Console, drain, run
 from edinbox.hub._ops import show
-from edinbox.sources.spool import publish
 
 
 def search(page: Any, console: Console, **fields: str) -> None:
@@ -53,8 +52,8 @@ def test_message_page_shows_segments_and_invoices(page: Any, console: Console) -
     assert segments[-1].startswith("IEA")
 
 
-def test_requeue_of_a_dead_message_then_redelivery_ends_in_one_invoice(page: Any, console: Console) -> None:
-    """Requeue from the dead list asks for a confirmation, is audited, and the redelivery creates the invoice once."""
+def test_requeue_then_replay_of_a_dead_message_ends_in_one_invoice(page: Any, console: Console) -> None:
+    """Requeue then replay from the console each ask for a confirmation, are audited, and end in one invoice."""
     dead = console.traffic.dead
     page.goto(console.url + "/parked/dead")
     row = page.locator("tr", has_text=dead.control)
@@ -69,19 +68,21 @@ def test_requeue_of_a_dead_message_then_redelivery_ends_in_one_invoice(page: Any
     page.click("#confirm")
     page.wait_for_load_state("networkidle")
     assert "requeue: done" in page.locator(".notice").inner_text()
-    assert "failed" in page.locator("dl.row").inner_text()
-    run(publish(console.config.source, [("again", console.traffic.dead_payload())]))
-    run(drain(console.config))
-    run(publish(console.config.source, [("once-more", console.traffic.dead_payload())]))
+    assert "requeued" in page.locator("dl.row").inner_text()
+    page.click("a.button:has-text('Replay')")
+    assert "Replay" in page.locator("h1").inner_text()
+    page.click("#confirm")
+    page.wait_for_load_state("networkidle")
+    assert "replay: done" in page.locator(".notice").inner_text()
     run(drain(console.config))
     page.reload()
     assert page.locator("#invoices tbody tr").count() == 1
     assert dead.number in page.locator("#invoices").inner_text()
     assert "processed" in page.locator("dl.row").inner_text()
     page.goto(console.url + "/audit")
-    audit = page.locator("#audit tbody tr").first.inner_text()
-    assert "night-shift" in audit
-    assert "requeue" in audit
+    audit = page.locator("#audit tbody").inner_text()  # newest first: the replay, then the requeue
+    assert audit.index("replay") < audit.index("requeue")
+    assert audit.count("night-shift") == 2
     assert dead.control in audit
 
 

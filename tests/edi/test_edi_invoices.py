@@ -158,10 +158,39 @@ def test_interchange_without_invoices_gives_an_empty_list() -> None:
 
 
 def test_incomplete_interchange_gives_no_invoices() -> None:
-    """Invoices of an interchange without trailer are never read: it is not processed until resent."""
+    """Invoices of an interchange without trailer are never read: it is not processed until resent; the one at a
+    time reader says so when asked, before any invoice."""
     (ic,) = parse(fixtures.EDIFACT_INVOIC.split(b"UNZ")[0])
     with pytest.raises(NotKeyableError):
         ic.invoices()
+    with pytest.raises(NotKeyableError):
+        ic.iter_invoices()
+
+
+@pytest.mark.parametrize("standard", ["X12", "EDIFACT"])
+def test_invoices_one_at_a_time_are_the_list_and_can_drop_their_lines(standard: str) -> None:
+    """iter_invoices() yields what invoices() returns, in order, one at a time; without_lines() keeps every field
+    but the lines, and the line count."""
+    lines = [InvoiceLine(Decimal(n), Decimal("2.50"), Decimal(n) * Decimal("2.50"), item=f"W-{n}") for n in (1, 2, 3)]
+    parties = {"seller": InvoiceParty("S1"), "buyer": InvoiceParty("B1"), "currency": "EUR"}
+    documents = [
+        Invoice(
+            f"N-{n}", date(2026, 1, 31), "invoice", **parties, total=Decimal(n), tax_total=Decimal(0), lines=lines[:n]
+        )
+        for n in (1, 2, 3)
+    ]
+    data = render_interchange(
+        documents, standard=standard, sender=Party("ZZ", "S"), receiver=Party("ZZ", "R"), control_number="7"
+    )
+    (ic,) = parse(data)
+    each = ic.iter_invoices()
+    first = next(each)
+    assert [first, *each] == ic.invoices()
+    assert [i.line_count for i in ic.invoices()] == [1, 2, 3]
+    short = ic.invoices()[2].without_lines()
+    assert (short.lines, short.line_count) == ((), 3)
+    assert replace(short, lines=lines) == ic.invoices()[2]
+    assert replace(short, lines=()).line_count == 0  # a copy of it counts its own lines again
 
 
 @pytest.mark.parametrize("standard", ["X12", "EDIFACT"])

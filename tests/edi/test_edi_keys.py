@@ -10,7 +10,7 @@ import edi_fixtures as fixtures
 import pytest
 
 from edinbox import Message
-from edinbox.edi import Invoice, InvoiceLine, InvoiceParty, Party, Separators, parse, render_invoice
+from edinbox.edi import Invoice, InvoiceLine, InvoiceParty, Party, Separators, _key, parse, render_invoice
 
 INVOICE = Invoice(
     number="INV-7",
@@ -60,6 +60,25 @@ def test_edifact_rewritten_with_una_comma_decimals_and_wrap_has_same_fingerprint
     first, second = parse(fixtures.EDIFACT_INVOIC)[0], parse(fixtures.EDIFACT_INVOIC_WRAPPED)[0]
     assert first.key == second.key
     assert first.fingerprint() == second.fingerprint()
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7])
+def test_fingerprint_hashed_in_chunks_is_the_fingerprint_of_the_whole(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The segments are hashed a few thousand at a time (no second copy of a big interchange): any chunk size gives
+    the digest of the whole text normalised at once (decimal commas, trailing separators, the X12 ISA included)."""
+    samples = [
+        fixtures.X12_810,
+        fixtures.X12_810_REWRITTEN,
+        fixtures.EDIFACT_INVOIC,
+        fixtures.EDIFACT_INVOIC_WRAPPED,
+        b"UNA:+,? 'UNB+UNOC:3+A:14+B:14+261130:1205+1'UNH+1+INVOIC:D:96A:UN'MOA+77:12,5'QTY+47:,5::'"
+        b"FTX+++-3,25+x::'UNT+5+1'UNZ+1+1'",
+    ]
+    whole = [parse(data)[0].fingerprint() for data in samples]
+    monkeypatch.setattr(_key, "_CHUNK", chunk)
+    assert [parse(data)[0].fingerprint() for data in samples] == whole
 
 
 def test_changed_amount_keeps_key_and_changes_fingerprint() -> None:

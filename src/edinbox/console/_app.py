@@ -27,7 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from edinbox import edi
-from edinbox._errors import InboxError
+from edinbox._errors import ConfigurationError, InboxError
 from edinbox.console import _data
 from edinbox.console._chart import COLORS, stacked
 from edinbox.hub import _ops
@@ -126,7 +126,10 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
         who = str(form.get("operator", "")).strip()[:100]
         if action not in _data.ACTIONS or not key or not who:
             return page(request, "error.html", 400, message="an action needs its name, a key and who asks")
-        changed = await _data.act(config, request.app.state.inbox, action=action, key=key, who=who)
+        try:
+            changed = await _data.act(config, request.app.state.inbox, action=action, key=key, who=who)
+        except ConfigurationError as exc:
+            return page(request, "error.html", 409, message=f"{action} refused: {exc}")
         done = f"{action}: done" if changed else f"{action}: no row changed"
         response = RedirectResponse(f"/message?{urlencode({'key': key, 'done': done})}", status_code=303)
         response.set_cookie(OPERATOR_COOKIE, who, httponly=True, samesite="strict")

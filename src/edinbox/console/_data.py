@@ -17,9 +17,11 @@ from typing import Any
 
 from edinbox import edi
 from edinbox._async_inbox import AsyncInbox
+from edinbox._errors import ConfigurationError
 from edinbox._records import Tx
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
+from edinbox.hub._redrive import replay
 
 __all__ = [
     "ACTIONS",
@@ -36,13 +38,21 @@ __all__ = [
 PAGE = 50
 """Rows per page of search results."""
 
-STATUSES = ("processed", "in_progress", "failed", "dead", "conflict")
+STATUSES = ("processed", "in_progress", "failed", "requeued", "dead", "conflict")
+
+
+async def _replay(config: HubConfig, key: str) -> bool:
+    """Re-publish the payload kept under `key` to the hub's source, as `edinbox replay KEY` does."""
+    await replay(config, key)
+    return True
+
 
 ACTIONS: dict[str, Callable[[HubConfig, str], Awaitable[bool]]] = {
     "requeue": _ops.requeue,
+    "replay": _replay,
     "forget": _ops.forget,
 }
-"""The operator's actions on one journal key, the same operations as `edinbox requeue` / `edinbox forget`."""
+"""The operator's actions on one journal key: the same operations as `edinbox requeue`, `replay` and `forget`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +177,19 @@ def segments(payload: bytes | None) -> list[str]:
 
 async def act(config: HubConfig, inbox: AsyncInbox, *, action: str, key: str, who: str) -> bool:
     """Run an operator's action on a key and record it in the audit table; True when a row changed."""
-    changed = await ACTIONS[action](config, key)
-    params = {"who": who, "action": action, "target": key, "result": "done" if changed else "no such row"}
-    await inbox.transaction(lambda tx: tx.unit.run("console_audit", params))
+    try:
+        changed = await ACTIONS[action](config, key)
+    except ConfigurationError as exc:  # refused (nothing to replay, no source): recorded, then shown to the operator
+        await _audit(inbox, who=who, action=action, key=key, result=f"refused: {exc}")
+        raise
+    await _audit(inbox, who=who, action=action, key=key, result="done" if changed else "no such row")
     return changed
+
+
+async def _audit(inbox: AsyncInbox, *, who: str, action: str, key: str, result: str) -> None:
+    """Record one operator action and its result in the audit table."""
+    params = {"who": who, "action": action, "target": key, "result": result}
+    await inbox.transaction(lambda tx: tx.unit.run("console_audit", params))
 
 
 async def audit_rows(inbox: AsyncInbox, *, limit: int = 100) -> list[dict[str, Any]]:

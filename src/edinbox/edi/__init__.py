@@ -3,6 +3,8 @@
     parse(data: bytes) -> list[Interchange]
     Interchange.message() -> edinbox.Message        the inbox key (format in edinbox.edi._key)
     Interchange.invoices() -> list[Invoice]          EDIFACT INVOIC and X12 810 (finite Decimal money)
+    Interchange.iter_invoices() -> Iterator[Invoice] the same one at a time, in the memory of one message
+    Invoice.without_lines()                          the totals and `line_count` only, for a big interchange
     Interchange.message_types                        "INVOIC", "810", "997", "TA1" (an X12 TA1 counts), ...
     render_invoice(...) / render_interchange(...)    write interchanges: invoices, acknowledgments (demo, tests)
     received(interchange) -> Received                what acknowledging it needs (ISA14 / UNB 0031, groups, errors)
@@ -32,6 +34,8 @@ separators that are letters, digits, spaces or not distinct, UNB without UNA fol
 and (from invoices()) a missing or malformed mandatory invoice field, a number over 35 characters or an
 impossible date. EdiSyntaxError is a ValueError about the data, not an `edinbox.InboxError`: nothing else comes
 out of the parser for any bytes. Parse time is linear in the input (blank lines, glued interchanges included).
+Memory too: parse keeps the text and its segment strings (about 4x the input); a message's segments are built
+while it is read and dropped after (only `Interchange.segments`, all of them, is kept once asked for).
 """
 
 from edinbox.edi._acknowledge import (

@@ -29,9 +29,8 @@ class Examined:
 
 
 def examine(body: Body, *, control: str, notes: tuple[str, ...], identified: bool) -> Examined:
-    """Walk the envelope of `body` once and cache the result on it."""
-    if body.examined is not None:
-        return body.examined
+    """Walk the envelope of `body` (the interchange keeps the result: its messages refer to `body`, so a cache on
+    `body` would be a reference cycle, and a big interchange's segments would wait for the cyclic GC)."""
     spec = _x12.SPEC if body.standard == "X12" else _edifact.SPEC
     result = walk(body, spec)
     problems = list(notes)
@@ -54,6 +53,4 @@ def examine(body: Body, *, control: str, notes: tuple[str, ...], identified: boo
         )
     found = sorted([(m.segment_range[0], m.type) for m in result.messages] + result.standalone)
     types = tuple(dict.fromkeys(kind for _, kind in found))
-    examined = Examined(tuple(result.groups), tuple(result.messages), tuple(problems), keyable, types)
-    body.examined = examined
-    return examined
+    return Examined(tuple(result.groups), tuple(result.messages), tuple(problems), keyable, types)

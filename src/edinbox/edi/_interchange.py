@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -44,9 +45,14 @@ class Interchange:
     _body: Body = field(repr=False, compare=False)
     _notes: tuple[str, ...] = field(repr=False, compare=False, default=())
     _identified: bool = field(repr=False, compare=False, default=True)
+    _walked: Examined | None = field(repr=False, compare=False, default=None, init=False)
 
     def _examined(self) -> Examined:
-        return examine(self._body, control=self.control_number, notes=self._notes, identified=self._identified)
+        walked = self._walked
+        if walked is None:
+            walked = examine(self._body, control=self.control_number, notes=self._notes, identified=self._identified)
+            object.__setattr__(self, "_walked", walked)  # a cache of a frozen value, computed once on first need
+        return walked
 
     @property
     def groups(self) -> tuple[Group, ...]:
@@ -113,6 +119,13 @@ class Interchange:
 
     def invoices(self) -> list[Invoice]:
         """The invoices of its INVOIC / 810 messages ([] when none); EdiSyntaxError when one is unreadable."""
-        from edinbox.edi._invoice import extract_invoices
+        return list(self.iter_invoices())
 
-        return extract_invoices(self)
+    def iter_invoices(self) -> Iterator[Invoice]:
+        """The invoices of `invoices()` one at a time: each message's segments are built while it is read and then
+        dropped, so a big interchange is read in the memory of one message and the invoices its caller keeps.
+        NotKeyableError at once for an incomplete interchange; EdiSyntaxError when the next invoice is unreadable.
+        """
+        from edinbox.edi._invoice import read_invoices
+
+        return read_invoices(self)

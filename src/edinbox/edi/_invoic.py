@@ -27,7 +27,7 @@ def _party(reader: Reader, qualifiers: tuple[str, ...], stop: int, what: str) ->
     party = InvoiceParty(seg.get(2).strip(), name.strip())
     if not party.id and not party.name:
         raise reader.fail(f"the {what} NAD+{seg.get(1)} has neither an id nor a name", position)
-    return party
+    return reader.share(party)
 
 
 def _pick(found: dict[str, tuple[int, Segment]], qualifiers: tuple[str, ...]) -> tuple[int, Segment] | None:
@@ -125,7 +125,7 @@ def read_invoic(reader: Reader) -> Invoice:
     else:
         tax_total = taxes if tax_found else Decimal(0)
     cux = next((s for s in segs if s.tag == "CUX"), None)
-    currency = (cux.get(1, 2).strip() if cux else "") or total_at[1].get(1, 3).strip() or None
+    currency = reader.share((cux.get(1, 2).strip() if cux else "") or total_at[1].get(1, 3).strip() or None)
     return Invoice(
         number=number,
         issue_date=issue_date,

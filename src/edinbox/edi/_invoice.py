@@ -3,16 +3,17 @@
 Money is `Decimal`, never float, and always finite. Unit prices are per unit (EDIFACT PRI 5284 unit price basis
 divided out). Numbers longer than 35 characters (EDIFACT n..35, the widest numeric element of either standard)
 are refused, and the arithmetic runs in its own decimal context (28 digits, overflow trapped), so whatever the
-data, `extract_invoices` returns finite values or raises EdiSyntaxError.
+data, `read_invoices` yields finite values or raises EdiSyntaxError.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Context, Decimal, DecimalException, DivisionByZero, InvalidOperation, Overflow, localcontext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._model import EdiMessage, Segment
@@ -20,10 +21,11 @@ from edinbox.edi._model import EdiMessage, Segment
 if TYPE_CHECKING:
     from edinbox.edi._interchange import Interchange
 
-__all__ = ["Invoice", "InvoiceLine", "InvoiceParty", "Reader", "extract_invoices"]
+__all__ = ["Invoice", "InvoiceLine", "InvoiceParty", "Reader", "read_invoices"]
 
 _NUMBER = re.compile(r"-?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)\Z")
 _NUMBER_SIZE = 35  # EDIFACT n..35 (5004 monetary amount, 6060 quantity); X12 R and N elements are shorter
+T = TypeVar("T")
 _ARITHMETIC = Context(prec=28, Emax=999_999, Emin=-999_999, traps=[InvalidOperation, DivisionByZero, Overflow])
 
 
@@ -52,7 +54,8 @@ class Invoice:
 
     `kind` is "invoice" or "credit_note" (BGM 1001 = 381 and other credit-note codes; BIG07 = CR); `currency` is
     the ISO 4217 code stated (CUX / MOA / CUR02) or None when the message states none (the partner's default
-    applies); `message_ref` is UNH 0062 / ST02.
+    applies); `message_ref` is UNH 0062 / ST02. `line_count` is counted from `lines` (not an argument), and kept
+    by `without_lines()`, which drops the lines themselves.
     """
 
     number: str
@@ -65,22 +68,36 @@ class Invoice:
     tax_total: Decimal
     lines: tuple[InvoiceLine, ...] = ()
     message_ref: str = ""
+    line_count: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        """Accept any sequence of lines (a list too) and keep it as a tuple."""
+        """Accept any sequence of lines (a list too) and keep it as a tuple; count them."""
         object.__setattr__(self, "lines", tuple(self.lines))
+        object.__setattr__(self, "line_count", len(self.lines))
         if self.kind not in ("invoice", "credit_note"):
             raise ValueError(f"Invoice.kind must be 'invoice' or 'credit_note', not {self.kind!r}")
+
+    def without_lines(self) -> Invoice:
+        """The same invoice without its lines, `line_count` kept: for a consumer of the totals only."""
+        copy = replace(self, lines=())
+        object.__setattr__(copy, "line_count", self.line_count)  # set once, on a copy no one else holds yet
+        return copy
 
 
 class Reader:
     """Reads one message's segments and raises EdiSyntaxError that point at the faulty segment."""
 
-    def __init__(self, interchange: Interchange, message: EdiMessage, label: str) -> None:
+    def __init__(self, interchange: Interchange, message: EdiMessage, label: str, *, shared: dict[Any, Any]) -> None:
         self.interchange = interchange
         self.message = message
         self.segments = message.segments
         self.label = f"{label} message {message.control_number!r}"
+        self.shared = shared
+
+    def share(self, value: T) -> T:
+        """`value`, or an equal one read before from the same interchange: the same parties and currency over
+        thousands of invoices are kept once."""
+        return cast(T, self.shared.setdefault(value, value))
 
     def fail(self, sentence: str, position: int = 0) -> EdiSyntaxError:
         """An EdiSyntaxError about the segment at `position` within the message."""
@@ -127,8 +144,9 @@ class Reader:
         return None
 
 
-def extract_invoices(interchange: Interchange) -> list[Invoice]:
-    """Every invoice of a keyable interchange; NotKeyableError for an incomplete one."""
+def read_invoices(interchange: Interchange) -> Iterator[Invoice]:
+    """Every invoice of a keyable interchange, one at a time, each message's segments built only while it is read;
+    NotKeyableError (at once, not on the first invoice) for an incomplete one."""
     if not interchange.keyable:
         raise NotKeyableError(
             f"the {interchange.standard} interchange {interchange.control_number!r} is incomplete; its invoices "
@@ -136,15 +154,19 @@ def extract_invoices(interchange: Interchange) -> list[Invoice]:
             offset=interchange.span[0],
             segment_index=0,
         )
+    return _each(interchange)
+
+
+def _each(interchange: Interchange) -> Iterator[Invoice]:
     from edinbox.edi._invoic import read_invoic
     from edinbox.edi._x12_810 import read_810
 
-    invoices: list[Invoice] = []
+    shared: dict[Any, Any] = {}
     for message in interchange.messages:
         if interchange.standard == "EDIFACT" and message.type == "INVOIC":
-            reader, read = Reader(interchange, message, "INVOIC"), read_invoic
+            reader, read = Reader(interchange, message, "INVOIC", shared=shared), read_invoic
         elif interchange.standard == "X12" and message.type == "810":
-            reader, read = Reader(interchange, message, "810"), read_810
+            reader, read = Reader(interchange, message, "810", shared=shared), read_810
         else:
             continue
         try:
@@ -154,8 +176,8 @@ def extract_invoices(interchange: Interchange) -> list[Invoice]:
             raise reader.fail(f"its amounts cannot be computed ({type(exc).__name__})") from None
         if not all(n.is_finite() for n in _numbers(invoice)):  # pragma: no cover - the context traps first
             raise reader.fail("an amount is not a finite number")
-        invoices.append(invoice)
-    return invoices
+        del reader  # its segments go before the next message's are built
+        yield invoice
 
 
 def _numbers(invoice: Invoice) -> list[Decimal]:

@@ -33,6 +33,8 @@ _SAFE = "!#$&'()*+,-./<=?@[]^_`{|}~"
 _TRAILING_COMPONENTS = re.compile("(?<![\x1f\x1e])[\x1f\x1e]++(?=\x1d)")
 _COMMA = re.compile(",[0-9]+(?=[\x1c\x1d\x1e\x1f]|\\Z)")
 _PADDING = " \xa0\xc2"  # space, and NBSP as Latin-1 (A0) or UTF-8 (C2 A0) bytes
+_CHUNK = 4096
+"""Segments normalised and hashed at a time."""
 
 
 def _points(text: str) -> str:
@@ -71,7 +73,12 @@ def partner(source_text: str) -> str:
 
 
 def fingerprint(body: Body, standard: str) -> str:
-    """SHA-256 (hex) of the interchange's normalised segments (see the module docstring)."""
+    """SHA-256 (hex) of the interchange's normalised segments (see the module docstring).
+
+    The segments are normalised and hashed `_CHUNK` at a time, so a big interchange never has a second copy of
+    its text in memory; every rule is local to a segment, and a chunk after the first starts with the segment
+    separator it follows, so the digest is the one of the whole text normalised at once.
+    """
     cached = body.memo.get("fingerprint")
     if cached is not None:
         return cached
@@ -81,22 +88,33 @@ def fingerprint(body: Body, standard: str) -> str:
     if body.table is not None:
         table.update(body.table)
     segs = body.segs
+    digest = hashlib.sha256(b"edinbox-edi-1\x1c")
+    first = 0
     if standard == "X12" and segs:
         isa = [p.rstrip(_PADDING) for p in segs[0].split(body.element)]
         if len(isa) == 17:
             del isa[16]  # ISA16 is the component separator itself
             if body.repetition is not None:
                 isa[11] = "REP"  # ISA11 is the repetition separator from 00402 on
-        rest = "\x1c".join(segs[1:]).translate(table)
-        text = "\x1d".join(isa) + ("\x1c" + rest if len(segs) > 1 else "")
-    else:
-        text = "\x1c".join(segs).translate(table)
-    # trailing empty elements and components; regular expressions only when a middle element needs it
+        digest.update(_normalised("\x1d".join(isa), standard).encode("latin-1", "replace"))
+        first = 1
+    for at in range(first, len(segs), _CHUNK):
+        text = "\x1c".join(segs[at : at + _CHUNK]).translate(table)
+        if at:
+            text = "\x1c" + text
+        digest.update(_normalised(text, standard).encode("latin-1", "replace"))
+    hexdigest = digest.hexdigest()
+    body.memo["fingerprint"] = hexdigest
+    return hexdigest
+
+
+def _normalised(text: str, standard: str) -> str:
+    """Segments joined by \\x1c with canonical separators, without trailing empty elements and components, and
+    EDIFACT decimal commas written as points."""
     text = "\x1c".join([s.rstrip("\x1d\x1e\x1f") for s in text.split("\x1c")])
+    # regular expressions only when a middle element needs it
     if "\x1f\x1d" in text or "\x1e\x1d" in text:
         text = _TRAILING_COMPONENTS.sub("", text)
     if standard == "EDIFACT" and "," in text:
         text = _points(text)
-    digest = hashlib.sha256(b"edinbox-edi-1\x1c" + text.encode("latin-1", "replace")).hexdigest()
-    body.memo["fingerprint"] = digest
-    return digest
+    return text

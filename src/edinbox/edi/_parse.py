@@ -250,11 +250,17 @@ def _when(date: str, time: str) -> datetime | None:
 
 
 def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interchange:
-    """Tokenize and read one interchange found at head.start..end."""
+    """Tokenize and read one interchange found at head.start..end.
+
+    Its text runs to `span_end` when that is further (the line end after the trailer: blank to the tokenizer), so
+    the one interchange of an X12 payload is the decoded text itself, not a second copy of it.
+    """
     x12 = head.standard == "X12"
     body = Body(
-        chunk=text[head.body_start : end],
-        base=head.body_start,
+        source=text,
+        raw=raw,
+        start=head.body_start,
+        stop=max(end, span_end),
         element=head.element,
         component=head.component,
         term=head.term,

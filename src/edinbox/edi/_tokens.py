@@ -13,12 +13,8 @@ import functools
 import re
 from collections.abc import Callable
 from operator import itemgetter, methodcaller
-from typing import TYPE_CHECKING
 
 from edinbox.edi._model import Segment
-
-if TYPE_CHECKING:
-    from edinbox.edi._examine import Examined
 
 __all__ = ["WHITESPACE", "Body", "tokenize"]
 
@@ -28,6 +24,8 @@ WHITESPACE = " \t\r\n\x0b\x0c\x00"
 _PLACEHOLDER = 0xE000
 _HEAD4 = itemgetter(slice(0, 4))
 _LINE_BREAKS = ("\r", "\n", "\r\n")
+_PREFIX = 1024
+"""Characters before an interchange's segments (UNA, a BOM, skipped bytes) that `_split` still splits and drops."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -48,15 +46,33 @@ def _wraps(term: str) -> bool:
 
 
 def tokenize(
-    chunk: str, *, element: str, component: str, term: str, release: str | None, repetition: str | None
+    source: str,
+    start: int,
+    stop: int,
+    *,
+    element: str,
+    component: str,
+    term: str,
+    release: str | None,
+    repetition: str | None,
 ) -> tuple[list[str], str, dict[int, str] | None]:
-    """Split `chunk` into segment strings; return them, the unterminated tail, and the placeholder table used."""
-    text = chunk
+    """Split `source[start:stop]` into segment strings; return them, the unterminated tail, and the placeholder
+    table used.
+
+    No copy of the text is made when it needs no change (one segment per line counts as none: it is split at
+    terminator + line break) and is the end of `source` (see `_split`); otherwise one copy of the part, changed.
+    """
+    text, cut = source, term
     wrap = _wraps(term)
-    if wrap and ("\n" in text or "\r" in text):
-        text = text.replace("\r", "").replace("\n", "")
+    if wrap and (source.find("\n", start, stop) >= 0 or source.find("\r", start, stop) >= 0):
+        line = _line_after_each(source, start, stop, term)
+        if line is not None and (release is None or source.find(release, start, stop) < 0):
+            cut = term + line  # the same pieces as without the line breaks, and no copy without them
+        else:
+            text = source[start:stop].replace("\r", "").replace("\n", "")
+            start, stop = 0, len(text)
     table: dict[int, str] | None = None
-    if release is not None and release in text:
+    if release is not None and text.find(release, start, stop) >= 0:
         service = [c for c in (element, component, term, release, repetition) if c is not None and len(c) == 1]
         placeholders = {c: chr(_PLACEHOLDER + k) for k, c in enumerate(service)}
         table = {ord(p): c for c, p in placeholders.items()}
@@ -65,16 +81,43 @@ def tokenize(
             char = match.group(1)
             return placeholders.get(char, char)
 
-        text = re.sub(re.escape(release) + "(.)", swap, text, flags=re.DOTALL)
-    pieces = text.split(term)
+        text = re.sub(re.escape(release) + "(.)", swap, text[start:stop], flags=re.DOTALL)
+        start, stop = 0, len(text)
+    pieces = _split(text, start, stop, cut)
     tail = pieces.pop()
     if not wrap:
         pieces = [p.strip("\r\n").lstrip(WHITESPACE) for p in pieces]
-    elif _indented(term).search(text) or text[:1] in WHITESPACE:
+    elif _indented(cut).search(text, start, stop) or text[start : start + 1] in WHITESPACE:
         pieces = [p.lstrip(WHITESPACE) for p in pieces]
     if "" in pieces:
         pieces = [p for p in pieces if p]
     return pieces, tail.strip(WHITESPACE), table
+
+
+def _split(text: str, start: int, stop: int, cut: str) -> list[str]:
+    """`text[start:stop].split(cut)`, without that copy when the part is the end of `text` and follows a `cut` at
+    most `_PREFIX` characters in (the UNA, a BOM, bytes before the header): the pieces before it are dropped."""
+    if stop == len(text) and (start == 0 or (len(cut) <= start <= _PREFIX and text.startswith(cut, start - len(cut)))):
+        pieces = text.split(cut)
+        if start:
+            del pieces[: text.count(cut, 0, start)]
+        return pieces
+    return text[start:stop].split(cut)
+
+
+def _line_after_each(text: str, start: int, stop: int, term: str) -> str | None:
+    """The line break ("\\n" or "\\r\\n") that follows every terminator of `text[start:stop]` and stands nowhere
+    else in it, or None.
+
+    Then splitting at terminator + line break gives the pieces that splitting at the terminator would give once the
+    line breaks are taken out (no line break is inside a segment), and no copy of the text without them is needed.
+    """
+    feeds = text.count("\n", start, stop)
+    returns = text.count("\r", start, stop)
+    line = "\r\n" if returns else "\n"
+    if returns not in (0, feeds) or text.count(term, start, stop) != feeds:
+        return None
+    return line if text.count(term + line, start, stop) == feeds else None
 
 
 class Body:
@@ -85,16 +128,16 @@ class Body:
         "_convert",
         "_starts",
         "base",
-        "chunk",
         "codec",
         "component",
         "element",
-        "examined",
         "memo",
+        "raw",
         "release",
         "repetition",
         "segs",
         "standard",
+        "stop",
         "table",
         "tail",
         "term",
@@ -103,23 +146,28 @@ class Body:
     def __init__(
         self,
         *,
-        chunk: str,
-        base: int,
+        source: str,
+        raw: bytes,
+        start: int,
+        stop: int,
         element: str,
         component: str,
         term: str,
         release: str | None,
         repetition: str | None,
     ) -> None:
-        self.chunk = chunk
-        self.base = base
+        self.raw = raw
+        """The input this interchange is a part of, `base` to `stop`, as bytes: the decoded `source` is not kept
+        (its offsets are only needed for errors), so it is let go once every interchange is tokenized."""
+        self.base = start
+        self.stop = stop
         self.element = element
         self.component = component
         self.term = term
         self.release = release
         self.repetition = repetition
         self.segs, self.tail, self.table = tokenize(
-            chunk, element=element, component=component, term=term, release=release, repetition=repetition
+            source, start, stop, element=element, component=component, term=term, release=release, repetition=repetition
         )
         self.codec: str | None = None
         self._convert = self._converter()
@@ -127,7 +175,6 @@ class Body:
         self._starts: list[int] | None = None
         self.memo: dict[str, str] = {}
         self.standard = ""
-        self.examined: Examined | None = None  # the envelope walk, done on first need
 
     # -- values ---------------------------------------------------------------------------------------------
     def set_codec(self, codec: str | None) -> None:
@@ -182,23 +229,32 @@ class Body:
         return values[0], values[1]
 
     def segments(self, start: int = 0, stop: int | None = None) -> tuple[Segment, ...]:
-        """Materialised segments [start, stop), cached per interchange (all at once, in one pass)."""
-        cache = self._cache
-        if cache is None:
-            cache = self._cache = self._materialise()
-        return tuple(cache[start:stop])
+        """Materialised segments [start, stop).
 
-    def _materialise(self) -> list[Segment]:
-        """Every segment as a Segment; the common case (ASCII, no release) is one comprehension."""
+        All of them (the default range) are kept once built, for `Interchange.segments`; a narrower range (one
+        message's) is built from that list when it exists and otherwise on its own and not kept, so reading the
+        messages of a big interchange one after another holds one message's segments at a time.
+        """
+        cache = self._cache
+        if cache is not None:
+            return tuple(cache[start:stop])
+        if start == 0 and stop is None:
+            cache = self._cache = self._materialise(0, len(self.segs))
+            return tuple(cache)
+        first, last, _ = slice(start, stop).indices(len(self.segs))
+        return tuple(self._materialise(first, last))
+
+    def _materialise(self, start: int, stop: int) -> list[Segment]:
+        """Segments [start, stop) as Segments; the common case (ASCII, no release) is one comprehension."""
         if self._convert is not None:
-            return [self.split(i) for i in range(len(self.segs))]
+            return [self.split(i) for i in range(start, stop)]
         comp = self.component
         make = Segment
         out = [
             make(parts[0], tuple([tuple(p.split(comp)) if comp in p else (p,) for p in parts[1:]]))
-            for parts in map(methodcaller("split", self.element), self.segs)
+            for parts in map(methodcaller("split", self.element), self.segs[start:stop])
         ]
-        if out and out[0].tag == "ISA":  # ISA16 is the component separator: never split the ISA
+        if out and start == 0 and out[0].tag == "ISA":  # ISA16 is the component separator: never split the ISA
             out[0] = self.split(0)
         return out
 
@@ -229,7 +285,7 @@ class Body:
 
     def _compute_starts(self) -> list[int]:
         """Replay the tokenizer with positions: raw start of each kept segment, then of the tail."""
-        raw = self.chunk
+        raw = self.raw[self.base : self.stop].decode("latin-1")
         term = self.term
         removed: list[int] = []
         text = raw

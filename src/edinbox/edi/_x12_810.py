@@ -21,7 +21,7 @@ def _party(reader: Reader, qualifiers: tuple[str, ...], stop: int, what: str) ->
     party = InvoiceParty(seg.get(4).strip(), seg.get(2).strip())
     if not party.id and not party.name:
         raise reader.fail(f"the {what} N1*{seg.get(1)} has neither an id nor a name", position)
-    return party
+    return reader.share(party)
 
 
 def read_810(reader: Reader) -> Invoice:
@@ -38,7 +38,7 @@ def read_810(reader: Reader) -> Invoice:
     seller = _party(reader, _SELLERS, first_line, "seller")
     buyer = _party(reader, _BUYERS, first_line, "buyer")
     cur = next((s for s in segs if s.tag == "CUR"), None)
-    currency = (cur.get(2).strip() if cur else "") or None
+    currency = reader.share((cur.get(2).strip() if cur else "") or None)
     lines: list[InvoiceLine] = []
     total: Decimal | None = None
     tds_at = len(segs)

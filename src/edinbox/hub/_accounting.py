@@ -33,6 +33,10 @@ class Accounting(abc.ABC):
     lease: bool = False
     """True when the effect is not transactional and the inbox must run in lease mode."""
 
+    needs_lines: bool = True
+    """False when `create` reads only each invoice's totals and `line_count`: the hub then hands it the invoices
+    without their lines (`Invoice.without_lines()`), so a big interchange's lines are never all held at once."""
+
     @abc.abstractmethod
     async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
         """Create the interchange's invoices (`edinbox.edi.Invoice` values) as part of the transaction `tx`."""
@@ -40,6 +44,9 @@ class Accounting(abc.ABC):
 
 class SqlAccounting(Accounting):
     """The default sink: an `invoices` table in the journal's database and transaction."""
+
+    needs_lines = False
+    """The table stores each invoice's line count, not its lines."""
 
     def __init__(self, *, consumer: str) -> None:
         """Write into the `invoices` table beside the journal, recording `consumer` with each invoice."""
@@ -59,7 +66,7 @@ class SqlAccounting(Accounting):
                 "currency": invoice.currency,
                 "total": _money(invoice.total, sqlite=sqlite),
                 "tax_total": _money(invoice.tax_total, sqlite=sqlite),
-                "lines": len(invoice.lines),
+                "lines": invoice.line_count,
                 "consumer": self.consumer,
                 "source": message.source,
                 "message_id": message.message_id,

@@ -175,7 +175,7 @@ class Hub:
         """Plan a delivery; a parser failure parks it instead of crashing the hub on every redelivery."""
         kept = kept_at(self.source)
         try:
-            return plan(delivery, self.config, kept=kept)
+            return plan(delivery, self.config, kept=kept, lines=self.accounting.needs_lines)
         except Exception as exc:
             reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {str(exc)[:500]}"
             item = Item(REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)

@@ -7,7 +7,9 @@ Every fault of the data is found here, per interchange, and parks that interchan
 reason), never its siblings and never the batch: a payload over `max_payload` (not parsed), a payload that does not
 parse, an interchange without its trailer, a key the journal cannot hold (LimitError), an invoice that cannot be read
 (EdiSyntaxError: a bad date, a missing DTM+137) or holds a value the invoices table cannot (`invoice_problem`).
-The invoices read here travel with the item, so the handler never reads them twice.
+The invoices read here travel with the item, so the handler never reads them twice. They are read one at a time
+(`Interchange.iter_invoices`) and each is checked as it comes; for a sink that needs only the totals and the line
+count (the SQL sink) each is kept without its lines, so a big interchange never holds all its lines at once.
 
 A delivery whose items are all parked is rejected as a whole: the source keeps the whole payload (the spool's
 rejected/ folder, the broker's dead-letter queue), so the rejected table keeps only its first `HEAD` bytes and its
@@ -18,7 +20,6 @@ so the rejected table keeps it whole (it is at most `max_payload`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,7 +53,8 @@ class Item:
     reason: str = ""
     payload: bytes = b""
     invoices: tuple[Any, ...] = ()
-    """The interchange's invoices (`edinbox.edi.Invoice`), read once while planning."""
+    """The interchange's invoices (`edinbox.edi.Invoice`), read once while planning (without their lines unless
+    the plan was asked to keep them)."""
     received: edi.Received | None = None
     """What acknowledging the interchange needs, read while planning when some agreement sends acknowledgments."""
 
@@ -67,13 +69,14 @@ def message_types(interchange: edi.Interchange) -> tuple[str, ...]:
     return tuple(t.upper() for t in interchange.message_types)
 
 
-def plan(delivery: Delivery, config: HubConfig, *, kept: str = "") -> list[Item]:
+def plan(delivery: Delivery, config: HubConfig, *, kept: str = "", lines: bool = True) -> list[Item]:
     """Split a delivery into items: one per interchange, or one for a payload that is refused or not EDI.
 
     `kept` says where the source keeps a payload it rejects (e.g. "the dead-letter queue edi.in.dead"); the reason
-    of a parked payload cut to its first `HEAD` bytes names it.
+    of a parked payload cut to its first `HEAD` bytes names it. `lines` False keeps each invoice without its lines
+    (`Invoice.without_lines()`: the sink reads only totals and `line_count`); they are checked all the same.
     """
-    items = _items(delivery, config)
+    items = _items(delivery, config, lines=lines)
     if items and all(item.route == REJECT for item in items):
         if len(items) == 1:  # it stands for the whole delivery (refused, too big, not EDI, one interchange)
             return [cut(items[0], size=delivery.size or len(delivery.payload), kept=kept)]
@@ -81,7 +84,7 @@ def plan(delivery: Delivery, config: HubConfig, *, kept: str = "") -> list[Item]
     return items
 
 
-def _items(delivery: Delivery, config: HubConfig) -> list[Item]:
+def _items(delivery: Delivery, config: HubConfig, *, lines: bool) -> list[Item]:
     if delivery.reason:  # the source parked it itself (too big, not a regular file): never parsed
         return [Item(REJECT, delivery.coordinates, reason=delivery.reason, payload=delivery.payload[:HEAD])]
     payload = delivery.payload
@@ -94,10 +97,10 @@ def _items(delivery: Delivery, config: HubConfig) -> list[Item]:
         return [_not_edi(delivery, config, f"not a valid EDI interchange: {exc}")]
     if not interchanges:
         return [_not_edi(delivery, config, "no EDI interchange found in the payload")]
-    return [_interchange(delivery, interchange, config) for interchange in interchanges]
+    return [_interchange(delivery, interchange, config, lines=lines) for interchange in interchanges]
 
 
-def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubConfig) -> Item:
+def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubConfig, *, lines: bool) -> Item:
     """Plan one interchange; a fault of its own data parks it alone."""
 
     def parked(reason: str) -> Item:
@@ -114,15 +117,16 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     needs_inbox = any(config.route(t) == INBOX for t in types)
     route = (INBOX if needs_inbox else BYPASS) if types else config.default_route
     label = f"{message.source}/{message.message_id}"
-    invoices: Sequence[Any] = ()
+    invoices: list[edi.Invoice] = []
     if route == INBOX and any(t in _INVOICE_TYPES for t in types):
         try:
-            invoices = interchange.invoices()
+            for invoice in interchange.iter_invoices():
+                if problem := invoice_problem((invoice,)):
+                    return replace(parked(f"an invoice cannot be stored: {problem}"), label=label)
+                invoices.append(invoice if lines else invoice.without_lines())
         except (edi.EdiSyntaxError, ValueError, ArithmeticError) as exc:
             # the parser promises EdiSyntaxError only; any other data fault of a number or date parks it the same way
             return replace(parked(f"an invoice cannot be read: {exc}"), label=label)
-        if problem := invoice_problem(invoices):
-            return replace(parked(f"an invoice cannot be stored: {problem}"), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
     received = edi.received(interchange) if route == INBOX and config.acknowledges else None
     return Item(route, label, message=message, types=types, invoices=tuple(invoices), received=received)

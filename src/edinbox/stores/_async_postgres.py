@@ -15,7 +15,7 @@ import psycopg
 import psycopg_pool
 from psycopg.pq import TransactionStatus
 
-from edinbox._core import COLUMNS, TableName, check_version
+from edinbox._core import COLUMNS, POOL_SIZE, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
@@ -196,7 +196,7 @@ class AsyncPostgresStore:
         target: str | psycopg.AsyncConnection[Any] | psycopg_pool.AsyncConnectionPool[Any],
         *,
         table: TableName,
-        pool_size: int = 4,
+        pool_size: int = POOL_SIZE,
     ) -> None:
         """Prepare the statements; connections open on first use."""
         self._sql = Statements(table)

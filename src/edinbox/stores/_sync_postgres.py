@@ -14,7 +14,7 @@ import psycopg
 import psycopg_pool
 from psycopg.pq import TransactionStatus
 
-from edinbox._core import COLUMNS, TableName, check_version
+from edinbox._core import COLUMNS, POOL_SIZE, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
@@ -192,7 +192,7 @@ class PostgresStore:
         target: str | psycopg.Connection[Any] | psycopg_pool.ConnectionPool[Any],
         *,
         table: TableName,
-        pool_size: int = 4,
+        pool_size: int = POOL_SIZE,
     ) -> None:
         """Prepare the statements; connections open on first use."""
         self._sql = Statements(table)
