@@ -133,7 +133,8 @@ async def test_a_rolled_back_interchange_is_never_acknowledged(hub_config: HubCo
     """A batch whose sink fails on one invoice rolls back with the acknowledgments it had written; settled alone,
     the good interchange is acknowledged once and the failing one (parked dead) never."""
     out = tmp_path / "out"
-    config = agreed(hub_config.with_overrides(max_attempts=1), out, ta1="always")
+    # idle_timeout outlasts the nack's delay: the failed delivery comes back and is counted dead
+    config = agreed(hub_config.with_overrides(max_attempts=1, idle_timeout=2.0), out, ta1="always")
     good, bad = doc(control="000000501", number="INV-5"), doc(control="000000502", number="POISON")
     await publish(config.source, [("a", render(good)), ("b", render(bad))])
     async with open_hub(config) as hub:
