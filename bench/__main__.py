@@ -18,6 +18,7 @@ BENCHMARKS = [
     "bench.hub_memory",
     "bench.console",
     "bench.hubs",
+    "bench.outbox",
 ]
 # bench.journal_scale is run by hand: it fills journals of 10M rows (gigabytes, minutes) and keeps them.
 

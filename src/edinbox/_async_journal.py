@@ -12,13 +12,18 @@ from typing import Any, Self, TypeVar
 
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Status, check_retention
 from edinbox._errors import ConfigurationError
+from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox.stores._async_base import AsyncUnit
 from edinbox.stores._async_factory import open_store
 
 __all__ = ["AsyncJournal"]
 
 T = TypeVar("T")
+
+Send = Callable[[str, Sequence[tuple[str, bytes]]], Awaitable[None]]
+"""`send(destination, [(key, payload), ...])`: deliver in order, each key as the producer id, broker-confirmed."""
 
 
 class AsyncJournal:
@@ -42,6 +47,8 @@ class AsyncJournal:
         self._table = table
         self._store = open_store(target, table=table, pool_size=pool_size)
         self.dialect = self._store.dialect
+        self.outbox = self._store.outbox
+        """The outbox table's name, beside the journal (`<journal>_outbox`)."""
 
     async def __aenter__(self) -> Self:
         """Use the inbox as a context manager that closes it."""
@@ -131,7 +138,99 @@ class AsyncJournal:
         check_retention(older_than, horizon=self.horizon)
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
-        return await self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
+        deleted = await self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
+        params = {"older_than": older_than, "batch_size": batch_size}
+        while (sent := await self._write("outbox_purge_batch", params)) > 0:
+            deleted += sent
+            if sent < batch_size:
+                break
+        return deleted
+
+    async def relay(self, send: Send, *, limit: int = 100) -> SendResult:
+        """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
+
+        Rows go to `send` grouped by destination, in the order they were published; at most one unsent row per
+        destination and key is claimed at a time, so order per key holds. On PostgreSQL the claim holds the rows
+        (FOR UPDATE SKIP LOCKED) until they are marked, so several relays share the outbox and never send a row
+        another one holds; on SQLite run one relay per database. A ConfigurationError or PermanentError of `send`
+        parks the row with its reason (a group of several is sent row by row first, so only the bad row pays);
+        any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call again).
+        A crash after `send` and before the mark sends those rows again: at least once, same key.
+        """
+        if not isinstance(limit, int) or limit < 1:
+            raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
+        claim = {"limit": limit}
+        if self._store.dialect != "postgresql":  # SQLite: no lock held while sending, the journal's writers go on
+            async with self._store.unit() as unit:
+                rows = await unit.fetch("outbox_claim", claim)
+            sent, parked, error = await self._send_all(send, rows)
+            async with self._store.unit() as unit:
+                await unit.begin()
+                await self._mark(unit, sent, parked)
+        else:  # the claim's rows stay locked (SKIP LOCKED for the other relays) until they are marked
+            async with self._store.unit() as unit:
+                rows = await unit.begin_fetch("outbox_claim", claim)
+                try:
+                    sent, parked, error = await self._send_all(send, rows)
+                except BaseException:
+                    await unit.rollback()
+                    raise
+                await self._mark(unit, sent, parked)
+        return SendResult(sent=len(sent), parked=tuple((row.key, r) for row, r in parked), error=error)
+
+    async def _send_all(
+        self, send: Send, rows: Sequence[Sequence[Any]]
+    ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
+        """Send every claimed row, destination by destination: the ids sent, the rows parked, a transient failure."""
+        sent: list[int] = []
+        parked: list[tuple[Claimed, str]] = []
+        error: Exception | None = None
+        for destination, group in by_destination(rows).items():
+            failure = await self._send(send, destination, group, sent, parked)
+            error = error or failure
+        return sent, parked, error
+
+    async def _mark(self, unit: AsyncUnit, sent: list[int], parked: list[tuple[Claimed, str]]) -> None:
+        """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
+        try:
+            if sent:
+                await unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
+            if parked:
+                await unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
+        except BaseException:
+            await unit.rollback()
+            raise
+        await unit.commit()
+
+    async def _send(
+        self, send: Send, destination: str, group: list[Claimed], sent: list[int], parked: list[tuple[Claimed, str]]
+    ) -> Exception | None:
+        """Send one destination's rows; append what settled to `sent` / `parked`; return a transient failure."""
+        try:
+            await send(destination, [(row.key, row.payload) for row in group])
+        except Exception as exc:
+            if judge_send(exc) is Verdict.RETRY:
+                return exc
+            if len(group) == 1:
+                parked.append((group[0], f"{type(exc).__name__}: {exc}"[:1000]))
+                return None
+            for row in group:  # find the row that cannot be sent: only it pays
+                if failure := await self._send(send, destination, [row], sent, parked):
+                    return failure
+            return None
+        sent.extend(row.id for row in group)
+        return None
+
+    async def wait_outbox(self, timeout: float) -> None:
+        """Return when a transaction published to the outbox (PostgreSQL LISTEN/NOTIFY, on a connection the
+        journal opens by URL) or after `timeout` seconds, whichever comes first (a plain sleep elsewhere)."""
+        await self._store.wait(timeout)
+
+    async def outbox_stats(self) -> OutboxStats:
+        """The outbox's backlog (unsent rows), parked and sent rows, and the age of the oldest unsent row."""
+        async with self._store.unit() as unit:
+            rows = await unit.fetch("outbox_stats", {})
+        return OutboxStats.from_row(rows[0])
 
     async def stats(self) -> Stats:
         """Count this consumer's journal rows by status."""

@@ -38,6 +38,7 @@ __all__ = [
 
 MIGRATIONS: dict[int, str] = {
     2: "statuses after requeue read requeued",
+    3: "the outbox table beside the journal (<journal>_outbox)",
 }
 """Each version of the journal layout after the first, with what it changes.
 

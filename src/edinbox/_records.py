@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from edinbox._core import Status
 from edinbox._errors import ConfigurationError
+from edinbox._outbox import publish_params
 
 __all__ = ["Record", "Stats", "Tx"]
 
@@ -28,6 +29,26 @@ class Tx:
     idempotency_key: str | None = None
     _lease: Callable[[timedelta | None], Any] | None = field(default=None, repr=False, compare=False)
     unit: Any = field(default=None, repr=False, compare=False)
+
+    def publish(self, destination: str, payload: bytes, *, key: str, headers: Mapping[str, str] | None = None) -> Any:
+        """Store a message for `destination` (a URL: dir://, amqp://, nats://, redis://, kafka://) in the outbox,
+        inside this transaction: a relay sends it only once the transaction commits, with `key` as the producer id.
+
+        Under AsyncInbox, await it. `headers` are kept with the row. ConfigurationError for a destination that is
+        not a URL, an empty key or a payload that is not bytes, LimitError for a key over the key limit, and
+        ConfigurationError in lease mode (no transaction to publish in).
+        """
+        if self.unit is None:
+            raise ConfigurationError("publish() needs a transaction: lease mode runs the handler outside one")
+        return self.unit.run("outbox_insert", publish_params(destination, payload, key=key, headers=headers))
+
+    def publish_many(self, messages: Sequence[tuple[str, bytes, str]]) -> Any:
+        """Store several messages `(destination, payload, key)` as `publish` stores each, in one batch of statements
+        (under AsyncInbox, await it)."""
+        if self.unit is None:
+            raise ConfigurationError("publish_many() needs a transaction: lease mode runs the handler outside one")
+        rows = [publish_params(destination, payload, key=key, headers=None) for destination, payload, key in messages]
+        return self.unit.run_many("outbox_insert", rows)
 
     def extend_lease(self, duration: timedelta | None = None) -> Any:
         """Lease mode: move the lease's deadline to now + `duration` (default: the lease given to `process`).

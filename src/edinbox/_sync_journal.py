@@ -13,13 +13,18 @@ from typing import Any, Self, TypeVar
 
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Status, check_retention
 from edinbox._errors import ConfigurationError
+from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox.stores._sync_base import Unit
 from edinbox.stores._sync_factory import open_store
 
 __all__ = ["Journal"]
 
 T = TypeVar("T")
+
+Send = Callable[[str, Sequence[tuple[str, bytes]]], None]
+"""`send(destination, [(key, payload), ...])`: deliver in order, each key as the producer id, broker-confirmed."""
 
 
 class Journal:
@@ -43,6 +48,8 @@ class Journal:
         self._table = table
         self._store = open_store(target, table=table, pool_size=pool_size)
         self.dialect = self._store.dialect
+        self.outbox = self._store.outbox
+        """The outbox table's name, beside the journal (`<journal>_outbox`)."""
 
     def __enter__(self) -> Self:
         """Use the inbox as a context manager that closes it."""
@@ -132,7 +139,99 @@ class Journal:
         check_retention(older_than, horizon=self.horizon)
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
-        return self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
+        deleted = self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
+        params = {"older_than": older_than, "batch_size": batch_size}
+        while (sent := self._write("outbox_purge_batch", params)) > 0:
+            deleted += sent
+            if sent < batch_size:
+                break
+        return deleted
+
+    def relay(self, send: Send, *, limit: int = 100) -> SendResult:
+        """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
+
+        Rows go to `send` grouped by destination, in the order they were published; at most one unsent row per
+        destination and key is claimed at a time, so order per key holds. On PostgreSQL the claim holds the rows
+        (FOR UPDATE SKIP LOCKED) until they are marked, so several relays share the outbox and never send a row
+        another one holds; on SQLite run one relay per database. A ConfigurationError or PermanentError of `send`
+        parks the row with its reason (a group of several is sent row by row first, so only the bad row pays);
+        any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call again).
+        A crash after `send` and before the mark sends those rows again: at least once, same key.
+        """
+        if not isinstance(limit, int) or limit < 1:
+            raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
+        claim = {"limit": limit}
+        if self._store.dialect != "postgresql":  # SQLite: no lock held while sending, the journal's writers go on
+            with self._store.unit() as unit:
+                rows = unit.fetch("outbox_claim", claim)
+            sent, parked, error = self._send_all(send, rows)
+            with self._store.unit() as unit:
+                unit.begin()
+                self._mark(unit, sent, parked)
+        else:  # the claim's rows stay locked (SKIP LOCKED for the other relays) until they are marked
+            with self._store.unit() as unit:
+                rows = unit.begin_fetch("outbox_claim", claim)
+                try:
+                    sent, parked, error = self._send_all(send, rows)
+                except BaseException:
+                    unit.rollback()
+                    raise
+                self._mark(unit, sent, parked)
+        return SendResult(sent=len(sent), parked=tuple((row.key, r) for row, r in parked), error=error)
+
+    def _send_all(
+        self, send: Send, rows: Sequence[Sequence[Any]]
+    ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
+        """Send every claimed row, destination by destination: the ids sent, the rows parked, a transient failure."""
+        sent: list[int] = []
+        parked: list[tuple[Claimed, str]] = []
+        error: Exception | None = None
+        for destination, group in by_destination(rows).items():
+            failure = self._send(send, destination, group, sent, parked)
+            error = error or failure
+        return sent, parked, error
+
+    def _mark(self, unit: Unit, sent: list[int], parked: list[tuple[Claimed, str]]) -> None:
+        """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
+        try:
+            if sent:
+                unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
+            if parked:
+                unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
+        except BaseException:
+            unit.rollback()
+            raise
+        unit.commit()
+
+    def _send(
+        self, send: Send, destination: str, group: list[Claimed], sent: list[int], parked: list[tuple[Claimed, str]]
+    ) -> Exception | None:
+        """Send one destination's rows; append what settled to `sent` / `parked`; return a transient failure."""
+        try:
+            send(destination, [(row.key, row.payload) for row in group])
+        except Exception as exc:
+            if judge_send(exc) is Verdict.RETRY:
+                return exc
+            if len(group) == 1:
+                parked.append((group[0], f"{type(exc).__name__}: {exc}"[:1000]))
+                return None
+            for row in group:  # find the row that cannot be sent: only it pays
+                if failure := self._send(send, destination, [row], sent, parked):
+                    return failure
+            return None
+        sent.extend(row.id for row in group)
+        return None
+
+    def wait_outbox(self, timeout: float) -> None:
+        """Return when a transaction published to the outbox (PostgreSQL LISTEN/NOTIFY, on a connection the
+        journal opens by URL) or after `timeout` seconds, whichever comes first (a plain sleep elsewhere)."""
+        self._store.wait(timeout)
+
+    def outbox_stats(self) -> OutboxStats:
+        """The outbox's backlog (unsent rows), parked and sent rows, and the age of the oldest unsent row."""
+        with self._store.unit() as unit:
+            rows = unit.fetch("outbox_stats", {})
+        return OutboxStats.from_row(rows[0])
 
     def stats(self) -> Stats:
         """Count this consumer's journal rows by status."""

@@ -107,10 +107,13 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_setting("--accounting")
 @_setting("--give-up-after")
 @_setting("--max-payload")
+@_option("--no-relay", is_flag=True, envvar="EDINBOX_NO_RELAY", help="do not relay the outbox here (`edinbox relay`)")
 @_setting("--metrics-port")
 @_setting("--metrics-host")
 @_json
-def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, **settings: Any) -> None:
+def run(
+    *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, no_relay: bool, **settings: Any
+) -> None:
     """Run the hub: settle deliveries from --source through the inbox into accounting, ack after commit.
 
     SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked). An outage of the database or
@@ -129,7 +132,7 @@ def run(*, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     except InboxError as exc:
         raise click.UsageError(str(exc)) from exc
-    cfg = _routed(_config(**settings), routes)
+    cfg = _routed(_config(**settings, relay=False if no_relay else None), routes)
     logging.basicConfig(
         level=logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",  # ISO 8601, UTC, as all output
@@ -443,6 +446,37 @@ def demo(*, as_json: bool, **options: Any) -> None:
         report = run_demo(**options, echo=(lambda text: None) if as_json else click.echo)
     click.echo(json.dumps(report.as_dict()) if as_json else report.render())
     sys.exit(0 if report.ok else 1)
+
+
+@main.command()
+@db_options
+@_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="send what is waiting, exit")
+@_option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="rows per pass")
+@_setting("--give-up-after")
+@_json
+def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
+    """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.
+
+    `edinbox run` relays by default; run this for a relay of its own (several share a PostgreSQL outbox).
+    EDINBOX_FAULT=after_send:N kills the process after the N-th send, before its rows are marked sent.
+    """
+    from edinbox.hub._fault import parse_fault
+
+    cfg = _config(**settings)
+    with _errors():
+        fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("stamina").setLevel(logging.ERROR)
+
+    async def serve() -> dict[str, int]:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        return await _ops.relay(cfg, stop=stop, once=once, limit=limit, fault=fault)
+
+    totals = _run(serve())
+    done = {"sent": totals.get("sent", 0), "parked": totals.get("parked", 0)}
+    click.echo(json.dumps(done) if as_json else f"relayed sent={done['sent']} parked={done['parked']}")
 
 
 @main.command()

@@ -68,6 +68,16 @@ def check_counts(report: dict[str, Any], stats: dict[str, Any]) -> None:
     assert stats["duplicate"] + stats["conflict"] >= report["producer_duplicates"] + report["conflicts_injected"]
     assert stats["conflict"] >= report["conflicts_injected"]
     assert stats["received"] >= report["files"]
+    # acknowledgments: one per interchange that asked, a 997 / 999 per X12 interchange, one notice per partner
+    # duplicate (never for the redeliveries after a crash), each key in the partners' outbound folders
+    acks = stats["acknowledgments"]
+    written = sum(acks[k] for k in ("TA1", "997", "999", "CONTRL", "duplicate_notices"))
+    assert acks["TA1"] + acks["CONTRL"] == report["asked"]
+    assert acks["997"] + acks["999"] == report["x12"]
+    assert acks["duplicate_notices"] == report["producer_duplicates"] + report["conflicts_injected"]
+    assert acks["keys"] == written == report["outbound_keys"]
+    assert report["outbound_files"] >= written
+    assert stats["outbox"]["backlog"] == 0
 
 
 def crashing_demo(tmp_path: Path, *args: str) -> dict[str, Any]:
@@ -95,7 +105,8 @@ def test_demo_counts_are_the_same_for_a_seed(tmp_path: Path) -> None:
     """Two demos with one seed (one worker, crashes included) report the same counts, and a used --dir is refused."""
     first = crashing_demo(tmp_path / "a", "--seed", "3")
     second = crashing_demo(tmp_path / "b", "--seed", "3")
-    timing = {"seconds", "oldest_row_age_seconds", "table_bytes", "db", "workdir"}
+    # outbound_files: a kill between a relay's send and its mark sends a file again, wherever the kill falls
+    timing = {"seconds", "oldest_row_age_seconds", "table_bytes", "db", "workdir", "outbound_files"}
 
     def counts(report: dict[str, Any]) -> dict[str, Any]:
         stats = {k: v for k, v in report["stats"].items() if k not in timing}
@@ -108,14 +119,20 @@ def test_demo_counts_are_the_same_for_a_seed(tmp_path: Path) -> None:
 
 
 def test_demo_prints_the_report_and_its_check(tmp_path: Path) -> None:
-    """The human report names every count and ends with the check, and the exit status says it held."""
+    """The human report names every count and ends with its two checks (invoices, then acknowledgments), and the
+    exit status says they held."""
     out = edinbox("demo", "--messages", "30", "--crash-rate", "0.5", "--workers", "1", "--dir", str(tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
     labels = ("deliveries", "processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed", "journal")
     for label in (*labels, "invoices", "hub runs"):
         assert f"  {label}" in out.stdout
-    assert out.stdout.rstrip().splitlines()[-1].startswith("check: invoices")
-    assert out.stdout.rstrip().endswith("OK")
+    for label in ("acknowledged", "outbound"):
+        assert f"  {label}" in out.stdout
+    invoices, acknowledgments = out.stdout.rstrip().splitlines()[-2:]
+    assert invoices.startswith("check: invoices")
+    assert invoices.endswith("OK")
+    assert acknowledgments.startswith("check: acknowledgments")
+    assert acknowledgments.endswith("OK")
 
 
 @pytest.fixture

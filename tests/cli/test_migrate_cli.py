@@ -20,6 +20,7 @@ def test_run_names_migrate_and_migrate_upgrades_once(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE inbox")
         conn.execute("DROP TABLE inbox_version")
+        conn.execute("DROP TABLE inbox_outbox")  # version 1 had no outbox: version 3 adds it
         body = "\n".join(line for line in FROZEN.read_text().splitlines() if not line.startswith("--"))
         for statement in body.format(table="inbox", key_index="inbox_key", version_table="inbox_version").split(";"):
             conn.execute(statement)
@@ -30,7 +31,7 @@ def test_run_names_migrate_and_migrate_upgrades_once(tmp_path: Path) -> None:
     assert "run `edinbox migrate`" in refused.stderr
     first = cli("migrate", "--db", db, "--json")
     assert first.exit_code == 0, first.output
-    assert [step["version"] for step in json.loads(first.output)["applied"]] == [2]
+    assert [step["version"] for step in json.loads(first.output)["applied"]] == [2, 3]
     again = cli("migrate", "--db", db)
     assert "nothing to migrate" in again.output
     started = edinbox("run", "--db", db, "--source", spool, "--once", "--idle-timeout", "0.1")

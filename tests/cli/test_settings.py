@@ -207,7 +207,8 @@ def test_config_example_loads_back_as_the_defaults(tmp_path: Path) -> None:
     path = tmp_path / "hub.toml"
     path.write_text(result.output)
     for name in HubConfig.model_fields:
-        assert f"\n{name} = " in result.output or name == "routes"
+        assert f"\n{name} = " in result.output or name in ("routes", "partners")
+    assert '\n# [partners."ZZ:ACME"]\n' in result.output  # an agreement's keys, commented: none by default
     assert load_settings(path).config == HubConfig()
     assert set(load_settings(path).origins.values()) == {"file"}
 

@@ -212,7 +212,8 @@ def test_one_purger_at_a_time_on_postgresql(pg: tuple[str, str]) -> None:
 
 
 def test_purge_deletes_in_bounded_batches(tmp_path: Path) -> None:
-    """purge(batch_size=10) over 25 settled rows runs three DELETE transactions of at most 10 rows each."""
+    """purge(batch_size=10) over 25 settled rows runs three DELETE transactions of at most 10 rows each (and one
+    more for the outbox, which has no sent rows)."""
     connection = sqlite3.connect(tmp_path / "app.db", isolation_level=None)
     statements: list[str] = []
     inbox = Inbox(connection, consumer="c", table="inbox", horizon=timedelta(0))
@@ -222,9 +223,9 @@ def test_purge_deletes_in_bounded_batches(tmp_path: Path) -> None:
     connection.set_trace_callback(statements.append)
     assert inbox.purge(timedelta(0), batch_size=10) == 25
     connection.set_trace_callback(None)
-    deletes = [s for s in statements if s.lstrip().startswith("DELETE")]
-    assert len(deletes) == 3
-    assert [s.split()[0] for s in statements].count("COMMIT") == 3
+    deletes = [s.split()[2] for s in statements if s.lstrip().startswith("DELETE")]
+    assert deletes == ['"inbox"'] * 3 + ['"inbox_outbox"']
+    assert [s.split()[0] for s in statements].count("COMMIT") == 4
     connection.close()
 
 

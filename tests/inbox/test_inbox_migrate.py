@@ -89,6 +89,12 @@ class Journal:
         self.admin(f"DELETE FROM {self.quoted} WHERE consumer = 'check'", ())
         return True
 
+    def has_outbox(self) -> bool:
+        """Whether the journal's outbox table (`<journal>_outbox`, added by version 3) exists."""
+        if self.dialect == "postgresql":
+            return self.admin("SELECT to_regclass(%s)", (f'{self.quoted[:-1]}_outbox"',))[0][0] is not None
+        return bool(self.admin("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{self.table}_outbox",)))
+
     @property
     def now(self) -> str:
         """The current time as admin SQL writes it in this dialect's timestamp columns."""
@@ -191,6 +197,7 @@ def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journ
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.create_schema()
         assert not journal.status_check("requeued")
+        assert not journal.has_outbox()  # the refused create_schema() committed none of its steps
         assert inbox.migrate() == list(range(2, SCHEMA_VERSION + 1))
         assert inbox.migrate() == []
         inbox.verify()
@@ -203,6 +210,10 @@ def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journ
         assert inbox.process(Message("p", SOURCE, b"x"), _nothing) is Outcome.CONFLICT
         assert inbox.requeue(SOURCE, "d") is True
         assert inbox.get(SOURCE, "d").status is Status.REQUEUED
+        # version 3: the outbox exists and a handler publishes into it
+        assert journal.has_outbox()
+        assert inbox.process(Message("n", SOURCE, b"new"), _publish) is Outcome.PROCESSED
+        assert inbox.outbox_stats().backlog == 1
 
 
 def test_the_migrated_schema_matches_a_fresh_one(journal: Journal, unique_name: str) -> None:
@@ -218,6 +229,8 @@ def test_the_migrated_schema_matches_a_fresh_one(journal: Journal, unique_name: 
         assert migrated.unique_keys(names[0]) == created.unique_keys(names[1])
         described = [_describe(journal, name) for name in (journal.table, fresh)]
         assert described[0] == described[1]
+        outboxes = [_describe_outbox(journal, name) for name in (journal.table, fresh)]
+        assert outboxes[0] == outboxes[1]
 
 
 def _describe(journal: Journal, table: str) -> list[Any]:
@@ -252,8 +265,35 @@ def _describe(journal: Journal, table: str) -> list[Any]:
     return [columns, sql[sql.index("CHECK") :]]
 
 
+def _describe_outbox(journal: Journal, table: str) -> list[Any]:
+    """Columns and indexes (their definitions) of `table`'s outbox, with the outbox's own name replaced."""
+    if journal.dialect == "postgresql":
+        schema, name = table.split(".")
+        outbox = f"{name}_outbox"
+        columns = journal.admin(
+            "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            (schema, outbox),
+        )
+        indexes = journal.admin(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = %s ORDER BY indexname",
+            (schema, outbox),
+        )
+    else:
+        outbox = f"{table}_outbox"
+        columns = journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{outbox}')", ())
+        indexes = journal.admin("SELECT sql FROM sqlite_master WHERE tbl_name = ? ORDER BY name", (outbox,))
+    assert columns, f"no outbox beside {table}"
+    return [[tuple(str(v).replace(outbox, "OUTBOX") for v in row) for row in rows] for rows in (columns, indexes)]
+
+
 def _nothing(tx: Tx, message: Message) -> None:
     """A handler with no effect."""
+
+
+def _publish(tx: Tx, message: Message) -> None:
+    """A handler that publishes an acknowledgment of its message into the outbox."""
+    tx.publish("dir:///out", b"ack:" + message.payload, key=f"ack/{message.message_id}")
 
 
 def test_a_newer_journal_is_refused(journal: Journal) -> None:

@@ -287,3 +287,36 @@ async def test_crash_between_commit_and_ack_then_redelivery_runs_the_handler_onc
     finally:
         await queue.delete(if_unused=False, if_empty=False)
         await connection.close()
+
+
+async def test_rabbitmq_return_value_goes_through_the_outbox(
+    inbox: AsyncInbox, tmp_path: Path, unique_name: str
+) -> None:
+    """With outbox=, a handler's return value is stored in the inbox transaction, once per key (a duplicate stores
+    nothing), and the relay sends it keyed by the message it answers."""
+    require_service("rabbitmq")
+    from faststream.rabbit import RabbitBroker, RabbitQueue
+
+    replies = tmp_path / "replies"
+    seen = Seen(3)
+    middleware = inbox_middleware(inbox, on_outcome=seen, outbox=f"dir://{replies}")
+    broker = RabbitBroker(AMQP, middlewares=[middleware], logger=None)
+    queue = RabbitQueue(unique_name, auto_delete=True)
+
+    @broker.subscriber(queue, ack_policy=AckPolicy.NACK_ON_ERROR)
+    async def answer(body: bytes) -> bytes:
+        """Reply to every message."""
+        return b"ack:" + body
+
+    async with broker:
+        await broker.start()
+        for message_id, body in [("m-1", b"inv-1"), ("m-1", b"inv-1"), ("m-2", b"inv-2")]:
+            await broker.publish(body, queue=unique_name, message_id=message_id)
+        await seen.wait()
+
+    async def collect(destination: str, messages: Any) -> None:
+        sent.extend(messages)
+
+    sent: list[tuple[str, bytes]] = []
+    assert (await inbox.relay(collect)).sent == 2
+    assert sorted(sent) == [(f"amqp:{unique_name}/m-1", b"ack:inv-1"), (f"amqp:{unique_name}/m-2", b"ack:inv-2")]

@@ -7,6 +7,8 @@
     Invoice.without_lines()                          the totals and `line_count` only, for a big interchange
     Interchange.message_types                        "INVOIC", "810", "997", "TA1" (an X12 TA1 counts), ...
     render_invoice(...) / render_interchange(...)    write interchanges: invoices, acknowledgments (demo, tests)
+    received(interchange) -> Received                what acknowledging it needs (ISA14 / UNB 0031, groups, errors)
+    replies(received, kind) / render_reply(...)      its TA1, 997, 999 or CONTRL (duplicate=True: the notice)
 
 Accepted: several interchanges per input (X12 and EDIFACT mixed, each with its own separators); a UTF-8 BOM,
 whitespace, NUL or SUB around interchanges and non-EDI bytes before the first one (reported); X12 ISA read by its
@@ -36,15 +38,26 @@ Memory too: parse keeps the text and its segment strings (about 4x the input); a
 while it is read and dropped after (only `Interchange.segments`, all of them, is kept once asked for).
 """
 
+from edinbox.edi._acknowledge import (
+    ACKNOWLEDGMENT_TYPES,
+    Received,
+    ReceivedGroup,
+    ReceivedSet,
+    received,
+    render_reply,
+    replies,
+    reply_key,
+)
 from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
 from edinbox.edi._key import partner
 from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._parse import parse
-from edinbox.edi._render import Acknowledgment, RenderOptions, render_interchange, render_invoice
+from edinbox.edi._render import Acknowledgment, RenderOptions, Reply, render_interchange, render_invoice
 
 __all__ = [
+    "ACKNOWLEDGMENT_TYPES",
     "Acknowledgment",
     "EdiMessage",
     "EdiSyntaxError",
@@ -55,11 +68,19 @@ __all__ = [
     "InvoiceParty",
     "NotKeyableError",
     "Party",
+    "Received",
+    "ReceivedGroup",
+    "ReceivedSet",
     "RenderOptions",
+    "Reply",
     "Segment",
     "Separators",
     "parse",
     "partner",
+    "received",
     "render_interchange",
     "render_invoice",
+    "render_reply",
+    "replies",
+    "reply_key",
 ]

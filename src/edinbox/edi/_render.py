@@ -1,4 +1,4 @@
-"""Write interchanges: invoices (X12 810, EDIFACT INVOIC) and acknowledgments (X12 997, EDIFACT CONTRL).
+"""Write interchanges: invoices (X12 810, EDIFACT INVOIC) and acknowledgments (X12 TA1/997/999, EDIFACT CONTRL).
 
 The one EDI writer of the project (the hub's demo traffic, tests, benches); the inverse of parse() and invoices().
 
@@ -7,17 +7,18 @@ The one EDI writer of the project (the hub's demo traffic, tests, benches); the 
                        bom=False, charset="UNOC", trailer=True) -> bytes
     render_invoice(invoice, *, ...the same keywords...) -> bytes          one invoice, one interchange
 
-`documents` are `Invoice` or `Acknowledgment` values, one message each (an X12 interchange carries one functional
-group, so one kind). `standard` is "X12" (ISA/GS/810 or 997/GE/IEA, ISA12 00401, or 00501 with ISA11 = the
-repetition separator when `separators.repetition` is set) or "EDIFACT" (UNA/UNB/INVOIC D.96A or CONTRL/UNZ).
-`separators` default to X12 `* > ~` and EDIFACT level A `: + ' ?`; `decimal_mark` ("." or ",") is used for
-EDIFACT numbers and written in UNA3 (X12 has no decimal mark: it is always "."). `line_break` goes after every
-segment terminator; `wrap` hard-wraps the text every N characters with `line_break` (default "\\n");
-`isa_padding` pads ISA02/04/06/08 to their fixed widths (" " standard, "\\u00a0" NBSP, "" unpadded).
-`prepared_at` defaults to noon of the first invoice's issue date (it is required without an invoice), so the
-output is a pure function of the arguments. EDIFACT text is encoded per `charset` (UNOC: Latin-1, UNOY: UTF-8);
-X12 as UTF-8. Values are escaped with the release character (EDIFACT); a value X12 cannot carry (it contains a
-separator) raises ValueError. `trailer=False` leaves out IEA / UNZ: a truncated interchange, never keyed.
+`documents` are `Invoice`, `Acknowledgment` or `Reply` values (a Reply from `edinbox.edi.replies`: a TA1 between ISA
+and IEA with no group, 997 / 999 sets in an FA group, CONTRL messages), one message each (an X12 interchange carries
+one functional group, so one kind). `standard` is "X12" (ISA/GS/810 or 997/GE/IEA, ISA12 00401, or 00501 with ISA11
+= the repetition separator when `separators.repetition` is set) or "EDIFACT" (UNA/UNB/INVOIC D.96A or CONTRL/UNZ).
+`separators` default to X12 `* > ~` and EDIFACT level A `: + ' ?`; `decimal_mark` ("." or ",") is used for EDIFACT
+numbers and written in UNA3 (X12 has no decimal mark: it is always "."). `line_break` goes after every segment
+terminator; `wrap` hard-wraps the text every N characters with `line_break` (default "\\n"); `isa_padding` pads
+ISA02/04/06/08 to their fixed widths (" " standard, "\\u00a0" NBSP, "" unpadded). `prepared_at` defaults to noon of
+the first invoice's issue date (it is required without an invoice), so the output is a pure function of the
+arguments. EDIFACT text is encoded per `charset` (UNOC: Latin-1, UNOY: UTF-8); X12 as UTF-8. Values are escaped with
+the release character (EDIFACT); a value X12 cannot carry (it contains a separator) raises ValueError.
+`trailer=False` leaves out IEA / UNZ: a truncated interchange, never keyed.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from typing import Required, TypedDict, Unpack
 
 from edinbox.edi._edifact import CHARSETS
 from edinbox.edi._invoice import Invoice
-from edinbox.edi._model import Party, Separators
+from edinbox.edi._model import Party, Segment, Separators
 
-__all__ = ["Acknowledgment", "RenderOptions", "render_interchange", "render_invoice"]
+__all__ = ["Acknowledgment", "RenderOptions", "Reply", "render_interchange", "render_invoice"]
 
 _X12 = Separators(element="*", component=">", segment="~")
 _EDIFACT = Separators(element="+", component=":", segment="'", release="?")
@@ -51,7 +52,21 @@ class Acknowledgment:
     receiver: Party
 
 
-Document = Invoice | Acknowledgment
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An acknowledgment's content, built by `edinbox.edi._acknowledge`: the segments inside its envelope.
+
+    `type` is "997" or "999" (the segments between ST and SE, in an FA group whose GS08 is `version`), "TA1" (the
+    TA1 segment, between ISA and IEA, no group) or "CONTRL" (the segments between UNH and UNT). Values are plain:
+    the writer checks (X12) or escapes (EDIFACT) them, and joins each element's components.
+    """
+
+    type: str
+    segments: tuple[Segment, ...]
+    version: str = "004010"
+
+
+Document = Invoice | Acknowledgment | Reply
 
 
 class RenderOptions(TypedDict, total=False):
@@ -72,6 +87,7 @@ class RenderOptions(TypedDict, total=False):
     bom: bool
     charset: str
     trailer: bool
+    ack_requested: bool
 
 
 def render_invoice(invoice: Invoice, **options: Unpack[RenderOptions]) -> bytes:
@@ -97,8 +113,10 @@ def render_interchange(
     bom: bool = False,
     charset: str = "UNOC",
     trailer: bool = True,
+    ack_requested: bool = False,
 ) -> bytes:
-    """An X12 or EDIFACT interchange carrying `documents` (one message each), as bytes."""
+    """An X12 or EDIFACT interchange carrying `documents` (one message each), as bytes; `ack_requested` sets ISA14
+    or UNB 0031 to 1 (the sender asks for an acknowledgment of the interchange)."""
     if not documents:
         raise ValueError("render_interchange needs at least one invoice or acknowledgment")
     if decimal_mark not in (".", ","):
@@ -116,6 +134,7 @@ def render_interchange(
             when=when,
             padding=isa_padding,
             trailer=trailer,
+            ack_requested=ack_requested,
         )
         text, codec = _join(seps, line_break, segments), "utf-8"
     elif standard == "EDIFACT":
@@ -140,6 +159,7 @@ def render_interchange(
             mark=decimal_mark,
             charset=charset,
             trailer=trailer,
+            ack_requested=ack_requested,
         )
         head = ""
         if una:
@@ -199,6 +219,7 @@ def _x12(
     when: datetime,
     padding: str,
     trailer: bool,
+    ack_requested: bool = False,
 ) -> list[list[str]]:
     if not ((control.isascii() and control.isdigit()) and len(control) <= 9):
         raise ValueError(f"an X12 control number is up to 9 digits, not {control!r}")
@@ -217,12 +238,17 @@ def _x12(
     isa = [
         "ISA", "00", pad("", 10), "00", pad("", 10),
         pad(v(sender.qualifier), 2), pad(v(sender.id), 15), pad(v(receiver.qualifier), 2), pad(v(receiver.id), 15),
-        when.strftime("%y%m%d"), when.strftime("%H%M"), isa11, version, number, "0", "T" if test else "P",
+        when.strftime("%y%m%d"), when.strftime("%H%M"), isa11, version, number, "1" if ack_requested else "0",
+        "T" if test else "P",
         seps.component,
     ]  # fmt: skip
     group = str(int(control))
+    if all(isinstance(d, Reply) and d.type == "TA1" for d in documents):  # interchange acknowledgments: no group
+        segments = [isa, *(_plain(seps, s, v) for d in documents if isinstance(d, Reply) for s in d.segments)]
+        return [*segments, ["IEA", "0", number]] if trailer else segments
     functional = "IN" if Invoice in kinds else "FA"
-    segments: list[list[str]] = [
+    first = documents[0]
+    segments = [
         isa,
         [
             "GS",
@@ -233,13 +259,16 @@ def _x12(
             when.strftime("%H%M"),
             group,
             "X",
-            "004010",
+            first.version if isinstance(first, Reply) else "004010",
         ],
     ]
     for k, document in enumerate(documents, 1):
         ref = f"{k:04d}"
         if isinstance(document, Invoice):
             body = [["ST", "810", ref], *_x12_810(document, v)]
+        elif isinstance(document, Reply):
+            head = ["ST", document.type, ref] + ([document.version] if document.type == "999" else [])
+            body = [head, *(_plain(seps, s, v) for s in document.segments)]
         else:
             body = [["ST", "997", ref], ["AK1", "IN", v(document.control_number)], ["AK9", "A", "1", "1", "1"]]
         body.append(["SE", str(len(body) + 1), ref])
@@ -248,6 +277,11 @@ def _x12(
     if trailer:
         segments.append(["IEA", "1", number])
     return segments
+
+
+def _plain(seps: Separators, segment: Segment, value: Callable[[str], str]) -> list[str]:
+    """A segment of plain values as written: each value checked or escaped, components joined."""
+    return [segment.tag, *(seps.component.join(value(c) for c in element) for element in segment.elements)]
 
 
 def _x12_810(invoice: Invoice, v: Callable[[str], str]) -> list[list[str]]:
@@ -285,6 +319,7 @@ def _edifact(
     mark: str,
     charset: str,
     trailer: bool,
+    ack_requested: bool = False,
 ) -> list[list[str]]:
     release = seps.release
     service = [c for c in (release, seps.element, seps.component, seps.segment, seps.repetition) if c]
@@ -313,13 +348,15 @@ def _edifact(
         when.strftime("%y%m%d") + c + when.strftime("%H%M"),
         e(control),
     ]
-    if test:
-        unb += ["", "", "", "", "", "1"]
+    if test or ack_requested:  # S005, 0026, 0029, 0031 (acknowledgment request), 0032, 0035 (test)
+        unb += ["", "", "", "1" if ack_requested else "", "", "1" if test else ""]
     segments: list[list[str]] = [unb]
     for k, document in enumerate(documents, 1):
         ref = str(k)
         if isinstance(document, Invoice):
             body = [["UNH", ref, c.join(["INVOIC", "D", "96A", "UN", "EAN008"])], *_invoic(document, e, c, mark)]
+        elif isinstance(document, Reply):
+            body = [["UNH", ref, c.join(["CONTRL", "D", "3", "UN"])], *(_plain(seps, s, e) for s in document.segments)]
         else:
             uci = ["UCI", e(document.control_number), party(document.sender), party(document.receiver), "7"]
             body = [["UNH", ref, c.join(["CONTRL", "D", "3", "UN"])], uci]

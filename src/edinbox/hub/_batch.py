@@ -17,6 +17,7 @@ from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting
+from edinbox.hub._acks import Acknowledger, Pending
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
 from edinbox.hub._spans import Spans
@@ -40,16 +41,24 @@ class Batch:
     """The messages of a batch's deliveries, the handler that creates their invoices, and the bookkeeping."""
 
     def __init__(
-        self, work: Sequence[Work], *, accounting: Accounting, consumer: str, spans: Spans | None = None
+        self,
+        work: Sequence[Work],
+        *,
+        accounting: Accounting,
+        consumer: str,
+        acknowledger: Acknowledger | None = None,
+        spans: Spans | None = None,
     ) -> None:
-        """Collect the items routed through the inbox; `consumer` names the counters; `spans` (the batch's trace)
-        is told when the handler ran and when the bookkeeping ended (the commit follows it)."""
+        """Collect the items routed through the inbox; `consumer` names the counters; `acknowledger` answers
+        partners (in the same transaction as the journal rows and invoices); `spans` (the batch's trace) is told
+        when the handler ran and when the bookkeeping ended (the commit follows it)."""
         self.work = work
         self.spans = spans
         self.recorded_at = 0
         """When `record` ended (nanoseconds since the epoch): the batch's commit starts then."""
         self.accounting = accounting
         self.consumer = consumer
+        self.acknowledger = acknowledger
         self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
         self.by_key: dict[Key, Item] = {}
         for _, _, item in self.entries:
@@ -66,9 +75,15 @@ class Batch:
         alone = self.isolated
         started = time.time_ns()
         try:
+            pending: list[Pending] = []
             for message in messages:
-                created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
+                item = self.by_key[message.key]
+                created = await self.accounting.create(tx, message, item.invoices)
                 self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
+                if self.acknowledger is not None and item.received is not None:
+                    pending += self.acknowledger.pending(item.received, message=message)
+            if self.acknowledger is not None:
+                await self.acknowledger.write(tx, pending)
         except Exception:
             self.isolated = True
             raise
@@ -90,8 +105,18 @@ class Batch:
         await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1})
         self.counted.add(message.key)
 
+    def _notices(self, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
+        """The notice that a delivery the partner sent is a duplicate (not the broker's own redelivery of one)."""
+        if outcome not in (Outcome.DUPLICATE, Outcome.CONFLICT) or w.delivery.redelivered:
+            return []
+        if self.acknowledger is None or item.received is None or item.message is None:
+            return []
+        return self.acknowledger.pending(item.received, message=item.message, duplicate=True)
+
     async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
-        """Note each item's outcome (None: unsettled), park rejected payloads, add the counters, in `tx`."""
+        """Note each item's outcome (None: unsettled), park rejected payloads, add the counters, and write the duplicate
+        notices, in `tx`."""
+        notices: list[Pending] = []
         for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
             if outcome is None:
                 w.unsettled = True
@@ -99,6 +124,7 @@ class Batch:
                 w.outcomes[i] = self.effects.get(item.message.key, "processed")
             else:
                 w.outcomes[i] = outcome.value
+                notices += self._notices(w, item, outcome)
         counts: Counter[str] = Counter()
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:
@@ -122,4 +148,6 @@ class Batch:
                 elif settled is not None:
                     counts[settled] += 1
         await count(tx, consumer=self.consumer, counts=counts)
+        if self.acknowledger is not None:
+            await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
@@ -24,6 +25,7 @@ from edinbox._errors import ConfigurationError
 __all__ = [
     "DEFAULT_ROUTES",
     "MAX_PAYLOAD",
+    "Agreement",
     "HubConfig",
     "describe",
     "parse_duration",
@@ -146,6 +148,63 @@ def _routes(value: object) -> object:
     return routes
 
 
+ACKNOWLEDGMENTS = ("997", "999", "none")
+TA1 = ("requested", "always", "never")
+DUPLICATES = ("notify", "silent")
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """What a trading partner gets back (`[partners."QUALIFIER:ID"]`): the defaults are those of a partner
+    without an agreement.
+
+    `outbound` is where its acknowledgments go (any source URL; `{id}` is replaced by the partner's id); with none
+    (the default, unless `[partners."*"]` sets one) nothing is sent. `acknowledgment`: the X12 functional
+    acknowledgment, "997", "999" (005010 partners) or "none". `ta1`: "requested" (ISA14 / UNB 0031 = 1), "always" or
+    "never"; for EDIFACT partners it governs CONTRL, which `acknowledgment = "none"` turns off too. `duplicates`: a
+    re-sent interchange gets a notice (TA1 R 025 / CONTRL UCI 4 26) with "notify", nothing with "silent". `sender`:
+    our party "QUALIFIER:ID" in its acknowledgments (empty: the receiver the partner addressed). An interchange of
+    acknowledgments only is never answered.
+    """
+
+    outbound: str = ""
+    acknowledgment: str = "997"
+    ta1: str = "requested"
+    duplicates: str = "notify"
+    sender: str = ""
+
+    def __post_init__(self) -> None:
+        """Refuse values that cannot work, with a sentence saying which."""
+        for name, allowed in (("acknowledgment", ACKNOWLEDGMENTS), ("ta1", TA1), ("duplicates", DUPLICATES)):
+            if getattr(self, name) not in allowed:
+                raise ConfigurationError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+        if self.outbound and "://" not in self.outbound:
+            raise ConfigurationError(f"outbound must be a URL (dir://, amqp://, ...), not {self.outbound!r}")
+        if self.sender and ":" not in self.sender:
+            raise ConfigurationError(f"sender must be QUALIFIER:ID (e.g. ZZ:HUB), not {self.sender!r}")
+
+
+_NO_AGREEMENT = Agreement()
+
+
+def _partners(value: object) -> object:
+    """Agreements by partner: a table of tables (`[partners."ZZ:ACME"]`), each checked as an Agreement."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f'expected tables [partners."QUALIFIER:ID"], got {value!r}')
+    agreements = {}
+    for name, terms in value.items():
+        if isinstance(terms, Agreement):
+            agreements[str(name)] = terms
+            continue
+        if not isinstance(terms, Mapping):
+            raise ValueError(f"{name}: expected a table of outbound, acknowledgment, ta1, duplicates, sender")
+        try:
+            agreements[str(name)] = Agreement(**dict(terms))
+        except (TypeError, ConfigurationError) as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return agreements
+
+
 Count = Annotated[int, BeforeValidator(_whole), Field(ge=1)]
 Seconds = Annotated[float, BeforeValidator(_seconds)]
 Duration = Annotated[str, BeforeValidator(_duration)]
@@ -199,6 +258,19 @@ class HubConfig(BaseSettings):
     routes: Annotated[dict[str, str], BeforeValidator(_routes)] = Field(
         default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
     )
+    relay: bool = Field(True, description="`run` also relays the outbox (acknowledgments) to its destinations")
+    partners: Annotated[dict[str, Agreement], BeforeValidator(_partners)] = Field(
+        default_factory=dict, description='partner agreements by "QUALIFIER:ID" ("*": every other partner)'
+    )
+
+    def agreement(self, partner: str) -> Agreement:
+        """The agreement of the partner "qualifier:id": its own, else "*", else the defaults (nothing is sent)."""
+        return self.partners.get(partner) or self.partners.get("*") or _NO_AGREEMENT
+
+    @property
+    def acknowledges(self) -> bool:
+        """True when some agreement sends acknowledgments (the hub then reads what they need while planning)."""
+        return any(a.outbound for a in self.partners.values())
 
     def __init__(self, **values: Any) -> None:
         """Validate the keywords; a value that cannot work is a ConfigurationError naming its key."""

@@ -5,6 +5,8 @@ armed with the fault point (`EDINBOX_FAULT=after_commit:N`, N drawn so that each
 rate): they SIGKILL themselves between a commit and its ack, leaving their claimed files in `processing/`, and the
 next run recovers and redelivers them. The report comes from the database (`edinbox stats`), the check from the
 generator's ground truth: invoices == unique valid interchanges (less the partner resends the invoice key caught).
+Every partner has an agreement (`hub.toml` in the work folder): its acknowledgments go to `outbound/<partner id>`,
+and the second check is that they match what the traffic asked for, each key once.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import click
 
+from edinbox import edi
 from edinbox._errors import ConfigurationError, InboxError
 from edinbox._urls import database_url, mask
 from edinbox.hub import _ops
@@ -59,6 +62,13 @@ class Report:
     resends: int
     acks: int
     malformed: int
+    asked: int = 0
+    """Unique valid interchanges asking for an interchange acknowledgment (TA1 / CONTRL)."""
+    x12: int = 0
+    """Unique valid X12 interchanges (each gets a 997, or a 999 for the partner that agreed on it)."""
+    outbound_files: int = 0
+    outbound_keys: int = 0
+    """Distinct acknowledgment keys found in the partners' outbound folders."""
     runs: int = 0
     crashes: int = 0
     seconds: float = 0.0
@@ -72,14 +82,30 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """The check: every unique valid interchange settled once, each invoice created once, every delivery counted
-        under one outcome, nothing left."""
+        """The checks: every unique valid interchange settled once, each invoice created once, every delivery
+        counted under one outcome, nothing left; and the acknowledgments: one per interchange that asked, one notice
+        per partner duplicate, each key delivered."""
         s = self.stats
         return (
             s.get("invoices") == self.expected_invoices
             and s.get("processed", 0) + s.get("resent", 0) == self.unique_interchanges
             and s.get("received") == self.deliveries
             and self.left_in_spool == 0
+            and self.acknowledgments_ok
+        )
+
+    @property
+    def acknowledgments_ok(self) -> bool:
+        """Acknowledgments == interchanges that asked (TA1 / CONTRL), a 997 or 999 per X12 interchange, one notice
+        per partner duplicate (re-sent copy or reused control number), and every key in an outbound folder."""
+        a = self.stats.get("acknowledgments", {})
+        written = sum(int(a.get(k, 0)) for k in ("TA1", "997", "999", "CONTRL", "duplicate_notices"))
+        return (
+            int(a.get("TA1", 0)) + int(a.get("CONTRL", 0)) == self.asked
+            and int(a.get("997", 0)) + int(a.get("999", 0)) == self.x12
+            and int(a.get("duplicate_notices", 0)) == self.producer_duplicates + self.conflicts_injected
+            and int(a.get("keys", 0)) == written == self.outbound_keys
+            and self.stats.get("outbox", {}).get("backlog") == 0
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -118,12 +144,52 @@ class Report:
             f" - partner resends {self.resends} = {self.expected_invoices}; deliveries {s.get('received', 0)} == "
             f"{self.deliveries}: {'OK' if self.ok else 'FAILED'}",
         ]
+        a = self.stats.get("acknowledgments", {})
+        interchange_acks = int(a.get("TA1", 0)) + int(a.get("CONTRL", 0))
+        functional = int(a.get("997", 0)) + int(a.get("999", 0))
         where = f"--db '{mask(self.db)}'" + (f" --table {self.table}" if self.table != "inbox" else "")
-        if self.dropped:
-            lines.insert(-1, f"  schema        {self.table.split('.')[0]} dropped (--keep keeps it)")
-        else:
-            lines.insert(-1, f"  look closer   edinbox stats {where}; edinbox list {where} --status rejected")
+        closer = (
+            f"  schema        {self.table.split('.')[0]} dropped (--keep keeps it)"
+            if self.dropped
+            else f"  look closer   edinbox stats {where}; edinbox list {where} --status rejected"
+        )
+        lines[-1:-1] = [
+            f"  acknowledged  TA1 {a.get('TA1', 0)}, 997 {a.get('997', 0)}, 999 {a.get('999', 0)}, "
+            f"CONTRL {a.get('CONTRL', 0)}, duplicate notices {a.get('duplicate_notices', 0)}",
+            f"  outbound      {self.outbound_files} files in {self.workdir}/outbound/<partner>/inbound, "
+            f"{self.outbound_keys} distinct keys (a relay killed before marking sends a key again)",
+            closer,
+        ]
+        lines.append(
+            f"check: acknowledgments {interchange_acks} == interchanges that asked {self.asked}, 997/999 {functional}"
+            f" == X12 interchanges {self.x12}, duplicate notices {a.get('duplicate_notices', 0)} == partner"
+            f" duplicates {self.producer_duplicates + self.conflicts_injected}, each key once in outbound"
+            f" ({self.outbound_keys}): {'OK' if self.acknowledgments_ok else 'FAILED'}"
+        )
         return "\n".join(lines)
+
+
+def _agreements(workdir: Path) -> Path:
+    """The partners' agreements: every partner's acknowledgments go to its own outbound folder; Globex Foods (an
+    005010 partner) gets 999s instead of 997s."""
+    path = workdir / "hub.toml"
+    outbound = json.dumps(f"dir://{workdir / 'outbound'}/{{id}}")
+    path.write_text(
+        f'[partners."*"]\noutbound = {outbound}\n\n[partners."01:123456789"]\n'
+        f'outbound = {outbound}\nacknowledgment = "999"\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def _outbound(folder: Path) -> tuple[int, int]:
+    """Files in the partners' outbound folders, and the distinct acknowledgment keys among them."""
+    files = [p for p in folder.glob("*/inbound/*") if p.is_file()] if folder.exists() else []
+    keys = set()
+    for path in files:
+        (interchange,) = edi.parse(path.read_bytes())
+        keys.add(interchange.key)
+    return len(files), len(keys)
 
 
 def _fault(rng: random.Random, crash_rate: float) -> int | None:
@@ -201,7 +267,10 @@ def run_demo(
         resends=traffic.resends,
         acks=traffic.acks,
         malformed=traffic.malformed,
+        asked=traffic.asked,
+        x12=traffic.x12,
     )
+    agreements = _agreements(workdir)
     asyncio.run(_ops.init(config))
     asyncio.run(publish(config.source, traffic.files))
     echo(f"published {len(traffic.files)} files into {spool}/inbound; running the hub (log: {workdir}/hub.log)")
@@ -240,6 +309,8 @@ def run_demo(
                     config.source,
                     "--batch-size",
                     str(batch_size),
+                    "--config",
+                    str(agreements),
                     "--log-format",
                     "json",
                 ]
@@ -258,6 +329,7 @@ def run_demo(
         now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
         bar.update(now - done)
     report.left_in_spool = _pending(spool)
+    report.outbound_files, report.outbound_keys = _outbound(workdir / "outbound")
     report.deliveries = _logged_deliveries(workdir / "hub.log")
     report.stats = asyncio.run(_ops.stats(config))
     if own_schema and not keep:

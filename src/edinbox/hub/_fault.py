@@ -1,8 +1,10 @@
-"""The fault point that provokes real redeliveries: the hub kills itself after a commit, before the ack.
+"""The fault points that provoke real redeliveries: the hub kills itself after a commit, before the ack, or the
+relay after a send, before marking the rows sent.
 
-Armed by the CLI from `EDINBOX_FAULT=after_commit:N` (the library never reads the environment): after the N-th
-commit of settled deliveries, the process sends itself SIGKILL, so nothing after the commit runs. The broker (or the
-spool) never sees the ack and delivers the batch again; the inbox must turn every copy into a duplicate.
+Armed by the CLI from `EDINBOX_FAULT=after_commit:N` or `after_send:N` (the library never reads the environment):
+after the N-th commit of settled deliveries (or the N-th confirmed send of outbox rows), the process sends itself
+SIGKILL, so nothing after it runs. The broker (or the spool) never sees the ack and delivers the batch again; the
+relay sends the same rows again with the same keys; the receivers' inboxes must turn every copy into a duplicate.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from edinbox._errors import ConfigurationError
 
 __all__ = ["FaultPoint", "parse_fault"]
 
-_POINTS = ("after_commit",)
+_POINTS = ("after_commit", "after_send")
 
 
 @dataclass(slots=True)
 class FaultPoint:
-    """Counts commits and kills the process after the armed one."""
+    """Counts commits (or sends) and kills the process after the armed one."""
 
     point: str
     after: int
@@ -28,16 +30,24 @@ class FaultPoint:
 
     def committed(self) -> None:
         """Record one commit; SIGKILL this process when it is the armed one."""
-        self.commits += 1
-        if self.point == "after_commit" and self.commits == self.after:
-            os.kill(os.getpid(), signal.SIGKILL)
+        self._count("after_commit")
+
+    def sent(self) -> None:
+        """Record one confirmed send of outbox rows; SIGKILL this process when it is the armed one."""
+        self._count("after_send")
+
+    def _count(self, point: str) -> None:
+        if self.point == point:
+            self.commits += 1
+            if self.commits == self.after:
+                os.kill(os.getpid(), signal.SIGKILL)
 
 
 def parse_fault(text: str | None) -> FaultPoint | None:
-    """Parse `after_commit:N` (N >= 1); empty or None means no fault point."""
+    """Parse `after_commit:N` or `after_send:N` (N >= 1); empty or None means no fault point."""
     if not text:
         return None
     point, _, count = text.partition(":")
     if point not in _POINTS or not count.isdigit() or int(count) < 1:
-        raise ConfigurationError(f"EDINBOX_FAULT={text!r}: expected after_commit:N with N >= 1")
+        raise ConfigurationError(f"EDINBOX_FAULT={text!r}: expected after_commit:N or after_send:N, N >= 1")
     return FaultPoint(point, int(count))

@@ -91,6 +91,8 @@ class Doc:
     lines: tuple[tuple[int, Decimal], ...] = ()
     buyer: tuple[str, str] = BUYERS[0]
     prepared: datetime = datetime(2026, 12, 2, 9, 30)
+    ack_requested: bool = False
+    """ISA14 / UNB 0031 = 1: the partner asks for an acknowledgment of the interchange (TA1 / CONTRL)."""
 
     @property
     def total(self) -> Decimal:
@@ -131,6 +133,7 @@ def render(doc: Doc, style: Style | None = None, *, trailer: bool = True) -> byt
         una=s.una,
         prepared_at=doc.prepared,
         trailer=trailer,
+        ack_requested=doc.ack_requested,
     )
 
 
@@ -149,6 +152,10 @@ class Traffic:
     resends: int = 0
     acks: int = 0
     malformed: int = 0
+    asked: int = 0
+    """Unique valid interchanges that ask for an acknowledgment of the interchange (ISA14 / UNB 0031 = 1)."""
+    x12: int = 0
+    """Unique valid X12 interchanges: each gets a functional acknowledgment (997 or 999) under the demo's agreements."""
     invoice_keys: frozenset[tuple[str, str, str, date]] = frozenset()
     """The key of each distinct invoice (seller id, number, kind, issue date), as the `invoices` table holds it."""
 
@@ -164,6 +171,7 @@ def generate(messages: int, *, duplicate_rate: float, seed: int, mixed: bool = T
     `mixed=False`: exactly `messages` distinct invoice interchanges (and their duplicates), nothing else.
     """
     rng = random.Random(seed)  # noqa: S311 - demo traffic, not security
+    asks = random.Random(seed + 1)  # noqa: S311 - who asks for a TA1 / CONTRL; its own stream keeps the traffic's
     traffic = Traffic()
     controls = {p.id: rng.randrange(1000, 900000) for p in PARTNERS}
     originals: list[tuple[str, bytes]] = []
@@ -195,12 +203,14 @@ def generate(messages: int, *, duplicate_rate: float, seed: int, mixed: bool = T
             traffic.malformed += 1
         else:
             doc = next_doc(partner, "credit_note" if rng.random() < 0.1 else "invoice")
+            doc = replace(doc, ack_requested=asks.random() < 0.6)
             invoice_docs.append(doc)
             originals.append((_key(doc), render(doc)))
             traffic.unique_interchanges += 1
             invoice_keys.add((partner.id, doc.number, doc.kind, doc.issue_date))
 
     extras: list[tuple[int, tuple[str, bytes]]] = []
+    resent_docs: list[Doc] = []
     for doc in invoice_docs:
         if rng.random() < duplicate_rate:  # the producer published the same interchange again
             style = None
@@ -225,9 +235,13 @@ def generate(messages: int, *, duplicate_rate: float, seed: int, mixed: bool = T
             f"{controls[doc.partner.id]:09d}" if doc.partner.standard == "X12" else f"IC{controls[doc.partner.id]}"
         )
         resent = replace(doc, control=control)  # the same invoice again, in a new interchange
+        resent_docs.append(resent)
         extras.append((rng.randrange(len(originals) + 1), (_key(resent), render(resent))))
         traffic.unique_interchanges += 1
         traffic.resends += 1
+    unique = [*invoice_docs, *resent_docs]
+    traffic.asked = sum(d.ack_requested for d in unique)
+    traffic.x12 = sum(d.partner.standard == "X12" for d in unique)
     files = list(originals)
     for position, item in sorted(extras, key=lambda e: -e[0]):
         files.insert(position, item)

@@ -26,6 +26,7 @@ from edinbox._message import Message, Outcome
 from edinbox.edi import partner
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
+from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._fault import FaultPoint
@@ -33,6 +34,7 @@ from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
+from edinbox.hub._relay import Relay
 from edinbox.hub._spans import Spans
 from edinbox.sources import Delivery, Source, open_source
 
@@ -74,6 +76,7 @@ class Hub:
         self.stop = stop or asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
         self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
+        self.acknowledger = Acknowledger(config) if config.acknowledges else None
         self.metrics = metrics
         self._refreshed = -_REFRESH
 
@@ -82,7 +85,34 @@ class Hub:
 
         Outages of the database or the source are waited out (see `Outage`); the last TransientError propagates
         only after `give_up_after`. On `stop`, the batch in hand is finished; a wait for a dependency is not.
+        With `config.relay` (the default) the outbox relay runs beside it (totals `relayed`, `outbox_parked`),
+        and with `once` it drains the outbox last.
         """
+        relay_stop = asyncio.Event()
+        relay = asyncio.ensure_future(self._relay(relay_stop)) if self.config.relay else None
+        try:
+            await self._receive(once=once)
+        finally:
+            if relay is not None:
+                relay_stop.set()
+                await relay
+        if relay is not None and once and not self.stop.is_set():
+            await self._relay(self.stop, once=True)  # drain what the last batches published
+        return self.totals
+
+    async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
+        """Relay the outbox beside the hub (acknowledgments to partners) until `stop`; add its totals."""
+        # its own outage lines (`relay-down`): the hub reports the database's, the relay also the destinations'
+        outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
+        idle = self.config.poll_timeout * 4
+        relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
+        totals = await relay.run(once=once)
+        for name, total in (("relayed", totals["sent"]), ("outbox_parked", totals["parked"])):
+            if total:
+                self.totals[name] += total
+
+    async def _receive(self, *, once: bool) -> None:
+        """Settle batches until `stop` is set or, with `once`, until the source stays idle."""
         idle_since = time.monotonic()
         while not self.stop.is_set():
             try:
@@ -95,7 +125,6 @@ class Hub:
                 break
             await self.refresh(every=_REFRESH)
         await self.refresh()
-        return self.totals
 
     async def refresh(self, *, every: float = 0.0) -> None:
         """Set the journal gauges from the database, when `every` seconds have passed since the last time; a
@@ -159,7 +188,9 @@ class Hub:
         rolls the batch back; the inbox then settles it message by message, so the failure is charged to its
         message alone (see `_process`). Lease mode settles each message alone from the start.
         """
-        batch = Batch(work, accounting=self.accounting, consumer=self.config.consumer, spans=spans)
+        batch = Batch(
+            work, accounting=self.accounting, consumer=self.config.consumer, acknowledger=self.acknowledger, spans=spans
+        )
         if not self.accounting.lease:
             await self._process(batch)
             if batch.recorded_at:

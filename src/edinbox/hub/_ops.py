@@ -19,7 +19,10 @@ from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._fault import FaultPoint
+from edinbox.hub._hub import give_up_after
 from edinbox.hub._log import LOGGER
+from edinbox.hub._outage import Outage
 from edinbox.hub._output import as_dict, human_duration, json_value, render
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
@@ -31,6 +34,7 @@ from edinbox.hub._redrive import (
     split_key,
     stored_payload,
 )
+from edinbox.hub._relay import Relay
 from edinbox.hub._tables import COUNTED, TABLES, counts, create_partner_index, create_tables
 
 __all__ = [
@@ -44,6 +48,7 @@ __all__ = [
     "migrate",
     "migration_summary",
     "purge",
+    "relay",
     "render_shown",
     "requeue",
     "show",
@@ -110,6 +115,12 @@ async def stats(config: HubConfig) -> dict[str, Any]:
 
         found, (invoices, rejected, oldest, rows) = await inbox.read(read)
         size = await _table_size(inbox)
+        outbox = await inbox.outbox_stats()
+        acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgment_totals", {"consumer": config.consumer}))
+    acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
+    for kind, duplicate, n, keys in acks:
+        acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
+        acknowledgments["keys"] += int(keys)
     when = _timestamp(oldest)
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
@@ -122,7 +133,33 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         "journal_rows": int(rows),
         "oldest_row_age_seconds": age,
         "table_bytes": size,
+        "acknowledgments": acknowledgments,
+        "outbox": {
+            "backlog": outbox.backlog,
+            "parked": outbox.parked,
+            "sent": outbox.sent,
+            "oldest_unsent_age_seconds": None if outbox.oldest_unsent is None else outbox.oldest_unsent.total_seconds(),
+        },
     }
+
+
+async def relay(
+    config: HubConfig,
+    *,
+    stop: asyncio.Event,
+    once: bool = False,
+    limit: int = 100,
+    log_json: bool = False,
+    fault: FaultPoint | None = None,
+) -> dict[str, int]:
+    """Relay the outbox of `config`'s journal until `stop` is set (or, with `once`, until it is empty)."""
+    async with open_inbox(config) as inbox:
+        logger = logging.getLogger(LOGGER)
+        outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
+        await outage.call(lambda: verify(inbox), stop=stop)
+        idle = config.poll_timeout * 4
+        relay = Relay(inbox, outage=outage, stop=stop, limit=limit, idle=idle, log_json=log_json, fault=fault)
+        return dict(await relay.run(once=once))
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -180,7 +217,8 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 
 
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
-    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices, or one parked payload (`rejected/ID`).
+    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it, or one parked
+    payload (`rejected/ID`).
 
     Payloads come as bounded previews (`_payloads.preview`: EDI segments, text, or hex), with their size and kind.
     """
@@ -202,6 +240,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         source, message_id = split_key(key)
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
         invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
+        acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
         record = await inbox.get(source, message_id)
     if record is None:
         return None
@@ -218,6 +257,19 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
             "currency": i[5],
         }
         for i in invoices
+    ]
+    data["acknowledgments"] = [
+        {
+            "kind": a[0],
+            "duplicate": bool(a[1]),
+            "control_number": a[2],
+            "key": a[3],
+            "at": json_value(a[4]),
+            "destination": mask(a[5]) if a[5] else None,
+            "status": "sent" if a[6] else "parked" if a[7] else "waiting" if a[5] else "purged",
+            "reason": a[8],
+        }
+        for a in acks
     ]
     return data
 

@@ -56,11 +56,14 @@ class Outage:
         *,
         give_up_after: timedelta | None,
         log_json: bool = False,
+        name: str = "dependency",
         on_back: Callable[[str], None] | None = None,
     ) -> None:
-        """Log to `logger`; give up (re-raise) after `give_up_after` of one outage, never when None; `on_back` is
-        told which dependency came back after each outage (the reconnect counter)."""
+        """Log to `logger` (events `<name>-down` / `<name>-back`); give up (re-raise) after `give_up_after` of one
+        outage, never when None; `on_back` is told which dependency came back after each outage (the reconnect
+        counter)."""
         self.logger = logger
+        self.name = name
         self.on_back = on_back
         self.give_up_after = give_up_after
         self.log_json = log_json
@@ -117,7 +120,7 @@ class Outage:
         self.down = dependency(exc)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         fields = {"dependency": self.down, "error": mask(first)}
-        self.logger.warning(_log.format_line("dependency-down", fields, as_json=self.log_json))
+        self.logger.warning(_log.format_line(f"{self.name}-down", fields, as_json=self.log_json))
 
     def came_back(self) -> None:
         """Log the end of an outage with its length."""
@@ -128,4 +131,4 @@ class Outage:
         if self.on_back is not None:
             self.on_back(str(self.down))
         self.down_since = self.down = None
-        self.logger.warning(_log.format_line("dependency-back", fields, as_json=self.log_json))
+        self.logger.warning(_log.format_line(f"{self.name}-back", fields, as_json=self.log_json))

@@ -55,6 +55,8 @@ class Item:
     invoices: tuple[Any, ...] = ()
     """The interchange's invoices (`edinbox.edi.Invoice`), read once while planning (without their lines unless
     the plan was asked to keep them)."""
+    received: edi.Received | None = None
+    """What acknowledging the interchange needs, read while planning when some agreement sends acknowledgments."""
 
     @property
     def fingerprint(self) -> str:
@@ -126,7 +128,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
             # the parser promises EdiSyntaxError only; any other data fault of a number or date parks it the same way
             return replace(parked(f"an invoice cannot be read: {exc}"), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
-    return Item(route, label, message=message, types=types, invoices=tuple(invoices))
+    received = edi.received(interchange) if route == INBOX and config.acknowledges else None
+    return Item(route, label, message=message, types=types, invoices=tuple(invoices), received=received)
 
 
 def _not_edi(delivery: Delivery, config: HubConfig, reason: str) -> Item:

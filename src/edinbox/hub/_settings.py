@@ -27,8 +27,10 @@ __all__ = ["ORIGINS", "Settings", "example_toml", "load_config", "load_settings"
 ORIGINS = ("default", "file", "variable", "flag")
 """Where a value came from, weakest first: each overrides the ones before it."""
 
-_SECTIONS = ("hub", "routes")
-_HUB_KEYS = tuple(name for name in HubConfig.model_fields if name != "routes")
+_SECTIONS = ("hub", "routes", "partners")
+_TABLES = ("routes", "partners")
+"""Fields kept in a section of their own, not under [hub]."""
+_HUB_KEYS = tuple(name for name in HubConfig.model_fields if name not in _TABLES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,12 @@ class Settings:
                 rows += [
                     {"setting": f"routes.{kind}", "value": route, "origin": origin} for kind, route in value.items()
                 ]
+            elif name == "partners":
+                rows += [
+                    {"setting": f"partners.{partner}.{key}", "value": mask(str(v)), "origin": origin}
+                    for partner, terms in value.items()
+                    for key, v in terms.items()
+                ]
             else:
                 rows.append(
                     {"setting": name, "value": mask(value) if isinstance(value, str) else value, "origin": origin}
@@ -61,7 +69,7 @@ def _closest(name: str, known: Iterable[str]) -> str:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    """The `[hub]` keys and `[routes]` table of a TOML file, every section and key checked against the model."""
+    """The `[hub]` keys and the `[routes]` and `[partners]` tables of a TOML file, every section and key checked."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -77,7 +85,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     for key in hub:
         if key not in _HUB_KEYS:
             raise ConfigurationError(f"{path}: unknown key {key!r} in [hub]{_closest(key, _HUB_KEYS)}")
-    return {**hub, **({"routes": data["routes"]} if "routes" in data else {})}
+    return {**hub, **{table: data[table] for table in _TABLES if table in data}}
 
 
 def _read_variables() -> dict[str, Any]:
@@ -123,14 +131,14 @@ def _validate(values: Mapping[str, Any], where: Mapping[str, str]) -> HubConfig:
 def _where(origin: str, key: str, path: Path | None, names: Mapping[str, str]) -> str:
     """How the operator set this key: `hub.toml [hub] batch_size`, `EDINBOX_BATCH_SIZE` or `--batch-size`."""
     if origin == "file":
-        return f"{path} [{'routes' if key == 'routes' else 'hub'}]{'' if key == 'routes' else ' ' + key}"
+        return f"{path} [{key if key in _TABLES else 'hub'}]{'' if key in _TABLES else ' ' + key}"
     if origin == "variable":
         return f"EDINBOX_{key.upper()}"
     return names.get(key, "--" + key.replace("_", "-"))
 
 
 def load_config(path: Path | None) -> HubConfig:
-    """Read `[hub]` and `[routes]` from a TOML file (None gives the defaults); no variables, no flags."""
+    """Read `[hub]`, `[routes]` and `[partners]` from a TOML file (None gives the defaults); no variables, no flags."""
     if path is None:
         return HubConfig()
     data = _read_file(path)
@@ -153,10 +161,20 @@ def example_toml() -> str:
     values = defaults.model_dump()
     lines = ["# edinbox hub settings: every key is also a flag and an EDINBOX_<KEY> variable.", "[hub]"]
     for name, field in HubConfig.model_fields.items():
-        if name == "routes":
+        if name in _TABLES:
             continue
         lines.append(f"# {field.description}")
         lines.append(f"{name} = {_toml_value(values[name])}")
     lines += ["", f"# {HubConfig.model_fields['routes'].description}", "[routes]"]
     lines += [f"{_toml_value(kind)} = {_toml_value(route)}" for kind, route in defaults.routes.items()]
+    lines += [
+        "",
+        f"# {HubConfig.model_fields['partners'].description}; without one, a partner gets no acknowledgment",
+        '# [partners."ZZ:ACME"]',
+        '# outbound = "dir:///srv/edi/out/acme"   # any source URL; {id} is the partner\'s id',
+        '# acknowledgment = "997"                 # X12: "997", "999" or "none"',
+        '# ta1 = "requested"                      # TA1 / CONTRL: "requested", "always" or "never"',
+        '# duplicates = "notify"                  # a re-sent interchange: "notify" or "silent"',
+        '# sender = "ZZ:HUB"                      # our party; empty: the receiver the partner addressed',
+    ]
     return "\n".join(lines) + "\n"

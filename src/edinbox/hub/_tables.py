@@ -1,4 +1,5 @@
-"""The hub's tables beside the journal: invoices (the SQL accounting sink), rejected payloads, outcome counters.
+"""The hub's tables beside the journal: invoices (the SQL accounting sink), rejected payloads, outcome counters, the
+acknowledgments sent to partners and the per-partner control numbers they take.
 
 Their DDL and statements are named queries in `edinbox/sql/<dialect>/hub.sql`, run by the journal's store inside a
 journal transaction (`tx.unit`): they live in the journal's schema (`edi.inbox` puts them in `edi`), so one
@@ -25,7 +26,7 @@ __all__ = [
     "park",
 ]
 
-TABLES = ("invoices", "rejected", "hub_counters", "console_audit")
+TABLES = ("invoices", "rejected", "hub_counters", "hub_control_numbers", "hub_acknowledgments", "console_audit")
 """The hub's tables, beside the journal (`console_audit`: what operators did in `edinbox console`)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
@@ -51,6 +52,8 @@ _KEYS = {
     "invoices": ["issue_date", "kind", "number", "seller"],
     "rejected": ["consumer", "fingerprint"],
     "hub_counters": ["consumer", "outcome"],
+    "hub_control_numbers": ["partner"],
+    "hub_acknowledgments": ["control_number", "partner"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -59,7 +62,7 @@ INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it
 
 async def create_tables(tx: Any) -> None:
     """Create the hub's tables when missing (idempotent), in the caller's transaction; only `edinbox init` calls it."""
-    for table in ("invoices", "rejected", "counters"):
+    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments"):
         await tx.unit.run(f"hub_create_{table}", {})
     await tx.unit.run("console_create_audit", {})
     for index in SEARCH_INDEXES:
@@ -73,7 +76,9 @@ async def create_partner_index(tx: Any) -> None:
 
 
 async def check_tables(inbox: AsyncInbox) -> None:
-    """Raise SchemaError naming the first hub table that is missing or lacks its unique key."""
+    """Raise SchemaError naming the first hub table (or the journal's outbox) that is missing or lacks its key."""
+    if await inbox.unique_keys(inbox.outbox) is None:
+        raise SchemaError(f"the journal's outbox {inbox.outbox} does not exist: {INIT_HINT}")
     for table, key in _KEYS.items():
         keys = await inbox.unique_keys(table)
         if keys is None:

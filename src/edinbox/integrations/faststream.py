@@ -18,8 +18,14 @@ async def create_invoice(body: bytes, tx=Context("inbox_tx")) -> None:
 The middleware's `consume_scope` runs the handler inside `AsyncInbox.process`: the journal row and the handler's
 writes (through `Context("inbox_tx")`) commit together, before FastStream acks. A duplicate, a conflict or a dead
 message skips the handler and is acked; a handler error or a live lease raises, and the ack policy decides (use
-NACK_ON_ERROR, or ACK / MANUAL for Kafka: its default ACK_FIRST commits before the handler runs). A handler's return
-value is published after the commit and before the ack, so a crash in between loses it: publish through an outbox.
+NACK_ON_ERROR, or ACK / MANUAL for Kafka: its default ACK_FIRST commits before the handler runs).
+
+A handler's return value: with `inbox_middleware(inbox, outbox="amqp://...?queue=replies")` (any edinbox
+destination URL) it is stored in the outbox inside the inbox transaction, keyed `<source>/<message id>` of the
+message it answers, and the relay (`edinbox relay`, or `AsyncInbox.relay`) sends it after the commit, at least once
+under that key: a crash anywhere loses nothing and sends nothing for a rolled-back handler. The middleware then
+returns None, so attach no FastStream `@publisher` for it. Without `outbox`, FastStream publishes the return value
+itself after the commit and before the ack, and a crash in between loses it.
 
 FastStream's `StreamMessage.message_id` is random per delivery on several brokers, so the key comes from where the
 producer put it: the AMQP `message_id` property, the `Nats-Msg-Id` header, a Kafka record header, a Redis stream
@@ -28,6 +34,7 @@ entry field (or FastStream's own `message_id` header when a FastStream publisher
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -130,6 +137,7 @@ class _Config:
     coordinates: bool
     lease: timedelta | None
     on_outcome: OutcomeHook | None
+    outbox: str | None
 
 
 class InboxMiddleware(BaseMiddleware):
@@ -158,10 +166,15 @@ class InboxMiddleware(BaseMiddleware):
         message = self._message(msg)
         result: Any = None
 
+        outbox = self._config.outbox
+
         async def handler(tx: Tx, _message: Message) -> None:
             nonlocal result
             with self.context.scope(CONTEXT_KEY, tx):
                 result = await call_next(msg)
+            if outbox is not None and result is not None:
+                await tx.publish(outbox, _payload(result), key=f"{message.source}/{message.message_id}")
+                result = None
 
         # the producer's trace (W3C traceparent in the headers) is the parent of the inbox's `edinbox settle` span
         with _trace.attached(_trace.extract(message.headers)):
@@ -172,6 +185,15 @@ class InboxMiddleware(BaseMiddleware):
         return result
 
 
+def _payload(value: Any) -> bytes:
+    """A handler's return value as the bytes the outbox stores: bytes as they are, text in UTF-8, else JSON."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, default=str).encode()
+
+
 def inbox_middleware(
     inbox: AsyncInbox,
     *,
@@ -180,6 +202,7 @@ def inbox_middleware(
     coordinates: bool = True,
     lease: timedelta | None = None,
     on_outcome: OutcomeHook | None = None,
+    outbox: str | None = None,
 ) -> Callable[..., InboxMiddleware]:
     """The middleware factory to pass in `Broker(middlewares=[...])`, deduplicating through `inbox`.
 
@@ -188,8 +211,11 @@ def inbox_middleware(
     offset, JetStream sequence, Redis entry id) are the key when `coordinates` is true (they catch redeliveries, not
     producer retries); otherwise the message raises SourceError. With `lease`, the handler runs in lease mode (no
     transaction, `tx.idempotency_key` to pass on). `on_outcome(msg, message, outcome)` observes every settlement.
+    `outbox` (a destination URL) publishes a handler's return value through the outbox, in the inbox transaction.
     """
-    config = _Config(inbox, header, key, coordinates, lease, on_outcome)
+    if outbox is not None and lease is not None:
+        raise ConfigurationError("outbox= needs the inbox transaction: lease mode has none")
+    config = _Config(inbox, header, key, coordinates, lease, on_outcome, outbox)
 
     def build(msg: Any, /, *, context: ContextRepo) -> InboxMiddleware:
         return InboxMiddleware(msg, context=context, config=config)

@@ -6,6 +6,7 @@ only after `lstat` or `fstat` said they are regular files.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import time
@@ -146,12 +147,30 @@ def file_name(message_id: str) -> str:
 
 
 async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Write each `(message_id, payload)` into `inbound/` atomically (tmp/ first, then a rename)."""
+    """Write each `(message_id, payload)` into `inbound/` atomically (tmp/ first, then a rename), in a worker
+    thread: a relay publishing beside the hub does not hold its event loop through every fsync."""
     root = spool_path(url)
     try:
-        for name in ("inbound", "tmp"):
-            (root / name).mkdir(parents=True, exist_ok=True)
-        for message_id, payload in messages:
-            write_atomically(root / "tmp", root / "inbound" / file_name(message_id), payload)
+        await asyncio.to_thread(_write_all, root, list(messages))
     except OSError as exc:
         raise SourceError(f"cannot publish into the spool folder {root}: {exc}") from exc
+
+
+def _write_all(root: Path, messages: Sequence[tuple[str, bytes]]) -> None:
+    """Write every scratch file, flush them all to disk, then rename each into `inbound/`: one journal commit of the
+    file system covers the batch, where a flush per file waited for one commit each."""
+    tmp = root / "tmp"
+    for name in ("inbound", "tmp"):
+        (root / name).mkdir(parents=True, exist_ok=True)
+    scratch = [(tmp / f".{uuid.uuid4().hex}", message_id, payload) for message_id, payload in messages]
+    try:
+        for path, _, payload in scratch:
+            path.write_bytes(payload)
+        for path, _, _ in scratch:
+            with open(path, "rb+") as fh:
+                os.fsync(fh.fileno())
+        for path, message_id, _ in scratch:
+            os.replace(path, root / "inbound" / file_name(message_id))
+    finally:
+        for path, _, _ in scratch:
+            path.unlink(missing_ok=True)  # those not renamed: a failure part way

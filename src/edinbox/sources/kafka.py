@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from edinbox._errors import ConfigurationError, SourceError
+from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
 from edinbox.sources._failures import failing, quietly
@@ -332,7 +332,9 @@ SOURCE = KafkaSource
 
 
 async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Produce payloads to the URL's topic, the key header (and the record key) set to each producer id."""
+    """Produce payloads to the URL's topic, the key header (and the record key) set to each producer id.
+
+    A payload over the producer's `message.max.bytes` is a LimitError (permanent: no retry can send it)."""
     hosts, opts, settings = parse(url, {})
     if opts.take("mock", positive_int, None) is not None:
         raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
@@ -357,9 +359,16 @@ async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
                     break
                 except BufferError:  # the local queue is full: let deliveries drain, then retry
                     producer.poll(0.1)
+                except kafka().KafkaException as exc:  # refused before sending: message.max.bytes
+                    errors.append(exc.args[0])
+                    producer.flush(30)
+                    return 0
             producer.poll(0)
         return int(producer.flush(30))
 
     left = await asyncio.to_thread(send)
+    too_large = kafka().KafkaError.MSG_SIZE_TOO_LARGE
+    if errors and all(getattr(err, "code", lambda: None)() == too_large for err in errors):
+        raise LimitError(f"publishing to {mask(url)}: a payload is over the producer's message.max.bytes")
     if left or errors:
         raise SourceError(f"publishing to {mask(url)} failed: {errors[:3] or f'{left} not delivered'}")

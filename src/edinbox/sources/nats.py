@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from edinbox._errors import ConfigurationError, SourceError
+from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Source
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
@@ -338,7 +338,10 @@ SOURCE = NatsSource
 
 
 async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Publish to the subject with `Nats-Msg-Id` set to the producer id, awaiting each JetStream ack."""
+    """Publish to the subject with `Nats-Msg-Id` set to the producer id, awaiting each JetStream ack.
+
+    A payload over the server's `max_payload` is a LimitError (permanent: no retry can send it), raised before it
+    is sent; the payloads before it were sent."""
     source = NatsSource.from_url(url, consumer="publisher")
     nc = await connect(source._server, source.url)
     js = nc.jetstream()
@@ -346,6 +349,11 @@ async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
         with failing(f"publishing to {source.subject} on {source.url}"):
             await ensure_stream(js, source)
             for message_id, payload in messages:
+                if len(payload) > nc.max_payload:
+                    raise LimitError(
+                        f"{message_id}: the payload has {len(payload)} bytes, more than the NATS server's "
+                        f"max_payload ({nc.max_payload} bytes)"
+                    )
                 await js.publish(source.subject, payload, headers={_MSG_ID: message_id}, stream=source.stream)
     finally:
         await quietly(f"closing {source.url}", lambda: asyncio.wait_for(nc.close(), _ACK_TIMEOUT))

@@ -52,6 +52,8 @@ class AsyncStore(Protocol):
 
     dialect: str
     """"postgresql" or "sqlite"."""
+    outbox: str
+    """The outbox table's name (beside the journal, in its schema)."""
 
     def unit(self) -> AbstractAsyncContextManager[AsyncUnit]:
         """Hold a connection for one operation."""
@@ -83,23 +85,27 @@ class AsyncStore(Protocol):
     async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
         """Delete settled rows older than `older_than` in bounded batches, one purger at a time."""
 
+    async def wait(self, timeout: float) -> None:
+        """Return when a commit published to the outbox, where the database can say so, or after `timeout` seconds."""
+
     async def aclose(self) -> None:
         """Release the connections the store opened (never the caller's)."""
 
 
 async def create_journal(unit: AsyncUnit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
-    """In one transaction: run the named schema `steps`, seed the version row, then check the version found."""
+    """In one transaction: run the named schema `steps`, seed the version row, then check the version found; an
+    older journal (SchemaError: run `edinbox migrate`) is left as it was, none of the steps committed."""
     await unit.begin()
     try:
         for name, params in steps:
             await unit.run(name, params)
         await unit.run("seed_version", {"version": version})
         rows = await unit.fetch("version", {})
+        check_version([row[0] for row in rows], version=version, table=table)
     except BaseException:
         await unit.rollback()
         raise
     await unit.commit()
-    check_version([row[0] for row in rows], version=version, table=table)
 
 
 async def migrate_journal(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+
+# sync: from time import sleep
+from asyncio import sleep  # async-only
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -198,6 +201,7 @@ class AsyncPostgresStore:
         """Prepare the statements; connections open on first use."""
         self._sql = Statements(table)
         self._table = table
+        self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._url = target if isinstance(target, str) else None
         self._pool = target if isinstance(target, psycopg_pool.AsyncConnectionPool) else None
         self._connection = target if isinstance(target, psycopg.AsyncConnection) else None
@@ -210,6 +214,7 @@ class AsyncPostgresStore:
         self._lock = asyncio.Lock()  # guards the caller's connection, and the creation of the pool
         self._hot_unit: _AsyncPostgresUnit | None = None  # on the store's own connection, used when free
         self._hot_lock = asyncio.Lock()
+        self._listener: psycopg.AsyncConnection[Any] | None = None  # LISTENs for the outbox's notifications
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         if self._url is None:
@@ -266,6 +271,7 @@ class AsyncPostgresStore:
         if self._table.schema:
             steps.append(("create_schema", {}))
         steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
+        steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         async with self.unit() as unit:
             await create_journal(unit, steps, version=version, table=self._table)
 
@@ -318,6 +324,7 @@ class AsyncPostgresStore:
 
     async def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """Grant `role` what processing needs (no DDL): schema usage, DML on the journal and `tables`, sequences."""
+        tables = (*tables, f"{self._table.name}_outbox")  # publishing is part of processing
         async with self.unit() as unit:
             await unit.begin()
             try:
@@ -361,8 +368,34 @@ class AsyncPostgresStore:
                 await unit.fetch("purge_unlock", lock)
                 await unit.commit()
 
+    async def wait(self, timeout: float) -> None:
+        """Return at the first outbox notification (LISTEN on a connection of its own) or after `timeout` seconds.
+
+        A store on the caller's connection or pool has no URL to listen with: it sleeps. StoreError when the
+        database fails (the listening connection is opened again next time).
+        """
+        if self._url is None:
+            await sleep(timeout)
+            return
+        try:
+            if self._listener is None or self._listener.closed:
+                self._listener = await self._connect()
+                with mapped_errors("listen for the outbox"):
+                    await self._listener.execute(self._sql["outbox_listen"])
+            with mapped_errors("wait for the outbox"):
+                async for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                    pass
+        except StoreError:
+            listener, self._listener = self._listener, None
+            if listener is not None:
+                await listener.close()
+            raise
+
     async def aclose(self) -> None:
         """Close the connection and the pool the store opened itself."""
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.close()
         if self._hot_unit is not None:
             hot, self._hot_unit = self._hot_unit.connection, None
             await hot.close()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+
+# sync: from time import sleep
+from asyncio import sleep  # async-only
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -136,6 +139,7 @@ class AsyncSQLiteStore:
         """`target` is a file path, ":memory:", or an open connection; a path opens on first use."""
         self._sql = Statements(table)
         self._table = table
+        self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._path = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
         self._lock = asyncio.Lock()
@@ -172,6 +176,7 @@ class AsyncSQLiteStore:
     async def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
+        steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         async with self.unit() as unit:
             await create_journal(unit, steps, version=version, table=self._table)
 
@@ -233,6 +238,10 @@ class AsyncSQLiteStore:
             total += deleted
             if deleted < batch_size:
                 return total
+
+    async def wait(self, timeout: float) -> None:
+        """SQLite cannot say when another process commits: sleep `timeout` seconds."""
+        await sleep(timeout)
 
     async def aclose(self) -> None:
         """Close the connection the store opened itself."""

@@ -38,8 +38,13 @@ class Statements:
         self.version_table = f"{table.name}_version"
         version = (*qualified[:-1], self.version_table)
         self.version_name = sql.Identifier(*version).as_string(None)
+        outbox = (*qualified[:-1], f"{table.name}_outbox")
+        self.outbox_name = sql.Identifier(*outbox).as_string(None)
         identifiers = {
             "schema": sql.Identifier(table.schema or "public"),
+            "outbox": sql.Identifier(*outbox),
+            "outbox_pending": sql.Identifier(f"{table.name}_outbox_pending"),
+            "outbox_name": sql.Literal(self.outbox_name),
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),
             "status_check": sql.Identifier(f"{table.name}_status_check"),

@@ -8,17 +8,18 @@ from importlib.resources import files
 
 __all__ = ["FILES", "load_queries", "migration_queries", "named_queries", "placeholders"]
 
-FILES = ("queries", "schema", "hub", "console", "migrations")
+FILES = ("queries", "schema", "outbox", "hub", "console", "migrations")
 """The statement files a store loads: the journal's, its schema, those of tables beside it, and the migrations.
 
-In a statement, `{table}` is the journal and `{table_name}` its name as a string literal; any other `{x}` is the
-table x beside the journal (in its schema), `{x_name}` that table's name as a string literal, and `{x_index}` an
-index of this journal's tables (named after the journal, so two journals in one schema never share one).
+In a statement, `{table}` is the journal and `{table_name}` its name as a string literal, `{outbox}` the journal's
+outbox (`<journal>_outbox`) and `{outbox_name}` its name as a string literal; any other `{x}` is the table x beside
+the journal (in its schema), `{x_name}` that table's name as a string literal, and `{x_index}` an index of this
+journal's tables (named after the journal, so two journals in one schema never share one).
 """
 
 
 def load_queries(dialect: str, *names: str) -> dict[str, str]:
-    """Return every named statement of the given files (`queries`, `schema`, `hub`) of one dialect."""
+    """Return every named statement of the given files (`queries`, `schema`, `outbox`, `hub`) of one dialect."""
     queries: dict[str, str] = {}
     for name in names:
         queries.update(named_queries(files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text("utf-8")))

@@ -43,6 +43,9 @@ class Statements:
             "rebuild": _quote(f"{table.name}_rebuild"),
             "version_table": _quote(self.version_name),
             "table_name": "'" + table.name + "'",
+            "outbox": _quote(f"{table.name}_outbox"),
+            "outbox_pending": _quote(f"{table.name}_outbox_pending"),
+            "outbox_name": "'" + table.name + "_outbox'",
         }
         self._text = {}
         for name, text in load_queries(DIALECT, *FILES).items():

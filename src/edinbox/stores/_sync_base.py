@@ -53,6 +53,8 @@ class Store(Protocol):
 
     dialect: str
     """"postgresql" or "sqlite"."""
+    outbox: str
+    """The outbox table's name (beside the journal, in its schema)."""
 
     def unit(self) -> AbstractContextManager[Unit]:
         """Hold a connection for one operation."""
@@ -84,23 +86,27 @@ class Store(Protocol):
     def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
         """Delete settled rows older than `older_than` in bounded batches, one purger at a time."""
 
+    def wait(self, timeout: float) -> None:
+        """Return when a commit published to the outbox, where the database can say so, or after `timeout` seconds."""
+
     def close(self) -> None:
         """Release the connections the store opened (never the caller's)."""
 
 
 def create_journal(unit: Unit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
-    """In one transaction: run the named schema `steps`, seed the version row, then check the version found."""
+    """In one transaction: run the named schema `steps`, seed the version row, then check the version found; an
+    older journal (SchemaError: run `edinbox migrate`) is left as it was, none of the steps committed."""
     unit.begin()
     try:
         for name, params in steps:
             unit.run(name, params)
         unit.run("seed_version", {"version": version})
         rows = unit.fetch("version", {})
+        check_version([row[0] for row in rows], version=version, table=table)
     except BaseException:
         unit.rollback()
         raise
     unit.commit()
-    check_version([row[0] for row in rows], version=version, table=table)
 
 
 def migrate_journal(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from time import sleep
 from types import TracebackType
 from typing import Any
 
@@ -196,6 +197,7 @@ class PostgresStore:
         """Prepare the statements; connections open on first use."""
         self._sql = Statements(table)
         self._table = table
+        self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._url = target if isinstance(target, str) else None
         self._pool = target if isinstance(target, psycopg_pool.ConnectionPool) else None
         self._connection = target if isinstance(target, psycopg.Connection) else None
@@ -208,6 +210,7 @@ class PostgresStore:
         self._lock = threading.Lock()  # guards the caller's connection, and the creation of the pool
         self._hot_unit: _PostgresUnit | None = None  # on the store's own connection, used when free
         self._hot_lock = threading.Lock()
+        self._listener: psycopg.Connection[Any] | None = None  # LISTENs for the outbox's notifications
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._url is None:
@@ -264,6 +267,7 @@ class PostgresStore:
         if self._table.schema:
             steps.append(("create_schema", {}))
         steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
+        steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         with self.unit() as unit:
             create_journal(unit, steps, version=version, table=self._table)
 
@@ -316,6 +320,7 @@ class PostgresStore:
 
     def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """Grant `role` what processing needs (no DDL): schema usage, DML on the journal and `tables`, sequences."""
+        tables = (*tables, f"{self._table.name}_outbox")  # publishing is part of processing
         with self.unit() as unit:
             unit.begin()
             try:
@@ -359,8 +364,34 @@ class PostgresStore:
                 unit.fetch("purge_unlock", lock)
                 unit.commit()
 
+    def wait(self, timeout: float) -> None:
+        """Return at the first outbox notification (LISTEN on a connection of its own) or after `timeout` seconds.
+
+        A store on the caller's connection or pool has no URL to listen with: it sleeps. StoreError when the
+        database fails (the listening connection is opened again next time).
+        """
+        if self._url is None:
+            sleep(timeout)
+            return
+        try:
+            if self._listener is None or self._listener.closed:
+                self._listener = self._connect()
+                with mapped_errors("listen for the outbox"):
+                    self._listener.execute(self._sql["outbox_listen"])
+            with mapped_errors("wait for the outbox"):
+                for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                    pass
+        except StoreError:
+            listener, self._listener = self._listener, None
+            if listener is not None:
+                listener.close()
+            raise
+
     def close(self) -> None:
         """Close the connection and the pool the store opened itself."""
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            listener.close()
         if self._hot_unit is not None:
             hot, self._hot_unit = self._hot_unit.connection, None
             hot.close()

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from time import sleep
 from types import TracebackType
 from typing import Any
 
@@ -134,6 +135,7 @@ class SQLiteStore:
         """`target` is a file path, ":memory:", or an open connection; a path opens on first use."""
         self._sql = Statements(table)
         self._table = table
+        self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._path = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
         self._lock = threading.Lock()
@@ -168,6 +170,7 @@ class SQLiteStore:
     def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
+        steps += [("outbox_create", {}), ("outbox_create_pending", {})]
         with self.unit() as unit:
             create_journal(unit, steps, version=version, table=self._table)
 
@@ -229,6 +232,10 @@ class SQLiteStore:
             total += deleted
             if deleted < batch_size:
                 return total
+
+    def wait(self, timeout: float) -> None:
+        """SQLite cannot say when another process commits: sleep `timeout` seconds."""
+        sleep(timeout)
 
     def close(self) -> None:
         """Close the connection the store opened itself."""

@@ -90,14 +90,62 @@ WHERE consumer = %(consumer)s AND status = 'processed' AND settled_at < now() - 
 
 -- name: hub_privileges
 -- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences
-SELECT t.name FROM (VALUES ({table_name}), ({invoices_name}), ({rejected_name}), ({hub_counters_name})) AS t (name)
+SELECT t.name FROM (VALUES ({table_name}), ({invoices_name}), ({rejected_name}), ({hub_counters_name}),
+    ({outbox_name}), ({hub_control_numbers_name}), ({hub_acknowledgments_name})) AS t (name)
 WHERE NOT (has_table_privilege(t.name, 'SELECT') AND has_table_privilege(t.name, 'INSERT')
     AND has_table_privilege(t.name, 'UPDATE') AND has_table_privilege(t.name, 'DELETE'))
 UNION ALL
 SELECT s.name FROM (VALUES (pg_get_serial_sequence({invoices_name}, 'id')),
-    (pg_get_serial_sequence({rejected_name}, 'id'))) AS s (name)
+    (pg_get_serial_sequence({rejected_name}, 'id')), (pg_get_serial_sequence({outbox_name}, 'id')),
+    (pg_get_serial_sequence({hub_acknowledgments_name}, 'id'))) AS s (name)
 WHERE s.name IS NOT NULL AND NOT has_sequence_privilege(s.name, 'USAGE')
 
+-- name: hub_create_control_numbers
+-- the next interchange control number of our acknowledgments, per partner: the upsert's row lock serialises hubs
+CREATE TABLE IF NOT EXISTS {hub_control_numbers} (
+    partner TEXT PRIMARY KEY,
+    n BIGINT NOT NULL
+)
+
+-- name: hub_create_acknowledgments
+CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
+    id BIGSERIAL PRIMARY KEY,
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    duplicate BOOLEAN NOT NULL,
+    partner TEXT NOT NULL,
+    control_number TEXT NOT NULL,
+    outbox_key TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    UNIQUE (partner, control_number),
+    UNIQUE (consumer, source, message_id, partner, control_number)
+)
+
+-- name: hub_reserve_control_numbers
+-- the last of `count` numbers reserved for one partner (the others are the `count - 1` before it)
+INSERT INTO {hub_control_numbers} AS c (partner, n) VALUES (%(partner)s, %(count)s)
+ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
+RETURNING n
+
+-- name: hub_record_acknowledgment
+INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(kind)s, %(duplicate)s, %(partner)s, %(control_number)s,
+    %(outbox_key)s)
+
+-- name: hub_acknowledgments_of
+SELECT a.kind, a.duplicate, a.control_number, a.outbox_key, a.created_at, o.destination, o.sent_at, o.parked_at,
+    o.reason
+FROM {hub_acknowledgments} AS a
+LEFT JOIN {outbox} AS o ON o.key = a.outbox_key
+WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
+ORDER BY a.id
+
+-- name: hub_acknowledgment_totals
+SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
+WHERE consumer = %(consumer)s
+GROUP BY kind, duplicate
 -- name: hub_invoice_keys
 -- `edinbox chaos`: every invoice's key, to find the ones that were lost
 SELECT seller, number, kind, issue_date FROM {invoices}

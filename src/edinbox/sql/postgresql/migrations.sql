@@ -9,3 +9,21 @@ ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {status_check}
 -- name: v2_status_check_add
 ALTER TABLE {table} ADD CONSTRAINT {status_check}
     CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued'))
+
+-- name: v3_outbox
+-- the outbox beside the journal (`outbox.sql`'s outbox_create); IF NOT EXISTS: an `edinbox init` may have made it
+CREATE TABLE IF NOT EXISTS {outbox} (
+    id BIGSERIAL PRIMARY KEY,
+    destination TEXT NOT NULL,
+    key TEXT NOT NULL,
+    payload BYTEA NOT NULL,
+    headers TEXT,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    sent_at TIMESTAMPTZ,
+    parked_at TIMESTAMPTZ,
+    reason TEXT
+)
+
+-- name: v3_outbox_pending
+CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, key, id)
+WHERE sent_at IS NULL AND parked_at IS NULL

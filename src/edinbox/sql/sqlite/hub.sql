@@ -91,6 +91,51 @@ WHERE consumer = :consumer AND status = 'processed' AND settled_at < :now - :old
 -- SQLite has no roles: whoever opens the file may do everything
 SELECT NULL WHERE 0
 
+-- name: hub_create_control_numbers
+-- the next interchange control number of our acknowledgments, per partner (one writer at a time on SQLite)
+CREATE TABLE IF NOT EXISTS {hub_control_numbers} (
+    partner TEXT PRIMARY KEY,
+    n INTEGER NOT NULL
+)
+
+-- name: hub_create_acknowledgments
+CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    duplicate INTEGER NOT NULL,
+    partner TEXT NOT NULL,
+    control_number TEXT NOT NULL,
+    outbox_key TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    UNIQUE (partner, control_number),
+    UNIQUE (consumer, source, message_id, partner, control_number)
+)
+
+-- name: hub_reserve_control_numbers
+-- the last of `count` numbers reserved for one partner (the others are the `count - 1` before it)
+INSERT INTO {hub_control_numbers} AS c (partner, n) VALUES (:partner, :count)
+ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
+RETURNING n
+
+-- name: hub_record_acknowledgment
+INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
+VALUES (:consumer, :source, :message_id, :kind, :duplicate, :partner, :control_number, :outbox_key)
+
+-- name: hub_acknowledgments_of
+SELECT a.kind, a.duplicate, a.control_number, a.outbox_key, a.created_at, o.destination, o.sent_at, o.parked_at,
+    o.reason
+FROM {hub_acknowledgments} AS a
+LEFT JOIN {outbox} AS o ON o.key = a.outbox_key
+WHERE a.consumer = :consumer AND a.source = :source AND a.message_id = :message_id
+ORDER BY a.id
+
+-- name: hub_acknowledgment_totals
+SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
+WHERE consumer = :consumer
+GROUP BY kind, duplicate
 -- name: hub_invoice_keys
 -- `edinbox chaos`: every invoice's key, to find the ones that were lost
 SELECT seller, number, kind, issue_date FROM {invoices}

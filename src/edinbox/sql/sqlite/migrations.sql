@@ -38,3 +38,21 @@ ALTER TABLE {rebuild} RENAME TO {table}
 
 -- name: v2_key
 CREATE UNIQUE INDEX {key_index} ON {table} (consumer, source, message_id)
+
+-- name: v3_outbox
+-- the outbox beside the journal (`outbox.sql`'s outbox_create); IF NOT EXISTS: an `edinbox init` may have made it
+CREATE TABLE IF NOT EXISTS {outbox} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    destination TEXT NOT NULL,
+    key TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    headers TEXT,
+    created_at REAL NOT NULL,
+    sent_at REAL,
+    parked_at REAL,
+    reason TEXT
+)
+
+-- name: v3_outbox_pending
+CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, key, id)
+WHERE sent_at IS NULL AND parked_at IS NULL

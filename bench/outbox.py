@@ -1,0 +1,133 @@
+"""Outbox benchmark: relay throughput to the spool and to RabbitMQ, and the hub with acknowledgments on vs off,
+measured side by side in one run.
+
+Relay: `--rows` rows are published into the outbox of a fresh SQLite journal (one transaction per 100), then
+`AsyncInbox.relay` passes (100 rows each: claim, send with the key as producer id, mark sent) drain it to a spool
+folder and to a RabbitMQ queue (publisher confirms); rows per second, and RabbitMQ's rate as a ratio of the
+spool's. Hub: generated invoice traffic (no duplicates, 60 % asking for a TA1 / CONTRL) is settled by the hub on a
+spool and an SQLite file without agreements, then with every partner's acknowledgments going to an outbound
+spool folder, written in the settling transaction and either relayed apart (`--no-relay`: what the hub itself pays;
+an `edinbox relay` process sends them) or relayed by the hub's own relay before `run --once` returns (the spool's
+fsyncs included); deliveries per second, and the cost of acknowledgments as 1 - on / off. Modes take turns round
+by round, so the load of other processes on a shared machine hits them alike; the best round of each is compared.
+
+Run: .venv/bin/python -m bench.outbox [--rounds 3] [--rows 2000] [--messages 1000] [--no-rabbitmq]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from edinbox import AsyncInbox
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._config import Agreement
+from edinbox.hub._generate import generate
+from edinbox.hub._ops import init
+from edinbox.hub._relay import send
+from edinbox.sources.spool import publish
+
+RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"
+PAYLOAD = b"ISA*00*" + b"x" * 300 + b"~IEA*1*000000001~"
+
+
+async def relay_rate(root: Path, destination: str, rows: int) -> float:
+    """Publish `rows` outbox rows, then drain them to `destination`; return rows relayed per second."""
+    db = f"sqlite:///{root / 'outbox.db'}"
+    async with AsyncInbox(db, consumer="bench") as inbox:
+        await inbox.create_schema()
+        for start in range(0, rows, 100):
+
+            async def work(tx: object, start: int = start) -> None:
+                for n in range(start, min(rows, start + 100)):
+                    await tx.publish(destination, PAYLOAD, key=f"ack/{n:07d}")  # type: ignore[attr-defined]
+
+            await inbox.transaction(work)
+        started = time.perf_counter()
+        sent = 0
+        while (result := await inbox.relay(send, limit=100)).sent:
+            sent += result.sent
+        if result.error is not None or sent != rows:
+            raise RuntimeError(f"relayed {sent} of {rows}: {result.error}")
+        return sent / (time.perf_counter() - started)
+
+
+HUB_MODES = {"off": (False, True), "on, relayed apart": (True, False), "on, relayed by run": (True, True)}
+"""Hub modes: (acknowledgments written, relayed by the hub's own relay within the measured time)."""
+
+
+async def hub_rate(root: Path, messages: int, *, acknowledgments: bool, relay: bool) -> float:
+    """Settle generated traffic through the hub (SQLite, spool); return deliveries per second."""
+    spool, out = root / "spool", root / "out"
+    config = HubConfig(
+        db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{spool}", batch_size=20, idle_timeout=0.2, relay=relay
+    )
+    if acknowledgments:
+        agreement = Agreement(outbound=f"dir://{out}/{{id}}", ta1="requested")
+        config = config.with_overrides(partners={"*": agreement})
+    await init(config)
+    traffic = generate(messages, duplicate_rate=0.0, seed=11)
+    await publish(config.source, traffic.files)
+    started = time.perf_counter()
+    async with open_hub(config) as hub:
+        totals = await hub.run(once=True)
+    elapsed = time.perf_counter() - started - config.idle_timeout  # the idle wait that ends `once`
+    if acknowledgments and relay and not totals.get("relayed"):
+        raise RuntimeError("no acknowledgment was relayed")
+    return sum(v for k, v in totals.items() if k not in ("relayed", "outbox_parked")) / elapsed
+
+
+def main() -> int:
+    """Measure and print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--no-rabbitmq", action="store_true")
+    args = parser.parse_args()
+    relays: dict[str, list[float]] = {"spool": []}
+    if not args.no_rabbitmq:
+        relays["rabbitmq"] = []
+    hubs: dict[str, list[float]] = {mode: [] for mode in HUB_MODES}
+    for _ in range(args.rounds):
+        for name, rates in relays.items():
+            root = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
+            try:
+                queue = f"bench_outbox_{uuid.uuid4().hex[:8]}"
+                where = f"dir://{root / 'out'}" if name == "spool" else f"{RABBITMQ}?queue={queue}"
+                rates.append(asyncio.run(relay_rate(root, where, args.rows)))
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+        for mode, measured in hubs.items():
+            root = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
+            try:
+                written, relayed = HUB_MODES[mode]
+                measured.append(asyncio.run(hub_rate(root, args.messages, acknowledgments=written, relay=relayed)))
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"Outbox relay, {args.rows} rows of {len(PAYLOAD)} bytes, 100 per pass, best of {args.rounds} rounds")
+    print(f"({os.cpu_count()} CPUs, load average {load}):")
+    print("| destination | rate | ratio to the spool |\n|---|---|---|")
+    base = max(relays["spool"])
+    for name, best in relays.items():
+        print(f"| {name} | {max(best):,.0f} rows/s | x{max(best) / base:.2f} |")
+    print(f"\nHub (SQLite, spool, batch 20), {args.messages} generated interchanges, acknowledgments off vs on:")
+    print("| acknowledgments | rate | ratio to off |\n|---|---|---|")
+    off = max(hubs["off"])
+    for mode, best in hubs.items():
+        print(f"| {mode} | {max(best):,.0f} deliveries/s | x{max(best) / off:.2f} |")
+    for mode in list(HUB_MODES)[1:]:
+        print(f"acknowledgments ({mode}) cost {1 - max(hubs[mode]) / off:.0%} of the hub's throughput (target: < 25 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

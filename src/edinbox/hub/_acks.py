@@ -1,0 +1,136 @@
+"""The hub's answers to partners: which acknowledgments an interchange gets, and writing them to the outbox.
+
+An acknowledgment is written in the transaction that settles its interchange (with the journal row and the
+invoices) and sent by the relay after the commit, so a rolled-back interchange is never acknowledged and a crash
+loses none. Each one is an interchange of its own from us to the partner, with the next control number of that
+partner (`hub_control_numbers`: an upsert whose row lock serialises hubs, so no number is used twice; a rolled-back
+one is used again, never sent twice), keyed in the outbox by its own inbox key (`source/control number`, what the
+partner's inbox dedupes on), and listed in `hub_acknowledgments` for `edinbox show`.
+
+Which ones (`kinds`): nothing without an `outbound` destination or for an interchange of acknowledgments only; X12:
+a TA1 when asked (ISA14 = 1 and `ta1 = "requested"`, or `ta1 = "always"`), and a 997 or 999 per agreement for its
+functional groups; EDIFACT: a CONTRL when asked (UNB 0031 = 1, or `ta1 = "always"`). A duplicate (an interchange key
+already processed, or reused with other content) that the partner re-sent (not the broker's own redelivery) gets a
+TA1 R 025 or a CONTRL UCI 4 26 when `duplicates = "notify"`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from edinbox import edi
+from edinbox._message import Message
+from edinbox.hub._config import Agreement, HubConfig
+
+__all__ = ["Acknowledger", "Pending", "kinds", "partner_key"]
+
+_X12_CONTROL_NUMBERS = 999_999_999
+"""ISA13 has nine digits: a partner's counter wraps after this many acknowledgments."""
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def partner_key(party: edi.Party) -> str:
+    """How agreements name a partner: "qualifier:id" (e.g. "ZZ:ACME", "14:5412345000013")."""
+    return f"{party.qualifier}:{party.id}"
+
+
+def kinds(subject: edi.Received, agreement: Agreement, *, duplicate: bool) -> list[str]:
+    """The acknowledgments `subject` gets under `agreement` ("TA1", "997", "999", "CONTRL"), in sending order."""
+    if not agreement.outbound or subject.only_acknowledgments:
+        return []
+    x12 = subject.standard == "X12"
+    if duplicate:
+        return ["TA1" if x12 else "CONTRL"] if agreement.duplicates == "notify" else []
+    asked = agreement.ta1 == "always" or (agreement.ta1 == "requested" and subject.requested)
+    if not x12:
+        return ["CONTRL"] if asked and agreement.acknowledgment != "none" else []
+    found = ["TA1"] if asked else []
+    if agreement.acknowledgment != "none" and subject.groups:
+        found.append(agreement.acknowledgment)
+    return found
+
+
+def destination(agreement: Agreement, partner: edi.Party) -> str:
+    """The agreement's outbound URL, `{id}` replaced by the partner's id made safe for a path or queue name."""
+    return agreement.outbound.replace("{id}", _UNSAFE.sub("_", partner.id) or "_")
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One acknowledgment to write: what it answers, its kind, and where it goes."""
+
+    subject: edi.Received
+    kind: str
+    duplicate: bool
+    message: Message
+    sender: edi.Party
+    destination: str
+
+    @property
+    def counter(self) -> str:
+        """The control-number counter it draws from: standard, us, the partner."""
+        return f"{self.subject.standard}:{partner_key(self.sender)}>{partner_key(self.subject.sender)}"
+
+
+class Acknowledger:
+    """Writes settled interchanges' acknowledgments to the outbox, in the settling transaction."""
+
+    def __init__(self, config: HubConfig) -> None:
+        """Answer per `config`'s partner agreements."""
+        self.config = config
+
+    def pending(self, subject: edi.Received, *, message: Message, duplicate: bool = False) -> list[Pending]:
+        """What `subject` gets under its partner's agreement (see `kinds`); nothing is written yet."""
+        agreement = self.config.agreement(partner_key(subject.sender))
+        ours = _party(agreement.sender) if agreement.sender else subject.receiver
+        where = destination(agreement, subject.sender)
+        wanted = kinds(subject, agreement, duplicate=duplicate)
+        return [Pending(subject, kind, duplicate, message, ours, where) for kind in wanted]
+
+    async def write(self, tx: Any, pending: Sequence[Pending]) -> int:
+        """Write the acknowledgments inside `tx`: a block of control numbers per partner, every outbox row and every
+        `hub_acknowledgments` row in one batch of statements each. Returns how many were written."""
+        if not pending:
+            return 0
+        numbers: dict[str, list[int]] = {}
+        for counter in dict.fromkeys(p.counter for p in pending):
+            count = sum(p.counter == counter for p in pending)
+            last = int((await tx.unit.fetch("hub_reserve_control_numbers", {"partner": counter, "count": count}))[0][0])
+            numbers[counter] = list(range(last - count + 1, last + 1))
+        now = datetime.now()
+        outgoing: list[tuple[str, bytes, str]] = []
+        rows: list[dict[str, Any]] = []
+        for p in pending:
+            n = numbers[p.counter].pop(0)
+            x12 = p.subject.standard == "X12"
+            control = str((n - 1) % _X12_CONTROL_NUMBERS + 1) if x12 else str(n)
+            replies = edi.replies(p.subject, p.kind, duplicate=p.duplicate)
+            data = edi.render_reply(replies, p.subject, sender=p.sender, control_number=control, when=now)
+            source, number = edi.reply_key(p.subject, sender=p.sender, control_number=control)
+            key = f"{source}/{number}"
+            outgoing.append((p.destination, data, key))
+            rows.append(
+                {
+                    "consumer": self.config.consumer,
+                    "source": p.message.source,
+                    "message_id": p.message.message_id,
+                    "kind": p.kind,
+                    "duplicate": p.duplicate,
+                    "partner": p.counter,
+                    "control_number": number,
+                    "outbox_key": key,
+                }
+            )
+        await tx.publish_many(outgoing)
+        await tx.unit.run_many("hub_record_acknowledgment", rows)
+        return len(pending)
+
+
+def _party(text: str) -> edi.Party:
+    qualifier, _, party = text.partition(":")
+    return edi.Party(qualifier, party)

@@ -1,0 +1,102 @@
+"""The relay: sends the outbox's committed rows to their destinations, marks them sent, and waits for more.
+
+It runs as `edinbox relay` and, by default, beside the hub in `edinbox run`. Each pass is `AsyncInbox.relay` with
+the sources' own publishers (`edinbox.sources.publisher`: the spool folder, RabbitMQ with publisher confirms, NATS
+JetStream acks, Redis Streams, Kafka deliveries), the outbox key as the producer id. A row that can never be sent
+(a destination URL that names no broker, a payload the broker refuses) is parked with its reason, in one log line;
+a broker or database outage leaves the rows unsent and is waited out with backoff (`Outage`). Between passes the
+relay waits for a commit that published (LISTEN/NOTIFY on PostgreSQL) or `idle` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Sequence
+
+from edinbox._async_inbox import AsyncInbox
+from edinbox._outbox import SendResult
+from edinbox.hub import _log
+from edinbox.hub._fault import FaultPoint
+from edinbox.hub._outage import Outage, Stopped
+from edinbox.sources import publisher
+
+__all__ = ["Relay", "send"]
+
+
+async def send(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    """Publish `(key, payload)` pairs to the broker or spool `destination` names, each key as the producer id."""
+    await publisher(destination)(destination, messages)
+
+
+class Relay:
+    """Moves the outbox of one journal to its destinations until `stop` is set."""
+
+    def __init__(
+        self,
+        inbox: AsyncInbox,
+        *,
+        outage: Outage,
+        stop: asyncio.Event,
+        limit: int = 100,
+        idle: float = 5.0,
+        log_json: bool = False,
+        fault: FaultPoint | None = None,
+    ) -> None:
+        """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes;
+        `fault` (after_send:N) kills the process after a send, before its rows are marked sent."""
+        self.inbox = inbox
+        self.outage = outage
+        self.stop = stop
+        self.limit = limit
+        self.idle = idle
+        self.log_json = log_json
+        self.fault = fault
+        self.totals: Counter[str] = Counter()
+        self.logger = logging.getLogger(_log.LOGGER)
+
+    async def run(self, *, once: bool = False) -> Counter[str]:
+        """Pass after pass until `stop` is set or, with `once`, until a pass finds nothing to send."""
+        while not self.stop.is_set():
+            try:
+                result = await self.outage.call(self.step, stop=self.stop)
+            except Stopped:
+                break
+            if result.busy:
+                continue
+            if once:
+                break
+            await self._wait()
+        return self.totals
+
+    async def step(self) -> SendResult:
+        """One pass; a transient failure of a send is raised (after what did settle was marked) for the backoff."""
+        result = await self.inbox.relay(self._send, limit=self.limit)
+        self.totals["sent"] += result.sent
+        self.totals["parked"] += len(result.parked)
+        for key, reason in result.parked:
+            fields = {"key": key, "reason": reason}
+            self.logger.warning(_log.format_line("outbox-parked", fields, as_json=self.log_json))
+        if result.error is not None:
+            raise result.error
+        return result
+
+    async def _send(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+        await send(destination, messages)
+        if self.fault is not None:
+            self.fault.sent()
+
+    async def _wait(self) -> None:
+        """Wait for a commit that published, `idle` seconds, or `stop`, whichever comes first."""
+        waiting = asyncio.ensure_future(self.inbox.wait_outbox(self.idle))
+        stopping = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not waiting.done():
+                waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await waiting  # a failed wait is an outage the next pass meets and waits out

@@ -1,0 +1,189 @@
+"""Acknowledgments (TA1, 997, 999, CONTRL): keyable for our own parser, valid for pyx12 and pydifact, with the
+subject's control numbers and counts, rejections with their codes, and duplicate notices."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from datetime import date, datetime
+from decimal import Decimal
+
+import pytest
+
+from edinbox.edi import (
+    Invoice,
+    InvoiceLine,
+    InvoiceParty,
+    Party,
+    Received,
+    ReceivedGroup,
+    ReceivedSet,
+    parse,
+    received,
+    render_interchange,
+    render_reply,
+    replies,
+    reply_key,
+)
+
+ACME, HUB = Party("ZZ", "ACME"), Party("ZZ", "HUB")
+WHEN = datetime(2026, 12, 3, 2, 30)
+INVOICE = Invoice(
+    number="INV-1",
+    issue_date=date(2026, 11, 30),
+    kind="invoice",
+    seller=InvoiceParty("ACME", "Acme"),
+    buyer=InvoiceParty("HUB", "Hub"),
+    currency="EUR",
+    total=Decimal("11.90"),
+    tax_total=Decimal("1.90"),
+    lines=[InvoiceLine(Decimal("1"), Decimal("10.00"), Decimal("10.00"))],
+)
+
+
+def subject(standard: str, text: bytes | None = None) -> Received:
+    """What acknowledging a two-invoice interchange (or `text`) needs."""
+    data = text or render_interchange(
+        [INVOICE, INVOICE], standard=standard, sender=ACME, receiver=HUB, control_number="905"
+    )
+    return received(parse(data)[0])
+
+
+def answer(found: Received, kind: str, *, duplicate: bool = False, control: str = "42") -> bytes:
+    """Render the acknowledgment `kind` of `found` from the hub."""
+    return render_reply(replies(found, kind, duplicate=duplicate), found, sender=HUB, control_number=control, when=WHEN)
+
+
+def segments(data: bytes) -> list[tuple[str, ...]]:
+    """Every segment of the one interchange in `data`, as (tag, first components...)."""
+    (interchange,) = parse(data)
+    return [(s.tag, *(e[0] if e else "" for e in s.elements)) for s in interchange.segments]
+
+
+@pytest.mark.parametrize("kind", ["TA1", "997", "999"])
+def test_x12_acknowledgments_are_keyable_interchanges_back_to_the_sender(kind: str) -> None:
+    """Each X12 acknowledgment parses as one keyable interchange from the hub to the partner, of its own type,
+    with our control number and no problem."""
+    data = answer(subject("X12"), kind, control="42")
+    (ack,) = parse(data)
+    assert ack.keyable
+    assert ack.problems == ()
+    assert (ack.sender, ack.receiver, ack.control_number) == (HUB, ACME, "000000042")
+    assert ack.message_types == (kind,)
+    assert ack.message().message_id == "000000042"
+    assert reply_key(subject("X12"), sender=HUB, control_number="42") == ack.key
+
+
+def test_997_refers_to_the_group_and_each_transaction_set() -> None:
+    """The 997 carries AK1 with GS01/GS06, AK2 + AK5 A per transaction set and AK9 A with the counts."""
+    rows = segments(answer(subject("X12"), "997"))
+    body = [r for r in rows if r[0] in ("AK1", "AK2", "AK5", "AK9")]
+    assert body == [
+        ("AK1", "IN", "905"),
+        ("AK2", "810", "0001"),
+        ("AK5", "A"),
+        ("AK2", "810", "0002"),
+        ("AK5", "A"),
+        ("AK9", "A", "2", "2", "2"),
+    ]
+    assert ("GS", "FA", "HUB", "ACME", "20261203", "0230", "42", "X", "004010") in rows
+
+
+def test_a_wrong_segment_count_rejects_its_transaction_set_alone() -> None:
+    """An SE01 that does not count the set's segments gives AK5 R 4 for that set and AK9 P (partially accepted)."""
+    data = render_interchange([INVOICE, INVOICE], standard="X12", sender=ACME, receiver=HUB, control_number="905")
+    broken = data.replace(b"SE*10*0002~", b"SE*7*0002~")
+    assert broken != data
+    rows = segments(answer(subject("X12", broken), "997"))
+    assert ("AK5", "R", "4") in rows
+    assert ("AK9", "P", "2", "2", "1") in rows
+
+
+def test_ta1_accepts_or_rejects_with_its_note_code() -> None:
+    """TA1 names ISA13/ISA09/ISA10 with A 000; a duplicate gets R 025; an IEA02 mismatch R 001."""
+    found = subject("X12")
+    assert ("TA1", "000000905", "261130", "1200", "A", "000") in segments(answer(found, "TA1"))
+    assert ("TA1", "000000905", "261130", "1200", "R", "025") in segments(answer(found, "TA1", duplicate=True))
+    data = render_interchange([INVOICE], standard="X12", sender=ACME, receiver=HUB, control_number="905")
+    mismatch = data.replace(b"IEA*1*000000905~", b"IEA*1*000000906~")
+    assert ("TA1", "000000905", "261130", "1200", "R", "001") in segments(answer(subject("X12", mismatch), "TA1"))
+
+
+def test_isa14_and_unb_0031_say_whether_an_acknowledgment_was_asked_for() -> None:
+    """`requested` reads ISA14 = 1 and UNB 0031 = 1."""
+    data = render_interchange([INVOICE], standard="X12", sender=ACME, receiver=HUB, control_number="905")
+    assert not subject("X12", data).requested
+    isa = data.index(b"*0*P*")
+    assert subject("X12", data[:isa] + b"*1*P*" + data[isa + 5 :]).requested
+    edifact = render_interchange([INVOICE], standard="EDIFACT", sender=ACME, receiver=HUB, control_number="905")
+    assert not subject("EDIFACT", edifact).requested
+    asked = edifact.replace(b"+905'UNH", b"+905++++1'UNH")
+    assert subject("EDIFACT", asked).requested
+
+
+def test_contrl_acknowledges_or_rejects_and_notices_duplicates() -> None:
+    """CONTRL: UCI 7 for an accepted interchange, UCI 4 26 for a duplicate, UCM 4 29 per message with a bad count."""
+    found = subject("EDIFACT")
+    rows = segments(answer(found, "CONTRL"))
+    assert ("UNH", "1", "CONTRL") in rows
+    assert ("UCI", "905", "ACME", "HUB", "7") in rows
+    assert ("UCI", "905", "ACME", "HUB", "4", "26") in segments(answer(found, "CONTRL", duplicate=True))
+    data = render_interchange([INVOICE, INVOICE], standard="EDIFACT", sender=ACME, receiver=HUB, control_number="905")
+    broken = data.replace(b"UNT+14+2'", b"UNT+13+2'")
+    assert broken != data
+    rows = segments(answer(subject("EDIFACT", broken), "CONTRL"))
+    assert ("UCM", "2", "INVOIC", "4", "29") in rows
+    (ack,) = parse(answer(found, "CONTRL"))
+    assert ack.keyable
+    assert ack.problems == ()
+    assert ack.message_types == ("CONTRL",)
+
+
+def test_an_interchange_of_acknowledgments_is_flagged_never_to_be_answered() -> None:
+    """A received 997 or CONTRL is `only_acknowledgments`; an invoice interchange is not."""
+    for standard, kind in (("X12", "997"), ("EDIFACT", "CONTRL")):
+        assert subject(standard, answer(subject(standard), kind)).only_acknowledgments
+        assert not subject(standard).only_acknowledgments
+
+
+def test_pyx12_validates_997_and_999_against_its_maps() -> None:
+    """pyx12 validates our 997 (4010) and 999 (005010X231A1) of a HIPAA group against its maps, and reads a TA1."""
+    pyx12_document = pytest.importorskip("pyx12.x12n_document")
+    import pyx12.params
+
+    group = ReceivedGroup(
+        "HC", "905", "005010X222A1", (ReceivedSet("837", "0001", ("837",)), ReceivedSet("837", "0002", ("837",), "4"))
+    )
+    found = Received("X12", ACME, HUB, "000000905", False, ("261130", "1200"), True, (group,), types=("837",))
+    for kind in ("997", "999", "TA1"):
+        data = answer(found, kind).decode()
+        assert pyx12_document.x12n_document(pyx12.params.params(), io.StringIO(data), io.StringIO(), None), kind
+
+
+def test_pyx12_reads_the_997_of_an_invoice_group() -> None:
+    """pyx12's envelope reader reads the 997 of an 810 group segment by segment, with no error."""
+    x12file = pytest.importorskip("pyx12.x12file")
+    reader = x12file.X12Reader(io.StringIO(answer(subject("X12"), "997").decode()))
+    tags = [segment.get_seg_id() for segment in reader]
+    assert tags == ["ISA", "GS", "ST", "AK1", "AK2", "AK5", "AK2", "AK5", "AK9", "SE", "GE", "IEA"]
+    assert list(reader.pop_errors()) == []
+
+
+def test_pydifact_reads_contrl() -> None:
+    """pydifact reads our CONTRL: its sender, recipient, control reference and the UCI elements."""
+    collection = pytest.importorskip("pydifact.segmentcollection")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        interchange = collection.Interchange.from_str(
+            answer(subject("EDIFACT"), "CONTRL", duplicate=True).decode("latin-1")
+        )
+        (message,) = list(interchange.get_messages())
+    assert (interchange.sender, interchange.recipient, interchange.control_reference) == (
+        ["HUB", "ZZ"],
+        ["ACME", "ZZ"],
+        "42",
+    )
+    assert message.type == "CONTRL"
+    assert [(s.tag, s.elements) for s in message.segments] == [
+        ("UCI", ["905", ["ACME", "ZZ"], ["HUB", "ZZ"], "4", "26"])
+    ]

@@ -1,0 +1,211 @@
+"""The hub answers partners: acknowledgments written with the interchange's transaction, relayed to the partner's
+outbound destination, each with its own control number, never for an acknowledgment or a rolled-back interchange."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edinbox import edi
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._acks import kinds
+from edinbox.hub._config import Agreement
+from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub._ops import show, stats
+from edinbox.hub._settings import load_config
+from edinbox.sources import open_source
+from edinbox.sources.spool import publish
+
+from .test_hub import FailingAccounting, doc
+
+X12, GLOBEX, EDIFACT = PARTNERS[0], PARTNERS[1], PARTNERS[4]
+
+
+def agreed(config: HubConfig, outbound: Path, **terms: Any) -> HubConfig:
+    """`config` with one agreement for every partner: acknowledgments to `outbound/<partner id>`."""
+    agreement = Agreement(outbound=f"dir://{outbound}/{{id}}", **terms)
+    return config.with_overrides(partners={"*": agreement})
+
+
+async def settle(config: HubConfig) -> dict[str, int]:
+    """Run the hub (and its relay) until the spool is idle and the outbox drained."""
+    async with open_hub(config) as hub:
+        return dict(await hub.run(once=True))
+
+
+async def received(folder: Path) -> list[edi.Interchange]:
+    """The interchanges that arrived in a partner's outbound spool folder (each file read once, acked)."""
+    found: list[edi.Interchange] = []
+    async with open_source(f"dir://{folder}", consumer="partner") as source:
+        while deliveries := await source.receive(max_messages=100, timeout=0.5):
+            for delivery in deliveries:
+                found.extend(edi.parse(delivery.payload))
+                await source.ack(delivery)
+    return found
+
+
+async def test_x12_asking_for_a_ta1_gets_a_ta1_and_a_997(hub_config: HubConfig, tmp_path: Path) -> None:
+    """An 810 with ISA14 = 1 gets a TA1 A and a 997 naming its group; one without gets only the 997; each reply
+    carries a control number of its own, refers to the subject's numbers, and parses as keyable."""
+    out = tmp_path / "out"
+    config = agreed(hub_config, out)
+    asked = replace(doc(control="000000101", number="INV-1"), ack_requested=True)
+    plain = doc(control="000000102", number="INV-2")
+    await publish(config.source, [("a", render(asked)), ("b", render(plain))])
+    totals = await settle(config)
+    assert totals["relayed"] == 3
+    replies = await received(out / X12.id)
+    assert sorted(r.message_types[0] for r in replies) == ["997", "997", "TA1"]
+    assert len({r.control_number for r in replies}) == 3
+    assert all(r.keyable and r.sender.id == "EDINBOXHUB" and r.receiver == X12.party for r in replies)
+    (ta1,) = [r for r in replies if r.message_types == ("TA1",)]
+    assert [s.elements[0][0] for s in ta1.segments if s.tag == "TA1"] == ["000000101"]
+    ak1 = sorted(s.get(2) for r in replies for s in r.segments if s.tag == "AK1")
+    assert ak1 == ["101", "102"]
+    counts = await stats(config)
+    assert counts["acknowledgments"]["TA1"] == 1
+    assert counts["acknowledgments"]["997"] == 2
+    assert counts["outbox"]["backlog"] == 0
+
+
+async def test_a_resent_interchange_gets_a_duplicate_notice(hub_config: HubConfig, tmp_path: Path) -> None:
+    """A partner that sends an interchange again gets a TA1 R 025 (X12) or a CONTRL UCI 4 26 (EDIFACT); with
+    `duplicates = "silent"` it gets nothing more."""
+    out = tmp_path / "out"
+    config = agreed(hub_config, out)
+    x12, edifact = doc(control="000000201", number="INV-3"), doc(partner=EDIFACT, control="IC7", number="INV-4")
+    payloads = [("a", render(x12)), ("b", render(edifact))]
+    await publish(config.source, payloads)
+    await settle(config)
+    await publish(config.source, payloads)
+    await settle(config)
+    notices = [s for r in await received(out / X12.id) for s in r.segments if s.tag == "TA1"]
+    assert [(s.get(1), s.get(4), s.get(5)) for s in notices] == [("000000201", "R", "025")]
+    uci = [s for r in await received(out / EDIFACT.id) for s in r.segments if s.tag == "UCI"]
+    assert [(s.get(1), s.get(4), s.get(5)) for s in uci] == [("IC7", "4", "26")]
+    await publish(config.source, payloads)
+    await settle(agreed(hub_config, out, duplicates="silent"))
+    assert await received(out / X12.id) == []
+    assert (await stats(config))["acknowledgments"]["duplicate_notices"] == 2
+    data = await show(config, f"{x12_source(x12)}/000000201")
+    assert data is not None
+    assert [(a["kind"], a["duplicate"], a["status"]) for a in data["acknowledgments"]] == [
+        ("997", False, "sent"),
+        ("TA1", True, "sent"),
+    ]
+
+
+def x12_source(d: Doc) -> str:
+    """The inbox source of an X12 document of the hub's tests."""
+    (interchange,) = edi.parse(render(d))
+    return interchange.source
+
+
+async def test_acknowledgments_are_never_answered(hub_config: HubConfig, tmp_path: Path) -> None:
+    """A 997 or CONTRL from a partner, even asking for a TA1, gets nothing back."""
+    out = tmp_path / "out"
+    config = agreed(hub_config, out, ta1="always")
+    acks = [Doc(X12, "000000301", "ack", "000000042"), Doc(EDIFACT, "IC9", "ack", "42")]
+    await publish(config.source, [(str(n), render(replace(a, ack_requested=True))) for n, a in enumerate(acks)])
+    totals = await settle(config)
+    assert totals == {"bypassed": 2}
+    assert (await stats(config))["outbox"]["sent"] == 0
+
+
+async def test_999_partners_and_no_outbound(hub_config: HubConfig, tmp_path: Path) -> None:
+    """A partner agreed on 999 gets a 999 (005010X231A1); a partner without an outbound destination gets nothing."""
+    out = tmp_path / "out"
+    config = hub_config.with_overrides(
+        partners={f"{GLOBEX.qualifier}:{GLOBEX.id}": Agreement(outbound=f"dir://{out}/globex", acknowledgment="999")}
+    )
+    await publish(config.source, [("a", render(doc(partner=GLOBEX, control="000000401"))), ("b", render(doc()))])
+    await settle(config)
+    (reply,) = await received(out / "globex")
+    assert reply.message_types == ("999",)
+    assert [s.get(8) for s in reply.segments if s.tag == "GS"] == ["005010X231A1"]
+    assert (await stats(config))["outbox"]["sent"] == 1
+
+
+async def test_a_rolled_back_interchange_is_never_acknowledged(hub_config: HubConfig, tmp_path: Path) -> None:
+    """A batch whose sink fails on one invoice rolls back with the acknowledgments it had written; settled alone,
+    the good interchange is acknowledged once and the failing one (parked dead) never."""
+    out = tmp_path / "out"
+    # idle_timeout outlasts the nack's delay: the failed delivery comes back and is counted dead
+    config = agreed(hub_config.with_overrides(max_attempts=1, idle_timeout=2.0), out, ta1="always")
+    good, bad = doc(control="000000501", number="INV-5"), doc(control="000000502", number="POISON")
+    await publish(config.source, [("a", render(good)), ("b", render(bad))])
+    async with open_hub(config) as hub:
+        hub.accounting = FailingAccounting(hub.accounting, poison="POISON")  # type: ignore[arg-type]
+        await hub.run(once=True)
+    replies = await received(out / X12.id)
+    counts = await stats(config)
+    assert (counts["processed"], counts["dead"]) == (1, 1)
+    assert sorted(r.message_types[0] for r in replies) == ["997", "TA1"]
+    assert {s.get(1) for r in replies for s in r.segments if s.tag == "TA1"} == {"000000501"}
+    assert counts["acknowledgments"]["keys"] == 2
+    assert len({r.control_number for r in replies}) == 2
+
+
+def test_kinds_follow_the_agreement() -> None:
+    """Which acknowledgments an agreement gives, for X12 and EDIFACT, asked or not, duplicate or not."""
+    x12 = edi.received(edi.parse(render(replace(doc(), ack_requested=True)))[0])
+    plain = edi.received(edi.parse(render(doc()))[0])
+    edifact = edi.received(edi.parse(render(doc(partner=EDIFACT, control="IC1")))[0])
+    on = Agreement(outbound="dir:///x")
+    assert kinds(x12, on, duplicate=False) == ["TA1", "997"]
+    assert kinds(plain, on, duplicate=False) == ["997"]
+    assert kinds(plain, replace(on, ta1="always", acknowledgment="999"), duplicate=False) == ["TA1", "999"]
+    assert kinds(x12, replace(on, ta1="never", acknowledgment="none"), duplicate=False) == []
+    assert kinds(edifact, on, duplicate=False) == []
+    assert kinds(edifact, replace(on, ta1="always"), duplicate=False) == ["CONTRL"]
+    assert kinds(edifact, on, duplicate=True) == ["CONTRL"]
+    assert kinds(x12, replace(on, duplicates="silent"), duplicate=True) == []
+    assert kinds(x12, Agreement(), duplicate=False) == []
+
+
+def test_agreements_load_from_toml(tmp_path: Path) -> None:
+    """`[partners."ZZ:ACME"]` tables become agreements; "*" is everyone else's; a bad value names itself."""
+    path = tmp_path / "hub.toml"
+    path.write_text(
+        '[partners."ZZ:ACME"]\noutbound = "amqp://h/?queue=acme"\nacknowledgment = "999"\nsender = "ZZ:HUB"\n'
+        '[partners."*"]\noutbound = "dir:///out/{id}"\nduplicates = "silent"\n',
+        encoding="utf-8",
+    )
+    config = load_config(path)
+    expected = Agreement(outbound="amqp://h/?queue=acme", acknowledgment="999", sender="ZZ:HUB")
+    assert config.agreement("ZZ:ACME") == expected
+    assert config.agreement("01:OTHER").duplicates == "silent"
+    path.write_text('[partners."ZZ:ACME"]\nacknowledgment = "998"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="acknowledgment must be one of 997, 999, none"):
+        load_config(path)
+
+
+def test_partner_ids_cannot_escape_the_outbound_folder() -> None:
+    """`{id}` is replaced by the partner's id with anything but letters, digits, `_` and `-` made `_`."""
+    from edinbox.hub._acks import destination
+
+    agreement = Agreement(outbound="dir:///srv/out/{id}")
+    assert destination(agreement, edi.Party("ZZ", "../../etc")) == "dir:///srv/out/______etc"
+
+
+async def test_a_journal_without_its_outbox_asks_for_init(tmp_path: Path) -> None:
+    """A database made before the outbox existed is a schema error naming `edinbox init`, not an outage."""
+    import sqlite3
+
+    from edinbox import SchemaError
+    from edinbox.hub._ops import init
+    from edinbox.hub._parts import open_inbox, verify
+
+    config = HubConfig(db=f"sqlite:///{tmp_path / 'old.db'}")
+    await init(config)
+    with sqlite3.connect(tmp_path / "old.db") as connection:
+        connection.execute("DROP TABLE inbox_outbox")
+    async with open_inbox(config) as inbox:
+        with pytest.raises(SchemaError, match="inbox_outbox does not exist: run `edinbox init`"):
+            await verify(inbox)
+    await init(config)  # idempotent: it creates what is missing
+    async with open_inbox(config) as inbox:
+        await verify(inbox)

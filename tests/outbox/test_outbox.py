@@ -1,0 +1,273 @@
+"""The outbox in the library: published in the transaction, sent by the relay after the commit, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Sequence
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from edinbox import AsyncInbox, ConfigurationError, Inbox, LimitError, Message, Outcome, SourceError, Tx
+from edinbox._urls import database_url
+
+
+class Recorder:
+    """A send that records what it got, and fails as told."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, bytes]] = []
+        self.fail: Exception | None = None
+        self.bad: bytes | None = None
+
+    def __call__(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+        if self.fail is not None:
+            raise self.fail
+        if any(payload == self.bad for _, payload in messages):
+            raise ConfigurationError("payload refused")
+        self.sent += [(destination, key, payload) for key, payload in messages]
+
+    async def send(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+        """The async form."""
+        self(destination, messages)
+
+
+def test_published_rows_are_sent_after_the_commit_once(db: tuple[str, str]) -> None:
+    """A handler's publish is sent by the next relay pass with its key, marked sent, and never sent again."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table) as inbox:
+
+        def handler(tx: Tx, message: Message) -> None:
+            tx.publish("dir:///out", b"ack:" + message.payload, key=f"ack/{message.message_id}")
+
+        assert inbox.process(Message("1", "s", b"a"), handler) is Outcome.PROCESSED
+        assert inbox.process(Message("1", "s", b"a"), handler) is Outcome.DUPLICATE
+        assert inbox.outbox_stats().backlog == 1
+        result = inbox.relay(recorder, limit=10)
+        assert (result.sent, result.parked, result.error) == (1, (), None)
+        assert recorder.sent == [("dir:///out", "ack/1", b"ack:a")]
+        assert inbox.relay(recorder).sent == 0
+        stats = inbox.outbox_stats()
+        assert (stats.backlog, stats.sent, stats.oldest_unsent) == (0, 1, None)
+
+
+def test_a_rolled_back_handler_publishes_nothing(db: tuple[str, str]) -> None:
+    """A handler that publishes and then fails leaves no outbox row: nothing is sent for a rolled-back transaction."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table) as inbox:
+
+        def handler(tx: Tx, message: Message) -> None:
+            tx.publish("dir:///out", b"x", key="k")
+            raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError):
+            inbox.process(Message("1", "s", b"a"), handler)
+        assert inbox.relay(recorder).sent == 0
+        assert recorder.sent == []
+
+
+def test_async_publish_and_relay(db: tuple[str, str]) -> None:
+    """AsyncInbox publishes with `await tx.publish` in a batch and relays with an async send."""
+    url, table = db
+    recorder = Recorder()
+
+    async def main() -> None:
+        async with AsyncInbox(url, consumer="c", table=table) as inbox:
+
+            async def handler(tx: Tx, messages: list[Message]) -> None:
+                for message in messages:
+                    await tx.publish("amqp://h/?queue=q", message.payload, key=message.message_id)
+
+            await inbox.process_batch([Message(str(i), "s", b"p%d" % i) for i in range(5)], handler)
+            assert (await inbox.outbox_stats()).backlog == 5
+            assert (await inbox.relay(recorder.send, limit=3)).sent == 3
+            assert (await inbox.relay(recorder.send, limit=3)).sent == 2
+
+    asyncio.run(main())
+    assert [key for _, key, _ in recorder.sent] == ["0", "1", "2", "3", "4"]
+
+
+def test_order_per_destination_and_key(db: tuple[str, str]) -> None:
+    """Two rows of one key go out in the order published, one per pass; other keys are not held back."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table) as inbox:
+
+        def work(tx: Tx) -> None:
+            for key, payload in (("k", b"1"), ("k", b"2"), ("j", b"3"), ("k", b"4")):
+                tx.publish("dir:///out", payload, key=key)
+
+        inbox.transaction(work)
+        assert inbox.relay(recorder).sent == 2
+        assert [p for _, _, p in recorder.sent] == [b"1", b"3"]
+        while inbox.relay(recorder).sent:
+            pass
+        assert [p for _, k, p in recorder.sent if k == "k"] == [b"1", b"2", b"4"]
+
+
+def test_a_permanent_failure_parks_only_its_row(db: tuple[str, str]) -> None:
+    """A send refused for one payload parks that row with its reason; its batch-mates are sent."""
+    url, table = db
+    recorder = Recorder()
+    recorder.bad = b"bad"
+    with Inbox(url, consumer="c", table=table) as inbox:
+
+        def work(tx: Tx) -> None:
+            for key, payload in (("a", b"ok1"), ("b", b"bad"), ("c", b"ok2")):
+                tx.publish("dir:///out", payload, key=key)
+
+        inbox.transaction(work)
+        result = inbox.relay(recorder)
+        assert result.sent == 2
+        assert result.parked == (("b", "ConfigurationError: payload refused"),)
+        assert inbox.relay(recorder).sent == 0
+        stats = inbox.outbox_stats()
+        assert (stats.backlog, stats.parked, stats.sent) == (0, 1, 2)
+
+
+def test_a_transient_failure_leaves_rows_unsent(db: tuple[str, str]) -> None:
+    """A broker failure marks nothing and is returned; the next pass sends the same rows."""
+    url, table = db
+    recorder = Recorder()
+    recorder.fail = SourceError("broker down")
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.transaction(lambda tx: tx.publish("dir:///out", b"x", key="k"))
+        result = inbox.relay(recorder)
+        assert (result.sent, result.parked, result.error) == (0, (), recorder.fail)
+        stats = inbox.outbox_stats()
+        assert stats.backlog == 1
+        assert stats.oldest_unsent is not None
+        recorder.fail = None
+        assert inbox.relay(recorder).sent == 1
+
+
+def test_purge_deletes_sent_rows_past_the_horizon_only(db: tuple[str, str]) -> None:
+    """`purge` deletes sent outbox rows older than its retention, never unsent or parked ones."""
+    url, table = db
+    recorder = Recorder()
+    recorder.bad = b"bad"
+    with Inbox(url, consumer="c", table=table, horizon=timedelta(0)) as inbox:
+
+        def work(tx: Tx) -> None:
+            for key, payload in (("a", b"ok"), ("b", b"bad")):
+                tx.publish("dir:///out", payload, key=key)
+
+        inbox.transaction(work)
+        inbox.relay(recorder)
+        inbox.transaction(lambda tx: tx.publish("dir:///out", b"later", key="c"))
+        assert inbox.purge(timedelta(days=1)) == 0
+        assert inbox.purge(timedelta(0)) == 1
+        stats = inbox.outbox_stats()
+        assert (stats.backlog, stats.parked, stats.sent) == (1, 1, 0)
+
+
+def test_publish_refuses_what_no_relay_could_send(db: tuple[str, str]) -> None:
+    """A destination that is not a URL, an empty or oversized key, or a str payload are refused at publish."""
+    url, table = db
+    with Inbox(url, consumer="c", table=table) as inbox:
+        for destination, payload, key in (("out", b"x", "k"), ("dir:///o", b"x", ""), ("dir:///o", "x", "k")):
+            with pytest.raises(ConfigurationError):
+                inbox.transaction(lambda tx, d=destination, p=payload, k=key: tx.publish(d, p, key=k))
+        with pytest.raises(LimitError):
+            inbox.transaction(lambda tx: tx.publish("dir:///o", b"x", key="k" * 600))
+        assert inbox.outbox_stats().backlog == 0
+
+
+def test_publish_joins_the_callers_transaction(db: tuple[str, str]) -> None:
+    """On the caller's connection, a publish is kept only when the caller commits."""
+    url, table = db
+    recorder = Recorder()
+    target = database_url(url)
+    connection: psycopg.Connection | sqlite3.Connection
+    if target.dialect == "postgresql":
+        connection = psycopg.connect(url)
+    else:
+        connection = sqlite3.connect(target.target, isolation_level="DEFERRED")
+    with Inbox(connection, consumer="c", table=table) as joined:
+        joined.transaction(lambda tx: tx.publish("dir:///o", b"rolled back", key="r"))
+        connection.rollback()
+        joined.transaction(lambda tx: tx.publish("dir:///o", b"committed", key="c"))
+        connection.commit()
+    connection.close()
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.relay(recorder)
+    assert [p for _, _, p in recorder.sent] == [b"committed"]
+
+
+def test_publish_needs_a_transaction() -> None:
+    """Lease mode has no transaction: publish is a configuration error there."""
+    with pytest.raises(ConfigurationError):
+        Tx(None, "sqlite").publish("dir:///o", b"x", key="k")
+
+
+def test_two_relays_on_postgresql_send_each_row_once_in_key_order(postgres_url: str, unique_name: str) -> None:
+    """Two relays draining one PostgreSQL outbox at once send every row exactly once, each key's rows in order."""
+    table = f"{unique_name}.inbox"
+    with Inbox(postgres_url, consumer="c", table=table) as inbox:
+        inbox.create_schema()
+
+        def work(tx: Tx) -> None:
+            for n in range(200):
+                tx.publish("dir:///o", str(n).encode(), key=f"k{n % 7}")
+
+        inbox.transaction(work)
+    got: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def send(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+        with lock:
+            got.extend((key, int(payload)) for key, payload in messages)
+
+    def relay() -> None:
+        with Inbox(postgres_url, consumer="c", table=table) as mine:
+            while mine.relay(send, limit=5).sent or mine.outbox_stats().backlog:
+                pass
+
+    try:
+        threads = [threading.Thread(target=relay) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert sorted(n for _, n in got) == list(range(200))
+        for k in range(7):
+            mine = [n for key, n in got if key == f"k{k}"]
+            assert mine == sorted(mine)
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
+
+
+def test_a_commit_that_publishes_wakes_a_waiting_relay_on_postgresql(postgres_url: str, unique_name: str) -> None:
+    """`wait_outbox` returns at the commit of a publish (LISTEN/NOTIFY), long before its timeout."""
+    table = f"{unique_name}.inbox"
+    try:
+        with (
+            Inbox(postgres_url, consumer="c", table=table) as inbox,
+            Inbox(postgres_url, consumer="c", table=table) as waiter,
+        ):
+            inbox.create_schema()
+            waiter.wait_outbox(0.01)  # listening from now on
+            thread = threading.Thread(target=waiter.wait_outbox, args=(600,))
+            thread.start()
+            inbox.transaction(lambda tx: tx.publish("dir:///o", b"x", key="k"))
+            thread.join(60)
+            assert not thread.is_alive()
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
+
+
+def test_publish_many_stores_each_in_order(db: tuple[str, str]) -> None:
+    """`publish_many` stores several rows in one batch of statements, relayed in the order given."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.transaction(lambda tx: tx.publish_many([("dir:///o", b"1", "a"), ("dir:///o", b"2", "b")]))
+        assert inbox.relay(recorder).sent == 2
+    assert recorder.sent == [("dir:///o", "a", b"1"), ("dir:///o", "b", b"2")]
