@@ -93,6 +93,10 @@ class Journal:
         """Whether the journal's outbox table (`<journal>_outbox`, added by version 3) exists."""
         if self.dialect == "postgresql":
             return self.admin("SELECT to_regclass(%s)", (f'{self.quoted[:-1]}_outbox"',))[0][0] is not None
+        if self.dialect == "mysql":
+            schema, name = self.table.split(".")
+            found = "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s"
+            return bool(self.admin(found, (schema, f"{name}_outbox")))
         return bool(self.admin("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{self.table}_outbox",)))
 
     @property
@@ -279,6 +283,21 @@ def _describe_outbox(journal: Journal, table: str) -> list[Any]:
             "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = %s ORDER BY indexname",
             (schema, outbox),
         )
+    elif journal.dialect == "mysql":
+        schema, name = table.split(".")
+        outbox = f"{name}_outbox"
+        columns = journal.admin(
+            "SELECT column_name, column_type, is_nullable, column_default, collation_name"
+            " FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            (schema, outbox),
+        )
+        indexes = journal.admin(
+            "SELECT index_name, seq_in_index, column_name, non_unique FROM information_schema.statistics"
+            " WHERE table_schema = %s AND table_name = %s ORDER BY index_name, seq_in_index",
+            (schema, outbox),
+        )
+        name_of = f"{name}_outbox_pending"
+        indexes = [tuple("PENDING" if v == name_of else v for v in row) for row in indexes]
     else:
         outbox = f"{table}_outbox"
         columns = journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{outbox}')", ())

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+
+# sync: from time import sleep
+from asyncio import sleep  # async-only
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -41,6 +44,7 @@ _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
 _KEY = "consumer,message_id,source"
+OUTBOX_DDL = ("outbox_create", "outbox_create_pending")
 
 
 def _in_transaction(connection: Any) -> bool:
@@ -228,6 +232,7 @@ class AsyncMySQLStore:
         """Prepare the statements; connections open on first use."""
         self._sql = Statements(table)
         self._table = table
+        self.outbox = f"{table.name}_outbox"  # beside the journal, in its database
         self._url = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
         if self._url is not None:
@@ -283,8 +288,13 @@ class AsyncMySQLStore:
         async with self.unit() as unit:
             await self._lock_schema(unit)
             try:
+                # MariaDB commits each DDL statement: an older or newer journal is refused before any of them runs
+                if await unit.fetch("relation", {"name": self._sql.version_name}):
+                    found = [row[0] for row in await unit.fetch("version", {})]
+                    if found:  # empty: an earlier creation stopped before seeding it
+                        check_version(found, version=version, table=self._table)
                 steps = ["create_schema"] if self._table.schema else []
-                for name in [*steps, "create_table", "create_key", "create_version"]:
+                for name in [*steps, "create_table", "create_key", "create_version", *OUTBOX_DDL]:
                     await unit.run(name, {})
                 await create_journal(unit, [], version=version, table=self._table)
             finally:
@@ -370,6 +380,10 @@ class AsyncMySQLStore:
                         return total
             finally:
                 await unit.fetch("purge_unlock", lock)
+
+    async def wait(self, timeout: float) -> None:
+        """MariaDB has no LISTEN: sleep `timeout` seconds (the relay polls)."""
+        await sleep(timeout)
 
     async def aclose(self) -> None:
         """Close the connections the store opened itself (never the caller's)."""

@@ -59,6 +59,8 @@ class Statements:
             "table": self.beside(table.name),
             "key_index": _quote(f"{table.name}_key"),
             "version_table": self.beside(self.version_name),
+            "outbox": self.beside(f"{table.name}_outbox"),
+            "outbox_pending": _quote(f"{table.name}_outbox_pending"),
             "table_name": "'" + table.name + "'",
         }
         self._text: dict[str, list[str]] = {}

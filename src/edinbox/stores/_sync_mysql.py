@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from time import sleep
 from types import TracebackType
 from typing import Any
 
@@ -42,6 +43,7 @@ _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
 _KEY = "consumer,message_id,source"
+OUTBOX_DDL = ("outbox_create", "outbox_create_pending")
 
 
 def _in_transaction(connection: Any) -> bool:
@@ -227,6 +229,7 @@ class MySQLStore:
         """Prepare the statements; connections open on first use."""
         self._sql = Statements(table)
         self._table = table
+        self.outbox = f"{table.name}_outbox"  # beside the journal, in its database
         self._url = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
         if self._url is not None:
@@ -282,8 +285,13 @@ class MySQLStore:
         with self.unit() as unit:
             self._lock_schema(unit)
             try:
+                # MariaDB commits each DDL statement: an older or newer journal is refused before any of them runs
+                if unit.fetch("relation", {"name": self._sql.version_name}):
+                    found = [row[0] for row in unit.fetch("version", {})]
+                    if found:  # empty: an earlier creation stopped before seeding it
+                        check_version(found, version=version, table=self._table)
                 steps = ["create_schema"] if self._table.schema else []
-                for name in [*steps, "create_table", "create_key", "create_version"]:
+                for name in [*steps, "create_table", "create_key", "create_version", *OUTBOX_DDL]:
                     unit.run(name, {})
                 create_journal(unit, [], version=version, table=self._table)
             finally:
@@ -369,6 +377,10 @@ class MySQLStore:
                         return total
             finally:
                 unit.fetch("purge_unlock", lock)
+
+    def wait(self, timeout: float) -> None:
+        """MariaDB has no LISTEN: sleep `timeout` seconds (the relay polls)."""
+        sleep(timeout)
 
     def close(self) -> None:
         """Close the connections the store opened itself (never the caller's)."""

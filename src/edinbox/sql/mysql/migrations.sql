@@ -8,3 +8,20 @@
 -- version 1 declared the status CHECK on the column (MariaDB names it after the column): MODIFY replaces it
 ALTER TABLE {table} MODIFY status VARCHAR(16) NOT NULL
     CHECK (status IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued'))
+
+-- name: v3_outbox
+-- the outbox beside the journal (`outbox.sql`'s outbox_create); IF NOT EXISTS: an `edinbox init` may have made it
+CREATE TABLE IF NOT EXISTS {outbox} (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    destination VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+    `key` VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+    payload LONGBLOB NOT NULL,
+    headers LONGTEXT,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    sent_at DATETIME(6),
+    parked_at DATETIME(6),
+    reason LONGTEXT
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: v3_outbox_pending
+CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, `key`, id)

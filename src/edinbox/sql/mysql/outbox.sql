@@ -1,0 +1,62 @@
+-- The outbox beside the journal: messages published inside an inbox (or the caller's) transaction, sent by a
+-- relay after the commit. `{outbox}` is `<journal>_outbox`; a row is unsent until `sent_at` or `parked_at` is set.
+-- MariaDB has no LISTEN: relays poll. destination and key are VARCHAR(255) (utf8mb4_bin, byte-exact) so that the
+-- pending index fits InnoDB's 3,072-byte limit; a longer one is a DataError. Times are DATETIME(6) in UTC.
+
+-- name: outbox_create
+CREATE TABLE IF NOT EXISTS {outbox} (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    destination VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+    `key` VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+    payload LONGBLOB NOT NULL,
+    headers LONGTEXT,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    sent_at DATETIME(6),
+    parked_at DATETIME(6),
+    reason LONGTEXT
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: outbox_create_pending
+CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, `key`, id)
+
+-- name: outbox_insert
+INSERT INTO {outbox} (destination, `key`, payload, headers)
+VALUES (%(destination)s, %(key)s, %(payload)s, %(headers)s)
+
+-- name: outbox_claim
+-- the oldest unsent rows whose (destination, key) has no older unsent row: order per key holds across relays,
+-- since a row another relay holds (locked, still unsent) keeps the next row of its key out of this claim
+SELECT id, destination, `key`, payload FROM {outbox} AS o
+WHERE sent_at IS NULL AND parked_at IS NULL
+    AND NOT EXISTS (
+        SELECT 1 FROM {outbox} AS p
+        WHERE p.destination = o.destination AND p.`key` = o.`key` AND p.id < o.id
+            AND p.sent_at IS NULL AND p.parked_at IS NULL
+    )
+ORDER BY id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: outbox_mark_sent
+UPDATE {outbox} SET sent_at = UTC_TIMESTAMP(6) WHERE id = %(id)s AND sent_at IS NULL
+
+-- name: outbox_park
+UPDATE {outbox} SET parked_at = UTC_TIMESTAMP(6), reason = %(reason)s WHERE id = %(id)s AND sent_at IS NULL
+
+-- name: outbox_stats
+SELECT COALESCE(SUM(sent_at IS NULL AND parked_at IS NULL), 0),
+    COALESCE(SUM(parked_at IS NOT NULL), 0),
+    COALESCE(SUM(sent_at IS NOT NULL), 0),
+    TIMESTAMPDIFF(MICROSECOND, MIN(IF(sent_at IS NULL AND parked_at IS NULL, created_at, NULL)),
+        UTC_TIMESTAMP(6)) / 1000000e0
+FROM {outbox}
+
+-- name: outbox_rows
+SELECT id, destination, `key`, created_at, sent_at, parked_at, reason FROM {outbox}
+WHERE `key` = %(key)s
+ORDER BY id
+
+-- name: outbox_purge_batch
+DELETE FROM {outbox}
+WHERE sent_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
+LIMIT %(batch_size)s
