@@ -121,3 +121,51 @@ WHERE consumer = %(consumer)s AND rejected_at < UTC_TIMESTAMP(6) - INTERVAL %(ol
 -- name: hub_drop_schema
 -- `edinbox demo` only: drop the database it created for itself (MariaDB's schema), with everything in it
 DROP DATABASE IF EXISTS {schema}
+
+-- name: hub_create_control_numbers
+-- the next interchange control number of our acknowledgments, per partner: the upsert's row lock serialises hubs
+CREATE TABLE IF NOT EXISTS {hub_control_numbers} (
+    partner VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL PRIMARY KEY,
+    n BIGINT NOT NULL
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_create_acknowledgments
+CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    consumer VARBINARY(512) NOT NULL,
+    source VARBINARY(512) NOT NULL,
+    message_id VARBINARY(512) NOT NULL,
+    kind VARCHAR(32) NOT NULL,
+    duplicate BOOLEAN NOT NULL,
+    partner VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL,
+    control_number VARCHAR(64) COLLATE utf8mb4_nopad_bin NOT NULL,
+    outbox_key VARCHAR(255) COLLATE utf8mb4_bin NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    UNIQUE KEY acknowledgments_number (partner, control_number),
+    UNIQUE KEY acknowledgments_key (consumer, source, message_id, partner, control_number)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_reserve_control_numbers
+-- the last of `count` numbers reserved for one partner (the others are the `count - 1` before it); the upsert's
+-- row lock is held to the commit, so the read after it sees this transaction's own number
+INSERT INTO {hub_control_numbers} (partner, n) VALUES (%(partner)s, %(count)s)
+ON DUPLICATE KEY UPDATE n = n + VALUES(n);
+SELECT n FROM {hub_control_numbers} WHERE partner = %(partner)s
+
+-- name: hub_record_acknowledgment
+INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(kind)s, %(duplicate)s, %(partner)s, %(control_number)s,
+    %(outbox_key)s)
+
+-- name: hub_acknowledgments_of
+SELECT a.kind, a.duplicate, a.control_number, a.outbox_key, a.created_at, o.destination, o.sent_at, o.parked_at,
+    o.reason
+FROM {hub_acknowledgments} AS a
+LEFT JOIN {outbox} AS o ON o.`key` = a.outbox_key
+WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
+ORDER BY a.id
+
+-- name: hub_acknowledgment_totals
+SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
+WHERE consumer = %(consumer)s
+GROUP BY kind, duplicate
