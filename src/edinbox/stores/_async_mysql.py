@@ -8,7 +8,6 @@ a caller's connection at REPEATABLE READ (MariaDB's default) is still correct; i
 from __future__ import annotations
 
 import asyncio
-import json
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
@@ -24,7 +23,7 @@ from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, migrate_journal
+from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_batches
 from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
 from edinbox.stores._queries import migration_queries
 
@@ -270,10 +269,7 @@ class AsyncMySQLStore:
 
     def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
         """The batch as JSON arrays for JSON_TABLE()."""
-        return {
-            "batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages]),
-            "keys": json.dumps([[m.source, m.message_id] for m in messages]),
-        }
+        return json_batch(messages)
 
     def map_error(self, exc: Exception) -> Exception:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
@@ -365,19 +361,8 @@ class AsyncMySQLStore:
         async with self.unit() as unit:
             if (await unit.fetch("purge_lock", lock))[0][0] != 1:
                 return 0
-            total = 0
             try:
-                while True:
-                    await unit.begin()
-                    try:
-                        deleted = await unit.run("purge_batch", values)
-                    except BaseException:
-                        await unit.rollback()
-                        raise
-                    await unit.commit()
-                    total += deleted
-                    if deleted < batch_size:
-                        return total
+                return await purge_batches(unit, values, batch_size=batch_size)
             finally:
                 await unit.fetch("purge_unlock", lock)
 

@@ -19,7 +19,7 @@ from edinbox._core import COLUMNS, POOL_SIZE, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, migrate_journal
+from edinbox.stores._async_base import Params, create_journal, migrate_journal, purge_batches
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
 
@@ -350,19 +350,8 @@ class AsyncPostgresStore:
             await unit.commit()
             if not locked:
                 return 0
-            total = 0
             try:
-                while True:
-                    await unit.begin()
-                    try:
-                        deleted = await unit.run("purge_batch", params)
-                    except BaseException:
-                        await unit.rollback()
-                        raise
-                    await unit.commit()
-                    total += deleted
-                    if deleted < batch_size:
-                        return total
+                return await purge_batches(unit, params, batch_size=batch_size)
             finally:
                 await unit.begin()
                 await unit.fetch("purge_unlock", lock)

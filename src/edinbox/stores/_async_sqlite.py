@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
@@ -17,7 +16,7 @@ import aiosqlite
 from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
-from edinbox.stores._async_base import Params, create_journal, migrate_journal
+from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
 
@@ -164,10 +163,7 @@ class AsyncSQLiteStore:
 
     def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
         """The batch as JSON arrays for json_each()."""
-        return {
-            "batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages]),
-            "keys": json.dumps([[m.source, m.message_id] for m in messages]),
-        }
+        return json_batch(messages)
 
     def map_error(self, exc: Exception) -> Exception:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""

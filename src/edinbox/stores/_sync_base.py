@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
@@ -12,7 +13,7 @@ from edinbox._core import check_version, migration_steps
 from edinbox._errors import SchemaError
 from edinbox._message import Message
 
-__all__ = ["Store", "Unit", "create_journal", "migrate_journal"]
+__all__ = ["Store", "Unit", "create_journal", "json_batch", "migrate_journal", "purge_batches"]
 
 Params = Mapping[str, Any]
 
@@ -142,3 +143,27 @@ def migrate_journal(
         raise
     unit.commit()
     return applied
+
+
+def json_batch(messages: Sequence[Message]) -> dict[str, Any]:
+    """A batch as JSON arrays, for the databases that read it with json_each() or JSON_TABLE()."""
+    return {
+        "batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages]),
+        "keys": json.dumps([[m.source, m.message_id] for m in messages]),
+    }
+
+
+def purge_batches(unit: Unit, params: Params, *, batch_size: int) -> int:
+    """Run `purge_batch` one committed transaction at a time until a batch comes back short; the rows deleted."""
+    total = 0
+    while True:
+        unit.begin()
+        try:
+            deleted = unit.run("purge_batch", params)
+        except BaseException:
+            unit.rollback()
+            raise
+        unit.commit()
+        total += deleted
+        if deleted < batch_size:
+            return total

@@ -8,7 +8,6 @@ a caller's connection at REPEATABLE READ (MariaDB's default) is still correct; i
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -25,7 +24,7 @@ from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
 from edinbox.stores._queries import migration_queries
-from edinbox.stores._sync_base import Params, create_journal, migrate_journal
+from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal, purge_batches
 
 __all__ = ["MySQLStore"]
 
@@ -267,10 +266,7 @@ class MySQLStore:
 
     def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
         """The batch as JSON arrays for JSON_TABLE()."""
-        return {
-            "batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages]),
-            "keys": json.dumps([[m.source, m.message_id] for m in messages]),
-        }
+        return json_batch(messages)
 
     def map_error(self, exc: Exception) -> Exception:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
@@ -362,19 +358,8 @@ class MySQLStore:
         with self.unit() as unit:
             if (unit.fetch("purge_lock", lock))[0][0] != 1:
                 return 0
-            total = 0
             try:
-                while True:
-                    unit.begin()
-                    try:
-                        deleted = unit.run("purge_batch", values)
-                    except BaseException:
-                        unit.rollback()
-                        raise
-                    unit.commit()
-                    total += deleted
-                    if deleted < batch_size:
-                        return total
+                return purge_batches(unit, values, batch_size=batch_size)
             finally:
                 unit.fetch("purge_unlock", lock)
 

@@ -20,7 +20,7 @@ from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
-from edinbox.stores._sync_base import Params, create_journal, migrate_journal
+from edinbox.stores._sync_base import Params, create_journal, migrate_journal, purge_batches
 
 __all__ = ["PostgresStore"]
 
@@ -346,19 +346,8 @@ class PostgresStore:
             unit.commit()
             if not locked:
                 return 0
-            total = 0
             try:
-                while True:
-                    unit.begin()
-                    try:
-                        deleted = unit.run("purge_batch", params)
-                    except BaseException:
-                        unit.rollback()
-                        raise
-                    unit.commit()
-                    total += deleted
-                    if deleted < batch_size:
-                        return total
+                return purge_batches(unit, params, batch_size=batch_size)
             finally:
                 unit.begin()
                 unit.fetch("purge_unlock", lock)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
-from edinbox.stores._sync_base import Params, create_journal, migrate_journal
+from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal
 
 __all__ = ["SQLiteStore"]
 
@@ -158,10 +157,7 @@ class SQLiteStore:
 
     def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
         """The batch as JSON arrays for json_each()."""
-        return {
-            "batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages]),
-            "keys": json.dumps([[m.source, m.message_id] for m in messages]),
-        }
+        return json_batch(messages)
 
     def map_error(self, exc: Exception) -> Exception:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
