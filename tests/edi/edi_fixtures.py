@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import date
+from decimal import Decimal
 from pathlib import Path
+
+from edinbox.edi import Invoice, InvoiceLine, InvoiceParty, Party
 
 
 def _corpus() -> Path:
@@ -107,3 +111,19 @@ def edifact_orders(reference: bytes, *, sender: bytes = b"SENDER", trailer: bool
 # is not a segment.
 _LONG_UNB = EDIFACT_INVOIC.replace(b"+INV0000000905'UNH", b"+INV0000000905+PASSWORD+EAN+1'UNH", 1)
 EDIFACT_INVOIC_WRAPPED_80 = b"\r\n".join(_LONG_UNB[k : k + 80] for k in range(0, len(_LONG_UNB), 80))
+
+ACME, HUB = Party("ZZ", "ACME"), Party("ZZ", "HUB")
+"""A partner and the hub, as the rendering and acknowledgment tests address each other."""
+
+INVOICE = Invoice(
+    number="INV-1",
+    issue_date=date(2026, 11, 30),
+    kind="invoice",
+    seller=InvoiceParty("ACME", "Acme"),
+    buyer=InvoiceParty("HUB", "Hub"),
+    currency="EUR",
+    total=Decimal("11.90"),
+    tax_total=Decimal("1.90"),
+    lines=[InvoiceLine(Decimal("1"), Decimal("10.00"), Decimal("10.00"))],
+)
+"""One invoice of one line, rendered by the writer tests."""

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import io
 import warnings
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import datetime
 
 import pytest
+from edi_fixtures import ACME, HUB, INVOICE
 
 from edinbox.edi import (
-    Invoice,
-    InvoiceLine,
-    InvoiceParty,
-    Party,
     Received,
     ReceivedGroup,
     ReceivedSet,
@@ -26,19 +22,7 @@ from edinbox.edi import (
     reply_key,
 )
 
-ACME, HUB = Party("ZZ", "ACME"), Party("ZZ", "HUB")
 WHEN = datetime(2026, 12, 3, 2, 30)
-INVOICE = Invoice(
-    number="INV-1",
-    issue_date=date(2026, 11, 30),
-    kind="invoice",
-    seller=InvoiceParty("ACME", "Acme"),
-    buyer=InvoiceParty("HUB", "Hub"),
-    currency="EUR",
-    total=Decimal("11.90"),
-    tax_total=Decimal("1.90"),
-    lines=[InvoiceLine(Decimal("1"), Decimal("10.00"), Decimal("10.00"))],
-)
 
 
 def subject(standard: str, text: bytes | None = None) -> Received:

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import datetime
 
 import pytest
+from edi_fixtures import ACME, HUB, INVOICE
 
-from edinbox.edi import Acknowledgment, Invoice, InvoiceLine, InvoiceParty, Party, Separators, parse, render_interchange
+from edinbox.edi import Acknowledgment, Party, Separators, parse, render_interchange
 
-ACME, HUB = Party("ZZ", "ACME"), Party("ZZ", "HUB")
 WHEN = datetime(2026, 12, 2, 9, 30)
 ACK = Acknowledgment("000000905", sender=HUB, receiver=ACME)
-INVOICE = Invoice(
-    number="INV-1",
-    issue_date=date(2026, 11, 30),
-    kind="invoice",
-    seller=InvoiceParty("ACME", "Acme"),
-    buyer=InvoiceParty("HUB", "Hub"),
-    currency="EUR",
-    total=Decimal("11.90"),
-    tax_total=Decimal("1.90"),
-    lines=[InvoiceLine(Decimal("1"), Decimal("10.00"), Decimal("10.00"))],
-)
 
 
 @pytest.mark.parametrize(("standard", "kind", "group"), [("X12", "997", "FA"), ("EDIFACT", "CONTRL", None)])
