@@ -26,8 +26,17 @@ __all__ = [
     "park",
 ]
 
-TABLES = ("invoices", "rejected", "hub_counters", "hub_control_numbers", "hub_acknowledgments", "console_audit")
-"""The hub's tables, beside the journal (`console_audit`: what operators did in `edinbox console`)."""
+TABLES = (
+    "invoices",
+    "rejected",
+    "hub_counters",
+    "hub_control_numbers",
+    "hub_acknowledgments",
+    "hub_answers",
+    "console_audit",
+)
+"""The hub's tables, beside the journal (`console_audit`: what operators did in `edinbox console`; `hub_answers`:
+what was answered once, also made by `edinbox migrate` to version 6)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `sql/<dialect>/console.sql`); the partner
@@ -54,6 +63,7 @@ _KEYS = {
     "hub_counters": ["consumer", "outcome"],
     "hub_control_numbers": ["partner"],
     "hub_acknowledgments": ["control_number", "partner"],
+    "hub_answers": ["consumer", "delivery", "message_id", "source"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -62,7 +72,7 @@ INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it
 
 async def create_tables(tx: Any) -> None:
     """Create the hub's tables when missing (idempotent), in the caller's transaction; only `edinbox init` calls it."""
-    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments"):
+    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers"):
         await tx.unit.run(f"hub_create_{table}", {})
     await tx.unit.run("console_create_audit", {})
     for index in SEARCH_INDEXES:

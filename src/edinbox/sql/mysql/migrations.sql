@@ -25,3 +25,15 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 
 -- name: v3_outbox_pending
 CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, `key`, id)
+
+-- name: v6_answers
+-- the hub's answers given once (`hub.sql`'s hub_create_answers); IF NOT EXISTS: an `edinbox init` may have made it
+CREATE TABLE IF NOT EXISTS {hub_answers} (
+    consumer VARBINARY(512) NOT NULL,
+    source VARBINARY(512) NOT NULL,
+    message_id VARBINARY(512) NOT NULL,
+    delivery VARBINARY(64) NOT NULL,
+    answer VARCHAR(16) NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    PRIMARY KEY (consumer, source, message_id, delivery)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4

@@ -27,3 +27,15 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 -- name: v3_outbox_pending
 CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, key, id)
 WHERE sent_at IS NULL AND parked_at IS NULL
+
+-- name: v6_answers
+-- the hub's answers given once (`hub.sql`'s hub_create_answers); IF NOT EXISTS: an `edinbox init` may have made it
+CREATE TABLE IF NOT EXISTS {hub_answers} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, source, message_id, delivery)
+)

@@ -153,3 +153,30 @@ DELETE FROM {rejected} WHERE consumer = :consumer AND id = :id
 -- rejected_at is ISO-8601 text in UTC: compared as text with the cut-off written the same way
 DELETE FROM {rejected}
 WHERE consumer = :consumer AND rejected_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
+
+-- name: hub_create_answers
+-- what the hub answered once: a rejection per interchange key (delivery "rejection"), and the deliveries (a digest of
+-- the broker's id for them) that were processed or got a duplicate notice: a broker's redelivery of one of them is
+-- never taken for the partner's re-send
+CREATE TABLE IF NOT EXISTS {hub_answers} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (consumer, source, message_id, delivery)
+)
+
+-- name: hub_answer_once
+-- one row per key and delivery: 1 row changed when this transaction is the first to answer it, 0 when one was
+INSERT INTO {hub_answers} (consumer, source, message_id, delivery, answer)
+VALUES (:consumer, :source, :message_id, :delivery, :answer)
+ON CONFLICT (consumer, source, message_id, delivery) DO NOTHING
+
+-- name: hub_answers_of
+SELECT answer, created_at FROM {hub_answers}
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id AND delivery = 'rejection'
+
+-- name: hub_rejection_totals
+SELECT count(*) FROM {hub_answers} WHERE consumer = :consumer AND delivery = 'rejection'
