@@ -4,7 +4,7 @@ re-send (never for the broker's redelivery of one delivery), and acknowledgments
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -112,8 +112,8 @@ async def test_lease_mode_acknowledges_in_the_completing_transaction(hub_config:
 
 
 class LostAck(Source):
-    """A source whose first ack of each delivery whose payload holds `marker` is lost: the delivery goes back
-    unacked (as after a crash between the commit and the ack) and the broker delivers it again."""
+    """A source whose first ack (or reject) of each delivery whose payload holds `marker` is lost: the delivery goes
+    back unsettled (as after a crash between the commit and the ack) and the broker delivers it again."""
 
     def __init__(self, inner: Source, marker: bytes) -> None:
         self.inner = inner
@@ -130,19 +130,25 @@ class LostAck(Source):
 
     async def ack(self, delivery: Delivery) -> None:
         """Lose the first ack of a marked delivery (nack it instead), ack the others."""
+        if not await self._lost(delivery):
+            await self.inner.ack(delivery)
+
+    async def _lost(self, delivery: Delivery) -> bool:
+        """Nack a marked delivery on its first settlement instead of settling it; True when it did."""
         if self.marker in delivery.payload and delivery.delivery_count == 1:
             self.lost.append(delivery.coordinates)
             await self.inner.nack(delivery)
-            return
-        await self.inner.ack(delivery)
+            return True
+        return False
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """The inner source's nack."""
         await self.inner.nack(delivery, delay=delay)
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
-        """The inner source's reject."""
-        await self.inner.reject(delivery, reason=reason)
+        """Lose the first reject of a marked delivery (nack it instead), reject the others."""
+        if not await self._lost(delivery):
+            await self.inner.reject(delivery, reason=reason)
 
     async def aclose(self) -> None:
         """Nothing: the inner source is closed by the hub's exit."""
@@ -161,10 +167,15 @@ class FailingOnce(Acknowledger):
         return await super().write(tx, pending)
 
 
-async def resend(config: HubConfig, payload: bytes, *, lose_ack: bool = False, fail_once: bool = False) -> int:
+Publish = Callable[[str, list[tuple[str, bytes]]], Awaitable[None]]
+
+
+async def resend(
+    config: HubConfig, payload: bytes, *, publish: Publish, lose_ack: bool = False, fail_once: bool = False
+) -> int:
     """Publish `payload` again (a partner's re-send) and settle it; with `lose_ack` its first ack is lost (the
     broker redelivers it after the commit), with `fail_once` its first transaction fails (nothing commits, the
-    broker redelivers it). Returns how many deliveries were settled."""
+    broker redelivers it). Returns how many deliveries were settled as duplicates."""
     await publish(config.source, [("again", payload)])
     async with open_hub(config) as hub:
         if lose_ack:
@@ -179,23 +190,29 @@ async def resend(config: HubConfig, payload: bytes, *, lose_ack: bool = False, f
     return sum(v for k, v in totals.items() if k in ("duplicate", "conflict"))
 
 
-async def test_a_resend_gets_one_notice_however_often_the_broker_delivers_it(
-    hub_config: HubConfig, tmp_path: Path
-) -> None:
-    """A re-send delivered twice (its ack lost after the commit) gets one notice; one whose first transaction
-    failed gets its notice from the redelivery; two more genuine re-sends get two more: one per re-send, and the
-    original's own redelivery never gets one."""
-    out = tmp_path / "out"
-    config = agreed(hub_config.with_overrides(idle_timeout=1.5), out)
+async def one_notice_per_resend(config: HubConfig, out: Path, *, publish: Publish, resend_with: Publish) -> None:
+    """The scenario of `test_a_resend_gets_one_notice_however_often_the_broker_delivers_it` on `config`'s source:
+    the original through `publish`, the re-sends through `resend_with`."""
     payload = render(doc(control="000000901", number="D-1"))
     await publish(config.source, [("original", payload)])
     async with open_hub(config) as hub:
         hub.source = LostAck(hub.source, b"")  # the original is delivered twice: processed, then a duplicate
         assert dict(await hub.run(once=True)) == {"processed": 1, "duplicate": 1, "relayed": 1}
-    assert await resend(config, payload, lose_ack=True) == 2
+    assert await resend(config, payload, publish=resend_with, lose_ack=True) == 2
     assert len(segments(await received(out / X12.id), "TA1")) == 1  # the original's 997, and one notice
-    assert await resend(config, payload, fail_once=True) == 1
-    assert await resend(config, payload) == 1
+    assert await resend(config, payload, publish=resend_with, fail_once=True) == 1
+    assert await resend(config, payload, publish=resend_with) == 1
     notices = segments(await received(out / X12.id), "TA1")
     assert notices == [("000000901", "261202", "0930", "R", "025")] * 2
     assert (await stats(config))["acknowledgments"]["duplicate_notices"] == 3
+
+
+async def test_a_resend_gets_one_notice_however_often_the_broker_delivers_it(
+    hub_config: HubConfig, tmp_path: Path
+) -> None:
+    """On the spool: a re-send delivered twice (its ack lost after the commit) gets one notice; one whose first
+    transaction failed gets its notice from the redelivery; a third re-send gets a third: one per re-send, and
+    the original's own redelivery never gets one."""
+    out = tmp_path / "out"
+    config = agreed(hub_config.with_overrides(idle_timeout=1.5), out)
+    await one_notice_per_resend(config, out, publish=publish, resend_with=publish)

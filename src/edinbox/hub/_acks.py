@@ -150,11 +150,18 @@ class Acknowledger:
         return len(pending)
 
 
+_BROKER_HEADERS = ("x-delivery-count", "x-death", "x-first-death-", "x-last-death-")
+"""Headers a broker adds or changes when it delivers a message again (RabbitMQ): not part of its identity."""
+
+
 def delivery_id(delivery: Delivery) -> str:
-    """What names one delivery across the broker's redeliveries of it (a digest of its coordinates, i.e. the spool
-    file, stream sequence, entry id or offset, and the producer's id); two publishes differ wherever the broker can
-    tell them apart (RabbitMQ cannot: there, a delivery the broker says is new counts as a re-send)."""
-    text = f"{delivery.coordinates}\n{delivery.message_id or ''}"
+    """What names one delivery across the broker's redeliveries of it: a digest of its coordinates (the spool
+    file, stream sequence, entry id or offset), the producer's id and the producer's headers. Two publishes differ
+    wherever the broker numbers them or the producer stamps them; RabbitMQ numbers nothing, so there two publishes
+    of one payload under one id and headers are one delivery, told apart only when the broker says a delivery is its
+    first (`delivery_count == 1`, see `Batch`)."""
+    headers = sorted((k, v) for k, v in delivery.headers.items() if not k.lower().startswith(_BROKER_HEADERS))
+    text = "\n".join([delivery.coordinates, delivery.message_id or "", *(f"{k}={v}" for k, v in headers)])
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
