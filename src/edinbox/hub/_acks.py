@@ -111,6 +111,22 @@ class Acknowledger:
         params = {"consumer": self.config.consumer, "source": key[0], "message_id": key[1]}
         return bool(await tx.unit.run("hub_answer_once", {**params, "delivery": delivery, "answer": answer}))
 
+    async def remember(self, tx: Any, deliveries: Sequence[tuple[Key, str]]) -> None:
+        """Note in `tx`, in one batch of statements, the deliveries (key, `delivery_id`) of processed interchanges
+        whose re-sends would be notified: the broker's redelivery of one of them is then no re-send."""
+        if deliveries:
+            rows = [
+                {
+                    "consumer": self.config.consumer,
+                    "source": key[0],
+                    "message_id": key[1],
+                    "delivery": d,
+                    "answer": "processed",
+                }
+                for key, d in deliveries
+            ]
+            await tx.unit.run_many("hub_answer_once", rows)
+
     async def write(self, tx: Any, pending: Sequence[Pending]) -> int:
         """Write the acknowledgments inside `tx`: a block of control numbers per partner, every outbox row and every
         `hub_acknowledgments` row in one batch of statements each. Returns how many were written."""

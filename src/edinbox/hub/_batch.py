@@ -108,14 +108,15 @@ class Batch:
         if self.acknowledger is None:
             return
         pending: list[Pending] = []
+        remembered: list[tuple[Key, str]] = []
         for message in messages:
             received = self.by_key[message.key].received
             if received is None:
                 continue
             pending += self.acknowledger.pending(received, key=message.key)
             if self.acknowledger.notifies(received):
-                delivery = delivery_id(self.delivery[message.key])
-                await self.acknowledger.once(tx, message.key, delivery=delivery, answer="processed")
+                remembered.append((message.key, delivery_id(self.delivery[message.key])))
+        await self.acknowledger.remember(tx, remembered)
         await self.acknowledger.write(tx, pending)
 
     async def _count_effect(self, tx: Tx, message: Message) -> None:
