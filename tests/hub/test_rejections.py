@@ -72,7 +72,7 @@ async def test_parked_interchanges_get_their_rejection_once(hub_config: HubConfi
     assert counts["rejected_payloads"] == 5
     shown = await show(config, f"{x12_source(doc())}/000000701")
     assert shown is not None
-    assert shown["status"] == "rejected"
+    assert (shown["status"], shown["message_id"]) == ("parked", "000000701")
     assert sorted((a["kind"], a["answer"]) for a in shown["acknowledgments"]) == [
         ("997", "rejection"),
         ("TA1", "rejection"),

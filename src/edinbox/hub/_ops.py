@@ -249,8 +249,14 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     if record is None and not rejection:
         return None
     rejected_at = json_value(_timestamp(rejection[0][1])) if rejection else None
-    if record is None:  # parked, never journaled: its rejection is all there is
-        data: dict[str, Any] = {"key": key, "status": "rejected", "rejected_at": rejected_at}
+    if record is None:  # parked before it was journaled: its rejection is all there is (the payload: `rejected/N`)
+        data: dict[str, Any] = {
+            "key": key,
+            "source": source,
+            "message_id": message_id,
+            "status": "parked",
+            "rejected_at": rejected_at,
+        }
     else:
         data = {"key": key, **as_dict(record), "rejected_at": rejected_at}
         data.update(_previewed("payload", record.payload))
