@@ -216,3 +216,21 @@ async def test_a_resend_gets_one_notice_however_often_the_broker_delivers_it(
     out = tmp_path / "out"
     config = agreed(hub_config.with_overrides(idle_timeout=1.5), out)
     await one_notice_per_resend(config, out, publish=publish, resend_with=publish)
+
+
+async def test_purge_forgets_old_answers(hub_config: HubConfig, tmp_path: Path) -> None:
+    """`purge` deletes the answers given longer ago than its age with the parked payloads: a re-send of a rejected
+    interchange after that is rejected again (the broker cannot redeliver past the horizon)."""
+    from edinbox.hub._ops import purge
+
+    out = tmp_path / "out"
+    config = agreed(hub_config.with_overrides(horizon="0s"), out)
+    payload = bad_date(doc(control="000000721"))
+    await publish(config.source, [("a", payload)])
+    await settle(config)
+    purged = await purge(config, older_than="0s", batch_size=100)
+    assert purged.rejected == 1
+    await publish(config.source, [("a", payload)])
+    await settle(config)
+    assert (await stats(config))["acknowledgments"]["rejections"] == 1  # the one left: the second
+    assert len(await received(out / X12.id)) == 2

@@ -195,3 +195,8 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 
 -- name: hub_rejection_totals
 SELECT count(*) FROM {hub_answers} WHERE consumer = %(consumer)s AND delivery = 'rejection'
+
+-- name: hub_purge_answers
+-- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
+DELETE FROM {hub_answers}
+WHERE consumer = %(consumer)s AND created_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND

@@ -180,3 +180,8 @@ WHERE consumer = :consumer AND source = :source AND message_id = :message_id AND
 
 -- name: hub_rejection_totals
 SELECT count(*) FROM {hub_answers} WHERE consumer = :consumer AND delivery = 'rejection'
+
+-- name: hub_purge_answers
+-- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
+DELETE FROM {hub_answers}
+WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
