@@ -186,7 +186,8 @@ class Hub:
 
         Copies of one key in one batch: the inbox settles the first, the others are duplicates. A handler failure
         rolls the batch back; the inbox then settles it message by message, so the failure is charged to its
-        message alone (see `_process`). Lease mode settles each message alone from the start.
+        message alone (see `_process`). Lease mode settles each message alone from the start, its acknowledgments
+        written in the transaction that commits its completion (`on_complete`).
         """
         batch = Batch(
             work, accounting=self.accounting, consumer=self.config.consumer, acknowledger=self.acknowledger, spans=spans
