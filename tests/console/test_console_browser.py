@@ -36,8 +36,9 @@ def test_search_finds_a_message_by_control_number_and_by_invoice_number(page: An
     assert "No journal row matches" in page.locator("#results").inner_text()
 
 
-def test_message_page_shows_segments_and_invoices(page: Any, console: Console) -> None:
-    """A conflicting message: its journal row, the invoice the first copy created, the conflicting copy's segments."""
+def test_message_page_shows_segments_invoices_and_acknowledgments(page: Any, console: Console) -> None:
+    """A conflicting message: its journal row, the invoice the first copy created, the acknowledgments sent for it
+    (as `edinbox show` lists them), the conflicting copy's segments."""
     conflicted = console.traffic.conflicted
     search(page, console, control=conflicted.control)
     page.click(f"#results a:has-text('{conflicted.control}')")
@@ -46,6 +47,14 @@ def test_message_page_shows_segments_and_invoices(page: Any, console: Console) -
     invoices = page.locator("#invoices tbody tr")
     assert invoices.count() == 1
     assert conflicted.number in invoices.first.inner_text()
+    shown = run(show(console.config, page.locator("dl.row code").first.inner_text()))
+    assert shown is not None
+    assert shown["acknowledgments"]
+    acks = page.locator("#acknowledgments tbody tr")
+    assert acks.count() == len(shown["acknowledgments"])
+    for row, ack in zip(acks.all(), shown["acknowledgments"], strict=True):
+        assert ack["kind"] in row.inner_text()
+        assert ack["control_number"] in row.inner_text()
     segments = page.locator("#conflict-segments").inner_text().splitlines()
     assert segments[0].startswith("ISA")
     assert any(line.startswith("BIG") for line in segments)
