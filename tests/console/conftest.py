@@ -62,6 +62,8 @@ class Traffic:
     stuck: Doc
     """Dead too, and left so (the requeue test revives `dead`)."""
     markup: Doc
+    garbage: bytes = b"GARBAGE: not an interchange at all"
+    """A payload no key can be read from: parked as rejected/N."""
 
     def dead_payload(self) -> bytes:
         """The dead message's interchange, to deliver it again after a requeue."""
@@ -113,6 +115,7 @@ def fill(config: HubConfig) -> Traffic:
     )
     changed = replace(traffic.conflicted, lines=((9, Decimal("9.99")),))
     first = [(n, render(d)) for n, d in (("a", traffic.processed), ("b", traffic.conflicted), ("c", traffic.markup))]
+    first.append(("g", traffic.garbage))
     run(publish(config.source, first))
     run(drain(config))
     later = [("d", render(changed)), ("e", traffic.dead_payload()), ("f", render(traffic.stuck))]

@@ -102,6 +102,9 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
             return page(request, "error.html", 400, message=str(exc))
         if data is None:
             return page(request, "error.html", 404, message=f"no journal row {key!r} for consumer {config.consumer!r}")
+        done = request.query_params.get("done", "")
+        if data["status"] == "rejected":
+            return page(request, "rejected.html", key=key, row=data, done=done, actions=_data.REJECTED_ACTIONS)
         record = await request.app.state.inbox.get(*_ops.split_key(key))  # the payloads as bytes
         return page(
             request,
@@ -111,7 +114,7 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
             partner=edi.partner(data.get("source", "")),
             segments=_data.segments(record.payload if record else None),
             conflict_segments=_data.segments(record.conflict_payload if record else None),
-            done=request.query_params.get("done", ""),
+            done=done,
             actions=_data.ACTIONS,
         )
 
@@ -120,7 +123,9 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
         if kind not in PARKED:
             return page(request, "error.html", 404, message="no such list")
         rows = await _ops.list_rows(config, status=kind, limit=200)
-        return page(request, "parked.html", kind=kind, rows=rows, actions=_data.ACTIONS)
+        return page(
+            request, "parked.html", kind=kind, rows=rows, actions=_data.ACTIONS, rejected_actions=_data.REJECTED_ACTIONS
+        )
 
     async def confirm(request: Request) -> Response:
         action, key = request.query_params.get("action", ""), request.query_params.get("key", "")
