@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,30 +17,19 @@ from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import PARTNERS, generate, render
 from edinbox.hub._ops import stats
 from edinbox.sources import rabbitmq, spool
-from services import require_service
 
+from .conftest import BROKER
 from .test_acknowledgments import agreed, received
 from .test_hub import doc
 from .test_rejections import X12, LostAck, bad_date, one_notice_per_resend, resend
 
-BROKER = "amqp://guest:guest@127.0.0.1/"
-
 
 @pytest.fixture(params=["spool", "rabbitmq"])
-async def source(request: pytest.FixtureRequest, hub_config: HubConfig) -> AsyncIterator[str]:
+def source(request: pytest.FixtureRequest, hub_config: HubConfig) -> str:
     """The hub's source URL: its spool folder, or a fresh RabbitMQ quorum queue (deleted afterwards)."""
     if request.param == "spool":
-        yield hub_config.source
-        return
-    require_service("rabbitmq")
-    name = "acks" + uuid.uuid4().hex[:12]
-    yield f"{BROKER}?queue={name}&queue_type=quorum"
-    connection = await aio_pika.connect(BROKER)
-    async with connection:
-        channel = await connection.channel()
-        for each in (name, f"{name}.dead"):
-            await channel.queue_delete(each)
-        await channel.exchange_delete(f"{name}.dead")
+        return hub_config.source
+    return f"{BROKER}?queue={request.getfixturevalue('queue')}&queue_type=quorum"
 
 
 async def test_mixed_traffic_is_answered_once_per_key(hub_config: HubConfig, source: str, tmp_path: Path) -> None:
@@ -91,14 +79,14 @@ async def test_mixed_traffic_is_answered_once_per_key(hub_config: HubConfig, sou
 async def stamped(url: str, messages: list[tuple[str, bytes]]) -> None:
     """Publish as a partner's tool that stamps each publish with an id of its own (header `x-publish-id`)."""
     await rabbitmq.publish(url, [])  # declares the queue as the hub does
-    queue = url.partition("queue=")[2].partition("&")[0]
+    name = url.partition("queue=")[2].partition("&")[0]
     connection = await aio_pika.connect(BROKER)
     async with connection:
         channel = await connection.channel(publisher_confirms=True)
         for message_id, payload in messages:
             headers = {"x-publish-id": uuid.uuid4().hex}
             message = aio_pika.Message(payload, message_id=message_id, headers=headers)
-            await channel.default_exchange.publish(message, routing_key=queue)
+            await channel.default_exchange.publish(message, routing_key=name)
 
 
 async def plain_resends(config: HubConfig, payload: bytes, out: Path) -> None:
@@ -111,29 +99,21 @@ async def plain_resends(config: HubConfig, payload: bytes, out: Path) -> None:
 
 
 @pytest.mark.parametrize("resends", ["stamped", "plain"])
-async def test_a_resend_through_rabbitmq_gets_one_notice(hub_config: HubConfig, tmp_path: Path, resends: str) -> None:
+async def test_a_resend_through_rabbitmq_gets_one_notice(
+    hub_config: HubConfig, tmp_path: Path, queue: str, resends: str
+) -> None:
     """Through RabbitMQ: a re-send whose ack is lost after the commit gets one notice, and each genuine re-send one,
     whether the partner stamps its publishes or sends the original's message id and body again; only stamped ones
     also get their notice after a first transaction that failed (see `delivery_id`)."""
-    require_service("rabbitmq")
-    name = "acks" + uuid.uuid4().hex[:12]
     out = tmp_path / "out"
-    config = agreed(hub_config.with_overrides(source=f"{BROKER}?queue={name}", idle_timeout=1.5), out)
-    try:
-        if resends == "stamped":
-            await one_notice_per_resend(config, out, publish=rabbitmq.publish, resend_with=stamped)
-        else:
-            payload = render(doc(control="000000901", number="D-1"))
-            await rabbitmq.publish(config.source, [("original", payload)])
-            async with open_hub(config) as hub:
-                hub.source = LostAck(hub.source, b"")
-                assert dict(await hub.run(once=True)) == {"processed": 1, "duplicate": 1, "relayed": 1}
-            await received(out / X12.id)
-            await plain_resends(config, payload, out)
-    finally:
-        connection = await aio_pika.connect(BROKER)
-        async with connection:
-            channel = await connection.channel()
-            for each in (name, f"{name}.dead"):
-                await channel.queue_delete(each)
-            await channel.exchange_delete(f"{name}.dead")
+    config = agreed(hub_config.with_overrides(source=f"{BROKER}?queue={queue}", idle_timeout=1.5), out)
+    if resends == "stamped":
+        await one_notice_per_resend(config, out, publish=rabbitmq.publish, resend_with=stamped)
+        return
+    payload = render(doc(control="000000901", number="D-1"))
+    await rabbitmq.publish(config.source, [("original", payload)])
+    async with open_hub(config) as hub:
+        hub.source = LostAck(hub.source, b"")
+        assert dict(await hub.run(once=True)) == {"processed": 1, "duplicate": 1, "relayed": 1}
+    await received(out / X12.id)
+    await plain_resends(config, payload, out)
