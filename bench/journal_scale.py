@@ -2,6 +2,12 @@
 
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
         [--keys random,rising] [--layouts flat,digest,ring] [--refill] [--wal-compression]
+        [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--remove]]
+
+With `--private FOLDER` the journals live in a PostgreSQL cluster of their own in FOLDER (initdb on the first run,
+reused after: the filled journals stay there), started for the run with the `--server` settings (`sized`: the
+sizing rule of docs/scaling.md, `shared_buffers` holding the unique index and checkpoints spaced; `default`:
+PostgreSQL's defaults) plus any `-c NAME=VALUE`, stopped at the end, and deleted with `--remove`.
 
 Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
 (`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -32,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from tests.servers import PrivatePostgres
 
 from edinbox import Inbox, Message, Tx
 from edinbox.stores._queries import named_queries
@@ -43,6 +51,19 @@ TEMPLATE = f"{SCHEMA}.template"
 PARTNERS = 1000
 SLOTS = 8
 BATCH = 1000
+SERVERS = {
+    "default": {"maintenance_work_mem": "1GB"},
+    "sized": {
+        "maintenance_work_mem": "1GB",
+        "shared_buffers": "2GB",
+        "checkpoint_timeout": "30min",
+        "max_wal_size": "8GB",
+    },
+}
+"""The private cluster's settings: PostgreSQL's defaults, or sized by the rule of docs/scaling.md (the 10M-row
+journal's unique index, 570-739 MB, held in shared_buffers; a checkpoint every 30 minutes rather than every 5).
+maintenance_work_mem only speeds up the index build after a fill."""
+SHOWN = ("shared_buffers", "checkpoint_timeout", "max_wal_size", "wal_compression", "fsync", "synchronous_commit")
 
 
 class Keys:
@@ -135,18 +156,22 @@ DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8")
 
 def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> None:
     """Remove what earlier runs added to a full journal (their messages share one fingerprint), then read its
-    unique index into the OS cache (pg_prewarm), so every run starts from the same warm state."""
+    unique index into the OS cache and into shared_buffers as far as they hold it (pg_prewarm), so every run
+    starts from the same warm state."""
     if layout == "ring":
         connection.execute(f"TRUNCATE {SCHEMA}.{table}_0".encode())  # the current slot: only the runs wrote to it
         indexes = [f"{SCHEMA}.{table}_{slot}_consumer_source_message_id_slot_idx" for slot in range(1, SLOTS)]
     else:
         fingerprint = Message("x", "x", b"x" * 64).fingerprint
         connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE fingerprint = %s".encode(), [fingerprint])
-        connection.execute(f"VACUUM {SCHEMA}.{table}".encode())  # no dead index entries left for the same keys
+        # INDEX_CLEANUP ON: a plain VACUUM skips the index when under 2 % of the heap pages hold dead rows
+        # (PostgreSQL 14+), which left the deleted keys' entries in it, met again by the next run's same keys
+        connection.execute(f"VACUUM (INDEX_CLEANUP ON) {SCHEMA}.{table}".encode())
         indexes = [f"{SCHEMA}.{table}_key"]
     connection.execute(b"CREATE EXTENSION IF NOT EXISTS pg_prewarm")
     for index in indexes:
         connection.execute(b"SELECT pg_prewarm(%s::regclass, 'read')", [index])
+        connection.execute(b"SELECT pg_prewarm(%s::regclass, 'buffer')", [index])
 
 
 def sql_batch(
@@ -214,9 +239,22 @@ def flat_batch(inbox: Inbox) -> Callable[[list[Message]], None]:
     return run
 
 
-def measure(title: str, variants: dict[str, tuple[Keys, Callable[[list[Message]], None]]], *, turns: int) -> None:
-    """Run the variants turn by turn (order rotated), one batch each per turn; print rates and ratios."""
+Variants = dict[str, tuple[Keys, Callable[[list[Message]], None]]]
+
+
+def wal_position(probe: psycopg.Connection[Any]) -> int:
+    """The server's current WAL insert position in bytes (the benchmark is the only writer)."""
+    row = probe.execute(b"SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connection[Any]) -> None:
+    """Run the variants turn by turn (order rotated), one batch each per turn; print rates, ratios (of the totals,
+    and the median of each turn's ratio, which a burst of load on the shared machine moves less) and the WAL each
+    batch wrote (read from `probe` between batches, outside the timed part)."""
     elapsed = dict.fromkeys(variants, 0.0)
+    wal = dict.fromkeys(variants, 0)
+    paired: dict[str, list[float]] = {name: [] for name in variants}  # each turn's batch time of each variant
     for keys, run in variants.values():  # warm-up: connections, plans, caches
         run(keys.batch())
     order = list(variants)
@@ -225,17 +263,30 @@ def measure(title: str, variants: dict[str, tuple[Keys, Callable[[list[Message]]
         for name in order:
             keys, run = variants[name]
             messages = keys.batch()
+            before = wal_position(probe)
             started = time.perf_counter()
             run(messages)
-            elapsed[name] += time.perf_counter() - started
+            paired[name].append(time.perf_counter() - started)
+            elapsed[name] += paired[name][-1]
+            wal[name] += wal_position(probe) - before
     rates = {name: turns * BATCH / seconds for name, seconds in elapsed.items()}
     print(f"\n## {title}  ({turns} interleaved turns of {BATCH} messages per variant)")
     for name, value in rates.items():
-        line = f"  {name:<28} {value:>9,.0f} msg/s"
+        line = f"  {name:<28} {value:>9,.0f} msg/s  {wal[name] / turns / 1e6:5.2f} MB WAL/batch"
         if name.endswith("full"):
             empty = name.split()[0] + " empty"
-            line += f"  x{value / rates[empty]:.2f} of {empty}"
+            turn = statistics.median(e / f for e, f in zip(paired[empty], paired[name], strict=True))
+            line += f"  x{value / rates[empty]:.2f} of {empty} (median of the turns x{turn:.2f})"
         print(line, flush=True)
+
+
+def advance(variants: Variants, batches: int) -> None:
+    """Run `batches` untimed batches on every full variant: the traffic a busy journal takes between two
+    checkpoints, after which most leaves it writes already had their full-page image in this checkpoint cycle."""
+    for name, (keys, run) in variants.items():
+        if name.endswith("full"):
+            for _ in range(batches):
+                run(keys.batch())
 
 
 def full_name(layout: str, shape: str, rows: int) -> str:
@@ -244,7 +295,7 @@ def full_name(layout: str, shape: str, rows: int) -> str:
 
 
 def main() -> None:
-    """Fill (or reuse) the journals, then compare full and empty per key shape and layout."""
+    """Run on the given server, or on a private cluster started (and stopped) here."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--url", default=os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1/test")
@@ -255,10 +306,37 @@ def main() -> None:
     parser.add_argument("--layouts", default="flat,digest,ring")
     parser.add_argument("--refill", action="store_true")
     parser.add_argument("--wal-compression", action="store_true", help="also the full flat journal with lz4 WAL")
+    parser.add_argument(
+        "--steady", type=int, default=0, help="then measure again after this many untimed batches on the full journals"
+    )
+    parser.add_argument("--private", type=Path, help="run a PostgreSQL cluster of its own, kept in this folder")
+    parser.add_argument("--server", choices=sorted(SERVERS), default="sized", help="the private cluster's settings")
+    parser.add_argument("-c", dest="settings", action="append", default=[], help="NAME=VALUE for the private cluster")
+    parser.add_argument("--remove", action="store_true", help="delete the private cluster at the end")
     args = parser.parse_args()
+    if args.private is None:
+        run(args)
+        return
+    settings = SERVERS[args.server] | dict(setting.split("=", 1) for setting in args.settings)
+    server = PrivatePostgres(args.private.resolve(), settings=settings)
+    try:
+        server.start()
+        args.url = server.url
+        run(args)
+    finally:
+        if server.running():
+            server.stop()
+        if args.remove:
+            server.remove()
+
+
+def run(args: argparse.Namespace) -> None:
+    """Fill (or reuse) the journals at `args.url`, then compare full and empty per key shape and layout."""
     shapes = args.keys.split(",")
     layouts = args.layouts.split(",")
     connection = psycopg.connect(args.url, autocommit=True)
+    shown = ", ".join(f"{name}={connection.execute(f'SHOW {name}'.encode()).fetchone()[0]}" for name in SHOWN)
+    print(f"PostgreSQL {connection.info.server_version}: {shown}")
     connection.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}".encode())
     with Inbox(args.url, consumer=CONSUMER, table=TEMPLATE) as template:
         template.create_schema()
@@ -281,7 +359,7 @@ def main() -> None:
     try:
         for shape in shapes:
             start = args.rows // PARTNERS + 1
-            variants: dict[str, tuple[Keys, Callable[[list[Message]], None]]] = {}
+            variants: Variants = {}
             for layout in layouts:
                 empty = f"empty_{layout}_{shape}_{suffix}"
                 if layout == "flat":
@@ -311,7 +389,12 @@ def main() -> None:
             for layout in layouts:
                 reset(connection, full_name(layout, shape, args.rows), layout=layout)
             connection.execute(b"CHECKPOINT")
-            measure(f"{shape} keys, {args.rows:,} rows in the full journals", variants, turns=args.turns)
+            title = f"{shape} keys, {args.rows:,} rows in the full journals"
+            measure(f"{title}, right after a checkpoint", variants, turns=args.turns, probe=connection)
+            if args.steady:
+                advance(variants, args.steady)
+                steady = f"{title}, {args.steady:,} more batches into the checkpoint cycle"
+                measure(steady, variants, turns=args.turns, probe=connection)
     finally:
         for inbox in inboxes:
             inbox.close()
