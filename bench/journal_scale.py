@@ -227,13 +227,16 @@ def digest_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[l
     return sql_batch(connection, DIGEST["insert_batch"].format(table=f"{SCHEMA}.{table}").encode())
 
 
-def flat_batch(inbox: Inbox) -> Callable[[list[Message]], None]:
-    """Inbox.process_batch with a handler that does nothing (the journal's cost alone)."""
+def flat_batch(inbox: Inbox, *, ordered: bool = False) -> Callable[[list[Message]], None]:
+    """Inbox.process_batch with a handler that does nothing (the journal's cost alone); `ordered`: the batch
+    sorted by key first."""
 
     def handler(tx: Tx, new: list[Message]) -> None:
         assert len(new) == BATCH
 
     def run(messages: list[Message]) -> None:
+        if ordered:
+            messages.sort(key=lambda m: (m.source, m.message_id))
         inbox.process_batch(messages, handler)
 
     return run
@@ -309,6 +312,7 @@ def main() -> None:
     parser.add_argument(
         "--steady", type=int, default=0, help="then measure again after this many untimed batches on the full journals"
     )
+    parser.add_argument("--sorted", action="store_true", help="also the flat batches sorted by key")
     parser.add_argument("--private", type=Path, help="run a PostgreSQL cluster of its own, kept in this folder")
     parser.add_argument("--server", choices=sorted(SERVERS), default="sized", help="the private cluster's settings")
     parser.add_argument("-c", dest="settings", action="append", default=[], help="NAME=VALUE for the private cluster")
@@ -368,12 +372,15 @@ def run(args: argparse.Namespace) -> None:
                     if args.wal_compression:  # a superuser's session setting, through libpq's options
                         compressed = f"{args.url}{'&' if '?' in args.url else '?'}options=-c%20wal_compression%3Dlz4"
                         journals.append((f"{layout} lz4 full", full, compressed))
+                    if args.sorted:  # the same batches sorted by key before process_batch
+                        journals += [("sorted empty", f"{empty}_sorted", args.url), ("sorted full", full, args.url)]
                     for n, (name, table, url) in enumerate(journals):
                         inbox = Inbox(url, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
                         inbox.create_schema()
                         inboxes.append(inbox)
                         # two variants on one full journal: rising numbers of their own, each above the filled ones
-                        variants[name] = (Keys(shape, start=start + n * 10**6), flat_batch(inbox))
+                        batch = flat_batch(inbox, ordered=name.startswith("sorted"))
+                        variants[name] = (Keys(shape, start=start + n * 10**6), batch)
                 elif layout == "digest":
                     create_digest(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), digest_batch(work, empty))
@@ -402,6 +409,7 @@ def run(args: argparse.Namespace) -> None:
             for layout in layouts:
                 empty = f"{SCHEMA}.empty_{layout}_{shape}_{suffix}"
                 connection.execute(f"DROP TABLE IF EXISTS {empty}, {empty}_head, {empty}_version".encode())
+                connection.execute(f"DROP TABLE IF EXISTS {empty}_sorted, {empty}_sorted_version".encode())
 
 
 if __name__ == "__main__":
