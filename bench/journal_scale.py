@@ -63,6 +63,8 @@ SERVERS = {
 """The private cluster's settings: PostgreSQL's defaults, or sized by the rule of docs/scaling.md (the 10M-row
 journal's unique index, 570-739 MB, held in shared_buffers; a checkpoint every 30 minutes rather than every 5).
 maintenance_work_mem only speeds up the index build after a fill."""
+APPLICATION = "journal_scale_"
+"""The application_name prefix of the flat variants' connections, followed by the variant's name."""
 SHOWN = ("shared_buffers", "checkpoint_timeout", "max_wal_size", "wal_compression", "fsync", "synchronous_commit")
 
 
@@ -251,6 +253,25 @@ def wal_position(probe: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def application(variant: str) -> str:
+    """The application_name of a flat variant's connection."""
+    return APPLICATION + variant.replace(" ", "_")
+
+
+def server_cpu(probe: psycopg.Connection[Any]) -> dict[str, int]:
+    """CPU time so far (ns) of each flat variant's server process, by its application_name, when the server runs
+    on this machine (/proc/<pid>/schedstat); empty otherwise."""
+    rows = probe.execute(
+        b"SELECT application_name, pid FROM pg_stat_activity WHERE application_name LIKE %s", [f"{APPLICATION}%"]
+    ).fetchall()
+    spent = {}
+    for application, pid in rows:
+        stat = Path(f"/proc/{pid}/schedstat")
+        if stat.exists():
+            spent[application] = int(stat.read_text().split()[0])
+    return spent
+
+
 def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connection[Any]) -> None:
     """Run the variants turn by turn (order rotated), one batch each per turn; print rates, ratios (of the totals,
     and the median of each turn's ratio, which a burst of load on the shared machine moves less) and the WAL each
@@ -258,6 +279,7 @@ def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connec
     elapsed = dict.fromkeys(variants, 0.0)
     wal = dict.fromkeys(variants, 0)
     paired: dict[str, list[float]] = {name: [] for name in variants}  # each turn's batch time of each variant
+    cpu = dict.fromkeys(variants, 0)
     for keys, run in variants.values():  # warm-up: connections, plans, caches
         run(keys.batch())
     order = list(variants)
@@ -266,16 +288,18 @@ def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connec
         for name in order:
             keys, run = variants[name]
             messages = keys.batch()
-            before = wal_position(probe)
+            before, cpu_before = wal_position(probe), server_cpu(probe)
             started = time.perf_counter()
             run(messages)
             paired[name].append(time.perf_counter() - started)
             elapsed[name] += paired[name][-1]
             wal[name] += wal_position(probe) - before
+            cpu[name] += server_cpu(probe).get(application(name), 0) - cpu_before.get(application(name), 0)
     rates = {name: turns * BATCH / seconds for name, seconds in elapsed.items()}
     print(f"\n## {title}  ({turns} interleaved turns of {BATCH} messages per variant)")
     for name, value in rates.items():
-        line = f"  {name:<28} {value:>9,.0f} msg/s  {wal[name] / turns / 1e6:5.2f} MB WAL/batch"
+        line = f"  {name:<16} {value:>9,.0f} msg/s  {wal[name] / turns / 1e6:5.2f} MB WAL/batch"
+        line += f"  server CPU {cpu[name] / turns / 1e6:5.1f} ms/batch" if cpu[name] else ""
         if name.endswith("full"):
             empty = name.split()[0] + " empty"
             turn = statistics.median(e / f for e, f in zip(paired[empty], paired[name], strict=True))
@@ -375,7 +399,8 @@ def run(args: argparse.Namespace) -> None:
                     if args.sorted:  # the same batches sorted by key before process_batch
                         journals += [("sorted empty", f"{empty}_sorted", args.url), ("sorted full", full, args.url)]
                     for n, (name, table, url) in enumerate(journals):
-                        inbox = Inbox(url, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
+                        named = f"{url}{'&' if '?' in url else '?'}application_name={application(name)}"
+                        inbox = Inbox(named, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
                         inbox.create_schema()
                         inboxes.append(inbox)
                         # two variants on one full journal: rising numbers of their own, each above the filled ones
