@@ -1,8 +1,8 @@
 """process_batch of 1,000 on a full journal (10M rows) against an empty one, side by side in one run.
 
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
-        [--keys random,rising] [--layouts flat,digest,ring] [--refill] [--wal-compression]
-        [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--remove]]
+        [--keys random,rising] [--layouts flat,digest,ring] [--refill] [--wal-compression] [--sorted]
+        [--steady BATCHES] [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--remove]]
 
 With `--private FOLDER` the journals live in a PostgreSQL cluster of their own in FOLDER (initdb on the first run,
 reused after: the filled journals stay there), started for the run with the `--server` settings (`sized`: the
@@ -21,9 +21,14 @@ partners, each with rising 9-digit control numbers, as X12 ISA13). Three layouts
   dirties a few pages instead of one leaf per key. Run with the statements of `bench/ring.sql` (a candidate
   measured here, not adopted: docs/scaling.md).
 
-Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), after a CHECKPOINT at the
-start, so full-page images are paid as in steady state; the ratio is full / empty of the same layout. With
-`--wal-compression`, a third flat variant: the full journal with `wal_compression=lz4` on its connections.
+Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), right after a CHECKPOINT: the
+first change of each index leaf pays a full-page image, which for random keys is nearly every key. With
+`--steady N`, N untimed batches then go into each full journal and the turns run again: a busy journal deep into
+its checkpoint cycle, whose leaves have mostly had their image already. The ratio is full / empty of the same
+layout, of the totals and as the median of each turn's own ratio; the WAL written per batch and (for the flat
+variants, when the server runs on this machine) its server process's CPU time per batch are printed beside it.
+With `--wal-compression`, another flat variant: the full journal with `wal_compression=lz4` on its connections;
+with `--sorted`, two more: the same batches sorted by key before `process_batch`.
 """
 
 from __future__ import annotations
