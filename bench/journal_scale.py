@@ -25,8 +25,9 @@ Each turn runs one batch of 1,000 fresh messages on every variant (order rotated
 first change of each index leaf pays a full-page image, which for random keys is nearly every key. With
 `--steady N`, N untimed batches then go into each full journal and the turns run again: a busy journal deep into
 its checkpoint cycle, whose leaves have mostly had their image already. The ratio is full / empty of the same
-layout, of the totals and as the median of each turn's own ratio; the WAL written per batch and (for the flat
-variants, when the server runs on this machine) its server process's CPU time per batch are printed beside it.
+layout, of the totals and as the median of each turn's own ratio; beside it the WAL written per batch, the CPU
+time per batch of the benchmark's process and (for the flat variants, when the server runs on this machine) of the
+variant's server process: on a loaded machine the wall-clock ratio moves with the load, the CPU times much less.
 With `--wal-compression`, another flat variant: the full journal with `wal_compression=lz4` on its connections;
 with `--sorted`, two more: the same batches sorted by key before `process_batch`.
 """
@@ -285,6 +286,7 @@ def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connec
     wal = dict.fromkeys(variants, 0)
     paired: dict[str, list[float]] = {name: [] for name in variants}  # each turn's batch time of each variant
     cpu = dict.fromkeys(variants, 0)
+    client = dict.fromkeys(variants, 0.0)
     for keys, run in variants.values():  # warm-up: connections, plans, caches
         run(keys.batch())
     order = list(variants)
@@ -294,9 +296,10 @@ def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connec
             keys, run = variants[name]
             messages = keys.batch()
             before, cpu_before = wal_position(probe), server_cpu(probe)
-            started = time.perf_counter()
+            started, client_before = time.perf_counter(), time.process_time()
             run(messages)
             paired[name].append(time.perf_counter() - started)
+            client[name] += time.process_time() - client_before
             elapsed[name] += paired[name][-1]
             wal[name] += wal_position(probe) - before
             cpu[name] += server_cpu(probe).get(application(name), 0) - cpu_before.get(application(name), 0)
@@ -304,7 +307,8 @@ def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connec
     print(f"\n## {title}  ({turns} interleaved turns of {BATCH} messages per variant)")
     for name, value in rates.items():
         line = f"  {name:<16} {value:>9,.0f} msg/s  {wal[name] / turns / 1e6:5.2f} MB WAL/batch"
-        line += f"  server CPU {cpu[name] / turns / 1e6:5.1f} ms/batch" if cpu[name] else ""
+        line += f"  CPU ms/batch: client {client[name] / turns * 1e3:4.1f}"
+        line += f", server {cpu[name] / turns / 1e6:4.1f}" if cpu[name] else ""
         if name.endswith("full"):
             empty = name.split()[0] + " empty"
             turn = statistics.median(e / f for e, f in zip(paired[empty], paired[name], strict=True))
