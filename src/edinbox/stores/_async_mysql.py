@@ -19,11 +19,11 @@ from typing import Any
 import asyncmy
 from asyncmy.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
-from edinbox._core import COLUMNS, TableName, check_version
+from edinbox._core import COLUMNS, Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_batches
+from edinbox.stores._async_base import Params, create_journal, held, json_batch, migrate_journal, purge_batches
 from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
 from edinbox.stores._queries import migration_queries
 
@@ -354,15 +354,16 @@ class AsyncMySQLStore:
             f"{self._table} and the tables beside it, and SELECT on {self._sql.version_name}, by hand"
         )
 
-    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
-        """Delete settled rows in batches of `batch_size`, each its own transaction; 0 if another purger runs."""
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int, pace: Pace) -> int:
+        """Delete settled rows in batches of `batch_size`, each its own transaction, paced by `pace`; 0 if another
+        purger runs (GET_LOCK is the session's: it holds across processes and ends with the connection)."""
         lock = {"lock": lock_name(f"{self._table}:purge:{consumer}")}
         values = {"consumer": consumer, "older_than": older_than, "batch_size": batch_size}
         async with self.unit() as unit:
             if (await unit.fetch("purge_lock", lock))[0][0] != 1:
                 return 0
             try:
-                return await purge_batches(unit, values, batch_size=batch_size)
+                return await purge_batches(lambda: held(unit), values, batch_size=batch_size, pace=pace)
             finally:
                 await unit.fetch("purge_unlock", lock)
 

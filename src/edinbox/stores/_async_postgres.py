@@ -15,11 +15,11 @@ import psycopg
 import psycopg_pool
 from psycopg.pq import TransactionStatus
 
-from edinbox._core import COLUMNS, POOL_SIZE, TableName, check_version
+from edinbox._core import COLUMNS, POOL_SIZE, Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, migrate_journal, purge_batches
+from edinbox.stores._async_base import Params, create_journal, held, migrate_journal, purge_batches
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
 
@@ -340,8 +340,9 @@ class AsyncPostgresStore:
                 raise
             await unit.commit()
 
-    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
-        """Delete settled rows in batches of `batch_size`, each its own transaction; 0 if another purger runs."""
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int, pace: Pace) -> int:
+        """Delete settled rows in batches of `batch_size`, each its own transaction, paced by `pace`; 0 if another
+        purger runs (the advisory lock is the session's: it holds across processes and ends with the connection)."""
         lock = {"lock": f"{self._sql.lock_name}:purge:{consumer}"}
         params = {"consumer": consumer, "older_than": older_than, "batch_size": batch_size}
         async with self.unit() as unit:
@@ -351,7 +352,7 @@ class AsyncPostgresStore:
             if not locked:
                 return 0
             try:
-                return await purge_batches(unit, params, batch_size=batch_size)
+                return await purge_batches(lambda: held(unit), params, batch_size=batch_size, pace=pace)
             finally:
                 await unit.begin()
                 await unit.fetch("purge_unlock", lock)
