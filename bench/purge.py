@@ -1,22 +1,23 @@
-"""`process()` latency while the journal is purged, side by side in one run: before, during an unthrottled purge,
-during a throttled one.
+"""`process()` latency while the journal is purged, side by side in one run: no purge, an unthrottled purge, a
+throttled one, taking turns.
 
-    .venv/bin/python -m bench.purge [--url postgresql://...] [--rows 1000000] [--max-rate 5000] [--stream 100]
-        [--window 30]
+    .venv/bin/python -m bench.purge [--url postgresql://...] [--rows 1000000] [--max-rate 10000] [--stream 100]
+        [--turns 10] [--window 5]
 
-The journal (schema `bench_purge_<random>`, dropped at the end) is filled with generate_series: `--rows` settled
-rows 60 days old for each of two purging consumers (`old-a`, `old-b`), the unique index built afterwards, then
-VACUUM ANALYZE. A steady stream of `Inbox.process` calls (consumer `bench`, a business row inserted in the handler,
-`--stream` calls per second, one connection) runs throughout; each call's latency is recorded by phase:
+The journal (schema `bench_purge_<random>`, dropped at the end) is filled with generate_series: `--rows` processed
+rows for each of two purging consumers (`old-a`, `old-b`), interleaved, settled 90 to 60 days ago (oldest first, as
+a journal grows), the unique index built afterwards, then VACUUM ANALYZE and a checkpoint. A steady stream of
+`Inbox.process` calls (consumer `bench`, a business row inserted in the handler, `--stream` calls per second, one
+connection) runs throughout, and each call's latency is recorded by phase. The machine is shared, so the phases
+take turns (order rotated each turn) instead of running one after the other; in each of the `--turns` turns:
 
-1. `before`: `--window` seconds, no purge;
-2. `unthrottled`: while `Inbox.purge` of `old-a` (batches of 1,000, no `max_rate`) runs to the end in a thread
-   with its own connection;
-3. `before (2)`: `--window` seconds again, after a VACUUM of the purged rows (not measured);
-4. `throttled`: while the purge of `old-b` at `--max-rate` rows per second runs to the end.
+- `no purge`: `--window` seconds;
+- `unthrottled`: `Inbox.purge` of `old-a` (batches of 1,000, no `max_rate`), in a thread with its own connection,
+  with a cut-off that deletes the next 1/turns of its rows (the oldest first, as the real purge of 1M rows);
+- `throttled`: the same slice of `old-b` at `--max-rate` rows per second.
 
-It prints p50 / p99 / max and the stream's achieved rate per phase, the rows per second of each purge, and the
-ratios p99 during / p99 before (the throttled one against the second `before`, measured just ahead of it).
+So the whole of each 1M-row purge is measured, in slices. It prints p50 / p99 / max and the stream's achieved rate
+per phase, each purge's rows per second, and the ratios p99 during / p99 with no purge.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from edinbox import Inbox, Message, Tx
 
 STREAM = "bench"
 OLD = ("old-a", "old-b")
-AGE = timedelta(days=30)
+OLDEST = timedelta(days=90)
+NEWEST = timedelta(days=60)
 
 
 def fill(url: str, table: str, *, rows: int) -> None:
@@ -46,14 +48,14 @@ def fill(url: str, table: str, *, rows: int) -> None:
     schema, name = table.split(".")
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(f"DROP INDEX {schema}.{name}_key".encode())
-        for consumer in OLD:
-            connection.execute(
-                f"INSERT INTO {table} (consumer, source, message_id, fingerprint, received_at, status, attempts, "
-                "settled_at) SELECT %(consumer)s, 'X12:ZZ:P' || lpad((i %% 1000)::text, 4, '0') || '>ZZ:HUB', "
-                "lpad((i / 1000)::text, 9, '0'), md5(i::text) || md5((-i)::text), now() - interval '60 days', "
-                "'processed', 1, now() - interval '60 days' FROM generate_series(1, %(rows)s) AS i".encode(),
-                {"consumer": consumer, "rows": rows},
-            )
+        connection.execute(
+            f"INSERT INTO {table} (consumer, source, message_id, fingerprint, received_at, status, attempts, "
+            "settled_at) SELECT CASE WHEN i %% 2 = 0 THEN %(a)s ELSE %(b)s END, "
+            "'X12:ZZ:P' || lpad((i / 2 %% 1000)::text, 4, '0') || '>ZZ:HUB', lpad((i / 2000)::text, 9, '0'), "
+            "md5(i::text) || md5((-i)::text), t, 'processed', 1, t FROM generate_series(0, 2 * %(rows)s - 1) AS i, "
+            "LATERAL (SELECT now() - %(oldest)s + (%(span)s * i) / (2 * %(rows)s)) AS v (t)".encode(),
+            {"a": OLD[0], "b": OLD[1], "rows": rows, "oldest": OLDEST, "span": OLDEST - NEWEST},
+        )
         connection.execute(f"CREATE TABLE {table}_business (message_id text NOT NULL, body bytea)".encode())
     with Inbox(url, consumer=STREAM, table=table) as inbox:
         inbox.create_schema()  # the unique index again, built in one sorted pass
@@ -106,10 +108,10 @@ class Stream:
 
 
 def purge_while(
-    stream: Stream, url: str, table: str, consumer: str, *, max_rate: float | None
-) -> tuple[list[float], float, int, float]:
-    """Run the purge of `consumer` in a thread (its own connection) and the stream until the purge ends; the
-    stream's latencies and rate, the rows deleted and the purge's seconds."""
+    stream: Stream, url: str, table: str, consumer: str, *, older_than: timedelta, max_rate: float | None
+) -> tuple[list[float], int, float]:
+    """Run one purge of `consumer` in a thread (its own connection) and the stream until the purge ends; the
+    stream's latencies, the rows deleted and the purge's seconds."""
     done = threading.Event()
     result: dict[str, Any] = {}
 
@@ -117,16 +119,16 @@ def purge_while(
         started = time.perf_counter()
         try:
             with Inbox(url, consumer=consumer, table=table) as inbox:
-                result["rows"] = inbox.purge(AGE, batch_size=1000, max_rate=max_rate)
+                result["rows"] = inbox.purge(older_than, batch_size=1000, max_rate=max_rate)
         finally:
             result["seconds"] = time.perf_counter() - started
             done.set()
 
     worker = threading.Thread(target=purge, daemon=True)
     worker.start()
-    latencies, rate = stream.run(done)
+    latencies, _ = stream.run(done)
     worker.join()
-    return latencies, rate, int(result["rows"]), float(result["seconds"])
+    return latencies, int(result["rows"]), float(result["seconds"])
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -144,15 +146,16 @@ def line(name: str, latencies: list[float], rate: float) -> str:
 
 
 def main() -> None:
-    """Fill, then measure the four phases and print the ratios."""
+    """Fill, then let the three phases take turns; print each phase and the ratios."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--url", default=os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1/test")
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="old rows per purge")
-    parser.add_argument("--max-rate", type=float, default=5000, help="the throttled purge's rows per second")
+    parser.add_argument("--max-rate", type=float, default=10_000, help="the throttled purge's rows per second")
     parser.add_argument("--stream", type=float, default=100, help="process() calls per second")
-    parser.add_argument("--window", type=float, default=30, help="seconds of each `before` phase")
+    parser.add_argument("--turns", type=int, default=10, help="slices of each purge, taking turns")
+    parser.add_argument("--window", type=float, default=5, help="seconds of each turn's `no purge` phase")
     args = parser.parse_args()
     schema = f"bench_purge_{uuid.uuid4().hex[:8]}"
     table = f"{schema}.inbox"
@@ -166,23 +169,39 @@ def main() -> None:
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         stream = Stream(args.url, table, rate=args.stream)
         stream.run(3.0)  # warm-up: connection, prepared statements
-        before, before_rate = stream.run(args.window)
-        free, free_rate, free_rows, free_s = purge_while(stream, args.url, table, OLD[0], max_rate=None)
-        vacuum(args.url, table)
-        before2, before2_rate = stream.run(args.window)
-        slow, slow_rate, slow_rows, slow_s = purge_while(stream, args.url, table, OLD[1], max_rate=args.max_rate)
+        phases = ["no purge", "unthrottled", "throttled"]
+        latencies: dict[str, list[float]] = {name: [] for name in phases}
+        seconds = dict.fromkeys(phases, 0.0)
+        rows = dict.fromkeys(phases, 0)
+        for turn in range(args.turns):
+            cutoff = OLDEST - (OLDEST - NEWEST) * (turn + 1) / args.turns + timedelta(seconds=1)
+            for name in phases[turn % 3 :] + phases[: turn % 3]:
+                if name == "no purge":
+                    began = time.perf_counter()
+                    found, _ = stream.run(args.window)
+                    seconds[name] += time.perf_counter() - began
+                else:
+                    consumer, rate = (OLD[0], None) if name == "unthrottled" else (OLD[1], args.max_rate)
+                    found, deleted, took = purge_while(
+                        stream, args.url, table, consumer, older_than=cutoff, max_rate=rate
+                    )
+                    rows[name] += deleted
+                    seconds[name] += took
+                latencies[name] += found
         stream.inbox.close()
-        print(f"\n`Inbox.process` latency, steady stream of {args.stream:g}/s, journal of {2 * args.rows} old rows:")
-        print(line("before", before, before_rate))
-        print(line("unthrottled purge", free, free_rate))
-        print(line("before (2)", before2, before2_rate))
-        print(line(f"purge at {args.max_rate:g} rows/s", slow, slow_rate))
-        print(f"\nunthrottled purge: {free_rows} rows in {free_s:.1f} s = {free_rows / free_s:,.0f} rows/s")
-        print(f"throttled purge:   {slow_rows} rows in {slow_s:.1f} s = {slow_rows / slow_s:,.0f} rows/s")
-        p99 = percentile(before, 99)
-        p99_2 = percentile(before2, 99)
-        print(f"\np99 during / p99 before: unthrottled x{percentile(free, 99) / p99:.2f}, ", end="")
-        print(f"throttled x{percentile(slow, 99) / p99_2:.2f} (x{percentile(slow, 99) / p99:.2f} of the first before)")
+        print(f"\n`Inbox.process` latency, steady stream of {args.stream:g}/s, {args.turns} turns:")
+        for name in phases:
+            label = f"purge at {args.max_rate:g} rows/s" if name == "throttled" else name
+            print(line(label, latencies[name], len(latencies[name]) / seconds[name]))
+        for name in phases[1:]:
+            print(
+                f"{name} purge: {rows[name]} rows in {seconds[name]:.1f} s = {rows[name] / seconds[name]:,.0f} rows/s"
+            )
+        base = percentile(latencies["no purge"], 99)
+        print(
+            f"\np99 during / p99 with no purge: unthrottled x{percentile(latencies['unthrottled'], 99) / base:.2f}, "
+            f"throttled x{percentile(latencies['throttled'], 99) / base:.2f}"
+        )
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         with psycopg.connect(args.url, autocommit=True) as admin:
