@@ -29,6 +29,7 @@ from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.hub._ops import init
 from edinbox.hub._parts import open_inbox
+from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, spool_empty, wait_for
 from servers import PrivatePostgres
@@ -116,7 +117,8 @@ async def test_run_purges_old_settled_rows_beside_the_traffic(
     hub_config: HubConfig, spool: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """With --purge-every 1s and a throttle, the hub settles every invoice it receives while its purger deletes the
-    300 processed rows older than the retention, over several periods, and keeps the dead row and the recent ones."""
+    300 processed rows older than the retention, over several periods, and keeps the dead row and the recent ones;
+    the purge counters count each run and its rows."""
     config = hub_config.with_overrides(
         horizon="1d", retention="1d", purge_every="1s", purge_max_rate=200, batch_size=5, relay=False
     )
@@ -124,7 +126,8 @@ async def test_run_purges_old_settled_rows_beside_the_traffic(
     assert await journal_rows(config) == (OLD, 1, 10)
     caplog.set_level(logging.INFO, logger="edinbox.hub")
     stop = asyncio.Event()
-    async with open_hub(config, stop=stop) as hub:
+    metrics = Metrics()
+    async with open_hub(config, stop=stop, metrics=metrics) as hub:
         running = asyncio.ensure_future(hub.run())
         for chunk in range(4):  # traffic arrives while the purge (300 rows at 200 rows/s) runs
             await publish(config.source, invoices(10, start=10 * chunk))
@@ -139,6 +142,9 @@ async def test_run_purges_old_settled_rows_beside_the_traffic(
     assert totals["processed"] == 40
     assert await journal_rows(config) == (0, 1, 10)
     assert sum(purge["rows"] for purge in purges(caplog)) == OLD
+    labels = {"consumer": config.consumer}
+    assert metrics.registry.get_sample_value("edinbox_purged_rows_total", labels) == OLD
+    assert metrics.registry.get_sample_value("edinbox_purge_runs_total", labels) == len(purges(caplog))
 
 
 def purges(caplog: pytest.LogCaptureFixture) -> list[dict[str, int]]:
