@@ -1,14 +1,14 @@
 """`process()` latency while the journal is purged, side by side in one run: no purge, an unthrottled purge, a
 throttled one, taking turns.
 
-    .venv/bin/python -m bench.purge [--url postgresql://...] [--rows 1000000] [--max-rate 10000] [--stream 100]
+    .venv/bin/python -m bench.purge [--url postgresql://...] [--rows 1000000] [--max-rate 10000] [--stream 0]
         [--turns 10] [--window 5]
 
 The journal (schema `bench_purge_<random>`, dropped at the end) is filled with generate_series: `--rows` processed
 rows for each of two purging consumers (`old-a`, `old-b`), interleaved, settled 90 to 60 days ago (oldest first, as
 a journal grows), the unique index built afterwards, then VACUUM ANALYZE and a checkpoint. A steady stream of
-`Inbox.process` calls (consumer `bench`, a business row inserted in the handler, `--stream` calls per second, one
-connection) runs throughout, and each call's latency is recorded by phase. The machine is shared, so the phases
+`Inbox.process` calls (consumer `bench`, a business row inserted in the handler, one connection; back to back, or
+`--stream` calls per second) runs throughout, and each call's latency is recorded by phase. The machine is shared, so the phases
 take turns (order rotated each turn) instead of running one after the other; in each of the `--turns` turns:
 
 - `no purge`: `--window` seconds;
@@ -17,7 +17,7 @@ take turns (order rotated each turn) instead of running one after the other; in 
 - `throttled`: the same slice of `old-b` at `--max-rate` rows per second.
 
 So the whole of each 1M-row purge is measured, in slices. It prints p50 / p99 / max and the stream's achieved rate
-per phase, each purge's rows per second, and the ratios p99 during / p99 with no purge.
+per phase, each purge's rows per second, and the ratios p99 during / p99 with no purge (and calls per second).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Stream:
         """Open the inbox the stream settles through."""
         self.inbox = Inbox(url, consumer=STREAM, table=table)
         self.table = table
-        self.interval = 1.0 / rate
+        self.interval = 1.0 / rate if rate else 0.0
         self.prefix = uuid.uuid4().hex[:8]
         self.sent = 0
 
@@ -153,7 +153,7 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="old rows per purge")
     parser.add_argument("--max-rate", type=float, default=10_000, help="the throttled purge's rows per second")
-    parser.add_argument("--stream", type=float, default=100, help="process() calls per second")
+    parser.add_argument("--stream", type=float, default=0, help="process() calls per second (0: back to back)")
     parser.add_argument("--turns", type=int, default=10, help="slices of each purge, taking turns")
     parser.add_argument("--window", type=float, default=5, help="seconds of each turn's `no purge` phase")
     args = parser.parse_args()
@@ -189,7 +189,8 @@ def main() -> None:
                     seconds[name] += took
                 latencies[name] += found
         stream.inbox.close()
-        print(f"\n`Inbox.process` latency, steady stream of {args.stream:g}/s, {args.turns} turns:")
+        pace = f"{args.stream:g} calls/s" if args.stream else "back to back"
+        print(f"\n`Inbox.process` latency, one connection, {pace}, {args.turns} turns:")
         for name in phases:
             label = f"purge at {args.max_rate:g} rows/s" if name == "throttled" else name
             print(line(label, latencies[name], len(latencies[name]) / seconds[name]))
@@ -201,6 +202,11 @@ def main() -> None:
         print(
             f"\np99 during / p99 with no purge: unthrottled x{percentile(latencies['unthrottled'], 99) / base:.2f}, "
             f"throttled x{percentile(latencies['throttled'], 99) / base:.2f}"
+        )
+        calls = {name: len(latencies[name]) / seconds[name] for name in phases}
+        print(
+            f"calls/s during / with no purge: unthrottled x{calls['unthrottled'] / calls['no purge']:.2f}, "
+            f"throttled x{calls['throttled'] / calls['no purge']:.2f}"
         )
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
