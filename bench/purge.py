@@ -8,8 +8,9 @@ The journal (schema `bench_purge_<random>`, dropped at the end) is filled with g
 rows for each of two purging consumers (`old-a`, `old-b`), interleaved, settled 90 to 60 days ago (oldest first, as
 a journal grows), the unique index built afterwards, then VACUUM ANALYZE and a checkpoint. A steady stream of
 `Inbox.process` calls (consumer `bench`, a business row inserted in the handler, one connection; back to back, or
-`--stream` calls per second) runs throughout, and each call's latency is recorded by phase. The machine is shared, so the phases
-take turns (order rotated each turn) instead of running one after the other; in each of the `--turns` turns:
+`--stream` calls per second) runs throughout, and each call's latency is recorded by phase. The machine is shared,
+so the phases take turns (order rotated each turn) instead of running one after the other; in each of the
+`--turns` turns:
 
 - `no purge`: `--window` seconds;
 - `unthrottled`: `Inbox.purge` of `old-a` (batches of 1,000, no `max_rate`), in a thread with its own connection,
