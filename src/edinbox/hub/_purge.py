@@ -23,7 +23,7 @@ from edinbox._core import check_retention
 from edinbox._errors import TransientError
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._outage import Outage
+from edinbox.hub._outage import Outage, unless_stopped
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._redrive import purge_rejected
 
@@ -108,16 +108,7 @@ class Purger:
         """Purge now and after each period until `stop`; a purge in progress at `stop` is cancelled (its batch rolls
         back, its connection closes, and with it the purge lock)."""
         while not self.stop.is_set():
-            step = asyncio.ensure_future(self.step())
-            stopping = asyncio.ensure_future(self.stop.wait())
-            try:
-                await asyncio.wait({step, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stopping.cancel()
-                if not step.done():
-                    step.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await step
+            await unless_stopped(self.step(), self.stop)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), timeout=self.every)
 
