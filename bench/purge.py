@@ -2,7 +2,7 @@
 throttled one, taking turns.
 
     .venv/bin/python -m bench.purge [--url postgresql://...] [--rows 1000000] [--max-rate 10000] [--stream 0]
-        [--turns 10] [--window 5]
+        [--turns 20] [--window SECONDS]
 
 The journal (schema `bench_purge_<random>`, dropped at the end) is filled with generate_series: `--rows` processed
 rows for each of two purging consumers (`old-a`, `old-b`), interleaved, settled 90 to 60 days ago (oldest first, as
@@ -12,13 +12,15 @@ a journal grows), the unique index built afterwards, then VACUUM ANALYZE and a c
 so the phases take turns (order rotated each turn) instead of running one after the other; in each of the
 `--turns` turns:
 
-- `no purge`: `--window` seconds;
+- `no purge`: `--window` seconds (by default as long as a throttled slice should take);
 - `unthrottled`: `Inbox.purge` of `old-a` (batches of 1,000, no `max_rate`), in a thread with its own connection,
   with a cut-off that deletes the next 1/turns of its rows (the oldest first, as the real purge of 1M rows);
 - `throttled`: the same slice of `old-b` at `--max-rate` rows per second.
 
 So the whole of each 1M-row purge is measured, in slices. It prints p50 / p99 / max and the stream's achieved rate
-per phase, each purge's rows per second, and the ratios p99 during / p99 with no purge (and calls per second).
+per phase, each purge's rows per second, the ratios p99 during / p99 with no purge, pooled over the run and as the
+median over the turns of each turn's own ratio (robust to a burst of load from elsewhere in one turn), and the
+calls per second during / with no purge.
 """
 
 from __future__ import annotations
@@ -155,8 +157,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="old rows per purge")
     parser.add_argument("--max-rate", type=float, default=10_000, help="the throttled purge's rows per second")
     parser.add_argument("--stream", type=float, default=0, help="process() calls per second (0: back to back)")
-    parser.add_argument("--turns", type=int, default=10, help="slices of each purge, taking turns")
-    parser.add_argument("--window", type=float, default=5, help="seconds of each turn's `no purge` phase")
+    parser.add_argument("--turns", type=int, default=20, help="slices of each purge, taking turns")
+    parser.add_argument(
+        "--window", type=float, default=0, help="seconds of each turn's `no purge` phase (0: a throttled slice's)"
+    )
     args = parser.parse_args()
     schema = f"bench_purge_{uuid.uuid4().hex[:8]}"
     table = f"{schema}.inbox"
@@ -172,14 +176,16 @@ def main() -> None:
         stream.run(3.0)  # warm-up: connection, prepared statements
         phases = ["no purge", "unthrottled", "throttled"]
         latencies: dict[str, list[float]] = {name: [] for name in phases}
+        per_turn: dict[str, list[float]] = {name: [] for name in phases}
         seconds = dict.fromkeys(phases, 0.0)
         rows = dict.fromkeys(phases, 0)
+        window = args.window or args.rows / args.turns / args.max_rate  # as long as a throttled slice
         for turn in range(args.turns):
             cutoff = OLDEST - (OLDEST - NEWEST) * (turn + 1) / args.turns + timedelta(seconds=1)
             for name in phases[turn % 3 :] + phases[: turn % 3]:
                 if name == "no purge":
                     began = time.perf_counter()
-                    found, _ = stream.run(args.window)
+                    found, _ = stream.run(window)
                     seconds[name] += time.perf_counter() - began
                 else:
                     consumer, rate = (OLD[0], None) if name == "unthrottled" else (OLD[1], args.max_rate)
@@ -189,6 +195,7 @@ def main() -> None:
                     rows[name] += deleted
                     seconds[name] += took
                 latencies[name] += found
+                per_turn[name].append(percentile(found, 99))
         stream.inbox.close()
         pace = f"{args.stream:g} calls/s" if args.stream else "back to back"
         print(f"\n`Inbox.process` latency, one connection, {pace}, {args.turns} turns:")
@@ -203,6 +210,14 @@ def main() -> None:
         print(
             f"\np99 during / p99 with no purge: unthrottled x{percentile(latencies['unthrottled'], 99) / base:.2f}, "
             f"throttled x{percentile(latencies['throttled'], 99) / base:.2f}"
+        )
+        turns = {
+            name: statistics.median(p / q for p, q in zip(per_turn[name], per_turn["no purge"], strict=True))
+            for name in phases[1:]
+        }
+        print(
+            f"median over the turns of (p99 during / p99 with no purge in the same turn): "
+            f"unthrottled x{turns['unthrottled']:.2f}, throttled x{turns['throttled']:.2f}"
         )
         calls = {name: len(latencies[name]) / seconds[name] for name in phases}
         print(
