@@ -124,6 +124,8 @@ class AsyncInbox(AsyncJournal):
                 self._joined = JoinedInboxes(self._join)
             joined = self._joined.get(await driver_connection(session))
             return await joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
+        if not _trace.tracing():
+            return await self._process(message, handler, lease=lease, at_most_once=at_most_once)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
         with _trace.span(_trace.SETTLE, attributes):
             outcome = await self._process(message, handler, lease=lease, at_most_once=at_most_once)

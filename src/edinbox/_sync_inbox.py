@@ -125,6 +125,8 @@ class Inbox(Journal):
                 self._joined = JoinedInboxes(self._join)
             joined = self._joined.get(driver_connection(session))
             return joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
+        if not _trace.tracing():
+            return self._process(message, handler, lease=lease, at_most_once=at_most_once)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
         with _trace.span(_trace.SETTLE, attributes):
             outcome = self._process(message, handler, lease=lease, at_most_once=at_most_once)
