@@ -89,6 +89,13 @@ class AsyncInbox(AsyncJournal):
             horizon=self.horizon,
         )
 
+    async def _session_inbox(self, session: Any) -> AsyncInbox:
+        """The inbox with these settings on the driver's connection under `session`'s transaction (begun if none)."""
+        if self._joined is None:
+            self._joined = JoinedInboxes(self._join)
+        joined: AsyncInbox = self._joined.get(await driver_connection(session))
+        return joined
+
     async def process(
         self,
         message: Message,
@@ -120,10 +127,8 @@ class AsyncInbox(AsyncJournal):
         if session is not None:
             if lease is not None:
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
-            if self._joined is None:
-                self._joined = JoinedInboxes(self._join)
-            joined = self._joined.get(await driver_connection(session))
-            return await joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
+            joined = await self._session_inbox(session)
+            return await joined.process(message, in_session(session, handler))
         if not _trace.tracing():
             return await self._process(message, handler, lease=lease, at_most_once=at_most_once)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
@@ -285,6 +290,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -295,6 +301,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: bool,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome | Exception]: ...
 
     async def process_batch(
@@ -304,6 +311,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: bool = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -327,7 +335,19 @@ class AsyncInbox(AsyncJournal):
         caller's own bookkeeping, committed with the batch; with no message, in a transaction of its own). If it
         raises, the batch rolls back and nothing is charged. An isolated batch commits message by message and
         does not call it: the caller records those outcomes itself.
+
+        With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
+        connection inside its transaction (begun if none), in a savepoint, and the inbox never commits it; the
+        handler and `before_commit` get the session as `tx.connection`, each in `session.begin_nested()`. With
+        `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
+        there too.
         """
+        if session is not None:
+            joined = await self._session_inbox(session)
+            hook = None if before_commit is None else in_session(session, before_commit)
+            return await joined.process_batch(
+                messages, in_session(session, handler), isolate=isolate, before_commit=hook
+            )
         batch = list(messages)
         if not batch:
             if before_commit is not None:

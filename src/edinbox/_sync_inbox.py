@@ -90,6 +90,13 @@ class Inbox(Journal):
             horizon=self.horizon,
         )
 
+    def _session_inbox(self, session: Any) -> Inbox:
+        """The inbox with these settings on the driver's connection under `session`'s transaction (begun if none)."""
+        if self._joined is None:
+            self._joined = JoinedInboxes(self._join)
+        joined: Inbox = self._joined.get(driver_connection(session))
+        return joined
+
     def process(
         self,
         message: Message,
@@ -121,10 +128,8 @@ class Inbox(Journal):
         if session is not None:
             if lease is not None:
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
-            if self._joined is None:
-                self._joined = JoinedInboxes(self._join)
-            joined = self._joined.get(driver_connection(session))
-            return joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
+            joined = self._session_inbox(session)
+            return joined.process(message, in_session(session, handler))
         if not _trace.tracing():
             return self._process(message, handler, lease=lease, at_most_once=at_most_once)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
@@ -282,6 +287,7 @@ class Inbox(Journal):
         *,
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -292,6 +298,7 @@ class Inbox(Journal):
         *,
         isolate: bool,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome | Exception]: ...
 
     def process_batch(
@@ -301,6 +308,7 @@ class Inbox(Journal):
         *,
         isolate: bool = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -324,7 +332,17 @@ class Inbox(Journal):
         caller's own bookkeeping, committed with the batch; with no message, in a transaction of its own). If it
         raises, the batch rolls back and nothing is charged. An isolated batch commits message by message and
         does not call it: the caller records those outcomes itself.
+
+        With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
+        connection inside its transaction (begun if none), in a savepoint, and the inbox never commits it; the
+        handler and `before_commit` get the session as `tx.connection`, each in `session.begin_nested()`. With
+        `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
+        there too.
         """
+        if session is not None:
+            joined = self._session_inbox(session)
+            hook = None if before_commit is None else in_session(session, before_commit)
+            return joined.process_batch(messages, in_session(session, handler), isolate=isolate, before_commit=hook)
         batch = list(messages)
         if not batch:
             if before_commit is not None:

@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from edinbox._message import Message
 from edinbox._records import Tx
 
 __all__ = ["JoinedInboxes", "driver_connection", "in_session"]
 
-Handler = Callable[[Tx, Message], object]
+T = TypeVar("T")
 
 _KEPT = 32
 """How many driver connections' joined inboxes to keep (a pool's connections come back; each keeps its
@@ -34,14 +33,15 @@ def driver_connection(session: Any) -> Any:
     return connection.connection.driver_connection
 
 
-def in_session(session: Any, handler: Handler) -> Handler:
-    """`handler` run with the session as `tx.connection`, in a nested transaction of the session, flushed."""
+def in_session(session: Any, handler: Callable[[Tx, T], object]) -> Callable[[Tx, T], object]:
+    """`handler` (of a message, a batch, or a batch's outcomes) run with the session as `tx.connection`, in a
+    nested transaction of the session, flushed."""
     from sqlalchemy.exc import DBAPIError
 
-    def run(tx: Tx, message: Message) -> None:
+    def run(tx: Tx, argument: T) -> None:
         try:
             with session.begin_nested():
-                handler(replace(tx, connection=session), message)
+                handler(replace(tx, connection=session), argument)
         except DBAPIError as exc:
             # the driver's own error, so the store maps it (DataError parks the message, StoreError does not)
             raise (exc.orig if isinstance(exc.orig, Exception) else exc) from exc

@@ -44,7 +44,6 @@ class mapped_errors(MySQLErrors):
 
 _BEGINNING = mapped_errors("begin a transaction")
 _RECORDING = mapped_errors("record the message")
-_COMMITTING = mapped_errors("commit")
 
 _KEY = "consumer,message_id,source"
 OUTBOX_DDL = ("outbox_create", "outbox_create_pending")
@@ -172,25 +171,23 @@ class _AsyncMySQLUnit:
         MariaDB rolls the whole transaction back on a deadlock or (with innodb_rollback_on_timeout) a lock wait
         timeout; a handler that swallowed that error must not see its remaining statements committed alone. On the
         store's own connections the commit needs the transaction's mark (`_MARK`); without it, what ran after the
-        server's rollback is rolled back too. (DDL ends a transaction by committing it, mark included: after the
-        store's own CREATEs and ALTERs the rest is committed as it is.)
+        server's rollback is rolled back too; in a caller's transaction, its savepoint is gone and cannot be
+        released. (DDL ends a transaction by committing it, mark included: after the store's own CREATEs and ALTERs
+        the rest is committed as it is.)
         """
-        if self._own:
-            await self._commit_own()
-            return
-        if not _in_transaction(self.connection):
+        if not self._own and not self._nested and not _in_transaction(self.connection):
+            # the caller's autocommit connection, in the transaction begun here: the flag is all there is to check
             await self.rollback()
             raise StoreError(_ROLLED_BACK)
-        with _COMMITTING:
-            if self._nested:
-                await self._execute("release", {})
-            else:
-                await self.connection.commit()
-
-    async def _commit_own(self) -> None:
         cursor = await self._cursor_of()
         try:
-            if self._ddl:
+            if self._nested:
+                # a savepoint MariaDB dropped with the caller's transaction cannot be released (PyMySQL's
+                # transaction flag is no help here: it is not updated after a result set)
+                await cursor.execute(self._sql["release"][0])
+            elif not self._own:
+                await self.connection.commit()
+            elif self._ddl:
                 await cursor.execute("COMMIT")
             else:
                 await cursor.execute(_COMMIT_MARKED)
@@ -198,7 +195,8 @@ class _AsyncMySQLUnit:
         except asyncmy.MySQLError as exc:
             if exc.args and exc.args[0] == _NO_SAVEPOINT:
                 await self.rollback()
-                raise StoreError(_ROLLED_BACK + ": nothing of it was committed") from exc
+                after = "nothing of it was committed" if self._own else "roll the caller's transaction back"
+                raise StoreError(f"{_ROLLED_BACK}: {after}") from exc
             raise mapped_errors.convert(exc, "commit") from exc
         self.open = False
 
