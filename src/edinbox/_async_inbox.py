@@ -27,15 +27,16 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._async_journal import AsyncJournal
-from edinbox._async_session import JoinedInboxes, driver_connection, in_session
+from edinbox._async_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
 from edinbox._errors import ConfigurationError, NotSettledError, StoreError
 from edinbox._message import Message, Outcome
@@ -48,7 +49,7 @@ from edinbox._plan import (
     plan_batch,
 )
 from edinbox._records import Tx
-from edinbox.stores._async_base import AsyncUnit
+from edinbox.stores._async_base import AsyncStore, AsyncUnit
 
 __all__ = ["AsyncInbox"]
 
@@ -90,10 +91,12 @@ class AsyncInbox(AsyncJournal):
         )
 
     async def _session_inbox(self, session: Any) -> AsyncInbox:
-        """The inbox with these settings on the driver's connection under `session`'s transaction (begun if none)."""
+        """An inbox with these settings on the driver's connection under `session`'s transaction (begun if none),
+        whose savepoints are the session's nested transactions."""
         if self._joined is None:
             self._joined = JoinedInboxes(self._join)
-        joined: AsyncInbox = self._joined.get(await driver_connection(session))
+        joined: AsyncInbox = copy.copy(self._joined.get(await driver_connection(session)))
+        joined._store = cast(AsyncStore, SessionStore(joined._store, session))  # the store's own, its units wrapped
         return joined
 
     async def process(

@@ -28,11 +28,12 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
@@ -48,8 +49,8 @@ from edinbox._plan import (
 )
 from edinbox._records import Tx
 from edinbox._sync_journal import Journal
-from edinbox._sync_session import JoinedInboxes, driver_connection, in_session
-from edinbox.stores._sync_base import Unit
+from edinbox._sync_session import JoinedInboxes, SessionStore, driver_connection, in_session
+from edinbox.stores._sync_base import Store, Unit
 
 __all__ = ["Inbox"]
 
@@ -91,10 +92,12 @@ class Inbox(Journal):
         )
 
     def _session_inbox(self, session: Any) -> Inbox:
-        """The inbox with these settings on the driver's connection under `session`'s transaction (begun if none)."""
+        """An inbox with these settings on the driver's connection under `session`'s transaction (begun if none),
+        whose savepoints are the session's nested transactions."""
         if self._joined is None:
             self._joined = JoinedInboxes(self._join)
-        joined: Inbox = self._joined.get(driver_connection(session))
+        joined: Inbox = copy.copy(self._joined.get(driver_connection(session)))
+        joined._store = cast(Store, SessionStore(joined._store, session))  # the store's own, its units wrapped
         return joined
 
     def process(

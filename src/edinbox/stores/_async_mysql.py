@@ -87,6 +87,7 @@ class _AsyncMySQLUnit:
         self._cursor: Any = None
         self._ddl = False  # a statement that commits implicitly ran since begin()
         self.open = False  # own connection: a statement ran since the last COMMIT or ROLLBACK
+        self.managed = False
 
     async def _cursor_of(self) -> Any:
         if self._cursor is None:
@@ -114,6 +115,8 @@ class _AsyncMySQLUnit:
     async def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
         self._ddl = False
+        if self.managed:
+            return
         with _BEGINNING:
             if self._own:
                 await (await self._marked("BEGIN", {})).nextset()

@@ -86,6 +86,7 @@ class _MySQLUnit:
         self._cursor: Any = None
         self._ddl = False  # a statement that commits implicitly ran since begin()
         self.open = False  # own connection: a statement ran since the last COMMIT or ROLLBACK
+        self.managed = False
 
     def _cursor_of(self) -> Any:
         if self._cursor is None:
@@ -113,6 +114,8 @@ class _MySQLUnit:
     def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
         self._ddl = False
+        if self.managed:
+            return
         with _BEGINNING:
             if self._own:
                 (self._marked("BEGIN", {})).nextset()
