@@ -144,6 +144,11 @@ def joined(title: str, sa_url: str, table: str, *, size: int) -> None:
 
     try:
         compare(title, {"raw connection": raw_path, "SQLAlchemy session": session_path}, size=size, chunk=20)
+        if engine.dialect.name == "mysql":
+            print("  queries sent per message (100 messages each):")
+            for name, variant in {"raw connection": raw_path, "SQLAlchemy session": session_path}.items():
+                sent = queries_of(variant, batches(f"wire-{name}-{uuid.uuid4().hex[:6]}-", 1, 100)[0])
+                print(f"    {name:<20} {len(sent) / 100:.2f}: " + " | ".join(dict.fromkeys(sent)))
     finally:
         raw_inbox.close()
         session_inbox.close()
