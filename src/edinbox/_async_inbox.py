@@ -121,8 +121,9 @@ class AsyncInbox(AsyncJournal):
         parked (DEAD) when `at_most_once` is set.
 
         With an SQLAlchemy `session` (Session, or AsyncSession for AsyncInbox), the journal row is written on the
-        session's connection inside its transaction (begun if none), in a savepoint: the inbox never commits it,
-        the caller does. The handler gets the session as `tx.connection`, in `session.begin_nested()`.
+        session's connection inside its transaction (begun if none), in a savepoint that is the session's own
+        `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
+        `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).
 
         With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
         children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
@@ -340,8 +341,8 @@ class AsyncInbox(AsyncJournal):
         does not call it: the caller records those outcomes itself.
 
         With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
-        connection inside its transaction (begun if none), in a savepoint, and the inbox never commits it; the
-        handler and `before_commit` get the session as `tx.connection`, each in `session.begin_nested()`. With
+        connection inside its transaction (begun if none), in the session's `begin_nested()`, and the inbox never
+        commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
         `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
         there too.
         """
