@@ -40,8 +40,11 @@ class _AsyncPostgresUnit:
         self._nested = nested
         self._client_cursor: psycopg.AsyncClientCursor[Any] | None = None
         self._prepared = False
+        self.managed = False
 
     async def _begin(self) -> None:
+        if self.managed:
+            return
         if self._nested:
             await self.connection.execute(b"SAVEPOINT edinbox")
         elif self.connection.autocommit:
@@ -77,6 +80,8 @@ class _AsyncPostgresUnit:
                 self._sql.prepared_on.add(self.connection)
             self._prepared = True
         # psycopg begins the transaction itself on a connection that is not autocommit
+        # (managed units too: the savepoint is then inside the caller's, in the same query, and lets the retry
+        # below roll back the failed EXECUTE; the caller's release or rollback ends it)
         begin = b"SAVEPOINT edinbox; " if self._nested else b"BEGIN; " if self.connection.autocommit else b""
         cursor = self._client_cursor
         if cursor is None:

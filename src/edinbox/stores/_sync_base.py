@@ -32,6 +32,11 @@ class Unit(Protocol):
 
     connection: Any
     """The driver's connection, handed to handlers as `tx.connection`."""
+    managed: bool
+    """The caller opens and ends the savepoint around each step (an SQLAlchemy session's nested transaction):
+    begin() only makes sure a transaction is open (SQLite: BEGIN IMMEDIATE, left to the caller; elsewhere nothing),
+    insert() and begin_fetch() need no savepoint of their own (PostgreSQL's insert still nests one in its query, for
+    its retry); commit() and rollback() are not called."""
 
     def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""

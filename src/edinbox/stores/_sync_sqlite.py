@@ -34,10 +34,15 @@ class _SQLiteUnit:
         self.connection = connection
         self._sql = statements
         self._nested = nested
+        self.managed = False
 
     def begin(self) -> None:
         """Take the write lock at once (BEGIN IMMEDIATE) so a concurrent duplicate waits for this one."""
         with _BEGINNING:
+            if self.managed:
+                if not self.connection.in_transaction:
+                    self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
+                return
             if not self._nested:
                 self.connection.execute("BEGIN IMMEDIATE")
                 return
