@@ -39,6 +39,7 @@ __all__ = [
 MIGRATIONS: dict[int, str] = {
     2: "statuses after requeue read requeued",
     3: "the outbox table beside the journal (<journal>_outbox)",
+    4: "the hub's counters sharded: a shard in their key, a count summed over the shards",
 }
 """Each version of the journal layout after the first, with what it changes.
 
