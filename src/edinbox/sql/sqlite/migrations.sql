@@ -57,19 +57,9 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, key, id)
 WHERE sent_at IS NULL AND parked_at IS NULL
 
--- name: v4_counters_create
--- the hub's counters get a shard in their key (`hub.sql`'s hub_create_counters): SQLite cannot change a primary
--- key, so the table is rebuilt, each count kept as shard 0. SQLite has no ALTER TABLE IF EXISTS: a journal whose
--- hub never ran `edinbox init` gets the table (empty) now, in its current shape
-CREATE TABLE IF NOT EXISTS {hub_counters} (
-    consumer TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    n INTEGER NOT NULL,
-    shard INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (consumer, outcome, shard)
-)
-
 -- name: v4_counters_rebuild
+-- the hub's counters get a shard in their key (`hub.sql`'s hub_create_counters): SQLite cannot change a primary
+-- key, so the table is rebuilt, each count kept as shard 0
 CREATE TABLE {hub_counters_rebuild} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
@@ -77,6 +67,11 @@ CREATE TABLE {hub_counters_rebuild} (
     shard INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (consumer, outcome, shard)
 )
+
+-- name: v4_counters_missing
+-- SQLite has no ALTER TABLE IF EXISTS: beside a journal whose hub never ran `edinbox init`, an empty stand-in
+-- lets the copy run, and the rebuilt table replaces it
+CREATE TABLE IF NOT EXISTS {hub_counters} (consumer TEXT, outcome TEXT, n INTEGER)
 
 -- name: v4_counters_copy
 -- the sum per (consumer, outcome) reads the old shape and the new one alike (another journal in this file may
