@@ -328,6 +328,8 @@ def report(rounds: list[Round], counts: list[int], args: argparse.Namespace) -> 
     serial = [(r.cpu["hubs"] + r.cpu["sessions"]) / 1000 + _commit(r) / 1000 for r in base]
     alone = [1 / t for t in serial]
     shared = [len(os.sched_getaffinity(0)) / t for t in total]
+    most = by[counts[-1]]
+    crowded = [len(os.sched_getaffinity(0)) / (sum(r.cpu[p] for p in pipeline) / 1000) for r in most]
     print(
         f"\nCPU per message with 1 hub: {_spread([1000 * t for t in total], '{:.2f}')} ms "
         f"(hub {_spread([r.cpu['hubs'] for r in base], '{:.2f}')}, its sessions "
@@ -339,6 +341,8 @@ def report(rounds: list[Round], counts: list[int], args: argparse.Namespace) -> 
         f"1 / (hub + sessions + commit waits) = {_spread(alone)} msg/s; any number of hubs share the "
         f"{len(os.sched_getaffinity(0))} cores with the database and the broker: at most cores / total = "
         f"{_spread(shared)} msg/s; ratio at most x{_spread([b / a for a, b in zip(alone, shared, strict=True)], FMT)}."
+        f"\nWith the CPU a message cost in the {counts[-1]}-hub rounds, the cores allow {_spread(crowded)} msg/s, "
+        f"x{_spread([c / a for a, c in zip(alone, crowded, strict=True)], FMT)} one hub."
         f"\nHere one hub got {_spread([r.per_hub[0] for r in base], '{:.2f}')} of a core, and the hub, its database "
         f"and the broker {_spread([t * r.rate for t, r in zip(total, base, strict=True)], '{:.2f}')} of the "
         f"{os.cpu_count()} cores: the rest went to other work on the machine."
