@@ -35,6 +35,7 @@ OLD_COUNTS = [("hub", "processed", 7), ("hub", "duplicate", 3), ("hub", "dead", 
 
 
 def _dialect(config: HubConfig) -> str:
+    """The SQL dialect of the hub's database."""
     return "sqlite" if config.db.startswith("sqlite") else "mysql" if config.db.startswith("mysql") else "postgresql"
 
 
@@ -109,12 +110,14 @@ def _columns(config: HubConfig) -> list[tuple[Any, ...]]:
 
 
 async def _counts(config: HubConfig, consumer: str = "hub") -> dict[str, int]:
+    """The counters of `consumer`, as `stats` reads them."""
     async with open_inbox(config) as inbox:
         found: dict[str, int] = await inbox.read(lambda tx: counts(tx, consumer=consumer))
         return found
 
 
 async def _add(config: HubConfig, shard: int, added: dict[str, int]) -> None:
+    """Add counts to one shard in a transaction of their own, as a batch does."""
     async with open_inbox(config) as inbox:
         await inbox.transaction(lambda tx: count(tx, consumer="hub", counts=added, shard=shard))
 
