@@ -43,7 +43,8 @@ __all__ = [
 MIGRATIONS: dict[int, str] = {
     2: "statuses after requeue read requeued",
     3: "the outbox table beside the journal (<journal>_outbox)",
-    6: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
+    4: "the hub's counters sharded: a shard in their key, a count summed over the shards",
+    5: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
 }
 """Each version of the journal layout after the first, with what it changes.
 

@@ -8,6 +8,7 @@ its counter commit together on either path; everything else is recorded after, i
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
 from edinbox.hub._spans import Spans
-from edinbox.hub._tables import count, park
+from edinbox.hub._tables import SHARDS, count, park
 from edinbox.sources import Delivery
 
 __all__ = ["Batch", "Work"]
@@ -72,6 +73,8 @@ class Batch:
         self.counted: set[Key] = set()
         self.isolated = False
         """True once the batch's one handler call failed: every later call settles one message alone."""
+        self.shard = secrets.randbelow(SHARDS)
+        """The counters' shard this batch adds to (`_tables.SHARDS`): other hubs' batches rarely share its rows."""
 
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
         """The inbox handler: create each new interchange's invoices (read while planning) through the sink, and
@@ -120,7 +123,7 @@ class Batch:
         await self.acknowledger.write(tx, pending)
 
     async def _count_effect(self, tx: Tx, message: Message) -> None:
-        await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1})
+        await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1}, shard=self.shard)
         self.counted.add(message.key)
 
     async def _notices(self, tx: Tx, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
@@ -183,7 +186,7 @@ class Batch:
                     already.discard(key)
                 elif settled is not None:
                     counts[settled] += 1
-        await count(tx, consumer=self.consumer, counts=counts)
+        await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()

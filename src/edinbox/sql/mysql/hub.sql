@@ -39,11 +39,14 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: hub_create_counters
+-- a batch adds to the rows of one shard (picked per batch), so concurrent hubs rarely wait on each other's row
+-- locks; a count is the sum over the shards
 CREATE TABLE IF NOT EXISTS {hub_counters} (
     consumer VARBINARY(512) NOT NULL,
     outcome VARCHAR(32) NOT NULL,
     n BIGINT NOT NULL,
-    PRIMARY KEY (consumer, outcome)
+    shard SMALLINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer, outcome, shard)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: hub_insert_invoice
@@ -60,11 +63,11 @@ VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON DUPLICATE KEY UPDATE deliveries = deliveries + 1
 
 -- name: hub_count
-INSERT INTO {hub_counters} (consumer, outcome, n) VALUES (%(consumer)s, %(outcome)s, %(n)s)
+INSERT INTO {hub_counters} (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
 ON DUPLICATE KEY UPDATE n = n + VALUES(n)
 
 -- name: hub_counts
-SELECT outcome, n FROM {hub_counters} WHERE consumer = %(consumer)s
+SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),

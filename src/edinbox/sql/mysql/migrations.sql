@@ -26,7 +26,14 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 -- name: v3_outbox_pending
 CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, `key`, id)
 
--- name: v6_answers
+-- name: v4_counters_shard
+-- the hub's counters get a shard in their key (`hub.sql`'s hub_create_counters); the rows kept are shard 0.
+-- One statement, so it holds when it runs again; IF EXISTS: the table is the hub's (`edinbox init`), absent beside
+-- a journal the hub never used
+ALTER TABLE IF EXISTS {hub_counters} ADD COLUMN IF NOT EXISTS shard SMALLINT NOT NULL DEFAULT 0,
+    DROP PRIMARY KEY, ADD PRIMARY KEY (consumer, outcome, shard)
+
+-- name: v5_answers
 -- the hub's answers given once (`hub.sql`'s hub_create_answers); IF NOT EXISTS: an `edinbox init` may have made it
 CREATE TABLE IF NOT EXISTS {hub_answers} (
     consumer VARBINARY(512) NOT NULL,

@@ -34,11 +34,14 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 )
 
 -- name: hub_create_counters
+-- a batch adds to the rows of one shard (picked per batch), so concurrent hubs rarely wait on each other's row
+-- locks; a count is the sum over the shards
 CREATE TABLE IF NOT EXISTS {hub_counters} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
     n BIGINT NOT NULL,
-    PRIMARY KEY (consumer, outcome)
+    shard SMALLINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer, outcome, shard)
 )
 
 -- name: hub_insert_invoice
@@ -54,11 +57,11 @@ VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
 -- name: hub_count
-INSERT INTO {hub_counters} AS c (consumer, outcome, n) VALUES (%(consumer)s, %(outcome)s, %(n)s)
-ON CONFLICT (consumer, outcome) DO UPDATE SET n = c.n + excluded.n
+INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
+ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
-SELECT outcome, n FROM {hub_counters} WHERE consumer = %(consumer)s
+SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),

@@ -33,11 +33,13 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 )
 
 -- name: hub_create_counters
+-- a batch adds to the rows of one shard (picked per batch); a count is the sum over the shards
 CREATE TABLE IF NOT EXISTS {hub_counters} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
     n INTEGER NOT NULL,
-    PRIMARY KEY (consumer, outcome)
+    shard INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer, outcome, shard)
 )
 
 -- name: hub_insert_invoice
@@ -53,11 +55,11 @@ VALUES (:consumer, :fingerprint, :delivery, :reason, :payload)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
 -- name: hub_count
-INSERT INTO {hub_counters} AS c (consumer, outcome, n) VALUES (:consumer, :outcome, :n)
-ON CONFLICT (consumer, outcome) DO UPDATE SET n = c.n + excluded.n
+INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (:consumer, :outcome, :shard, :n)
+ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
-SELECT outcome, n FROM {hub_counters} WHERE consumer = :consumer
+SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = :consumer GROUP BY outcome
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),
