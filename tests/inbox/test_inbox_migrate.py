@@ -223,8 +223,8 @@ def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journ
 
 
 def test_version_5_alone_adds_the_answers_table(journal: Journal) -> None:
-    """A journal at version 4 (the outbox and sharded counters, no `hub_answers`) is taken to version 5 by that step alone, rows kept;
-    an `edinbox init` that made the table before is no obstacle (IF NOT EXISTS)."""
+    """A journal at version 4 (the outbox and sharded counters, no `hub_answers`) is taken to version 5 by that
+    step alone, rows kept; an `edinbox init` that made the table before is no obstacle (IF NOT EXISTS)."""
     version = journal.quote(f"{journal.table}_version")
     with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
         before = _rows(inbox)
