@@ -1,8 +1,9 @@
 """process_batch of 1,000 on a full journal (10M rows) against an empty one, side by side in one run.
 
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
-        [--keys random,rising] [--layouts flat,digest,ring] [--refill] [--wal-compression] [--sorted]
-        [--steady BATCHES] [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--remove]]
+        [--keys random,rising] [--layouts flat,digest,ring,hash] [--partitions 16] [--refill] [--wal-compression]
+        [--sorted] [--steady BATCHES] [--explain BATCHES]
+        [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--remove]]
 
 With `--private FOLDER` the journals live in a PostgreSQL cluster of their own in FOLDER (initdb on the first run,
 reused after: the filled journals stay there), started for the run with the `--server` settings (`sized`: the
@@ -11,7 +12,7 @@ PostgreSQL's defaults) plus any `-c NAME=VALUE`, stopped at the end, and deleted
 
 Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
 (`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
-partners, each with rising 9-digit control numbers, as X12 ISA13). Three layouts:
+partners, each with rising 9-digit control numbers, as X12 ISA13). Four layouts:
 
 - `flat`: today's journal (one table, unique index on consumer, source, message_id), through `Inbox.process_batch`;
 - `digest`: the flat journal keyed by a 16-byte digest of (consumer, source, message_id) (`bench/digest.sql`): the
@@ -19,7 +20,11 @@ partners, each with rising 9-digit control numbers, as X12 ISA13). Three layouts
 - `ring`: the journal as a ring of slot partitions (docs/scaling.md): inserts go to the current slot, whose
   index is small and hot; the older slots inside the horizon are only probed (read, never written), so a batch
   dirties a few pages instead of one leaf per key. Run with the statements of `bench/ring.sql` (a candidate
-  measured here, not adopted: docs/scaling.md).
+  measured here, not adopted: docs/scaling.md);
+- `hash`: the journal hash-partitioned on message_id (`--partitions`, 16 by default; `bench/hash.sql`) under the
+  same unique key, which holds the partition key: each partition's index holds 1/N of the rows and is a level
+  shallower, and an INSERT routes each row to its one partition. Inbox.create_schema() and verify() accept the
+  partitioned table, so it runs through `Inbox.process_batch` like `flat`.
 
 Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), right after a CHECKPOINT: the
 first change of each index leaf pays a full-page image, which for random keys is nearly every key. With
@@ -29,7 +34,10 @@ layout, of the totals and as the median of each turn's own ratio; beside it the 
 time per batch of the benchmark's process and (for the flat variants, when the server runs on this machine) of the
 variant's server process: on a loaded machine the wall-clock ratio moves with the load, the CPU times much less.
 With `--wal-compression`, another flat variant: the full journal with `wal_compression=lz4` on its connections;
-with `--sorted`, two more: the same batches sorted by key before `process_batch`.
+with `--sorted`, two more: the same batches sorted by key before `process_batch`. A layout other than flat is also
+compared with the flat empty journal (today's). With `--explain N`, N more batches per flat or hash journal go
+through `EXPLAIN (ANALYZE, BUFFERS)` of the store's own insert (rolled back): the buffer visits (shared hits and
+reads) per batch, and the level of the unique index's root (the deepest partition's).
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ import psycopg
 from tests.servers import PrivatePostgres
 
 from edinbox import Inbox, Message, Tx
-from edinbox.stores._queries import named_queries
+from edinbox.stores._queries import load_queries, named_queries
 
 CONSUMER = "bench"
 SCHEMA = "bench_scale"
@@ -160,6 +168,35 @@ def fill_ring(connection: psycopg.Connection[Any], table: str, *, shape: str, ro
 
 RING = named_queries((Path(__file__).parent / "ring.sql").read_text("utf-8"))
 DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8"))
+HASH = named_queries((Path(__file__).parent / "hash.sql").read_text("utf-8"))
+INSERT = load_queries("postgresql", "queries")["insert_batch"]
+"""The store's own insert of a batch, for EXPLAIN."""
+
+
+def create_hash(connection: psycopg.Connection[Any], table: str, *, partitions: int) -> None:
+    """Create a journal hash-partitioned on message_id, its partitions and its unique key."""
+    names = {"table": f"{SCHEMA}.{table}", "key_index": f"{table}_key", "template": TEMPLATE}
+    connection.execute(HASH["create_hash"].format(**names).encode())
+    for n in range(partitions):
+        part = HASH["create_part"].format(part=f"{SCHEMA}.{table}_{n}", modulus=partitions, remainder=n, **names)
+        connection.execute(part.encode())
+    connection.execute(HASH["create_hash_key"].format(**names).encode())
+
+
+def fill_hash(url: str, connection: psycopg.Connection[Any], table: str, *, shape: str, rows: int, parts: int) -> None:
+    """A hash-partitioned journal with `rows` rows, filled as the flat one (the API's schema on the parent)."""
+    connection.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{table}".encode())
+    create_hash(connection, table, partitions=parts)
+    fill_flat(url, connection, table, shape=shape, rows=rows)
+
+
+def key_indexes(connection: psycopg.Connection[Any], table: str) -> list[str]:
+    """The unique index of a journal, or its partitions' indexes when it is partitioned (those hold the pages)."""
+    index = f"{SCHEMA}.{table}_key"
+    rows = connection.execute(
+        b"SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = %s::regclass ORDER BY 1", [index]
+    ).fetchall()
+    return [row[0] for row in rows] or [index]
 
 
 def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> None:
@@ -175,7 +212,7 @@ def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> No
         # INDEX_CLEANUP ON: a plain VACUUM skips the index when under 2 % of the heap pages hold dead rows
         # (PostgreSQL 14+), which left the deleted keys' entries in it, met again by the next run's same keys
         connection.execute(f"VACUUM (INDEX_CLEANUP ON) {SCHEMA}.{table}".encode())
-        indexes = [f"{SCHEMA}.{table}_key"]
+        indexes = key_indexes(connection, table)
     connection.execute(b"CREATE EXTENSION IF NOT EXISTS pg_prewarm")
     for index in indexes:
         connection.execute(b"SELECT pg_prewarm(%s::regclass, 'read')", [index])
@@ -313,7 +350,46 @@ def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connec
             empty = name.split()[0] + " empty"
             turn = statistics.median(e / f for e, f in zip(paired[empty], paired[name], strict=True))
             line += f"  x{value / rates[empty]:.2f} of {empty} (median of the turns x{turn:.2f})"
+            if empty != "flat empty" and "flat empty" in rates:
+                line += f", x{value / rates['flat empty']:.2f} of flat empty"
         print(line, flush=True)
+
+
+def explain(
+    connection: psycopg.Connection[Any], tables: dict[str, str], keys: dict[str, Keys], *, batches: int
+) -> None:
+    """Print, per journal, the buffer visits (shared hits + reads) of the store's insert of a fresh batch under
+    EXPLAIN (ANALYZE, BUFFERS), rolled back (range and median over `batches`), and its unique index's root level."""
+    print(f"\n## EXPLAIN (ANALYZE, BUFFERS) of the store's insert, {batches} batches of {BATCH} each, rolled back")
+    connection.execute(b"CREATE EXTENSION IF NOT EXISTS pageinspect")
+    for name, table in tables.items():
+        visits, reads, times = [], [], []
+        statement = b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + INSERT.format(table=f"{SCHEMA}.{table}").encode()
+        for _ in range(batches):
+            messages = keys[name].batch()
+            with connection.transaction(force_rollback=True):
+                row = connection.execute(
+                    statement,
+                    {
+                        "consumer": CONSUMER,
+                        "sources": [m.source for m in messages],
+                        "message_ids": [m.message_id for m in messages],
+                        "fingerprints": [m.fingerprint for m in messages],
+                    },
+                ).fetchone()
+            plan = row[0][0] if row else {}
+            top = plan.get("Plan", {})
+            visits.append(int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0)))
+            reads.append(int(top.get("Shared Read Blocks", 0)))
+            times.append(float(plan.get("Execution Time", 0.0)))
+        level = connection.execute(HASH["index_level"].encode(), {"index": f"{SCHEMA}.{table}_key"}).fetchone()
+        print(
+            f"  {name:<16} buffer visits/batch {min(visits):,}-{max(visits):,}"
+            f" (median {statistics.median(visits):,.0f}),"
+            f" reads {statistics.median(reads):,.0f}, execution {statistics.median(times):.1f} ms,"
+            f" root level {level[0] if level else '?'}",
+            flush=True,
+        )
 
 
 def advance(variants: Variants, batches: int) -> None:
@@ -340,6 +416,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--keys", default="random,rising")
     parser.add_argument("--layouts", default="flat,digest,ring")
+    parser.add_argument("--partitions", type=int, default=16, help="the hash layout's partitions")
+    parser.add_argument("--explain", type=int, default=0, help="then EXPLAIN this many batches per flat/hash journal")
     parser.add_argument("--refill", action="store_true")
     parser.add_argument("--wal-compression", action="store_true", help="also the full flat journal with lz4 WAL")
     parser.add_argument(
@@ -385,6 +463,8 @@ def run(args: argparse.Namespace) -> None:
                 started = time.perf_counter()
                 if layout == "flat":
                     fill_flat(args.url, connection, table, shape=shape, rows=args.rows)
+                elif layout == "hash":
+                    fill_hash(args.url, connection, table, shape=shape, rows=args.rows, parts=args.partitions)
                 elif layout == "digest":
                     fill_digest(connection, table, shape=shape, rows=args.rows)
                 else:
@@ -397,24 +477,32 @@ def run(args: argparse.Namespace) -> None:
         for shape in shapes:
             start = args.rows // PARTNERS + 1
             variants: Variants = {}
+            tables: dict[str, str] = {}  # the flat and hash journals, for EXPLAIN
             for layout in layouts:
                 empty = f"empty_{layout}_{shape}_{suffix}"
-                if layout == "flat":
+                if layout == "hash":
+                    create_hash(connection, empty, partitions=args.partitions)
+                if layout in ("flat", "hash"):
                     full = full_name(layout, shape, args.rows)
                     journals = [(f"{layout} empty", empty, args.url), (f"{layout} full", full, args.url)]
-                    if args.wal_compression:  # a superuser's session setting, through libpq's options
+                    if (
+                        layout == "flat" and args.wal_compression
+                    ):  # a superuser's session setting, through libpq's options
                         compressed = f"{args.url}{'&' if '?' in args.url else '?'}options=-c%20wal_compression%3Dlz4"
                         journals.append((f"{layout} lz4 full", full, compressed))
-                    if args.sorted:  # the same batches sorted by key before process_batch
+                    if layout == "flat" and args.sorted:  # the same batches sorted by key before process_batch
                         journals += [("sorted empty", f"{empty}_sorted", args.url), ("sorted full", full, args.url)]
                     for n, (name, table, url) in enumerate(journals):
                         named = f"{url}{'&' if '?' in url else '?'}application_name={application(name)}"
                         inbox = Inbox(named, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
                         inbox.create_schema()
+                        inbox.verify()  # the partitioned journal passes the store's own checks
                         inboxes.append(inbox)
                         # two variants on one full journal: rising numbers of their own, each above the filled ones
                         batch = flat_batch(inbox, ordered=name.startswith("sorted"))
                         variants[name] = (Keys(shape, start=start + n * 10**6), batch)
+                        if name in (f"{layout} empty", f"{layout} full"):
+                            tables[name] = table
                 elif layout == "digest":
                     create_digest(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), digest_batch(work, empty))
@@ -436,6 +524,10 @@ def run(args: argparse.Namespace) -> None:
                 advance(variants, args.steady)
                 steady = f"{title}, {args.steady:,} more batches into the checkpoint cycle"
                 measure(steady, variants, turns=args.turns, probe=connection)
+            if args.explain:
+                # rising numbers of their own, above every variant's: the statement is rolled back
+                keys = {name: Keys(shape, start=start + 10**7) for name in tables}
+                explain(work, tables, keys, batches=args.explain)
     finally:
         for inbox in inboxes:
             inbox.close()
