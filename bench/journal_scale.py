@@ -401,9 +401,11 @@ def advance(variants: Variants, batches: int) -> None:
                 run(keys.batch())
 
 
-def full_name(layout: str, shape: str, rows: int) -> str:
-    """The kept full journal of a layout, key shape and size (10M rows: no size in the name)."""
-    return f"{layout}_{shape}" + ("" if rows == 10_000_000 else f"_{rows}")
+def full_name(layout: str, shape: str, rows: int, *, partitions: int = 16) -> str:
+    """The kept full journal of a layout, key shape and size (10M rows: no size in the name; the hash layout's
+    partitions in it unless 16)."""
+    kept = f"{layout}{partitions}" if layout == "hash" and partitions != 16 else layout
+    return f"{kept}_{shape}" + ("" if rows == 10_000_000 else f"_{rows}")
 
 
 def main() -> None:
@@ -458,7 +460,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"journal at scale, {os.cpu_count()} CPUs, load average {os.getloadavg()} (the machine is shared)")
     for shape in shapes:
         for layout in layouts:
-            table = full_name(layout, shape, args.rows)
+            table = full_name(layout, shape, args.rows, partitions=args.partitions)
             if args.refill or count(connection, table) < args.rows:
                 started = time.perf_counter()
                 if layout == "flat":
@@ -483,7 +485,7 @@ def run(args: argparse.Namespace) -> None:
                 if layout == "hash":
                     create_hash(connection, empty, partitions=args.partitions)
                 if layout in ("flat", "hash"):
-                    full = full_name(layout, shape, args.rows)
+                    full = full_name(layout, shape, args.rows, partitions=args.partitions)
                     journals = [(f"{layout} empty", empty, args.url), (f"{layout} full", full, args.url)]
                     if (
                         layout == "flat" and args.wal_compression
@@ -516,7 +518,7 @@ def run(args: argparse.Namespace) -> None:
                         ring_batch(work, full_name(layout, shape, args.rows)),
                     )
             for layout in layouts:
-                reset(connection, full_name(layout, shape, args.rows), layout=layout)
+                reset(connection, full_name(layout, shape, args.rows, partitions=args.partitions), layout=layout)
             connection.execute(b"CHECKPOINT")
             title = f"{shape} keys, {args.rows:,} rows in the full journals"
             measure(f"{title}, right after a checkpoint", variants, turns=args.turns, probe=connection)
