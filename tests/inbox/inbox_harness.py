@@ -16,6 +16,7 @@ import psycopg
 import pymysql
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
+from edinbox.stores._mysql_sql import connect_options
 
 
 def execute(connection: Any, sql: str, params: Sequence[Any] = ()) -> None:
@@ -258,7 +259,8 @@ class MySQLHarness(Harness):
 
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run SQL on a connection of its own, autocommit."""
-        connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test", autocommit=True)
+        options = {k: v for k, v in connect_options(self.url).items() if k != "client_flag"}
+        connection = pymysql.connect(**options)
         try:
             with connection.cursor() as cursor:
                 cursor.execute(sql, tuple(params) or None)
