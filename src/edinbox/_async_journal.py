@@ -150,17 +150,17 @@ class AsyncJournal:
         """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
 
         Rows go to `send` grouped by destination, in the order they were published; at most one unsent row per
-        destination and key is claimed at a time, so order per key holds. On PostgreSQL the claim holds the rows
-        (FOR UPDATE SKIP LOCKED) until they are marked, so several relays share the outbox and never send a row
-        another one holds; on SQLite run one relay per database. A ConfigurationError or PermanentError of `send`
-        parks the row with its reason (a group of several is sent row by row first, so only the bad row pays);
-        any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call again).
-        A crash after `send` and before the mark sends those rows again: at least once, same key.
+        destination and key is claimed at a time, so order per key holds. On PostgreSQL and MariaDB the claim
+        holds the rows (FOR UPDATE SKIP LOCKED) until they are marked, so several relays share the outbox and never
+        send a row another one holds; on SQLite run one relay per database. A ConfigurationError or PermanentError
+        of `send` parks the row with its reason (a group of several is sent row by row first, so only the bad row
+        pays); any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call
+        again). A crash after `send` and before the mark sends those rows again: at least once, same key.
         """
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
         claim = {"limit": limit}
-        if self._store.dialect != "postgresql":  # SQLite: no lock held while sending, the journal's writers go on
+        if self._store.dialect == "sqlite":  # no lock held while sending: the journal's writers go on
             async with self._store.unit() as unit:
                 rows = await unit.fetch("outbox_claim", claim)
             sent, parked, error = await self._send_all(send, rows)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 
 import psycopg
+import pymysql
 import pytest
 
 from edinbox import AsyncInbox, ConfigurationError, Inbox, LimitError, Message, Outcome, SourceError, Tx
 from edinbox._urls import database_url
+from edinbox.stores._mysql_sql import connect_options
 
 
 class Recorder:
@@ -183,9 +186,11 @@ def test_publish_joins_the_callers_transaction(db: tuple[str, str]) -> None:
     url, table = db
     recorder = Recorder()
     target = database_url(url)
-    connection: psycopg.Connection | sqlite3.Connection
+    connection: psycopg.Connection | sqlite3.Connection | pymysql.Connection
     if target.dialect == "postgresql":
         connection = psycopg.connect(url)
+    elif target.dialect == "mysql":  # as an application opens it: autocommit off
+        connection = pymysql.connect(**{k: v for k, v in connect_options(url).items() if k != "autocommit"})
     else:
         connection = sqlite3.connect(target.target, isolation_level="DEFERRED")
     with Inbox(connection, consumer="c", table=table) as joined:
@@ -205,10 +210,11 @@ def test_publish_needs_a_transaction() -> None:
         Tx(None, "sqlite").publish("dir:///o", b"x", key="k")
 
 
-def test_two_relays_on_postgresql_send_each_row_once_in_key_order(postgres_url: str, unique_name: str) -> None:
-    """Two relays draining one PostgreSQL outbox at once send every row exactly once, each key's rows in order."""
-    table = f"{unique_name}.inbox"
-    with Inbox(postgres_url, consumer="c", table=table) as inbox:
+def test_two_relays_send_each_row_once_in_key_order(server: tuple[str, str]) -> None:
+    """Two relays draining one outbox at once (PostgreSQL, MariaDB: FOR UPDATE SKIP LOCKED) send every row exactly
+    once, each key's rows in order."""
+    url, table = server
+    with Inbox(url, consumer="c", table=table) as inbox:
         inbox.create_schema()
 
         def work(tx: Tx) -> None:
@@ -222,25 +228,62 @@ def test_two_relays_on_postgresql_send_each_row_once_in_key_order(postgres_url: 
     def send(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
         with lock:
             got.extend((key, int(payload)) for key, payload in messages)
+        time.sleep(0.002)  # a send takes a moment: the other relay claims meanwhile
 
     def relay() -> None:
-        with Inbox(postgres_url, consumer="c", table=table) as mine:
+        with Inbox(url, consumer="c", table=table) as mine:
             while mine.relay(send, limit=5).sent or mine.outbox_stats().backlog:
                 pass
 
+    threads = [threading.Thread(target=relay) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(n for _, n in got) == list(range(200))
+    for k in range(7):
+        mine = [n for key, n in got if key == f"k{k}"]
+        assert mine == sorted(mine)
+
+
+def test_a_relay_skips_the_rows_another_relay_holds(server: tuple[str, str]) -> None:
+    """While one relay is inside its send (its claim's rows locked), a second relay neither waits for those rows
+    nor sends them, nor the next row of a held key; it sends the other keys' rows at once."""
+    url, table = server
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.create_schema()
+
+        def work(tx: Tx) -> None:
+            for key, payload in (("a", b"a1"), ("a", b"a2"), ("b", b"b1"), ("c", b"c1")):
+                tx.publish("dir:///o", payload, key=key)
+
+        inbox.transaction(work)
+    inside, release = threading.Event(), threading.Event()
+    first: list[bytes] = []
+
+    def slow(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+        first.extend(payload for _, payload in messages)
+        inside.set()
+        assert release.wait(60)
+
+    def hold() -> None:
+        with Inbox(url, consumer="c", table=table) as mine:
+            mine.relay(slow, limit=1)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
     try:
-        threads = [threading.Thread(target=relay) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-        assert sorted(n for _, n in got) == list(range(200))
-        for k in range(7):
-            mine = [n for key, n in got if key == f"k{k}"]
-            assert mine == sorted(mine)
+        assert inside.wait(60)
+        recorder = Recorder()
+        with Inbox(url, consumer="c", table=table) as other:
+            started = time.monotonic()
+            assert other.relay(recorder).sent == 2
+            assert time.monotonic() - started < 5  # skipped, not waited for
     finally:
-        with psycopg.connect(postgres_url, autocommit=True) as connection:
-            connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
+        release.set()
+        thread.join(60)
+    assert first == [b"a1"]
+    assert sorted(p for _, _, p in recorder.sent) == [b"b1", b"c1"]  # a2 waits for a1: order per key
 
 
 def test_a_commit_that_publishes_wakes_a_waiting_relay_on_postgresql(postgres_url: str, unique_name: str) -> None:
