@@ -251,11 +251,18 @@ class MySQLHarness(Harness):
 
     dialect = "mysql"
 
-    def __init__(self, url: str, *, table: str, asynchronous: bool) -> None:
+    def __init__(self, url: str, *, table: str, asynchronous: bool, returning: bool | None = None) -> None:
         super().__init__(table=table, effects=f"{table}_fx", asynchronous=asynchronous)
         self.url = url
+        self.returning = returning  # False: batches take MySQL's path without RETURNING (the store's option)
         self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
         self.target: Any = url
+
+    def make(self, target: Any, **options: Any) -> Any:
+        """Create the inbox, its store set to take the path without RETURNING when asked, and its schema."""
+        inbox = super().make(target, **options)
+        inbox._store.returning = self.returning
+        return inbox
 
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run SQL on a connection of its own, autocommit."""

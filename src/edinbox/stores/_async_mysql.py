@@ -8,6 +8,7 @@ a caller's connection at REPEATABLE READ (MariaDB's default) is still correct; i
 from __future__ import annotations
 
 import asyncio
+import json
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
@@ -24,7 +25,16 @@ from edinbox._errors import ConfigurationError, SchemaError, StoreError, Transie
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_batches
-from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
+from edinbox.stores._mysql_sql import (
+    DIALECT,
+    MySQLErrors,
+    Statements,
+    connect_options,
+    has_returning,
+    lock_name,
+    params,
+    timestamp,
+)
 from edinbox.stores._queries import migration_queries
 
 __all__ = ["AsyncMySQLStore"]
@@ -63,10 +73,13 @@ class _AsyncMySQLUnit:
         self._cursor: Any = None
         self._ddl = False  # a statement that commits implicitly ran since begin()
 
+    async def _open_cursor(self) -> Any:
+        if self._cursor is None:
+            self._cursor = await self.connection.cursor()
+        return self._cursor
+
     async def _execute(self, name: str, values: Params) -> Any:
-        cursor = self._cursor
-        if cursor is None:
-            cursor = self._cursor = await self.connection.cursor()
+        cursor = await self._open_cursor()
         bound = params(values)
         self._ddl = self._ddl or name in self._sql.ddl
         for statement in self._sql[name]:
@@ -103,7 +116,42 @@ class _AsyncMySQLUnit:
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
         await self.begin()
+        if name == "insert_batch" and not self._returning():
+            return await self._insert_each(values)
         return await self.fetch(name, values)
+
+    def _returning(self) -> bool:
+        """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
+        decided = self._sql.returning
+        return has_returning(self.connection.get_server_info()) if decided is None else decided
+
+    async def _insert_each(self, values: Params) -> list[tuple[Any, ...]]:
+        """`insert_batch` without RETURNING (MySQL): one INSERT IGNORE per message, whose affected-row count says
+        whether it inserted; the (source, message_id) of those that did, as RETURNING gives them.
+
+        On the store's own connections the statements go as one multi-statement query (one round trip), each
+        bound by the driver's escaping; on a caller's connection (multi-statements maybe off) one at a time.
+        """
+        batch = json.loads(values["batch"])
+        each = [
+            params({"consumer": values["consumer"], "source": s, "message_id": m, "fingerprint": f})
+            for s, m, f in batch
+        ]
+        statement = self._sql["insert_processed"][0]
+        cursor = await self._open_cursor()
+        counts: list[int] = []
+        with _RECORDING:
+            if self._own:
+                await cursor.execute(";\n".join(cursor.mogrify(statement, one) for one in each))
+                counts.append(int(cursor.rowcount))
+                for _ in each[1:]:
+                    await cursor.nextset()
+                    counts.append(int(cursor.rowcount))
+            else:
+                for one in each:
+                    await cursor.execute(statement, one)
+                    counts.append(int(cursor.rowcount))
+        return [(s, m) for (s, m, _), count in zip(batch, counts, strict=True) if count == 1]
 
     async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement(s) and return the rows of the last one."""
@@ -262,6 +310,16 @@ class AsyncMySQLStore:
         kept for reuse) only when operations overlap (threads, tasks).
         """
         return _AsyncHold(self)
+
+    @property
+    def returning(self) -> bool | None:
+        """Whether batches are inserted with RETURNING: None (the default) decides by the server's version
+        (MariaDB yes, MySQL no); False takes the MySQL path on MariaDB too (how that path is tested)."""
+        return self._sql.returning
+
+    @returning.setter
+    def returning(self, value: bool | None) -> None:
+        self._sql.returning = value
 
     def timestamp(self, value: Any) -> datetime | None:
         """A DATETIME(6) in UTC as an aware datetime."""

@@ -21,6 +21,7 @@ __all__ = [
     "MySQLErrors",
     "Statements",
     "connect_options",
+    "has_returning",
     "lock_name",
     "params",
     "timestamp",
@@ -71,6 +72,9 @@ class Statements:
             body = _COMMENT.sub("", text.format(**identifiers, **beside))  # the comments stay in the file
             self._text[name] = [s for s in _STATEMENT_END.split(body) if s.strip()]
         self.lock_name = lock_name(str(table))
+        self.returning: bool | None = None
+        """Whether a batch is inserted with `INSERT ... RETURNING`: None decides by the server (`has_returning`);
+        False takes MySQL's path on any server (one INSERT IGNORE per message)."""
         self.ddl = frozenset(n for n, texts in self._text.items() if _DDL.match(texts[0]))
         """The statements MariaDB commits implicitly (CREATE, ALTER, DROP): a transaction ends with them."""
 
@@ -90,6 +94,12 @@ class Statements:
     def __getitem__(self, name: str) -> list[str]:
         """The statements called `name`, in the order they run."""
         return self._text[name]
+
+
+def has_returning(server_version: str) -> bool:
+    """True for MariaDB (`INSERT ... RETURNING` since 10.5), false for MySQL, which has none; from the version
+    string of the connection's handshake (MariaDB's reads like "5.5.5-10.11.6-MariaDB", MySQL's like "8.0.36")."""
+    return "mariadb" in server_version.lower()
 
 
 def lock_name(text: str) -> str:

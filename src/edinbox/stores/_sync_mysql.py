@@ -8,6 +8,7 @@ a caller's connection at REPEATABLE READ (MariaDB's default) is still correct; i
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -22,7 +23,16 @@ from edinbox._core import COLUMNS, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
+from edinbox.stores._mysql_sql import (
+    DIALECT,
+    MySQLErrors,
+    Statements,
+    connect_options,
+    has_returning,
+    lock_name,
+    params,
+    timestamp,
+)
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal, purge_batches
 
@@ -62,10 +72,13 @@ class _MySQLUnit:
         self._cursor: Any = None
         self._ddl = False  # a statement that commits implicitly ran since begin()
 
+    def _open_cursor(self) -> Any:
+        if self._cursor is None:
+            self._cursor = self.connection.cursor()
+        return self._cursor
+
     def _execute(self, name: str, values: Params) -> Any:
-        cursor = self._cursor
-        if cursor is None:
-            cursor = self._cursor = self.connection.cursor()
+        cursor = self._open_cursor()
         bound = params(values)
         self._ddl = self._ddl or name in self._sql.ddl
         for statement in self._sql[name]:
@@ -102,7 +115,42 @@ class _MySQLUnit:
     def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
         self.begin()
+        if name == "insert_batch" and not self._returning():
+            return self._insert_each(values)
         return self.fetch(name, values)
+
+    def _returning(self) -> bool:
+        """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
+        decided = self._sql.returning
+        return has_returning(self.connection.get_server_info()) if decided is None else decided
+
+    def _insert_each(self, values: Params) -> list[tuple[Any, ...]]:
+        """`insert_batch` without RETURNING (MySQL): one INSERT IGNORE per message, whose affected-row count says
+        whether it inserted; the (source, message_id) of those that did, as RETURNING gives them.
+
+        On the store's own connections the statements go as one multi-statement query (one round trip), each
+        bound by the driver's escaping; on a caller's connection (multi-statements maybe off) one at a time.
+        """
+        batch = json.loads(values["batch"])
+        each = [
+            params({"consumer": values["consumer"], "source": s, "message_id": m, "fingerprint": f})
+            for s, m, f in batch
+        ]
+        statement = self._sql["insert_processed"][0]
+        cursor = self._open_cursor()
+        counts: list[int] = []
+        with _RECORDING:
+            if self._own:
+                cursor.execute(";\n".join(cursor.mogrify(statement, one) for one in each))
+                counts.append(int(cursor.rowcount))
+                for _ in each[1:]:
+                    cursor.nextset()
+                    counts.append(int(cursor.rowcount))
+            else:
+                for one in each:
+                    cursor.execute(statement, one)
+                    counts.append(int(cursor.rowcount))
+        return [(s, m) for (s, m, _), count in zip(batch, counts, strict=True) if count == 1]
 
     def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement(s) and return the rows of the last one."""
@@ -259,6 +307,16 @@ class MySQLStore:
         kept for reuse) only when operations overlap (threads, tasks).
         """
         return _Hold(self)
+
+    @property
+    def returning(self) -> bool | None:
+        """Whether batches are inserted with RETURNING: None (the default) decides by the server's version
+        (MariaDB yes, MySQL no); False takes the MySQL path on MariaDB too (how that path is tested)."""
+        return self._sql.returning
+
+    @returning.setter
+    def returning(self, value: bool | None) -> None:
+        self._sql.returning = value
 
     def timestamp(self, value: Any) -> datetime | None:
         """A DATETIME(6) in UTC as an aware datetime."""
