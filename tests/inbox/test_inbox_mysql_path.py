@@ -145,3 +145,43 @@ def test_two_overlapping_batches_on_the_mysql_path_process_each_key_once(table: 
     # the shared keys are inserted in the same order by both: the second waits on the first, then skips them
     assert not [r for r in results if isinstance(r, Exception)], results
     assert sorted(processed) == sorted(f"k{i}" for i in range(12))
+
+
+def test_indexes_are_created_once_and_skipped_when_they_exist(unique_name: str) -> None:
+    """`CREATE INDEX` without IF NOT EXISTS (MySQL 8 has none): `init` run twice creates each index once and the
+    second run skips them (duplicate key name); a dropped unique key is restored by `create_schema()`."""
+    import asyncio
+
+    from edinbox.hub import HubConfig
+    from edinbox.hub._ops import init
+    from services import drop_database
+
+    require_service("mariadb")
+    config = HubConfig(db=MYSQL_URL, table=f"{unique_name}.inbox")
+    admin = connect(autocommit=True)
+
+    def indexes() -> list[tuple[str, str]]:
+        with admin.cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT table_name, index_name FROM information_schema.statistics"
+                " WHERE table_schema = %s AND index_name <> 'PRIMARY' ORDER BY 1, 2",
+                (unique_name,),
+            )
+            return list(cursor.fetchall())
+
+    try:
+        asyncio.run(init(config))
+        first = indexes()
+        assert ("inbox", "inbox_key") in first
+        assert ("inbox_outbox", "inbox_outbox_pending") in first
+        assert len([name for _, name in first if name.endswith("_index")]) == 6  # the console's search
+        asyncio.run(init(config))
+        assert indexes() == first
+        execute(admin, f"DROP INDEX inbox_key ON `{unique_name}`.inbox")
+        with Inbox(MYSQL_URL, consumer="c", table=f"{unique_name}.inbox") as inbox:
+            inbox.create_schema()
+            inbox.verify()
+        assert indexes() == first
+    finally:
+        admin.close()
+        drop_database(unique_name)

@@ -27,6 +27,7 @@ from edinbox._urls import mask
 from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_batches
 from edinbox.stores._mysql_sql import (
     DIALECT,
+    DUPLICATE_KEY_NAME,
     MySQLErrors,
     Statements,
     connect_options,
@@ -160,9 +161,15 @@ class _AsyncMySQLUnit:
             return [tuple(row) for row in await cursor.fetchall()]
 
     async def run(self, name: str, values: Params) -> int:
-        """Run the named statement(s) and return the number of rows the last one changed."""
+        """Run the named statement(s) and return the number of rows the last one changed (0 for a CREATE INDEX
+        whose index exists already: MySQL 8 has no IF NOT EXISTS there)."""
         with mapped_errors(f"run {name}"):
-            return int((await self._execute(name, values)).rowcount)
+            try:
+                return int((await self._execute(name, values)).rowcount)
+            except asyncmy.MySQLError as exc:
+                if name in self._sql.create_index and exc.args[:1] == (DUPLICATE_KEY_NAME,):
+                    return 0
+                raise
 
     async def run_many(self, name: str, values: Sequence[Params]) -> None:
         """Run the named statement once per parameter set."""

@@ -17,6 +17,7 @@ from edinbox.stores._queries import FILES, load_queries, placeholders
 
 __all__ = [
     "DIALECT",
+    "DUPLICATE_KEY_NAME",
     "MULTI_STATEMENTS",
     "MySQLErrors",
     "Statements",
@@ -35,6 +36,10 @@ MULTI_STATEMENTS = 1 << 16
 _STATEMENT_END = re.compile(r";\s*\n")
 _COMMENT = re.compile(r"^\s*--[^\n]*\n", re.MULTILINE)
 _DDL = re.compile(r"\s*(?:--[^\n]*\n\s*)*(?:CREATE|ALTER|DROP)\b", re.IGNORECASE)
+_CREATE_INDEX = re.compile(r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\b", re.IGNORECASE)
+
+DUPLICATE_KEY_NAME = 1061
+"""ER_DUP_KEYNAME: CREATE INDEX found an index of that name (what IF NOT EXISTS, which MySQL 8 lacks, would skip)."""
 
 
 def _quote(identifier: str) -> str:
@@ -77,6 +82,8 @@ class Statements:
         False takes MySQL's path on any server (one INSERT IGNORE per message)."""
         self.ddl = frozenset(n for n, texts in self._text.items() if _DDL.match(texts[0]))
         """The statements MariaDB commits implicitly (CREATE, ALTER, DROP): a transaction ends with them."""
+        self.create_index = frozenset(n for n, texts in self._text.items() if _CREATE_INDEX.match(texts[0]))
+        """The `CREATE INDEX` statements: done when the index exists (DUPLICATE_KEY_NAME), as IF NOT EXISTS."""
 
     def _placeholder(self, name: str) -> str:
         """`{x_index}`: `<journal>_x_index` (named after the journal, as on PostgreSQL); `{x_name}`: table x's name

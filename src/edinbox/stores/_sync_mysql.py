@@ -25,6 +25,7 @@ from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._mysql_sql import (
     DIALECT,
+    DUPLICATE_KEY_NAME,
     MySQLErrors,
     Statements,
     connect_options,
@@ -159,9 +160,15 @@ class _MySQLUnit:
             return [tuple(row) for row in cursor.fetchall()]
 
     def run(self, name: str, values: Params) -> int:
-        """Run the named statement(s) and return the number of rows the last one changed."""
+        """Run the named statement(s) and return the number of rows the last one changed (0 for a CREATE INDEX
+        whose index exists already: MySQL 8 has no IF NOT EXISTS there)."""
         with mapped_errors(f"run {name}"):
-            return int((self._execute(name, values)).rowcount)
+            try:
+                return int((self._execute(name, values)).rowcount)
+            except pymysql.MySQLError as exc:
+                if name in self._sql.create_index and exc.args[:1] == (DUPLICATE_KEY_NAME,):
+                    return 0
+                raise
 
     def run_many(self, name: str, values: Sequence[Params]) -> None:
         """Run the named statement once per parameter set."""

@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: outbox_create_pending
-CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, `key`, id)
+CREATE INDEX {outbox_pending} ON {outbox} (destination, `key`, id)
 
 -- name: outbox_insert
 INSERT INTO {outbox} (destination, `key`, payload, headers)

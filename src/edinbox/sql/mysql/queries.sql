@@ -96,9 +96,9 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 
 -- name: insert_batch
 -- INSERT IGNORE ... RETURNING (MariaDB 10.5+) returns exactly the rows it inserted. MySQL has no RETURNING: there
--- the store runs insert_processed once per message instead (the store's `returning`, detected at connect). IGNORE is safe here: every
--- value is a validated key (at most 512 bytes, no NUL) or a fingerprint in a LONGTEXT column, so the only error
--- it can turn into a warning is the duplicate key itself.
+-- the store runs insert_processed once per message instead (the store's `returning`, detected at connect).
+-- IGNORE is safe here: every value is a validated key (at most 512 bytes, no NUL) or a fingerprint in a LONGTEXT
+-- column, so the only error it can turn into a warning is the duplicate key itself.
 INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
 SELECT %(consumer)s, j.s, j.m, j.f, 'processed', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
 FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
