@@ -6,35 +6,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pymysql
 import pytest
+import test_inbox_mariadb
 from inbox_harness import execute
+from test_inbox_mariadb import connect
 
 from edinbox import Inbox, Message, NotSettledError, Outcome, StoreError, Tx
 from edinbox.stores._mysql_sql import has_returning
 from services import MYSQL_URL, require_service
 
-
-def connect(**options: Any) -> pymysql.Connection:
-    """A PyMySQL connection to the test database (autocommit off, as an application opens it)."""
-    return pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test", **options)
-
-
-@pytest.fixture
-def table(unique_name: str) -> Iterator[str]:
-    """A fresh journal and an effects table beside it; yields the journal's name."""
-    require_service("mariadb")
-    admin = connect(autocommit=True)
-    try:
-        execute(admin, f"CREATE TABLE {unique_name}_fx (message_id VARCHAR(100))")
-        Inbox(admin, consumer="c", table=unique_name).create_schema()
-        yield unique_name
-        execute(admin, f"DROP TABLE {unique_name}, {unique_name}_version, {unique_name}_fx")
-    finally:
-        admin.close()
+table = test_inbox_mariadb.table  # the fixture: a fresh journal with a business table beside it
 
 
 def effect(table: str, *, hold: float = 0.0) -> Any:
@@ -43,7 +27,7 @@ def effect(table: str, *, hold: float = 0.0) -> Any:
 
     def handler(tx: Tx, messages: list[Message]) -> None:
         for message in messages:
-            execute(tx.connection, f"INSERT INTO {table}_fx VALUES (%s)", (message.message_id,))
+            execute(tx.connection, f"INSERT INTO {table}_business VALUES (%s)", (message.message_id,))
         time.sleep(hold)
 
     return handler
@@ -98,7 +82,7 @@ def test_the_store_detects_mariadb_and_the_option_forces_the_mysql_path(table: s
         assert after[0] - before[0] == len(mixed) + 2
         connection.commit()
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT message_id FROM {table}_fx ORDER BY message_id")
+            cursor.execute(f"SELECT note FROM {table}_business ORDER BY note")
             assert [row[0] for row in cursor.fetchall()] == ["n1", "n2", "r0", "r1", "r2", "r3"]
     finally:
         connection.close()
@@ -135,7 +119,7 @@ def test_two_overlapping_batches_on_the_mysql_path_process_each_key_once(table: 
     admin = connect(autocommit=True)
     try:
         with admin.cursor() as cursor:
-            cursor.execute(f"SELECT message_id, count(*) FROM {table}_fx GROUP BY message_id")
+            cursor.execute(f"SELECT note, count(*) FROM {table}_business GROUP BY note")
             counts = dict(cursor.fetchall())
     finally:
         admin.close()
