@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from edinbox import Message, Outcome, Status, Tx
-from services import POSTGRES_URL, drop_database, require_service
+from services import POSTGRES_URL, drop_database, mariadb_admin, require_service
 
 
 class Boom(Exception):
@@ -48,14 +48,7 @@ def project(request: pytest.FixtureRequest) -> Iterator[Project]:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
             admin.execute(f"CREATE SCHEMA {settings.SCHEMA}".encode())
     else:
-        import pymysql
-
-        admin = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
-        try:
-            with admin.cursor() as cursor:
-                cursor.execute(f"CREATE DATABASE {settings.SCHEMA} CHARACTER SET utf8mb4")
-        finally:
-            admin.close()
+        mariadb_admin(f"CREATE DATABASE {settings.SCHEMA} CHARACTER SET utf8mb4")
     call_command("migrate", database=alias, run_syncdb=True, verbosity=0)
     from django_project.shop.models import Invoice
 
