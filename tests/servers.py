@@ -123,9 +123,8 @@ class PrivateMariaDB:
     def __init__(self, *, root: Path | None = None, port: int | None = None) -> None:
         """Create (not start) the server's data directory with mariadb-install-db; given `root` and `port`, use the
         server already installed there (the restart command does)."""
-        for binary in ("mariadb-install-db", "mariadbd"):
-            if shutil.which(binary) is None and not Path("/usr/sbin", binary).exists():
-                pytest.fail(f"{binary} is not installed")
+        self._server = _program("mariadbd")
+        install = _program("mariadb-install-db")
         self.port = port or free_port()
         self.root = root or Path(tempfile.mkdtemp(prefix="edinbox-mariadb-"))
         self.data = self.root / "data"
@@ -135,7 +134,7 @@ class PrivateMariaDB:
         if root is None:
             if os.geteuid() == 0:
                 shutil.chown(self.root, "mysql", "mysql")
-            command = ["mariadb-install-db", *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
+            command = [install, *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
             command += ["--auth-root-authentication-method=normal", "--skip-test-db"]
             subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
         self._created = root is not None
@@ -160,7 +159,7 @@ class PrivateMariaDB:
 
     def start(self) -> None:
         """Start the server (detached from this process group) and wait until it accepts connections."""
-        command = ["/usr/sbin/mariadbd", *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
+        command = [self._server, *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
         command += [f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.root / 'mariadbd.sock'}"]
         command += [f"--pid-file={self.pid_file}", f"--log-error={self.log}"]
         self._process = subprocess.Popen(
@@ -216,6 +215,14 @@ class PrivateMariaDB:
             self.stop()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _program(name: str) -> str:
+    """The path of a MariaDB server program (mariadbd lives in /usr/sbin, often not on a user's PATH)."""
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+    if found is None:
+        pytest.fail(f"{name} is not installed (apt-get install mariadb-server)")
+    return found
 
 
 def _alive(pid: int) -> bool:
