@@ -100,7 +100,7 @@ COUNTS = (
 
 def counts(url: str) -> tuple[int, int, int]:
     """(invoices, distinct invoice numbers, processed journal rows) in the private server."""
-    if url.startswith("mysql://"):
+    if url.startswith(("mysql://", "mariadb://")):
         import pymysql
 
         from edinbox.stores._mysql_sql import connect_options
@@ -147,9 +147,10 @@ def test_the_hub_waits_out_a_database_restart(database: PrivatePostgres | Privat
     """The database stopped mid-run and restarted: the hub stays up, logs the outage twice, creates each invoice
     once (PostgreSQL and MariaDB)."""
     source = f"dir://{spool}"
+    url = database.url.replace("mysql://", "mariadb://", 1)  # the scheme MariaDB users write
     asyncio.run(publish(source, invoices(150)))
     port = free_port()
-    hub = HubProcess("--db", database.url, "--source", source, "--batch-size", "2", "--metrics-port", str(port))
+    hub = HubProcess("--db", url, "--source", source, "--batch-size", "2", "--metrics-port", str(port))
     wait_for(lambda: len(hub.events("settled")) >= 20, timeout=60, what="the first settled batches")
     database.stop()
     stopped = time.monotonic()
@@ -162,7 +163,7 @@ def test_the_hub_waits_out_a_database_restart(database: PrivatePostgres | Privat
     assert hub.proc.poll() is None  # it never exited on its own
     reconnects = {s.labels["dependency"]: s.value for s in scrape(port)["edinbox_source_reconnects"]}
     assert hub.stop() == 0
-    assert counts(database.url) == (200, 200, 200)
+    assert counts(url) == (200, 200, 200)
     assert reconnects == {"database": 1.0}  # the outage, counted once when it ended
     [down] = hub.events("dependency-down")
     [back] = hub.events("dependency-back")
