@@ -144,3 +144,30 @@ def test_a_server_that_is_down_is_a_store_error_until_it_is_back(h: Harness, ser
             h.call("process", Message("d", "s"), handler)
     assert ran == []
     after_restart(h, server, ["d"])
+
+
+def test_after_a_restart_one_call_meets_the_broken_connection_and_the_pool_starts_afresh(
+    server: PrivateMariaDB, unique_name: str
+) -> None:
+    """The store's idle connections (opened by overlapping calls) are all broken by a restart: the first call to
+    find its connection lost fails alone (StoreError) and closes the idle ones, so the next overlapping calls all
+    work on new connections instead of each meeting a broken one."""
+    import asyncio
+
+    from edinbox import AsyncInbox
+
+    if not server.running():
+        server.start()
+
+    async def main() -> None:
+        async with AsyncInbox(server.url, consumer="c", table=unique_name) as inbox:
+            await inbox.create_schema()
+            await asyncio.gather(*[inbox.stats() for _ in range(4)])  # the store's connection and 3 more
+            server.stop()
+            server.start()
+            with pytest.raises(StoreError):
+                await inbox.stats()
+            after = await asyncio.gather(*[inbox.stats() for _ in range(4)], return_exceptions=True)
+            assert [r for r in after if isinstance(r, BaseException)] == []
+
+    asyncio.run(main())

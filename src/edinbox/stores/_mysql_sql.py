@@ -22,6 +22,7 @@ __all__ = [
     "MySQLErrors",
     "Statements",
     "connect_options",
+    "connection_lost",
     "has_returning",
     "lock_name",
     "params",
@@ -37,6 +38,8 @@ _STATEMENT_END = re.compile(r";\s*\n")
 _COMMENT = re.compile(r"^\s*--[^\n]*\n", re.MULTILINE)
 _DDL = re.compile(r"\s*(?:--[^\n]*\n\s*)*(?:CREATE|ALTER|DROP)\b", re.IGNORECASE)
 _CREATE_INDEX = re.compile(r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\b", re.IGNORECASE)
+
+_LOST = ((2006,), (2013,))  # CR_SERVER_GONE_ERROR, CR_SERVER_LOST
 
 DUPLICATE_KEY_NAME = 1061
 """ER_DUP_KEYNAME: CREATE INDEX found an index of that name (what IF NOT EXISTS, which MySQL 8 lacks, would skip)."""
@@ -107,6 +110,15 @@ def has_returning(server_version: str) -> bool:
     """True for MariaDB (`INSERT ... RETURNING` since 10.5), false for MySQL, which has none; from the version
     string of the connection's handshake (MariaDB's reads like "5.5.5-10.11.6-MariaDB", MySQL's like "8.0.36")."""
     return "mariadb" in server_version.lower()
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """True when `exc`, or the driver error it was mapped from, says the server went away (2006, 2013, a socket
+    error): every other connection to it is broken too."""
+    for error in (exc, exc.__cause__ if exc is not None else None):
+        if isinstance(error, OSError) or (error is not None and error.args[:1] in _LOST):
+            return True
+    return False
 
 
 def lock_name(text: str) -> str:

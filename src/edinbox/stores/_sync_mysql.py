@@ -29,6 +29,7 @@ from edinbox.stores._mysql_sql import (
     MySQLErrors,
     Statements,
     connect_options,
+    connection_lost,
     has_returning,
     lock_name,
     params,
@@ -263,6 +264,9 @@ class _Hold:
         finally:
             if drop:
                 _close(unit.connection)
+                if connection_lost(exc):  # the server restarted: the idle connections are broken too
+                    while store._idle:
+                        _close(store._idle.pop())
             if self._pooled:
                 if not drop:
                     store._idle.append(unit.connection)
