@@ -127,14 +127,6 @@ def down_for(line: str) -> float:
     return float(match[1])
 
 
-@pytest.fixture
-def postgres() -> Iterator[PrivatePostgres]:
-    """A private PostgreSQL server, initialised for the hub (`edinbox init`), stopped and deleted afterwards."""
-    with PrivatePostgres() as server:
-        asyncio.run(init(HubConfig(db=server.url)))
-        yield server
-
-
 @pytest.fixture(params=["postgresql", "mariadb"])
 def database(request: pytest.FixtureRequest) -> Iterator[PrivatePostgres | PrivateMariaDB]:
     """A private PostgreSQL or MariaDB server, initialised for the hub, stopped and deleted afterwards."""
@@ -175,19 +167,23 @@ def test_the_hub_waits_out_a_database_restart(database: PrivatePostgres | Privat
     assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line]
 
 
-def test_a_hub_started_while_postgresql_is_down_waits_for_it(postgres: PrivatePostgres, spool: Path) -> None:
-    """A hub started during an outage does not exit: it waits, then settles everything once the server is up."""
+def test_a_hub_started_while_the_database_is_down_waits_for_it(
+    database: PrivatePostgres | PrivateMariaDB, spool: Path
+) -> None:
+    """A hub started during an outage does not exit: it waits, then settles everything once the server is up
+    (PostgreSQL and MariaDB)."""
     source = f"dir://{spool}"
+    url = database.url.replace("mysql://", "mariadb://", 1)
     asyncio.run(publish(source, invoices(40)))
-    postgres.stop()
-    hub = HubProcess("--db", postgres.url, "--source", source)
+    database.stop()
+    hub = HubProcess("--db", url, "--source", source)
     wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
     time.sleep(2)
     assert hub.proc.poll() is None
-    postgres.start()
+    database.start()
     wait_for(lambda: spool_empty(spool), timeout=60, what="the hub to settle the waiting traffic")
     assert hub.stop() == 0
-    assert counts(postgres.url) == (40, 40, 40)
+    assert counts(url) == (40, 40, 40)
     assert len(hub.events("dependency-down")) == 1
     assert len(hub.events("dependency-back")) == 1
 
