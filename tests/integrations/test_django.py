@@ -149,7 +149,7 @@ def test_inside_the_callers_atomic_block_the_row_commits_with_it(project: Projec
 
 def test_the_management_commands_count_and_purge(project: Project) -> None:
     """`edinbox_stats` prints the counts by status as JSON; `edinbox_purge` refuses a retention shorter than the
-    horizon and deletes old processed rows."""
+    horizon or a rate of 0, and deletes old processed rows, throttled."""
     from django.core.management import CommandError, call_command
     from django.db import connections
 
@@ -162,11 +162,14 @@ def test_the_management_commands_count_and_purge(project: Project) -> None:
     assert counts["processed"] >= 1
     with pytest.raises(CommandError, match="horizon"):
         call_command("edinbox_purge", "--older-than-days", "1", "--database", project.alias)
+    with pytest.raises(CommandError, match="max_rate"):
+        call_command("edinbox_purge", "--older-than-days", "8", "--max-rate", "0", "--database", project.alias)
     month = "interval '30 days'" if project.alias == "default" else "INTERVAL 30 DAY"
     with connections[project.alias].cursor() as cursor:
         cursor.execute(f"UPDATE edinbox_inbox SET settled_at = settled_at - {month}")
     out = io.StringIO()
-    call_command("edinbox_purge", "--older-than-days", "8", "--database", project.alias, stdout=out)
+    purge = ("edinbox_purge", "--older-than-days", "8", "--max-rate", "1000", "--database", project.alias)
+    call_command(*purge, stdout=out)
     assert out.getvalue().strip() == f"purged {counts['processed']} rows"
     out = io.StringIO()
     call_command("edinbox_stats", "--database", project.alias, stdout=out)

@@ -20,7 +20,7 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._outbox import SendResult
 from edinbox.hub import _log
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._outage import Outage, Stopped
+from edinbox.hub._outage import Outage, Stopped, unless_stopped
 from edinbox.sources import publisher
 
 __all__ = ["Relay", "send"]
@@ -90,13 +90,5 @@ class Relay:
 
     async def _wait(self) -> None:
         """Wait for a commit that published, `idle` seconds, or `stop`, whichever comes first."""
-        waiting = asyncio.ensure_future(self.inbox.wait_outbox(self.idle))
-        stopping = asyncio.ensure_future(self.stop.wait())
-        try:
-            await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopping.cancel()
-            if not waiting.done():
-                waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await waiting  # a failed wait is an outage the next pass meets and waits out
+        with contextlib.suppress(Exception):  # a failed wait is an outage the next pass meets and waits out
+            await unless_stopped(self.inbox.wait_outbox(self.idle), self.stop)
