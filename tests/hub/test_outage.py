@@ -106,7 +106,7 @@ def counts(url: str) -> tuple[int, int, int]:
         from edinbox.stores._mysql_sql import connect_options
 
         options = {k: v for k, v in connect_options(url).items() if k != "client_flag"}
-        connection = pymysql.connect(**options)
+        connection = pymysql.connect(**options | {"autocommit": True})
         try:
             with connection.cursor() as cursor:
                 cursor.execute(COUNTS)

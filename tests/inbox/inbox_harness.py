@@ -267,7 +267,7 @@ class MySQLHarness(Harness):
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run SQL on a connection of its own, autocommit."""
         options = {k: v for k, v in connect_options(self.url).items() if k != "client_flag"}
-        connection = pymysql.connect(**options)
+        connection = pymysql.connect(**options | {"autocommit": True})
         try:
             with connection.cursor() as cursor:
                 cursor.execute(sql, tuple(params) or None)

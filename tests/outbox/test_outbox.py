@@ -211,7 +211,7 @@ def test_publish_joins_the_callers_transaction(db: tuple[str, str]) -> None:
     if target.dialect == "postgresql":
         connection = psycopg.connect(url)
     elif target.dialect == "mysql":  # as an application opens it: autocommit off
-        connection = pymysql.connect(**{k: v for k, v in connect_options(url).items() if k != "autocommit"})
+        connection = pymysql.connect(**connect_options(url) | {"autocommit": False})
     else:
         connection = sqlite3.connect(target.target, isolation_level="DEFERRED")
     with Inbox(connection, consumer="c", table=table) as joined:
