@@ -12,7 +12,8 @@ from typing import Any, Self, TypeVar
 
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Status, check_retention
 from edinbox._errors import ConfigurationError
-from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
+from edinbox._message import Outgoing
+from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox.stores._async_base import AsyncUnit
@@ -22,8 +23,9 @@ __all__ = ["AsyncJournal"]
 
 T = TypeVar("T")
 
-Send = Callable[[str, Sequence[tuple[str, bytes]]], Awaitable[None]]
-"""`send(destination, [(key, payload), ...])`: deliver in order, each key as the producer id, broker-confirmed."""
+Send = Callable[[str, Sequence[Outgoing]], Awaitable[None]]
+"""`send(destination, [Outgoing(key, payload, headers), ...])`: deliver in order, each key as the producer id,
+broker-confirmed."""
 
 
 class AsyncJournal:
@@ -194,7 +196,7 @@ class AsyncJournal:
         """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
         try:
             if sent:
-                await unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
+                await unit.run("outbox_mark_sent", mark_params(sent))
             if parked:
                 await unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
         except BaseException:
@@ -207,7 +209,7 @@ class AsyncJournal:
     ) -> Exception | None:
         """Send one destination's rows; append what settled to `sent` / `parked`; return a transient failure."""
         try:
-            await send(destination, [(row.key, row.payload) for row in group])
+            await send(destination, [row.outgoing() for row in group])
         except Exception as exc:
             if judge_send(exc) is Verdict.RETRY:
                 return exc

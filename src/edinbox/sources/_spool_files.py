@@ -16,10 +16,12 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from edinbox._errors import ConfigurationError, SourceError
+from edinbox.sources._base import Outgoing, Publisher, publish_once
 
 __all__ = [
     "HEAD",
     "OPEN_FLAGS",
+    "SpoolPublisher",
     "file_name",
     "free_name",
     "head",
@@ -146,14 +148,36 @@ def file_name(message_id: str) -> str:
     return f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}~{quote(message_id, safe='').replace('.', '%2E')[:180]}.edi"
 
 
-async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Write each `(message_id, payload)` into `inbound/` atomically (tmp/ first, then a rename), in a worker
-    thread: a relay publishing beside the hub does not hold its event loop through every fsync."""
-    root = spool_path(url)
-    try:
-        await asyncio.to_thread(_write_all, root, list(messages))
-    except OSError as exc:
-        raise SourceError(f"cannot publish into the spool folder {root}: {exc}") from exc
+class SpoolPublisher(Publisher):
+    """Writes files into a spool folder's `inbound/`, the producer id in each file name; headers are refused: a
+    spool file carries its payload and its name only."""
+
+    def __init__(self, url: str) -> None:
+        """Publish into the spool folder `url` names (created with its `inbound/` and `tmp/` at the first send)."""
+        self.root = spool_path(url)
+        self.url = url
+
+    async def open(self) -> None:
+        """Nothing to connect to."""
+
+    async def send(self, messages: Sequence[Outgoing]) -> None:
+        """Write each payload atomically (tmp/ first, then a rename), in a worker thread: a relay publishing beside
+        the hub does not hold its event loop through every fsync."""
+        for message in messages:
+            if message.headers:
+                raise ConfigurationError(f"{message.message_id}: a spool folder (dir://) carries no headers")
+        try:
+            await asyncio.to_thread(_write_all, self.root, [(m.message_id, m.payload) for m in messages])
+        except OSError as exc:
+            raise SourceError(f"cannot publish into the spool folder {self.root}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+
+async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
+    """Write each `(message_id, payload)` into the spool folder's `inbound/` atomically."""
+    await publish_once(SpoolPublisher(url), messages)
 
 
 def _write_all(root: Path, messages: Sequence[tuple[str, bytes]]) -> None:
