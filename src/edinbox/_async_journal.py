@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -183,14 +184,16 @@ class AsyncJournal:
     async def _send_all(
         self, send: Send, rows: Sequence[Sequence[Any]]
     ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
-        """Send every claimed row, destination by destination: the ids sent, the rows parked, a transient failure."""
+        """Send every claimed row, the destinations at once (asynchronously; one after the other in the sync twin),
+        each destination's rows in order: the ids sent, the rows parked, a transient failure."""
         sent: list[int] = []
         parked: list[tuple[Claimed, str]] = []
-        error: Exception | None = None
-        for destination, group in by_destination(rows).items():
-            failure = await self._send(send, destination, group, sent, parked)
-            error = error or failure
-        return sent, parked, error
+        sends = [
+            self._send(send, destination, group, sent, parked) for destination, group in by_destination(rows).items()
+        ]
+        # sync: failures = sends
+        failures = await asyncio.gather(*sends)  # async-only
+        return sent, parked, next((f for f in failures if f is not None), None)
 
     async def _mark(self, unit: AsyncUnit, sent: list[int], parked: list[tuple[Claimed, str]]) -> None:
         """Mark the sent rows sent and park the others, then commit the unit's open transaction."""

@@ -66,6 +66,7 @@ class Relay:
         self.fault = fault
         self.totals: Counter[str] = Counter()
         self.publishers = Publishers(keep_open=keep_open)
+        self._woken = asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
 
     async def run(self, *, once: bool = False) -> Counter[str]:
@@ -107,14 +108,26 @@ class Relay:
         if self.fault is not None:
             self.fault.sent()
 
+    def wake(self) -> None:
+        """Run the next pass now: a commit in this process published (the hub's relay; on SQLite and MariaDB, which
+        cannot notify, the relay would otherwise sleep until `idle`)."""
+        self._woken.set()
+
     async def _wait(self) -> None:
-        """Wait for a commit that published, `idle` seconds, or `stop`, whichever comes first."""
+        """Wait for a commit that published (`wake`, or the database's notification), `idle` seconds, or `stop`,
+        whichever comes first."""
+        if self._woken.is_set():
+            self._woken.clear()
+            return
         waiting = asyncio.ensure_future(self.inbox.wait_outbox(self.idle))
         stopping = asyncio.ensure_future(self.stop.wait())
+        woken = asyncio.ensure_future(self._woken.wait())
         try:
-            await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({waiting, stopping, woken}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._woken.clear()
             stopping.cancel()
+            woken.cancel()
             if not waiting.done():
                 waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
