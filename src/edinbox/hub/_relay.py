@@ -53,10 +53,12 @@ class Relay:
         log_json: bool = False,
         fault: FaultPoint | None = None,
         keep_open: float = 60.0,
+        linger: float = 0.1,
     ) -> None:
         """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes;
         `fault` (after_send:N) kills the process after a send, before its rows are marked sent; a destination's
-        publisher unused for `keep_open` seconds is closed."""
+        publisher unused for `keep_open` seconds is closed; woken by `wake`, it waits `linger` seconds more before its
+        pass, so the rows of the next few commits go in the same pass (fewer passes, each flushing more at once)."""
         self.inbox = inbox
         self.outage = outage
         self.stop = stop
@@ -66,6 +68,7 @@ class Relay:
         self.fault = fault
         self.totals: Counter[str] = Counter()
         self.publishers = Publishers(keep_open=keep_open)
+        self.linger = linger
         self._woken = asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
 
@@ -116,14 +119,13 @@ class Relay:
     async def _wait(self) -> None:
         """Wait for a commit that published (`wake`, or the database's notification), `idle` seconds, or `stop`,
         whichever comes first."""
-        if self._woken.is_set():
-            self._woken.clear()
-            return
         waiting = asyncio.ensure_future(self.inbox.wait_outbox(self.idle))
         stopping = asyncio.ensure_future(self.stop.wait())
         woken = asyncio.ensure_future(self._woken.wait())
         try:
             await asyncio.wait({waiting, stopping, woken}, return_when=asyncio.FIRST_COMPLETED)
+            if woken.done() and not stopping.done():  # let the next batches' rows join this pass
+                await asyncio.wait({stopping}, timeout=self.linger)
         finally:
             self._woken.clear()
             stopping.cancel()
