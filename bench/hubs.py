@@ -129,7 +129,7 @@ def one_round(
             ).fetchone()
             connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
     finally:
-        asyncio.run(_delete(name))
+        asyncio.run(drop_queue(name))
     assert row is not None
     done, span = int(row[0]), float(row[1])
     if done != len(payloads):
@@ -162,11 +162,12 @@ def idle_cpu(url: str) -> float:
     _, _, usage = os.wait4(process.pid, 0)
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
-    asyncio.run(_delete(name))
+    asyncio.run(drop_queue(name))
     return usage.ru_utime + usage.ru_stime
 
 
-async def _delete(name: str) -> None:
+async def drop_queue(name: str) -> None:
+    """Delete a benchmark's queue, its dead-letter queue and exchange."""
     connection = await aio_pika.connect(BROKER)
     async with connection:
         channel = await connection.channel()

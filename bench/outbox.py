@@ -31,6 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
+from bench.hubs import drop_queue
 from edinbox import AsyncInbox
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._config import Agreement
@@ -66,18 +67,6 @@ async def relay_rate(root: Path, destination: str, rows: int, *, keep_open: bool
         if result.error is not None or sent != rows:
             raise RuntimeError(f"relayed {sent} of {rows}: {result.error}")
         return sent / (time.perf_counter() - started)
-
-
-async def drop_queue(queue: str) -> None:
-    """Delete a benchmark's queue and its dead-letter queue and exchange from the broker."""
-    import aio_pika
-
-    connection = await aio_pika.connect(RABBITMQ)
-    async with connection:
-        channel = await connection.channel()
-        for name in (queue, f"{queue}.dead"):
-            await channel.queue_delete(name)
-        await channel.exchange_delete(f"{queue}.dead")
 
 
 HUB_MODES = {"off": (False, True), "on, relayed apart": (True, False), "on, relayed by run": (True, True)}

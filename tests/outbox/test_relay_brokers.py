@@ -23,6 +23,7 @@ from edinbox.sources import Delivery, open_source
 from edinbox.sources._kafka_config import MockCluster
 from servers import PrivateServer
 from services import require_service
+from sources.test_rabbitmq import drop
 
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"
 HEADERS = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "kind": "997"}
@@ -60,18 +61,6 @@ async def drain(url: str, count: int, *, within: float = 30) -> list[Delivery]:
             if len(got) >= count and not batch:
                 break
     return got
-
-
-async def drop_queue(queue: str) -> None:
-    """Delete a test's queue, its dead-letter queue and exchange."""
-    import aio_pika
-
-    connection = await aio_pika.connect(RABBITMQ)
-    async with connection:
-        channel = await connection.channel()
-        for name in (queue, f"{queue}.dead"):
-            await channel.queue_delete(name)
-        await channel.exchange_delete(f"{queue}.dead")
 
 
 async def until(check: Callable[[], bool], *, within: float) -> None:
@@ -127,7 +116,7 @@ async def test_headers_arrive_with_the_producer_id(broker: str, tmp_path: Path, 
             assert {k: delivery.headers.get(k) for k in HEADERS} == HEADERS
     finally:
         if broker == "rabbitmq":
-            await drop_queue(unique_name)
+            await drop(unique_name)
 
 
 async def test_headers_arrive_as_kafka_record_headers(cluster: MockCluster, tmp_path: Path, unique_name: str) -> None:
@@ -170,7 +159,7 @@ async def test_a_payload_over_rabbitmqs_max_message_size_is_parked(tmp_path: Pat
         # "a", confirmed before the broker closed the channel, is sent again when the group is retried row by row
         assert sorted({(d.message_id, d.payload) for d in got}) == [("a", b"a"), ("b", b"b"), ("big", b"after")]
     finally:
-        await drop_queue(unique_name)
+        await drop(unique_name)
 
 
 async def test_publishers_stay_open_across_passes(tmp_path: Path, unique_name: str) -> None:
@@ -187,7 +176,7 @@ async def test_publishers_stay_open_across_passes(tmp_path: Path, unique_name: s
         assert relay.publishers._open == {}
         assert len(await drain(url, 50)) == 50
     finally:
-        await drop_queue(unique_name)
+        await drop(unique_name)
 
 
 @pytest.mark.parametrize("kind", ["nats", "redis"])
