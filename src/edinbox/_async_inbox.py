@@ -27,15 +27,16 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._async_journal import AsyncJournal
-from edinbox._async_session import JoinedInboxes, driver_connection, in_session
+from edinbox._async_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
 from edinbox._errors import ConfigurationError, NotSettledError, StoreError
 from edinbox._message import Message, Outcome
@@ -48,7 +49,7 @@ from edinbox._plan import (
     plan_batch,
 )
 from edinbox._records import Tx
-from edinbox.stores._async_base import AsyncUnit
+from edinbox.stores._async_base import AsyncStore, AsyncUnit
 
 __all__ = ["AsyncInbox"]
 
@@ -89,6 +90,15 @@ class AsyncInbox(AsyncJournal):
             horizon=self.horizon,
         )
 
+    async def _session_inbox(self, session: Any) -> AsyncInbox:
+        """An inbox with these settings on the driver's connection under `session`'s transaction (begun if none),
+        whose savepoints are the session's nested transactions."""
+        if self._joined is None:
+            self._joined = JoinedInboxes(self._join)
+        joined: AsyncInbox = copy.copy(self._joined.get(await driver_connection(session)))
+        joined._store = cast(AsyncStore, SessionStore(joined._store, session))  # the store's own, its units wrapped
+        return joined
+
     async def process(
         self,
         message: Message,
@@ -111,8 +121,9 @@ class AsyncInbox(AsyncJournal):
         parked (DEAD) when `at_most_once` is set.
 
         With an SQLAlchemy `session` (Session, or AsyncSession for AsyncInbox), the journal row is written on the
-        session's connection inside its transaction (begun if none), in a savepoint: the inbox never commits it,
-        the caller does. The handler gets the session as `tx.connection`, in `session.begin_nested()`.
+        session's connection inside its transaction (begun if none), in a savepoint that is the session's own
+        `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
+        `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).
 
         With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
         children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
@@ -120,10 +131,10 @@ class AsyncInbox(AsyncJournal):
         if session is not None:
             if lease is not None:
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
-            if self._joined is None:
-                self._joined = JoinedInboxes(self._join)
-            joined = self._joined.get(await driver_connection(session))
-            return await joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
+            joined = await self._session_inbox(session)
+            return await joined.process(message, in_session(session, handler))
+        if not _trace.tracing():
+            return await self._process(message, handler, lease=lease, at_most_once=at_most_once)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
         with _trace.span(_trace.SETTLE, attributes):
             outcome = await self._process(message, handler, lease=lease, at_most_once=at_most_once)
@@ -283,6 +294,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -293,6 +305,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: bool,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome | Exception]: ...
 
     async def process_batch(
@@ -302,6 +315,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: bool = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -325,7 +339,19 @@ class AsyncInbox(AsyncJournal):
         caller's own bookkeeping, committed with the batch; with no message, in a transaction of its own). If it
         raises, the batch rolls back and nothing is charged. An isolated batch commits message by message and
         does not call it: the caller records those outcomes itself.
+
+        With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
+        connection inside its transaction (begun if none), in the session's `begin_nested()`, and the inbox never
+        commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
+        `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
+        there too.
         """
+        if session is not None:
+            joined = await self._session_inbox(session)
+            hook = None if before_commit is None else in_session(session, before_commit)
+            return await joined.process_batch(
+                messages, in_session(session, handler), isolate=isolate, before_commit=hook
+            )
         batch = list(messages)
         if not batch:
             if before_commit is not None:

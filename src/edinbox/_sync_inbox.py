@@ -28,11 +28,12 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
@@ -48,8 +49,8 @@ from edinbox._plan import (
 )
 from edinbox._records import Tx
 from edinbox._sync_journal import Journal
-from edinbox._sync_session import JoinedInboxes, driver_connection, in_session
-from edinbox.stores._sync_base import Unit
+from edinbox._sync_session import JoinedInboxes, SessionStore, driver_connection, in_session
+from edinbox.stores._sync_base import Store, Unit
 
 __all__ = ["Inbox"]
 
@@ -90,6 +91,15 @@ class Inbox(Journal):
             horizon=self.horizon,
         )
 
+    def _session_inbox(self, session: Any) -> Inbox:
+        """An inbox with these settings on the driver's connection under `session`'s transaction (begun if none),
+        whose savepoints are the session's nested transactions."""
+        if self._joined is None:
+            self._joined = JoinedInboxes(self._join)
+        joined: Inbox = copy.copy(self._joined.get(driver_connection(session)))
+        joined._store = cast(Store, SessionStore(joined._store, session))  # the store's own, its units wrapped
+        return joined
+
     def process(
         self,
         message: Message,
@@ -112,8 +122,9 @@ class Inbox(Journal):
         parked (DEAD) when `at_most_once` is set.
 
         With an SQLAlchemy `session` (Session, or Session for Inbox), the journal row is written on the
-        session's connection inside its transaction (begun if none), in a savepoint: the inbox never commits it,
-        the caller does. The handler gets the session as `tx.connection`, in `session.begin_nested()`.
+        session's connection inside its transaction (begun if none), in a savepoint that is the session's own
+        `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
+        `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).
 
         With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
         children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
@@ -121,10 +132,10 @@ class Inbox(Journal):
         if session is not None:
             if lease is not None:
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
-            if self._joined is None:
-                self._joined = JoinedInboxes(self._join)
-            joined = self._joined.get(driver_connection(session))
-            return joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
+            joined = self._session_inbox(session)
+            return joined.process(message, in_session(session, handler))
+        if not _trace.tracing():
+            return self._process(message, handler, lease=lease, at_most_once=at_most_once)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
         with _trace.span(_trace.SETTLE, attributes):
             outcome = self._process(message, handler, lease=lease, at_most_once=at_most_once)
@@ -280,6 +291,7 @@ class Inbox(Journal):
         *,
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -290,6 +302,7 @@ class Inbox(Journal):
         *,
         isolate: bool,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome | Exception]: ...
 
     def process_batch(
@@ -299,6 +312,7 @@ class Inbox(Journal):
         *,
         isolate: bool = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -322,7 +336,17 @@ class Inbox(Journal):
         caller's own bookkeeping, committed with the batch; with no message, in a transaction of its own). If it
         raises, the batch rolls back and nothing is charged. An isolated batch commits message by message and
         does not call it: the caller records those outcomes itself.
+
+        With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
+        connection inside its transaction (begun if none), in the session's `begin_nested()`, and the inbox never
+        commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
+        `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
+        there too.
         """
+        if session is not None:
+            joined = self._session_inbox(session)
+            hook = None if before_commit is None else in_session(session, before_commit)
+            return joined.process_batch(messages, in_session(session, handler), isolate=isolate, before_commit=hook)
         batch = list(messages)
         if not batch:
             if before_commit is not None:

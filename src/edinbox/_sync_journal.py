@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from time import sleep
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Status, check_retention
+from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
 from edinbox._message import Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
@@ -131,23 +132,29 @@ class Journal:
             unit.commit()
             return changed
 
-    def purge(self, older_than: timedelta, *, batch_size: int = 1000) -> int:
-        """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction.
+    def purge(self, older_than: timedelta, *, batch_size: int = 1000, max_rate: float | None = None) -> int:
+        """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction, then the
+        outbox's rows sent that long ago.
 
         Refuses (ConfigurationError) when `older_than` is shorter than the redelivery horizon. Failed, dead,
-        leased and conflict rows are never purged. On PostgreSQL one purger runs at a time (an advisory lock;
-        a second one returns 0 at once). Returns the number of rows deleted.
+        leased and conflict rows are never purged. On PostgreSQL and MariaDB one purger runs at a time, across
+        processes (a session lock; a second one returns 0 at once). `max_rate` throttles it: at most that many rows
+        per second (journal and outbox together), with a pause between committed batches; None (the default) does
+        not wait. Returns the number of rows deleted.
         """
         check_retention(older_than, horizon=self.horizon)
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
-        deleted = self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
+        pace = Pace(max_rate)
+        deleted = self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size, pace=pace)
         params = {"older_than": older_than, "batch_size": batch_size}
-        while (sent := self._write("outbox_purge_batch", params)) > 0:
+        while True:
+            sleep(pace.delay())
+            sent = self._write("outbox_purge_batch", params)
+            pace.count(sent)
             deleted += sent
             if sent < batch_size:
-                break
-        return deleted
+                return deleted
 
     def relay(self, send: Send, *, limit: int = 100) -> SendResult:
         """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
@@ -167,6 +168,27 @@ def test_purge_deletes_sent_rows_past_the_horizon_only(db: tuple[str, str]) -> N
         assert inbox.purge(timedelta(0)) == 1
         stats = inbox.outbox_stats()
         assert (stats.backlog, stats.parked, stats.sent) == (1, 1, 0)
+
+
+def test_purge_max_rate_paces_the_outbox_rows_too(db: tuple[str, str]) -> None:
+    """`purge(max_rate=50)` of 50 sent outbox rows in batches of 10 takes at least a second: the journal's throttle
+    counts the outbox's rows as well."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table, horizon=timedelta(0)) as inbox:
+
+        def work(tx: Tx) -> None:
+            for i in range(50):
+                tx.publish("dir:///out", b"ok", key=f"k{i}")
+
+        inbox.transaction(work)
+        while inbox.relay(recorder).sent:
+            pass
+        assert inbox.outbox_stats().sent == 50
+        started = time.monotonic()
+        assert inbox.purge(timedelta(0), batch_size=10, max_rate=50) == 50
+        assert 0.99 <= time.monotonic() - started < 15
+        assert inbox.outbox_stats().sent == 0
 
 
 def test_publish_refuses_what_no_relay_could_send(db: tuple[str, str]) -> None:

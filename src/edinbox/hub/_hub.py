@@ -34,6 +34,7 @@ from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
+from edinbox.hub._purge import Purger, check_purge
 from edinbox.hub._relay import Relay
 from edinbox.hub._spans import Spans
 from edinbox.sources import Delivery, Source, open_source
@@ -88,19 +89,36 @@ class Hub:
         Outages of the database or the source are waited out (see `Outage`); the last TransientError propagates
         only after `give_up_after`. On `stop`, the batch in hand is finished; a wait for a dependency is not.
         With `config.relay` (the default) the outbox relay runs beside it (totals `relayed`, `outbox_parked`),
-        and with `once` it drains the outbox last.
+        and with `once` it drains the outbox last. With `config.purge_every` the journal is purged beside it too
+        (`Purger`: at start, then once per period, on a connection of its own).
         """
-        relay_stop = asyncio.Event()
-        relay = asyncio.ensure_future(self._relay(relay_stop)) if self.config.relay else None
+        beside = asyncio.Event()
+        relay = asyncio.ensure_future(self._relay(beside)) if self.config.relay else None
+        purger = self._purger(beside) if self.config.purge_every else None
         try:
             await self._receive(once=once)
         finally:
+            beside.set()
             if relay is not None:
-                relay_stop.set()
                 await relay
+            if purger is not None:
+                await purger  # a configuration error of the purge is raised here (it stopped the hub)
         if relay is not None and once and not self.stop.is_set():
             await self._relay(self.stop, once=True)  # drain what the last batches published
         return self.totals
+
+    def _purger(self, stop: asyncio.Event) -> asyncio.Future[None]:
+        """The periodic purge (`purge_every`) as a task beside the batch loop, with a journal of its own, until
+        `stop`; should it fail for another reason than an outage, it stops the hub too."""
+        purger = Purger(self.config, stop=stop, log_json=self.log_json, metrics=self.metrics)
+        task = asyncio.ensure_future(purger.run())
+
+        def done(task: asyncio.Future[None]) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                self.stop.set()
+
+        task.add_done_callback(done)
+        return task
 
     async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
         """Relay the outbox beside the hub (acknowledgments to partners) until `stop`; add its totals."""
@@ -298,6 +316,7 @@ async def open_hub(
     """
     if not config.source:
         raise ConfigurationError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in config")
+    check_purge(config)
     logger = logging.getLogger(_log.LOGGER)
     on_back = None
     if metrics is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,9 +26,9 @@ from edinbox.hub._outage import Outage
 from edinbox.hub._output import as_dict, human_duration, json_value, render
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
+from edinbox.hub._purge import Purged, purge
 from edinbox.hub._redrive import (
     forget_rejected,
-    purge_rejected,
     rejected_id,
     rejected_row,
     split_key,
@@ -332,48 +332,6 @@ async def forget(config: HubConfig, key: str) -> bool:
     source, message_id = split_key(key)
     async with open_inbox(config) as inbox:
         return bool(await inbox.forget(source, message_id))
-
-
-async def _purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
-    """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
-    params = {"consumer": consumer, "older_than": age}
-    rows = await inbox.read(lambda tx: tx.unit.fetch("hub_purgeable", params))
-    return int(rows[0][0] or 0)
-
-
-async def purge(
-    config: HubConfig,
-    *,
-    older_than: str,
-    batch_size: int,
-    progress: Callable[[int, int], None] | None = None,
-    interval: float = 0.5,
-) -> Purged:
-    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches, then the parked payloads
-    rejected before that; return how many of each.
-
-    `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
-    """
-    age = parse_duration(older_than)
-    async with open_inbox(config) as inbox:
-        total = await _purgeable(inbox, config.consumer, age) if progress else 0
-        task = asyncio.ensure_future(inbox.purge(older_than=age, batch_size=batch_size))
-        while progress is not None and total and not task.done():
-            await asyncio.wait({task}, timeout=interval)
-            if not task.done():
-                progress(max(0, total - await _purgeable(inbox, config.consumer, age)), total)
-        deleted = int(await task)
-    if progress is not None and total:
-        progress(min(deleted, total), total)
-    return Purged(rows=deleted, rejected=await purge_rejected(config, older_than=age))
-
-
-@dataclass(frozen=True, slots=True)
-class Purged:
-    """What `edinbox purge` deleted: settled journal rows, and parked payloads rejected longer ago than the age."""
-
-    rows: int
-    rejected: int
 
 
 @dataclass(frozen=True, slots=True)

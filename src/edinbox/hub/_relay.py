@@ -26,7 +26,7 @@ from edinbox._outbox import SendResult
 from edinbox._urls import mask
 from edinbox.hub import _log
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._outage import Outage, Stopped
+from edinbox.hub._outage import Outage, Stopped, unless_stopped
 from edinbox.hub._publishers import Publishers
 from edinbox.sources import publisher
 
@@ -118,19 +118,9 @@ class Relay:
 
     async def _wait(self) -> None:
         """Wait for a commit that published (`wake`, or the database's notification), `idle` seconds, or `stop`,
-        whichever comes first."""
-        waiting = asyncio.ensure_future(self.inbox.wait_outbox(self.idle))
-        stopping = asyncio.ensure_future(self.stop.wait())
-        woken = asyncio.ensure_future(self._woken.wait())
-        try:
-            await asyncio.wait({waiting, stopping, woken}, return_when=asyncio.FIRST_COMPLETED)
-            if woken.done() and not stopping.done():  # let the next batches' rows join this pass
-                await asyncio.wait({stopping}, timeout=self.linger)
-        finally:
-            self._woken.clear()
-            stopping.cancel()
-            woken.cancel()
-            if not waiting.done():
-                waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await waiting  # a failed wait is an outage the next pass meets and waits out
+        whichever comes first; woken, wait `linger` seconds more for the next batches' rows to join the pass."""
+        with contextlib.suppress(Exception):  # a failed wait is an outage the next pass meets and waits out
+            await unless_stopped(unless_stopped(self.inbox.wait_outbox(self.idle), self._woken), self.stop)
+        if self._woken.is_set():
+            await unless_stopped(asyncio.sleep(self.linger), self.stop)
+        self._woken.clear()
