@@ -15,7 +15,10 @@ included); deliveries per second, and the cost of acknowledgments as 1 - on / of
 so the load of other processes on a shared machine hits them alike; the best round of each is compared, and the
 median round too.
 
-Run: .venv/bin/python -m bench.outbox [--rounds 3] [--rows 2000] [--messages 1000] [--no-rabbitmq]
+`--outbound /dev/shm` puts the partners' outbound spool folders on another file system (here memory), to tell the
+relay's own cost from its disk flushes competing with the journal's on one disk.
+
+Run: .venv/bin/python -m bench.outbox [--rounds 3] [--rows 2000] [--messages 1000] [--no-rabbitmq] [--outbound DIR]
 """
 
 from __future__ import annotations
@@ -73,9 +76,11 @@ HUB_MODES = {"off": (False, True), "on, relayed apart": (True, False), "on, rela
 """Hub modes: (acknowledgments written, relayed by the hub's own relay within the measured time)."""
 
 
-async def hub_rate(root: Path, messages: int, *, acknowledgments: bool, relay: bool) -> float:
+async def hub_rate(
+    root: Path, messages: int, *, acknowledgments: bool, relay: bool, outbound: Path | None = None
+) -> float:
     """Settle generated traffic through the hub (SQLite, spool); return deliveries per second."""
-    spool, out = root / "spool", root / "out"
+    spool, out = root / "spool", (outbound or root) / "out"
     config = HubConfig(
         db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{spool}", batch_size=20, idle_timeout=0.2, relay=relay
     )
@@ -101,6 +106,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--no-rabbitmq", action="store_true")
+    parser.add_argument("--outbound", type=Path, help="the folder the partners' outbound spools go in (another disk)")
     args = parser.parse_args()
     relays: dict[str, list[float]] = {"spool": []}
     if not args.no_rabbitmq:
@@ -122,9 +128,13 @@ def main() -> int:
             root = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
             try:
                 written, relayed = HUB_MODES[mode]
-                measured.append(asyncio.run(hub_rate(root, args.messages, acknowledgments=written, relay=relayed)))
+                outbound = Path(tempfile.mkdtemp(dir=args.outbound)) if args.outbound else None
+                rate = hub_rate(root, args.messages, acknowledgments=written, relay=relayed, outbound=outbound)
+                measured.append(asyncio.run(rate))
             finally:
                 shutil.rmtree(root, ignore_errors=True)
+                if outbound is not None:
+                    shutil.rmtree(outbound, ignore_errors=True)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"Outbox relay, {args.rows} rows of {len(PAYLOAD)} bytes, 100 per pass, best of {args.rounds} rounds")
     print(f"({os.cpu_count()} CPUs, load average {load}):")
