@@ -43,6 +43,8 @@ __all__ = [
 MIGRATIONS: dict[int, str] = {
     2: "statuses after requeue read requeued",
     3: "the outbox table beside the journal (<journal>_outbox)",
+    4: "the hub's counters sharded: a shard in their key, a count summed over the shards",
+    5: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
 }
 """Each version of the journal layout after the first, with what it changes.
 
@@ -323,4 +325,4 @@ def migration_steps(found: list[int], *, version: int, table: object) -> list[in
             f"journal table {table} has schema version {found[0]}, newer than this edinbox's {version}: "
             "upgrade edinbox instead"
         )
-    return list(range(found[0] + 1, version + 1))
+    return [step for step in sorted(MIGRATIONS) if found[0] < step <= version]

@@ -339,3 +339,38 @@ def test_rows_behind_a_parked_row_of_the_same_key_are_sent(db: tuple[str, str]) 
         assert [p for _, _, p in recorder.sent] == [b"1", b"3"]
         stats = inbox.outbox_stats()
         assert (stats.backlog, stats.parked, stats.sent) == (0, 1, 2)
+
+
+def test_on_complete_publishes_with_the_lease_modes_completion(db: tuple[str, str]) -> None:
+    """In lease mode `on_complete(tx)` publishes in the transaction that completes the claim: once, never for a
+    duplicate, and nothing (the claim still held) when it fails; without a lease it joins the handler's transaction."""
+    url, table = db
+    published: list[str] = []
+    with Inbox(url, consumer="c", table=table) as inbox:
+
+        def effect(tx: Tx, message: Message) -> None:
+            assert tx.connection is None  # lease mode: the handler is outside any transaction
+
+        def complete(tx: Tx) -> None:
+            published.append("done")
+            tx.publish("dir:///out", b"ack", key="ack/1")
+
+        lease = timedelta(seconds=30)
+        assert inbox.process(Message("1", "s", b"a"), effect, lease=lease, on_complete=complete) is Outcome.PROCESSED
+        assert inbox.process(Message("1", "s", b"a"), effect, lease=lease, on_complete=complete) is Outcome.DUPLICATE
+        assert (published, inbox.outbox_stats().backlog) == (["done"], 1)
+
+        def failing(tx: Tx) -> None:
+            tx.publish("dir:///out", b"ack", key="ack/2")
+            raise RuntimeError("the acknowledgment could not be written")
+
+        with pytest.raises(RuntimeError):
+            inbox.process(Message("2", "s", b"b"), effect, lease=lease, on_complete=failing)
+        assert inbox.get("s", "2").status.value == "in_progress"  # not completed: its lease runs out, then a retry
+        assert inbox.outbox_stats().backlog == 1
+
+        def handler(tx: Tx, message: Message) -> None:
+            assert tx.connection is not None
+
+        assert inbox.process(Message("3", "s", b"c"), handler, on_complete=complete) is Outcome.PROCESSED
+        assert (published, inbox.outbox_stats().backlog) == (["done", "done"], 2)

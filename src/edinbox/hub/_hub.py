@@ -212,7 +212,8 @@ class Hub:
 
         Copies of one key in one batch: the inbox settles the first, the others are duplicates. A handler failure
         rolls the batch back; the inbox then settles it message by message, so the failure is charged to its
-        message alone (see `_process`). Lease mode settles each message alone from the start.
+        message alone (see `_process`). Lease mode settles each message alone from the start, its acknowledgments
+        written in the transaction that commits its completion (`on_complete`).
         """
         batch = Batch(
             work, accounting=self.accounting, consumer=self.config.consumer, acknowledger=self.acknowledger, spans=spans
@@ -223,7 +224,10 @@ class Hub:
                 spans.committed(batch.recorded_at)
             return
         lease = parse_duration(self.config.lease)
-        outcomes = [await self._process_one(m, batch.create_one, lease=lease) for m in batch.messages]
+        outcomes = [
+            await self._process_one(m, batch.create_one, lease=lease, on_complete=partial(_answer, batch, m))
+            for m in batch.messages
+        ]
         await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
 
     async def _process(self, batch: Batch) -> None:
@@ -249,13 +253,16 @@ class Hub:
                 outcomes.append(result)
         await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
 
-    async def _process_one(self, message: Message, handler: Any, *, lease: timedelta | None = None) -> Outcome | None:
+    async def _process_one(
+        self, message: Message, handler: Any, *, lease: timedelta | None = None, on_complete: Any = None
+    ) -> Outcome | None:
         """Settle one message on its own; None when it stays unsettled: its handler failed (the attempt is
-        recorded) or a live lease holds it elsewhere. Only a TransientError or a configuration error is raised."""
+        recorded) or a live lease holds it elsewhere. Only a TransientError or a configuration error is raised.
+        `on_complete(tx)` runs in the transaction that commits its completion (its acknowledgments)."""
         try:
             if lease is None:
-                return await self.inbox.process(message, handler)
-            return await self.inbox.process(message, handler, lease=lease)
+                return await self.inbox.process(message, handler, on_complete=on_complete)
+            return await self.inbox.process(message, handler, lease=lease, on_complete=on_complete)
         except NotSettledError as exc:
             self._not_settled(message, exc)
             return None
@@ -344,6 +351,11 @@ async def open_hub(
             log_json=log_json,
             metrics=metrics,
         )
+
+
+async def _answer(batch: Batch, message: Message, tx: Any) -> None:
+    """Lease mode: a completed message's acknowledgments, in the transaction that commits its completion."""
+    await batch.answer(tx, [message])
 
 
 def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:

@@ -117,7 +117,9 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         size = await _table_size(inbox)
         outbox = await inbox.outbox_stats()
         acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgment_totals", {"consumer": config.consumer}))
+        rejections = await inbox.read(lambda tx: tx.unit.fetch("hub_rejection_totals", {"consumer": config.consumer}))
     acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
+    acknowledgments["rejections"] = int(rejections[0][0])
     for kind, duplicate, n, keys in acks:
         acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
         acknowledgments["keys"] += int(keys)
@@ -217,8 +219,9 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 
 
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
-    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it, or one parked
-    payload (`rejected/ID`).
+    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it (an interchange
+    parked before it was journaled: its rejection and the acknowledgments that carried it), or one parked payload
+    (`rejected/ID`).
 
     Payloads come as bounded previews (`_payloads.preview`: EDI segments, text, or hex), with their size and kind.
     """
@@ -241,12 +244,23 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
         invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
         acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
+        rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
         record = await inbox.get(source, message_id)
-    if record is None:
+    if record is None and not rejection:
         return None
-    data = {"key": key, **as_dict(record)}
-    data.update(_previewed("payload", record.payload))
-    data.update(_previewed("conflict_payload", record.conflict_payload))
+    rejected_at = json_value(_timestamp(rejection[0][1])) if rejection else None
+    if record is None:  # parked before it was journaled: its rejection is all there is (the payload: `rejected/N`)
+        data: dict[str, Any] = {
+            "key": key,
+            "source": source,
+            "message_id": message_id,
+            "status": "parked",
+            "rejected_at": rejected_at,
+        }
+    else:
+        data = {"key": key, **as_dict(record), "rejected_at": rejected_at}
+        data.update(_previewed("payload", record.payload))
+        data.update(_previewed("conflict_payload", record.conflict_payload))
     data["invoices"] = [
         {
             "seller": i[0],
@@ -262,6 +276,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         {
             "kind": a[0],
             "duplicate": bool(a[1]),
+            "answer": "duplicate notice" if a[1] else "rejection" if record is None else "acknowledgment",
             "control_number": a[2],
             "key": a[3],
             "at": json_value(a[4]),
