@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from edinbox import AsyncInbox, Inbox, StoreError, Tx
+from edinbox import AsyncInbox, Inbox, Outgoing, StoreError, Tx
 from servers import PrivateMariaDB
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private MariaDB servers are started on Linux")
@@ -46,12 +46,12 @@ def test_a_restart_between_send_and_mark_sends_those_rows_again_and_loses_none(m
     got: list[tuple[str, int]] = []
     cut: list[int] = []
 
-    def record(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
-        got.extend((key, int(payload)) for key, payload in messages)
+    def record(destination: str, messages: Sequence[Outgoing]) -> None:
+        got.extend((m.message_id, int(m.payload)) for m in messages)
 
-    def record_then_stop(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    def record_then_stop(destination: str, messages: Sequence[Outgoing]) -> None:
         record(destination, messages)
-        cut.extend(int(payload) for _, payload in messages)
+        cut.extend(int(m.payload) for m in messages)
         mariadb.stop()
 
     with Inbox(mariadb.url, consumer="c") as inbox:
@@ -75,8 +75,8 @@ def test_an_async_relay_waits_out_a_restart_between_passes(mariadb: PrivateMaria
     nothing, the next ones after the restart send every row exactly once."""
     got: list[tuple[str, int]] = []
 
-    async def send(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
-        got.extend((key, int(payload)) for key, payload in messages)
+    async def send(destination: str, messages: Sequence[Outgoing]) -> None:
+        got.extend((m.message_id, int(m.payload)) for m in messages)
 
     async def main() -> None:
         async with AsyncInbox(mariadb.url, consumer="c") as inbox:

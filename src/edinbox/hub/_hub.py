@@ -78,6 +78,8 @@ class Hub:
         self.logger = logging.getLogger(_log.LOGGER)
         self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
+        self._relay_beside: Relay | None = None
+        """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
         self._refreshed = -_REFRESH
 
@@ -124,7 +126,11 @@ class Hub:
         outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
         idle = self.config.poll_timeout * 4
         relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
-        totals = await relay.run(once=once)
+        self._relay_beside = relay
+        try:
+            totals = await relay.run(once=once)
+        finally:
+            self._relay_beside = None
         for name, total in (("relayed", totals["sent"]), ("outbox_parked", totals["parked"])):
             if total:
                 self.totals[name] += total
@@ -139,6 +145,8 @@ class Hub:
                 break
             if handled:
                 idle_since = time.monotonic()
+                if self._relay_beside is not None and self.acknowledger is not None:
+                    self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
             elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
                 break
             await self.refresh(every=_REFRESH)
