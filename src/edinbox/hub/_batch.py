@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
-from edinbox.hub._accounting import Accounting
+from edinbox.hub._accounting import Accounting, Created
 from edinbox.hub._acks import Acknowledger, Pending
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
@@ -71,15 +71,15 @@ class Batch:
         """True once the batch's one handler call failed: every later call settles one message alone."""
 
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
-        """The inbox handler: create each new interchange's invoices (read while planning) through the sink."""
+        """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink."""
         alone = self.isolated
         started = time.time_ns()
         try:
+            items = [self.by_key[message.key] for message in messages]
+            created = await self.accounting.create_many(tx, [(m, self.by_key[m.key].invoices) for m in messages])
             pending: list[Pending] = []
-            for message in messages:
-                item = self.by_key[message.key]
-                created = await self.accounting.create(tx, message, item.invoices)
-                self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
+            for message, item, done in zip(messages, items, created, strict=True):
+                self.effects[message.key] = _effect(done)
                 if self.acknowledger is not None and item.received is not None:
                     pending += self.acknowledger.pending(item.received, message=message)
             if self.acknowledger is not None:
@@ -97,7 +97,7 @@ class Batch:
     async def create_one(self, tx: Tx, message: Message) -> None:
         """The handler for one message settled alone (lease mode): create, and count it when in a transaction."""
         created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
-        self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
+        self.effects[message.key] = _effect(created)
         if tx.unit is not None:
             await self._count_effect(tx, message)
 
@@ -151,3 +151,8 @@ class Batch:
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()
+
+
+def _effect(created: Created) -> str:
+    """The counted outcome of a handled interchange: `resent` when every invoice of it already existed."""
+    return "resent" if created.existing and not created.created else "processed"

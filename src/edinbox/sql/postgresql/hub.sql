@@ -41,12 +41,25 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
     PRIMARY KEY (consumer, outcome)
 )
 
--- name: hub_insert_invoice
+-- name: hub_insert_invoices
+-- a batch's invoices in one statement; the hub compares the rows it inserted with the rows it sent (see
+-- hub/_accounting.py), so the savepoint below lets it redo a batch that met an existing invoice one message at a time
+-- one array per column, all of the same length
 INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
     consumer, source, message_id)
-VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
-    %(consumer)s, %(source)s, %(message_id)s)
+SELECT u.seller, u.number, u.kind, u.issue_date, u.buyer, u.currency, u.total, u.tax_total, u.lines,
+    %(consumer)s, u.source, u.message_id
+FROM unnest(%(sellers)s::text[], %(numbers)s::text[], %(kinds)s::text[], %(issue_dates)s::date[],
+    %(buyers)s::text[], %(currencies)s::text[], %(totals)s::numeric[], %(tax_totals)s::numeric[],
+    %(lines)s::integer[], %(sources)s::text[], %(message_ids)s::text[])
+    AS u (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines, source, message_id)
 ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
+
+-- name: hub_invoices_savepoint
+SAVEPOINT hub_invoices
+
+-- name: hub_invoices_rollback
+ROLLBACK TO SAVEPOINT hub_invoices
 
 -- name: hub_park
 INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
