@@ -98,10 +98,10 @@ async def check_privileges(inbox: AsyncInbox) -> None:
 
 
 async def count(tx: Any, *, consumer: str, counts: Mapping[str, int]) -> None:
-    """Add per-outcome delivery counts, in the caller's transaction."""
-    for outcome, n in counts.items():
-        if n:
-            await tx.unit.run("hub_count", {"consumer": consumer, "outcome": outcome, "n": n})
+    """Add per-outcome delivery counts, in the caller's transaction (one batch of statements)."""
+    rows = [{"consumer": consumer, "outcome": outcome, "n": n} for outcome, n in counts.items() if n]
+    if rows:
+        await tx.unit.run_many("hub_count", rows)
 
 
 async def park(tx: Any, *, consumer: str, fingerprint: str, delivery: str, reason: str, payload: bytes) -> None:

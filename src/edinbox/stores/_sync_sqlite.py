@@ -49,8 +49,7 @@ class _SQLiteUnit:
         """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
         self.begin()
         with _RECORDING:
-            cursor = self.connection.execute(self._sql[name], params(values))
-            return cursor.fetchone() is not None
+            return bool(self._rows(name, values))
 
     def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
@@ -60,8 +59,11 @@ class _SQLiteUnit:
     def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
         with mapped_errors(f"run {name}"):
-            cursor = self.connection.execute(self._sql[name], params(values))
-            return [tuple(row) for row in cursor.fetchall()]
+            return [tuple(row) for row in self._rows(name, values)]
+
+    def _rows(self, name: str, values: Params) -> Any:
+        """Run the named statement and read all its rows in one call to the driver (one trip to its thread)."""
+        return self.connection.execute(self._sql[name], params(values)).fetchall()
 
     def run(self, name: str, values: Params) -> int:
         """Run the named statement and return the number of rows it changed."""
