@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +53,12 @@ class Accounting(abc.ABC):
 class SqlAccounting(Accounting):
     """The default sink: an `invoices` table in the journal's database and transaction.
 
-    A batch's invoices are inserted in one statement. When it inserts every row it was given, each interchange
-    created all of its invoices. When it inserts fewer (an invoice already there: a partner's resend, or twice in the
-    batch), the statement is rolled back to a savepoint and each interchange is inserted by itself, in order, so each
-    one's count is exactly what inserting it alone finds. A data error fails the statement, and with it the batch's
-    handler call: the inbox then settles each message alone, so only the interchange holding the bad value pays.
+    A batch's invoices are inserted in one statement, after a savepoint. When it inserts every row it was given,
+    each interchange created all of its invoices. When it inserts fewer (an invoice already there: a partner's
+    resend; or one invoice twice in the batch), it is rolled back to the savepoint; the interchanges none of whose
+    invoices exists or recurs in the batch are inserted together again, and the others one by one, in order, so each
+    one's count is what inserting it alone finds. A data error fails the statement, and with it the batch's handler
+    call: the inbox then settles each message alone, so only the interchange holding the bad value pays.
     """
 
     needs_lines = False
@@ -71,29 +73,46 @@ class SqlAccounting(Accounting):
         return (await self.create_many(tx, [(message, invoices)]))[0]
 
     async def create_many(self, tx: Any, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
-        """Insert the invoices of every interchange of `batch` in one statement when none of them exists yet."""
-        with_invoices = [(message, invoices) for message, invoices in batch if invoices]
-        if len(with_invoices) > 1:
+        """Insert the invoices of every interchange of `batch`, in one statement when none of them exists yet."""
+        rows = [[_row(invoice, message) for invoice in invoices] for message, invoices in batch]
+        inserted = [0] * len(rows)
+        alone = [i for i, invoices in enumerate(rows) if invoices]
+        if len(alone) > 1:
             await tx.unit.run("hub_invoices_savepoint", {})
-            if await self._insert(tx, with_invoices) == sum(len(invoices) for _, invoices in with_invoices):
-                return [Created(created=len(invoices), existing=0) for _, invoices in batch]
+            if await self._insert(tx, [row for i in alone for row in rows[i]]) == sum(map(len, rows)):
+                return [Created(created=len(invoices), existing=0) for invoices in rows]
             await tx.unit.run("hub_invoices_rollback", {})
-        results = []
-        for message, invoices in batch:
-            inserted = await self._insert(tx, [(message, invoices)]) if invoices else 0
-            results.append(Created(created=inserted, existing=len(invoices) - inserted))
-        return results
+            together = await self._unshared(tx, [rows[i] for i in alone])
+            if len(together) > 1:
+                group = [alone[k] for k in together]
+                if await self._insert(tx, [row for i in group for row in rows[i]]) == sum(len(rows[i]) for i in group):
+                    for i in group:
+                        inserted[i] = len(rows[i])
+                    alone = [i for i in alone if i not in group]
+                else:  # another transaction committed one of them meanwhile: every interchange alone, then
+                    await tx.unit.run("hub_invoices_rollback", {})
+        for i in alone:
+            inserted[i] = await self._insert(tx, rows[i])
+        return [Created(created=n, existing=len(invoices) - n) for n, invoices in zip(inserted, rows, strict=True)]
 
-    async def _insert(self, tx: Any, batch: Sequence[tuple[Message, Sequence[Any]]]) -> int:
-        """Run `hub_insert_invoices` on the invoices of `batch`; return the number of rows it inserted."""
-        rows = [_row(invoice, message) for message, invoices in batch for invoice in invoices]
+    async def _unshared(self, tx: Any, groups: list[list[tuple[Any, ...]]]) -> list[int]:
+        """The positions of the groups of invoice rows whose keys are neither in the table nor elsewhere in `groups`."""
+        found = await tx.unit.fetch("hub_existing_invoices", self._params(tx, [row for g in groups for row in g]))
+        seen = Counter(_key(row) for group in groups for row in group)
+        taken = {_key(row) for row in found}
+        return [k for k, group in enumerate(groups) if all(seen[_key(r)] == 1 and _key(r) not in taken for r in group)]
+
+    async def _insert(self, tx: Any, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Run `hub_insert_invoices` on `rows` (from `_row`); return the number of rows it inserted."""
+        return int(await tx.unit.run("hub_insert_invoices", {**self._params(tx, rows), "consumer": self.consumer}))
+
+    @staticmethod
+    def _params(tx: Any, rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+        """Invoice rows as the dialect's statements read them."""
         if tx.dialect == "postgresql":  # one array per column, for unnest()
-            params: dict[str, Any] = dict(
-                zip(_ARRAYS, (list(column) for column in zip(*rows, strict=True)), strict=True)
-            )
-        else:  # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array per row, dates and decimals as text
-            params = {"invoices": json.dumps(rows, default=str)}
-        return int(await tx.unit.run("hub_insert_invoices", {**params, "consumer": self.consumer}))
+            return dict(zip(_ARRAYS, (list(column) for column in zip(*rows, strict=True)), strict=True))
+        # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array per row, dates and decimals as text
+        return {"invoices": json.dumps(rows, default=str)}
 
 
 _ARRAYS = (
@@ -127,6 +146,11 @@ def _row(invoice: Any, message: Message) -> tuple[Any, ...]:
         message.source,
         message.message_id,
     )
+
+
+def _key(row: Sequence[Any]) -> tuple[str, ...]:
+    """An invoice's unique key (seller, number, kind, issue date) from a row of `_row` or of the table, as text."""
+    return tuple(str(value) for value in row[:4])
 
 
 def party_key(party: Any) -> str:

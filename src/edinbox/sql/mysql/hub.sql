@@ -77,6 +77,20 @@ SAVEPOINT hub_invoices
 -- name: hub_invoices_rollback
 ROLLBACK TO SAVEPOINT hub_invoices
 
+-- name: hub_existing_invoices
+-- which invoice keys of the JSON rows (as for hub_insert_invoices) the table already holds, compared in the key's
+-- own collation
+SELECT i.seller, i.number, i.kind, i.issue_date
+FROM JSON_TABLE(%(invoices)s, '$[*]' COLUMNS (
+    i_seller LONGTEXT CHARACTER SET utf8mb4 PATH '$[0]',
+    i_number LONGTEXT CHARACTER SET utf8mb4 PATH '$[1]',
+    i_kind LONGTEXT CHARACTER SET utf8mb4 PATH '$[2]',
+    i_issue_date DATE PATH '$[3]'
+)) AS j
+JOIN {invoices} AS i
+    ON i.seller = j.i_seller COLLATE utf8mb4_nopad_bin AND i.number = j.i_number COLLATE utf8mb4_nopad_bin
+    AND i.kind = j.i_kind COLLATE utf8mb4_nopad_bin AND i.issue_date = j.i_issue_date
+
 -- name: hub_park
 INSERT INTO {rejected} (consumer, fingerprint, delivery, reason, payload)
 VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)

@@ -61,6 +61,14 @@ SAVEPOINT hub_invoices
 -- name: hub_invoices_rollback
 ROLLBACK TO SAVEPOINT hub_invoices
 
+-- name: hub_existing_invoices
+-- which invoice keys of the arrays (as for hub_insert_invoices) the table already holds
+SELECT i.seller, i.number, i.kind, i.issue_date
+FROM unnest(%(sellers)s::text[], %(numbers)s::text[], %(kinds)s::text[], %(issue_dates)s::date[])
+    AS u (seller, number, kind, issue_date)
+JOIN {invoices} AS i
+    ON i.seller = u.seller AND i.number = u.number AND i.kind = u.kind AND i.issue_date = u.issue_date
+
 -- name: hub_park
 INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
 VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)

@@ -59,6 +59,14 @@ SAVEPOINT hub_invoices
 -- name: hub_invoices_rollback
 ROLLBACK TO SAVEPOINT hub_invoices
 
+-- name: hub_existing_invoices
+-- which invoice keys of :invoices (rows as for hub_insert_invoices) the table already holds; the keys drive the join
+SELECT i.seller, i.number, i.kind, i.issue_date
+FROM json_each(:invoices) AS j
+CROSS JOIN {invoices} AS i
+WHERE i.seller = j.value ->> 0 AND i.number = j.value ->> 1 AND i.kind = j.value ->> 2
+    AND i.issue_date = j.value ->> 3
+
 -- name: hub_park
 INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
 VALUES (:consumer, :fingerprint, :delivery, :reason, :payload)
