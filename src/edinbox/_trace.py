@@ -34,8 +34,11 @@ _SCOPE = "edinbox"
 
 
 def tracing() -> bool:
-    """True when the OpenTelemetry API is installed (spans are recorded if the application set up an SDK)."""
-    return _otel is not None
+    """True when spans can be recorded: the OpenTelemetry API is installed and the application has set a tracer
+    provider (an SDK); with the API's default provider every span would be a no-op, so callers skip building them."""
+    if _otel is None:
+        return False
+    return not isinstance(_otel.get_tracer_provider(), _otel.ProxyTracerProvider | _otel.NoOpTracerProvider)
 
 
 @contextlib.contextmanager
