@@ -62,6 +62,8 @@ class Traffic:
     stuck: Doc
     """Dead too, and left so (the requeue test revives `dead`)."""
     markup: Doc
+    garbage: bytes = b"GARBAGE: not an interchange at all"
+    """A payload no key can be read from: parked as rejected/N."""
 
     def dead_payload(self) -> bytes:
         """The dead message's interchange, to deliver it again after a requeue."""
@@ -113,6 +115,7 @@ def fill(config: HubConfig) -> Traffic:
     )
     changed = replace(traffic.conflicted, lines=((9, Decimal("9.99")),))
     first = [(n, render(d)) for n, d in (("a", traffic.processed), ("b", traffic.conflicted), ("c", traffic.markup))]
+    first.append(("g", traffic.garbage))
     run(publish(config.source, first))
     run(drain(config))
     later = [("d", render(changed)), ("e", traffic.dead_payload()), ("f", render(traffic.stuck))]
@@ -148,7 +151,8 @@ def console(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         require_service("postgres")
         schema = "t" + os.urandom(6).hex()
         config = HubConfig(db=POSTGRES_URL, table=f"{schema}.inbox", source=f"dir://{spool}", idle_timeout=1.2)
-    config = config.with_overrides(max_attempts=1)
+    outbound = f"dir://{folder / 'out'}/{{id}}"  # every partner gets its acknowledgments (the message page lists them)
+    config = config.with_overrides(max_attempts=1, partners={"*": {"outbound": outbound}})
     run(init(config))
     traffic = fill(config)
     port = free_port()

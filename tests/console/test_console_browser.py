@@ -36,8 +36,9 @@ def test_search_finds_a_message_by_control_number_and_by_invoice_number(page: An
     assert "No journal row matches" in page.locator("#results").inner_text()
 
 
-def test_message_page_shows_segments_and_invoices(page: Any, console: Console) -> None:
-    """A conflicting message: its journal row, the invoice the first copy created, the conflicting copy's segments."""
+def test_message_page_shows_segments_invoices_and_acknowledgments(page: Any, console: Console) -> None:
+    """A conflicting message: its journal row, the invoice the first copy created, the acknowledgments sent for it
+    (as `edinbox show` lists them), the conflicting copy's segments."""
     conflicted = console.traffic.conflicted
     search(page, console, control=conflicted.control)
     page.click(f"#results a:has-text('{conflicted.control}')")
@@ -46,6 +47,14 @@ def test_message_page_shows_segments_and_invoices(page: Any, console: Console) -
     invoices = page.locator("#invoices tbody tr")
     assert invoices.count() == 1
     assert conflicted.number in invoices.first.inner_text()
+    shown = run(show(console.config, page.locator("dl.row code").first.inner_text()))
+    assert shown is not None
+    assert shown["acknowledgments"]
+    acks = page.locator("#acknowledgments tbody tr")
+    assert acks.count() == len(shown["acknowledgments"])
+    for row, ack in zip(acks.all(), shown["acknowledgments"], strict=True):
+        assert ack["kind"] in row.inner_text()
+        assert ack["control_number"] in row.inner_text()
     segments = page.locator("#conflict-segments").inner_text().splitlines()
     assert segments[0].startswith("ISA")
     assert any(line.startswith("BIG") for line in segments)
@@ -132,3 +141,38 @@ def test_dashboard_draws_its_charts(page: Any, console: Console) -> None:
 def _key(console: Console, control: str) -> str:
     """The journal key of one of the console's messages, by control number (as the search finds it)."""
     return f"X12:ZZ:{console.traffic.processed.partner.id}>ZZ:EDINBOXHUB/{control}"
+
+
+def test_a_rejected_payload_is_shown_replayed_and_forgotten(page: Any, console: Console) -> None:
+    """A rejected payload has its own page (reason, size, the payload itself); replay puts it back through the hub
+    (its deliveries grow), forget deletes it; requeue is not offered; both actions are audited."""
+    page.goto(console.url + "/parked/rejected")
+    row = page.locator("tr", has_text="rejected/")
+    assert row.count() == 1
+    assert [b.inner_text() for b in row.locator("a.button").all()] == ["Replay…", "Forget…"]
+    row.locator("a", has_text="rejected/").click()
+    page.wait_for_load_state("networkidle")
+    key = page.locator("dl.row code").inner_text()
+    assert page.locator("#payload").inner_text() == console.traffic.garbage.decode()
+    before = run(show(console.config, key))
+    assert before is not None
+    assert before["reason"] in page.locator("dl.row").inner_text()
+    assert page.locator("a.button:has-text('Requeue')").count() == 0
+    page.click("a.button:has-text('Replay')")
+    page.fill("input[name=operator]", "day-shift")
+    page.click("#confirm")
+    page.wait_for_load_state("networkidle")
+    assert "replay: done" in page.locator(".notice").inner_text()
+    run(drain(console.config))
+    after = run(show(console.config, key))
+    assert after is not None
+    assert after["deliveries"] == before["deliveries"] + 1  # the hub met it again and parked it on the same row
+    page.click("a.button:has-text('Forget')")
+    assert "parked payload is deleted" in page.locator("main").inner_text()
+    page.click("#confirm")
+    assert run(show(console.config, key)) is None
+    page.goto(console.url + "/parked/rejected")
+    assert page.locator("tr", has_text="rejected/").count() == 0
+    page.goto(console.url + "/audit")
+    audit = page.locator("#audit tbody").inner_text()
+    assert audit.count(key) == 2

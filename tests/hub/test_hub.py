@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -190,6 +191,49 @@ async def test_failing_invoice_goes_dead_and_the_rest_of_the_batch_settles(hub_c
     [row] = await list_rows(config, status="dead", limit=10)
     assert "accounting refused POISON" in row["error"]
     assert files(spool, "inbound") == []
+
+
+def _drop_invoices(config: HubConfig) -> None:
+    """Drop the hub's invoices table behind its back, on whichever database `config` names."""
+    schema = config.table.rpartition(".")[0]
+    table = f"{schema}.invoices" if schema else "invoices"
+    if config.db.startswith("sqlite"):
+        import sqlite3
+
+        with sqlite3.connect(config.db.removeprefix("sqlite:///")) as connection:
+            connection.execute(f"DROP TABLE {table}")
+    elif config.db.startswith("mysql"):
+        import pymysql
+
+        connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+        with connection, connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE {table}")
+    else:
+        import psycopg
+
+        with psycopg.connect(config.db, autocommit=True) as connection:
+            connection.execute(f"DROP TABLE {table}")
+
+
+async def test_a_table_dropped_under_the_hub_is_a_schema_error_and_loses_nothing(
+    hub_config: HubConfig, spool: Path
+) -> None:
+    """A hub table dropped while the hub runs ends the run with a SchemaError naming `edinbox init` on every
+    database (no wait brings a table back), and the interchange in hand is settled by the next run after init."""
+    from edinbox import SchemaError
+    from edinbox.hub._ops import init
+
+    await publish(hub_config.source, [("a", render(doc()))])
+    async with open_hub(hub_config) as hub:
+        await hub.run(once=True)
+        _drop_invoices(hub_config)
+        await publish(hub_config.source, [("b", render(doc(control="000000102", number="INV-2")))])
+        with pytest.raises(SchemaError, match="edinbox init"):
+            await asyncio.wait_for(hub.run(once=True), 60)
+    await init(hub_config)
+    await settle(hub_config)
+    counts = await stats(hub_config)
+    assert (counts["processed"], counts["invoices"]) == (2, 1)  # the dropped table took INV-1 with it
 
 
 def _edinbox(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[str]:

@@ -163,13 +163,15 @@ def test_postgresql_errors_map_by_sqlstate(error: Exception, mapped: type[Except
 
 
 def test_sqlite_errors_map_by_result_code() -> None:
-    """SQLite's too-big and STRICT datatype errors are DataError; anything else the driver raises is StoreError."""
+    """SQLite's too-big and STRICT datatype errors are DataError, a missing table a SchemaError (no wait brings it
+    back); anything else the driver raises is StoreError."""
     connection = sqlite3.connect(":memory:")
     connection.execute("CREATE TABLE t (v INTEGER) STRICT")
     for statement, mapped in [
         ("SELECT zeroblob(2000000000)", DataError),
         ("INSERT INTO t VALUES ('x')", DataError),
-        ("SELECT * FROM missing", StoreError),
+        ("SELECT * FROM missing", SchemaError),
+        ("SELECT * FROM t WHERE no_such_column = 1", StoreError),
     ]:
         with pytest.raises(sqlite3.Error) as raised:
             connection.execute(statement)

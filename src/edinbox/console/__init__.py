@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 from typing import TYPE_CHECKING
 
 from edinbox._errors import ConfigurationError
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
 __all__ = ["check_bind", "create_app", "serve"]
+
+LOGGER = logging.getLogger("edinbox.console")
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -53,7 +56,12 @@ def serve(config: HubConfig, *, host: str = "127.0.0.1", port: int = 8080, token
 
 
 async def _verify(config: HubConfig) -> None:
+    """Check the schema once the database answers: an outage at start is waited out (one line when it starts, one
+    when it ends), as the hub does; only a configuration or schema error ends the console."""
+    from edinbox.hub._hub import give_up_after
+    from edinbox.hub._outage import Outage
     from edinbox.hub._parts import open_inbox, verify
 
+    outage = Outage(LOGGER, give_up_after=give_up_after(config))
     async with open_inbox(config) as inbox:
-        await verify(inbox)
+        await outage.call(lambda: verify(inbox))

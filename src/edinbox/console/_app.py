@@ -27,7 +27,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from edinbox import edi
-from edinbox._errors import ConfigurationError, InboxError
+from edinbox._errors import ConfigurationError, InboxError, TransientError
+from edinbox._urls import mask
 from edinbox.console import _data
 from edinbox.console._chart import COLORS, stacked
 from edinbox.hub import _ops
@@ -40,6 +41,8 @@ CSRF_COOKIE = "edinbox_csrf"
 TOKEN_COOKIE = "edinbox_token"  # noqa: S105 - the cookie's name, not a secret
 OPERATOR_COOKIE = "edinbox_operator"
 PARKED = {"dead": "Dead", "conflict": "Conflicting", "rejected": "Rejected"}
+RETRY_AFTER = 5
+"""Seconds a 503 page asks the browser to wait: about the longest pause between the pool's reconnect attempts."""
 
 _HERE = files("edinbox.console")
 
@@ -60,8 +63,12 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        from edinbox.console import LOGGER
+        from edinbox.hub._hub import give_up_after
+        from edinbox.hub._outage import Outage
+
         async with open_inbox(config) as inbox:
-            await verify(inbox)
+            await Outage(LOGGER, give_up_after=give_up_after(config)).call(lambda: verify(inbox))
             app.state.inbox = inbox
             yield
 
@@ -89,10 +96,15 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
         key = request.query_params.get("key", "")
         try:
             data = await _ops.show(config, key)
+        except TransientError:
+            raise  # the 503 page: the key may well exist
         except InboxError as exc:
             return page(request, "error.html", 400, message=str(exc))
         if data is None:
             return page(request, "error.html", 404, message=f"no journal row {key!r} for consumer {config.consumer!r}")
+        done = request.query_params.get("done", "")
+        if data["status"] == "rejected":
+            return page(request, "rejected.html", key=key, row=data, done=done, actions=_data.REJECTED_ACTIONS)
         record = await request.app.state.inbox.get(*_ops.split_key(key))  # the payloads as bytes
         return page(
             request,
@@ -102,7 +114,7 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
             partner=edi.partner(data.get("source", "")),
             segments=_data.segments(record.payload if record else None),
             conflict_segments=_data.segments(record.conflict_payload if record else None),
-            done=request.query_params.get("done", ""),
+            done=done,
             actions=_data.ACTIONS,
         )
 
@@ -111,7 +123,9 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
         if kind not in PARKED:
             return page(request, "error.html", 404, message="no such list")
         rows = await _ops.list_rows(config, status=kind, limit=200)
-        return page(request, "parked.html", kind=kind, rows=rows, actions=_data.ACTIONS)
+        return page(
+            request, "parked.html", kind=kind, rows=rows, actions=_data.ACTIONS, rejected_actions=_data.REJECTED_ACTIONS
+        )
 
     async def confirm(request: Request) -> Response:
         action, key = request.query_params.get("action", ""), request.query_params.get("key", "")
@@ -165,8 +179,20 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
         Route("/login", login, methods=["GET", "POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE.joinpath("static"))), name="static"),
     ]
+
+    async def unavailable(request: Request, exc: Exception) -> Response:
+        """A page asked of a database (or broker) that is down: 503 with the error's first line, nothing changed;
+        the journal's pool reconnects by itself, so the same request succeeds once the dependency is back."""
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        message = f"unavailable, try again shortly: {mask(first)}"
+        response = page(request, "error.html", 503, title="Unavailable", message=message)
+        response.headers["Retry-After"] = str(RETRY_AFTER)
+        return response
+
     guard = Middleware(BaseHTTPMiddleware, dispatch=_guard(token))
-    return Starlette(routes=routes, middleware=[guard], lifespan=lifespan)
+    return Starlette(
+        routes=routes, middleware=[guard], lifespan=lifespan, exception_handlers={TransientError: unavailable}
+    )
 
 
 Dispatch = Callable[[Request], Awaitable[Response]]

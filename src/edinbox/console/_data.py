@@ -26,6 +26,7 @@ from edinbox.hub._redrive import replay
 __all__ = [
     "ACTIONS",
     "PAGE",
+    "REJECTED_ACTIONS",
     "Query",
     "Row",
     "act",
@@ -53,6 +54,9 @@ ACTIONS: dict[str, Callable[[HubConfig, str], Awaitable[bool]]] = {
     "forget": _ops.forget,
 }
 """The operator's actions on one journal key: the same operations as `edinbox requeue`, `replay` and `forget`."""
+
+REJECTED_ACTIONS = ("replay", "forget")
+"""What can be done to a rejected payload (`rejected/N`): it has no journal row to requeue."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ POSTGRESQL_CODES: tuple[tuple[str, type[InboxError]], ...] = (
 )
 """SQLSTATE prefixes of PostgreSQL errors and what they mean for the message."""
 
+SQLITE_ERROR = 1
 SQLITE_TOOBIG = 18
 SQLITE_MISMATCH = 20
 SQLITE_CONSTRAINT_DATATYPE = 3091
@@ -41,6 +42,10 @@ SQLITE_CODES: tuple[tuple[int, type[InboxError]], ...] = (
     (SQLITE_CONSTRAINT_DATATYPE, DataError),  # a STRICT table cannot store this value in the column
 )
 """SQLite result codes (extended first, then primary) and what they mean; busy, locked, I/O: StoreError."""
+
+SQLITE_MISSING = ("no such table:",)
+"""The start of SQLite's message for a missing table: its generic SQLITE_ERROR code tells nothing more, and this
+text has been stable across SQLite releases. A SchemaError, as PostgreSQL's 42P01: no wait brings a table back."""
 
 
 MYSQL_CODES: dict[int, type[InboxError]] = {
@@ -87,6 +92,8 @@ def _classify(exc: BaseException) -> type[InboxError]:
                 return error
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int):
+        if code == SQLITE_ERROR and str(exc).startswith(SQLITE_MISSING):
+            return SchemaError
         codes = dict(SQLITE_CODES)
         return codes.get(code) or codes.get(code & 0xFF) or StoreError
     return StoreError

@@ -1,0 +1,110 @@
+"""The console with its database down: pages answer 503 with one masked line and recover by themselves, and a
+console started during an outage waits for the database instead of exiting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from console.conftest import free_port, run
+from edinbox.hub import HubConfig
+from edinbox.hub._ops import init
+from servers import PrivatePostgres
+
+SECRET = "s3cret-pw"
+"""A password that must never be shown (trust authentication ignores it)."""
+
+
+PAGES = {"/": 200, "/dashboard": 200, "/parked/dead": 200, "/audit": 200, "/message?key=ZZ:A/ZZ:B/000000001": 404}
+"""One page of each kind and what it answers with the database up (the message page's key does not exist)."""
+
+
+@pytest.fixture
+def private_pg() -> Iterator[PrivatePostgres]:
+    """A private PostgreSQL, stopped and started by the test alone."""
+    with PrivatePostgres() as pg:
+        yield pg
+
+
+def _config(pg: PrivatePostgres, tmp_path: Path) -> HubConfig:
+    url = pg.url.replace("postgres@", f"postgres:{SECRET}@")
+    spool = tmp_path / "spool"
+    spool.mkdir(exist_ok=True)
+    return HubConfig(db=url, source=f"dir://{spool}", give_up_after=None)
+
+
+def _wait_for(url: str, status: int, *, timeout: float = 40) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    last: httpx.Response | None = None
+    while time.monotonic() < deadline:
+        try:
+            last = httpx.get(url, timeout=5)
+            if last.status_code == status:
+                return last
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"{url} never answered {status} (last: {last.status_code if last else 'no answer'})")
+
+
+def test_pages_answer_503_while_the_database_is_down_and_recover(private_pg: PrivatePostgres, tmp_path: Path) -> None:
+    """With the database stopped, every page is a 503 naming the outage in one line (no password, a Retry-After);
+    once it is back, the same pages answer 200 without restarting the console."""
+    import uvicorn
+
+    from edinbox.console import create_app
+
+    config = _config(private_pg, tmp_path)
+    run(init(config))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_for(f"{base}/", 200)
+        private_pg.stop()
+        for path in PAGES:
+            response = httpx.get(f"{base}{path}", timeout=30)
+            assert response.status_code == 503, (path, response.status_code)
+            assert response.headers["Retry-After"] == "5"
+            assert "unavailable, try again shortly" in response.text
+            assert SECRET not in response.text
+        private_pg.start()
+        for path, status in PAGES.items():
+            _wait_for(f"{base}{path}", status)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_console_started_during_an_outage_waits_then_serves(private_pg: PrivatePostgres, tmp_path: Path) -> None:
+    """`edinbox console` started with its database down logs the outage once and keeps waiting (no exit); when
+    the database is back it logs the end of the outage and serves pages."""
+    config = _config(private_pg, tmp_path)
+    run(init(config))
+    private_pg.stop()
+    port = free_port()
+    env = {**os.environ, "EDINBOX_DB": config.db, "EDINBOX_SOURCE": config.source}
+    command = [sys.executable, "-m", "edinbox", "console", "--port", str(port)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(4)
+        assert process.poll() is None, process.communicate()
+        private_pg.start()
+        _wait_for(f"http://127.0.0.1:{port}/", 200)
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=20)
+    logged = out + err
+    assert logged.count("dependency-down") == 1, logged
+    assert logged.count("dependency-back") == 1, logged
+    assert SECRET not in logged
