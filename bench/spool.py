@@ -9,8 +9,9 @@ With `--hub`, a third table: the hub itself (parse, journal, invoices on an SQLi
 deliveries of generated invoice traffic with 1,000 and with 20,000 files waiting. With `--vs-parse`, the hub on
 1,000 waiting files against the parser alone (parse, key and invoice extraction of the same files, no I/O): each
 round measures both side by side, the one first that went second the round before, and gives one ratio; the table
-shows the median and the range of the rounds' ratios. `--db` runs that hub on PostgreSQL (a fresh schema per round,
-dropped after it) instead of an SQLite file beside the spool.
+shows the median and the range of the rounds' ratios, and a last line the same for their CPU time per file (the
+hub's process, every thread, against parsing alone: less moved by other processes than rates on a busy machine).
+`--db` runs that hub on PostgreSQL (a fresh schema per round, dropped after it) instead of an SQLite file.
 
 Run: .venv/bin/python -m bench.spool [--rounds 3] [--measure 1000] [--backlogs 1000,20000] [--no-whole] [--hub]
     [--vs-parse [--db postgresql://postgres@127.0.0.1:5432/test]]
@@ -62,9 +63,11 @@ async def drain(root: Path, measure: int, batch: int) -> float:
         return done / (time.perf_counter() - started)
 
 
-async def through_hub(root: Path, measure: int, batch: int, *, db: str = "", schema: str = "") -> float:
+async def through_hub(
+    root: Path, measure: int, batch: int, *, db: str = "", schema: str = "", cpu: list[float] | None = None
+) -> float:
     """Run the hub on the spool (an SQLite file beside it, or `db` with its tables in `schema`) until `measure`
-    deliveries are settled; return their rate."""
+    deliveries are settled; return their rate (and append the process's CPU seconds for them to `cpu`)."""
     if db:
         config = HubConfig(db=db, table=f"{schema}.inbox", source=f"dir://{root}", batch_size=batch)
     else:
@@ -72,9 +75,11 @@ async def through_hub(root: Path, measure: int, batch: int, *, db: str = "", sch
     await init(config)  # the operator's `edinbox init`: the hub runs no DDL
     async with open_hub(config) as hub:
         done = 0
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         while done < measure:
             done += await hub.step()
+        if cpu is not None:
+            cpu.append(time.process_time() - used)
         return done / (time.perf_counter() - started)
 
 
@@ -102,9 +107,10 @@ def parse_rate(traffic: list[tuple[str, bytes]], measure: int) -> float:
 
 def vs_parse(
     traffic: list[tuple[str, bytes]], rounds: int, measure: int, batch: int, *, db: str = ""
-) -> list[tuple[float, float]]:
-    """The hub's rate (1,000 files waiting) and the parse-alone rate of each round, measured side by side, in
-    alternating order (the hub first in even rounds, parsing first in odd ones)."""
+) -> list[tuple[float, float, float]]:
+    """Each round's hub rate (1,000 files waiting), parse-alone rate, and the ratio of their CPU time per file
+    (parse alone over hub, all the process's threads), measured side by side in alternating order (the hub first
+    in even rounds, parsing first in odd ones)."""
     results = []
     workdir = Path(tempfile.mkdtemp(prefix="bench-spool-"))
     try:
@@ -112,20 +118,28 @@ def vs_parse(
             root = workdir / f"r{round_}"
             fill_traffic(root, max(measure, 1000), traffic)
             schema = f"bench_spool_{os.getpid()}_{round_}"
+            cpu: list[float] = []
             if round_ % 2:
-                parser = parse_rate(traffic, measure)
+                parser, parse_cpu = _timed_parse(traffic, measure)
             try:
-                hub = asyncio.run(through_hub(root, measure, batch, db=db, schema=schema))
+                hub = asyncio.run(through_hub(root, measure, batch, db=db, schema=schema, cpu=cpu))
             finally:
                 if db:
                     _drop_schema(db, schema)
             if not round_ % 2:
-                parser = parse_rate(traffic, measure)
-            results.append((hub, parser))
+                parser, parse_cpu = _timed_parse(traffic, measure)
+            results.append((hub, parser, parse_cpu / cpu[0]))
             shutil.rmtree(root)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return results
+
+
+def _timed_parse(traffic: list[tuple[str, bytes]], measure: int) -> tuple[float, float]:
+    """`parse_rate`, and the CPU seconds it took."""
+    used = time.process_time()
+    rate = parse_rate(traffic, measure)
+    return rate, time.process_time() - used
 
 
 def _drop_schema(url: str, schema: str) -> None:
@@ -167,8 +181,9 @@ def main() -> int:
     if args.vs_parse:
         traffic = list(generate(2000, duplicate_rate=0.0, seed=1).files)
         turns = vs_parse(traffic, args.rounds, args.measure, args.batch, db=args.db)
-        hubs, parsers = [h for h, _ in turns], [p for _, p in turns]
-        ratios = sorted(h / p for h, p in turns)
+        hubs, parsers = [h for h, _, _ in turns], [p for _, p, _ in turns]
+        ratios = sorted(h / p for h, p, _ in turns)
+        cpu = sorted(c for _, _, c in turns)
         where = "PostgreSQL" if args.db else "SQLite file"
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"\nthe hub against parsing alone, the first {args.measure:,} files of the same traffic, {len(turns)}")
@@ -179,6 +194,10 @@ def main() -> int:
         print(
             f"| hub (spool, {where}) | {_spread(hubs)} msg/s "
             f"| x{statistics.median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}] |"
+        )
+        print(
+            f"CPU time per file, parsing alone over the hub (all its threads): x{statistics.median(cpu):.2f} "
+            f"[{cpu[0]:.2f}-{cpu[-1]:.2f}]"
         )
     return 0
 
