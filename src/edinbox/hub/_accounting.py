@@ -1,7 +1,7 @@
 """Where invoices go: the accounting sink interface and the SQL sink (a table in the journal's transaction).
 
 A sink gets the inbox transaction and the invoices of one new interchange (`create`), or of a batch's new
-interchanges at once (`create_many`: the SQL sink inserts a batch's invoices in one statement). It inserts them with
+interchanges at once (`create_many`: the SQL sink inserts a batch's invoices in one executemany). It inserts them with
 `ON CONFLICT DO NOTHING` on its own unique key (seller, number, kind, issue date): a second safety net for a
 partner that re-sends an invoice inside a *new* interchange (a new inbox key). Such an invoice is reported as
 `existing`, and the hub counts the interchange as `resent`, not as a failure. An HTTP sink in lease mode plugs in
@@ -15,6 +15,8 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
 from typing import Any
 
 from edinbox._message import Message
@@ -53,11 +55,12 @@ class Accounting(abc.ABC):
 class SqlAccounting(Accounting):
     """The default sink: an `invoices` table in the journal's database and transaction.
 
-    A batch's invoices are inserted in one statement, after a savepoint. When it inserts every row it was given,
-    each interchange created all of its invoices. When it inserts fewer (an invoice already there: a partner's
+    A batch's invoices are inserted in one call to the driver (an executemany: one trip to SQLite's thread, one
+    pipeline on PostgreSQL, one multi-row INSERT on MariaDB), after a savepoint. When it inserts every row it was
+    given, each interchange created all of its invoices. When it inserts fewer (an invoice already there: a partner's
     resend; or one invoice twice in the batch), it is rolled back to the savepoint; the interchanges none of whose
     invoices exists or recurs in the batch are inserted together again, and the others one by one, in order, so each
-    one's count is what inserting it alone finds. A data error fails the statement, and with it the batch's handler
+    one's count is what inserting it alone finds. A data error fails the call, and with it the batch's handler
     call: the inbox then settles each message alone, so only the interchange holding the bad value pays.
     """
 
@@ -97,42 +100,49 @@ class SqlAccounting(Accounting):
 
     async def _unshared(self, tx: Any, groups: list[list[tuple[Any, ...]]]) -> list[int]:
         """The positions of the groups of invoice rows whose keys are neither in the table nor elsewhere in `groups`."""
-        found = await tx.unit.fetch("hub_existing_invoices", self._params(tx, [row for g in groups for row in g]))
+        found = await tx.unit.fetch("hub_existing_invoices", self._keys(tx, [row for g in groups for row in g]))
         seen = Counter(_key(row) for group in groups for row in group)
         taken = {_key(row) for row in found}
         return [k for k, group in enumerate(groups) if all(seen[_key(r)] == 1 and _key(r) not in taken for r in group)]
 
     async def _insert(self, tx: Any, rows: Sequence[tuple[Any, ...]]) -> int:
-        """Run `hub_insert_invoices` on `rows` (from `_row`); return the number of rows it inserted."""
-        return int(await tx.unit.run("hub_insert_invoices", {**self._params(tx, rows), "consumer": self.consumer}))
+        """Run `hub_insert_invoice` once per row (from `_row`) in one call to the driver; return the rows inserted."""
+        sqlite = tx.dialect == "sqlite"  # no date or decimal type: ISO dates and exact decimals as text
+        values = [dict(zip(_COLUMNS, _text(row) if sqlite else row, strict=True)) for row in rows]
+        return int(await tx.unit.run_many("hub_insert_invoice", [{**v, "consumer": self.consumer} for v in values]))
 
     @staticmethod
-    def _params(tx: Any, rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
-        """Invoice rows as the dialect's statements read them."""
-        if tx.dialect == "postgresql":  # one array per column, for unnest()
-            return dict(zip(_ARRAYS, (list(column) for column in zip(*rows, strict=True)), strict=True))
-        # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array per row, dates and decimals as text
-        return {"invoices": json.dumps(rows, default=str)}
+    def _keys(tx: Any, rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+        """The invoice keys of `rows` as `hub_existing_invoices` reads them."""
+        if tx.dialect == "postgresql":  # one array per key column, for unnest()
+            return dict(
+                zip(_ARRAYS, (list(column) for column in zip(*(r[:4] for r in rows), strict=True)), strict=True)
+            )
+        # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array per key, the date as text
+        return {"invoices": json.dumps([row[:4] for row in rows], default=str)}
 
 
-_ARRAYS = (
-    "sellers",
-    "numbers",
-    "kinds",
-    "issue_dates",
-    "buyers",
-    "currencies",
-    "totals",
-    "tax_totals",
+_COLUMNS = (
+    "seller",
+    "number",
+    "kind",
+    "issue_date",
+    "buyer",
+    "currency",
+    "total",
+    "tax_total",
     "lines",
-    "sources",
-    "message_ids",
+    "source",
+    "message_id",
 )
-"""The parameters of `hub_insert_invoices` on PostgreSQL, in the order of `_row`'s values."""
+"""The parameters of `hub_insert_invoice`, in the order of `_row`'s values (and `consumer`)."""
+
+_ARRAYS = ("sellers", "numbers", "kinds", "issue_dates")
+"""The parameters of `hub_existing_invoices` on PostgreSQL."""
 
 
 def _row(invoice: Any, message: Message) -> tuple[Any, ...]:
-    """One invoice's values, in the order of `hub_insert_invoices`."""
+    """One invoice's values, in the order of `hub_insert_invoice`."""
     return (
         party_key(invoice.seller),
         invoice.number,
@@ -145,6 +155,14 @@ def _row(invoice: Any, message: Message) -> tuple[Any, ...]:
         invoice.line_count,
         message.source,
         message.message_id,
+    )
+
+
+def _text(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row for SQLite: the issue date as ISO text, money as exact decimal text."""
+    return tuple(
+        value.isoformat() if isinstance(value, date) else str(value) if isinstance(value, Decimal) else value
+        for value in row
     )
 
 

@@ -74,10 +74,11 @@ class _AsyncSQLiteUnit:
             cursor = await self.connection.execute(self._sql[name], params(values))
             return int(cursor.rowcount)
 
-    async def run_many(self, name: str, values: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set."""
+    async def run_many(self, name: str, values: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set (one executemany); return the rows changed in all."""
         with mapped_errors(f"run {name}"):
-            await self.connection.executemany(self._sql[name], [params(v) for v in values])
+            cursor = await self.connection.executemany(self._sql[name], [params(v) for v in values])
+            return int(cursor.rowcount)
 
     async def commit(self) -> None:
         """Commit (or release the savepoint)."""

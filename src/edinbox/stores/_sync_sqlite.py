@@ -71,10 +71,11 @@ class _SQLiteUnit:
             cursor = self.connection.execute(self._sql[name], params(values))
             return int(cursor.rowcount)
 
-    def run_many(self, name: str, values: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set."""
+    def run_many(self, name: str, values: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set (one executemany); return the rows changed in all."""
         with mapped_errors(f"run {name}"):
-            self.connection.executemany(self._sql[name], [params(v) for v in values])
+            cursor = self.connection.executemany(self._sql[name], [params(v) for v in values])
+            return int(cursor.rowcount)
 
     def commit(self) -> None:
         """Commit (or release the savepoint)."""

@@ -46,29 +46,13 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
     PRIMARY KEY (consumer, outcome)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
--- name: hub_insert_invoices
--- a batch's invoices in one statement; the hub compares the rows it inserted with the rows it sent (see
--- hub/_accounting.py), so the savepoint below lets it redo a batch that met an existing invoice one message at a time
--- the parameter `invoices` is a JSON array of rows (seller, number, kind, issue_date, buyer, currency, total, tax_total,
--- lines, source, message_id); read as text, so the table's own types and lengths check every value (strict mode)
--- as they do for one row, and the no-op update counts 0 rows for an invoice that already exists
+-- name: hub_insert_invoice
+-- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
+-- a no-op update on the invoice key: 1 row when inserted, 0 when the invoice already exists
 INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, `lines`,
     consumer, source, message_id)
-SELECT j.i_seller, j.i_number, j.i_kind, j.i_issue_date, j.i_buyer, j.i_currency, j.i_total, j.i_tax_total,
-    j.i_lines, %(consumer)s, j.i_source, j.i_message_id
-FROM JSON_TABLE(%(invoices)s, '$[*]' COLUMNS (
-    i_seller LONGTEXT CHARACTER SET utf8mb4 PATH '$[0]',
-    i_number LONGTEXT CHARACTER SET utf8mb4 PATH '$[1]',
-    i_kind LONGTEXT CHARACTER SET utf8mb4 PATH '$[2]',
-    i_issue_date LONGTEXT CHARACTER SET utf8mb4 PATH '$[3]',
-    i_buyer LONGTEXT CHARACTER SET utf8mb4 PATH '$[4]',
-    i_currency LONGTEXT CHARACTER SET utf8mb4 PATH '$[5]',
-    i_total LONGTEXT CHARACTER SET utf8mb4 PATH '$[6]',
-    i_tax_total LONGTEXT CHARACTER SET utf8mb4 PATH '$[7]',
-    i_lines LONGTEXT CHARACTER SET utf8mb4 PATH '$[8]',
-    i_source LONGTEXT CHARACTER SET utf8mb4 PATH '$[9]',
-    i_message_id LONGTEXT CHARACTER SET utf8mb4 PATH '$[10]'
-)) AS j
+VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
+    %(consumer)s, %(source)s, %(message_id)s)
 ON DUPLICATE KEY UPDATE seller = seller
 
 -- name: hub_invoices_savepoint
@@ -78,7 +62,7 @@ SAVEPOINT hub_invoices
 ROLLBACK TO SAVEPOINT hub_invoices
 
 -- name: hub_existing_invoices
--- which invoice keys of the JSON rows (as for hub_insert_invoices) the table already holds, compared in the key's
+-- which invoice keys of the JSON rows (seller, number, kind, issue_date) the table already holds, compared in the key's
 -- own collation
 SELECT i.seller, i.number, i.kind, i.issue_date
 FROM JSON_TABLE(%(invoices)s, '$[*]' COLUMNS (

@@ -41,18 +41,12 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
     PRIMARY KEY (consumer, outcome)
 )
 
--- name: hub_insert_invoices
--- a batch's invoices in one statement; the hub compares the rows it inserted with the rows it sent (see
--- hub/_accounting.py), so the savepoint below lets it redo a batch that met an existing invoice one message at a time
--- one array per column, all of the same length
+-- name: hub_insert_invoice
+-- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
 INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
     consumer, source, message_id)
-SELECT u.seller, u.number, u.kind, u.issue_date, u.buyer, u.currency, u.total, u.tax_total, u.lines,
-    %(consumer)s, u.source, u.message_id
-FROM unnest(%(sellers)s::text[], %(numbers)s::text[], %(kinds)s::text[], %(issue_dates)s::date[],
-    %(buyers)s::text[], %(currencies)s::text[], %(totals)s::numeric[], %(tax_totals)s::numeric[],
-    %(lines)s::integer[], %(sources)s::text[], %(message_ids)s::text[])
-    AS u (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines, source, message_id)
+VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
+    %(consumer)s, %(source)s, %(message_id)s)
 ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
 
 -- name: hub_invoices_savepoint
@@ -62,7 +56,7 @@ SAVEPOINT hub_invoices
 ROLLBACK TO SAVEPOINT hub_invoices
 
 -- name: hub_existing_invoices
--- which invoice keys of the arrays (as for hub_insert_invoices) the table already holds
+-- which invoice keys of the arrays (one per key column) the table already holds
 SELECT i.seller, i.number, i.kind, i.issue_date
 FROM unnest(%(sellers)s::text[], %(numbers)s::text[], %(kinds)s::text[], %(issue_dates)s::date[])
     AS u (seller, number, kind, issue_date)

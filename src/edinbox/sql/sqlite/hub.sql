@@ -40,17 +40,12 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
     PRIMARY KEY (consumer, outcome)
 )
 
--- name: hub_insert_invoices
--- a batch's invoices in one statement; the hub compares the rows it inserted with the rows it sent (see
--- hub/_accounting.py), so the savepoint below lets it redo a batch that met an existing invoice one message at a time
--- :invoices is a JSON array of rows (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
--- source, message_id)
+-- name: hub_insert_invoice
+-- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
 INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
     consumer, source, message_id)
-SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6,
-    j.value ->> 7, j.value ->> 8, :consumer, j.value ->> 9, j.value ->> 10
-FROM json_each(:invoices) AS j
-WHERE true
+VALUES (:seller, :number, :kind, :issue_date, :buyer, :currency, :total, :tax_total, :lines,
+    :consumer, :source, :message_id)
 ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
 
 -- name: hub_invoices_savepoint
@@ -60,7 +55,8 @@ SAVEPOINT hub_invoices
 ROLLBACK TO SAVEPOINT hub_invoices
 
 -- name: hub_existing_invoices
--- which invoice keys of :invoices (rows as for hub_insert_invoices) the table already holds; the keys drive the join
+-- which invoice keys of :invoices (JSON rows: seller, number, kind, issue_date) the table already holds; the keys
+-- drive the join
 SELECT i.seller, i.number, i.kind, i.issue_date
 FROM json_each(:invoices) AS j
 CROSS JOIN {invoices} AS i
