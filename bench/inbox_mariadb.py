@@ -4,7 +4,9 @@
 
 1. MariaDB, one message per transaction: the bare business transaction, a naive hand-written inbox (INSERT IGNORE
    into a 3-column journal with a unique key, the business INSERT if it inserted, COMMIT) and `Inbox.process`
-   with the same business INSERT in its handler.
+   with the same business INSERT in its handler. The bare and naive connections get the store's own session
+   settings (READ COMMITTED, strict mode, autocommit off), so isolation and durability are the same for all three;
+   then the queries each sends per message are counted on the wire.
 2. Joining the caller's transaction, on MariaDB and on PostgreSQL: `Inbox(raw_connection).process` then the
    caller's COMMIT, against `inbox.process(..., session=session)` (the handler writes through the session, in
    `begin_nested()`) then `session.commit()`.
@@ -14,6 +16,7 @@ The variants take turns on small chunks of fresh messages (bench.inbox_pg.compar
 from __future__ import annotations
 
 import argparse
+import os
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -22,9 +25,10 @@ import pymysql
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
-from bench.inbox_pg import compare
+from bench.inbox_pg import batches, compare
 from edinbox import Inbox, Message, Tx
-from edinbox.stores._mysql_sql import connect_options
+from edinbox._core import parse_table
+from edinbox.stores._mysql_sql import Statements, connect_options
 
 CONSUMER = "bench"
 
@@ -33,6 +37,8 @@ def mariadb(url: str, table: str, *, size: int) -> None:
     """Bare vs naive vs Inbox.process on MariaDB."""
     connection = pymysql.connect(**connect_options(url) | {"autocommit": False})
     with connection.cursor() as cursor:
+        for statement in Statements(parse_table(table, qualified=True))["session"]:
+            cursor.execute(statement)  # the isolation level and sql_mode of the store's own connections
         cursor.execute(f"CREATE TABLE {table}_business (message_id VARCHAR(100) NOT NULL, body BLOB)")
         cursor.execute(
             f"CREATE TABLE {table}_naive (consumer VARBINARY(512) NOT NULL, source VARBINARY(512) NOT NULL, "
@@ -72,11 +78,35 @@ def mariadb(url: str, table: str, *, size: int) -> None:
             size=size,
             chunk=20,
         )
+        print("\n## Queries sent per message (PyMySQL COM_QUERY packets, 100 messages each)")
+        for name, variant in {"naive inbox": naive, "Inbox.process": process}.items():
+            sent = queries_of(variant, batches(f"wire-{name}-{uuid.uuid4().hex[:6]}-", 1, 100)[0])
+            print(f"  {name:<16} {len(sent) / 100:.2f}: " + " | ".join(dict.fromkeys(sent)))
     finally:
         inbox.close()
         with connection.cursor() as cursor:
             cursor.execute(f"DROP TABLE IF EXISTS {table}, {table}_version, {table}_business, {table}_naive")
         connection.close()
+
+
+def queries_of(variant: Callable[[list[Message]], None], messages: list[Message]) -> list[str]:
+    """The queries (COM_QUERY packets: one round trip each) PyMySQL sends while `variant` handles `messages`, each
+    as the first two words of its statements."""
+    sent: list[str] = []
+    original = pymysql.connections.Connection._execute_command
+
+    def execute(self: Any, command: int, sql: Any) -> Any:
+        if command == pymysql.constants.COMMAND.COM_QUERY:
+            text = sql.decode(errors="replace") if isinstance(sql, bytes) else str(sql)
+            sent.append("; ".join(" ".join(part.split()[:2]) for part in text.split(";\n")))
+        return original(self, command, sql)
+
+    pymysql.connections.Connection._execute_command = execute  # type: ignore[method-assign]
+    try:
+        variant(messages)
+    finally:
+        pymysql.connections.Connection._execute_command = original  # type: ignore[method-assign]
+    return sent
 
 
 def joined(title: str, sa_url: str, table: str, *, size: int) -> None:
@@ -114,6 +144,11 @@ def joined(title: str, sa_url: str, table: str, *, size: int) -> None:
 
     try:
         compare(title, {"raw connection": raw_path, "SQLAlchemy session": session_path}, size=size, chunk=20)
+        if engine.dialect.name == "mysql":
+            print("  queries sent per message (100 messages each):")
+            for name, variant in {"raw connection": raw_path, "SQLAlchemy session": session_path}.items():
+                sent = queries_of(variant, batches(f"wire-{name}-{uuid.uuid4().hex[:6]}-", 1, 100)[0])
+                print(f"    {name:<20} {len(sent) / 100:.2f}: " + " | ".join(dict.fromkeys(sent)))
     finally:
         raw_inbox.close()
         session_inbox.close()
@@ -132,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--messages", type=int, default=2000)
     args = parser.parse_args(argv)
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"edinbox MariaDB benchmark, {os.cpu_count()} CPUs, load average {load} (the machine is shared)")
     name: Callable[[], str] = lambda: "bench_" + uuid.uuid4().hex[:10]  # noqa: E731
     mariadb(args.url, name(), size=args.messages)
     plain: Any = args.url.split("://", 1)[1]

@@ -1,7 +1,13 @@
 """process_batch of 1,000 on a full journal (10M rows) against an empty one, side by side in one run.
 
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
-        [--keys random,rising] [--layouts flat,digest,ring] [--refill] [--wal-compression]
+        [--keys random,rising] [--layouts flat,digest,ring] [--refill] [--wal-compression] [--sorted]
+        [--steady BATCHES] [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--remove]]
+
+With `--private FOLDER` the journals live in a PostgreSQL cluster of their own in FOLDER (initdb on the first run,
+reused after: the filled journals stay there), started for the run with the `--server` settings (`sized`: the
+sizing rule of docs/scaling.md, `shared_buffers` holding the unique index and checkpoints spaced; `default`:
+PostgreSQL's defaults) plus any `-c NAME=VALUE`, stopped at the end, and deleted with `--remove`.
 
 Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
 (`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
@@ -15,9 +21,15 @@ partners, each with rising 9-digit control numbers, as X12 ISA13). Three layouts
   dirties a few pages instead of one leaf per key. Run with the statements of `bench/ring.sql` (a candidate
   measured here, not adopted: docs/scaling.md).
 
-Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), after a CHECKPOINT at the
-start, so full-page images are paid as in steady state; the ratio is full / empty of the same layout. With
-`--wal-compression`, a third flat variant: the full journal with `wal_compression=lz4` on its connections.
+Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), right after a CHECKPOINT: the
+first change of each index leaf pays a full-page image, which for random keys is nearly every key. With
+`--steady N`, N untimed batches then go into each full journal and the turns run again: a busy journal deep into
+its checkpoint cycle, whose leaves have mostly had their image already. The ratio is full / empty of the same
+layout, of the totals and as the median of each turn's own ratio; beside it the WAL written per batch, the CPU
+time per batch of the benchmark's process and (for the flat variants, when the server runs on this machine) of the
+variant's server process: on a loaded machine the wall-clock ratio moves with the load, the CPU times much less.
+With `--wal-compression`, another flat variant: the full journal with `wal_compression=lz4` on its connections;
+with `--sorted`, two more: the same batches sorted by key before `process_batch`.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -32,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from tests.servers import PrivatePostgres
 
 from edinbox import Inbox, Message, Tx
 from edinbox.stores._queries import named_queries
@@ -43,6 +57,21 @@ TEMPLATE = f"{SCHEMA}.template"
 PARTNERS = 1000
 SLOTS = 8
 BATCH = 1000
+SERVERS = {
+    "default": {"maintenance_work_mem": "1GB"},
+    "sized": {
+        "maintenance_work_mem": "1GB",
+        "shared_buffers": "2GB",
+        "checkpoint_timeout": "30min",
+        "max_wal_size": "8GB",
+    },
+}
+"""The private cluster's settings: PostgreSQL's defaults, or sized by the rule of docs/scaling.md (the 10M-row
+journal's unique index, 570-739 MB, held in shared_buffers; a checkpoint every 30 minutes rather than every 5).
+maintenance_work_mem only speeds up the index build after a fill."""
+APPLICATION = "journal_scale_"
+"""The application_name prefix of the flat variants' connections, followed by the variant's name."""
+SHOWN = ("shared_buffers", "checkpoint_timeout", "max_wal_size", "wal_compression", "fsync", "synchronous_commit")
 
 
 class Keys:
@@ -135,18 +164,22 @@ DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8")
 
 def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> None:
     """Remove what earlier runs added to a full journal (their messages share one fingerprint), then read its
-    unique index into the OS cache (pg_prewarm), so every run starts from the same warm state."""
+    unique index into the OS cache and into shared_buffers as far as they hold it (pg_prewarm), so every run
+    starts from the same warm state."""
     if layout == "ring":
         connection.execute(f"TRUNCATE {SCHEMA}.{table}_0".encode())  # the current slot: only the runs wrote to it
         indexes = [f"{SCHEMA}.{table}_{slot}_consumer_source_message_id_slot_idx" for slot in range(1, SLOTS)]
     else:
         fingerprint = Message("x", "x", b"x" * 64).fingerprint
         connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE fingerprint = %s".encode(), [fingerprint])
-        connection.execute(f"VACUUM {SCHEMA}.{table}".encode())  # no dead index entries left for the same keys
+        # INDEX_CLEANUP ON: a plain VACUUM skips the index when under 2 % of the heap pages hold dead rows
+        # (PostgreSQL 14+), which left the deleted keys' entries in it, met again by the next run's same keys
+        connection.execute(f"VACUUM (INDEX_CLEANUP ON) {SCHEMA}.{table}".encode())
         indexes = [f"{SCHEMA}.{table}_key"]
     connection.execute(b"CREATE EXTENSION IF NOT EXISTS pg_prewarm")
     for index in indexes:
         connection.execute(b"SELECT pg_prewarm(%s::regclass, 'read')", [index])
+        connection.execute(b"SELECT pg_prewarm(%s::regclass, 'buffer')", [index])
 
 
 def sql_batch(
@@ -202,21 +235,58 @@ def digest_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[l
     return sql_batch(connection, DIGEST["insert_batch"].format(table=f"{SCHEMA}.{table}").encode())
 
 
-def flat_batch(inbox: Inbox) -> Callable[[list[Message]], None]:
-    """Inbox.process_batch with a handler that does nothing (the journal's cost alone)."""
+def flat_batch(inbox: Inbox, *, ordered: bool = False) -> Callable[[list[Message]], None]:
+    """Inbox.process_batch with a handler that does nothing (the journal's cost alone); `ordered`: the batch
+    sorted by key first."""
 
     def handler(tx: Tx, new: list[Message]) -> None:
         assert len(new) == BATCH
 
     def run(messages: list[Message]) -> None:
+        if ordered:
+            messages.sort(key=lambda m: (m.source, m.message_id))
         inbox.process_batch(messages, handler)
 
     return run
 
 
-def measure(title: str, variants: dict[str, tuple[Keys, Callable[[list[Message]], None]]], *, turns: int) -> None:
-    """Run the variants turn by turn (order rotated), one batch each per turn; print rates and ratios."""
+Variants = dict[str, tuple[Keys, Callable[[list[Message]], None]]]
+
+
+def wal_position(probe: psycopg.Connection[Any]) -> int:
+    """The server's current WAL insert position in bytes (the benchmark is the only writer)."""
+    row = probe.execute(b"SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def application(variant: str) -> str:
+    """The application_name of a flat variant's connection."""
+    return APPLICATION + variant.replace(" ", "_")
+
+
+def server_cpu(probe: psycopg.Connection[Any]) -> dict[str, int]:
+    """CPU time so far (ns) of each flat variant's server process, by its application_name, when the server runs
+    on this machine (/proc/<pid>/schedstat); empty otherwise."""
+    rows = probe.execute(
+        b"SELECT application_name, pid FROM pg_stat_activity WHERE application_name LIKE %s", [f"{APPLICATION}%"]
+    ).fetchall()
+    spent = {}
+    for application, pid in rows:
+        stat = Path(f"/proc/{pid}/schedstat")
+        if stat.exists():
+            spent[application] = int(stat.read_text().split()[0])
+    return spent
+
+
+def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connection[Any]) -> None:
+    """Run the variants turn by turn (order rotated), one batch each per turn; print rates, ratios (of the totals,
+    and the median of each turn's ratio, which a burst of load on the shared machine moves less) and the WAL each
+    batch wrote (read from `probe` between batches, outside the timed part)."""
     elapsed = dict.fromkeys(variants, 0.0)
+    wal = dict.fromkeys(variants, 0)
+    paired: dict[str, list[float]] = {name: [] for name in variants}  # each turn's batch time of each variant
+    cpu = dict.fromkeys(variants, 0)
+    client = dict.fromkeys(variants, 0.0)
     for keys, run in variants.values():  # warm-up: connections, plans, caches
         run(keys.batch())
     order = list(variants)
@@ -225,17 +295,34 @@ def measure(title: str, variants: dict[str, tuple[Keys, Callable[[list[Message]]
         for name in order:
             keys, run = variants[name]
             messages = keys.batch()
-            started = time.perf_counter()
+            before, cpu_before = wal_position(probe), server_cpu(probe)
+            started, client_before = time.perf_counter(), time.process_time()
             run(messages)
-            elapsed[name] += time.perf_counter() - started
+            paired[name].append(time.perf_counter() - started)
+            client[name] += time.process_time() - client_before
+            elapsed[name] += paired[name][-1]
+            wal[name] += wal_position(probe) - before
+            cpu[name] += server_cpu(probe).get(application(name), 0) - cpu_before.get(application(name), 0)
     rates = {name: turns * BATCH / seconds for name, seconds in elapsed.items()}
     print(f"\n## {title}  ({turns} interleaved turns of {BATCH} messages per variant)")
     for name, value in rates.items():
-        line = f"  {name:<28} {value:>9,.0f} msg/s"
+        line = f"  {name:<16} {value:>9,.0f} msg/s  {wal[name] / turns / 1e6:5.2f} MB WAL/batch"
+        line += f"  CPU ms/batch: client {client[name] / turns * 1e3:4.1f}"
+        line += f", server {cpu[name] / turns / 1e6:4.1f}" if cpu[name] else ""
         if name.endswith("full"):
             empty = name.split()[0] + " empty"
-            line += f"  x{value / rates[empty]:.2f} of {empty}"
+            turn = statistics.median(e / f for e, f in zip(paired[empty], paired[name], strict=True))
+            line += f"  x{value / rates[empty]:.2f} of {empty} (median of the turns x{turn:.2f})"
         print(line, flush=True)
+
+
+def advance(variants: Variants, batches: int) -> None:
+    """Run `batches` untimed batches on every full variant: the traffic a busy journal takes between two
+    checkpoints, after which most leaves it writes already had their full-page image in this checkpoint cycle."""
+    for name, (keys, run) in variants.items():
+        if name.endswith("full"):
+            for _ in range(batches):
+                run(keys.batch())
 
 
 def full_name(layout: str, shape: str, rows: int) -> str:
@@ -244,7 +331,7 @@ def full_name(layout: str, shape: str, rows: int) -> str:
 
 
 def main() -> None:
-    """Fill (or reuse) the journals, then compare full and empty per key shape and layout."""
+    """Run on the given server, or on a private cluster started (and stopped) here."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--url", default=os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1/test")
@@ -255,10 +342,38 @@ def main() -> None:
     parser.add_argument("--layouts", default="flat,digest,ring")
     parser.add_argument("--refill", action="store_true")
     parser.add_argument("--wal-compression", action="store_true", help="also the full flat journal with lz4 WAL")
+    parser.add_argument(
+        "--steady", type=int, default=0, help="then measure again after this many untimed batches on the full journals"
+    )
+    parser.add_argument("--sorted", action="store_true", help="also the flat batches sorted by key")
+    parser.add_argument("--private", type=Path, help="run a PostgreSQL cluster of its own, kept in this folder")
+    parser.add_argument("--server", choices=sorted(SERVERS), default="sized", help="the private cluster's settings")
+    parser.add_argument("-c", dest="settings", action="append", default=[], help="NAME=VALUE for the private cluster")
+    parser.add_argument("--remove", action="store_true", help="delete the private cluster at the end")
     args = parser.parse_args()
+    if args.private is None:
+        run(args)
+        return
+    settings = SERVERS[args.server] | dict(setting.split("=", 1) for setting in args.settings)
+    server = PrivatePostgres(args.private.resolve(), settings=settings)
+    try:
+        server.start()
+        args.url = server.url
+        run(args)
+    finally:
+        if server.running():
+            server.stop()
+        if args.remove:
+            server.remove()
+
+
+def run(args: argparse.Namespace) -> None:
+    """Fill (or reuse) the journals at `args.url`, then compare full and empty per key shape and layout."""
     shapes = args.keys.split(",")
     layouts = args.layouts.split(",")
     connection = psycopg.connect(args.url, autocommit=True)
+    shown = ", ".join(f"{name}={connection.execute(f'SHOW {name}'.encode()).fetchone()[0]}" for name in SHOWN)
+    print(f"PostgreSQL {connection.info.server_version}: {shown}")
     connection.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}".encode())
     with Inbox(args.url, consumer=CONSUMER, table=TEMPLATE) as template:
         template.create_schema()
@@ -281,7 +396,7 @@ def main() -> None:
     try:
         for shape in shapes:
             start = args.rows // PARTNERS + 1
-            variants: dict[str, tuple[Keys, Callable[[list[Message]], None]]] = {}
+            variants: Variants = {}
             for layout in layouts:
                 empty = f"empty_{layout}_{shape}_{suffix}"
                 if layout == "flat":
@@ -290,12 +405,16 @@ def main() -> None:
                     if args.wal_compression:  # a superuser's session setting, through libpq's options
                         compressed = f"{args.url}{'&' if '?' in args.url else '?'}options=-c%20wal_compression%3Dlz4"
                         journals.append((f"{layout} lz4 full", full, compressed))
+                    if args.sorted:  # the same batches sorted by key before process_batch
+                        journals += [("sorted empty", f"{empty}_sorted", args.url), ("sorted full", full, args.url)]
                     for n, (name, table, url) in enumerate(journals):
-                        inbox = Inbox(url, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
+                        named = f"{url}{'&' if '?' in url else '?'}application_name={application(name)}"
+                        inbox = Inbox(named, consumer=CONSUMER, table=f"{SCHEMA}.{table}")
                         inbox.create_schema()
                         inboxes.append(inbox)
                         # two variants on one full journal: rising numbers of their own, each above the filled ones
-                        variants[name] = (Keys(shape, start=start + n * 10**6), flat_batch(inbox))
+                        batch = flat_batch(inbox, ordered=name.startswith("sorted"))
+                        variants[name] = (Keys(shape, start=start + n * 10**6), batch)
                 elif layout == "digest":
                     create_digest(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), digest_batch(work, empty))
@@ -311,7 +430,12 @@ def main() -> None:
             for layout in layouts:
                 reset(connection, full_name(layout, shape, args.rows), layout=layout)
             connection.execute(b"CHECKPOINT")
-            measure(f"{shape} keys, {args.rows:,} rows in the full journals", variants, turns=args.turns)
+            title = f"{shape} keys, {args.rows:,} rows in the full journals"
+            measure(f"{title}, right after a checkpoint", variants, turns=args.turns, probe=connection)
+            if args.steady:
+                advance(variants, args.steady)
+                steady = f"{title}, {args.steady:,} more batches into the checkpoint cycle"
+                measure(steady, variants, turns=args.turns, probe=connection)
     finally:
         for inbox in inboxes:
             inbox.close()
@@ -319,6 +443,7 @@ def main() -> None:
             for layout in layouts:
                 empty = f"{SCHEMA}.empty_{layout}_{shape}_{suffix}"
                 connection.execute(f"DROP TABLE IF EXISTS {empty}, {empty}_head, {empty}_version".encode())
+                connection.execute(f"DROP TABLE IF EXISTS {empty}_sorted, {empty}_sorted_version".encode())
 
 
 if __name__ == "__main__":

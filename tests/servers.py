@@ -6,6 +6,9 @@ with PrivatePostgres() as pg:        # initdb + pg_ctl from `pg_config --bindir`
     pg.start()                       # the same data directory, the same port
     pg.restart_command()             # the same as one shell command line (for `edinbox chaos`)
 
+PrivatePostgres(folder, settings={"shared_buffers": "2GB"}) keeps its cluster in `folder` (reused when it is there
+already, left in place by `__exit__`) and runs it with those settings instead of the tests' `fsync=off`.
+
 PrivateServer("nats" | "redis", folder) is a broker killed with SIGKILL and started again on its port and data.
 """
 
@@ -19,6 +22,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -42,13 +46,20 @@ def _bindir() -> Path:
 class PrivatePostgres:
     """A throw-away PostgreSQL cluster in a temporary folder, run as the postgres user when the tests run as root."""
 
-    def __init__(self) -> None:
-        """Create (not start) the cluster: a temporary folder owned by postgres, initdb with trust authentication."""
+    def __init__(self, folder: Path | None = None, *, settings: Mapping[str, str] | None = None) -> None:
+        """Create (not start) the cluster: a folder owned by postgres (a temporary one unless `folder` is given,
+        whose cluster is reused when it has one), initdb with trust authentication. `settings` replace the tests'
+        `fsync=off` as the server's `-c` options."""
         self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="edinbox-pg-"))
+        self.keep = folder is not None
+        self.root = folder if folder is not None else Path(tempfile.mkdtemp(prefix="edinbox-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
+        self.settings = dict(settings) if settings is not None else {"fsync": "off"}
         self._bin = _bindir()
+        if (self.data / "PG_VERSION").exists():
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres", "postgres")
         self._postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
@@ -75,7 +86,8 @@ class PrivatePostgres:
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        settings = {"listen_addresses": "127.0.0.1", **self.settings}
+        options = f"-p {self.port} -k {self.root} " + " ".join(f"-c {name}={value}" for name, value in settings.items())
         self._postgres("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
 
     def stop(self) -> None:
@@ -92,12 +104,17 @@ class PrivatePostgres:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        """Stop the server if it runs, and delete its folder."""
+        """Stop the server if it runs, and delete its folder (unless the folder was given)."""
         try:
             if self.running():
                 self.stop()
         finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+            if not self.keep:
+                self.remove()
+
+    def remove(self) -> None:
+        """Delete the stopped cluster's folder."""
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class PrivateServer:

@@ -27,15 +27,16 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._async_journal import AsyncJournal
-from edinbox._async_session import JoinedInboxes, driver_connection, in_session
+from edinbox._async_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
 from edinbox._errors import ConfigurationError, NotSettledError, StoreError
 from edinbox._message import Message, Outcome
@@ -48,7 +49,7 @@ from edinbox._plan import (
     plan_batch,
 )
 from edinbox._records import Tx
-from edinbox.stores._async_base import AsyncUnit
+from edinbox.stores._async_base import AsyncStore, AsyncUnit
 
 __all__ = ["AsyncInbox"]
 
@@ -89,6 +90,15 @@ class AsyncInbox(AsyncJournal):
             horizon=self.horizon,
         )
 
+    async def _session_inbox(self, session: Any) -> AsyncInbox:
+        """An inbox with these settings on the driver's connection under `session`'s transaction (begun if none),
+        whose savepoints are the session's nested transactions."""
+        if self._joined is None:
+            self._joined = JoinedInboxes(self._join)
+        joined: AsyncInbox = copy.copy(self._joined.get(await driver_connection(session)))
+        joined._store = cast(AsyncStore, SessionStore(joined._store, session))  # the store's own, its units wrapped
+        return joined
+
     async def process(
         self,
         message: Message,
@@ -97,6 +107,7 @@ class AsyncInbox(AsyncJournal):
         lease: timedelta | None = None,
         at_most_once: bool = False,
         session: Any = None,
+        on_complete: Callable[[Tx], Awaitable[object]] | None = None,
     ) -> Outcome:
         """Run `handler(tx, message)` once per key and return how the message settled; raise if it did not.
 
@@ -108,11 +119,14 @@ class AsyncInbox(AsyncJournal):
         outside any transaction with `tx.idempotency_key` (see `_core.idempotency_key`) and may call
         `tx.extend_lease()` as a heartbeat, and the completion commits after. A delivery during a live lease
         raises NotSettledError; after an expired lease the handler runs again with the same key, or the row is
-        parked (DEAD) when `at_most_once` is set.
+        parked (DEAD) when `at_most_once` is set. `on_complete(tx)` then runs in the transaction that commits the
+        completion (e.g. to publish to the outbox only with it); without `lease` it runs after the handler, in its
+        transaction. Either way it shares the fate of the PROCESSED outcome.
 
         With an SQLAlchemy `session` (Session, or AsyncSession for AsyncInbox), the journal row is written on the
-        session's connection inside its transaction (begun if none), in a savepoint: the inbox never commits it,
-        the caller does. The handler gets the session as `tx.connection`, in `session.begin_nested()`.
+        session's connection inside its transaction (begun if none), in a savepoint that is the session's own
+        `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
+        `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).
 
         With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
         children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
@@ -120,21 +134,37 @@ class AsyncInbox(AsyncJournal):
         if session is not None:
             if lease is not None:
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
-            if self._joined is None:
-                self._joined = JoinedInboxes(self._join)
-            joined = self._joined.get(await driver_connection(session))
-            return await joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
+            if on_complete is not None:
+                handler = _then(handler, on_complete)
+            joined = await self._session_inbox(session)
+            return await joined.process(message, in_session(session, handler))
+        if on_complete is not None and lease is None:
+            handler = _then(handler, on_complete)
+        if not _trace.tracing():
+            return await self._process(
+                message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete
+            )
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
         with _trace.span(_trace.SETTLE, attributes):
-            outcome = await self._process(message, handler, lease=lease, at_most_once=at_most_once)
+            outcome = await self._process(
+                message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete
+            )
             _trace.note(outcome=outcome.value)
             return outcome
 
     async def _process(
-        self, message: Message, handler: Handler, *, lease: timedelta | None, at_most_once: bool
+        self,
+        message: Message,
+        handler: Handler,
+        *,
+        lease: timedelta | None,
+        at_most_once: bool,
+        on_complete: Callable[[Tx], Awaitable[object]] | None = None,
     ) -> Outcome:
         if lease is not None:
-            return await self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
+            return await self._process_leased(
+                message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete
+            )
         key = key_params(self.consumer, message)
         for _ in range(_RETRIES):
             async with self._store.unit() as unit:
@@ -207,7 +237,13 @@ class AsyncInbox(AsyncJournal):
         return outcome
 
     async def _process_leased(
-        self, message: Message, handler: Handler, *, lease: timedelta, at_most_once: bool
+        self,
+        message: Message,
+        handler: Handler,
+        *,
+        lease: timedelta,
+        at_most_once: bool,
+        on_complete: Callable[[Tx], Awaitable[object]] | None = None,
     ) -> Outcome:
         key = key_params(self.consumer, message)
         claim = {**key, "lease": lease}
@@ -243,10 +279,28 @@ class AsyncInbox(AsyncJournal):
         except Exception as exc:
             return await self._failed_claim(message, held, exc)
         with _trace.span(_trace.COMMIT):
-            completed = await self._write("complete", held)
+            completed = await self._complete(held, on_complete)
         if not completed:
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
         return Outcome.PROCESSED
+
+    async def _complete(self, held: dict[str, Any], on_complete: Callable[[Tx], Awaitable[object]] | None) -> bool:
+        """Commit a lease-mode completion and `on_complete(tx)` in one transaction; False (nothing committed) when
+        the lease was lost meanwhile."""
+        if on_complete is None:
+            return bool(await self._write("complete", held))
+        async with self._store.unit() as unit:
+            await unit.begin()
+            try:
+                if not await unit.run("complete", held):
+                    await unit.rollback()
+                    return False
+                await on_complete(Tx(unit.connection, self.dialect, unit=unit))
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+            return True
 
     async def _failed_claim(self, message: Message, held: dict[str, Any], exc: Exception) -> Outcome:
         """Charge a lease-mode handler failure: park the claim (DEAD), keep its attempt, or give it back."""
@@ -283,6 +337,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -293,6 +348,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: bool,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome | Exception]: ...
 
     async def process_batch(
@@ -302,6 +358,7 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: bool = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -325,7 +382,19 @@ class AsyncInbox(AsyncJournal):
         caller's own bookkeeping, committed with the batch; with no message, in a transaction of its own). If it
         raises, the batch rolls back and nothing is charged. An isolated batch commits message by message and
         does not call it: the caller records those outcomes itself.
+
+        With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
+        connection inside its transaction (begun if none), in the session's `begin_nested()`, and the inbox never
+        commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
+        `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
+        there too.
         """
+        if session is not None:
+            joined = await self._session_inbox(session)
+            hook = None if before_commit is None else in_session(session, before_commit)
+            return await joined.process_batch(
+                messages, in_session(session, handler), isolate=isolate, before_commit=hook
+            )
         batch = list(messages)
         if not batch:
             if before_commit is not None:
@@ -440,3 +509,14 @@ class AsyncInbox(AsyncJournal):
             await unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
+
+
+def _then(handler: Handler, after: Callable[[Tx], Awaitable[object]]) -> Handler:
+    """`handler`, then `after(tx)` in the same transaction."""
+
+    async def both(tx: Tx, message: Message) -> object:
+        result = await handler(tx, message)
+        await after(tx)
+        return result
+
+    return both

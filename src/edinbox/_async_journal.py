@@ -5,14 +5,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
+# sync: from time import sleep
+from asyncio import sleep  # async-only
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Status, check_retention
+from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
-from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
+from edinbox._message import Outgoing
+from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox.stores._async_base import AsyncUnit
@@ -22,8 +27,9 @@ __all__ = ["AsyncJournal"]
 
 T = TypeVar("T")
 
-Send = Callable[[str, Sequence[tuple[str, bytes]]], Awaitable[None]]
-"""`send(destination, [(key, payload), ...])`: deliver in order, each key as the producer id, broker-confirmed."""
+Send = Callable[[str, Sequence[Outgoing]], Awaitable[None]]
+"""`send(destination, [Outgoing(key, payload, headers), ...])`: deliver in order, each key as the producer id,
+broker-confirmed."""
 
 
 class AsyncJournal:
@@ -128,23 +134,31 @@ class AsyncJournal:
             await unit.commit()
             return changed
 
-    async def purge(self, older_than: timedelta, *, batch_size: int = 1000) -> int:
-        """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction.
+    async def purge(self, older_than: timedelta, *, batch_size: int = 1000, max_rate: float | None = None) -> int:
+        """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction, then the
+        outbox's rows sent that long ago.
 
         Refuses (ConfigurationError) when `older_than` is shorter than the redelivery horizon. Failed, dead,
-        leased and conflict rows are never purged. On PostgreSQL one purger runs at a time (an advisory lock;
-        a second one returns 0 at once). Returns the number of rows deleted.
+        leased and conflict rows are never purged. On PostgreSQL and MariaDB one purger runs at a time, across
+        processes (a session lock; a second one returns 0 at once). `max_rate` throttles it: at most that many rows
+        per second (journal and outbox together), with a pause between committed batches; None (the default) does
+        not wait. Returns the number of rows deleted.
         """
         check_retention(older_than, horizon=self.horizon)
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
-        deleted = await self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size)
+        pace = Pace(max_rate)
+        deleted = await self._store.purge(
+            consumer=self.consumer, older_than=older_than, batch_size=batch_size, pace=pace
+        )
         params = {"older_than": older_than, "batch_size": batch_size}
-        while (sent := await self._write("outbox_purge_batch", params)) > 0:
+        while True:
+            await sleep(pace.delay())
+            sent = await self._write("outbox_purge_batch", params)
+            pace.count(sent)
             deleted += sent
             if sent < batch_size:
-                break
-        return deleted
+                return deleted
 
     async def relay(self, send: Send, *, limit: int = 100) -> SendResult:
         """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
@@ -181,20 +195,22 @@ class AsyncJournal:
     async def _send_all(
         self, send: Send, rows: Sequence[Sequence[Any]]
     ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
-        """Send every claimed row, destination by destination: the ids sent, the rows parked, a transient failure."""
+        """Send every claimed row, the destinations at once (asynchronously; one after the other in the sync twin),
+        each destination's rows in order: the ids sent, the rows parked, a transient failure."""
         sent: list[int] = []
         parked: list[tuple[Claimed, str]] = []
-        error: Exception | None = None
-        for destination, group in by_destination(rows).items():
-            failure = await self._send(send, destination, group, sent, parked)
-            error = error or failure
-        return sent, parked, error
+        sends = [
+            self._send(send, destination, group, sent, parked) for destination, group in by_destination(rows).items()
+        ]
+        # sync: failures = sends
+        failures = await asyncio.gather(*sends)  # async-only
+        return sent, parked, next((f for f in failures if f is not None), None)
 
     async def _mark(self, unit: AsyncUnit, sent: list[int], parked: list[tuple[Claimed, str]]) -> None:
         """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
         try:
             if sent:
-                await unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
+                await unit.run("outbox_mark_sent", mark_params(sent))
             if parked:
                 await unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
         except BaseException:
@@ -207,7 +223,7 @@ class AsyncJournal:
     ) -> Exception | None:
         """Send one destination's rows; append what settled to `sent` / `parked`; return a transient failure."""
         try:
-            await send(destination, [(row.key, row.payload) for row in group])
+            await send(destination, [row.outgoing() for row in group])
         except Exception as exc:
             if judge_send(exc) is Verdict.RETRY:
                 return exc

@@ -113,7 +113,14 @@ class _Setting(click.Option):
         return extra
 
 
-_METAVARS = {"_whole": "N", "_seconds": "SECONDS", "_duration": "DURATION", "_optional_duration": "DURATION"}
+_METAVARS = {
+    "_whole": "N",
+    "_seconds": "SECONDS",
+    "_duration": "DURATION",
+    "_optional_duration": "DURATION",
+    "_period": "DURATION",
+    "_rate": "ROWS/S",
+}
 
 
 def setting(flag: str, name: str | None = None, *, help: str | None = None, **kwargs: Any) -> Callable[[F], F]:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import math
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,6 +25,7 @@ __all__ = [
     "Action",
     "Failure",
     "Found",
+    "Pace",
     "Status",
     "TableName",
     "check_retention",
@@ -39,6 +43,8 @@ __all__ = [
 MIGRATIONS: dict[int, str] = {
     2: "statuses after requeue read requeued",
     3: "the outbox table beside the journal (<journal>_outbox)",
+    4: "the hub's counters sharded: a shard in their key, a count summed over the shards",
+    5: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
 }
 """Each version of the journal layout after the first, with what it changes.
 
@@ -254,6 +260,33 @@ def check_retention(older_than: timedelta, *, horizon: timedelta) -> None:
         )
 
 
+class Pace:
+    """The purge's throttle: how long to wait before the next batch so that at most `max_rate` rows per second are
+    deleted, counted from the first batch (None or infinity: no wait). Pauses come between committed batches, so
+    the purge holds no row lock while it waits."""
+
+    def __init__(self, max_rate: float | None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        """Refuse a rate that is not a positive number (ConfigurationError); start counting now."""
+        if max_rate is not None and (
+            isinstance(max_rate, bool) or not isinstance(max_rate, int | float) or not max_rate > 0
+        ):
+            raise ConfigurationError(f"max_rate must be a positive number of rows per second, got {max_rate!r}")
+        self.max_rate = None if max_rate is None or math.isinf(max_rate) else float(max_rate)
+        self._clock = clock
+        self._started = clock()
+        self.rows = 0
+
+    def count(self, rows: int) -> None:
+        """Count `rows` more rows deleted."""
+        self.rows += rows
+
+    def delay(self) -> float:
+        """Seconds to wait before the next batch: until the rows counted so far fit within the rate."""
+        if self.max_rate is None:
+            return 0.0
+        return max(0.0, self._started + self.rows / self.max_rate - self._clock())
+
+
 def idempotency_key(
     consumer: str, source: str, message_id: str, *, fingerprint: str | None = None, requeued: str | None = None
 ) -> str:
@@ -292,4 +325,4 @@ def migration_steps(found: list[int], *, version: int, table: object) -> list[in
             f"journal table {table} has schema version {found[0]}, newer than this edinbox's {version}: "
             "upgrade edinbox instead"
         )
-    return list(range(found[0] + 1, version + 1))
+    return [step for step in sorted(MIGRATIONS) if found[0] < step <= version]

@@ -28,11 +28,12 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
@@ -48,8 +49,8 @@ from edinbox._plan import (
 )
 from edinbox._records import Tx
 from edinbox._sync_journal import Journal
-from edinbox._sync_session import JoinedInboxes, driver_connection, in_session
-from edinbox.stores._sync_base import Unit
+from edinbox._sync_session import JoinedInboxes, SessionStore, driver_connection, in_session
+from edinbox.stores._sync_base import Store, Unit
 
 __all__ = ["Inbox"]
 
@@ -90,6 +91,15 @@ class Inbox(Journal):
             horizon=self.horizon,
         )
 
+    def _session_inbox(self, session: Any) -> Inbox:
+        """An inbox with these settings on the driver's connection under `session`'s transaction (begun if none),
+        whose savepoints are the session's nested transactions."""
+        if self._joined is None:
+            self._joined = JoinedInboxes(self._join)
+        joined: Inbox = copy.copy(self._joined.get(driver_connection(session)))
+        joined._store = cast(Store, SessionStore(joined._store, session))  # the store's own, its units wrapped
+        return joined
+
     def process(
         self,
         message: Message,
@@ -98,6 +108,7 @@ class Inbox(Journal):
         lease: timedelta | None = None,
         at_most_once: bool = False,
         session: Any = None,
+        on_complete: Callable[[Tx], object] | None = None,
     ) -> Outcome:
         """Run `handler(tx, message)` once per key and return how the message settled; raise if it did not.
 
@@ -109,11 +120,14 @@ class Inbox(Journal):
         outside any transaction with `tx.idempotency_key` (see `_core.idempotency_key`) and may call
         `tx.extend_lease()` as a heartbeat, and the completion commits after. A delivery during a live lease
         raises NotSettledError; after an expired lease the handler runs again with the same key, or the row is
-        parked (DEAD) when `at_most_once` is set.
+        parked (DEAD) when `at_most_once` is set. `on_complete(tx)` then runs in the transaction that commits the
+        completion (e.g. to publish to the outbox only with it); without `lease` it runs after the handler, in its
+        transaction. Either way it shares the fate of the PROCESSED outcome.
 
         With an SQLAlchemy `session` (Session, or Session for Inbox), the journal row is written on the
-        session's connection inside its transaction (begun if none), in a savepoint: the inbox never commits it,
-        the caller does. The handler gets the session as `tx.connection`, in `session.begin_nested()`.
+        session's connection inside its transaction (begun if none), in a savepoint that is the session's own
+        `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
+        `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).
 
         With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
         children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
@@ -121,19 +135,33 @@ class Inbox(Journal):
         if session is not None:
             if lease is not None:
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
-            if self._joined is None:
-                self._joined = JoinedInboxes(self._join)
-            joined = self._joined.get(driver_connection(session))
-            return joined.process(message, in_session(session, handler))  # type: ignore[no-any-return]
+            if on_complete is not None:
+                handler = _then(handler, on_complete)
+            joined = self._session_inbox(session)
+            return joined.process(message, in_session(session, handler))
+        if on_complete is not None and lease is None:
+            handler = _then(handler, on_complete)
+        if not _trace.tracing():
+            return self._process(message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
         with _trace.span(_trace.SETTLE, attributes):
-            outcome = self._process(message, handler, lease=lease, at_most_once=at_most_once)
+            outcome = self._process(message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete)
             _trace.note(outcome=outcome.value)
             return outcome
 
-    def _process(self, message: Message, handler: Handler, *, lease: timedelta | None, at_most_once: bool) -> Outcome:
+    def _process(
+        self,
+        message: Message,
+        handler: Handler,
+        *,
+        lease: timedelta | None,
+        at_most_once: bool,
+        on_complete: Callable[[Tx], object] | None = None,
+    ) -> Outcome:
         if lease is not None:
-            return self._process_leased(message, handler, lease=lease, at_most_once=at_most_once)
+            return self._process_leased(
+                message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete
+            )
         key = key_params(self.consumer, message)
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
@@ -205,7 +233,15 @@ class Inbox(Journal):
             unit.commit()
         return outcome
 
-    def _process_leased(self, message: Message, handler: Handler, *, lease: timedelta, at_most_once: bool) -> Outcome:
+    def _process_leased(
+        self,
+        message: Message,
+        handler: Handler,
+        *,
+        lease: timedelta,
+        at_most_once: bool,
+        on_complete: Callable[[Tx], object] | None = None,
+    ) -> Outcome:
         key = key_params(self.consumer, message)
         claim = {**key, "lease": lease}
         requeued: str | None = None
@@ -240,10 +276,28 @@ class Inbox(Journal):
         except Exception as exc:
             return self._failed_claim(message, held, exc)
         with _trace.span(_trace.COMMIT):
-            completed = self._write("complete", held)
+            completed = self._complete(held, on_complete)
         if not completed:
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
         return Outcome.PROCESSED
+
+    def _complete(self, held: dict[str, Any], on_complete: Callable[[Tx], object] | None) -> bool:
+        """Commit a lease-mode completion and `on_complete(tx)` in one transaction; False (nothing committed) when
+        the lease was lost meanwhile."""
+        if on_complete is None:
+            return bool(self._write("complete", held))
+        with self._store.unit() as unit:
+            unit.begin()
+            try:
+                if not unit.run("complete", held):
+                    unit.rollback()
+                    return False
+                on_complete(Tx(unit.connection, self.dialect, unit=unit))
+            except BaseException:
+                unit.rollback()
+                raise
+            unit.commit()
+            return True
 
     def _failed_claim(self, message: Message, held: dict[str, Any], exc: Exception) -> Outcome:
         """Charge a lease-mode handler failure: park the claim (DEAD), keep its attempt, or give it back."""
@@ -280,6 +334,7 @@ class Inbox(Journal):
         *,
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -290,6 +345,7 @@ class Inbox(Journal):
         *,
         isolate: bool,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome | Exception]: ...
 
     def process_batch(
@@ -299,6 +355,7 @@ class Inbox(Journal):
         *,
         isolate: bool = False,
         before_commit: BatchHook | None = None,
+        session: Any = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -322,7 +379,17 @@ class Inbox(Journal):
         caller's own bookkeeping, committed with the batch; with no message, in a transaction of its own). If it
         raises, the batch rolls back and nothing is charged. An isolated batch commits message by message and
         does not call it: the caller records those outcomes itself.
+
+        With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
+        connection inside its transaction (begun if none), in the session's `begin_nested()`, and the inbox never
+        commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
+        `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
+        there too.
         """
+        if session is not None:
+            joined = self._session_inbox(session)
+            hook = None if before_commit is None else in_session(session, before_commit)
+            return joined.process_batch(messages, in_session(session, handler), isolate=isolate, before_commit=hook)
         batch = list(messages)
         if not batch:
             if before_commit is not None:
@@ -437,3 +504,14 @@ class Inbox(Journal):
             unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
+
+
+def _then(handler: Handler, after: Callable[[Tx], object]) -> Handler:
+    """`handler`, then `after(tx)` in the same transaction."""
+
+    def both(tx: Tx, message: Message) -> object:
+        result = handler(tx, message)
+        after(tx)
+        return result
+
+    return both

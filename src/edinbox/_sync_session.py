@@ -2,26 +2,27 @@
 """Joining an SQLAlchemy session's transaction (async; the sync twin is generated from this module).
 
 `Inbox.process(message, handler, session=session)` runs the journal's statements on the driver's connection
-under the session's current transaction, in a savepoint, as with a caller's own connection: the inbox never
-commits the session's transaction. The handler gets the session as `tx.connection` and runs inside a nested
-transaction of the session (`begin_nested()`), so a handler failure also discards the ORM objects it added, and
-its pending objects are flushed (any database error raised then is the handler's) before the journal's savepoint
-is released.
+under the session's current transaction, and never commits that transaction. Its savepoint is the session's own
+nested transaction (`session.begin_nested()`), one per delivery for the journal row and the handler's work
+together: a handler failure rolls both back and discards the ORM objects the handler added. The handler gets the
+session as `tx.connection`; its pending objects are flushed when it returns (a database error raised then is the
+handler's), before the savepoint is released.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from edinbox._message import Message
+from edinbox._errors import StoreError
 from edinbox._records import Tx
 
-__all__ = ["JoinedInboxes", "driver_connection", "in_session"]
+__all__ = ["JoinedInboxes", "SessionStore", "driver_connection", "in_session"]
 
-Handler = Callable[[Tx, Message], object]
+T = TypeVar("T")
 
 _KEPT = 32
 """How many driver connections' joined inboxes to keep (a pool's connections come back; each keeps its
@@ -34,14 +35,15 @@ def driver_connection(session: Any) -> Any:
     return connection.connection.driver_connection
 
 
-def in_session(session: Any, handler: Handler) -> Handler:
-    """`handler` run with the session as `tx.connection`, in a nested transaction of the session, flushed."""
+def in_session(session: Any, handler: Callable[[Tx, T], object]) -> Callable[[Tx, T], object]:
+    """`handler` (of a message, a batch, or a batch's outcomes) run with the session as `tx.connection`, then the
+    session flushed (it runs inside the unit's savepoint, the session's nested transaction)."""
     from sqlalchemy.exc import DBAPIError
 
-    def run(tx: Tx, message: Message) -> None:
+    def run(tx: Tx, argument: T) -> None:
         try:
-            with session.begin_nested():
-                handler(replace(tx, connection=session), message)
+            handler(replace(tx, connection=session), argument)
+            session.flush()
         except DBAPIError as exc:
             # the driver's own error, so the store maps it (DataError parks the message, StoreError does not)
             raise (exc.orig if isinstance(exc.orig, Exception) else exc) from exc
@@ -68,3 +70,86 @@ class JoinedInboxes:
         while len(self._inboxes) > _KEPT:
             self._inboxes.popitem(last=False)
         return inbox
+
+
+class _SessionUnit:
+    """A store's unit on the session's driver connection, whose savepoint is the session's nested transaction."""
+
+    def __init__(self, unit: Any, session: Any) -> None:
+        self.connection = unit.connection
+        self._unit = unit
+        self._session = session
+        self._nested: Any = None
+
+    def begin(self) -> None:
+        """Open the session's nested transaction (its SAVEPOINT is sent when the session takes its connection),
+        inside a transaction the store made sure is open."""
+        self._unit.begin()
+        self._nested = self._session.begin_nested()
+        self._session.connection()
+
+    def insert(self, name: str, params: Any) -> bool:
+        """Begin, then run the named INSERT ... ON CONFLICT DO NOTHING (or INSERT IGNORE); true when it inserted."""
+        self.begin()
+        return bool(self._unit.insert(name, params))
+
+    def begin_fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
+        """Begin, then run the named statement; return its rows."""
+        self.begin()
+        return list(self._unit.begin_fetch(name, params))
+
+    def fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
+        """Run the named statement and return its rows."""
+        return list(self._unit.fetch(name, params))
+
+    def run(self, name: str, params: Any) -> int:
+        """Run the named statement and return the number of rows it changed."""
+        return int(self._unit.run(name, params))
+
+    def run_many(self, name: str, params: Sequence[Any]) -> None:
+        """Run the named statement once per parameter set."""
+        self._unit.run_many(name, params)
+
+    def commit(self) -> None:
+        """Release the savepoint; StoreError when it cannot be (the database rolled the transaction back)."""
+        from sqlalchemy.exc import DBAPIError
+
+        nested, self._nested = self._nested, None
+        try:
+            nested.commit()
+        except DBAPIError as exc:
+            raise StoreError(
+                f"the session's savepoint could not be released (was its transaction rolled back?): {exc.orig}"
+            ) from exc
+
+    def rollback(self) -> None:
+        """Roll back to the savepoint, discarding the ORM objects added since; never raises."""
+        nested, self._nested = self._nested, None
+        if nested is None:
+            return
+        try:
+            nested.rollback()
+        except Exception:  # a broken connection surfaces on the caller's next use of the session
+            return
+
+
+class SessionStore:
+    """A store whose units run in `session`'s transaction, each savepoint the session's nested transaction."""
+
+    def __init__(self, store: Any, session: Any) -> None:
+        """Wrap `store` (a store on the session's driver connection) for `session`."""
+        self._store = store
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    @contextmanager
+    def unit(self) -> Iterator[_SessionUnit]:
+        """Hold the driver's connection for one operation; its transactions are the session's savepoints."""
+        with self._store.unit() as unit:
+            unit.managed = True
+            try:
+                yield _SessionUnit(unit, self._session)
+            finally:
+                unit.managed = False

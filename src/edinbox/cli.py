@@ -107,6 +107,9 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_setting("--accounting")
 @_setting("--give-up-after")
 @_setting("--max-payload")
+@_setting("--retention")
+@_setting("--purge-every")
+@_setting("--purge-max-rate")
 @_option("--no-relay", is_flag=True, envvar="EDINBOX_NO_RELAY", help="do not relay the outbox here (`edinbox relay`)")
 @_setting("--metrics-port")
 @_setting("--metrics-host")
@@ -388,11 +391,13 @@ def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
 @db_options
 @_setting("--older-than", "retention", help="age of the rows to delete (30d, 12h, ...)")
 @_setting("--horizon")
+@_setting("--max-rate", "purge_max_rate")
 @_option("--batch-size", default=1000, type=click.IntRange(min=1))
 @_json
 def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon),
-    and the parked payloads rejected before that."""
+    at most --max-rate rows per second, and the parked payloads rejected before that. `run --purge-every` does the
+    same periodically."""
     cfg = _config(**settings)
     with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
         shown = 0

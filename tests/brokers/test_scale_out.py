@@ -54,7 +54,9 @@ def test_four_hubs_share_one_queue_and_one_journal(
     )
     assert init.returncode == 0, init.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
-    args = [*CLI, *hub_args(url, postgres_db), "--batch-size", "2", "--idle-timeout", "4"]
+    # the idle timeout runs from each hub's start: on a loaded machine the four start seconds apart, and the first
+    # must still be there when the traffic arrives
+    args = [*CLI, *hub_args(url, postgres_db), "--batch-size", "2", "--idle-timeout", "12"]
     logs = [tmp_path / f"hub{n}.log" for n in range(HUBS)]
     hubs = [subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w")) for log in logs]
     deadline = time.monotonic() + 60

@@ -68,12 +68,14 @@ def check_counts(report: dict[str, Any], stats: dict[str, Any]) -> None:
     assert stats["duplicate"] + stats["conflict"] >= report["producer_duplicates"] + report["conflicts_injected"]
     assert stats["conflict"] >= report["conflicts_injected"]
     assert stats["received"] >= report["files"]
-    # acknowledgments: one per interchange that asked, a 997 / 999 per X12 interchange, one notice per partner
-    # duplicate (never for the redeliveries after a crash), each key in the partners' outbound folders
+    # acknowledgments: one per interchange that asked, a 997 / 999 per X12 interchange (those parked without
+    # their trailer included: their rejections, once each), one notice per partner duplicate (never for the
+    # redeliveries after a crash), each key in the partners' outbound folders
     acks = stats["acknowledgments"]
     written = sum(acks[k] for k in ("TA1", "997", "999", "CONTRL", "duplicate_notices"))
-    assert acks["TA1"] + acks["CONTRL"] == report["asked"]
-    assert acks["997"] + acks["999"] == report["x12"]
+    assert acks["TA1"] + acks["CONTRL"] == report["asked"] + report["broken_asked"]
+    assert acks["997"] + acks["999"] == report["x12"] + report["broken_x12"]
+    assert acks["rejections"] == report["rejections"]
     assert acks["duplicate_notices"] == report["producer_duplicates"] + report["conflicts_injected"]
     assert acks["keys"] == written == report["outbound_keys"]
     assert report["outbound_files"] >= written

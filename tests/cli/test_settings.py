@@ -38,6 +38,8 @@ def one_error_line(result: Result) -> str:
         ('[hub]\nbatch_size = "twenty"\n', "[hub] batch_size: expected a whole number, got 'twenty'"),
         ("[hub]\nbatch_size = 2.5\n", "[hub] batch_size: expected a whole number, got 2.5"),
         ("[hub]\nhorizon = 7\n", "[hub] horizon: expected a duration with its unit (30s, 15m, 12h, 7d, 2w), got 7"),
+        ("[hub]\npurge_max_rate = 0\n", "[hub] purge_max_rate: expected a positive number of rows per second"),
+        ('[hub]\npurge_every = "often"\n', "[hub] purge_every: expected a duration with its unit"),
     ],
 )
 def test_a_bad_file_is_one_line_and_creates_nothing(
@@ -60,6 +62,13 @@ def test_a_bad_file_is_one_line_and_creates_nothing(
         (["stats"], {"EDINBOX_MAX_ATTEMPTS": "many"}, "EDINBOX_MAX_ATTEMPTS: expected a whole number, got 'many'"),
         (["doctor", "--horizon", "7"], {}, "--horizon: expected a duration with its unit"),
         (["stats", "--consumer", ""], {}, "--consumer: expected a non-empty name, got ''"),
+        (["purge", "--max-rate", "0"], {}, "--max-rate: expected a positive number of rows per second"),
+        (["purge", "--max-rate", "-5"], {}, "--max-rate: expected a positive number of rows per second"),
+        (["purge", "--max-rate", "fast"], {}, "--max-rate: expected a positive number of rows per second"),
+        (["purge"], {"EDINBOX_PURGE_MAX_RATE": "nan"}, "EDINBOX_PURGE_MAX_RATE: expected a positive number"),
+        (["run", "--purge-every", "0s"], {}, "--purge-every: expected a duration longer than zero"),
+        (["run", "--purge-every", "1"], {}, "--purge-every: expected a duration with its unit"),
+        (["run", "--purge-max-rate", "fast"], {}, "--purge-max-rate: expected a positive number of rows per second"),
     ],
 )
 def test_a_bad_flag_or_variable_is_named_as_it_was_given(
@@ -69,6 +78,18 @@ def test_a_bad_flag_or_variable_is_named_as_it_was_given(
     monkeypatch.chdir(tmp_path)
     assert expected in one_error_line(cli(*args, env=env))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_refuses_a_periodic_purge_below_the_horizon_before_it_connects(tmp_path: Path) -> None:
+    """`run --purge-every` with a retention shorter than the horizon is one line and exit 1 before the hub starts;
+    `purge --max-rate inf` (no limit) is accepted."""
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    assert cli("init", "--db", db, "--source", f"dir://{tmp_path / 'spool'}").exit_code == 0
+    line = one_error_line(
+        cli("run", "--db", db, "--source", f"dir://{tmp_path / 'spool'}", "--purge-every", "1h", "--retention", "1d")
+    )
+    assert "refusing to purge rows younger than the redelivery horizon" in line
+    assert cli("purge", "--db", db, "--max-rate", "inf", "--json").exit_code == 0
 
 
 @pytest.mark.parametrize("command", [["stats"], ["list"], ["show", "X12:ZZ:A>ZZ:B/1"], ["doctor"], ["purge"]])

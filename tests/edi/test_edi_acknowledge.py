@@ -171,3 +171,99 @@ def test_pydifact_reads_contrl() -> None:
     assert [(s.tag, s.elements) for s in message.segments] == [
         ("UCI", ["905", ["ACME", "ZZ"], ["HUB", "ZZ"], "4", "26"])
     ]
+
+
+def rejected(standard: str, data: bytes | None = None, *, faulty: int | None = None) -> Received:
+    """What the rejection of a two-invoice interchange (or `data`) the receiver parks needs."""
+    text = data or render_interchange(
+        [INVOICE, INVOICE], standard=standard, sender=ACME, receiver=HUB, control_number="905"
+    )
+    return received(parse(text)[0], rejected=True, faulty=faulty)
+
+
+def test_a_parked_interchange_rejects_every_set_with_the_faulty_ones_code() -> None:
+    """Parked whole for its second invoice: the 997 says AK5 R 5 for that set, AK5 R for its sibling and AK9 R with
+    two received and none accepted; the 999 says IK5 R 5 for both (IK502 is required there); the TA1 accepts the
+    envelope, which had no error."""
+    found = rejected("X12", faulty=1)
+    rows = segments(answer(found, "997"))
+    assert [r for r in rows if r[0] in ("AK2", "AK5", "AK9")] == [
+        ("AK2", "810", "0001"),
+        ("AK5", "R"),
+        ("AK2", "810", "0002"),
+        ("AK5", "R", "5"),
+        ("AK9", "R", "2", "2", "0"),
+    ]
+    rows = segments(answer(found, "999"))
+    assert [r for r in rows if r[0] in ("IK5", "AK9")] == [
+        ("IK5", "R", "5"),
+        ("IK5", "R", "5"),
+        ("AK9", "R", "2", "2", "0"),
+    ]
+    assert ("TA1", "000000905", "261130", "1200", "A", "000") in segments(answer(found, "TA1"))
+
+
+def test_an_interchange_without_its_trailers_is_rejected_with_their_codes() -> None:
+    """No SE, GE and IEA: TA1 R 023 (premature end), AK5 R 2 (no SE) and AK9 R ... 3 (no GE); EDIFACT without UNT
+    and UNZ: CONTRL UCI 4 13 and UCM 4 13 for the message. Both rejections parse as keyable interchanges."""
+    data = render_interchange([INVOICE], standard="X12", sender=ACME, receiver=HUB, control_number="905")
+    cut = data[: data.index(b"SE*")]
+    (interchange,) = parse(cut)
+    assert (interchange.keyable, interchange.identified) == (False, True)
+    found = received(interchange)
+    assert found.rejected
+    assert ("TA1", "000000905", "261130", "1200", "R", "023") in segments(answer(found, "TA1"))
+    rows = segments(answer(found, "997"))
+    assert ("AK5", "R", "2") in rows
+    assert ("AK9", "R", "1", "1", "0", "3") in rows
+    edifact = render_interchange([INVOICE], standard="EDIFACT", sender=ACME, receiver=HUB, control_number="905")
+    found = received(parse(edifact[: edifact.index(b"UNT+")])[0])
+    rows = segments(answer(found, "CONTRL"))
+    assert ("UCI", "905", "ACME", "HUB", "4", "13") in rows
+    assert ("UCM", "1", "INVOIC", "4", "13") in rows
+    for data in (answer(found, "CONTRL"), answer(received(interchange), "997")):
+        (ack,) = parse(data)
+        assert ack.keyable
+        assert ack.problems == ()
+
+
+def test_an_edifact_rejection_is_uci_4_with_a_ucm_for_the_faulty_message() -> None:
+    """Parked for its first message: UCI 4 without a code (the envelope was fine), UCM 4 12 for that message only."""
+    rows = segments(answer(rejected("EDIFACT", faulty=0), "CONTRL"))
+    assert [r for r in rows if r[0] in ("UCI", "UCM")] == [
+        ("UCI", "905", "ACME", "HUB", "4"),
+        ("UCM", "1", "INVOIC", "4", "12"),
+    ]
+
+
+def test_pyx12_validates_the_rejections() -> None:
+    """pyx12 validates the 997 and 999 of a rejected HIPAA group (every set R, one with its code) and the TA1 R 023
+    of an interchange without its trailer, with no error."""
+    pyx12_document = pytest.importorskip("pyx12.x12n_document")
+    import pyx12.params
+
+    sets = (ReceivedSet("837", "0001", ("837",)), ReceivedSet("837", "0002", ("837",), "5"))
+    group = ReceivedGroup("HC", "905", "005010X222A1", sets)
+    found = Received(
+        "X12", ACME, HUB, "000000905", False, ("261130", "1200"), True, (group,), types=("837",), rejected=True
+    )
+    truncated = Received(
+        "X12", ACME, HUB, "000000905", False, ("261130", "1200"), True, (group,), error="023", rejected=True
+    )
+    for kind, subject_ in (("997", found), ("999", found), ("TA1", truncated)):
+        data = answer(subject_, kind).decode()
+        errors = io.StringIO()
+        assert pyx12_document.x12n_document(pyx12.params.params(), io.StringIO(data), errors, None), (kind, data)
+
+
+def test_pydifact_reads_a_rejection() -> None:
+    """pydifact reads the CONTRL of a parked interchange: UCI 4 and the UCM of the faulty message."""
+    collection = pytest.importorskip("pydifact.segmentcollection")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = answer(rejected("EDIFACT", faulty=1), "CONTRL").decode("latin-1")
+        (message,) = list(collection.Interchange.from_str(data).get_messages())
+    assert [(s.tag, s.elements) for s in message.segments] == [
+        ("UCI", ["905", ["ACME", "ZZ"], ["HUB", "ZZ"], "4"]),
+        ("UCM", ["2", ["INVOIC", "D", "96A", "UN", "EAN008"], "4", "12"]),
+    ]

@@ -4,14 +4,19 @@ database) `init` made."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aio_pika
 import pytest
 
 from edinbox.hub import HubConfig
 from edinbox.hub._ops import init
 from services import MYSQL_URL, drop_database, require_service
+
+BROKER = "amqp://guest:guest@127.0.0.1/"
+"""The shared RabbitMQ server's URL."""
 
 
 @pytest.fixture
@@ -52,3 +57,17 @@ def hub_config(request: pytest.FixtureRequest, tmp_path: Path, spool: Path, uniq
     asyncio.run(init(config))
     yield config
     drop_schema(url, unique_name)
+
+
+@pytest.fixture
+async def queue() -> AsyncIterator[str]:
+    """A fresh quorum queue name; the queue, its dead-letter exchange and queue are deleted afterwards."""
+    require_service("rabbitmq")
+    name = "hub" + uuid.uuid4().hex[:12]
+    yield name
+    connection = await aio_pika.connect(BROKER)
+    async with connection:
+        channel = await connection.channel()
+        for each in (name, f"{name}.dead"):
+            await channel.queue_delete(each)
+        await channel.exchange_delete(f"{name}.dead")

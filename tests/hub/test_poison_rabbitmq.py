@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import aio_pika
-import pytest
 
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._ops import list_rows, stats
 from edinbox.hub._plan import HEAD
 from edinbox.sources.rabbitmq import publish
-from services import require_service
 
+from .conftest import BROKER
 from .poison import BAD
 from .test_poison import MAX_PAYLOAD, stored_payload, traffic
-
-BROKER = "amqp://guest:guest@127.0.0.1/"
-
-
-@pytest.fixture
-async def queue() -> AsyncIterator[str]:
-    """A fresh quorum queue name; the queue, its dead-letter exchange and queue are deleted afterwards."""
-    require_service("rabbitmq")
-    name = "poison" + uuid.uuid4().hex[:12]
-    yield name
-    connection = await aio_pika.connect(BROKER)
-    async with connection:
-        channel = await connection.channel()
-        for each in (name, f"{name}.dead"):
-            await channel.queue_delete(each)
-        await channel.exchange_delete(f"{name}.dead")
 
 
 async def _count(queue: str) -> int:

@@ -638,6 +638,21 @@ class InboxContract:
         assert remaining == {"failed": Status.FAILED, "m0": Status.CONFLICT, "leased": Status.IN_PROGRESS}
         assert h.call("purge", timedelta(0)) == 0
 
+    def test_purge_max_rate_spreads_the_deletes_over_time(self, h: Harness) -> None:
+        """purge(max_rate=100) of 100 rows in batches of 10 takes at least a second (the pauses between batches
+        that keep it at 100 rows/s), deletes them all, and a rate that is not a positive number is refused."""
+        for i in range(100):
+            h.process(msg(f"r{i}"))
+        backdate(h, 7200)
+        for bad in (0, -1, "fast", float("nan"), True):
+            with pytest.raises(ConfigurationError, match="max_rate"):
+                h.call("purge", timedelta(hours=1), max_rate=bad)
+        started = time.monotonic()
+        assert h.call("purge", timedelta(hours=1), batch_size=10, max_rate=100) == 100
+        elapsed = time.monotonic() - started
+        assert 0.99 <= elapsed < 15, elapsed  # unthrottled: eleven small transactions, well under a second
+        assert h.call("records", limit=10) == []
+
     def test_purge_refuses_a_retention_shorter_than_the_horizon(self, h: Harness) -> None:
         """purge(older_than < horizon) raises ConfigurationError and deletes nothing."""
         h.reopen(max_attempts=3, horizon=timedelta(days=7))

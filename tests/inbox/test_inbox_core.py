@@ -28,6 +28,7 @@ from edinbox._core import (
     Action,
     Failure,
     Found,
+    Pace,
     Status,
     check_retention,
     decide,
@@ -84,6 +85,23 @@ def test_retention_shorter_than_the_horizon_is_refused() -> None:
         check_retention(timedelta(days=6), horizon=timedelta(days=7))
     with pytest.raises(ConfigurationError, match="negative"):
         check_retention(timedelta(seconds=-1), horizon=timedelta(0))
+
+
+def test_the_pace_waits_until_the_rows_fit_the_rate() -> None:
+    """At 1,000 rows/s, 500 rows deleted in the first 0.1 s ask for a 0.4 s pause, none once the time has caught up;
+    no rate (None or infinity) never waits."""
+    now = [100.0]
+    pace = Pace(1000, clock=lambda: now[0])
+    assert pace.delay() == 0.0
+    now[0] = 100.1
+    pace.count(500)
+    assert pace.delay() == pytest.approx(0.4)
+    now[0] = 100.6
+    assert pace.delay() == 0.0
+    for unlimited in (None, float("inf")):
+        free = Pace(unlimited, clock=lambda: now[0])
+        free.count(10**9)
+        assert free.delay() == 0.0
 
 
 @pytest.mark.parametrize(

@@ -207,13 +207,66 @@ def test_a_transaction_the_server_rolled_back_is_not_committed(table: str) -> No
 
     def swallowing(tx: Tx, message: Message) -> None:
         execute(tx.connection, "ROLLBACK")  # what a deadlock (1213) does to the whole transaction
-        effect(table)(tx, message)  # autocommit now: this row would commit on its own
+        effect(table)(tx, message)  # in a new transaction now, which must not be committed
 
     with Inbox(MYSQL_URL, consumer="c", table=table) as inbox:
         with pytest.raises(StoreError, match="rolled back"):
             inbox.process(Message("1", "s"), swallowing)
         assert inbox.get("s", "1") is None
+        assert count(f"SELECT count(*) FROM {table}_business") == 0
         assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED
+    assert count(f"SELECT count(*) FROM {table}_business") == 1
+
+
+def test_a_deadlock_swallowed_by_the_handler_commits_nothing(table: str) -> None:
+    """A real deadlock inside the handler, caught and swallowed by it, then more writes: MariaDB rolled the journal
+    row and the first effect back, and the inbox refuses to commit the writes that followed (StoreError, not
+    settled), so no half of the delivery is kept; the redelivery then runs the handler whole."""
+    rows = f"{table}_rows"
+    count(f"CREATE TABLE {rows} (id INTEGER PRIMARY KEY, note VARCHAR(20), ballast INTEGER)")
+    count(f"INSERT INTO {rows} (id, note) VALUES (1, 'a'), (2, 'b')")
+    both_hold_one = threading.Barrier(2, timeout=30)
+    caught: list[int] = []
+
+    def other_transaction() -> None:
+        connection = connect()
+        try:
+            # heavier than the handler's transaction (more rows written): InnoDB picks the handler's as the victim
+            with connection.cursor() as cursor:
+                cursor.executemany(f"INSERT INTO {rows} (id, ballast) VALUES (%s, 0)", [(n,) for n in range(3, 2003)])
+            execute(connection, f"UPDATE {rows} SET note = 'other' WHERE id = 2")
+            both_hold_one.wait()
+            execute(connection, f"UPDATE {rows} SET note = 'other' WHERE id = 1")
+            connection.commit()
+        finally:
+            connection.close()
+
+    def deadlocking(tx: Tx, message: Message) -> None:
+        execute(tx.connection, f"UPDATE {rows} SET note = 'handler' WHERE id = 1")
+        both_hold_one.wait()
+        try:
+            execute(tx.connection, f"UPDATE {rows} SET note = 'handler' WHERE id = 2")
+        except pymysql.OperationalError as exc:
+            caught.append(exc.args[0])  # swallowed
+        effect(table)(tx, message)
+
+    other = threading.Thread(target=other_transaction)
+    try:
+        with Inbox(MYSQL_URL, consumer="c", table=table) as inbox:
+            other.start()
+            try:
+                with pytest.raises(StoreError, match="rolled back"):
+                    inbox.process(Message("1", "s"), deadlocking)
+            finally:
+                other.join(timeout=60)
+            assert caught == [1213]  # ER_LOCK_DEADLOCK
+            assert inbox.get("s", "1") is None  # no journal row, no effect before or after the deadlock:
+            assert count(f"SELECT count(*) FROM {table}_business") == 0
+            assert count(f"SELECT count(*) FROM {rows} WHERE note = 'other'") == 2  # the other transaction won
+            assert inbox.process(Message("1", "s"), effect(table)) is Outcome.PROCESSED
+        assert count(f"SELECT count(*) FROM {table}_business") == 1
+    finally:
+        count(f"DROP TABLE {rows}")
 
 
 def test_a_duplicate_is_seen_on_a_found_rows_connection(table: str) -> None:

@@ -202,7 +202,7 @@ def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journ
             inbox.create_schema()
         assert not journal.status_check("requeued")
         assert not journal.has_outbox()  # the refused create_schema() committed none of its steps
-        assert inbox.migrate() == list(range(2, SCHEMA_VERSION + 1))
+        assert inbox.migrate() == sorted(MIGRATIONS)
         assert inbox.migrate() == []
         inbox.verify()
         after = _rows(inbox)
@@ -218,6 +218,30 @@ def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journ
         assert journal.has_outbox()
         assert inbox.process(Message("n", SOURCE, b"new"), _publish) is Outcome.PROCESSED
         assert inbox.outbox_stats().backlog == 1
+        # version 5: the hub's answers given once, keyed by interchange key and delivery
+        assert inbox.unique_keys("hub_answers") == [["consumer", "delivery", "message_id", "source"]]
+
+
+def test_version_5_alone_adds_the_answers_table(journal: Journal) -> None:
+    """A journal at version 4 (the outbox and sharded counters, no `hub_answers`) is taken to version 5 by that
+    step alone, rows kept; an `edinbox init` that made the table before is no obstacle (IF NOT EXISTS)."""
+    version = journal.quote(f"{journal.table}_version")
+    with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+        before = _rows(inbox)
+        migrated = inbox.migrate()
+        assert migrated[-1] == 5
+        schema = journal.table.rpartition(".")[0]
+        journal.admin(f"DROP TABLE {journal.quote(f'{schema}.hub_answers' if schema else 'hub_answers')}", ())
+        journal.admin(f"UPDATE {version} SET version = 4", ())
+        assert inbox.unique_keys("hub_answers") is None
+        with pytest.raises(SchemaError, match="run `edinbox migrate`"):
+            inbox.verify()
+        assert inbox.migrate() == [5]
+        assert inbox.unique_keys("hub_answers") == [["consumer", "delivery", "message_id", "source"]]
+        journal.admin(f"UPDATE {version} SET version = 4", ())
+        assert inbox.migrate() == [5]  # the table already there: the step holds
+        inbox.verify()
+        assert _rows(inbox) == before
 
 
 def test_the_migrated_schema_matches_a_fresh_one(journal: Journal, unique_name: str) -> None:
@@ -339,7 +363,7 @@ def test_concurrent_migrations_apply_each_step_once(journal: Journal) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(results) == [[], list(range(2, SCHEMA_VERSION + 1))]
+    assert sorted(results) == [[], sorted(MIGRATIONS)]
 
 
 def test_async_inbox_migrates_too(journal: Journal) -> None:
@@ -351,4 +375,4 @@ def test_async_inbox_migrates_too(journal: Journal) -> None:
             await inbox.verify()
             return applied
 
-    assert asyncio.run(main()) == list(range(2, SCHEMA_VERSION + 1))
+    assert asyncio.run(main()) == sorted(MIGRATIONS)

@@ -132,7 +132,7 @@ def test_inside_the_callers_atomic_block_the_row_commits_with_it(project: Any) -
 
 def test_the_management_commands_count_and_purge(project: Any) -> None:
     """`edinbox_stats` prints the counts by status as JSON; `edinbox_purge` refuses a retention shorter than the
-    horizon and deletes old processed rows."""
+    horizon or a rate of 0, and deletes old processed rows, throttled."""
     from django.core.management import CommandError, call_command
     from django.db import connection
 
@@ -145,10 +145,12 @@ def test_the_management_commands_count_and_purge(project: Any) -> None:
     assert counts["processed"] >= 1
     with pytest.raises(CommandError, match="horizon"):
         call_command("edinbox_purge", "--older-than-days", "1")
+    with pytest.raises(CommandError, match="max_rate"):
+        call_command("edinbox_purge", "--older-than-days", "8", "--max-rate", "0")
     with connection.cursor() as cursor:
         cursor.execute("UPDATE edinbox_inbox SET settled_at = settled_at - interval '30 days'")
     out = io.StringIO()
-    call_command("edinbox_purge", "--older-than-days", "8", stdout=out)
+    call_command("edinbox_purge", "--older-than-days", "8", "--max-rate", "1000", stdout=out)
     assert out.getvalue().strip() == f"purged {counts['processed']} rows"
     out = io.StringIO()
     call_command("edinbox_stats", stdout=out)

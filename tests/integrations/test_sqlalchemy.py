@@ -254,3 +254,112 @@ def test_lease_mode_has_no_session_to_join(database: Database) -> None:
             inbox.process(Message("1", "s"), add_effect(database), session=session, lease=timedelta(seconds=5))
     finally:
         engine.dispose()
+
+
+def add_effects(database: Database, note: str = "effect", *, fail_on: str | None = None) -> Any:
+    """A batch handler adding one business row per message through the session (tx.connection); it raises Boom
+    when it meets message `fail_on`, after adding that message's row."""
+
+    def handler(tx: Tx, messages: list[Message]) -> None:
+        assert isinstance(tx.connection, Session)
+        for message in messages:
+            tx.connection.execute(database.effects.insert().values(note=note))
+            if message.message_id == fail_on:
+                raise Boom
+
+    return handler
+
+
+def test_a_batch_joins_the_session_and_commits_or_rolls_back_with_it(database: Database) -> None:
+    """process_batch(session=) writes the journal rows and the handler's work in the session's transaction and
+    never commits it: the caller's rollback drops them, its commit keeps them (with the caller's own row and what
+    before_commit wrote through the session); a redelivered batch is all DUPLICATE."""
+    engine = create_engine(database.sync_url)
+    inbox = Inbox(engine, consumer="c", table=database.table)
+    batch = [Message(str(n), "s") for n in range(3)]
+
+    def bookkeeping(tx: Tx, outcomes: list[Outcome]) -> None:
+        assert isinstance(tx.connection, Session)
+        tx.connection.execute(database.effects.insert().values(note="books"))
+
+    try:
+        with Session(engine) as session:
+            assert inbox.process_batch(batch, add_effects(database), session=session) == [Outcome.PROCESSED] * 3
+            assert count(database, f"SELECT count(*) FROM {database.table}") == 0  # not committed by the inbox
+            session.rollback()
+        assert count(database, f"SELECT count(*) FROM {database.effects.fullname}") == 0
+        with Session(engine) as session:
+            session.execute(database.effects.insert().values(note="caller"))
+            outcomes = inbox.process_batch(batch, add_effects(database), before_commit=bookkeeping, session=session)
+            assert outcomes == [Outcome.PROCESSED] * 3
+            session.commit()
+        with Session(engine) as session:
+            assert inbox.process_batch(batch, add_effects(database), session=session) == [Outcome.DUPLICATE] * 3
+            session.commit()
+        assert count(database, f"SELECT count(*) FROM {database.table} WHERE status = 'processed'") == 3
+        assert count(database, f"SELECT count(*) FROM {database.effects.fullname} WHERE note = 'effect'") == 3
+        assert count(database, f"SELECT count(*) FROM {database.effects.fullname}") == 5  # + caller, books
+    finally:
+        inbox.close()
+        engine.dispose()
+
+
+def test_a_failing_batch_in_a_session_keeps_the_callers_work(database: Database) -> None:
+    """A batch handler failure rolls back to the savepoint (its rows and journal rows gone, no attempt charged)
+    and propagates; the caller's earlier work commits. With isolate=True each message settles alone inside the
+    session's transaction: only the failing one is charged, the others' effects commit with the caller."""
+    engine = create_engine(database.sync_url)
+    inbox = Inbox(engine, consumer="c", table=database.table)
+    batch = [Message(str(n), "s") for n in range(3)]
+    try:
+        with Session(engine) as session:
+            session.execute(database.effects.insert().values(note="caller"))
+            with pytest.raises(Boom):
+                inbox.process_batch(batch, add_effects(database, "lost", fail_on="1"), session=session)
+            session.commit()
+        assert count(database, f"SELECT count(*) FROM {database.effects.fullname} WHERE note = 'lost'") == 0
+        assert count(database, f"SELECT count(*) FROM {database.effects.fullname}") == 1
+        assert count(database, f"SELECT count(*) FROM {database.table}") == 0
+        with Session(engine) as session:
+            results = inbox.process_batch(
+                batch, add_effects(database, "kept", fail_on="1"), isolate=True, session=session
+            )
+            session.commit()
+        assert results[0] is Outcome.PROCESSED
+        assert isinstance(results[1], Boom)
+        assert results[2] is Outcome.PROCESSED
+        assert count(database, f"SELECT count(*) FROM {database.effects.fullname} WHERE note = 'kept'") == 2
+        assert inbox.get("s", "1").attempts == 1  # type: ignore[union-attr]
+        assert inbox.get("s", "1").status is Status.FAILED  # type: ignore[union-attr]
+    finally:
+        inbox.close()
+        engine.dispose()
+
+
+def test_an_async_batch_joins_the_async_session(database: Database) -> None:
+    """AsyncInbox.process_batch(session=AsyncSession): rolled back with the session, then committed with it."""
+
+    async def handler(tx: Tx, messages: list[Message]) -> None:
+        assert isinstance(tx.connection, AsyncSession)
+        for _ in messages:
+            await tx.connection.execute(database.effects.insert().values(note="async"))
+
+    async def scenario() -> list[list[Outcome]]:
+        engine = create_async_engine(database.async_url)
+        batch = [Message(str(n), "s") for n in range(2)]
+        results = []
+        async with AsyncInbox(engine, consumer="c", table=database.table) as inbox:
+            async with AsyncSession(engine) as session:
+                results.append(await inbox.process_batch(batch, handler, session=session))
+                await session.rollback()
+            async with AsyncSession(engine) as session:
+                results.append(await inbox.process_batch(batch, handler, session=session))
+                await session.commit()
+            async with AsyncSession(engine) as session:
+                results.append(await inbox.process_batch(batch, handler, session=session))
+                await session.commit()
+        await engine.dispose()
+        return results
+
+    assert asyncio.run(scenario()) == [[Outcome.PROCESSED] * 2, [Outcome.PROCESSED] * 2, [Outcome.DUPLICATE] * 2]
+    assert count(database, f"SELECT count(*) FROM {database.effects.fullname}") == 2

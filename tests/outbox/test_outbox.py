@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 import psycopg
 import pytest
 
 from edinbox import AsyncInbox, ConfigurationError, Inbox, LimitError, Message, Outcome, SourceError, Tx
+from edinbox._message import Outgoing
 from edinbox._urls import database_url
 
 
@@ -22,15 +24,17 @@ class Recorder:
         self.sent: list[tuple[str, str, bytes]] = []
         self.fail: Exception | None = None
         self.bad: bytes | None = None
+        self.headers: list[Mapping[str, str] | None] = []
 
-    def __call__(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    def __call__(self, destination: str, messages: Sequence[Outgoing]) -> None:
         if self.fail is not None:
             raise self.fail
-        if any(payload == self.bad for _, payload in messages):
+        if any(m.payload == self.bad for m in messages):
             raise ConfigurationError("payload refused")
-        self.sent += [(destination, key, payload) for key, payload in messages]
+        self.sent += [(destination, m.message_id, m.payload) for m in messages]
+        self.headers += [m.headers for m in messages]
 
-    async def send(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    async def send(self, destination: str, messages: Sequence[Outgoing]) -> None:
         """The async form."""
         self(destination, messages)
 
@@ -166,6 +170,27 @@ def test_purge_deletes_sent_rows_past_the_horizon_only(db: tuple[str, str]) -> N
         assert (stats.backlog, stats.parked, stats.sent) == (1, 1, 0)
 
 
+def test_purge_max_rate_paces_the_outbox_rows_too(db: tuple[str, str]) -> None:
+    """`purge(max_rate=50)` of 50 sent outbox rows in batches of 10 takes at least a second: the journal's throttle
+    counts the outbox's rows as well."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table, horizon=timedelta(0)) as inbox:
+
+        def work(tx: Tx) -> None:
+            for i in range(50):
+                tx.publish("dir:///out", b"ok", key=f"k{i}")
+
+        inbox.transaction(work)
+        while inbox.relay(recorder).sent:
+            pass
+        assert inbox.outbox_stats().sent == 50
+        started = time.monotonic()
+        assert inbox.purge(timedelta(0), batch_size=10, max_rate=50) == 50
+        assert 0.99 <= time.monotonic() - started < 15
+        assert inbox.outbox_stats().sent == 0
+
+
 def test_publish_refuses_what_no_relay_could_send(db: tuple[str, str]) -> None:
     """A destination that is not a URL, an empty or oversized key, or a str payload are refused at publish."""
     url, table = db
@@ -219,9 +244,9 @@ def test_two_relays_on_postgresql_send_each_row_once_in_key_order(postgres_url: 
     got: list[tuple[str, int]] = []
     lock = threading.Lock()
 
-    def send(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    def send(destination: str, messages: Sequence[Outgoing]) -> None:
         with lock:
-            got.extend((key, int(payload)) for key, payload in messages)
+            got.extend((m.message_id, int(m.payload)) for m in messages)
 
     def relay() -> None:
         with Inbox(postgres_url, consumer="c", table=table) as mine:
@@ -271,3 +296,81 @@ def test_publish_many_stores_each_in_order(db: tuple[str, str]) -> None:
         inbox.transaction(lambda tx: tx.publish_many([("dir:///o", b"1", "a"), ("dir:///o", b"2", "b")]))
         assert inbox.relay(recorder).sent == 2
     assert recorder.sent == [("dir:///o", "a", b"1"), ("dir:///o", "b", b"2")]
+
+
+def test_headers_reach_the_send_and_what_no_broker_carries_is_refused(db: tuple[str, str]) -> None:
+    """Headers published with a row are handed to the send with it; headers for a spool folder, a header in the
+    place of the producer id, and a value with a line break are refused at publish, nothing stored."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table) as inbox:
+
+        def work(tx: Tx) -> None:
+            tx.publish("amqp://h/?queue=q", b"1", key="a", headers={"traceparent": "00-ab", "kind": "997"})
+            tx.publish("amqp://h/?queue=q", b"2", key="b")
+
+        inbox.transaction(work)
+        refused = [
+            ("dir:///o", {"kind": "997"}, "carries no headers"),
+            ("amqp://h/?queue=q", {"X-Message-Id": "other"}, "reserved"),
+            ("nats://h?stream=s&subject=s.x", {"Nats-Msg-Id": "other"}, "reserved"),
+            ("redis://h?stream=s", {"payload": "x"}, "reserved"),
+            ("kafka://h:9092?topic=t", {"message_id": "x"}, "reserved"),
+            ("amqp://h/?queue=q", {"kind": "a\r\nb"}, "line break"),
+            ("amqp://h/?queue=q", {"bad name": "x"}, "printable"),
+        ]
+        for destination, headers, why in refused:
+            with pytest.raises(ConfigurationError, match=why):
+                inbox.transaction(lambda tx, d=destination, h=headers: tx.publish(d, b"x", key="k", headers=h))
+        assert inbox.relay(recorder).sent == 2
+    assert recorder.headers == [{"kind": "997", "traceparent": "00-ab"}, None]
+
+
+def test_rows_behind_a_parked_row_of_the_same_key_are_sent(db: tuple[str, str]) -> None:
+    """A parked row leaves the order of its key: the next row of the same destination and key is sent (the parked
+    one never will be), and the parked row stays counted with its reason."""
+    url, table = db
+    recorder = Recorder()
+    recorder.bad = b"bad"
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.transaction(lambda tx: [tx.publish("dir:///o", p, key="k") for p in (b"1", b"bad", b"3")])
+        passes = [inbox.relay(recorder) for _ in range(4)]
+        assert [(r.sent, len(r.parked)) for r in passes] == [(1, 0), (0, 1), (1, 0), (0, 0)]
+        assert [p for _, _, p in recorder.sent] == [b"1", b"3"]
+        stats = inbox.outbox_stats()
+        assert (stats.backlog, stats.parked, stats.sent) == (0, 1, 2)
+
+
+def test_on_complete_publishes_with_the_lease_modes_completion(db: tuple[str, str]) -> None:
+    """In lease mode `on_complete(tx)` publishes in the transaction that completes the claim: once, never for a
+    duplicate, and nothing (the claim still held) when it fails; without a lease it joins the handler's transaction."""
+    url, table = db
+    published: list[str] = []
+    with Inbox(url, consumer="c", table=table) as inbox:
+
+        def effect(tx: Tx, message: Message) -> None:
+            assert tx.connection is None  # lease mode: the handler is outside any transaction
+
+        def complete(tx: Tx) -> None:
+            published.append("done")
+            tx.publish("dir:///out", b"ack", key="ack/1")
+
+        lease = timedelta(seconds=30)
+        assert inbox.process(Message("1", "s", b"a"), effect, lease=lease, on_complete=complete) is Outcome.PROCESSED
+        assert inbox.process(Message("1", "s", b"a"), effect, lease=lease, on_complete=complete) is Outcome.DUPLICATE
+        assert (published, inbox.outbox_stats().backlog) == (["done"], 1)
+
+        def failing(tx: Tx) -> None:
+            tx.publish("dir:///out", b"ack", key="ack/2")
+            raise RuntimeError("the acknowledgment could not be written")
+
+        with pytest.raises(RuntimeError):
+            inbox.process(Message("2", "s", b"b"), effect, lease=lease, on_complete=failing)
+        assert inbox.get("s", "2").status.value == "in_progress"  # not completed: its lease runs out, then a retry
+        assert inbox.outbox_stats().backlog == 1
+
+        def handler(tx: Tx, message: Message) -> None:
+            assert tx.connection is not None
+
+        assert inbox.process(Message("3", "s", b"c"), handler, on_complete=complete) is Outcome.PROCESSED
+        assert (published, inbox.outbox_stats().backlog) == (["done", "done"], 2)

@@ -75,6 +75,12 @@ class Interchange:
         return self._examined().keyable
 
     @property
+    def identified(self) -> bool:
+        """True when the header names its sender, receiver and control number fit for a key: even an incomplete
+        interchange then has someone to answer (a rejection); False for one that cannot be told apart."""
+        return self._identified
+
+    @property
     def message_types(self) -> tuple[str, ...]:
         """The distinct message types inside, in order of appearance ("INVOIC", "810", "997", "TA1", ...).
 

@@ -9,13 +9,16 @@ partner's inbox dedupes on), and listed in `hub_acknowledgments` for `edinbox sh
 
 Which ones (`kinds`): nothing without an `outbound` destination or for an interchange of acknowledgments only; X12:
 a TA1 when asked (ISA14 = 1 and `ta1 = "requested"`, or `ta1 = "always"`), and a 997 or 999 per agreement for its
-functional groups; EDIFACT: a CONTRL when asked (UNB 0031 = 1, or `ta1 = "always"`). A duplicate (an interchange key
-already processed, or reused with other content) that the partner re-sent (not the broker's own redelivery) gets a
-TA1 R 025 or a CONTRL UCI 4 26 when `duplicates = "notify"`.
+functional groups; EDIFACT: a CONTRL when asked (UNB 0031 = 1, or `ta1 = "always"`). The same kinds answer an
+interchange the hub parks (`Received.rejected`: every set R), once per interchange key. A duplicate (an interchange
+key already processed, or reused with other content) that the partner re-sent gets a TA1 R 025 or a CONTRL UCI 4
+26 when `duplicates = "notify"`, once per delivery (`Answers`): never for the broker's own redelivery of a delivery
+that was processed or notified.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,10 +26,14 @@ from datetime import datetime
 from typing import Any
 
 from edinbox import edi
-from edinbox._message import Message
+from edinbox._plan import Key
 from edinbox.hub._config import Agreement, HubConfig
+from edinbox.sources import Delivery
 
-__all__ = ["Acknowledger", "Pending", "kinds", "partner_key"]
+__all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key"]
+
+REJECTION = "rejection"
+"""The `delivery` of the `hub_answers` row that says an interchange key got its rejection (once per key)."""
 
 _X12_CONTROL_NUMBERS = 999_999_999
 """ISA13 has nine digits: a partner's counter wraps after this many acknowledgments."""
@@ -67,7 +74,8 @@ class Pending:
     subject: edi.Received
     kind: str
     duplicate: bool
-    message: Message
+    key: Key
+    """The answered interchange's key (source, message id)."""
     sender: edi.Party
     destination: str
 
@@ -84,13 +92,40 @@ class Acknowledger:
         """Answer per `config`'s partner agreements."""
         self.config = config
 
-    def pending(self, subject: edi.Received, *, message: Message, duplicate: bool = False) -> list[Pending]:
+    def pending(self, subject: edi.Received, *, key: Key, duplicate: bool = False) -> list[Pending]:
         """What `subject` gets under its partner's agreement (see `kinds`); nothing is written yet."""
         agreement = self.config.agreement(partner_key(subject.sender))
         ours = _party(agreement.sender) if agreement.sender else subject.receiver
         where = destination(agreement, subject.sender)
         wanted = kinds(subject, agreement, duplicate=duplicate)
-        return [Pending(subject, kind, duplicate, message, ours, where) for kind in wanted]
+        return [Pending(subject, kind, duplicate, key, ours, where) for kind in wanted]
+
+    def notifies(self, subject: edi.Received) -> bool:
+        """True when a re-send of `subject` would get a duplicate notice: its deliveries are then remembered."""
+        return bool(kinds(subject, self.config.agreement(partner_key(subject.sender)), duplicate=True))
+
+    async def once(self, tx: Any, key: Key, *, delivery: str, answer: str) -> bool:
+        """Note in `tx` that `key` was answered for `delivery` (`delivery_id`, or REJECTION for the key's one
+        rejection); True when this is the first time (the primary key makes a second hub or a redelivery wait for
+        the first transaction, then see its row)."""
+        params = {"consumer": self.config.consumer, "source": key[0], "message_id": key[1]}
+        return bool(await tx.unit.run("hub_answer_once", {**params, "delivery": delivery, "answer": answer}))
+
+    async def remember(self, tx: Any, deliveries: Sequence[tuple[Key, str]]) -> None:
+        """Note in `tx`, in one batch of statements, the deliveries (key, `delivery_id`) of processed interchanges
+        whose re-sends would be notified: the broker's redelivery of one of them is then no re-send."""
+        if deliveries:
+            rows = [
+                {
+                    "consumer": self.config.consumer,
+                    "source": key[0],
+                    "message_id": key[1],
+                    "delivery": d,
+                    "answer": "processed",
+                }
+                for key, d in deliveries
+            ]
+            await tx.unit.run_many("hub_answer_once", rows)
 
     async def write(self, tx: Any, pending: Sequence[Pending]) -> int:
         """Write the acknowledgments inside `tx`: a block of control numbers per partner, every outbox row and every
@@ -117,8 +152,8 @@ class Acknowledger:
             rows.append(
                 {
                     "consumer": self.config.consumer,
-                    "source": p.message.source,
-                    "message_id": p.message.message_id,
+                    "source": p.key[0],
+                    "message_id": p.key[1],
                     "kind": p.kind,
                     "duplicate": p.duplicate,
                     "partner": p.counter,
@@ -129,6 +164,21 @@ class Acknowledger:
         await tx.publish_many(outgoing)
         await tx.unit.run_many("hub_record_acknowledgment", rows)
         return len(pending)
+
+
+_BROKER_HEADERS = ("x-delivery-count", "x-death", "x-first-death-", "x-last-death-")
+"""Headers a broker adds or changes when it delivers a message again (RabbitMQ): not part of its identity."""
+
+
+def delivery_id(delivery: Delivery) -> str:
+    """What names one delivery across the broker's redeliveries of it: a digest of its coordinates (the spool
+    file, stream sequence, entry id or offset), the producer's id and the producer's headers. Two publishes differ
+    wherever the broker numbers them or the producer stamps them; RabbitMQ numbers nothing, so there two publishes
+    of one payload under one id and headers are one delivery, told apart only when the broker says a delivery is its
+    first (`delivery_count == 1`, see `Batch`)."""
+    headers = sorted((k, v) for k, v in delivery.headers.items() if not k.lower().startswith(_BROKER_HEADERS))
+    text = "\n".join([delivery.coordinates, delivery.message_id or "", *(f"{k}={v}" for k, v in headers)])
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _party(text: str) -> edi.Party:

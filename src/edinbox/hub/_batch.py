@@ -8,6 +8,7 @@ its counter commit together on either path; everything else is recorded after, i
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -17,11 +18,11 @@ from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting, Created
-from edinbox.hub._acks import Acknowledger, Pending
+from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
 from edinbox.hub._spans import Spans
-from edinbox.hub._tables import count, park
+from edinbox.hub._tables import SHARDS, count, park
 from edinbox.sources import Delivery
 
 __all__ = ["Batch", "Work"]
@@ -61,29 +62,30 @@ class Batch:
         self.acknowledger = acknowledger
         self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
         self.by_key: dict[Key, Item] = {}
-        for _, _, item in self.entries:
-            if item.message is not None:
-                self.by_key.setdefault(item.message.key, item)
+        self.delivery: dict[Key, Delivery] = {}
+        """The delivery whose item of a key the inbox settles (the first in the batch)."""
+        for w, _, item in self.entries:
+            if item.message is not None and item.message.key not in self.by_key:
+                self.by_key[item.message.key] = item
+                self.delivery[item.message.key] = w.delivery
         self.messages = [item.message for _, _, item in self.entries if item.message is not None]
         self.effects: dict[Key, str] = {}
         self.counted: set[Key] = set()
         self.isolated = False
         """True once the batch's one handler call failed: every later call settles one message alone."""
+        self.shard = secrets.randbelow(SHARDS)
+        """The counters' shard this batch adds to (`_tables.SHARDS`): other hubs' batches rarely share its rows."""
 
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
-        """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink."""
+        """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and
+        write their acknowledgments."""
         alone = self.isolated
         started = time.time_ns()
         try:
-            items = [self.by_key[message.key] for message in messages]
             created = await self.accounting.create_many(tx, [(m, self.by_key[m.key].invoices) for m in messages])
-            pending: list[Pending] = []
-            for message, item, done in zip(messages, items, created, strict=True):
+            for message, done in zip(messages, created, strict=True):
                 self.effects[message.key] = _effect(done)
-                if self.acknowledger is not None and item.received is not None:
-                    pending += self.acknowledger.pending(item.received, message=message)
-            if self.acknowledger is not None:
-                await self.acknowledger.write(tx, pending)
+            await self.answer(tx, messages)
         except Exception:
             self.isolated = True
             raise
@@ -95,27 +97,62 @@ class Batch:
                 await self._count_effect(tx, message)
 
     async def create_one(self, tx: Tx, message: Message) -> None:
-        """The handler for one message settled alone (lease mode): create, and count it when in a transaction."""
+        """The handler for one message settled alone (lease mode): create, and count it when in a transaction; its
+        acknowledgments are written by `answer` in the transaction that completes it."""
         created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
         self.effects[message.key] = _effect(created)
         if tx.unit is not None:
             await self._count_effect(tx, message)
 
+    async def answer(self, tx: Tx, messages: Sequence[Message]) -> None:
+        """Write the acknowledgments of processed `messages` in `tx`, and remember their deliveries when a re-send
+        would be notified (so the broker's redelivery of one is not taken for a re-send)."""
+        if self.acknowledger is None:
+            return
+        pending: list[Pending] = []
+        remembered: list[tuple[Key, str]] = []
+        for message in messages:
+            received = self.by_key[message.key].received
+            if received is None:
+                continue
+            pending += self.acknowledger.pending(received, key=message.key)
+            if self.acknowledger.notifies(received):
+                remembered.append((message.key, delivery_id(self.delivery[message.key])))
+        await self.acknowledger.remember(tx, remembered)
+        await self.acknowledger.write(tx, pending)
+
     async def _count_effect(self, tx: Tx, message: Message) -> None:
-        await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1})
+        await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1}, shard=self.shard)
         self.counted.add(message.key)
 
-    def _notices(self, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
-        """The notice that a delivery the partner sent is a duplicate (not the broker's own redelivery of one)."""
-        if outcome not in (Outcome.DUPLICATE, Outcome.CONFLICT) or w.delivery.redelivered:
+    async def _notices(self, tx: Tx, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
+        """The notice that a delivery the partner sent is a duplicate: once per delivery, never for the broker's
+        redelivery of one that was processed or notified; a delivery the broker says is its first always gets it
+        (RabbitMQ cannot tell two publishes of one payload apart otherwise)."""
+        if outcome not in (Outcome.DUPLICATE, Outcome.CONFLICT):
             return []
         if self.acknowledger is None or item.received is None or item.message is None:
             return []
-        return self.acknowledger.pending(item.received, message=item.message, duplicate=True)
+        if not self.acknowledger.notifies(item.received):
+            return []
+        key = item.message.key
+        first = await self.acknowledger.once(tx, key, delivery=delivery_id(w.delivery), answer="notice")
+        if not first and w.delivery.delivery_count != 1:
+            return []
+        return self.acknowledger.pending(item.received, key=key, duplicate=True)
+
+    async def _rejection(self, tx: Tx, item: Item) -> list[Pending]:
+        """The rejection of a parked interchange whose header identifies it: once per interchange key."""
+        if self.acknowledger is None or item.received is None or item.subject is None:
+            return []
+        pending = self.acknowledger.pending(item.received, key=item.subject)
+        if not pending or not await self.acknowledger.once(tx, item.subject, delivery=REJECTION, answer=REJECTION):
+            return []
+        return pending
 
     async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
         """Note each item's outcome (None: unsettled), park rejected payloads, add the counters, and write the duplicate
-        notices, in `tx`."""
+        notices and the rejections of parked interchanges, in `tx`."""
         notices: list[Pending] = []
         for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
             if outcome is None:
@@ -124,7 +161,7 @@ class Batch:
                 w.outcomes[i] = self.effects.get(item.message.key, "processed")
             else:
                 w.outcomes[i] = outcome.value
-                notices += self._notices(w, item, outcome)
+                notices += await self._notices(tx, w, item, outcome)
         counts: Counter[str] = Counter()
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:
@@ -141,13 +178,14 @@ class Batch:
                         reason=item.reason,
                         payload=item.payload,
                     )
+                    notices += await self._rejection(tx, item)
                 settled = w.outcomes.get(i)
                 key = item.message.key if item.message is not None else None
                 if settled in ("processed", "resent") and key in already:
                     already.discard(key)
                 elif settled is not None:
                     counts[settled] += 1
-        await count(tx, consumer=self.consumer, counts=counts)
+        await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()

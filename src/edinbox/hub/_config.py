@@ -9,6 +9,7 @@ and the type expected; a duration needs its unit (`30s`, `15m`, `12h`, `7d`, `2w
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from edinbox._errors import ConfigurationError
 __all__ = [
     "DEFAULT_ROUTES",
     "MAX_PAYLOAD",
+    "PURGE_MAX_RATE",
     "Agreement",
     "HubConfig",
     "describe",
@@ -37,6 +39,10 @@ BYPASS = "bypass"
 
 MAX_PAYLOAD = 32 * 1024 * 1024
 """The default `max_payload`: a delivery bigger than this is parked with its reason, never parsed."""
+
+PURGE_MAX_RATE = 10000.0
+"""The default `purge_max_rate`: rows per second that keep `process()`'s p99 within 1.5x during a purge
+(bench/purge.py, docs/scaling.md)."""
 
 DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
     {
@@ -110,6 +116,30 @@ def _duration(value: object) -> object:
 def _optional_duration(value: object) -> object:
     """A duration, or empty for "never"."""
     return "" if value in ("", None) else _duration(value)
+
+
+def _rate(value: object) -> object:
+    """A positive number of rows per second (integer or decimal, or its text; `inf`: no limit); 0, a negative
+    number, NaN and words are refused."""
+    rate = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        rate = float(value)
+    elif isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            rate = float(value)
+    if rate is None or not rate > 0:
+        raise ValueError(f"expected a positive number of rows per second (inf: no limit), got {value!r}")
+    return rate
+
+
+def _period(value: object) -> object:
+    """A duration longer than zero, or empty for "never"."""
+    if value in ("", None):
+        return ""
+    text = _duration(value)
+    if parse_duration(str(text)) <= timedelta(0):
+        raise ValueError(f"expected a duration longer than zero (or empty: never), got {value!r}")
+    return text
 
 
 def _size(value: object) -> object:
@@ -234,6 +264,12 @@ class HubConfig(BaseSettings):
     )
     retention: Duration = Field(
         "30d", description="journal rows older than this may be purged (never shorter than the horizon)"
+    )
+    purge_every: Annotated[str, BeforeValidator(_period)] = Field(
+        "", description='`run` purges the journal this often, as `edinbox purge` would ("1h"); "": never'
+    )
+    purge_max_rate: Annotated[float, BeforeValidator(_rate)] = Field(
+        PURGE_MAX_RATE, description="a purge deletes at most this many rows per second (inf: no limit)"
     )
     lease: Duration = Field("5m", description="lease mode (an HTTP accounting sink): how long a claim is held")
     give_up_after: Annotated[str, BeforeValidator(_optional_duration)] = Field(

@@ -66,6 +66,12 @@ class Report:
     """Unique valid interchanges asking for an interchange acknowledgment (TA1 / CONTRL)."""
     x12: int = 0
     """Unique valid X12 interchanges (each gets a 997, or a 999 for the partner that agreed on it)."""
+    broken_asked: int = 0
+    """Interchanges without their trailer (parked, their header readable) that asked for a TA1 / CONTRL."""
+    broken_x12: int = 0
+    """X12 interchanges without their trailer (each gets a 997 or 999 rejecting it)."""
+    rejections: int = 0
+    """Interchanges without their trailer that get a rejection (each once, by key)."""
     outbound_files: int = 0
     outbound_keys: int = 0
     """Distinct acknowledgment keys found in the partners' outbound folders."""
@@ -96,13 +102,15 @@ class Report:
 
     @property
     def acknowledgments_ok(self) -> bool:
-        """Acknowledgments == interchanges that asked (TA1 / CONTRL), a 997 or 999 per X12 interchange, one notice
-        per partner duplicate (re-sent copy or reused control number), and every key in an outbound folder."""
+        """Acknowledgments == interchanges that asked (TA1 / CONTRL), a 997 or 999 per X12 interchange, parked ones
+        without their trailer included (rejections, once each), one notice per partner duplicate (re-sent copy or
+        reused control number), and every key in an outbound folder."""
         a = self.stats.get("acknowledgments", {})
         written = sum(int(a.get(k, 0)) for k in ("TA1", "997", "999", "CONTRL", "duplicate_notices"))
         return (
-            int(a.get("TA1", 0)) + int(a.get("CONTRL", 0)) == self.asked
-            and int(a.get("997", 0)) + int(a.get("999", 0)) == self.x12
+            int(a.get("TA1", 0)) + int(a.get("CONTRL", 0)) == self.asked + self.broken_asked
+            and int(a.get("997", 0)) + int(a.get("999", 0)) == self.x12 + self.broken_x12
+            and int(a.get("rejections", 0)) == self.rejections
             and int(a.get("duplicate_notices", 0)) == self.producer_duplicates + self.conflicts_injected
             and int(a.get("keys", 0)) == written == self.outbound_keys
             and self.stats.get("outbox", {}).get("backlog") == 0
@@ -155,14 +163,17 @@ class Report:
         )
         lines[-1:-1] = [
             f"  acknowledged  TA1 {a.get('TA1', 0)}, 997 {a.get('997', 0)}, 999 {a.get('999', 0)}, "
-            f"CONTRL {a.get('CONTRL', 0)}, duplicate notices {a.get('duplicate_notices', 0)}",
+            f"CONTRL {a.get('CONTRL', 0)}, duplicate notices {a.get('duplicate_notices', 0)}, "
+            f"rejections {a.get('rejections', 0)} (of interchanges parked without their trailer)",
             f"  outbound      {self.outbound_files} files in {self.workdir}/outbound/<partner>/inbound, "
             f"{self.outbound_keys} distinct keys (a relay killed before marking sends a key again)",
             closer,
         ]
         lines.append(
-            f"check: acknowledgments {interchange_acks} == interchanges that asked {self.asked}, 997/999 {functional}"
-            f" == X12 interchanges {self.x12}, duplicate notices {a.get('duplicate_notices', 0)} == partner"
+            f"check: acknowledgments {interchange_acks} == interchanges that asked {self.asked + self.broken_asked}"
+            f" ({self.broken_asked} parked), 997/999 {functional} == X12 interchanges {self.x12 + self.broken_x12}"
+            f" ({self.broken_x12} parked), rejections {a.get('rejections', 0)} == {self.rejections},"
+            f" duplicate notices {a.get('duplicate_notices', 0)} == partner"
             f" duplicates {self.producer_duplicates + self.conflicts_injected}, each key once in outbound"
             f" ({self.outbound_keys}): {'OK' if self.acknowledgments_ok else 'FAILED'}"
         )
@@ -269,6 +280,9 @@ def run_demo(
         malformed=traffic.malformed,
         asked=traffic.asked,
         x12=traffic.x12,
+        broken_asked=traffic.broken_asked,
+        broken_x12=traffic.broken_x12,
+        rejections=traffic.rejections,
     )
     agreements = _agreements(workdir)
     asyncio.run(_ops.init(config))

@@ -156,6 +156,13 @@ class Traffic:
     """Unique valid interchanges that ask for an acknowledgment of the interchange (ISA14 / UNB 0031 = 1)."""
     x12: int = 0
     """Unique valid X12 interchanges: each gets a functional acknowledgment (997 or 999) under the demo's agreements."""
+    broken_asked: int = 0
+    """Interchanges without their trailer that ask for an acknowledgment of the interchange: each gets a TA1 R 023
+    or a CONTRL UCI 4 13 (they are parked, but their header says whom to answer)."""
+    broken_x12: int = 0
+    """X12 interchanges without their trailer: each gets a 997 or 999 rejecting its sets."""
+    rejections: int = 0
+    """Interchanges without their trailer that get some rejection (every X12 one, an EDIFACT one that asked)."""
     invoice_keys: frozenset[tuple[str, str, str, date]] = frozenset()
     """The key of each distinct invoice (seller id, number, kind, issue date), as the `invoices` table holds it."""
 
@@ -196,7 +203,12 @@ def generate(messages: int, *, duplicate_rate: float, seed: int, mixed: bool = T
         elif roll < 0.10:  # broken: no trailer, or not EDI at all
             doc = next_doc(partner, "invoice")
             if rng.random() < 0.6:
+                doc = replace(doc, ack_requested=asks.random() < 0.6)
                 originals.append((_key(doc), render(doc, trailer=False)))
+                x12 = partner.standard == "X12"
+                traffic.broken_asked += doc.ack_requested
+                traffic.broken_x12 += x12
+                traffic.rejections += x12 or doc.ack_requested
             else:
                 junk = f"%PDF-1.4 scanned invoice {doc.number}, not EDI\n".encode() + rng.randbytes(24)
                 originals.append((f"junk-{doc.number}", junk))

@@ -34,6 +34,7 @@ from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
+from edinbox.hub._purge import Purger, check_purge
 from edinbox.hub._relay import Relay
 from edinbox.hub._spans import Spans
 from edinbox.sources import Delivery, Source, open_source
@@ -77,6 +78,8 @@ class Hub:
         self.logger = logging.getLogger(_log.LOGGER)
         self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
+        self._relay_beside: Relay | None = None
+        """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
         self._refreshed = -_REFRESH
 
@@ -86,19 +89,36 @@ class Hub:
         Outages of the database or the source are waited out (see `Outage`); the last TransientError propagates
         only after `give_up_after`. On `stop`, the batch in hand is finished; a wait for a dependency is not.
         With `config.relay` (the default) the outbox relay runs beside it (totals `relayed`, `outbox_parked`),
-        and with `once` it drains the outbox last.
+        and with `once` it drains the outbox last. With `config.purge_every` the journal is purged beside it too
+        (`Purger`: at start, then once per period, on a connection of its own).
         """
-        relay_stop = asyncio.Event()
-        relay = asyncio.ensure_future(self._relay(relay_stop)) if self.config.relay else None
+        beside = asyncio.Event()
+        relay = asyncio.ensure_future(self._relay(beside)) if self.config.relay else None
+        purger = self._purger(beside) if self.config.purge_every else None
         try:
             await self._receive(once=once)
         finally:
+            beside.set()
             if relay is not None:
-                relay_stop.set()
                 await relay
+            if purger is not None:
+                await purger  # a configuration error of the purge is raised here (it stopped the hub)
         if relay is not None and once and not self.stop.is_set():
             await self._relay(self.stop, once=True)  # drain what the last batches published
         return self.totals
+
+    def _purger(self, stop: asyncio.Event) -> asyncio.Future[None]:
+        """The periodic purge (`purge_every`) as a task beside the batch loop, with a journal of its own, until
+        `stop`; should it fail for another reason than an outage, it stops the hub too."""
+        purger = Purger(self.config, stop=stop, log_json=self.log_json, metrics=self.metrics)
+        task = asyncio.ensure_future(purger.run())
+
+        def done(task: asyncio.Future[None]) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                self.stop.set()
+
+        task.add_done_callback(done)
+        return task
 
     async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
         """Relay the outbox beside the hub (acknowledgments to partners) until `stop`; add its totals."""
@@ -106,7 +126,11 @@ class Hub:
         outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
         idle = self.config.poll_timeout * 4
         relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
-        totals = await relay.run(once=once)
+        self._relay_beside = relay
+        try:
+            totals = await relay.run(once=once)
+        finally:
+            self._relay_beside = None
         for name, total in (("relayed", totals["sent"]), ("outbox_parked", totals["parked"])):
             if total:
                 self.totals[name] += total
@@ -121,6 +145,8 @@ class Hub:
                 break
             if handled:
                 idle_since = time.monotonic()
+                if self._relay_beside is not None and self.acknowledger is not None:
+                    self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
             elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
                 break
             await self.refresh(every=_REFRESH)
@@ -186,7 +212,8 @@ class Hub:
 
         Copies of one key in one batch: the inbox settles the first, the others are duplicates. A handler failure
         rolls the batch back; the inbox then settles it message by message, so the failure is charged to its
-        message alone (see `_process`). Lease mode settles each message alone from the start.
+        message alone (see `_process`). Lease mode settles each message alone from the start, its acknowledgments
+        written in the transaction that commits its completion (`on_complete`).
         """
         batch = Batch(
             work, accounting=self.accounting, consumer=self.config.consumer, acknowledger=self.acknowledger, spans=spans
@@ -197,7 +224,10 @@ class Hub:
                 spans.committed(batch.recorded_at)
             return
         lease = parse_duration(self.config.lease)
-        outcomes = [await self._process_one(m, batch.create_one, lease=lease) for m in batch.messages]
+        outcomes = [
+            await self._process_one(m, batch.create_one, lease=lease, on_complete=partial(_answer, batch, m))
+            for m in batch.messages
+        ]
         await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
 
     async def _process(self, batch: Batch) -> None:
@@ -223,13 +253,16 @@ class Hub:
                 outcomes.append(result)
         await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
 
-    async def _process_one(self, message: Message, handler: Any, *, lease: timedelta | None = None) -> Outcome | None:
+    async def _process_one(
+        self, message: Message, handler: Any, *, lease: timedelta | None = None, on_complete: Any = None
+    ) -> Outcome | None:
         """Settle one message on its own; None when it stays unsettled: its handler failed (the attempt is
-        recorded) or a live lease holds it elsewhere. Only a TransientError or a configuration error is raised."""
+        recorded) or a live lease holds it elsewhere. Only a TransientError or a configuration error is raised.
+        `on_complete(tx)` runs in the transaction that commits its completion (its acknowledgments)."""
         try:
             if lease is None:
-                return await self.inbox.process(message, handler)
-            return await self.inbox.process(message, handler, lease=lease)
+                return await self.inbox.process(message, handler, on_complete=on_complete)
+            return await self.inbox.process(message, handler, lease=lease, on_complete=on_complete)
         except NotSettledError as exc:
             self._not_settled(message, exc)
             return None
@@ -293,6 +326,7 @@ async def open_hub(
     """
     if not config.source:
         raise ConfigurationError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in config")
+    check_purge(config)
     logger = logging.getLogger(_log.LOGGER)
     on_back = None
     if metrics is not None:
@@ -320,6 +354,11 @@ async def open_hub(
             log_json=log_json,
             metrics=metrics,
         )
+
+
+async def _answer(batch: Batch, message: Message, tx: Any) -> None:
+    """Lease mode: a completed message's acknowledgments, in the transaction that commits its completion."""
+    await batch.answer(tx, [message])
 
 
 def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,9 +26,9 @@ from edinbox.hub._outage import Outage
 from edinbox.hub._output import as_dict, human_duration, json_value, render
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
+from edinbox.hub._purge import Purged, purge
 from edinbox.hub._redrive import (
     forget_rejected,
-    purge_rejected,
     rejected_id,
     rejected_row,
     split_key,
@@ -117,7 +117,9 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         size = await _table_size(inbox)
         outbox = await inbox.outbox_stats()
         acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgment_totals", {"consumer": config.consumer}))
+        rejections = await inbox.read(lambda tx: tx.unit.fetch("hub_rejection_totals", {"consumer": config.consumer}))
     acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
+    acknowledgments["rejections"] = int(rejections[0][0])
     for kind, duplicate, n, keys in acks:
         acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
         acknowledgments["keys"] += int(keys)
@@ -217,8 +219,9 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 
 
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
-    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it, or one parked
-    payload (`rejected/ID`).
+    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it (an interchange
+    parked before it was journaled: its rejection and the acknowledgments that carried it), or one parked payload
+    (`rejected/ID`).
 
     Payloads come as bounded previews (`_payloads.preview`: EDI segments, text, or hex), with their size and kind.
     """
@@ -241,12 +244,23 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
         invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
         acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
+        rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
         record = await inbox.get(source, message_id)
-    if record is None:
+    if record is None and not rejection:
         return None
-    data = {"key": key, **as_dict(record)}
-    data.update(_previewed("payload", record.payload))
-    data.update(_previewed("conflict_payload", record.conflict_payload))
+    rejected_at = json_value(_timestamp(rejection[0][1])) if rejection else None
+    if record is None:  # parked before it was journaled: its rejection is all there is (the payload: `rejected/N`)
+        data: dict[str, Any] = {
+            "key": key,
+            "source": source,
+            "message_id": message_id,
+            "status": "parked",
+            "rejected_at": rejected_at,
+        }
+    else:
+        data = {"key": key, **as_dict(record), "rejected_at": rejected_at}
+        data.update(_previewed("payload", record.payload))
+        data.update(_previewed("conflict_payload", record.conflict_payload))
     data["invoices"] = [
         {
             "seller": i[0],
@@ -262,6 +276,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         {
             "kind": a[0],
             "duplicate": bool(a[1]),
+            "answer": "duplicate notice" if a[1] else "rejection" if record is None else "acknowledgment",
             "control_number": a[2],
             "key": a[3],
             "at": json_value(a[4]),
@@ -332,48 +347,6 @@ async def forget(config: HubConfig, key: str) -> bool:
     source, message_id = split_key(key)
     async with open_inbox(config) as inbox:
         return bool(await inbox.forget(source, message_id))
-
-
-async def _purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
-    """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
-    params = {"consumer": consumer, "older_than": age}
-    rows = await inbox.read(lambda tx: tx.unit.fetch("hub_purgeable", params))
-    return int(rows[0][0] or 0)
-
-
-async def purge(
-    config: HubConfig,
-    *,
-    older_than: str,
-    batch_size: int,
-    progress: Callable[[int, int], None] | None = None,
-    interval: float = 0.5,
-) -> Purged:
-    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches, then the parked payloads
-    rejected before that; return how many of each.
-
-    `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
-    """
-    age = parse_duration(older_than)
-    async with open_inbox(config) as inbox:
-        total = await _purgeable(inbox, config.consumer, age) if progress else 0
-        task = asyncio.ensure_future(inbox.purge(older_than=age, batch_size=batch_size))
-        while progress is not None and total and not task.done():
-            await asyncio.wait({task}, timeout=interval)
-            if not task.done():
-                progress(max(0, total - await _purgeable(inbox, config.consumer, age)), total)
-        deleted = int(await task)
-    if progress is not None and total:
-        progress(min(deleted, total), total)
-    return Purged(rows=deleted, rejected=await purge_rejected(config, older_than=age))
-
-
-@dataclass(frozen=True, slots=True)
-class Purged:
-    """What `edinbox purge` deleted: settled journal rows, and parked payloads rejected longer ago than the age."""
-
-    rows: int
-    rejected: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from edinbox._errors import SourceError, StoreError, TransientError
 from edinbox._urls import mask
 from edinbox.hub import _log
 
-__all__ = ["Outage", "Stopped", "dependency"]
+__all__ = ["Outage", "Stopped", "dependency", "unless_stopped"]
 
 T = TypeVar("T")
 
@@ -45,6 +45,22 @@ def dependency(exc: TransientError) -> str:
     if isinstance(exc, SourceError):
         return "source"
     return str(getattr(exc, "dependency", "dependency"))
+
+
+async def unless_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | None:
+    """Await `work`, unless `stop` is set first: then `work` is cancelled and None returned; its exception, if it
+    fails first, is raised."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return None if task.cancelled() else task.result()
 
 
 class Outage:

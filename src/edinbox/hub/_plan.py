@@ -56,7 +56,10 @@ class Item:
     """The interchange's invoices (`edinbox.edi.Invoice`), read once while planning (without their lines unless
     the plan was asked to keep them)."""
     received: edi.Received | None = None
-    """What acknowledging the interchange needs, read while planning when some agreement sends acknowledgments."""
+    """What acknowledging the interchange needs, read while planning when some agreement sends acknowledgments;
+    for a parked interchange whose header identifies it, what its rejection needs."""
+    subject: tuple[str, str] | None = None
+    """The interchange key `(source, control number)` of a parked interchange that gets a rejection (`received`)."""
 
     @property
     def fingerprint(self) -> str:
@@ -101,10 +104,15 @@ def _items(delivery: Delivery, config: HubConfig, *, lines: bool) -> list[Item]:
 
 
 def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubConfig, *, lines: bool) -> Item:
-    """Plan one interchange; a fault of its own data parks it alone."""
+    """Plan one interchange; a fault of its own data parks it alone (with what its rejection needs, when some
+    agreement answers partners and its header identifies it: garbage has nobody to answer)."""
 
-    def parked(reason: str) -> Item:
-        return Item(REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
+    def parked(reason: str, *, faulty: int | None = None) -> Item:
+        item = Item(REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
+        if not (config.acknowledges and interchange.identified):
+            return item
+        received = edi.received(interchange, rejected=True, faulty=faulty)
+        return replace(item, received=received, subject=interchange.key)
 
     if not interchange.keyable:
         return parked(f"unkeyable: {'; '.join(interchange.problems) or 'the interchange has no trailer'}")
@@ -122,14 +130,34 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         try:
             for invoice in interchange.iter_invoices():
                 if problem := invoice_problem((invoice,)):
-                    return replace(parked(f"an invoice cannot be stored: {problem}"), label=label)
+                    stored = _invoice_messages(interchange)[len(invoices)]
+                    return replace(parked(f"an invoice cannot be stored: {problem}", faulty=stored), label=label)
                 invoices.append(invoice if lines else invoice.without_lines())
         except (edi.EdiSyntaxError, ValueError, ArithmeticError) as exc:
             # the parser promises EdiSyntaxError only; any other data fault of a number or date parks it the same way
-            return replace(parked(f"an invoice cannot be read: {exc}"), label=label)
+            at = _failed_message(interchange, exc, read=len(invoices))
+            return replace(parked(f"an invoice cannot be read: {exc}", faulty=at), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
     received = edi.received(interchange) if route == INBOX and config.acknowledges else None
     return Item(route, label, message=message, types=types, invoices=tuple(invoices), received=received)
+
+
+def _invoice_messages(interchange: edi.Interchange) -> list[int]:
+    """The indexes (among `interchange.messages`) of the messages `iter_invoices` reads, in its order."""
+    kind = "810" if interchange.standard == "X12" else "INVOIC"
+    return [m.index for m in interchange.messages if m.type == kind]
+
+
+def _failed_message(interchange: edi.Interchange, exc: Exception, *, read: int) -> int | None:
+    """The index of the message an invoice failed in: the one holding the error's segment, else the next invoice."""
+    at = getattr(exc, "segment_index", None)
+    if at is not None:
+        for message in interchange.messages:
+            first, end = message.segment_range
+            if first <= at < end:
+                return message.index
+    following = _invoice_messages(interchange)[read:]
+    return following[0] if following else None
 
 
 def _not_edi(delivery: Delivery, config: HubConfig, reason: str) -> Item:

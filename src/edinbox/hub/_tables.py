@@ -17,6 +17,7 @@ from edinbox._errors import ConfigurationError, SchemaError
 __all__ = [
     "COUNTED",
     "SEARCH_INDEXES",
+    "SHARDS",
     "TABLES",
     "check_privileges",
     "check_tables",
@@ -26,8 +27,17 @@ __all__ = [
     "park",
 ]
 
-TABLES = ("invoices", "rejected", "hub_counters", "hub_control_numbers", "hub_acknowledgments", "console_audit")
-"""The hub's tables, beside the journal (`console_audit`: what operators did in `edinbox console`)."""
+TABLES = (
+    "invoices",
+    "rejected",
+    "hub_counters",
+    "hub_control_numbers",
+    "hub_acknowledgments",
+    "hub_answers",
+    "console_audit",
+)
+"""The hub's tables, beside the journal (`console_audit`: what operators did in `edinbox console`; `hub_answers`:
+what was answered once, also made by `edinbox migrate` to version 5)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `sql/<dialect>/console.sql`); the partner
@@ -48,12 +58,19 @@ once per delivery, redeliveries included, committed with the batch that settled 
 Journal rows are counted apart (`Inbox.stats()`: keys by status), as are the distinct parked payloads.
 """
 
+SHARDS = 64
+"""Rows per (consumer, outcome) in the counters table. A batch adds its counts to one shard, picked at random per
+batch, and holds that shard's rows locked from its counter update to its commit (the WAL flush included); with one
+row, every hub's batches would queue there. Two concurrent batches meet on a row with a chance of 1 in 64; a count
+is the sum over the shards, so it stays exact."""
+
 _KEYS = {
     "invoices": ["issue_date", "kind", "number", "seller"],
     "rejected": ["consumer", "fingerprint"],
-    "hub_counters": ["consumer", "outcome"],
+    "hub_counters": ["consumer", "outcome", "shard"],
     "hub_control_numbers": ["partner"],
     "hub_acknowledgments": ["control_number", "partner"],
+    "hub_answers": ["consumer", "delivery", "message_id", "source"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -62,7 +79,7 @@ INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it
 
 async def create_tables(tx: Any) -> None:
     """Create the hub's tables when missing (idempotent), in the caller's transaction; only `edinbox init` calls it."""
-    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments"):
+    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers"):
         await tx.unit.run(f"hub_create_{table}", {})
     await tx.unit.run("console_create_audit", {})
     for index in SEARCH_INDEXES:
@@ -97,9 +114,14 @@ async def check_privileges(inbox: AsyncInbox) -> None:
         )
 
 
-async def count(tx: Any, *, consumer: str, counts: Mapping[str, int]) -> None:
-    """Add per-outcome delivery counts, in the caller's transaction (one batch of statements)."""
-    rows = [{"consumer": consumer, "outcome": outcome, "n": n} for outcome, n in counts.items() if n]
+async def count(tx: Any, *, consumer: str, counts: Mapping[str, int], shard: int) -> None:
+    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction, in one batch of
+    statements.
+
+    The outcomes are updated in one order (sorted), so two transactions on one shard never lock its rows in opposite
+    orders (a deadlock).
+    """
+    rows = [{"consumer": consumer, "outcome": o, "shard": shard, "n": counts[o]} for o in sorted(counts) if counts[o]]
     if rows:
         await tx.unit.run_many("hub_count", rows)
 
@@ -111,7 +133,7 @@ async def park(tx: Any, *, consumer: str, fingerprint: str, delivery: str, reaso
 
 
 async def counts(tx: Any, *, consumer: str) -> dict[str, int]:
-    """Counters for one consumer, with every counted outcome present (0 when never seen)."""
+    """Counters for one consumer (summed over the shards), with every counted outcome present (0 when never seen)."""
     found = dict.fromkeys(COUNTED, 0)
     found.update({str(k): int(v) for k, v in await tx.unit.fetch("hub_counts", {"consumer": consumer})})
     return found

@@ -48,6 +48,7 @@ from edinbox.sources._options import positive_float, positive_int, split_url
 from edinbox.sources._spool_files import (
     HEAD,
     OPEN_FLAGS,
+    SpoolPublisher,
     file_name,
     free_name,
     head,
@@ -70,7 +71,7 @@ from edinbox.sources._spool_names import (
     split_count,
 )
 
-__all__ = ["HEAD", "MAX_PAYLOAD", "SOURCE", "SpoolSource", "file_name", "publish", "spool_path"]
+__all__ = ["HEAD", "MAX_PAYLOAD", "PUBLISHER", "SOURCE", "SpoolSource", "file_name", "publish", "spool_path"]
 
 MAX_PAYLOAD = 32 * 1024 * 1024
 """The default `max_payload`: bigger files are parked unread."""
@@ -447,3 +448,4 @@ def _handle(delivery: Delivery) -> _Claim | None:
 
 
 SOURCE = SpoolSource
+PUBLISHER = SpoolPublisher

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+
+# sync: from time import sleep
+from asyncio import sleep  # async-only
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from edinbox._core import check_version, migration_steps
+from edinbox._core import Pace, check_version, migration_steps
 from edinbox._errors import SchemaError
 from edinbox._message import Message
 
-__all__ = ["AsyncStore", "AsyncUnit", "create_journal", "json_batch", "migrate_journal", "purge_batches"]
+__all__ = [
+    "AsyncStore",
+    "AsyncUnit",
+    "create_journal",
+    "held",
+    "json_batch",
+    "migrate_journal",
+    "purge_batches",
+]
 
 Params = Mapping[str, Any]
 
@@ -22,6 +33,11 @@ class AsyncUnit(Protocol):
 
     connection: Any
     """The driver's connection, handed to handlers as `tx.connection`."""
+    managed: bool
+    """The caller opens and ends the savepoint around each step (an SQLAlchemy session's nested transaction):
+    begin() only makes sure a transaction is open (SQLite: BEGIN IMMEDIATE, left to the caller; elsewhere nothing),
+    insert() and begin_fetch() need no savepoint of their own (PostgreSQL's insert still nests one in its query, for
+    its retry); commit() and rollback() are not called."""
 
     async def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
@@ -83,8 +99,9 @@ class AsyncStore(Protocol):
     async def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """Grant `role` what processing needs on the journal and `tables` beside it (ConfigurationError: no roles)."""
 
-    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
-        """Delete settled rows older than `older_than` in bounded batches, one purger at a time."""
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int, pace: Pace) -> int:
+        """Delete settled rows older than `older_than` in bounded batches, one purger at a time, waiting before each
+        batch as long as `pace` says."""
 
     async def wait(self, timeout: float) -> None:
         """Return when a commit published to the outbox, where the database can say so, or after `timeout` seconds."""
@@ -152,17 +169,30 @@ def json_batch(messages: Sequence[Message]) -> dict[str, Any]:
     }
 
 
-async def purge_batches(unit: AsyncUnit, params: Params, *, batch_size: int) -> int:
-    """Run `purge_batch` one committed transaction at a time until a batch comes back short; the rows deleted."""
+@asynccontextmanager
+async def held(unit: AsyncUnit) -> AsyncIterator[AsyncUnit]:
+    """A unit already held (with the purge lock on its session), handed out again for each batch."""
+    yield unit
+
+
+async def purge_batches(
+    units: Callable[[], AbstractAsyncContextManager[AsyncUnit]], params: Params, *, batch_size: int, pace: Pace
+) -> int:
+    """Run `purge_batch` one committed transaction at a time, on a unit of `units()` each, until a batch comes back
+    short; before each batch wait as `pace` says (after the commit: no row lock is held meanwhile). The rows deleted.
+    """
     total = 0
     while True:
-        await unit.begin()
-        try:
-            deleted = await unit.run("purge_batch", params)
-        except BaseException:
-            await unit.rollback()
-            raise
-        await unit.commit()
+        await sleep(pace.delay())
+        async with units() as unit:
+            await unit.begin()
+            try:
+                deleted = await unit.run("purge_batch", params)
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+        pace.count(deleted)
         total += deleted
         if deleted < batch_size:
             return total

@@ -3,6 +3,10 @@
 Isolation: the store's own connections run READ COMMITTED. Every decision the journal takes rests on a locking
 read (the insert's duplicate check, SELECT ... FOR UPDATE), which sees the latest committed row at any level, so
 a caller's connection at REPEATABLE READ (MariaDB's default) is still correct; it only takes more gap locks.
+
+Transactions: the store's own connections run with autocommit off, so a delivery costs what a hand-written inbox
+costs (its INSERT, the handler's statements, COMMIT: no BEGIN), and each transaction carries a mark (`_MARK`) that
+refuses the commit of a transaction MariaDB rolled back by itself under a handler that swallowed the error.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ from typing import Any
 import asyncmy
 from asyncmy.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
-from edinbox._core import COLUMNS, TableName, check_version
+from edinbox._core import COLUMNS, Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_batches
+from edinbox.stores._async_base import Params, create_journal, held, json_batch, migrate_journal, purge_batches
 from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
 from edinbox.stores._queries import migration_queries
 
@@ -40,7 +44,6 @@ class mapped_errors(MySQLErrors):
 
 _BEGINNING = mapped_errors("begin a transaction")
 _RECORDING = mapped_errors("record the message")
-_COMMITTING = mapped_errors("commit")
 
 _KEY = "consumer,message_id,source"
 OUTBOX_DDL = ("outbox_create", "outbox_create_pending")
@@ -50,8 +53,29 @@ def _in_transaction(connection: Any) -> bool:
     return bool(connection.server_status & SERVER_STATUS_IN_TRANS)
 
 
+_MARK = "SAVEPOINT edinbox_tx"
+"""Set in each transaction of the store's own connections, in the round trip of its first statement.
+
+Those connections run with autocommit off and send no BEGIN: the first statement opens the transaction. When
+MariaDB rolls the transaction back by itself (a deadlock, or a lock wait timeout under
+innodb_rollback_on_timeout) it drops the savepoint with it, and any statement after that (a handler that swallowed
+the error and went on) opens a new transaction without it. `_COMMIT_MARKED` releases the savepoint, then commits,
+as one query: MariaDB stops a multi-statement query at its first error, so a transaction without the mark is never
+committed, and the unit rolls back what came after the server's rollback."""
+
+_COMMIT_MARKED = "RELEASE SAVEPOINT edinbox_tx;\nCOMMIT"
+_NO_SAVEPOINT = 1305  # ER_SP_DOES_NOT_EXIST: "SAVEPOINT ... does not exist"
+_ROLLED_BACK = (
+    "the transaction was rolled back by MariaDB inside the inbox (a deadlock or lock wait timeout swallowed?)"
+)
+
+
 class _AsyncMySQLUnit:
-    """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
+    """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction.
+
+    `own` units run on the store's own connections (autocommit off, multi-statement queries allowed): each
+    transaction carries the mark (`_MARK`) and commits only with it.
+    """
 
     def __init__(
         self, connection: asyncmy.Connection, statements: Statements, *, nested: bool, own: bool = False
@@ -59,25 +83,44 @@ class _AsyncMySQLUnit:
         self.connection = connection
         self._sql = statements
         self._nested = nested
-        self._own = own  # the store's own connection: multi-statement queries allowed
+        self._own = own
         self._cursor: Any = None
         self._ddl = False  # a statement that commits implicitly ran since begin()
+        self.open = False  # own connection: a statement ran since the last COMMIT or ROLLBACK
+        self.managed = False
+
+    async def _cursor_of(self) -> Any:
+        if self._cursor is None:
+            self._cursor = await self.connection.cursor()
+        return self._cursor
 
     async def _execute(self, name: str, values: Params) -> Any:
-        cursor = self._cursor
-        if cursor is None:
-            cursor = self._cursor = await self.connection.cursor()
+        cursor = await self._cursor_of()
         bound = params(values)
         self._ddl = self._ddl or name in self._sql.ddl
+        self.open = True
         for statement in self._sql[name]:
             await cursor.execute(statement, bound)
+        return cursor
+
+    async def _marked(self, statement: str, values: Params) -> Any:
+        """Run `statement`, then set the mark, as one query (one round trip); the cursor is left on the statement's
+        result (read it, then `nextset()` past the mark's reply)."""
+        cursor = await self._cursor_of()
+        self._ddl = False
+        self.open = True
+        await cursor.execute(f"{statement};\n{_MARK}", params(values))
         return cursor
 
     async def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
         self._ddl = False
+        if self.managed:
+            return
         with _BEGINNING:
-            if self._nested:
+            if self._own:
+                await (await self._marked("BEGIN", {})).nextset()
+            elif self._nested:
                 await self._execute("savepoint", {})
             else:
                 await self.connection.begin()
@@ -85,25 +128,28 @@ class _AsyncMySQLUnit:
     async def insert(self, name: str, values: Params) -> bool:
         """Begin, then INSERT IGNORE; true when the row was inserted.
 
-        On the store's own connections BEGIN and the INSERT go as one query: one round trip.
+        On the store's own connections the INSERT opens the transaction and sets its mark: one round trip.
         """
         if not self._own:
             await self.begin()
             with _RECORDING:
                 return int((await self._execute(name, values)).rowcount) == 1
-        self._ddl = False
         with _RECORDING:
-            cursor = self._cursor
-            if cursor is None:
-                cursor = self._cursor = await self.connection.cursor()
-            await cursor.execute("BEGIN;\n" + self._sql[name][0], params(values))
-            await cursor.nextset()  # past BEGIN's reply, to the INSERT's
-            return int(cursor.rowcount) == 1
+            cursor = await self._marked(self._sql[name][0], values)
+            inserted = int(cursor.rowcount) == 1
+            await cursor.nextset()
+            return inserted
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
-        """Begin, then run the named statement; return its rows."""
-        await self.begin()
-        return await self.fetch(name, values)
+        """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
+        if not self._own:
+            await self.begin()
+            return await self.fetch(name, values)
+        with mapped_errors(f"run {name}"):
+            cursor = await self._marked(self._sql[name][0], values)
+            rows = [tuple(row) for row in await cursor.fetchall()]
+            await cursor.nextset()
+            return rows
 
     async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement(s) and return the rows of the last one."""
@@ -140,19 +186,36 @@ class _AsyncMySQLUnit:
         """Commit (or release the savepoint); StoreError when the server already rolled the transaction back.
 
         MariaDB rolls the whole transaction back on a deadlock or (with innodb_rollback_on_timeout) a lock wait
-        timeout; a handler that swallowed that error must not see its remaining statements committed alone.
-        (DDL ends a transaction too, by committing it: after the store's own CREATEs there is nothing to commit.)
+        timeout; a handler that swallowed that error must not see its remaining statements committed alone. On the
+        store's own connections the commit needs the transaction's mark (`_MARK`); without it, what ran after the
+        server's rollback is rolled back too; in a caller's transaction, its savepoint is gone and cannot be
+        released. (DDL ends a transaction by committing it, mark included: after the store's own CREATEs and ALTERs
+        the rest is committed as it is.)
         """
-        if self._ddl:
-            return
-        if not _in_transaction(self.connection):
+        if not self._own and not self._nested and not _in_transaction(self.connection):
+            # the caller's autocommit connection, in the transaction begun here: the flag is all there is to check
             await self.rollback()
-            raise StoreError("the transaction was rolled back by MariaDB inside the inbox (was a deadlock swallowed?)")
-        with _COMMITTING:
+            raise StoreError(_ROLLED_BACK)
+        cursor = await self._cursor_of()
+        try:
             if self._nested:
-                await self._execute("release", {})
-            else:
+                # a savepoint MariaDB dropped with the caller's transaction cannot be released (PyMySQL's
+                # transaction flag is no help here: it is not updated after a result set)
+                await cursor.execute(self._sql["release"][0])
+            elif not self._own:
                 await self.connection.commit()
+            elif self._ddl:
+                await cursor.execute("COMMIT")
+            else:
+                await cursor.execute(_COMMIT_MARKED)
+                await cursor.nextset()  # the COMMIT's reply (or its error)
+        except asyncmy.MySQLError as exc:
+            if exc.args and exc.args[0] == _NO_SAVEPOINT:
+                await self.rollback()
+                after = "nothing of it was committed" if self._own else "roll the caller's transaction back"
+                raise StoreError(f"{_ROLLED_BACK}: {after}") from exc
+            raise mapped_errors.convert(exc, "commit") from exc
+        self.open = False
 
     async def rollback(self) -> None:
         """Roll back (or roll back to the savepoint); never raises (a broken connection is dropped on release)."""
@@ -162,6 +225,7 @@ class _AsyncMySQLUnit:
                 await self._execute("release", {})
             else:
                 await self.connection.rollback()
+                self.open = False
         except (asyncmy.MySQLError, OSError):
             return
 
@@ -220,8 +284,10 @@ class _AsyncHold:
         # after a database failure the connection may be broken: the store's own are closed and opened anew
         drop = isinstance(exc, TransientError | asyncmy.MySQLError | OSError) and store._connection is None
         try:
-            if not unit._nested and _in_transaction(unit.connection):
-                await unit.rollback()  # never leave a transaction open behind
+            # never leave a transaction open behind (with autocommit off, the store's own connection has one open
+            # after any statement, even a read)
+            if unit.open if unit._own else not unit._nested and _in_transaction(unit.connection):
+                await unit.rollback()
         finally:
             if drop:
                 _close(unit.connection)
@@ -368,15 +434,16 @@ class AsyncMySQLStore:
             f"{self._table} and the tables beside it, and SELECT on {self._sql.version_name}, by hand"
         )
 
-    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
-        """Delete settled rows in batches of `batch_size`, each its own transaction; 0 if another purger runs."""
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int, pace: Pace) -> int:
+        """Delete settled rows in batches of `batch_size`, each its own transaction, paced by `pace`; 0 if another
+        purger runs (GET_LOCK is the session's: it holds across processes and ends with the connection)."""
         lock = {"lock": lock_name(f"{self._table}:purge:{consumer}")}
         values = {"consumer": consumer, "older_than": older_than, "batch_size": batch_size}
         async with self.unit() as unit:
             if (await unit.fetch("purge_lock", lock))[0][0] != 1:
                 return 0
             try:
-                return await purge_batches(unit, values, batch_size=batch_size)
+                return await purge_batches(lambda: held(unit), values, batch_size=batch_size, pace=pace)
             finally:
                 await unit.fetch("purge_unlock", lock)
 

@@ -15,11 +15,11 @@ import psycopg
 import psycopg_pool
 from psycopg.pq import TransactionStatus
 
-from edinbox._core import COLUMNS, POOL_SIZE, TableName, check_version
+from edinbox._core import COLUMNS, POOL_SIZE, Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, migrate_journal, purge_batches
+from edinbox.stores._async_base import Params, create_journal, held, migrate_journal, purge_batches
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
 
@@ -40,8 +40,11 @@ class _AsyncPostgresUnit:
         self._nested = nested
         self._client_cursor: psycopg.AsyncClientCursor[Any] | None = None
         self._prepared = False
+        self.managed = False
 
     async def _begin(self) -> None:
+        if self.managed:
+            return
         if self._nested:
             await self.connection.execute(b"SAVEPOINT edinbox")
         elif self.connection.autocommit:
@@ -77,6 +80,8 @@ class _AsyncPostgresUnit:
                 self._sql.prepared_on.add(self.connection)
             self._prepared = True
         # psycopg begins the transaction itself on a connection that is not autocommit
+        # (managed units too: the savepoint is then inside the caller's, in the same query, and lets the retry
+        # below roll back the failed EXECUTE; the caller's release or rollback ends it)
         begin = b"SAVEPOINT edinbox; " if self._nested else b"BEGIN; " if self.connection.autocommit else b""
         cursor = self._client_cursor
         if cursor is None:
@@ -341,8 +346,9 @@ class AsyncPostgresStore:
                 raise
             await unit.commit()
 
-    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
-        """Delete settled rows in batches of `batch_size`, each its own transaction; 0 if another purger runs."""
+    async def purge(self, *, consumer: str, older_than: timedelta, batch_size: int, pace: Pace) -> int:
+        """Delete settled rows in batches of `batch_size`, each its own transaction, paced by `pace`; 0 if another
+        purger runs (the advisory lock is the session's: it holds across processes and ends with the connection)."""
         lock = {"lock": f"{self._sql.lock_name}:purge:{consumer}"}
         params = {"consumer": consumer, "older_than": older_than, "batch_size": batch_size}
         async with self.unit() as unit:
@@ -352,7 +358,7 @@ class AsyncPostgresStore:
             if not locked:
                 return 0
             try:
-                return await purge_batches(unit, params, batch_size=batch_size)
+                return await purge_batches(lambda: held(unit), params, batch_size=batch_size, pace=pace)
             finally:
                 await unit.begin()
                 await unit.fetch("purge_unlock", lock)

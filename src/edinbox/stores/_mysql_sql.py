@@ -114,9 +114,10 @@ def connect_options(url: str) -> dict[str, Any]:
         "password": unquote(parts.password or ""),
         "database": database,
         "charset": "utf8mb4",
-        "autocommit": True,  # the units send BEGIN / COMMIT themselves
-        # BEGIN and a delivery's INSERT go as one query (one round trip), as "BEGIN; EXECUTE" on PostgreSQL;
-        # every value in it is escaped by the driver
+        # a transaction's first statement opens it (no BEGIN round trip); the units commit or roll back each one
+        "autocommit": False,
+        # a transaction's first statement and its mark, or the mark's release and the COMMIT, go as one query (one
+        # round trip; see stores._async_mysql._MARK); every value in it is escaped by the driver
         "client_flag": MULTI_STATEMENTS,
     }
 

@@ -4,16 +4,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
+from time import sleep
 from typing import Any, Protocol
 
-from edinbox._core import check_version, migration_steps
+from edinbox._core import Pace, check_version, migration_steps
 from edinbox._errors import SchemaError
 from edinbox._message import Message
 
-__all__ = ["Store", "Unit", "create_journal", "json_batch", "migrate_journal", "purge_batches"]
+__all__ = [
+    "Store",
+    "Unit",
+    "create_journal",
+    "held",
+    "json_batch",
+    "migrate_journal",
+    "purge_batches",
+]
 
 Params = Mapping[str, Any]
 
@@ -23,6 +32,11 @@ class Unit(Protocol):
 
     connection: Any
     """The driver's connection, handed to handlers as `tx.connection`."""
+    managed: bool
+    """The caller opens and ends the savepoint around each step (an SQLAlchemy session's nested transaction):
+    begin() only makes sure a transaction is open (SQLite: BEGIN IMMEDIATE, left to the caller; elsewhere nothing),
+    insert() and begin_fetch() need no savepoint of their own (PostgreSQL's insert still nests one in its query, for
+    its retry); commit() and rollback() are not called."""
 
     def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
@@ -84,8 +98,9 @@ class Store(Protocol):
     def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """Grant `role` what processing needs on the journal and `tables` beside it (ConfigurationError: no roles)."""
 
-    def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
-        """Delete settled rows older than `older_than` in bounded batches, one purger at a time."""
+    def purge(self, *, consumer: str, older_than: timedelta, batch_size: int, pace: Pace) -> int:
+        """Delete settled rows older than `older_than` in bounded batches, one purger at a time, waiting before each
+        batch as long as `pace` says."""
 
     def wait(self, timeout: float) -> None:
         """Return when a commit published to the outbox, where the database can say so, or after `timeout` seconds."""
@@ -153,17 +168,30 @@ def json_batch(messages: Sequence[Message]) -> dict[str, Any]:
     }
 
 
-def purge_batches(unit: Unit, params: Params, *, batch_size: int) -> int:
-    """Run `purge_batch` one committed transaction at a time until a batch comes back short; the rows deleted."""
+@contextmanager
+def held(unit: Unit) -> Iterator[Unit]:
+    """A unit already held (with the purge lock on its session), handed out again for each batch."""
+    yield unit
+
+
+def purge_batches(
+    units: Callable[[], AbstractContextManager[Unit]], params: Params, *, batch_size: int, pace: Pace
+) -> int:
+    """Run `purge_batch` one committed transaction at a time, on a unit of `units()` each, until a batch comes back
+    short; before each batch wait as `pace` says (after the commit: no row lock is held meanwhile). The rows deleted.
+    """
     total = 0
     while True:
-        unit.begin()
-        try:
-            deleted = unit.run("purge_batch", params)
-        except BaseException:
-            unit.rollback()
-            raise
-        unit.commit()
+        sleep(pace.delay())
+        with units() as unit:
+            unit.begin()
+            try:
+                deleted = unit.run("purge_batch", params)
+            except BaseException:
+                unit.rollback()
+                raise
+            unit.commit()
+        pace.count(deleted)
         total += deleted
         if deleted < batch_size:
             return total

@@ -11,12 +11,12 @@ from time import sleep
 from types import TracebackType
 from typing import Any
 
-from edinbox._core import COLUMNS, TableName, check_version
+from edinbox._core import COLUMNS, Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
-from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal
+from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal, purge_batches
 
 __all__ = ["SQLiteStore"]
 
@@ -34,10 +34,15 @@ class _SQLiteUnit:
         self.connection = connection
         self._sql = statements
         self._nested = nested
+        self.managed = False
 
     def begin(self) -> None:
         """Take the write lock at once (BEGIN IMMEDIATE) so a concurrent duplicate waits for this one."""
         with _BEGINNING:
+            if self.managed:
+                if not self.connection.in_transaction:
+                    self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
+                return
             if not self._nested:
                 self.connection.execute("BEGIN IMMEDIATE")
                 return
@@ -219,18 +224,11 @@ class SQLiteStore:
         """SQLite has no roles: refuse with the reason."""
         raise ConfigurationError(f"cannot grant {role!r} privileges: SQLite has no roles (this is for PostgreSQL)")
 
-    def purge(self, *, consumer: str, older_than: timedelta, batch_size: int) -> int:
-        """Delete settled rows in batches of `batch_size`, each its own write transaction (one writer at a time)."""
+    def purge(self, *, consumer: str, older_than: timedelta, batch_size: int, pace: Pace) -> int:
+        """Delete settled rows in batches of `batch_size`, each its own write transaction (one writer at a time),
+        paced by `pace`; the connection is free for other calls between batches."""
         values = {"consumer": consumer, "older_than": older_than, "batch_size": batch_size}
-        total = 0
-        while True:
-            with self.unit() as unit:
-                unit.begin()
-                deleted = unit.run("purge_batch", values)
-                unit.commit()
-            total += deleted
-            if deleted < batch_size:
-                return total
+        return purge_batches(self.unit, values, batch_size=batch_size, pace=pace)
 
     def wait(self, timeout: float) -> None:
         """SQLite cannot say when another process commits: sleep `timeout` seconds."""

@@ -39,11 +39,14 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: hub_create_counters
+-- a batch adds to the rows of one shard (picked per batch), so concurrent hubs rarely wait on each other's row
+-- locks; a count is the sum over the shards
 CREATE TABLE IF NOT EXISTS {hub_counters} (
     consumer VARBINARY(512) NOT NULL,
     outcome VARCHAR(32) NOT NULL,
     n BIGINT NOT NULL,
-    PRIMARY KEY (consumer, outcome)
+    shard SMALLINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer, outcome, shard)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: hub_insert_invoice
@@ -81,11 +84,11 @@ VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON DUPLICATE KEY UPDATE deliveries = deliveries + 1
 
 -- name: hub_count
-INSERT INTO {hub_counters} (consumer, outcome, n) VALUES (%(consumer)s, %(outcome)s, %(n)s)
+INSERT INTO {hub_counters} (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
 ON DUPLICATE KEY UPDATE n = n + VALUES(n)
 
 -- name: hub_counts
-SELECT outcome, n FROM {hub_counters} WHERE consumer = %(consumer)s
+SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),
@@ -190,3 +193,34 @@ ORDER BY a.id
 SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
 WHERE consumer = %(consumer)s
 GROUP BY kind, duplicate
+
+-- name: hub_create_answers
+-- what the hub answered once: a rejection per interchange key (delivery "rejection"), and the deliveries (a digest of
+-- the broker's id for them) that were processed or got a duplicate notice: a broker's redelivery of one of them is
+-- never taken for the partner's re-send
+CREATE TABLE IF NOT EXISTS {hub_answers} (
+    consumer VARBINARY(512) NOT NULL,
+    source VARBINARY(512) NOT NULL,
+    message_id VARBINARY(512) NOT NULL,
+    delivery VARBINARY(64) NOT NULL,
+    answer VARCHAR(16) NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    PRIMARY KEY (consumer, source, message_id, delivery)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_answer_once
+-- one row per key and delivery: 1 row changed when this transaction is the first to answer it, 0 when one was
+INSERT IGNORE INTO {hub_answers} (consumer, source, message_id, delivery, answer)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(delivery)s, %(answer)s)
+
+-- name: hub_answers_of
+SELECT answer, created_at FROM {hub_answers}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s AND delivery = 'rejection'
+
+-- name: hub_rejection_totals
+SELECT count(*) FROM {hub_answers} WHERE consumer = %(consumer)s AND delivery = 'rejection'
+
+-- name: hub_purge_answers
+-- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
+DELETE FROM {hub_answers}
+WHERE consumer = %(consumer)s AND created_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND

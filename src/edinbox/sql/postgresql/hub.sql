@@ -34,11 +34,14 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 )
 
 -- name: hub_create_counters
+-- a batch adds to the rows of one shard (picked per batch), so concurrent hubs rarely wait on each other's row
+-- locks; a count is the sum over the shards
 CREATE TABLE IF NOT EXISTS {hub_counters} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
     n BIGINT NOT NULL,
-    PRIMARY KEY (consumer, outcome)
+    shard SMALLINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer, outcome, shard)
 )
 
 -- name: hub_insert_invoice
@@ -69,11 +72,11 @@ VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
 -- name: hub_count
-INSERT INTO {hub_counters} AS c (consumer, outcome, n) VALUES (%(consumer)s, %(outcome)s, %(n)s)
-ON CONFLICT (consumer, outcome) DO UPDATE SET n = c.n + excluded.n
+INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
+ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
-SELECT outcome, n FROM {hub_counters} WHERE consumer = %(consumer)s
+SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),
@@ -106,7 +109,8 @@ WHERE consumer = %(consumer)s AND status = 'processed' AND settled_at < now() - 
 -- name: hub_privileges
 -- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences
 SELECT t.name FROM (VALUES ({table_name}), ({invoices_name}), ({rejected_name}), ({hub_counters_name}),
-    ({outbox_name}), ({hub_control_numbers_name}), ({hub_acknowledgments_name})) AS t (name)
+    ({outbox_name}), ({hub_control_numbers_name}), ({hub_acknowledgments_name}),
+    ({hub_answers_name})) AS t (name)
 WHERE NOT (has_table_privilege(t.name, 'SELECT') AND has_table_privilege(t.name, 'INSERT')
     AND has_table_privilege(t.name, 'UPDATE') AND has_table_privilege(t.name, 'DELETE'))
 UNION ALL
@@ -180,3 +184,34 @@ DELETE FROM {rejected} WHERE consumer = %(consumer)s AND rejected_at < now() - %
 -- name: hub_drop_schema
 -- `edinbox demo` only: drop the schema it created for itself, with everything in it
 DROP SCHEMA IF EXISTS {schema} CASCADE
+
+-- name: hub_create_answers
+-- what the hub answered once: a rejection per interchange key (delivery "rejection"), and the deliveries (a digest of
+-- the broker's id for them) that were processed or got a duplicate notice: a broker's redelivery of one of them is
+-- never taken for the partner's re-send
+CREATE TABLE IF NOT EXISTS {hub_answers} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, source, message_id, delivery)
+)
+
+-- name: hub_answer_once
+-- one row per key and delivery: 1 row changed when this transaction is the first to answer it, 0 when one was
+INSERT INTO {hub_answers} (consumer, source, message_id, delivery, answer)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(delivery)s, %(answer)s)
+ON CONFLICT (consumer, source, message_id, delivery) DO NOTHING
+
+-- name: hub_answers_of
+SELECT answer, created_at FROM {hub_answers}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s AND delivery = 'rejection'
+
+-- name: hub_rejection_totals
+SELECT count(*) FROM {hub_answers} WHERE consumer = %(consumer)s AND delivery = 'rejection'
+
+-- name: hub_purge_answers
+-- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
+DELETE FROM {hub_answers} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s

@@ -33,11 +33,13 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 )
 
 -- name: hub_create_counters
+-- a batch adds to the rows of one shard (picked per batch); a count is the sum over the shards
 CREATE TABLE IF NOT EXISTS {hub_counters} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
     n INTEGER NOT NULL,
-    PRIMARY KEY (consumer, outcome)
+    shard INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer, outcome, shard)
 )
 
 -- name: hub_insert_invoice
@@ -69,11 +71,11 @@ VALUES (:consumer, :fingerprint, :delivery, :reason, :payload)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
 -- name: hub_count
-INSERT INTO {hub_counters} AS c (consumer, outcome, n) VALUES (:consumer, :outcome, :n)
-ON CONFLICT (consumer, outcome) DO UPDATE SET n = c.n + excluded.n
+INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (:consumer, :outcome, :shard, :n)
+ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
-SELECT outcome, n FROM {hub_counters} WHERE consumer = :consumer
+SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = :consumer GROUP BY outcome
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),
@@ -169,3 +171,35 @@ DELETE FROM {rejected} WHERE consumer = :consumer AND id = :id
 -- rejected_at is ISO-8601 text in UTC: compared as text with the cut-off written the same way
 DELETE FROM {rejected}
 WHERE consumer = :consumer AND rejected_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
+
+-- name: hub_create_answers
+-- what the hub answered once: a rejection per interchange key (delivery "rejection"), and the deliveries (a digest of
+-- the broker's id for them) that were processed or got a duplicate notice: a broker's redelivery of one of them is
+-- never taken for the partner's re-send
+CREATE TABLE IF NOT EXISTS {hub_answers} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (consumer, source, message_id, delivery)
+)
+
+-- name: hub_answer_once
+-- one row per key and delivery: 1 row changed when this transaction is the first to answer it, 0 when one was
+INSERT INTO {hub_answers} (consumer, source, message_id, delivery, answer)
+VALUES (:consumer, :source, :message_id, :delivery, :answer)
+ON CONFLICT (consumer, source, message_id, delivery) DO NOTHING
+
+-- name: hub_answers_of
+SELECT answer, created_at FROM {hub_answers}
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id AND delivery = 'rejection'
+
+-- name: hub_rejection_totals
+SELECT count(*) FROM {hub_answers} WHERE consumer = :consumer AND delivery = 'rejection'
+
+-- name: hub_purge_answers
+-- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
+DELETE FROM {hub_answers}
+WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')

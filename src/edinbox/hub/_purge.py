@@ -1,0 +1,129 @@
+"""The hub's purge: `edinbox purge` once, and `edinbox run --purge-every` periodically beside the batch loop.
+
+Both delete the settled journal rows (and the outbox's sent rows) older than the retention, never younger than the
+horizon, in batches of `BATCH_SIZE` throttled to `purge_max_rate` rows per second, then the parked payloads rejected
+before that. The periodic purge opens a journal of its own for each run (its own connection: it never holds the
+batch loop's), one purger at a time across hubs (the stores' session lock: a second hub's run deletes nothing). A
+database outage during a run is transient: one `purge-down` line, the next period tries again (`purge-back` once it
+works), and the process goes on; only a configuration error (a retention shorter than the horizon) is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from edinbox._async_inbox import AsyncInbox
+from edinbox._core import check_retention
+from edinbox._errors import TransientError
+from edinbox.hub import _log
+from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._outage import Outage, unless_stopped
+from edinbox.hub._parts import open_inbox
+from edinbox.hub._redrive import purge_rejected
+
+if TYPE_CHECKING:
+    from edinbox.metrics import Metrics
+
+__all__ = ["BATCH_SIZE", "Purged", "Purger", "check_purge", "purge"]
+
+BATCH_SIZE = 1000
+"""Journal rows per purge transaction (`edinbox purge --batch-size`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What a purge deleted: settled journal rows, and parked payloads rejected longer ago than the age."""
+
+    rows: int
+    rejected: int
+
+
+async def _purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
+    """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
+    params = {"consumer": consumer, "older_than": age}
+    rows = await inbox.read(lambda tx: tx.unit.fetch("hub_purgeable", params))
+    return int(rows[0][0] or 0)
+
+
+async def purge(
+    config: HubConfig,
+    *,
+    older_than: str,
+    batch_size: int = BATCH_SIZE,
+    progress: Callable[[int, int], None] | None = None,
+    interval: float = 0.5,
+) -> Purged:
+    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches, at most
+    `config.purge_max_rate` rows per second, then the parked payloads rejected before that; return how many of each.
+
+    `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
+    """
+    age = parse_duration(older_than)
+    async with open_inbox(config) as inbox:
+        total = await _purgeable(inbox, config.consumer, age) if progress else 0
+        task = asyncio.ensure_future(inbox.purge(age, batch_size=batch_size, max_rate=config.purge_max_rate))
+        while progress is not None and total and not task.done():
+            await asyncio.wait({task}, timeout=interval)
+            if not task.done():
+                progress(max(0, total - await _purgeable(inbox, config.consumer, age)), total)
+        deleted = int(await task)
+    if progress is not None and total:
+        progress(min(deleted, total), total)
+    return Purged(rows=deleted, rejected=await purge_rejected(config, older_than=age))
+
+
+def check_purge(config: HubConfig) -> None:
+    """ConfigurationError when `config` asks for a periodic purge that can never run: a retention shorter than the
+    horizon (checked before the hub connects)."""
+    if config.purge_every:
+        check_retention(parse_duration(config.retention), horizon=parse_duration(config.horizon))
+
+
+class Purger:
+    """`run --purge-every`: a purge at start, then one every period, until `stop` is set."""
+
+    def __init__(
+        self, config: HubConfig, *, stop: asyncio.Event, log_json: bool = False, metrics: Metrics | None = None
+    ) -> None:
+        """Purge as `config` says (`purge_every`, `retention`, `purge_max_rate`); ConfigurationError at once when the
+        retention is shorter than the horizon (the hub must not start with a purge that can never run)."""
+        check_purge(config)
+        self.config = config
+        self.every = parse_duration(config.purge_every).total_seconds()
+        self.stop = stop
+        self.log_json = log_json
+        self.metrics = metrics
+        self.logger = logging.getLogger(_log.LOGGER)
+        self.outage = Outage(self.logger, give_up_after=None, log_json=log_json, name="purge")
+        self.runs = 0
+        self.rows = 0
+
+    async def run(self) -> None:
+        """Purge now and after each period until `stop`; a purge in progress at `stop` is cancelled (its batch rolls
+        back, its connection closes, and with it the purge lock)."""
+        while not self.stop.is_set():
+            await unless_stopped(self.step(), self.stop)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), timeout=self.every)
+
+    async def step(self) -> Purged | None:
+        """One purge; None when the database failed (logged once per outage: the next period tries again)."""
+        try:
+            purged = await purge(self.config, older_than=self.config.retention)
+        except TransientError as exc:
+            self.outage.went_down(exc)
+            return None
+        self.outage.came_back()
+        self.runs += 1
+        self.rows += purged.rows
+        if self.metrics is not None:
+            self.metrics.purged(consumer=self.config.consumer, rows=purged.rows)
+        fields = {"rows": purged.rows, "rejected": purged.rejected, "older_than": self.config.retention}
+        self.logger.info(_log.format_line("purged", fields, as_json=self.log_json))
+        return purged

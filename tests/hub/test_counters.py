@@ -1,0 +1,214 @@
+"""The hub's sharded counters: version 4 upgrades the one-row-per-outcome table with its counts kept, a count is the
+sum over the shards, and batches on different shards do not wait for each other's commit."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pymysql
+import pytest
+
+from edinbox import SchemaError
+from edinbox._core import SCHEMA_VERSION
+from edinbox.hub import HubConfig
+from edinbox.hub._ops import init, migrate
+from edinbox.hub._parts import open_inbox, verify
+from edinbox.hub._tables import COUNTED, count, counts
+
+Admin = Callable[[str, tuple[Any, ...]], list[Any]]
+
+VERSION_3 = {
+    "postgresql": "CREATE TABLE {t} (consumer TEXT NOT NULL, outcome TEXT NOT NULL, n BIGINT NOT NULL,"
+    " PRIMARY KEY (consumer, outcome))",
+    "sqlite": "CREATE TABLE {t} (consumer TEXT NOT NULL, outcome TEXT NOT NULL, n INTEGER NOT NULL,"
+    " PRIMARY KEY (consumer, outcome))",
+    "mysql": "CREATE TABLE {t} (consumer VARBINARY(512) NOT NULL, outcome VARCHAR(32) NOT NULL, n BIGINT NOT NULL,"
+    " PRIMARY KEY (consumer, outcome)) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4",
+}
+"""The counters table as `edinbox init` created it up to schema version 3 (frozen: never edit)."""
+
+OLD_COUNTS = [("hub", "processed", 7), ("hub", "duplicate", 3), ("hub", "dead", 1), ("other", "processed", 5)]
+
+
+def _dialect(config: HubConfig) -> str:
+    """The SQL dialect of the hub's database."""
+    return "sqlite" if config.db.startswith("sqlite") else "mysql" if config.db.startswith("mysql") else "postgresql"
+
+
+def _admin(config: HubConfig) -> tuple[Admin, str, str, Callable[[], None]]:
+    """(run admin SQL, the counters table quoted, the version table quoted, close) for the hub's database."""
+    dialect = _dialect(config)
+    if dialect == "sqlite":
+        connection = sqlite3.connect(config.db.removeprefix("sqlite:///"), isolation_level=None)
+        return (lambda q, p: connection.execute(q, p).fetchall()), '"hub_counters"', '"inbox_version"', connection.close
+    schema = config.table.split(".")[0]
+    if dialect == "mysql":
+        my = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+
+        def run_mysql(q: str, p: tuple[Any, ...]) -> list[Any]:
+            with my.cursor() as cursor:
+                cursor.execute(q.replace("?", "%s"), p or None)
+                return list(cursor.fetchall())
+
+        return run_mysql, f"`{schema}`.`hub_counters`", f"`{schema}`.`inbox_version`", my.close
+    pg = psycopg.connect(config.db, autocommit=True)
+
+    def run_pg(q: str, p: tuple[Any, ...]) -> list[Any]:
+        cursor = pg.execute(q.replace("?", "%s").encode(), p)
+        return cursor.fetchall() if cursor.description else []
+
+    return run_pg, f'"{schema}"."hub_counters"', f'"{schema}"."inbox_version"', pg.close
+
+
+def _rewind_to_version_3(config: HubConfig) -> None:
+    """Put back the counters table of schema version 3, with counts in it, and the version row 3."""
+    run, counters, version, close = _admin(config)
+    try:
+        run(f"DROP TABLE {counters}", ())
+        run(VERSION_3[_dialect(config)].format(t=counters), ())
+        for row in OLD_COUNTS:
+            run(f"INSERT INTO {counters} (consumer, outcome, n) VALUES (?, ?, ?)", row)
+        run(f"UPDATE {version} SET version = 3", ())
+    finally:
+        close()
+
+
+def _columns(config: HubConfig) -> list[tuple[Any, ...]]:
+    """The counters table's columns (name, type, nullability, default) and primary key, in a comparable form."""
+    run, _, _, close = _admin(config)
+    try:
+        dialect = _dialect(config)
+        if dialect == "sqlite":
+            return [
+                tuple(row)
+                for row in run(
+                    "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('hub_counters')", ()
+                )
+            ]
+        schema = config.table.split(".")[0]
+        kind = "column_type" if dialect == "mysql" else "data_type"
+        columns = run(
+            f"SELECT column_name, {kind}, is_nullable, column_default FROM information_schema.columns"
+            " WHERE table_schema = ? AND table_name = 'hub_counters' ORDER BY ordinal_position",
+            (schema,),
+        )
+        key = run(
+            "SELECT k.column_name FROM information_schema.key_column_usage k"
+            " JOIN information_schema.table_constraints c ON c.constraint_name = k.constraint_name"
+            " AND c.table_schema = k.table_schema AND c.table_name = k.table_name"
+            " WHERE k.table_schema = ? AND k.table_name = 'hub_counters' AND c.constraint_type = 'PRIMARY KEY'"
+            " ORDER BY k.ordinal_position",
+            (schema,),
+        )
+        return [tuple(str(v) for v in row) for row in columns] + [tuple(str(r[0]) for r in key)]
+    finally:
+        close()
+
+
+async def _counts(config: HubConfig, consumer: str = "hub") -> dict[str, int]:
+    """The counters of `consumer`, as `stats` reads them."""
+    async with open_inbox(config) as inbox:
+        found: dict[str, int] = await inbox.read(lambda tx: counts(tx, consumer=consumer))
+        return found
+
+
+async def _add(config: HubConfig, shard: int, added: dict[str, int]) -> None:
+    """Add counts to one shard in a transaction of their own, as a batch does."""
+    async with open_inbox(config) as inbox:
+        await inbox.transaction(lambda tx: count(tx, consumer="hub", counts=added, shard=shard))
+
+
+def test_version_3_counters_migrate_with_their_counts(hub_config: HubConfig, tmp_path: Any, unique_name: str) -> None:
+    """A version-3 hub (one counters row per consumer and outcome) is refused until `edinbox migrate`; the step keeps
+    every count, gives the table the shape `init` creates now, and later batches add on any shard to exact sums."""
+    config = hub_config.model_copy(update={"consumer": "hub"})
+    _rewind_to_version_3(config)
+
+    async def refused() -> None:
+        async with open_inbox(config) as inbox:
+            await verify(inbox)
+
+    with pytest.raises(SchemaError, match="edinbox migrate"):
+        asyncio.run(refused())
+    result = asyncio.run(migrate(config))
+    assert [step["version"] for step in result["applied"]] == [4, 5] == list(range(4, SCHEMA_VERSION + 1))
+    assert asyncio.run(migrate(config))["applied"] == []
+
+    async def verified() -> None:
+        async with open_inbox(config) as inbox:
+            await verify(inbox)  # the tables' unique keys included
+
+    asyncio.run(verified())
+    expected = {**dict.fromkeys(COUNTED, 0), "processed": 7, "duplicate": 3, "dead": 1}
+    assert asyncio.run(_counts(config)) == expected
+    assert asyncio.run(_counts(config, "other"))["processed"] == 5
+    asyncio.run(_add(config, 0, {"processed": 2}))
+    asyncio.run(_add(config, 17, {"processed": 4, "resent": 1}))
+    assert asyncio.run(_counts(config)) == {**expected, "processed": 13, "resent": 1}
+    fresh = _fresh(config, tmp_path, unique_name)
+    try:
+        assert _columns(config) == _columns(fresh)
+    finally:
+        _drop(fresh, unique_name)
+
+
+def _fresh(config: HubConfig, tmp_path: Any, unique_name: str) -> HubConfig:
+    """A hub `init` makes now, beside the migrated one (another SQLite file, schema or database)."""
+    if _dialect(config) == "sqlite":
+        fresh = config.model_copy(update={"db": f"sqlite:///{tmp_path / 'fresh.db'}"})
+    else:
+        fresh = config.model_copy(update={"table": f"{unique_name}f.inbox"})
+    asyncio.run(init(fresh))
+    return fresh
+
+
+def _drop(fresh: HubConfig, unique_name: str) -> None:
+    """Drop the fresh hub's schema or database (a SQLite file goes with the test's folder)."""
+    if _dialect(fresh) == "sqlite":
+        return
+    run, _, _, close = _admin(fresh)
+    try:
+        mysql = _dialect(fresh) == "mysql"
+        run(f"DROP DATABASE `{unique_name}f`" if mysql else f'DROP SCHEMA "{unique_name}f" CASCADE', ())
+    finally:
+        close()
+
+
+def test_batches_on_other_shards_do_not_wait(hub_config: HubConfig) -> None:
+    """While one transaction holds its counter update uncommitted, another on a different shard commits at once,
+    and one on the same shard waits for it: the shard is what separates concurrent hubs' batches."""
+    if _dialect(hub_config) == "sqlite":
+        pytest.skip("SQLite has one writer at a time: there are no row locks to separate")
+    config = hub_config.model_copy(update={"consumer": "hub"})
+
+    async def main() -> tuple[bool, bool]:
+        async with open_inbox(config) as inbox:
+            holding, release = asyncio.Event(), asyncio.Event()
+
+            async def hold(tx: Any) -> None:
+                await count(tx, consumer="hub", counts={"processed": 1}, shard=1)
+                holding.set()
+                await release.wait()
+
+            held = asyncio.create_task(inbox.transaction(hold))
+            await holding.wait()
+            other = asyncio.create_task(
+                inbox.transaction(lambda tx: count(tx, consumer="hub", counts={"processed": 1}, shard=2))
+            )
+            other_done = (await asyncio.wait({other}, timeout=5))[0] == {other}
+            same = asyncio.create_task(
+                inbox.transaction(lambda tx: count(tx, consumer="hub", counts={"processed": 1}, shard=1))
+            )
+            same_waited = not (await asyncio.wait({same}, timeout=1))[0]
+            release.set()
+            await asyncio.gather(held, other, same)
+            return other_done, same_waited
+
+    other_done, same_waited = asyncio.run(main())
+    assert other_done
+    assert same_waited
+    assert asyncio.run(_counts(config))["processed"] == 3
