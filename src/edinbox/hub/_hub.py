@@ -284,6 +284,7 @@ class Hub:
             await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
         else:
             await self.source.ack(delivery)
+        logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
             outcome = w.outcomes.get(i, "not-settled")
             self.totals[outcome] += 1
@@ -294,6 +295,8 @@ class Hub:
                     partner=partner(item.message.source) if item.message is not None else "",
                     message_type=item.types[0] if item.types else "",
                 )
+            if not logging_settled:  # the line would be dropped: do not build it
+                continue
             fields: dict[str, Any] = {"key": item.label, "outcome": outcome, "ms": round(elapsed, 1)}
             fields["delivery"] = delivery.coordinates
             if delivery.delivery_count and delivery.delivery_count > 1:
