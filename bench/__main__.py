@@ -11,6 +11,7 @@ import sys
 BENCHMARKS = [
     "bench.inbox_pg",
     "bench.inbox_mariadb",
+    "bench.mysql_batch",
     "bench.edi_parse",
     "bench.brokers",
     "bench.kafka",

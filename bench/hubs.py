@@ -212,7 +212,7 @@ def one_round(url: str, payloads: list[tuple[str, bytes]], *, hubs: int, batch_s
     finally:
         sessions.done.set()
         sessions.join()
-        asyncio.run(_delete(name))
+        asyncio.run(drop_queue(name))
     window, messages = closed[0] - opened[0], last - first
     cpu = _split(before, after, hubs=[p.pid for p in started], sessions=sessions)
     cpu["others"] = (closed[1] - opened[1]) - sum(cpu.values())
@@ -273,7 +273,8 @@ async def _consumers(queue: str) -> int:
         return declared.declaration_result.consumer_count or 0
 
 
-async def _delete(name: str) -> None:
+async def drop_queue(name: str) -> None:
+    """Delete a benchmark's queue, its dead-letter queue and exchange."""
     connection = await aio_pika.connect(BROKER)
     async with connection:
         channel = await connection.channel()

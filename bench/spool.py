@@ -7,11 +7,14 @@ measured. Backlogs take turns round by round, so the load of other processes on 
 the best round of each is compared. A spool whose cost per file does not grow with the backlog shows ratios near 1.
 With `--hub`, a third table: the hub itself (parse, journal, invoices on an SQLite file) settling its first 1,000
 deliveries of generated invoice traffic with 1,000 and with 20,000 files waiting. With `--vs-parse`, the hub on
-1,000 waiting files against the parser alone (parse, key and invoice extraction of the same files, no I/O),
-alternating round by round.
+1,000 waiting files against the parser alone (parse, key and invoice extraction of the same files, no I/O): each
+round measures both side by side, the one first that went second the round before, and gives one ratio; the table
+shows the median and the range of the rounds' ratios, and a last line the same for their CPU time per file (the
+hub's process, every thread, against parsing alone: less moved by other processes than rates on a busy machine).
+`--db` runs that hub on PostgreSQL (a fresh schema per round, dropped after it) instead of an SQLite file.
 
 Run: .venv/bin/python -m bench.spool [--rounds 3] [--measure 1000] [--backlogs 1000,20000] [--no-whole] [--hub]
-    [--vs-parse]
+    [--vs-parse [--db postgresql://postgres@127.0.0.1:5432/test]]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -59,15 +63,23 @@ async def drain(root: Path, measure: int, batch: int) -> float:
         return done / (time.perf_counter() - started)
 
 
-async def through_hub(root: Path, measure: int, batch: int) -> float:
-    """Run the hub on the spool (an SQLite file beside it) until `measure` deliveries are settled; return their rate."""
-    config = HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{root}", batch_size=batch)
+async def through_hub(
+    root: Path, measure: int, batch: int, *, db: str = "", schema: str = "", cpu: list[float] | None = None
+) -> float:
+    """Run the hub on the spool (an SQLite file beside it, or `db` with its tables in `schema`) until `measure`
+    deliveries are settled; return their rate (and append the process's CPU seconds for them to `cpu`)."""
+    if db:
+        config = HubConfig(db=db, table=f"{schema}.inbox", source=f"dir://{root}", batch_size=batch)
+    else:
+        config = HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{root}", batch_size=batch)
     await init(config)  # the operator's `edinbox init`: the hub runs no DDL
     async with open_hub(config) as hub:
         done = 0
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         while done < measure:
             done += await hub.step()
+        if cpu is not None:
+            cpu.append(time.process_time() - used)
         return done / (time.perf_counter() - started)
 
 
@@ -93,19 +105,50 @@ def parse_rate(traffic: list[tuple[str, bytes]], measure: int) -> float:
     return measure / (time.perf_counter() - started)
 
 
-def vs_parse(traffic: list[tuple[str, bytes]], rounds: int, measure: int, batch: int) -> tuple[float, float]:
-    """The best hub rate (1,000 files waiting) and the best parse-alone rate, alternating round by round."""
-    hub = parser = 0.0
+def vs_parse(
+    traffic: list[tuple[str, bytes]], rounds: int, measure: int, batch: int, *, db: str = ""
+) -> list[tuple[float, float, float]]:
+    """Each round's hub rate (1,000 files waiting), parse-alone rate, and the ratio of their CPU time per file
+    (parse alone over hub, all the process's threads), measured side by side in alternating order (the hub first
+    in even rounds, parsing first in odd ones)."""
+    results = []
     workdir = Path(tempfile.mkdtemp(prefix="bench-spool-"))
     try:
         for round_ in range(rounds):
             root = workdir / f"r{round_}"
             fill_traffic(root, max(measure, 1000), traffic)
-            hub = max(hub, asyncio.run(through_hub(root, measure, batch)))
-            parser = max(parser, parse_rate(traffic, measure))
+            schema = f"bench_spool_{os.getpid()}_{round_}"
+            cpu: list[float] = []
+            if round_ % 2:
+                parser, parse_cpu = _timed_parse(traffic, measure)
+            try:
+                hub = asyncio.run(through_hub(root, measure, batch, db=db, schema=schema, cpu=cpu))
+            finally:
+                if db:
+                    _drop_schema(db, schema)
+            if not round_ % 2:
+                parser, parse_cpu = _timed_parse(traffic, measure)
+            results.append((hub, parser, parse_cpu / cpu[0]))
+            shutil.rmtree(root)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return hub, parser
+    return results
+
+
+def _timed_parse(traffic: list[tuple[str, bytes]], measure: int) -> tuple[float, float]:
+    """`parse_rate`, and the CPU seconds it took."""
+    used = time.process_time()
+    rate = parse_rate(traffic, measure)
+    return rate, time.process_time() - used
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    """Drop a round's PostgreSQL schema and the journal and hub tables in it."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 def main() -> int:
@@ -118,6 +161,7 @@ def main() -> int:
     parser.add_argument("--no-whole", dest="whole", action="store_false", help="skip draining whole backlogs")
     parser.add_argument("--hub", action="store_true", help="also measure the hub itself on an SQLite file")
     parser.add_argument("--vs-parse", action="store_true", help="the hub against parsing alone, same files")
+    parser.add_argument("--db", default="", help="with --vs-parse: a PostgreSQL URL for the hub [an SQLite file]")
     args = parser.parse_args()
     backlogs = [int(b) for b in args.backlogs.split(",")]
     first = _measure(backlogs, args.rounds, args.batch, lambda _: args.measure)
@@ -136,13 +180,31 @@ def main() -> int:
         _table(backlogs, hub, unit="msg/s")
     if args.vs_parse:
         traffic = list(generate(2000, duplicate_rate=0.0, seed=1).files)
-        hub_rate, parse_alone = vs_parse(traffic, args.rounds, args.measure, args.batch)
-        print(f"\nthe hub against parsing alone, the first {args.measure:,} files of the same traffic:")
+        turns = vs_parse(traffic, args.rounds, args.measure, args.batch, db=args.db)
+        hubs, parsers = [h for h, _, _ in turns], [p for _, p, _ in turns]
+        ratios = sorted(h / p for h, p, _ in turns)
+        cpu = sorted(c for _, _, c in turns)
+        where = "PostgreSQL" if args.db else "SQLite file"
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"\nthe hub against parsing alone, the first {args.measure:,} files of the same traffic, {len(turns)}")
+        print(f"rounds side by side in alternating order (load average {load}); medians, [lowest-highest]:")
         print("| what | rate | ratio to parsing alone |")
         print("|---|---|---|")
-        print(f"| parse + key + invoice extraction | {parse_alone:,.0f} files/s | x1.00 |")
-        print(f"| hub (spool, SQLite file) | {hub_rate:,.0f} msg/s | x{hub_rate / parse_alone:.2f} |")
+        print(f"| parse + key + invoice extraction | {_spread(parsers)} files/s | x1.00 |")
+        print(
+            f"| hub (spool, {where}) | {_spread(hubs)} msg/s "
+            f"| x{statistics.median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}] |"
+        )
+        print(
+            f"CPU time per file, parsing alone over the hub (all its threads): x{statistics.median(cpu):.2f} "
+            f"[{cpu[0]:.2f}-{cpu[-1]:.2f}]"
+        )
     return 0
+
+
+def _spread(rates: list[float]) -> str:
+    """A rate's median and range over the rounds."""
+    return f"{statistics.median(rates):,.0f} [{min(rates):,.0f}-{max(rates):,.0f}]"
 
 
 def _table(backlogs: list[int], best: dict[int, float], *, unit: str = "files/s") -> None:

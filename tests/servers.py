@@ -9,6 +9,12 @@ with PrivatePostgres() as pg:        # initdb + pg_ctl from `pg_config --bindir`
 PrivatePostgres(folder, settings={"shared_buffers": "2GB"}) keeps its cluster in `folder` (reused when it is there
 already, left in place by `__exit__`) and runs it with those settings instead of the tests' `fsync=off`.
 
+with PrivateMariaDB() as db:         # mariadb-install-db + mariadbd (--user=mysql when root), database `test`
+    url = db.url                     # mysql://root@127.0.0.1:PORT/test (no password)
+    db.stop()                        # SIGTERM: a clean shutdown, every connection cut, open transactions rolled back
+    db.start()                       # the same data directory, the same port
+    db.restart_command()             # the same as one shell command line (for `edinbox chaos`)
+
 PrivateServer("nats" | "redis", folder) is a broker killed with SIGKILL and started again on its port and data.
 """
 
@@ -20,6 +26,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -28,7 +35,7 @@ from types import TracebackType
 
 import pytest
 
-__all__ = ["PrivatePostgres", "PrivateServer", "free_port"]
+__all__ = ["PrivateMariaDB", "PrivatePostgres", "PrivateServer", "free_port"]
 
 
 def free_port() -> int:
@@ -117,6 +124,132 @@ class PrivatePostgres:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+_MARIADB_OPTIONS = [
+    "--no-defaults",  # nothing from /etc/mysql: the shared server's configuration stays its own
+    "--innodb-log-file-size=4M",
+    "--innodb-buffer-pool-size=32M",
+    "--innodb-flush-log-at-trx-commit=2",  # commits reach the OS, not the disk: fast, and a clean stop keeps them
+    "--skip-log-bin",
+    "--performance-schema=OFF",
+]
+
+
+class PrivateMariaDB:
+    """A throw-away MariaDB server in a temporary folder (data, socket, pid file), as the mysql user when root."""
+
+    def __init__(self, *, root: Path | None = None, port: int | None = None) -> None:
+        """Create (not start) the server's data directory with mariadb-install-db; given `root` and `port`, use the
+        server already installed there (the restart command does)."""
+        self._server = _program("mariadbd")
+        install = _program("mariadb-install-db")
+        self.port = port or free_port()
+        self.root = root or Path(tempfile.mkdtemp(prefix="edinbox-mariadb-"))
+        self.data = self.root / "data"
+        self.pid_file = self.root / "mariadbd.pid"
+        self.log = self.root / "server.log"
+        self._user = ["--user=mysql"] if os.geteuid() == 0 else []
+        if root is None:
+            if os.geteuid() == 0:
+                shutil.chown(self.root, "mysql", "mysql")
+            command = [install, *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
+            command += ["--auth-root-authentication-method=normal", "--skip-test-db"]
+            subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+        self._created = root is not None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The URL of the `test` database as root (no password)."""
+        return f"mysql://root@127.0.0.1:{self.port}/test"
+
+    def restart_command(self) -> str:
+        """A shell command line that restarts the server (a clean stop, then the same options and data)."""
+        command = [sys.executable, str(Path(__file__).resolve()), "restart-mariadb", str(self.root), str(self.port)]
+        return shlex.join(command)
+
+    def _pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if Path(f"/proc/{pid}").exists() else None
+
+    def start(self) -> None:
+        """Start the server (detached from this process group) and wait until it accepts connections."""
+        command = [self._server, *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
+        command += [f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.root / 'mariadbd.sock'}"]
+        command += [f"--pid-file={self.pid_file}", f"--log-error={self.log}"]
+        self._process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        import pymysql
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                connection = pymysql.connect(host="127.0.0.1", port=self.port, user="root", autocommit=True)
+                break
+            except pymysql.MySQLError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"MariaDB did not start on port {self.port}: see {self.log}")
+                time.sleep(0.05)
+        try:
+            if not self._created:
+                with connection.cursor() as cursor:
+                    cursor.execute("CREATE DATABASE IF NOT EXISTS test")
+                self._created = True
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM: sessions are cut, open transactions roll back) and wait until it is gone."""
+        pid = self._pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        if self._process is not None and self._process.pid == pid:
+            self._process.wait(timeout=60)
+            return
+        deadline = time.monotonic() + 60
+        while _alive(pid):  # started by another process (a restart command): not ours to wait for
+            if time.monotonic() > deadline:
+                pytest.fail(f"MariaDB (pid {pid}) did not stop within a minute")
+            time.sleep(0.02)
+
+    def running(self) -> bool:
+        """True while the server's process runs."""
+        pid = self._pid()
+        return pid is not None and _alive(pid)
+
+    def __enter__(self) -> PrivateMariaDB:
+        """Start the server."""
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        """Stop the server if it runs, and delete its folder."""
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _program(name: str) -> str:
+    """The path of a MariaDB server program (mariadbd lives in /usr/sbin, often not on a user's PATH)."""
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+    if found is None:
+        pytest.fail(f"{name} is not installed (apt-get install mariadb-server)")
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """True while process `pid` runs (an exited one not reaped yet by its parent is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 class PrivateServer:
     """One broker process started by the test: killed with SIGKILL and started again on the same port and data."""
 
@@ -167,3 +300,9 @@ class PrivateServer:
             self._process.send_signal(signal.SIGKILL)
             self._process.wait(timeout=10)
         self._process = None
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["restart-mariadb"]:
+    server = PrivateMariaDB(root=Path(sys.argv[2]), port=int(sys.argv[3]))
+    server.stop()
+    server.start()

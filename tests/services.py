@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-__all__ = ["MYSQL_URL", "ON_CI", "POSTGRES_URL", "SERVICES", "drop_database", "require_service"]
+__all__ = ["MYSQL_URL", "ON_CI", "POSTGRES_URL", "SERVICES", "drop_database", "mariadb_admin", "require_service"]
 
 ON_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -37,13 +37,18 @@ def require_service(name: str) -> None:
         pytest.skip(message)
 
 
-def drop_database(name: str) -> None:
-    """Drop a MariaDB test database (a journal qualified as `name.inbox` and the hub's tables beside it)."""
+def mariadb_admin(statement: str) -> None:
+    """Run one statement as root on the shared MariaDB server, no database selected, autocommit."""
     import pymysql
 
     connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
     try:
         with connection.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            cursor.execute(statement)
     finally:
         connection.close()
+
+
+def drop_database(name: str) -> None:
+    """Drop a MariaDB test database (a journal qualified as `name.inbox` and the hub's tables beside it)."""
+    mariadb_admin(f"DROP DATABASE IF EXISTS `{name}`")

@@ -14,7 +14,7 @@ from edinbox._errors import (
     StoreError,
     TransientError,
 )
-from edinbox._message import Message, Outcome
+from edinbox._message import Message, Outcome, Outgoing
 from edinbox._records import Record, Stats, Tx
 from edinbox._sync_inbox import Inbox
 
@@ -28,6 +28,7 @@ __all__ = [
     "Message",
     "NotSettledError",
     "Outcome",
+    "Outgoing",
     "PermanentError",
     "Record",
     "SchemaError",

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 # sync: from time import sleep
 from asyncio import sleep  # async-only
 from collections.abc import Awaitable, Callable, Sequence
@@ -14,7 +16,8 @@ from typing import Any, Self, TypeVar
 
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
-from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
+from edinbox._message import Outgoing
+from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox.stores._async_base import AsyncUnit
@@ -24,8 +27,9 @@ __all__ = ["AsyncJournal"]
 
 T = TypeVar("T")
 
-Send = Callable[[str, Sequence[tuple[str, bytes]]], Awaitable[None]]
-"""`send(destination, [(key, payload), ...])`: deliver in order, each key as the producer id, broker-confirmed."""
+Send = Callable[[str, Sequence[Outgoing]], Awaitable[None]]
+"""`send(destination, [Outgoing(key, payload, headers), ...])`: deliver in order, each key as the producer id,
+broker-confirmed."""
 
 
 class AsyncJournal:
@@ -160,17 +164,17 @@ class AsyncJournal:
         """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
 
         Rows go to `send` grouped by destination, in the order they were published; at most one unsent row per
-        destination and key is claimed at a time, so order per key holds. On PostgreSQL the claim holds the rows
-        (FOR UPDATE SKIP LOCKED) until they are marked, so several relays share the outbox and never send a row
-        another one holds; on SQLite run one relay per database. A ConfigurationError or PermanentError of `send`
-        parks the row with its reason (a group of several is sent row by row first, so only the bad row pays);
-        any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call again).
-        A crash after `send` and before the mark sends those rows again: at least once, same key.
+        destination and key is claimed at a time, so order per key holds. On PostgreSQL and MariaDB the claim
+        holds the rows (FOR UPDATE SKIP LOCKED) until they are marked, so several relays share the outbox and never
+        send a row another one holds; on SQLite run one relay per database. A ConfigurationError or PermanentError
+        of `send` parks the row with its reason (a group of several is sent row by row first, so only the bad row
+        pays); any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call
+        again). A crash after `send` and before the mark sends those rows again: at least once, same key.
         """
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
         claim = {"limit": limit}
-        if self._store.dialect != "postgresql":  # SQLite: no lock held while sending, the journal's writers go on
+        if self._store.dialect == "sqlite":  # no lock held while sending: the journal's writers go on
             async with self._store.unit() as unit:
                 rows = await unit.fetch("outbox_claim", claim)
             sent, parked, error = await self._send_all(send, rows)
@@ -191,20 +195,22 @@ class AsyncJournal:
     async def _send_all(
         self, send: Send, rows: Sequence[Sequence[Any]]
     ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
-        """Send every claimed row, destination by destination: the ids sent, the rows parked, a transient failure."""
+        """Send every claimed row, the destinations at once (asynchronously; one after the other in the sync twin),
+        each destination's rows in order: the ids sent, the rows parked, a transient failure."""
         sent: list[int] = []
         parked: list[tuple[Claimed, str]] = []
-        error: Exception | None = None
-        for destination, group in by_destination(rows).items():
-            failure = await self._send(send, destination, group, sent, parked)
-            error = error or failure
-        return sent, parked, error
+        sends = [
+            self._send(send, destination, group, sent, parked) for destination, group in by_destination(rows).items()
+        ]
+        # sync: failures = sends
+        failures = await asyncio.gather(*sends)  # async-only
+        return sent, parked, next((f for f in failures if f is not None), None)
 
     async def _mark(self, unit: AsyncUnit, sent: list[int], parked: list[tuple[Claimed, str]]) -> None:
         """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
         try:
             if sent:
-                await unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
+                await unit.run("outbox_mark_sent", mark_params(sent))
             if parked:
                 await unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
         except BaseException:
@@ -217,7 +223,7 @@ class AsyncJournal:
     ) -> Exception | None:
         """Send one destination's rows; append what settled to `sent` / `parked`; return a transient failure."""
         try:
-            await send(destination, [(row.key, row.payload) for row in group])
+            await send(destination, [row.outgoing() for row in group])
         except Exception as exc:
             if judge_send(exc) is Verdict.RETRY:
                 return exc

@@ -1,4 +1,4 @@
-"""Values shared by every part: the message to deduplicate and the outcome of processing it."""
+"""Values shared by every part: the message to deduplicate, the outcome of processing it, and a message to send."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import enum
 import hashlib
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
+from typing import NamedTuple
 
 from edinbox._core import MAX_KEY_BYTES, key_problem
 from edinbox._errors import LimitError
 
-__all__ = ["Message", "Outcome"]
+__all__ = ["Message", "Outcome", "Outgoing"]
 
 
 class Outcome(enum.Enum):
@@ -62,3 +63,11 @@ class Message:
     def key(self) -> tuple[str, str]:
         """The (source, message_id) pair that identifies this message for one consumer."""
         return (self.source, self.message_id)
+
+
+class Outgoing(NamedTuple):
+    """A message to send: the producer id the receiver keys it by, the payload, and the headers to carry."""
+
+    message_id: str
+    payload: bytes
+    headers: Mapping[str, str] | None = None

@@ -10,12 +10,22 @@ sends the same key again: at least once, and the receiver's inbox makes it once.
   broker refuses as too big) parks that row alone with its reason; it is never sent and never retried;
 - any other failure (the broker is down, the network) leaves the rows unsent and costs nothing: the relay backs off
   and sends them again later.
+
+A parked row leaves the order of its key: the rows published after it under the same destination and key are sent
+as if it had been sent (it never will be, and holding its key back would turn one bad message into a backlog that
+grows forever); `stats` counts it and `show` lists it with its reason.
+
+Headers go with the message on every broker (AMQP headers, NATS headers, Redis stream-entry fields, Kafka record
+headers). A spool folder carries none, so `publish` refuses headers for a `dir://` destination, and a header that
+would take the place of the producer id (`x-message-id` on AMQP, `Nats-…` on NATS, `message_id` / `payload` on
+Redis, `message_id` on Kafka) is refused too.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +33,7 @@ from typing import Any
 
 from edinbox._core import MAX_KEY_BYTES
 from edinbox._errors import ConfigurationError, LimitError, PermanentError
+from edinbox._message import Outgoing
 
 __all__ = [
     "Claimed",
@@ -31,8 +42,24 @@ __all__ = [
     "Verdict",
     "by_destination",
     "judge_send",
+    "mark_params",
     "publish_params",
 ]
+
+_HEADER_NAME = re.compile(r"[!-9;-~]{1,200}")
+"""A header name every broker carries: printable ASCII without spaces or colons."""
+_RESERVED = {
+    "dir": None,
+    "amqp": ("x-message-id",),
+    "amqps": ("x-message-id",),
+    "nats": ("nats-",),
+    "tls": ("nats-",),
+    "redis": ("message_id", "payload"),
+    "rediss": ("message_id", "payload"),
+    "kafka": ("message_id",),
+}
+"""Per scheme, the header names (or `-`-ended prefixes) that hold the producer id or the broker's own controls;
+None: the destination carries no headers."""
 
 
 def publish_params(destination: str, payload: bytes, *, key: str, headers: Mapping[str, str] | None) -> dict[str, Any]:
@@ -47,10 +74,27 @@ def publish_params(destination: str, payload: bytes, *, key: str, headers: Mappi
         raise LimitError(f"the outbox key is longer than {MAX_KEY_BYTES} bytes in UTF-8")
     encoded = None
     if headers:
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-            raise ConfigurationError("publish() headers must map strings to strings")
+        check_headers(destination, headers)
         encoded = json.dumps(dict(headers), sort_keys=True)
     return {"destination": destination, "key": key, "payload": bytes(payload), "headers": encoded}
+
+
+def check_headers(destination: str, headers: Mapping[str, str]) -> None:
+    """ConfigurationError for headers the destination cannot carry (see the module's docstring)."""
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise ConfigurationError("publish() headers must map strings to strings")
+    scheme = destination.partition("://")[0].lower()
+    reserved = _RESERVED.get(scheme, ())
+    if reserved is None:
+        raise ConfigurationError("publish() headers: a spool folder (dir://) carries no headers; send them to a broker")
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise ConfigurationError(f"publish() header name {name!r}: 1-200 printable ASCII characters, no ':'")
+        if any(c in value for c in "\r\n\x00"):
+            raise ConfigurationError(f"publish() header {name!r}: the value holds a line break or NUL")
+        lowered = name.lower()
+        if any(lowered == r or (r.endswith("-") and lowered.startswith(r)) for r in reserved):
+            raise ConfigurationError(f"publish() header {name!r} is reserved on {scheme}:// for the producer id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +105,26 @@ class Claimed:
     destination: str
     key: str
     payload: bytes
+    headers: Mapping[str, str] | None = None
+
+    def outgoing(self) -> Outgoing:
+        """The message to send: the key as the producer id, the payload and the headers."""
+        return Outgoing(self.key, self.payload, self.headers)
 
 
 def by_destination(rows: Sequence[Sequence[Any]]) -> dict[str, list[Claimed]]:
-    """Claimed rows (`id, destination, key, payload`) grouped by destination, each group in id order."""
+    """Claimed rows (`id, destination, key, payload, headers`) grouped by destination, each group in id order."""
     groups: dict[str, list[Claimed]] = {}
     for row in rows:
-        claimed = Claimed(int(row[0]), str(row[1]), str(row[2]), bytes(row[3]))
+        headers = json.loads(row[4]) if row[4] else None
+        claimed = Claimed(int(row[0]), str(row[1]), str(row[2]), bytes(row[3]), headers)
         groups.setdefault(claimed.destination, []).append(claimed)
     return groups
+
+
+def mark_params(ids: Sequence[int]) -> dict[str, Any]:
+    """The parameters of `outbox_mark_sent`: the ids of the rows sent, as one JSON array (one statement a pass)."""
+    return {"ids": json.dumps([int(i) for i in ids])}
 
 
 class Verdict(enum.Enum):

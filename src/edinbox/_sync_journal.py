@@ -14,7 +14,8 @@ from typing import Any, Self, TypeVar
 
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
-from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send
+from edinbox._message import Outgoing
+from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox.stores._sync_base import Unit
@@ -24,8 +25,9 @@ __all__ = ["Journal"]
 
 T = TypeVar("T")
 
-Send = Callable[[str, Sequence[tuple[str, bytes]]], None]
-"""`send(destination, [(key, payload), ...])`: deliver in order, each key as the producer id, broker-confirmed."""
+Send = Callable[[str, Sequence[Outgoing]], None]
+"""`send(destination, [Outgoing(key, payload, headers), ...])`: deliver in order, each key as the producer id,
+broker-confirmed."""
 
 
 class Journal:
@@ -158,17 +160,17 @@ class Journal:
         """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
 
         Rows go to `send` grouped by destination, in the order they were published; at most one unsent row per
-        destination and key is claimed at a time, so order per key holds. On PostgreSQL the claim holds the rows
-        (FOR UPDATE SKIP LOCKED) until they are marked, so several relays share the outbox and never send a row
-        another one holds; on SQLite run one relay per database. A ConfigurationError or PermanentError of `send`
-        parks the row with its reason (a group of several is sent row by row first, so only the bad row pays);
-        any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call again).
-        A crash after `send` and before the mark sends those rows again: at least once, same key.
+        destination and key is claimed at a time, so order per key holds. On PostgreSQL and MariaDB the claim
+        holds the rows (FOR UPDATE SKIP LOCKED) until they are marked, so several relays share the outbox and never
+        send a row another one holds; on SQLite run one relay per database. A ConfigurationError or PermanentError
+        of `send` parks the row with its reason (a group of several is sent row by row first, so only the bad row
+        pays); any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call
+        again). A crash after `send` and before the mark sends those rows again: at least once, same key.
         """
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
         claim = {"limit": limit}
-        if self._store.dialect != "postgresql":  # SQLite: no lock held while sending, the journal's writers go on
+        if self._store.dialect == "sqlite":  # no lock held while sending: the journal's writers go on
             with self._store.unit() as unit:
                 rows = unit.fetch("outbox_claim", claim)
             sent, parked, error = self._send_all(send, rows)
@@ -189,20 +191,21 @@ class Journal:
     def _send_all(
         self, send: Send, rows: Sequence[Sequence[Any]]
     ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
-        """Send every claimed row, destination by destination: the ids sent, the rows parked, a transient failure."""
+        """Send every claimed row, the destinations at once (asynchronously; one after the other in the sync twin),
+        each destination's rows in order: the ids sent, the rows parked, a transient failure."""
         sent: list[int] = []
         parked: list[tuple[Claimed, str]] = []
-        error: Exception | None = None
-        for destination, group in by_destination(rows).items():
-            failure = self._send(send, destination, group, sent, parked)
-            error = error or failure
-        return sent, parked, error
+        sends = [
+            self._send(send, destination, group, sent, parked) for destination, group in by_destination(rows).items()
+        ]
+        failures = sends
+        return sent, parked, next((f for f in failures if f is not None), None)
 
     def _mark(self, unit: Unit, sent: list[int], parked: list[tuple[Claimed, str]]) -> None:
         """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
         try:
             if sent:
-                unit.run_many("outbox_mark_sent", [{"id": i} for i in sent])
+                unit.run("outbox_mark_sent", mark_params(sent))
             if parked:
                 unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
         except BaseException:
@@ -215,7 +218,7 @@ class Journal:
     ) -> Exception | None:
         """Send one destination's rows; append what settled to `sent` / `parked`; return a transient failure."""
         try:
-            send(destination, [(row.key, row.payload) for row in group])
+            send(destination, [row.outgoing() for row in group])
         except Exception as exc:
             if judge_send(exc) is Verdict.RETRY:
                 return exc

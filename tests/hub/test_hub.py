@@ -103,6 +103,29 @@ async def test_partner_resend_in_a_new_interchange_is_caught_by_the_invoice_key(
     assert (counts["invoices"], counts["resent"]) == (1, 1)
 
 
+async def test_a_batch_with_resends_counts_each_interchange_as_if_inserted_alone(
+    hub_config: HubConfig, spool: Path
+) -> None:
+    """One batch mixing new invoices, a resend of a stored one and one invoice sent twice: the batch's single insert
+    falls back, and each interchange is counted as inserting it alone finds (the first copy in the batch wins)."""
+    stored = doc(control="000000501", number="INV-50")
+    await publish(hub_config.source, [("0", render(stored))])
+    assert await settle(hub_config) == {"processed": 1}
+    twice = doc(control="000000503", number="INV-53")
+    batch = [
+        doc(control="000000502", number="INV-52"),
+        replace(stored, control="000000511"),  # resent: its invoice is already stored
+        twice,
+        doc(control="000000504", number="INV-54"),
+        replace(twice, control="000000513"),  # the same invoice again, later in the batch
+        doc(control="000000505", number="INV-55"),
+    ]
+    await publish(hub_config.source, [(str(i), render(d)) for i, d in enumerate(batch, 1)])
+    assert await settle(hub_config) == {"processed": 4, "resent": 2}
+    counts = await stats(hub_config)
+    assert (counts["invoices"], counts["processed"], counts["resent"]) == (5, 5, 2)
+
+
 async def test_acknowledgments_bypass_the_inbox(hub_config: HubConfig, spool: Path) -> None:
     """997 and CONTRL are acked and counted without a journal row; INVOIC/810 get one."""
     ack_x12 = replace(doc(control="000000401"), kind="ack")

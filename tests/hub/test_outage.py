@@ -1,8 +1,9 @@
-"""The hub heals itself: a PostgreSQL outage (its own private server, stopped and restarted) is waited out.
+"""The hub heals itself: a database outage (its own private server, stopped and restarted) is waited out.
 
-Each test runs `edinbox run` as a real process over a spool with traffic, against a private PostgreSQL on a free
-port, and asserts: the hub never exits on its own, every invoice is created exactly once, the outage is two log
-lines (down, back), and the hub catches up soon after the server is back (bounded by the backoff's own limits).
+Each test runs `edinbox run` as a real process over a spool with traffic, against a private PostgreSQL (or
+MariaDB) on a free port, and asserts: the hub never exits on its own, every invoice is created exactly once, the
+outage is two log lines (down, back), and the hub catches up soon after the server is back (bounded by the
+backoff's own limits).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from edinbox.hub._ops import init
 from edinbox.hub._outage import WAIT_JITTER, WAIT_MAX
 from edinbox.sources.spool import publish
 from hub.scrape import scrape
-from servers import PrivatePostgres, free_port
+from servers import PrivateMariaDB, PrivatePostgres, free_port
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private PostgreSQL servers are started on Linux")
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private database servers are started on Linux")
 
 
 class HubProcess:
@@ -91,13 +92,30 @@ def spool_empty(spool: Path) -> bool:
     return not inbound and not claimed
 
 
+COUNTS = (
+    "SELECT (SELECT count(*) FROM invoices), (SELECT count(DISTINCT number) FROM invoices),"
+    " (SELECT count(*) FROM inbox WHERE status = 'processed')"
+)
+
+
 def counts(url: str) -> tuple[int, int, int]:
     """(invoices, distinct invoice numbers, processed journal rows) in the private server."""
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT (SELECT count(*) FROM invoices), (SELECT count(DISTINCT number) FROM invoices),"
-            " (SELECT count(*) FROM inbox WHERE status = 'processed')"
-        ).fetchone()
+    if url.startswith(("mysql://", "mariadb://")):
+        import pymysql
+
+        from edinbox.stores._mysql_sql import connect_options
+
+        options = {k: v for k, v in connect_options(url).items() if k != "client_flag"}
+        connection = pymysql.connect(**options | {"autocommit": True})
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(COUNTS)
+                row = cursor.fetchone()
+        finally:
+            connection.close()
+    else:
+        with psycopg.connect(url) as conn:
+            row = conn.execute(COUNTS).fetchone()
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2])
 
@@ -109,33 +127,35 @@ def down_for(line: str) -> float:
     return float(match[1])
 
 
-@pytest.fixture
-def postgres() -> Iterator[PrivatePostgres]:
-    """A private PostgreSQL server, initialised for the hub (`edinbox init`), stopped and deleted afterwards."""
-    with PrivatePostgres() as server:
+@pytest.fixture(params=["postgresql", "mariadb"])
+def database(request: pytest.FixtureRequest) -> Iterator[PrivatePostgres | PrivateMariaDB]:
+    """A private PostgreSQL or MariaDB server, initialised for the hub, stopped and deleted afterwards."""
+    with PrivatePostgres() if request.param == "postgresql" else PrivateMariaDB() as server:
         asyncio.run(init(HubConfig(db=server.url)))
         yield server
 
 
-def test_the_hub_waits_out_a_postgresql_restart(postgres: PrivatePostgres, spool: Path) -> None:
-    """PostgreSQL stopped mid-run and restarted: the hub stays up, logs the outage twice, creates each invoice once."""
+def test_the_hub_waits_out_a_database_restart(database: PrivatePostgres | PrivateMariaDB, spool: Path) -> None:
+    """The database stopped mid-run and restarted: the hub stays up, logs the outage twice, creates each invoice
+    once (PostgreSQL and MariaDB)."""
     source = f"dir://{spool}"
+    url = database.url.replace("mysql://", "mariadb://", 1)  # the scheme MariaDB users write
     asyncio.run(publish(source, invoices(150)))
     port = free_port()
-    hub = HubProcess("--db", postgres.url, "--source", source, "--batch-size", "2", "--metrics-port", str(port))
+    hub = HubProcess("--db", url, "--source", source, "--batch-size", "2", "--metrics-port", str(port))
     wait_for(lambda: len(hub.events("settled")) >= 20, timeout=60, what="the first settled batches")
-    postgres.stop()
+    database.stop()
     stopped = time.monotonic()
     asyncio.run(publish(source, invoices(50, start=150)))  # traffic keeps coming while the database is down
     wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
     time.sleep(3)
-    postgres.start()
+    database.start()
     outage = time.monotonic() - stopped
     wait_for(lambda: spool_empty(spool), timeout=60, what="the hub to catch up")
     assert hub.proc.poll() is None  # it never exited on its own
     reconnects = {s.labels["dependency"]: s.value for s in scrape(port)["edinbox_source_reconnects"]}
     assert hub.stop() == 0
-    assert counts(postgres.url) == (200, 200, 200)
+    assert counts(url) == (200, 200, 200)
     assert reconnects == {"database": 1.0}  # the outage, counted once when it ended
     [down] = hub.events("dependency-down")
     [back] = hub.events("dependency-back")
@@ -147,19 +167,23 @@ def test_the_hub_waits_out_a_postgresql_restart(postgres: PrivatePostgres, spool
     assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line]
 
 
-def test_a_hub_started_while_postgresql_is_down_waits_for_it(postgres: PrivatePostgres, spool: Path) -> None:
-    """A hub started during an outage does not exit: it waits, then settles everything once the server is up."""
+def test_a_hub_started_while_the_database_is_down_waits_for_it(
+    database: PrivatePostgres | PrivateMariaDB, spool: Path
+) -> None:
+    """A hub started during an outage does not exit: it waits, then settles everything once the server is up
+    (PostgreSQL and MariaDB)."""
     source = f"dir://{spool}"
+    url = database.url.replace("mysql://", "mariadb://", 1)
     asyncio.run(publish(source, invoices(40)))
-    postgres.stop()
-    hub = HubProcess("--db", postgres.url, "--source", source)
+    database.stop()
+    hub = HubProcess("--db", url, "--source", source)
     wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
     time.sleep(2)
     assert hub.proc.poll() is None
-    postgres.start()
+    database.start()
     wait_for(lambda: spool_empty(spool), timeout=60, what="the hub to settle the waiting traffic")
     assert hub.stop() == 0
-    assert counts(postgres.url) == (40, 40, 40)
+    assert counts(url) == (40, 40, 40)
     assert len(hub.events("dependency-down")) == 1
     assert len(hub.events("dependency-back")) == 1
 

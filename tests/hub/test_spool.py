@@ -5,16 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edinbox import ConfigurationError
 from edinbox.hub import HubConfig
 from edinbox.sources import open_source, publisher
+from edinbox.sources._spool_names import split_count
 from edinbox.sources.spool import SpoolSource, publish, spool_path
 
 
@@ -242,3 +246,13 @@ async def test_a_file_over_max_payload_is_kept_once_and_the_database_holds_its_h
     assert detail is not None
     assert len(detail["payload"]) <= HEAD
     assert (await stats(hub_config))["rejected"] == 1
+
+
+@settings(max_examples=500, deadline=None)
+@given(name=st.text(alphabet=st.sampled_from("ab~.#19\u0662\n"), max_size=12))
+def test_a_names_delivery_count_is_the_digits_after_its_last_hash(name: str) -> None:
+    """`split_count` reads `<name>#<count>` as the lazy pattern the spool used to match it with: the digits after the
+    last `#` when only digits follow it, else the whole name and a count of 1."""
+    match = re.fullmatch(r"(?P<name>.*?)(?:#(?P<count>\d+))?", name, re.DOTALL)
+    assert match is not None
+    assert split_count(name) == (match["name"], int(match["count"] or 1))

@@ -10,7 +10,7 @@ from inbox_harness import Harness, MySQLHarness, PostgresHarness, SQLiteFileHarn
 
 from services import MYSQL_URL, require_service
 
-STORES = ["postgresql", "mysql", "sqlite-file", "sqlite-memory"]
+STORES = ["postgresql", "mysql", "mysql-no-returning", "sqlite-file", "sqlite-memory"]
 
 
 def make_harness(store: str, *, asynchronous: bool, name: str, tmp_path: Path, postgres_url: str | None) -> Harness:
@@ -18,8 +18,9 @@ def make_harness(store: str, *, asynchronous: bool, name: str, tmp_path: Path, p
     if store == "postgresql":
         assert postgres_url is not None
         return PostgresHarness(postgres_url, schema=name, asynchronous=asynchronous)
-    if store == "mysql":
-        return MySQLHarness(MYSQL_URL, table=name, asynchronous=asynchronous)
+    if store in ("mysql", "mysql-no-returning"):  # the second forces MySQL's batch path (no RETURNING) on MariaDB
+        returning = False if store == "mysql-no-returning" else None
+        return MySQLHarness(MYSQL_URL, table=name, asynchronous=asynchronous, returning=returning)
     if store == "sqlite-file":
         return SQLiteFileHarness(tmp_path / "inbox.db", table=name, asynchronous=asynchronous)
     return SQLiteMemoryHarness(table=name, asynchronous=asynchronous)
@@ -32,7 +33,7 @@ def harness_factory(request: pytest.FixtureRequest, unique_name: str, tmp_path: 
 
     def factory(store: str, *, asynchronous: bool, **options: object) -> Harness:
         url = request.getfixturevalue("postgres_url") if store == "postgresql" else None
-        if store == "mysql":
+        if store.startswith("mysql"):
             require_service("mariadb")
         harness = make_harness(
             store, asynchronous=asynchronous, name=f"{unique_name}{len(made)}", tmp_path=tmp_path, postgres_url=url

@@ -16,6 +16,7 @@ import psycopg
 import pymysql
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
+from edinbox.stores._mysql_sql import connect_options
 
 
 def execute(connection: Any, sql: str, params: Sequence[Any] = ()) -> None:
@@ -250,15 +251,23 @@ class MySQLHarness(Harness):
 
     dialect = "mysql"
 
-    def __init__(self, url: str, *, table: str, asynchronous: bool) -> None:
+    def __init__(self, url: str, *, table: str, asynchronous: bool, returning: bool | None = None) -> None:
         super().__init__(table=table, effects=f"{table}_fx", asynchronous=asynchronous)
         self.url = url
+        self.returning = returning  # False: batches take MySQL's path without RETURNING (the store's option)
         self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
         self.target: Any = url
 
+    def make(self, target: Any, **options: Any) -> Any:
+        """Create the inbox, its store set to take the path without RETURNING when asked, and its schema."""
+        inbox = super().make(target, **options)
+        inbox._store.returning = self.returning
+        return inbox
+
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run SQL on a connection of its own, autocommit."""
-        connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", database="test", autocommit=True)
+        options = {k: v for k, v in connect_options(self.url).items() if k != "client_flag"}
+        connection = pymysql.connect(**options | {"autocommit": True})
         try:
             with connection.cursor() as cursor:
                 cursor.execute(sql, tuple(params) or None)

@@ -723,6 +723,20 @@ class TestMySQLAsync(InboxContract):
     asynchronous = True
 
 
+class TestMySQLWithoutReturningSync(InboxContract):
+    """The contract on MariaDB taking MySQL 8's batch path (no INSERT ... RETURNING), sync API."""
+
+    store = "mysql-no-returning"
+    asynchronous = False
+
+
+class TestMySQLWithoutReturningAsync(InboxContract):
+    """The contract on MariaDB taking MySQL 8's batch path (no INSERT ... RETURNING), async API."""
+
+    store = "mysql-no-returning"
+    asynchronous = True
+
+
 class TestSQLiteFileSync(InboxContract):
     """The contract on an SQLite file, sync API."""
 

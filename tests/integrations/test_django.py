@@ -1,5 +1,6 @@
 """Django: the app's migration makes the journal, process() runs in transaction.atomic() on Django's connection,
-and the management commands read and purge the journal (the test project in tests/django_project, PostgreSQL)."""
+and the management commands read and purge the journal (the test project in tests/django_project), on PostgreSQL
+(alias `default`) and on MariaDB (alias `mariadb`, Django's MySQL backend on PyMySQL)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,27 @@ import psycopg
 import pytest
 
 from edinbox import Message, Outcome, Status, Tx
-from services import POSTGRES_URL, require_service
+from services import POSTGRES_URL, drop_database, mariadb_admin, require_service
 
 
 class Boom(Exception):
     """A handler failure."""
 
 
-@pytest.fixture(scope="module")
-def project() -> Iterator[Any]:
-    """The test project set up once: its schema created, `migrate` run (the journal and the shop's table)."""
-    require_service("postgres")
+class Project:
+    """The test project on one database alias: its Invoice model's manager there, and the alias."""
+
+    def __init__(self, alias: str, invoice: Any) -> None:
+        self.alias = alias
+        self.invoices = invoice.objects.using(alias)
+
+
+@pytest.fixture(scope="module", params=["default", "mariadb"])
+def project(request: pytest.FixtureRequest) -> Iterator[Project]:
+    """The test project on one alias, set up once: its schema (PostgreSQL) or database (MariaDB) created, then
+    `migrate` run there (the journal and the shop's table); dropped afterwards."""
+    alias = str(request.param)
+    require_service("postgres" if alias == "default" else "mariadb")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "django_project.settings")
     import django
     from django.conf import settings
@@ -33,22 +44,28 @@ def project() -> Iterator[Any]:
     from django.db import connections
 
     django.setup()
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {settings.SCHEMA}".encode())
-    call_command("migrate", run_syncdb=True, verbosity=0)
+    if alias == "default":
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"CREATE SCHEMA {settings.SCHEMA}".encode())
+    else:
+        mariadb_admin(f"CREATE DATABASE {settings.SCHEMA} CHARACTER SET utf8mb4")
+    call_command("migrate", database=alias, run_syncdb=True, verbosity=0)
     from django_project.shop.models import Invoice
 
-    yield Invoice
+    yield Project(alias, Invoice)
     connections.close_all()
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"DROP SCHEMA {settings.SCHEMA} CASCADE".encode())
+    if alias == "default":
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {settings.SCHEMA} CASCADE".encode())
+    else:
+        drop_database(settings.SCHEMA)
 
 
-def create(invoice: Any, *, hold: float = 0.0, fail: bool = False) -> Any:
+def create(project: Project, *, hold: float = 0.0, fail: bool = False) -> Any:
     """A handler creating one Invoice through the ORM (holding its transaction `hold` seconds, then failing)."""
 
     def handler(tx: Tx, message: Message) -> None:
-        invoice.objects.create(number=message.message_id)
+        project.invoices.create(number=message.message_id)
         time.sleep(hold)
         if fail:
             raise Boom
@@ -56,14 +73,14 @@ def create(invoice: Any, *, hold: float = 0.0, fail: bool = False) -> Any:
     return handler
 
 
-def test_the_migration_makes_a_journal_that_verifies(project: Any) -> None:
+def test_the_migration_makes_a_journal_that_verifies(project: Project) -> None:
     """`migrate` created the journal with its unique key and schema version."""
     from edinbox.integrations.django import inbox
 
-    inbox().verify()
+    inbox(project.alias).verify()
 
 
-def test_the_same_message_from_two_threads_makes_one_row(project: Any) -> None:
+def test_the_same_message_from_two_threads_makes_one_row(project: Project) -> None:
     """Two threads deliver one message at the same moment: one Invoice row; the second waits for the first
     commit and returns DUPLICATE."""
     from django.db import connections
@@ -75,9 +92,9 @@ def test_the_same_message_from_two_threads_makes_one_row(project: Any) -> None:
 
     def deliver(index: int) -> None:
         try:
-            connections["default"].ensure_connection()  # connect before the start line
+            connections[project.alias].ensure_connection()  # connect before the start line
             barrier.wait()
-            results[index] = process(Message("two-threads", "s"), create(project, hold=0.3))
+            results[index] = process(Message("two-threads", "s"), create(project, hold=0.3), using=project.alias)
         except Exception as exc:
             results[index] = exc
         finally:
@@ -89,25 +106,25 @@ def test_the_same_message_from_two_threads_makes_one_row(project: Any) -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert sorted(str(r) for r in results) == ["Outcome.DUPLICATE", "Outcome.PROCESSED"]
-    assert project.objects.filter(number="two-threads").count() == 1
+    assert project.invoices.filter(number="two-threads").count() == 1
 
 
-def test_a_handler_failure_leaves_no_row_and_counts_an_attempt(project: Any) -> None:
+def test_a_handler_failure_leaves_no_row_and_counts_an_attempt(project: Project) -> None:
     """A failing handler's ORM row rolls back with the savepoint, the attempt commits, the exception propagates;
     the next delivery creates the row once."""
     from edinbox.integrations.django import inbox, process
 
     with pytest.raises(Boom):
-        process(Message("fails-once", "s"), create(project, fail=True))
-    assert project.objects.filter(number="fails-once").count() == 0
-    record = inbox().get("s", "fails-once")
+        process(Message("fails-once", "s"), create(project, fail=True), using=project.alias)
+    assert project.invoices.filter(number="fails-once").count() == 0
+    record = inbox(project.alias).get("s", "fails-once")
     assert record is not None
     assert (record.status, record.attempts) == (Status.FAILED, 1)
-    assert process(Message("fails-once", "s"), create(project)) is Outcome.PROCESSED
-    assert project.objects.filter(number="fails-once").count() == 1
+    assert process(Message("fails-once", "s"), create(project), using=project.alias) is Outcome.PROCESSED
+    assert project.invoices.filter(number="fails-once").count() == 1
 
 
-def test_inside_the_callers_atomic_block_the_row_commits_with_it(project: Any) -> None:
+def test_inside_the_callers_atomic_block_the_row_commits_with_it(project: Project) -> None:
     """Called in the caller's own atomic block, the journal row joins it: the caller's rollback undoes both."""
     from django.db import transaction
 
@@ -119,39 +136,41 @@ def test_inside_the_callers_atomic_block_the_row_commits_with_it(project: Any) -
     outcomes = []
 
     def caller() -> None:
-        with transaction.atomic():
-            outcomes.append(process(Message("undone", "s"), create(project)))
+        with transaction.atomic(using=project.alias):
+            outcomes.append(process(Message("undone", "s"), create(project), using=project.alias))
             raise Undo
 
     with pytest.raises(Undo):
         caller()
     assert outcomes == [Outcome.PROCESSED]
-    assert inbox().get("s", "undone") is None
-    assert project.objects.filter(number="undone").count() == 0
+    assert inbox(project.alias).get("s", "undone") is None
+    assert project.invoices.filter(number="undone").count() == 0
 
 
-def test_the_management_commands_count_and_purge(project: Any) -> None:
+def test_the_management_commands_count_and_purge(project: Project) -> None:
     """`edinbox_stats` prints the counts by status as JSON; `edinbox_purge` refuses a retention shorter than the
     horizon or a rate of 0, and deletes old processed rows, throttled."""
     from django.core.management import CommandError, call_command
-    from django.db import connection
+    from django.db import connections
 
     from edinbox.integrations.django import process
 
-    process(Message("old", "s"), create(project))
+    process(Message("old", "s"), create(project), using=project.alias)
     out = io.StringIO()
-    call_command("edinbox_stats", stdout=out)
+    call_command("edinbox_stats", "--database", project.alias, stdout=out)
     counts = json.loads(out.getvalue())
     assert counts["processed"] >= 1
     with pytest.raises(CommandError, match="horizon"):
-        call_command("edinbox_purge", "--older-than-days", "1")
+        call_command("edinbox_purge", "--older-than-days", "1", "--database", project.alias)
     with pytest.raises(CommandError, match="max_rate"):
-        call_command("edinbox_purge", "--older-than-days", "8", "--max-rate", "0")
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE edinbox_inbox SET settled_at = settled_at - interval '30 days'")
+        call_command("edinbox_purge", "--older-than-days", "8", "--max-rate", "0", "--database", project.alias)
+    month = "interval '30 days'" if project.alias == "default" else "INTERVAL 30 DAY"
+    with connections[project.alias].cursor() as cursor:
+        cursor.execute(f"UPDATE edinbox_inbox SET settled_at = settled_at - {month}")
     out = io.StringIO()
-    call_command("edinbox_purge", "--older-than-days", "8", "--max-rate", "1000", stdout=out)
+    purge = ("edinbox_purge", "--older-than-days", "8", "--max-rate", "1000", "--database", project.alias)
+    call_command(*purge, stdout=out)
     assert out.getvalue().strip() == f"purged {counts['processed']} rows"
     out = io.StringIO()
-    call_command("edinbox_stats", stdout=out)
+    call_command("edinbox_stats", "--database", project.alias, stdout=out)
     assert json.loads(out.getvalue())["processed"] == 0

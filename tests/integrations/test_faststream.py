@@ -315,7 +315,7 @@ async def test_rabbitmq_return_value_goes_through_the_outbox(
         await seen.wait()
 
     async def collect(destination: str, messages: Any) -> None:
-        sent.extend(messages)
+        sent.extend((m.message_id, m.payload) for m in messages)
 
     sent: list[tuple[str, bytes]] = []
     assert (await inbox.relay(collect)).sent == 2

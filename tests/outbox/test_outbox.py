@@ -6,14 +6,17 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 import psycopg
+import pymysql
 import pytest
 
 from edinbox import AsyncInbox, ConfigurationError, Inbox, LimitError, Message, Outcome, SourceError, Tx
+from edinbox._message import Outgoing
 from edinbox._urls import database_url
+from edinbox.stores._mysql_sql import connect_options
 
 
 class Recorder:
@@ -23,15 +26,17 @@ class Recorder:
         self.sent: list[tuple[str, str, bytes]] = []
         self.fail: Exception | None = None
         self.bad: bytes | None = None
+        self.headers: list[Mapping[str, str] | None] = []
 
-    def __call__(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    def __call__(self, destination: str, messages: Sequence[Outgoing]) -> None:
         if self.fail is not None:
             raise self.fail
-        if any(payload == self.bad for _, payload in messages):
+        if any(m.payload == self.bad for m in messages):
             raise ConfigurationError("payload refused")
-        self.sent += [(destination, key, payload) for key, payload in messages]
+        self.sent += [(destination, m.message_id, m.payload) for m in messages]
+        self.headers += [m.headers for m in messages]
 
-    async def send(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    async def send(self, destination: str, messages: Sequence[Outgoing]) -> None:
         """The async form."""
         self(destination, messages)
 
@@ -205,9 +210,11 @@ def test_publish_joins_the_callers_transaction(db: tuple[str, str]) -> None:
     url, table = db
     recorder = Recorder()
     target = database_url(url)
-    connection: psycopg.Connection | sqlite3.Connection
+    connection: psycopg.Connection | sqlite3.Connection | pymysql.Connection
     if target.dialect == "postgresql":
         connection = psycopg.connect(url)
+    elif target.dialect == "mysql":  # as an application opens it: autocommit off
+        connection = pymysql.connect(**connect_options(url) | {"autocommit": False})
     else:
         connection = sqlite3.connect(target.target, isolation_level="DEFERRED")
     with Inbox(connection, consumer="c", table=table) as joined:
@@ -227,10 +234,11 @@ def test_publish_needs_a_transaction() -> None:
         Tx(None, "sqlite").publish("dir:///o", b"x", key="k")
 
 
-def test_two_relays_on_postgresql_send_each_row_once_in_key_order(postgres_url: str, unique_name: str) -> None:
-    """Two relays draining one PostgreSQL outbox at once send every row exactly once, each key's rows in order."""
-    table = f"{unique_name}.inbox"
-    with Inbox(postgres_url, consumer="c", table=table) as inbox:
+def test_two_relays_send_each_row_once_in_key_order(server: tuple[str, str]) -> None:
+    """Two relays draining one outbox at once (PostgreSQL, MariaDB: FOR UPDATE SKIP LOCKED) send every row exactly
+    once, each key's rows in order."""
+    url, table = server
+    with Inbox(url, consumer="c", table=table) as inbox:
         inbox.create_schema()
 
         def work(tx: Tx) -> None:
@@ -241,28 +249,65 @@ def test_two_relays_on_postgresql_send_each_row_once_in_key_order(postgres_url: 
     got: list[tuple[str, int]] = []
     lock = threading.Lock()
 
-    def send(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
+    def send(destination: str, messages: Sequence[Outgoing]) -> None:
         with lock:
-            got.extend((key, int(payload)) for key, payload in messages)
+            got.extend((m.message_id, int(m.payload)) for m in messages)
+        time.sleep(0.002)  # a send takes a moment: the other relay claims meanwhile
 
     def relay() -> None:
-        with Inbox(postgres_url, consumer="c", table=table) as mine:
+        with Inbox(url, consumer="c", table=table) as mine:
             while mine.relay(send, limit=5).sent or mine.outbox_stats().backlog:
                 pass
 
+    threads = [threading.Thread(target=relay) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(n for _, n in got) == list(range(200))
+    for k in range(7):
+        mine = [n for key, n in got if key == f"k{k}"]
+        assert mine == sorted(mine)
+
+
+def test_a_relay_skips_the_rows_another_relay_holds(server: tuple[str, str]) -> None:
+    """While one relay is inside its send (its claim's rows locked), a second relay neither waits for those rows
+    nor sends them, nor the next row of a held key; it sends the other keys' rows at once."""
+    url, table = server
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.create_schema()
+
+        def work(tx: Tx) -> None:
+            for key, payload in (("a", b"a1"), ("a", b"a2"), ("b", b"b1"), ("c", b"c1")):
+                tx.publish("dir:///o", payload, key=key)
+
+        inbox.transaction(work)
+    inside, release = threading.Event(), threading.Event()
+    first: list[bytes] = []
+
+    def slow(destination: str, messages: Sequence[Outgoing]) -> None:
+        first.extend(m.payload for m in messages)
+        inside.set()
+        assert release.wait(60)
+
+    def hold() -> None:
+        with Inbox(url, consumer="c", table=table) as mine:
+            mine.relay(slow, limit=1)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
     try:
-        threads = [threading.Thread(target=relay) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-        assert sorted(n for _, n in got) == list(range(200))
-        for k in range(7):
-            mine = [n for key, n in got if key == f"k{k}"]
-            assert mine == sorted(mine)
+        assert inside.wait(60)
+        recorder = Recorder()
+        with Inbox(url, consumer="c", table=table) as other:
+            started = time.monotonic()
+            assert other.relay(recorder).sent == 2
+            assert time.monotonic() - started < 5  # skipped, not waited for
     finally:
-        with psycopg.connect(postgres_url, autocommit=True) as connection:
-            connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
+        release.set()
+        thread.join(60)
+    assert first == [b"a1"]
+    assert sorted(p for _, _, p in recorder.sent) == [b"b1", b"c1"]  # a2 waits for a1: order per key
 
 
 def test_a_commit_that_publishes_wakes_a_waiting_relay_on_postgresql(postgres_url: str, unique_name: str) -> None:
@@ -293,6 +338,49 @@ def test_publish_many_stores_each_in_order(db: tuple[str, str]) -> None:
         inbox.transaction(lambda tx: tx.publish_many([("dir:///o", b"1", "a"), ("dir:///o", b"2", "b")]))
         assert inbox.relay(recorder).sent == 2
     assert recorder.sent == [("dir:///o", "a", b"1"), ("dir:///o", "b", b"2")]
+
+
+def test_headers_reach_the_send_and_what_no_broker_carries_is_refused(db: tuple[str, str]) -> None:
+    """Headers published with a row are handed to the send with it; headers for a spool folder, a header in the
+    place of the producer id, and a value with a line break are refused at publish, nothing stored."""
+    url, table = db
+    recorder = Recorder()
+    with Inbox(url, consumer="c", table=table) as inbox:
+
+        def work(tx: Tx) -> None:
+            tx.publish("amqp://h/?queue=q", b"1", key="a", headers={"traceparent": "00-ab", "kind": "997"})
+            tx.publish("amqp://h/?queue=q", b"2", key="b")
+
+        inbox.transaction(work)
+        refused = [
+            ("dir:///o", {"kind": "997"}, "carries no headers"),
+            ("amqp://h/?queue=q", {"X-Message-Id": "other"}, "reserved"),
+            ("nats://h?stream=s&subject=s.x", {"Nats-Msg-Id": "other"}, "reserved"),
+            ("redis://h?stream=s", {"payload": "x"}, "reserved"),
+            ("kafka://h:9092?topic=t", {"message_id": "x"}, "reserved"),
+            ("amqp://h/?queue=q", {"kind": "a\r\nb"}, "line break"),
+            ("amqp://h/?queue=q", {"bad name": "x"}, "printable"),
+        ]
+        for destination, headers, why in refused:
+            with pytest.raises(ConfigurationError, match=why):
+                inbox.transaction(lambda tx, d=destination, h=headers: tx.publish(d, b"x", key="k", headers=h))
+        assert inbox.relay(recorder).sent == 2
+    assert recorder.headers == [{"kind": "997", "traceparent": "00-ab"}, None]
+
+
+def test_rows_behind_a_parked_row_of_the_same_key_are_sent(db: tuple[str, str]) -> None:
+    """A parked row leaves the order of its key: the next row of the same destination and key is sent (the parked
+    one never will be), and the parked row stays counted with its reason."""
+    url, table = db
+    recorder = Recorder()
+    recorder.bad = b"bad"
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.transaction(lambda tx: [tx.publish("dir:///o", p, key="k") for p in (b"1", b"bad", b"3")])
+        passes = [inbox.relay(recorder) for _ in range(4)]
+        assert [(r.sent, len(r.parked)) for r in passes] == [(1, 0), (0, 1), (1, 0), (0, 0)]
+        assert [p for _, _, p in recorder.sent] == [b"1", b"3"]
+        stats = inbox.outbox_stats()
+        assert (stats.backlog, stats.parked, stats.sent) == (0, 1, 2)
 
 
 def test_on_complete_publishes_with_the_lease_modes_completion(db: tuple[str, str]) -> None:

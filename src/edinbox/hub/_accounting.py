@@ -1,6 +1,7 @@
 """Where invoices go: the accounting sink interface and the SQL sink (a table in the journal's transaction).
 
-A sink gets the inbox transaction and the invoices of one new interchange. The SQL sink inserts them with
+A sink gets the inbox transaction and the invoices of one new interchange (`create`), or of a batch's new
+interchanges at once (`create_many`: the SQL sink inserts a batch's invoices in one executemany). It inserts them with
 `ON CONFLICT DO NOTHING` on its own unique key (seller, number, kind, issue date): a second safety net for a
 partner that re-sends an invoice inside a *new* interchange (a new inbox key). Such an invoice is reported as
 `existing`, and the hub counts the interchange as `resent`, not as a failure. An HTTP sink in lease mode plugs in
@@ -10,8 +11,12 @@ through the same interface, passing `tx.idempotency_key` on.
 from __future__ import annotations
 
 import abc
+import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
 from typing import Any
 
 from edinbox._message import Message
@@ -41,9 +46,23 @@ class Accounting(abc.ABC):
     async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
         """Create the interchange's invoices (`edinbox.edi.Invoice` values) as part of the transaction `tx`."""
 
+    async def create_many(self, tx: Any, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
+        """Create the invoices of several new interchanges in `tx`, one `Created` each, in order (by default one
+        `create` call per interchange; a sink that can do it in one request overrides this)."""
+        return [await self.create(tx, message, invoices) for message, invoices in batch]
+
 
 class SqlAccounting(Accounting):
-    """The default sink: an `invoices` table in the journal's database and transaction."""
+    """The default sink: an `invoices` table in the journal's database and transaction.
+
+    A batch's invoices are inserted in one call to the driver (an executemany: one trip to SQLite's thread, one
+    pipeline on PostgreSQL, one multi-row INSERT on MariaDB), after a savepoint. When it inserts every row it was
+    given, each interchange created all of its invoices. When it inserts fewer (an invoice already there: a partner's
+    resend; or one invoice twice in the batch), it is rolled back to the savepoint; the interchanges none of whose
+    invoices exists or recurs in the batch are inserted together again, and the others one by one, in order, so each
+    one's count is what inserting it alone finds. A data error fails the call, and with it the batch's handler
+    call: the inbox then settles each message alone, so only the interchange holding the bad value pays.
+    """
 
     needs_lines = False
     """The table stores each invoice's line count, not its lines."""
@@ -54,25 +73,102 @@ class SqlAccounting(Accounting):
 
     async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
         """Insert each invoice unless its (seller, number, kind, issue date) already exists."""
-        created = 0
-        sqlite = tx.dialect == "sqlite"
-        for invoice in invoices:
-            params = {
-                "seller": party_key(invoice.seller),
-                "number": invoice.number,
-                "kind": invoice.kind,
-                "issue_date": invoice.issue_date.isoformat() if sqlite else invoice.issue_date,
-                "buyer": party_key(invoice.buyer),
-                "currency": invoice.currency,
-                "total": _money(invoice.total, sqlite=sqlite),
-                "tax_total": _money(invoice.tax_total, sqlite=sqlite),
-                "lines": invoice.line_count,
-                "consumer": self.consumer,
-                "source": message.source,
-                "message_id": message.message_id,
-            }
-            created += await tx.unit.run("hub_insert_invoice", params)
-        return Created(created=created, existing=len(invoices) - created)
+        return (await self.create_many(tx, [(message, invoices)]))[0]
+
+    async def create_many(self, tx: Any, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
+        """Insert the invoices of every interchange of `batch`, in one statement when none of them exists yet."""
+        rows = [[_row(invoice, message) for invoice in invoices] for message, invoices in batch]
+        inserted = [0] * len(rows)
+        alone = [i for i, invoices in enumerate(rows) if invoices]
+        if len(alone) > 1:
+            await tx.unit.run("hub_invoices_savepoint", {})
+            if await self._insert(tx, [row for i in alone for row in rows[i]]) == sum(map(len, rows)):
+                return [Created(created=len(invoices), existing=0) for invoices in rows]
+            await tx.unit.run("hub_invoices_rollback", {})
+            together = await self._unshared(tx, [rows[i] for i in alone])
+            if len(together) > 1:
+                group = [alone[k] for k in together]
+                if await self._insert(tx, [row for i in group for row in rows[i]]) == sum(len(rows[i]) for i in group):
+                    for i in group:
+                        inserted[i] = len(rows[i])
+                    alone = [i for i in alone if i not in group]
+                else:  # another transaction committed one of them meanwhile: every interchange alone, then
+                    await tx.unit.run("hub_invoices_rollback", {})
+        for i in alone:
+            inserted[i] = await self._insert(tx, rows[i])
+        return [Created(created=n, existing=len(invoices) - n) for n, invoices in zip(inserted, rows, strict=True)]
+
+    async def _unshared(self, tx: Any, groups: list[list[tuple[Any, ...]]]) -> list[int]:
+        """The positions of the groups of invoice rows whose keys are neither in the table nor elsewhere in `groups`."""
+        found = await tx.unit.fetch("hub_existing_invoices", self._keys(tx, [row for g in groups for row in g]))
+        seen = Counter(_key(row) for group in groups for row in group)
+        taken = {_key(row) for row in found}
+        return [k for k, group in enumerate(groups) if all(seen[_key(r)] == 1 and _key(r) not in taken for r in group)]
+
+    async def _insert(self, tx: Any, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Run `hub_insert_invoice` once per row (from `_row`) in one call to the driver; return the rows inserted."""
+        sqlite = tx.dialect == "sqlite"  # no date or decimal type: ISO dates and exact decimals as text
+        values = [dict(zip(_COLUMNS, _text(row) if sqlite else row, strict=True)) for row in rows]
+        return int(await tx.unit.run_many("hub_insert_invoice", [{**v, "consumer": self.consumer} for v in values]))
+
+    @staticmethod
+    def _keys(tx: Any, rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+        """The invoice keys of `rows` as `hub_existing_invoices` reads them."""
+        if tx.dialect == "postgresql":  # one array per key column, for unnest()
+            return dict(
+                zip(_ARRAYS, (list(column) for column in zip(*(r[:4] for r in rows), strict=True)), strict=True)
+            )
+        # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array per key, the date as text
+        return {"invoices": json.dumps([row[:4] for row in rows], default=str)}
+
+
+_COLUMNS = (
+    "seller",
+    "number",
+    "kind",
+    "issue_date",
+    "buyer",
+    "currency",
+    "total",
+    "tax_total",
+    "lines",
+    "source",
+    "message_id",
+)
+"""The parameters of `hub_insert_invoice`, in the order of `_row`'s values (and `consumer`)."""
+
+_ARRAYS = ("sellers", "numbers", "kinds", "issue_dates")
+"""The parameters of `hub_existing_invoices` on PostgreSQL."""
+
+
+def _row(invoice: Any, message: Message) -> tuple[Any, ...]:
+    """One invoice's values, in the order of `hub_insert_invoice`."""
+    return (
+        party_key(invoice.seller),
+        invoice.number,
+        invoice.kind,
+        invoice.issue_date,
+        party_key(invoice.buyer),
+        invoice.currency,
+        invoice.total,
+        invoice.tax_total,
+        invoice.line_count,
+        message.source,
+        message.message_id,
+    )
+
+
+def _text(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row for SQLite: the issue date as ISO text, money as exact decimal text."""
+    return tuple(
+        value.isoformat() if isinstance(value, date) else str(value) if isinstance(value, Decimal) else value
+        for value in row
+    )
+
+
+def _key(row: Sequence[Any]) -> tuple[str, ...]:
+    """An invoice's unique key (seller, number, kind, issue date) from a row of `_row` or of the table, as text."""
+    return tuple(str(value) for value in row[:4])
 
 
 def party_key(party: Any) -> str:
@@ -80,10 +176,3 @@ def party_key(party: Any) -> str:
     if party is None:
         return ""
     return str(getattr(party, "id", None) or getattr(party, "name", None) or "")
-
-
-def _money(value: Any, *, sqlite: bool) -> Any:
-    """Decimals stay exact: as text on SQLite, NUMERIC on PostgreSQL."""
-    if value is None:
-        return None
-    return str(value) if sqlite else value

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
-from edinbox.hub._accounting import Accounting
+from edinbox.hub._accounting import Accounting, Created
 from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
@@ -77,15 +77,14 @@ class Batch:
         """The counters' shard this batch adds to (`_tables.SHARDS`): other hubs' batches rarely share its rows."""
 
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
-        """The inbox handler: create each new interchange's invoices (read while planning) through the sink, and
+        """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and
         write their acknowledgments."""
         alone = self.isolated
         started = time.time_ns()
         try:
-            for message in messages:
-                item = self.by_key[message.key]
-                created = await self.accounting.create(tx, message, item.invoices)
-                self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
+            created = await self.accounting.create_many(tx, [(m, self.by_key[m.key].invoices) for m in messages])
+            for message, done in zip(messages, created, strict=True):
+                self.effects[message.key] = _effect(done)
             await self.answer(tx, messages)
         except Exception:
             self.isolated = True
@@ -101,7 +100,7 @@ class Batch:
         """The handler for one message settled alone (lease mode): create, and count it when in a transaction; its
         acknowledgments are written by `answer` in the transaction that completes it."""
         created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
-        self.effects[message.key] = "resent" if created.existing and not created.created else "processed"
+        self.effects[message.key] = _effect(created)
         if tx.unit is not None:
             await self._count_effect(tx, message)
 
@@ -190,3 +189,8 @@ class Batch:
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()
+
+
+def _effect(created: Created) -> str:
+    """The counted outcome of a handled interchange: `resent` when every invoice of it already existed."""
+    return "resent" if created.existing and not created.created else "processed"

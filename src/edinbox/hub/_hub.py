@@ -78,6 +78,8 @@ class Hub:
         self.logger = logging.getLogger(_log.LOGGER)
         self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
+        self._relay_beside: Relay | None = None
+        """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
         self._refreshed = -_REFRESH
 
@@ -124,7 +126,11 @@ class Hub:
         outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
         idle = self.config.poll_timeout * 4
         relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
-        totals = await relay.run(once=once)
+        self._relay_beside = relay
+        try:
+            totals = await relay.run(once=once)
+        finally:
+            self._relay_beside = None
         for name, total in (("relayed", totals["sent"]), ("outbox_parked", totals["parked"])):
             if total:
                 self.totals[name] += total
@@ -139,6 +145,8 @@ class Hub:
                 break
             if handled:
                 idle_since = time.monotonic()
+                if self._relay_beside is not None and self.acknowledger is not None:
+                    self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
             elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
                 break
             await self.refresh(every=_REFRESH)
@@ -276,6 +284,7 @@ class Hub:
             await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
         else:
             await self.source.ack(delivery)
+        logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
             outcome = w.outcomes.get(i, "not-settled")
             self.totals[outcome] += 1
@@ -286,6 +295,8 @@ class Hub:
                     partner=partner(item.message.source) if item.message is not None else "",
                     message_type=item.types[0] if item.types else "",
                 )
+            if not logging_settled:  # the line would be dropped: do not build it
+                continue
             fields: dict[str, Any] = {"key": item.label, "outcome": outcome, "ms": round(elapsed, 1)}
             fields["delivery"] = delivery.coordinates
             if delivery.delivery_count and delivery.delivery_count > 1:

@@ -5,7 +5,10 @@ the sources' own publishers (`edinbox.sources.publisher`: the spool folder, Rabb
 JetStream acks, Redis Streams, Kafka deliveries), the outbox key as the producer id. A row that can never be sent
 (a destination URL that names no broker, a payload the broker refuses) is parked with its reason, in one log line;
 a broker or database outage leaves the rows unsent and is waited out with backoff (`Outage`). Between passes the
-relay waits for a commit that published (LISTEN/NOTIFY on PostgreSQL) or `idle` seconds.
+relay waits for a commit that published (LISTEN/NOTIFY on PostgreSQL) or `idle` seconds. The publishers stay open
+from pass to pass, one per destination (`Publishers`), closed after a failure, when idle, and when the relay stops.
+A failure of a send that is not one of edinbox's errors is taken as transient (a SourceError): the relay never
+stops on a destination's failure.
 """
 
 from __future__ import annotations
@@ -17,17 +20,22 @@ from collections import Counter
 from collections.abc import Sequence
 
 from edinbox._async_inbox import AsyncInbox
+from edinbox._errors import InboxError, SourceError
+from edinbox._message import Outgoing
 from edinbox._outbox import SendResult
+from edinbox._urls import mask
 from edinbox.hub import _log
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._outage import Outage, Stopped, unless_stopped
+from edinbox.hub._publishers import Publishers
 from edinbox.sources import publisher
 
 __all__ = ["Relay", "send"]
 
 
-async def send(destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Publish `(key, payload)` pairs to the broker or spool `destination` names, each key as the producer id."""
+async def send(destination: str, messages: Sequence[Outgoing]) -> None:
+    """Publish messages to the broker or spool `destination` names, each key as the producer id, on a connection
+    opened and closed for this call (the relay keeps its own open instead)."""
     await publisher(destination)(destination, messages)
 
 
@@ -44,9 +52,13 @@ class Relay:
         idle: float = 5.0,
         log_json: bool = False,
         fault: FaultPoint | None = None,
+        keep_open: float = 60.0,
+        linger: float = 0.1,
     ) -> None:
         """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes;
-        `fault` (after_send:N) kills the process after a send, before its rows are marked sent."""
+        `fault` (after_send:N) kills the process after a send, before its rows are marked sent; a destination's
+        publisher unused for `keep_open` seconds is closed; woken by `wake`, it waits `linger` seconds more before its
+        pass, so the rows of the next few commits go in the same pass (fewer passes, each flushing more at once)."""
         self.inbox = inbox
         self.outage = outage
         self.stop = stop
@@ -55,20 +67,28 @@ class Relay:
         self.log_json = log_json
         self.fault = fault
         self.totals: Counter[str] = Counter()
+        self.publishers = Publishers(keep_open=keep_open)
+        self.linger = linger
+        self._woken = asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
 
     async def run(self, *, once: bool = False) -> Counter[str]:
-        """Pass after pass until `stop` is set or, with `once`, until a pass finds nothing to send."""
-        while not self.stop.is_set():
-            try:
-                result = await self.outage.call(self.step, stop=self.stop)
-            except Stopped:
-                break
-            if result.busy:
-                continue
-            if once:
-                break
-            await self._wait()
+        """Pass after pass until `stop` is set or, with `once`, until a pass finds nothing to send; the publishers are
+        closed at the end."""
+        try:
+            while not self.stop.is_set():
+                try:
+                    result = await self.outage.call(self.step, stop=self.stop)
+                except Stopped:
+                    break
+                if result.busy:
+                    continue
+                if once:
+                    break
+                await self.publishers.close_idle()
+                await self._wait()
+        finally:
+            await self.publishers.aclose()
         return self.totals
 
     async def step(self) -> SendResult:
@@ -79,16 +99,28 @@ class Relay:
         for key, reason in result.parked:
             fields = {"key": key, "reason": reason}
             self.logger.warning(_log.format_line("outbox-parked", fields, as_json=self.log_json))
-        if result.error is not None:
+        if isinstance(result.error, InboxError):
             raise result.error
+        if result.error is not None:  # a driver's own exception that escaped its source's mapping: transient
+            line = " ".join(f"{type(result.error).__name__}: {result.error}".split())[:300]
+            raise SourceError(f"sending the outbox failed: {mask(line)}") from result.error
         return result
 
-    async def _send(self, destination: str, messages: Sequence[tuple[str, bytes]]) -> None:
-        await send(destination, messages)
+    async def _send(self, destination: str, messages: Sequence[Outgoing]) -> None:
+        await self.publishers.send(destination, messages)
         if self.fault is not None:
             self.fault.sent()
 
+    def wake(self) -> None:
+        """Run the next pass now: a commit in this process published (the hub's relay; on SQLite and MariaDB, which
+        cannot notify, the relay would otherwise sleep until `idle`)."""
+        self._woken.set()
+
     async def _wait(self) -> None:
-        """Wait for a commit that published, `idle` seconds, or `stop`, whichever comes first."""
+        """Wait for a commit that published (`wake`, or the database's notification), `idle` seconds, or `stop`,
+        whichever comes first; woken, wait `linger` seconds more for the next batches' rows to join the pass."""
         with contextlib.suppress(Exception):  # a failed wait is an outage the next pass meets and waits out
-            await unless_stopped(self.inbox.wait_outbox(self.idle), self.stop)
+            await unless_stopped(unless_stopped(self.inbox.wait_outbox(self.idle), self._woken), self.stop)
+        if self._woken.is_set():
+            await unless_stopped(asyncio.sleep(self.linger), self.stop)
+        self._woken.clear()

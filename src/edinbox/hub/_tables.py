@@ -115,14 +115,15 @@ async def check_privileges(inbox: AsyncInbox) -> None:
 
 
 async def count(tx: Any, *, consumer: str, counts: Mapping[str, int], shard: int) -> None:
-    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction.
+    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction, in one batch of
+    statements.
 
     The outcomes are updated in one order (sorted), so two transactions on one shard never lock its rows in opposite
     orders (a deadlock).
     """
-    for outcome in sorted(counts):
-        if n := counts[outcome]:
-            await tx.unit.run("hub_count", {"consumer": consumer, "outcome": outcome, "shard": shard, "n": n})
+    rows = [{"consumer": consumer, "outcome": o, "shard": shard, "n": counts[o]} for o in sorted(counts) if counts[o]]
+    if rows:
+        await tx.unit.run_many("hub_count", rows)
 
 
 async def park(tx: Any, *, consumer: str, fingerprint: str, delivery: str, reason: str, payload: bytes) -> None:

@@ -10,12 +10,24 @@ from urllib.parse import urlsplit
 
 from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
-from edinbox.sources._base import Delivery, Source
+from edinbox.sources._base import Delivery, Outgoing, Publisher, Source
 
-__all__ = ["Delivery", "Publish", "Source", "check_source", "open_source", "publisher", "reach"]
+__all__ = [
+    "Delivery",
+    "Outgoing",
+    "Publish",
+    "Publisher",
+    "Source",
+    "check_source",
+    "open_publisher",
+    "open_source",
+    "publisher",
+    "reach",
+]
 
-Publish = Callable[[str, Sequence[tuple[str, bytes]]], Awaitable[None]]
-"""`await publish(url, [(message_id, payload), ...])`: send payloads with the producer id set."""
+Publish = Callable[[str, Sequence[tuple[str, bytes] | Outgoing]], Awaitable[None]]
+"""`await publish(url, [(message_id, payload), ...])`: send payloads with the producer id set (`Outgoing` values
+carry headers too); each call opens a connection and closes it."""
 
 # scheme -> "module:attribute"; each source module has a `Source` subclass with `from_url` and a `publish` function
 _MODULES = {
@@ -64,6 +76,11 @@ def open_source(
 def publisher(url: str) -> Publish:
     """Return the function that publishes to the broker or spool a URL names."""
     return cast(Publish, _module(url).publish)
+
+
+def open_publisher(url: str) -> Publisher:
+    """Build (not yet open) the publisher of the broker or spool a URL names, kept open across sends."""
+    return cast(Publisher, _module(url).PUBLISHER(url))
 
 
 def check_source(url: str, *, exists: bool = True) -> None:

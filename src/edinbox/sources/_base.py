@@ -14,17 +14,23 @@ Failures, the same for every broker source:
 - after an outage the source reconnects by itself on the next call; a delivery received before the outage may
   fail to settle (SourceError): it stays unsettled, the broker redelivers it and the inbox finds it settled;
 - `aclose` never raises.
+
+A `Publisher` sends to one destination with the producer id set and waits for the broker's confirmation; it stays
+open across calls (the relay keeps one per destination) and is closed after any failure, which may have left its
+connection unusable. Each source module's `publish(url, messages)` opens one, sends, and closes it.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-__all__ = ["Delivery", "Source"]
+from edinbox._message import Outgoing
+
+__all__ = ["Delivery", "Outgoing", "Publisher", "Source", "outgoing", "publish_once"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,3 +121,40 @@ class Source(abc.ABC):
     async def __aexit__(self, *exc_info: object) -> None:
         """Close the source."""
         await self.aclose()
+
+
+class Publisher(abc.ABC):
+    """An open connection that sends messages to one destination, kept across calls until `aclose`."""
+
+    url: str
+    """The destination URL, with any password masked."""
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and declare what the destination needs (queue, stream, folders)."""
+
+    @abc.abstractmethod
+    async def send(self, messages: Sequence[Outgoing]) -> None:
+        """Send in order, each with its producer id and headers, returning once the broker confirmed every one.
+
+        LimitError for a payload the broker can never take (permanent); SourceError for a broker or network failure,
+        after which the publisher must be closed and opened again; ConfigurationError for a header it cannot carry.
+        """
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Close the connection; never raises, even on a dead connection."""
+
+
+def outgoing(messages: Iterable[tuple[str, bytes] | Outgoing]) -> list[Outgoing]:
+    """Messages as `Outgoing` values: `(message_id, payload)` pairs get no headers."""
+    return [Outgoing(*message) for message in messages]
+
+
+async def publish_once(publisher: Publisher, messages: Iterable[tuple[str, bytes] | Outgoing]) -> None:
+    """Open `publisher`, send `messages` (pairs or `Outgoing`), close it."""
+    await publisher.open()
+    try:
+        await publisher.send(outgoing(messages))
+    finally:
+        await publisher.aclose()

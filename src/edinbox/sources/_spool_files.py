@@ -7,19 +7,23 @@ only after `lstat` or `fstat` said they are regular files.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import stat
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from edinbox._errors import ConfigurationError, SourceError
+from edinbox.sources._base import Outgoing, Publisher, publish_once
 
 __all__ = [
     "HEAD",
     "OPEN_FLAGS",
+    "SpoolPublisher",
     "file_name",
     "free_name",
     "head",
@@ -146,31 +150,88 @@ def file_name(message_id: str) -> str:
     return f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}~{quote(message_id, safe='').replace('.', '%2E')[:180]}.edi"
 
 
-async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Write each `(message_id, payload)` into `inbound/` atomically (tmp/ first, then a rename), in a worker
-    thread: a relay publishing beside the hub does not hold its event loop through every fsync."""
-    root = spool_path(url)
-    try:
-        await asyncio.to_thread(_write_all, root, list(messages))
-    except OSError as exc:
-        raise SourceError(f"cannot publish into the spool folder {root}: {exc}") from exc
+class SpoolPublisher(Publisher):
+    """Writes files into a spool folder's `inbound/`, the producer id in each file name; headers are refused: a
+    spool file carries its payload and its name only."""
+
+    def __init__(self, url: str) -> None:
+        """Publish into the spool folder `url` names (created with its `inbound/` and `tmp/` at the first send)."""
+        self.root = spool_path(url)
+        self.url = url
+        self._flushing: ThreadPoolExecutor | None = None
+
+    async def open(self) -> None:
+        """Start the threads that flush files to disk."""
+        self._flushing = ThreadPoolExecutor(_FLUSHERS, thread_name_prefix="edinbox-spool-flush")
+
+    async def send(self, messages: Sequence[Outgoing]) -> None:
+        """Write each payload atomically (tmp/ first, then a rename), in a worker thread: a relay publishing beside
+        the hub does not hold its event loop through every fsync."""
+        for message in messages:
+            if message.headers:
+                raise ConfigurationError(f"{message.message_id}: a spool folder (dir://) carries no headers")
+        if self._flushing is None:
+            raise SourceError(f"cannot publish into the spool folder {self.root}: the publisher is not open")
+        pairs = [(m.message_id, m.payload) for m in messages]
+        try:
+            await asyncio.to_thread(_write_all, self.root, pairs, self._flushing)
+        except OSError as exc:
+            raise SourceError(f"cannot publish into the spool folder {self.root}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Stop the flushing threads."""
+        flushing, self._flushing = self._flushing, None
+        if flushing is not None:
+            flushing.shutdown(wait=False)
 
 
-def _write_all(root: Path, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Write every scratch file, flush them all to disk, then rename each into `inbound/`: one journal commit of the
-    file system covers the batch, where a flush per file waited for one commit each."""
-    tmp = root / "tmp"
-    for name in ("inbound", "tmp"):
-        (root / name).mkdir(parents=True, exist_ok=True)
-    scratch = [(tmp / f".{uuid.uuid4().hex}", message_id, payload) for message_id, payload in messages]
+async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
+    """Write each `(message_id, payload)` into the spool folder's `inbound/` atomically."""
+    await publish_once(SpoolPublisher(url), messages)
+
+
+def _flush_folder(folder: str) -> None:
+    """Flush a folder's entries (the names renamed into it) to disk."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        for path, _, payload in scratch:
-            path.write_bytes(payload)
-        for path, _, _ in scratch:
-            with open(path, "rb+") as fh:
-                os.fsync(fh.fileno())
-        for path, message_id, _ in scratch:
-            os.replace(path, root / "inbound" / file_name(message_id))
+        os.fsync(fd)
     finally:
-        for path, _, _ in scratch:
-            path.unlink(missing_ok=True)  # those not renamed: a failure part way
+        os.close(fd)
+
+
+_FLUSHERS = 8
+"""Threads flushing one send's files at once."""
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _write_all(root: Path, messages: Sequence[tuple[str, bytes]], flushing: Executor) -> None:
+    """Write every scratch file, flush them all to disk, rename each into `inbound/`, then flush `inbound/`.
+
+    Plain descriptors and string paths: each file is opened once, and the relay calls this for every pass beside a
+    busy hub, whose thread waits for the interpreter while this one holds it. The files are flushed by the threads
+    of `flushing` at once, so the file system commits them in a few journal commits instead of one each (a tenth of
+    the time for 100 files on a busy ext4 disk), and the hub's own commits wait less behind them."""
+    tmp, inbound = os.path.join(root, "tmp"), os.path.join(root, "inbound")
+    for folder in (inbound, tmp):
+        os.makedirs(folder, exist_ok=True)
+    scratch: list[tuple[str, str, int]] = []
+    renamed = 0
+    try:
+        for message_id, payload in messages:
+            path = os.path.join(tmp, f".{uuid.uuid4().hex}")
+            scratch.append((path, message_id, os.open(path, _WRITE_FLAGS, 0o666)))
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(scratch[-1][2], view) :]
+        list(flushing.map(os.fsync, [fd for _, _, fd in scratch]))  # at once: the disk commits them together
+        for path, message_id, _ in scratch:
+            os.replace(path, os.path.join(inbound, file_name(message_id)))
+            renamed += 1
+        if scratch:  # the renames themselves survive a crash only once the folder is flushed
+            _flush_folder(inbound)
+    finally:
+        for n, (path, _, fd) in enumerate(scratch):
+            os.close(fd)
+            if n >= renamed:  # a failure part way: the files not renamed are removed
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)

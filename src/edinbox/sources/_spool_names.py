@@ -12,13 +12,23 @@ import re
 import time
 import uuid
 
-__all__ = ["MAX_NAME", "REDELIVERED", "name_problem", "owner_dead", "owner_id", "parked_name", "safe", "shown"]
+__all__ = ["MAX_NAME", "name_problem", "owner_dead", "owner_id", "parked_name", "safe", "shown", "split_count"]
 
 MAX_NAME = 230
 """The longest base name (in UTF-8 bytes) the spool claims as it is."""
 
-REDELIVERED = re.compile(r"(?P<name>.*?)(?:#(?P<count>\d+))?", re.DOTALL)
-"""`<name>#<count>`: a redelivered file carries its delivery count in its name (use `fullmatch`)."""
+
+def split_count(name: str) -> tuple[str, int]:
+    """`<name>#<count>` as (name, count): a redelivered file carries its delivery count in its name (1 without one).
+
+    The count is the digits after the last `#`, when there are only digits after it; a plain string split (a lazy
+    regular expression for it backtracked over the whole name: 16 us a name, three times per delivery).
+    """
+    base, sign, count = name.rpartition("#")
+    if sign and count.isdecimal():
+        return base, int(count)
+    return name, 1
+
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -39,8 +49,7 @@ def name_problem(name: str) -> str:
         return "the file name is not valid UTF-8"
     if _CONTROL.search(name):
         return "the file name contains control characters"
-    match = REDELIVERED.fullmatch(name)
-    base = match["name"] if match else name
+    base, _ = split_count(name)
     if len(base.encode()) > MAX_NAME or len(encoded) > MAX_NAME + 10:
         return f"the file name is longer than {MAX_NAME} bytes"
     return ""

@@ -36,13 +36,13 @@ from typing import Any
 
 from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
-from edinbox.sources._base import Delivery, Source
+from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly
 from edinbox.sources._kafka_config import MockCluster, commit_mode, kafka, parse, producer_settings, transient
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._options import name_option, positive_int
 
-__all__ = ["SOURCE", "KafkaSource", "MockCluster", "publish"]
+__all__ = ["PUBLISHER", "SOURCE", "KafkaPublisher", "KafkaSource", "MockCluster", "publish"]
 
 _log = logging.getLogger(__name__)
 
@@ -331,31 +331,56 @@ class KafkaSource(Source):
 SOURCE = KafkaSource
 
 
-async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Produce payloads to the URL's topic, the key header (and the record key) set to each producer id.
+class KafkaPublisher(Publisher):
+    """Produces to the URL's topic with one producer, the key header (and the record key) set to each producer id
+    and the message's headers as further record headers; each send waits until every record is delivered. A
+    payload over the producer's `message.max.bytes` is a LimitError (permanent: no retry can send it)."""
 
-    A payload over the producer's `message.max.bytes` is a LimitError (permanent: no retry can send it)."""
-    hosts, opts, settings = parse(url, {})
-    if opts.take("mock", positive_int, None) is not None:
-        raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
-    topic = opts.require("topic", name_option)
-    header = opts.take("key_header", lambda _n, v: str(v), "message_id")
-    producer = kafka().Producer(
-        {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3, "logger": _log}
-    )
-    errors: list[Any] = []
+    def __init__(self, url: str) -> None:
+        """Produce to the topic a `kafka://` URL names; nothing connects before `open()`."""
+        hosts, opts, settings = parse(url, {})
+        if opts.take("mock", positive_int, None) is not None:
+            raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
+        self.url = mask(url)
+        self.topic = opts.require("topic", name_option)
+        self.header = opts.take("key_header", lambda _n, v: str(v), "message_id")
+        self._settings = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3, "logger": _log}
+        self._producer: Any = None
 
-    def note(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
+    async def open(self) -> None:
+        """Create the producer (librdkafka connects, and reconnects, by itself)."""
+        with failing(f"creating a producer for {self.url}"):
+            self._producer = kafka().Producer(self._settings)
 
-    def send() -> int:
-        for message_id, payload in messages:
+    async def send(self, messages: Sequence[Outgoing]) -> None:
+        """Produce every record, then flush (at most 30 s) and check each delivery report."""
+        if self._producer is None:
+            raise SourceError(f"publishing to {self.url} failed: the publisher is not open")
+        for _, _, headers in messages:
+            if headers and self.header in headers:
+                raise ConfigurationError(f"the header {self.header!r} is the producer id on {self.url}")
+        errors: list[Any] = []
+        left = await asyncio.to_thread(self._produce, messages, errors)
+        too_large = kafka().KafkaError.MSG_SIZE_TOO_LARGE
+        if errors and all(getattr(err, "code", lambda: None)() == too_large for err in errors):
+            raise LimitError(f"publishing to {self.url}: a payload is over the producer's message.max.bytes")
+        if left or errors:
+            raise SourceError(f"publishing to {self.url} failed: {errors[:3] or f'{left} not delivered'}")
+
+    def _produce(self, messages: Sequence[Outgoing], errors: list[Any]) -> int:
+        """Produce each record (in a worker thread); return how many were not delivered within the flush."""
+        producer = self._producer
+
+        def note(err: Any, _msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+
+        for message_id, payload, headers in messages:
+            record = [(self.header, message_id), *(headers or {}).items()]
             while True:
                 try:
-                    producer.produce(
-                        topic, value=payload, key=message_id.encode(), headers=[(header, message_id)], on_delivery=note
-                    )
+                    key = message_id.encode()
+                    producer.produce(self.topic, value=payload, key=key, headers=record, on_delivery=note)
                     break
                 except BufferError:  # the local queue is full: let deliveries drain, then retry
                     producer.poll(0.1)
@@ -366,9 +391,16 @@ async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
             producer.poll(0)
         return int(producer.flush(30))
 
-    left = await asyncio.to_thread(send)
-    too_large = kafka().KafkaError.MSG_SIZE_TOO_LARGE
-    if errors and all(getattr(err, "code", lambda: None)() == too_large for err in errors):
-        raise LimitError(f"publishing to {mask(url)}: a payload is over the producer's message.max.bytes")
-    if left or errors:
-        raise SourceError(f"publishing to {mask(url)} failed: {errors[:3] or f'{left} not delivered'}")
+    async def aclose(self) -> None:
+        """Flush what is left (at most 10 s) and drop the producer."""
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await quietly(f"flushing {self.url}", lambda: asyncio.to_thread(producer.flush, 10))
+
+
+PUBLISHER = KafkaPublisher
+
+
+async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
+    """Produce payloads to the URL's topic, the key header (and the record key) set to each producer id."""
+    await publish_once(KafkaPublisher(url), messages)

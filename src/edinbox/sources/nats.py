@@ -41,12 +41,12 @@ from typing import Any
 
 from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
-from edinbox.sources._base import Delivery, Source
+from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
 from edinbox.sources._nats_connect import connect, ensure_stream, last_error
 from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
 
-__all__ = ["SOURCE", "NatsSource", "publish"]
+__all__ = ["PUBLISHER", "SOURCE", "NatsPublisher", "NatsSource", "publish"]
 
 _log = logging.getLogger(__name__)
 _SCHEMES = ("nats", "tls")
@@ -337,26 +337,54 @@ class NatsSource(Source):
 SOURCE = NatsSource
 
 
-async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Publish to the subject with `Nats-Msg-Id` set to the producer id, awaiting each JetStream ack.
+class NatsPublisher(Publisher):
+    """Publishes to the URL's subject on one connection, `Nats-Msg-Id` set to the producer id (beside the message's
+    own headers), awaiting each JetStream ack. A payload over the server's `max_payload` is a LimitError (permanent:
+    no retry can send it), raised before it is sent; the payloads before it were sent."""
 
-    A payload over the server's `max_payload` is a LimitError (permanent: no retry can send it), raised before it
-    is sent; the payloads before it were sent."""
-    source = NatsSource.from_url(url, consumer="publisher")
-    nc = await connect(source._server, source.url)
-    js = nc.jetstream()
-    try:
+    def __init__(self, url: str) -> None:
+        """Publish to the stream and subject a `nats://` URL names; nothing connects before `open()`."""
+        self._source = NatsSource.from_url(url, consumer="publisher")
+        self.url = self._source.url
+        self._nc: Any = None
+        self._js: Any = None
+
+    async def open(self) -> None:
+        """Connect once and make sure the stream exists."""
+        source = self._source
+        self._nc = await connect(source._server, source.url)
+        self._js = self._nc.jetstream()
+        with failing(f"preparing the stream {source.stream} on {source.url}"):
+            await ensure_stream(self._js, source)
+
+    async def send(self, messages: Sequence[Outgoing]) -> None:
+        """Publish one by one, each acked by JetStream before the next."""
+        source = self._source
+        if self._js is None:
+            raise SourceError(f"publishing to {source.subject} on {source.url} failed: the publisher is not open")
         with failing(f"publishing to {source.subject} on {source.url}"):
-            await ensure_stream(js, source)
-            for message_id, payload in messages:
-                if len(payload) > nc.max_payload:
+            for message_id, payload, headers in messages:
+                if len(payload) > self._nc.max_payload:
                     raise LimitError(
                         f"{message_id}: the payload has {len(payload)} bytes, more than the NATS server's "
-                        f"max_payload ({nc.max_payload} bytes)"
+                        f"max_payload ({self._nc.max_payload} bytes)"
                     )
-                await js.publish(source.subject, payload, headers={_MSG_ID: message_id}, stream=source.stream)
-    finally:
-        await quietly(f"closing {source.url}", lambda: asyncio.wait_for(nc.close(), _ACK_TIMEOUT))
+                sent = {**(headers or {}), _MSG_ID: message_id}
+                await self._js.publish(source.subject, payload, headers=sent, stream=source.stream)
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        nc, self._nc, self._js = self._nc, None, None
+        if nc is not None:
+            await quietly(f"closing {self.url}", lambda: asyncio.wait_for(nc.close(), _ACK_TIMEOUT))
+
+
+PUBLISHER = NatsPublisher
+
+
+async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
+    """Publish to the subject with `Nats-Msg-Id` set to the producer id, awaiting each JetStream ack."""
+    await publish_once(NatsPublisher(url), messages)
 
 
 def _checked(opts: Any, name: str, value: str) -> str:

@@ -32,18 +32,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from edinbox._errors import ConfigurationError, SourceError
+from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
-from edinbox.sources._base import Delivery, Source
+from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
 from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
 
-__all__ = ["SOURCE", "RabbitMQSource", "publish"]
+__all__ = ["PUBLISHER", "SOURCE", "RabbitMQPublisher", "RabbitMQSource", "publish"]
 
 _log = logging.getLogger(__name__)
 _SCHEMES = ("amqp", "amqps")
 _QUEUE_TYPES = ("quorum", "classic")
 _CONNECT_TIMEOUT = 5.0
+_CONFIRM_TIMEOUT = 30.0  # seconds a chunk of publishes may wait for its confirms before the send fails
 
 
 def _queue_type(name: str, value: Any) -> str:
@@ -223,31 +224,72 @@ class RabbitMQSource(Source):
 SOURCE = RabbitMQSource
 
 
-async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """Publish persistent messages with publisher confirms, `message_id` set to the producer id."""
-    import aio_pika
+class RabbitMQPublisher(Publisher):
+    """Persistent messages on one connection and channel with publisher confirms, `message_id` set to the producer
+    id and the headers as AMQP headers. A payload over the broker's `max_message_size` is a LimitError: the broker
+    closes the channel (PRECONDITION_FAILED), so the publisher must be opened again after it."""
 
-    source = RabbitMQSource.from_url(url, consumer="publisher")
-    connection = await _connect(source._server, source.url, heartbeat=source._heartbeat, robust=False)
-    try:
-        channel = await connection.channel(publisher_confirms=True)
-        await _declare(channel, source.queue, queue_type=source.queue_type, dead=source.dead)
+    def __init__(self, url: str) -> None:
+        """Publish to the queue an `amqp://...?queue=` URL names; nothing connects before `open()`."""
+        self._source = RabbitMQSource.from_url(url, consumer="publisher")
+        self.url = self._source.url
+        self._connection: Any = None
+        self._channel: Any = None
+
+    async def open(self) -> None:
+        """Connect once, open a confirming channel and declare the queue."""
+        source = self._source
+        self._connection = await _connect(
+            source._server, source.url, heartbeat=source._heartbeat, robust=False, name="edinbox-publisher"
+        )
+        with failing(f"declaring {source.queue!r} on {source.url}"):
+            self._channel = await self._connection.channel(publisher_confirms=True)
+            await _declare(self._channel, source.queue, queue_type=source.queue_type, dead=source.dead)
+
+    async def send(self, messages: Sequence[Outgoing]) -> None:
+        """Publish in chunks of 500, waiting for every confirm (at most `_CONFIRM_TIMEOUT` s a chunk)."""
+        import aio_pika
+
+        if self._channel is None:
+            raise SourceError(f"publishing to {self._source.queue!r} on {self.url} failed: the publisher is not open")
+        persistent = aio_pika.DeliveryMode.PERSISTENT
         for start in range(0, len(messages), 500):
-            await asyncio.gather(
-                *(
-                    channel.default_exchange.publish(
-                        aio_pika.Message(
-                            payload, message_id=message_id, delivery_mode=aio_pika.DeliveryMode.PERSISTENT
-                        ),
-                        routing_key=source.queue,
-                    )
-                    for message_id, payload in messages[start : start + 500]
+            sends = (
+                self._channel.default_exchange.publish(
+                    aio_pika.Message(
+                        m.payload, message_id=m.message_id, headers=dict(m.headers or {}), delivery_mode=persistent
+                    ),
+                    routing_key=self._source.queue,
                 )
+                for m in messages[start : start + 500]
             )
-    except Exception as exc:
-        raise SourceError(f"cannot publish to {source.queue!r} on {source.url}: {reason(exc)}") from exc
-    finally:
-        await quietly(f"closing {source.url}", connection.close)
+            try:
+                done = await asyncio.wait_for(asyncio.gather(*sends, return_exceptions=True), _CONFIRM_TIMEOUT)
+            except Exception as exc:
+                raise SourceError(f"cannot publish to {self._source.queue!r} on {self.url}: {reason(exc)}") from exc
+            self._check([r for r in done if isinstance(r, BaseException)])
+
+    def _check(self, errors: list[BaseException]) -> None:
+        """Raise for the failed publishes of a chunk: LimitError when the broker refused a payload as too big."""
+        for exc in errors:
+            if "larger than configured max size" in str(exc):
+                raise LimitError(f"RabbitMQ refused a payload on {self.url}: {reason(exc)}")
+        if errors:
+            raise SourceError(f"cannot publish to {self._source.queue!r} on {self.url}: {reason(errors[0])}")
+
+    async def aclose(self) -> None:
+        """Close the connection (its channel with it)."""
+        connection, self._connection, self._channel = self._connection, None, None
+        if connection is not None:
+            await quietly(f"closing {self.url}", connection.close)
+
+
+PUBLISHER = RabbitMQPublisher
+
+
+async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
+    """Publish persistent messages with publisher confirms, `message_id` set to the producer id."""
+    await publish_once(RabbitMQPublisher(url), messages)
 
 
 async def _connect(

@@ -42,12 +42,12 @@ from typing import Any
 
 from edinbox._errors import SourceError
 from edinbox._urls import mask
-from edinbox.sources._base import Delivery, Source
+from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly, with_backoff
 from edinbox.sources._options import name_option, positive_float, server_url, split_url
 from edinbox.sources._redis_group import Group, client, refused, text
 
-__all__ = ["SOURCE", "RedisSource", "publish"]
+__all__ = ["PUBLISHER", "SOURCE", "RedisPublisher", "RedisSource", "publish"]
 
 _SCHEMES = ("redis", "rediss")
 ID_FIELD = "message_id"
@@ -287,19 +287,45 @@ class RedisSource(Source):
 SOURCE = RedisSource
 
 
-async def publish(url: str, messages: Sequence[tuple[str, bytes]]) -> None:
-    """XADD each payload with its `message_id` field set to the producer id."""
-    source = RedisSource.from_url(url, consumer="publisher")
-    redis = client(source._server)
-    try:
+class RedisPublisher(Publisher):
+    """XADDs to the URL's stream on one client, each entry's `message_id` field set to the producer id and the
+    message's headers as further fields."""
+
+    def __init__(self, url: str) -> None:
+        """Publish to the stream a `redis://` URL names; nothing connects before the first send."""
+        self._source = RedisSource.from_url(url, consumer="publisher")
+        self.url = self._source.url
+        self._redis: Any = None
+
+    async def open(self) -> None:
+        """Create the client (redis-py connects on the first command and again after any failure)."""
+        self._redis = client(self._source._server)
+
+    async def send(self, messages: Sequence[Outgoing]) -> None:
+        """XADD in pipelines of 500 entries."""
+        source = self._source
+        if self._redis is None:
+            raise SourceError(f"publishing to {source.stream!r} at {source.url} failed: the publisher is not open")
         with failing(f"publishing to {source.stream!r} at {source.url}", refused=refused):
             for start in range(0, len(messages), 500):
-                async with redis.pipeline(transaction=False) as pipe:
-                    for message_id, payload in messages[start : start + 500]:
-                        pipe.xadd(source.stream, {ID_FIELD: message_id, PAYLOAD_FIELD: payload})
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for message_id, payload, headers in messages[start : start + 500]:
+                        pipe.xadd(source.stream, {**(headers or {}), ID_FIELD: message_id, PAYLOAD_FIELD: payload})
                     await pipe.execute()
-    finally:
-        await quietly(f"closing {source.url}", redis.aclose)
+
+    async def aclose(self) -> None:
+        """Close the client."""
+        redis, self._redis = self._redis, None
+        if redis is not None:
+            await quietly(f"closing {self.url}", redis.aclose)
+
+
+PUBLISHER = RedisPublisher
+
+
+async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
+    """XADD each payload with its `message_id` field set to the producer id."""
+    await publish_once(RedisPublisher(url), messages)
 
 
 def _checked(opts: Any, consumer: str) -> str:

@@ -48,6 +48,7 @@ from edinbox.sources._options import positive_float, positive_int, split_url
 from edinbox.sources._spool_files import (
     HEAD,
     OPEN_FLAGS,
+    SpoolPublisher,
     file_name,
     free_name,
     head,
@@ -61,16 +62,16 @@ from edinbox.sources._spool_files import (
     write_atomically,
 )
 from edinbox.sources._spool_names import (
-    REDELIVERED,
     name_problem,
     owner_dead,
     owner_id,
     parked_name,
     safe,
     shown,
+    split_count,
 )
 
-__all__ = ["HEAD", "MAX_PAYLOAD", "SOURCE", "SpoolSource", "file_name", "publish", "spool_path"]
+__all__ = ["HEAD", "MAX_PAYLOAD", "PUBLISHER", "SOURCE", "SpoolSource", "file_name", "publish", "spool_path"]
 
 MAX_PAYLOAD = 32 * 1024 * 1024
 """The default `max_payload`: bigger files are parked unread."""
@@ -307,9 +308,7 @@ class SpoolSource(Source):
         return self._delivery(path, payload)
 
     def _delivery(self, path: str, payload: bytes) -> Delivery:
-        match = REDELIVERED.fullmatch(os.path.basename(path))
-        assert match is not None  # noqa: S101 - the pattern matches every string
-        base, count = match["name"], int(match["count"] or 1)
+        base, count = split_count(os.path.basename(path))
         message_id = unquote(base.split("~", 1)[1].removesuffix(".edi")) if "~" in base else None
         return Delivery(
             payload,
@@ -328,8 +327,7 @@ class SpoolSource(Source):
         None when another process took it first; a file that cannot be moved at all is logged once and skipped.
         """
         odd = name_problem(name)
-        match = REDELIVERED.fullmatch(name)
-        base = match["name"] if match and not odd else name
+        base = split_count(name)[0] if not odd else name
         target = free_name(self._rejected, parked_name(name) if odd else base)
         reason = problem if not odd or problem.startswith(odd) else f"{odd}; {problem}"
         reason = f"{reason}: '{shown(name)}'" if odd else reason
@@ -372,11 +370,9 @@ class SpoolSource(Source):
     def _redeliver(self, path: str) -> int:
         """Move a claimed file back to `inbound/`, counting the delivery in its name; 0 if another process did."""
         name = os.path.basename(path)
-        match = REDELIVERED.fullmatch(name)
-        assert match is not None  # noqa: S101 - the pattern matches every string
-        count = int(match["count"] or 1) + 1
+        base, count = split_count(name)
         try:
-            os.rename(path, os.path.join(self._inbound, f"{match['name']}#{count}"))
+            os.rename(path, os.path.join(self._inbound, f"{base}#{count + 1}"))
         except FileNotFoundError:
             return 0
         except OSError as exc:  # e.g. a too long name claimed by an older version: park it instead
@@ -452,3 +448,4 @@ def _handle(delivery: Delivery) -> _Claim | None:
 
 
 SOURCE = SpoolSource
+PUBLISHER = SpoolPublisher

@@ -54,8 +54,8 @@ class AsyncUnit(Protocol):
     async def run(self, name: str, params: Params) -> int:
         """Run the named statement and return the number of rows it changed."""
 
-    async def run_many(self, name: str, params: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set."""
+    async def run_many(self, name: str, params: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set (one call to the driver); return the rows changed in all."""
 
     async def commit(self) -> None:
         """Commit (or release the savepoint); StoreError when the transaction was left aborted."""

@@ -12,6 +12,7 @@ refuses the commit of a transaction MariaDB rolled back by itself under a handle
 from __future__ import annotations
 
 import asyncio
+import json
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
@@ -28,7 +29,18 @@ from edinbox._errors import ConfigurationError, SchemaError, StoreError, Transie
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._async_base import Params, create_journal, held, json_batch, migrate_journal, purge_batches
-from edinbox.stores._mysql_sql import DIALECT, MySQLErrors, Statements, connect_options, lock_name, params, timestamp
+from edinbox.stores._mysql_sql import (
+    DIALECT,
+    DUPLICATE_KEY_NAME,
+    MySQLErrors,
+    Statements,
+    connect_options,
+    connection_lost,
+    has_returning,
+    lock_name,
+    params,
+    timestamp,
+)
 from edinbox.stores._queries import migration_queries
 
 __all__ = ["AsyncMySQLStore"]
@@ -142,6 +154,8 @@ class _AsyncMySQLUnit:
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
+        if name == "insert_batch" and not self._returning():
+            return await self._insert_each(values)
         if not self._own:
             await self.begin()
             return await self.fetch(name, values)
@@ -151,6 +165,40 @@ class _AsyncMySQLUnit:
             await cursor.nextset()
             return rows
 
+    def _returning(self) -> bool:
+        """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
+        decided = self._sql.returning
+        return has_returning(self.connection.get_server_info()) if decided is None else decided
+
+    async def _insert_each(self, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then `insert_batch` without RETURNING (MySQL): one INSERT IGNORE per message, whose affected-row
+        count says whether it inserted; the (source, message_id) of those that did, as RETURNING gives them.
+
+        On the store's own connections the statements and the mark go as one multi-statement query (one round
+        trip), each bound by the driver's escaping; on a caller's connection (multi-statements maybe off) one at a
+        time.
+        """
+        batch = json.loads(values["batch"])
+        each = [{"consumer": values["consumer"], "source": s, "message_id": m, "fingerprint": f} for s, m, f in batch]
+        counts: list[int] = []
+        if not self._own:
+            await self.begin()
+            with _RECORDING:
+                for one in each:
+                    counts.append(int((await self._execute("insert_processed", one)).rowcount))
+        else:
+            with _RECORDING:
+                cursor = await self._cursor_of()
+                statement = self._sql["insert_processed"][0]
+                bound = ";\n".join(cursor.mogrify(statement, one) for one in each)
+                cursor = await self._marked(bound.replace("%", "%%"), {})  # bound already: "%%" reads as "%"
+                counts.append(int(cursor.rowcount))
+                for _ in each[1:]:
+                    await cursor.nextset()
+                    counts.append(int(cursor.rowcount))
+                await cursor.nextset()  # past the mark's reply
+        return [(s, m) for (s, m, _), count in zip(batch, counts, strict=True) if count == 1]
+
     async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement(s) and return the rows of the last one."""
         with mapped_errors(f"run {name}"):
@@ -158,15 +206,35 @@ class _AsyncMySQLUnit:
             return [tuple(row) for row in await cursor.fetchall()]
 
     async def run(self, name: str, values: Params) -> int:
-        """Run the named statement(s) and return the number of rows the last one changed."""
+        """Run the named statement(s) and return the number of rows the last one changed (0 for a CREATE INDEX
+        whose index exists already: MySQL 8 has no IF NOT EXISTS there)."""
         with mapped_errors(f"run {name}"):
-            return int((await self._execute(name, values)).rowcount)
+            try:
+                return int((await self._execute(name, values)).rowcount)
+            except asyncmy.MySQLError as exc:
+                if name in self._sql.create_index and exc.args[:1] == (DUPLICATE_KEY_NAME,):
+                    return 0
+                raise
 
-    async def run_many(self, name: str, values: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set."""
+    async def run_many(self, name: str, values: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set; return the rows changed in all.
+
+        A one-statement INSERT ... VALUES goes in one executemany: the driver sends one multi-row INSERT (a "simple
+        insert" for InnoDB's auto-increment: no table lock, unlike INSERT ... SELECT).
+        """
+        statements = self._sql[name]
         with mapped_errors(f"run {name}"):
+            if len(statements) == 1 and values:
+                cursor = self._cursor
+                if cursor is None:
+                    cursor = self._cursor = await self.connection.cursor()
+                self._ddl = self._ddl or name in self._sql.ddl
+                await cursor.executemany(statements[0], [params(one) for one in values])
+                return int(cursor.rowcount)
+            changed = 0
             for one in values:
-                await self._execute(name, one)
+                changed += int((await self._execute(name, one)).rowcount)
+            return changed
 
     async def commit(self) -> None:
         """Commit (or release the savepoint); StoreError when the server already rolled the transaction back.
@@ -277,6 +345,9 @@ class _AsyncHold:
         finally:
             if drop:
                 _close(unit.connection)
+                if connection_lost(exc):  # the server restarted: the idle connections are broken too
+                    while store._idle:
+                        _close(store._idle.pop())
             if self._pooled:
                 if not drop:
                     store._idle.append(unit.connection)
@@ -328,6 +399,16 @@ class AsyncMySQLStore:
         kept for reuse) only when operations overlap (threads, tasks).
         """
         return _AsyncHold(self)
+
+    @property
+    def returning(self) -> bool | None:
+        """Whether batches are inserted with RETURNING: None (the default) decides by the server's version
+        (MariaDB yes, MySQL no); False takes the MySQL path on MariaDB too (how that path is tested)."""
+        return self._sql.returning
+
+    @returning.setter
+    def returning(self, value: bool | None) -> None:
+        self._sql.returning = value
 
     def timestamp(self, value: Any) -> datetime | None:
         """A DATETIME(6) in UTC as an aware datetime."""

@@ -110,11 +110,12 @@ class _AsyncPostgresUnit:
             cursor = await self.connection.execute(self._sql[name], params)
             return cursor.rowcount
 
-    async def run_many(self, name: str, params: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set (pipelined by psycopg)."""
+    async def run_many(self, name: str, params: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set (pipelined by psycopg); return the rows changed in all."""
         with mapped_errors(f"run {name}"):
             async with self.connection.cursor() as cursor:
                 await cursor.executemany(self._sql[name], params)
+                return max(cursor.rowcount, 0)
 
     async def commit(self) -> None:
         """Commit (or release the savepoint); StoreError when a statement left the transaction aborted."""

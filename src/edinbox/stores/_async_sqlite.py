@@ -56,8 +56,7 @@ class _AsyncSQLiteUnit:
         """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
         await self.begin()
         with _RECORDING:
-            cursor = await self.connection.execute(self._sql[name], params(values))
-            return await cursor.fetchone() is not None
+            return bool(await self._rows(name, values))
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
@@ -67,8 +66,12 @@ class _AsyncSQLiteUnit:
     async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
         with mapped_errors(f"run {name}"):
-            cursor = await self.connection.execute(self._sql[name], params(values))
-            return [tuple(row) for row in await cursor.fetchall()]
+            return [tuple(row) for row in await self._rows(name, values)]
+
+    async def _rows(self, name: str, values: Params) -> Any:
+        """Run the named statement and read all its rows in one call to the driver (one trip to its thread)."""
+        # sync: return self.connection.execute(self._sql[name], params(values)).fetchall()
+        return await self.connection.execute_fetchall(self._sql[name], params(values))  # async-only
 
     async def run(self, name: str, values: Params) -> int:
         """Run the named statement and return the number of rows it changed."""
@@ -76,10 +79,11 @@ class _AsyncSQLiteUnit:
             cursor = await self.connection.execute(self._sql[name], params(values))
             return int(cursor.rowcount)
 
-    async def run_many(self, name: str, values: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set."""
+    async def run_many(self, name: str, values: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set (one executemany); return the rows changed in all."""
         with mapped_errors(f"run {name}"):
-            await self.connection.executemany(self._sql[name], [params(v) for v in values])
+            cursor = await self.connection.executemany(self._sql[name], [params(v) for v in values])
+            return int(cursor.rowcount)
 
     async def commit(self) -> None:
         """Commit (or release the savepoint)."""

@@ -17,10 +17,13 @@ from edinbox.stores._queries import FILES, load_queries, placeholders
 
 __all__ = [
     "DIALECT",
+    "DUPLICATE_KEY_NAME",
     "MULTI_STATEMENTS",
     "MySQLErrors",
     "Statements",
     "connect_options",
+    "connection_lost",
+    "has_returning",
     "lock_name",
     "params",
     "timestamp",
@@ -34,6 +37,12 @@ MULTI_STATEMENTS = 1 << 16
 _STATEMENT_END = re.compile(r";\s*\n")
 _COMMENT = re.compile(r"^\s*--[^\n]*\n", re.MULTILINE)
 _DDL = re.compile(r"\s*(?:--[^\n]*\n\s*)*(?:CREATE|ALTER|DROP)\b", re.IGNORECASE)
+_CREATE_INDEX = re.compile(r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\b", re.IGNORECASE)
+
+_LOST = ((2006,), (2013,))  # CR_SERVER_GONE_ERROR, CR_SERVER_LOST
+
+DUPLICATE_KEY_NAME = 1061
+"""ER_DUP_KEYNAME: CREATE INDEX found an index of that name (what IF NOT EXISTS, which MySQL 8 lacks, would skip)."""
 
 
 def _quote(identifier: str) -> str:
@@ -71,8 +80,13 @@ class Statements:
             body = _COMMENT.sub("", text.format(**identifiers, **beside))  # the comments stay in the file
             self._text[name] = [s for s in _STATEMENT_END.split(body) if s.strip()]
         self.lock_name = lock_name(str(table))
+        self.returning: bool | None = None
+        """Whether a batch is inserted with `INSERT ... RETURNING`: None decides by the server (`has_returning`);
+        False takes MySQL's path on any server (one INSERT IGNORE per message)."""
         self.ddl = frozenset(n for n, texts in self._text.items() if _DDL.match(texts[0]))
         """The statements MariaDB commits implicitly (CREATE, ALTER, DROP): a transaction ends with them."""
+        self.create_index = frozenset(n for n, texts in self._text.items() if _CREATE_INDEX.match(texts[0]))
+        """The `CREATE INDEX` statements: done when the index exists (DUPLICATE_KEY_NAME), as IF NOT EXISTS."""
 
     def _placeholder(self, name: str) -> str:
         """`{x_index}`: `<journal>_x_index` (named after the journal, as on PostgreSQL); `{x_name}`: table x's name
@@ -90,6 +104,21 @@ class Statements:
     def __getitem__(self, name: str) -> list[str]:
         """The statements called `name`, in the order they run."""
         return self._text[name]
+
+
+def has_returning(server_version: str) -> bool:
+    """True for MariaDB (`INSERT ... RETURNING` since 10.5), false for MySQL, which has none; from the version
+    string of the connection's handshake (MariaDB's reads like "5.5.5-10.11.6-MariaDB", MySQL's like "8.0.36")."""
+    return "mariadb" in server_version.lower()
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """True when `exc`, or the driver error it was mapped from, says the server went away (2006, 2013, a socket
+    error): every other connection to it is broken too."""
+    for error in (exc, exc.__cause__ if exc is not None else None):
+        if isinstance(error, OSError) or (error is not None and error.args[:1] in _LOST):
+            return True
+    return False
 
 
 def lock_name(text: str) -> str:

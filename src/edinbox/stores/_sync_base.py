@@ -53,8 +53,8 @@ class Unit(Protocol):
     def run(self, name: str, params: Params) -> int:
         """Run the named statement and return the number of rows it changed."""
 
-    def run_many(self, name: str, params: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set."""
+    def run_many(self, name: str, params: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set (one call to the driver); return the rows changed in all."""
 
     def commit(self) -> None:
         """Commit (or release the savepoint); StoreError when the transaction was left aborted."""

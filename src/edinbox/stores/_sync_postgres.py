@@ -109,10 +109,11 @@ class _PostgresUnit:
             cursor = self.connection.execute(self._sql[name], params)
             return cursor.rowcount
 
-    def run_many(self, name: str, params: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set (pipelined by psycopg)."""
+    def run_many(self, name: str, params: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set (pipelined by psycopg); return the rows changed in all."""
         with mapped_errors(f"run {name}"), self.connection.cursor() as cursor:
             cursor.executemany(self._sql[name], params)
+            return max(cursor.rowcount, 0)
 
     def commit(self) -> None:
         """Commit (or release the savepoint); StoreError when a statement left the transaction aborted."""

@@ -54,8 +54,7 @@ class _SQLiteUnit:
         """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
         self.begin()
         with _RECORDING:
-            cursor = self.connection.execute(self._sql[name], params(values))
-            return cursor.fetchone() is not None
+            return bool(self._rows(name, values))
 
     def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
@@ -65,8 +64,11 @@ class _SQLiteUnit:
     def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement and return its rows."""
         with mapped_errors(f"run {name}"):
-            cursor = self.connection.execute(self._sql[name], params(values))
-            return [tuple(row) for row in cursor.fetchall()]
+            return [tuple(row) for row in self._rows(name, values)]
+
+    def _rows(self, name: str, values: Params) -> Any:
+        """Run the named statement and read all its rows in one call to the driver (one trip to its thread)."""
+        return self.connection.execute(self._sql[name], params(values)).fetchall()
 
     def run(self, name: str, values: Params) -> int:
         """Run the named statement and return the number of rows it changed."""
@@ -74,10 +76,11 @@ class _SQLiteUnit:
             cursor = self.connection.execute(self._sql[name], params(values))
             return int(cursor.rowcount)
 
-    def run_many(self, name: str, values: Sequence[Params]) -> None:
-        """Run the named statement once per parameter set."""
+    def run_many(self, name: str, values: Sequence[Params]) -> int:
+        """Run the named statement once per parameter set (one executemany); return the rows changed in all."""
         with mapped_errors(f"run {name}"):
-            self.connection.executemany(self._sql[name], [params(v) for v in values])
+            cursor = self.connection.executemany(self._sql[name], [params(v) for v in values])
+            return int(cursor.rowcount)
 
     def commit(self) -> None:
         """Commit (or release the savepoint)."""

@@ -13,26 +13,26 @@ CREATE TABLE IF NOT EXISTS {console_audit} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: console_index_received
-CREATE INDEX IF NOT EXISTS {received_index} ON {table} (consumer, received_at DESC)
+CREATE INDEX {received_index} ON {table} (consumer, received_at DESC)
 
 -- name: console_index_status
-CREATE INDEX IF NOT EXISTS {status_index} ON {table} (consumer, status, received_at DESC)
+CREATE INDEX {status_index} ON {table} (consumer, status, received_at DESC)
 
 -- name: console_index_control
-CREATE INDEX IF NOT EXISTS {control_index} ON {table} (consumer, message_id)
+CREATE INDEX {control_index} ON {table} (consumer, message_id)
 
 -- name: console_index_invoice_number
-CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {invoices} (number)
+CREATE INDEX {invoice_number_index} ON {invoices} (number)
 
 -- name: console_index_invoice_message
-CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {invoices} (consumer, source, message_id)
+CREATE INDEX {invoice_message_index} ON {invoices} (consumer, source, message_id)
 
 -- name: console_extensions
 -- MariaDB needs none: the partner search scans the consumer's rows
 SELECT 1
 
 -- name: console_index_partner
-CREATE INDEX IF NOT EXISTS {partner_index} ON {table} (consumer, source)
+CREATE INDEX {partner_index} ON {table} (consumer, source)
 
 -- name: console_search
 -- one statement for every combination of filters: an absent filter is NULL; the partner matches a substring of

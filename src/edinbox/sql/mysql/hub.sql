@@ -50,12 +50,33 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: hub_insert_invoice
+-- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
 -- a no-op update on the invoice key: 1 row when inserted, 0 when the invoice already exists
 INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, `lines`,
     consumer, source, message_id)
 VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
     %(consumer)s, %(source)s, %(message_id)s)
 ON DUPLICATE KEY UPDATE seller = seller
+
+-- name: hub_invoices_savepoint
+SAVEPOINT hub_invoices
+
+-- name: hub_invoices_rollback
+ROLLBACK TO SAVEPOINT hub_invoices
+
+-- name: hub_existing_invoices
+-- which invoice keys of the JSON rows (seller, number, kind, issue_date) the table already holds, compared in the key's
+-- own collation
+SELECT i.seller, i.number, i.kind, i.issue_date
+FROM JSON_TABLE(%(invoices)s, '$[*]' COLUMNS (
+    i_seller LONGTEXT CHARACTER SET utf8mb4 PATH '$[0]',
+    i_number LONGTEXT CHARACTER SET utf8mb4 PATH '$[1]',
+    i_kind LONGTEXT CHARACTER SET utf8mb4 PATH '$[2]',
+    i_issue_date DATE PATH '$[3]'
+)) AS j
+JOIN {invoices} AS i
+    ON i.seller = j.i_seller COLLATE utf8mb4_nopad_bin AND i.number = j.i_number COLLATE utf8mb4_nopad_bin
+    AND i.kind = j.i_kind COLLATE utf8mb4_nopad_bin AND i.issue_date = j.i_issue_date
 
 -- name: hub_park
 INSERT INTO {rejected} (consumer, fingerprint, delivery, reason, payload)

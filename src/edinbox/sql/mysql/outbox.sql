@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: outbox_create_pending
-CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, `key`, id)
+CREATE INDEX {outbox_pending} ON {outbox} (destination, `key`, id)
 
 -- name: outbox_insert
 INSERT INTO {outbox} (destination, `key`, payload, headers)
@@ -26,7 +26,7 @@ VALUES (%(destination)s, %(key)s, %(payload)s, %(headers)s)
 -- name: outbox_claim
 -- the oldest unsent rows whose (destination, key) has no older unsent row: order per key holds across relays,
 -- since a row another relay holds (locked, still unsent) keeps the next row of its key out of this claim
-SELECT id, destination, `key`, payload FROM {outbox} AS o
+SELECT id, destination, `key`, payload, headers FROM {outbox} AS o
 WHERE sent_at IS NULL AND parked_at IS NULL
     AND NOT EXISTS (
         SELECT 1 FROM {outbox} AS p
@@ -38,7 +38,9 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
 -- name: outbox_mark_sent
-UPDATE {outbox} SET sent_at = UTC_TIMESTAMP(6) WHERE id = %(id)s AND sent_at IS NULL
+-- every row a pass sent, in one statement: the ids as a JSON array
+UPDATE {outbox} SET sent_at = UTC_TIMESTAMP(6)
+WHERE id IN (SELECT id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS sent) AND sent_at IS NULL
 
 -- name: outbox_park
 UPDATE {outbox} SET parked_at = UTC_TIMESTAMP(6), reason = %(reason)s WHERE id = %(id)s AND sent_at IS NULL

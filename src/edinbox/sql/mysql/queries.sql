@@ -70,14 +70,15 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 -- name: record_failure
 -- Only a 'failed' or 'requeued' row counts another attempt (as PostgreSQL's ON CONFLICT ... WHERE): every
 -- assignment keeps the old value otherwise. The attempts assignment comes before the status one (which reads the
--- new count and the old status), after the others (which read the old count).
+-- new count and the old status), after the others (which read the old count). VALUES(column), not MariaDB's
+-- VALUE(): both servers read it in ON DUPLICATE KEY UPDATE (MySQL 8 has no VALUE()).
 INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, last_error, payload, received_at)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s, 1, %(error)s,
     CASE WHEN %(first_status)s = 'dead' THEN %(payload)s END, UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE
     payload = IF(status IN ('failed', 'requeued'), IF(attempts + 1 >= %(max_attempts)s, %(payload)s, NULL), payload),
-    fingerprint = IF(status IN ('failed', 'requeued'), VALUE(fingerprint), fingerprint),
-    last_error = IF(status IN ('failed', 'requeued'), VALUE(last_error), last_error),
+    fingerprint = IF(status IN ('failed', 'requeued'), VALUES(fingerprint), fingerprint),
+    last_error = IF(status IN ('failed', 'requeued'), VALUES(last_error), last_error),
     lease_until = IF(status IN ('failed', 'requeued'), NULL, lease_until),
     attempts = IF(status IN ('failed', 'requeued'), attempts + 1, attempts),
     status = IF(status IN ('failed', 'requeued'), IF(attempts >= %(max_attempts)s, 'dead', 'failed'), status)
@@ -94,9 +95,10 @@ SET status = 'conflict', conflicts = conflicts + 1, conflict_fingerprint = %(fin
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: insert_batch
--- INSERT IGNORE ... RETURNING (MariaDB 10.5+) returns exactly the rows it inserted. IGNORE is safe here: every
--- value is a validated key (at most 512 bytes, no NUL) or a fingerprint in a LONGTEXT column, so the only error
--- it can turn into a warning is the duplicate key itself.
+-- INSERT IGNORE ... RETURNING (MariaDB 10.5+) returns exactly the rows it inserted. MySQL has no RETURNING: there
+-- the store runs insert_processed once per message instead (the store's `returning`, detected at connect).
+-- IGNORE is safe here: every value is a validated key (at most 512 bytes, no NUL) or a fingerprint in a LONGTEXT
+-- column, so the only error it can turn into a warning is the duplicate key itself.
 INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
 SELECT %(consumer)s, j.s, j.m, j.f, 'processed', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
 FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (

@@ -5,6 +5,8 @@
 -- collation would make the last two one key). The unique key is the first UNIQUE NOT NULL index, so InnoDB
 -- clusters the rows on it and a duplicate waits on the very record the first delivery holds.
 -- Timestamps are DATETIME(6) in UTC (UTC_TIMESTAMP(6)), independent of the session's time zone.
+-- MySQL 8 has no CREATE INDEX IF NOT EXISTS: the store runs every `CREATE [UNIQUE] INDEX` of these files as
+-- "create unless an index of that name exists" (error 1061, duplicate key name, means it is there).
 
 -- name: create_schema
 CREATE DATABASE IF NOT EXISTS {schema} CHARACTER SET utf8mb4
@@ -31,7 +33,7 @@ CREATE TABLE IF NOT EXISTS {table} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 
 -- name: create_key
-CREATE UNIQUE INDEX IF NOT EXISTS {key_index} ON {table} (consumer, source, message_id)
+CREATE UNIQUE INDEX {key_index} ON {table} (consumer, source, message_id)
 
 -- name: create_version
 CREATE TABLE IF NOT EXISTS {version_table} (version INTEGER NOT NULL) ENGINE = InnoDB

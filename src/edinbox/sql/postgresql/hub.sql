@@ -45,11 +45,26 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
 )
 
 -- name: hub_insert_invoice
+-- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
 INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
     consumer, source, message_id)
 VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
     %(consumer)s, %(source)s, %(message_id)s)
 ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
+
+-- name: hub_invoices_savepoint
+SAVEPOINT hub_invoices
+
+-- name: hub_invoices_rollback
+ROLLBACK TO SAVEPOINT hub_invoices
+
+-- name: hub_existing_invoices
+-- which invoice keys of the arrays (one per key column) the table already holds
+SELECT i.seller, i.number, i.kind, i.issue_date
+FROM unnest(%(sellers)s::text[], %(numbers)s::text[], %(kinds)s::text[], %(issue_dates)s::date[])
+    AS u (seller, number, kind, issue_date)
+JOIN {invoices} AS i
+    ON i.seller = u.seller AND i.number = u.number AND i.kind = u.kind AND i.issue_date = u.issue_date
 
 -- name: hub_park
 INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)

@@ -30,7 +30,7 @@ SELECT pg_notify('edinbox_outbox', {outbox_name}) FROM added
 -- name: outbox_claim
 -- the oldest unsent rows whose (destination, key) has no older unsent row: order per key holds across relays,
 -- since a row another relay holds (locked, still unsent) keeps the next row of its key out of this claim
-SELECT id, destination, key, payload FROM {outbox} AS o
+SELECT id, destination, key, payload, headers FROM {outbox} AS o
 WHERE sent_at IS NULL AND parked_at IS NULL
     AND NOT EXISTS (
         SELECT 1 FROM {outbox} AS p
@@ -42,7 +42,9 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
 -- name: outbox_mark_sent
-UPDATE {outbox} SET sent_at = now() WHERE id = %(id)s AND sent_at IS NULL
+-- every row a pass sent, in one statement: the ids as a JSON array
+UPDATE {outbox} SET sent_at = now()
+WHERE id IN (SELECT jsonb_array_elements_text(%(ids)s::jsonb)::bigint) AND sent_at IS NULL
 
 -- name: outbox_park
 UPDATE {outbox} SET parked_at = now(), reason = %(reason)s WHERE id = %(id)s AND sent_at IS NULL

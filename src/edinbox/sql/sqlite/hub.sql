@@ -43,11 +43,27 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
 )
 
 -- name: hub_insert_invoice
+-- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
 INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
     consumer, source, message_id)
 VALUES (:seller, :number, :kind, :issue_date, :buyer, :currency, :total, :tax_total, :lines,
     :consumer, :source, :message_id)
 ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
+
+-- name: hub_invoices_savepoint
+SAVEPOINT hub_invoices
+
+-- name: hub_invoices_rollback
+ROLLBACK TO SAVEPOINT hub_invoices
+
+-- name: hub_existing_invoices
+-- which invoice keys of :invoices (JSON rows: seller, number, kind, issue_date) the table already holds; the keys
+-- drive the join
+SELECT i.seller, i.number, i.kind, i.issue_date
+FROM json_each(:invoices) AS j
+CROSS JOIN {invoices} AS i
+WHERE i.seller = j.value ->> 0 AND i.number = j.value ->> 1 AND i.kind = j.value ->> 2
+    AND i.issue_date = j.value ->> 3
 
 -- name: hub_park
 INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)

@@ -24,7 +24,7 @@ VALUES (:destination, :key, :payload, :headers, :now)
 
 -- name: outbox_claim
 -- the oldest unsent rows whose (destination, key) has no older unsent row (one relay at a time on SQLite)
-SELECT id, destination, key, payload FROM {outbox} AS o
+SELECT id, destination, key, payload, headers FROM {outbox} AS o
 WHERE sent_at IS NULL AND parked_at IS NULL
     AND NOT EXISTS (
         SELECT 1 FROM {outbox} AS p
@@ -35,7 +35,9 @@ ORDER BY id
 LIMIT :limit
 
 -- name: outbox_mark_sent
-UPDATE {outbox} SET sent_at = :now WHERE id = :id AND sent_at IS NULL
+-- every row a pass sent, in one statement: the ids as a JSON array
+UPDATE {outbox} SET sent_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND sent_at IS NULL
 
 -- name: outbox_park
 UPDATE {outbox} SET parked_at = :now, reason = :reason WHERE id = :id AND sent_at IS NULL

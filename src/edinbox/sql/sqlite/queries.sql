@@ -86,10 +86,12 @@ ON CONFLICT DO NOTHING
 RETURNING source, message_id
 
 -- name: find_batch_for_update
+-- CROSS JOIN keeps the batch's keys as the outer loop, so each is one search of the unique index; with a plain
+-- JOIN SQLite scans every row of the consumer and reads the JSON for each (a cost that grows with the journal)
 SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, :now
-FROM {table} AS t
-JOIN json_each(:keys) AS j ON t.source = j.value ->> 0 AND t.message_id = j.value ->> 1
-WHERE t.consumer = :consumer
+FROM json_each(:keys) AS j
+CROSS JOIN {table} AS t
+WHERE t.consumer = :consumer AND t.source = j.value ->> 0 AND t.message_id = j.value ->> 1
 
 -- name: get
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,

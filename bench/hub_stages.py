@@ -1,0 +1,158 @@
+"""Where the hub's time goes per message: wall time of each stage of `Hub.step` and of each named SQL statement.
+
+The hub settles the first `--measure` deliveries of generated invoice traffic from a spool (as `bench.spool
+--vs-parse` does), with timers wrapped around its stages: receiving from the spool, planning (parse, key, invoice
+extraction, in a worker thread), the batch's transaction (the journal's claim, the accounting handler, the
+bookkeeping, the commit) and the acks; and around every call of the store's unit, by statement name. Figures are
+microseconds per settled message (wall time, so waits for threads and the disk count), then the parse-alone time of
+the same files. Stages nest (the claim, handler and record are inside settle), so they do not add up to the step.
+
+Run: .venv/bin/python -m bench.hub_stages [--measure 2000] [--db postgresql://postgres@127.0.0.1:5432/test]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.spool import _drop_schema, fill_traffic, parse_rate
+from edinbox._async_inbox import AsyncInbox
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._batch import Batch
+from edinbox.hub._generate import generate
+from edinbox.hub._hub import Hub
+from edinbox.hub._ops import init
+from edinbox.sources.spool import SpoolSource
+from edinbox.stores import _async_mysql, _async_postgres, _async_sqlite
+
+_UNITS = (_async_sqlite._AsyncSQLiteUnit, _async_postgres._AsyncPostgresUnit, _async_mysql._AsyncMySQLUnit)
+
+
+class Timers:
+    """Seconds and calls per label, from wrapped coroutines and functions."""
+
+    def __init__(self) -> None:
+        """Start with nothing counted."""
+        self.seconds: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+        self.stages: list[str] = []
+        """The fixed labels, in the order they were wrapped."""
+
+    def wrap(self, owner: Any, name: str, label: str | Callable[..., str]) -> None:
+        """Replace `owner.name` (a coroutine function or a function) with one that adds its wall time to `label`."""
+        inner = getattr(owner, name)
+        timers = self
+        if isinstance(label, str):
+            self.stages.append(label)
+
+        def add(started: float, args: tuple[Any, ...]) -> None:
+            key = label(*args) if callable(label) else label
+            timers.seconds[key] += time.perf_counter() - started
+            timers.calls[key] += 1
+
+        if asyncio.iscoroutinefunction(inner):
+
+            @functools.wraps(inner)
+            async def timed(*args: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                try:
+                    return await inner(*args, **kwargs)
+                finally:
+                    add(started, args)
+
+        else:
+
+            @functools.wraps(inner)
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                try:
+                    return inner(*args, **kwargs)
+                finally:
+                    add(started, args)
+
+        setattr(owner, name, timed)
+
+
+def instrument(timers: Timers) -> None:
+    """Wrap the hub's stages and every store unit's statement calls."""
+    timers.wrap(Hub, "step", "step (all of it)")
+    timers.wrap(SpoolSource, "receive", "  receive (spool claims and reads)")
+    timers.wrap(Hub, "_plan", "  plan, inside the worker thread")
+    timers.wrap(asyncio, "to_thread", "  plan, as the loop waits for it")
+    timers.wrap(Hub, "_settle", "  settle (the batch's transaction)")
+    timers.wrap(AsyncInbox, "_claim_batch", "    journal claim (insert, look up)")
+    timers.wrap(Batch, "create", "    handler (invoices)")
+    timers.wrap(Batch, "record", "    record (parked payloads, counters)")
+    timers.wrap(Hub, "_finish", "  finish (ack or reject, totals, log)")
+    for unit in _UNITS:
+        for method in ("begin", "insert", "begin_fetch", "fetch", "run", "run_many", "commit", "rollback"):
+            timers.wrap(unit, method, functools.partial(_statement, method))
+
+
+def _statement(method: str, _unit: Any, name: Any = None, *_: Any) -> str:
+    return f"SQL {method} {name}" if isinstance(name, str) else f"SQL {method}"
+
+
+async def run_hub(root: Path, measure: int, *, db: str, schema: str) -> float:
+    """Settle `measure` deliveries with the hub; return the seconds it took (init excluded)."""
+    if db:
+        config = HubConfig(db=db, table=f"{schema}.inbox", source=f"dir://{root}")
+    else:
+        config = HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{root}")
+    await init(config)
+    async with open_hub(config) as hub:
+        done = 0
+        started = time.perf_counter()
+        while done < measure:
+            done += await hub.step()
+        return time.perf_counter() - started
+
+
+def main() -> int:
+    """Run the instrumented hub once, then parse alone, and print microseconds per message."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--measure", type=int, default=2000)
+    parser.add_argument("--db", default="", help="a PostgreSQL URL [an SQLite file beside the spool]")
+    args = parser.parse_args()
+    traffic = list(generate(2000, duplicate_rate=0.0, seed=1).files)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-stages-"))
+    schema = f"bench_stages_{os.getpid()}"
+    timers = Timers()
+    try:
+        fill_traffic(workdir, args.measure, traffic)
+        instrument(timers)
+        try:
+            seconds = asyncio.run(run_hub(workdir, args.measure, db=args.db, schema=schema))
+        finally:
+            if args.db:
+                _drop_schema(args.db, schema)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    parse = 1e6 / parse_rate(traffic, args.measure)
+    per = 1e6 / args.measure
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    where = "PostgreSQL" if args.db else "SQLite file"
+    print(f"hub on the spool and {where}, {args.measure:,} deliveries, batches of 20 (load average {load}):")
+    print(f"{seconds * per:,.0f} us per message; parse + key + invoice extraction alone: {parse:,.0f} us per file")
+    print("| stage | us per message | calls |")
+    print("|---|---|---|")
+    for key in timers.stages:
+        print(f"| {key} | {timers.seconds[key] * per:,.1f} | {timers.calls[key]:,} |")
+    statements = sorted((k for k in timers.seconds if k.startswith("SQL")), key=lambda k: -timers.seconds[k])
+    for key in statements[:12]:
+        print(f"| {key} | {timers.seconds[key] * per:,.1f} | {timers.calls[key]:,} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
