@@ -219,6 +219,16 @@ def reset(connection: psycopg.Connection[Any], table: str, *, layout: str) -> No
         connection.execute(b"SELECT pg_prewarm(%s::regclass, 'buffer')", [index])
 
 
+def batch_params(messages: list[Message]) -> dict[str, Any]:
+    """A batch's parameters for the inserts: the consumer and the keys' columns as arrays."""
+    return {
+        "consumer": CONSUMER,
+        "sources": [m.source for m in messages],
+        "message_ids": [m.message_id for m in messages],
+        "fingerprints": [m.fingerprint for m in messages],
+    }
+
+
 def sql_batch(
     connection: psycopg.Connection[Any], insert: bytes, *, lock: str | None = None
 ) -> Callable[[list[Message]], None]:
@@ -229,15 +239,7 @@ def sql_batch(
         with connection.transaction():
             if lock is not None:
                 connection.execute(RING["ring_lock"].encode(), {"lock": lock})
-            cursor = connection.execute(
-                insert,
-                {
-                    "consumer": CONSUMER,
-                    "sources": [m.source for m in messages],
-                    "message_ids": [m.message_id for m in messages],
-                    "fingerprints": [m.fingerprint for m in messages],
-                },
-            )
+            cursor = connection.execute(insert, batch_params(messages))
             assert len(cursor.fetchall()) == len(messages), "a fresh message was taken for a duplicate"
 
     return run
@@ -368,15 +370,7 @@ def explain(
         for _ in range(batches):
             messages = keys[name].batch()
             with connection.transaction(force_rollback=True):
-                row = connection.execute(
-                    statement,
-                    {
-                        "consumer": CONSUMER,
-                        "sources": [m.source for m in messages],
-                        "message_ids": [m.message_id for m in messages],
-                        "fingerprints": [m.fingerprint for m in messages],
-                    },
-                ).fetchone()
+                row = connection.execute(statement, batch_params(messages)).fetchone()
             plan = row[0][0] if row else {}
             top = plan.get("Plan", {})
             visits.append(int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0)))
