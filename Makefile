@@ -37,8 +37,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# the suite's modules spread over workers (pytest-xdist; a module stays on one worker, its fixtures shared): most
+# tests wait on servers, brokers and subprocesses, so three workers fit two cores. WORKERS=0 runs in one process.
+WORKERS ?= 3
+
 test: $(STAMP) lint typecheck check-generated
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
