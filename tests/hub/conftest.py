@@ -8,15 +8,12 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import aio_pika
 import pytest
 
 from edinbox.hub import HubConfig
 from edinbox.hub._ops import init
 from services import MYSQL_URL, drop_database, require_service
-
-BROKER = "amqp://guest:guest@127.0.0.1/"
-"""The shared RabbitMQ server's URL."""
+from sources.test_rabbitmq import drop
 
 
 @pytest.fixture
@@ -65,9 +62,4 @@ async def queue() -> AsyncIterator[str]:
     require_service("rabbitmq")
     name = "hub" + uuid.uuid4().hex[:12]
     yield name
-    connection = await aio_pika.connect(BROKER)
-    async with connection:
-        channel = await connection.channel()
-        for each in (name, f"{name}.dead"):
-            await channel.queue_delete(each)
-        await channel.exchange_delete(f"{name}.dead")
+    await drop(name)

@@ -17,8 +17,8 @@ from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import PARTNERS, generate, render
 from edinbox.hub._ops import stats
 from edinbox.sources import rabbitmq, spool
+from sources.test_rabbitmq import BROKER
 
-from .conftest import BROKER
 from .test_acknowledgments import agreed, received
 from .test_hub import doc
 from .test_rejections import X12, LostAck, bad_date, one_notice_per_resend, resend

@@ -203,11 +203,9 @@ def _drop_invoices(config: HubConfig) -> None:
         with sqlite3.connect(config.db.removeprefix("sqlite:///")) as connection:
             connection.execute(f"DROP TABLE {table}")
     elif config.db.startswith("mysql"):
-        import pymysql
+        from services import mariadb_admin
 
-        connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
-        with connection, connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE {table}")
+        mariadb_admin(f"DROP TABLE {table}")
     else:
         import psycopg
 

@@ -8,8 +8,8 @@ from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._ops import list_rows, stats
 from edinbox.hub._plan import HEAD
 from edinbox.sources.rabbitmq import publish
+from sources.test_rabbitmq import BROKER
 
-from .conftest import BROKER
 from .poison import BAD
 from .test_poison import MAX_PAYLOAD, stored_payload, traffic
 
