@@ -59,8 +59,9 @@ class Seen:
             self.done.set()
 
     async def wait(self) -> list[tuple[str, str, Outcome]]:
-        """The settlements, sorted, once all arrived (10 s at most)."""
-        await asyncio.wait_for(self.done.wait(), timeout=10)
+        """The settlements, sorted, once all arrived (30 s at most: a Kafka consumer group forms in a few seconds on
+        an idle machine, several times that with the suite's other workers busy)."""
+        await asyncio.wait_for(self.done.wait(), timeout=30)
         return sorted(self.items, key=lambda item: (item[0], item[2].value))
 
 
