@@ -38,8 +38,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # the suite's modules spread over workers (pytest-xdist; a module stays on one worker, its fixtures shared): most
-# tests wait on servers, brokers and subprocesses, so three workers fit two cores. WORKERS=0 runs in one process.
-WORKERS ?= 3
+# tests wait on servers, brokers and subprocesses; two workers on two cores keep the timing tests calm. WORKERS=0
+# runs in one process.
+WORKERS ?= 2
 
 test: $(STAMP) lint typecheck check-generated
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile
