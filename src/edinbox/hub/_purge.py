@@ -73,9 +73,10 @@ async def purge(
             if not task.done():
                 progress(max(0, total - await _purgeable(inbox, config.consumer, age)), total)
         deleted = int(await task)
+        rejected = await purge_rejected(inbox, consumer=config.consumer, older_than=age)
     if progress is not None and total:
         progress(min(deleted, total), total)
-    return Purged(rows=deleted, rejected=await purge_rejected(config, older_than=age))
+    return Purged(rows=deleted, rejected=rejected)
 
 
 def check_purge(config: HubConfig) -> None:

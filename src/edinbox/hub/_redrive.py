@@ -161,14 +161,14 @@ async def forget_rejected(config: HubConfig, number: int) -> bool:
         return bool(await inbox.transaction(lambda tx: tx.unit.run("hub_forget_rejected", params)))
 
 
-async def purge_rejected(config: HubConfig, *, older_than: timedelta) -> int:
-    """Delete parked payloads first rejected more than `older_than` ago, and the answers (`hub_answers`) given that
-    long ago; return how many parked payloads."""
-    params = {"consumer": config.consumer, "older_than": older_than}
+async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timedelta) -> int:
+    """Delete `consumer`'s parked payloads first rejected more than `older_than` ago, and the answers
+    (`hub_answers`) given that long ago, on the journal the purge already has open; return how many parked
+    payloads."""
+    params = {"consumer": consumer, "older_than": older_than}
 
     async def purge(tx: Any) -> int:
         await tx.unit.run("hub_purge_answers", params)
         return int(await tx.unit.run("hub_purge_rejected", params))
 
-    async with open_inbox(config) as inbox:
-        return await inbox.transaction(purge)
+    return await inbox.transaction(purge)
