@@ -269,12 +269,11 @@ class _AsyncMySQLUnit:
                 await self.connection.commit()
             elif self._ddl:
                 await cursor.execute("COMMIT")
+            elif self._mariadb():
+                await cursor.execute(_COMMIT_MARKED)
             else:
-                if self._mariadb():
-                    await cursor.execute(_COMMIT_MARKED)
-                else:
-                    await cursor.execute(_COMMIT_MARKED_MYSQL)
-                    await cursor.nextset()  # the COMMIT's reply (or its error)
+                await cursor.execute(_COMMIT_MARKED_MYSQL)
+                await cursor.nextset()  # the COMMIT's reply (or its error)
         except asyncmy.MySQLError as exc:
             if exc.args and exc.args[0] == _NO_SAVEPOINT:
                 await self.rollback()

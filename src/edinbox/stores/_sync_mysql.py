@@ -268,12 +268,11 @@ class _MySQLUnit:
                 self.connection.commit()
             elif self._ddl:
                 cursor.execute("COMMIT")
+            elif self._mariadb():
+                cursor.execute(_COMMIT_MARKED)
             else:
-                if self._mariadb():
-                    cursor.execute(_COMMIT_MARKED)
-                else:
-                    cursor.execute(_COMMIT_MARKED_MYSQL)
-                    cursor.nextset()  # the COMMIT's reply (or its error)
+                cursor.execute(_COMMIT_MARKED_MYSQL)
+                cursor.nextset()  # the COMMIT's reply (or its error)
         except pymysql.MySQLError as exc:
             if exc.args and exc.args[0] == _NO_SAVEPOINT:
                 self.rollback()
