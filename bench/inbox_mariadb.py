@@ -9,9 +9,12 @@
    - "naive, edinbox journal": the journal's own table and INSERT (`insert_processed`: every column it writes)
      instead of the 3-column one;
    - "naive + mark": the 3-column table, with `SAVEPOINT edinbox_tx` in the INSERT's query and `RELEASE SAVEPOINT
-     edinbox_tx` in the COMMIT's, as the store sends them;
-   - "naive, journal + mark": both, which is on the wire exactly what `Inbox.process` sends (so the difference
-     between this one and `Inbox.process` is the client's Python).
+     edinbox_tx; COMMIT` as the last query (two statements, two replies: the store before the compound commit);
+   - "naive + mark, one reply": the same with the release and the COMMIT as one compound statement (`BEGIN NOT
+     ATOMIC ... END`, one reply), as the store sends them on MariaDB;
+   - "naive + mark, blocks": the first query a compound statement too (`SAVEPOINT` then the INSERT, one reply);
+   - "naive, journal + mark, 1 r.": the journal's table and the mark with one reply, which is on the wire exactly
+     what `Inbox.process` sends (so the difference between this one and `Inbox.process` is the client's Python).
    Every naive connection gets the store's own session settings (READ COMMITTED, strict mode, autocommit off) and
    multi-statements, so isolation and durability are the same for all; each variant has a journal of its own.
 2. A batch per transaction: `Inbox.process_batch` (one `INSERT IGNORE ... RETURNING` for the batch, the handler's
@@ -57,35 +60,63 @@ CONSUMER = "bench"
 Variant = Callable[[list[Message]], None]
 
 
+def server_cpu(pid: int | None) -> float:
+    """The CPU time (seconds) the server's threads have used so far (0 when the server is not ours to watch)."""
+    if pid is None:
+        return 0.0
+    used = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
+                used += int(stat.read().split()[0])
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            continue
+    return used / 1e9
+
+
 def paired(
-    title: str, variants: dict[str, Variant], *, turns: int, chunk: int, base: str, size: int = 1
+    title: str,
+    variants: dict[str, Variant],
+    *,
+    turns: int,
+    chunk: int,
+    base: str,
+    size: int = 1,
+    server: int | None = None,
 ) -> dict[str, float]:
     """Run the variants turn by turn on `chunk` fresh units of `size` messages each (order rotated every turn);
-    print each variant's rate, its CPU per message and the median per-turn ratio to `base`; return those medians."""
+    print each variant's rate, the client's and the server's (pid `server`) CPU per message and the median per-turn
+    ratio to `base`; return those medians."""
     for warm_name, warm in variants.items():  # warm-up: connections, caches, the tables' first pages
         for _ in range(3):
             warm(batches(f"warm-{warm_name}-{uuid.uuid4().hex[:6]}-", 1, chunk * size)[0])
     seconds: dict[str, list[float]] = {name: [] for name in variants}
     cpu = dict.fromkeys(variants, 0.0)
+    served = dict.fromkeys(variants, 0.0)
     order = list(variants)
     for turn in range(turns):
         order = order[1:] + order[:1]
         for name in order:
             messages = batches(f"{name[:12]}-{turn}-{uuid.uuid4().hex[:6]}-", 1, chunk * size)[0]
+            started_server = server_cpu(server)
             started, started_cpu = time.perf_counter(), time.thread_time()
             variants[name](messages)
             cpu[name] += time.thread_time() - started_cpu
             seconds[name].append(time.perf_counter() - started)
+            served[name] += server_cpu(server) - started_server
     total = turns * chunk * size
     print(f"\n## {title}\n   ({turns} turns of {chunk * size} messages per variant, order rotated each turn)")
-    print(f"  {'variant':<28} {'msg/s':>9}  {'CPU us/msg':>10}  per-turn ratio to {base}: median [p10-p90]")
+    print(
+        f"  {'variant':<28} {'msg/s':>9}  {'CPU us/msg: client':>18} {'server':>6}  ratio to {base}: median [p10-p90]"
+    )
     medians: dict[str, float] = {}
     for name, times in seconds.items():
         ratios = sorted(b / t for b, t in zip(seconds[base], times, strict=True))  # rate ratio = time ratio inverted
         medians[name] = statistics.median(ratios)
         deciles = statistics.quantiles(ratios, n=10)
         print(
-            f"  {name:<28} {total / sum(times):>9,.0f}  {cpu[name] / total * 1e6:>10,.0f}  "
+            f"  {name:<28} {total / sum(times):>9,.0f}  {cpu[name] / total * 1e6:>18,.0f} "
+            f"{served[name] / total * 1e6:>6,.0f}  "
             f"x{medians[name]:.3f} [{deciles[0]:.2f}-{deciles[-1]:.2f}]"
         )
     return medians
@@ -149,7 +180,7 @@ def connect(url: str, statements: Statements) -> Any:
     return connection
 
 
-def per_message(url: str, table: str, *, turns: int, chunk: int) -> None:
+def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | None) -> None:
     """Naive vs Inbox.process on MariaDB, and the naive inbox with each of the differences, one at a time."""
     statements = Statements(parse_table(table, qualified=True))
     admin = connect(url, statements)
@@ -159,7 +190,7 @@ def per_message(url: str, table: str, *, turns: int, chunk: int) -> None:
         inbox.create_schema()
     with admin.cursor() as cursor:
         cursor.execute(f"CREATE TABLE {table}_business (message_id VARCHAR(100) NOT NULL, body BLOB)")
-        for name in ("naive", "mark", "block"):
+        for name in ("naive", "mark", "block", "blocks"):
             cursor.execute(
                 f"CREATE TABLE {table}_{name} (consumer VARBINARY(512) NOT NULL, source VARBINARY(512) NOT NULL, "
                 "message_id VARBINARY(512) NOT NULL, received_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
@@ -167,7 +198,9 @@ def per_message(url: str, table: str, *, turns: int, chunk: int) -> None:
             )
     business = f"INSERT INTO {table}_business (message_id, body) VALUES (%s, %s)"
 
-    def naive_variant(*, journal: str, edinbox_row: bool, mark: bool, block: bool = False) -> Variant:
+    def naive_variant(
+        *, journal: str, edinbox_row: bool, mark: bool, block: bool = False, first_block: bool = False
+    ) -> Variant:
         connection = connect(url, statements)
         if edinbox_row:
             insert = Statements(parse_table(journal, qualified=True))["insert_processed"][0]
@@ -177,6 +210,8 @@ def per_message(url: str, table: str, *, turns: int, chunk: int) -> None:
         last = "RELEASE SAVEPOINT edinbox_tx;\nCOMMIT" if mark else "COMMIT"
         if block:
             last = "BEGIN NOT ATOMIC RELEASE SAVEPOINT edinbox_tx; COMMIT; END"
+        if first_block:
+            first = f"BEGIN NOT ATOMIC SAVEPOINT edinbox_tx; {insert}; END"
 
         def run(messages: list[Message]) -> None:
             with connection.cursor() as cursor:
@@ -184,7 +219,7 @@ def per_message(url: str, table: str, *, turns: int, chunk: int) -> None:
                     values: Any = key_params(CONSUMER, m) if edinbox_row else (CONSUMER, m.source, m.message_id)
                     cursor.execute(first, values)
                     inserted = cursor.rowcount == 1
-                    if mark:
+                    if mark and not first_block:
                         cursor.nextset()
                     if inserted:
                         cursor.execute(business, (m.message_id, m.payload))
@@ -209,25 +244,29 @@ def per_message(url: str, table: str, *, turns: int, chunk: int) -> None:
         "naive inbox": naive_variant(journal=f"{table}_naive", edinbox_row=False, mark=False),
         "naive, edinbox journal": naive_variant(journal=journals["journal"], edinbox_row=True, mark=False),
         "naive + mark": naive_variant(journal=f"{table}_mark", edinbox_row=False, mark=True),
-        "naive, journal + mark": naive_variant(journal=journals["both"], edinbox_row=True, mark=True),
-        "naive + mark in a block": naive_variant(journal=f"{table}_block", edinbox_row=False, mark=True, block=True),
+        "naive + mark, one reply": naive_variant(journal=f"{table}_block", edinbox_row=False, mark=True, block=True),
+        "naive + mark, blocks": naive_variant(
+            journal=f"{table}_blocks", edinbox_row=False, mark=True, block=True, first_block=True
+        ),
+        "naive, journal + mark, 1 r.": naive_variant(journal=journals["both"], edinbox_row=True, mark=True, block=True),
         "Inbox.process": process,
     }
     try:
-        paired("MariaDB, one message per transaction", variants, turns=turns, chunk=chunk, base="naive inbox")
+        title = "MariaDB, one message per transaction"
+        paired(title, variants, turns=turns, chunk=chunk, base="naive inbox", server=server)
         print_wire(variants)
     finally:
         for inbox in inboxes.values():
             inbox.close()
         with admin.cursor() as cursor:
-            for name in ("business", "naive", "mark", "block"):
+            for name in ("business", "naive", "mark", "block", "blocks"):
                 cursor.execute(f"DROP TABLE IF EXISTS {table}_{name}")
             for journal in journals.values():
                 cursor.execute(f"DROP TABLE IF EXISTS {journal}, {journal}_version, {journal}_outbox")
         admin.close()
 
 
-def per_batch(url: str, table: str, *, turns: int, batch: int) -> None:
+def per_batch(url: str, table: str, *, turns: int, batch: int, server: int | None) -> None:
     """A naive batch (one INSERT IGNORE ... RETURNING, the business executemany, COMMIT) vs Inbox.process_batch."""
     statements = Statements(parse_table(table, qualified=True))
     connection = connect(url, statements)
@@ -267,7 +306,7 @@ def per_batch(url: str, table: str, *, turns: int, batch: int) -> None:
     variants = {"naive batch": naive, "Inbox.process_batch": process_batch}
     try:
         title = f"MariaDB, batches of {batch} new messages"
-        paired(title, variants, turns=turns, chunk=2, base="naive batch", size=batch)
+        paired(title, variants, turns=turns, chunk=2, base="naive batch", size=batch, server=server)
         print_wire(variants, count=10, size=batch)
     finally:
         inbox.close()
@@ -367,9 +406,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"edinbox MariaDB benchmark on {where}, {os.cpu_count()} CPUs; before: {load()}")
     name: Callable[[], str] = lambda: "bench_" + uuid.uuid4().hex[:10]  # noqa: E731
     try:
-        per_message(url, name(), turns=args.turns, chunk=args.chunk)
+        pid = server._pid() if server is not None else None
+        per_message(url, name(), turns=args.turns, chunk=args.chunk, server=pid)
         if args.batch:
-            per_batch(url, name(), turns=max(1, args.turns // 3), batch=args.batch)
+            per_batch(url, name(), turns=max(1, args.turns // 3), batch=args.batch, server=pid)
         if args.joined:
             plain: Any = url.split("://", 1)[1]
             title = "MariaDB, joining the caller's transaction"
