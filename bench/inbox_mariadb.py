@@ -9,12 +9,12 @@
    - "naive, edinbox journal": the journal's own table and INSERT (`insert_processed`: every column it writes)
      instead of the 3-column one;
    - "naive + mark": the 3-column table, with `SAVEPOINT edinbox_tx` in the INSERT's query and `RELEASE SAVEPOINT
-     edinbox_tx; COMMIT` as the last query (two statements, two replies: the store before the compound commit);
-   - "naive + mark, one reply": the same with the release and the COMMIT as one compound statement (`BEGIN NOT
-     ATOMIC ... END`, one reply), as the store sends them on MariaDB;
+     edinbox_tx; COMMIT` as the last query, as the store sends them (two statements in each: two replies);
+   - "naive + mark, one reply": the release and the COMMIT as one compound statement (`BEGIN NOT ATOMIC ... END`:
+     one reply, so the client wakes up once instead of twice while the COMMIT flushes the log), an alternative;
    - "naive + mark, blocks": the first query a compound statement too (`SAVEPOINT` then the INSERT, one reply);
-   - "naive, journal + mark, 1 r.": the journal's table and the mark with one reply, which is on the wire exactly
-     what `Inbox.process` sends (so the difference between this one and `Inbox.process` is the client's Python).
+   - "naive, journal + mark": both differences, which is on the wire exactly what `Inbox.process` sends (so the
+     difference between this one and `Inbox.process` is the client's Python).
    Every naive connection gets the store's own session settings (READ COMMITTED, strict mode, autocommit off) and
    multi-statements, so isolation and durability are the same for all; each variant has a journal of its own.
 2. A batch per transaction: `Inbox.process_batch` (one `INSERT IGNORE ... RETURNING` for the batch, the handler's
@@ -116,7 +116,7 @@ def paired(
         deciles = statistics.quantiles(ratios, n=10)
         print(
             f"  {name:<28} {total / sum(times):>9,.0f}  {cpu[name] / total * 1e6:>18,.0f} "
-            f"{served[name] / total * 1e6:>6,.0f}  "
+            f"{f'{served[name] / total * 1e6:,.0f}' if server else '-':>6}  "
             f"x{medians[name]:.3f} [{deciles[0]:.2f}-{deciles[-1]:.2f}]"
         )
     return medians
@@ -248,7 +248,7 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         "naive + mark, blocks": naive_variant(
             journal=f"{table}_blocks", edinbox_row=False, mark=True, block=True, first_block=True
         ),
-        "naive, journal + mark, 1 r.": naive_variant(journal=journals["both"], edinbox_row=True, mark=True, block=True),
+        "naive, journal + mark": naive_variant(journal=journals["both"], edinbox_row=True, mark=True),
         "Inbox.process": process,
     }
     try:

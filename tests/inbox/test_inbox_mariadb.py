@@ -201,22 +201,15 @@ def test_a_url_without_one_database_is_refused_before_connecting(url: str) -> No
         Inbox(url, consumer="c")
 
 
-@pytest.fixture(params=["mariadb", "mysql"])
-def returning(request: pytest.FixtureRequest) -> bool | None:
-    """The store's path: MariaDB's (the commit as one compound statement) or MySQL's, forced (two statements)."""
-    return None if request.param == "mariadb" else False
-
-
-def test_a_transaction_the_server_rolled_back_is_not_committed(table: str, returning: bool | None) -> None:
+def test_a_transaction_the_server_rolled_back_is_not_committed(table: str) -> None:
     """MariaDB rolls a deadlocked transaction back whole; a handler that swallows that (here: ends the transaction
-    itself) gets StoreError, not PROCESSED, and nothing it wrote afterwards is committed alone (on both paths)."""
+    itself) gets StoreError, not PROCESSED, and nothing it wrote afterwards is committed alone."""
 
     def swallowing(tx: Tx, message: Message) -> None:
         execute(tx.connection, "ROLLBACK")  # what a deadlock (1213) does to the whole transaction
         effect(table)(tx, message)  # in a new transaction now, which must not be committed
 
     with Inbox(MYSQL_URL, consumer="c", table=table) as inbox:
-        inbox._store.returning = returning  # type: ignore[attr-defined]
         with pytest.raises(StoreError, match="rolled back"):
             inbox.process(Message("1", "s"), swallowing)
         assert inbox.get("s", "1") is None
@@ -225,10 +218,10 @@ def test_a_transaction_the_server_rolled_back_is_not_committed(table: str, retur
     assert count(f"SELECT count(*) FROM {table}_business") == 1
 
 
-def test_a_deadlock_swallowed_by_the_handler_commits_nothing(table: str, returning: bool | None) -> None:
+def test_a_deadlock_swallowed_by_the_handler_commits_nothing(table: str) -> None:
     """A real deadlock inside the handler, caught and swallowed by it, then more writes: MariaDB rolled the journal
     row and the first effect back, and the inbox refuses to commit the writes that followed (StoreError, not
-    settled), so no half of the delivery is kept; the redelivery then runs the handler whole (on both paths)."""
+    settled), so no half of the delivery is kept; the redelivery then runs the handler whole."""
     rows = f"{table}_rows"
     count(f"CREATE TABLE {rows} (id INTEGER PRIMARY KEY, note VARCHAR(20), ballast INTEGER)")
     count(f"INSERT INTO {rows} (id, note) VALUES (1, 'a'), (2, 'b')")
@@ -260,7 +253,6 @@ def test_a_deadlock_swallowed_by_the_handler_commits_nothing(table: str, returni
     other = threading.Thread(target=other_transaction)
     try:
         with Inbox(MYSQL_URL, consumer="c", table=table) as inbox:
-            inbox._store.returning = returning  # type: ignore[attr-defined]
             other.start()
             try:
                 with pytest.raises(StoreError, match="rolled back"):

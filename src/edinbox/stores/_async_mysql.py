@@ -72,18 +72,10 @@ Those connections run with autocommit off and send no BEGIN: the first statement
 MariaDB rolls the transaction back by itself (a deadlock, or a lock wait timeout under
 innodb_rollback_on_timeout) it drops the savepoint with it, and any statement after that (a handler that swallowed
 the error and went on) opens a new transaction without it. `_COMMIT_MARKED` releases the savepoint, then commits,
-in one statement whose first error ends it (MySQL: `_COMMIT_MARKED_MYSQL`, one query, which the server stops at its
-first error), so a transaction without the mark is never committed, and the unit rolls back what came after the
-server's rollback."""
+as one query: MariaDB stops a multi-statement query at its first error, so a transaction without the mark is never
+committed, and the unit rolls back what came after the server's rollback."""
 
-_COMMIT_MARKED = "BEGIN NOT ATOMIC RELEASE SAVEPOINT edinbox_tx; COMMIT; END"
-"""The release of the mark and the COMMIT on MariaDB: one compound statement, so one reply. As two statements the
-server sends the release's reply before the COMMIT has flushed the log, and the client wakes up twice; here an
-error of the release (the mark is gone) ends the block before its COMMIT."""
-
-_COMMIT_MARKED_MYSQL = "RELEASE SAVEPOINT edinbox_tx;\nCOMMIT"
-"""The same on MySQL, which has no compound statement outside stored programs: two statements in one query."""
-
+_COMMIT_MARKED = "RELEASE SAVEPOINT edinbox_tx;\nCOMMIT"
 _NO_SAVEPOINT = 1305  # ER_SP_DOES_NOT_EXIST: "SAVEPOINT ... does not exist"
 _ROLLED_BACK = (
     "the transaction was rolled back by MariaDB inside the inbox (a deadlock or lock wait timeout swallowed?)"
@@ -162,7 +154,7 @@ class _AsyncMySQLUnit:
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
-        if name == "insert_batch" and not self._mariadb():
+        if name == "insert_batch" and not self._returning():
             return await self._insert_each(values)
         if not self._own:
             await self.begin()
@@ -173,9 +165,8 @@ class _AsyncMySQLUnit:
             await cursor.nextset()
             return rows
 
-    def _mariadb(self) -> bool:
-        """Whether this server is MariaDB (a batch inserted with RETURNING, the commit as a compound statement),
-        unless the store decided to take MySQL's path."""
+    def _returning(self) -> bool:
+        """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
         decided = self._sql.returning
         return has_returning(self.connection.get_server_info()) if decided is None else decided
 
@@ -269,10 +260,8 @@ class _AsyncMySQLUnit:
                 await self.connection.commit()
             elif self._ddl:
                 await cursor.execute("COMMIT")
-            elif self._mariadb():
-                await cursor.execute(_COMMIT_MARKED)
             else:
-                await cursor.execute(_COMMIT_MARKED_MYSQL)
+                await cursor.execute(_COMMIT_MARKED)
                 await cursor.nextset()  # the COMMIT's reply (or its error)
         except asyncmy.MySQLError as exc:
             if exc.args and exc.args[0] == _NO_SAVEPOINT:
@@ -413,9 +402,8 @@ class AsyncMySQLStore:
 
     @property
     def returning(self) -> bool | None:
-        """Whether MariaDB's path is taken (batches inserted with RETURNING, the commit as a compound statement):
-        None (the default) decides by the server's version (MariaDB yes, MySQL no); False takes the MySQL path on
-        MariaDB too (how that path is tested)."""
+        """Whether batches are inserted with RETURNING: None (the default) decides by the server's version
+        (MariaDB yes, MySQL no); False takes the MySQL path on MariaDB too (how that path is tested)."""
         return self._sql.returning
 
     @returning.setter

@@ -81,9 +81,8 @@ class Statements:
             self._text[name] = [s for s in _STATEMENT_END.split(body) if s.strip()]
         self.lock_name = lock_name(str(table))
         self.returning: bool | None = None
-        """Whether MariaDB's path is taken (a batch inserted with `INSERT ... RETURNING`, the commit as a compound
-        statement): None decides by the server (`has_returning`); False takes MySQL's path on any server (one
-        INSERT IGNORE per message, the commit as two statements)."""
+        """Whether a batch is inserted with `INSERT ... RETURNING`: None decides by the server (`has_returning`);
+        False takes MySQL's path on any server (one INSERT IGNORE per message)."""
         self.ddl = frozenset(n for n, texts in self._text.items() if _DDL.match(texts[0]))
         """The statements MariaDB commits implicitly (CREATE, ALTER, DROP): a transaction ends with them."""
         self.create_index = frozenset(n for n, texts in self._text.items() if _CREATE_INDEX.match(texts[0]))
