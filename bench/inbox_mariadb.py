@@ -42,7 +42,7 @@ import socket
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -76,7 +76,7 @@ def server_cpu(pid: int | None) -> float:
 
 def paired(
     title: str,
-    variants: dict[str, Variant],
+    variants: Mapping[str, Variant],
     *,
     turns: int,
     chunk: int,
@@ -145,18 +145,18 @@ def wire() -> Iterator[dict[str, Any]]:
         seen["recvs"] += 1
         return readinto(self, buffer)
 
-    connection._execute_command = counted_execute  # type: ignore[method-assign]
-    connection._read_packet = counted_read  # type: ignore[method-assign]
-    socket.SocketIO.readinto = counted_readinto  # type: ignore[method-assign]
+    connection._execute_command = counted_execute
+    connection._read_packet = counted_read
+    socket.SocketIO.readinto = counted_readinto  # type: ignore[assignment]
     try:
         yield seen
     finally:
-        connection._execute_command = execute  # type: ignore[method-assign]
-        connection._read_packet = read  # type: ignore[method-assign]
+        connection._execute_command = execute
+        connection._read_packet = read
         socket.SocketIO.readinto = readinto  # type: ignore[method-assign]
 
 
-def print_wire(variants: dict[str, Variant], *, count: int = 100, size: int = 1) -> None:
+def print_wire(variants: Mapping[str, Variant], *, count: int = 100, size: int = 1) -> None:
     """Print, per message, the queries, reply packets and socket reads of each variant (`count` units of `size`)."""
     print(f"  on the wire, per message ({count * size} messages each): queries, reply packets, socket reads")
     for name, variant in variants.items():
@@ -325,7 +325,7 @@ def joined(title: str, sa_url: str, table: str, *, turns: int, chunk: int) -> No
     with Inbox(engine, consumer=CONSUMER, table=table) as owner:
         owner.create_schema()
     raw = engine.raw_connection()  # the driver's connection, as an application holding it would pass it
-    driver = raw.driver_connection
+    driver: Any = raw.driver_connection
     raw_inbox = Inbox(driver, consumer=CONSUMER, table=table)
     session_inbox = Inbox(engine, consumer=CONSUMER, table=table)
     statement = str(insert.compile(engine)).replace("%(m)s", "%s")
@@ -374,7 +374,8 @@ def load() -> str:
             fields = [int(f) for f in stat.readline().split()[1:]]
         return sum(fields) - fields[3] - fields[4], sum(fields)
 
-    (used, total), _ = busy(), time.sleep(1)
+    used, total = busy()
+    time.sleep(1)
     used2, total2 = busy()
     averages = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return f"load average {averages}, CPU busy {100 * (used2 - used) / max(1, total2 - total):.0f} %"
