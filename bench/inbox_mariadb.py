@@ -113,7 +113,7 @@ def paired(
     for name, times in seconds.items():
         ratios = sorted(b / t for b, t in zip(seconds[base], times, strict=True))  # rate ratio = time ratio inverted
         medians[name] = statistics.median(ratios)
-        deciles = statistics.quantiles(ratios, n=10)
+        deciles = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else ratios
         print(
             f"  {name:<28} {total / sum(times):>9,.0f}  {cpu[name] / total * 1e6:>18,.0f} "
             f"{f'{served[name] / total * 1e6:,.0f}' if server else '-':>6}  "
