@@ -79,6 +79,7 @@ class AsyncInbox(AsyncJournal):
     """
 
     _joined: JoinedInboxes | None = None
+    _last_tx: Tx | None = None
 
     def _join(self, connection: Any) -> AsyncInbox:
         """An inbox with these settings on a session's driver connection (its transaction is the session's)."""
@@ -140,59 +141,59 @@ class AsyncInbox(AsyncJournal):
             return await joined.process(message, in_session(session, handler))
         if on_complete is not None and lease is None:
             handler = _then(handler, on_complete)
-        if not _trace.tracing():
-            return await self._process(
-                message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete
-            )
+        if not _trace.tracing():  # checked once per delivery: `traced` tells the steps below
+            if lease is not None:
+                return await self._process_leased(message, handler, lease, at_most_once, on_complete, traced=False)
+            return await self._process(message, handler, traced=False)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
         with _trace.span(_trace.SETTLE, attributes):
-            outcome = await self._process(
-                message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete
-            )
+            if lease is not None:
+                outcome = await self._process_leased(message, handler, lease, at_most_once, on_complete, traced=True)
+            else:
+                outcome = await self._process(message, handler, traced=True)
             _trace.note(outcome=outcome.value)
             return outcome
 
-    async def _process(
-        self,
-        message: Message,
-        handler: Handler,
-        *,
-        lease: timedelta | None,
-        at_most_once: bool,
-        on_complete: Callable[[Tx], Awaitable[object]] | None = None,
-    ) -> Outcome:
-        if lease is not None:
-            return await self._process_leased(
-                message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete
-            )
+    async def _process(self, message: Message, handler: Handler, *, traced: bool) -> Outcome:
         key = key_params(self.consumer, message)
         for _ in range(_RETRIES):
             async with self._store.unit() as unit:
                 if await unit.insert("insert_processed", key):
-                    _trace.note(attempt=1)
-                    return await self._run(unit, message, handler)
+                    if traced:
+                        _trace.note(attempt=1)
+                    return await self._run(unit, message, handler, traced=traced)
                 found = await self._find(unit, key)
                 if found is None:
                     await unit.rollback()
                     continue
                 action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
-                _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
+                if traced:
+                    _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
                 if action is not Action.RETRY:
-                    return await self._settle(unit, action, message, key)
+                    return await self._settle(unit, action, message, key, traced=traced)
                 await unit.run("retry", key)
-                return await self._run(unit, message, handler)
+                return await self._run(unit, message, handler, traced=traced)
         raise StoreError(f"the journal row of {message.key} kept disappearing (concurrent forget or purge?)")
 
-    async def _run(self, unit: AsyncUnit, message: Message, handler: Handler) -> Outcome:
+    async def _run(self, unit: AsyncUnit, message: Message, handler: Handler, *, traced: bool) -> Outcome:
+        tx = self._last_tx  # a frozen value: made again only when the unit changes (the store reuses its own)
+        if tx is None or tx.unit is not unit:
+            tx = self._last_tx = Tx(unit.connection, self.dialect, unit=unit)
         try:
-            with _trace.span(_trace.HANDLER):
-                await handler(Tx(unit.connection, self.dialect, unit=unit), message)
+            if traced:
+                with _trace.span(_trace.HANDLER):
+                    await handler(tx, message)
+            else:
+                await handler(tx, message)
         except BaseException as exc:
             await unit.rollback()
             if isinstance(exc, Exception):
                 return await self._failed(unit, message, exc)
             raise
-        with _trace.span(_trace.COMMIT):
+        if traced:
+            with _trace.span(_trace.COMMIT):
+                await unit.commit()
+        else:
             await unit.commit()
         return Outcome.PROCESSED
 
@@ -225,14 +226,19 @@ class AsyncInbox(AsyncJournal):
         rows = await unit.fetch("find_for_update", key)
         return found_row(rows[0], self._store.timestamp) if rows else None
 
-    async def _settle(self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
+    async def _settle(
+        self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any], *, traced: bool
+    ) -> Outcome:
         """Finish a delivery whose key was already journaled and whose handler does not run."""
         try:
             outcome = await self._apply(unit, action, message, key)
         except BaseException:
             await unit.rollback()
             raise
-        with _trace.span(_trace.COMMIT):
+        if traced:
+            with _trace.span(_trace.COMMIT):
+                await unit.commit()
+        else:
             await unit.commit()
         return outcome
 
@@ -240,10 +246,11 @@ class AsyncInbox(AsyncJournal):
         self,
         message: Message,
         handler: Handler,
-        *,
         lease: timedelta,
         at_most_once: bool,
-        on_complete: Callable[[Tx], Awaitable[object]] | None = None,
+        on_complete: Callable[[Tx], Awaitable[object]] | None,
+        *,
+        traced: bool,
     ) -> Outcome:
         key = key_params(self.consumer, message)
         claim = {**key, "lease": lease}
@@ -251,7 +258,6 @@ class AsyncInbox(AsyncJournal):
         async with self._store.unit() as unit:
             if await unit.insert("insert_claimed", claim):
                 attempts = 1
-                _trace.note(attempt=attempts)
             else:
                 found = await self._find(unit, key)
                 if found is None:
@@ -265,20 +271,28 @@ class AsyncInbox(AsyncJournal):
                     at_most_once=at_most_once,
                 )
                 if action is not Action.RETRY:
-                    return await self._settle(unit, action, message, key)
+                    return await self._settle(unit, action, message, key, traced=traced)
                 attempts, requeued = (await unit.fetch("reclaim", claim))[0]
-            _trace.note(attempt=attempts)
+            if traced:
+                _trace.note(attempt=attempts)
             await unit.commit()
         held = {**key, "attempts": attempts}
         idempotency = idempotency_key(
             self.consumer, message.source, message.message_id, fingerprint=message.fingerprint, requeued=requeued
         )
+        tx = Tx(None, self.dialect, idempotency, partial(self._extend, held, lease))
         try:
-            with _trace.span(_trace.HANDLER):
-                await handler(Tx(None, self.dialect, idempotency, partial(self._extend, held, lease)), message)
+            if traced:
+                with _trace.span(_trace.HANDLER):
+                    await handler(tx, message)
+            else:
+                await handler(tx, message)
         except Exception as exc:
             return await self._failed_claim(message, held, exc)
-        with _trace.span(_trace.COMMIT):
+        if traced:
+            with _trace.span(_trace.COMMIT):
+                completed = await self._complete(held, on_complete)
+        else:
             completed = await self._complete(held, on_complete)
         if not completed:
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")

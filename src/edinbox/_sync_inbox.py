@@ -80,6 +80,7 @@ class Inbox(Journal):
     """
 
     _joined: JoinedInboxes | None = None
+    _last_tx: Tx | None = None
 
     def _join(self, connection: Any) -> Inbox:
         """An inbox with these settings on a session's driver connection (its transaction is the session's)."""
@@ -141,55 +142,59 @@ class Inbox(Journal):
             return joined.process(message, in_session(session, handler))
         if on_complete is not None and lease is None:
             handler = _then(handler, on_complete)
-        if not _trace.tracing():
-            return self._process(message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete)
+        if not _trace.tracing():  # checked once per delivery: `traced` tells the steps below
+            if lease is not None:
+                return self._process_leased(message, handler, lease, at_most_once, on_complete, traced=False)
+            return self._process(message, handler, traced=False)
         attributes = {"edinbox.key": f"{message.source}/{message.message_id}", "edinbox.consumer": self.consumer}
         with _trace.span(_trace.SETTLE, attributes):
-            outcome = self._process(message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete)
+            if lease is not None:
+                outcome = self._process_leased(message, handler, lease, at_most_once, on_complete, traced=True)
+            else:
+                outcome = self._process(message, handler, traced=True)
             _trace.note(outcome=outcome.value)
             return outcome
 
-    def _process(
-        self,
-        message: Message,
-        handler: Handler,
-        *,
-        lease: timedelta | None,
-        at_most_once: bool,
-        on_complete: Callable[[Tx], object] | None = None,
-    ) -> Outcome:
-        if lease is not None:
-            return self._process_leased(
-                message, handler, lease=lease, at_most_once=at_most_once, on_complete=on_complete
-            )
+    def _process(self, message: Message, handler: Handler, *, traced: bool) -> Outcome:
         key = key_params(self.consumer, message)
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
                 if unit.insert("insert_processed", key):
-                    _trace.note(attempt=1)
-                    return self._run(unit, message, handler)
+                    if traced:
+                        _trace.note(attempt=1)
+                    return self._run(unit, message, handler, traced=traced)
                 found = self._find(unit, key)
                 if found is None:
                     unit.rollback()
                     continue
                 action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
-                _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
+                if traced:
+                    _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
                 if action is not Action.RETRY:
-                    return self._settle(unit, action, message, key)
+                    return self._settle(unit, action, message, key, traced=traced)
                 unit.run("retry", key)
-                return self._run(unit, message, handler)
+                return self._run(unit, message, handler, traced=traced)
         raise StoreError(f"the journal row of {message.key} kept disappearing (concurrent forget or purge?)")
 
-    def _run(self, unit: Unit, message: Message, handler: Handler) -> Outcome:
+    def _run(self, unit: Unit, message: Message, handler: Handler, *, traced: bool) -> Outcome:
+        tx = self._last_tx  # a frozen value: made again only when the unit changes (the store reuses its own)
+        if tx is None or tx.unit is not unit:
+            tx = self._last_tx = Tx(unit.connection, self.dialect, unit=unit)
         try:
-            with _trace.span(_trace.HANDLER):
-                handler(Tx(unit.connection, self.dialect, unit=unit), message)
+            if traced:
+                with _trace.span(_trace.HANDLER):
+                    handler(tx, message)
+            else:
+                handler(tx, message)
         except BaseException as exc:
             unit.rollback()
             if isinstance(exc, Exception):
                 return self._failed(unit, message, exc)
             raise
-        with _trace.span(_trace.COMMIT):
+        if traced:
+            with _trace.span(_trace.COMMIT):
+                unit.commit()
+        else:
             unit.commit()
         return Outcome.PROCESSED
 
@@ -222,14 +227,17 @@ class Inbox(Journal):
         rows = unit.fetch("find_for_update", key)
         return found_row(rows[0], self._store.timestamp) if rows else None
 
-    def _settle(self, unit: Unit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
+    def _settle(self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, traced: bool) -> Outcome:
         """Finish a delivery whose key was already journaled and whose handler does not run."""
         try:
             outcome = self._apply(unit, action, message, key)
         except BaseException:
             unit.rollback()
             raise
-        with _trace.span(_trace.COMMIT):
+        if traced:
+            with _trace.span(_trace.COMMIT):
+                unit.commit()
+        else:
             unit.commit()
         return outcome
 
@@ -237,10 +245,11 @@ class Inbox(Journal):
         self,
         message: Message,
         handler: Handler,
-        *,
         lease: timedelta,
         at_most_once: bool,
-        on_complete: Callable[[Tx], object] | None = None,
+        on_complete: Callable[[Tx], object] | None,
+        *,
+        traced: bool,
     ) -> Outcome:
         key = key_params(self.consumer, message)
         claim = {**key, "lease": lease}
@@ -248,7 +257,6 @@ class Inbox(Journal):
         with self._store.unit() as unit:
             if unit.insert("insert_claimed", claim):
                 attempts = 1
-                _trace.note(attempt=attempts)
             else:
                 found = self._find(unit, key)
                 if found is None:
@@ -262,20 +270,28 @@ class Inbox(Journal):
                     at_most_once=at_most_once,
                 )
                 if action is not Action.RETRY:
-                    return self._settle(unit, action, message, key)
+                    return self._settle(unit, action, message, key, traced=traced)
                 attempts, requeued = (unit.fetch("reclaim", claim))[0]
-            _trace.note(attempt=attempts)
+            if traced:
+                _trace.note(attempt=attempts)
             unit.commit()
         held = {**key, "attempts": attempts}
         idempotency = idempotency_key(
             self.consumer, message.source, message.message_id, fingerprint=message.fingerprint, requeued=requeued
         )
+        tx = Tx(None, self.dialect, idempotency, partial(self._extend, held, lease))
         try:
-            with _trace.span(_trace.HANDLER):
-                handler(Tx(None, self.dialect, idempotency, partial(self._extend, held, lease)), message)
+            if traced:
+                with _trace.span(_trace.HANDLER):
+                    handler(tx, message)
+            else:
+                handler(tx, message)
         except Exception as exc:
             return self._failed_claim(message, held, exc)
-        with _trace.span(_trace.COMMIT):
+        if traced:
+            with _trace.span(_trace.COMMIT):
+                completed = self._complete(held, on_complete)
+        else:
             completed = self._complete(held, on_complete)
         if not completed:
             raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")

@@ -23,10 +23,13 @@ from typing import Any
 _otel: Any = None
 _context: Any = None
 _propagate: Any = None
+_SILENT: tuple[type, ...] = ()  # the API's providers that record nothing
 with contextlib.suppress(ImportError):  # the `otel` extra is optional: without it spans are no-ops
     from opentelemetry import context as _context
     from opentelemetry import propagate as _propagate
     from opentelemetry import trace as _otel
+
+    _SILENT = (_otel.ProxyTracerProvider, _otel.NoOpTracerProvider)
 
 __all__ = ["SETTLE", "attached", "extract", "note", "span", "start", "tracing"]
 
@@ -50,7 +53,7 @@ def tracing() -> bool:
     # get_tracer_provider() looks the environment up on every call (about 5 us, paid several times per delivery);
     # the provider the application set is the API's `_TRACER_PROVIDER` (the test of the spans fails if that moves)
     provider = _otel.get_tracer_provider() if _NAMED else getattr(_otel, "_TRACER_PROVIDER", None)
-    return provider is not None and not isinstance(provider, _otel.ProxyTracerProvider | _otel.NoOpTracerProvider)
+    return provider is not None and not isinstance(provider, _SILENT)
 
 
 def span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:

@@ -58,6 +58,7 @@ _BEGINNING = mapped_errors("begin a transaction")
 _RECORDING = mapped_errors("record the message")
 
 _KEY = "consumer,message_id,source"
+_BREAKING = (TransientError, asyncmy.MySQLError, OSError)  # failures after which a connection may be broken
 OUTBOX_DDL = ("outbox_create", "outbox_create_pending")
 
 
@@ -118,7 +119,9 @@ class _AsyncMySQLUnit:
     async def _marked(self, statement: str, values: Params) -> Any:
         """Run `statement`, then set the mark, as one query (one round trip); the cursor is left on the statement's
         result (read it, then `nextset()` past the mark's reply)."""
-        cursor = await self._cursor_of()
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = await self.connection.cursor()
         self._ddl = False
         self.open = True
         await cursor.execute(f"{statement};\n{_MARK}", params(values))
@@ -146,11 +149,13 @@ class _AsyncMySQLUnit:
             await self.begin()
             with _RECORDING:
                 return int((await self._execute(name, values)).rowcount) == 1
-        with _RECORDING:
+        try:  # the hot path: no context manager to enter and leave (mapped as `_RECORDING` maps)
             cursor = await self._marked(self._sql[name][0], values)
             inserted = int(cursor.rowcount) == 1
             await cursor.nextset()
-            return inserted
+        except mapped_errors.driver_error as exc:
+            raise mapped_errors.convert(exc, _RECORDING.action) from exc
+        return inserted
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
@@ -250,8 +255,10 @@ class _AsyncMySQLUnit:
             # the caller's autocommit connection, in the transaction begun here: the flag is all there is to check
             await self.rollback()
             raise StoreError(_ROLLED_BACK)
-        cursor = await self._cursor_of()
+        cursor = self._cursor
         try:
+            if cursor is None:
+                cursor = self._cursor = await self.connection.cursor()
             if self._nested:
                 # a savepoint MariaDB dropped with the caller's transaction cannot be released (PyMySQL's
                 # transaction flag is no help here: it is not updated after a result set)
@@ -336,7 +343,7 @@ class _AsyncHold:
     ) -> None:
         store, unit = self._store, self._unit
         # after a database failure the connection may be broken: the store's own are closed and opened anew
-        drop = isinstance(exc, TransientError | asyncmy.MySQLError | OSError) and store._connection is None
+        drop = exc is not None and isinstance(exc, _BREAKING) and store._connection is None
         try:
             # never leave a transaction open behind (with autocommit off, the store's own connection has one open
             # after any statement, even a read)

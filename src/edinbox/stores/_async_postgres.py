@@ -63,14 +63,16 @@ class _AsyncPostgresUnit:
         BEGIN (or SAVEPOINT) and the EXECUTE of the prepared INSERT go as one simple-protocol query (one round
         trip, no per-message parse or plan on the server), its values bound by psycopg's client-side cursor.
         """
-        with _RECORDING:
-            try:
-                return await self._insert(name, params)
-            except psycopg.errors.InvalidSqlStatementName:  # someone ran DEALLOCATE or DISCARD ALL
+        try:  # the hot path: no context manager to enter and leave (mapped as `_RECORDING` maps)
+            return await self._insert(name, params)
+        except psycopg.errors.InvalidSqlStatementName:  # someone ran DEALLOCATE or DISCARD ALL
+            with _RECORDING:
                 await self.rollback()
                 self._sql.prepared_on.discard(self.connection)
                 self._prepared = False
                 return await self._insert(name, params)
+        except mapped_errors.driver_error as exc:
+            raise mapped_errors.convert(exc, _RECORDING.action) from exc
 
     async def _insert(self, name: str, params: Params) -> bool:
         if not self._prepared:
@@ -122,11 +124,13 @@ class _AsyncPostgresUnit:
         if self.connection.pgconn.transaction_status == TransactionStatus.INERROR:
             await self.rollback()
             raise StoreError("a statement failed inside the inbox transaction (was a database error swallowed?)")
-        with _COMMITTING:
+        try:  # mapped as `_COMMITTING` maps, without a context manager on the hot path
             if self._nested:
                 await self.connection.execute(b"RELEASE SAVEPOINT edinbox")
             else:
                 await self.connection.commit()
+        except mapped_errors.driver_error as exc:
+            raise mapped_errors.convert(exc, _COMMITTING.action) from exc
 
     async def rollback(self) -> None:
         """Roll back (or roll back to the savepoint); a broken connection is left for the pool to replace."""

@@ -57,6 +57,7 @@ _BEGINNING = mapped_errors("begin a transaction")
 _RECORDING = mapped_errors("record the message")
 
 _KEY = "consumer,message_id,source"
+_BREAKING = (TransientError, pymysql.MySQLError, OSError)  # failures after which a connection may be broken
 OUTBOX_DDL = ("outbox_create", "outbox_create_pending")
 
 
@@ -117,7 +118,9 @@ class _MySQLUnit:
     def _marked(self, statement: str, values: Params) -> Any:
         """Run `statement`, then set the mark, as one query (one round trip); the cursor is left on the statement's
         result (read it, then `nextset()` past the mark's reply)."""
-        cursor = self._cursor_of()
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self.connection.cursor()
         self._ddl = False
         self.open = True
         cursor.execute(f"{statement};\n{_MARK}", params(values))
@@ -145,11 +148,13 @@ class _MySQLUnit:
             self.begin()
             with _RECORDING:
                 return int((self._execute(name, values)).rowcount) == 1
-        with _RECORDING:
+        try:  # the hot path: no context manager to enter and leave (mapped as `_RECORDING` maps)
             cursor = self._marked(self._sql[name][0], values)
             inserted = int(cursor.rowcount) == 1
             cursor.nextset()
-            return inserted
+        except mapped_errors.driver_error as exc:
+            raise mapped_errors.convert(exc, _RECORDING.action) from exc
+        return inserted
 
     def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
@@ -249,8 +254,10 @@ class _MySQLUnit:
             # the caller's autocommit connection, in the transaction begun here: the flag is all there is to check
             self.rollback()
             raise StoreError(_ROLLED_BACK)
-        cursor = self._cursor_of()
+        cursor = self._cursor
         try:
+            if cursor is None:
+                cursor = self._cursor = self.connection.cursor()
             if self._nested:
                 # a savepoint MariaDB dropped with the caller's transaction cannot be released (PyMySQL's
                 # transaction flag is no help here: it is not updated after a result set)
@@ -333,7 +340,7 @@ class _Hold:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         store, unit = self._store, self._unit
         # after a database failure the connection may be broken: the store's own are closed and opened anew
-        drop = isinstance(exc, TransientError | pymysql.MySQLError | OSError) and store._connection is None
+        drop = exc is not None and isinstance(exc, _BREAKING) and store._connection is None
         try:
             # never leave a transaction open behind (with autocommit off, the store's own connection has one open
             # after any statement, even a read)

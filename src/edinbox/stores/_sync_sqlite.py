@@ -52,9 +52,17 @@ class _SQLiteUnit:
 
     def insert(self, name: str, values: Params) -> bool:
         """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
-        self.begin()
-        with _RECORDING:
+        if self._nested or self.managed:
+            self.begin()
+        else:  # the hot path: begin() without a context manager to enter and leave (mapped as `_BEGINNING` maps)
+            try:
+                self.connection.execute("BEGIN IMMEDIATE")
+            except mapped_errors.driver_error as exc:
+                raise mapped_errors.convert(exc, _BEGINNING.action) from exc
+        try:
             return bool(self._rows(name, values))
+        except mapped_errors.driver_error as exc:
+            raise mapped_errors.convert(exc, _RECORDING.action) from exc
 
     def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
@@ -84,8 +92,10 @@ class _SQLiteUnit:
 
     def commit(self) -> None:
         """Commit (or release the savepoint)."""
-        with _COMMITTING:
+        try:  # mapped as `_COMMITTING` maps, without a context manager on the hot path
             self.connection.execute("RELEASE SAVEPOINT edinbox" if self._nested else "COMMIT")
+        except mapped_errors.driver_error as exc:
+            raise mapped_errors.convert(exc, _COMMITTING.action) from exc
 
     def rollback(self) -> None:
         """Roll back (or roll back to the savepoint); never raises."""
