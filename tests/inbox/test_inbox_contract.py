@@ -13,6 +13,7 @@ from inbox_harness import Harness, backdate, lease
 from edinbox import (
     ConfigurationError,
     DataError,
+    InboxError,
     LimitError,
     Message,
     NotSettledError,
@@ -693,6 +694,17 @@ class InboxContract:
         h.admin(f"DROP TABLE {h.table}")
         with pytest.raises(SchemaError, match="does not exist"):
             h.call("verify")
+
+    def test_a_delivery_to_a_missing_table_is_a_schema_error_chained_from_the_driver(self, h: Harness) -> None:
+        """The journal's own INSERT failing (its table dropped under a running inbox) raises SchemaError chained from
+        the driver's error, never the driver's error itself; the handler does not run."""
+        assert h.process(msg("before")) is Outcome.PROCESSED
+        h.admin(f"DROP TABLE {h.table}")
+        with pytest.raises(SchemaError) as raised:
+            h.process(msg("after"))
+        assert raised.value.__cause__ is not None
+        assert not isinstance(raised.value.__cause__, InboxError)
+        assert h.effects("after") == 0
 
 
 class TestPostgresSync(InboxContract):
