@@ -96,10 +96,15 @@ def _shown(value: str) -> str:
     return repr(value[:35]) + ("..." if len(value) > 35 else "")
 
 
+def _agrees(trailer: tuple[str, str], *, control: str, actual: int) -> bool:
+    """True when a trailer `(count, control number)` agrees with what it closes (the rule in the module docstring)."""
+    return same_number(trailer[1], control) and _count(trailer[0]) == actual
+
+
 def _check(
     rule: Rule, trailer: tuple[str, str], *, control: str, actual: int, index: int, where: str, counted: str = ""
 ) -> list[Disagreement]:
-    """The disagreements of one trailer `(count, control number)` with what it closes: control number first."""
+    """The disagreements of a trailer that does not agree (`_agrees`) with what it closes: control number first."""
     said, reference = trailer
     found = []
     if not same_number(reference, control):
@@ -227,13 +232,11 @@ def walk(body: Body, spec: Spec, *, control: str) -> Walk:
                 problems.append(f"{spec.message_trailer} at segment {i} has no {spec.message_header}")
                 continue
             kind, number, _ = message.fields
-            where = f"{spec.message_noun} {_shown(number)} ({_shown(kind)} #{len(out.messages) + 1})"
-            at = len(out.messages)
-            disagree(
-                _check(
-                    message_rule, (first, second), control=number, actual=i - message.index + 1, index=at, where=where
-                )
-            )
+            pair, actual = (first, second), i - message.index + 1
+            if not _agrees(pair, control=number, actual=actual):  # the common case builds no sentence
+                at = len(out.messages)
+                where = f"{spec.message_noun} {_shown(number)} ({_shown(kind)} #{at + 1})"
+                disagree(_check(message_rule, pair, control=number, actual=actual, index=at, where=where))
             close_message(i, complete=True)
         elif tag == spec.group_header:
             abandon_message(i - 1)
@@ -245,16 +248,10 @@ def walk(body: Body, spec: Spec, *, control: str) -> Walk:
                 problems.append(f"{spec.group_trailer} at segment {i} has no {spec.group_header}")
                 continue
             kind, number = group.fields[0], group.fields[1]
-            where = f"group {_shown(number)} ({_shown(kind)})"
-            found = _check(
-                group_rule,
-                (first, second),
-                control=number,
-                actual=len(group.messages),
-                index=len(out.groups),
-                where=where,
-            )
-            disagree(found)
+            pair, actual = (first, second), len(group.messages)
+            if not _agrees(pair, control=number, actual=actual):
+                where = f"group {_shown(number)} ({_shown(kind)})"
+                disagree(_check(group_rule, pair, control=number, actual=actual, index=len(out.groups), where=where))
             close_group(complete=True)
         else:  # the interchange trailer
             abandon_message(i - 1)
@@ -274,6 +271,9 @@ def walk(body: Body, spec: Spec, *, control: str) -> Walk:
         counted = len(out.groups) if groups else len(out.messages)
         unit = "groups" if groups else f"{spec.message_noun}s"
         trailer = (out.trailer.get(1), out.trailer.get(2))
-        where = f"interchange {_shown(control)}"
-        disagree(_check(interchange_rule, trailer, control=control, actual=counted, index=0, where=where, counted=unit))
+        if not _agrees(trailer, control=control, actual=counted):
+            where = f"interchange {_shown(control)}"
+            disagree(
+                _check(interchange_rule, trailer, control=control, actual=counted, index=0, where=where, counted=unit)
+            )
     return out
