@@ -1,4 +1,5 @@
-"""One structured line per settled message: logfmt by default, JSON on request, passwords always masked."""
+"""One structured line per settled message: logfmt by default, JSON on request, passwords always masked; and a
+driver's log record kept to one line (`OneLineFilter`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from edinbox._urls import mask
 
-__all__ = ["LOGGER", "format_line", "settled"]
+__all__ = ["LOGGER", "OneLineFilter", "format_line", "settled"]
 
 LOGGER = "edinbox.hub"
 
@@ -30,3 +31,28 @@ def settled(logger: logging.Logger, fields: dict[str, Any], *, as_json: bool = F
     """Log that one message was settled (key, outcome, duration in ms, ...)."""
     if logger.isEnabledFor(logging.INFO):
         logger.info(format_line("settled", fields, as_json=as_json))
+
+
+class OneLineFilter(logging.Filter):
+    """Keep each record of a driver (a logger outside edinbox: aiormq, aio-pika, nats...) to one line: its exception's
+    type and first line appended to the message, the traceback dropped. The hub logs the outage itself, once;
+    edinbox's own records are left as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Flatten the record in place; always keep it."""
+        if record.name == "edinbox" or record.name.startswith("edinbox."):
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose arguments do not fit its format
+            message = f"{record.msg} {record.args!r}"
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            message = f"{message}: {type(exc).__name__}: {first}".rstrip(": ")
+        elif record.exc_text:
+            message = f"{message}: {record.exc_text.strip().splitlines()[-1]}"
+        record.msg = " ".join(message.split())[:1000]
+        record.args = None
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
