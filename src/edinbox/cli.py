@@ -58,7 +58,8 @@ def main() -> None:
 
     Settings come from flags, EDINBOX_ environment variables (see each command's --help) or a TOML file (--config;
     `edinbox config --example` prints one). Exit status: 0 done, 1 configuration (a flag, setting, URL, missing
-    extra or the schema: see the message), 2 `run` gave up after --give-up-after.
+    extra or the schema: see the message) or a one-shot command's dependency down, 2 `run` gave up after
+    --give-up-after.
     """
 
 
