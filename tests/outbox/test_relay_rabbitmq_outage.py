@@ -3,15 +3,20 @@ two log lines, every committed row arrives at least once under its key, and a re
 
 `edinbox relay` and the relay inside `edinbox run` are the same `Relay`: the first test drives it in this process,
 stopping the node between two of its passes (so the stop falls mid-send on every run); the second runs the hub as a
-process whose acknowledgments go to the node, and stops the node while it relays them.
+process whose acknowledgments go to the node, and stops the node while it relays them; the third runs `edinbox
+relay` as a process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import sqlite3
+import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,3 +138,42 @@ def test_rabbitmq_stopped_while_the_hubs_relay_sends_acknowledgments(
     got = asyncio.run(drain(url, len(keys), within=60))
     assert sorted({d.message_id or "" for d in got}) == keys
     assert received_once(got, tmp_path) == 200
+
+
+def test_rabbitmq_stopped_under_edinbox_relay(rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str) -> None:
+    """`edinbox relay` sending 300 rows, the node stopped while it sends and started again: the process never
+    exits, logs one dependency-down and one dependency-back line (no traceback, the driver's lines bounded), marks
+    every row sent, and SIGTERM stops it with status 0; every key arrives, a receiver's inbox processes each once."""
+    url = f"{rabbit.url}?queue={unique_name}&open_timeout=1"
+    db_file = tmp_path / "hub.db"
+    db = f"sqlite:///{db_file}"
+    asyncio.run(init(HubConfig(db=db)))
+    keys = [f"ack/{n:04d}" for n in range(400)]
+    fill(db, url, keys[:300])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")} | {"EDINBOX_POLL_TIMEOUT": "0.5"}
+    command = [sys.executable, "-m", "edinbox", "relay", "--db", db, "--limit", "10"]
+    relay = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in relay.stderr or []))
+    reader.start()
+    try:
+        wait_for(lambda: outbox(db_file)[0] >= 20, timeout=120, what="the first rows to be sent")
+        rabbit.stop()
+        fill(db, url, keys[300:])  # rows committed during the outage: the relay meets it for sure
+        wait_for(lambda: any(" dependency-down " in line for line in lines), timeout=60, what="dependency-down")
+        assert relay.poll() is None
+        rabbit.start()
+        wait_for(lambda: outbox(db_file)[:2] == (400, 0), timeout=120, what="every row to be sent")
+        assert relay.poll() is None
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        code = relay.wait(timeout=60)
+        reader.join(timeout=10)
+    assert code == 0, "\n".join(lines)
+    assert len([line for line in lines if " dependency-down " in line]) == 1, "\n".join(lines)
+    assert len([line for line in lines if " dependency-back " in line]) == 1, "\n".join(lines)
+    assert not [line for line in lines if "Traceback" in line], "\n".join(lines)
+    assert len([line for line in lines if " edinbox." not in line]) < 20, "\n".join(lines)
+    got = asyncio.run(drain(url, 400, within=60))
+    assert sorted({d.message_id or "" for d in got}) == keys
+    assert received_once(got, tmp_path) == 400
