@@ -161,7 +161,10 @@ class PrivateMariaDB:
                 shutil.chown(self.root, "mysql", "mysql")
             command = [install, *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
             command += ["--auth-root-authentication-method=normal", "--skip-test-db"]
-            subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+            done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+            if done.returncode != 0:  # say why: the exit status alone left a rare failure under load unexplained
+                output = (done.stdout + done.stderr).strip().splitlines()[-15:]
+                pytest.fail(f"mariadb-install-db failed ({done.returncode}):\n" + "\n".join(output))
         self._created = root is not None
         self._process: subprocess.Popen[bytes] | None = None
 
