@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -145,9 +145,11 @@ _MARIADB_OPTIONS = [
 class PrivateMariaDB:
     """A throw-away MariaDB server in a temporary folder (data, socket, pid file), as the mysql user when root."""
 
-    def __init__(self, *, root: Path | None = None, port: int | None = None) -> None:
+    def __init__(self, *, root: Path | None = None, port: int | None = None, options: Sequence[str] = ()) -> None:
         """Create (not start) the server's data directory with mariadb-install-db; given `root` and `port`, use the
-        server already installed there (the restart command does)."""
+        server already installed there (the restart command does). `options` are server options that override the
+        defaults (a benchmark's durability and buffer sizes)."""
+        self._options = [*_MARIADB_OPTIONS, *options]
         self._server = _program("mariadbd")
         install = _program("mariadb-install-db")
         self.port = port or free_port()
@@ -159,7 +161,7 @@ class PrivateMariaDB:
         if root is None:
             if os.geteuid() == 0:
                 shutil.chown(self.root, "mysql", "mysql")
-            command = [install, *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
+            command = [install, *self._options, *self._user, f"--datadir={self.data}"]
             command += ["--auth-root-authentication-method=normal", "--skip-test-db"]
             done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
             if done.returncode != 0:  # say why: the exit status alone left a rare failure under load unexplained
@@ -187,7 +189,7 @@ class PrivateMariaDB:
 
     def start(self) -> None:
         """Start the server (detached from this process group) and wait until it accepts connections."""
-        command = [self._server, *_MARIADB_OPTIONS, *self._user, f"--datadir={self.data}"]
+        command = [self._server, *self._options, *self._user, f"--datadir={self.data}"]
         command += [f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.root / 'mariadbd.sock'}"]
         command += [f"--pid-file={self.pid_file}", f"--log-error={self.log}"]
         self._process = subprocess.Popen(
