@@ -166,6 +166,7 @@ class PrivateMariaDB:
             done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
             if done.returncode != 0:  # say why: the exit status alone left a rare failure under load unexplained
                 output = (done.stdout + done.stderr).strip().splitlines()[-15:]
+                shutil.rmtree(self.root, ignore_errors=True)  # no __exit__ will: the server was never made
                 pytest.fail(f"mariadb-install-db failed ({done.returncode}):\n" + "\n".join(output))
         self._created = root is not None
         self._process: subprocess.Popen[bytes] | None = None
