@@ -82,6 +82,8 @@ class Relay:
                 except Stopped:
                     break
                 if result.busy:
+                    if not once and result.sent + len(result.parked) < self.limit:  # the next rows gather first
+                        await unless_stopped(asyncio.sleep(self.linger), self.stop)
                     continue
                 if once:
                     break
