@@ -18,7 +18,14 @@ median round too.
 `--outbound /dev/shm` puts the partners' outbound spool folders on another file system (here memory), to tell the
 relay's own cost from its disk flushes competing with the journal's on one disk.
 
+The temporary folders are removed at the end of the run, not after each measure: on ext4 without a journal (this
+machine's disk) creating a file skips every inode of its block group freed in the last five minutes, one lookup
+each, so thousands of files removed by the previous measure made each acknowledgment file (created during the timed
+part, unlike the hub's input) cost a millisecond of kernel time. `--root DIR` makes them in DIR (default: the
+system's temporary folder, which other processes churn too).
+
 Run: .venv/bin/python -m bench.outbox [--rounds 3] [--rows 2000] [--messages 1000] [--no-rabbitmq] [--outbound DIR]
+     [--root DIR]
 """
 
 from __future__ import annotations
@@ -107,34 +114,44 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--no-rabbitmq", action="store_true")
     parser.add_argument("--outbound", type=Path, help="the folder the partners' outbound spools go in (another disk)")
+    parser.add_argument("--root", type=Path, help="the folder the temporary folders go in (default: the system's)")
     args = parser.parse_args()
+    made: list[Path] = []
+    try:
+        return measure(args, made)
+    finally:
+        for folder in made:  # only now: see the module's docstring
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, made: list[Path]) -> int:
+    """Measure every mode round by round, appending each temporary folder to `made`; print the tables."""
+
+    def folder(where: Path | None) -> Path:
+        made.append(Path(tempfile.mkdtemp(prefix="edinbox-bench-", dir=where)))
+        return made[-1]
+
     relays: dict[str, list[float]] = {"spool": []}
     if not args.no_rabbitmq:
         relays.update({"rabbitmq": [], "rabbitmq, a connection per pass": []})
     hubs: dict[str, list[float]] = {mode: [] for mode in HUB_MODES}
     for _ in range(args.rounds):
         for name, rates in relays.items():
-            root = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
+            root = folder(args.root)
+            queue = f"bench_outbox_{uuid.uuid4().hex[:8]}"
             try:
-                queue = f"bench_outbox_{uuid.uuid4().hex[:8]}"
                 where = f"dir://{root / 'out'}" if name == "spool" else f"{RABBITMQ}?queue={queue}"
                 keep_open = name != "rabbitmq, a connection per pass"
                 rates.append(asyncio.run(relay_rate(root, where, args.rows, keep_open=keep_open)))
             finally:
-                shutil.rmtree(root, ignore_errors=True)
                 if name != "spool":
                     asyncio.run(drop_queue(queue))
         for mode, measured in hubs.items():
-            root = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
-            try:
-                written, relayed = HUB_MODES[mode]
-                outbound = Path(tempfile.mkdtemp(dir=args.outbound)) if args.outbound else None
-                rate = hub_rate(root, args.messages, acknowledgments=written, relay=relayed, outbound=outbound)
-                measured.append(asyncio.run(rate))
-            finally:
-                shutil.rmtree(root, ignore_errors=True)
-                if outbound is not None:
-                    shutil.rmtree(outbound, ignore_errors=True)
+            root = folder(args.root)
+            written, relayed = HUB_MODES[mode]
+            outbound = folder(args.outbound) if args.outbound else None
+            rate = hub_rate(root, args.messages, acknowledgments=written, relay=relayed, outbound=outbound)
+            measured.append(asyncio.run(rate))
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"Outbox relay, {args.rows} rows of {len(PAYLOAD)} bytes, 100 per pass, best of {args.rounds} rounds")
     print(f"({os.cpu_count()} CPUs, load average {load}):")
@@ -143,13 +160,13 @@ def main() -> int:
     for name, best in relays.items():
         print(f"| {name} | {max(best):,.0f} rows/s | x{max(best) / base:.2f} |")
     print(f"\nHub (SQLite, spool, batch 20), {args.messages} generated interchanges, acknowledgments off vs on:")
-    print("| acknowledgments | best | ratio to off | median | ratio to off |\n|---|---|---|---|---|")
+    print("| acknowledgments | best | ratio to off | median | ratio to off | rounds |\n|---|---|---|---|---|---|")
     off, off_median = max(hubs["off"]), statistics.median(hubs["off"])
     for mode, rates in hubs.items():
         best, median = max(rates), statistics.median(rates)
         print(
             f"| {mode} | {best:,.0f} deliveries/s | x{best / off:.2f} | {median:,.0f} deliveries/s "
-            f"| x{median / off_median:.2f} |"
+            f"| x{median / off_median:.2f} | {' '.join(f'{r:,.0f}' for r in rates)} |"
         )
     for mode in list(HUB_MODES)[1:]:
         best, median = 1 - max(hubs[mode]) / off, 1 - statistics.median(hubs[mode]) / off_median

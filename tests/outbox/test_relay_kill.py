@@ -35,12 +35,12 @@ def edinbox(db: str, *args: str, fault: str | None = None) -> subprocess.Complet
     )
 
 
-def fill(db: str, destination: str) -> list[str]:
-    """Create the schema, commit ROWS published rows in three transactions and roll one back; return the keys."""
+def fill(db: str, destination: str, rows: int = ROWS) -> list[str]:
+    """Create the schema, commit `rows` published rows, ten per transaction, and roll one back; return the keys."""
     assert edinbox(db, "init").returncode == 0
-    keys = [f"ack/{n:04d}" for n in range(ROWS)]
+    keys = [f"ack/{n:04d}" for n in range(rows)]
     with Inbox(db, consumer="accounting") as inbox:
-        for start in range(0, ROWS, 10):
+        for start in range(0, rows, 10):
             inbox.transaction(
                 lambda tx, s=start: [tx.publish(destination, k.encode(), key=k) for k in keys[s : s + 10]]
             )
@@ -54,16 +54,16 @@ def fill(db: str, destination: str) -> list[str]:
     return keys
 
 
-def relay_with_kills(db: str) -> None:
+def relay_with_kills(db: str, rows: int = ROWS, limit: int = 10) -> None:
     """Kill the relay after its first send (before the mark) twice, then let it drain the outbox."""
     for _ in range(2):
-        killed = edinbox(db, "relay", "--once", "--limit", "10", fault="after_send:1")
+        killed = edinbox(db, "relay", "--once", "--limit", str(limit), fault="after_send:1")
         assert killed.returncode == -signal.SIGKILL, killed.stderr
-    done = edinbox(db, "relay", "--once", "--limit", "10")
+    done = edinbox(db, "relay", "--once", "--limit", str(limit))
     assert done.returncode == 0, done.stderr
     with Inbox(db, consumer="accounting") as inbox:
         stats = inbox.outbox_stats()
-    assert (stats.backlog, stats.parked, stats.sent) == (0, 0, ROWS)
+    assert (stats.backlog, stats.parked, stats.sent) == (0, 0, rows)
 
 
 def received_once(deliveries: list[tuple[str, bytes]], tmp_path: Path) -> int:
@@ -90,6 +90,23 @@ def test_spool_relay_killed_between_send_and_mark(tmp_path: Path) -> None:
     assert len(ids) >= ROWS + 10
     assert all(payload == message_id.encode() for message_id, payload in deliveries)
     assert received_once(deliveries, tmp_path) == ROWS
+
+
+def test_a_large_spool_pass_killed_between_send_and_mark_is_sent_again_whole(tmp_path: Path) -> None:
+    """A pass of 150 rows to one folder (its files flushed by several threads at once) killed after its send and
+    before its mark: the next pass sends all 150 again under the same producer ids, every file in inbound/ is whole,
+    none is left in tmp/, and the receiver's inbox processes each key once."""
+    rows = 150
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    url = f"dir://{tmp_path / 'partner'}"
+    keys = fill(db, url, rows)
+    relay_with_kills(db, rows, limit=200)
+    assert os.listdir(tmp_path / "partner" / "tmp") == []
+    deliveries = asyncio.run(drain(url))
+    ids = [message_id for message_id, _ in deliveries]
+    assert sorted(ids) == sorted(keys * 3)  # sent by both killed passes and by the last one, never marked before
+    assert all(payload == message_id.encode() for message_id, payload in deliveries)
+    assert received_once(deliveries, tmp_path) == rows
 
 
 def test_rabbitmq_relay_killed_between_send_and_mark(tmp_path: Path, unique_name: str) -> None:

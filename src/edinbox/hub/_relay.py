@@ -57,8 +57,9 @@ class Relay:
     ) -> None:
         """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes;
         `fault` (after_send:N) kills the process after a send, before its rows are marked sent; a destination's
-        publisher unused for `keep_open` seconds is closed; woken by `wake`, it waits `linger` seconds more before its
-        pass, so the rows of the next few commits go in the same pass (fewer passes, each flushing more at once)."""
+        publisher unused for `keep_open` seconds is closed; woken by `wake`, or after a pass that sent fewer than
+        `limit` rows (but not with `once`), it waits `linger` seconds more before its next pass, so the rows of the
+        next few commits go in the same pass (fewer passes, each flushing more at once, and fewer marks)."""
         self.inbox = inbox
         self.outage = outage
         self.stop = stop
@@ -82,6 +83,8 @@ class Relay:
                 except Stopped:
                     break
                 if result.busy:
+                    if not once and result.sent + len(result.parked) < self.limit:  # the next rows gather first
+                        await unless_stopped(asyncio.sleep(self.linger), self.stop)
                     continue
                 if once:
                     break
