@@ -16,6 +16,7 @@ import confluent_kafka as ck
 import pytest
 
 from edinbox.sources.kafka import MockCluster
+from hub.test_outage import wait_for
 from services import POSTGRES_URL, require_service
 
 from .test_proof import CLI, cli, hub_args, publish, stats, traffic
@@ -53,6 +54,19 @@ def offsets(cluster: MockCluster, topic: str, group: str) -> list[tuple[int, int
 def settled_everything(cluster: MockCluster, topic: str, group: str) -> bool:
     """Whether every partition's committed offset reached its end: nothing left for the group."""
     return all(committed == end for end, committed, _ in offsets(cluster, topic, group))
+
+
+def journal_rows(schema: str) -> int:
+    """How many rows the hubs' PostgreSQL journal in `schema` holds (0 before `init` made it)."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        query = psycopg.sql.SQL("SELECT count(*) FROM {}.inbox").format(psycopg.sql.Identifier(schema))
+        try:
+            row = conn.execute(query).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return 0
+    return int(row[0]) if row else 0
 
 
 def check_counts(db: list[str], *, unique: int, published: int) -> None:
@@ -95,6 +109,9 @@ def test_kafka_two_hubs_compete_and_one_is_killed(cluster: MockCluster, unique_n
         args = [*CLI, *hub_args(url, db), "--batch-size", "5", *IDLE]
         pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
         killed = subprocess.Popen(args, env={**env, "EDINBOX_FAULT": "after_commit:3"}, **pipes)  # type: ignore[call-overload]
+        # the armed hub holds the partitions and has settled a first batch before the other joins, so the group's
+        # assignment cannot leave it without work (it dies at its third commit, before or after the rebalance)
+        wait_for(lambda: killed.poll() is not None or journal_rows(unique_name) > 0, timeout=60, what="a first batch")
         survivor = subprocess.Popen(args, env=env, **pipes)  # type: ignore[call-overload]
         _, killed_log = killed.communicate(timeout=120)
         _, survivor_log = survivor.communicate(timeout=120)

@@ -9,6 +9,7 @@ backoff's own limits).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -228,8 +229,9 @@ def test_the_hub_waits_out_an_accounting_api_outage(spool: Path, tmp_path: Path)
         assert hub.stop() == 0
         created = service.invoices()
     assert sorted(i["number"] for i in created) == sorted(f"OUT-{i}" for i in range(12))
-    [down] = hub.events("dependency-down")
-    [back] = hub.events("dependency-back")
+    downs, backs = hub.events("dependency-down"), hub.events("dependency-back")
+    assert len(downs) == len(backs) == 1, "\n".join(hub.lines)
+    [down], [back] = downs, backs
     assert "dependency=accounting" in down
     assert "dependency=accounting" in back
     import sqlite3
@@ -294,3 +296,36 @@ def test_the_hub_waits_out_a_broker_restart(tmp_path: Path) -> None:
 
     with sqlite3.connect(tmp_path / "hub.db") as conn:
         assert conn.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (40, 40)
+
+
+def test_a_step_that_reached_nothing_does_not_end_an_outage() -> None:
+    """While the database is down, a step that received nothing (the batch not yet redelivered) logs no `back`:
+    the outage is one `down` line and one `back` line, the latter only once a step settled deliveries again."""
+    from edinbox import StoreError
+    from edinbox.hub._hub import _reached
+    from edinbox.hub._outage import Outage
+
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger("edinbox.test.outage")
+    logger.addHandler(Collect())
+    outage = Outage(logger, give_up_after=None)
+    script: list[int | None] = [None, 0, None, 0, 3]  # None: the database fails; n: a step that settled n
+
+    async def step() -> int:
+        handled = script.pop(0)
+        if handled is None:
+            raise StoreError("connection refused")
+        return handled
+
+    async def run() -> None:
+        while script:
+            await outage.call(step, proves=_reached)
+
+    asyncio.run(run())
+    assert [line.split()[0] for line in lines] == ["dependency-down", "dependency-back"]
+    assert "dependency=database" in lines[1]

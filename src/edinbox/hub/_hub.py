@@ -140,7 +140,7 @@ class Hub:
         idle_since = time.monotonic()
         while not self.stop.is_set():
             try:
-                handled = await self.outage.call(self.step, stop=self.stop)
+                handled = await self.outage.call(self.step, stop=self.stop, proves=_reached)
             except Stopped:
                 break
             if handled:
@@ -359,6 +359,12 @@ async def open_hub(
 async def _answer(batch: Batch, message: Message, tx: Any) -> None:
     """Lease mode: a completed message's acknowledgments, in the transaction that commits its completion."""
     await batch.answer(tx, [message])
+
+
+def _reached(handled: int, dependency: str) -> bool:
+    """Whether a hub step reached the dependency that was down: any step reached the source; only a step that
+    settled deliveries reached the database and the accounting API."""
+    return bool(handled) or dependency == "source"
 
 
 def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:

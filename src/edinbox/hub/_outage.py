@@ -86,15 +86,24 @@ class Outage:
         self.down_since: float | None = None
         self.down: str | None = None
 
-    async def call(self, action: Callable[[], Awaitable[T]], *, stop: asyncio.Event | None = None) -> T:
+    async def call(
+        self,
+        action: Callable[[], Awaitable[T]],
+        *,
+        stop: asyncio.Event | None = None,
+        proves: Callable[[T, str], bool] | None = None,
+    ) -> T:
         """Run `action()` until it succeeds, waiting out TransientErrors with exponential backoff and jitter.
 
         When `stop` is set while a dependency is down, the wait is abandoned and Stopped raised; an action that
         is running while the dependencies are up is left to finish (the batch in hand is settled and acked).
+        `proves(result, dependency)` says whether a success reached the dependency that was down (a hub step that
+        received nothing has not called the database or the accounting API); until one does, the outage goes on:
+        no `-back` line, and its next failure logs no second `-down`.
         """
         if stop is None:
-            return await self._retry(action)
-        call = asyncio.ensure_future(self._retry(action))
+            return await self._retry(action, proves)
+        call = asyncio.ensure_future(self._retry(action, proves))
         stopping = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait({call, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -109,7 +118,7 @@ class Outage:
             stopping.cancel()
         return call.result()
 
-    async def _retry(self, action: Callable[[], Awaitable[T]]) -> T:
+    async def _retry(self, action: Callable[[], Awaitable[T]], proves: Callable[[T, str], bool] | None) -> T:
         timeout = self.give_up_after.total_seconds() if self.give_up_after is not None else None
         async for attempt in stamina.retry_context(
             on=TransientError,
@@ -125,7 +134,8 @@ class Outage:
                 except TransientError as exc:
                     self.went_down(exc)
                     raise
-        self.came_back()
+        if self.down is None or proves is None or proves(result, self.down):
+            self.came_back()
         return result
 
     def went_down(self, exc: TransientError) -> None:
