@@ -83,8 +83,9 @@ def errors() -> Iterator[None]:
     """edinbox errors become a one-line message (passwords masked) and exit status 1."""
     try:
         yield
-    except InboxError as exc:
-        raise click.ClickException(mask(str(exc))) from exc
+    except InboxError as exc:  # a driver's message may span lines (psycopg: "...refused\n\tIs the server running")
+        line = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+        raise click.ClickException(mask(line)) from exc
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

@@ -58,7 +58,8 @@ def main() -> None:
 
     Settings come from flags, EDINBOX_ environment variables (see each command's --help) or a TOML file (--config;
     `edinbox config --example` prints one). Exit status: 0 done, 1 configuration (a flag, setting, URL, missing
-    extra or the schema: see the message), 2 `run` gave up after --give-up-after.
+    extra or the schema: see the message) or a one-shot command's dependency down, 2 `run` gave up after
+    --give-up-after.
     """
 
 
@@ -136,21 +137,7 @@ def run(
     except InboxError as exc:
         raise click.UsageError(str(exc)) from exc
     cfg = _routed(_config(**settings, relay=False if no_relay else None), routes)
-    logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",  # ISO 8601, UTC, as all output
-        datefmt="%Y-%m-%dT%H:%M:%S",
-        stream=sys.stderr,
-    )
-    from edinbox._redact import RedactFilter
-
-    redact = RedactFilter(urls=[u for u in (cfg.source, cfg.db, cfg.accounting) if u])
-    for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
-        handler.addFilter(redact)
-        if handler.formatter is not None:
-            handler.formatter.converter = time.gmtime
-    # the hub logs one line per outage; stamina's line per retry would repeat it
-    logging.getLogger("stamina").setLevel(logging.ERROR)
+    _logging(cfg, quiet=quiet)
     try:
         totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json"))
     except click.ClickException as exc:
@@ -163,6 +150,27 @@ def run(
     logging.getLogger("edinbox.hub").info(mask(f"stopped {summary}".strip()))
     if as_json:
         _echo(totals, as_json=True)
+
+
+def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
+    """Log to stderr as the hub does: ISO 8601 UTC timestamps, passwords masked in every line (the drivers' too), a
+    driver's record on one line, and stamina's line per retry silenced (the hub logs one line per outage)."""
+    from edinbox._redact import RedactFilter
+    from edinbox.hub._log import OneLineFilter
+
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",
+        datefmt="%Y-%m-%dT%H:%M:%S",
+        stream=sys.stderr,
+    )
+    redact = RedactFilter(urls=[u for u in (cfg.source, cfg.db, cfg.accounting) if u])
+    for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
+        handler.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
+        handler.addFilter(redact)
+        if handler.formatter is not None:
+            handler.formatter.converter = time.gmtime
+    logging.getLogger("stamina").setLevel(logging.ERROR)
 
 
 async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
@@ -470,8 +478,7 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     cfg = _config(**settings)
     with _errors():
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
-    logging.getLogger("stamina").setLevel(logging.ERROR)
+    _logging(cfg)
 
     async def serve() -> dict[str, int]:
         stop = asyncio.Event()

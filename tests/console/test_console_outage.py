@@ -1,5 +1,6 @@
-"""The console with its database down: pages answer 503 with one masked line and recover by themselves, and a
-console started during an outage waits for the database instead of exiting."""
+"""The console with its database down (a private PostgreSQL or MariaDB, stopped and started again): pages answer 503
+with one masked line and recover by themselves, and a console started during an outage waits for the database
+instead of exiting."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from console.conftest import free_port, run
 from edinbox.hub import HubConfig
 from edinbox.hub._ops import init
-from servers import PrivatePostgres
+from servers import PrivateMariaDB, PrivatePostgres
 
 SECRET = "s3cret-pw"
 """A password that must never be shown (trust authentication ignores it)."""
@@ -27,15 +28,27 @@ PAGES = {"/": 200, "/dashboard": 200, "/parked/dead": 200, "/audit": 200, "/mess
 """One page of each kind and what it answers with the database up (the message page's key does not exist)."""
 
 
-@pytest.fixture
-def private_pg() -> Iterator[PrivatePostgres]:
-    """A private PostgreSQL, stopped and started by the test alone."""
-    with PrivatePostgres() as pg:
-        yield pg
+@pytest.fixture(params=["postgresql", "mariadb"])
+def private_db(request: pytest.FixtureRequest) -> Iterator[PrivatePostgres | PrivateMariaDB]:
+    """A private PostgreSQL or MariaDB, stopped and started by the test alone."""
+    with PrivatePostgres() if request.param == "postgresql" else PrivateMariaDB() as server:
+        yield server
 
 
-def _config(pg: PrivatePostgres, tmp_path: Path) -> HubConfig:
-    url = pg.url.replace("postgres@", f"postgres:{SECRET}@")
+def _config(db: PrivatePostgres | PrivateMariaDB, tmp_path: Path) -> HubConfig:
+    if isinstance(db, PrivateMariaDB):  # MariaDB checks passwords: a user that has this one
+        import pymysql
+
+        connection = pymysql.connect(host="127.0.0.1", port=db.port, user="root", autocommit=True)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("CREATE USER IF NOT EXISTS 'hub'@'%%' IDENTIFIED BY %s", (SECRET,))
+                cursor.execute("GRANT ALL ON *.* TO 'hub'@'%'")
+        finally:
+            connection.close()
+        url = db.url.replace("root@", f"hub:{SECRET}@")
+    else:
+        url = db.url.replace("postgres@", f"postgres:{SECRET}@")
     spool = tmp_path / "spool"
     spool.mkdir(exist_ok=True)
     return HubConfig(db=url, source=f"dir://{spool}", give_up_after=None)
@@ -55,14 +68,16 @@ def _wait_for(url: str, status: int, *, timeout: float = 40) -> httpx.Response:
     raise AssertionError(f"{url} never answered {status} (last: {last.status_code if last else 'no answer'})")
 
 
-def test_pages_answer_503_while_the_database_is_down_and_recover(private_pg: PrivatePostgres, tmp_path: Path) -> None:
+def test_pages_answer_503_while_the_database_is_down_and_recover(
+    private_db: PrivatePostgres | PrivateMariaDB, tmp_path: Path
+) -> None:
     """With the database stopped, every page is a 503 naming the outage in one line (no password, a Retry-After);
     once it is back, the same pages answer 200 without restarting the console."""
     import uvicorn
 
     from edinbox.console import create_app
 
-    config = _config(private_pg, tmp_path)
+    config = _config(private_db, tmp_path)
     run(init(config))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
@@ -71,14 +86,14 @@ def test_pages_answer_503_while_the_database_is_down_and_recover(private_pg: Pri
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_for(f"{base}/", 200)
-        private_pg.stop()
+        private_db.stop()
         for path in PAGES:
             response = httpx.get(f"{base}{path}", timeout=30)
             assert response.status_code == 503, (path, response.status_code)
             assert response.headers["Retry-After"] == "5"
             assert "unavailable, try again shortly" in response.text
             assert SECRET not in response.text
-        private_pg.start()
+        private_db.start()
         for path, status in PAGES.items():
             _wait_for(f"{base}{path}", status)
     finally:
@@ -86,12 +101,14 @@ def test_pages_answer_503_while_the_database_is_down_and_recover(private_pg: Pri
         thread.join(timeout=10)
 
 
-def test_console_started_during_an_outage_waits_then_serves(private_pg: PrivatePostgres, tmp_path: Path) -> None:
+def test_console_started_during_an_outage_waits_then_serves(
+    private_db: PrivatePostgres | PrivateMariaDB, tmp_path: Path
+) -> None:
     """`edinbox console` started with its database down logs the outage once and keeps waiting (no exit); when
     the database is back it logs the end of the outage and serves pages."""
-    config = _config(private_pg, tmp_path)
+    config = _config(private_db, tmp_path)
     run(init(config))
-    private_pg.stop()
+    private_db.stop()
     port = free_port()
     env = {**os.environ, "EDINBOX_DB": config.db, "EDINBOX_SOURCE": config.source}
     command = [sys.executable, "-m", "edinbox", "console", "--port", str(port)]
@@ -106,7 +123,7 @@ def test_console_started_during_an_outage_waits_then_serves(private_pg: PrivateP
             time.sleep(0.2)
         time.sleep(2)  # a few retries with the database still down
         assert process.poll() is None, log.read_text()
-        private_pg.start()
+        private_db.start()
         _wait_for(f"http://127.0.0.1:{port}/", 200)
     finally:
         process.terminate()

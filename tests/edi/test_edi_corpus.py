@@ -129,3 +129,28 @@ def test_corpus_edifact_rewrapped_at_any_width_keeps_key_fingerprint_and_invoice
                 assert [i.total for i in again.invoices()] == totals
             checked += 1
     assert checked >= 10
+
+
+# Keyable samples whose trailers disagree with their content, each as its manifest row says (a wrong UNT count, a
+# UNZ or IEA02 reference unlike the header's, IEA01 = 1 for no group): the hub parks these and rejects them.
+DISAGREEING = {
+    "edifact_infent_UNOL_releaseApostrophe_UNG_edinet.edi": [("set", "29")],
+    "edifact_infent_junkPrefix_UNOL_oneline_pydifact.ped": [("set", "29")],
+    "edifact_medrpt_latin1_newlinesInData_pydifact.edi": [("interchange", "28")],
+    "edifact_orders_UNG_testIndicator_staedi.edi": [("set", "29")],
+    "edifact_orders_UNOC_UNZrefMismatch_pydifact.edi": [("interchange", "28")],
+    "edifact_quotes_BOM_UNA_edinet.edi": [("set", "29"), ("set", "29"), ("interchange", "28")],
+    "x12_850_BOM_NBSPpaddedISA_edinet.edi": [("interchange", "001")],
+    "x12_TA1_only_staedi.edi": [("interchange", "021")],
+}
+
+
+@needs_corpus
+def test_corpus_trailer_disagreements_are_the_manifests() -> None:
+    """Among the keyable samples, exactly those whose manifest notes a wrong count or reference have
+    disagreements, with the codes of what is wrong; every other keyable sample has none."""
+    for name in sorted(r[1] for r in ROWS):
+        found = [
+            (d.level, d.code) for ic in parse((CORPUS / name).read_bytes()) if ic.keyable for d in ic.disagreements
+        ]
+        assert found == DISAGREEING.get(name, []), name

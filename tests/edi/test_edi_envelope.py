@@ -114,7 +114,7 @@ def test_x12_isb_ise_and_ta1_are_interchange_level() -> None:
     ic = only(data)
     assert ic.groups == ()
     assert ic.keyable
-    assert ic.problems == ("IEA says '1' groups but the interchange has 0",)
+    assert ic.problems == ("IEA01 says 1 groups, interchange 000000905 has 0",)
     assert ic.message_types == ("TA1",)
     assert ic.message().headers["edi-message-types"] == "TA1"
 
@@ -138,8 +138,16 @@ def test_x12_control_number_and_count_mismatches_are_problems() -> None:
     assert ic.keyable
     assert ic.control_number == "000000905"
     text = "\n".join(ic.problems)
-    for needle in ("SE of message", "SE control number", "GE of group", "GE control number", "IEA says", "IEA control"):
+    for needle in ("SE01 says 11", "SE02 says 0002", "GE01 says 2", "GE02 says 906", "IEA01 says 2", "IEA02 says"):
         assert needle in text
+    assert [(d.level, d.index, d.code) for d in ic.disagreements] == [
+        ("set", 0, "3"),
+        ("set", 0, "4"),
+        ("group", 0, "4"),
+        ("group", 0, "5"),
+        ("interchange", 0, "001"),
+        ("interchange", 0, "021"),
+    ]
 
 
 def test_x12_missing_trailer_is_not_keyable() -> None:
@@ -246,10 +254,10 @@ def test_edifact_groups_and_counts() -> None:
     assert [m.index for m in ic.messages] == [0, 1]
     assert [m.control_number for m in ic.messages] == ["1", "1"]  # duplicate references are kept apart
     text = "\n".join(ic.problems)
-    assert "UNT of message '1' (ORDERS, message 1) says '9'" in text
-    assert "UNE of group '7' (ORDERS) says '1' messages but the group has 2" in text
-    assert "UNE control number '8'" in text
-    assert "UNZ says '2' groups but the interchange has 1" in text
+    assert "UNT 0074 says 9 segments, message 1 (ORDERS #1) has 3" in text
+    assert "UNE 0060 says 1 messages, group 7 (ORDERS) has 2" in text
+    assert "UNE 0048 says 8, group 7 (ORDERS) has UNG 0048 7" in text
+    assert "UNZ 0036 says 2 groups, interchange G1 has 1" in text
     assert ic.keyable
 
 
@@ -259,7 +267,7 @@ def test_edifact_test_indicator_and_unz_mismatch() -> None:
     ic = only(data)
     assert ic.test
     assert ic.control_number == "T1"
-    assert ic.problems == ("UNZ control number 'T2' does not match the header's 'T1'",)
+    assert ic.problems == ("UNZ 0020 says T2, interchange T1 has UNB 0020 T1",)
 
 
 def test_edifact_missing_unz_then_next_interchange() -> None:

@@ -6,6 +6,7 @@
     Interchange.iter_invoices() -> Iterator[Invoice] the same one at a time, in the memory of one message
     Invoice.without_lines()                          the totals and `line_count` only, for a big interchange
     Interchange.message_types                        "INVOIC", "810", "997", "TA1" (an X12 TA1 counts), ...
+    Interchange.disagreements -> tuple[Disagreement]  trailers that disagree with their content, with their codes
     render_invoice(...) / render_interchange(...)    write interchanges: invoices, acknowledgments (demo, tests)
     received(interchange) -> Received                what acknowledging it needs (ISA14 / UNB 0031, groups, errors)
     replies(received, kind) / render_reply(...)      its TA1, 997, 999 or CONTRL (duplicate=True: the notice)
@@ -21,8 +22,11 @@ release characters everywhere including UNB, with `??'` / `???'` parity; UNG/UNE
 UTF-8 when valid, else per UNB's syntax identifier (UNOC Latin-1, UNOD..UNOK ISO 8859-x), else Latin-1. A
 truncated interchange ends where the next begins: after a terminator, at the start of a line, or at a UNA+UNB or
 a fixed-width ISA anywhere (a next interchange glued mid-line without UNA or fixed-width ISA is not found).
-Reported as problems, still keyable: trailer count and control-number mismatches, wrong SE01/UNT counts, an
-unreadable ISA09/UNB S004 date, a non-9-digit ISA13, segments outside messages.
+Reported as problems, still keyable: trailer count and control-number mismatches (SE01/SE02, GE01/GE02,
+IEA01/IEA02, UNT, UNE, UNZ: also `disagreements`, counts read as numbers and control numbers matched as numbers when
+both are digits, "0001" is "1"), an unreadable ISA09/UNB S004 date, a non-9-digit ISA13, segments outside messages.
+An acknowledgment (`received`) rejects every disagreement, so the hub parks such an interchange whole whether or not
+it answers the partner: a partner told "rejected" sends a corrected interchange under a new key.
 Read but never keyed (`keyable` False, message() and invoices() raise NotKeyableError): a missing or unterminated
 IEA/UNZ (truncated data), a message or group without its trailer, an empty control number or sender id, a
 segment whose tag is not 2-3 upper-case letters or digits, a control number or source that cannot be an inbox
@@ -52,13 +56,14 @@ from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
 from edinbox.edi._key import partner
-from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
+from edinbox.edi._model import Disagreement, EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._parse import parse
 from edinbox.edi._render import Acknowledgment, RenderOptions, Reply, render_interchange, render_invoice
 
 __all__ = [
     "ACKNOWLEDGMENT_TYPES",
     "Acknowledgment",
+    "Disagreement",
     "EdiMessage",
     "EdiSyntaxError",
     "Group",

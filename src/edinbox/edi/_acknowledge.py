@@ -16,7 +16,11 @@ differ, 5 GE01 is not the number of sets); 999 (005010X231A1) the same with IK5 
 rejected interchange (parked whole) has every set R, AK9 R with 0 accepted; its TA1 is R only for an envelope error
 (the 997 / 999 carries the rest). EDIFACT (§2.4): CONTRL with UCI (UNB 0020, S002, S003, 0083 = 7 acknowledged or
 4 rejected with 0085: 13 no UNZ, 26 duplicate, 28 UNB/UNZ references differ, 29 UNZ count wrong) and one UCM per
-message in error (0062, S009, 0083 = 4, 0085: 12 a value in error, 13 no UNT, 28 or 29).
+message in error (0062, S009, 0083 = 4, 0085: 12 a value in error, 13 no UNT, 28 or 29); the messages of a UNG
+group in error, or holding one, follow its UCF (0048, 0083 = 4 with 13 no UNE, 28 or 29, or 7).
+
+A trailer's count or control number that disagrees with its content is read from `Interchange.disagreements`,
+the parser's one check of them (counts as numbers, control numbers as numbers when both are digits: "0001" is "1").
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from datetime import datetime
 
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._key import source
-from edinbox.edi._model import Party, Segment, Separators
+from edinbox.edi._model import EdiMessage, Party, Segment, Separators
 from edinbox.edi._render import Reply, render_interchange
 
 __all__ = [
@@ -52,6 +56,14 @@ SEGMENT_ERROR = "5"
 """AK502 / IK502 (718): one or more segments in error (an invoice the receiver cannot read or store)."""
 VALUE_ERROR = "12"
 """CONTRL 0085: invalid value (an invoice the receiver cannot read or store)."""
+MISSING = "13"
+"""CONTRL 0085: missing (a UNT, UNE or UNZ)."""
+MISSING_SET = "2"
+"""AK502 / IK502 (718): missing trailer segment (no SE)."""
+MISSING_GROUP = "3"
+"""AK905 (716): functional group trailer missing (no GE)."""
+MISSING_INTERCHANGE = "023"
+"""TA105 (I18): improper (premature) end-of-file (no IEA)."""
 
 _999_VERSION = "005010X231A1"
 _X12_999 = Separators(element="*", component=">", segment="~", repetition="^")
@@ -111,70 +123,43 @@ def received(interchange: Interchange, *, rejected: bool = False, faulty: int | 
     `rejected`: the receiver parks the whole interchange (every set and group is rejected, see `replies`), as it
     does with an incomplete one; `faulty`: the index (among `interchange.messages`) of the message in which a segment
     is in error (an invoice that cannot be read or stored: X12 718 code 5, EDIFACT 0085 code 12). A missing trailer
-    is an error of its own: of the interchange (TA1 023, CONTRL 13), a group (716 code 3) or a set (718 code 2).
+    is an error of its own: of the interchange (TA1 023, CONTRL 13), a group (716 code 3) or a set (718 code 2). A
+    trailer that disagrees with its content is the parser's `Interchange.disagreements`, with their codes: the one
+    check the hub also parks on, so it never books what it answers as rejected.
     """
-    segments = interchange.segments
-    head, tail = segments[0], segments[-1]
     x12 = interchange.standard == "X12"
-    trailer = "IEA" if x12 else "UNZ"
-    closed = len(segments) > 1 and tail.tag == trailer
-    groups: list[ReceivedGroup] = []
-    group: tuple[Segment, list[ReceivedSet]] | None = None
-    loose: list[ReceivedSet] = []
-    start: Segment | None = None
-    count = 0
-    index = 0
+    codes: dict[tuple[str, int], str] = {}
+    for found in interchange.disagreements:
+        codes.setdefault((found.level, found.index), found.code)  # a control number before a count, as met
 
-    def close_set(end: Segment | None) -> None:
-        nonlocal start, index
-        if start is None:
-            return
-        found = _set(start, end, count, x12=x12, faulty=index == faulty)
-        (group[1] if group is not None else loose).append(found)
-        start, index = None, index + 1
+    def answer(message: EdiMessage) -> ReceivedSet:
+        return _set(message, x12=x12, error=codes.get(("set", message.index), ""), faulty=message.index == faulty)
 
-    def close_group(end: Segment | None) -> None:
-        nonlocal group
-        if group is not None:
-            groups.append(_group(group[0], end, group[1], x12=x12))
-            group = None
-
-    for segment in segments[1:-1] if closed else segments[1:]:
-        tag = segment.tag
-        if tag in ("GS", "UNG"):
-            close_set(None)
-            close_group(None)
-            group = (segment, [])
-        elif tag in ("ST", "UNH"):
-            close_set(None)
-            start, count = segment, 1
-        elif tag in ("GE", "UNE"):
-            close_set(None)
-            close_group(segment)
-        elif start is not None:
-            count += 1
-            if tag in ("SE", "UNT"):
-                close_set(segment)
-    close_set(None)
-    close_group(None)
+    groups = [
+        ReceivedGroup(
+            group.type,
+            group.control_number,
+            group.version if x12 else "",
+            tuple(answer(m) for m in group.messages),
+            codes.get(("group", at), "") if group.complete else MISSING_GROUP if x12 else MISSING,
+        )
+        for at, group in enumerate(interchange.groups)
+    ]
+    grouped = {m.index for group in interchange.groups for m in group.messages}
+    loose = tuple(answer(m) for m in interchange.messages if m.index not in grouped)
     if loose:
-        groups.append(ReceivedGroup("", "", "", tuple(loose)))
+        groups.append(ReceivedGroup("", "", "", loose))
+    head = interchange.header
     if x12:
         requested = head.get(14) == "1"
         prepared = (head.get(9), head.get(10))
-        if not closed:
-            error = "023"
-        else:
-            error = "001" if tail.get(2) != head.get(13) else "021" if tail.get(1) != str(len(groups)) else ""
     else:
         requested = head.get(9) == "1"
         prepared = (head.get(4, 1), head.get(4, 2))
-        messages = sum(len(g.sets) for g in groups)
-        units = len([g for g in groups if g.type]) or messages
-        if not closed:
-            error = "13"
-        else:
-            error = "28" if tail.get(2) != head.get(5) else "29" if tail.get(1) != str(units) else ""
+    if interchange.trailer is None:
+        error = MISSING_INTERCHANGE if x12 else MISSING
+    else:
+        error = codes.get(("interchange", 0), "")
     types = tuple(dict.fromkeys(t.upper() for t in interchange.message_types))
     return Received(
         standard=interchange.standard,
@@ -191,35 +176,16 @@ def received(interchange: Interchange, *, rejected: bool = False, faulty: int | 
     )
 
 
-def _set(start: Segment, end: Segment | None, count: int, *, x12: bool, faulty: bool = False) -> ReceivedSet:
-    """A transaction set or message and its error (X12 718 / EDIFACT 0085 codes): its trailer's, or `faulty`."""
-    control = start.get(2) if x12 else start.get(1)
-    identifier = (start.get(1),) if x12 else start.composite(2)
-    if end is None:
-        error = "2" if x12 else "13"
-    elif end.get(2) != control:
-        error = "3" if x12 else "28"
-    elif end.get(1) != str(count):
-        error = "4" if x12 else "29"
-    elif faulty:
+def _set(message: EdiMessage, *, x12: bool, error: str, faulty: bool) -> ReceivedSet:
+    """A transaction set or message and its error (X12 718 / EDIFACT 0085 codes): no trailer, its trailer's
+    disagreement, or `faulty`."""
+    if not message.complete:
+        error = MISSING_SET if x12 else MISSING
+    elif not error and faulty:
         error = SEGMENT_ERROR if x12 else VALUE_ERROR
-    else:
-        error = ""
-    return ReceivedSet(identifier[0] if identifier else "", control, identifier, error)
-
-
-def _group(start: Segment, end: Segment | None, sets: list[ReceivedSet], *, x12: bool) -> ReceivedGroup:
-    """A functional group and its trailer's error (X12 716 codes)."""
-    control = start.get(6) if x12 else start.get(5)
-    if end is None:
-        error = "3"
-    elif end.get(2) != control:
-        error = "4"
-    elif end.get(1) != str(len(sets)):
-        error = "5"
-    else:
-        error = ""
-    return ReceivedGroup(start.get(1), control, start.get(8) if x12 else "", tuple(sets), error)
+    header = message.header
+    identifier = (header.get(1),) if x12 else header.composite(2)
+    return ReceivedSet(identifier[0] if identifier else "", message.control_number, identifier, error)
 
 
 def _s(tag: str, *values: str | tuple[str, ...]) -> Segment:
@@ -282,7 +248,12 @@ def _contrl(subject: Received, *, duplicate: bool) -> Reply:
     segments = [uci]
     if not duplicate:
         for group in subject.groups:
-            segments += [_s("UCM", m.control_number, m.identifier, "4", m.error) for m in group.sets if m.error]
+            ucm = [_s("UCM", m.control_number, m.identifier, "4", m.error) for m in group.sets if m.error]
+            if group.type and (group.error or ucm):  # a UNG group in error, or holding one: UCF, then its UCMs
+                status = "4" if group.error or subject.rejected else "7"
+                codes = (status, group.error) if group.error else (status,)
+                segments.append(_s("UCF", group.control_number, (), (), *codes))
+            segments += ucm
     return Reply("CONTRL", tuple(segments))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from edinbox.edi._envelope import Spec
+from edinbox.edi._envelope import Rule, Spec
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._head import Head
 from edinbox.edi._model import Segment
@@ -109,4 +109,11 @@ SPEC = Spec(
     trailer_counts_groups_only=False,
     read_group=_read_group,
     read_message=_read_message,
+    # CONTRL 0085 at every level: 28 references do not match, 29 control count does not match
+    rules=(
+        Rule("set", "UNT 0074", "UNT 0062", "UNH 0062", "segments", count_code="29", reference_code="28"),
+        Rule("group", "UNE 0060", "UNE 0048", "UNG 0048", "messages", count_code="29", reference_code="28"),
+        Rule("interchange", "UNZ 0036", "UNZ 0020", "UNB 0020", "", count_code="29", reference_code="28"),
+    ),
+    message_noun="message",
 )

@@ -3,6 +3,11 @@
 X12 (X12.5/X12.6): ISA [ISB ISE TA1] (GS (ST .. SE)* GE)* IEA.  EDIFACT (ISO 9735): UNB (UNG (UNH .. UNT)* UNE)*
 or UNB (UNH .. UNT)* UNZ. In both, the three trailers carry (count, control number) as elements 1 and 2, and the
 message trailer counts the segments from header to trailer inclusive (SE01, UNT 0074).
+
+Each trailer is checked once, here, and a disagreement is both a problem (its sentence) and a `Disagreement` (its
+acknowledgment code), so what the parser reports and what an acknowledgment says cannot differ. The rule: a count
+is read as a number (digits, blanks around them ignored: "011" is 11; anything else never matches), a control number
+matches as a string or, when both are digits, as a number ("0001" is "1").
 """
 
 from __future__ import annotations
@@ -12,13 +17,31 @@ from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter
 
-from edinbox.edi._model import EdiMessage, Group, Segment
+from edinbox.edi._model import Disagreement, EdiMessage, Group, Segment
 from edinbox.edi._tokens import Body
 
-__all__ = ["Spec", "Walk", "same_number", "walk"]
+__all__ = ["Rule", "Spec", "Walk", "same_number", "walk"]
 
 
 _HEAD2 = itemgetter(slice(0, 2))
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One trailer's check: the designators it compares and the acknowledgment codes of each disagreement."""
+
+    level: str
+    """"set", "group" or "interchange"."""
+    count: str
+    """The trailer's count (SE01, UNT 0074...)."""
+    reference: str
+    """The trailer's control number (SE02, UNT 0062...)."""
+    header: str
+    """The header's control number it repeats (ST02, UNH 0062...)."""
+    counted: str
+    """What the count counts ("segments", "transaction sets", "messages"; "" when it depends on the content)."""
+    count_code: str
+    reference_code: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +59,10 @@ class Spec:
     trailer_counts_groups_only: bool
     read_group: Callable[[Segment], tuple[str, str, str, str, str]]
     read_message: Callable[[Segment], tuple[str, str, str]]
+    rules: tuple[Rule, Rule, Rule]
+    """The checks of the message, group and interchange trailers."""
+    message_noun: str
+    """"transaction set" or "message"."""
 
 
 @dataclass(slots=True)
@@ -45,6 +72,7 @@ class Walk:
     groups: list[Group] = field(default_factory=list)
     messages: list[EdiMessage] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
     trailer: Segment | None = None
     complete: bool = True
     standalone: list[tuple[int, str]] = field(default_factory=list)
@@ -61,6 +89,33 @@ def _count(value: str) -> int | None:
     return int(value) if (value.isascii() and value.isdigit()) else None
 
 
+def _shown(value: str) -> str:
+    """A value from the data as a sentence shows it: bare when plain and short, else quoted and cut."""
+    if value and len(value) <= 35 and value.isascii() and value.isalnum():
+        return value
+    return repr(value[:35]) + ("..." if len(value) > 35 else "")
+
+
+def _agrees(trailer: tuple[str, str], *, control: str, actual: int) -> bool:
+    """True when a trailer `(count, control number)` agrees with what it closes (the rule in the module docstring)."""
+    return same_number(trailer[1], control) and _count(trailer[0]) == actual
+
+
+def _check(
+    rule: Rule, trailer: tuple[str, str], *, control: str, actual: int, index: int, where: str, counted: str = ""
+) -> list[Disagreement]:
+    """The disagreements of a trailer that does not agree (`_agrees`) with what it closes: control number first."""
+    said, reference = trailer
+    found = []
+    if not same_number(reference, control):
+        reason = f"{rule.reference} says {_shown(reference)}, {where} has {rule.header} {_shown(control)}"
+        found.append(Disagreement(rule.level, index, rule.reference_code, reason))
+    if _count(said) != actual:
+        reason = f"{rule.count} says {_shown(said)} {counted or rule.counted}, {where} has {actual}"
+        found.append(Disagreement(rule.level, index, rule.count_code, reason))
+    return found
+
+
 class _Open:
     """A group or message header seen and not yet closed."""
 
@@ -72,10 +127,17 @@ class _Open:
         self.messages: list[EdiMessage] = []
 
 
-def walk(body: Body, spec: Spec) -> Walk:
-    """Walk the envelope segments of `body` (segment 0 is the interchange header) and check every trailer."""
+def walk(body: Body, spec: Spec, *, control: str) -> Walk:
+    """Walk the envelope segments of `body` (segment 0 is the interchange header, `control` its control number) and
+    check every trailer."""
     out = Walk()
     problems = out.problems
+    message_rule, group_rule, interchange_rule = spec.rules
+
+    def disagree(found: list[Disagreement]) -> None:
+        out.disagreements.extend(found)
+        problems.extend(d.reason for d in found)
+
     segs = body.segs
     element = body.element
     prefixes = spec.prefixes
@@ -169,17 +231,12 @@ def walk(body: Body, spec: Spec) -> Walk:
             if message is None:
                 problems.append(f"{spec.message_trailer} at segment {i} has no {spec.message_header}")
                 continue
-            said, actual = _count(first), i - message.index + 1
-            if said != actual:
-                problems.append(
-                    f"{spec.message_trailer} of message {describe(message.fields)} says {first!r} segments "
-                    f"but the message has {actual}"
-                )
-            if not same_number(second, message.fields[1]):
-                problems.append(
-                    f"{spec.message_trailer} control number {second!r} does not match "
-                    f"{spec.message_header} {message.fields[1]!r}"
-                )
+            kind, number, _ = message.fields
+            pair, actual = (first, second), i - message.index + 1
+            if not _agrees(pair, control=number, actual=actual):  # the common case builds no sentence
+                at = len(out.messages)
+                where = f"{spec.message_noun} {_shown(number)} ({_shown(kind)} #{at + 1})"
+                disagree(_check(message_rule, pair, control=number, actual=actual, index=at, where=where))
             close_message(i, complete=True)
         elif tag == spec.group_header:
             abandon_message(i - 1)
@@ -190,16 +247,11 @@ def walk(body: Body, spec: Spec) -> Walk:
             if group is None:
                 problems.append(f"{spec.group_trailer} at segment {i} has no {spec.group_header}")
                 continue
-            if _count(first) != len(group.messages):
-                problems.append(
-                    f"{spec.group_trailer} of group {describe_group(group.fields)} says {first!r} messages "
-                    f"but the group has {len(group.messages)}"
-                )
-            if not same_number(second, group.fields[1]):
-                problems.append(
-                    f"{spec.group_trailer} control number {second!r} does not match "
-                    f"{spec.group_header} {group.fields[1]!r}"
-                )
+            kind, number = group.fields[0], group.fields[1]
+            pair, actual = (first, second), len(group.messages)
+            if not _agrees(pair, control=number, actual=actual):
+                where = f"group {_shown(number)} ({_shown(kind)})"
+                disagree(_check(group_rule, pair, control=number, actual=actual, index=len(out.groups), where=where))
             close_group(complete=True)
         else:  # the interchange trailer
             abandon_message(i - 1)
@@ -215,8 +267,13 @@ def walk(body: Body, spec: Spec) -> Walk:
         if group is not None:
             close_group(complete=False)
     if out.trailer is not None:
-        counted = len(out.groups) if (out.groups or spec.trailer_counts_groups_only) else len(out.messages)
-        unit = "groups" if (out.groups or spec.trailer_counts_groups_only) else "messages"
-        if _count(out.trailer.get(1)) != counted:
-            problems.append(f"{spec.trailer} says {out.trailer.get(1)!r} {unit} but the interchange has {counted}")
+        groups = bool(out.groups) or spec.trailer_counts_groups_only
+        counted = len(out.groups) if groups else len(out.messages)
+        unit = "groups" if groups else f"{spec.message_noun}s"
+        trailer = (out.trailer.get(1), out.trailer.get(2))
+        if not _agrees(trailer, control=control, actual=counted):
+            where = f"interchange {_shown(control)}"
+            disagree(
+                _check(interchange_rule, trailer, control=control, actual=counted, index=0, where=where, counted=unit)
+            )
     return out

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edinbox.edi import _edifact, _x12
-from edinbox.edi._envelope import same_number, walk
-from edinbox.edi._model import EdiMessage, Group
+from edinbox.edi._envelope import walk
+from edinbox.edi._model import Disagreement, EdiMessage, Group, Segment
 from edinbox.edi._tokens import Body
 
 __all__ = ["Examined", "examine"]
@@ -26,13 +26,17 @@ class Examined:
     keyable: bool
     types: tuple[str, ...]
     """The distinct message types in order of appearance, a TA1 outside any message included."""
+    disagreements: tuple[Disagreement, ...] = ()
+    """Every trailer that disagrees with what it closes (count or control number), in the order met."""
+    trailer: Segment | None = None
+    """The interchange trailer (IEA / UNZ), None when it is missing."""
 
 
 def examine(body: Body, *, control: str, notes: tuple[str, ...], identified: bool) -> Examined:
     """Walk the envelope of `body` (the interchange keeps the result: its messages refer to `body`, so a cache on
     `body` would be a reference cycle, and a big interchange's segments would wait for the cyclic GC)."""
     spec = _x12.SPEC if body.standard == "X12" else _edifact.SPEC
-    result = walk(body, spec)
+    result = walk(body, spec, control=control)
     problems = list(notes)
     bad_tag = body.bad_tag()
     if bad_tag is not None:
@@ -47,10 +51,14 @@ def examine(body: Body, *, control: str, notes: tuple[str, ...], identified: boo
             else:
                 problems.append(f"the data ends inside a segment: {body.tail[:30]!r}")
         problems.append(f"the interchange has no trailer {spec.trailer}: it is incomplete and is not keyed")
-    elif not same_number(result.trailer.get(2), control):
-        problems.append(
-            f"{spec.trailer} control number {result.trailer.get(2)!r} does not match the header's {control!r}"
-        )
     found = sorted([(m.segment_range[0], m.type) for m in result.messages] + result.standalone)
     types = tuple(dict.fromkeys(kind for _, kind in found))
-    return Examined(tuple(result.groups), tuple(result.messages), tuple(problems), keyable, types)
+    return Examined(
+        tuple(result.groups),
+        tuple(result.messages),
+        tuple(problems),
+        keyable,
+        types,
+        disagreements=tuple(result.disagreements),
+        trailer=result.trailer,
+    )

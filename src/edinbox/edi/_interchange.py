@@ -11,7 +11,7 @@ from edinbox._message import Message
 from edinbox.edi._errors import NotKeyableError
 from edinbox.edi._examine import Examined, examine
 from edinbox.edi._key import fingerprint, source
-from edinbox.edi._model import EdiMessage, Group, Party, Segment, Separators
+from edinbox.edi._model import Disagreement, EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._tokens import Body
 
 if TYPE_CHECKING:
@@ -68,6 +68,22 @@ class Interchange:
     def problems(self) -> tuple[str, ...]:
         """Human-readable findings: count and control-number mismatches, missing trailers, header oddities."""
         return self._examined().problems
+
+    @property
+    def disagreements(self) -> tuple[Disagreement, ...]:
+        """Every trailer that disagrees with what it closes (SE01/SE02, GE01/GE02, IEA01/IEA02; UNT, UNE, UNZ), in
+        the order met: each is also among `problems`, and is what an acknowledgment rejects (`received`)."""
+        return self._examined().disagreements
+
+    @property
+    def header(self) -> Segment:
+        """The interchange header (ISA / UNB), built alone."""
+        return self._body.split(0)
+
+    @property
+    def trailer(self) -> Segment | None:
+        """The interchange trailer (IEA / UNZ), None when it is missing."""
+        return self._examined().trailer
 
     @property
     def keyable(self) -> bool:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from edinbox.edi._tokens import Body
 
-__all__ = ["EdiMessage", "Group", "Party", "Segment", "Separators"]
+__all__ = ["Disagreement", "EdiMessage", "Group", "Party", "Segment", "Separators"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +84,11 @@ class EdiMessage:
         return self._body.segments(self._start, self._end + 1)
 
     @property
+    def header(self) -> Segment:
+        """Its header segment (ST / UNH), built alone."""
+        return self._body.split(self._start)
+
+    @property
     def segment_range(self) -> tuple[int, int]:
         """Indices (start, end exclusive) of the message's segments within the interchange."""
         return (self._start, self._end + 1)
@@ -104,3 +109,19 @@ class Group:
     version: str
     complete: bool
     messages: tuple[EdiMessage, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Disagreement:
+    """A trailer that disagrees with what it closes: a count or a control number (see `Interchange.disagreements`).
+
+    `level` is "set" (SE / UNT), "group" (GE / UNE) or "interchange" (IEA / UNZ); `index` the message's index
+    (among `Interchange.messages`), the group's (among `Interchange.groups`), or 0; `code` what an acknowledgment
+    says of it (X12 718 for a set: 3 control number, 4 count; 716 for a group: 4, 5; TA1 I18: 001, 021; EDIFACT
+    0085 at every level: 28 reference, 29 count); `reason` one sentence naming the elements and both values.
+    """
+
+    level: str
+    index: int
+    code: str
+    reason: str

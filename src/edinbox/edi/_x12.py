@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from operator import itemgetter
 
-from edinbox.edi._envelope import Spec
+from edinbox.edi._envelope import Rule, Spec
 from edinbox.edi._errors import EdiSyntaxError
 from edinbox.edi._head import Head, utf8_char
 from edinbox.edi._model import Segment
@@ -129,4 +129,11 @@ SPEC = Spec(
     trailer_counts_groups_only=True,
     read_group=_read_group,
     read_message=_read_message,
+    # the codes an acknowledgment gives a disagreement: 718 (AK502 / IK502), 716 (AK905), I18 (TA105)
+    rules=(
+        Rule("set", "SE01", "SE02", "ST02", "segments", count_code="4", reference_code="3"),
+        Rule("group", "GE01", "GE02", "GS06", "transaction sets", count_code="5", reference_code="4"),
+        Rule("interchange", "IEA01", "IEA02", "ISA13", "groups", count_code="021", reference_code="001"),
+    ),
+    message_noun="transaction set",
 )

@@ -2,7 +2,8 @@
 
 It generates distinct invoice interchanges (the demo's generator), publishes them to the source, starts hub
 processes (`edinbox run`), publishes redeliveries of published interchanges (same key, same bytes) while they run,
-SIGKILLs a random hub every `kill_every` seconds and starts another (some hubs are also armed with the fault point
+SIGKILLs a random hub every `kill_every` seconds (never twice without a settlement in between, so a slow machine
+still makes progress) and starts another (some hubs are also armed with the fault point
 that kills them between a commit and its ack), and runs `restart_db_command` once, when a third of the invoices
 exist. When every invoice exists, every interchange is settled in the journal, at least one hub was killed and the
 restart is done, it stops killing and waits until the hubs stay quiet for `drain_idle` seconds (the source is
@@ -250,6 +251,8 @@ class _Schedule:
     drain_idle: float
     deadline: float
     next_kill: float = 0.0
+    settled_at_kill: int = -1
+    """The journal's settled count at the last kill: the next kill waits until it moved (progress between kills)."""
     restart: subprocess.Popen[bytes] | None = None
     restarted: bool = False
     settled: bool = False
@@ -286,17 +289,20 @@ def _drive(
             report.timed_out = True
             return
         report.crashes += procs.replace(armed=not plan.settled)
-        if not plan.settled and now >= plan.next_kill:
+        current = _poll(config)
+        progressed = current is not None and current.settled > plan.settled_at_kill
+        if not plan.settled and now >= plan.next_kill and progressed:
+            # never two kills without a settlement between them: on a slow machine hubs still get work done
             procs.kill_one()
             report.kills += 1
             plan.next_kill = now + plan.kill_every
+            plan.settled_at_kill = current.settled if current is not None else -1
         if plan.restart is not None and plan.restart.poll() is not None:
             if plan.restart.returncode != 0:
                 raise InboxError(f"--restart-db-command exited {plan.restart.returncode}: see {workdir}/restart.log")
             report.db_restarts += 1
             echo("database restarted")
             plan.restart = None
-        current = _poll(config)
         done = len(expected & current.invoices) if current else 0
         if plan.restart_db_command and not plan.restarted and done * 3 >= len(expected):
             with open(workdir / "restart.log", "ab") as out:  # the operator's own command line, by design

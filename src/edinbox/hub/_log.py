@@ -1,14 +1,16 @@
-"""One structured line per settled message: logfmt by default, JSON on request, passwords always masked."""
+"""One structured line per settled message: logfmt by default, JSON on request, passwords always masked; and a
+driver's log record kept to one line (`OneLineFilter`)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from edinbox._urls import mask
 
-__all__ = ["LOGGER", "format_line", "settled"]
+__all__ = ["LOGGER", "OneLineFilter", "format_line", "settled"]
 
 LOGGER = "edinbox.hub"
 
@@ -30,3 +32,51 @@ def settled(logger: logging.Logger, fields: dict[str, Any], *, as_json: bool = F
     """Log that one message was settled (key, outcome, duration in ms, ...)."""
     if logger.isEnabledFor(logging.INFO):
         logger.info(format_line("settled", fields, as_json=as_json))
+
+
+class OneLineFilter(logging.Filter):
+    """Keep the records of the drivers (loggers outside edinbox: aiormq, aio-pika, nats...) to one line each, and
+    each line to once per `window` seconds: an exception's type and first line are appended to the message and the
+    traceback dropped, and a line the filter let through less than `window` seconds ago (digits and addresses aside)
+    is dropped, so a reconnect loop's line per attempt is not repeated for the whole outage. The hub logs the outage
+    itself, once; edinbox's own records are left as they are."""
+
+    def __init__(self, *, window: float = 60.0) -> None:
+        """Let a driver's line through at most once per `window` seconds."""
+        super().__init__()
+        self.window = window
+        self._seen: dict[tuple[str, str], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Flatten the record in place; False for a driver's line repeated within the window."""
+        if record.name == "edinbox" or record.name.startswith("edinbox."):
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose arguments do not fit its format
+            message = f"{record.msg} {record.args!r}"
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            message = f"{message}: {type(exc).__name__}: {first}".rstrip(": ")
+        elif record.exc_text:
+            message = f"{message}: {record.exc_text.strip().splitlines()[-1]}"
+        record.msg = " ".join(message.split())[:1000]
+        record.args = None
+        record.exc_info = record.exc_text = record.stack_info = None
+        return self._first(record.name, record.msg, record.created)
+
+    def _first(self, name: str, message: str, now: float) -> bool:
+        """Whether this line (digits and addresses aside) was not let through within the window."""
+        shape = (name, _DIGITS.sub("#", message))
+        if len(self._seen) > 1000:  # forget what the window has passed, so the memory stays bounded
+            self._seen = {k: t for k, t in self._seen.items() if now - t < self.window}
+        last = self._seen.get(shape)
+        if last is not None and now - last < self.window:
+            return False
+        self._seen[shape] = now
+        return True
+
+
+_DIGITS = re.compile(r"0x[0-9a-fA-F]+|[0-9]+")
+"""What varies between two lines of a reconnect loop: attempt counts, ports, object addresses."""

@@ -5,8 +5,11 @@ coordinates key only non-EDI payloads, and only when the configuration sends tho
 
 Every fault of the data is found here, per interchange, and parks that interchange alone (route `reject`, with its
 reason), never its siblings and never the batch: a payload over `max_payload` (not parsed), a payload that does not
-parse, an interchange without its trailer, a key the journal cannot hold (LimitError), an invoice that cannot be read
-(EdiSyntaxError: a bad date, a missing DTM+137) or holds a value the invoices table cannot (`invoice_problem`).
+parse, an interchange without its trailer, a key the journal cannot hold (LimitError), a trailer that disagrees with
+its content (`Interchange.disagreements`: a count or control number of SE/UNT, GE/UNE or IEA/UNZ; its
+acknowledgment rejects it, so the partner sends a corrected one under a new key: parked whatever the agreements, the
+rule is about the data), an invoice that cannot be read (EdiSyntaxError: a bad date, a missing DTM+137) or holds a
+value the invoices table cannot (`invoice_problem`).
 The invoices read here travel with the item, so the handler never reads them twice. They are read one at a time
 (`Interchange.iter_invoices`) and each is checked as it comes; for a sink that needs only the totals and the line
 count (the SQL sink) each is kept without its lines, so a big interchange never holds all its lines at once.
@@ -120,11 +123,14 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         message = interchange.message()
     except LimitError as exc:
         return parked(f"its key cannot be journaled: {exc}")
+    label = f"{message.source}/{message.message_id}"
+    if interchange.disagreements:  # its acknowledgment rejects it: booking it would book what the partner re-sends
+        reason = f"a trailer disagrees with the interchange: {interchange.disagreements[0].reason}"
+        return replace(parked(reason), label=label)
     types = message_types(interchange)
     # one invoice among acknowledgments is enough to need the inbox
     needs_inbox = any(config.route(t) == INBOX for t in types)
     route = (INBOX if needs_inbox else BYPASS) if types else config.default_route
-    label = f"{message.source}/{message.message_id}"
     invoices: list[edi.Invoice] = []
     if route == INBOX and any(t in _INVOICE_TYPES for t in types):
         try:

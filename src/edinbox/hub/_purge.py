@@ -68,15 +68,40 @@ async def purge(
     async with open_inbox(config) as inbox:
         total = await _purgeable(inbox, config.consumer, age) if progress else 0
         task = asyncio.ensure_future(inbox.purge(age, batch_size=batch_size, max_rate=config.purge_max_rate))
-        while progress is not None and total and not task.done():
-            await asyncio.wait({task}, timeout=interval)
-            if not task.done():
-                progress(max(0, total - await _purgeable(inbox, config.consumer, age)), total)
-        deleted = int(await task)
+        try:
+            while progress is not None and total and not task.done():
+                await asyncio.wait({task}, timeout=interval)
+                left = None if task.done() else await _left(inbox, config.consumer, age, task)
+                if left is not None:
+                    progress(max(0, total - left), total)
+            deleted = int(await task)
+        finally:
+            await _finish(task)
         rejected = await purge_rejected(inbox, consumer=config.consumer, older_than=age)
     if progress is not None and total:
         progress(min(deleted, total), total)
     return Purged(rows=deleted, rejected=rejected)
+
+
+async def _left(inbox: AsyncInbox, consumer: str, age: timedelta, purging: asyncio.Future[int]) -> int | None:
+    """The purgeable rows left, or None when the purge ends first or the count fails: the count only moves the
+    progress bar, and a database that fails it fails the purge too, which reports it."""
+    count = asyncio.ensure_future(_purgeable(inbox, consumer, age))
+    await asyncio.wait({count, purging}, return_when=asyncio.FIRST_COMPLETED)
+    await _finish(count)
+    if count.cancelled() or count.exception() is not None:
+        return None
+    return count.result()
+
+
+async def _finish(task: asyncio.Future[int]) -> None:
+    """Cancel `task` unless it is done, wait for it, and retrieve its exception (raised already, or left for the
+    purge's own): no "exception was never retrieved" at exit."""
+    if not task.done():
+        task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()
 
 
 def check_purge(config: HubConfig) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 # sync: from time import sleep
@@ -12,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from edinbox._core import Pace, check_version, migration_steps
-from edinbox._errors import SchemaError
+from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "json_batch",
     "migrate_journal",
     "purge_batches",
+    "purge_held",
 ]
 
 Params = Mapping[str, Any]
@@ -196,3 +198,17 @@ async def purge_batches(
         total += deleted
         if deleted < batch_size:
             return total
+
+
+async def purge_held(unit: AsyncUnit, params: Params, *, batch_size: int, pace: Pace, unlock: Callable[[], Any]) -> int:
+    """`purge_batches` on a unit whose session holds the purge lock, then `unlock()`. When a batch fails, its error is
+    the one raised: a StoreError of the unlock then (the connection was lost with the batch, and the session's lock
+    with it) is dropped, so the report names what broke, not the clean-up after it."""
+    try:
+        deleted = await purge_batches(lambda: held(unit), params, batch_size=batch_size, pace=pace)
+    except BaseException:
+        with contextlib.suppress(StoreError):
+            await unlock()
+        raise
+    await unlock()
+    return deleted

@@ -28,7 +28,7 @@ from edinbox._core import COLUMNS, Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, held, json_batch, migrate_journal, purge_batches
+from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_held
 from edinbox.stores._mysql_sql import (
     DIALECT,
     DUPLICATE_KEY_NAME,
@@ -509,10 +509,9 @@ class AsyncMySQLStore:
         async with self.unit() as unit:
             if (await unit.fetch("purge_lock", lock))[0][0] != 1:
                 return 0
-            try:
-                return await purge_batches(lambda: held(unit), values, batch_size=batch_size, pace=pace)
-            finally:
-                await unit.fetch("purge_unlock", lock)
+            return await purge_held(
+                unit, values, batch_size=batch_size, pace=pace, unlock=lambda: unit.fetch("purge_unlock", lock)
+            )
 
     async def wait(self, timeout: float) -> None:
         """MariaDB has no LISTEN: sleep `timeout` seconds (the relay polls)."""

@@ -19,7 +19,7 @@ from edinbox._core import COLUMNS, POOL_SIZE, Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, held, migrate_journal, purge_batches
+from edinbox.stores._async_base import Params, create_journal, migrate_journal, purge_held
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
 
@@ -357,12 +357,13 @@ class AsyncPostgresStore:
             await unit.commit()
             if not locked:
                 return 0
-            try:
-                return await purge_batches(lambda: held(unit), params, batch_size=batch_size, pace=pace)
-            finally:
+
+            async def unlock() -> None:
                 await unit.begin()
                 await unit.fetch("purge_unlock", lock)
                 await unit.commit()
+
+            return await purge_held(unit, params, batch_size=batch_size, pace=pace, unlock=unlock)
 
     async def wait(self, timeout: float) -> None:
         """Return at the first outbox notification (LISTEN on a connection of its own) or after `timeout` seconds.

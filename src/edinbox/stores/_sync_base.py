@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -11,7 +12,7 @@ from time import sleep
 from typing import Any, Protocol
 
 from edinbox._core import Pace, check_version, migration_steps
-from edinbox._errors import SchemaError
+from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "json_batch",
     "migrate_journal",
     "purge_batches",
+    "purge_held",
 ]
 
 Params = Mapping[str, Any]
@@ -195,3 +197,17 @@ def purge_batches(
         total += deleted
         if deleted < batch_size:
             return total
+
+
+def purge_held(unit: Unit, params: Params, *, batch_size: int, pace: Pace, unlock: Callable[[], Any]) -> int:
+    """`purge_batches` on a unit whose session holds the purge lock, then `unlock()`. When a batch fails, its error is
+    the one raised: a StoreError of the unlock then (the connection was lost with the batch, and the session's lock
+    with it) is dropped, so the report names what broke, not the clean-up after it."""
+    try:
+        deleted = purge_batches(lambda: held(unit), params, batch_size=batch_size, pace=pace)
+    except BaseException:
+        with contextlib.suppress(StoreError):
+            unlock()
+        raise
+    unlock()
+    return deleted

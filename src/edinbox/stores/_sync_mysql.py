@@ -40,7 +40,7 @@ from edinbox.stores._mysql_sql import (
     timestamp,
 )
 from edinbox.stores._queries import migration_queries
-from edinbox.stores._sync_base import Params, create_journal, held, json_batch, migrate_journal, purge_batches
+from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal, purge_held
 
 __all__ = ["MySQLStore"]
 
@@ -506,10 +506,9 @@ class MySQLStore:
         with self.unit() as unit:
             if (unit.fetch("purge_lock", lock))[0][0] != 1:
                 return 0
-            try:
-                return purge_batches(lambda: held(unit), values, batch_size=batch_size, pace=pace)
-            finally:
-                unit.fetch("purge_unlock", lock)
+            return purge_held(
+                unit, values, batch_size=batch_size, pace=pace, unlock=lambda: unit.fetch("purge_unlock", lock)
+            )
 
     def wait(self, timeout: float) -> None:
         """MariaDB has no LISTEN: sleep `timeout` seconds (the relay polls)."""

@@ -20,7 +20,7 @@ from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
-from edinbox.stores._sync_base import Params, create_journal, held, migrate_journal, purge_batches
+from edinbox.stores._sync_base import Params, create_journal, migrate_journal, purge_held
 
 __all__ = ["PostgresStore"]
 
@@ -353,12 +353,13 @@ class PostgresStore:
             unit.commit()
             if not locked:
                 return 0
-            try:
-                return purge_batches(lambda: held(unit), params, batch_size=batch_size, pace=pace)
-            finally:
+
+            def unlock() -> None:
                 unit.begin()
                 unit.fetch("purge_unlock", lock)
                 unit.commit()
+
+            return purge_held(unit, params, batch_size=batch_size, pace=pace, unlock=unlock)
 
     def wait(self, timeout: float) -> None:
         """Return at the first outbox notification (LISTEN on a connection of its own) or after `timeout` seconds.

@@ -1,0 +1,179 @@
+"""The relay with RabbitMQ stopped under it and started again (a private node): the relay never exits, the outage is
+two log lines, every committed row arrives at least once under its key, and a receiver's inbox processes each once.
+
+`edinbox relay` and the relay inside `edinbox run` are the same `Relay`: the first test drives it in this process,
+stopping the node between two of its passes (so the stop falls mid-send on every run); the second runs the hub as a
+process whose acknowledgments go to the node, and stops the node while it relays them; the third runs `edinbox
+relay` as a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edinbox import AsyncInbox, Inbox, Message, Outcome
+from edinbox.hub._config import HubConfig
+from edinbox.hub._ops import init
+from edinbox.sources import Delivery
+from edinbox.sources.spool import publish
+from hub.test_outage import HubProcess, invoices, spool_empty, wait_for
+from servers import PrivateRabbitMQ
+
+from .test_relay_brokers import drain, fill, relay_for, until
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private RabbitMQ nodes are started on Linux")
+
+
+@pytest.fixture
+def rabbit() -> Iterator[PrivateRabbitMQ]:
+    """A private RabbitMQ node, stopped and deleted afterwards."""
+    with PrivateRabbitMQ() as node:
+        yield node
+
+
+def received_once(deliveries: list[Delivery], tmp_path: Path) -> int:
+    """Run the deliveries through a receiver's inbox keyed by producer id; return how many it processed."""
+    processed = 0
+    with Inbox(f"sqlite:///{tmp_path / 'receiver.db'}", consumer="partner") as receiver:
+        receiver.create_schema()
+        for delivery in deliveries:
+            message = Message(delivery.message_id or "", "relay", delivery.payload)
+            processed += receiver.process(message, lambda tx, m: None) is Outcome.PROCESSED
+    return processed
+
+
+async def test_rabbitmq_stopped_while_the_relay_sends(
+    rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The node stopped after the relay sent 60 of 300 rows and started again: the relay keeps running, logs one
+    relay-down and one relay-back line, marks all 300 sent, and the receiver gets every key (at least once, copies
+    under the same key) and processes each once."""
+    url = f"{rabbit.url}?queue={unique_name}&open_timeout=1"
+    keys = [f"ack/{n:04d}" for n in range(300)]
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    fill(db, url, keys)
+    caplog.set_level(logging.INFO, logger="edinbox.test")
+    async with AsyncInbox(db, consumer="hub") as inbox:
+        relay = relay_for(inbox, limit=10)
+        running = asyncio.ensure_future(relay.run())
+        await until(lambda: relay.totals["sent"] >= 60, within=120)
+        rabbit.stop()  # blocks this loop: the relay is between two passes, 240 rows still to send
+        stopped_at = relay.totals["sent"]
+        await until(lambda: any("relay-down" in r.getMessage() for r in caplog.records), within=60)
+        assert not running.done(), "the relay stopped on a broker outage"
+        await asyncio.to_thread(rabbit.start)
+        await until(lambda: relay.totals["sent"] >= 300, within=120)
+        assert not running.done()
+        relay.stop.set()
+        await running
+        stats = await inbox.outbox_stats()
+    assert 60 <= stopped_at < 300
+    assert (stats.backlog, stats.parked, stats.sent) == (0, 0, 300)
+    assert relay.publishers.opened >= 2  # the failed publisher was closed and a new one opened after the restart
+    lines = [r.getMessage() for r in caplog.records]
+    assert len([line for line in lines if line.startswith("relay-down ")]) == 1, lines
+    assert len([line for line in lines if line.startswith("relay-back ")]) == 1, lines
+    assert "dependency=source" in next(line for line in lines if line.startswith("relay-down "))
+    got = await drain(url, 300, within=60)
+    assert sorted({d.message_id or "" for d in got}) == keys
+    assert received_once(got, tmp_path) == 300
+
+
+def outbox(db: Path) -> tuple[int, int, list[str]]:
+    """(rows sent, rows neither sent nor parked, every key) of the hub's outbox."""
+    with sqlite3.connect(db, timeout=30) as connection:
+        rows = connection.execute("SELECT key, sent_at, parked_at FROM inbox_outbox").fetchall()
+    sent = sum(1 for _, sent_at, _ in rows if sent_at is not None)
+    waiting = sum(1 for _, sent_at, parked_at in rows if sent_at is None and parked_at is None)
+    return sent, waiting, sorted(key for key, _, _ in rows)
+
+
+def test_rabbitmq_stopped_while_the_hubs_relay_sends_acknowledgments(
+    rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str
+) -> None:
+    """`edinbox run` acknowledging 200 invoices to a RabbitMQ queue, the node stopped while the relay sends them and
+    started again: the hub never exits, logs one relay-down and one relay-back line (and no other outage), creates
+    each invoice once, and every acknowledgment reaches the queue under its key; a receiver's inbox processes each
+    once."""
+    url = f"{rabbit.url}?queue={unique_name}&open_timeout=1"
+    config = tmp_path / "edinbox.toml"
+    config.write_text(f'[partners."*"]\noutbound = "{url}"\n')
+    spool, db_file = tmp_path / "spool", tmp_path / "hub.db"
+    spool.mkdir()
+    db, source = f"sqlite:///{db_file}", f"dir://{spool}"
+    asyncio.run(init(HubConfig(db=db, source=source)))
+    asyncio.run(publish(source, invoices(150)))
+    hub = HubProcess("--config", str(config), "--db", db, "--source", source, "--batch-size", "5")
+    try:
+        wait_for(lambda: outbox(db_file)[0] >= 20, timeout=120, what="the first acknowledgments to be sent")
+        rabbit.stop()
+        asyncio.run(publish(source, invoices(50, start=150)))  # their acknowledgments meet the outage for sure
+        wait_for(lambda: bool(hub.events("relay-down")), timeout=60, what="the relay-down line")
+        assert hub.proc.poll() is None
+        rabbit.start()
+        wait_for(lambda: spool_empty(spool), timeout=120, what="the hub to settle every invoice")
+        wait_for(lambda: outbox(db_file)[:2] == (200, 0), timeout=120, what="the relay to send every acknowledgment")
+        assert hub.proc.poll() is None
+    finally:
+        code = hub.stop()
+    assert code == 0
+    assert len(hub.events("relay-down")) == 1, hub.lines
+    assert len(hub.events("relay-back")) == 1, hub.lines
+    assert not hub.events("dependency-down"), hub.lines
+    assert not [line for line in hub.lines if "Traceback" in line], "\n".join(hub.lines)
+    with sqlite3.connect(db_file) as connection:
+        assert connection.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (200, 200)
+    keys = outbox(db_file)[2]
+    got = asyncio.run(drain(url, len(keys), within=60))
+    assert sorted({d.message_id or "" for d in got}) == keys
+    assert received_once(got, tmp_path) == 200
+
+
+def test_rabbitmq_stopped_under_edinbox_relay(rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str) -> None:
+    """`edinbox relay` sending 300 rows, the node stopped while it sends and started again: the process never
+    exits, logs one dependency-down and one dependency-back line (no traceback, the driver's lines bounded), marks
+    every row sent, and SIGTERM stops it with status 0; every key arrives, a receiver's inbox processes each once."""
+    url = f"{rabbit.url}?queue={unique_name}&open_timeout=1"
+    db_file = tmp_path / "hub.db"
+    db = f"sqlite:///{db_file}"
+    asyncio.run(init(HubConfig(db=db)))
+    keys = [f"ack/{n:04d}" for n in range(400)]
+    fill(db, url, keys[:300])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")} | {"EDINBOX_POLL_TIMEOUT": "0.5"}
+    command = [sys.executable, "-m", "edinbox", "relay", "--db", db, "--limit", "10"]
+    relay = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in relay.stderr or []))
+    reader.start()
+    try:
+        wait_for(lambda: outbox(db_file)[0] >= 20, timeout=120, what="the first rows to be sent")
+        rabbit.stop()
+        fill(db, url, keys[300:])  # rows committed during the outage: the relay meets it for sure
+        wait_for(lambda: any(" dependency-down " in line for line in lines), timeout=60, what="dependency-down")
+        assert relay.poll() is None
+        rabbit.start()
+        wait_for(lambda: outbox(db_file)[:2] == (400, 0), timeout=120, what="every row to be sent")
+        assert relay.poll() is None
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        code = relay.wait(timeout=60)
+        reader.join(timeout=10)
+    assert code == 0, "\n".join(lines)
+    assert len([line for line in lines if " dependency-down " in line]) == 1, "\n".join(lines)
+    assert len([line for line in lines if " dependency-back " in line]) == 1, "\n".join(lines)
+    assert not [line for line in lines if "Traceback" in line], "\n".join(lines)
+    assert len([line for line in lines if " edinbox." not in line]) < 20, "\n".join(lines)
+    got = asyncio.run(drain(url, 400, within=60))
+    assert sorted({d.message_id or "" for d in got}) == keys
+    assert received_once(got, tmp_path) == 400
