@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -19,6 +20,8 @@ from edinbox.hub.accounting_service import AccountingService
 from edinbox.hub.http_sink import AccountingError, HttpAccounting
 
 LEASE = timedelta(seconds=1)
+CRASH_LEASE = timedelta(seconds=5)
+"""The lease of the process killed after its POST: long enough to be live when the parent redelivers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,8 @@ async def main():
         print(tx.idempotency_key, posted.created, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # the invoice exists; the completion never commits
 
-    await inbox.process(Message("000000909", "X12:ZZ:ACME>ZZ:HUB", b"ISA..."), handler, lease=timedelta(seconds=1))
+    lease = timedelta(seconds=float(sys.argv[4]))
+    await inbox.process(Message("000000909", "X12:ZZ:ACME>ZZ:HUB", b"ISA..."), handler, lease=lease)
 
 asyncio.run(main())
 """
@@ -156,9 +160,19 @@ async def test_crash_after_the_post_is_retried_with_the_same_key_and_creates_one
 ) -> None:
     """A hub killed after the POST, before completing: redelivered in the lease it is not settled; after it, the
     retry sends the same key, the service replays its answer, and there is still one invoice."""
+    # the dead process's lease must still be live when the parent redelivers, however slowly it exits
+    held = CRASH_LEASE.total_seconds()
     child = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-c", _POST_THEN_DIE, str(tmp_path / "hub.db"), service.url, str(Path(__file__).parent)],
+        [
+            sys.executable,
+            "-c",
+            _POST_THEN_DIE,
+            str(tmp_path / "hub.db"),
+            service.url,
+            str(Path(__file__).parent),
+            str(held),
+        ],
         capture_output=True,
         check=False,
         text=True,
@@ -178,9 +192,10 @@ async def test_crash_after_the_post_is_retried_with_the_same_key_and_creates_one
         posted = await sink.create(tx, msg, [invoice("INV-9")])
         assert (posted.created, posted.existing) == (1, 0)  # the replayed answer of the first POST
 
+    exited = time.monotonic()  # the lease was claimed before the child died: it ends before exited + held
     with pytest.raises(NotSettledError):  # the dead process's lease is still live
         await inbox.process(message, handler, lease=LEASE)
-    await asyncio.sleep(LEASE.total_seconds() + 0.2)
+    await asyncio.sleep(exited + held + 0.2 - time.monotonic())
     assert await inbox.process(message, handler, lease=LEASE) is Outcome.PROCESSED
     assert retried == [first_key]
     assert [i["number"] for i in service.invoices()] == ["INV-9"]

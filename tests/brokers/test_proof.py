@@ -99,6 +99,15 @@ def publish(files: list[Path], url: str) -> None:
     assert f"published {len(files)} message(s)" in done.stdout
 
 
+def started(hubs: list[subprocess.Popen[bytes]], logs: list[Path], *, within: float = 60) -> None:
+    """Wait until every hub logged its `started` line (its source is open: it receives from now on)."""
+    deadline = time.monotonic() + within
+    while not all("started consumer=" in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, "the hubs never all started"
+        assert all(hub.poll() is None for hub in hubs), [log.read_text() for log in logs]
+        time.sleep(0.1)
+
+
 def check(
     broker: Broker, name: str, db: list[str], *, unique: int, published: int, logs: str, redelivered: bool = True
 ) -> None:
@@ -141,14 +150,18 @@ def test_two_hubs_compete_and_one_is_killed(
     init = cli("init", *postgres_db, "--consumer", "hub")  # once, as an operator does before starting workers
     assert init.returncode == 0, init.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
-    args = [*CLI, *hub_args(url, postgres_db), "--batch-size", "5", "--idle-timeout", "4"]
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    killed = subprocess.Popen(args, env={**env, "EDINBOX_FAULT": "after_commit:3"}, **pipes)  # type: ignore[call-overload]
-    survivor = subprocess.Popen(args, env=env, **pipes)  # type: ignore[call-overload]
-    time.sleep(2.5)  # both are consuming before the traffic arrives, so they share it
+    # the idle timeout runs from each hub's start: on a loaded machine the traffic may arrive seconds later
+    args = [*CLI, *hub_args(url, postgres_db), "--batch-size", "5", "--idle-timeout", "12"]
+    logs = {name: tmp_path / f"{name}.log" for name in ("killed", "survivor")}
+    killed = subprocess.Popen(
+        args, env={**env, "EDINBOX_FAULT": "after_commit:3"}, stdout=subprocess.DEVNULL, stderr=logs["killed"].open("w")
+    )
+    survivor = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=logs["survivor"].open("w"))
+    started([killed, survivor], list(logs.values()))  # both consume before the traffic arrives, so they share it
     publish(files, url)
-    _, killed_log = killed.communicate(timeout=120)
-    _, survivor_log = survivor.communicate(timeout=120)
+    killed.wait(timeout=120)
+    survivor.wait(timeout=120)
+    killed_log, survivor_log = (log.read_text() for log in logs.values())
     assert killed.returncode == -9, killed_log
     assert survivor.returncode == 0, survivor_log
     sweep = cli(*hub_args(url, postgres_db))  # whatever came back after the survivor went idle

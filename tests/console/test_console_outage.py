@@ -112,16 +112,23 @@ def test_console_started_during_an_outage_waits_then_serves(
     port = free_port()
     env = {**os.environ, "EDINBOX_DB": config.db, "EDINBOX_SOURCE": config.source}
     command = [sys.executable, "-m", "edinbox", "console", "--port", str(port)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "console.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
-        time.sleep(4)
-        assert process.poll() is None, process.communicate()
+        deadline = time.monotonic() + 60  # the console may take seconds to start on a loaded machine
+        while "dependency-down" not in log.read_text():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the console never logged the outage"
+            time.sleep(0.2)
+        time.sleep(2)  # a few retries with the database still down
+        assert process.poll() is None, log.read_text()
         private_db.start()
         _wait_for(f"http://127.0.0.1:{port}/", 200)
     finally:
         process.terminate()
-        out, err = process.communicate(timeout=20)
-    logged = out + err
+        process.wait(timeout=20)
+    logged = log.read_text()
     assert logged.count("dependency-down") == 1, logged
     assert logged.count("dependency-back") == 1, logged
     assert SECRET not in logged

@@ -12,7 +12,7 @@ __all__ = ["scrape", "settled_by_outcome"]
 
 def scrape(port: int) -> dict[str, list[Any]]:
     """GET /metrics and parse it with prometheus-client's own parser: samples by metric family name."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
         text = response.read().decode()
     return {family.name: family.samples for family in text_string_to_metric_families(text)}
 

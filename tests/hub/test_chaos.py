@@ -106,9 +106,10 @@ def chaos_with_restart(
         *("--source", source, "--db", db, "--table", table),
         *("--messages", str(MESSAGES), "--duplicates", str(DUPLICATES), "--hubs", "2", "--kill-every", "1.5"),
         *("--restart-db-command", restart, "--timeout", "120"),
-        # the spool keeps the default quiet time (6 s: it recovers a dead hub's files within 5 s); the brokers'
-        # redelivery times are 2 s at most here (RabbitMQ at once, NATS ack_wait, Redis dead_after)
-        *(() if source.startswith("dir:") else ("--drain-idle", "4")),
+        # quiet for 10 s before the hubs are stopped: longer than the spool's recovery of a dead hub's files (5 s)
+        # and the brokers' redelivery times (2 s at most here: RabbitMQ at once, NATS ack_wait, Redis dead_after),
+        # and than a replacement hub takes to start on a loaded machine, so the last copies are settled too
+        *("--drain-idle", "10"),
         *("--dir", str(tmp_path / "work")),
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -182,7 +183,8 @@ def test_chaos_fails_when_the_hub_cannot_settle(tmp_path: Path) -> None:
     spool = f"dir://{tmp_path / 'spool'}?max_payload=100"
     done = chaos(
         *("--source", spool, "--db", f"sqlite:///{tmp_path / 'chaos.db'}", "--messages", "12", "--duplicates", "0"),
-        *("--hubs", "1", "--kill-every", "0", "--timeout", "4", "--dir", str(tmp_path / "work")),
+        # the run times out whatever its length: 15 s lets the hub start and park every file on a loaded machine
+        *("--hubs", "1", "--kill-every", "0", "--timeout", "15", "--dir", str(tmp_path / "work")),
     )
     assert done.returncode == 1, done.stdout + done.stderr
     numbers = summary(done.stdout)

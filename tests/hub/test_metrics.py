@@ -30,6 +30,11 @@ def _db_args(config: HubConfig) -> list[str]:
     return ["--db", config.db, "--table", config.table]
 
 
+def journal_rows(families: dict[str, list[Any]]) -> dict[str, float]:
+    """The edinbox_journal_rows gauge by status."""
+    return {s.labels["status"]: s.value for s in families.get("edinbox_journal_rows", [])}
+
+
 def test_metrics_after_a_demo_run_equal_stats(hub_config: HubConfig, spool: Path) -> None:
     """A scrape of a running hub parses, and its settled counters and journal gauges equal `stats --json`."""
     traffic = generate(40, duplicate_rate=0.5, seed=11)
@@ -53,22 +58,24 @@ def test_metrics_after_a_demo_run_equal_stats(hub_config: HubConfig, spool: Path
             if sum(settled_by_outcome(families).values()) >= len(traffic.files):
                 break
             time.sleep(0.2)
-        time.sleep(5.5)  # one refresh of the journal gauges after the last batch
-        families = scrape(port)
+        out = subprocess.run(
+            [*_COMMAND, "stats", *_db_args(hub_config), "--json"], capture_output=True, text=True, check=True
+        ).stdout
+        counts = json.loads(out)
+        journal = {status: float(n) for status, n in counts["journal"].items()}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and journal_rows(families) != journal:
+            time.sleep(0.5)  # the journal gauges are refreshed every 5 s: wait for one after the last batch
+            families = scrape(port)
     finally:
         hub.send_signal(signal.SIGTERM)
         _, err = hub.communicate(timeout=30)
     assert hub.returncode == 0, err
-    out = subprocess.run(
-        [*_COMMAND, "stats", *_db_args(hub_config), "--json"], capture_output=True, text=True, check=True
-    ).stdout
-    counts = json.loads(out)
     settled = settled_by_outcome(families)
     for outcome in ("processed", "duplicate", "conflict", "resent", "bypassed", "rejected", "dead"):
         assert settled.get(outcome, 0) == counts[outcome], outcome
     assert sum(settled.values()) == counts["received"] == len(traffic.files)
-    rows = {s.labels["status"]: s.value for s in families["edinbox_journal_rows"]}
-    assert rows == {status: float(n) for status, n in counts["journal"].items()}
+    assert journal_rows(families) == journal
     batches = [s for s in families["edinbox_batch_size"] if s.name == "edinbox_batch_size_sum"]
     assert sum(s.value for s in batches) == len(traffic.files)
     partners = {s.labels["partner"] for s in families["edinbox_messages_settled"] if s.labels["outcome"] == "processed"}

@@ -286,23 +286,26 @@ def test_edinbox_purge_with_the_database_stopped_mid_purge(database: PrivatePost
 
 
 def test_two_purges_in_two_processes_never_run_together(postgres_url: str, unique_name: str) -> None:
-    """While `edinbox purge --max-rate 150` deletes 3,000 rows in one process (20 s), `edinbox purge` in another
-    deletes nothing and returns while the first is still at work (it did not wait for the session lock, which holds
-    across processes); the first one deletes them all."""
+    """While `edinbox purge --max-rate 200` deletes 4,000 rows in one process, `edinbox purge` in another deletes
+    nothing and returns while the first still runs (the session lock holds across processes, and the second does
+    not wait for it); the first one deletes them all."""
     table = f"{unique_name}.inbox"
     config = HubConfig(db=postgres_url, table=table)
     asyncio.run(init(config))
     try:
-        fill_old(postgres_url, table, 3000)
+        fill_old(postgres_url, table, 4000)
         args = [sys.executable, "-m", "edinbox", "purge", "--db", postgres_url, "--table", table, "--json"]
-        first = subprocess.Popen([*args, "--max-rate", "150"], stdout=subprocess.PIPE, text=True)
-        wait_for(lambda: old_rows(postgres_url, table) < 2900, timeout=60, what="the first purge to start")
+        # 20 s of work for the first, in batches of 100 (rows go down all along, not by 1,000 every 5 s): time
+        # enough for a second process to start and finish on a loaded machine
+        first = subprocess.Popen([*args, "--max-rate", "200", "--batch-size", "100"], stdout=subprocess.PIPE, text=True)
+        wait_for(lambda: old_rows(postgres_url, table) < 4000, timeout=30, what="the first purge to start")
         second = subprocess.run(args, capture_output=True, text=True, check=True, timeout=60)
         assert json.loads(second.stdout)["purged"] == 0
-        assert old_rows(postgres_url, table) > 0  # returned while the first was at work: it did not wait for it
+        assert first.poll() is None  # it did not wait for the first one's lock: the first one is still at work
+        assert old_rows(postgres_url, table) > 0
         out, _ = first.communicate(timeout=60)
         assert first.returncode == 0
-        assert json.loads(out)["purged"] == 3000
+        assert json.loads(out)["purged"] == 4000
     finally:
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(f"DROP SCHEMA IF EXISTS {unique_name} CASCADE")

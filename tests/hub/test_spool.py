@@ -103,9 +103,9 @@ async def test_nack_with_delay_holds_the_file_back(tmp_path: Path) -> None:
     await publish(f"dir://{tmp_path}", [("a", b"A")])
     async with SpoolSource(tmp_path, consumer="c") as source:
         [d] = await _drain(source)
-        await source.nack(d, delay=0.6)
+        await source.nack(d, delay=2.0)
         assert await source.receive(max_messages=1, timeout=0.2) == []
-        [again] = await source.receive(max_messages=1, timeout=2)
+        [again] = await source.receive(max_messages=1, timeout=30)
         assert again.delivery_count == 2
 
 
@@ -142,23 +142,28 @@ def test_claims_of_a_dead_process_are_redelivered(tmp_path: Path) -> None:
 async def test_stale_claim_of_a_live_owner_is_recovered_after_the_timeout(tmp_path: Path) -> None:
     """A claim older than claim_timeout is taken back even when its owner still runs (e.g. another host)."""
     await publish(f"dir://{tmp_path}", [("a", b"A")])
-    async with SpoolSource(tmp_path, consumer="slow", claim_timeout=0.3) as slow:
+    # a claim timeout that a loaded machine cannot outlast between the claim and the second source's first look
+    async with SpoolSource(tmp_path, consumer="slow", claim_timeout=3) as slow:
         assert len(await _drain(slow)) == 1
-        async with SpoolSource(tmp_path, consumer="fast", claim_timeout=0.3) as fast:
+        async with SpoolSource(tmp_path, consumer="fast", claim_timeout=3) as fast:
             assert await fast.receive(max_messages=1, timeout=0.05) == []
-            await asyncio.sleep(0.4)
+            await asyncio.sleep(3.1)
             assert fast.recover() == 1
-            [again] = await fast.receive(max_messages=1, timeout=0.5)
+            [again] = await fast.receive(max_messages=1, timeout=30)
             assert again.redelivered
 
 
 _CLAIMER = """
-import asyncio, json, sys
+import asyncio, json, os, sys
 from decimal import Decimal
 from pathlib import Path
 from edinbox.sources.spool import SpoolSource
 async def main():
     async with SpoolSource(Path(sys.argv[1]), consumer="c") as source:
+        gate = Path(sys.argv[2])
+        (gate / str(os.getpid())).touch()
+        while len(list(gate.iterdir())) < int(sys.argv[3]):  # every claimer is up before any of them starts
+            await asyncio.sleep(0.05)
         seen = []
         while batch := await source.receive(max_messages=3, timeout=0.3):
             for d in batch:
@@ -173,12 +178,12 @@ asyncio.run(main())
 def test_competing_processes_never_receive_the_same_file(tmp_path: Path) -> None:
     """Three processes draining one spool together receive every file exactly once between them."""
     ids = [f"m{i:04d}" for i in range(300)]
-    asyncio.run(publish(f"dir://{tmp_path}", [(i, i.encode()) for i in ids]))
-    (tmp_path / "processing").mkdir(exist_ok=True)
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _CLAIMER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-        for _ in range(3)
-    ]
+    spool, gate = tmp_path / "spool", tmp_path / "gate"
+    asyncio.run(publish(f"dir://{spool}", [(i, i.encode()) for i in ids]))
+    (spool / "processing").mkdir(exist_ok=True)
+    gate.mkdir()
+    command = [sys.executable, "-c", _CLAIMER, str(spool), str(gate), "3"]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(3)]
     seen = []
     for p in procs:
         out, _ = p.communicate(timeout=60)
@@ -187,7 +192,7 @@ def test_competing_processes_never_receive_the_same_file(tmp_path: Path) -> None
     everything = [m for s in seen for m in s]
     assert sorted(everything) == ids
     assert sum(1 for s in seen if s) >= 2, "the processes should have shared the work"
-    assert len(os.listdir(tmp_path / "archive")) == 300
+    assert len(os.listdir(spool / "archive")) == 300
 
 
 def test_publish_is_atomic_for_readers(tmp_path: Path) -> None:

@@ -58,8 +58,9 @@ class SourceContract(abc.ABC):
     """The broker drops a second publish of the same producer id (NATS within its duplicate window)."""
     counts_deliveries: ClassVar[bool] = True
     """The broker reports a delivery count on redeliveries (RabbitMQ quorum queues, NATS, Redis XPENDING)."""
-    redelivery_wait: ClassVar[float] = 5.0
-    """Seconds within which a closed or killed consumer's unacked delivery comes back."""
+    redelivery_wait: ClassVar[float] = 20.0
+    """Seconds within which a closed or killed consumer's unacked delivery comes back: a bound generous enough for
+    a loaded machine (a delivery that comes back ends the wait at once)."""
     quiet: ClassVar[float] = 1.0
     """Seconds after which a delivery that did not come back never will (longer than the broker's ack wait)."""
 

@@ -74,7 +74,7 @@ class TestKafka(BrokerContract):
     """Kafka: offsets committed after settling, seek back for nack, a dead-letter topic, redelivery after kills."""
 
     counts_deliveries = False  # classic consumer groups keep no delivery count
-    redelivery_wait = 10.0
+    redelivery_wait = 30.0
     quiet = 2.0
 
     @pytest.fixture

@@ -32,7 +32,6 @@ class TestNats(BrokerContract):
     """JetStream: nak and ack-wait expiry redeliver with `num_delivered`, the Msg-Id window drops quick retries."""
 
     publisher_dedup = True
-    redelivery_wait = 5.0
     quiet = 1.5  # longer than the ack_wait of 1 s below
 
     @pytest.fixture

@@ -48,7 +48,6 @@ class RabbitContract(BrokerContract):
     """RabbitMQ: requeue on close and nack, `x-delivery-count` on quorum queues, DLX for rejects."""
 
     queue_type = "quorum"
-    redelivery_wait = 5.0
     quiet = 0.5
 
     @pytest.fixture
