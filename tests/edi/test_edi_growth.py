@@ -1,9 +1,10 @@
 """Parse time grows linearly with the input, for the shapes that once made it quadratic.
 
 Each test parses an input and one four times as large, reads everything a caller can reach (envelope, segments,
-fingerprint, key, invoices) and compares the process CPU time of both: the larger may cost at most 6 times the
-smaller (linear is 4, quadratic 16). Each size runs the same number of times (enough for 20 ms on the smaller),
-the two sizes in turn, best of five, so timer resolution and a busy machine do not decide. No wall-clock bound.
+fingerprint, key, invoices) and compares the process CPU time of both: the larger may cost at most 8 times the
+smaller (linear is 4, quadratic 16; twice linear leaves room for the cache misses of a loaded machine). Each size
+runs the same number of times (enough for 20 ms on the smaller), the two sizes in turn, best of five, so timer
+resolution and a busy machine do not decide. No wall-clock bound.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from edinbox.edi import EdiSyntaxError, parse
 
 GROWTH = 4
-BOUND = 6.0
+BOUND = 8.0
 _X12_LF = fixtures.X12_810.replace(b"~", b"\n")
 
 
@@ -109,7 +110,7 @@ SHAPES = {
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_parse_time_grows_linearly(shape: str) -> None:
-    """Four times the input costs at most six times the CPU time: no shape makes parsing quadratic."""
+    """Four times the input costs at most eight times the CPU time: no shape makes parsing quadratic."""
     make, size = SHAPES[shape]
     ratio = growth(make, size)
     assert ratio <= BOUND, f"{shape}: 4x the input took {ratio:.1f}x the time"
