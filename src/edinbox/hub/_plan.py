@@ -136,33 +136,23 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         try:
             for invoice in interchange.iter_invoices():
                 if problem := invoice_problem((invoice,)):
-                    stored = _invoice_messages(interchange)[len(invoices)]
-                    return replace(parked(f"an invoice cannot be stored: {problem}", faulty=stored), label=label)
+                    at = _invoice_message(interchange, read=len(invoices))
+                    return replace(parked(f"an invoice cannot be stored: {problem}", faulty=at), label=label)
                 invoices.append(invoice if lines else invoice.without_lines())
         except (edi.EdiSyntaxError, ValueError, ArithmeticError) as exc:
             # the parser promises EdiSyntaxError only; any other data fault of a number or date parks it the same way
-            at = _failed_message(interchange, exc, read=len(invoices))
+            at = _invoice_message(interchange, read=len(invoices))
             return replace(parked(f"an invoice cannot be read: {exc}", faulty=at), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
     received = edi.received(interchange) if route == INBOX and config.acknowledges else None
     return Item(route, label, message=message, types=types, invoices=tuple(invoices), received=received)
 
 
-def _invoice_messages(interchange: edi.Interchange) -> list[int]:
-    """The indexes (among `interchange.messages`) of the messages `iter_invoices` reads, in its order."""
+def _invoice_message(interchange: edi.Interchange, *, read: int) -> int | None:
+    """The index (among `interchange.messages`) of the invoice `iter_invoices` reads after the `read` first: one
+    invoice per INVOIC / 810 message, in order, so the one that failed (None past the last)."""
     kind = "810" if interchange.standard == "X12" else "INVOIC"
-    return [m.index for m in interchange.messages if m.type == kind]
-
-
-def _failed_message(interchange: edi.Interchange, exc: Exception, *, read: int) -> int | None:
-    """The index of the message an invoice failed in: the one holding the error's segment, else the next invoice."""
-    at = getattr(exc, "segment_index", None)
-    if at is not None:
-        for message in interchange.messages:
-            first, end = message.segment_range
-            if first <= at < end:
-                return message.index
-    following = _invoice_messages(interchange)[read:]
+    following = [m.index for m in interchange.messages if m.type == kind][read:]
     return following[0] if following else None
 
 
