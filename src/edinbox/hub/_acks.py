@@ -108,24 +108,24 @@ class Acknowledger:
         """Note in `tx` that `key` was answered for `delivery` (`delivery_id`, or REJECTION for the key's one
         rejection); True when this is the first time (the primary key makes a second hub or a redelivery wait for
         the first transaction, then see its row)."""
-        params = {"consumer": self.config.consumer, "source": key[0], "message_id": key[1]}
-        return bool(await tx.unit.run("hub_answer_once", {**params, "delivery": delivery, "answer": answer}))
+        return bool(await tx.unit.run("hub_answer_once", self._answer(key, delivery=delivery, answer=answer)))
 
     async def remember(self, tx: Any, deliveries: Sequence[tuple[Key, str]]) -> None:
         """Note in `tx`, in one batch of statements, the deliveries (key, `delivery_id`) of processed interchanges
         whose re-sends would be notified: the broker's redelivery of one of them is then no re-send."""
         if deliveries:
-            rows = [
-                {
-                    "consumer": self.config.consumer,
-                    "source": key[0],
-                    "message_id": key[1],
-                    "delivery": d,
-                    "answer": "processed",
-                }
-                for key, d in deliveries
-            ]
+            rows = [self._answer(key, delivery=d, answer="processed") for key, d in deliveries]
             await tx.unit.run_many("hub_answer_once", rows)
+
+    def _answer(self, key: Key, *, delivery: str, answer: str) -> dict[str, str]:
+        """The parameters of one `hub_answer_once` row."""
+        return {
+            "consumer": self.config.consumer,
+            "source": key[0],
+            "message_id": key[1],
+            "delivery": delivery,
+            "answer": answer,
+        }
 
     async def write(self, tx: Any, pending: Sequence[Pending]) -> int:
         """Write the acknowledgments inside `tx`: a block of control numbers per partner, every outbox row and every
