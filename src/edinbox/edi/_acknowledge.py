@@ -145,8 +145,7 @@ def received(interchange: Interchange, *, rejected: bool = False, faulty: int | 
         )
         for at, group in enumerate(interchange.groups)
     ]
-    grouped = {m.index for group in interchange.groups for m in group.messages}
-    loose = tuple(answer(m) for m in interchange.messages if m.index not in grouped)
+    loose = tuple(answer(m) for m in interchange.messages if m.group_control_number is None)
     if loose:
         groups.append(ReceivedGroup("", "", "", loose))
     head = interchange.header
