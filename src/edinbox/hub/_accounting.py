@@ -91,7 +91,8 @@ class SqlAccounting(Accounting):
                 if await self._insert(tx, [row for i in group for row in rows[i]]) == sum(len(rows[i]) for i in group):
                     for i in group:
                         inserted[i] = len(rows[i])
-                    alone = [i for i in alone if i not in group]
+                    taken = set(group)
+                    alone = [i for i in alone if i not in taken]
                 else:  # another transaction committed one of them meanwhile: every interchange alone, then
                     await tx.unit.run("hub_invoices_rollback", {})
         for i in alone:
