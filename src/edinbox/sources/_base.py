@@ -152,9 +152,9 @@ def outgoing(messages: Iterable[tuple[str, bytes] | Outgoing]) -> list[Outgoing]
 
 
 async def publish_once(publisher: Publisher, messages: Iterable[tuple[str, bytes] | Outgoing]) -> None:
-    """Open `publisher`, send `messages` (pairs or `Outgoing`), close it."""
-    await publisher.open()
+    """Open `publisher`, send `messages` (pairs or `Outgoing`), close it (also when opening failed part way)."""
     try:
+        await publisher.open()
         await publisher.send(outgoing(messages))
     finally:
         await publisher.aclose()

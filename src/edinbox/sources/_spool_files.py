@@ -210,8 +210,7 @@ def _flush_files(fds: Sequence[int], flushing: Executor) -> None:
     that wakes for a file costs the interpreter's lock a hand-over or two, which the hub working beside pays."""
     slices = min(_FLUSHERS, len(fds) // _FILES_PER_FLUSHER)
     if slices < 2:
-        for fd in fds:
-            os.fsync(fd)
+        _flush_slice(fds)
         return
     list(flushing.map(_flush_slice, [fds[n::slices] for n in range(slices)]))
 

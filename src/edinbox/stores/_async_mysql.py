@@ -230,9 +230,7 @@ class _AsyncMySQLUnit:
         statements = self._sql[name]
         with mapped_errors(f"run {name}"):
             if len(statements) == 1 and values:
-                cursor = self._cursor
-                if cursor is None:
-                    cursor = self._cursor = await self.connection.cursor()
+                cursor = await self._cursor_of()
                 self._ddl = self._ddl or name in self._sql.ddl
                 await cursor.executemany(statements[0], [params(one) for one in values])
                 return int(cursor.rowcount)

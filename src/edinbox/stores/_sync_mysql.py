@@ -229,9 +229,7 @@ class _MySQLUnit:
         statements = self._sql[name]
         with mapped_errors(f"run {name}"):
             if len(statements) == 1 and values:
-                cursor = self._cursor
-                if cursor is None:
-                    cursor = self._cursor = self.connection.cursor()
+                cursor = self._cursor_of()
                 self._ddl = self._ddl or name in self._sql.ddl
                 cursor.executemany(statements[0], [params(one) for one in values])
                 return int(cursor.rowcount)
