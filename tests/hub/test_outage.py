@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -99,8 +100,8 @@ COUNTS = (
 )
 
 
-def counts(url: str) -> tuple[int, int, int]:
-    """(invoices, distinct invoice numbers, processed journal rows) in the private server."""
+def first_row(url: str, statement: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    """Run one statement on a PostgreSQL or MariaDB server (autocommit); its first row, if any."""
     if url.startswith(("mysql://", "mariadb://")):
         import pymysql
 
@@ -110,13 +111,18 @@ def counts(url: str) -> tuple[int, int, int]:
         connection = pymysql.connect(**options | {"autocommit": True})
         try:
             with connection.cursor() as cursor:
-                cursor.execute(COUNTS)
-                row = cursor.fetchone()
+                cursor.execute(statement, params)
+                return cursor.fetchone() if cursor.description else None
         finally:
             connection.close()
-    else:
-        with psycopg.connect(url) as conn:
-            row = conn.execute(COUNTS).fetchone()
+    with psycopg.connect(url, autocommit=True) as pg:
+        found = pg.execute(statement.encode(), params)
+        return found.fetchone() if found.description else None
+
+
+def counts(url: str) -> tuple[int, int, int]:
+    """(invoices, distinct invoice numbers, processed journal rows) in the private server."""
+    row = first_row(url, COUNTS)
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2])
 

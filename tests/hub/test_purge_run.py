@@ -33,7 +33,7 @@ from edinbox.hub._ops import init
 from edinbox.hub._parts import open_inbox
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
-from hub.test_outage import HubProcess, spool_empty, wait_for
+from hub.test_outage import HubProcess, first_row, spool_empty, wait_for
 from servers import PrivateMariaDB, PrivatePostgres
 
 OLD = 300
@@ -171,23 +171,7 @@ def database(request: pytest.FixtureRequest) -> Iterator[PrivatePostgres | Priva
 
 def execute(url: str, statement: str, params: tuple[Any, ...] = ()) -> int:
     """Run one statement on PostgreSQL or MariaDB (autocommit); the first column of its first row, if any."""
-    if url.startswith(("mysql://", "mariadb://")):
-        import pymysql
-
-        from edinbox.stores._mysql_sql import connect_options
-
-        options = {k: v for k, v in connect_options(url).items() if k != "client_flag"}
-        connection = pymysql.connect(**options | {"autocommit": True})
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(statement, params)
-                row = cursor.fetchone() if cursor.description else None
-        finally:
-            connection.close()
-    else:
-        with psycopg.connect(url, autocommit=True) as pg:
-            found = pg.execute(statement.encode(), params)
-            row = found.fetchone() if found.description else None
+    row = first_row(url, statement, params)
     return int(row[0]) if row else 0
 
 

@@ -35,6 +35,17 @@ def relay_for(inbox: AsyncInbox, *, limit: int = 100) -> Relay:
     return Relay(inbox, outage=outage, stop=asyncio.Event(), limit=limit, idle=0.2)
 
 
+def received_once(deliveries: list[Delivery], tmp_path: Path) -> int:
+    """Run the deliveries through a receiver's inbox keyed by producer id; return how many it processed."""
+    processed = 0
+    with Inbox(f"sqlite:///{tmp_path / 'receiver.db'}", consumer="partner") as receiver:
+        receiver.create_schema()
+        for delivery in deliveries:
+            message = Message(delivery.message_id or "", "relay", delivery.payload)
+            processed += receiver.process(message, lambda tx, m: None) is Outcome.PROCESSED
+    return processed
+
+
 def fill(db: str, destination: str, keys: list[str], *, headers: dict[str, str] | None = None) -> None:
     """Create the journal and commit one outbox row per key (payload: the key), ten rows a transaction."""
     with Inbox(db, consumer="hub") as inbox:
@@ -215,13 +226,7 @@ async def test_a_broker_killed_while_the_relay_sends(kind: str, tmp_path: Path, 
             assert relay.publishers.opened >= 2
         got = await drain(url, 300)
         assert sorted({d.message_id or "" for d in got}) == keys
-        processed = 0
-        with Inbox(f"sqlite:///{tmp_path / 'receiver.db'}", consumer="partner") as receiver:
-            receiver.create_schema()
-            for delivery in got:
-                message = Message(delivery.message_id or "", "relay", delivery.payload)
-                processed += receiver.process(message, lambda tx, m: None) is Outcome.PROCESSED
-        assert processed == 300
+        assert received_once(got, tmp_path) == 300
     finally:
         server.kill()
 

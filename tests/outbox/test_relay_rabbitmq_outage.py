@@ -22,15 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from edinbox import AsyncInbox, Inbox, Message, Outcome
+from edinbox import AsyncInbox
 from edinbox.hub._config import HubConfig
 from edinbox.hub._ops import init
-from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, invoices, spool_empty, wait_for
 from servers import PrivateRabbitMQ
 
-from .test_relay_brokers import drain, fill, relay_for, until
+from .test_relay_brokers import drain, fill, received_once, relay_for, until
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private RabbitMQ nodes are started on Linux")
 
@@ -40,17 +39,6 @@ def rabbit() -> Iterator[PrivateRabbitMQ]:
     """A private RabbitMQ node, stopped and deleted afterwards."""
     with PrivateRabbitMQ() as node:
         yield node
-
-
-def received_once(deliveries: list[Delivery], tmp_path: Path) -> int:
-    """Run the deliveries through a receiver's inbox keyed by producer id; return how many it processed."""
-    processed = 0
-    with Inbox(f"sqlite:///{tmp_path / 'receiver.db'}", consumer="partner") as receiver:
-        receiver.create_schema()
-        for delivery in deliveries:
-            message = Message(delivery.message_id or "", "relay", delivery.payload)
-            processed += receiver.process(message, lambda tx, m: None) is Outcome.PROCESSED
-    return processed
 
 
 async def test_rabbitmq_stopped_while_the_relay_sends(

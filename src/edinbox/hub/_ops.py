@@ -109,17 +109,17 @@ async def stats(config: HubConfig) -> dict[str, Any]:
     async with open_inbox(config) as inbox:
         journal = await inbox.stats()
 
-        async def read(tx: Tx) -> tuple[dict[str, int], tuple[Any, ...]]:
+        async def read(tx: Tx) -> tuple[dict[str, int], tuple[Any, ...], int]:
             totals = await tx.unit.fetch("hub_totals", {"consumer": config.consumer})
-            return await counts(tx, consumer=config.consumer), totals[0]
+            rejections = await tx.unit.fetch("hub_rejection_totals", {"consumer": config.consumer})
+            return await counts(tx, consumer=config.consumer), totals[0], int(rejections[0][0])
 
-        found, (invoices, rejected, oldest, rows) = await inbox.read(read)
+        found, (invoices, rejected, oldest, rows), rejections = await inbox.read(read)
         size = await _table_size(inbox)
         outbox = await inbox.outbox_stats()
         acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgment_totals", {"consumer": config.consumer}))
-        rejections = await inbox.read(lambda tx: tx.unit.fetch("hub_rejection_totals", {"consumer": config.consumer}))
     acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
-    acknowledgments["rejections"] = int(rejections[0][0])
+    acknowledgments["rejections"] = rejections
     for kind, duplicate, n, keys in acks:
         acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
         acknowledgments["keys"] += int(keys)
