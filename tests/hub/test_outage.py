@@ -355,21 +355,15 @@ def invoice_count(db: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM invoices").fetchone()[0])
 
 
-def test_a_step_that_reached_nothing_does_not_end_an_outage() -> None:
+def test_a_step_that_reached_nothing_does_not_end_an_outage(caplog: pytest.LogCaptureFixture) -> None:
     """While the database is down, a step that received nothing (the batch not yet redelivered) logs no `back`:
     the outage is one `down` line and one `back` line, the latter only once a step settled deliveries again."""
     from edinbox import StoreError
     from edinbox.hub._hub import _reached
     from edinbox.hub._outage import Outage
 
-    lines: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
     logger = logging.getLogger("edinbox.test.outage")
-    logger.addHandler(Collect())
+    caplog.set_level(logging.WARNING, logger=logger.name)
     outage = Outage(logger, give_up_after=None)
     script: list[int | None] = [None, 0, None, 0, 3]  # None: the database fails; n: a step that settled n
 
@@ -384,5 +378,6 @@ def test_a_step_that_reached_nothing_does_not_end_an_outage() -> None:
             await outage.call(step, proves=_reached)
 
     asyncio.run(run())
+    lines = [r.getMessage() for r in caplog.records if r.name == logger.name]
     assert [line.split()[0] for line in lines] == ["dependency-down", "dependency-back"]
     assert "dependency=database" in lines[1]

@@ -290,13 +290,13 @@ def _drive(
             return
         report.crashes += procs.replace(armed=not plan.settled)
         current = _poll(config)
-        progressed = current is not None and current.settled > plan.settled_at_kill
-        if not plan.settled and now >= plan.next_kill and progressed:
-            # never two kills without a settlement between them: on a slow machine hubs still get work done
+        # never two kills without a settlement between them: on a slow machine hubs still get work done
+        due = not plan.settled and now >= plan.next_kill
+        if due and current is not None and current.settled > plan.settled_at_kill:
             procs.kill_one()
             report.kills += 1
             plan.next_kill = now + plan.kill_every
-            plan.settled_at_kill = current.settled if current is not None else -1
+            plan.settled_at_kill = current.settled
         if plan.restart is not None and plan.restart.poll() is not None:
             if plan.restart.returncode != 0:
                 raise InboxError(f"--restart-db-command exited {plan.restart.returncode}: see {workdir}/restart.log")
