@@ -169,6 +169,8 @@ def fill_ring(connection: psycopg.Connection[Any], table: str, *, shape: str, ro
 RING = named_queries((Path(__file__).parent / "ring.sql").read_text("utf-8"))
 DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8"))
 HASH = named_queries((Path(__file__).parent / "hash.sql").read_text("utf-8"))
+GENERATIONS = named_queries((Path(__file__).parent / "generations.sql").read_text("utf-8"))
+TEMPLATED = {"template": TEMPLATE}
 INSERT = load_queries("postgresql", "queries")["insert_batch"]
 """The store's own insert of a batch, for EXPLAIN."""
 
@@ -272,6 +274,35 @@ def fill_digest(connection: psycopg.Connection[Any], table: str, *, shape: str, 
 def digest_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[list[Message]], None]:
     """The batch on a digest-keyed journal: one insert."""
     return sql_batch(connection, DIGEST["insert_batch"].format(table=f"{SCHEMA}.{table}").encode())
+
+
+def former(inbox: Inbox) -> Inbox:
+    """The inbox with process_batch's former insert: ON CONFLICT DO NOTHING for every batch, fresh or not (two
+    searches of the unique index per key, a speculative insertion per row)."""
+    statements = inbox._store._sql  # type: ignore[attr-defined]
+    statements._bytes["insert_fresh_batch"] = statements["insert_batch"]
+    return inbox
+
+
+def create_generations(connection: psycopg.Connection[Any], hot: str, cold: str | None) -> None:
+    """Create a two-generation journal's hot table (and its cold one, unless it is a filled flat journal)."""
+    for table in (hot, cold):
+        if table is not None:
+            connection.execute(GENERATIONS["create_generation"].format(table=f"{SCHEMA}.{table}", **TEMPLATED).encode())
+            key = GENERATIONS["create_generation_key"].format(table=f"{SCHEMA}.{table}", key_index=f"{table}_key")
+            connection.execute(key.encode())
+
+
+def generations_batch(connection: psycopg.Connection[Any], hot: str, cold: str) -> Callable[[list[Message]], None]:
+    """The batch on a two-generation journal: the keys no cold row holds, inserted into the hot table."""
+    insert = GENERATIONS["insert_batch"].format(hot=f"{SCHEMA}.{hot}", cold=f"{SCHEMA}.{cold}").encode()
+
+    def run(messages: list[Message]) -> None:
+        with connection.transaction():
+            cursor = connection.execute(insert, batch_params(messages))
+            assert cursor.rowcount == len(messages), "a fresh message was taken for a duplicate"
+
+    return run
 
 
 def flat_batch(inbox: Inbox, *, ordered: bool = False) -> Callable[[list[Message]], None]:
@@ -419,6 +450,7 @@ def main() -> None:
     parser.add_argument(
         "--steady", type=int, default=0, help="then measure again after this many untimed batches on the full journals"
     )
+    parser.add_argument("--former", action="store_true", help="also the flat journals with ON CONFLICT every batch")
     parser.add_argument("--sorted", action="store_true", help="also the flat batches sorted by key")
     parser.add_argument("--private", type=Path, help="run a PostgreSQL cluster of its own, kept in this folder")
     parser.add_argument("--server", choices=sorted(SERVERS), default="sized", help="the private cluster's settings")
@@ -455,6 +487,8 @@ def run(args: argparse.Namespace) -> None:
     for shape in shapes:
         for layout in layouts:
             table = full_name(layout, shape, args.rows, partitions=args.partitions)
+            if layout == "generations":  # its cold table is the flat journal
+                continue
             if args.refill or count(connection, table) < args.rows:
                 started = time.perf_counter()
                 if layout == "flat":
@@ -469,6 +503,7 @@ def run(args: argparse.Namespace) -> None:
     suffix = uuid.uuid4().hex[:8]
     work = psycopg.connect(args.url, autocommit=True)
     inboxes: list[Inbox] = []
+    closing: list[psycopg.Connection[Any]] = []
     try:
         for shape in shapes:
             start = args.rows // PARTNERS + 1
@@ -486,6 +521,8 @@ def run(args: argparse.Namespace) -> None:
                     ):  # a superuser's session setting, through libpq's options
                         compressed = f"{args.url}{'&' if '?' in args.url else '?'}options=-c%20wal_compression%3Dlz4"
                         journals.append((f"{layout} lz4 full", full, compressed))
+                    if layout == "flat" and args.former:  # the same journals, ON CONFLICT for every batch
+                        journals += [("former empty", f"{empty}_former", args.url), ("former full", full, args.url)]
                     if layout == "flat" and args.sorted:  # the same batches sorted by key before process_batch
                         journals += [("sorted empty", f"{empty}_sorted", args.url), ("sorted full", full, args.url)]
                     for n, (name, table, url) in enumerate(journals):
@@ -495,10 +532,24 @@ def run(args: argparse.Namespace) -> None:
                         inbox.verify()  # the partitioned journal passes the store's own checks
                         inboxes.append(inbox)
                         # two variants on one full journal: rising numbers of their own, each above the filled ones
+                        if name.startswith("former"):
+                            former(inbox)
                         batch = flat_batch(inbox, ordered=name.startswith("sorted"))
                         variants[name] = (Keys(shape, start=start + n * 10**6), batch)
                         if name in (f"{layout} empty", f"{layout} full"):
                             tables[name] = table
+                elif layout == "generations":  # hot tables of their own; the full one's cold is the flat journal
+                    create_generations(connection, f"{empty}_hot", f"{empty}_cold")
+                    create_generations(connection, f"{empty}_hotfull", None)
+                    cold = full_name("flat", shape, args.rows)
+                    pairs = (("empty", f"{empty}_hot", f"{empty}_cold"), ("full", f"{empty}_hotfull", cold))
+                    for name, hot, probed in pairs:
+                        variant = f"{layout} {name}"
+                        named = f"{args.url}{'&' if '?' in args.url else '?'}application_name={application(variant)}"
+                        direct = psycopg.connect(named, autocommit=True)
+                        closing.append(direct)
+                        fresh = Keys(shape, start=start + 5 * 10**6)
+                        variants[variant] = (fresh, generations_batch(direct, hot, probed))
                 elif layout == "digest":
                     create_digest(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), digest_batch(work, empty))
@@ -511,7 +562,7 @@ def run(args: argparse.Namespace) -> None:
                         Keys(shape, start=start),
                         ring_batch(work, full_name(layout, shape, args.rows)),
                     )
-            for layout in layouts:
+            for layout in {"flat" if layout == "generations" else layout for layout in layouts}:
                 reset(connection, full_name(layout, shape, args.rows, partitions=args.partitions), layout=layout)
             connection.execute(b"CHECKPOINT")
             title = f"{shape} keys, {args.rows:,} rows in the full journals"
@@ -527,11 +578,15 @@ def run(args: argparse.Namespace) -> None:
     finally:
         for inbox in inboxes:
             inbox.close()
+        for direct in closing:
+            direct.close()
         for shape in shapes:
             for layout in layouts:
                 empty = f"{SCHEMA}.empty_{layout}_{shape}_{suffix}"
                 connection.execute(f"DROP TABLE IF EXISTS {empty}, {empty}_head, {empty}_version".encode())
                 connection.execute(f"DROP TABLE IF EXISTS {empty}_sorted, {empty}_sorted_version".encode())
+                connection.execute(f"DROP TABLE IF EXISTS {empty}_former, {empty}_former_version".encode())
+                connection.execute(f"DROP TABLE IF EXISTS {empty}_hot, {empty}_cold, {empty}_hotfull".encode())
 
 
 if __name__ == "__main__":
