@@ -86,8 +86,7 @@ ON CONFLICT DO NOTHING
 RETURNING source, message_id
 
 -- name: insert_fresh_batch
--- insert_batch without ON CONFLICT: one descent of the unique index per key; a unique violation sends the batch
--- back to insert_batch
+-- insert_batch as a plain INSERT (one search of the unique index per key); a unique violation falls back to it
 INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
 SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
 FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
