@@ -95,17 +95,22 @@ class _AsyncPostgresUnit:
     async def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
         """Begin and run the named statement in one round trip (pipeline mode); return its rows.
 
-        `insert_batch` first goes as a plain INSERT (`_insert_fresh`), ON CONFLICT DO NOTHING only when a key of
-        the batch is in the journal already."""
-        if name == "insert_batch" and not self.managed:
+        `insert_batch` first goes as a plain INSERT (`_insert_fresh`), ON CONFLICT DO NOTHING when a key of the
+        batch is in the journal already, and for the batches after it until one inserts every key (`fresh`)."""
+        batch = name == "insert_batch" and not self.managed
+        if batch and self._sql.fresh:
             fresh = await self._insert_fresh(params)
             if fresh is not None:
                 return fresh
+            self._sql.fresh = False
         with mapped_errors(f"run {name}"):
             async with self.connection.pipeline():
                 await self._begin()
                 cursor = await self.connection.execute(self._sql[name], params)
-            return await cursor.fetchall()
+            rows = await cursor.fetchall()
+        if batch and len(rows) == len(params["message_ids"]):
+            self._sql.fresh = True
+        return rows
 
     async def _insert_fresh(self, params: Params) -> list[tuple[Any, ...]] | None:
         """Begin and insert a batch's keys with a plain INSERT; return every key (the rows of a statement with

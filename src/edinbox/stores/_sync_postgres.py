@@ -94,17 +94,22 @@ class _PostgresUnit:
     def begin_fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
         """Begin and run the named statement in one round trip (pipeline mode); return its rows.
 
-        `insert_batch` first goes as a plain INSERT (`_insert_fresh`), ON CONFLICT DO NOTHING only when a key of
-        the batch is in the journal already."""
-        if name == "insert_batch" and not self.managed:
+        `insert_batch` first goes as a plain INSERT (`_insert_fresh`), ON CONFLICT DO NOTHING when a key of the
+        batch is in the journal already, and for the batches after it until one inserts every key (`fresh`)."""
+        batch = name == "insert_batch" and not self.managed
+        if batch and self._sql.fresh:
             fresh = self._insert_fresh(params)
             if fresh is not None:
                 return fresh
+            self._sql.fresh = False
         with mapped_errors(f"run {name}"):
             with self.connection.pipeline():
                 self._begin()
                 cursor = self.connection.execute(self._sql[name], params)
-            return cursor.fetchall()
+            rows = cursor.fetchall()
+        if batch and len(rows) == len(params["message_ids"]):
+            self._sql.fresh = True
+        return rows
 
     def _insert_fresh(self, params: Params) -> list[tuple[Any, ...]] | None:
         """Begin and insert a batch's keys with a plain INSERT; return every key (the rows of a statement with
