@@ -644,7 +644,7 @@ class InboxContract:
     def test_a_late_completer_commits_nothing_once_another_delivery_completed(self, h: Harness) -> None:
         """The lease expires, a second delivery runs and completes with its on_complete effect; the first one's
         completion then commits nothing (NotSettledError, its on_complete not run): one effect, the second's outcome."""
-        m, inner = msg("T1"), []
+        m, inner = msg("T1"), list[object]()
         second = ("process", m, h.handler(), {"lease": lease(30), "on_complete": h.completion(m)})
         with pytest.raises(NotSettledError, match="took it over"):
             h.call("process", m, self.overrun(h, [second], inner), lease=lease(0.1), on_complete=h.completion(m))
@@ -659,7 +659,7 @@ class InboxContract:
         """The lease expires and a second delivery claims the message, its effect still running (its process died:
         a live lease); the first holder then completes (or fails): it settles nothing, commits no effect, and the
         second claim stays in progress under its own lease."""
-        m, inner = msg("T2"), []
+        m, inner = msg("T2"), list[object]()
         second = ("process", m, h.handler(fail=Crash()), {"lease": lease(60), "on_complete": h.completion(m)})
         handler = self.overrun(h, [second], inner, fail=Boom("late") if ends == "fails" else None)
         with pytest.raises(NotSettledError if ends == "completes" else Boom):
@@ -676,7 +676,7 @@ class InboxContract:
         expires; a second delivery completes the message; a copy with another payload conflicts, is requeued and
         claimed (attempt 1 again, its effect running). The first holder's completion (or failure) must settle
         nothing: no second effect of the original, the corrected copy's claim left in progress."""
-        original, corrected, inner = msg("T3", b"amount=100"), msg("T3", b"amount=120"), []
+        original, corrected, inner = msg("T3", b"amount=100"), msg("T3", b"amount=120"), list[object]()
         steps = [
             ("process", original, h.handler(), {"lease": lease(30), "on_complete": h.completion(original)}),
             ("process", corrected, h.handler(), {}),
