@@ -275,3 +275,26 @@ def test_isolated_batch_on_the_callers_connection_commits_with_the_caller(pg: tu
         poison = inbox.get("s", "poison")
         assert poison is not None
         assert (poison.status, poison.attempts) == (Status.FAILED, 1)
+
+
+def test_fresh_batch_searches_the_unique_index_once_per_key(pg: tuple[str, str]) -> None:
+    """A batch of new keys goes in as a plain INSERT: no index scan of the journal's unique index (ON CONFLICT's
+    arbiter scans it once per key before inserting); a batch with a known key falls back inside the caller's
+    transaction, whose own work survives."""
+    url, schema = pg
+    with psycopg.connect(url) as connection:
+        inbox = Inbox(connection, consumer="c", table=f"{schema}.inbox")
+        scans = f"SELECT pg_stat_get_xact_numscans('{schema}.inbox_key'::regclass)".encode()
+        with connection.transaction():
+            batch = [Message(f"m{i}", "s") for i in range(50)]
+            assert inbox.process_batch(batch, lambda tx, ms: None) == [Outcome.PROCESSED] * 50
+            row = connection.execute(scans).fetchone()
+            assert row is not None
+            assert row[0] == 0
+        with connection.transaction():
+            connection.execute(f"INSERT INTO {schema}.business VALUES ('caller')".encode())
+            batch = [Message("new", "s"), Message("m7", "s"), Message("new", "s")]
+            outcomes = inbox.process_batch(batch, lambda tx, ms: None)
+            assert outcomes == [Outcome.PROCESSED, Outcome.DUPLICATE, Outcome.DUPLICATE]
+    assert count(url, f"SELECT count(*) FROM {schema}.business") == 1
+    assert count(url, f"SELECT count(*) FROM {schema}.inbox") == 51

@@ -88,6 +88,12 @@ FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text
 ON CONFLICT DO NOTHING
 RETURNING source, message_id
 
+-- name: insert_fresh_batch
+-- insert_batch as a plain INSERT (one search of the unique index per key); a unique violation falls back to it
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
+FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
+
 -- name: find_batch_for_update
 SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, now()
 FROM {table} AS t
