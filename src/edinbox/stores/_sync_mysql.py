@@ -109,17 +109,25 @@ class _OwnConnection(pymysql.Connection):
         """Read a statement's reply; note the end of the transaction it says."""
         driver: Any = super()
         affected = driver._read_query_result(unbuffered=unbuffered)
-        if self.watching and not _in_transaction(self):
-            self.ended = True
+        if self.watching:
+            connection: Any = self
+            self._note(connection._result.server_status)
         return affected
 
     def _read_ok_packet(self) -> Any:
         """Read the reply of `commit()`, `rollback()`, `autocommit()`...; note the end of the transaction it says."""
         driver: Any = super()
         ok = driver._read_ok_packet()
-        if self.watching and not _in_transaction(self):
-            self.ended = True
+        if self.watching:
+            self._note(ok.server_status)
         return ok
+
+    def _note(self, status: int | None) -> None:
+        """Note a reply's status: `ended` unless a transaction is open. The reply's own status, not the connection's,
+        which pymysql leaves as it was when the reply's is 0; None: a result set, whose status PyMySQL does not read
+        (a SELECT that succeeds ends no transaction)."""
+        if status is not None and not status & SERVER_STATUS_IN_TRANS:
+            self.ended = True
 
     def begin(self) -> None:
         """BEGIN, which commits the transaction open before it: inside a unit, that ends the unit's."""
@@ -133,11 +141,11 @@ class _OwnConnection(pymysql.Connection):
         driver: Any = self
         try:
             driver._execute_command(COM_QUERY, _PROBE)
-            self._read_ok_packet()
+            ok = self._read_ok_packet()
         except (pymysql.MySQLError, OSError):
             self.ended = True  # the connection is broken: the unit cannot commit anyway
             return
-        self.ended = self.ended or not _in_transaction(self)
+        self._note(ok.server_status)
         self.watching = True
 
 
@@ -168,11 +176,14 @@ class _MySQLUnit:
         cursor = self._cursor_of()
         bound = params(values)
         self.open = True
-        for statement in self._sql[name]:
-            cursor.execute(statement, bound)
-        if self._own and name in self._sql.ddl:
-            # the store's own DDL commits what came before it, on purpose (schema steps): not a transaction that ended
-            self.connection.ended = False
+        try:
+            for statement in self._sql[name]:
+                cursor.execute(statement, bound)
+        finally:
+            if self._own and name in self._sql.ddl:
+                # the store's own DDL commits what came before it on purpose (schema steps), even when it fails (an
+                # index that exists): not a transaction that ended under a handler
+                self.connection.ended = False
         return cursor
 
     def _watch(self) -> None:
