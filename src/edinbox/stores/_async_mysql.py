@@ -231,7 +231,9 @@ class _AsyncMySQLUnit:
             await cursor.execute(self._sql[name][0], params(values))
         except mapped_errors.driver_error as exc:
             raise mapped_errors.convert(exc, _RECORDING.action) from exc
-        self._watch()
+        connection = self.connection  # as `_watch()`, without the call
+        connection.ended = False
+        connection.watching = True
         return int(cursor.rowcount) == 1
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
