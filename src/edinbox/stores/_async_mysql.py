@@ -112,9 +112,11 @@ class _AsyncOwnConnection(asyncmy.Connection):
         """Read a statement's reply; note the end of the transaction it says."""
         driver: Any = super()
         affected = await driver._read_query_result(unbuffered=unbuffered)
-        if self.watching:
+        if self.watching:  # as `_note()`, without the call (a reply of every statement)
             connection: Any = self
-            self._note(connection._result.server_status)
+            status = connection._result.server_status
+            if status is not None and not status & SERVER_STATUS_IN_TRANS:
+                self.ended = True
         return affected
 
     async def _read_ok_packet(self) -> Any:
