@@ -301,3 +301,32 @@ def test_a_statement_error_swallowed_by_the_handler_keeps_the_transaction(shared
     assert steps.caught == [DUPLICATE, LOCK_WAIT]
     assert shared.effects() == ["after", "before"]
     assert get(shared.url, shared.journal, message).attempts == 1
+
+
+@pytest.mark.parametrize("asynchronous", APIS)
+def test_a_handler_reading_through_an_unbuffered_cursor_settles(shared: Tables, asynchronous: bool) -> None:
+    """An unbuffered result set (SSCursor), whose reply carries no status until its rows are read (asyncmy reports
+    0 meanwhile), is not taken for the end of the transaction: the delivery settles PROCESSED."""
+    seen: list[int] = []
+    message = Message("1", "s")
+
+    def sync_handler(tx: Tx, message: Message) -> None:
+        with tx.connection.cursor(pymysql.cursors.SSCursor) as cursor:
+            cursor.execute(f"SELECT id FROM {shared.rows}")
+            seen.extend(row[0] for row in cursor.fetchall())
+        with tx.connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {shared.business} VALUES ('after')")
+
+    async def async_handler(tx: Tx, message: Message) -> None:
+        from asyncmy.cursors import SSCursor
+
+        async with tx.connection.cursor(SSCursor) as cursor:
+            await cursor.execute(f"SELECT id FROM {shared.rows}")
+            seen.extend(row[0] for row in await cursor.fetchall())
+        async with tx.connection.cursor() as cursor:
+            await cursor.execute(f"INSERT INTO {shared.business} VALUES ('after')")
+
+    handler = async_handler if asynchronous else sync_handler
+    assert process(shared.url, shared.journal, message, handler, asynchronous=asynchronous) is Outcome.PROCESSED
+    assert sorted(seen) == [1, 2]
+    assert shared.effects() == ["after"]

@@ -111,8 +111,10 @@ class _OwnConnection(pymysql.Connection):
         affected = driver._read_query_result(unbuffered=unbuffered)
         if self.watching:  # as `_note()`, without the call (a reply of every statement)
             connection: Any = self
-            status = connection._result.server_status
-            if status is not None and not status & SERVER_STATUS_IN_TRANS:
+            result = connection._result
+            status = result.server_status
+            # an unbuffered result set has no status yet (pymysql: 0); its rows are read later
+            if status is not None and not status & SERVER_STATUS_IN_TRANS and not result.unbuffered_active:
                 self.ended = True
         return affected
 
