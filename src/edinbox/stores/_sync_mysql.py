@@ -81,7 +81,8 @@ _PROBE = b"DO 0"  # opens no transaction: its reply says whether one is open
 class _OwnConnection(pymysql.Connection):
     """A connection the store opened itself: it notes when the transaction of a unit ends before the unit's COMMIT.
 
-    While `watching` (from a unit's first statement to its COMMIT or ROLLBACK), `ended` is set when a reply says no
+    While `watching` (from the statement that opened a unit's transaction, a BEGIN or the journal's first write, to
+    the unit's COMMIT or ROLLBACK), `ended` is set when a reply says no
     transaction is open (a ROLLBACK, COMMIT, DDL or `SET autocommit` inside the handler), when the handler calls
     `begin()` (which commits), and when the server answers a statement with an error after which no transaction is
     open. InnoDB rolls the whole transaction back on a deadlock, or a lock wait timeout under
@@ -191,7 +192,8 @@ class _MySQLUnit:
         return cursor
 
     def _watch(self) -> None:
-        """From now on, note the end of the transaction before the unit's COMMIT (store's own connection)."""
+        """From now on, note the end of the transaction (open now) before the unit's COMMIT (store's own
+        connection)."""
         connection = self.connection
         connection.ended = False
         connection.watching = True
@@ -199,16 +201,18 @@ class _MySQLUnit:
     def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction).
 
-        On the store's own connections nothing is sent: autocommit is off, the next statement opens the transaction
-        (a transaction a read left open is committed first, as BEGIN would).
+        On the store's own connections BEGIN is what opens it (it commits a transaction a read left open): the watch
+        for its end (`_OwnConnection`) starts on a transaction known to be open, so a statement that opens none
+        (a SELECT of no InnoDB table, a SET) is not taken for its end. The deliveries' hot paths send no BEGIN: their
+        first statement writes the journal, which opens the transaction, and the watch starts after it.
         """
         if self.managed:
             return
         with _BEGINNING:
             if self._own:
-                if self.open:
-                    self.connection.commit()
-                    self.open = False
+                self.connection.watching = False
+                self.connection.begin()
+                self.open = True
                 self._watch()
             elif self._nested:
                 self._execute("savepoint", {})
@@ -241,8 +245,12 @@ class _MySQLUnit:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
         if name == "insert_batch" and not self._returning():
             return self._insert_each(values)
-        self.begin()
-        return self.fetch(name, values)
+        if not self._own:
+            self.begin()
+            return self.fetch(name, values)
+        rows = self.fetch(name, values)  # a write or a locking read: the transaction is open after it
+        self._watch()
+        return rows
 
     def _returning(self) -> bool:
         """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
@@ -259,9 +267,9 @@ class _MySQLUnit:
         batch = json.loads(values["batch"])
         each = [{"consumer": values["consumer"], "source": s, "message_id": m, "fingerprint": f} for s, m, f in batch]
         counts: list[int] = []
-        self.begin()
         with _RECORDING:
             if not self._own:
+                self.begin()
                 for one in each:
                     counts.append(int((self._execute("insert_processed", one)).rowcount))
             else:
@@ -274,6 +282,7 @@ class _MySQLUnit:
                 for _ in each[1:]:
                     cursor.nextset()
                     counts.append(int(cursor.rowcount))
+                self._watch()  # the INSERTs opened the transaction
         return [(s, m) for (s, m, _), count in zip(batch, counts, strict=True) if count == 1]
 
     def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
