@@ -330,3 +330,32 @@ def test_a_handler_reading_through_an_unbuffered_cursor_settles(shared: Tables, 
     assert process(shared.url, shared.journal, message, handler, asynchronous=asynchronous) is Outcome.PROCESSED
     assert sorted(seen) == [1, 2]
     assert shared.effects() == ["after"]
+
+
+@pytest.mark.parametrize("asynchronous", APIS)
+def test_a_transaction_whose_first_statements_open_none_commits(shared: Tables, asynchronous: bool) -> None:
+    """`transaction(work)` whose work starts with statements that open no transaction (a SELECT of no table, a SET:
+    their replies say none is open) and then writes: nothing ended, the write is committed."""
+    statements = ["SELECT 1", "SET @edinbox_test = 1", f"INSERT INTO {shared.business} VALUES ('written')"]
+
+    def sync_work(tx: Tx) -> None:
+        with tx.connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+
+    async def async_work(tx: Tx) -> None:
+        async with tx.connection.cursor() as cursor:
+            for statement in statements:
+                await cursor.execute(statement)
+
+    if asynchronous:
+
+        async def run_async() -> None:
+            async with AsyncInbox(shared.url, consumer="c", table=shared.journal) as inbox:
+                await inbox.transaction(async_work)
+
+        asyncio.run(run_async())
+    else:
+        with Inbox(shared.url, consumer="c", table=shared.journal) as inbox:
+            inbox.transaction(sync_work)
+    assert shared.effects() == ["written"]
