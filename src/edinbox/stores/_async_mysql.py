@@ -180,10 +180,14 @@ class _AsyncMySQLUnit:
             self._cursor = await self.connection.cursor()
         return self._cursor
 
+    def _running(self) -> None:
+        """Note that a statement runs: the transaction is open (rolled back at release unless committed)."""
+        self.open = True
+
     async def _execute(self, name: str, values: Params) -> Any:
         cursor = await self._cursor_of()
         bound = params(values)
-        self.open = True
+        self._running()
         try:
             for statement in self._sql[name]:
                 await cursor.execute(statement, bound)
@@ -215,7 +219,7 @@ class _AsyncMySQLUnit:
             if self._own:
                 self.connection.watching = False
                 await self.connection.begin()
-                self.open = True
+                self._running()
                 self._watch()
             elif self._nested:
                 await self._execute("savepoint", {})
@@ -278,7 +282,7 @@ class _AsyncMySQLUnit:
             else:
                 cursor = await self._cursor_of()
                 statement = self._sql["insert_processed"][0]
-                self.open = True
+                self._running()
                 # bound here: run without parameters, so the driver does not read "%" in the values as placeholders
                 await cursor.execute(";\n".join(cursor.mogrify(statement, one) for one in each))
                 counts.append(int(cursor.rowcount))
@@ -315,7 +319,7 @@ class _AsyncMySQLUnit:
         with mapped_errors(f"run {name}"):
             if len(statements) == 1 and values:
                 cursor = await self._cursor_of()
-                self.open = True
+                self._running()
                 await cursor.executemany(statements[0], [params(one) for one in values])
                 return int(cursor.rowcount)
             changed = 0

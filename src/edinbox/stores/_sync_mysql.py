@@ -177,10 +177,14 @@ class _MySQLUnit:
             self._cursor = self.connection.cursor()
         return self._cursor
 
+    def _running(self) -> None:
+        """Note that a statement runs: the transaction is open (rolled back at release unless committed)."""
+        self.open = True
+
     def _execute(self, name: str, values: Params) -> Any:
         cursor = self._cursor_of()
         bound = params(values)
-        self.open = True
+        self._running()
         try:
             for statement in self._sql[name]:
                 cursor.execute(statement, bound)
@@ -212,7 +216,7 @@ class _MySQLUnit:
             if self._own:
                 self.connection.watching = False
                 self.connection.begin()
-                self.open = True
+                self._running()
                 self._watch()
             elif self._nested:
                 self._execute("savepoint", {})
@@ -275,7 +279,7 @@ class _MySQLUnit:
             else:
                 cursor = self._cursor_of()
                 statement = self._sql["insert_processed"][0]
-                self.open = True
+                self._running()
                 # bound here: run without parameters, so the driver does not read "%" in the values as placeholders
                 cursor.execute(";\n".join(cursor.mogrify(statement, one) for one in each))
                 counts.append(int(cursor.rowcount))
@@ -312,7 +316,7 @@ class _MySQLUnit:
         with mapped_errors(f"run {name}"):
             if len(statements) == 1 and values:
                 cursor = self._cursor_of()
-                self.open = True
+                self._running()
                 cursor.executemany(statements[0], [params(one) for one in values])
                 return int(cursor.rowcount)
             changed = 0
