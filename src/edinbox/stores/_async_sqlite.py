@@ -3,8 +3,10 @@
 On a connection the store opened itself, a statement inside the write transaction it holds runs on the caller's
 thread, straight on the driver's connection: it works on pages the transaction already holds, and a trip to the
 driver's thread and back (two thread wake-ups, on a busy machine two waits for a core) costs more than the
-statement. Only what may wait goes to the driver's thread: BEGIN IMMEDIATE (for another writer's lock), COMMIT (the
-sync to disk), reads outside a transaction, and the purges' deletes of a whole batch of rows (`_threaded`).
+statement. BEGIN IMMEDIATE runs there too when no other writer holds the lock (`begin_now`, which does not wait).
+Only what may wait goes to the driver's thread: BEGIN IMMEDIATE while another writer holds the lock, COMMIT (the
+sync to disk), reads outside a transaction, and the purges' deletes of a whole batch of rows (`_threaded`). A
+batch of the hub makes one trip, for its COMMIT.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_batches
 from edinbox.stores._queries import migration_queries
-from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
+from edinbox.stores._sqlite_sql import DIALECT, Statements, begin_now, connect, mapped_errors, params, timestamp
 
 __all__ = ["AsyncSQLiteStore"]
 
@@ -74,14 +76,22 @@ class _AsyncSQLiteUnit:
         with _BEGINNING:
             if self.managed:
                 if not self.connection.in_transaction:
-                    await self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
+                    await self._immediate()  # left open: the caller commits it
                 return
             if not self._nested:
-                await self.connection.execute("BEGIN IMMEDIATE")
+                await self._immediate()
                 return
             if not self.connection.in_transaction:
-                await self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
+                await self._immediate()  # left open: the caller commits it
             await self.connection.execute("SAVEPOINT edinbox")
+
+    async def _immediate(self) -> None:
+        """BEGIN IMMEDIATE: on the caller's thread when no other writer holds the lock (see the module's docstring),
+        else in the driver's thread, which waits for it."""
+        # sync: self.connection.execute("BEGIN IMMEDIATE")
+        if self._driver is not None and begin_now(self._driver):  # async-only
+            return  # async-only
+        await self.connection.execute("BEGIN IMMEDIATE")  # async-only
 
     async def insert(self, name: str, values: Params) -> bool:
         """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
@@ -89,7 +99,7 @@ class _AsyncSQLiteUnit:
             await self.begin()
         else:  # the hot path: begin() without a context manager to enter and leave (mapped as `_BEGINNING` maps)
             try:
-                await self.connection.execute("BEGIN IMMEDIATE")
+                await self._immediate()
             except mapped_errors.driver_error as exc:
                 raise mapped_errors.convert(exc, _BEGINNING.action) from exc
         try:
