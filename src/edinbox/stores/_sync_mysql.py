@@ -106,11 +106,16 @@ class _MySQLUnit:
             self._cursor = self.connection.cursor()
         return self._cursor
 
+    def _running(self, name: str) -> None:
+        """Note that the named statement runs: the transaction is open (rolled back at release unless committed),
+        and a DDL statement commits implicitly."""
+        self._ddl = self._ddl or name in self._sql.ddl
+        self.open = True
+
     def _execute(self, name: str, values: Params) -> Any:
         cursor = self._cursor_of()
         bound = params(values)
-        self._ddl = self._ddl or name in self._sql.ddl
-        self.open = True
+        self._running(name)
         for statement in self._sql[name]:
             cursor.execute(statement, bound)
         return cursor
@@ -230,7 +235,7 @@ class _MySQLUnit:
         with mapped_errors(f"run {name}"):
             if len(statements) == 1 and values:
                 cursor = self._cursor_of()
-                self._ddl = self._ddl or name in self._sql.ddl
+                self._running(name)
                 cursor.executemany(statements[0], [params(one) for one in values])
                 return int(cursor.rowcount)
             changed = 0

@@ -28,23 +28,26 @@ SET status = 'in_progress', fingerprint = :fingerprint, attempts = attempts + 1,
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 RETURNING attempts, conflict_fingerprint
 
+-- The claim's own statements (extend, release_claim, complete, fail_claim) change the row only while it is still
+-- that claim: in progress with the attempt and the fingerprint it took. The attempt alone is no identity: a
+-- requeue resets it, and the requeued copy of a conflict is claimed again at attempt 1, with its own fingerprint.
 -- name: extend
 UPDATE {table}
 SET lease_until = :now + :lease
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-    AND status = 'in_progress' AND attempts = :attempts
+    AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: release_claim
 UPDATE {table}
 SET status = 'failed', attempts = attempts - 1, lease_until = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-    AND status = 'in_progress' AND attempts = :attempts
+    AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: complete
 UPDATE {table}
 SET status = 'processed', settled_at = :now, lease_until = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-    AND status = 'in_progress' AND attempts = :attempts
+    AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: fail_claim
 UPDATE {table}
@@ -52,7 +55,7 @@ SET status = CASE WHEN attempts >= :max_attempts THEN 'dead' ELSE 'failed' END,
     payload = CASE WHEN attempts >= :max_attempts THEN :payload END,
     last_error = :error, lease_until = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-    AND status = 'in_progress' AND attempts = :attempts
+    AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: record_failure
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload,
