@@ -1,8 +1,8 @@
 """process_batch of 1,000 on a full journal (10M rows) against an empty one, side by side in one run.
 
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
-        [--keys random,rising] [--layouts flat,digest,ring,hash] [--partitions 16] [--refill] [--wal-compression]
-        [--sorted] [--steady BATCHES] [--explain BATCHES]
+        [--keys random,rising] [--layouts flat,digest,ring,hash,generations,collate] [--partitions 16] [--refill]
+        [--wal-compression] [--sorted] [--former] [--redelivered] [--steady BATCHES] [--explain BATCHES]
         [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--remove]]
 
 With `--private FOLDER` the journals live in a PostgreSQL cluster of their own in FOLDER (initdb on the first run,
@@ -12,7 +12,7 @@ PostgreSQL's defaults) plus any `-c NAME=VALUE`, stopped at the end, and deleted
 
 Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
 (`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
-partners, each with rising 9-digit control numbers, as X12 ISA13). Four layouts:
+partners, each with rising 9-digit control numbers, as X12 ISA13). Six layouts:
 
 - `flat`: today's journal (one table, unique index on consumer, source, message_id), through `Inbox.process_batch`;
 - `digest`: the flat journal keyed by a 16-byte digest of (consumer, source, message_id) (`bench/digest.sql`): the
@@ -24,7 +24,12 @@ partners, each with rising 9-digit control numbers, as X12 ISA13). Four layouts:
 - `hash`: the journal hash-partitioned on message_id (`--partitions`, 16 by default; `bench/hash.sql`) under the
   same unique key, which holds the partition key: each partition's index holds 1/N of the rows and is a level
   shallower, and an INSERT routes each row to its one partition. Inbox.create_schema() and verify() accept the
-  partitioned table, so it runs through `Inbox.process_batch` like `flat`.
+  partitioned table, so it runs through `Inbox.process_batch` like `flat`;
+- `generations`: two generations (`bench/generations.sql`): a hot table of its own takes the inserts (a plain
+  INSERT of the keys that no cold row holds), the cold one (an empty table, or the full flat journal) is only
+  probed, read-only;
+- `collate`: the flat journal with its key columns `COLLATE "C"` (bytewise comparisons), through
+  `Inbox.process_batch`.
 
 Each turn runs one batch of 1,000 fresh messages on every variant (order rotated), right after a CHECKPOINT: the
 first change of each index leaf pays a full-page image, which for random keys is nearly every key. With
@@ -34,10 +39,14 @@ layout, of the totals and as the median of each turn's own ratio; beside it the 
 time per batch of the benchmark's process and (for the flat variants, when the server runs on this machine) of the
 variant's server process: on a loaded machine the wall-clock ratio moves with the load, the CPU times much less.
 With `--wal-compression`, another flat variant: the full journal with `wal_compression=lz4` on its connections;
-with `--sorted`, two more: the same batches sorted by key before `process_batch`. A layout other than flat is also
-compared with the flat empty journal (today's). With `--explain N`, N more batches per flat or hash journal go
-through `EXPLAIN (ANALYZE, BUFFERS)` of the store's own insert (rolled back): the buffer visits (shared hits and
-reads) per batch, and the level of the unique index's root (the deepest partition's).
+with `--sorted`, two more: the same batches sorted by key before `process_batch`; with `--former`, two more: the flat
+journals through process_batch's former insert (ON CONFLICT DO NOTHING for every batch, not a plain INSERT first);
+with `--redelivered`, two more on empty journals, today's insert and the former one, whose batches each end with a
+key of the batch before (the plain INSERT's worst case: rolled back at its last row, then ON CONFLICT). A layout
+other than flat is also compared with the flat empty journal (today's). With `--explain N`, N more batches per
+flat, hash or collate journal go through `EXPLAIN (ANALYZE, BUFFERS)` of the store's ON CONFLICT insert (rolled
+back): the buffer visits (shared hits and reads) per batch, and the level of the unique index's root (the deepest
+partition's).
 """
 
 from __future__ import annotations
@@ -100,6 +109,24 @@ class Keys:
             self.counters[partner] += 1
             source = f"X12:ZZ:P{partner:04d}>ZZ:HUB"
             messages.append(Message(f"{self.counters[partner]:09d}", source, b"x" * 64))
+        return messages
+
+
+class Redelivered(Keys):
+    """Batches of fresh keys but the last, a copy of the previous batch's first: a redelivery, which a plain
+    INSERT meets at its very last row."""
+
+    def __init__(self, shape: str, *, start: int) -> None:
+        """Keys of `shape` after `start`, as Keys."""
+        super().__init__(shape, start=start)
+        self.previous: Message | None = None
+
+    def batch(self) -> list[Message]:
+        """One batch: BATCH - 1 fresh messages, then the first of the batch before (from the second batch on)."""
+        messages = super().batch()
+        first, self.previous = self.previous, messages[0]
+        if first is not None:
+            messages[-1] = first
         return messages
 
 
@@ -169,8 +196,10 @@ def fill_ring(connection: psycopg.Connection[Any], table: str, *, shape: str, ro
 RING = named_queries((Path(__file__).parent / "ring.sql").read_text("utf-8"))
 DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8"))
 HASH = named_queries((Path(__file__).parent / "hash.sql").read_text("utf-8"))
+GENERATIONS = named_queries((Path(__file__).parent / "generations.sql").read_text("utf-8"))
+TEMPLATED = {"template": TEMPLATE}
 INSERT = load_queries("postgresql", "queries")["insert_batch"]
-"""The store's own insert of a batch, for EXPLAIN."""
+"""The store's ON CONFLICT insert of a batch, for EXPLAIN."""
 
 
 def create_hash(connection: psycopg.Connection[Any], table: str, *, partitions: int) -> None:
@@ -188,6 +217,16 @@ def fill_hash(url: str, connection: psycopg.Connection[Any], table: str, *, shap
     connection.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{table}".encode())
     create_hash(connection, table, partitions=parts)
     fill_flat(url, connection, table, shape=shape, rows=rows)
+
+
+def create_collated(connection: psycopg.Connection[Any], table: str) -> None:
+    """Create a journal whose key columns compare bytewise (COLLATE "C"), its unique index then created by
+    Inbox.create_schema() on them."""
+    connection.execute(
+        f"CREATE TABLE {SCHEMA}.{table} (LIKE {TEMPLATE} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)".encode()
+    )
+    for column in ("consumer", "source", "message_id"):
+        connection.execute(f'ALTER TABLE {SCHEMA}.{table} ALTER {column} TYPE text COLLATE "C"'.encode())
 
 
 def key_indexes(connection: psycopg.Connection[Any], table: str) -> list[str]:
@@ -274,12 +313,41 @@ def digest_batch(connection: psycopg.Connection[Any], table: str) -> Callable[[l
     return sql_batch(connection, DIGEST["insert_batch"].format(table=f"{SCHEMA}.{table}").encode())
 
 
-def flat_batch(inbox: Inbox, *, ordered: bool = False) -> Callable[[list[Message]], None]:
+def former(inbox: Inbox) -> Inbox:
+    """The inbox with process_batch's former insert: ON CONFLICT DO NOTHING for every batch, fresh or not (two
+    searches of the unique index per key, a speculative insertion per row)."""
+    statements = inbox._store._sql  # type: ignore[attr-defined]
+    statements._bytes["insert_fresh_batch"] = statements["insert_batch"]
+    return inbox
+
+
+def create_generations(connection: psycopg.Connection[Any], hot: str, cold: str | None) -> None:
+    """Create a two-generation journal's hot table (and its cold one, unless it is a filled flat journal)."""
+    for table in (hot, cold):
+        if table is not None:
+            connection.execute(GENERATIONS["create_generation"].format(table=f"{SCHEMA}.{table}", **TEMPLATED).encode())
+            key = GENERATIONS["create_generation_key"].format(table=f"{SCHEMA}.{table}", key_index=f"{table}_key")
+            connection.execute(key.encode())
+
+
+def generations_batch(connection: psycopg.Connection[Any], hot: str, cold: str) -> Callable[[list[Message]], None]:
+    """The batch on a two-generation journal: the keys no cold row holds, inserted into the hot table."""
+    insert = GENERATIONS["insert_batch"].format(hot=f"{SCHEMA}.{hot}", cold=f"{SCHEMA}.{cold}").encode()
+
+    def run(messages: list[Message]) -> None:
+        with connection.transaction():
+            cursor = connection.execute(insert, batch_params(messages))
+            assert cursor.rowcount == len(messages), "a fresh message was taken for a duplicate"
+
+    return run
+
+
+def flat_batch(inbox: Inbox, *, ordered: bool = False, known: int = 0) -> Callable[[list[Message]], None]:
     """Inbox.process_batch with a handler that does nothing (the journal's cost alone); `ordered`: the batch
-    sorted by key first."""
+    sorted by key first; `known`: at most this many keys of a batch are in the journal already."""
 
     def handler(tx: Tx, new: list[Message]) -> None:
-        assert len(new) == BATCH
+        assert BATCH - known <= len(new) <= BATCH
 
     def run(messages: list[Message]) -> None:
         if ordered:
@@ -419,6 +487,10 @@ def main() -> None:
     parser.add_argument(
         "--steady", type=int, default=0, help="then measure again after this many untimed batches on the full journals"
     )
+    parser.add_argument("--former", action="store_true", help="also the flat journals with ON CONFLICT every batch")
+    parser.add_argument(
+        "--redelivered", action="store_true", help="also empty journals whose batches each repeat one earlier key"
+    )
     parser.add_argument("--sorted", action="store_true", help="also the flat batches sorted by key")
     parser.add_argument("--private", type=Path, help="run a PostgreSQL cluster of its own, kept in this folder")
     parser.add_argument("--server", choices=sorted(SERVERS), default="sized", help="the private cluster's settings")
@@ -446,7 +518,7 @@ def run(args: argparse.Namespace) -> None:
     shapes = args.keys.split(",")
     layouts = args.layouts.split(",")
     connection = psycopg.connect(args.url, autocommit=True)
-    shown = ", ".join(f"{name}={connection.execute(f'SHOW {name}'.encode()).fetchone()[0]}" for name in SHOWN)
+    shown = ", ".join(f"{name}={connection.execute(f'SHOW {name}'.encode()).fetchall()[0][0]}" for name in SHOWN)
     print(f"PostgreSQL {connection.info.server_version}: {shown}")
     connection.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}".encode())
     with Inbox(args.url, consumer=CONSUMER, table=TEMPLATE) as template:
@@ -455,9 +527,15 @@ def run(args: argparse.Namespace) -> None:
     for shape in shapes:
         for layout in layouts:
             table = full_name(layout, shape, args.rows, partitions=args.partitions)
+            if layout == "generations":  # its cold table is the flat journal
+                continue
             if args.refill or count(connection, table) < args.rows:
                 started = time.perf_counter()
                 if layout == "flat":
+                    fill_flat(args.url, connection, table, shape=shape, rows=args.rows)
+                elif layout == "collate":
+                    connection.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{table}".encode())
+                    create_collated(connection, table)
                     fill_flat(args.url, connection, table, shape=shape, rows=args.rows)
                 elif layout == "hash":
                     fill_hash(args.url, connection, table, shape=shape, rows=args.rows, parts=args.partitions)
@@ -469,6 +547,7 @@ def run(args: argparse.Namespace) -> None:
     suffix = uuid.uuid4().hex[:8]
     work = psycopg.connect(args.url, autocommit=True)
     inboxes: list[Inbox] = []
+    closing: list[psycopg.Connection[Any]] = []
     try:
         for shape in shapes:
             start = args.rows // PARTNERS + 1
@@ -478,7 +557,9 @@ def run(args: argparse.Namespace) -> None:
                 empty = f"empty_{layout}_{shape}_{suffix}"
                 if layout == "hash":
                     create_hash(connection, empty, partitions=args.partitions)
-                if layout in ("flat", "hash"):
+                if layout == "collate":
+                    create_collated(connection, empty)
+                if layout in ("flat", "hash", "collate"):
                     full = full_name(layout, shape, args.rows, partitions=args.partitions)
                     journals = [(f"{layout} empty", empty, args.url), (f"{layout} full", full, args.url)]
                     if (
@@ -486,6 +567,13 @@ def run(args: argparse.Namespace) -> None:
                     ):  # a superuser's session setting, through libpq's options
                         compressed = f"{args.url}{'&' if '?' in args.url else '?'}options=-c%20wal_compression%3Dlz4"
                         journals.append((f"{layout} lz4 full", full, compressed))
+                    if layout == "flat" and args.former:  # the same journals, ON CONFLICT for every batch
+                        journals += [("former empty", f"{empty}_former", args.url), ("former full", full, args.url)]
+                    if layout == "flat" and args.redelivered:  # on empty journals: a plain INSERT's worst case
+                        journals += [
+                            ("redelivered flat", f"{empty}_redelivered", args.url),
+                            ("redelivered former", f"{empty}_redelivered_former", args.url),
+                        ]
                     if layout == "flat" and args.sorted:  # the same batches sorted by key before process_batch
                         journals += [("sorted empty", f"{empty}_sorted", args.url), ("sorted full", full, args.url)]
                     for n, (name, table, url) in enumerate(journals):
@@ -495,10 +583,26 @@ def run(args: argparse.Namespace) -> None:
                         inbox.verify()  # the partitioned journal passes the store's own checks
                         inboxes.append(inbox)
                         # two variants on one full journal: rising numbers of their own, each above the filled ones
-                        batch = flat_batch(inbox, ordered=name.startswith("sorted"))
-                        variants[name] = (Keys(shape, start=start + n * 10**6), batch)
+                        if "former" in name:
+                            former(inbox)
+                        redelivered = name.startswith("redelivered")
+                        batch = flat_batch(inbox, ordered=name.startswith("sorted"), known=int(redelivered))
+                        fresh = (Redelivered if redelivered else Keys)(shape, start=start + n * 10**6)
+                        variants[name] = (fresh, batch)
                         if name in (f"{layout} empty", f"{layout} full"):
                             tables[name] = table
+                elif layout == "generations":  # hot tables of their own; the full one's cold is the flat journal
+                    create_generations(connection, f"{empty}_hot", f"{empty}_cold")
+                    create_generations(connection, f"{empty}_hotfull", None)
+                    cold = full_name("flat", shape, args.rows)
+                    pairs = (("empty", f"{empty}_hot", f"{empty}_cold"), ("full", f"{empty}_hotfull", cold))
+                    for name, hot, probed in pairs:
+                        variant = f"{layout} {name}"
+                        named = f"{args.url}{'&' if '?' in args.url else '?'}application_name={application(variant)}"
+                        direct = psycopg.connect(named, autocommit=True)
+                        closing.append(direct)
+                        fresh = Keys(shape, start=start + 5 * 10**6)
+                        variants[variant] = (fresh, generations_batch(direct, hot, probed))
                 elif layout == "digest":
                     create_digest(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), digest_batch(work, empty))
@@ -511,7 +615,7 @@ def run(args: argparse.Namespace) -> None:
                         Keys(shape, start=start),
                         ring_batch(work, full_name(layout, shape, args.rows)),
                     )
-            for layout in layouts:
+            for layout in {"flat" if layout == "generations" else layout for layout in layouts}:
                 reset(connection, full_name(layout, shape, args.rows, partitions=args.partitions), layout=layout)
             connection.execute(b"CHECKPOINT")
             title = f"{shape} keys, {args.rows:,} rows in the full journals"
@@ -527,11 +631,16 @@ def run(args: argparse.Namespace) -> None:
     finally:
         for inbox in inboxes:
             inbox.close()
+        for direct in closing:
+            direct.close()
         for shape in shapes:
             for layout in layouts:
                 empty = f"{SCHEMA}.empty_{layout}_{shape}_{suffix}"
                 connection.execute(f"DROP TABLE IF EXISTS {empty}, {empty}_head, {empty}_version".encode())
                 connection.execute(f"DROP TABLE IF EXISTS {empty}_sorted, {empty}_sorted_version".encode())
+                for kept in ("former", "redelivered", "redelivered_former"):
+                    connection.execute(f"DROP TABLE IF EXISTS {empty}_{kept}, {empty}_{kept}_version".encode())
+                connection.execute(f"DROP TABLE IF EXISTS {empty}_hot, {empty}_cold, {empty}_hotfull".encode())
 
 
 if __name__ == "__main__":

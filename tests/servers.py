@@ -324,16 +324,18 @@ _RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 """Where Debian keeps the scripts that run a node as the calling user (/usr/sbin's wrappers switch to `rabbitmq`)."""
 
 
-def _low_free_port() -> int:
-    """A free port below 55000: RabbitMQ derives other ports from its distribution port by adding to it."""
-    while True:
-        port = random.randint(20000, 55000)
+def _low_free_port(low: int = 20000, high: int = 55000, *, tries: int = 200) -> int:
+    """A free port from `low` to `high` (below 55000 by default: RabbitMQ derives other ports from its distribution
+    port by adding to it), tried at random at most `tries` times; RuntimeError naming the range when none was free."""
+    for _ in range(tries):
+        port = random.randint(low, high)
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
+    raise RuntimeError(f"no free port on 127.0.0.1 from {low} to {high} after {tries} random tries")
 
 
 class PrivateRabbitMQ:

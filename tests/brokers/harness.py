@@ -87,12 +87,14 @@ async def _nats_cleanup(name: str) -> None:
 # Redis Streams --------------------------------------------------------------------------------------------------
 
 _REDIS = "redis://127.0.0.1:6379/0"
+_REDIS_DEADLINES = {"socket_connect_timeout": 5, "socket_timeout": 10}
+"""The checks' own clients give up instead of waiting for ever on a server that stopped answering."""
 
 
 async def _redis_left(name: str) -> int:
     import redis.asyncio
 
-    client = redis.asyncio.Redis.from_url(_REDIS)
+    client = redis.asyncio.Redis.from_url(_REDIS, **_REDIS_DEADLINES)
     try:
         [group] = await client.xinfo_groups(name)
         return int(group["pending"]) + int(group["lag"] or 0)
@@ -103,7 +105,7 @@ async def _redis_left(name: str) -> int:
 async def _redis_cleanup(name: str) -> None:
     import redis.asyncio
 
-    client = redis.asyncio.Redis.from_url(_REDIS)
+    client = redis.asyncio.Redis.from_url(_REDIS, **_REDIS_DEADLINES)
     try:
         await client.delete(name, f"{name}.dead")
     finally:

@@ -381,3 +381,77 @@ def test_a_step_that_reached_nothing_does_not_end_an_outage(caplog: pytest.LogCa
     lines = [r.getMessage() for r in caplog.records if r.name == logger.name]
     assert [line.split()[0] for line in lines] == ["dependency-down", "dependency-back"]
     assert "dependency=database" in lines[1]
+
+
+async def stop_during(step: Any, *, when: asyncio.Event, grace: float = 3.0) -> tuple[object, float]:
+    """Run `step` through an Outage with a stop event set as soon as `when` is: what the call returned (or the
+    Stopped it raised) and how long after the stop it ended."""
+    from edinbox.hub._hub import _reached
+    from edinbox.hub._outage import Outage, Stopped
+
+    outage = Outage(logging.getLogger("edinbox.test.outage"), give_up_after=None, stop_grace=grace)
+    stop = asyncio.Event()
+    call = asyncio.ensure_future(outage.call(step, stop=stop, proves=_reached))
+    await when.wait()
+    stop.set()
+    stopped = time.monotonic()
+    try:
+        result: object = await call
+    except Stopped as exc:
+        result = exc
+    return result, time.monotonic() - stopped
+
+
+def test_a_stop_lets_the_step_that_reaches_the_returning_database_finish() -> None:
+    """SIGTERM while the database is down but a step is running (it may be the one reaching the database as it
+    returns): the step finishes within the grace and its result is returned (its batch commits and is acked), rather
+    than being cancelled, rolled back and redelivered."""
+    from edinbox import StoreError
+
+    attempts: list[int] = []
+    reaching, settled = asyncio.Event(), asyncio.Event()
+
+    async def step() -> int:
+        attempts.append(len(attempts))
+        if len(attempts) == 1:
+            raise StoreError("connection refused")
+        reaching.set()  # the second attempt reaches the database, which is back
+        await asyncio.sleep(0.3)
+        settled.set()
+        return 4
+
+    result, after = asyncio.run(stop_during(step, when=reaching))
+    assert result == 4
+    assert settled.is_set()
+    assert after < 3.0
+
+
+def test_a_stop_between_attempts_or_after_the_grace_ends_the_wait() -> None:
+    """SIGTERM during the pause between two failed attempts stops at once (nothing is in hand); an attempt that hangs
+    past the grace is cancelled: Stopped either way."""
+    from edinbox import StoreError
+    from edinbox.hub._outage import Stopped
+
+    failed = asyncio.Event()
+
+    async def failing() -> int:
+        failed.set()
+        raise StoreError("connection refused")
+
+    result, after = asyncio.run(stop_during(failing, when=failed))
+    assert isinstance(result, Stopped)
+    assert after < 1.0
+    calls: list[int] = []
+    hanging = asyncio.Event()
+
+    async def hangs() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreError("connection refused")
+        hanging.set()
+        await asyncio.sleep(3600)
+        return 1
+
+    result, after = asyncio.run(stop_during(hangs, when=hanging, grace=0.3))
+    assert isinstance(result, Stopped)
+    assert 0.3 <= after < 2.0

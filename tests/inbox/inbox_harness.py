@@ -147,6 +147,21 @@ class Harness:
 
         return sync_handler
 
+    def completion(self, message: Message) -> Any:
+        """An `on_complete` that records `message`'s effect in the transaction that commits its completion."""
+        sql, params = self.insert_effect_sql(), (message.source, message.message_id)
+        if self.asynchronous:
+
+            async def async_complete(tx: Tx) -> None:
+                await aexecute(tx.connection, sql, params)
+
+            return async_complete
+
+        def sync_complete(tx: Tx) -> None:
+            execute(tx.connection, sql, params)
+
+        return sync_complete
+
     def process(self, message: Message, *, fail: BaseException | None = None, **options: Any) -> Outcome:
         """Process one message with the effect handler."""
         return self.call("process", message, self.handler(fail=fail), **options)  # type: ignore[no-any-return]

@@ -245,3 +245,68 @@ def test_tasks_sharing_one_async_inbox_make_one_effect_per_key(database: dict[st
     assert outcomes.count(Outcome.PROCESSED) == 8
     assert outcomes.count(Outcome.DUPLICATE) == 40
     assert effects(database) == 8
+
+
+def batch_race(database: dict[str, Any], handlers: list[Any], batches: list[list[str]]) -> list[Any]:
+    """Deliver one batch per handler from one thread each (each with its own inbox), all at the same moment; the
+    outcomes of each batch, or the exception it raised."""
+    barrier = threading.Barrier(len(handlers))
+    results: list[Any] = [None] * len(handlers)
+
+    def deliver(index: int) -> None:
+        with Inbox(database["url"], consumer="c", table=database["table"]) as inbox:
+            inbox.stats()  # connect before the start line
+            barrier.wait()
+            try:
+                batch = [Message(i, "s", b"x") for i in batches[index]]
+                results[index] = inbox.process_batch(batch, handlers[index])
+            except Exception as exc:
+                results[index] = exc
+
+    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(len(handlers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results
+
+
+def test_concurrent_batches_sharing_keys_make_one_effect_each(database: dict[str, Any]) -> None:
+    """Three batches holding the same 20 keys (two of them also 5 keys of their own) at once: one effect per key;
+    the batches that wait for the first see its keys as duplicates and still process their own."""
+
+    def slow(tx: Tx, messages: list[Message]) -> None:
+        for message in messages:
+            execute(tx.connection, database["insert"], (message.message_id,))
+        time.sleep(HOLD)
+
+    shared = [f"k{i:02d}" for i in range(20)]
+    batches = [shared, [*shared, *(f"a{i}" for i in range(5))], [*shared, *(f"b{i}" for i in range(5))]]
+    results = batch_race(database, [slow] * 3, batches)
+    outcomes = [outcome for result in results for outcome in result]
+    assert outcomes.count(Outcome.PROCESSED) == 30
+    assert outcomes.count(Outcome.DUPLICATE) == 40
+    assert effects(database) == 30
+
+
+def test_concurrent_batch_processes_the_keys_when_the_first_rolls_back(database: dict[str, Any]) -> None:
+    """When the first of two batches of the same keys fails and rolls back, the waiting one processes them all."""
+    lock = threading.Lock()
+    calls: list[int] = []
+
+    def first_fails(tx: Tx, messages: list[Message]) -> None:
+        with lock:
+            calls.append(len(messages))
+            first = len(calls) == 1
+        for message in messages:
+            execute(tx.connection, database["insert"], (message.message_id,))
+        if first:
+            time.sleep(HOLD)
+            raise Boom
+
+    keys = [f"k{i:02d}" for i in range(20)]
+    results = batch_race(database, [first_fails, first_fails], [keys, keys])
+    assert calls == [20, 20]
+    assert sum(isinstance(r, Boom) for r in results) == 1
+    assert [Outcome.PROCESSED] * 20 in results
+    assert effects(database) == 20

@@ -275,3 +275,53 @@ def test_isolated_batch_on_the_callers_connection_commits_with_the_caller(pg: tu
         poison = inbox.get("s", "poison")
         assert poison is not None
         assert (poison.status, poison.attempts) == (Status.FAILED, 1)
+
+
+def test_fresh_batch_searches_the_unique_index_once_per_key(pg: tuple[str, str]) -> None:
+    """A batch of new keys goes in as a plain INSERT: no index scan of the journal's unique index (ON CONFLICT's
+    arbiter scans it once per key before inserting); a batch with a known key falls back inside the caller's
+    transaction, whose own work survives."""
+    url, schema = pg
+    with psycopg.connect(url) as connection:
+        inbox = Inbox(connection, consumer="c", table=f"{schema}.inbox")
+        scans = f"SELECT pg_stat_get_xact_numscans('{schema}.inbox_key'::regclass)".encode()
+        with connection.transaction():
+            batch = [Message(f"m{i}", "s") for i in range(50)]
+            assert inbox.process_batch(batch, lambda tx, ms: None) == [Outcome.PROCESSED] * 50
+            row = connection.execute(scans).fetchone()
+            assert row is not None
+            assert row[0] == 0
+        with connection.transaction():
+            connection.execute(f"INSERT INTO {schema}.business VALUES ('caller')".encode())
+            batch = [Message("new", "s"), Message("m7", "s"), Message("new", "s")]
+            outcomes = inbox.process_batch(batch, lambda tx, ms: None)
+            assert outcomes == [Outcome.PROCESSED, Outcome.DUPLICATE, Outcome.DUPLICATE]
+    assert count(url, f"SELECT count(*) FROM {schema}.business") == 1
+    assert count(url, f"SELECT count(*) FROM {schema}.inbox") == 51
+
+
+def test_a_run_of_redelivered_batches_meets_one_unique_violation(pg: tuple[str, str]) -> None:
+    """After a batch that met a known key, the batches go through ON CONFLICT (its arbiter scans the unique index)
+    until one inserts every key; the batch after that goes as a plain INSERT again (no scan)."""
+    url, schema = pg
+    with psycopg.connect(url) as connection:
+        inbox = Inbox(connection, consumer="c", table=f"{schema}.inbox")
+        scans = f"SELECT pg_stat_get_xact_numscans('{schema}.inbox_key'::regclass)".encode()
+
+        def scanned(batch: list[Message]) -> tuple[list[Outcome], int]:
+            """The batch's outcomes and its scans of the unique index (the counter runs on in one transaction)."""
+            before = connection.execute(scans).fetchone()
+            outcomes = inbox.process_batch(batch, lambda tx, ms: None)
+            after = connection.execute(scans).fetchone()
+            assert before is not None
+            assert after is not None
+            return outcomes, after[0] - before[0]
+
+        assert scanned([Message(f"a{i}", "s") for i in range(5)]) == ([Outcome.PROCESSED] * 5, 0)
+        redelivered = [Message("a1", "s"), Message("b1", "s")]
+        assert scanned(redelivered)[0] == [Outcome.DUPLICATE, Outcome.PROCESSED]
+        again = scanned([Message("a2", "s"), Message("b2", "s")])
+        assert again[0] == [Outcome.DUPLICATE, Outcome.PROCESSED]
+        assert again[1] > 0  # straight to ON CONFLICT: no plain INSERT tried, no unique violation logged
+        assert scanned([Message(f"c{i}", "s") for i in range(3)])[1] > 0  # all fresh, through ON CONFLICT
+        assert scanned([Message(f"d{i}", "s") for i in range(3)]) == ([Outcome.PROCESSED] * 3, 0)

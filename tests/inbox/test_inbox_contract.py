@@ -608,6 +608,96 @@ class InboxContract:
         record = h.call("get", "X12:ZZ:ACME>ZZ:HUB", "E3")
         assert (record.status, record.attempts) == (Status.PROCESSED, 2)
 
+    def overrun(
+        self, h: Harness, steps: list[tuple[Any, ...]], inner: list[object], *, fail: Exception | None = None
+    ) -> Any:
+        """A lease-mode handler that outlives a 0.1 s lease, then runs `steps` (inbox method, arguments...) as other
+        consumers of its message would, appending each result or exception to `inner`, then raises `fail` if given.
+        """
+        inbox = h.inbox
+        if h.asynchronous:
+
+            async def async_handler(tx: Tx, message: Message) -> None:
+                await asyncio.sleep(0.3)
+                for name, *args, options in steps:
+                    try:
+                        inner.append(await getattr(inbox, name)(*args, **options))
+                    except (NotSettledError, Crash) as exc:
+                        inner.append(exc)
+                if fail is not None:
+                    raise fail
+
+            return async_handler
+
+        def sync_handler(tx: Tx, message: Message) -> None:
+            time.sleep(0.3)
+            for name, *args, options in steps:
+                try:
+                    inner.append(getattr(inbox, name)(*args, **options))
+                except (NotSettledError, Crash) as exc:
+                    inner.append(exc)
+            if fail is not None:
+                raise fail
+
+        return sync_handler
+
+    def test_a_late_completer_commits_nothing_once_another_delivery_completed(self, h: Harness) -> None:
+        """The lease expires, a second delivery runs and completes with its on_complete effect; the first one's
+        completion then commits nothing (NotSettledError, its on_complete not run): one effect, the second's outcome."""
+        m, inner = msg("T1"), list[object]()
+        second = ("process", m, h.handler(), {"lease": lease(30), "on_complete": h.completion(m)})
+        with pytest.raises(NotSettledError, match="took it over"):
+            h.call("process", m, self.overrun(h, [second], inner), lease=lease(0.1), on_complete=h.completion(m))
+        assert inner == [Outcome.PROCESSED]
+        assert h.effects("T1") == 1
+        record = h.call("get", m.source, "T1")
+        assert (record.status, record.attempts, record.lease_until) == (Status.PROCESSED, 2, None)
+        assert h.process(m, lease=lease(30)) is Outcome.DUPLICATE
+
+    @pytest.mark.parametrize("ends", ["completes", "fails"])
+    def test_a_late_holder_leaves_the_live_claim_of_another_delivery_alone(self, h: Harness, ends: str) -> None:
+        """The lease expires and a second delivery claims the message, its effect still running (its process died:
+        a live lease); the first holder then completes (or fails): it settles nothing, commits no effect, and the
+        second claim stays in progress under its own lease."""
+        m, inner = msg("T2"), list[object]()
+        second = ("process", m, h.handler(fail=Crash()), {"lease": lease(60), "on_complete": h.completion(m)})
+        handler = self.overrun(h, [second], inner, fail=Boom("late") if ends == "fails" else None)
+        with pytest.raises(NotSettledError if ends == "completes" else Boom):
+            h.call("process", m, handler, lease=lease(0.1), on_complete=h.completion(m))
+        assert [type(result) for result in inner] == [Crash]
+        assert h.effects("T2") == 0
+        record = h.call("get", m.source, "T2")
+        assert (record.status, record.attempts, record.last_error) == (Status.IN_PROGRESS, 2, None)
+        assert record.lease_until > record.received_at + timedelta(seconds=50)
+
+    @pytest.mark.parametrize("ends", ["completes", "fails"])
+    def test_a_late_holder_cannot_settle_the_claim_of_a_requeued_conflict(self, h: Harness, ends: str) -> None:
+        """The attempt count of a claim is no identity on its own: a requeue resets it. The first holder's lease
+        expires; a second delivery completes the message; a copy with another payload conflicts, is requeued and
+        claimed (attempt 1 again, its effect running). The first holder's completion (or failure) must settle
+        nothing: no second effect of the original, the corrected copy's claim left in progress."""
+        original, corrected, inner = msg("T3", b"amount=100"), msg("T3", b"amount=120"), list[object]()
+        steps = [
+            ("process", original, h.handler(), {"lease": lease(30), "on_complete": h.completion(original)}),
+            ("process", corrected, h.handler(), {}),
+            ("requeue", original.source, "T3", {}),
+            (
+                "process",
+                corrected,
+                h.handler(fail=Crash()),
+                {"lease": lease(60), "on_complete": h.completion(corrected)},
+            ),
+        ]
+        handler = self.overrun(h, steps, inner, fail=Boom("late") if ends == "fails" else None)
+        with pytest.raises(NotSettledError if ends == "completes" else Boom):
+            h.call("process", original, handler, lease=lease(0.1), on_complete=h.completion(original))
+        assert inner[:3] == [Outcome.PROCESSED, Outcome.CONFLICT, True]
+        assert isinstance(inner[3], Crash)
+        assert h.effects("T3") == 1
+        record = h.call("get", original.source, "T3")
+        assert (record.status, record.attempts, record.fingerprint) == (Status.IN_PROGRESS, 1, corrected.fingerprint)
+        assert record.last_error is None
+
     def test_a_requeued_conflict_gets_an_idempotency_key_of_its_own(self, h: Harness) -> None:
         """The corrected payload of a requeued conflict runs with a new key, the same on each of its redeliveries."""
         assert h.process(msg("K", b"amount=100"), lease=lease(30)) is Outcome.PROCESSED

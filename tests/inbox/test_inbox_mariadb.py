@@ -282,3 +282,19 @@ def test_a_duplicate_is_seen_on_a_found_rows_connection(table: str) -> None:
     finally:
         connection.close()
     assert count(f"SELECT count(*) FROM {table}_business") == 1
+
+
+def test_a_batch_statement_left_uncommitted_is_rolled_back_when_its_unit_is_released(table: str) -> None:
+    """On the store's own connection (autocommit off) a write run by run_many (one executemany) in a unit that never
+    commits is rolled back when the unit is released, as a single statement's is: it must not wait, open, for the
+    next BEGIN on that connection to commit it implicitly."""
+    try:
+        with Inbox(MYSQL_URL, consumer="c", table=table) as inbox:
+            inbox.process(Message("m", "s"), lambda tx, message: tx.publish("dir:///acks", b"ack", key="k"))
+            row_id = count(f"SELECT id FROM {table}_outbox")
+            parked = [{"id": row_id, "reason": "never committed"}]
+            assert inbox.read(lambda tx: tx.unit.run_many("outbox_park", parked)) == 1
+            inbox.transaction(lambda tx: None)  # the next transaction on the same connection
+            assert count(f"SELECT COUNT(*) FROM {table}_outbox WHERE parked_at IS NOT NULL") == 0
+    finally:
+        count(f"DROP TABLE IF EXISTS {table}_outbox")

@@ -74,12 +74,29 @@ async def drain(url: str, count: int, *, within: float = 30) -> list[Delivery]:
     return got
 
 
-async def until(check: Callable[[], bool], *, within: float) -> None:
-    """Return once `check()` holds, looking every 5 ms for at most `within` seconds."""
-    for _ in range(int(within / 0.005)):
-        if check():
-            return
+async def until(check: Callable[[], bool], *, within: float, what: str) -> None:
+    """Return once `check()` holds, looking every 5 ms; fail the test, naming `what` was awaited, when it still does
+    not hold `within` seconds (of the clock, however slow each look is) after the call."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"gave up waiting after {within:g} s: {what}")
         await asyncio.sleep(0.005)
+
+
+async def test_until_fails_at_its_deadline_in_seconds() -> None:
+    """until() raises an AssertionError naming what it awaited once its seconds are spent, however slow each look
+    is: here one look takes 50 ms, so counting 5 ms passes would wait eleven times longer and then return."""
+
+    def slow_never() -> bool:
+        time.sleep(0.05)
+        return False
+
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"gave up waiting after 0.2 s: the impossible"):
+        await until(slow_never, within=0.2, what="the impossible")
+    assert time.monotonic() - started < 1.5
+    await until(lambda: True, within=0, what="what already holds")
 
 
 @pytest.fixture
@@ -209,13 +226,15 @@ async def test_a_broker_killed_while_the_relay_sends(kind: str, tmp_path: Path, 
         async with AsyncInbox(db, consumer="hub") as inbox:
             relay = relay_for(inbox, limit=10)
             running = asyncio.ensure_future(relay.run())
-            await until(lambda: relay.totals["sent"] >= 60, within=60)
+            await until(lambda: relay.totals["sent"] >= 60, within=60, what="the relay sent 60 rows before the kill")
             server.kill()
             killed_at = relay.totals["sent"]
             await asyncio.sleep(1.5)
             assert not running.done(), "the relay stopped on a broker outage"
             await asyncio.to_thread(server.start)
-            await until(lambda: relay.totals["sent"] >= 300, within=60)
+            await until(
+                lambda: relay.totals["sent"] >= 300, within=60, what="the relay sent all 300 rows after the restart"
+            )
             assert not running.done()
             relay.stop.set()
             await running

@@ -7,12 +7,14 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pytest
 import redis.asyncio as redis_asyncio
 
 from edinbox import ConfigurationError
 from edinbox.sources import publisher
+from edinbox.sources._redis_group import Group
 from edinbox.sources.redis import RedisSource
 from services import require_service
 
@@ -195,3 +197,40 @@ def test_url_options_are_read() -> None:
         "p",
     )
     assert RedisSource.from_url("redis://h/0?stream=s", consumer="hub").name != ""
+
+
+class SettlesBetween:
+    """A real client whose XINFO GROUPS reply is followed, before it is returned, by `settle()`: another member
+    acking its entries between the trim's two reads."""
+
+    def __init__(self, inner: redis_asyncio.Redis, settle: Any) -> None:
+        self.inner, self.settle = inner, settle
+
+    async def xinfo_groups(self, stream: str) -> Any:
+        """The groups as they were, then the other member's acks."""
+        groups = await self.inner.xinfo_groups(stream)
+        await self.settle()
+        return groups
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_trim_meeting_entries_settled_between_its_reads_trims_what_is_settled(url: str) -> None:
+    """XINFO GROUPS counts a pending entry that another member acks before the trim's XPENDING reads it (no oldest
+    pending entry left): the trim takes the group as settled and trims below its last delivered entry, instead of
+    failing on the missing entry (which the source reported as a broker outage)."""
+    await self_publish(url, [(f"m{n}", b"x") for n in range(3)])
+    client = redis_asyncio.Redis.from_url(SERVER)
+    source = RedisSource.from_url(url, consumer="hub", name="w1")
+    try:
+        async with source:
+            got = await collect(source, 3, within=5)
+
+            async def settle() -> None:
+                await client.xack(source.stream, source.group, *(d.handle for d in got))
+
+            await Group(SettlesBetween(client, settle), source.stream, source.group, "w2").trim()
+            assert await client.xlen(source.stream) == 0
+    finally:
+        await client.aclose()

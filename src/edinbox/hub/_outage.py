@@ -32,6 +32,9 @@ WAIT_MAX = 3.0
 """The longest pause between two retries (before jitter): how late a recovery is noticed at most."""
 WAIT_JITTER = 1.0
 """Up to this many seconds added at random to each pause, so hubs sharing a database do not retry in step."""
+STOP_GRACE = 3.0
+"""Seconds a call that is running when `stop` comes during an outage may still take: its attempt may be settling a
+batch just as the database returns (then it commits and acks instead of being rolled back and redelivered)."""
 
 
 class Stopped(Exception):
@@ -74,10 +77,11 @@ class Outage:
         log_json: bool = False,
         name: str = "dependency",
         on_back: Callable[[str], None] | None = None,
+        stop_grace: float = STOP_GRACE,
     ) -> None:
         """Log to `logger` (events `<name>-down` / `<name>-back`); give up (re-raise) after `give_up_after` of one
         outage, never when None; `on_back` is told which dependency came back after each outage (the reconnect
-        counter)."""
+        counter); `stop_grace`: see `call`."""
         self.logger = logger
         self.name = name
         self.on_back = on_back
@@ -85,6 +89,8 @@ class Outage:
         self.log_json = log_json
         self.down_since: float | None = None
         self.down: str | None = None
+        self.stop_grace = stop_grace
+        self._attempting = False  # an attempt of the action is running (not a pause between two)
 
     async def call(
         self,
@@ -95,8 +101,11 @@ class Outage:
     ) -> T:
         """Run `action()` until it succeeds, waiting out TransientErrors with exponential backoff and jitter.
 
-        When `stop` is set while a dependency is down, the wait is abandoned and Stopped raised; an action that
-        is running while the dependencies are up is left to finish (the batch in hand is settled and acked).
+        When `stop` is set while a dependency is down, the wait is abandoned and Stopped raised: at once during a
+        pause between attempts; an attempt that is running is given `stop_grace` seconds to finish first (it may be
+        the one that reaches the database as it returns: its batch then commits and is acked, not redelivered), then
+        cancelled. An action that is running while the dependencies are up is left to finish (the batch in hand is
+        settled and acked).
         `proves(result, dependency)` says whether a success reached the dependency that was down (a hub step that
         received nothing has not called the database or the accounting API); until one does, the outage goes on:
         no `-back` line, and its next failure logs no second `-down`.
@@ -107,8 +116,9 @@ class Outage:
         stopping = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait({call, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            grace = time.monotonic() + self.stop_grace
             while not call.done():
-                if self.down_since is not None:
+                if self.down_since is not None and (not self._attempting or time.monotonic() >= grace):
                     call.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await call
@@ -129,11 +139,14 @@ class Outage:
             wait_jitter=WAIT_JITTER,
         ):
             with attempt:
+                self._attempting = True
                 try:
                     result = await action()
                 except TransientError as exc:
                     self.went_down(exc)
                     raise
+                finally:
+                    self._attempting = False
         if self.down is None or proves is None or proves(result, self.down):
             self.came_back()
         return result

@@ -71,9 +71,11 @@ class Group:
         """XTRIM MINID below the oldest entry any group of the stream still needs."""
         floor: tuple[int, int] | None = None
         for info in await self._redis.xinfo_groups(self.stream):
-            if int(info["pending"]) > 0:
-                summary = await self._redis.xpending(self.stream, text(info["name"]))
-                needed = _id(text(summary["min"]))
+            oldest = None
+            if int(info["pending"]) > 0:  # a member may ack them all before XPENDING reads the oldest
+                oldest = (await self._redis.xpending(self.stream, text(info["name"])))["min"]
+            if oldest is not None:
+                needed = _id(text(oldest))
             else:  # everything delivered to it is settled: it needs what comes after the last delivered entry
                 ms, seq = _id(text(info["last-delivered-id"]))
                 needed = (ms, seq + 1)

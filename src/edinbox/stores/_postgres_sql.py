@@ -68,6 +68,10 @@ class Statements:
             self._execute[name] = sql.SQL("EXECUTE {} ({})").format(statement, arguments).as_bytes(None)
         self.prepared_on: weakref.WeakSet[Any] = weakref.WeakSet()
         """Connections on which `prepare` ran."""
+        self.fresh = True
+        """Whether a batch goes as a plain INSERT first: false from a batch that met a known key (a redelivery, which
+        comes in runs after a crash or a rebalance) until a batch inserts every key again, so a run of redelivered
+        batches costs one unique violation (one logged error, one second insert), not one per batch."""
 
     def beside(self, name: str) -> str:
         """The qualified, quoted name of table `name` beside the journal (in its schema)."""

@@ -40,23 +40,26 @@ SELECT attempts, conflict_fingerprint
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
+-- The claim's own statements (extend, release_claim, complete, fail_claim) change the row only while it is still
+-- that claim: in progress with the attempt and the fingerprint it took. The attempt alone is no identity: a
+-- requeue resets it, and the requeued copy of a conflict is claimed again at attempt 1, with its own fingerprint.
 -- name: extend
 UPDATE {table}
 SET lease_until = UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-    AND status = 'in_progress' AND attempts = %(attempts)s
+    AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: release_claim
 UPDATE {table}
 SET status = 'failed', attempts = attempts - 1, lease_until = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-    AND status = 'in_progress' AND attempts = %(attempts)s
+    AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: complete
 UPDATE {table}
 SET status = 'processed', settled_at = UTC_TIMESTAMP(6), lease_until = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-    AND status = 'in_progress' AND attempts = %(attempts)s
+    AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: fail_claim
 -- MariaDB assigns left to right and later assignments see earlier ones: payload is set before status changes.
@@ -65,7 +68,7 @@ SET payload = CASE WHEN attempts >= %(max_attempts)s THEN %(payload)s END,
     status = CASE WHEN attempts >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
     last_error = %(error)s, lease_until = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-    AND status = 'in_progress' AND attempts = %(attempts)s
+    AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: record_failure
 -- Only a 'failed' or 'requeued' row counts another attempt (as PostgreSQL's ON CONFLICT ... WHERE): every
@@ -109,11 +112,11 @@ FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
 RETURNING CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4)
 
 -- name: find_batch_for_update
--- shared, as find_for_update
+-- shared, as find_for_update; the batch's [source, message_id, fingerprint] arrays, as insert_batch reads them
 SELECT CONVERT(t.source USING utf8mb4), CONVERT(t.message_id USING utf8mb4), t.status, t.fingerprint, t.attempts,
     t.lease_until, UTC_TIMESTAMP(6)
 FROM {table} AS t
-JOIN JSON_TABLE(%(keys)s, '$[*]' COLUMNS (
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
     s VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[0]',
     m VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[1]'
 )) AS j ON t.source = CONVERT(j.s USING binary) AND t.message_id = CONVERT(j.m USING binary)

@@ -30,23 +30,26 @@ SET status = 'in_progress', fingerprint = %(fingerprint)s, attempts = attempts +
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 RETURNING attempts, conflict_fingerprint
 
+-- The claim's own statements (extend, release_claim, complete, fail_claim) change the row only while it is still
+-- that claim: in progress with the attempt and the fingerprint it took. The attempt alone is no identity: a
+-- requeue resets it, and the requeued copy of a conflict is claimed again at attempt 1, with its own fingerprint.
 -- name: extend
 UPDATE {table}
 SET lease_until = now() + %(lease)s
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-    AND status = 'in_progress' AND attempts = %(attempts)s
+    AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: release_claim
 UPDATE {table}
 SET status = 'failed', attempts = attempts - 1, lease_until = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-    AND status = 'in_progress' AND attempts = %(attempts)s
+    AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: complete
 UPDATE {table}
 SET status = 'processed', settled_at = now(), lease_until = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-    AND status = 'in_progress' AND attempts = %(attempts)s
+    AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: fail_claim
 UPDATE {table}
@@ -54,7 +57,7 @@ SET status = CASE WHEN attempts >= %(max_attempts)s THEN 'dead' ELSE 'failed' EN
     payload = CASE WHEN attempts >= %(max_attempts)s THEN %(payload)s END,
     last_error = %(error)s, lease_until = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
-    AND status = 'in_progress' AND attempts = %(attempts)s
+    AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: record_failure
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload)
@@ -84,6 +87,12 @@ SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
 FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
 ON CONFLICT DO NOTHING
 RETURNING source, message_id
+
+-- name: insert_fresh_batch
+-- insert_batch as a plain INSERT (one search of the unique index per key); a unique violation falls back to it
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
+SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
+FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
 
 -- name: find_batch_for_update
 SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, now()

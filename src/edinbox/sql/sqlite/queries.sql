@@ -28,23 +28,26 @@ SET status = 'in_progress', fingerprint = :fingerprint, attempts = attempts + 1,
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 RETURNING attempts, conflict_fingerprint
 
+-- The claim's own statements (extend, release_claim, complete, fail_claim) change the row only while it is still
+-- that claim: in progress with the attempt and the fingerprint it took. The attempt alone is no identity: a
+-- requeue resets it, and the requeued copy of a conflict is claimed again at attempt 1, with its own fingerprint.
 -- name: extend
 UPDATE {table}
 SET lease_until = :now + :lease
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-    AND status = 'in_progress' AND attempts = :attempts
+    AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: release_claim
 UPDATE {table}
 SET status = 'failed', attempts = attempts - 1, lease_until = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-    AND status = 'in_progress' AND attempts = :attempts
+    AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: complete
 UPDATE {table}
 SET status = 'processed', settled_at = :now, lease_until = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-    AND status = 'in_progress' AND attempts = :attempts
+    AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: fail_claim
 UPDATE {table}
@@ -52,7 +55,7 @@ SET status = CASE WHEN attempts >= :max_attempts THEN 'dead' ELSE 'failed' END,
     payload = CASE WHEN attempts >= :max_attempts THEN :payload END,
     last_error = :error, lease_until = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
-    AND status = 'in_progress' AND attempts = :attempts
+    AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: record_failure
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload,
@@ -87,9 +90,10 @@ RETURNING source, message_id
 
 -- name: find_batch_for_update
 -- CROSS JOIN keeps the batch's keys as the outer loop, so each is one search of the unique index; with a plain
--- JOIN SQLite scans every row of the consumer and reads the JSON for each (a cost that grows with the journal)
+-- JOIN SQLite scans every row of the consumer and reads the JSON for each (a cost that grows with the journal).
+-- The batch's [source, message_id, fingerprint] arrays, as insert_batch reads them: the first two are the key.
 SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, :now
-FROM json_each(:keys) AS j
+FROM json_each(:batch) AS j
 CROSS JOIN {table} AS t
 WHERE t.consumer = :consumer AND t.source = j.value ->> 0 AND t.message_id = j.value ->> 1
 
