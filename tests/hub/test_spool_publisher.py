@@ -1,6 +1,6 @@
 """The spool publisher (`dir://`, what the relay sends acknowledgments with): every file is flushed to disk before it
 gets its final name, the folder after the renames, a failure part way leaves no file under a final name, and the
-writing happens in a process of its own (`_spool_writer`), shared by a loop's publishers, not in the hub's."""
+writing happens on the publisher's own thread, not on the event loop's default threads the hub parses with."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from edinbox import SourceError
 from edinbox._message import Outgoing
-from edinbox.sources import _spool_writer
+from edinbox.sources import _spool_files
 from edinbox.sources._spool_files import SpoolPublisher
 
 
@@ -24,12 +24,12 @@ def messages(count: int) -> list[Outgoing]:
 
 
 @pytest.mark.parametrize("count", [3, 150])
-def test_each_file_is_flushed_before_its_rename_and_the_folder_after(
+async def test_each_file_is_flushed_before_its_rename_and_the_folder_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
 ) -> None:
-    """A few files (flushed by the writing thread) and many (flushed in slices by several threads), as the spool
-    writer's process writes them: the disk holds each file's bytes before the file takes its final name in
-    inbound/, and inbound/ is flushed after the last rename; every message arrives once, under its producer id."""
+    """A few files (flushed by the writing thread) and many (flushed in slices by several threads): the disk holds
+    each file's bytes before the file takes its final name in inbound/, and inbound/ is flushed after the last
+    rename; every message arrives once, under its producer id."""
     events: list[tuple[str, str]] = []
     lock = threading.Lock()
     fsync, replace = os.fsync, os.replace
@@ -46,8 +46,12 @@ def test_each_file_is_flushed_before_its_rename_and_the_folder_after(
 
     monkeypatch.setattr(os, "fsync", flushed)
     monkeypatch.setattr(os, "replace", renamed)
-    with ThreadPoolExecutor(_spool_writer._FLUSHERS) as flushing:
-        _spool_writer.write_all(str(tmp_path), [(m.message_id, m.payload) for m in messages(count)], flushing)
+    publisher = SpoolPublisher(f"dir://{tmp_path}")
+    await publisher.open()
+    try:
+        await publisher.send(messages(count))
+    finally:
+        await publisher.aclose()
     renames = [n for n, (what, _) in enumerate(events) if what == "rename"]
     assert len(renames) == count
     for n in renames:
@@ -59,11 +63,11 @@ def test_each_file_is_flushed_before_its_rename_and_the_folder_after(
 
 
 @pytest.mark.parametrize("count", [3, 150])
-def test_a_failed_flush_leaves_no_file_under_a_final_name(
+async def test_a_failed_flush_leaves_no_file_under_a_final_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
 ) -> None:
-    """When flushing one file of a send fails, the write fails, no file of it appears in inbound/, and its scratch
-    files are removed."""
+    """When flushing one file of a send fails, the send fails as a SourceError (transient: the relay sends the rows
+    again), no file of it appears in inbound/, and its scratch files are removed."""
     fsync, calls = os.fsync, []
 
     def failing(fd: int) -> None:
@@ -73,8 +77,13 @@ def test_a_failed_flush_leaves_no_file_under_a_final_name(
         fsync(fd)
 
     monkeypatch.setattr(os, "fsync", failing)
-    with ThreadPoolExecutor(_spool_writer._FLUSHERS) as flushing, pytest.raises(OSError, match="Input/output error"):
-        _spool_writer.write_all(str(tmp_path), [(m.message_id, m.payload) for m in messages(count)], flushing)
+    publisher = SpoolPublisher(f"dir://{tmp_path}")
+    await publisher.open()
+    try:
+        with pytest.raises(SourceError, match="Input/output error"):
+            await publisher.send(messages(count))
+    finally:
+        await publisher.aclose()
     assert os.listdir(tmp_path / "inbound") == []
     assert os.listdir(tmp_path / "tmp") == []
 
@@ -110,64 +119,10 @@ def test_a_few_files_are_flushed_without_the_flushing_threads(tmp_path: Path) ->
             used.append(len(slices))
             return super().map(fn, slices, **kwargs)
 
-    with Counting(_spool_writer._FLUSHERS) as flushing:
-        for count in (1, 2 * _spool_writer._FILES_PER_FLUSHER - 1, 2 * _spool_writer._FILES_PER_FLUSHER, 1000):
+    with Counting(_spool_files._FLUSHERS) as flushing:
+        for count in (1, 2 * _spool_files._FILES_PER_FLUSHER - 1, 2 * _spool_files._FILES_PER_FLUSHER, 1000):
             folder = tmp_path / str(count)
             pairs = [(m.message_id, m.payload) for m in messages(count)]
-            _spool_writer.write_all(str(folder), pairs, flushing)
+            _spool_files._write_all(folder, pairs, flushing)
             assert len(os.listdir(folder / "inbound")) == count
-    assert used == [2, _spool_writer._FLUSHERS]
-
-
-async def test_the_files_are_written_by_a_process_of_their_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A send makes none of the file system calls in the caller's process (a relay beside the hub takes no
-    interpreter lock from it): with this process's fsync and rename failing, the send still writes and flushes
-    every file; two publishers of one event loop share one writing process."""
-
-    def refused(*args: object) -> None:
-        raise AssertionError("a file system call in the publishing process")
-
-    monkeypatch.setattr(os, "fsync", refused)
-    monkeypatch.setattr(os, "replace", refused)
-    first, second = SpoolPublisher(f"dir://{tmp_path / 'a'}"), SpoolPublisher(f"dir://{tmp_path / 'b'}")
-    await first.open()
-    await second.open()
-    try:
-        await asyncio.gather(first.send(messages(5)), second.send(messages(40)))
-        assert first._writer is second._writer is not None
-        assert first._writer.started == 1
-    finally:
-        await first.aclose()
-        await second.aclose()
-    assert len(os.listdir(tmp_path / "a" / "inbound")) == 5
-    assert len(os.listdir(tmp_path / "b" / "inbound")) == 40
-
-
-async def test_a_failure_of_the_writing_process_is_a_source_error(tmp_path: Path) -> None:
-    """The writing process's failure to write (here inbound/ is a file) comes back as a SourceError naming the
-    cause; a writing process that died fails the send in hand as a SourceError (transient: the relay sends the rows
-    again) and the next send starts another one."""
-    (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "inbound").write_bytes(b"")
-    publisher = SpoolPublisher(f"dir://{tmp_path / 'bad'}")
-    good = SpoolPublisher(f"dir://{tmp_path / 'good'}")
-    await publisher.open()
-    await good.open()
-    try:
-        with pytest.raises(SourceError, match="File exists"):
-            await publisher.send(messages(2))
-        await good.send(messages(1))
-        writer = good._writer
-        assert writer is not None
-        assert writer._process is not None
-        in_hand = asyncio.ensure_future(good.send(messages(2000)))  # a second or so of flushes
-        await asyncio.sleep(0.05)
-        writer._process.kill()
-        with pytest.raises(SourceError, match="spool folder"):
-            await in_hand
-        await good.send(messages(3))
-        assert writer.started == 2
-    finally:
-        await publisher.aclose()
-        await good.aclose()
-    assert any(n.endswith("~ack%2F0002.edi") for n in os.listdir(tmp_path / "good" / "inbound"))
+    assert used == [2, _spool_files._FLUSHERS]

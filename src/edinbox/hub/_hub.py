@@ -34,7 +34,6 @@ from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
-from edinbox.hub._publishers import Publishers
 from edinbox.hub._purge import Purger, check_purge
 from edinbox.hub._relay import Relay
 from edinbox.hub._spans import Spans
@@ -98,22 +97,18 @@ class Hub:
         (`Purger`: at start, then once per period, on a connection of its own).
         """
         beside = asyncio.Event()
-        publishers = Publishers()  # the relay beside and the last drain share them: nothing is opened twice
-        relay = asyncio.ensure_future(self._relay(beside, publishers)) if self.config.relay else None
+        relay = asyncio.ensure_future(self._relay(beside)) if self.config.relay else None
         purger = self._purger(beside) if self.config.purge_every else None
         try:
-            try:
-                await self._receive(once=once)
-            finally:
-                beside.set()
-                if relay is not None:
-                    await relay
-                if purger is not None:
-                    await purger  # a configuration error of the purge is raised here (it stopped the hub)
-            if relay is not None and once and not self.stop.is_set():
-                await self._relay(self.stop, publishers, once=True)  # drain what the last batches published
+            await self._receive(once=once)
         finally:
-            await publishers.aclose()
+            beside.set()
+            if relay is not None:
+                await relay
+            if purger is not None:
+                await purger  # a configuration error of the purge is raised here (it stopped the hub)
+        if relay is not None and once and not self.stop.is_set():
+            await self._relay(self.stop, once=True)  # drain what the last batches published
         return self.totals
 
     def _purger(self, stop: asyncio.Event) -> asyncio.Future[None]:
@@ -129,21 +124,12 @@ class Hub:
         task.add_done_callback(done)
         return task
 
-    async def _relay(self, stop: asyncio.Event, publishers: Publishers, *, once: bool = False) -> None:
-        """Relay the outbox beside the hub (acknowledgments to partners) through `publishers` until `stop`; add its
-        totals."""
+    async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
+        """Relay the outbox beside the hub (acknowledgments to partners) until `stop`; add its totals."""
         # its own outage lines (`relay-down`): the hub reports the database's, the relay also the destinations'
         outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
         idle = self.config.poll_timeout * 4
-        relay = Relay(
-            self.inbox,
-            outage=outage,
-            stop=stop,
-            idle=idle,
-            log_json=self.log_json,
-            fault=self.fault,
-            publishers=publishers,
-        )
+        relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
         self._relay_beside = relay
         try:
             totals = await relay.run(once=once)

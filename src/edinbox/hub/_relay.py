@@ -54,14 +54,12 @@ class Relay:
         fault: FaultPoint | None = None,
         keep_open: float = 60.0,
         linger: float = 0.1,
-        publishers: Publishers | None = None,
     ) -> None:
         """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes;
         `fault` (after_send:N) kills the process after a send, before its rows are marked sent; a destination's
         publisher unused for `keep_open` seconds is closed; woken by `wake`, or after a pass that sent fewer than
         `limit` rows (but not with `once`), it waits `linger` seconds more before its next pass, so the rows of the
-        next few commits go in the same pass (fewer passes, each flushing more at once, and fewer marks);
-        `publishers` given, the relay sends through them and leaves them open at its end (their owner closes them)."""
+        next few commits go in the same pass (fewer passes, each flushing more at once, and fewer marks)."""
         self.inbox = inbox
         self.outage = outage
         self.stop = stop
@@ -70,8 +68,7 @@ class Relay:
         self.log_json = log_json
         self.fault = fault
         self.totals: Counter[str] = Counter()
-        self._owns = publishers is None
-        self.publishers = Publishers(keep_open=keep_open) if publishers is None else publishers
+        self.publishers = Publishers(keep_open=keep_open)
         self.linger = linger
         self._woken = asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
@@ -94,8 +91,7 @@ class Relay:
                 await self.publishers.close_idle()
                 await self._wait()
         finally:
-            if self._owns:
-                await self.publishers.aclose()
+            await self.publishers.aclose()
         return self.totals
 
     async def step(self) -> SendResult:

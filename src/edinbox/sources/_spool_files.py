@@ -6,16 +6,19 @@ only after `lstat` or `fstat` said they are regular files.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import stat
+import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from edinbox._errors import ConfigurationError, SourceError
 from edinbox.sources._base import Outgoing, Publisher, publish_once
-from edinbox.sources._spool_writer import Writer, file_name, release, shared
 
 __all__ = [
     "HEAD",
@@ -138,6 +141,15 @@ def write_atomically(tmp: Path, target: Path, data: bytes) -> None:
     os.replace(scratch, target)
 
 
+def file_name(message_id: str) -> str:
+    """The inbound file name for a payload published with a producer id: ordered by time, unique, one extension.
+
+    Dots of the id are escaped too (`order.x12` -> `order%2Ex12.edi`), so a file published under its own name never
+    gets a double extension; the reader unquotes them.
+    """
+    return f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}~{quote(message_id, safe='').replace('.', '%2E')[:180]}.edi"
+
+
 class SpoolPublisher(Publisher):
     """Writes files into a spool folder's `inbound/`, the producer id in each file name; headers are refused: a
     spool file carries its payload and its name only."""
@@ -146,35 +158,104 @@ class SpoolPublisher(Publisher):
         """Publish into the spool folder `url` names (created with its `inbound/` and `tmp/` at the first send)."""
         self.root = spool_path(url)
         self.url = url
-        self._writer: Writer | None = None
+        self._flushing: ThreadPoolExecutor | None = None
+        self._writing: ThreadPoolExecutor | None = None
 
     async def open(self) -> None:
-        """Take a share of the event loop's spool writer (`_spool_writer`: a child process, started at the first
-        send)."""
-        if self._writer is None:
-            self._writer = shared()
+        """Start the thread that writes files and the threads that flush them to disk."""
+        self._flushing = ThreadPoolExecutor(_FLUSHERS, thread_name_prefix="edinbox-spool-flush")
+        self._writing = ThreadPoolExecutor(1, thread_name_prefix="edinbox-spool-write")
 
     async def send(self, messages: Sequence[Outgoing]) -> None:
-        """Write each payload atomically (tmp/ first, each file flushed, then renamed, the folder flushed), in the
-        spool writer's process: a relay publishing beside the hub takes none of the hub's interpreter, threads or
-        event loop through the system calls and the flushes."""
+        """Write each payload atomically (tmp/ first, then a rename), in the publisher's own thread: a relay
+        publishing beside the hub holds neither its event loop nor the loop's default threads (which parse the
+        hub's batches) through the fsyncs."""
         for message in messages:
             if message.headers:
                 raise ConfigurationError(f"{message.message_id}: a spool folder (dir://) carries no headers")
-        if self._writer is None:
+        if self._flushing is None or self._writing is None:
             raise SourceError(f"cannot publish into the spool folder {self.root}: the publisher is not open")
+        pairs = [(m.message_id, m.payload) for m in messages]
+        loop = asyncio.get_running_loop()
         try:
-            await self._writer.write(str(self.root), [(m.message_id, m.payload) for m in messages])
-        except (OSError, EOFError) as exc:
+            await loop.run_in_executor(self._writing, _write_all, self.root, pairs, self._flushing)
+        except OSError as exc:
             raise SourceError(f"cannot publish into the spool folder {self.root}: {exc}") from exc
 
     async def aclose(self) -> None:
-        """Give back the share of the spool writer (the last publisher of the loop stops its process)."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            await release(writer)
+        """Stop the writing and flushing threads."""
+        for pool in (self._writing, self._flushing):
+            if pool is not None:
+                pool.shutdown(wait=False)
+        self._writing = self._flushing = None
 
 
 async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
     """Write each `(message_id, payload)` into the spool folder's `inbound/` atomically."""
     await publish_once(SpoolPublisher(url), messages)
+
+
+def _flush_folder(folder: str) -> None:
+    """Flush a folder's entries (the names renamed into it) to disk."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _flush_files(fds: Sequence[int], flushing: Executor) -> None:
+    """Flush files to disk: a few in this thread one after the other, more in slices flushed by several threads at
+    once (the disk commits them together); each slice holds `_FILES_PER_FLUSHER` files or more, as every thread
+    that wakes for a file costs the interpreter's lock a hand-over or two, which the hub working beside pays."""
+    slices = min(_FLUSHERS, len(fds) // _FILES_PER_FLUSHER)
+    if slices < 2:
+        _flush_slice(fds)
+        return
+    list(flushing.map(_flush_slice, [fds[n::slices] for n in range(slices)]))
+
+
+def _flush_slice(fds: Sequence[int]) -> None:
+    for fd in fds:
+        os.fsync(fd)
+
+
+_FLUSHERS = 8
+"""Threads flushing one send's files at once, at most."""
+_FILES_PER_FLUSHER = 16
+"""Files a flushing thread takes at least (fewer files are flushed by the writing thread alone)."""
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _write_all(root: Path, messages: Sequence[tuple[str, bytes]], flushing: Executor) -> None:
+    """Write every scratch file, flush them all to disk, rename each into `inbound/`, then flush `inbound/`.
+
+    Plain descriptors and string paths: each file is opened once, and the relay calls this for every pass beside a
+    busy hub, whose thread waits for the interpreter while this one holds it. Many files are flushed in slices by
+    the threads of `flushing` at once, so the file system commits them in a few journal commits instead of one each
+    (a tenth of the time for 100 files on a busy ext4 disk); a few are flushed by this thread (`_flush_files`). No
+    file is renamed before every file is flushed: a failure part way leaves none under its final name."""
+    tmp, inbound = os.path.join(root, "tmp"), os.path.join(root, "inbound")
+    for folder in (inbound, tmp):
+        os.makedirs(folder, exist_ok=True)
+    scratch: list[tuple[str, str, int]] = []
+    renamed = 0
+    try:
+        for message_id, payload in messages:
+            path = os.path.join(tmp, f".{uuid.uuid4().hex}")
+            scratch.append((path, message_id, os.open(path, _WRITE_FLAGS, 0o666)))
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(scratch[-1][2], view) :]
+        _flush_files([fd for _, _, fd in scratch], flushing)
+        for path, message_id, _ in scratch:
+            os.replace(path, os.path.join(inbound, file_name(message_id)))
+            renamed += 1
+        if scratch:  # the renames themselves survive a crash only once the folder is flushed
+            _flush_folder(inbound)
+    finally:
+        for n, (path, _, fd) in enumerate(scratch):
+            os.close(fd)
+            if n >= renamed:  # a failure part way: the files not renamed are removed
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
