@@ -21,6 +21,9 @@ resumes consuming. Meanwhile `receive` waits up to its `timeout` for it, then ra
 on a channel that has since closed cannot be settled any more (the broker requeued it when the channel closed):
 acking it raises SourceError at once, and the redelivery is found settled by the inbox. A password the broker
 refuses is a ConfigurationError.
+
+The acks of a batch leave together once the caller next waits, as one `multiple` ack where no delivery still held
+lies between their tags (`_amqp_acks`): one frame and one settle in the broker per batch instead of per delivery.
 """
 
 from __future__ import annotations
