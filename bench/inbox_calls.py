@@ -6,7 +6,7 @@ with the machine's load).
 Each store gets a fresh journal and a one-statement handler (the business INSERT), then `--messages` new messages
 are delivered one by one under cProfile after a warm-up. Printed per delivery: every Python call (the driver's
 included: functions and built-ins), then those of edinbox's own functions; `--functions` lists the latter. On
-MariaDB, the same queries sent by hand (as bench.inbox_mariadb's "naive, journal + mark" sends them) are counted
+MariaDB, the same queries sent by hand (as bench.inbox_mariadb's "naive, edinbox journal" sends them) are counted
 beside it, with the business INSERT on one cursor for all the messages and on a cursor of its own per message (as
 the handler of bench.inbox_mariadb's `Inbox.process` variant opens one).
 """
@@ -91,20 +91,18 @@ def by_hand(table: str, business: str, count: int, *, functions: bool) -> None:
     """Count Inbox.process's MariaDB queries sent by hand, business INSERT on a shared or per-message cursor."""
     statements = Statements(parse_table(table, qualified=True))
     connection = connect(URLS["mysql"], statements)
-    first = f"{statements['insert_processed'][0]};\nSAVEPOINT edinbox_tx"
+    first = statements["insert_processed"][0]
     shared = connection.cursor()
 
     def deliver(message: Message, *, own_cursor: bool) -> None:
         shared.execute(first, key_params("bench", message))
         inserted = shared.rowcount == 1
-        shared.nextset()
         if inserted and own_cursor:
             with connection.cursor() as cursor:
                 cursor.execute(business, (message.message_id, message.payload))
         elif inserted:
             shared.execute(business, (message.message_id, message.payload))
-        shared.execute("RELEASE SAVEPOINT edinbox_tx;\nCOMMIT")
-        shared.nextset()
+        connection.commit()
 
     for own_cursor in (False, True):
         prefix = f"hand-{own_cursor}-{uuid.uuid4().hex[:6]}"

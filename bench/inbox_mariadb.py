@@ -7,14 +7,15 @@
    key, the business INSERT if it inserted, COMMIT) against `Inbox.process` with the same business INSERT in its
    handler, and between them the naive inbox with one difference at a time:
    - "naive, edinbox journal": the journal's own table and INSERT (`insert_processed`: every column it writes)
-     instead of the 3-column one;
+     instead of the 3-column one: on the wire exactly what `Inbox.process` sends (so the difference between this
+     one and `Inbox.process` is the client's Python);
    - "naive + mark": the 3-column table, with `SAVEPOINT edinbox_tx` in the INSERT's query and `RELEASE SAVEPOINT
-     edinbox_tx; COMMIT` as the last query, as the store sends them (two statements in each: two replies);
+     edinbox_tx; COMMIT` as the last query, as the store sent them before it watched its connections' replies
+     instead (two statements in each: two replies);
    - "naive + mark, one reply": the release and the COMMIT as one compound statement (`BEGIN NOT ATOMIC ... END`:
      one reply, so the client wakes up once instead of twice while the COMMIT flushes the log), an alternative;
    - "naive + mark, blocks": the first query a compound statement too (`SAVEPOINT` then the INSERT, one reply);
-   - "naive, journal + mark": both differences, which is on the wire exactly what `Inbox.process` sends (so the
-     difference between this one and `Inbox.process` is the client's Python).
+   - "naive, journal + mark": both differences, what `Inbox.process` sent before.
    Every naive connection gets the store's own session settings (READ COMMITTED, strict mode, autocommit off) and
    multi-statements, so isolation and durability are the same for all; each variant has a journal of its own.
 2. A batch per transaction: `Inbox.process_batch` (one `INSERT IGNORE ... RETURNING` for the batch, the handler's

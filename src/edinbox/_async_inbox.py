@@ -490,6 +490,8 @@ class AsyncInbox(AsyncJournal):
         try:
             params = {"consumer": self.consumer, **self._store.batch_params(batch)}
             inserted = {(row[0], row[1]) for row in await unit.begin_fetch("insert_batch", params)}
+            if len(inserted) == len(batch):  # every key new, none twice: nothing to read back or decide
+                return [Outcome.PROCESSED] * len(batch)
             found: dict[Key, tuple[Found, datetime]] = {}
             if known := [m for m in batch if m.key not in inserted]:
                 params = {"consumer": self.consumer, **self._store.batch_params(known)}

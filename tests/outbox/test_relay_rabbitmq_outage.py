@@ -55,13 +55,15 @@ async def test_rabbitmq_stopped_while_the_relay_sends(
     async with AsyncInbox(db, consumer="hub") as inbox:
         relay = relay_for(inbox, limit=10)
         running = asyncio.ensure_future(relay.run())
-        await until(lambda: relay.totals["sent"] >= 60, within=120)
+        await until(lambda: relay.totals["sent"] >= 60, within=120, what="60 rows sent before the stop")
         rabbit.stop()  # blocks this loop: the relay is between two passes, 240 rows still to send
         stopped_at = relay.totals["sent"]
-        await until(lambda: any("relay-down" in r.getMessage() for r in caplog.records), within=60)
+        await until(
+            lambda: any("relay-down" in r.getMessage() for r in caplog.records), within=60, what="a relay-down line"
+        )
         assert not running.done(), "the relay stopped on a broker outage"
         await asyncio.to_thread(rabbit.start)
-        await until(lambda: relay.totals["sent"] >= 300, within=120)
+        await until(lambda: relay.totals["sent"] >= 300, within=120, what="every row sent after the restart")
         assert not running.done()
         relay.stop.set()
         await running

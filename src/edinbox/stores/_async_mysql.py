@@ -4,9 +4,10 @@ Isolation: the store's own connections run READ COMMITTED. Every decision the jo
 read (the insert's duplicate check, SELECT ... FOR UPDATE), which sees the latest committed row at any level, so
 a caller's connection at REPEATABLE READ (MariaDB's default) is still correct; it only takes more gap locks.
 
-Transactions: the store's own connections run with autocommit off, so a delivery costs what a hand-written inbox
-costs (its INSERT, the handler's statements, COMMIT: no BEGIN), and each transaction carries a mark (`_MARK`) that
-refuses the commit of a transaction MariaDB rolled back by itself under a handler that swallowed the error.
+Transactions: the store's own connections run with autocommit off, so a delivery sends what a hand-written inbox
+sends (its INSERT, the handler's statements, COMMIT: no BEGIN, no savepoint), and each of those connections notes
+when the transaction a unit began ended before the unit's COMMIT (`_AsyncOwnConnection`): MariaDB rolled it back
+by itself under a handler that swallowed the error, or the handler ended it. Then the unit rolls back instead.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 import asyncmy
+from asyncmy.constants.COMMAND import COM_QUERY
 from asyncmy.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
 from edinbox._core import COLUMNS, Pace, TableName, check_version
@@ -66,39 +68,110 @@ def _in_transaction(connection: Any) -> bool:
     return bool(connection.server_status & SERVER_STATUS_IN_TRANS)
 
 
-_MARK = "SAVEPOINT edinbox_tx"
-"""Set in each transaction of the store's own connections, in the round trip of its first statement.
-
-Those connections run with autocommit off and send no BEGIN: the first statement opens the transaction. When
-MariaDB rolls the transaction back by itself (a deadlock, or a lock wait timeout under
-innodb_rollback_on_timeout) it drops the savepoint with it, and any statement after that (a handler that swallowed
-the error and went on) opens a new transaction without it. `_COMMIT_MARKED` releases the savepoint, then commits,
-as one query: MariaDB stops a multi-statement query at its first error, so a transaction without the mark is never
-committed, and the unit rolls back what came after the server's rollback."""
-
-_COMMIT_MARKED = "RELEASE SAVEPOINT edinbox_tx;\nCOMMIT"
 _NO_SAVEPOINT = 1305  # ER_SP_DOES_NOT_EXIST: "SAVEPOINT ... does not exist"
 _ROLLED_BACK = (
     "the transaction was rolled back by MariaDB inside the inbox (a deadlock or lock wait timeout swallowed?)"
 )
+_ENDED = (
+    "the transaction ended inside the inbox: rolled back by MariaDB (a deadlock or lock wait timeout the handler "
+    "swallowed?), or ended by the handler (ROLLBACK, COMMIT, BEGIN, DDL); what ran after that was rolled back"
+)
+_PROBE = b"DO 0"  # opens no transaction: its reply says whether one is open
+
+
+class _AsyncOwnConnection(asyncmy.Connection):
+    """A connection the store opened itself: it notes when the transaction of a unit ends before the unit's COMMIT.
+
+    While `watching` (from the statement that opened a unit's transaction, a BEGIN or the journal's first write, to
+    the unit's COMMIT or ROLLBACK), `ended` is set when a reply says no
+    transaction is open (a ROLLBACK, COMMIT, DDL or `SET autocommit` inside the handler), when the handler calls
+    `begin()` (which commits), and when the server answers a statement with an error after which no transaction is
+    open. InnoDB rolls the whole transaction back on a deadlock, or a lock wait timeout under
+    innodb_rollback_on_timeout, and a handler that swallows the error goes on in a new transaction that its next
+    statement opens; the error reply carries no status, so after any error reply (whatever its number) one probe
+    (`_PROBE`) asks the server, before anything else runs on the connection. A statement's own error (a duplicate
+    key, a lock wait timeout that rolls back only the statement) leaves the transaction open: the unit commits.
+    Nothing is sent for this while no error comes back.
+    """
+
+    watching = False
+    ended = False
+
+    # sync: def _read_packet(self, *args: Any) -> Any:
+    async def read_packet(self, *args: Any) -> Any:  # async-only
+        """Read one packet; after an error reply, probe whether the transaction is still open."""
+        driver: Any = super()
+        try:
+            # sync: return driver._read_packet(*args)
+            return await driver.read_packet(*args)  # async-only
+        except asyncmy.MySQLError:
+            if self.watching:
+                await self._probe()
+            raise
+
+    async def _read_query_result(self, unbuffered: bool = False) -> Any:
+        """Read a statement's reply; note the end of the transaction it says."""
+        driver: Any = super()
+        affected = await driver._read_query_result(unbuffered=unbuffered)
+        if self.watching:  # as `_note()`, without the call (a reply of every statement)
+            connection: Any = self
+            result = connection._result
+            status = result.server_status
+            # an unbuffered result set has no status yet (asyncmy: 0); its rows are read later
+            if status is not None and not status & SERVER_STATUS_IN_TRANS and not result.unbuffered_active:
+                self.ended = True
+        return affected
+
+    async def _read_ok_packet(self) -> Any:
+        """Read the reply of `commit()`, `rollback()`, `autocommit()`...; note the end of the transaction it says."""
+        driver: Any = super()
+        ok = await driver._read_ok_packet()
+        if self.watching:
+            self._note(ok.server_status)
+        return ok
+
+    def _note(self, status: int | None) -> None:
+        """Note a reply's status: `ended` unless a transaction is open. The reply's own status, not the connection's,
+        which asyncmy leaves as it was when the reply's is 0; None: a result set, whose status PyMySQL does not read
+        (a SELECT that succeeds ends no transaction)."""
+        if status is not None and not status & SERVER_STATUS_IN_TRANS:
+            self.ended = True
+
+    async def begin(self) -> None:
+        """BEGIN, which commits the transaction open before it: inside a unit, that ends the unit's."""
+        if self.watching:
+            self.ended = True
+        await super().begin()
+
+    async def _probe(self) -> None:
+        """Ask whether a transaction is still open (after an error reply); `ended` when not, or when no answer."""
+        self.watching = False  # the probe's own reply is not watched
+        driver: Any = self
+        try:
+            await driver._execute_command(COM_QUERY, _PROBE)
+            ok = await self._read_ok_packet()
+        except (asyncmy.MySQLError, OSError):
+            self.ended = True  # the connection is broken: the unit cannot commit anyway
+            return
+        self._note(ok.server_status)
+        self.watching = True
 
 
 class _AsyncMySQLUnit:
     """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction.
 
-    `own` units run on the store's own connections (autocommit off, multi-statement queries allowed): each
-    transaction carries the mark (`_MARK`) and commits only with it.
+    `own` units run on the store's own connections (`_AsyncOwnConnection`: autocommit off, multi-statement queries
+    allowed): a transaction opens with its first statement and commits only if it did not end meanwhile.
     """
 
     def __init__(
         self, connection: asyncmy.Connection, statements: Statements, *, nested: bool, own: bool = False
     ) -> None:
-        self.connection = connection
+        self.connection: Any = connection  # on the store's own connections, an `_AsyncOwnConnection`
         self._sql = statements
         self._nested = nested
         self._own = own
         self._cursor: Any = None
-        self._ddl = False  # a statement that commits implicitly ran since begin()
         self.open = False  # own connection: a statement ran since the last COMMIT or ROLLBACK
         self.managed = False
 
@@ -107,39 +180,47 @@ class _AsyncMySQLUnit:
             self._cursor = await self.connection.cursor()
         return self._cursor
 
-    def _running(self, name: str) -> None:
-        """Note that the named statement runs: the transaction is open (rolled back at release unless committed),
-        and a DDL statement commits implicitly."""
-        self._ddl = self._ddl or name in self._sql.ddl
+    def _running(self) -> None:
+        """Note that a statement runs: the transaction is open (rolled back at release unless committed)."""
         self.open = True
 
     async def _execute(self, name: str, values: Params) -> Any:
         cursor = await self._cursor_of()
         bound = params(values)
-        self._running(name)
-        for statement in self._sql[name]:
-            await cursor.execute(statement, bound)
+        self._running()
+        try:
+            for statement in self._sql[name]:
+                await cursor.execute(statement, bound)
+        finally:
+            if self._own and name in self._sql.ddl:
+                # the store's own DDL commits what came before it on purpose (schema steps), even when it fails (an
+                # index that exists): not a transaction that ended under a handler
+                self.connection.ended = False
         return cursor
 
-    async def _marked(self, statement: str, values: Params) -> Any:
-        """Run `statement`, then set the mark, as one query (one round trip); the cursor is left on the statement's
-        result (read it, then `nextset()` past the mark's reply)."""
-        cursor = self._cursor
-        if cursor is None:
-            cursor = self._cursor = await self.connection.cursor()
-        self._ddl = False
-        self.open = True
-        await cursor.execute(f"{statement};\n{_MARK}", params(values))
-        return cursor
+    def _watch(self) -> None:
+        """From now on, note the end of the transaction (open now) before the unit's COMMIT (store's own
+        connection)."""
+        connection = self.connection
+        connection.ended = False
+        connection.watching = True
 
     async def begin(self) -> None:
-        """Start the transaction (or the savepoint inside the caller's transaction)."""
-        self._ddl = False
+        """Start the transaction (or the savepoint inside the caller's transaction).
+
+        On the store's own connections BEGIN is what opens it (it commits a transaction a read left open): the watch
+        for its end (`_AsyncOwnConnection`) starts on a transaction known to be open, so a statement that opens none
+        (a SELECT of no InnoDB table, a SET) is not taken for its end. The deliveries' hot paths send no BEGIN: their
+        first statement writes the journal, which opens the transaction, and the watch starts after it.
+        """
         if self.managed:
             return
         with _BEGINNING:
             if self._own:
-                await (await self._marked("BEGIN", {})).nextset()
+                self.connection.watching = False
+                await self.connection.begin()
+                self._running()
+                self._watch()
             elif self._nested:
                 await self._execute("savepoint", {})
             else:
@@ -148,19 +229,24 @@ class _AsyncMySQLUnit:
     async def insert(self, name: str, values: Params) -> bool:
         """Begin, then INSERT IGNORE; true when the row was inserted.
 
-        On the store's own connections the INSERT opens the transaction and sets its mark: one round trip.
+        On the store's own connections the INSERT opens the transaction: one round trip.
         """
         if not self._own:
             await self.begin()
             with _RECORDING:
                 return int((await self._execute(name, values)).rowcount) == 1
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = await self.connection.cursor()
+        self.open = True
         try:  # the hot path: no context manager to enter and leave (mapped as `_RECORDING` maps)
-            cursor = await self._marked(self._sql[name][0], values)
-            inserted = int(cursor.rowcount) == 1
-            await cursor.nextset()
+            await cursor.execute(self._sql[name][0], params(values))
         except mapped_errors.driver_error as exc:
             raise mapped_errors.convert(exc, _RECORDING.action) from exc
-        return inserted
+        connection = self.connection  # as `_watch()`, without the call
+        connection.ended = False
+        connection.watching = True
+        return int(cursor.rowcount) == 1
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
@@ -169,11 +255,9 @@ class _AsyncMySQLUnit:
         if not self._own:
             await self.begin()
             return await self.fetch(name, values)
-        with mapped_errors(f"run {name}"):
-            cursor = await self._marked(self._sql[name][0], values)
-            rows = [tuple(row) for row in await cursor.fetchall()]
-            await cursor.nextset()
-            return rows
+        rows = await self.fetch(name, values)  # a write or a locking read: the transaction is open after it
+        self._watch()
+        return rows
 
     def _returning(self) -> bool:
         """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
@@ -184,29 +268,28 @@ class _AsyncMySQLUnit:
         """Begin, then `insert_batch` without RETURNING (MySQL): one INSERT IGNORE per message, whose affected-row
         count says whether it inserted; the (source, message_id) of those that did, as RETURNING gives them.
 
-        On the store's own connections the statements and the mark go as one multi-statement query (one round
-        trip), each bound by the driver's escaping; on a caller's connection (multi-statements maybe off) one at a
-        time.
+        On the store's own connections the statements go as one multi-statement query (one round trip), each bound
+        by the driver's escaping; on a caller's connection (multi-statements maybe off) one at a time.
         """
         batch = json.loads(values["batch"])
         each = [{"consumer": values["consumer"], "source": s, "message_id": m, "fingerprint": f} for s, m, f in batch]
         counts: list[int] = []
-        if not self._own:
-            await self.begin()
-            with _RECORDING:
+        with _RECORDING:
+            if not self._own:
+                await self.begin()
                 for one in each:
                     counts.append(int((await self._execute("insert_processed", one)).rowcount))
-        else:
-            with _RECORDING:
+            else:
                 cursor = await self._cursor_of()
                 statement = self._sql["insert_processed"][0]
-                bound = ";\n".join(cursor.mogrify(statement, one) for one in each)
-                cursor = await self._marked(bound.replace("%", "%%"), {})  # bound already: "%%" reads as "%"
+                self._running()
+                # bound here: run without parameters, so the driver does not read "%" in the values as placeholders
+                await cursor.execute(";\n".join(cursor.mogrify(statement, one) for one in each))
                 counts.append(int(cursor.rowcount))
                 for _ in each[1:]:
                     await cursor.nextset()
                     counts.append(int(cursor.rowcount))
-                await cursor.nextset()  # past the mark's reply
+                self._watch()  # the INSERTs opened the transaction
         return [(s, m) for (s, m, _), count in zip(batch, counts, strict=True) if count == 1]
 
     async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
@@ -236,7 +319,7 @@ class _AsyncMySQLUnit:
         with mapped_errors(f"run {name}"):
             if len(statements) == 1 and values:
                 cursor = await self._cursor_of()
-                self._running(name)
+                self._running()
                 await cursor.executemany(statements[0], [params(one) for one in values])
                 return int(cursor.rowcount)
             changed = 0
@@ -245,39 +328,35 @@ class _AsyncMySQLUnit:
             return changed
 
     async def commit(self) -> None:
-        """Commit (or release the savepoint); StoreError when the server already rolled the transaction back.
+        """Commit (or release the savepoint); StoreError when the transaction already ended inside the unit.
 
         MariaDB rolls the whole transaction back on a deadlock or (with innodb_rollback_on_timeout) a lock wait
         timeout; a handler that swallowed that error must not see its remaining statements committed alone. On the
-        store's own connections the commit needs the transaction's mark (`_MARK`); without it, what ran after the
-        server's rollback is rolled back too; in a caller's transaction, its savepoint is gone and cannot be
-        released. (DDL ends a transaction by committing it, mark included: after the store's own CREATEs and ALTERs
-        the rest is committed as it is.)
+        store's own connections the connection noted it (`_AsyncOwnConnection`) and what ran after it is rolled
+        back; in a caller's transaction, its savepoint is gone and cannot be released.
         """
         if not self._own and not self._nested and not _in_transaction(self.connection):
             # the caller's autocommit connection, in the transaction begun here: the flag is all there is to check
             await self.rollback()
             raise StoreError(_ROLLED_BACK)
-        cursor = self._cursor
+        connection = self.connection
         try:
-            if cursor is None:
-                cursor = self._cursor = await self.connection.cursor()
-            if self._nested:
+            if self._own:
+                if connection.ended:
+                    await self.rollback()
+                    raise StoreError(_ENDED)
+                connection.watching = False
+                await connection.commit()
+            elif self._nested:
                 # a savepoint MariaDB dropped with the caller's transaction cannot be released (PyMySQL's
                 # transaction flag is no help here: it is not updated after a result set)
-                await cursor.execute(self._sql["release"][0])
-            elif not self._own:
-                await self.connection.commit()
-            elif self._ddl:
-                await cursor.execute("COMMIT")
+                await (await self._cursor_of()).execute(self._sql["release"][0])
             else:
-                await cursor.execute(_COMMIT_MARKED)
-                await cursor.nextset()  # the COMMIT's reply (or its error)
+                await connection.commit()
         except asyncmy.MySQLError as exc:
             if exc.args and exc.args[0] == _NO_SAVEPOINT:
                 await self.rollback()
-                after = "nothing of it was committed" if self._own else "roll the caller's transaction back"
-                raise StoreError(f"{_ROLLED_BACK}: {after}") from exc
+                raise StoreError(f"{_ROLLED_BACK}: roll the caller's transaction back") from exc
             raise mapped_errors.convert(exc, "commit") from exc
         self.open = False
 
@@ -288,6 +367,8 @@ class _AsyncMySQLUnit:
                 await self._execute("rollback_savepoint", {})
                 await self._execute("release", {})
             else:
+                if self._own:
+                    self.connection.watching = False
                 await self.connection.rollback()
                 self.open = False
         except (asyncmy.MySQLError, OSError):
@@ -394,7 +475,9 @@ class AsyncMySQLStore:
             raise StoreError("the store has no URL to connect with")
         options = connect_options(self._url)
         with mapped_errors(f"connect to {mask(self._url)}"):
-            connection = await asyncmy.connect(**options)
+            own: Any = _AsyncOwnConnection  # the driver's constructor is untyped
+            connection: _AsyncOwnConnection = own(**options)
+            await connection.connect()  # async-only
         try:
             await _AsyncMySQLUnit(connection, self._sql, nested=False, own=True).run("session", {})
         except BaseException:

@@ -145,8 +145,8 @@ def connect_options(url: str) -> dict[str, Any]:
         "charset": "utf8mb4",
         # a transaction's first statement opens it (no BEGIN round trip); the units commit or roll back each one
         "autocommit": False,
-        # a transaction's first statement and its mark, or the mark's release and the COMMIT, go as one query (one
-        # round trip; see stores._async_mysql._MARK); every value in it is escaped by the driver
+        # MySQL's batch (no RETURNING): one INSERT IGNORE per message, all in one query (one round trip); every value
+        # in it is escaped by the driver
         "client_flag": MULTI_STATEMENTS,
     }
 

@@ -112,11 +112,11 @@ FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
 RETURNING CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4)
 
 -- name: find_batch_for_update
--- shared, as find_for_update
+-- shared, as find_for_update; the batch's [source, message_id, fingerprint] arrays, as insert_batch reads them
 SELECT CONVERT(t.source USING utf8mb4), CONVERT(t.message_id USING utf8mb4), t.status, t.fingerprint, t.attempts,
     t.lease_until, UTC_TIMESTAMP(6)
 FROM {table} AS t
-JOIN JSON_TABLE(%(keys)s, '$[*]' COLUMNS (
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
     s VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[0]',
     m VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[1]'
 )) AS j ON t.source = CONVERT(j.s USING binary) AND t.message_id = CONVERT(j.m USING binary)

@@ -90,9 +90,10 @@ RETURNING source, message_id
 
 -- name: find_batch_for_update
 -- CROSS JOIN keeps the batch's keys as the outer loop, so each is one search of the unique index; with a plain
--- JOIN SQLite scans every row of the consumer and reads the JSON for each (a cost that grows with the journal)
+-- JOIN SQLite scans every row of the consumer and reads the JSON for each (a cost that grows with the journal).
+-- The batch's [source, message_id, fingerprint] arrays, as insert_batch reads them: the first two are the key.
 SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, :now
-FROM json_each(:keys) AS j
+FROM json_each(:batch) AS j
 CROSS JOIN {table} AS t
 WHERE t.consumer = :consumer AND t.source = j.value ->> 0 AND t.message_id = j.value ->> 1
 
