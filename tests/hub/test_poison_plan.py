@@ -15,7 +15,7 @@ import pytest
 from edinbox import ConfigurationError
 from edinbox.hub import HubConfig, load_config
 from edinbox.hub._config import MAX_PAYLOAD, parse_size
-from edinbox.hub._plan import HEAD, REJECT, plan
+from edinbox.hub._plan import HEAD, REJECT, Item, plan
 from edinbox.hub._progress import progress
 from edinbox.sources import Delivery, Source
 
@@ -193,3 +193,35 @@ def test_line_values_over_sixteen_digits_are_refused_before_any_sql() -> None:
     assert invoice_problem([invoice("9999999999999999", "0.00012345")]) is None
     assert "line 1 quantity" in (invoice_problem([invoice("1" + "0" * 16)]) or "")
     assert "line 1 unit price" in (invoice_problem([invoice("1", "1e20")]) or "")
+
+
+@pytest.mark.parametrize("hub_config", ["sqlite"], indirect=True)
+async def test_a_small_batch_is_planned_on_the_loop_and_a_big_one_in_a_worker_thread(
+    hub_config: HubConfig, spool: Path
+) -> None:
+    """A batch whose payloads add up to at most `_PLAN_HERE` bytes is planned on the event loop's thread (no trip to
+    a worker thread and back); a bigger one in a worker thread, so the loop keeps serving the source meanwhile."""
+    import threading
+
+    from edinbox.hub import open_hub
+    from edinbox.hub._hub import _PLAN_HERE
+    from edinbox.sources.spool import publish
+
+    small = [(f"p{i}", good(600 + i)) for i in range(3)]
+    padding = b" " * (_PLAN_HERE // 2)  # a payload may end in white space after its last segment
+    big = [(f"q{i}", good(700 + i) + padding) for i in range(3)]
+    planned: list[bool] = []
+    async with open_hub(hub_config.with_overrides(batch_size=3)) as hub:
+        inner = hub._plan
+
+        def watched(d: Delivery) -> list[Item]:
+            planned.append(threading.get_ident() == threading.main_thread().ident)
+            return inner(d)
+
+        hub._plan = watched  # type: ignore[method-assign, assignment]
+        await publish(hub_config.source, small)
+        assert await hub.step() == 3
+        await publish(hub_config.source, big)
+        assert await hub.step() == 3
+        assert dict(hub.totals) == {"processed": 6}
+    assert planned == [True] * 3 + [False] * 3

@@ -109,8 +109,9 @@ class SqlAccounting(Accounting):
     async def _insert(self, tx: Any, rows: Sequence[tuple[Any, ...]]) -> int:
         """Run `hub_insert_invoice` once per row (from `_row`) in one call to the driver; return the rows inserted."""
         sqlite = tx.dialect == "sqlite"  # no date or decimal type: ISO dates and exact decimals as text
-        values = [dict(zip(_COLUMNS, _text(row) if sqlite else row, strict=True)) for row in rows]
-        return int(await tx.unit.run_many("hub_insert_invoice", [{**v, "consumer": self.consumer} for v in values]))
+        consumer = self.consumer
+        values = [dict(zip(_COLUMNS, _text(row) if sqlite else row, strict=True), consumer=consumer) for row in rows]
+        return int(await tx.unit.run_many("hub_insert_invoice", values))
 
     @staticmethod
     def _keys(tx: Any, rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 __all__ = ["Hub", "open_hub"]
 
 _NACK_DELAY = 1.0
+_PLAN_HERE = 16 * 1024
+"""Payload bytes a batch may hold to be planned on the event loop's thread (about 10 ms of parsing at most): handing a
+small batch to a worker thread and back costs more than the loop's pause. A bigger batch is planned in a worker
+thread, so the source's connection and `progress` keep beating meanwhile."""
 _REFRESH = 5.0
 """Seconds between two refreshes of the journal gauges (rows by status, oldest ages) while running."""
 
@@ -169,8 +173,10 @@ class Hub:
         started = time.monotonic()
         spans = Spans(deliveries, consumer=self.config.consumer)
         async with progress(self.source, deliveries):
-            # parsed off the event loop, so the source's connection and `progress` keep beating meanwhile
-            plans = await asyncio.to_thread(lambda: [self._plan(d) for d in deliveries])
+            if sum(len(d.payload) for d in deliveries) <= _PLAN_HERE:
+                plans = [self._plan(d) for d in deliveries]
+            else:
+                plans = await asyncio.to_thread(lambda: [self._plan(d) for d in deliveries])
             work = [Work(d, items) for d, items in zip(deliveries, plans, strict=True)]
             try:
                 await self._settle(work, spans)

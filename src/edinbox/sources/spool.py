@@ -123,6 +123,7 @@ class SpoolSource(Source):
         self._claims = root / "processing" / "@".join(owner)
         self._inbound = str(root / "inbound")
         self._rejected = str(root / "rejected")
+        self._archive = str(root / "archive")
         self._last_recovery = 0.0
         self._queue: deque[str] = deque()
         self._dots: list[str] = []
@@ -388,7 +389,7 @@ class SpoolSource(Source):
         if claim is None:
             return
         try:
-            os.replace(claim.path, self.root / "archive" / claim.name)
+            os.replace(claim.path, os.path.join(self._archive, claim.name))
         except OSError as exc:
             raise SourceError(f"cannot archive {claim.name}: {exc}") from exc
 

@@ -1,8 +1,18 @@
-"""The SQLite journal store on aiosqlite (async; the sync twin on sqlite3 is generated from this module)."""
+"""The SQLite journal store on aiosqlite (async; the sync twin on sqlite3 is generated from this module).
+
+On a connection the store opened itself, a statement inside the write transaction it holds runs on the caller's
+thread, straight on the driver's connection: it works on pages the transaction already holds, and a trip to the
+driver's thread and back (two thread wake-ups, on a busy machine two waits for a core) costs more than the
+statement. BEGIN IMMEDIATE runs there too when no other writer holds the lock (`begin_now`, which does not wait).
+Only what may wait goes to the driver's thread: BEGIN IMMEDIATE while another writer holds the lock, COMMIT (the
+sync to disk), reads outside a transaction, and the purges' deletes of a whole batch of rows (`_threaded`). A
+batch of the hub makes one trip, for its COMMIT.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
@@ -18,7 +28,7 @@ from edinbox._errors import ConfigurationError, SchemaError, StoreError
 from edinbox._message import Message
 from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_batches
 from edinbox.stores._queries import migration_queries
-from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
+from edinbox.stores._sqlite_sql import DIALECT, Statements, begin_now, connect, mapped_errors, params, timestamp
 
 __all__ = ["AsyncSQLiteStore"]
 
@@ -29,28 +39,59 @@ _COMMITTING = mapped_errors("commit")
 _KEY = ["consumer", "message_id", "source"]
 
 
+def _threaded(name: str) -> bool:
+    """True for a statement that deletes a whole batch of rows (the purges): it runs in the driver's thread even
+    inside a transaction, so the event loop never waits for it."""
+    return "purge" in name
+
+
 class _AsyncSQLiteUnit:
     """The connection held for one operation; `nested` units work in a savepoint of the caller's transaction."""
 
-    def __init__(self, connection: aiosqlite.Connection, statements: Statements, *, nested: bool) -> None:
+    def __init__(
+        self,
+        connection: aiosqlite.Connection,
+        statements: Statements,
+        *,
+        nested: bool,
+        driver: sqlite3.Connection | None = None,
+    ) -> None:
+        """`driver` is the connection under `connection` when the store opened it (None for the caller's)."""
         self.connection = connection
         self._sql = statements
         self._nested = nested
         self.managed = False
+        self._driver = driver
+
+    def _held(self, name: str) -> sqlite3.Connection | None:
+        """The driver's connection when statement `name` may run on the caller's thread: the store's own connection,
+        inside a transaction, and not a purge (see the module's docstring); None otherwise."""
+        driver = self._driver
+        if driver is None or not driver.in_transaction or _threaded(name):
+            return None
+        return driver
 
     async def begin(self) -> None:
         """Take the write lock at once (BEGIN IMMEDIATE) so a concurrent duplicate waits for this one."""
         with _BEGINNING:
             if self.managed:
                 if not self.connection.in_transaction:
-                    await self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
+                    await self._immediate()  # left open: the caller commits it
                 return
             if not self._nested:
-                await self.connection.execute("BEGIN IMMEDIATE")
+                await self._immediate()
                 return
             if not self.connection.in_transaction:
-                await self.connection.execute("BEGIN IMMEDIATE")  # left open: the caller commits it
+                await self._immediate()  # left open: the caller commits it
             await self.connection.execute("SAVEPOINT edinbox")
+
+    async def _immediate(self) -> None:
+        """BEGIN IMMEDIATE: on the caller's thread when no other writer holds the lock (see the module's docstring),
+        else in the driver's thread, which waits for it."""
+        # sync: self.connection.execute("BEGIN IMMEDIATE")
+        if self._driver is not None and begin_now(self._driver):  # async-only
+            return  # async-only
+        await self.connection.execute("BEGIN IMMEDIATE")  # async-only
 
     async def insert(self, name: str, values: Params) -> bool:
         """Begin and run the INSERT ... ON CONFLICT DO NOTHING RETURNING; true when the row was inserted."""
@@ -58,7 +99,7 @@ class _AsyncSQLiteUnit:
             await self.begin()
         else:  # the hot path: begin() without a context manager to enter and leave (mapped as `_BEGINNING` maps)
             try:
-                await self.connection.execute("BEGIN IMMEDIATE")
+                await self._immediate()
             except mapped_errors.driver_error as exc:
                 raise mapped_errors.convert(exc, _BEGINNING.action) from exc
         try:
@@ -79,18 +120,26 @@ class _AsyncSQLiteUnit:
     async def _rows(self, name: str, values: Params) -> Any:
         """Run the named statement and read all its rows in one call to the driver (one trip to its thread)."""
         # sync: return self.connection.execute(self._sql[name], params(values)).fetchall()
+        if (held := self._held(name)) is not None:  # async-only
+            return held.execute(self._sql[name], params(values)).fetchall()  # async-only
         return await self.connection.execute_fetchall(self._sql[name], params(values))  # async-only
 
     async def run(self, name: str, values: Params) -> int:
         """Run the named statement and return the number of rows it changed."""
         with mapped_errors(f"run {name}"):
-            cursor = await self.connection.execute(self._sql[name], params(values))
+            # sync: cursor = self.connection.execute(self._sql[name], params(values))
+            if (held := self._held(name)) is not None:  # async-only
+                return int(held.execute(self._sql[name], params(values)).rowcount)  # async-only
+            cursor = await self.connection.execute(self._sql[name], params(values))  # async-only
             return int(cursor.rowcount)
 
     async def run_many(self, name: str, values: Sequence[Params]) -> int:
         """Run the named statement once per parameter set (one executemany); return the rows changed in all."""
         with mapped_errors(f"run {name}"):
-            cursor = await self.connection.executemany(self._sql[name], [params(v) for v in values])
+            # sync: cursor = self.connection.executemany(self._sql[name], [params(v) for v in values])
+            if (held := self._held(name)) is not None:  # async-only
+                return int(held.executemany(self._sql[name], [params(v) for v in values]).rowcount)  # async-only
+            cursor = await self.connection.executemany(self._sql[name], [params(v) for v in values])  # async-only
             return int(cursor.rowcount)
 
     async def commit(self) -> None:
@@ -127,7 +176,9 @@ class _AsyncHold:
             if store._unit is None:
                 connection = store._connection if store._connection is not None else await store._open()
                 store._connection = connection
-                store._unit = _AsyncSQLiteUnit(connection, store._sql, nested=False)
+                # sync: store._unit = _AsyncSQLiteUnit(connection, store._sql, nested=False)
+                driver = store._driver if store._path is not None else None  # async-only
+                store._unit = _AsyncSQLiteUnit(connection, store._sql, nested=False, driver=driver)  # async-only
             unit = store._unit
             if store._path is None:  # the caller's connection: nest in its transaction, if it has or wants one
                 connection = unit.connection
@@ -162,6 +213,8 @@ class AsyncSQLiteStore:
         self._connection = None if isinstance(target, str) else target
         self._lock = asyncio.Lock()
         self._unit: _AsyncSQLiteUnit | None = None
+        self._driver: sqlite3.Connection | None = None
+        """The driver's connection under the one the store opened (statements of a held transaction run on it)."""
 
     async def _open(self) -> aiosqlite.Connection:
         if self._path is None:
@@ -170,6 +223,7 @@ class AsyncSQLiteStore:
         # event loop: open in a worker thread first, then hand the open connection to the async driver.
         # sync: return connect(self._path)
         connection = await asyncio.to_thread(connect, self._path)  # async-only
+        self._driver = connection  # async-only
         return await aiosqlite.Connection(lambda: connection, 64)  # async-only
 
     def unit(self) -> _AsyncHold:
@@ -255,4 +309,5 @@ class AsyncSQLiteStore:
         """Close the connection the store opened itself."""
         if self._path is not None and self._connection is not None:
             connection, self._connection, self._unit = self._connection, None, None
+            self._driver = None
             await connection.close()

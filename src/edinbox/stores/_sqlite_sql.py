@@ -14,7 +14,7 @@ from edinbox._errors import StoreError
 from edinbox.stores._mapping import MappedErrors
 from edinbox.stores._queries import FILES, load_queries, placeholders
 
-__all__ = ["DIALECT", "Statements", "connect", "mapped_errors", "params", "timestamp"]
+__all__ = ["DIALECT", "Statements", "begin_now", "connect", "mapped_errors", "params", "timestamp"]
 
 DIALECT = "sqlite"
 
@@ -89,11 +89,27 @@ def connect(path: str) -> sqlite3.Connection:
     return connection
 
 
+def begin_now(connection: sqlite3.Connection) -> bool:
+    """BEGIN IMMEDIATE without waiting: True when it took the write lock, False when another connection holds it
+    (the caller then begins where it may wait, up to `BUSY_TIMEOUT`); any other error is raised."""
+    connection.execute("PRAGMA busy_timeout = 0")
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+            raise
+        return False
+    finally:
+        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+    return True
+
+
 def params(values: Mapping[str, Any]) -> dict[str, Any]:
     """Bindable parameters: the current time as `now`, durations in seconds (timestamps are epoch seconds)."""
     bound = dict(values)
-    for key in DURATIONS.intersection(bound):
-        bound[key] = bound[key].total_seconds()
+    for key in DURATIONS:  # two names looked up, not every parameter's name walked
+        if key in bound:
+            bound[key] = bound[key].total_seconds()
     bound["now"] = time.time()
     return bound
 
