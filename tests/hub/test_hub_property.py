@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,12 @@ class Crash(BaseException):
 class CrashAfterCommit(FaultPoint):
     """The fault point, raising instead of SIGKILL so that many crashes fit in one test process."""
 
-    def committed(self) -> None:
-        """Count the commit and crash on the armed one."""
+    def committed(self, last_words: Callable[[], None] | None = None) -> None:
+        """Count the commit and crash on the armed one, after its last words."""
         self.commits += 1
         if self.commits == self.after:
+            if last_words is not None:
+                last_words()
             raise Crash
 
 
