@@ -103,6 +103,26 @@ def test_demo_on_sqlite_with_crashes_and_duplicates(tmp_path: Path) -> None:
     check_counts(report, stats_json("--db", f"sqlite:///{tmp_path / 'demo.db'}"))
 
 
+def test_demo_counts_a_nacked_delivery_once_and_a_killed_commit_by_its_last_words(tmp_path: Path) -> None:
+    """The demo's deliveries from the hub's log: a file nacked after a transient failure (no line, then settled with
+    delivery count 2) counts once; a file whose commit was killed before its ack (its `killed` line, then settled as
+    delivery 2) counts twice; the spool's delivery count is not taken for settled deliveries."""
+    from edinbox.hub._demo import _logged_deliveries
+    from edinbox.hub._log import format_line
+
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("hub-down", {"dependency": "database", "error": "(1213, 'Deadlock found')"}),
+        ("killed", {"delivery": "dir:b", "settled": 1}),
+        ("settled", {"key": "A", "outcome": "processed", "delivery": "dir:a", "delivery_count": 2}),
+        ("settled", {"key": "B", "outcome": "duplicate", "delivery": "dir:b", "delivery_count": 2}),
+        ("settled", {"key": "C", "outcome": "not-settled", "delivery": "dir:c"}),
+    ]
+    lines = [format_line(event, fields, as_json=True) for event, fields in events]
+    log = tmp_path / "hub.log"
+    log.write_text("".join(f"2026-12-03T12:00:00.000Z INFO edinbox.hub {line}\n" for line in lines), encoding="utf-8")
+    assert _logged_deliveries(log) == 3
+
+
 def test_demo_counts_are_the_same_for_a_seed(tmp_path: Path) -> None:
     """Two demos with one seed (one worker, crashes included) report the same counts, and a used --dir is refused."""
     first = crashing_demo(tmp_path / "a", "--seed", "3")

@@ -250,13 +250,15 @@ def _run_args(config: HubConfig, *extra: str) -> list[str]:
 
 
 async def test_crash_between_commit_and_ack_redelivers_and_nothing_doubles(hub_config: HubConfig, spool: Path) -> None:
-    """A hub killed by the fault point after its commit leaves its claims; the restart settles them as duplicates."""
+    """A hub killed by the fault point after its commit leaves its claims (and logs them as its last words); the
+    restart settles them as duplicates."""
     payloads = [(str(i), render(doc(control=f"{700 + i:09d}", number=f"C-{i}"))) for i in range(10)]
     await publish(hub_config.source, payloads)
     crashed = _edinbox(*_run_args(hub_config, "--once", "--batch-size", "4"), env={"EDINBOX_FAULT": "after_commit:2"})
     _, err = crashed.communicate(timeout=60)
     assert crashed.returncode == -signal.SIGKILL, err
     assert len(files(spool, "processing")) == 4  # the second batch: committed, never acked
+    assert err.count("killed delivery=") == 4  # its last words: each delivery the killed commit settled
     assert len(files(spool, "archive")) == 4
     restarted = _edinbox(*_run_args(hub_config, "--once", "--batch-size", "4", "--idle-timeout", "0.2"))
     _, err = restarted.communicate(timeout=60)

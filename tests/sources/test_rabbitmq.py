@@ -14,7 +14,7 @@ from aiormq.exceptions import ChannelInvalidStateError
 
 from edinbox import ConfigurationError, SourceError
 from edinbox.sources import Delivery, publisher
-from edinbox.sources.rabbitmq import RabbitMQSource
+from edinbox.sources.rabbitmq import RabbitMQSource, publish
 from servers import free_port
 from services import require_service
 
@@ -250,5 +250,59 @@ async def test_a_queue_declared_with_other_arguments_is_a_configuration_error(un
         with pytest.raises(ConfigurationError, match=r"PRECONDITION_FAILED|inequivalent"):
             await RabbitMQSource.from_url(f"{BROKER}?queue={unique_name}&open_timeout=30", consumer="hub").open()
         assert time.monotonic() - started < 30 / 2  # not retried until open_timeout
+    finally:
+        await drop(unique_name)
+
+
+def _count_acks(delivery: Delivery) -> list[tuple[int, bool]]:
+    """Record each `basic.ack` frame sent on the channel `delivery` came on, as (delivery tag, multiple)."""
+    channel = delivery.handle.channel
+    send = channel.basic_ack
+    sent: list[tuple[int, bool]] = []
+
+    async def counted(delivery_tag: int, multiple: bool = False, **kwargs: Any) -> None:
+        sent.append((delivery_tag, multiple))
+        await send(delivery_tag=delivery_tag, multiple=multiple, **kwargs)
+
+    channel.basic_ack = counted
+    return sent
+
+
+async def test_the_acks_of_a_batch_go_out_in_one_frame(unique_name: str) -> None:
+    """Twenty deliveries acked one by one reach the broker as one `multiple` ack, and none of them comes back."""
+    require_service("rabbitmq")
+    url = f"{BROKER}?queue={unique_name}"
+    try:
+        await publish(url, [(f"m{n}", b"x") for n in range(20)])
+        async with RabbitMQSource.from_url(url, consumer="hub") as source:
+            got = await collect(source, 20, within=10)
+            sent = _count_acks(got[0])
+            for delivery in got:
+                await source.ack(delivery)
+            await asyncio.sleep(0.2)  # the acks leave once this task waits
+            assert sent == [(got[-1].handle.delivery_tag, True)]
+        assert await _get_all(unique_name) == []
+    finally:
+        await drop(unique_name)
+
+
+async def test_a_multiple_ack_never_covers_a_held_or_rejected_delivery(unique_name: str) -> None:
+    """Acks around a delivery held for a delayed nack and a rejected one settle only the acked: the held one comes
+    back to the queue when the source closes, the rejected one is in the dead-letter queue, the others are gone."""
+    require_service("rabbitmq")
+    url = f"{BROKER}?queue={unique_name}"
+    try:
+        await publish(url, [(f"m{n}", b"x") for n in range(1, 7)])
+        async with RabbitMQSource.from_url(url, consumer="hub") as source:
+            got = await collect(source, 6, within=10)
+            sent = _count_acks(got[0])
+            await source.reject(got[1], reason="bad")
+            await source.nack(got[3], delay=30)
+            for n in (0, 2, 4, 5):
+                await source.ack(got[n])
+            await asyncio.sleep(0.2)
+            assert (got[2].handle.delivery_tag, True) in sent  # m1 to m3 in one frame: m2 was settled already
+        assert [m.message_id for m in await _get_all(unique_name)] == ["m4"]
+        assert [m.message_id for m in await _get_all(f"{unique_name}.dead")] == ["m2"]
     finally:
         await drop(unique_name)

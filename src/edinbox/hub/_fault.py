@@ -3,14 +3,16 @@ relay after a send, before marking the rows sent.
 
 Armed by the CLI from `EDINBOX_FAULT=after_commit:N` or `after_send:N` (the library never reads the environment):
 after the N-th commit of settled deliveries (or the N-th confirmed send of outbox rows), the process sends itself
-SIGKILL, so nothing after it runs. The broker (or the spool) never sees the ack and delivers the batch again; the
-relay sends the same rows again with the same keys; the receivers' inboxes must turn every copy into a duplicate.
+SIGKILL, so nothing after it runs but its last words (the hub logs which deliveries the killed commit settled, as no
+`settled` line follows). The broker (or the spool) never sees the ack and delivers the batch again; the relay sends
+the same rows again with the same keys; the receivers' inboxes must turn every copy into a duplicate.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from edinbox._errors import ConfigurationError
@@ -28,18 +30,20 @@ class FaultPoint:
     after: int
     commits: int = field(default=0)
 
-    def committed(self) -> None:
-        """Record one commit; SIGKILL this process when it is the armed one."""
-        self._count("after_commit")
+    def committed(self, last_words: Callable[[], None] | None = None) -> None:
+        """Record one commit; SIGKILL this process when it is the armed one, after calling `last_words`."""
+        self._count("after_commit", last_words)
 
     def sent(self) -> None:
         """Record one confirmed send of outbox rows; SIGKILL this process when it is the armed one."""
         self._count("after_send")
 
-    def _count(self, point: str) -> None:
+    def _count(self, point: str, last_words: Callable[[], None] | None = None) -> None:
         if self.point == point:
             self.commits += 1
             if self.commits == self.after:
+                if last_words is not None:
+                    last_words()
                 os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -187,7 +187,7 @@ class Hub:
                 await self._release(work)
                 raise
         if self.fault is not None:
-            self.fault.committed()
+            self.fault.committed(partial(self._killed, work))
         elapsed = (time.monotonic() - started) * 1000
         if self.metrics is not None:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
@@ -195,6 +195,14 @@ class Hub:
             spans.finish(index, w.delivery, w.items, w.outcomes)
             await self._finish(w, elapsed)
         return len(work)
+
+    def _killed(self, work: Sequence[Work]) -> None:
+        """The fault point's last words: one `killed` line per delivery the commit settled, with how many of its
+        items it settled; no `settled` line follows, and the redelivery's delivery count also counts the nacks."""
+        for w in work:
+            if w.outcomes:
+                fields = {"delivery": w.delivery.coordinates, "settled": len(w.outcomes)}
+                self.logger.warning(_log.format_line("killed", fields, as_json=self.log_json))
 
     async def _release(self, work: Sequence[Work]) -> None:
         """Hand unsettled deliveries back to the source; a failing nack is itself transient, and the broker or spool

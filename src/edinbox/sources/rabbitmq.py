@@ -21,6 +21,9 @@ resumes consuming. Meanwhile `receive` waits up to its `timeout` for it, then ra
 on a channel that has since closed cannot be settled any more (the broker requeued it when the channel closed):
 acking it raises SourceError at once, and the redelivery is found settled by the inbox. A password the broker
 refuses is a ConfigurationError.
+
+The acks of a batch leave together once the caller next waits, as one `multiple` ack where no delivery still held
+lies between their tags (`_amqp_acks`): one frame and one settle in the broker per batch instead of per delivery.
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ import hashlib
 import logging
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
+from edinbox.sources._amqp_acks import Acks
 from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
 from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
@@ -84,6 +89,7 @@ class RabbitMQSource(Source):
         self._channel: Any = None
         self._buffer: asyncio.Queue[Any] = asyncio.Queue()
         self._later: set[asyncio.Task[None]] = set()
+        self._acks = Acks()
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> RabbitMQSource:
@@ -128,7 +134,7 @@ class RabbitMQSource(Source):
                 channel = await connection.channel()
                 await channel.set_qos(prefetch_count=self.prefetch)
                 queue = await _declare(channel, self.queue, queue_type=self.queue_type, dead=self.dead)
-                await queue.consume(self._buffer.put, no_ack=False)
+                await queue.consume(partial(self._arrived, self._buffer), no_ack=False)
         except Exception as exc:
             await quietly(f"closing {self.url}", connection.close)
             cause = exc.__cause__
@@ -136,6 +142,10 @@ class RabbitMQSource(Source):
                 raise ConfigurationError(f"source URL {self.url!r}: {reason(cause)}") from None
             raise
         self._connection, self._channel = connection, channel
+
+    async def _arrived(self, buffer: asyncio.Queue[Any], message: Any) -> None:
+        self._acks.arrived(message)
+        await buffer.put(message)
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
         """Return the deliveries the broker pushed, waiting up to `timeout` seconds for the first."""
@@ -185,13 +195,16 @@ class RabbitMQSource(Source):
         )
 
     async def ack(self, delivery: Delivery) -> None:
-        """Ack the delivery on the channel it came on (SourceError when that channel has closed since)."""
-        await _settle(delivery, self.url, "ack")
+        """Ack the delivery on the channel it came on (SourceError when that channel has closed since); the acks of a
+        batch go out together once the caller waits for something, in one frame where their tags allow (`Acks`)."""
+        if not _live(delivery.handle):
+            raise _closed(delivery, self.url, "ack")
+        self._acks.ack(delivery.handle)
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """Requeue the delivery, after holding it unacked for `delay` seconds when given."""
         if not delay:
-            await _settle(delivery, self.url, "nack", requeue=True)
+            await self._settle(delivery, "nack", requeue=True)
             return
         task = asyncio.create_task(self._nack_later(delivery, delay))
         self._later.add(task)
@@ -200,19 +213,28 @@ class RabbitMQSource(Source):
     async def _nack_later(self, delivery: Delivery, delay: float) -> None:
         await asyncio.sleep(delay)
         try:
-            await _settle(delivery, self.url, "nack", requeue=True)
+            await self._settle(delivery, "nack", requeue=True)
         except SourceError as exc:  # the channel closed meanwhile: the broker requeued it already
             _log.warning("delayed nack of %s not sent: %s", delivery.key, exc)
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
         """Reject without requeue: the broker dead-letters it to the `dead` queue (with an `x-death` header)."""
         _log.warning("parking %s in %s: %s", delivery.key, self.dead, reason)
-        await _settle(delivery, self.url, "reject", requeue=False)
+        await self._settle(delivery, "reject", requeue=False)
+
+    async def _settle(self, delivery: Delivery, verb: str, **kwargs: Any) -> None:
+        """Nack or reject on the channel the delivery came on; its tag is no longer open (`Acks`)."""
+        if not _live(delivery.handle):  # the broker requeued it when its channel closed; the inbox absorbs it again
+            raise _closed(delivery, self.url, verb)
+        with failing(f"{verb} of {delivery.key!r} on {self.url}"):
+            await getattr(delivery.handle, verb)(**kwargs)
+        self._acks.settled(delivery.handle)
 
     async def aclose(self) -> None:
         """Close the connection (never raises); the broker requeues every unacked delivery."""
         for task in list(self._later):
             task.cancel()
+        await self._acks.aclose()
         await self._drop()
 
     async def _drop(self) -> None:
@@ -326,13 +348,11 @@ async def _declare(channel: Any, queue: str, *, queue_type: str, dead: str) -> A
     return await channel.declare_queue(queue, durable=True, arguments={**arguments, "x-dead-letter-exchange": dead})
 
 
-async def _settle(delivery: Delivery, masked: str, verb: str, **kwargs: Any) -> None:
-    if not _live(delivery.handle):  # the broker requeued it when its channel closed; the inbox absorbs the redelivery
-        raise SourceError(
-            f"{verb} of {delivery.key!r} on {masked} failed: its channel closed since it was delivered (it is requeued)"
-        )
-    with failing(f"{verb} of {delivery.key!r} on {masked}"):
-        await getattr(delivery.handle, verb)(**kwargs)
+def _closed(delivery: Delivery, masked: str, verb: str) -> SourceError:
+    """The error of settling a delivery whose channel closed since it was delivered (the broker requeued it)."""
+    return SourceError(
+        f"{verb} of {delivery.key!r} on {masked} failed: its channel closed since it was delivered (it is requeued)"
+    )
 
 
 def _live(message: Any) -> bool:
