@@ -45,6 +45,7 @@ MIGRATIONS: dict[int, str] = {
     3: "the outbox table beside the journal (<journal>_outbox)",
     4: "the hub's counters sharded: a shard in their key, a count summed over the shards",
     5: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
+    6: "the outbox's unsent rows indexed in id order (<journal>_outbox_unsent): the claim skips the sent rows",
 }
 """Each version of the journal layout after the first, with what it changes.
 

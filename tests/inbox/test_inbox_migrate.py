@@ -7,6 +7,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ import pymysql
 import pytest
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, SchemaError, Status, Tx
-from edinbox._core import MIGRATIONS, SCHEMA_VERSION
+from edinbox._core import MIGRATIONS, SCHEMA_VERSION, parse_table
+from edinbox.stores import _mysql_sql, _postgres_sql, _sqlite_sql
 from edinbox.stores._queries import migration_queries
 from services import MYSQL_URL, drop_database, require_service
 
@@ -224,24 +226,83 @@ def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journ
 
 def test_version_5_alone_adds_the_answers_table(journal: Journal) -> None:
     """A journal at version 4 (the outbox and sharded counters, no `hub_answers`) is taken to version 5 by that
-    step alone, rows kept; an `edinbox init` that made the table before is no obstacle (IF NOT EXISTS)."""
+    step (the later ones find their work done), rows kept; an `edinbox init` that made the table before is no
+    obstacle (IF NOT EXISTS)."""
     version = journal.quote(f"{journal.table}_version")
     with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
         before = _rows(inbox)
         migrated = inbox.migrate()
-        assert migrated[-1] == 5
+        assert migrated[-1] == SCHEMA_VERSION
+        later = [step for step in sorted(MIGRATIONS) if step > 4]
         schema = journal.table.rpartition(".")[0]
         journal.admin(f"DROP TABLE {journal.quote(f'{schema}.hub_answers' if schema else 'hub_answers')}", ())
         journal.admin(f"UPDATE {version} SET version = 4", ())
         assert inbox.unique_keys("hub_answers") is None
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.verify()
-        assert inbox.migrate() == [5]
+        assert inbox.migrate() == later
         assert inbox.unique_keys("hub_answers") == [["consumer", "delivery", "message_id", "source"]]
         journal.admin(f"UPDATE {version} SET version = 4", ())
-        assert inbox.migrate() == [5]  # the table already there: the step holds
+        assert inbox.migrate() == later  # the table already there: the step holds
         inbox.verify()
         assert _rows(inbox) == before
+
+
+def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> None:
+    """A journal at version 5 (no `<journal>_outbox_unsent`) claims by reading every row on SQLite and MariaDB, the
+    sent ones first; version 6, that step alone, lets the claim go to the unsent rows through the new index."""
+    version = journal.quote(f"{journal.table}_version")
+    with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+        inbox.migrate()
+        _fill_outbox(journal, sent=2000, unsent=5)
+        index = f"{journal.table.rpartition('.')[2]}_outbox_unsent"
+        schema = journal.table.rpartition(".")[0]
+        dropped = journal.quote(f"{schema}.{index}" if journal.dialect == "postgresql" else index)
+        on = f" ON {journal.quote(journal.table + '_outbox')}" if journal.dialect == "mysql" else ""
+        journal.admin(f"DROP INDEX {dropped}{on}", ())
+        journal.admin(f"UPDATE {version} SET version = 5", ())
+        before = _claim_plan(journal)
+        assert index not in before
+        if journal.dialect != "postgresql":  # PostgreSQL's planner took the pending index already
+            assert before.startswith("SCAN o|") or "'o', 'index', None, 'PRIMARY'" in before, before
+        assert inbox.migrate() == [6]
+        after = _claim_plan(journal)
+        assert index in after, after
+        assert "SCAN o|" not in after, after
+        assert "'o', 'index', None, 'PRIMARY'" not in after, after
+        journal.admin(f"UPDATE {version} SET version = 5", ())
+        assert inbox.migrate() == [6]  # the index already there: the step holds
+        inbox.verify()
+
+
+def _fill_outbox(journal: Journal, *, sent: int, unsent: int) -> None:
+    """`sent` rows already sent, then `unsent` rows waiting, one key each, in the journal's outbox."""
+    outbox = journal.quote(f"{journal.table}_outbox")
+    created = ", created_at" if journal.dialect == "sqlite" else ""
+    payload = "'\\x00'::bytea" if journal.dialect == "postgresql" else "x'00'"
+    for start, count, sent_at in ((0, sent, journal.now), (sent, unsent, "NULL")):
+        row = f"('dir:///out', {MARK[journal.dialect]}, {payload}{', ' + journal.now if created else ''}, {sent_at})"
+        keys = tuple(f"k{n}" for n in range(start, start + count))
+        for first in range(0, count, 500):  # SQLite binds at most 999 parameters
+            chunk = keys[first : first + 500]
+            columns = f"destination, {journal.quote('key')}, payload{created}, sent_at"
+            journal.admin(f"INSERT INTO {outbox} ({columns}) VALUES {', '.join([row] * len(chunk))}", chunk)
+    if journal.dialect == "postgresql":
+        journal.admin(f"ANALYZE {outbox}", ())
+
+
+def _claim_plan(journal: Journal) -> str:
+    """The plan of the relay's claim (`outbox_claim`) on the journal's outbox, one step per `|`."""
+    table = parse_table(journal.table, qualified=journal.dialect != "sqlite")
+    if journal.dialect == "postgresql":
+        claim = _postgres_sql.Statements(table)["outbox_claim"].decode().replace("%(limit)s", "10")
+        return "|".join(row[0] for row in journal.admin(f"EXPLAIN {claim}", ()))
+    if journal.dialect == "mysql":
+        (claim,) = _mysql_sql.Statements(table)["outbox_claim"]
+        return "|".join(str(row) for row in journal.admin(f"EXPLAIN {claim.replace('%(limit)s', '10')}", ()))
+    claim = _sqlite_sql.Statements(table)["outbox_claim"].replace(":limit", "10")
+    with closing(sqlite3.connect(journal.target.removeprefix("sqlite:///"))) as connection:  # the schema as it is now
+        return "|".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {claim}")) + "|"
 
 
 def test_the_migrated_schema_matches_a_fresh_one(journal: Journal, unique_name: str) -> None:

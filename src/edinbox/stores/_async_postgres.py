@@ -315,7 +315,7 @@ class AsyncPostgresStore:
         if self._table.schema:
             steps.append(("create_schema", {}))
         steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
-        steps += [("outbox_create", {}), ("outbox_create_pending", {})]
+        steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         async with self.unit() as unit:
             await create_journal(unit, steps, version=version, table=self._table)
 

@@ -70,6 +70,7 @@ class Statements:
             "version_table": self.beside(self.version_name),
             "outbox": self.beside(f"{table.name}_outbox"),
             "outbox_pending": _quote(f"{table.name}_outbox_pending"),
+            "outbox_unsent": _quote(f"{table.name}_outbox_unsent"),
             "table_name": "'" + table.name + "'",
         }
         self._text: dict[str, list[str]] = {}

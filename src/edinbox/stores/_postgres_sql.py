@@ -44,6 +44,7 @@ class Statements:
             "schema": sql.Identifier(table.schema or "public"),
             "outbox": sql.Identifier(*outbox),
             "outbox_pending": sql.Identifier(f"{table.name}_outbox_pending"),
+            "outbox_unsent": sql.Identifier(f"{table.name}_outbox_unsent"),
             "outbox_name": sql.Literal(self.outbox_name),
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),

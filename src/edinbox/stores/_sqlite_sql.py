@@ -45,6 +45,7 @@ class Statements:
             "table_name": "'" + table.name + "'",
             "outbox": _quote(f"{table.name}_outbox"),
             "outbox_pending": _quote(f"{table.name}_outbox_pending"),
+            "outbox_unsent": _quote(f"{table.name}_outbox_unsent"),
             "outbox_name": "'" + table.name + "_outbox'",
         }
         self._text = {}

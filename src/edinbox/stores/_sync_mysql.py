@@ -60,7 +60,7 @@ _RECORDING = mapped_errors("record the message")
 
 _KEY = "consumer,message_id,source"
 _BREAKING = (TransientError, pymysql.MySQLError, OSError)  # failures after which a connection may be broken
-OUTBOX_DDL = ("outbox_create", "outbox_create_pending")
+OUTBOX_DDL = ("outbox_create", "outbox_create_pending", "outbox_create_unsent")
 
 
 def _in_transaction(connection: Any) -> bool:

@@ -311,7 +311,7 @@ class PostgresStore:
         if self._table.schema:
             steps.append(("create_schema", {}))
         steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
-        steps += [("outbox_create", {}), ("outbox_create_pending", {})]
+        steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         with self.unit() as unit:
             create_journal(unit, steps, version=version, table=self._table)
 

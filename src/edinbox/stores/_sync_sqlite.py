@@ -223,7 +223,7 @@ class SQLiteStore:
     def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
-        steps += [("outbox_create", {}), ("outbox_create_pending", {})]
+        steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         with self.unit() as unit:
             create_journal(unit, steps, version=version, table=self._table)
 

@@ -44,3 +44,7 @@ CREATE TABLE IF NOT EXISTS {hub_answers} (
     created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
     PRIMARY KEY (consumer, source, message_id, delivery)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: v6_outbox_unsent
+-- the unsent rows in id order (`outbox.sql`'s outbox_create_unsent): the claim no longer reads the sent rows
+CREATE INDEX IF NOT EXISTS {outbox_unsent} ON {outbox} (sent_at, parked_at, id)

@@ -19,6 +19,11 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 -- name: outbox_create_pending
 CREATE INDEX {outbox_pending} ON {outbox} (destination, `key`, id)
 
+-- name: outbox_create_unsent
+-- the unsent rows in id order (no partial index on MariaDB: a seek on sent_at and parked_at both NULL): the claim
+-- reads them alone, never the sent rows kept until the purge
+CREATE INDEX {outbox_unsent} ON {outbox} (sent_at, parked_at, id)
+
 -- name: outbox_insert
 INSERT INTO {outbox} (destination, `key`, payload, headers)
 VALUES (%(destination)s, %(key)s, %(payload)s, %(headers)s)

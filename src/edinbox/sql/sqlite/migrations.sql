@@ -96,3 +96,8 @@ CREATE TABLE IF NOT EXISTS {hub_answers} (
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     PRIMARY KEY (consumer, source, message_id, delivery)
 )
+
+-- name: v6_outbox_unsent
+-- the unsent rows in id order (`outbox.sql`'s outbox_create_unsent): the claim no longer reads the sent rows
+CREATE INDEX IF NOT EXISTS {outbox_unsent} ON {outbox} (id)
+WHERE sent_at IS NULL AND parked_at IS NULL

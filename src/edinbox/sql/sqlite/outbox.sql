@@ -18,6 +18,11 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, key, id)
 WHERE sent_at IS NULL AND parked_at IS NULL
 
+-- name: outbox_create_unsent
+-- the unsent rows in id order: the claim reads them alone, never the sent rows kept until the purge
+CREATE INDEX IF NOT EXISTS {outbox_unsent} ON {outbox} (id)
+WHERE sent_at IS NULL AND parked_at IS NULL
+
 -- name: outbox_insert
 INSERT INTO {outbox} (destination, key, payload, headers, created_at)
 VALUES (:destination, :key, :payload, :headers, :now)
