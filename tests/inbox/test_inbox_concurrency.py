@@ -7,7 +7,7 @@ import multiprocessing
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,26 +82,32 @@ def effects(database: dict[str, Any]) -> int:
     return int(row[0])
 
 
-def race(database: dict[str, Any], handlers: list[Any]) -> list[Any]:
-    """Deliver message "1" from one thread per handler (each with its own inbox), all at the same moment."""
-    barrier = threading.Barrier(len(handlers))
-    results: list[Any] = [None] * len(handlers)
+def together(database: dict[str, Any], deliveries: list[Callable[[Inbox], Any]]) -> list[Any]:
+    """Run each delivery in a thread of its own, each with its own inbox, all at the same moment; what each
+    returned, or the exception it raised."""
+    barrier = threading.Barrier(len(deliveries))
+    results: list[Any] = [None] * len(deliveries)
 
     def deliver(index: int) -> None:
         with Inbox(database["url"], consumer="c", table=database["table"]) as inbox:
             inbox.stats()  # connect before the start line
             barrier.wait()
             try:
-                results[index] = inbox.process(Message("1", "s", b"x"), handlers[index])
+                results[index] = deliveries[index](inbox)
             except Exception as exc:
                 results[index] = exc
 
-    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(len(handlers))]
+    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(len(deliveries))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
     return results
+
+
+def race(database: dict[str, Any], handlers: list[Any]) -> list[Any]:
+    """Deliver message "1" from one thread per handler (each with its own inbox), all at the same moment."""
+    return together(database, [lambda inbox, h=h: inbox.process(Message("1", "s", b"x"), h) for h in handlers])
 
 
 def test_concurrent_duplicate_waits_and_sees_duplicate(database: dict[str, Any]) -> None:
@@ -250,25 +256,13 @@ def test_tasks_sharing_one_async_inbox_make_one_effect_per_key(database: dict[st
 def batch_race(database: dict[str, Any], handlers: list[Any], batches: list[list[str]]) -> list[Any]:
     """Deliver one batch per handler from one thread each (each with its own inbox), all at the same moment; the
     outcomes of each batch, or the exception it raised."""
-    barrier = threading.Barrier(len(handlers))
-    results: list[Any] = [None] * len(handlers)
-
-    def deliver(index: int) -> None:
-        with Inbox(database["url"], consumer="c", table=database["table"]) as inbox:
-            inbox.stats()  # connect before the start line
-            barrier.wait()
-            try:
-                batch = [Message(i, "s", b"x") for i in batches[index]]
-                results[index] = inbox.process_batch(batch, handlers[index])
-            except Exception as exc:
-                results[index] = exc
-
-    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(len(handlers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
+    return together(
+        database,
+        [
+            lambda inbox, h=h, keys=keys: inbox.process_batch([Message(k, "s", b"x") for k in keys], h)
+            for h, keys in zip(handlers, batches, strict=True)
+        ],
+    )
 
 
 def test_concurrent_batches_sharing_keys_make_one_effect_each(database: dict[str, Any]) -> None:
