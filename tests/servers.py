@@ -401,6 +401,20 @@ class PrivateRabbitMQ:
         except OSError:
             return False
 
+    def close_connections(self) -> int:
+        """Have the broker close every client connection (`rabbitmqctl close_connection`: CONNECTION_FORCED, the
+        node runs on); how many it closed."""
+        ctl = [str(_RABBITMQ_BIN / "rabbitmqctl"), "-n", self.node]
+        listed = subprocess.run(
+            [*ctl, "list_connections", "pid", "--silent"], env=self.env, capture_output=True, text=True, check=True
+        )
+        pids = [line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("<")]
+        for pid in pids:
+            subprocess.run(
+                [*ctl, "close_connection", pid, "a fault test"], env=self.env, capture_output=True, check=True
+            )
+        return len(pids)
+
     def stop(self) -> None:
         """Stop the node (SIGTERM to its process group: a clean shutdown, every connection cut) and wait for it."""
         self._signal(signal.SIGTERM)

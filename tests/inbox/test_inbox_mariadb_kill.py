@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from inbox_harness import Harness, MySQLHarness, aexecute, execute
 
-from edinbox import Message, Outcome, Status, StoreError, Tx, TransientError
+from edinbox import Message, Outcome, Status, StoreError, TransientError, Tx
 from services import MYSQL_URL, require_service
 
 APIS = [pytest.param(False, id="sync"), pytest.param(True, id="async")]

@@ -191,9 +191,12 @@ class Hub:
         elapsed = (time.monotonic() - started) * 1000
         if self.metrics is not None:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
+        lost: TransientError | None = None  # the first ack, nack or reject the source could not send
         for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
-            await self._finish(w, elapsed)
+            lost = await self._finish(w, elapsed) or lost
+        if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
+            raise lost
         return len(work)
 
     def _killed(self, work: Sequence[Work]) -> None:
@@ -290,14 +293,21 @@ class Hub:
         key = f"{message.source}/{message.message_id}"
         self.logger.warning(_log.format_line("attempt-failed", {"key": key, "error": error}))
 
-    async def _finish(self, w: Work, elapsed: float) -> None:
+    async def _finish(self, w: Work, elapsed: float) -> TransientError | None:
+        """Hand the delivery back to the source (ack, nack or reject) and log and count its committed outcomes; a
+        source that fails to take it back (its channel or connection lost: the broker redelivers it, and the inbox
+        finds it settled) is returned, after the outcomes are logged and counted all the same."""
         delivery = w.delivery
-        if w.unsettled:
-            await self.source.nack(delivery, delay=_NACK_DELAY)
-        elif w.items and all(item.route == REJECT for item in w.items):
-            await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
-        else:
-            await self.source.ack(delivery)
+        lost: TransientError | None = None
+        try:
+            if w.unsettled:
+                await self.source.nack(delivery, delay=_NACK_DELAY)
+            elif w.items and all(item.route == REJECT for item in w.items):
+                await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
+            else:
+                await self.source.ack(delivery)
+        except TransientError as exc:
+            lost = exc
         logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
             outcome = w.outcomes.get(i, "not-settled")
@@ -320,6 +330,7 @@ class Hub:
             if item.reason:
                 fields["reason"] = item.reason
             _log.settled(self.logger, fields, as_json=self.log_json)
+        return lost
 
 
 @contextlib.asynccontextmanager
