@@ -22,6 +22,7 @@ with PrivateRabbitMQ() as rabbit:    # rabbitmq-server as a node of its own (rab
     rabbit.stop()                    # SIGTERM: a clean shutdown that cuts every connection
     rabbit.start()                   # the same node, data and port
     rabbit.kill()                    # SIGKILL to its process group (a quorum queue may then stay leaderless)
+    rabbit.close_connections()       # the broker closes every client connection (CONNECTION_FORCED), runs on
 """
 
 from __future__ import annotations
