@@ -194,7 +194,9 @@ class Hub:
         lost: TransientError | None = None  # the first ack, nack or reject the source could not send
         for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
-            lost = await self._finish(w, elapsed) or lost
+            # after one failed, the others are not handed back either (each could wait out its own timeout): the
+            # source redelivers them, and the inbox finds them settled
+            lost = await self._finish(w, elapsed, hand_back=lost is None) or lost
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
             raise lost
         return len(work)
@@ -293,21 +295,27 @@ class Hub:
         key = f"{message.source}/{message.message_id}"
         self.logger.warning(_log.format_line("attempt-failed", {"key": key, "error": error}))
 
-    async def _finish(self, w: Work, elapsed: float) -> TransientError | None:
-        """Hand the delivery back to the source (ack, nack or reject) and log and count its committed outcomes; a
-        source that fails to take it back (its channel or connection lost: the broker redelivers it, and the inbox
-        finds it settled) is returned, after the outcomes are logged and counted all the same."""
+    async def _hand_back(self, w: Work) -> None:
+        """Ack the delivery, or nack it (some item unsettled), or reject it (every item parked)."""
+        delivery = w.delivery
+        if w.unsettled:
+            await self.source.nack(delivery, delay=_NACK_DELAY)
+        elif w.items and all(item.route == REJECT for item in w.items):
+            await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
+        else:
+            await self.source.ack(delivery)
+
+    async def _finish(self, w: Work, elapsed: float, *, hand_back: bool = True) -> TransientError | None:
+        """Hand the delivery back to the source (ack, nack or reject) unless `hand_back` is false, then log and count
+        its committed outcomes; the error of a source that failed to take it back (its channel or connection lost:
+        the broker redelivers it, and the inbox finds it settled) is returned, after the outcomes are logged."""
         delivery = w.delivery
         lost: TransientError | None = None
-        try:
-            if w.unsettled:
-                await self.source.nack(delivery, delay=_NACK_DELAY)
-            elif w.items and all(item.route == REJECT for item in w.items):
-                await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
-            else:
-                await self.source.ack(delivery)
-        except TransientError as exc:
-            lost = exc
+        if hand_back:
+            try:
+                await self._hand_back(w)
+            except TransientError as exc:
+                lost = exc
         logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
             outcome = w.outcomes.get(i, "not-settled")
