@@ -404,17 +404,32 @@ class PrivateRabbitMQ:
 
     def close_connections(self) -> int:
         """Have the broker close every client connection (`rabbitmqctl close_connection`: CONNECTION_FORCED, the
-        node runs on); how many it closed."""
-        ctl = [str(_RABBITMQ_BIN / "rabbitmqctl"), "-n", self.node]
-        listed = subprocess.run(
-            [*ctl, "list_connections", "pid", "--silent"], env=self.env, capture_output=True, text=True, check=True
-        )
-        pids = [line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("<")]
+        node runs on) and wait until none of them is listed any more, so the broker has requeued their unacked
+        deliveries before the caller goes on; how many it closed."""
+        pids = self._connections()
         for pid in pids:
-            subprocess.run(
-                [*ctl, "close_connection", pid, "a fault test"], env=self.env, capture_output=True, check=True
-            )
+            command = [*self._ctl(), "close_connection", pid, "a fault test"]
+            subprocess.run(command, env=self.env, capture_output=True, check=True)
+        deadline = time.monotonic() + 30
+        while set(pids) & set(self._connections()):
+            if time.monotonic() > deadline:
+                pytest.fail(f"RabbitMQ did not close connections {pids} within 30 s")
+            time.sleep(0.1)
         return len(pids)
+
+    def _ctl(self) -> list[str]:
+        return [str(_RABBITMQ_BIN / "rabbitmqctl"), "-n", self.node]
+
+    def _connections(self) -> list[str]:
+        """The Erlang pids of the node's client connections."""
+        listed = subprocess.run(
+            [*self._ctl(), "list_connections", "pid", "--silent"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return [line.strip() for line in listed.stdout.splitlines() if line.strip().startswith("<")]
 
     def stop(self) -> None:
         """Stop the node (SIGTERM to its process group: a clean shutdown, every connection cut) and wait for it."""
