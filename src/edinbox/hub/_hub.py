@@ -352,7 +352,13 @@ async def open_hub(
         horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
         source = await outage.call(
             lambda: stack.enter_async_context(
-                open_source(config.source, consumer=config.consumer, horizon=horizon, max_payload=config.max_payload)
+                open_source(
+                    config.source,
+                    consumer=config.consumer,
+                    horizon=horizon,
+                    max_payload=config.max_payload,
+                    batch=config.batch_size,
+                )
             ),
             stop=stop,
         )
