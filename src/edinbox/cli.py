@@ -135,7 +135,9 @@ def run(
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     except InboxError as exc:
         raise click.UsageError(str(exc)) from exc
-    cfg = _routed(_config(**settings, relay=False if no_relay else None), routes)
+    cfg = _routed(_config(**settings), routes)
+    if no_relay:  # not a setting of the file: `load` takes only the settings' own flags
+        cfg = cfg.with_overrides(relay=False)
     _logging(cfg, quiet=quiet)
     try:
         totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json"))

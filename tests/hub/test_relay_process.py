@@ -23,7 +23,7 @@ from edinbox.sources.spool import publish
 from .test_acknowledgments import agreed
 from .test_outage import HubProcess, invoices, wait_for
 
-_CHILD = "edinbox.hub._relay_process"
+_CHILD = "edinbox.hub._relay_child"
 
 
 def children(parent: int) -> list[int]:

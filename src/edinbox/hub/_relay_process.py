@@ -8,7 +8,7 @@ acknowledgments; writing on the loop's thread instead blocks the hub through the
 has an interpreter of its own, on the other core; what it costs: a second Python process (about 30 MB and a second
 of CPU to start), and its passes contend with the hub's commits for the database (SQLite's single writer).
 
-The child (`python -m edinbox.hub._relay_process`) reads its settings as the first line of its stdin, never from
+The child (`python -m edinbox.hub._relay_child`) reads its settings as the first line of its stdin, never from
 argv, so the database URL and its password never show in `ps`; it relays as `edinbox relay` does, and each further
 line on its stdin wakes it (the hub writes one after each batch it acknowledged: SQLite and MariaDB cannot notify).
 The end of its stdin stops it (after the pass in hand): so it stops with the hub, and also when the hub dies, even
@@ -39,7 +39,7 @@ from edinbox.hub._outage import Outage, unless_stopped
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._relay import Relay
 
-__all__ = ["RelayProcess", "apart"]
+__all__ = ["RelayProcess", "apart", "child"]
 
 _RESTART = 1.0
 """Seconds before a child that died is started again."""
@@ -88,7 +88,7 @@ class RelayProcess:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            __name__,
+            "edinbox.hub._relay_child",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -185,5 +185,9 @@ async def _child() -> dict[str, int]:
     return dict(totals)
 
 
-if __name__ == "__main__":
-    print(json.dumps(asyncio.run(_child())), flush=True)  # the totals, for the hub
+def child() -> None:
+    """The child's program (`python -m edinbox.hub._relay_child`): relay, then print the totals for the hub (which
+    may be gone: nothing is printed then)."""
+    totals = asyncio.run(_child())
+    with contextlib.suppress(OSError):
+        os.write(sys.stdout.fileno(), json.dumps(totals).encode() + b"\n")
