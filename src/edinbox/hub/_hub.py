@@ -94,9 +94,11 @@ class Hub:
         Outages of the database or the source are waited out (see `Outage`); the last TransientError propagates
         only after `give_up_after`. On `stop`, the batch in hand is finished; a wait for a dependency is not.
         With `config.relay` (the default) the outbox relay runs beside it (totals `relayed`, `outbox_parked`), in a
-        process of its own unless the database is in memory (`RelayProcess`), and with `once` the hub drains the
-        outbox itself last. With `config.purge_every` the journal is purged beside it too
-        (`Purger`: at start, then once per period, on a connection of its own).
+        process of its own when the hub acknowledges (an agreement has an outbound destination) and the database is
+        not in memory (`RelayProcess`), else in this one (only rows other writers left: an idle relay costs a
+        claim now and then, a process costs its start); with `once` the hub drains the outbox itself last. With
+        `config.purge_every` the journal is purged beside it too (`Purger`: at start, then once per period, on a
+        connection of its own).
         """
         beside = asyncio.Event()
         relay = asyncio.ensure_future(self._relay(beside)) if self.config.relay else None
@@ -130,7 +132,7 @@ class Hub:
         """Relay the outbox beside the hub (acknowledgments to partners) until `stop`, or with `once` here until it
         is drained; add its totals."""
         relay: Relay | RelayProcess
-        if not once and apart(self.config):
+        if not once and self.acknowledger is not None and apart(self.config):
             relay = RelayProcess(self.config, stop=stop, log_json=self.log_json, fault=self.fault)
         else:
             # its own outage lines (`relay-down`): the hub reports the database's, the relay also the destinations'
