@@ -187,7 +187,11 @@ async def _child() -> dict[str, int]:
 
 def child() -> None:
     """The child's program (`python -m edinbox.hub._relay_child`): relay, then print the totals for the hub (which
-    may be gone: nothing is printed then)."""
+    may be gone: nothing is printed then) and exit at once: everything it opened is closed by then, and the
+    interpreter's teardown (60 ms), which the hub's `run --once` waits for, would add nothing."""
     totals = asyncio.run(_child())
     with contextlib.suppress(OSError):
         os.write(sys.stdout.fileno(), json.dumps(totals).encode() + b"\n")
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
