@@ -117,11 +117,12 @@ async def test_a_stopped_run_leaves_no_relay_child(tmp_path: Path) -> None:
 
 
 def test_a_killed_hub_takes_its_relay_child_along(tmp_path: Path) -> None:
-    """`edinbox run` killed with SIGKILL: its relay child sees the end of its stdin and exits within seconds; its
-    command line never held the database URL."""
+    """`edinbox run` acknowledging to a partner, killed with SIGKILL: its relay child sees the end of its stdin and
+    exits within seconds; its command line never held the database URL."""
     spool, db = tmp_path / "spool", f"sqlite:///{tmp_path / 'hub.db'}"
     asyncio.run(init(HubConfig(db=db, source=f"dir://{spool}")))
-    hub = HubProcess("--db", db, "--source", f"dir://{spool}")
+    (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "dir://{tmp_path / "out"}"\n', encoding="utf-8")
+    hub = HubProcess("--config", str(tmp_path / "hub.toml"), "--db", db, "--source", f"dir://{spool}")
     child = 0
     try:
         wait_for(lambda: bool(children(hub.proc.pid)), timeout=60, what="the relay child")
