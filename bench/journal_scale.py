@@ -317,7 +317,13 @@ def former(inbox: Inbox) -> Inbox:
     """The inbox with process_batch's former insert: ON CONFLICT DO NOTHING for every batch, fresh or not (two
     searches of the unique index per key, a speculative insertion per row)."""
     statements = inbox._store._sql  # type: ignore[attr-defined]
-    statements._bytes["insert_fresh_batch"] = statements["insert_batch"]
+
+    class Former(type(statements)):  # type: ignore[misc]
+        """The statements with `fresh` always false: every batch goes to ON CONFLICT DO NOTHING."""
+
+        fresh = property(lambda self: False, lambda self, value: None)
+
+    statements.__class__ = Former
     return inbox
 
 

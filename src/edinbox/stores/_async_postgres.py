@@ -113,8 +113,9 @@ class _AsyncPostgresUnit:
         return rows
 
     async def _insert_fresh(self, params: Params) -> list[tuple[Any, ...]] | None:
-        """Begin and insert a batch's keys with a plain INSERT; return every key (the rows of a statement with
-        RETURNING), or None, rolled back, when one was in the journal (or twice in the batch) already.
+        """Begin and insert a batch's keys with a plain INSERT; return every key (as
+        `insert_batch`'s RETURNING gives them), or None, rolled back, when one was in the journal (or twice in the
+        batch) already.
 
         A plain INSERT searches the unique index once per key; ON CONFLICT DO NOTHING searches it twice (the
         arbiter's check, then the insertion) and makes each row a speculative insertion (a lock and a WAL record
@@ -124,14 +125,12 @@ class _AsyncPostgresUnit:
         try:
             async with self.connection.pipeline():
                 await self._begin()
-                cursor = await self.connection.execute(self._sql["insert_fresh_batch"], params)
+                await self.connection.execute(self._sql["insert_fresh_batch"], params)
         except psycopg.errors.UniqueViolation:
             await self.rollback()
             return None
         except mapped_errors.driver_error as exc:
             raise mapped_errors.convert(exc, "run insert_batch") from exc
-        if cursor.description is not None:  # a statement with RETURNING (the benchmark's former insert)
-            return await cursor.fetchall()
         return list(zip(params["sources"], params["message_ids"], strict=True))
 
     async def fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:

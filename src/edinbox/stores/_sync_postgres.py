@@ -112,8 +112,9 @@ class _PostgresUnit:
         return rows
 
     def _insert_fresh(self, params: Params) -> list[tuple[Any, ...]] | None:
-        """Begin and insert a batch's keys with a plain INSERT; return every key (the rows of a statement with
-        RETURNING), or None, rolled back, when one was in the journal (or twice in the batch) already.
+        """Begin and insert a batch's keys with a plain INSERT; return every key (as
+        `insert_batch`'s RETURNING gives them), or None, rolled back, when one was in the journal (or twice in the
+        batch) already.
 
         A plain INSERT searches the unique index once per key; ON CONFLICT DO NOTHING searches it twice (the
         arbiter's check, then the insertion) and makes each row a speculative insertion (a lock and a WAL record
@@ -123,14 +124,12 @@ class _PostgresUnit:
         try:
             with self.connection.pipeline():
                 self._begin()
-                cursor = self.connection.execute(self._sql["insert_fresh_batch"], params)
+                self.connection.execute(self._sql["insert_fresh_batch"], params)
         except psycopg.errors.UniqueViolation:
             self.rollback()
             return None
         except mapped_errors.driver_error as exc:
             raise mapped_errors.convert(exc, "run insert_batch") from exc
-        if cursor.description is not None:  # a statement with RETURNING (the benchmark's former insert)
-            return cursor.fetchall()
         return list(zip(params["sources"], params["message_ids"], strict=True))
 
     def fetch(self, name: str, params: Params) -> list[tuple[Any, ...]]:
