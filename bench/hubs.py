@@ -1,6 +1,8 @@
 """Scaling out: 1 hub process against 2 and 4 on one RabbitMQ queue and one PostgreSQL journal, side by side in one run.
 
-    .venv/bin/python -m bench.hubs [--messages 6000] [--turns 3] [--hubs 1,4] [--batch-size 20] [--prefetch 100]
+    .venv/bin/python -m bench.hubs [--messages 6000] [--turns 3] [--hubs 1,4] [--batch-size N] [--prefetch N]
+
+Without `--batch-size` and `--prefetch` the hubs run with their defaults (what users get).
 
 Each round fills a fresh quorum queue with the same fresh invoice interchanges, then starts the hub processes
 (`edinbox run --once`) on it and on a fresh journal schema. The measured window opens when every hub consumes (so
@@ -171,15 +173,18 @@ class Round:
     """Cores each hub process used over the window."""
 
 
-def one_round(url: str, payloads: list[tuple[str, bytes]], *, hubs: int, batch_size: int, prefetch: int) -> Round:
+def one_round(
+    url: str, payloads: list[tuple[str, bytes]], *, hubs: int, batch_size: int | None, prefetch: int | None
+) -> Round:
     """Fill a queue, start `hubs` processes on it, measure from the moment all consume until the journal holds
     every message, wait for the hubs to exit."""
     name = "scale" + uuid.uuid4().hex[:10]
-    source = f"{BROKER}?queue={name}&queue_type=quorum&prefetch={prefetch}"
+    source = f"{BROKER}?queue={name}&queue_type=quorum" + (f"&prefetch={prefetch}" if prefetch else "")
     db = ["--db", url, "--table", f"{name}.inbox", "--consumer", "hub"]
     subprocess.run([*CLI, "init", *db], check=True, capture_output=True)
     asyncio.run(publish(source, payloads))
-    args = [*CLI, "run", "--source", source, *db, "--once", "--idle-timeout", "5", "--batch-size", str(batch_size)]
+    args = [*CLI, "run", "--source", source, *db, "--once", "--idle-timeout", "5"]
+    args += ["--batch-size", str(batch_size)] if batch_size else []
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
     sessions = Sessions(url, name)
     sessions.start()
@@ -310,8 +315,8 @@ def report(rounds: list[Round], counts: list[int], args: argparse.Namespace) -> 
     by = {h: [r for r in rounds if r.hubs == h] for h in counts}
     base = by[counts[0]]
     print(
-        f"\n{args.messages:,} invoices on one RabbitMQ queue (quorum, prefetch {args.prefetch}), one PostgreSQL "
-        f"journal, batch {args.batch_size}; {args.turns} alternating turns, median (range)"
+        f"\n{args.messages:,} invoices on one RabbitMQ queue (quorum, prefetch {args.prefetch or 'default'}), one "
+        f"PostgreSQL journal, batch {args.batch_size or 'default'}; {args.turns} alternating turns, median (range)"
     )
     print(f"({os.cpu_count()} CPUs, load average {load}):")
     parts = " | ".join(f"{p} CPU s/1k" for p in PARTS)
@@ -364,8 +369,8 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=6000)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--hubs", default="1,4")
-    parser.add_argument("--batch-size", type=int, default=20)
-    parser.add_argument("--prefetch", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=None, help="the hubs' batch_size [their default]")
+    parser.add_argument("--prefetch", type=int, default=None, help="the source URL's prefetch [the default]")
     args = parser.parse_args()
     counts = [int(h) for h in args.hubs.split(",")]
     payloads = traffic(args.messages, seed=1)

@@ -1,17 +1,17 @@
 """Spool source benchmark: does the backlog slow the spool down? Measured side by side in one run.
 
-For each backlog (1,000 and 20,000 files waiting in `inbound/`), a fresh spool is filled, then `SpoolSource`
-receives batches of 20 and acks each file (the moves to `archive/`) until the first 1,000 files are settled (first
-table), and until the whole backlog is settled (second table); no database, so the spool's own cost is all that is
-measured. Backlogs take turns round by round, so the load of other processes on a shared machine hits them alike;
-the best round of each is compared. A spool whose cost per file does not grow with the backlog shows ratios near 1.
-With `--hub`, a third table: the hub itself (parse, journal, invoices on an SQLite file) settling its first 1,000
-deliveries of generated invoice traffic with 1,000 and with 20,000 files waiting. With `--vs-parse`, the hub on
-1,000 waiting files against the parser alone (parse, key and invoice extraction of the same files, no I/O): each
-round measures both side by side, the one first that went second the round before, and gives one ratio; the table
-shows the median and the range of the rounds' ratios, and a last line the same for their CPU time per file (the
-hub's process, every thread, against parsing alone: less moved by other processes than rates on a busy machine).
-`--db` runs that hub on PostgreSQL (a fresh schema per round, dropped after it) instead of an SQLite file.
+For each backlog (1,000 and 20,000 files waiting in `inbound/`), a fresh spool is filled, then `SpoolSource` receives
+batches (of the hub's default size, unless `--batch` sets one) and acks each file (the moves to `archive/`) until the
+first 1,000 files are settled (first table), and until the whole backlog is settled (second table); no database, so the
+spool's own cost is all that is measured. Backlogs take turns round by round, so the load of other processes on a shared
+machine hits them alike; the best round of each is compared. A spool whose cost per file does not grow with the backlog
+shows ratios near 1. With `--hub`, a third table: the hub itself (parse, journal, invoices on an SQLite file) settling
+its first 1,000 deliveries of generated invoice traffic with 1,000 and with 20,000 files waiting. With `--vs-parse`, the
+hub on 1,000 waiting files against the parser alone (parse, key and invoice extraction of the same files, no I/O): each
+round measures both side by side, the one first that went second the round before, and gives one ratio; the table shows
+the median and the range of the rounds' ratios, and a last line the same for their CPU time per file (the hub's process,
+every thread, against parsing alone: less moved by other processes than rates on a busy machine). `--db` runs that hub
+on PostgreSQL (a fresh schema per round, dropped after it) instead of an SQLite file.
 
 Run: .venv/bin/python -m bench.spool [--rounds 3] [--measure 1000] [--backlogs 1000,20000] [--no-whole] [--hub]
     [--vs-parse [--db postgresql://postgres@127.0.0.1:5432/test]]
@@ -37,6 +37,8 @@ from edinbox.hub._generate import generate
 from edinbox.hub._ops import init
 from edinbox.sources.spool import SpoolSource, file_name
 
+HUB_BATCH = HubConfig.model_fields["batch_size"].default
+"""The hub's default batch size: what the spool and the hub are measured with unless `--batch` says otherwise."""
 PAYLOAD = b"UNA:+.? 'UNB+UNOC:3+SENDER:14+RECEIVER:14+261130:1200+1'" + b"x" * 900 + b"UNZ+1+1'"
 
 
@@ -156,7 +158,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--measure", type=int, default=1000, help="files settled per round [1000]")
-    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument(
+        "--batch", type=int, default=None, help=f"deliveries per receive [the hub's default, {HUB_BATCH}]"
+    )
     parser.add_argument("--backlogs", default="1000,20000")
     parser.add_argument("--no-whole", dest="whole", action="store_false", help="skip draining whole backlogs")
     parser.add_argument("--hub", action="store_true", help="also measure the hub itself on an SQLite file")
@@ -164,30 +168,31 @@ def main() -> int:
     parser.add_argument("--db", default="", help="with --vs-parse: a PostgreSQL URL for the hub [an SQLite file]")
     args = parser.parse_args()
     backlogs = [int(b) for b in args.backlogs.split(",")]
-    first = _measure(backlogs, args.rounds, args.batch, lambda _: args.measure)
+    batch = args.batch or HUB_BATCH
+    first = _measure(backlogs, args.rounds, batch, lambda _: args.measure)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"Spool receive + ack, batch {args.batch}, best of {args.rounds} alternating rounds")
+    print(f"Spool receive + ack, batch {batch}, best of {args.rounds} alternating rounds")
     print(f"({os.cpu_count()} CPUs, load average {load}); the first {args.measure:,} files of each backlog:")
     _table(backlogs, first)
     if args.whole:
-        whole = _measure(backlogs, args.rounds, args.batch, lambda backlog: backlog)
+        whole = _measure(backlogs, args.rounds, batch, lambda backlog: backlog)
         print("\nthe whole backlog, drained to empty:")
         _table(backlogs, whole)
     if args.hub:
         traffic = list(generate(2000, duplicate_rate=0.0, seed=1).files)
-        hub = _measure(backlogs, args.rounds, args.batch, lambda _: args.measure, traffic=traffic)
+        hub = _measure(backlogs, args.rounds, batch, lambda _: args.measure, traffic=traffic)
         print(f"\nthrough the hub (SQLite file), the first {args.measure:,} deliveries:")
         _table(backlogs, hub, unit="msg/s")
     if args.vs_parse:
         traffic = list(generate(2000, duplicate_rate=0.0, seed=1).files)
-        turns = vs_parse(traffic, args.rounds, args.measure, args.batch, db=args.db)
+        turns = vs_parse(traffic, args.rounds, args.measure, batch, db=args.db)
         hubs, parsers = [h for h, _, _ in turns], [p for _, p, _ in turns]
         ratios = sorted(h / p for h, p, _ in turns)
         cpu = sorted(c for _, _, c in turns)
         where = "PostgreSQL" if args.db else "SQLite file"
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"\nthe hub against parsing alone, the first {args.measure:,} files of the same traffic, {len(turns)}")
-        print(f"rounds side by side in alternating order (load average {load}); medians, [lowest-highest]:")
+        print(f"\nthe hub (batch {batch}) against parsing alone, the first {args.measure:,} files of the same traffic,")
+        print(f"{len(turns)} rounds side by side in alternating order (load average {load}); medians [range]:")
         print("| what | rate | ratio to parsing alone |")
         print("|---|---|---|")
         print(f"| parse + key + invoice extraction | {_spread(parsers)} files/s | x1.00 |")

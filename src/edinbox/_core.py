@@ -46,6 +46,7 @@ MIGRATIONS: dict[int, str] = {
     4: "the hub's counters sharded: a shard in their key, a count summed over the shards",
     5: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
     6: "the outbox's unsent rows indexed in id order (<journal>_outbox_unsent): the claim skips the sent rows",
+    7: "MariaDB: a processed delivery's values as the journal's defaults (its INSERT names four columns)",
 }
 """Each version of the journal layout after the first, with what it changes.
 

@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -136,7 +135,9 @@ def run(
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     except InboxError as exc:
         raise click.UsageError(str(exc)) from exc
-    cfg = _routed(_config(**settings, relay=False if no_relay else None), routes)
+    cfg = _routed(_config(**settings), routes)
+    if no_relay:  # not a setting of the file: `load` takes only the settings' own flags
+        cfg = cfg.with_overrides(relay=False)
     _logging(cfg, quiet=quiet)
     try:
         totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json"))
@@ -153,24 +154,10 @@ def run(
 
 
 def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
-    """Log to stderr as the hub does: ISO 8601 UTC timestamps, passwords masked in every line (the drivers' too), a
-    driver's record on one line, and stamina's line per retry silenced (the hub logs one line per outage)."""
-    from edinbox._redact import RedactFilter
-    from edinbox.hub._log import OneLineFilter
+    """Log to stderr as the hub does (`edinbox.hub._log.configure`), passwords of the configured URLs masked."""
+    from edinbox.hub._log import configure
 
-    logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO,
-        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",
-        datefmt="%Y-%m-%dT%H:%M:%S",
-        stream=sys.stderr,
-    )
-    redact = RedactFilter(urls=[u for u in (cfg.source, cfg.db, cfg.accounting) if u])
-    for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
-        handler.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
-        handler.addFilter(redact)
-        if handler.formatter is not None:
-            handler.formatter.converter = time.gmtime
-    logging.getLogger("stamina").setLevel(logging.ERROR)
+    configure([u for u in (cfg.source, cfg.db, cfg.accounting) if u], level=logging.WARNING if quiet else logging.INFO)
 
 
 async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:

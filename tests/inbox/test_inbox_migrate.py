@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -265,14 +266,68 @@ def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> 
         assert index not in before
         if journal.dialect != "postgresql":  # PostgreSQL's planner took the pending index already
             assert before.startswith("SCAN o|") or "'o', 'index', None, 'PRIMARY'" in before, before
-        assert inbox.migrate() == [6]
+        assert inbox.migrate() == [6, 7]
         after = _claim_plan(journal)
         assert index in after, after
         assert "SCAN o|" not in after, after
         assert "'o', 'index', None, 'PRIMARY'" not in after, after
         journal.admin(f"UPDATE {version} SET version = 5", ())
-        assert inbox.migrate() == [6]  # the index already there: the step holds
+        assert inbox.migrate() == [6, 7]  # the index already there: the step holds
         inbox.verify()
+
+
+MYSQL_VERSION_6_DEFAULTS = (
+    "ALTER COLUMN status DROP DEFAULT, ALTER COLUMN attempts SET DEFAULT 0, ALTER COLUMN received_at DROP DEFAULT,"
+    " ALTER COLUMN settled_at DROP DEFAULT"
+)
+"""The journal's defaults on MariaDB before version 7 (none for status and the timestamps, 0 attempts)."""
+
+
+def test_version_7_alone_gives_a_processed_delivery_its_defaults(journal: Journal) -> None:
+    """A journal at version 6 (on MariaDB: no defaults for status and the timestamps) is taken to version 7 by that
+    step alone, rows kept; then a new delivery is journaled processed, at attempt 1, received and settled at one
+    time, a claimed one stays unsettled until it completes, a failure is unsettled, and the step holds when it runs
+    again."""
+    version = journal.quote(f"{journal.table}_version")
+    with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+        inbox.migrate()
+        if journal.dialect == "mysql":
+            journal.admin(f"ALTER TABLE {journal.quoted} {MYSQL_VERSION_6_DEFAULTS}", ())
+        journal.admin(f"UPDATE {version} SET version = 6", ())
+        before = _rows(inbox)
+        with pytest.raises(SchemaError, match="run `edinbox migrate`"):
+            inbox.verify()
+        assert inbox.migrate() == [7]
+        inbox.verify()
+        assert _rows(inbox) == before
+        journal.admin(f"UPDATE {version} SET version = 6", ())
+        assert inbox.migrate() == [7]  # the defaults already there: the step holds
+        assert inbox.process(Message("new", SOURCE, b"x"), _nothing) is Outcome.PROCESSED
+        held: list[Any] = []
+        claimed = inbox.process(
+            Message("claimed", SOURCE, b"x"), lambda tx, m: held.append(_record(inbox, "claimed")), lease=_LEASE
+        )
+        assert claimed is Outcome.PROCESSED
+
+        def failing(tx: Tx, message: Message) -> None:
+            raise RuntimeError("not yet")
+
+        with pytest.raises(RuntimeError, match="not yet"):
+            inbox.process(Message("failing", SOURCE, b"x"), failing)
+        new, done, failed = (_record(inbox, name) for name in ("new", "claimed", "failing"))
+    assert (new.status, new.attempts, new.settled_at) == (Status.PROCESSED, 1, new.received_at)
+    assert (held[0].status, held[0].attempts, held[0].settled_at) == (Status.IN_PROGRESS, 1, None)
+    assert (done.status, done.attempts) == (Status.PROCESSED, 1)
+    assert done.settled_at is not None
+    assert (failed.status, failed.attempts, failed.settled_at) == (Status.FAILED, 1, None)
+
+
+_LEASE = timedelta(seconds=30)
+
+
+def _record(inbox: Inbox, message_id: str) -> Any:
+    (found,) = [r for r in inbox.records(limit=100) if r.message_id == message_id]
+    return found
 
 
 def _fill_outbox(journal: Journal, *, sent: int, unsent: int) -> None:

@@ -13,7 +13,7 @@ import pytest
 from aiormq.exceptions import ChannelInvalidStateError
 
 from edinbox import ConfigurationError, SourceError
-from edinbox.sources import Delivery, publisher
+from edinbox.sources import Delivery, open_source, publisher
 from edinbox.sources.rabbitmq import RabbitMQSource, publish
 from servers import free_port
 from services import require_service
@@ -136,6 +136,17 @@ def test_url_options_are_read() -> None:
     )
     assert (source.queue, source.queue_type, source.prefetch, source.dead) == ("edi.in", "classic", 7, "parked")
     assert source.url == "amqp://u:***@host:5673/vh?queue=edi.in&queue_type=classic&prefetch=7&dead=parked&heartbeat=5"
+
+
+@pytest.mark.parametrize(
+    ("batch", "query", "prefetch"), [(None, "", 100), (20, "", 100), (100, "", 200), (100, "&prefetch=7", 7)]
+)
+def test_prefetch_follows_the_hub_batch_unless_the_url_sets_it(batch: int | None, query: str, prefetch: int) -> None:
+    """Opened for batches bigger than half of 100, the source asks the broker for twice the batch, so the next batch
+    is on its way while one is settled; a `prefetch` in the URL wins."""
+    source = open_source(f"amqp://u:p@host/?queue=edi.in{query}", consumer="hub", batch=batch)
+    assert isinstance(source, RabbitMQSource)
+    assert source.prefetch == prefetch
 
 
 async def test_hubs_opening_a_new_quorum_queue_together_all_consume(unique_name: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 from edinbox import ConfigurationError
 from edinbox.sources import open_source
 from edinbox.sources._base import Delivery
-from edinbox.sources.spool import HEAD, SpoolSource, publish
+from edinbox.sources.spool import BATCH_BYTES, HEAD, SpoolSource, publish
 
 SECRET = b"a file outside the spool that must never be read"
 
@@ -182,6 +182,22 @@ async def test_a_file_at_max_payload_is_delivered_whole(tmp_path: Path) -> None:
     assert d.reason == ""
     assert len(d.payload) == 100_000
     assert not d.truncated
+
+
+async def test_a_receive_stops_claiming_once_its_files_add_up_to_batch_bytes(tmp_path: Path) -> None:
+    """Five files of half BATCH_BYTES each come two by two (then the last alone), however many `max_messages`
+    allows, and none is left behind; small files still fill a batch."""
+    root = tmp_path / "spool"
+    async with SpoolSource(root, consumer="c") as source:
+        for i in range(5):
+            (root / "inbound" / f"big{i}.edi").write_bytes(b"x" * (BATCH_BYTES // 2))
+        big = [await source.receive(max_messages=100, timeout=1) for _ in range(3)]
+        for i in range(7):
+            (root / "inbound" / f"small{i}.edi").write_bytes(b"x" * 100)
+        small = await source.receive(max_messages=100, timeout=1)
+    assert [len(batch) for batch in big] == [2, 2, 1]
+    assert [d.coordinates for batch in big for d in batch] == [f"dir:big{i}.edi" for i in range(5)]
+    assert len(small) == 7
 
 
 def test_max_payload_and_dotfile_timeout_are_url_options(tmp_path: Path) -> None:

@@ -19,8 +19,10 @@ that was processed or notified.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,7 +32,7 @@ from edinbox._plan import Key
 from edinbox.hub._config import Agreement, HubConfig
 from edinbox.sources import Delivery
 
-__all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key"]
+__all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key", "reserve"]
 
 REJECTION = "rejection"
 """The `delivery` of the `hub_answers` row that says an interchange key got its rejection (once per key)."""
@@ -94,15 +96,28 @@ class Acknowledger:
 
     def pending(self, subject: edi.Received, *, key: Key, duplicate: bool = False) -> list[Pending]:
         """What `subject` gets under its partner's agreement (see `kinds`); nothing is written yet."""
-        agreement = self.config.agreement(partner_key(subject.sender))
-        ours = _party(agreement.sender) if agreement.sender else subject.receiver
-        where = destination(agreement, subject.sender)
-        wanted = kinds(subject, agreement, duplicate=duplicate)
-        return [Pending(subject, kind, duplicate, key, ours, where) for kind in wanted]
+        return self._pending(subject, self._agreement(subject), key=key, duplicate=duplicate)
 
     def notifies(self, subject: edi.Received) -> bool:
         """True when a re-send of `subject` would get a duplicate notice: its deliveries are then remembered."""
-        return bool(kinds(subject, self.config.agreement(partner_key(subject.sender)), duplicate=True))
+        return bool(kinds(subject, self._agreement(subject), duplicate=True))
+
+    def processed(self, subject: edi.Received, *, key: Key) -> tuple[list[Pending], bool]:
+        """`pending` and `notifies` of a processed interchange, its partner's agreement looked up once."""
+        agreement = self._agreement(subject)
+        return self._pending(subject, agreement, key=key), bool(kinds(subject, agreement, duplicate=True))
+
+    def _agreement(self, subject: edi.Received) -> Agreement:
+        return self.config.agreement(partner_key(subject.sender))
+
+    @staticmethod
+    def _pending(subject: edi.Received, agreement: Agreement, *, key: Key, duplicate: bool = False) -> list[Pending]:
+        wanted = kinds(subject, agreement, duplicate=duplicate)
+        if not wanted:
+            return []
+        ours = _party(agreement.sender) if agreement.sender else subject.receiver
+        where = destination(agreement, subject.sender)
+        return [Pending(subject, kind, duplicate, key, ours, where) for kind in wanted]
 
     async def once(self, tx: Any, key: Key, *, delivery: str, answer: str) -> bool:
         """Note in `tx` that `key` was answered for `delivery` (`delivery_id`, or REJECTION for the key's one
@@ -128,20 +143,19 @@ class Acknowledger:
         }
 
     async def write(self, tx: Any, pending: Sequence[Pending]) -> int:
-        """Write the acknowledgments inside `tx`: a block of control numbers per partner, every outbox row and every
-        `hub_acknowledgments` row in one batch of statements each. Returns how many were written."""
+        """Write the acknowledgments inside `tx`: a block of control numbers per partner (all partners in one
+        statement), every outbox row and every `hub_acknowledgments` row in one batch of statements each. Returns how
+        many were written."""
         if not pending:
             return 0
-        numbers: dict[str, list[int]] = {}
-        for counter in dict.fromkeys(p.counter for p in pending):
-            count = sum(p.counter == counter for p in pending)
-            last = int((await tx.unit.fetch("hub_reserve_control_numbers", {"partner": counter, "count": count}))[0][0])
-            numbers[counter] = list(range(last - count + 1, last + 1))
+        counts = Counter(p.counter for p in pending)
+        last = await reserve(tx, counts)
+        numbers = {c: iter(range(last[c] - n + 1, last[c] + 1)) for c, n in counts.items()}
         now = datetime.now()
         outgoing: list[tuple[str, bytes, str]] = []
         rows: list[dict[str, Any]] = []
         for p in pending:
-            n = numbers[p.counter].pop(0)
+            n = next(numbers[p.counter])
             x12 = p.subject.standard == "X12"
             control = str((n - 1) % _X12_CONTROL_NUMBERS + 1) if x12 else str(n)
             replies = edi.replies(p.subject, p.kind, duplicate=p.duplicate)
@@ -179,6 +193,20 @@ def delivery_id(delivery: Delivery) -> str:
     headers = sorted((k, v) for k, v in delivery.headers.items() if not k.lower().startswith(_BROKER_HEADERS))
     text = "\n".join([delivery.coordinates, delivery.message_id or "", *(f"{k}={v}" for k, v in headers)])
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+async def reserve(tx: Any, counts: Mapping[str, int]) -> dict[str, int]:
+    """Reserve `counts[partner]` control numbers of each partner in one statement; the last number of each block.
+
+    The upsert locks the partners' rows in their order (the statement sorts them), so hubs reserving for the same
+    partners at once wait for each other, never deadlock; a rolled-back block is reserved again by the next one."""
+    partners = sorted(counts)
+    params: dict[str, Any]
+    if tx.dialect == "postgresql":  # two arrays, for unnest()
+        params = {"partners": partners, "counts": [counts[p] for p in partners]}
+    else:  # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array of [partner, count] pairs
+        params = {"counters": json.dumps([[p, counts[p]] for p in partners])}
+    return {str(partner): int(n) for partner, n in await tx.unit.fetch("hub_reserve_control_numbers", params)}
 
 
 def _party(text: str) -> edi.Party:

@@ -115,8 +115,9 @@ class Batch:
             received = self.by_key[message.key].received
             if received is None:
                 continue
-            pending += self.acknowledger.pending(received, key=message.key)
-            if self.acknowledger.notifies(received):
+            answers, notifies = self.acknowledger.processed(received, key=message.key)
+            pending += answers
+            if notifies:
                 remembered.append((message.key, delivery_id(self.delivery[message.key])))
         await self.acknowledger.remember(tx, remembered)
         await self.acknowledger.write(tx, pending)

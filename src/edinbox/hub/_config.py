@@ -255,7 +255,7 @@ class HubConfig(BaseSettings):
     source: Text = Field("", description="dir:///srv/edi, amqp://, nats://, redis:// or kafka://")
     consumer: Annotated[str, BeforeValidator(_name)] = Field("accounting", description="consumer name in the journal")
     table: Text = Field("inbox", description='journal table, schema-qualified on PostgreSQL: "edi.inbox"')
-    batch_size: Count = Field(20, description="deliveries per receive, settled in one transaction")
+    batch_size: Count = Field(100, description="deliveries per receive, settled in one transaction")
     poll_timeout: Annotated[Seconds, Field(gt=0)] = Field(0.5, description="seconds a receive waits for a delivery")
     idle_timeout: Annotated[Seconds, Field(ge=0)] = Field(1.5, description="with --once: idle seconds before exit")
     max_attempts: Count = Field(5, description="handler failures before a message is dead")

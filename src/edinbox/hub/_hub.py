@@ -36,6 +36,7 @@ from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
 from edinbox.hub._purge import Purger, check_purge
 from edinbox.hub._relay import Relay
+from edinbox.hub._relay_process import RelayProcess, apart
 from edinbox.hub._spans import Spans
 from edinbox.sources import Delivery, Source, open_source
 
@@ -82,7 +83,7 @@ class Hub:
         self.logger = logging.getLogger(_log.LOGGER)
         self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
-        self._relay_beside: Relay | None = None
+        self._relay_beside: Relay | RelayProcess | None = None
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
         self._refreshed = -_REFRESH
@@ -92,9 +93,12 @@ class Hub:
 
         Outages of the database or the source are waited out (see `Outage`); the last TransientError propagates
         only after `give_up_after`. On `stop`, the batch in hand is finished; a wait for a dependency is not.
-        With `config.relay` (the default) the outbox relay runs beside it (totals `relayed`, `outbox_parked`),
-        and with `once` it drains the outbox last. With `config.purge_every` the journal is purged beside it too
-        (`Purger`: at start, then once per period, on a connection of its own).
+        With `config.relay` (the default) the outbox relay runs beside it (totals `relayed`, `outbox_parked`), in a
+        process of its own when the hub acknowledges (an agreement has an outbound destination) and the database is
+        not in memory (`RelayProcess`), else in this one (only rows other writers left: an idle relay costs a
+        claim now and then, a process costs its start); with `once` the hub drains the outbox itself last. With
+        `config.purge_every` the journal is purged beside it too (`Purger`: at start, then once per period, on a
+        connection of its own).
         """
         beside = asyncio.Event()
         relay = asyncio.ensure_future(self._relay(beside)) if self.config.relay else None
@@ -125,14 +129,19 @@ class Hub:
         return task
 
     async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
-        """Relay the outbox beside the hub (acknowledgments to partners) until `stop`; add its totals."""
-        # its own outage lines (`relay-down`): the hub reports the database's, the relay also the destinations'
-        outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
-        idle = self.config.poll_timeout * 4
-        relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
+        """Relay the outbox beside the hub (acknowledgments to partners) until `stop`, or with `once` here until it
+        is drained; add its totals."""
+        relay: Relay | RelayProcess
+        if not once and self.acknowledger is not None and apart(self.config):
+            relay = RelayProcess(self.config, stop=stop, log_json=self.log_json, fault=self.fault)
+        else:
+            # its own outage lines (`relay-down`): the hub reports the database's, the relay also the destinations'
+            outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
+            idle = self.config.poll_timeout * 4
+            relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
         self._relay_beside = relay
         try:
-            totals = await relay.run(once=once)
+            totals = await (relay.run(once=once) if isinstance(relay, Relay) else relay.run())
         finally:
             self._relay_beside = None
         for name, total in (("relayed", totals["sent"]), ("outbox_parked", totals["parked"])):
@@ -371,7 +380,13 @@ async def open_hub(
         horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
         source = await outage.call(
             lambda: stack.enter_async_context(
-                open_source(config.source, consumer=config.consumer, horizon=horizon, max_payload=config.max_payload)
+                open_source(
+                    config.source,
+                    consumer=config.consumer,
+                    horizon=horizon,
+                    max_payload=config.max_payload,
+                    batch=config.batch_size,
+                )
             ),
             stop=stop,
         )

@@ -6,13 +6,37 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
+import time
+from collections.abc import Sequence
 from typing import Any
 
 from edinbox._urls import mask
 
-__all__ = ["LOGGER", "OneLineFilter", "format_line", "settled"]
+__all__ = ["LOGGER", "OneLineFilter", "configure", "format_line", "settled"]
 
 LOGGER = "edinbox.hub"
+
+
+def configure(urls: Sequence[str], *, level: int) -> None:
+    """Log to stderr as `edinbox run` does: ISO 8601 UTC timestamps, passwords masked in every line (the drivers'
+    too, and the exact passwords of `urls`), a driver's record on one line, and stamina's line per retry silenced
+    (the hub logs one line per outage)."""
+    from edinbox._redact import RedactFilter
+
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",
+        datefmt="%Y-%m-%dT%H:%M:%S",
+        stream=sys.stderr,
+    )
+    redact = RedactFilter(urls=list(urls))
+    for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
+        handler.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
+        handler.addFilter(redact)
+        if handler.formatter is not None:
+            handler.formatter.converter = time.gmtime
+    logging.getLogger("stamina").setLevel(logging.ERROR)
 
 
 def format_line(event: str, fields: dict[str, Any], *, as_json: bool = False) -> str:

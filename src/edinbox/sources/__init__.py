@@ -56,6 +56,7 @@ def open_source(
     consumer: str,
     horizon: timedelta | None = None,
     max_payload: int | None = None,
+    batch: int | None = None,
     **options: Any,
 ) -> Source:
     """Build (not yet open) the source a URL names, e.g. `dir:///srv/edi` or `amqp://...?queue=edi.in`.
@@ -63,13 +64,17 @@ def open_source(
     `horizon` (the inbox's) is how long a source that creates its own storage with an age limit keeps messages,
     unless the URL says otherwise: a NATS stream's `max_age`. `max_payload` (the hub's) is the size over which a
     source that reads payloads itself parks one unread, unless the URL says otherwise: the spool's `max_payload`.
-    Other sources ignore them (the hub checks the size of what a broker delivered).
+    `batch` (the hub's `batch_size`) is how many deliveries one receive asks for: a source whose broker pushes
+    deliveries ahead of the receive sets its default window from it, unless the URL says otherwise: RabbitMQ's
+    `prefetch`. Other sources ignore them (the hub checks the size of what a broker delivered).
     """
     cls = _module(url).SOURCE
     if horizon is not None and getattr(cls, "keeps_for_horizon", False):
         options = {"horizon": horizon, **options}
     if max_payload is not None and getattr(cls, "parks_oversize", False):
         options = {"payload_limit": max_payload, **options}
+    if batch is not None and getattr(cls, "prefetches", False):
+        options = {"batch": batch, **options}
     return cast(Source, cls.from_url(url, consumer=consumer, **options))
 
 

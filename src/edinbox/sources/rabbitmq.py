@@ -5,7 +5,8 @@ URL: `amqp://guest:guest@127.0.0.1/?queue=edi.in` with the options
 - `queue` (required): the queue to consume, declared durable;
 - `queue_type`: `quorum` (default; it counts deliveries in `x-delivery-count`) or `classic` (a `redelivered` flag
   only);
-- `prefetch`: unacked deliveries the broker hands over at once (default 100);
+- `prefetch`: unacked deliveries the broker hands over at once (default 100, or twice the hub's `batch_size` when
+  that is more: the broker keeps sending the next batch while the hub settles one);
 - `dead`: the dead-letter exchange and queue for parked messages (default `<queue>.dead`), both declared;
 - `heartbeat`: seconds between AMQP heartbeats (the broker's default when absent);
 - `open_timeout`: seconds `open()` keeps trying to reach the broker, with backoff, before it raises (default 10);
@@ -43,12 +44,13 @@ from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
 from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
 
-__all__ = ["PUBLISHER", "SOURCE", "RabbitMQPublisher", "RabbitMQSource", "publish"]
+__all__ = ["PUBLISHER", "SOURCE", "RabbitMQPublisher", "RabbitMQSource", "prefetch_for", "publish"]
 
 _log = logging.getLogger(__name__)
 _SCHEMES = ("amqp", "amqps")
 _QUEUE_TYPES = ("quorum", "classic")
 _CONNECT_TIMEOUT = 5.0
+_PREFETCH = 100
 _CONFIRM_TIMEOUT = 30.0  # seconds a chunk of publishes may wait for its confirms before the send fails
 
 
@@ -68,7 +70,7 @@ class RabbitMQSource(Source):
         consumer: str,
         queue: str,
         queue_type: str = "quorum",
-        prefetch: int = 100,
+        prefetch: int = _PREFETCH,
         dead: str | None = None,
         heartbeat: float | None = None,
         open_timeout: float = 10.0,
@@ -91,16 +93,22 @@ class RabbitMQSource(Source):
         self._later: set[asyncio.Task[None]] = set()
         self._acks = Acks()
 
+    prefetches = True
+    """`open_source(..., batch=)` sets the default `prefetch` (`prefetch_for`), unless the URL sets it."""
+
     @classmethod
-    def from_url(cls, url: str, *, consumer: str, **options: Any) -> RabbitMQSource:
-        """Build the source an `amqp://` URL names; unknown or invalid options raise ConfigurationError."""
+    def from_url(cls, url: str, *, consumer: str, batch: int | None = None, **options: Any) -> RabbitMQSource:
+        """Build the source an `amqp://` URL names; unknown or invalid options raise ConfigurationError.
+
+        `batch` (the hub's `batch_size`) sets the default `prefetch` (`prefetch_for`); a `prefetch` option wins.
+        """
         parts, opts = split_url(url, schemes=_SCHEMES, overrides=options)
         source = cls(
             server_url(parts),
             consumer=consumer,
             queue=opts.require("queue", name_option),
             queue_type=opts.take("queue_type", _queue_type, "quorum"),
-            prefetch=opts.take("prefetch", positive_int, 100),
+            prefetch=opts.take("prefetch", positive_int, prefetch_for(batch)),
             dead=opts.take("dead", name_option, None),
             heartbeat=opts.take("heartbeat", positive_float, None),
             open_timeout=opts.take("open_timeout", positive_float, 10.0),
@@ -241,6 +249,13 @@ class RabbitMQSource(Source):
         connection, self._connection, self._channel = self._connection, None, None
         if connection is not None:
             await quietly(f"closing {self.url}", lambda: asyncio.wait_for(connection.close(), 5))
+
+
+def prefetch_for(batch: int | None) -> int:
+    """The default prefetch for receives of `batch` deliveries: 100, or twice the batch when that is more, so the
+    broker has the next batch on its way while the caller settles one (a prefetch no bigger than the batch leaves the
+    channel empty until the batch's acks reach the broker)."""
+    return max(_PREFETCH, 2 * batch) if batch else _PREFETCH
 
 
 SOURCE = RabbitMQSource

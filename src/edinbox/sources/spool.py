@@ -71,10 +71,23 @@ from edinbox.sources._spool_names import (
     split_count,
 )
 
-__all__ = ["HEAD", "MAX_PAYLOAD", "PUBLISHER", "SOURCE", "SpoolSource", "file_name", "publish", "spool_path"]
+__all__ = [
+    "BATCH_BYTES",
+    "HEAD",
+    "MAX_PAYLOAD",
+    "PUBLISHER",
+    "SOURCE",
+    "SpoolSource",
+    "file_name",
+    "publish",
+    "spool_path",
+]
 
 MAX_PAYLOAD = 32 * 1024 * 1024
 """The default `max_payload`: bigger files are parked unread."""
+BATCH_BYTES = 16 * 1024 * 1024
+"""A receive claims no more files once those it read add up to this many bytes: a batch of big files holds a few of
+them (at most this plus one `max_payload`), whatever `max_messages` allows."""
 
 _FOLDERS = ("inbound", "processing", "archive", "rejected", "tmp")
 _POLL = 0.05
@@ -188,7 +201,8 @@ class SpoolSource(Source):
         return moved
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
-        """Claim up to `max_messages` files from `inbound/` in name order, waiting up to `timeout` for the first."""
+        """Claim up to `max_messages` files from `inbound/` in name order (fewer once they add up to `BATCH_BYTES`),
+        waiting up to `timeout` for the first."""
         deadline = time.monotonic() + timeout
         while True:
             now = time.monotonic()
@@ -228,12 +242,14 @@ class SpoolSource(Source):
         now = time.time()
         if self._dots and time.monotonic() - self._dots_checked > _DOT_CHECK:
             out.extend(self._abandoned(now, limit))
-        while self._queue and len(out) < limit:
+        held = sum(len(d.payload) for d in out)
+        while self._queue and len(out) < limit and held < BATCH_BYTES:
             name = self._queue.popleft()
             if name not in self._skipped:
                 delivery = self._take(name, now)
                 if delivery is not None:
                     out.append(delivery)
+                    held += len(delivery.payload)
         return out
 
     def _abandoned(self, now: float, limit: int) -> list[Delivery]:

@@ -77,6 +77,7 @@ _ENDED = (
     "swallowed?), or ended by the handler (ROLLBACK, COMMIT, BEGIN, DDL); what ran after that was rolled back"
 )
 _PROBE = b"DO 0"  # opens no transaction: its reply says whether one is open
+_DRIVER: Any = asyncmy.Connection  # its readers, called as functions: no super() object made per reply
 
 
 class _AsyncOwnConnection(asyncmy.Connection):
@@ -100,10 +101,9 @@ class _AsyncOwnConnection(asyncmy.Connection):
     # sync: def _read_packet(self, *args: Any) -> Any:
     async def read_packet(self, *args: Any) -> Any:  # async-only
         """Read one packet; after an error reply, probe whether the transaction is still open."""
-        driver: Any = super()
         try:
-            # sync: return driver._read_packet(*args)
-            return await driver.read_packet(*args)  # async-only
+            # sync: return _DRIVER._read_packet(self, *args)
+            return await _DRIVER.read_packet(self, *args)  # async-only
         except asyncmy.MySQLError:
             if self.watching:
                 await self._probe()
@@ -111,8 +111,7 @@ class _AsyncOwnConnection(asyncmy.Connection):
 
     async def _read_query_result(self, unbuffered: bool = False) -> Any:
         """Read a statement's reply; note the end of the transaction it says."""
-        driver: Any = super()
-        affected = await driver._read_query_result(unbuffered=unbuffered)
+        affected = await _DRIVER._read_query_result(self, unbuffered)
         if self.watching:  # as `_note()`, without the call (a reply of every statement)
             connection: Any = self
             result = connection._result
@@ -124,8 +123,7 @@ class _AsyncOwnConnection(asyncmy.Connection):
 
     async def _read_ok_packet(self) -> Any:
         """Read the reply of `commit()`, `rollback()`, `autocommit()`...; note the end of the transaction it says."""
-        driver: Any = super()
-        ok = await driver._read_ok_packet()
+        ok = await _DRIVER._read_ok_packet(self)
         if self.watching:
             self._note(ok.server_status)
         return ok

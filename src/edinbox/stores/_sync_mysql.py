@@ -76,6 +76,7 @@ _ENDED = (
     "swallowed?), or ended by the handler (ROLLBACK, COMMIT, BEGIN, DDL); what ran after that was rolled back"
 )
 _PROBE = b"DO 0"  # opens no transaction: its reply says whether one is open
+_DRIVER: Any = pymysql.Connection  # its readers, called as functions: no super() object made per reply
 
 
 class _OwnConnection(pymysql.Connection):
@@ -98,9 +99,8 @@ class _OwnConnection(pymysql.Connection):
 
     def _read_packet(self, *args: Any) -> Any:
         """Read one packet; after an error reply, probe whether the transaction is still open."""
-        driver: Any = super()
         try:
-            return driver._read_packet(*args)
+            return _DRIVER._read_packet(self, *args)
         except pymysql.MySQLError:
             if self.watching:
                 self._probe()
@@ -108,8 +108,7 @@ class _OwnConnection(pymysql.Connection):
 
     def _read_query_result(self, unbuffered: bool = False) -> Any:
         """Read a statement's reply; note the end of the transaction it says."""
-        driver: Any = super()
-        affected = driver._read_query_result(unbuffered=unbuffered)
+        affected = _DRIVER._read_query_result(self, unbuffered)
         if self.watching:  # as `_note()`, without the call (a reply of every statement)
             connection: Any = self
             result = connection._result
@@ -121,8 +120,7 @@ class _OwnConnection(pymysql.Connection):
 
     def _read_ok_packet(self) -> Any:
         """Read the reply of `commit()`, `rollback()`, `autocommit()`...; note the end of the transaction it says."""
-        driver: Any = super()
-        ok = driver._read_ok_packet()
+        ok = _DRIVER._read_ok_packet(self)
         if self.watching:
             self._note(ok.server_status)
         return ok

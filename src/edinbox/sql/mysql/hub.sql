@@ -170,11 +170,19 @@ CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: hub_reserve_control_numbers
--- the last of `count` numbers reserved for one partner (the others are the `count - 1` before it); the upsert's
--- row lock is held to the commit, so the read after it sees this transaction's own number
-INSERT INTO {hub_control_numbers} (partner, n) VALUES (%(partner)s, %(count)s)
+-- each partner's last of its count of numbers reserved (the others are the `count - 1` before it), every
+-- [partner, count] pair of the JSON array in one upsert, its rows locked in the partners' order (hubs never deadlock
+-- on them); the row locks are held to the commit, so the read after it sees this transaction's own numbers
+INSERT INTO {hub_control_numbers} (partner, n)
+SELECT j.partner, j.k FROM JSON_TABLE(%(counters)s, '$[*]' COLUMNS (
+    partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]',
+    k BIGINT PATH '$[1]'
+)) AS j
+ORDER BY j.partner
 ON DUPLICATE KEY UPDATE n = n + VALUES(n);
-SELECT n FROM {hub_control_numbers} WHERE partner = %(partner)s
+SELECT c.partner, c.n
+FROM JSON_TABLE(%(counters)s, '$[*]' COLUMNS (partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]')) AS j
+JOIN {hub_control_numbers} AS c ON c.partner = j.partner COLLATE utf8mb4_nopad_bin
 
 -- name: hub_record_acknowledgment
 INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)

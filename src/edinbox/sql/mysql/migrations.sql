@@ -48,3 +48,9 @@ CREATE TABLE IF NOT EXISTS {hub_answers} (
 -- name: v6_outbox_unsent
 -- the unsent rows in id order (`outbox.sql`'s outbox_create_unsent): the claim no longer reads the sent rows
 CREATE INDEX IF NOT EXISTS {outbox_unsent} ON {outbox} (sent_at, parked_at, id)
+
+-- name: v7_defaults
+-- a processed delivery's values as the defaults (`schema.sql`'s create_table): its INSERT names four columns only.
+-- Metadata only (MariaDB changes defaults in place); the same definition when it runs again
+ALTER TABLE {table} ALTER COLUMN status SET DEFAULT 'processed', ALTER COLUMN attempts SET DEFAULT 1,
+    ALTER COLUMN received_at SET DEFAULT (UTC_TIMESTAMP(6)), ALTER COLUMN settled_at SET DEFAULT (UTC_TIMESTAMP(6))

@@ -7,14 +7,16 @@
 -- KEY UPDATE with a no-op reports 1 for a duplicate on a CLIENT_FOUND_ROWS connection, as SQLAlchemy's). IGNORE
 -- would turn a data error into a warning, but every value here is a validated key part (at most 512 bytes, in
 -- VARBINARY(512)) or a fingerprint (LONGTEXT): the only error it can meet is the duplicate key itself.
-INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'processed', 1, UTC_TIMESTAMP(6),
-    UTC_TIMESTAMP(6))
+-- The other columns take their defaults (`schema.sql`): status 'processed', attempts 1, received_at and settled_at
+-- the statement's UTC_TIMESTAMP(6).
+INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s)
 
 -- name: insert_claimed
-INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at)
+INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at,
+    settled_at)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'in_progress', 1,
-    UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND, UTC_TIMESTAMP(6))
+    UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND, UTC_TIMESTAMP(6), NULL)
 
 -- name: find_for_update
 -- A duplicate insert leaves a shared lock on the row; a shared lock here too lets concurrent duplicates all read
@@ -75,9 +77,10 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 -- assignment keeps the old value otherwise. The attempts assignment comes before the status one (which reads the
 -- new count and the old status), after the others (which read the old count). VALUES(column), not MariaDB's
 -- VALUE(): both servers read it in ON DUPLICATE KEY UPDATE (MySQL 8 has no VALUE()).
-INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, last_error, payload, received_at)
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, last_error, payload, received_at,
+    settled_at)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s, 1, %(error)s,
-    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s END, UTC_TIMESTAMP(6))
+    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s END, UTC_TIMESTAMP(6), NULL)
 ON DUPLICATE KEY UPDATE
     payload = IF(status IN ('failed', 'requeued'), IF(attempts + 1 >= %(max_attempts)s, %(payload)s, NULL), payload),
     fingerprint = IF(status IN ('failed', 'requeued'), VALUES(fingerprint), fingerprint),
@@ -102,8 +105,9 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 -- the store runs insert_processed once per message instead (the store's `returning`, detected at connect).
 -- IGNORE is safe here: every value is a validated key (at most 512 bytes, no NUL) or a fingerprint in a LONGTEXT
 -- column, so the only error it can turn into a warning is the duplicate key itself.
-INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-SELECT %(consumer)s, j.s, j.m, j.f, 'processed', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+-- status, attempts and the timestamps take their defaults, as in insert_processed.
+INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint)
+SELECT %(consumer)s, j.s, j.m, j.f
 FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
     s VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[0]',
     m VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[1]',

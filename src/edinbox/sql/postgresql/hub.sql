@@ -143,10 +143,13 @@ CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
 )
 
 -- name: hub_reserve_control_numbers
--- the last of `count` numbers reserved for one partner (the others are the `count - 1` before it)
-INSERT INTO {hub_control_numbers} AS c (partner, n) VALUES (%(partner)s, %(count)s)
+-- each partner's last of `counts` numbers reserved (the others are the `count - 1` before it), every partner of the
+-- arrays in one statement; the rows are inserted and locked in the partners' order, so hubs never deadlock on them
+INSERT INTO {hub_control_numbers} AS c (partner, n)
+SELECT u.partner, u.k FROM unnest(%(partners)s::text[], %(counts)s::bigint[]) AS u (partner, k)
+ORDER BY u.partner
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
-RETURNING n
+RETURNING partner, n
 
 -- name: hub_record_acknowledgment
 INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)

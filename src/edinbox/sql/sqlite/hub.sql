@@ -133,10 +133,13 @@ CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
 )
 
 -- name: hub_reserve_control_numbers
--- the last of `count` numbers reserved for one partner (the others are the `count - 1` before it)
-INSERT INTO {hub_control_numbers} AS c (partner, n) VALUES (:partner, :count)
+-- each partner's last of its count of numbers reserved (the others are the `count - 1` before it), every
+-- [partner, count] pair of :counters (JSON) in one statement
+INSERT INTO {hub_control_numbers} AS c (partner, n)
+SELECT j.value ->> 0, j.value ->> 1 FROM json_each(:counters) AS j
+WHERE true
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
-RETURNING n
+RETURNING partner, n
 
 -- name: hub_record_acknowledgment
 INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)

@@ -101,3 +101,8 @@ CREATE TABLE IF NOT EXISTS {hub_answers} (
 -- the unsent rows in id order (`outbox.sql`'s outbox_create_unsent): the claim no longer reads the sent rows
 CREATE INDEX IF NOT EXISTS {outbox_unsent} ON {outbox} (id)
 WHERE sent_at IS NULL AND parked_at IS NULL
+
+-- name: v7_defaults
+-- MariaDB's journal took a processed delivery's values as its columns' defaults (its INSERT names four columns);
+-- nothing changes here: this journal's INSERT names every column it writes, as before
+SELECT 1

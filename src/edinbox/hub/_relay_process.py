@@ -1,0 +1,199 @@
+"""The relay beside the hub, in a process of its own: `edinbox run` keeps the relay's file and socket work out of the
+hub's interpreter.
+
+Why a process: the relay's sends are system calls (a spool file's create, write, fsync, rename; a broker's socket),
+and each one made by a thread of the hub's process hands the interpreter's lock back and forth with the hub's event
+loop, a dozen times per acknowledgment file (18,400 context switches per 1,000 deliveries against 5,300 without
+acknowledgments; writing on the loop's thread instead blocks the hub through the fsyncs, no faster). A child process
+has an interpreter of its own, on the other core (bench.outbox: acknowledgments relayed by run cost 17-21 % of the
+hub's throughput instead of 29 %); what it costs: a second Python process (about 40 MB, 0.4 s of CPU for its
+imports), its passes contend with the hub's commits for the database (SQLite's single writer), and the totals of a
+child killed by a signal are lost (its rows are not). A hub that acknowledges nothing relays in its own process.
+
+The child (`python -m edinbox.hub._relay_child`) reads its settings as the first line of its stdin, never from
+argv, so the database URL and its password never show in `ps`; it relays as `edinbox relay` does, and each further
+line on its stdin wakes it (the hub writes one after each batch it acknowledged: SQLite and MariaDB cannot notify).
+The end of its stdin stops it (after the pass in hand): so it stops with the hub, and also when the hub dies, even
+by SIGKILL. It runs in a session of its own (a terminal's Ctrl-C reaches the hub alone, which then stops it), logs
+to the hub's stderr in the hub's format, and prints its totals as one JSON line on its stdout when it stops. A child
+that dies is started again a second later (`relay-exited` line): its rows were committed and are sent by the next
+one (those it sent but had not marked are sent again under the same keys, as after any relay's crash); the totals of
+a killed child are lost, the rows are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from edinbox._urls import database_url
+from edinbox.hub import _log
+from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._fault import FaultPoint
+from edinbox.hub._outage import Outage, unless_stopped
+from edinbox.hub._parts import open_inbox
+from edinbox.hub._relay import Relay
+
+__all__ = ["RelayProcess", "apart", "child"]
+
+_RESTART = 1.0
+"""Seconds before a child that died is started again."""
+_SETTINGS = ("db", "consumer", "table", "max_attempts", "horizon", "poll_timeout", "give_up_after")
+"""The settings the child needs (its journal, its idle wait, its patience with outages)."""
+
+
+def apart(config: HubConfig) -> bool:
+    """Whether `config`'s relay can run in a process of its own: not for a database in the hub's memory."""
+    return not database_url(config.db).in_memory
+
+
+class RelayProcess:
+    """Runs the relay in a child process until `stop` is set, starting it again if it dies; `totals` adds up what
+    the children sent and parked."""
+
+    def __init__(
+        self, config: HubConfig, *, stop: asyncio.Event, log_json: bool = False, fault: FaultPoint | None = None
+    ) -> None:
+        """Relay `config`'s outbox; `fault` (after_send:N) is armed in the first child only (a fault point kills
+        its process once)."""
+        self.config = config
+        self.stop = stop
+        self.log_json = log_json
+        self.fault = fault if fault is not None and fault.point == "after_send" else None
+        self.totals: Counter[str] = Counter()
+        self.started = 0
+        """How many children were started so far."""
+        self.pid: int | None = None
+        """The running child's process id."""
+        self._stdin: asyncio.StreamWriter | None = None
+        self.logger = logging.getLogger(_log.LOGGER)
+
+    async def run(self) -> Counter[str]:
+        """Start the child, wait for `stop` (then end its stdin and collect its totals) or its death (then start
+        another after `_RESTART` seconds)."""
+        while not self.stop.is_set():
+            code = await self._one()
+            if code != 0 and not self.stop.is_set():
+                self.logger.warning(_log.format_line("relay-exited", {"status": code}, as_json=self.log_json))
+                await unless_stopped(asyncio.sleep(_RESTART), self.stop)
+        return self.totals
+
+    async def _one(self) -> int:
+        """One child's life; its exit status."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "edinbox.hub._relay_child",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env=_environment(),
+        )
+        if proc.stdin is None or proc.stdout is None:  # pragma: no cover - both were asked for as pipes
+            raise RuntimeError("the relay's process has no pipes")
+        self.started += 1
+        self.pid = proc.pid
+        fault, self.fault = self.fault, None
+        try:
+            proc.stdin.write(json.dumps(self._settings(fault)).encode() + b"\n")
+            self._stdin = proc.stdin
+            died = asyncio.ensure_future(proc.wait())
+            try:
+                await unless_stopped(asyncio.shield(died), self.stop)
+            finally:
+                self._stdin = None
+                _end(proc.stdin)
+                out = await proc.stdout.read()
+                code = await died
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+        finally:
+            self.pid = None
+        with contextlib.suppress(ValueError):
+            for line in out.decode(errors="replace").splitlines()[-1:]:
+                self.totals.update({k: int(v) for k, v in json.loads(line).items()})
+        return code
+
+    def _settings(self, fault: FaultPoint | None) -> dict[str, Any]:
+        root = logging.getLogger()
+        return {
+            "config": self.config.model_dump(include=set(_SETTINGS)),
+            "urls": [u for u in (self.config.db, self.config.source, self.config.accounting) if u],
+            "level": root.getEffectiveLevel() if root.handlers else None,
+            "log_json": self.log_json,
+            "fault": [fault.point, fault.after] if fault is not None else None,
+        }
+
+    def wake(self) -> None:
+        """Have the child run its next pass now: a batch's acknowledgments are committed."""
+        if self._stdin is not None and not self._stdin.is_closing():
+            with contextlib.suppress(OSError, RuntimeError):
+                self._stdin.write(b"\n")
+
+
+def _end(stdin: asyncio.StreamWriter) -> None:
+    """Close the child's stdin: the end of it stops the child."""
+    with contextlib.suppress(OSError, RuntimeError):
+        stdin.close()
+
+
+def _environment() -> dict[str, str]:
+    """The hub's environment for the child, with this copy of edinbox first on its path (it runs the hub's code);
+    no fault point: the child takes its settings from its stdin only."""
+    env = {k: v for k, v in os.environ.items() if k != "EDINBOX_FAULT"}
+    here = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+async def _child() -> dict[str, int]:
+    """The child's life: read the settings, relay until the end of stdin, return the totals."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    settings = json.loads(await reader.readline())
+    if settings["level"] is not None:
+        _log.configure(settings["urls"], level=settings["level"])
+    config = HubConfig(**settings["config"])
+    fault = FaultPoint(*settings["fault"]) if settings["fault"] else None
+    log_json = bool(settings["log_json"])
+    logger = logging.getLogger(_log.LOGGER)
+    patience = parse_duration(config.give_up_after) if config.give_up_after else None
+    outage = Outage(logger, give_up_after=patience, log_json=log_json, name="relay")
+    stop = asyncio.Event()
+    async with open_inbox(config) as inbox:
+        relay = Relay(inbox, outage=outage, stop=stop, idle=config.poll_timeout * 4, log_json=log_json, fault=fault)
+
+        async def listen() -> None:
+            while await reader.read(4096):
+                relay.wake()
+            stop.set()
+
+        listener = asyncio.ensure_future(listen())
+        try:
+            totals = await relay.run()
+        finally:
+            listener.cancel()
+    return dict(totals)
+
+
+def child() -> None:
+    """The child's program (`python -m edinbox.hub._relay_child`): relay, then print the totals for the hub (which
+    may be gone: nothing is printed then) and exit at once: everything it opened is closed by then, and the
+    interpreter's teardown (60 ms), which the hub's `run --once` waits for, would add nothing."""
+    totals = asyncio.run(_child())
+    with contextlib.suppress(OSError):
+        os.write(sys.stdout.fileno(), json.dumps(totals).encode() + b"\n")
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
