@@ -24,7 +24,8 @@ def test_hub_killed_after_commit_posts_each_invoice_once(tmp_path: Path, unique_
         with AccountingService(tmp_path / "accounting.db") as service:
             publish(files, url)
             sink = ["--accounting", service.url, "--lease", "2s"]
-            first = cli(*hub_args(url, db), *sink, fault="after_commit:2")
+            # batches of 20, so the traffic takes several commits and the kill at the second leaves some unsettled
+            first = cli(*hub_args(url, db), *sink, "--batch-size", "20", fault="after_commit:2")
             assert first.returncode == -9, first.stderr
             second = cli(*hub_args(url, db), *sink)
             assert second.returncode == 0, second.stderr
