@@ -58,7 +58,7 @@ def serve(config: HubConfig, *, host: str = "127.0.0.1", port: int = 8080, token
 async def _verify(config: HubConfig) -> None:
     """Check the schema once the database answers: an outage at start is waited out (one line when it starts, one
     when it ends), as the hub does; only a configuration or schema error ends the console."""
-    from edinbox.hub._hub import give_up_after
+    from edinbox.hub._config import give_up_after
     from edinbox.hub._outage import Outage
     from edinbox.hub._parts import open_inbox, verify
 

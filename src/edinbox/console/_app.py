@@ -64,7 +64,7 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from edinbox.console import LOGGER
-        from edinbox.hub._hub import give_up_after
+        from edinbox.hub._config import give_up_after
         from edinbox.hub._outage import Outage
 
         async with open_inbox(config) as inbox:

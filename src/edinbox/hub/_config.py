@@ -70,6 +70,11 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
 
 
+def give_up_after(config: HubConfig) -> timedelta | None:
+    """How long the hub waits out one outage before it gives up (None: for ever)."""
+    return parse_duration(config.give_up_after) if config.give_up_after else None
+
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
 
 

@@ -28,14 +28,14 @@ from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
-from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
 from edinbox.hub._purge import Purger, check_purge
-from edinbox.hub._relay import Relay
+from edinbox.hub._relay import Relay, beside
 from edinbox.hub._relay_process import RelayProcess, apart
 from edinbox.hub._spans import Spans
 from edinbox.sources import Delivery, Source, open_source
@@ -135,10 +135,8 @@ class Hub:
         if not once and self.acknowledger is not None and apart(self.config):
             relay = RelayProcess(self.config, stop=stop, log_json=self.log_json, fault=self.fault)
         else:
-            # its own outage lines (`relay-down`): the hub reports the database's, the relay also the destinations'
-            outage = Outage(self.logger, give_up_after=self.outage.give_up_after, log_json=self.log_json, name="relay")
-            idle = self.config.poll_timeout * 4
-            relay = Relay(self.inbox, outage=outage, stop=stop, idle=idle, log_json=self.log_json, fault=self.fault)
+            patience = self.outage.give_up_after
+            relay = beside(self.inbox, self.config, patience, stop=stop, log_json=self.log_json, fault=self.fault)
         self._relay_beside = relay
         try:
             totals = await (relay.run(once=once) if isinstance(relay, Relay) else relay.run())
@@ -435,8 +433,3 @@ def kept_at(source: Source) -> str:
     if dead:
         return f"the dead letters {dead} of {source.url}"
     return f"the dead letters of {source.url}"
-
-
-def give_up_after(config: HubConfig) -> timedelta | None:
-    """How long the hub waits out one outage before it gives up (None: for ever)."""
-    return parse_duration(config.give_up_after) if config.give_up_after else None

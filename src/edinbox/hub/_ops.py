@@ -18,9 +18,8 @@ from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
-from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._hub import give_up_after
 from edinbox.hub._log import LOGGER
 from edinbox.hub._outage import Outage
 from edinbox.hub._output import as_dict, human_duration, json_value, render

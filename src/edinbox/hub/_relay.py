@@ -18,6 +18,7 @@ import contextlib
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from datetime import timedelta
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import InboxError, SourceError
@@ -25,12 +26,13 @@ from edinbox._message import Outgoing
 from edinbox._outbox import SendResult
 from edinbox._urls import mask
 from edinbox.hub import _log
+from edinbox.hub._config import HubConfig
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._outage import Outage, Stopped, unless_stopped
 from edinbox.hub._publishers import Publishers
 from edinbox.sources import publisher
 
-__all__ = ["Relay", "send"]
+__all__ = ["Relay", "beside", "send"]
 
 
 async def send(destination: str, messages: Sequence[Outgoing]) -> None:
@@ -127,3 +129,19 @@ class Relay:
         if self._woken.is_set():
             await unless_stopped(asyncio.sleep(self.linger), self.stop)
         self._woken.clear()
+
+
+def beside(
+    inbox: AsyncInbox,
+    config: HubConfig,
+    patience: timedelta | None,
+    *,
+    stop: asyncio.Event,
+    log_json: bool = False,
+    fault: FaultPoint | None = None,
+) -> Relay:
+    """The relay beside a hub (in the hub's process or in a child of its own) until `stop`: outage lines of its own
+    (`relay-down`: the hub reports the database's, the relay also the destinations'), waited out for `patience`,
+    idle for four of the hub's polls."""
+    outage = Outage(logging.getLogger(_log.LOGGER), give_up_after=patience, log_json=log_json, name="relay")
+    return Relay(inbox, outage=outage, stop=stop, idle=config.poll_timeout * 4, log_json=log_json, fault=fault)

@@ -35,11 +35,11 @@ from typing import Any
 
 from edinbox._urls import database_url
 from edinbox.hub import _log
-from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._config import HubConfig, give_up_after
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._outage import Outage, unless_stopped
+from edinbox.hub._outage import unless_stopped
 from edinbox.hub._parts import open_inbox
-from edinbox.hub._relay import Relay
+from edinbox.hub._relay import beside
 
 __all__ = ["RelayProcess", "apart", "child"]
 
@@ -166,13 +166,11 @@ async def _child() -> dict[str, int]:
         _log.configure(settings["urls"], level=settings["level"])
     config = HubConfig(**settings["config"])
     fault = FaultPoint(*settings["fault"]) if settings["fault"] else None
-    log_json = bool(settings["log_json"])
-    logger = logging.getLogger(_log.LOGGER)
-    patience = parse_duration(config.give_up_after) if config.give_up_after else None
-    outage = Outage(logger, give_up_after=patience, log_json=log_json, name="relay")
     stop = asyncio.Event()
     async with open_inbox(config) as inbox:
-        relay = Relay(inbox, outage=outage, stop=stop, idle=config.poll_timeout * 4, log_json=log_json, fault=fault)
+        relay = beside(
+            inbox, config, give_up_after(config), stop=stop, log_json=bool(settings["log_json"]), fault=fault
+        )
 
         async def listen() -> None:
             while await reader.read(4096):
