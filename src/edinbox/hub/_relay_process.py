@@ -112,8 +112,8 @@ class RelayProcess:
         while not self.stop.is_set():
             began = time.monotonic()
             code = await self._one()
-            if code == 0 or self.stop.is_set():
-                continue
+            if self.stop.is_set():  # it stopped with the hub
+                break
             if time.monotonic() - began >= _STEADY:
                 wait = _RESTART
             self.totals["restarts"] += 1
