@@ -90,9 +90,7 @@ async def run_through(
         return dict(await asyncio.wait_for(run, 60))
 
 
-# "node-killed" (SIGKILL, a classic queue) is not in the list: in about one run in five the hub, reconnected, stops
-# receiving after 10 more deliveries (25 of 60 settled, the rest neither settled nor delivered within 60 s); open.
-@pytest.mark.parametrize("outage", ["node-stopped", "connection-closed"])
+@pytest.mark.parametrize("outage", ["node-stopped", "node-killed", "connection-closed"])
 def test_acks_noted_when_the_broker_goes_away_are_not_lost_nor_doubled(
     rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str, outage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -112,12 +110,18 @@ def test_acks_noted_when_the_broker_goes_away_are_not_lost_nor_doubled(
         fault = OutageAtCommit(3, rabbit.stop)
         totals = asyncio.run(run_through(config, fault, restart=rabbit.start))
     elif outage == "node-killed":
+        # a queue declared just before a SIGKILL may be forgotten with its messages (see PrivateRabbitMQ.kill): the
+        # node is restarted cleanly first, so what is under test is the hub, not the broker's own durability
+        rabbit.stop()
+        rabbit.start()
+        assert rabbit.queues()[unique_name] == (COUNT, 0, 0)
         fault = OutageAtCommit(3, rabbit.kill)
         totals = asyncio.run(run_through(config, fault, restart=rabbit.start))
     else:
         fault = OutageAtCommit(3, lambda: assert_closed(rabbit.close_connections()))
         totals = asyncio.run(run_through(config, fault, restart=None))
-    assert journal(db) == ((COUNT, COUNT), [("processed", 1, COUNT)])
+    # the broker's (ready, unacked, consumers) of the queue, when a message is missing: lost, held, or not offered
+    assert journal(db) == ((COUNT, COUNT), [("processed", 1, COUNT)]), rabbit.queues().get(unique_name)
     assert totals.get("processed") == COUNT
     assert totals.get("duplicate", 0) >= 5, totals  # at least the batch whose acks were lost came back
     warnings = [r.getMessage() for r in caplog.records if r.name.startswith("edinbox")]
