@@ -531,7 +531,7 @@ def main() -> None:
     base = SERVERS[args.server] | dict(setting.split("=", 1) for setting in args.settings)
     runs = [dict(setting.split("=", 1) for setting in compared.split(",")) for compared in args.compare] or [{}]
     server = PrivatePostgres(args.private.resolve(), settings=base)
-    results: dict[str, dict[str, dict[str, str]]] = {}  # settings -> title -> variant -> rate or ratio
+    results: list[tuple[str, dict[str, dict[str, str]]]] = []  # (settings, title -> variant -> rate or ratio)
     try:
         for extra in runs:
             server.settings = base | extra
@@ -539,7 +539,7 @@ def main() -> None:
             named = ",".join(f"{name}={value}" for name, value in extra.items()) or "as given"
             print(f"\n# server started with {named}; huge pages: {huge_pages()}", flush=True)
             args.url = server.url
-            results[named] = run(args)
+            results.append((named, run(args)))
             print(f"# huge pages at the end of the run: {huge_pages()}", flush=True)
             server.stop()
     finally:
@@ -551,14 +551,13 @@ def main() -> None:
         side_by_side(results)
 
 
-def side_by_side(results: dict[str, dict[str, dict[str, str]]]) -> None:
-    """Print each measurement's rate (empty) or ratio (full) per server setting, one column per setting."""
-    columns = list(results)
-    print("\n## side by side: " + " | ".join(columns))
-    for title, variants in results[columns[0]].items():
+def side_by_side(results: list[tuple[str, dict[str, dict[str, str]]]]) -> None:
+    """Print each measurement's rate (empty) or ratio (full) per run, one column per run's settings, in run order."""
+    print("\n## side by side: " + " | ".join(named for named, _ in results))
+    for title, variants in results[0][1].items():
         print(f"  {title}")
         for name in variants:
-            cells = [results[column].get(title, {}).get(name, "-") for column in columns]
+            cells = [measured.get(title, {}).get(name, "-") for _, measured in results]
             print(f"    {name:<16} " + " | ".join(f"{cell:>22}" for cell in cells), flush=True)
 
 
