@@ -23,6 +23,7 @@ from edinbox.hub._ops import init
 from edinbox.hub._relay_process import RelayProcess
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
+from servers import free_port
 
 from .test_acknowledgments import agreed
 from .test_outage import HubProcess, invoices, wait_for
@@ -172,6 +173,33 @@ def test_a_relay_child_stopped_by_a_configuration_error_stops_the_hub(tmp_path: 
         f"Error: the relay's process stopped: cannot open {db}: the folder {folder} does not exist"
     ), hub.lines
     assert len(hub.events("relay-exited")) == 1
+    assert not any("Traceback" in line for line in hub.lines)
+    assert not children(hub.proc.pid)
+
+
+def test_a_relay_child_that_gives_up_on_an_outage_gives_the_hub_up(tmp_path: Path) -> None:
+    """`edinbox run --give-up-after 2s` acknowledging to a partner whose NATS server is not there: the hub settles
+    the invoice, its relay child waits out the broker for 2 s, gives up and is not started again; the hub exits 2 with
+    the broker's error in one line, no traceback, and leaves no child behind."""
+    spool, db = tmp_path / "spool", f"sqlite:///{tmp_path / 'hub.db'}"
+    asyncio.run(init(HubConfig(db=db, source=f"dir://{spool}")))
+    asyncio.run(publish(f"dir://{spool}", invoices(1)))
+    nowhere = f"nats://127.0.0.1:{free_port()}?stream=acks&subject=acks"
+    (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "{nowhere}"\n', encoding="utf-8")
+    hub = HubProcess(
+        "--config", str(tmp_path / "hub.toml"), "--db", db, "--source", f"dir://{spool}", "--give-up-after", "2s"
+    )
+    try:
+        code = hub.proc.wait(timeout=60)
+        hub._reader.join(timeout=10)
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+            hub.proc.wait(timeout=60)
+    assert code == 2, hub.lines
+    assert hub.lines[-1].startswith("Error: gave up after 2s: the relay's process stopped: "), hub.lines
+    assert len(hub.events("settled")) == 1
+    assert not hub.events("relay-exited")
     assert not any("Traceback" in line for line in hub.lines)
     assert not children(hub.proc.pid)
 

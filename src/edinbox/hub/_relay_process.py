@@ -24,6 +24,8 @@ killed child are lost, the rows are not. The hub goes on settling deliveries mea
 configuration error (a ConfigurationError or SchemaError: its settings, its database) is not started again: it
 exits with status 78 (sysexits' EX_CONFIG, never an uncaught exception's 1) after printing the error as one JSON
 line, and the hub raises that error, which stops it as its own configuration errors do (`edinbox run` exits 1).
+Nor is a child whose relay gave up on an outage longer than `give_up_after` (exit status 75, EX_TEMPFAIL, the
+outage's error on its last line): the hub gives up with it, as it does on its own outages (`edinbox run` exits 2).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edinbox._errors import ConfigurationError, SchemaError
+from edinbox._errors import ConfigurationError, InboxError, SchemaError, SourceError, StoreError, TransientError
 from edinbox._urls import database_url
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, give_up_after
@@ -61,9 +63,11 @@ _STEADY = 60.0
 """Seconds after which a child that dies is no longer part of a run of crashes: the next wait is `_RESTART` again."""
 EXIT_CONFIGURATION = 78
 """The child's exit status after a configuration error (sysexits' EX_CONFIG): not started again."""
-_ERRORS: dict[str, type[ConfigurationError | SchemaError]] = {
-    "ConfigurationError": ConfigurationError,
-    "SchemaError": SchemaError,
+EXIT_GAVE_UP = 75
+"""The child's exit status after an outage longer than `give_up_after` (sysexits' EX_TEMPFAIL): not started
+again; the hub gives up with it."""
+_ERRORS: dict[str, type[InboxError]] = {
+    kind.__name__: kind for kind in (ConfigurationError, SchemaError, StoreError, SourceError, TransientError)
 }
 """The errors a child reports instead of dying, by name."""
 _SETTINGS = ("db", "consumer", "table", "max_attempts", "horizon", "poll_timeout", "give_up_after")
@@ -160,8 +164,8 @@ class RelayProcess:
         finally:
             self.pid = None
         last = (out.decode(errors="replace").splitlines() or [""])[-1]
-        if code == EXIT_CONFIGURATION:
-            raise _error(last)
+        if code in (EXIT_CONFIGURATION, EXIT_GAVE_UP):
+            raise _error(last, code)
         with contextlib.suppress(ValueError):
             if last:
                 self.totals.update({k: int(v) for k, v in json.loads(last).items()})
@@ -193,13 +197,14 @@ class RelayProcess:
                 self._stdin.write(b"\n")
 
 
-def _error(line: str) -> ConfigurationError | SchemaError:
-    """The configuration error a child reported as its last line (`{"error": ..., "message": ...}`)."""
+def _error(line: str, code: int) -> InboxError:
+    """The error a child reported as its last line (`{"error": ..., "message": ...}`) before exiting with `code`."""
     try:
         report = json.loads(line)
         kind, message = _ERRORS[report["error"]], str(report["message"])
     except (ValueError, KeyError, TypeError):
-        kind, message = ConfigurationError, f"exit status {EXIT_CONFIGURATION} without a report"
+        kind = ConfigurationError if code == EXIT_CONFIGURATION else TransientError
+        message = f"exit status {code} without a report"
     return kind(f"the relay's process stopped: {message}")
 
 
@@ -218,8 +223,9 @@ def _environment() -> dict[str, str]:
     return env
 
 
-async def _child() -> dict[str, int]:
-    """The child's life: read the settings, relay until the end of stdin, return the totals."""
+async def _child() -> tuple[int, dict[str, Any]]:
+    """The child's life: read the settings, relay until the end of stdin; return the exit status and the report (the
+    totals, or the error of a relay that gave up on an outage longer than `give_up_after`)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -244,22 +250,28 @@ async def _child() -> dict[str, int]:
         listener = asyncio.ensure_future(listen())
         try:
             totals = await relay.run()
+        except TransientError as exc:  # the relay waits out an outage, unless it lasts longer than give_up_after
+            return EXIT_GAVE_UP, _report(exc)
         finally:
             listener.cancel()
-    return dict(totals)
+    return 0, dict(totals)
+
+
+def _report(exc: InboxError) -> dict[str, str]:
+    """An error as the child's last line reports it: its class name and its message on one line."""
+    return {"error": type(exc).__name__, "message": " ".join(str(exc).split())}
 
 
 def child() -> None:
     """The child's program (`python -m edinbox.hub._relay_child`): relay, then print the totals for the hub (which
     may be gone: nothing is printed then) and exit at once: everything it opened is closed by then, and the
     interpreter's teardown (60 ms), which the hub's `run --once` waits for, would add nothing. A configuration
-    error is printed instead, as `{"error": class name, "message": one line}`, and the exit status is 78."""
-    status = 0
+    error is printed instead, as `{"error": class name, "message": one line}`, and the exit status is 78; so is the
+    outage the relay gave up on, with the exit status 75."""
     try:
-        report: dict[str, Any] = asyncio.run(_child())
+        status, report = asyncio.run(_child())
     except (ConfigurationError, SchemaError) as exc:
-        status = EXIT_CONFIGURATION
-        report = {"error": type(exc).__name__, "message": " ".join(str(exc).split())}
+        status, report = EXIT_CONFIGURATION, _report(exc)
     with contextlib.suppress(OSError):
         os.write(sys.stdout.fileno(), json.dumps(report).encode() + b"\n")
     logging.shutdown()
