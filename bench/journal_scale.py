@@ -3,12 +3,15 @@
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
         [--keys random,rising] [--layouts flat,digest,ring,hash,generations,collate] [--partitions 16] [--refill]
         [--wal-compression] [--sorted] [--former] [--redelivered] [--steady BATCHES] [--explain BATCHES]
-        [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--remove]]
+        [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--compare NAME=VALUE[,...] ...] [--remove]]
 
 With `--private FOLDER` the journals live in a PostgreSQL cluster of their own in FOLDER (initdb on the first run,
 reused after: the filled journals stay there), started for the run with the `--server` settings (`sized`: the
 sizing rule of docs/scaling.md, `shared_buffers` holding the unique index and checkpoints spaced; `default`:
-PostgreSQL's defaults) plus any `-c NAME=VALUE`, stopped at the end, and deleted with `--remove`.
+PostgreSQL's defaults) plus any `-c NAME=VALUE`, stopped at the end, and deleted with `--remove`. With
+`--compare SETTINGS` (repeatable), the whole run is repeated once per SETTINGS, the cluster restarted with them
+added (`--compare huge_pages=off --compare huge_pages=on`), the huge page counters of /proc/meminfo printed after
+each start and each run, and at the end every rate and ratio side by side, one column per SETTINGS.
 
 Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
 (`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
@@ -391,10 +394,11 @@ def server_cpu(probe: psycopg.Connection[Any]) -> dict[str, int]:
     return spent
 
 
-def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connection[Any]) -> None:
+def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connection[Any]) -> dict[str, str]:
     """Run the variants turn by turn (order rotated), one batch each per turn; print rates, ratios (of the totals,
     and the median of each turn's ratio, which a burst of load on the shared machine moves less) and the WAL each
-    batch wrote (read from `probe` between batches, outside the timed part)."""
+    batch wrote (read from `probe` between batches, outside the timed part). Return each variant's rate and, for a
+    full one, its ratios, for the side-by-side summary of `--compare`."""
     elapsed = dict.fromkeys(variants, 0.0)
     wal = dict.fromkeys(variants, 0)
     paired: dict[str, list[float]] = {name: [] for name in variants}  # each turn's batch time of each variant
@@ -418,17 +422,29 @@ def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connec
             cpu[name] += server_cpu(probe).get(application(name), 0) - cpu_before.get(application(name), 0)
     rates = {name: turns * BATCH / seconds for name, seconds in elapsed.items()}
     print(f"\n## {title}  ({turns} interleaved turns of {BATCH} messages per variant)")
+    summary = {}
     for name, value in rates.items():
+        summary[name] = f"{value:,.0f} msg/s"
         line = f"  {name:<16} {value:>9,.0f} msg/s  {wal[name] / turns / 1e6:5.2f} MB WAL/batch"
         line += f"  CPU ms/batch: client {client[name] / turns * 1e3:4.1f}"
         line += f", server {cpu[name] / turns / 1e6:4.1f}" if cpu[name] else ""
         if name.endswith("full"):
             empty = name.split()[0] + " empty"
             turn = statistics.median(e / f for e, f in zip(paired[empty], paired[name], strict=True))
+            summary[name] = f"x{value / rates[empty]:.2f} (median x{turn:.2f})"
             line += f"  x{value / rates[empty]:.2f} of {empty} (median of the turns x{turn:.2f})"
             if empty != "flat empty" and "flat empty" in rates:
                 line += f", x{value / rates['flat empty']:.2f} of flat empty"
         print(line, flush=True)
+    return summary
+
+
+def huge_pages() -> str:
+    """The huge page counters of /proc/meminfo (Total, Free, Rsvd): a server whose shared memory uses huge pages
+    has them reserved (Rsvd) or touched (Total - Free)."""
+    lines = Path("/proc/meminfo").read_text().splitlines()
+    counters = dict(line.replace(":", "").split()[:2] for line in lines if line.startswith("HugePages_"))
+    return ", ".join(f"{name}={counters.get(f'HugePages_{name}', '?')}" for name in ("Total", "Free", "Rsvd"))
 
 
 def explain(
@@ -501,26 +517,53 @@ def main() -> None:
     parser.add_argument("--private", type=Path, help="run a PostgreSQL cluster of its own, kept in this folder")
     parser.add_argument("--server", choices=sorted(SERVERS), default="sized", help="the private cluster's settings")
     parser.add_argument("-c", dest="settings", action="append", default=[], help="NAME=VALUE for the private cluster")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        help="NAME=VALUE[,NAME=VALUE]: run again on the private cluster restarted with these settings added",
+    )
     parser.add_argument("--remove", action="store_true", help="delete the private cluster at the end")
     args = parser.parse_args()
     if args.private is None:
         run(args)
         return
-    settings = SERVERS[args.server] | dict(setting.split("=", 1) for setting in args.settings)
-    server = PrivatePostgres(args.private.resolve(), settings=settings)
+    base = SERVERS[args.server] | dict(setting.split("=", 1) for setting in args.settings)
+    runs = [dict(setting.split("=", 1) for setting in compared.split(",")) for compared in args.compare] or [{}]
+    server = PrivatePostgres(args.private.resolve(), settings=base)
+    results: list[tuple[str, dict[str, dict[str, str]]]] = []  # (settings, title -> variant -> rate or ratio)
     try:
-        server.start()
-        args.url = server.url
-        run(args)
+        for extra in runs:
+            server.settings = base | extra
+            server.start()
+            named = ",".join(f"{name}={value}" for name, value in extra.items()) or "as given"
+            print(f"\n# server started with {named}; huge pages: {huge_pages()}", flush=True)
+            args.url = server.url
+            results.append((named, run(args)))
+            print(f"# huge pages at the end of the run: {huge_pages()}", flush=True)
+            server.stop()
     finally:
         if server.running():
             server.stop()
         if args.remove:
             server.remove()
+    if len(results) > 1:
+        side_by_side(results)
 
 
-def run(args: argparse.Namespace) -> None:
-    """Fill (or reuse) the journals at `args.url`, then compare full and empty per key shape and layout."""
+def side_by_side(results: list[tuple[str, dict[str, dict[str, str]]]]) -> None:
+    """Print each measurement's rate (empty) or ratio (full) per run, one column per run's settings, in run order."""
+    print("\n## side by side: " + " | ".join(named for named, _ in results))
+    for title, variants in results[0][1].items():
+        print(f"  {title}")
+        for name in variants:
+            cells = [measured.get(title, {}).get(name, "-") for _, measured in results]
+            print(f"    {name:<16} " + " | ".join(f"{cell:>22}" for cell in cells), flush=True)
+
+
+def run(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """Fill (or reuse) the journals at `args.url`, then compare full and empty per key shape and layout; return
+    each measurement's rates and ratios by title."""
     shapes = args.keys.split(",")
     layouts = args.layouts.split(",")
     connection = psycopg.connect(args.url, autocommit=True)
@@ -551,6 +594,7 @@ def run(args: argparse.Namespace) -> None:
                     fill_ring(connection, table, shape=shape, rows=args.rows)
                 print(f"filled {table} with {args.rows:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
     suffix = uuid.uuid4().hex[:8]
+    results: dict[str, dict[str, str]] = {}
     work = psycopg.connect(args.url, autocommit=True)
     inboxes: list[Inbox] = []
     closing: list[psycopg.Connection[Any]] = []
@@ -625,11 +669,12 @@ def run(args: argparse.Namespace) -> None:
                 reset(connection, full_name(layout, shape, args.rows, partitions=args.partitions), layout=layout)
             connection.execute(b"CHECKPOINT")
             title = f"{shape} keys, {args.rows:,} rows in the full journals"
-            measure(f"{title}, right after a checkpoint", variants, turns=args.turns, probe=connection)
+            checkpointed = f"{title}, right after a checkpoint"
+            results[checkpointed] = measure(checkpointed, variants, turns=args.turns, probe=connection)
             if args.steady:
                 advance(variants, args.steady)
                 steady = f"{title}, {args.steady:,} more batches into the checkpoint cycle"
-                measure(steady, variants, turns=args.turns, probe=connection)
+                results[steady] = measure(steady, variants, turns=args.turns, probe=connection)
             if args.explain:
                 # rising numbers of their own, above every variant's: the statement is rolled back
                 keys = {name: Keys(shape, start=start + 10**7) for name in tables}
@@ -647,6 +692,9 @@ def run(args: argparse.Namespace) -> None:
                 for kept in ("former", "redelivered", "redelivered_former"):
                     connection.execute(f"DROP TABLE IF EXISTS {empty}_{kept}, {empty}_{kept}_version".encode())
                 connection.execute(f"DROP TABLE IF EXISTS {empty}_hot, {empty}_cold, {empty}_hotfull".encode())
+        connection.close()
+        work.close()
+    return results
 
 
 if __name__ == "__main__":
