@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -10,7 +13,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.sources._options import SourceOptions
 
-__all__ = ["MockCluster", "commit_mode", "kafka", "parse", "producer_settings", "transient"]
+__all__ = ["DriverLog", "MockCluster", "commit_mode", "kafka", "parse", "producer_settings", "transient"]
 
 _RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"})
 _CONSUMER_ONLY = ("group.", "session.", "heartbeat.", "max.poll.", "auto.offset.", "isolation.", "partition.")
@@ -49,6 +52,40 @@ def transient(ck: Any, error: Any) -> bool:
         return False
     codes = {getattr(ck.KafkaError, name) for name in _TRANSIENT if hasattr(ck.KafkaError, name)}
     return bool(error.code() in codes or error.retriable())
+
+
+class DriverLog:
+    """librdkafka's log lines (its `logger` setting) passed to a logger, a broker's connection failures thinned out.
+
+    librdkafka logs each failed connection to a broker (facility `FAIL`: refused, reset, timed out) at error level,
+    and while the brokers are down it tries again about twenty times a second: a minute's outage would write a
+    thousand error lines. The first of them is logged at warning level (the outage is transient, librdkafka
+    reconnects by itself), then at most one every `every` seconds, saying how many were left out; other lines pass
+    as they come. librdkafka calls `log` from its own threads as well.
+    """
+
+    def __init__(self, logger: logging.Logger, *, every: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        """Log to `logger`, one connection failure per `every` seconds at most."""
+        self.logger = logger
+        self.every = every
+        self.clock = clock
+        self._last: float | None = None
+        self._left_out = 0
+        self._lock = threading.Lock()
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        """One line from librdkafka (`msg` is `"%s [%s] %s"` over facility, client name and text)."""
+        if not args or args[0] != "FAIL":
+            self.logger.log(level, msg, *args)
+            return
+        now = self.clock()
+        with self._lock:
+            if self._last is not None and now - self._last < self.every:
+                self._left_out += 1
+                return
+            left, self._left_out, self._last = self._left_out, 0, now
+        note = f" ({left} more connection failures in the last {self.every:.0f} s not logged)" if left else ""
+        self.logger.log(min(level, logging.WARNING), msg + "%s", *args, note)
 
 
 def commit_mode(name: str, value: Any) -> str:

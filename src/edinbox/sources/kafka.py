@@ -21,7 +21,9 @@ highest offset delivered so far in its metadata, so the next owner flags records
 The key is the producer's header: an offset catches a redelivery, never a producer's retry (a new offset).
 
 librdkafka reconnects to the brokers by itself; every failure it reports reaches the caller as SourceError (a
-settings error librdkafka refuses is a ConfigurationError at `open`). Nothing expires while a record is held
+settings error librdkafka refuses is a ConfigurationError at `open`). Its log lines go to this module's logger, its
+repeated connection failures during an outage thinned to one warning a minute (`DriverLog`); an ack's offset commit
+waits for the group coordinator, so a hub stalls (no attempt charged, nothing lost) while the brokers are down. Nothing expires while a record is held
 (`ack_wait` is None, `in_progress` does nothing), but a consumer must call `receive` within `max.poll.interval.ms`.
 """
 
@@ -38,7 +40,15 @@ from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly
-from edinbox.sources._kafka_config import MockCluster, commit_mode, kafka, parse, producer_settings, transient
+from edinbox.sources._kafka_config import (
+    DriverLog,
+    MockCluster,
+    commit_mode,
+    kafka,
+    parse,
+    producer_settings,
+    transient,
+)
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._options import name_option, positive_int
 
@@ -85,6 +95,7 @@ class KafkaSource(Source):
         self._consumer: Any = None
         self._producer: Any = None
         self._mock: MockCluster | None = None
+        self._driver_log = DriverLog(_log)
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> KafkaSource:
@@ -112,7 +123,7 @@ class KafkaSource(Source):
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "log_level": 3,
-            "logger": _log,  # librdkafka's lines go through logging (and its filters), not straight to stderr
+            "logger": self._driver_log,  # librdkafka's lines go through logging (and its filters), not to stderr
             **self._settings,
             "bootstrap.servers": self.bootstrap,
             "group.id": self.group,
@@ -292,7 +303,7 @@ class KafkaSource(Source):
         ck = kafka()
         if self._producer is None:
             self._producer = ck.Producer(
-                {**producer_settings(self._settings), "bootstrap.servers": self.bootstrap, "logger": _log}
+                {**producer_settings(self._settings), "bootstrap.servers": self.bootstrap, "logger": self._driver_log}
             )
         errors: list[Any] = []
         self._producer.produce(
@@ -344,7 +355,8 @@ class KafkaPublisher(Publisher):
         self.url = mask(url)
         self.topic = opts.require("topic", name_option)
         self.header = opts.take("key_header", lambda _n, v: str(v), "message_id")
-        self._settings = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3, "logger": _log}
+        self._settings: dict[str, Any] = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3}
+        self._settings["logger"] = DriverLog(_log)
         self._producer: Any = None
 
     async def open(self) -> None:

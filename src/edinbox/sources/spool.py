@@ -177,16 +177,20 @@ class SpoolSource(Source):
         self.recover()
 
     def recover(self) -> int:
-        """Move files claimed by dead processes (or claimed longer than `claim_timeout` ago) back to `inbound/`."""
+        """Move files claimed by dead processes (or claimed longer than `claim_timeout` ago, by any process, this one
+        too) back to `inbound/`."""
         moved = 0
         host = safe(socket.gethostname())
         now = time.time()
         self._last_recovery = time.monotonic()
         for folder in scan(self.root / "processing"):
-            if folder == self._claims or not folder.is_dir():
+            if not folder.is_dir():
                 continue
+            # this process's own claims too: one it handed out and nobody settled (a hub stops handing back a
+            # batch after an ack failed, a file whose parking failed) comes back once it is claim_timeout old
             owner = folder.name.rsplit("@", 3)
-            dead = len(owner) == 4 and owner[1] == host and owner_dead(owner[2])
+            own = folder == self._claims
+            dead = not own and len(owner) == 4 and owner[1] == host and owner_dead(owner[2])
             for path in scan(folder):
                 try:
                     expired = now - path.lstat().st_mtime > self.claim_timeout
@@ -361,8 +365,15 @@ class SpoolSource(Source):
             return None
         except OSError as exc:
             self._skipped.add(name)
+            with contextlib.suppress(OSError):  # a claim: recovered (and parked again) once claim_timeout old
+                os.utime(path, follow_symlinks=False)
             problem_text = f"{reason}: {why(exc)}"
-            _log.warning("spool %s: cannot park '%s' (%s); it stays in place", self.root, shown(name), problem_text)
+            _log.warning(
+                "spool %s: cannot park '%s' (%s); it stays in place, a claim is tried again after claim_timeout",
+                self.root,
+                shown(name),
+                problem_text,
+            )
             return None
         first, size = head(parked)
         return Delivery(

@@ -1,0 +1,93 @@
+"""The hub over Kafka while its brokers go away mid-run (librdkafka's mock cluster, its brokers set down and up):
+the hub stays up, the outage costs no attempt, nothing is lost or doubled, and poison mixed into the traffic is
+parked once with its reason."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edinbox.hub._config import HubConfig
+from edinbox.hub._ops import init
+from edinbox.sources.kafka import publish
+from hub.poison import bad_date, not_edi
+from hub.test_outage import HubProcess, invoices, wait_for
+
+from .kafka_mock import ControlledCluster
+
+KAFKA = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
+
+
+@pytest.fixture
+def cluster() -> Iterator[ControlledCluster]:
+    """A mock cluster of one broker for this test alone."""
+    with ControlledCluster() as mock:
+        yield mock
+
+
+def rows(db: Path, statement: str) -> list[tuple[object, ...]]:
+    """All rows of one statement on the hub's SQLite journal."""
+    with sqlite3.connect(db, timeout=30) as connection:
+        return connection.execute(statement).fetchall()
+
+
+def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
+    cluster: ControlledCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """The broker set down for 4 s while the hub works through 60 invoices and 2 poison records in batches of 2:
+    the hub stays up, each invoice is created once, every journal row took one attempt, and each poison record is
+    parked once with its reason and produced to the dead-letter topic."""
+    db = tmp_path / "hub.db"
+    url = cluster.url(topic=unique_name, group=unique_name, **KAFKA)
+    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
+    traffic = invoices(200)
+    traffic[12:12] = [("poison-date", bad_date())]
+    traffic[150:150] = [("poison-png", not_edi())]
+    asyncio.run(publish(url, traffic))
+    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", "1")
+    try:
+        wait_for(lambda: len(hub.events("settled")) >= 8, timeout=60, what="the first settled batches")
+        cluster.down()
+        time.sleep(4)  # the hub stalls in an offset commit (it waits for the coordinator); librdkafka reconnects
+        cluster.up()
+        wait_for(lambda: len(hub.events("settled")) >= 202, timeout=90, what="every record settled")
+        assert hub.proc.poll() is None
+        assert hub.stop() == 0
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+    driver = [line for line in hub.lines if " edinbox.sources.kafka " in line]
+    assert len(driver) <= 3, "\n".join(driver)  # the outage in a line or two, not twenty a second
+    assert not [line for line in hub.lines if " ERROR " in line or "Traceback" in line], "\n".join(hub.lines)
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(200, 200)]
+    journal = rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts ORDER BY status")
+    assert journal == [("processed", 1, 200)]
+    assert rows(db, "SELECT deliveries, count(*) FROM rejected GROUP BY deliveries") == [(1, 2)]
+
+
+async def test_a_broker_that_refuses_connections_is_logged_once_not_twenty_times_a_second(
+    unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A source whose broker refuses every connection (librdkafka retries about twenty times a second, each failure
+    an error line) logs the failure once, as a warning, over two seconds of receives that return nothing."""
+    from edinbox.sources.kafka import KafkaSource
+    from servers import free_port
+
+    caplog.set_level(logging.INFO, logger="edinbox.sources.kafka")
+    source = KafkaSource(f"127.0.0.1:{free_port()}", topic=unique_name, group=unique_name)
+    await source.open()
+    try:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            assert await source.receive(max_messages=10, timeout=0.2) == []
+    finally:
+        await source.aclose()
+    failures = [r for r in caplog.records if "Connection refused" in r.getMessage()]
+    assert len(failures) == 1, [r.getMessage() for r in failures]
+    assert failures[0].levelno == logging.WARNING
