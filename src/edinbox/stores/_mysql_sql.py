@@ -176,9 +176,10 @@ def params(values: Mapping[str, Any]) -> dict[str, Any]:
 def literals(values: Mapping[str, Any], escape: Callable[[Any], str]) -> dict[str, str]:
     """Each value as the SQL literal the driver's `escape` makes of it (what its cursor binds a dict with), durations
     as `params` binds them: for a statement the store sends without a cursor (`statement % literals(...)`)."""
-    return {
-        key: escape(value // _MICROSECOND if isinstance(value, timedelta) else value) for key, value in values.items()
-    }
+    bound = {}  # a loop, not a comprehension: one call less on every delivery
+    for key, value in values.items():
+        bound[key] = escape(value // _MICROSECOND if isinstance(value, timedelta) else value)
+    return bound
 
 
 def timestamp(value: Any) -> datetime | None:
