@@ -6,9 +6,13 @@
 1. One message per transaction. A naive hand-written inbox (INSERT IGNORE into a 3-column journal with a unique
    key, the business INSERT if it inserted, COMMIT) against `Inbox.process` with the same business INSERT in its
    handler, and between them the naive inbox with one difference at a time:
+   - "naive, handler's cursor": the business INSERT made by `Inbox.process`'s handler itself (called with a `Tx` of
+     the connection: it opens a cursor of its own per message, as a handler given a connection must), instead of on
+     the naive inbox's one cursor for all the messages of a turn;
    - "naive, edinbox journal": the journal's own table and INSERT (`insert_processed`: every column it writes)
-     instead of the 3-column one: on the wire exactly what `Inbox.process` sends (so the difference between this
-     one and `Inbox.process` is the client's Python);
+     instead of the 3-column one: on the wire exactly what `Inbox.process` sends;
+   - "naive, journal, handler": both of the above (so the difference between this one and `Inbox.process` is the
+     inbox's own client Python);
    - "naive + mark": the 3-column table, with `SAVEPOINT edinbox_tx` in the INSERT's query and `RELEASE SAVEPOINT
      edinbox_tx; COMMIT` as the last query, as the store sent them before it watched its connections' replies
      instead (two statements in each: two replies);
@@ -185,13 +189,13 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
     """Naive vs Inbox.process on MariaDB, and the naive inbox with each of the differences, one at a time."""
     statements = Statements(parse_table(table, qualified=True))
     admin = connect(url, statements)
-    journals = {name: f"{table}_{name}" for name in ("journal", "both", "process")}
+    journals = {name: f"{table}_{name}" for name in ("journal", "handler", "both", "process")}
     inboxes = {name: Inbox(url, consumer=CONSUMER, table=journal) for name, journal in journals.items()}
     for inbox in inboxes.values():
         inbox.create_schema()
     with admin.cursor() as cursor:
         cursor.execute(f"CREATE TABLE {table}_business (message_id VARCHAR(100) NOT NULL, body BLOB)")
-        for name in ("naive", "mark", "block", "blocks"):
+        for name in ("naive", "cursor", "mark", "block", "blocks"):
             cursor.execute(
                 f"CREATE TABLE {table}_{name} (consumer VARBINARY(512) NOT NULL, source VARBINARY(512) NOT NULL, "
                 "message_id VARBINARY(512) NOT NULL, received_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
@@ -199,8 +203,18 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
             )
     business = f"INSERT INTO {table}_business (message_id, body) VALUES (%s, %s)"
 
+    def handler(tx: Tx, m: Message) -> None:
+        with tx.connection.cursor() as cursor:
+            cursor.execute(business, (m.message_id, m.payload))
+
     def naive_variant(
-        *, journal: str, edinbox_row: bool, mark: bool, block: bool = False, first_block: bool = False
+        *,
+        journal: str,
+        edinbox_row: bool,
+        mark: bool,
+        block: bool = False,
+        first_block: bool = False,
+        handler_cursor: bool = False,
     ) -> Variant:
         connection = connect(url, statements)
         if edinbox_row:
@@ -214,6 +228,8 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         if first_block:
             first = f"BEGIN NOT ATOMIC SAVEPOINT edinbox_tx; {insert}; END"
 
+        tx = Tx(connection, "mysql")
+
         def run(messages: list[Message]) -> None:
             with connection.cursor() as cursor:
                 for m in messages:
@@ -222,7 +238,9 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
                     inserted = cursor.rowcount == 1
                     if mark and not first_block:
                         cursor.nextset()
-                    if inserted:
+                    if inserted and handler_cursor:
+                        handler(tx, m)  # the business write as Inbox.process's handler does it, on a cursor of its own
+                    elif inserted:
                         cursor.execute(business, (m.message_id, m.payload))
                     if mark:
                         cursor.execute(last)
@@ -233,17 +251,19 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
 
         return run
 
-    def handler(tx: Tx, m: Message) -> None:
-        with tx.connection.cursor() as cursor:
-            cursor.execute(business, (m.message_id, m.payload))
-
     def process(messages: list[Message]) -> None:
         for m in messages:
             inboxes["process"].process(m, handler)
 
     variants = {
         "naive inbox": naive_variant(journal=f"{table}_naive", edinbox_row=False, mark=False),
+        "naive, handler's cursor": naive_variant(
+            journal=f"{table}_cursor", edinbox_row=False, mark=False, handler_cursor=True
+        ),
         "naive, edinbox journal": naive_variant(journal=journals["journal"], edinbox_row=True, mark=False),
+        "naive, journal, handler": naive_variant(
+            journal=journals["handler"], edinbox_row=True, mark=False, handler_cursor=True
+        ),
         "naive + mark": naive_variant(journal=f"{table}_mark", edinbox_row=False, mark=True),
         "naive + mark, one reply": naive_variant(journal=f"{table}_block", edinbox_row=False, mark=True, block=True),
         "naive + mark, blocks": naive_variant(
@@ -260,7 +280,7 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         for inbox in inboxes.values():
             inbox.close()
         with admin.cursor() as cursor:
-            for name in ("business", "naive", "mark", "block", "blocks"):
+            for name in ("business", "naive", "cursor", "mark", "block", "blocks"):
                 cursor.execute(f"DROP TABLE IF EXISTS {table}_{name}")
             for journal in journals.values():
                 cursor.execute(f"DROP TABLE IF EXISTS {journal}, {journal}_version, {journal}_outbox")

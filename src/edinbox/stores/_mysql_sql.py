@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -24,6 +24,7 @@ __all__ = [
     "connect_options",
     "connection_lost",
     "has_returning",
+    "literals",
     "lock_name",
     "params",
     "timestamp",
@@ -40,6 +41,8 @@ _DDL = re.compile(r"\s*(?:--[^\n]*\n\s*)*(?:CREATE|ALTER|DROP)\b", re.IGNORECASE
 _CREATE_INDEX = re.compile(r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\b", re.IGNORECASE)
 
 _LOST = ((2006,), (2013,))  # CR_SERVER_GONE_ERROR, CR_SERVER_LOST
+
+_MICROSECOND = timedelta(microseconds=1)
 
 DUPLICATE_KEY_NAME = 1061
 """ER_DUP_KEYNAME: CREATE INDEX found an index of that name (what IF NOT EXISTS, which MySQL 8 lacks, would skip)."""
@@ -166,7 +169,16 @@ def params(values: Mapping[str, Any]) -> dict[str, Any]:
     bound = dict(values)
     for key, value in bound.items():
         if isinstance(value, timedelta):
-            bound[key] = value // timedelta(microseconds=1)
+            bound[key] = value // _MICROSECOND
+    return bound
+
+
+def literals(values: Mapping[str, Any], escape: Callable[[Any], str]) -> dict[str, str]:
+    """Each value as the SQL literal the driver's `escape` makes of it (what its cursor binds a dict with), durations
+    as `params` binds them: for a statement the store sends without a cursor (`statement % literals(...)`)."""
+    bound = {}  # a loop, not a comprehension: one call less on every delivery
+    for key, value in values.items():
+        bound[key] = escape(value // _MICROSECOND if isinstance(value, timedelta) else value)
     return bound
 
 

@@ -37,6 +37,7 @@ from edinbox.stores._mysql_sql import (
     connect_options,
     connection_lost,
     has_returning,
+    literals,
     lock_name,
     params,
     timestamp,
@@ -224,24 +225,26 @@ class _MySQLUnit:
     def insert(self, name: str, values: Params) -> bool:
         """Begin, then INSERT IGNORE; true when the row was inserted.
 
-        On the store's own connections the INSERT opens the transaction: one round trip.
+        On the store's own connections the INSERT opens the transaction: one round trip. It is the hot path of every
+        delivery, so it goes without a cursor: its values bound by the driver's own escaping (`literals`, as the
+        driver's cursor binds them) and the query sent by the driver's `query()`, whose reply gives the affected rows
+        (what the cursor's `execute()` does, without its bookkeeping of result sets an INSERT has none of).
         """
         if not self._own:
             self.begin()
             with _RECORDING:
                 return int((self._execute(name, values)).rowcount) == 1
-        cursor = self._cursor
-        if cursor is None:
-            cursor = self._cursor = self.connection.cursor()
+        connection = self.connection
+        # the escaping the driver's own cursor binds a dict with (`escape` on the sync side)
+        escape = connection.escape
         self.open = True
-        try:  # the hot path: no context manager to enter and leave (mapped as `_RECORDING` maps)
-            cursor.execute(self._sql[name][0], params(values))
+        try:  # no context manager to enter and leave (mapped as `_RECORDING` maps)
+            inserted: bool = connection.query(self._sql[name][0] % literals(values, escape)) == 1
         except mapped_errors.driver_error as exc:
             raise mapped_errors.convert(exc, _RECORDING.action) from exc
-        connection = self.connection  # as `_watch()`, without the call
-        connection.ended = False
+        connection.ended = False  # as `_watch()`, without the call
         connection.watching = True
-        return int(cursor.rowcount) == 1
+        return inserted
 
     def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
