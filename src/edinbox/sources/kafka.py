@@ -23,8 +23,9 @@ The key is the producer's header: an offset catches a redelivery, never a produc
 librdkafka reconnects to the brokers by itself; every failure it reports reaches the caller as SourceError (a
 settings error librdkafka refuses is a ConfigurationError at `open`). Its log lines go to this module's logger, its
 repeated connection failures during an outage thinned to one warning a minute (`DriverLog`); an ack's offset commit
-waits for the group coordinator, so a hub stalls (no attempt charged, nothing lost) while the brokers are down. Nothing expires while a record is held
-(`ack_wait` is None, `in_progress` does nothing), but a consumer must call `receive` within `max.poll.interval.ms`.
+waits for the group coordinator, so a hub stalls (no attempt charged, nothing lost) while the brokers are down.
+Nothing expires while a record is held (`ack_wait` is None, `in_progress` does nothing), but a consumer must call
+`receive` within `max.poll.interval.ms`.
 """
 
 from __future__ import annotations
