@@ -122,8 +122,9 @@ def run(
     SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked). An outage of the database or
     the source is waited out with backoff (one log line when it goes down, one when it is back), also at start.
     It runs no DDL: `edinbox init` creates the schema (and the spool folder). EDINBOX_FAULT=after_commit:N arms the
-    fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests). --json
-    prints the totals as one JSON object when it stops.
+    fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests);
+    relay_start:N kills each of the first N relay processes as it starts. --json prints the totals as one JSON
+    object when it stops.
 
     Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL, missing extra, missing database or
     spool folder, missing schema: the message says which), 2 gave up (a dependency stayed down longer than

@@ -86,6 +86,12 @@ class Metrics:
             ["consumer", "dependency"],
             registry=reg,
         )
+        self.relay_restarts = prom.Counter(
+            "edinbox_relay_restarts_total",
+            "Relay processes of `edinbox run` that died and are started again.",
+            ["consumer"],
+            registry=reg,
+        )
 
     def settled(self, outcome: str, *, consumer: str, partner: str = "", message_type: str = "", n: int = 1) -> None:
         """Count `n` deliveries settled with `outcome` (processed, duplicate, conflict, dead, rejected, ...)."""
@@ -104,6 +110,10 @@ class Metrics:
     def reconnected(self, *, consumer: str, dependency: str) -> None:
         """Count a dependency that came back after an outage."""
         self.reconnects.labels(consumer, dependency).inc()
+
+    def relay_restarted(self, *, consumer: str) -> None:
+        """Count a relay process that died and is started again."""
+        self.relay_restarts.labels(consumer).inc()
 
     async def refresh(self, journal: _Journal, *, now: datetime | None = None) -> None:
         """Set the journal gauges from the database: rows by status, the oldest failed / in-progress / dead row."""

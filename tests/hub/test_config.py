@@ -92,12 +92,15 @@ def test_durations() -> None:
 
 
 def test_fault_spec_parsing() -> None:
-    """Only after_commit:N with N >= 1 arms the fault point; empty disarms it."""
+    """after_commit:N (and after_send:N, relay_start:N) with N >= 1 arms the fault point; empty disarms it."""
     assert parse_fault(None) is None
     assert parse_fault("") is None
     fault = parse_fault("after_commit:3")
     assert fault is not None
     assert fault.after == 3
+    relay = parse_fault("relay_start:2")
+    assert relay is not None
+    assert (relay.point, relay.after) == ("relay_start", 2)
     for bad in ("after_commit:0", "after_commit", "before_commit:1", "after_commit:x"):
         with pytest.raises(ConfigurationError):
             parse_fault(bad)

@@ -1,5 +1,7 @@
-"""The relay of `edinbox run` in a child process: killed, it is started again and nothing is lost; it stops with the
-hub, even when the hub is killed; the database URL never shows in its command line."""
+"""The relay of `edinbox run` in a child process: killed, it is started again and nothing is lost; crashing at every
+start, it is started again after growing waits while the hub settles on; stopped by a configuration error, it stops
+the hub with that error in one line; it stops with the hub, even when the hub is killed; the database URL never
+shows in its command line."""
 
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ from urllib.parse import unquote
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._fault import FaultPoint
 from edinbox.hub._generate import PARTNERS
 from edinbox.hub._ops import init
 from edinbox.hub._relay_process import RelayProcess
+from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
+from servers import free_port
 
 from .test_acknowledgments import agreed
 from .test_outage import HubProcess, invoices, wait_for
@@ -100,6 +105,105 @@ async def test_a_relay_child_killed_is_started_again_and_nothing_is_lost(
     assert gone(first)
 
 
+async def test_a_relay_child_that_dies_at_every_start_is_started_again_later_each_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first three children die as they start (relay_start:3): three `relay-exited` lines announcing waits of 1,
+    2 and 4 s, each kept; the hub settles 60 invoices meanwhile (their acknowledgments wait in the outbox); the
+    fourth child sends them all; `relay_restarts` is 3 in the totals and in the metrics."""
+    spool, out, db = tmp_path / "spool", tmp_path / "out", tmp_path / "hub.db"
+    config = agreed(HubConfig(db=f"sqlite:///{db}", source=f"dir://{spool}", poll_timeout=0.2), out)
+    await init(config)
+    await publish(config.source, invoices(30))
+    caplog.set_level(logging.INFO, logger="edinbox.hub")
+    metrics = Metrics()
+    async with open_hub(config, fault=FaultPoint("relay_start", 3), metrics=metrics) as hub:
+        running = asyncio.ensure_future(hub.run())
+        relay = await _relay_of(hub)
+        await _until(lambda: len(_exited(caplog)) >= 2, "two children dead")
+        await publish(config.source, invoices(30, start=30))
+        await _until(lambda: sent_keys(db)[0] >= 60, "the hub to settle 60 invoices")
+        assert relay.started < 4
+        assert sent_keys(db)[1] == 0  # no child lived to send anything
+        await _until(lambda: relay.started == 4, "a fourth child")
+        fourth = time.time()
+        await _until(lambda: sent_keys(db)[0] == sent_keys(db)[1], "every row sent")
+        hub.stop.set()
+        totals = await asyncio.wait_for(running, timeout=60)
+    exited = _exited(caplog)
+    assert [line.getMessage().split()[1:] for line in exited] == [
+        ["status=-9", "restart_in_s=1.0", "restarts=1"],
+        ["status=-9", "restart_in_s=2.0", "restarts=2"],
+        ["status=-9", "restart_in_s=4.0", "restarts=3"],
+    ]
+    assert exited[1].created - exited[0].created >= 1.0
+    assert exited[2].created - exited[1].created >= 2.0
+    assert fourth - exited[2].created >= 4.0
+    assert totals["relay_restarts"] == 3
+    assert metrics.registry.get_sample_value("edinbox_relay_restarts_total", {"consumer": config.consumer}) == 3
+    with sqlite3.connect(db) as connection:
+        keys = {k for (k,) in connection.execute("SELECT key FROM inbox_outbox")}
+    assert len(keys) >= 60
+    assert keys == arrived(out)
+
+
+def test_a_relay_child_stopped_by_a_configuration_error_stops_the_hub(tmp_path: Path) -> None:
+    """The SQLite database's folder renamed while `edinbox run` works (the hub keeps its open file), then the relay
+    child killed: the next child cannot open the database, a configuration error; the hub is not restarting it but
+    exits 1 with that error as its last line, and no traceback."""
+    spool, folder = tmp_path / "spool", tmp_path / "db"
+    folder.mkdir()
+    db = f"sqlite:///{folder / 'hub.db'}"
+    asyncio.run(init(HubConfig(db=db, source=f"dir://{spool}")))
+    (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "dir://{tmp_path / "out"}"\n', encoding="utf-8")
+    hub = HubProcess("--config", str(tmp_path / "hub.toml"), "--db", db, "--source", f"dir://{spool}")
+    try:
+        wait_for(lambda: bool(children(hub.proc.pid)), timeout=60, what="the relay child")
+        (child,) = children(hub.proc.pid)
+        folder.rename(tmp_path / "moved")
+        os.kill(child, signal.SIGKILL)
+        code = hub.proc.wait(timeout=60)
+        hub._reader.join(timeout=10)
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+            hub.proc.wait(timeout=60)
+    assert code == 1
+    assert hub.lines[-1] == (
+        f"Error: the relay's process stopped: cannot open {db}: the folder {folder} does not exist"
+    ), hub.lines
+    assert len(hub.events("relay-exited")) == 1
+    assert not any("Traceback" in line for line in hub.lines)
+    assert not children(hub.proc.pid)
+
+
+def test_a_relay_child_that_gives_up_on_an_outage_gives_the_hub_up(tmp_path: Path) -> None:
+    """`edinbox run --give-up-after 2s` acknowledging to a partner whose NATS server is not there: the hub settles
+    the invoice, its relay child waits out the broker for 2 s, gives up and is not started again; the hub exits 2 with
+    the broker's error in one line, no traceback, and leaves no child behind."""
+    spool, db = tmp_path / "spool", f"sqlite:///{tmp_path / 'hub.db'}"
+    asyncio.run(init(HubConfig(db=db, source=f"dir://{spool}")))
+    asyncio.run(publish(f"dir://{spool}", invoices(1)))
+    nowhere = f"nats://127.0.0.1:{free_port()}?stream=acks&subject=acks"
+    (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "{nowhere}"\n', encoding="utf-8")
+    hub = HubProcess(
+        "--config", str(tmp_path / "hub.toml"), "--db", db, "--source", f"dir://{spool}", "--give-up-after", "2s"
+    )
+    try:
+        code = hub.proc.wait(timeout=60)
+        hub._reader.join(timeout=10)
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+            hub.proc.wait(timeout=60)
+    assert code == 2, hub.lines
+    assert hub.lines[-1].startswith("Error: gave up after 2s: the relay's process stopped: "), hub.lines
+    assert len(hub.events("settled")) == 1
+    assert not hub.events("relay-exited")
+    assert not any("Traceback" in line for line in hub.lines)
+    assert not children(hub.proc.pid)
+
+
 async def test_a_stopped_run_leaves_no_relay_child(tmp_path: Path) -> None:
     """After `run` returns (stopped), its relay child has exited and been reaped."""
     config = agreed(HubConfig(db=f"sqlite:///{tmp_path / 'hub.db'}", source=f"dir://{tmp_path / 'spool'}"), tmp_path)
@@ -139,6 +243,11 @@ def test_a_killed_hub_takes_its_relay_child_along(tmp_path: Path) -> None:
             hub.proc.wait(timeout=60)
         if child and not gone(child):
             os.kill(child, signal.SIGKILL)
+
+
+def _exited(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The `relay-exited` records so far."""
+    return [r for r in caplog.records if r.getMessage().startswith("relay-exited ")]
 
 
 async def _relay_of(hub: object) -> RelayProcess:

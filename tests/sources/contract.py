@@ -42,12 +42,12 @@ asyncio.run(main())
 """
 
 
-async def collect(source: Source, count: int, *, within: float) -> list[Delivery]:
-    """Receive until `count` deliveries arrived or `within` seconds passed."""
+async def collect(source: Source, count: int, *, within: float, poll: float = 1.0) -> list[Delivery]:
+    """Receive until `count` deliveries arrived or `within` seconds passed, each `receive` waiting up to `poll` s."""
     deadline = time.monotonic() + within
     got: list[Delivery] = []
     while len(got) < count and (left := deadline - time.monotonic()) > 0:
-        got.extend(await source.receive(max_messages=count - len(got), timeout=min(left, 1.0)))
+        got.extend(await source.receive(max_messages=count - len(got), timeout=min(left, poll)))
     return got
 
 
@@ -63,6 +63,9 @@ class SourceContract(abc.ABC):
     a loaded machine (a delivery that comes back ends the wait at once)."""
     quiet: ClassVar[float] = 1.0
     """Seconds after which a delivery that did not come back never will (longer than the broker's ack wait)."""
+    poll: ClassVar[float] = 1.0
+    """Seconds each `receive` waits while a test waits for a redelivery that a broker timer brings back (the ack
+    wait, a nack's delay)."""
 
     @abc.abstractmethod
     async def dead_letters(self, url: str) -> list[tuple[str | None, bytes]]:
@@ -110,7 +113,7 @@ class SourceContract(abc.ABC):
             [first] = await collect(source, 1, within=10)
             started = time.monotonic()
             await source.nack(first, delay=1.0)
-            [again] = await collect(source, 1, within=self.redelivery_wait + 1.0)
+            [again] = await collect(source, 1, within=self.redelivery_wait + 1.0, poll=self.poll)
             assert time.monotonic() - started >= 0.9
             assert again.key == "later"
             assert again.redelivered
@@ -123,7 +126,7 @@ class SourceContract(abc.ABC):
             [first] = await collect(source, 1, within=10)
             assert not first.redelivered
         async with self.source(url) as source:
-            [again] = await collect(source, 1, within=self.redelivery_wait)
+            [again] = await collect(source, 1, within=self.redelivery_wait, poll=self.poll)
             assert again.key == "unacked"
             assert again.redelivered
             if self.counts_deliveries:
@@ -146,7 +149,7 @@ class SourceContract(abc.ABC):
         assert child.returncode == -9, child.stderr
         assert child.stdout.strip() == "killed"
         async with self.source(url) as source:
-            [again] = await collect(source, 1, within=self.redelivery_wait)
+            [again] = await collect(source, 1, within=self.redelivery_wait, poll=self.poll)
             assert again.key == "killed"
             assert again.redelivered
             await source.ack(again)

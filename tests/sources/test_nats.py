@@ -33,6 +33,8 @@ class TestNats(BrokerContract):
 
     publisher_dedup = True
     quiet = 1.5  # longer than the ack_wait of 1 s below
+    poll = 20.0  # one pull outlasts the 1 s timers: a redelivery never comes due as the only pull request expires,
+    # which nats-server before 2.10.14 answers with the message counted as a first delivery (see the source's docs)
 
     @pytest.fixture
     async def url(self, unique_name: str) -> AsyncIterator[str]:

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -101,25 +101,31 @@ class Hub:
         connection of its own).
         """
         beside = asyncio.Event()
-        relay = asyncio.ensure_future(self._relay(beside)) if self.config.relay else None
+        relay = self._beside(self._relay(beside)) if self.config.relay else None
         purger = self._purger(beside) if self.config.purge_every else None
         try:
             await self._receive(once=once)
         finally:
             beside.set()
-            if relay is not None:
-                await relay
-            if purger is not None:
-                await purger  # a configuration error of the purge is raised here (it stopped the hub)
+            tasks = [task for task in (relay, purger) if task is not None]
+            if tasks:
+                await asyncio.wait(tasks)
+            for task in tasks:
+                task.result()  # the error that stopped the relay or the purge (and with it the hub) is raised here
         if relay is not None and once and not self.stop.is_set():
             await self._relay(self.stop, once=True)  # drain what the last batches published
         return self.totals
 
     def _purger(self, stop: asyncio.Event) -> asyncio.Future[None]:
         """The periodic purge (`purge_every`) as a task beside the batch loop, with a journal of its own, until
-        `stop`; should it fail for another reason than an outage, it stops the hub too."""
+        `stop`."""
         purger = Purger(self.config, stop=stop, log_json=self.log_json, metrics=self.metrics)
-        task = asyncio.ensure_future(purger.run())
+        return self._beside(purger.run())
+
+    def _beside(self, work: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+        """`work` (the relay, the purge) as a task beside the batch loop; should it fail (a configuration error, an
+        outage longer than `give_up_after`), it stops the hub too, and `run` raises its error."""
+        task = asyncio.ensure_future(work)
 
         def done(task: asyncio.Future[None]) -> None:
             if not task.cancelled() and task.exception() is not None:
@@ -133,7 +139,7 @@ class Hub:
         is drained; add its totals."""
         relay: Relay | RelayProcess
         if not once and self.acknowledger is not None and apart(self.config):
-            relay = RelayProcess(self.config, stop=stop, log_json=self.log_json, fault=self.fault)
+            relay = RelayProcess(self.config, stop=stop, log_json=self.log_json, fault=self.fault, metrics=self.metrics)
         else:
             patience = self.outage.give_up_after
             relay = beside(self.inbox, self.config, patience, stop=stop, log_json=self.log_json, fault=self.fault)
@@ -142,7 +148,12 @@ class Hub:
             totals = await (relay.run(once=once) if isinstance(relay, Relay) else relay.run())
         finally:
             self._relay_beside = None
-        for name, total in (("relayed", totals["sent"]), ("outbox_parked", totals["parked"])):
+        named = (
+            ("relayed", totals["sent"]),
+            ("outbox_parked", totals["parked"]),
+            ("relay_restarts", totals["restarts"]),
+        )
+        for name, total in named:
             if total:
                 self.totals[name] += total
 

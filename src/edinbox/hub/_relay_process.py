@@ -16,9 +16,16 @@ line on its stdin wakes it (the hub writes one after each batch it acknowledged:
 The end of its stdin stops it (after the pass in hand): so it stops with the hub, and also when the hub dies, even
 by SIGKILL. It runs in a session of its own (a terminal's Ctrl-C reaches the hub alone, which then stops it), logs
 to the hub's stderr in the hub's format, and prints its totals as one JSON line on its stdout when it stops. A child
-that dies is started again a second later (`relay-exited` line): its rows were committed and are sent by the next
-one (those it sent but had not marked are sent again under the same keys, as after any relay's crash); the totals of
-a killed child are lost, the rows are not.
+that dies is started again (a `relay-exited` line with the wait before the next start, counted in the hub's totals
+as `relay_restarts` and in `edinbox_relay_restarts_total`): a second later, then after twice the last wait for each
+child that dies within a minute of its start, up to a minute; its rows were committed and are sent by the next one
+(those it sent but had not marked are sent again under the same keys, as after any relay's crash); the totals of a
+killed child are lost, the rows are not. The hub goes on settling deliveries meanwhile. A child stopped by a
+configuration error (a ConfigurationError or SchemaError: its settings, its database) is not started again: it
+exits with status 78 (sysexits' EX_CONFIG, never an uncaught exception's 1) after printing the error as one JSON
+line, and the hub raises that error, which stops it as its own configuration errors do (`edinbox run` exits 1).
+Nor is a child whose relay gave up on an outage longer than `give_up_after` (exit status 75, EX_TEMPFAIL, the
+outage's error on its last line): the hub gives up with it, as it does on its own outages (`edinbox run` exits 2).
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ import json
 import logging
 import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from edinbox._errors import ConfigurationError, InboxError, SchemaError, SourceError, StoreError, TransientError
 from edinbox._urls import database_url
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, give_up_after
@@ -41,10 +50,26 @@ from edinbox.hub._outage import unless_stopped
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._relay import beside
 
+if TYPE_CHECKING:
+    from edinbox.metrics import Metrics
+
 __all__ = ["RelayProcess", "apart", "child"]
 
 _RESTART = 1.0
-"""Seconds before a child that died is started again."""
+"""Seconds before a child that died is started again, when the one before it did not die within `_STEADY`."""
+_RESTART_MAX = 60.0
+"""The longest wait before a start: the wait doubles for each child that dies within `_STEADY` of its start."""
+_STEADY = 60.0
+"""Seconds after which a child that dies is no longer part of a run of crashes: the next wait is `_RESTART` again."""
+EXIT_CONFIGURATION = 78
+"""The child's exit status after a configuration error (sysexits' EX_CONFIG): not started again."""
+EXIT_GAVE_UP = 75
+"""The child's exit status after an outage longer than `give_up_after` (sysexits' EX_TEMPFAIL): not started
+again; the hub gives up with it."""
+_ERRORS: dict[str, type[InboxError]] = {
+    kind.__name__: kind for kind in (ConfigurationError, SchemaError, StoreError, SourceError, TransientError)
+}
+"""The errors a child reports instead of dying, by name."""
 _SETTINGS = ("db", "consumer", "table", "max_attempts", "horizon", "poll_timeout", "give_up_after")
 """The settings the child needs (its journal, its idle wait, its patience with outages)."""
 
@@ -59,15 +84,23 @@ class RelayProcess:
     the children sent and parked."""
 
     def __init__(
-        self, config: HubConfig, *, stop: asyncio.Event, log_json: bool = False, fault: FaultPoint | None = None
+        self,
+        config: HubConfig,
+        *,
+        stop: asyncio.Event,
+        log_json: bool = False,
+        fault: FaultPoint | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
-        """Relay `config`'s outbox; `fault` (after_send:N) is armed in the first child only (a fault point kills
-        its process once)."""
+        """Relay `config`'s outbox; `fault` after_send:N is armed in the first child only (a fault point kills its
+        process once), relay_start:N in each of the first N children; `metrics` counts the restarts."""
         self.config = config
         self.stop = stop
         self.log_json = log_json
-        self.fault = fault if fault is not None and fault.point == "after_send" else None
+        self.fault = fault if fault is not None and fault.point in ("after_send", "relay_start") else None
+        self.metrics = metrics
         self.totals: Counter[str] = Counter()
+        """What the children sent and parked (`sent`, `parked`), and how many were started again (`restarts`)."""
         self.started = 0
         """How many children were started so far."""
         self.pid: int | None = None
@@ -77,12 +110,23 @@ class RelayProcess:
 
     async def run(self) -> Counter[str]:
         """Start the child, wait for `stop` (then end its stdin and collect its totals) or its death (then start
-        another after `_RESTART` seconds)."""
+        another after a wait that grows while children keep dying soon after their start); raise the configuration
+        error that stopped a child."""
+        wait = _RESTART
         while not self.stop.is_set():
+            began = time.monotonic()
             code = await self._one()
-            if code != 0 and not self.stop.is_set():
-                self.logger.warning(_log.format_line("relay-exited", {"status": code}, as_json=self.log_json))
-                await unless_stopped(asyncio.sleep(_RESTART), self.stop)
+            if self.stop.is_set():  # it stopped with the hub
+                break
+            if time.monotonic() - began >= _STEADY:
+                wait = _RESTART
+            self.totals["restarts"] += 1
+            if self.metrics is not None:
+                self.metrics.relay_restarted(consumer=self.config.consumer)
+            fields = {"status": code, "restart_in_s": wait, "restarts": self.totals["restarts"]}
+            self.logger.warning(_log.format_line("relay-exited", fields, as_json=self.log_json))
+            await unless_stopped(asyncio.sleep(wait), self.stop)
+            wait = min(wait * 2, _RESTART_MAX)
         return self.totals
 
     async def _one(self) -> int:
@@ -100,7 +144,7 @@ class RelayProcess:
             raise RuntimeError("the relay's process has no pipes")
         self.started += 1
         self.pid = proc.pid
-        fault, self.fault = self.fault, None
+        fault = self._armed()
         try:
             proc.stdin.write(json.dumps(self._settings(fault)).encode() + b"\n")
             self._stdin = proc.stdin
@@ -119,10 +163,22 @@ class RelayProcess:
             raise
         finally:
             self.pid = None
+        last = (out.decode(errors="replace").splitlines() or [""])[-1]
+        if code in (EXIT_CONFIGURATION, EXIT_GAVE_UP):
+            raise _error(last, code)
         with contextlib.suppress(ValueError):
-            for line in out.decode(errors="replace").splitlines()[-1:]:
-                self.totals.update({k: int(v) for k, v in json.loads(line).items()})
+            if last:
+                self.totals.update({k: int(v) for k, v in json.loads(last).items()})
         return code
+
+    def _armed(self) -> FaultPoint | None:
+        """The fault point of the child being started: after_send:N for the first child only, a fresh relay_start:1
+        for each of the first N children when relay_start:N."""
+        fault = self.fault
+        if fault is None or fault.point != "relay_start":
+            self.fault = None
+            return fault
+        return FaultPoint("relay_start", 1) if self.started <= fault.after else None
 
     def _settings(self, fault: FaultPoint | None) -> dict[str, Any]:
         root = logging.getLogger()
@@ -141,6 +197,17 @@ class RelayProcess:
                 self._stdin.write(b"\n")
 
 
+def _error(line: str, code: int) -> InboxError:
+    """The error a child reported as its last line (`{"error": ..., "message": ...}`) before exiting with `code`."""
+    try:
+        report = json.loads(line)
+        kind, message = _ERRORS[report["error"]], str(report["message"])
+    except (ValueError, KeyError, TypeError):
+        kind = ConfigurationError if code == EXIT_CONFIGURATION else TransientError
+        message = f"exit status {code} without a report"
+    return kind(f"the relay's process stopped: {message}")
+
+
 def _end(stdin: asyncio.StreamWriter) -> None:
     """Close the child's stdin: the end of it stops the child."""
     with contextlib.suppress(OSError, RuntimeError):
@@ -156,16 +223,19 @@ def _environment() -> dict[str, str]:
     return env
 
 
-async def _child() -> dict[str, int]:
-    """The child's life: read the settings, relay until the end of stdin, return the totals."""
+async def _child() -> tuple[int, dict[str, Any]]:
+    """The child's life: read the settings, relay until the end of stdin; return the exit status and the report (the
+    totals, or the error of a relay that gave up on an outage longer than `give_up_after`)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     settings = json.loads(await reader.readline())
     if settings["level"] is not None:
         _log.configure(settings["urls"], level=settings["level"])
-    config = HubConfig(**settings["config"])
     fault = FaultPoint(*settings["fault"]) if settings["fault"] else None
+    if fault is not None:
+        fault.started()
+    config = HubConfig(**settings["config"])
     stop = asyncio.Event()
     async with open_inbox(config) as inbox:
         relay = beside(
@@ -180,18 +250,30 @@ async def _child() -> dict[str, int]:
         listener = asyncio.ensure_future(listen())
         try:
             totals = await relay.run()
+        except TransientError as exc:  # the relay waits out an outage, unless it lasts longer than give_up_after
+            return EXIT_GAVE_UP, _report(exc)
         finally:
             listener.cancel()
-    return dict(totals)
+    return 0, dict(totals)
+
+
+def _report(exc: InboxError) -> dict[str, str]:
+    """An error as the child's last line reports it: its class name and its message on one line."""
+    return {"error": type(exc).__name__, "message": " ".join(str(exc).split())}
 
 
 def child() -> None:
     """The child's program (`python -m edinbox.hub._relay_child`): relay, then print the totals for the hub (which
     may be gone: nothing is printed then) and exit at once: everything it opened is closed by then, and the
-    interpreter's teardown (60 ms), which the hub's `run --once` waits for, would add nothing."""
-    totals = asyncio.run(_child())
+    interpreter's teardown (60 ms), which the hub's `run --once` waits for, would add nothing. A configuration
+    error is printed instead, as `{"error": class name, "message": one line}`, and the exit status is 78; so is the
+    outage the relay gave up on, with the exit status 75."""
+    try:
+        status, report = asyncio.run(_child())
+    except (ConfigurationError, SchemaError) as exc:
+        status, report = EXIT_CONFIGURATION, _report(exc)
     with contextlib.suppress(OSError):
-        os.write(sys.stdout.fileno(), json.dumps(totals).encode() + b"\n")
+        os.write(sys.stdout.fileno(), json.dumps(report).encode() + b"\n")
     logging.shutdown()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)

@@ -27,6 +27,13 @@ hold any character (percent-encoded in the URL). nats-py reconnects by itself af
 meanwhile `receive` waits up to its `timeout` for the connection, then raises SourceError, and settling calls raise
 SourceError at once (the delivery stays unacked and comes back after `ack_wait`). A connection that nats-py gave
 up on, or a stream or consumer that vanished, is built again on the next `receive`.
+
+`delivery_count` and `redelivered` are what the server writes in the ack subject (`num_delivered`). nats-server
+before 2.10.14 gets it wrong when a redelivery (ack wait run out, a nak's delay over) comes due just as the only
+waiting pull request expires: the server steps its stream cursor back instead of queueing the redelivery again, so
+the latest message it delivered goes out once more counted as a first delivery (`delivery_count` 1): the redelivery
+itself when it is the latest, else a second copy of that one while the redelivery waits for the next ack-wait check
+(nats-io/nats-server#5305). The keys keep the effects once; the counts are what is wrong.
 """
 
 from __future__ import annotations
