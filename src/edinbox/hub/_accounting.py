@@ -1,8 +1,8 @@
 """Where invoices go: the accounting sink interface and the SQL sink (a table in the journal's transaction).
 
 A sink gets the inbox transaction and the invoices of one new interchange (`create`), or of a batch's new
-interchanges at once (`create_many`: the SQL sink inserts a batch's invoices in one executemany). It inserts them with
-`ON CONFLICT DO NOTHING` on its own unique key (seller, number, kind, issue date): a second safety net for a
+interchanges at once (`create_many`: the SQL sink inserts a batch's invoices in one call to the driver). It inserts
+them with `ON CONFLICT DO NOTHING` on its own unique key (seller, number, kind, issue date): a second safety net for a
 partner that re-sends an invoice inside a *new* interchange (a new inbox key). Such an invoice is reported as
 `existing`, and the hub counts the interchange as `resent`, not as a failure. An HTTP sink in lease mode plugs in
 through the same interface, passing `tx.idempotency_key` on.
@@ -55,13 +55,14 @@ class Accounting(abc.ABC):
 class SqlAccounting(Accounting):
     """The default sink: an `invoices` table in the journal's database and transaction.
 
-    A batch's invoices are inserted in one call to the driver (an executemany: one trip to SQLite's thread, one
-    pipeline on PostgreSQL, one multi-row INSERT on MariaDB), after a savepoint. When it inserts every row it was
-    given, each interchange created all of its invoices. When it inserts fewer (an invoice already there: a partner's
-    resend; or one invoice twice in the batch), it is rolled back to the savepoint; the interchanges none of whose
-    invoices exists or recurs in the batch are inserted together again, and the others one by one, in order, so each
-    one's count is what inserting it alone finds. A data error fails the call, and with it the batch's handler
-    call: the inbox then settles each message alone, so only the interchange holding the bad value pays.
+    Each interchange's count is what inserting it alone, in the batch's order, finds. On PostgreSQL a batch's invoices
+    go in one INSERT over an array per column, which returns whose rows it inserted. Elsewhere they go in one call to
+    the driver (an executemany: one trip to SQLite's thread, one multi-row INSERT on MariaDB), after a savepoint. When
+    it inserts every row it was given, each interchange created all of its invoices. When it inserts fewer (an
+    invoice already there: a partner's resend; or one invoice twice in the batch), it is rolled back to the savepoint;
+    the interchanges none of whose invoices exists or recurs in the batch are inserted together again, and the others
+    one by one, in order. A data error fails the call, and with it the batch's handler call: the inbox then settles
+    each message alone, so only the interchange holding the bad value pays.
     """
 
     needs_lines = False
@@ -76,8 +77,11 @@ class SqlAccounting(Accounting):
         return (await self.create_many(tx, [(message, invoices)]))[0]
 
     async def create_many(self, tx: Any, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
-        """Insert the invoices of every interchange of `batch`, in one statement when none of them exists yet."""
+        """Insert the invoices of every interchange of `batch`: in one statement on PostgreSQL, elsewhere in one when
+        none of them exists yet."""
         rows = [[_row(invoice, message) for invoice in invoices] for message, invoices in batch]
+        if tx.dialect == "postgresql":
+            return await self._create_returning(tx, [message for message, _ in batch], rows)
         inserted = [0] * len(rows)
         alone = [i for i, invoices in enumerate(rows) if invoices]
         if len(alone) > 1:
@@ -99,9 +103,24 @@ class SqlAccounting(Accounting):
             inserted[i] = await self._insert(tx, rows[i])
         return [Created(created=n, existing=len(invoices) - n) for n, invoices in zip(inserted, rows, strict=True)]
 
+    async def _create_returning(
+        self, tx: Any, messages: Sequence[Message], rows: Sequence[Sequence[tuple[Any, ...]]]
+    ) -> list[Created]:
+        """PostgreSQL: every row in one INSERT that returns whose rows it inserted (their interchange's source and
+        message id), so no savepoint and no second try is needed. The rows go in the arrays' order, so an invoice twice
+        in the batch is created by the first interchange that holds it, as inserting them one by one would."""
+        every = [row for invoices in rows for row in invoices]
+        created: Counter[tuple[str, str]] = Counter()
+        if every:
+            arrays = zip(_ARRAYS, (list(column) for column in zip(*every, strict=True)), strict=True)
+            found = await tx.unit.fetch("hub_insert_invoices", dict(arrays, consumer=self.consumer))
+            created.update((row[0], row[1]) for row in found)
+        done = [created[(m.source, m.message_id)] for m in messages]
+        return [Created(created=n, existing=len(invoices) - n) for n, invoices in zip(done, rows, strict=True)]
+
     async def _unshared(self, tx: Any, groups: list[list[tuple[Any, ...]]]) -> list[int]:
         """The positions of the groups of invoice rows whose keys are neither in the table nor elsewhere in `groups`."""
-        found = await tx.unit.fetch("hub_existing_invoices", self._keys(tx, [row for g in groups for row in g]))
+        found = await tx.unit.fetch("hub_existing_invoices", self._keys([row for g in groups for row in g]))
         seen = Counter(_key(row) for group in groups for row in group)
         taken = {_key(row) for row in found}
         return [k for k, group in enumerate(groups) if all(seen[_key(r)] == 1 and _key(r) not in taken for r in group)]
@@ -114,13 +133,9 @@ class SqlAccounting(Accounting):
         return int(await tx.unit.run_many("hub_insert_invoice", values))
 
     @staticmethod
-    def _keys(tx: Any, rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
-        """The invoice keys of `rows` as `hub_existing_invoices` reads them."""
-        if tx.dialect == "postgresql":  # one array per key column, for unnest()
-            return dict(
-                zip(_ARRAYS, (list(column) for column in zip(*(r[:4] for r in rows), strict=True)), strict=True)
-            )
-        # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array per key, the date as text
+    def _keys(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+        """The invoice keys of `rows` as `hub_existing_invoices` reads them: SQLite's json_each(), MariaDB's
+        JSON_TABLE(), one JSON array per key, the date as text."""
         return {"invoices": json.dumps([row[:4] for row in rows], default=str)}
 
 
@@ -139,8 +154,20 @@ _COLUMNS = (
 )
 """The parameters of `hub_insert_invoice`, in the order of `_row`'s values (and `consumer`)."""
 
-_ARRAYS = ("sellers", "numbers", "kinds", "issue_dates")
-"""The parameters of `hub_existing_invoices` on PostgreSQL."""
+_ARRAYS = (
+    "sellers",
+    "numbers",
+    "kinds",
+    "issue_dates",
+    "buyers",
+    "currencies",
+    "totals",
+    "tax_totals",
+    "lines",
+    "sources",
+    "message_ids",
+)
+"""The array parameters of `hub_insert_invoices` on PostgreSQL, one per value of `_row`, in its order."""
 
 
 def _row(invoice: Any, message: Message) -> tuple[Any, ...]:

@@ -22,7 +22,7 @@ from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._plan import REJECT, Item
 from edinbox.hub._spans import Spans
-from edinbox.hub._tables import SHARDS, count, park
+from edinbox.hub._tables import SHARDS, Parked, count, park
 from edinbox.sources import Delivery
 
 __all__ = ["Batch", "Work"]
@@ -164,6 +164,7 @@ class Batch:
                 w.outcomes[i] = outcome.value
                 notices += await self._notices(tx, w, item, outcome)
         counts: Counter[str] = Counter()
+        parked: list[Parked] = []
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:
             for i, item in enumerate(w.items):
@@ -171,14 +172,7 @@ class Batch:
                     w.outcomes[i] = "bypassed"
                 elif item.route == REJECT:
                     w.outcomes[i] = "rejected"
-                    await park(
-                        tx,
-                        consumer=self.consumer,
-                        fingerprint=item.fingerprint,
-                        delivery=w.delivery.coordinates,
-                        reason=item.reason,
-                        payload=item.payload,
-                    )
+                    parked.append(Parked(item.fingerprint, w.delivery.coordinates, item.reason, item.payload))
                     notices += await self._rejection(tx, item)
                 settled = w.outcomes.get(i)
                 key = item.message.key if item.message is not None else None
@@ -186,6 +180,7 @@ class Batch:
                     already.discard(key)
                 elif settled is not None:
                     counts[settled] += 1
+        await park(tx, consumer=self.consumer, parked=parked)
         await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)

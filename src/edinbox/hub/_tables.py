@@ -8,7 +8,8 @@ database, one connection and one commit hold a batch's journal rows, its invoice
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from edinbox._async_inbox import AsyncInbox
@@ -19,6 +20,7 @@ __all__ = [
     "SEARCH_INDEXES",
     "SHARDS",
     "TABLES",
+    "Parked",
     "check_privileges",
     "check_tables",
     "count",
@@ -74,6 +76,17 @@ _KEYS = {
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
+
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """A payload that cannot be processed, as `park` keeps it: its content's fingerprint, where it came from, why."""
+
+    fingerprint: str
+    delivery: str
+    reason: str
+    payload: bytes
+
+
 INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it"
 
 
@@ -126,10 +139,21 @@ async def count(tx: Any, *, consumer: str, counts: Mapping[str, int], shard: int
         await tx.unit.run_many("hub_count", rows)
 
 
-async def park(tx: Any, *, consumer: str, fingerprint: str, delivery: str, reason: str, payload: bytes) -> None:
-    """Keep a payload that cannot be processed (once per content; a redelivery counts one more delivery)."""
-    params = {"consumer": consumer, "fingerprint": fingerprint, "delivery": delivery, "reason": reason}
-    await tx.unit.run("hub_park", {**params, "payload": payload})
+async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
+    """Keep payloads that cannot be processed (once per content; a redelivery counts one more delivery), in the
+    caller's transaction, in one batch of statements."""
+    rows = [
+        {
+            "consumer": consumer,
+            "fingerprint": p.fingerprint,
+            "delivery": p.delivery,
+            "reason": p.reason,
+            "payload": p.payload,
+        }
+        for p in parked
+    ]
+    if rows:
+        await tx.unit.run_many("hub_park", rows)
 
 
 async def counts(tx: Any, *, consumer: str) -> dict[str, int]:

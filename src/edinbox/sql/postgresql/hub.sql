@@ -52,19 +52,20 @@ VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)
     %(consumer)s, %(source)s, %(message_id)s)
 ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
 
--- name: hub_invoices_savepoint
-SAVEPOINT hub_invoices
-
--- name: hub_invoices_rollback
-ROLLBACK TO SAVEPOINT hub_invoices
-
--- name: hub_existing_invoices
--- which invoice keys of the arrays (one per key column) the table already holds
-SELECT i.seller, i.number, i.kind, i.issue_date
-FROM unnest(%(sellers)s::text[], %(numbers)s::text[], %(kinds)s::text[], %(issue_dates)s::date[])
-    AS u (seller, number, kind, issue_date)
-JOIN {invoices} AS i
-    ON i.seller = u.seller AND i.number = u.number AND i.kind = u.kind AND i.issue_date = u.issue_date
+-- name: hub_insert_invoices
+-- a batch's rows of `hub_insert_invoice` as one array per column (`_accounting._ARRAYS`), sent in binary, in one
+-- statement that inserts them in the arrays' order and returns whose rows it inserted (an invoice already stored,
+-- or met earlier in the arrays, is not)
+INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
+    consumer, source, message_id)
+SELECT u.seller, u.number, u.kind, u.issue_date, u.buyer, u.currency, u.total, u.tax_total, u.lines,
+    %(consumer)s, u.source, u.message_id
+FROM unnest(%(sellers)b::text[], %(numbers)b::text[], %(kinds)b::text[], %(issue_dates)b::date[],
+    %(buyers)b::text[], %(currencies)b::text[], %(totals)b::numeric[], %(tax_totals)b::numeric[],
+    %(lines)b::integer[], %(sources)b::text[], %(message_ids)b::text[])
+    AS u (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines, source, message_id)
+ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
+RETURNING source, message_id
 
 -- name: hub_park
 INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
