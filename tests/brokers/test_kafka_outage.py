@@ -1,11 +1,13 @@
 """The hub over Kafka while its brokers go away mid-run (librdkafka's mock cluster, its brokers set down and up):
 the hub stays up, the outage costs no attempt, nothing is lost or doubled, and poison mixed into the traffic is
-parked once with its reason."""
+parked once with its reason; the outage shows as one dependency-down and one dependency-back line, and SIGTERM
+during it stops the hub at once."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from hub.test_outage import HubProcess, invoices, wait_for
 
 from .kafka_mock import ControlledCluster
 
-KAFKA = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
+KAFKA = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "commit_wait": "1"}
 
 
 @pytest.fixture
@@ -40,9 +42,10 @@ def rows(db: Path, statement: str) -> list[tuple[object, ...]]:
 def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
     cluster: ControlledCluster, unique_name: str, tmp_path: Path
 ) -> None:
-    """The broker set down for 4 s while the hub works through 60 invoices and 2 poison records in batches of 2:
-    the hub stays up, each invoice is created once, every journal row took one attempt, and each poison record is
-    parked once with its reason and produced to the dead-letter topic."""
+    """The broker set down for 4 s while the hub works through 200 invoices and 2 poison records one at a time:
+    the hub stays up and logs the outage of its source once when it starts and once when it ends, each invoice is
+    created once, every journal row took one attempt, and each poison record is parked once with its reason and
+    produced to the dead-letter topic."""
     db = tmp_path / "hub.db"
     url = cluster.url(topic=unique_name, group=unique_name, **KAFKA)
     asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
@@ -54,7 +57,9 @@ def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
     try:
         wait_for(lambda: len(hub.events("settled")) >= 8, timeout=60, what="the first settled batches")
         cluster.down()
-        time.sleep(4)  # the hub stalls in an offset commit (it waits for the coordinator); librdkafka reconnects
+        wait_for(lambda: bool(hub.events("dependency-down")), timeout=10, what="the dependency-down line")
+        time.sleep(3)  # an ack's offset commit found no coordinator within commit_wait; the hub backs off
+        assert not hub.events("dependency-back")
         cluster.up()
         wait_for(lambda: len(hub.events("settled")) >= 202, timeout=90, what="every record settled")
         assert hub.proc.poll() is None
@@ -62,6 +67,10 @@ def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
     finally:
         if hub.proc.poll() is None:
             hub.proc.kill()
+    downs, backs = hub.events("dependency-down"), hub.events("dependency-back")
+    assert len(downs) == len(backs) == 1, "\n".join(hub.lines)
+    assert "dependency=source" in downs[0]
+    assert "dependency=source" in backs[0]
     driver = [line for line in hub.lines if " edinbox.sources.kafka " in line]
     assert len(driver) <= 3, "\n".join(driver)  # the outage in a line or two, not twenty a second
     assert not [line for line in hub.lines if " ERROR " in line or "Traceback" in line], "\n".join(hub.lines)
@@ -69,6 +78,36 @@ def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
     journal = rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts ORDER BY status")
     assert journal == [("processed", 1, 200)]
     assert rows(db, "SELECT deliveries, count(*) FROM rejected GROUP BY deliveries") == [(1, 2)]
+
+
+def test_sigterm_while_the_kafka_brokers_are_down_exits_0_at_once(
+    cluster: ControlledCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """SIGTERM to a hub whose broker went down mid-run (its ack's offset commit waiting for the coordinator):
+    the hub logs the outage, then exits 0 within a few seconds, and every invoice it settled was created once."""
+    db = tmp_path / "hub.db"
+    url = cluster.url(topic=unique_name, group=unique_name, **KAFKA)
+    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
+    asyncio.run(publish(url, invoices(100)))
+    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", "1")
+    try:
+        wait_for(lambda: len(hub.events("settled")) >= 8, timeout=60, what="the first settled batches")
+        cluster.down()
+        time.sleep(2)  # an ack's offset commit waits for the coordinator
+        hub.proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        code = hub.proc.wait(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+        cluster.up()
+    hub._reader.join(timeout=10)
+    assert code == 0, "\n".join(hub.lines)
+    assert took < 5, f"exited {took:.1f} s after SIGTERM"
+    assert len(hub.events("dependency-down")) == 1, "\n".join(hub.lines)
+    settled = rows(db, "SELECT count(*) FROM inbox WHERE status = 'processed'")[0][0]
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(settled, settled)]
 
 
 async def test_a_broker_that_refuses_connections_is_logged_once_not_twenty_times_a_second(

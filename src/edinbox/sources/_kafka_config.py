@@ -13,7 +13,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.sources._options import SourceOptions
 
-__all__ = ["DriverLog", "MockCluster", "commit_mode", "kafka", "parse", "producer_settings", "transient"]
+__all__ = ["DriverLog", "MockCluster", "commit_mode", "kafka", "parse", "producer_settings", "transient", "unreachable"]
 
 _RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"})
 _CONSUMER_ONLY = ("group.", "session.", "heartbeat.", "max.poll.", "auto.offset.", "isolation.", "partition.")
@@ -28,30 +28,43 @@ def kafka() -> Any:
     return confluent_kafka
 
 
+_UNREACHABLE = (
+    "COORDINATOR_NOT_AVAILABLE",
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "_TRANSPORT",
+    "_WAIT_COORD",
+    "_ALL_BROKERS_DOWN",
+)
 _TRANSIENT = (
+    *_UNREACHABLE,
     "REBALANCE_IN_PROGRESS",
     "ILLEGAL_GENERATION",
     "UNKNOWN_MEMBER_ID",
     "STALE_MEMBER_EPOCH",
     "FENCED_MEMBER_EPOCH",
     "NOT_COORDINATOR",
-    "COORDINATOR_NOT_AVAILABLE",
     "COORDINATOR_LOAD_IN_PROGRESS",
-    "REQUEST_TIMED_OUT",
-    "_TIMED_OUT",
-    "_TRANSPORT",
-    "_WAIT_COORD",
     "_ASSIGNMENT_LOST",
     "_STATE",
 )
 
 
-def transient(ck: Any, error: Any) -> bool:
-    """Whether a commit failed because of a group change or a passing outage (not a misconfiguration)."""
+def _code_in(ck: Any, error: Any, names: tuple[str, ...]) -> bool:
     if error is None or not hasattr(error, "code"):
         return False
-    codes = {getattr(ck.KafkaError, name) for name in _TRANSIENT if hasattr(ck.KafkaError, name)}
-    return bool(error.code() in codes or error.retriable())
+    return error.code() in {getattr(ck.KafkaError, name) for name in names if hasattr(ck.KafkaError, name)}
+
+
+def transient(ck: Any, error: Any) -> bool:
+    """Whether a commit failed because of a group change or a passing outage (not a misconfiguration)."""
+    return _code_in(ck, error, _TRANSIENT) or bool(hasattr(error, "retriable") and error.retriable())
+
+
+def unreachable(ck: Any, error: Any) -> bool:
+    """Whether a commit failed because the brokers (the group coordinator) could not be reached: an outage, not a
+    group change."""
+    return _code_in(ck, error, _UNREACHABLE)
 
 
 class DriverLog:

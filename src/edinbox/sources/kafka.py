@@ -8,6 +8,8 @@ URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
 - `dead_letter`: the topic rejected records are produced to (default `<topic>.dead`);
 - `commit`: `ack` (default) commits at each ack; `receive` commits what was settled at the next receive (and on
   close or revoke): one commit per batch instead of one per record, and at most one batch read again after a crash;
+- `commit_wait`: seconds an offset commit may wait for the group coordinator (default 5): an ack whose commit
+  takes longer raises SourceError (the commit goes on in the background), and receives raise it until it is done;
 - `mock=N`: host an in-process librdkafka mock cluster of N brokers instead of connecting (one-process demos);
 - any librdkafka setting by its dotted name: `session.timeout.ms=6000`, `group.protocol=consumer`,
   `security.protocol=SASL_SSL`, ... (a user and password in the URL become `sasl.username` / `sasl.password`).
@@ -22,8 +24,13 @@ The key is the producer's header: an offset catches a redelivery, never a produc
 
 librdkafka reconnects to the brokers by itself; every failure it reports reaches the caller as SourceError (a
 settings error librdkafka refuses is a ConfigurationError at `open`). Its log lines go to this module's logger, its
-repeated connection failures during an outage thinned to one warning a minute (`DriverLog`); an ack's offset commit
-waits for the group coordinator, so a hub stalls (no attempt charged, nothing lost) while the brokers are down.
+repeated connection failures during an outage thinned to one warning a minute (`DriverLog`). librdkafka's own
+synchronous commit waits for the group coordinator as long as the brokers are down, so each commit runs in a thread
+of its own and is waited for `commit_wait` seconds at most: an ack (or, with `commit=receive`, a receive) whose
+commit cannot reach the coordinator in time, or fails because the brokers are unreachable, raises SourceError. The
+record stays settled in the tracker, so a later commit covers it (at worst it is redelivered and found settled by
+the inbox); until the commit left behind is done and the settled offsets are committed, every receive raises
+SourceError too, so a hub sees one outage of its source from the first failed commit to the brokers' return.
 Nothing expires while a record is held (`ack_wait` is None, `in_progress` does nothing), but a consumer must call
 `receive` within `max.poll.interval.ms`.
 """
@@ -31,6 +38,7 @@ Nothing expires while a record is held (`ack_wait` is None, `in_progress` does n
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -49,13 +57,17 @@ from edinbox.sources._kafka_config import (
     parse,
     producer_settings,
     transient,
+    unreachable,
 )
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
-from edinbox.sources._options import name_option, positive_int
+from edinbox.sources._options import name_option, positive_float, positive_int
 
 __all__ = ["PUBLISHER", "SOURCE", "KafkaPublisher", "KafkaSource", "MockCluster", "publish"]
 
 _log = logging.getLogger(__name__)
+
+COMMIT_WAIT = 5.0
+"""Seconds an offset commit may wait for the group coordinator by default (the `commit_wait` option)."""
 
 _HORIZON = "edinbox:delivered="
 """Commit metadata prefix: the highest offset delivered so far, so the next owner flags redeliveries."""
@@ -73,6 +85,7 @@ class KafkaSource(Source):
         key_header: str = "message_id",
         dead_letter: str | None = None,
         commit: str = "ack",
+        commit_wait: float = COMMIT_WAIT,
         settings: Mapping[str, str] | None = None,
         mock_brokers: int | None = None,
         url: str | None = None,
@@ -85,6 +98,7 @@ class KafkaSource(Source):
         if commit not in ("ack", "receive"):
             raise ConfigurationError(f"commit must be 'ack' or 'receive', got {commit!r}")
         self.commit = commit
+        self.commit_wait = commit_wait
         self.dead_letter = dead_letter or f"{topic}.dead"
         self.url = mask(url or f"kafka://{bootstrap}?topic={topic}&group={group}")
         self._settings = dict(settings or {})
@@ -97,6 +111,8 @@ class KafkaSource(Source):
         self._producer: Any = None
         self._mock: MockCluster | None = None
         self._driver_log = DriverLog(_log)
+        self._waiting: concurrent.futures.Future[None] | None = None  # a commit that outlived `commit_wait`
+        self._behind = False  # settled offsets a failed commit left uncommitted: receives commit them first
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> KafkaSource:
@@ -110,6 +126,7 @@ class KafkaSource(Source):
             key_header=opts.take("key_header", lambda _n, v: str(v), "message_id"),
             dead_letter=opts.take("dead_letter", name_option, None),
             commit=opts.take("commit", commit_mode, "ack"),
+            commit_wait=opts.take("commit_wait", positive_float, COMMIT_WAIT),
             settings=settings,
             mock_brokers=mock,
             url=url,
@@ -182,26 +199,76 @@ class KafkaSource(Source):
                 self._paused.pop((p.topic, p.partition), None)
 
     def _commit(self, points: Mapping[TopicPartition, tuple[int, int]], *, strict: bool = False) -> None:
-        """Commit `{partition: (offset, horizon)}` synchronously; the caller holds the lock.
+        """Commit `{partition: (offset, horizon)}`, waiting `commit_wait` seconds at most; the caller holds the lock.
 
         A commit that fails because the group is rebalancing (or its coordinator moved) is only logged: the records
         stay settled here, the next commit (a later ack, the revoke) covers them, and at worst they are redelivered
-        and found settled by the inbox. With `strict`, any other failure raises SourceError.
+        and found settled by the inbox. A commit that cannot reach the coordinator (the brokers are down) leaves the
+        source behind (`_catch_up`). With `strict`, that failure and any other but a group change raise SourceError.
         """
         if not points:
             return
         ck = kafka()
         offsets = [ck.TopicPartition(t, p, o, metadata=f"{_HORIZON}{h}") for (t, p), (o, h) in points.items()]
         try:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
+            self._commit_within(offsets)
         except ck.KafkaException as exc:
             error = exc.args[0] if exc.args else None
-            if strict and not transient(ck, error):
+            down = unreachable(ck, error)
+            self._behind = self._behind or down
+            if strict and (down or not transient(ck, error)):
                 raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
             _log.warning("offset commit on %s failed, a later commit covers it: %s", self.url, exc)
             return
+        except SourceError as exc:
+            self._behind = True
+            if strict:
+                raise
+            _log.warning("%s; a later commit covers it", exc)
+            return
         for tp, (offset, _) in points.items():
             self._tracker.committed(tp, offset)
+
+    def _commit_within(self, offsets: list[Any]) -> None:
+        """librdkafka's synchronous commit in a thread of its own (a daemon: it never holds up the process's exit),
+        waited for `commit_wait` seconds; SourceError when it outlives them (it goes on, as `_waiting`) or when an
+        earlier one still waits."""
+        if self._waiting is not None and not self._waiting.done():
+            raise SourceError(f"an offset commit on {self.url} still waits for the group coordinator")
+        self._waiting = None
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        consumer = self._consumer
+
+        def run() -> None:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+            except BaseException as exc:  # handed to the waiting thread
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+
+        threading.Thread(target=run, name="edinbox-kafka-commit", daemon=True).start()
+        try:
+            done.result(timeout=self.commit_wait)
+        except concurrent.futures.TimeoutError:
+            self._waiting = done
+            raise SourceError(
+                f"offset commit on {self.url}: no answer from the group coordinator within {self.commit_wait:g} s"
+            ) from None
+
+    def _catch_up(self, timeout: float) -> None:
+        """Before a receive: wait (`timeout` seconds at most) for a commit left waiting, then commit what is settled;
+        SourceError while either cannot reach the coordinator. The caller holds the lock."""
+        waiting = self._waiting
+        if waiting is not None:
+            try:
+                waiting.exception(timeout=max(timeout, 0.0))  # its failure leaves the offsets due: committed below
+            except concurrent.futures.TimeoutError:
+                raise SourceError(f"an offset commit on {self.url} still waits for the group coordinator") from None
+            self._waiting = None
+        if self._behind:
+            self._behind = False
+            self._commit({tp: (o, self._tracker.horizon(tp)) for tp, o in self._tracker.due().items()}, strict=True)
 
     def _consume(self, max_messages: int, timeout: float) -> list[Delivery]:
         ck = kafka()
@@ -209,6 +276,7 @@ class KafkaSource(Source):
         while True:
             now = time.monotonic()
             with self._lock:
+                self._catch_up(deadline - now)
                 if self.commit == "receive":
                     settled = self._tracker.due()
                     self._commit({tp: (o, self._tracker.horizon(tp)) for tp, o in settled.items()}, strict=True)
