@@ -42,7 +42,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from edinbox._errors import ConfigurationError, LimitError, SourceError
@@ -236,18 +236,8 @@ class KafkaSource(Source):
         if self._waiting is not None and not self._waiting.done():
             raise SourceError(f"an offset commit on {self.url} still waits for the group coordinator")
         self._waiting = None
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
         consumer = self._consumer
-
-        def run() -> None:
-            try:
-                consumer.commit(offsets=offsets, asynchronous=False)
-            except BaseException as exc:  # handed to the waiting thread
-                done.set_exception(exc)
-            else:
-                done.set_result(None)
-
-        threading.Thread(target=run, name="edinbox-kafka-commit", daemon=True).start()
+        done = _daemon(lambda: consumer.commit(offsets=offsets, asynchronous=False))
         try:
             done.result(timeout=self.commit_wait)
         except concurrent.futures.TimeoutError:
@@ -399,7 +389,16 @@ class KafkaSource(Source):
             if consumer is not None:
                 await quietly(f"committing on {self.url}", lambda: asyncio.to_thread(self._commit_due))
                 self._consumer = None
-                await quietly(f"closing {self.url}", lambda: asyncio.to_thread(consumer.close))
+                if self._waiting is not None and not self._waiting.done():
+                    # librdkafka's close waits for that commit (as long as the brokers are down): leave it behind
+                    closing = asyncio.wrap_future(_daemon(consumer.close))
+                    await asyncio.wait({closing}, timeout=self.commit_wait)
+                    if not closing.done():
+                        _log.warning("closing %s left to librdkafka: an offset commit waits for the brokers", self.url)
+                    elif closing.exception() is not None:
+                        _log.debug("closing %s: %s", self.url, closing.exception())
+                else:
+                    await quietly(f"closing {self.url}", lambda: asyncio.to_thread(consumer.close))
             producer, self._producer = self._producer, None
             if producer is not None:
                 await quietly(f"flushing {self.url}", lambda: asyncio.to_thread(producer.flush, 10))
@@ -409,6 +408,23 @@ class KafkaSource(Source):
 
 
 SOURCE = KafkaSource
+
+
+def _daemon(call: Callable[[], object]) -> concurrent.futures.Future[None]:
+    """Run a blocking librdkafka call in a daemon thread of its own (never joined at exit, unlike a worker of
+    `asyncio.to_thread`, so one that waits for brokers that are down cannot hold the process); its future."""
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the waiting thread
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=run, name="edinbox-kafka", daemon=True).start()
+    return done
 
 
 class KafkaPublisher(Publisher):
