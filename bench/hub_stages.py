@@ -142,7 +142,8 @@ def main() -> int:
     per = 1e6 / args.measure
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     where = "PostgreSQL" if args.db else "SQLite file"
-    print(f"hub on the spool and {where}, {args.measure:,} deliveries, batches of 20 (load average {load}):")
+    batch = HubConfig().batch_size
+    print(f"hub on the spool and {where}, {args.measure:,} deliveries, batches of {batch} (load average {load}):")
     print(f"{seconds * per:,.0f} us per message; parse + key + invoice extraction alone: {parse:,.0f} us per file")
     print("| stage | us per message | calls |")
     print("|---|---|---|")
