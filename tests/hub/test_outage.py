@@ -64,9 +64,18 @@ class HubProcess:
     def stop(self) -> int:
         """SIGTERM, then the exit status."""
         self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
-        self._reader.join(timeout=10)
-        return code
+        return self.ended()
+
+    def ended(self, timeout: float = 60) -> int:
+        """The exit status of a hub that ends by itself within `timeout` seconds; killed if it does not (the wait
+        then raises TimeoutExpired)."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=60)
+            self._reader.join(timeout=10)
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
@@ -199,8 +208,7 @@ def test_give_up_after_exits_2_in_one_line(spool: Path) -> None:
     """With --give-up-after, a database that stays down ends the hub with exit status 2 and one error line."""
     nowhere = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
     hub = HubProcess("--db", nowhere, "--source", f"dir://{spool}", "--give-up-after", "2s")
-    code = hub.proc.wait(timeout=60)
-    hub._reader.join(timeout=10)
+    code = hub.ended()
     assert code == 2
     errors = [line for line in hub.lines if line.startswith("Error:")]
     assert len(errors) == 1

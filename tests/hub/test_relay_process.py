@@ -162,12 +162,8 @@ def test_a_relay_child_stopped_by_a_configuration_error_stops_the_hub(tmp_path: 
         (child,) = children(hub.proc.pid)
         folder.rename(tmp_path / "moved")
         os.kill(child, signal.SIGKILL)
-        code = hub.proc.wait(timeout=60)
-        hub._reader.join(timeout=10)
     finally:
-        if hub.proc.poll() is None:
-            hub.proc.kill()
-            hub.proc.wait(timeout=60)
+        code = hub.ended()
     assert code == 1
     assert hub.lines[-1] == (
         f"Error: the relay's process stopped: cannot open {db}: the folder {folder} does not exist"
@@ -189,13 +185,7 @@ def test_a_relay_child_that_gives_up_on_an_outage_gives_the_hub_up(tmp_path: Pat
     hub = HubProcess(
         "--config", str(tmp_path / "hub.toml"), "--db", db, "--source", f"dir://{spool}", "--give-up-after", "2s"
     )
-    try:
-        code = hub.proc.wait(timeout=60)
-        hub._reader.join(timeout=10)
-    finally:
-        if hub.proc.poll() is None:
-            hub.proc.kill()
-            hub.proc.wait(timeout=60)
+    code = hub.ended()
     assert code == 2, hub.lines
     assert hub.lines[-1].startswith("Error: gave up after 2s: the relay's process stopped: "), hub.lines
     assert len(hub.events("settled")) == 1
