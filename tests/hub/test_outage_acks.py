@@ -4,9 +4,11 @@ against a private PostgreSQL stopped and started mid-run. Both the hub and its r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -33,6 +35,17 @@ def arrived(out: Path) -> list[str]:
     return found
 
 
+@contextlib.contextmanager
+def acknowledging(spool: Path, tmp_path: Path, traffic: int) -> Iterator[tuple[PrivatePostgres, list[str]]]:
+    """A private PostgreSQL with the hub's schema, `traffic` invoices waiting in `spool`, and the arguments of
+    `edinbox run` acknowledging every partner into `tmp_path / "out"`."""
+    (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "dir://{tmp_path}/out/{{id}}"\n', encoding="utf-8")
+    with PrivatePostgres() as database:
+        asyncio.run(init(HubConfig(db=database.url)))
+        asyncio.run(publish(f"dir://{spool}", invoices(traffic)))
+        yield database, ["--config", str(tmp_path / "hub.toml"), "--db", database.url, "--source", f"dir://{spool}"]
+
+
 def outbox(url: str) -> tuple[int, int]:
     """(outbox rows, rows marked sent)."""
     row = first_row(url, "SELECT count(*), count(sent_at) FROM inbox_outbox")
@@ -44,14 +57,10 @@ def test_the_hub_and_its_relay_child_wait_out_a_database_restart(spool: Path, tm
     """PostgreSQL stopped mid-run for 3 s, then started: the hub and its relay child stay up (no `relay-exited`),
     each invoice is created once, and every acknowledgment is marked sent and reaches its partner under its key; a
     key sent twice (sent, not yet marked, as the database went away) is the one copy the partner's inbox drops."""
-    out = tmp_path / "out"
-    (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "dir://{out}/{{id}}"\n', encoding="utf-8")
-    source = f"dir://{spool}"
-    with PrivatePostgres() as database:
+    out, source = tmp_path / "out", f"dir://{spool}"
+    with acknowledging(spool, tmp_path, 120) as (database, args):
         url = database.url
-        asyncio.run(init(HubConfig(db=url)))
-        asyncio.run(publish(source, invoices(120)))
-        hub = HubProcess("--config", str(tmp_path / "hub.toml"), "--db", url, "--source", source, "--batch-size", "2")
+        hub = HubProcess(*args, "--batch-size", "2")
         try:
             wait_for(lambda: outbox(url)[1] >= 10, timeout=60, what="the first acknowledgments sent")
             database.stop()
@@ -87,14 +96,10 @@ def test_a_hub_and_relay_child_started_while_the_database_is_down_wait_for_it(sp
     """`edinbox run` with acknowledgments started during an outage: neither the hub nor its relay child exits or
     restarts (no `relay-exited`); once the server is up each invoice is created once and acknowledged."""
     out = tmp_path / "out"
-    (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "dir://{out}/{{id}}"\n', encoding="utf-8")
-    source = f"dir://{spool}"
-    with PrivatePostgres() as database:
+    with acknowledging(spool, tmp_path, 30) as (database, args):
         url = database.url
-        asyncio.run(init(HubConfig(db=url)))
-        asyncio.run(publish(source, invoices(30)))
         database.stop()
-        hub = HubProcess("--config", str(tmp_path / "hub.toml"), "--db", url, "--source", source)
+        hub = HubProcess(*args)
         try:
             wait_for(lambda: bool(hub.events("dependency-down")), timeout=30, what="the dependency-down line")
             time.sleep(2)  # the relay child is up and meets the outage too
