@@ -75,7 +75,7 @@ def test_the_hub_waits_out_its_connections_killed_mid_run(database: str, spool: 
             time.sleep(0.2)
         stop.set()
         killer.join()
-        assert killed[0] >= 5
+        assert killed[0] >= 3  # the chaos happened (the hub backs off after each kill: fewer to kill under load)
         wait_for(lambda: spool_empty(spool), timeout=60, what="the hub to catch up")
         assert hub.proc.poll() is None  # it never exited on its own
     finally:

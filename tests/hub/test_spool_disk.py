@@ -49,6 +49,11 @@ def fill(path: Path) -> None:
         os.close(fd)
 
 
+def failed(hub: HubProcess, name: str) -> bool:
+    """Whether the hub logged that parking the file `name` (as it appears in the line) found no room."""
+    return any("cannot park" in line and name in line and "No space left" in line for line in hub.lines)
+
+
 def parked(spool: Path) -> dict[str, str]:
     """The files in rejected/ with the first line of their `.reason`."""
     folder = spool / "rejected"
@@ -74,7 +79,8 @@ def test_files_that_could_not_be_parked_on_a_full_disk_are_parked_once_space_is_
     hub = HubProcess("--db", f"sqlite:///{db}", "--source", f"{source}?claim_timeout=1", "--batch-size", "4")
     try:
         wait_for(lambda: len(hub.events("settled")) >= 21, timeout=60, what="every file seen once")
-        wait_for(lambda: not list((small_spool / "inbound").iterdir()), timeout=30, what="inbound/ claimed")
+        wait_for(lambda: failed(hub, "poison.edi in rejected/"), timeout=30, what="the hub's reject to fail")
+        wait_for(lambda: failed(hub, "'two\\x0alines.edi'"), timeout=30, what="the spool's own parking to fail")
         assert parked(small_spool) == {}  # nothing could be parked: no room for a reason
         (small_spool / "filler").unlink()
         wait_for(lambda: spool_empty(small_spool), timeout=30, what="the stranded claims to be settled")
