@@ -13,6 +13,8 @@ from types import TracebackType
 
 import confluent_kafka
 
+from edinbox.sources._kafka_config import MockCluster
+
 __all__ = ["ControlledCluster"]
 
 _PRODUCER = 0
@@ -45,9 +47,9 @@ def _library() -> ctypes.CDLL:
     return lib
 
 
-class ControlledCluster:
+class ControlledCluster(MockCluster):
     """A mock cluster of `brokers` brokers (ids 1..n) whose brokers can be set down (their connections closed, new
-    ones refused) and up again."""
+    ones refused) and up again; its URLs are `MockCluster`'s."""
 
     def __init__(self, brokers: int = 1) -> None:
         """Start the cluster on loopback ports."""
@@ -62,11 +64,6 @@ class ControlledCluster:
         self.brokers = brokers
         self.bootstrap = self._lib.rd_kafka_mock_cluster_bootstraps(self._cluster).decode()
         """`host:port,...` of the mock brokers."""
-
-    def url(self, *, topic: str, group: str, **settings: str) -> str:
-        """A `kafka://` URL for a topic of this cluster."""
-        query = {"topic": topic, "group": group, **settings}
-        return f"kafka://{self.bootstrap}?" + "&".join(f"{k}={v}" for k, v in query.items())
 
     def down(self) -> None:
         """Take every broker down: connections are closed and new ones refused."""

@@ -25,12 +25,13 @@ The key is the producer's header: an offset catches a redelivery, never a produc
 librdkafka reconnects to the brokers by itself; every failure it reports reaches the caller as SourceError (a
 settings error librdkafka refuses is a ConfigurationError at `open`). Its log lines go to this module's logger, its
 repeated connection failures during an outage thinned to one warning a minute (`DriverLog`). librdkafka's own
-synchronous commit waits for the group coordinator as long as the brokers are down, so each commit runs in a thread
-of its own and is waited for `commit_wait` seconds at most: an ack (or, with `commit=receive`, a receive) whose
-commit cannot reach the coordinator in time, or fails because the brokers are unreachable, raises SourceError. The
-record stays settled in the tracker, so a later commit covers it (at worst it is redelivered and found settled by
-the inbox); until the commit left behind is done and the settled offsets are committed, every receive raises
-SourceError too, so a hub sees one outage of its source from the first failed commit to the brokers' return.
+synchronous commit waits for the group coordinator as long as the brokers are down, so commits run in a daemon
+thread the source keeps and each is waited for `commit_wait` seconds at most: an ack (or, with `commit=receive`, a
+receive) whose commit cannot reach the coordinator in time, or fails because the brokers are unreachable, raises
+SourceError. The record stays settled in the tracker, so a later commit covers it (at worst it is redelivered and
+found settled by the inbox); until the commit left behind is done and the settled offsets are committed, every
+receive raises SourceError too, so a hub sees one outage of its source from the first failed commit to the brokers'
+return.
 Nothing expires while a record is held (`ack_wait` is None, `in_progress` does nothing), but a consumer must call
 `receive` within `max.poll.interval.ms`.
 """
@@ -40,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -111,6 +113,7 @@ class KafkaSource(Source):
         self._producer: Any = None
         self._mock: MockCluster | None = None
         self._driver_log = DriverLog(_log)
+        self._commits = _Daemon()  # the thread commits run in
         self._waiting: concurrent.futures.Future[None] | None = None  # a commit that outlived `commit_wait`
         self._behind = False  # settled offsets a failed commit left uncommitted: receives commit them first
 
@@ -230,14 +233,14 @@ class KafkaSource(Source):
             self._tracker.committed(tp, offset)
 
     def _commit_within(self, offsets: list[Any]) -> None:
-        """librdkafka's synchronous commit in a thread of its own (a daemon: it never holds up the process's exit),
-        waited for `commit_wait` seconds; SourceError when it outlives them (it goes on, as `_waiting`) or when an
-        earlier one still waits."""
+        """librdkafka's synchronous commit in the source's commit thread (a daemon: it never holds up the process's
+        exit), waited for `commit_wait` seconds; SourceError when it outlives them (it goes on, as `_waiting`) or
+        when an earlier one still waits."""
         if self._waiting is not None and not self._waiting.done():
             raise SourceError(f"an offset commit on {self.url} still waits for the group coordinator")
         self._waiting = None
         consumer = self._consumer
-        done = _daemon(lambda: consumer.commit(offsets=offsets, asynchronous=False))
+        done = self._commits.submit(lambda: consumer.commit(offsets=offsets, asynchronous=False))
         try:
             done.result(timeout=self.commit_wait)
         except concurrent.futures.TimeoutError:
@@ -390,8 +393,11 @@ class KafkaSource(Source):
                 await quietly(f"committing on {self.url}", lambda: asyncio.to_thread(self._commit_due))
                 self._consumer = None
                 if self._waiting is not None and not self._waiting.done():
-                    # librdkafka's close waits for that commit (as long as the brokers are down): leave it behind
-                    closing = asyncio.wrap_future(_daemon(consumer.close))
+                    # librdkafka's close waits for that commit (as long as the brokers are down): leave it behind,
+                    # in a thread of its own (the commit thread is busy with that commit)
+                    closer = _Daemon()
+                    closing = asyncio.wrap_future(closer.submit(consumer.close))
+                    closer.stop()
                     await asyncio.wait({closing}, timeout=self.commit_wait)
                     if not closing.done():
                         _log.warning("closing %s left to librdkafka: an offset commit waits for the brokers", self.url)
@@ -399,6 +405,7 @@ class KafkaSource(Source):
                         _log.debug("closing %s: %s", self.url, closing.exception())
                 else:
                     await quietly(f"closing {self.url}", lambda: asyncio.to_thread(consumer.close))
+                self._commits.stop()
             producer, self._producer = self._producer, None
             if producer is not None:
                 await quietly(f"flushing {self.url}", lambda: asyncio.to_thread(producer.flush, 10))
@@ -410,21 +417,41 @@ class KafkaSource(Source):
 SOURCE = KafkaSource
 
 
-def _daemon(call: Callable[[], object]) -> concurrent.futures.Future[None]:
-    """Run a blocking librdkafka call in a daemon thread of its own (never joined at exit, unlike a worker of
-    `asyncio.to_thread`, so one that waits for brokers that are down cannot hold the process); its future."""
-    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+class _Daemon:
+    """A daemon thread that runs blocking librdkafka calls one after another: never joined at exit, unlike a worker
+    of `asyncio.to_thread`, so a call that waits for brokers that are down cannot hold the process. Started at the
+    first call and kept (a thread started per commit cost about 115 us, more than the rest of an ack)."""
 
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:  # handed to the waiting thread
-            done.set_exception(exc)
-        else:
-            done.set_result(None)
+    def __init__(self) -> None:
+        """No thread yet."""
+        self._calls: queue.SimpleQueue[tuple[Callable[[], object], concurrent.futures.Future[None]] | None]
+        self._calls = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
 
-    threading.Thread(target=run, name="edinbox-kafka", daemon=True).start()
-    return done
+    def submit(self, call: Callable[[], object]) -> concurrent.futures.Future[None]:
+        """Run `call` after the calls submitted before it; its future."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._calls.put((call, done))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="edinbox-kafka", daemon=True)
+            self._thread.start()
+        return done
+
+    def stop(self) -> None:
+        """End the thread once the calls before have run (a call stuck in librdkafka keeps it, as a daemon)."""
+        if self._thread is not None:
+            self._calls.put(None)
+            self._thread = None
+
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            call, done = item
+            try:
+                call()
+            except BaseException as exc:  # handed to the waiting thread
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
 
 
 class KafkaPublisher(Publisher):
