@@ -6,9 +6,10 @@ the commit), writing one effect row per record into SQLite: "plain" in one trans
 the source: `commit=ack` (a synchronous commit per record) and `commit=receive` (one per batch).
 
 With `--hub`, the same side by side through the hub itself (parse, invoices, journal; `bench.brokers.through_hub`)
-on partner interchanges, for each commit mode.
+on partner interchanges, for each commit mode. With `--reject`, also the records rejected instead of acked (each
+produced to the dead-letter topic, then settled) without the inbox, beside the acked ones.
 
-    .venv/bin/python -m bench.kafka [--messages 5000] [--batch-size 20] [--rounds 3] [--hub]
+    .venv/bin/python -m bench.kafka [--messages 5000] [--batch-size 20] [--rounds 3] [--hub] [--reject]
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ PAYLOAD = b"UNB+UNOC:3+ACME:14+HUB:14+261130:1200+IC1'" * 20  # about 1 KB, like
 EFFECT = "CREATE TABLE IF NOT EXISTS effects (message_id TEXT NOT NULL, size INTEGER NOT NULL)"
 
 
-async def consume(url: str, count: int, batch_size: int, settle: object) -> float:
-    """Consume `count` records, settle each batch with `settle(deliveries)`, ack each; return records per second."""
+async def consume(url: str, count: int, batch_size: int, settle: object, *, reject: bool = False) -> float:
+    """Consume `count` records, settle each batch with `settle(deliveries)`, ack (or reject) each; return records
+    per second."""
     source = KafkaSource.from_url(url, consumer="bench")
     await source.open()
     try:
@@ -44,7 +46,7 @@ async def consume(url: str, count: int, batch_size: int, settle: object) -> floa
             started = started or time.perf_counter()
             await settle(deliveries)  # type: ignore[operator]
             for delivery in deliveries:
-                await source.ack(delivery)
+                await (source.reject(delivery, reason="bench") if reject else source.ack(delivery))
             done += len(deliveries)
         assert started is not None
         return done / (time.perf_counter() - started)
@@ -52,7 +54,7 @@ async def consume(url: str, count: int, batch_size: int, settle: object) -> floa
         await source.aclose()
 
 
-async def plain(url: str, db: Path, count: int, batch_size: int) -> float:
+async def plain(url: str, db: Path, count: int, batch_size: int, *, reject: bool = False) -> float:
     """The effect rows only, one SQLite transaction per batch."""
     async with aiosqlite.connect(db) as conn:
         await conn.execute(EFFECT)
@@ -61,7 +63,13 @@ async def plain(url: str, db: Path, count: int, batch_size: int) -> float:
             await conn.executemany("INSERT INTO effects VALUES (?, ?)", [(d.key, len(d.payload)) for d in deliveries])
             await conn.commit()
 
-        return await consume(url, count, batch_size, settle)
+        return await consume(url, count, batch_size, settle, reject=reject)
+
+
+async def rejected(url: str, db: Path, count: int, batch_size: int) -> float:
+    """The effect rows, one SQLite transaction per batch, each record then rejected (a dead letter) instead of
+    acked."""
+    return await plain(url, db, count, batch_size, reject=True)
 
 
 async def inboxed(url: str, db: Path, count: int, batch_size: int) -> float:
@@ -116,10 +124,12 @@ async def main() -> None:
     parser.add_argument("--batch-size", type=int, default=20, help="the hub's default is 20")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--hub", action="store_true", help="also measure through the hub (needs edinbox.hub)")
+    parser.add_argument("--reject", action="store_true", help="also reject every record instead of acking it")
     args = parser.parse_args()
     cluster = MockCluster()
-    modes = [(commit, name) for commit in ("ack", "receive") for name in ("plain", "inbox")]
-    runs = {"plain": plain, "inbox": inboxed}
+    names = ("plain", "inbox", "reject") if args.reject else ("plain", "inbox")
+    modes = [(commit, name) for commit in ("ack", "receive") for name in names]
+    runs = {"plain": plain, "inbox": inboxed, "reject": rejected}
     results: dict[tuple[str, str], list[float]] = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.rounds):
@@ -137,6 +147,12 @@ async def main() -> None:
         plain_rate, inbox_rate = (statistics.median(results[(commit, k)]) for k in ("plain", "inbox"))
         cost = 100 * (1 - inbox_rate / plain_rate)
         print(f"| commit={commit} | {plain_rate:.0f} msg/s | {inbox_rate:.0f} msg/s | {cost:.1f} % |")
+    if args.reject:
+        print("\n| offset commit | acked | rejected | reject / ack |")
+        print("|---|---|---|---|")
+        for commit in ("ack", "receive"):
+            acked, rejects = (statistics.median(results[(commit, k)]) for k in ("plain", "reject"))
+            print(f"| commit={commit} | {acked:.0f} msg/s | {rejects:.0f} msg/s | x{rejects / acked:.2f} |")
     if args.hub:
         await hub_table(cluster, args.messages, args.rounds)
     cluster.close()

@@ -44,6 +44,12 @@ def _library() -> ctypes.CDLL:
     for name in ("rd_kafka_mock_broker_set_down", "rd_kafka_mock_broker_set_up"):
         getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_int32]
         getattr(lib, name).restype = ctypes.c_int
+    lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    lib.rd_kafka_mock_topic_create.restype = ctypes.c_int
+    lib.rd_kafka_mock_partition_set_leader.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32]
+    lib.rd_kafka_mock_partition_set_leader.restype = ctypes.c_int
+    lib.rd_kafka_mock_coordinator_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]
+    lib.rd_kafka_mock_coordinator_set.restype = ctypes.c_int
     return lib
 
 
@@ -65,15 +71,24 @@ class ControlledCluster(MockCluster):
         self.bootstrap = self._lib.rd_kafka_mock_cluster_bootstraps(self._cluster).decode()
         """`host:port,...` of the mock brokers."""
 
-    def down(self) -> None:
-        """Take every broker down: connections are closed and new ones refused."""
-        for broker in range(1, self.brokers + 1):
+    def down(self, *brokers: int) -> None:
+        """Take the brokers given (every broker when none is) down: connections are closed and new ones refused."""
+        for broker in brokers or range(1, self.brokers + 1):
             assert self._lib.rd_kafka_mock_broker_set_down(self._cluster, broker) == 0
 
-    def up(self) -> None:
-        """Bring every broker back."""
-        for broker in range(1, self.brokers + 1):
+    def up(self, *brokers: int) -> None:
+        """Bring the brokers given (every broker when none is) back."""
+        for broker in brokers or range(1, self.brokers + 1):
             assert self._lib.rd_kafka_mock_broker_set_up(self._cluster, broker) == 0
+
+    def topic(self, name: str, *, leader: int) -> None:
+        """Create a topic of one partition led by broker `leader` (its records then stay in order)."""
+        assert self._lib.rd_kafka_mock_topic_create(self._cluster, name.encode(), 1, 1) == 0
+        assert self._lib.rd_kafka_mock_partition_set_leader(self._cluster, name.encode(), 0, leader) == 0
+
+    def coordinator(self, group: str, *, broker: int) -> None:
+        """Make broker `broker` the coordinator of consumer group `group`."""
+        assert self._lib.rd_kafka_mock_coordinator_set(self._cluster, b"group", group.encode(), broker) == 0
 
     def close(self) -> None:
         """Stop the cluster and its handle."""

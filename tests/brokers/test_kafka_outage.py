@@ -1,11 +1,12 @@
 """The hub over Kafka while its brokers go away mid-run (librdkafka's mock cluster, its brokers set down and up):
 the hub stays up, the outage costs no attempt, nothing is lost or doubled, and poison mixed into the traffic is
 parked once with its reason; the outage shows as one dependency-down and one dependency-back line, and SIGTERM
-during it stops the hub at once."""
+during it stops the hub at once. A publisher's send cancelled during an outage does not hold the process either."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sqlite3
@@ -17,7 +18,8 @@ import pytest
 
 from edinbox.hub._config import HubConfig
 from edinbox.hub._ops import init
-from edinbox.sources.kafka import publish
+from edinbox.sources import Outgoing
+from edinbox.sources.kafka import KafkaPublisher, publish
 from hub.poison import bad_date, not_edi
 from hub.test_outage import HubProcess, invoices, wait_for
 
@@ -130,3 +132,31 @@ async def test_a_broker_that_refuses_connections_is_logged_once_not_twenty_times
     failures = [r for r in caplog.records if "Connection refused" in r.getMessage()]
     assert len(failures) == 1, [r.getMessage() for r in failures]
     assert failures[0].levelno == logging.WARNING
+
+
+def test_a_send_cancelled_while_the_kafka_brokers_are_down_does_not_hold_the_exit(
+    cluster: ControlledCluster, unique_name: str
+) -> None:
+    """A publisher's send that waits for brokers set down, cancelled after a second (a relay stopping) and the
+    publisher closed: the event loop ends within a few seconds, not after librdkafka's 30 s flush (a worker thread
+    the loop's shutdown joins) and a 10 s flush at close."""
+    url = cluster.url(topic=unique_name)
+
+    async def cancelled_send() -> None:
+        publisher = KafkaPublisher(url)
+        await publisher.open()
+        await publisher.send([Outgoing("first", b"sent while the broker is up")])
+        cluster.down()
+        sending = asyncio.ensure_future(publisher.send([Outgoing("second", b"waits for the broker")]))
+        await asyncio.sleep(1)
+        sending.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sending
+        await publisher.aclose()
+
+    started = time.monotonic()
+    try:
+        asyncio.run(cancelled_send())
+    finally:
+        cluster.up()
+    assert time.monotonic() - started < 5

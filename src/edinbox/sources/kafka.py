@@ -8,8 +8,9 @@ URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
 - `dead_letter`: the topic rejected records are produced to (default `<topic>.dead`);
 - `commit`: `ack` (default) commits at each ack; `receive` commits what was settled at the next receive (and on
   close or revoke): one commit per batch instead of one per record, and at most one batch read again after a crash;
-- `commit_wait`: seconds an offset commit may wait for the group coordinator (default 5): an ack whose commit
-  takes longer raises SourceError (the commit goes on in the background), and receives raise it until it is done;
+- `commit_wait`: seconds settling a record may wait for the brokers (default 5): an ack whose offset commit, or a
+  reject whose dead-letter record, takes longer raises SourceError (the commit or the record goes on in the
+  background), and receives raise it until it is done;
 - `mock=N`: host an in-process librdkafka mock cluster of N brokers instead of connecting (one-process demos);
 - any librdkafka setting by its dotted name: `session.timeout.ms=6000`, `group.protocol=consumer`,
   `security.protocol=SASL_SSL`, ... (a user and password in the URL become `sasl.username` / `sasl.password`).
@@ -17,7 +18,8 @@ URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
 Kafka has no per-record ack: progress is one committed offset per partition. Auto commit is off; `ack` marks the
 record settled and synchronously commits the lowest offset below which every delivered record is settled, so an ack
 out of order never commits past a record still in flight. `nack` seeks the partition back to the record (and pauses
-it for `delay`); `reject` produces the record to the dead-letter topic, then settles it. On a rebalance the revoked
+it for `delay`); `reject` produces the record to the dead-letter topic (in a daemon thread the source keeps), then
+settles it. On a rebalance the revoked
 partitions commit what is settled and drop the rest, which the next owner reads again. Every commit carries the
 highest offset delivered so far in its metadata, so the next owner flags records at or below it as redelivered.
 The key is the producer's header: an offset catches a redelivery, never a producer's retry (a new offset).
@@ -31,7 +33,12 @@ receive) whose commit cannot reach the coordinator in time, or fails because the
 SourceError. The record stays settled in the tracker, so a later commit covers it (at worst it is redelivered and
 found settled by the inbox); until the commit left behind is done and the settled offsets are committed, every
 receive raises SourceError too, so a hub sees one outage of its source from the first failed commit to the brokers'
-return.
+return. A reject's dead-letter record is waited for the same way, in a second daemon thread (a commit stuck in the
+first must not hold it): one that the brokers have not taken within `commit_wait` stays queued in librdkafka, its
+record unsettled, and receives raise SourceError until it is produced (the receive that finds it produced settles
+the record: it is parked once, not read and parked again for every retry); one that fails seeks back to its record,
+which is read and rejected again. Dead letters still queued at `aclose` are dropped: their records go to the next
+owner, which rejects them again.
 Nothing expires while a record is held (`ack_wait` is None, `in_progress` does nothing), but a consumer must call
 `receive` within `max.poll.interval.ms`.
 """
@@ -45,12 +52,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly
+from edinbox.sources._failures import reason as failure
 from edinbox.sources._kafka_config import (
     DriverLog,
     MockCluster,
@@ -67,6 +76,8 @@ from edinbox.sources._options import name_option, positive_float, positive_int
 __all__ = ["PUBLISHER", "SOURCE", "KafkaPublisher", "KafkaSource", "MockCluster", "publish"]
 
 _log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 COMMIT_WAIT = 5.0
 """Seconds an offset commit may wait for the group coordinator by default (the `commit_wait` option)."""
@@ -116,6 +127,9 @@ class KafkaSource(Source):
         self._commits = _Daemon()  # the thread commits run in
         self._waiting: concurrent.futures.Future[None] | None = None  # a commit that outlived `commit_wait`
         self._behind = False  # settled offsets a failed commit left uncommitted: receives commit them first
+        self._letters = _Daemon()  # the thread dead letters are produced in
+        self._parking: dict[tuple[TopicPartition, int], concurrent.futures.Future[str | None]] = {}
+        """The dead letters that outlived `commit_wait`, by record: None once produced, else why they failed."""
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> KafkaSource:
@@ -191,6 +205,7 @@ class KafkaSource(Source):
                 horizon = self._tracker.horizon(tp)
                 point = self._tracker.revoke(tp)
                 self._paused.pop(tp, None)
+                self._forget(tp)
                 if point is not None:
                     points[tp] = (point, horizon)
             self._commit(points)
@@ -200,6 +215,12 @@ class KafkaSource(Source):
             for p in partitions:
                 self._tracker.lose((p.topic, p.partition))
                 self._paused.pop((p.topic, p.partition), None)
+                self._forget((p.topic, p.partition))
+
+    def _forget(self, tp: TopicPartition) -> None:
+        """Drop the dead letters left waiting for a partition given up: its next owner reads their records again."""
+        for handle in [h for h in self._parking if h[0] == tp]:
+            del self._parking[handle]
 
     def _commit(self, points: Mapping[TopicPartition, tuple[int, int]], *, strict: bool = False) -> None:
         """Commit `{partition: (offset, horizon)}`, waiting `commit_wait` seconds at most; the caller holds the lock.
@@ -250,8 +271,22 @@ class KafkaSource(Source):
             ) from None
 
     def _catch_up(self, timeout: float) -> None:
-        """Before a receive: wait (`timeout` seconds at most) for a commit left waiting, then commit what is settled;
-        SourceError while either cannot reach the coordinator. The caller holds the lock."""
+        """Before a receive: wait (`timeout` seconds at most) for the dead letters and the commit left waiting, then
+        settle the records whose dead letters were produced and commit what is settled; SourceError while any of them
+        cannot reach the brokers. The caller holds the lock."""
+        deadline = time.monotonic() + timeout
+        for handle, produced in list(self._parking.items()):
+            producer = self._producer
+            while producer is not None and not produced.done() and (left := deadline - time.monotonic()) > 0:
+                producer.poll(left)  # serves the delivery reports
+            if not produced.done():
+                raise SourceError(f"a dead letter on {self.url} still waits for the brokers")
+            del self._parking[handle]
+            if produced.result() is None:
+                self._settled(handle)
+            else:  # it failed: the record is read again, and rejected again
+                self._rewind(handle, None)
+        timeout = deadline - time.monotonic()
         waiting = self._waiting
         if waiting is not None:
             try:
@@ -330,11 +365,16 @@ class KafkaSource(Source):
                 return await asyncio.to_thread(self._consume, max_messages, timeout)
 
     def _settle(self, delivery: Delivery) -> None:
-        tp, offset = delivery.handle
         with self._lock:
-            point = self._tracker.settle(tp, offset)
-            if point is not None and self.commit == "ack":
-                self._commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
+            self._settled(delivery.handle)
+
+    def _settled(self, handle: tuple[TopicPartition, int]) -> None:
+        """Mark the record settled, and with `commit=ack` commit its partition when its commit point moved; the
+        caller holds the lock."""
+        tp, offset = handle
+        point = self._tracker.settle(tp, offset)
+        if point is not None and self.commit == "ack":
+            self._commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
 
     async def ack(self, delivery: Delivery) -> None:
         """Mark the record settled and commit its partition's commit point when it moved (or at the next receive)."""
@@ -342,51 +382,84 @@ class KafkaSource(Source):
             await asyncio.to_thread(self._settle, delivery)
 
     def _seek(self, delivery: Delivery, delay: float | None) -> None:
-        ck = kafka()
-        tp, offset = delivery.handle
         with self._lock:
-            if not self._tracker.assigned(tp):
-                return  # revoked meanwhile: the next owner reads it from the committed offset
-            try:
-                self._consumer.seek(ck.TopicPartition(tp[0], tp[1], offset))
-            except ck.KafkaException as exc:  # the record stays pending: no commit passes it
-                raise SourceError(f"seeking back on {self.url} failed: {exc}") from exc
-            self._tracker.rewind(tp, offset)
-            if delay:
-                self._consumer.pause([ck.TopicPartition(tp[0], tp[1])])
-                self._paused[tp] = time.monotonic() + delay
+            self._rewind(delivery.handle, delay)
+
+    def _rewind(self, handle: tuple[TopicPartition, int], delay: float | None) -> None:
+        """Seek the record's partition back to it, paused for `delay` seconds; the caller holds the lock."""
+        ck = kafka()
+        tp, offset = handle
+        if not self._tracker.assigned(tp):
+            return  # revoked meanwhile: the next owner reads it from the committed offset
+        try:
+            self._consumer.seek(ck.TopicPartition(tp[0], tp[1], offset))
+        except ck.KafkaException as exc:  # the record stays pending: no commit passes it
+            raise SourceError(f"seeking back on {self.url} failed: {exc}") from exc
+        self._tracker.rewind(tp, offset)
+        if delay:
+            self._consumer.pause([ck.TopicPartition(tp[0], tp[1])])
+            self._paused[tp] = time.monotonic() + delay
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """Seek the partition back to this record (the ones after it come again too), paused for `delay` seconds."""
         with failing(f"nack of {delivery.key!r} on {self.url}"):
             await asyncio.to_thread(self._seek, delivery, delay)
 
-    def _dead_letter(self, delivery: Delivery, reason: str) -> None:
+    def _dead_letter(self, delivery: Delivery, reason: str, produced: concurrent.futures.Future[str | None]) -> None:
+        """In the dead-letter thread: produce the record to the dead-letter topic, then serve delivery reports until
+        its own came or `commit_wait` passed; `produced` gets None once the broker has the record, else why not."""
         ck = kafka()
-        if self._producer is None:
-            self._producer = ck.Producer(
-                {**producer_settings(self._settings), "bootstrap.servers": self.bootstrap, "logger": self._driver_log}
+
+        def report(err: Any, _msg: Any) -> None:
+            if not produced.done():
+                produced.set_result(None if err is None else str(err))
+
+        try:
+            if self._producer is None:
+                settings = producer_settings(self._settings)
+                self._producer = ck.Producer(
+                    {**settings, "bootstrap.servers": self.bootstrap, "logger": self._driver_log}
+                )
+            self._producer.produce(
+                self.dead_letter,
+                value=delivery.payload,
+                key=delivery.key.encode(),
+                headers=[*delivery.headers.items(), ("edinbox-reason", reason), ("edinbox-from", delivery.coordinates)],
+                on_delivery=report,
             )
-        errors: list[Any] = []
-        self._producer.produce(
-            self.dead_letter,
-            value=delivery.payload,
-            key=delivery.key.encode(),
-            headers=[*delivery.headers.items(), ("edinbox-reason", reason), ("edinbox-from", delivery.coordinates)],
-            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
-        )
-        left = self._producer.flush(30)
-        if left or errors:
-            raise SourceError(f"producing to {self.dead_letter} on {self.url} failed: {errors or 'timed out'}")
+        except Exception as exc:  # refused before sending (a full queue, a record too large): no report comes
+            produced.set_result(failure(exc))
+            return
+        deadline = time.monotonic() + self.commit_wait
+        while not produced.done() and (left := deadline - time.monotonic()) > 0:
+            self._producer.poll(left)  # serves the delivery reports
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
-        """Produce the record to the dead-letter topic with the reason in a header, then settle it."""
+        """Produce the record to the dead-letter topic with the reason in a header, then settle it.
+
+        The dead letter is waited for `commit_wait` seconds at most; when it takes longer (the brokers are down),
+        SourceError is raised and it stays in librdkafka's queue: the record is settled by the first receive after
+        the broker has it, and until then every receive raises SourceError. A dead letter that fails leaves its
+        record unsettled, sought back to be read (and rejected) again.
+        """
         with failing(f"parking {delivery.key!r} in {self.dead_letter} on {self.url}"):
-            await asyncio.to_thread(self._dead_letter, delivery, reason)
+            produced: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+            self._letters.submit(partial(self._dead_letter, delivery, reason, produced))
+            await asyncio.wait({asyncio.wrap_future(produced)}, timeout=self.commit_wait)
+            if not produced.done():
+                self._parking[delivery.handle] = produced
+                raise SourceError(
+                    f"producing to {self.dead_letter} on {self.url}: no answer from the brokers within "
+                    f"{self.commit_wait:g} s (the record is settled once they have it)"
+                )
+            if (error := produced.result()) is not None:
+                await asyncio.to_thread(self._seek, delivery, None)
+                raise SourceError(f"producing to {self.dead_letter} on {self.url} failed: {error}")
         await self.ack(delivery)
 
     async def aclose(self) -> None:
-        """Leave the group (never raises): settled records are committed, the others go to the next owner."""
+        """Leave the group (never raises): settled records are committed, the others go to the next owner (with
+        the dead letters of rejects that failed, dropped)."""
         async with self._polling:
             consumer = self._consumer
             if consumer is not None:
@@ -407,8 +480,12 @@ class KafkaSource(Source):
                     await quietly(f"closing {self.url}", lambda: asyncio.to_thread(consumer.close))
                 self._commits.stop()
             producer, self._producer = self._producer, None
-            if producer is not None:
-                await quietly(f"flushing {self.url}", lambda: asyncio.to_thread(producer.flush, 10))
+            self._letters.stop()
+            if producer is not None and self._parking:
+                # every dead letter still queued belongs to a record left unsettled (its reject failed): read again,
+                # here or by the next owner, it is rejected again then, so it is dropped rather than delivered twice
+                await quietly(f"dropping dead letters on {self.url}", lambda: asyncio.to_thread(producer.purge))
+            self._parking.clear()
         if self._mock is not None:
             self._mock.close()
             self._mock = None
@@ -424,13 +501,13 @@ class _Daemon:
 
     def __init__(self) -> None:
         """No thread yet."""
-        self._calls: queue.SimpleQueue[tuple[Callable[[], object], concurrent.futures.Future[None]] | None]
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None]
         self._calls = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
-    def submit(self, call: Callable[[], object]) -> concurrent.futures.Future[None]:
-        """Run `call` after the calls submitted before it; its future."""
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+    def submit(self, call: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Run `call` after the calls submitted before it; its future (cancelled before its turn, it does not run)."""
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._calls.put((call, done))
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="edinbox-kafka", daemon=True)
@@ -446,18 +523,22 @@ class _Daemon:
     def _run(self) -> None:
         while (item := self._calls.get()) is not None:
             call, done = item
+            if not done.set_running_or_notify_cancel():
+                continue  # cancelled while it waited for its turn
             try:
-                call()
+                result = call()
             except BaseException as exc:  # handed to the waiting thread
                 done.set_exception(exc)
             else:
-                done.set_result(None)
+                done.set_result(result)
 
 
 class KafkaPublisher(Publisher):
     """Produces to the URL's topic with one producer, the key header (and the record key) set to each producer id
-    and the message's headers as further record headers; each send waits until every record is delivered. A
-    payload over the producer's `message.max.bytes` is a LimitError (permanent: no retry can send it)."""
+    and the message's headers as further record headers; each send waits until every record is delivered (30 s at
+    most), in a daemon thread the publisher keeps, so a send cancelled while the brokers are down does not hold the
+    process at exit. A payload over the producer's `message.max.bytes` is a LimitError (permanent: no retry can
+    send it)."""
 
     def __init__(self, url: str) -> None:
         """Produce to the topic a `kafka://` URL names; nothing connects before `open()`."""
@@ -470,6 +551,7 @@ class KafkaPublisher(Publisher):
         self._settings: dict[str, Any] = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3}
         self._settings["logger"] = DriverLog(_log)
         self._producer: Any = None
+        self._sends = _Daemon()  # the thread sends produce and wait in
 
     async def open(self) -> None:
         """Create the producer (librdkafka connects, and reconnects, by itself)."""
@@ -484,7 +566,7 @@ class KafkaPublisher(Publisher):
             if headers and self.header in headers:
                 raise ConfigurationError(f"the header {self.header!r} is the producer id on {self.url}")
         errors: list[Any] = []
-        left = await asyncio.to_thread(self._produce, messages, errors)
+        left = await asyncio.wrap_future(self._sends.submit(partial(self._produce, messages, errors)))
         too_large = kafka().KafkaError.MSG_SIZE_TOO_LARGE
         if errors and all(getattr(err, "code", lambda: None)() == too_large for err in errors):
             raise LimitError(f"publishing to {self.url}: a payload is over the producer's message.max.bytes")
@@ -492,7 +574,7 @@ class KafkaPublisher(Publisher):
             raise SourceError(f"publishing to {self.url} failed: {errors[:3] or f'{left} not delivered'}")
 
     def _produce(self, messages: Sequence[Outgoing], errors: list[Any]) -> int:
-        """Produce each record (in a worker thread); return how many were not delivered within the flush."""
+        """Produce each record (in the publisher's thread); return how many were not delivered within the flush."""
         producer = self._producer
 
         def note(err: Any, _msg: Any) -> None:
@@ -516,10 +598,12 @@ class KafkaPublisher(Publisher):
         return int(producer.flush(30))
 
     async def aclose(self) -> None:
-        """Flush what is left (at most 10 s) and drop the producer."""
+        """Drop the producer. A send that returned has nothing left in it; what a failed (or cancelled) send left
+        queued is dropped, not flushed: its caller sends it again."""
         producer, self._producer = self._producer, None
+        self._sends.stop()
         if producer is not None:
-            await quietly(f"flushing {self.url}", lambda: asyncio.to_thread(producer.flush, 10))
+            await quietly(f"closing {self.url}", lambda: asyncio.to_thread(producer.purge))
 
 
 PUBLISHER = KafkaPublisher

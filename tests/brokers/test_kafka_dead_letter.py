@@ -1,0 +1,188 @@
+"""Rejects on Kafka while the dead-letter topic cannot be written (librdkafka's mock cluster, its brokers set down
+and up): a reject waits `commit_wait` at most, fails as a SourceError and leaves its record unsettled, receives
+failing until the dead letter is produced; after the outage the record is produced to the dead-letter topic once
+and parked once with its reason, and SIGTERM during the outage stops the hub at once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edinbox import SourceError
+from edinbox.hub._config import HubConfig
+from edinbox.hub._ops import init
+from edinbox.sources import Delivery
+from edinbox.sources.kafka import KafkaSource, publish
+from hub.poison import bad_date, not_edi
+from hub.test_outage import HubProcess, invoices, wait_for
+from sources.test_kafka import committed, read_topic
+
+from .kafka_mock import ControlledCluster
+
+KAFKA = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "commit_wait": "1"}
+
+
+@pytest.fixture
+def cluster() -> Iterator[ControlledCluster]:
+    """A mock cluster of two brokers for this test alone."""
+    with ControlledCluster(brokers=2) as mock:
+        yield mock
+
+
+def topics(cluster: ControlledCluster, name: str) -> str:
+    """The URL of topic `name` and group `name`, both on broker 1, its dead-letter topic on broker 2."""
+    cluster.topic(name, leader=1)
+    cluster.topic(f"{name}.dead", leader=2)
+    cluster.coordinator(name, broker=1)
+    return cluster.url(topic=name, group=name, **KAFKA)
+
+
+def rows(db: Path, statement: str) -> list[tuple[object, ...]]:
+    """All rows of one statement on the hub's SQLite journal."""
+    with sqlite3.connect(db, timeout=30) as connection:
+        return connection.execute(statement).fetchall()
+
+
+def outcomes(hub: HubProcess, outcome: str) -> list[str]:
+    """The hub's `settled` lines of one outcome (a reject that failed logs its line too, once per delivery)."""
+    return [line for line in hub.events("settled") if f"outcome={outcome}" in line]
+
+
+def dead_letters(cluster: ControlledCluster, topic: str) -> list[tuple[str, str]]:
+    """The producer id and reason of each record of the dead-letter topic."""
+    records = read_topic(cluster.bootstrap, f"{topic}.dead")
+    return [(dict(r.headers())["message_id"].decode(), dict(r.headers())["edinbox-reason"].decode()) for r in records]
+
+
+async def receive_one(source: KafkaSource) -> Delivery:
+    """The next delivery (a guard of 30 s, not a measurement)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if found := await source.receive(max_messages=1, timeout=0.5):
+            return found[0]
+    pytest.fail("no delivery")
+
+
+async def receives(source: KafkaSource) -> list[Delivery]:
+    """What receives return until one returns nothing without raising: those that raise while the brokers come
+    back are retried (a guard of 30 s, not a measurement)."""
+    got: list[Delivery] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            found = await source.receive(max_messages=10, timeout=0.5)
+        except SourceError:
+            await asyncio.sleep(0.2)
+            continue
+        if not found:
+            return got
+        got += found
+    pytest.fail("the receives did not settle down")
+
+
+async def test_a_reject_while_the_brokers_are_down_fails_within_commit_wait_and_settles_its_record_after(
+    cluster: ControlledCluster, unique_name: str
+) -> None:
+    """Every broker set down while a record is held: its reject raises SourceError within commit_wait (1 s) plus
+    a second, not after librdkafka's 30 s flush, and receives raise it while the dead letter waits; once the
+    brokers are back a receive settles the record (the offset committed past it) without reading it again, and the
+    dead-letter topic holds it once, with its reason."""
+    url = topics(cluster, unique_name)
+    await publish(url, [("poison", b"not EDI")])
+    source = KafkaSource.from_url(url, consumer="hub")
+    await source.open()
+    try:
+        delivery = await receive_one(source)
+        cluster.down()
+        started = time.monotonic()
+        with pytest.raises(SourceError, match=r"\.dead"):
+            await asyncio.wait_for(source.reject(delivery, reason="not EDI"), timeout=10)
+        assert time.monotonic() - started < 2
+        with pytest.raises(SourceError, match="dead letter"):
+            await source.receive(max_messages=1, timeout=0.5)
+        cluster.up()
+        assert await receives(source) == []
+    finally:
+        await source.aclose()
+    assert dead_letters(cluster, unique_name) == [("poison", "not EDI")]
+    assert committed(cluster.bootstrap, unique_name, unique_name, range(1)) == {0: 1}
+
+
+def test_the_hub_waits_out_its_dead_letter_topic_and_parks_each_poison_record_once(
+    cluster: ControlledCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """The dead-letter topic's broker set down for 4 s while the hub works through 60 invoices and 2 poison records
+    one at a time: the first reject fails (SourceError within commit_wait) and receives fail until the broker is
+    back, so the hub logs one outage of its source and backs off; after the outage each invoice is created once
+    with one attempt, and each poison record is parked once (one delivery) with its reason and produced to the
+    dead-letter topic once."""
+    db = tmp_path / "hub.db"
+    url = topics(cluster, unique_name)
+    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
+    traffic = invoices(60)
+    traffic[12:12] = [("poison-date", bad_date())]
+    traffic[40:40] = [("poison-png", not_edi())]
+    asyncio.run(publish(url, traffic))
+    cluster.down(2)
+    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", "1")
+    try:
+        wait_for(lambda: bool(hub.events("dependency-down")), timeout=60, what="the dependency-down line")
+        time.sleep(4)  # the hub backs off: its receives fail while the dead letter waits
+        assert not hub.events("dependency-back")
+        assert len(outcomes(hub, "processed")) == 12, "\n".join(hub.lines)  # the invoices before the poison record
+        cluster.up(2)
+        wait_for(lambda: len(outcomes(hub, "processed")) >= 60, timeout=90, what="every invoice settled")
+        last = f"delivery={unique_name}/0/40"  # the second poison record
+        wait_for(lambda: any(last in line for line in outcomes(hub, "rejected")), timeout=30, what="its parking")
+        assert hub.stop() == 0
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+    downs, backs = hub.events("dependency-down"), hub.events("dependency-back")
+    assert len(downs) == len(backs) == 1, "\n".join(hub.lines)
+    assert "dependency=source" in downs[0]
+    assert not [line for line in hub.lines if " ERROR " in line or "Traceback" in line], "\n".join(hub.lines)
+    assert len(outcomes(hub, "rejected")) == 2, "\n".join(hub.lines)  # neither poison record was read again
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(60, 60)]
+    journal = rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts ORDER BY status")
+    assert journal == [("processed", 1, 60)]
+    parked = rows(db, "SELECT delivery, deliveries, reason FROM rejected ORDER BY id")
+    assert [row[:2] for row in parked] == [(f"{unique_name}/0/12", 1), (f"{unique_name}/0/40", 1)]
+    assert dead_letters(cluster, unique_name) == [("poison-date", parked[0][2]), ("poison-png", parked[1][2])]
+
+
+def test_sigterm_while_a_reject_waits_for_the_dead_letter_topic_exits_0_at_once(
+    cluster: ControlledCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """SIGTERM to a hub whose reject waits for the dead-letter topic's broker (set down): the hub exits 0 within a
+    few seconds, not after librdkafka's flushes, and every invoice it settled was created once."""
+    db = tmp_path / "hub.db"
+    url = topics(cluster, unique_name)
+    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
+    traffic = invoices(30)
+    traffic[5:5] = [("poison", not_edi())]
+    asyncio.run(publish(url, traffic))
+    cluster.down(2)
+    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", "1")
+    try:
+        wait_for(lambda: len(outcomes(hub, "processed")) >= 5, timeout=60, what="the invoices before the poison record")
+        time.sleep(0.3)  # its reject waits for the dead-letter topic
+        hub.proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        code = hub.proc.wait(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+        cluster.up(2)
+    hub._reader.join(timeout=10)
+    assert code == 0, "\n".join(hub.lines)
+    assert took < 5, f"exited {took:.1f} s after SIGTERM"
+    settled = rows(db, "SELECT count(*) FROM inbox WHERE status = 'processed'")[0][0]
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(settled, settled)]
