@@ -406,8 +406,8 @@ class KafkaSource(Source):
             await asyncio.to_thread(self._seek, delivery, delay)
 
     def _dead_letter(self, delivery: Delivery, reason: str, produced: concurrent.futures.Future[str | None]) -> None:
-        """In the dead-letter thread: produce the record to the dead-letter topic, then serve delivery reports until
-        its own came or `commit_wait` passed; `produced` gets None once the broker has the record, else why not."""
+        """In the dead-letter thread: produce the record to the dead-letter topic, then flush for `commit_wait`
+        seconds at most; `produced` gets None once the broker has the record, else why not."""
         ck = kafka()
 
         def report(err: Any, _msg: Any) -> None:
@@ -430,9 +430,8 @@ class KafkaSource(Source):
         except Exception as exc:  # refused before sending (a full queue, a record too large): no report comes
             produced.set_result(failure(exc))
             return
-        deadline = time.monotonic() + self.commit_wait
-        while not produced.done() and (left := deadline - time.monotonic()) > 0:
-            self._producer.poll(left)  # serves the delivery reports
+        # sends at once (a poll would wait out linger.ms first, 5 ms a reject) and serves the delivery reports
+        self._producer.flush(self.commit_wait)
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
         """Produce the record to the dead-letter topic with the reason in a header, then settle it.
