@@ -6,7 +6,11 @@ is handed to one of them at a time (a lost race just skips the file). The ack is
 hub after its transaction committed: a crash between the commit and the move leaves the file in `processing/`, and
 the next process to look moves it back to `inbound/` (a stale claim: its owner is dead, its pid now names another
 process, or its claim is older than `claim_timeout`), so it is delivered again. `reject` moves the file to
-`rejected/` with a `.reason` file beside it.
+`rejected/` with a `.reason` file beside it (its content flushed to disk before it is renamed into place, and
+renamed before the file, so a parked file never has a half-written reason). Neither folder is flushed after these
+moves, as `archive/` is not after an ack: a rename that a power cut undoes leaves the file in its claim, which is
+recovered and delivered again, and the hub finds it settled, or parks it again (the journal keeps one row, counting
+its deliveries); a flush would only spare that redelivery, at the cost of a disk write per settled file.
 
 Each process lists `inbound/` once per refresh into a queue in memory and claims from it, so draining N waiting
 files costs O(N) in all: only the file being claimed is examined (`lstat`, then `fstat` on the opened claim).
