@@ -49,7 +49,8 @@ def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
     created once, every journal row took one attempt, and each poison record is parked once with its reason and
     produced to the dead-letter topic."""
     db = tmp_path / "hub.db"
-    url = cluster.url(topic=unique_name, group=unique_name, **KAFKA)
+    # a dead letter right after the brokers' return waits for librdkafka's re-bootstrap (about 1 s on the mock)
+    url = cluster.url(topic=unique_name, group=unique_name, **{**KAFKA, "commit_wait": "2"})
     asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
     traffic = invoices(200)
     traffic[12:12] = [("poison-date", bad_date())]

@@ -480,9 +480,10 @@ class KafkaSource(Source):
                 self._commits.stop()
             producer, self._producer = self._producer, None
             self._letters.stop()
-            if producer is not None and self._parking:
-                # every dead letter still queued belongs to a record left unsettled (its reject failed): read again,
-                # here or by the next owner, it is rejected again then, so it is dropped rather than delivered twice
+            if producer is not None:
+                # a reject that returned left nothing queued; what is left belongs to a record left unsettled (its
+                # reject failed or was cancelled): read again by the next owner and rejected then, it is dropped
+                # here rather than delivered twice
                 await quietly(f"dropping dead letters on {self.url}", lambda: asyncio.to_thread(producer.purge))
             self._parking.clear()
         if self._mock is not None:
