@@ -13,6 +13,9 @@
      instead of the 3-column one: on the wire exactly what `Inbox.process` sends;
    - "naive, journal, handler": both of the above (so the difference between this one and `Inbox.process` is the
      inbox's own client Python);
+   - "naive, quick replies" and "naive, journal, handler, quick": the naive inbox, and the one before, on the class
+     of the store's own connections (`QuickReplies`: OK replies read in fewer steps than PyMySQL's), so that the
+     inbox's own Python can be told apart from its connection's faster reading of replies;
    - "naive + mark": the 3-column table, with `SAVEPOINT edinbox_tx` in the INSERT's query and `RELEASE SAVEPOINT
      edinbox_tx; COMMIT` as the last query, as the store sent them before it watched its connections' replies
      instead (two statements in each: two replies);
@@ -60,6 +63,7 @@ from edinbox import Inbox, Message, Tx
 from edinbox._core import parse_table
 from edinbox._plan import key_params
 from edinbox.stores._mysql_sql import Statements, connect_options
+from edinbox.stores._pymysql_replies import QuickReplies
 
 CONSUMER = "bench"
 Variant = Callable[[list[Message]], None]
@@ -176,9 +180,10 @@ def print_wire(variants: Mapping[str, Variant], *, count: int = 100, size: int =
         )
 
 
-def connect(url: str, statements: Statements) -> Any:
-    """A PyMySQL connection with the store's own options (autocommit off, multi-statements) and session."""
-    connection = pymysql.connect(**connect_options(url))
+def connect(url: str, statements: Statements, *, quick: bool = False) -> Any:
+    """A PyMySQL connection with the store's own options (autocommit off, multi-statements) and session; `quick`: the
+    store's own connection class, whose OK replies are read in fewer steps (`edinbox.stores._pymysql_replies`)."""
+    connection = (QuickReplies if quick else pymysql.connect)(**connect_options(url))
     with connection.cursor() as cursor:
         for statement in statements["session"]:
             cursor.execute(statement)  # the isolation level and sql_mode of the store's own connections
@@ -189,13 +194,13 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
     """Naive vs Inbox.process on MariaDB, and the naive inbox with each of the differences, one at a time."""
     statements = Statements(parse_table(table, qualified=True))
     admin = connect(url, statements)
-    journals = {name: f"{table}_{name}" for name in ("journal", "handler", "both", "process")}
+    journals = {name: f"{table}_{name}" for name in ("journal", "handler", "handler_quick", "both", "process")}
     inboxes = {name: Inbox(url, consumer=CONSUMER, table=journal) for name, journal in journals.items()}
     for inbox in inboxes.values():
         inbox.create_schema()
     with admin.cursor() as cursor:
         cursor.execute(f"CREATE TABLE {table}_business (message_id VARCHAR(100) NOT NULL, body BLOB)")
-        for name in ("naive", "cursor", "mark", "block", "blocks"):
+        for name in ("naive", "cursor", "quick", "mark", "block", "blocks"):
             cursor.execute(
                 f"CREATE TABLE {table}_{name} (consumer VARBINARY(512) NOT NULL, source VARBINARY(512) NOT NULL, "
                 "message_id VARBINARY(512) NOT NULL, received_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
@@ -215,8 +220,9 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         block: bool = False,
         first_block: bool = False,
         handler_cursor: bool = False,
+        quick: bool = False,
     ) -> Variant:
-        connection = connect(url, statements)
+        connection = connect(url, statements, quick=quick)
         if edinbox_row:
             insert = Statements(parse_table(journal, qualified=True))["insert_processed"][0]
         else:
@@ -264,6 +270,10 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         "naive, journal, handler": naive_variant(
             journal=journals["handler"], edinbox_row=True, mark=False, handler_cursor=True
         ),
+        "naive, quick replies": naive_variant(journal=f"{table}_quick", edinbox_row=False, mark=False, quick=True),
+        "naive, journal, handler, quick": naive_variant(
+            journal=journals["handler_quick"], edinbox_row=True, mark=False, handler_cursor=True, quick=True
+        ),
         "naive + mark": naive_variant(journal=f"{table}_mark", edinbox_row=False, mark=True),
         "naive + mark, one reply": naive_variant(journal=f"{table}_block", edinbox_row=False, mark=True, block=True),
         "naive + mark, blocks": naive_variant(
@@ -280,7 +290,7 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         for inbox in inboxes.values():
             inbox.close()
         with admin.cursor() as cursor:
-            for name in ("business", "naive", "cursor", "mark", "block", "blocks"):
+            for name in ("business", "naive", "cursor", "quick", "mark", "block", "blocks"):
                 cursor.execute(f"DROP TABLE IF EXISTS {table}_{name}")
             for journal in journals.values():
                 cursor.execute(f"DROP TABLE IF EXISTS {journal}, {journal}_version, {journal}_outbox")

@@ -23,6 +23,9 @@ from types import TracebackType
 from typing import Any
 
 import asyncmy
+
+# sync: from edinbox.stores._pymysql_replies import QuickReplies as _Driver
+from asyncmy import Connection as _Driver  # async-only
 from asyncmy.constants.COMMAND import COM_QUERY
 from asyncmy.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
@@ -78,10 +81,12 @@ _ENDED = (
     "swallowed?), or ended by the handler (ROLLBACK, COMMIT, BEGIN, DDL); what ran after that was rolled back"
 )
 _PROBE = b"DO 0"  # opens no transaction: its reply says whether one is open
-_DRIVER: Any = asyncmy.Connection  # its readers, called as functions: no super() object made per reply
+# the driver's connection (on the sync side PyMySQL's, reading OK replies in fewer steps: `_pymysql_replies`), whose
+# readers are called as functions: no super() object made per reply
+_DRIVER: Any = _Driver
 
 
-class _AsyncOwnConnection(asyncmy.Connection):
+class _AsyncOwnConnection(_Driver):
     """A connection the store opened itself: it notes when the transaction of a unit ends before the unit's COMMIT.
 
     While `watching` (from the statement that opened a unit's transaction, a BEGIN or the journal's first write, to

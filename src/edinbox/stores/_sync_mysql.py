@@ -42,6 +42,7 @@ from edinbox.stores._mysql_sql import (
     params,
     timestamp,
 )
+from edinbox.stores._pymysql_replies import QuickReplies as _Driver
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal, purge_held
 
@@ -77,10 +78,12 @@ _ENDED = (
     "swallowed?), or ended by the handler (ROLLBACK, COMMIT, BEGIN, DDL); what ran after that was rolled back"
 )
 _PROBE = b"DO 0"  # opens no transaction: its reply says whether one is open
-_DRIVER: Any = pymysql.Connection  # its readers, called as functions: no super() object made per reply
+# the driver's connection (on the sync side PyMySQL's, reading OK replies in fewer steps: `_pymysql_replies`), whose
+# readers are called as functions: no super() object made per reply
+_DRIVER: Any = _Driver
 
 
-class _OwnConnection(pymysql.Connection):
+class _OwnConnection(_Driver):
     """A connection the store opened itself: it notes when the transaction of a unit ends before the unit's COMMIT.
 
     While `watching` (from the statement that opened a unit's transaction, a BEGIN or the journal's first write, to
