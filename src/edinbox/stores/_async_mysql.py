@@ -257,8 +257,8 @@ class _AsyncMySQLUnit:
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
-        if name == "insert_batch" and not self._returning():
-            return await self._insert_each(values)
+        if name == "insert_batch":
+            return await self._insert_rows(values) if self._returning() else await self._insert_each(values)
         if not self._own:
             await self.begin()
             return await self.fetch(name, values)
@@ -270,6 +270,28 @@ class _AsyncMySQLUnit:
         """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
         decided = self._sql.returning
         return has_returning(self.connection.get_server_info()) if decided is None else decided
+
+    async def _insert_rows(self, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then `insert_batch` (MariaDB: one INSERT IGNORE ... RETURNING) with the batch's rows written out,
+        each value escaped by the driver's own escaping; the (source, message_id) of the rows it inserted."""
+        connection = self.connection
+        # sync: escape = connection.escape
+        escape = connection.literal  # async-only
+        consumer = escape(values["consumer"])
+        rows = ", ".join(
+            f"({consumer}, {escape(s)}, {escape(m)}, {escape(f)})" for s, m, f in json.loads(values["batch"])
+        )
+        if not self._own:
+            await self.begin()
+        with _RECORDING:
+            cursor = await self._cursor_of()
+            self._running()
+            # bound here: run without parameters, so the driver does not read "%" in the values as placeholders
+            await cursor.execute(self._sql["insert_batch"][0] % {"rows": rows})
+            inserted = [tuple(row) for row in await cursor.fetchall()]
+        if self._own:
+            self._watch()  # the INSERT opened the transaction
+        return inserted
 
     async def _insert_each(self, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then `insert_batch` without RETURNING (MySQL): one INSERT IGNORE per message, whose affected-row
