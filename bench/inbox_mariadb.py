@@ -13,6 +13,9 @@
      instead of the 3-column one: on the wire exactly what `Inbox.process` sends;
    - "naive, journal, handler": both of the above (so the difference between this one and `Inbox.process` is the
      inbox's own client Python);
+   - "naive, quick" and "naive, journal, handler, quick": the naive inbox, and the one before, on the class
+     of the store's own connections (`QuickReplies`: OK replies read in fewer steps than PyMySQL's), so that the
+     inbox's own Python can be told apart from its connection's faster reading of replies;
    - "naive + mark": the 3-column table, with `SAVEPOINT edinbox_tx` in the INSERT's query and `RELEASE SAVEPOINT
      edinbox_tx; COMMIT` as the last query, as the store sent them before it watched its connections' replies
      instead (two statements in each: two replies);
@@ -45,6 +48,7 @@ import argparse
 import os
 import socket
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -60,6 +64,11 @@ from edinbox import Inbox, Message, Tx
 from edinbox._core import parse_table
 from edinbox._plan import key_params
 from edinbox.stores._mysql_sql import Statements, connect_options
+
+try:
+    from edinbox.stores._pymysql_replies import QuickReplies
+except ImportError:  # an edinbox from before it, compared with this one: no "quick" variants
+    QuickReplies = None
 
 CONSUMER = "bench"
 Variant = Callable[[list[Message]], None]
@@ -112,7 +121,7 @@ def paired(
     total = turns * chunk * size
     print(f"\n## {title}\n   ({turns} turns of {chunk * size} messages per variant, order rotated each turn)")
     print(
-        f"  {'variant':<28} {'msg/s':>9}  {'CPU us/msg: client':>18} {'server':>6}  ratio to {base}: median [p10-p90]"
+        f"  {'variant':<31} {'msg/s':>9}  {'CPU us/msg: client':>18} {'server':>6}  ratio to {base}: median [p10-p90]"
     )
     medians: dict[str, float] = {}
     for name, times in seconds.items():
@@ -120,7 +129,7 @@ def paired(
         medians[name] = statistics.median(ratios)
         deciles = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else ratios
         print(
-            f"  {name:<28} {total / sum(times):>9,.0f}  {cpu[name] / total * 1e6:>18,.0f} "
+            f"  {name:<31} {total / sum(times):>9,.0f}  {cpu[name] / total * 1e6:>18,.0f} "
             f"{f'{served[name] / total * 1e6:,.0f}' if server else '-':>6}  "
             f"x{medians[name]:.3f} [{deciles[0]:.2f}-{deciles[-1]:.2f}]"
         )
@@ -153,12 +162,24 @@ def wire() -> Iterator[dict[str, Any]]:
     connection._execute_command = counted_execute
     connection._read_packet = counted_read
     socket.SocketIO.readinto = counted_readinto  # type: ignore[assignment]
+    quick = sys.modules.get("edinbox.stores._pymysql_replies")
+    read_ok = quick and quick._ok  # an OK reply read without `_read_packet` (QuickReplies)
+
+    def counted_ok(connection: Any) -> Any:
+        ok = read_ok(connection)
+        seen["packets"] += ok is not None
+        return ok
+
+    if quick:
+        quick._ok = counted_ok
     try:
         yield seen
     finally:
         connection._execute_command = execute
         connection._read_packet = read
         socket.SocketIO.readinto = readinto  # type: ignore[method-assign]
+        if quick:
+            quick._ok = read_ok
 
 
 def print_wire(variants: Mapping[str, Variant], *, count: int = 100, size: int = 1) -> None:
@@ -171,14 +192,15 @@ def print_wire(variants: Mapping[str, Variant], *, count: int = 100, size: int =
         per = count * size
         sent = " | ".join(dict.fromkeys(seen["queries"]))
         print(
-            f"    {name:<28} {len(seen['queries']) / per:.2f} {seen['packets'] / per:.2f} {seen['recvs'] / per:.2f}"
+            f"    {name:<31} {len(seen['queries']) / per:.2f} {seen['packets'] / per:.2f} {seen['recvs'] / per:.2f}"
             f"  {sent}"
         )
 
 
-def connect(url: str, statements: Statements) -> Any:
-    """A PyMySQL connection with the store's own options (autocommit off, multi-statements) and session."""
-    connection = pymysql.connect(**connect_options(url))
+def connect(url: str, statements: Statements, *, quick: bool = False) -> Any:
+    """A PyMySQL connection with the store's own options (autocommit off, multi-statements) and session; `quick`: the
+    store's own connection class, whose OK replies are read in fewer steps (`edinbox.stores._pymysql_replies`)."""
+    connection = (QuickReplies if quick and QuickReplies else pymysql.connect)(**connect_options(url))
     with connection.cursor() as cursor:
         for statement in statements["session"]:
             cursor.execute(statement)  # the isolation level and sql_mode of the store's own connections
@@ -189,13 +211,13 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
     """Naive vs Inbox.process on MariaDB, and the naive inbox with each of the differences, one at a time."""
     statements = Statements(parse_table(table, qualified=True))
     admin = connect(url, statements)
-    journals = {name: f"{table}_{name}" for name in ("journal", "handler", "both", "process")}
+    journals = {name: f"{table}_{name}" for name in ("journal", "handler", "handler_quick", "both", "process")}
     inboxes = {name: Inbox(url, consumer=CONSUMER, table=journal) for name, journal in journals.items()}
     for inbox in inboxes.values():
         inbox.create_schema()
     with admin.cursor() as cursor:
         cursor.execute(f"CREATE TABLE {table}_business (message_id VARCHAR(100) NOT NULL, body BLOB)")
-        for name in ("naive", "cursor", "mark", "block", "blocks"):
+        for name in ("naive", "cursor", "quick", "mark", "block", "blocks"):
             cursor.execute(
                 f"CREATE TABLE {table}_{name} (consumer VARBINARY(512) NOT NULL, source VARBINARY(512) NOT NULL, "
                 "message_id VARBINARY(512) NOT NULL, received_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
@@ -215,8 +237,9 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         block: bool = False,
         first_block: bool = False,
         handler_cursor: bool = False,
+        quick: bool = False,
     ) -> Variant:
-        connection = connect(url, statements)
+        connection = connect(url, statements, quick=quick)
         if edinbox_row:
             insert = Statements(parse_table(journal, qualified=True))["insert_processed"][0]
         else:
@@ -272,6 +295,12 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         "naive, journal + mark": naive_variant(journal=journals["both"], edinbox_row=True, mark=True),
         "Inbox.process": process,
     }
+    # with an edinbox from before `QuickReplies`, the same two on PyMySQL's class (the same number of variants)
+    quick = ", quick" if QuickReplies is not None else ", again"
+    variants[f"naive{quick}"] = naive_variant(journal=f"{table}_quick", edinbox_row=False, mark=False, quick=True)
+    variants[f"naive, journal, handler{quick}"] = naive_variant(
+        journal=journals["handler_quick"], edinbox_row=True, mark=False, handler_cursor=True, quick=True
+    )
     try:
         title = "MariaDB, one message per transaction"
         paired(title, variants, turns=turns, chunk=chunk, base="naive inbox", server=server)
@@ -280,7 +309,7 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         for inbox in inboxes.values():
             inbox.close()
         with admin.cursor() as cursor:
-            for name in ("business", "naive", "cursor", "mark", "block", "blocks"):
+            for name in ("business", "naive", "cursor", "quick", "mark", "block", "blocks"):
                 cursor.execute(f"DROP TABLE IF EXISTS {table}_{name}")
             for journal in journals.values():
                 cursor.execute(f"DROP TABLE IF EXISTS {journal}, {journal}_version, {journal}_outbox")

@@ -23,6 +23,9 @@ from types import TracebackType
 from typing import Any
 
 import asyncmy
+
+# sync: from edinbox.stores._pymysql_replies import QuickReplies as _Driver
+from asyncmy import Connection as _Driver  # async-only
 from asyncmy.constants.COMMAND import COM_QUERY
 from asyncmy.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
@@ -78,10 +81,12 @@ _ENDED = (
     "swallowed?), or ended by the handler (ROLLBACK, COMMIT, BEGIN, DDL); what ran after that was rolled back"
 )
 _PROBE = b"DO 0"  # opens no transaction: its reply says whether one is open
-_DRIVER: Any = asyncmy.Connection  # its readers, called as functions: no super() object made per reply
+# the driver's connection (on the sync side PyMySQL's, reading OK replies in fewer steps: `_pymysql_replies`), whose
+# readers are called as functions: no super() object made per reply
+_DRIVER: Any = _Driver
 
 
-class _AsyncOwnConnection(asyncmy.Connection):
+class _AsyncOwnConnection(_Driver):
     """A connection the store opened itself: it notes when the transaction of a unit ends before the unit's COMMIT.
 
     While `watching` (from the statement that opened a unit's transaction, a BEGIN or the journal's first write, to
@@ -252,8 +257,8 @@ class _AsyncMySQLUnit:
 
     async def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
-        if name == "insert_batch" and not self._returning():
-            return await self._insert_each(values)
+        if name == "insert_batch":
+            return await self._insert_rows(values) if self._returning() else await self._insert_each(values)
         if not self._own:
             await self.begin()
             return await self.fetch(name, values)
@@ -265,6 +270,28 @@ class _AsyncMySQLUnit:
         """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
         decided = self._sql.returning
         return has_returning(self.connection.get_server_info()) if decided is None else decided
+
+    async def _insert_rows(self, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then `insert_batch` (MariaDB: one INSERT IGNORE ... RETURNING) with the batch's rows written out,
+        each value escaped by the driver's own escaping; the (source, message_id) of the rows it inserted."""
+        connection = self.connection
+        # sync: escape = connection.escape
+        escape = connection.literal  # async-only
+        consumer = escape(values["consumer"])
+        rows = ", ".join(
+            f"({consumer}, {escape(s)}, {escape(m)}, {escape(f)})" for s, m, f in json.loads(values["batch"])
+        )
+        if not self._own:
+            await self.begin()
+        with _RECORDING:
+            cursor = await self._cursor_of()
+            self._running()
+            # bound here: run without parameters, so the driver does not read "%" in the values as placeholders
+            await cursor.execute(self._sql["insert_batch"][0] % {"rows": rows})
+            inserted = [tuple(row) for row in await cursor.fetchall()]
+        if self._own:
+            self._watch()  # the INSERT opened the transaction
+        return inserted
 
     async def _insert_each(self, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then `insert_batch` without RETURNING (MySQL): one INSERT IGNORE per message, whose affected-row

@@ -42,6 +42,7 @@ from edinbox.stores._mysql_sql import (
     params,
     timestamp,
 )
+from edinbox.stores._pymysql_replies import QuickReplies as _Driver
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal, purge_held
 
@@ -77,10 +78,12 @@ _ENDED = (
     "swallowed?), or ended by the handler (ROLLBACK, COMMIT, BEGIN, DDL); what ran after that was rolled back"
 )
 _PROBE = b"DO 0"  # opens no transaction: its reply says whether one is open
-_DRIVER: Any = pymysql.Connection  # its readers, called as functions: no super() object made per reply
+# the driver's connection (on the sync side PyMySQL's, reading OK replies in fewer steps: `_pymysql_replies`), whose
+# readers are called as functions: no super() object made per reply
+_DRIVER: Any = _Driver
 
 
-class _OwnConnection(pymysql.Connection):
+class _OwnConnection(_Driver):
     """A connection the store opened itself: it notes when the transaction of a unit ends before the unit's COMMIT.
 
     While `watching` (from the statement that opened a unit's transaction, a BEGIN or the journal's first write, to
@@ -248,8 +251,8 @@ class _MySQLUnit:
 
     def begin_fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows (one round trip on the store's own connections)."""
-        if name == "insert_batch" and not self._returning():
-            return self._insert_each(values)
+        if name == "insert_batch":
+            return self._insert_rows(values) if self._returning() else self._insert_each(values)
         if not self._own:
             self.begin()
             return self.fetch(name, values)
@@ -261,6 +264,27 @@ class _MySQLUnit:
         """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""
         decided = self._sql.returning
         return has_returning(self.connection.get_server_info()) if decided is None else decided
+
+    def _insert_rows(self, values: Params) -> list[tuple[Any, ...]]:
+        """Begin, then `insert_batch` (MariaDB: one INSERT IGNORE ... RETURNING) with the batch's rows written out,
+        each value escaped by the driver's own escaping; the (source, message_id) of the rows it inserted."""
+        connection = self.connection
+        escape = connection.escape
+        consumer = escape(values["consumer"])
+        rows = ", ".join(
+            f"({consumer}, {escape(s)}, {escape(m)}, {escape(f)})" for s, m, f in json.loads(values["batch"])
+        )
+        if not self._own:
+            self.begin()
+        with _RECORDING:
+            cursor = self._cursor_of()
+            self._running()
+            # bound here: run without parameters, so the driver does not read "%" in the values as placeholders
+            cursor.execute(self._sql["insert_batch"][0] % {"rows": rows})
+            inserted = [tuple(row) for row in cursor.fetchall()]
+        if self._own:
+            self._watch()  # the INSERT opened the transaction
+        return inserted
 
     def _insert_each(self, values: Params) -> list[tuple[Any, ...]]:
         """Begin, then `insert_batch` without RETURNING (MySQL): one INSERT IGNORE per message, whose affected-row
