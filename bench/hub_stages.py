@@ -2,10 +2,12 @@
 
 The hub settles the first `--measure` deliveries of generated invoice traffic from a spool (as `bench.spool
 --vs-parse` does), with timers wrapped around its stages: receiving from the spool, planning (parse, key, invoice
-extraction, in a worker thread), the batch's transaction (the journal's claim, the accounting handler, the
-bookkeeping, the commit) and the acks; and around every call of the store's unit, by statement name. Figures are
-microseconds per settled message (wall time, so waits for threads and the disk count), then the parse-alone time of
-the same files. Stages nest (the claim, handler and record are inside settle), so they do not add up to the step.
+extraction: on the spool mostly ahead, while the previous batch's transaction waits for the database; otherwise in a
+worker thread), the batch's transaction (the journal's claim, the accounting handler, the bookkeeping, the commit)
+and the acks; and around every call of the store's unit, by statement name. Figures are microseconds per settled
+message (wall time, so waits for threads and the disk count), then the parse-alone time of the same files. Stages
+nest (the claim, handler and record are inside settle) or overlap (planning ahead runs during settle), so they do
+not add up to the step.
 
 Run: .venv/bin/python -m bench.hub_stages [--measure 2000] [--db postgresql://postgres@127.0.0.1:5432/test]
 """
@@ -87,8 +89,8 @@ def instrument(timers: Timers) -> None:
     """Wrap the hub's stages and every store unit's statement calls."""
     timers.wrap(Hub, "step", "step (all of it)")
     timers.wrap(SpoolSource, "receive", "  receive (spool claims and reads)")
-    timers.wrap(Hub, "_plan", "  plan, inside the worker thread")
-    timers.wrap(asyncio, "to_thread", "  plan, as the loop waits for it")
+    timers.wrap(Hub, "_plan", "  plan, per delivery (on the spool mostly ahead, during the previous transaction)")
+    timers.wrap(asyncio, "to_thread", "  plan, as the loop waits for a worker thread")
     timers.wrap(Hub, "_settle", "  settle (the batch's transaction)")
     timers.wrap(AsyncInbox, "_claim_batch", "    journal claim (insert, look up)")
     timers.wrap(Batch, "create", "    handler (invoices)")

@@ -1,8 +1,9 @@
 """process_batch of 1,000 on a full journal (10M rows) against an empty one, side by side in one run.
 
     .venv/bin/python -m bench.journal_scale [--url postgresql://...] [--rows 10000000] [--turns 20]
-        [--keys random,rising] [--layouts flat,digest,ring,hash,generations,collate] [--partitions 16] [--refill]
-        [--wal-compression] [--sorted] [--former] [--redelivered] [--steady BATCHES] [--explain BATCHES]
+        [--keys random,rising] [--layouts flat,digest,ring,hash,generations,filtered,collate] [--partitions 16]
+        [--hot ROWS] [--rate 0.01] [--refill] [--wal-compression] [--sorted] [--former] [--redelivered]
+        [--steady BATCHES] [--explain BATCHES]
         [--private FOLDER [--server sized|default] [-c NAME=VALUE ...] [--compare NAME=VALUE[,...] ...] [--remove]]
 
 With `--private FOLDER` the journals live in a PostgreSQL cluster of their own in FOLDER (initdb on the first run,
@@ -15,7 +16,7 @@ each start and each run, and at the end every rate and ratio side by side, one c
 
 Journals are filled with generate_series (not through the API) into schema `bench_scale` and kept between runs
 (`--refill` rebuilds them). Two key shapes: `random` (a UUID per message, one source) and `rising` (1,000
-partners, each with rising 9-digit control numbers, as X12 ISA13). Six layouts:
+partners, each with rising 9-digit control numbers, as X12 ISA13). Seven layouts:
 
 - `flat`: today's journal (one table, unique index on consumer, source, message_id), through `Inbox.process_batch`;
 - `digest`: the flat journal keyed by a 16-byte digest of (consumer, source, message_id) (`bench/digest.sql`): the
@@ -31,6 +32,13 @@ partners, each with rising 9-digit control numbers, as X12 ISA13). Six layouts:
 - `generations`: two generations (`bench/generations.sql`): a hot table of its own takes the inserts (a plain
   INSERT of the keys that no cold row holds), the cold one (an empty table, or the full flat journal) is only
   probed, read-only;
+- `filtered`: the two generations with a Bloom filter of the cold one's keys in the process's memory
+  (`bench/bloom.py`, `bench/filtered.sql`; false-positive rate `--rate`, 1 % by default): built from the cold
+  table and stored as a bytea in table `filters` (once: later runs load it), checked in Python per key; only the
+  keys it may hold probe the cold table, the others go straight to the hot table's plain INSERT, after the shared
+  rotation lock. The cold one is empty or the full flat journal; the full one's hot table is empty, or with
+  `--hot ROWS` a kept table of ROWS older keys (a generation near its rotation); the filter's size, build, store
+  and load times are printed, and after each measurement its Python time and the keys it sent to a probe;
 - `collate`: the flat journal with its key columns `COLLATE "C"` (bytewise comparisons), through
   `Inbox.process_batch`.
 
@@ -67,6 +75,7 @@ from typing import Any
 import psycopg
 from tests.servers import PrivatePostgres
 
+from bench.bloom import Bloom, copied_digests, digest
 from edinbox import Inbox, Message, Tx
 from edinbox.stores._queries import load_queries, named_queries
 
@@ -200,6 +209,8 @@ RING = named_queries((Path(__file__).parent / "ring.sql").read_text("utf-8"))
 DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8"))
 HASH = named_queries((Path(__file__).parent / "hash.sql").read_text("utf-8"))
 GENERATIONS = named_queries((Path(__file__).parent / "generations.sql").read_text("utf-8"))
+FILTERED = named_queries((Path(__file__).parent / "filtered.sql").read_text("utf-8"))
+FILTERS = f"{SCHEMA}.filters"
 TEMPLATED = {"template": TEMPLATE}
 INSERT = load_queries("postgresql", "queries")["insert_batch"]
 """The store's ON CONFLICT insert of a batch, for EXPLAIN."""
@@ -351,6 +362,130 @@ def generations_batch(connection: psycopg.Connection[Any], hot: str, cold: str) 
     return run
 
 
+def fill_hot(connection: psycopg.Connection[Any], table: str, *, shape: str, rows: int, below: int) -> None:
+    """A hot generation of `rows` older keys, none in the cold one: random keys of their own, or per partner the
+    control numbers just below `below`, where the fresh keys start (the hot table's right-most leaves)."""
+    connection.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{table}".encode())
+    create_generations(connection, table, None)
+    connection.execute(f"DROP INDEX {SCHEMA}.{table}_key".encode())
+    if shape == "random":
+        keys = "'bench:source', md5('h' || i)"
+    else:
+        first = below - rows // PARTNERS
+        keys = (
+            f"'X12:ZZ:P' || lpad((i %% {PARTNERS})::text, 4, '0') || '>ZZ:HUB', "
+            f"lpad(({first} + (i - 1) / {PARTNERS})::text, 9, '0')"
+        )
+    connection.execute(
+        f"INSERT INTO {SCHEMA}.{table} (consumer, source, message_id, fingerprint, received_at, status, attempts, "
+        f"settled_at) SELECT '{CONSUMER}', s, m, md5(i::text) || md5((-i)::text), now(), 'processed', 1, now() "
+        f"FROM generate_series(1, %(rows)s) AS i, LATERAL (SELECT {keys}) AS v (s, m)".encode(),
+        {"rows": rows},
+    )
+    create_generations(connection, table, None)
+    connection.execute(f"VACUUM ANALYZE {SCHEMA}.{table}".encode())
+
+
+def build_filter(connection: psycopg.Connection[Any], cold: str, *, rate: float) -> Bloom:
+    """A Bloom filter of the cold table's keys: counted, sized for `rate`, filled from the digests the server
+    computes (bench/filtered.sql: key_digests); print the time of each step."""
+    started = time.perf_counter()
+    keys = count(connection, cold)
+    bloom = Bloom.sized(keys, rate)
+    counted = time.perf_counter()
+    copied = 0.0
+    with connection.cursor() as cursor, cursor.copy(FILTERED["key_digests"].format(cold=f"{SCHEMA}.{cold}")) as copy:
+        bloom.add_all(copied_digests(copy))
+        copied = time.perf_counter()
+    print(
+        f"built the filter of {cold}: {keys:,} keys, {len(bloom.bits) / 1e6:.2f} MB, {bloom.hashes} positions per"
+        f" key, in {copied - started:.1f} s (count {counted - started:.1f} s, digests read and added"
+        f" {copied - counted:.1f} s)",
+        flush=True,
+    )
+    return bloom
+
+
+def stored_filter(connection: psycopg.Connection[Any], cold: str, *, rate: float, rebuild: bool) -> Bloom:
+    """The filter of the cold table as every hub would get it: loaded from table `filters` (built and stored
+    there first when missing or `rebuild`); print the store and load times."""
+    names = {"filters": FILTERS}
+    connection.execute(FILTERED["create_filters"].format(**names).encode())
+    load = FILTERED["load_filter"].format(**names).encode()
+    if rebuild or connection.execute(load, {"generation": cold}).fetchone() is None:
+        bloom = build_filter(connection, cold, rate=rate)
+        started = time.perf_counter()
+        stored = {"generation": cold, "keys": count(connection, cold), "hashes": bloom.hashes, "bits": bloom.bits}
+        connection.execute(FILTERED["store_filter"].format(**names).encode(), stored)
+        print(f"stored the filter of {cold} in {time.perf_counter() - started:.2f} s", flush=True)
+    started = time.perf_counter()
+    row = connection.execute(load, {"generation": cold}).fetchone()
+    assert row is not None
+    keys, hashes, bits = row
+    bloom = Bloom(bytearray(bits), hashes)
+    # the digests the server computed are the ones the process computes: every sampled key of the table is held
+    sample = connection.execute(f"SELECT consumer, source, message_id FROM {SCHEMA}.{cold} LIMIT 10000".encode())
+    assert all(digest(*key) in bloom for key in sample.fetchall()), "a key of the cold table is not in its filter"
+    print(
+        f"loaded the filter of {cold} ({keys:,} keys, {len(bits) / 1e6:.2f} MB) in"
+        f" {time.perf_counter() - started:.2f} s",
+        flush=True,
+    )
+    return bloom
+
+
+class Checked:
+    """What a filtered variant's filter did: Python time spent checking, keys checked, keys sent to a probe."""
+
+    def __init__(self) -> None:
+        """No batch yet."""
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget the batches so far (each measurement counts its own)."""
+        self.seconds = 0.0
+        self.keys = 0
+        self.maybe = 0
+        self.batches = 0
+
+    def line(self, name: str) -> str:
+        """One printed line: the check's time per batch and the share of keys that went to a probe."""
+        batches, keys = max(self.batches, 1), max(self.keys, 1)
+        return (
+            f"  {name:<16} filter check {self.seconds / batches * 1e3:.2f} ms/batch (Python),"
+            f" {self.maybe / batches:.1f} keys/batch probed in the cold table ({self.maybe / keys:.2%})"
+        )
+
+
+def filtered_batch(
+    connection: psycopg.Connection[Any], hot: str, cold: str, head: str, *, bloom: Bloom, checked: Checked
+) -> Callable[[list[Message]], None]:
+    """The batch on a filtered two-generation journal: the filter checked per key, then in one round trip BEGIN,
+    the shared rotation lock and the insert into the hot table of the keys the filter rules out or the cold table
+    does not hold; then COMMIT."""
+    names = {"hot": f"{SCHEMA}.{hot}", "cold": f"{SCHEMA}.{cold}", "head": f"{SCHEMA}.{head}"}
+    insert = FILTERED["insert_batch"].format(**names).encode()
+    lock = FILTERED["rotation_lock"].encode()
+    rotation = {"lock": f"edinbox:{SCHEMA}.{head}"}
+
+    def run(messages: list[Message]) -> None:
+        started = time.perf_counter()
+        maybe = [digest(CONSUMER, m.source, m.message_id) in bloom for m in messages]
+        checked.seconds += time.perf_counter() - started
+        checked.batches += 1
+        checked.keys += len(messages)
+        checked.maybe += sum(maybe)
+        params = batch_params(messages) | {"maybe": maybe, "generation": 1}
+        with connection.pipeline():
+            connection.execute(b"BEGIN")
+            connection.execute(lock, rotation)
+            cursor = connection.execute(insert, params)
+        assert cursor.rowcount == len(messages), "a fresh message was taken for a duplicate"
+        connection.execute(b"COMMIT")
+
+    return run
+
+
 def flat_batch(inbox: Inbox, *, ordered: bool = False, known: int = 0) -> Callable[[list[Message]], None]:
     """Inbox.process_batch with a handler that does nothing (the journal's cost alone); `ordered`: the batch
     sorted by key first; `known`: at most this many keys of a batch are in the journal already."""
@@ -439,6 +574,23 @@ def measure(title: str, variants: Variants, *, turns: int, probe: psycopg.Connec
     return summary
 
 
+def measured(
+    title: str, variants: Variants, checked: dict[str, Checked], *, turns: int, probe: psycopg.Connection[Any]
+) -> dict[str, str]:
+    """`measure`, then what each filtered variant's filter did during it."""
+    for filtered in checked.values():
+        filtered.clear()
+    summary = measure(title, variants, turns=turns, probe=probe)
+    for name, filtered in checked.items():
+        print(filtered.line(name), flush=True)
+    return summary
+
+
+def hot_name(shape: str, rows: int) -> str:
+    """The kept hot table of the filtered full journal with `rows` older keys."""
+    return f"filtered_hot_{shape}_{rows}"
+
+
 def huge_pages() -> str:
     """The huge page counters of /proc/meminfo (Total, Free, Rsvd): a server whose shared memory uses huge pages
     has them reserved (Rsvd) or touched (Total - Free)."""
@@ -503,6 +655,8 @@ def main() -> None:
     parser.add_argument("--keys", default="random,rising")
     parser.add_argument("--layouts", default="flat,digest,ring")
     parser.add_argument("--partitions", type=int, default=16, help="the hash layout's partitions")
+    parser.add_argument("--hot", type=int, default=0, help="rows in the filtered full journal's hot table")
+    parser.add_argument("--rate", type=float, default=0.01, help="the filtered layout's false-positive rate")
     parser.add_argument("--explain", type=int, default=0, help="then EXPLAIN this many batches per flat/hash journal")
     parser.add_argument("--refill", action="store_true")
     parser.add_argument("--wal-compression", action="store_true", help="also the full flat journal with lz4 WAL")
@@ -576,7 +730,14 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, str]]:
     for shape in shapes:
         for layout in layouts:
             table = full_name(layout, shape, args.rows, partitions=args.partitions)
-            if layout == "generations":  # its cold table is the flat journal
+            if layout == "filtered" and args.hot:  # a kept hot table of older keys for the full journal
+                hot = hot_name(shape, args.hot)
+                if args.refill or count(connection, hot) < args.hot:
+                    started = time.perf_counter()
+                    below = args.rows // PARTNERS + 1 + 5 * 10**6
+                    fill_hot(connection, hot, shape=shape, rows=args.hot, below=below)
+                    print(f"filled {hot} with {args.hot:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
+            if layout in ("generations", "filtered"):  # their cold table is the flat journal
                 continue
             if args.refill or count(connection, table) < args.rows:
                 started = time.perf_counter()
@@ -603,6 +764,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, str]]:
             start = args.rows // PARTNERS + 1
             variants: Variants = {}
             tables: dict[str, str] = {}  # the flat and hash journals, for EXPLAIN
+            checked: dict[str, Checked] = {}  # the filtered variants' filters at work
             for layout in layouts:
                 empty = f"empty_{layout}_{shape}_{suffix}"
                 if layout == "hash":
@@ -653,6 +815,27 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, str]]:
                         closing.append(direct)
                         fresh = Keys(shape, start=start + 5 * 10**6)
                         variants[variant] = (fresh, generations_batch(direct, hot, probed))
+                elif layout == "filtered":  # the full one's cold is the flat journal, its hot empty or kept
+                    create_generations(connection, f"{empty}_hot", f"{empty}_cold")
+                    cold = full_name("flat", shape, args.rows)
+                    hot = hot_name(shape, args.hot) if args.hot else f"{empty}_hotfull"
+                    if not args.hot:
+                        create_generations(connection, hot, None)
+                    pairs = (
+                        ("empty", f"{empty}_hot", f"{empty}_cold", f"{empty}_head", False),
+                        ("full", hot, cold, f"{empty}_headfull", args.refill),
+                    )
+                    for name, hot, probed, head, rebuild in pairs:
+                        for statement in ("create_head", "seed_head"):
+                            connection.execute(FILTERED[statement].format(head=f"{SCHEMA}.{head}").encode())
+                        bloom = stored_filter(connection, probed, rate=args.rate, rebuild=rebuild or name == "empty")
+                        variant = f"{layout} {name}"
+                        named = f"{args.url}{'&' if '?' in args.url else '?'}application_name={application(variant)}"
+                        direct = psycopg.connect(named, autocommit=True)
+                        closing.append(direct)
+                        checked[variant] = Checked()
+                        batch = filtered_batch(direct, hot, probed, head, bloom=bloom, checked=checked[variant])
+                        variants[variant] = (Keys(shape, start=start + 5 * 10**6), batch)
                 elif layout == "digest":
                     create_digest(connection, empty)
                     variants[f"{layout} empty"] = (Keys(shape, start=start), digest_batch(work, empty))
@@ -665,16 +848,20 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, str]]:
                         Keys(shape, start=start),
                         ring_batch(work, full_name(layout, shape, args.rows)),
                     )
-            for layout in {"flat" if layout == "generations" else layout for layout in layouts}:
+            for layout in {"flat" if layout in ("generations", "filtered") else layout for layout in layouts}:
                 reset(connection, full_name(layout, shape, args.rows, partitions=args.partitions), layout=layout)
+            if "filtered" in layouts and args.hot:
+                reset(connection, hot_name(shape, args.hot), layout="flat")
             connection.execute(b"CHECKPOINT")
             title = f"{shape} keys, {args.rows:,} rows in the full journals"
+            if "filtered" in layouts:
+                title += f" (filtered full: {args.hot:,} rows in its hot table)"
             checkpointed = f"{title}, right after a checkpoint"
-            results[checkpointed] = measure(checkpointed, variants, turns=args.turns, probe=connection)
+            results[checkpointed] = measured(checkpointed, variants, checked, turns=args.turns, probe=connection)
             if args.steady:
                 advance(variants, args.steady)
                 steady = f"{title}, {args.steady:,} more batches into the checkpoint cycle"
-                results[steady] = measure(steady, variants, turns=args.turns, probe=connection)
+                results[steady] = measured(steady, variants, checked, turns=args.turns, probe=connection)
             if args.explain:
                 # rising numbers of their own, above every variant's: the statement is rolled back
                 keys = {name: Keys(shape, start=start + 10**7) for name in tables}
@@ -692,6 +879,10 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, str]]:
                 for kept in ("former", "redelivered", "redelivered_former"):
                     connection.execute(f"DROP TABLE IF EXISTS {empty}_{kept}, {empty}_{kept}_version".encode())
                 connection.execute(f"DROP TABLE IF EXISTS {empty}_hot, {empty}_cold, {empty}_hotfull".encode())
+                connection.execute(f"DROP TABLE IF EXISTS {empty}_headfull".encode())
+                if layout == "filtered" and count(connection, "filters"):  # the empty cold table's filter
+                    cold = f"empty_{layout}_{shape}_{suffix}_cold"
+                    connection.execute(f"DELETE FROM {FILTERS} WHERE generation = %s".encode(), [cold])
         connection.close()
         work.close()
     return results

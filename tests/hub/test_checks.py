@@ -7,9 +7,11 @@ from decimal import Decimal
 
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from edinbox.edi import Invoice, InvoiceParty
-from edinbox.hub._checks import MAX_TEXT, invoice_problem
+from edinbox.edi import Invoice, InvoiceLine, InvoiceParty
+from edinbox.hub._checks import MAX_TEXT, _fits, _money_problem, _size_problem, _text_problem, invoice_problem
 
 
 def invoice(*, total: str = "10.00", number: str = "INV-1", seller: str = "ACME") -> Invoice:
@@ -63,3 +65,23 @@ def test_text_limits_name_the_field() -> None:
 def test_good_invoices_pass() -> None:
     """Ordinary invoices raise no problem."""
     assert invoice_problem([invoice(), invoice(total="-12.3456", number="CN-7")]) is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    total=st.decimals(allow_nan=True, allow_infinity=True),
+    line=st.decimals(allow_nan=True, allow_infinity=True),
+    number=st.text(alphabet="9\x00", max_size=MAX_TEXT + 2),
+)
+def test_the_quick_check_lets_through_only_what_the_full_check_does(total: Decimal, line: Decimal, number: str) -> None:
+    """An invoice the quick check finds fitting has no value the full check refuses, whatever its total, line values
+    and number (NaN, infinities, huge exponents, decimals past the fourth, a NUL, one character too many)."""
+    lines = [InvoiceLine(line, Decimal(1), line)]
+    checked = Invoice(
+        number, date(2026, 12, 1), "invoice", InvoiceParty("A"), InvoiceParty("B"), "EUR", total, total, lines
+    )
+    if _fits(checked):
+        assert _text_problem(number) is None
+        assert _money_problem(total) is None
+        assert _size_problem(line) is None
+        assert invoice_problem([checked]) is None

@@ -211,3 +211,40 @@ def test_batches_on_other_shards_do_not_wait(hub_config: HubConfig) -> None:
     assert other_done
     assert same_waited
     assert asyncio.run(_counts(config))["processed"] == 3
+
+
+def test_a_batch_adds_its_counts_in_one_statement(hub_config: HubConfig) -> None:
+    """Several outcomes' counts add up exactly on every database; on PostgreSQL they go in one statement (an array of
+    outcomes and one of counts), elsewhere one per outcome."""
+    config = hub_config.model_copy(update={"consumer": "hub"})
+    sent: list[int] = []
+
+    async def main() -> None:
+        async with open_inbox(config) as inbox:
+
+            async def add(tx: Any) -> None:
+                unit = tx.unit
+                run, run_many = unit.run, unit.run_many
+
+                async def one(name: str, params: Any) -> Any:
+                    sent.append(1)
+                    return await run(name, params)
+
+                async def many(name: str, params: Any) -> Any:
+                    sent.append(len(params))
+                    return await run_many(name, params)
+
+                unit.run, unit.run_many = one, many
+                try:
+                    await count(
+                        tx, consumer="hub", counts={"processed": 5, "duplicate": 2, "dead": 0, "rejected": 1}, shard=3
+                    )
+                finally:
+                    del unit.run, unit.run_many
+
+            await inbox.transaction(add)
+            await inbox.transaction(lambda tx: count(tx, consumer="hub", counts={"processed": 1}, shard=4))
+
+    asyncio.run(main())
+    assert sent == ([1] if _dialect(config) == "postgresql" else [3])
+    assert asyncio.run(_counts(config)) == {**dict.fromkeys(COUNTED, 0), "processed": 6, "duplicate": 2, "rejected": 1}

@@ -30,6 +30,8 @@ MAX_LINES = 2**31 - 1
 def invoice_problem(invoices: Sequence[Any]) -> str | None:
     """The first value of `invoices` that the `invoices` table cannot hold, as a sentence; None when all fit."""
     for invoice in invoices:
+        if _fits(invoice):  # the usual case, checked without building a sentence
+            continue
         label = f"invoice {str(invoice.number)[:40]!r}"
         for what, text in _texts(invoice):
             if problem := _text_problem(text):
@@ -45,6 +47,28 @@ def invoice_problem(invoices: Sequence[Any]) -> str | None:
                 if value is not None and (problem := _size_problem(value)):
                     return f"{label}: line {n} {what.replace('_', ' ')} {problem}"
     return None
+
+
+def _fits(invoice: Any) -> bool:
+    """True when every value of `invoice` plainly fits (what `invoice_problem` then has nothing to say about): texts
+    short and without NUL, money with at most `MAX_DECIMALS` decimals and `MAX_DIGITS` digits before the point, line
+    values finite with at most `MAX_DIGITS` digits before it. False sends the invoice through the full check."""
+    for text in (str(invoice.number), party_key(invoice.seller), party_key(invoice.buyer), str(invoice.currency or "")):
+        if len(text) > MAX_TEXT or "\x00" in text:
+            return False
+    for value in (invoice.total, invoice.tax_total):
+        if value is not None and not (
+            value.is_finite() and value.as_tuple().exponent >= -MAX_DECIMALS and value.adjusted() < MAX_DIGITS
+        ):
+            return False
+    if len(invoice.lines) > MAX_LINES:
+        return False
+    for line in invoice.lines:
+        for what in ("quantity", "unit_price", "amount"):
+            value = getattr(line, what, None)
+            if value is not None and not (value.is_finite() and value.adjusted() < MAX_DIGITS):
+                return False
+    return True
 
 
 def _texts(invoice: Any) -> Iterable[tuple[str, str]]:

@@ -6,6 +6,11 @@ every outcome counter) runs before the same commit (see `_batch`); only then ack
 A crash anywhere before the ack redelivers the batch, and the journal turns every copy into a duplicate.
 A TransientError (database, source, accounting API) leaves the batch unsettled, nacked, charged nothing, and is
 waited out (`_outage`); only a configuration error, or `give_up_after`, ends `run`.
+
+On a source that `receives_ahead` (the spool), the next batch is claimed and planned while the database works on the
+current batch's transaction (a task that gives way to it after every few claims and every delivery it plans); the
+next step starts from it. It is only claimed: nothing of it is settled before its own step, and a step that fails, a
+stop and the hub's end hand it back unsettled.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ small batch to a worker thread and back costs more than the loop's pause. A bigg
 thread, so the source's connection and `progress` keep beating meanwhile."""
 _REFRESH = 5.0
 """Seconds between two refreshes of the journal gauges (rows by status, oldest ages) while running."""
+_AHEAD_CLAIMS = 10
+"""Deliveries the next batch claims at a time while the current one settles, before giving way to it."""
 
 
 class Hub:
@@ -87,6 +94,8 @@ class Hub:
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
         self._refreshed = -_REFRESH
+        self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
+        """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
 
     async def run(self, *, once: bool = False) -> Counter[str]:
         """Settle deliveries until `stop` is set (SIGTERM) or, with `once`, until the source stays idle.
@@ -160,18 +169,21 @@ class Hub:
     async def _receive(self, *, once: bool) -> None:
         """Settle batches until `stop` is set or, with `once`, until the source stays idle."""
         idle_since = time.monotonic()
-        while not self.stop.is_set():
-            try:
-                handled = await self.outage.call(self.step, stop=self.stop, proves=_reached)
-            except Stopped:
-                break
-            if handled:
-                idle_since = time.monotonic()
-                if self._relay_beside is not None and self.acknowledger is not None:
-                    self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
-            elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
-                break
-            await self.refresh(every=_REFRESH)
+        try:
+            while not self.stop.is_set():
+                try:
+                    handled = await self.outage.call(self.step, stop=self.stop, proves=_reached)
+                except Stopped:
+                    break
+                if handled:
+                    idle_since = time.monotonic()
+                    if self._relay_beside is not None and self.acknowledger is not None:
+                        self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
+                elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
+                    break
+                await self.refresh(every=_REFRESH)
+        finally:
+            await self.give_back()
         await self.refresh()
 
     async def refresh(self, *, every: float = 0.0) -> None:
@@ -184,18 +196,28 @@ class Hub:
             self._refreshed = time.monotonic()
 
     async def step(self) -> int:
-        """Receive one batch and settle it; return how many deliveries it had."""
-        deliveries = await self.source.receive(max_messages=self.config.batch_size, timeout=self.config.poll_timeout)
+        """Receive one batch (or take the one received ahead) and settle it; return how many deliveries it had."""
+        deliveries: list[Delivery] = []
+        planned: list[list[Item]] = []
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            deliveries, planned = await ahead
+        if not deliveries:
+            received = await self.source.receive(max_messages=self.config.batch_size, timeout=self.config.poll_timeout)
+            deliveries = list(received)
         if not deliveries:
             return 0
         started = time.monotonic()
         spans = Spans(deliveries, consumer=self.config.consumer)
         async with progress(self.source, deliveries):
-            if sum(len(d.payload) for d in deliveries) <= _PLAN_HERE:
-                plans = [self._plan(d) for d in deliveries]
+            rest = deliveries[len(planned) :]
+            if sum(len(d.payload) for d in rest) <= _PLAN_HERE:
+                plans = planned + [self._plan(d) for d in rest]
             else:
-                plans = await asyncio.to_thread(lambda: [self._plan(d) for d in deliveries])
+                plans = planned + await asyncio.to_thread(lambda: [self._plan(d) for d in rest])
             work = [Work(d, items) for d, items in zip(deliveries, plans, strict=True)]
+            if self.source.receives_ahead:
+                self._ahead = asyncio.ensure_future(self._receive_ahead())
             try:
                 await self._settle(work, spans)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
@@ -203,6 +225,10 @@ class Hub:
                 return len(work)
             except TransientError:  # a dependency failed: nothing is settled or charged, everything comes back
                 await self._release(work)
+                await self.give_back()
+                raise
+            except BaseException:
+                await self.give_back()
                 raise
         if self.fault is not None:
             self.fault.committed(partial(self._killed, work))
@@ -216,8 +242,47 @@ class Hub:
             # source redelivers them, and the inbox finds them settled
             lost = await self._finish(w, elapsed, hand_back=lost is None) or lost
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
+            await self.give_back()
             raise lost
         return len(work)
+
+    async def _receive_ahead(self) -> tuple[list[Delivery], list[list[Item]]]:
+        """Claim the next batch a few deliveries at a time, then plan it one delivery at a time, giving way to the
+        current batch's transaction in between; a delivery too big to plan on the loop (`_PLAN_HERE`) and those after
+        it are left for the step to plan. A source failure after some claims returns those (the step raises it)."""
+        deliveries: list[Delivery] = []
+        while len(deliveries) < self.config.batch_size:
+            wanted = min(_AHEAD_CLAIMS, self.config.batch_size - len(deliveries))
+            try:
+                got = await self.source.receive(max_messages=wanted, timeout=0.0)
+            except TransientError:
+                if not deliveries:
+                    raise
+                break
+            if not got:
+                break
+            deliveries += got
+            await asyncio.sleep(0)
+        plans: list[list[Item]] = []
+        for delivery in deliveries:
+            if len(delivery.payload) > _PLAN_HERE:
+                break
+            plans.append(self._plan(delivery))
+            await asyncio.sleep(0)
+        return deliveries, plans
+
+    async def give_back(self) -> None:
+        """Hand the batch received ahead back to the source unsettled (at a stop, the hub's end, a failed step)."""
+        if self._ahead is None:
+            return
+        ahead, self._ahead = self._ahead, None
+        try:
+            deliveries, _ = await ahead
+        except TransientError:
+            return  # nothing was claimed
+        for delivery in deliveries:
+            with contextlib.suppress(TransientError):
+                await self.source.nack(delivery)
 
     def _killed(self, work: Sequence[Work]) -> None:
         """The fault point's last words: one `killed` line per delivery the commit settled, with how many of its
@@ -400,7 +465,7 @@ async def open_hub(
             stop=stop,
         )
         sink = accounting or SqlAccounting(consumer=config.consumer)
-        yield Hub(
+        hub = Hub(
             config,
             inbox=inbox,
             source=source,
@@ -411,6 +476,10 @@ async def open_hub(
             log_json=log_json,
             metrics=metrics,
         )
+        try:
+            yield hub
+        finally:
+            await hub.give_back()  # a batch received ahead by the last step goes back before the source closes
 
 
 async def _answer(batch: Batch, message: Message, tx: Any) -> None:

@@ -128,15 +128,21 @@ async def check_privileges(inbox: AsyncInbox) -> None:
 
 
 async def count(tx: Any, *, consumer: str, counts: Mapping[str, int], shard: int) -> None:
-    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction, in one batch of
-    statements.
+    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction: one statement on
+    PostgreSQL (an array of outcomes and one of counts), elsewhere one batch of statements.
 
-    The outcomes are updated in one order (sorted), so two transactions on one shard never lock its rows in opposite
-    orders (a deadlock).
+    The outcomes are updated in one order (sorted: the array's order on PostgreSQL), so two transactions on one shard
+    never lock its rows in opposite orders (a deadlock).
     """
-    rows = [{"consumer": consumer, "outcome": o, "shard": shard, "n": counts[o]} for o in sorted(counts) if counts[o]]
-    if rows:
-        await tx.unit.run_many("hub_count", rows)
+    outcomes = [o for o in sorted(counts) if counts[o]]
+    if not outcomes:
+        return
+    if tx.dialect == "postgresql":
+        params = {"consumer": consumer, "shard": shard, "outcomes": outcomes, "counts": [counts[o] for o in outcomes]}
+        await tx.unit.run("hub_count_batch", params)
+        return
+    rows = [{"consumer": consumer, "outcome": o, "shard": shard, "n": counts[o]} for o in outcomes]
+    await tx.unit.run_many("hub_count", rows)
 
 
 async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:

@@ -81,6 +81,12 @@ class Source(abc.ABC):
     """Seconds after which a delivery held unsettled may be handed to someone else (None: never, while connected);
     a caller holding deliveries longer than a third of it calls `in_progress` on each."""
 
+    receives_ahead: bool = False
+    """True when a consumer may receive its next batch while the current one is not settled yet at no cost to
+    anyone: no prefetch window to fill, no timer that hands a held delivery to another consumer, and unsettled
+    deliveries that `aclose` gives back (the spool folder). The hub then claims and plans the next batch while the
+    database works on the current one's transaction."""
+
     @abc.abstractmethod
     async def open(self) -> None:
         """Connect, and declare what the source needs (queue, stream, consumer group, folders)."""

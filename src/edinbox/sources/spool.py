@@ -147,6 +147,7 @@ class SpoolSource(Source):
         self._parked: deque[Delivery] = deque()  # parked outside a receive (recovery), handed out by the next one
 
     parks_oversize = True
+    receives_ahead = True
     """`open_source(..., max_payload=)` sets the size over which a file is parked unread, unless the URL sets it."""
 
     @classmethod

@@ -76,6 +76,11 @@ ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
+-- name: hub_count_batch
+INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n)
+SELECT %(consumer)s, t.outcome, %(shard)s, t.n FROM unnest(%(outcomes)s::text[], %(counts)s::bigint[]) AS t(outcome, n)
+ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
+
 -- name: hub_counts
 SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
 
