@@ -210,7 +210,7 @@ class AsyncJournal:
         """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
         try:
             if sent:
-                await unit.run("outbox_mark_sent", mark_params(sent))
+                await unit.run("outbox_mark_sent", mark_params(sent, self._store.dialect))
             if parked:
                 await unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
         except BaseException:

@@ -122,9 +122,11 @@ def by_destination(rows: Sequence[Sequence[Any]]) -> dict[str, list[Claimed]]:
     return groups
 
 
-def mark_params(ids: Sequence[int]) -> dict[str, Any]:
-    """The parameters of `outbox_mark_sent`: the ids of the rows sent, as one JSON array (one statement a pass)."""
-    return {"ids": json.dumps([int(i) for i in ids])}
+def mark_params(ids: Sequence[int], dialect: str) -> dict[str, Any]:
+    """The parameters of `outbox_mark_sent`, one statement a pass: the ids of the rows sent as a list on MariaDB (one
+    bound parameter each, so that the UPDATE seeks them on the primary key alone), one JSON array elsewhere."""
+    listed = [int(i) for i in ids]
+    return {"ids": listed if dialect == "mysql" else json.dumps(listed)}
 
 
 class Verdict(enum.Enum):

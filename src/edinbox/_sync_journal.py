@@ -205,7 +205,7 @@ class Journal:
         """Mark the sent rows sent and park the others, then commit the unit's open transaction."""
         try:
             if sent:
-                unit.run("outbox_mark_sent", mark_params(sent))
+                unit.run("outbox_mark_sent", mark_params(sent, self._store.dialect))
             if parked:
                 unit.run_many("outbox_park", [{"id": row.id, "reason": r} for row, r in parked])
         except BaseException:

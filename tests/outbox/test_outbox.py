@@ -310,6 +310,68 @@ def test_a_relay_skips_the_rows_another_relay_holds(server: tuple[str, str]) -> 
     assert sorted(p for _, _, p in recorder.sent) == [b"b1", b"c1"]  # a2 waits for a1: order per key
 
 
+def test_a_relay_marks_its_rows_without_waiting_for_those_another_relay_holds(server: tuple[str, str]) -> None:
+    """In an outbox long in use (most rows sent), a relay marks what it sent at once while another relay holds rows
+    inside its send: the mark reads its own rows alone (on MariaDB, a mark that went through the unsent rows' index
+    waited for every unsent row another relay held, and two such marks deadlocked)."""
+    url, table = server
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.create_schema()
+        sent_long_ago(url, f"{table}_outbox", 300)
+        inbox.transaction(lambda tx: tx.publish_many([("dir:///o", key.encode(), key) for key in "abcd"]))
+    inside, release = threading.Event(), threading.Event()
+    first: list[bytes] = []
+
+    def slow(destination: str, messages: Sequence[Outgoing]) -> None:
+        first.extend(m.payload for m in messages)
+        inside.set()
+        assert release.wait(120)
+
+    def hold() -> None:
+        with Inbox(url, consumer="c", table=table) as mine:
+            mine.relay(slow, limit=2)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert inside.wait(60)
+        recorder = Recorder()
+        with Inbox(url, consumer="c", table=table) as other:
+            started = time.monotonic()
+            assert other.relay(recorder).sent == 2
+            assert time.monotonic() - started < 30  # not waited for (a lock wait gives up after 50 s)
+    finally:
+        release.set()
+        thread.join(60)
+    assert first == [b"a", b"b"]
+    assert sorted(p for _, _, p in recorder.sent) == [b"c", b"d"]
+    with Inbox(url, consumer="c", table=table) as inbox:
+        assert inbox.outbox_stats().backlog == 0
+
+
+def sent_long_ago(url: str, outbox: str, count: int) -> None:
+    """Insert `count` rows sent already into `outbox` (`schema.name`), as an outbox long in use holds them (the index
+    entries their marks left behind purged), and refresh the planner's statistics."""
+    keys = [(f"old{n}",) for n in range(count)]
+    if url.startswith("mysql://"):
+        quoted = ".".join(f"`{part}`" for part in outbox.split("."))
+        connection = pymysql.connect(**connect_options(url) | {"autocommit": True})
+        with connection, connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {quoted} (destination, `key`, payload, sent_at)"
+                " VALUES ('dir:///o', %s, 'old', UTC_TIMESTAMP(6))",
+                keys,
+            )
+            cursor.execute(f"ANALYZE TABLE {quoted}")
+        return
+    with psycopg.connect(url, autocommit=True) as pg, pg.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {outbox} (destination, key, payload, sent_at) VALUES ('dir:///o', %s, 'old', now())".encode(),
+            keys,
+        )
+        cursor.execute(f"ANALYZE {outbox}".encode())
+
+
 def test_a_commit_that_publishes_wakes_a_waiting_relay_on_postgresql(postgres_url: str, unique_name: str) -> None:
     """`wait_outbox` returns at the commit of a publish (LISTEN/NOTIFY), long before its timeout."""
     table = f"{unique_name}.inbox"

@@ -191,9 +191,12 @@ class _AsyncMySQLUnit:
     async def _execute(self, name: str, values: Params) -> Any:
         cursor = await self._cursor_of()
         bound = params(values)
+        statements = self._sql[name]
+        if name in self._sql.lists:  # `IN (%(ids)s)`: one placeholder per item
+            statements, bound = self._sql.bind(name, bound)
         self._running()
         try:
-            for statement in self._sql[name]:
+            for statement in statements:
                 await cursor.execute(statement, bound)
         finally:
             if self._own and name in self._sql.ddl:

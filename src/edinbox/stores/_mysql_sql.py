@@ -39,6 +39,8 @@ _STATEMENT_END = re.compile(r";\s*\n")
 _COMMENT = re.compile(r"^\s*--[^\n]*\n", re.MULTILINE)
 _DDL = re.compile(r"\s*(?:--[^\n]*\n\s*)*(?:CREATE|ALTER|DROP)\b", re.IGNORECASE)
 _CREATE_INDEX = re.compile(r"\s*CREATE\s+(?:UNIQUE\s+)?INDEX\b", re.IGNORECASE)
+_LIST = re.compile(r"\bIN \(%\((\w+)\)s\)", re.IGNORECASE)
+"""`IN (%(name)s)`: parameter `name` is a list of values, each bound as a parameter of its own."""
 
 _LOST = ((2006,), (2013,))  # CR_SERVER_GONE_ERROR, CR_SERVER_LOST
 
@@ -77,12 +79,16 @@ class Statements:
             "table_name": "'" + table.name + "'",
         }
         self._text: dict[str, list[str]] = {}
+        self.lists: dict[str, frozenset[str]] = {}
+        """The statements with list parameters (`IN (%(ids)s)`): the names of those parameters."""
         for name, text in load_queries(DIALECT, *FILES).items():
             # any other `{x}` is table x beside the journal, `{x_name}` its name as a string literal, `{x_index}` an
             # index of this journal's tables
             beside = {p: self._placeholder(p) for p in placeholders(text) - identifiers.keys()}
             body = _COMMENT.sub("", text.format(**identifiers, **beside))  # the comments stay in the file
             self._text[name] = [s for s in _STATEMENT_END.split(body) if s.strip()]
+            if listed := frozenset(_LIST.findall(body)):
+                self.lists[name] = listed
         self.lock_name = lock_name(str(table))
         self.returning: bool | None = None
         """Whether a batch is inserted with `INSERT ... RETURNING`: None decides by the server (`has_returning`);
@@ -108,6 +114,19 @@ class Statements:
     def __getitem__(self, name: str) -> list[str]:
         """The statements called `name`, in the order they run."""
         return self._text[name]
+
+    def bind(self, name: str, values: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+        """The statements called `name` with each list parameter spelled as one placeholder per item
+        (`IN (%(ids)s)` with three ids: `IN (%(ids_0)s, %(ids_1)s, %(ids_2)s)`), and the values that bind them, each
+        item escaped by the driver as any other value; an empty list matches nothing (`IN (NULL)`)."""
+        texts = self._text[name]
+        bound = dict(values)
+        for key in self.lists[name]:
+            items = list(bound.pop(key))
+            spelled = ", ".join(f"%({key}_{n})s" for n in range(len(items))) or "NULL"
+            bound.update((f"{key}_{n}", item) for n, item in enumerate(items))
+            texts = [text.replace(f"%({key})s", spelled) for text in texts]
+        return texts, bound
 
 
 def has_returning(server_version: str) -> bool:

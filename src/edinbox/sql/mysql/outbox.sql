@@ -43,9 +43,13 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
 -- name: outbox_mark_sent
--- every row a pass sent, in one statement: the ids as a JSON array
-UPDATE {outbox} SET sent_at = UTC_TIMESTAMP(6)
-WHERE id IN (SELECT id FROM JSON_TABLE(%(ids)s, '$[*]' COLUMNS (id BIGINT PATH '$')) AS sent) AND sent_at IS NULL
+-- every row a pass sent, in one statement: `IN (%(ids)s)` is a list, one bound parameter per id (`Statements.bind`),
+-- each sought on the primary key, so the UPDATE reads the relay's own rows alone. Ids in a JSON_TABLE subquery gave
+-- no range to seek: the UPDATE scanned the whole outbox, or (few rows unsent) read the unsent rows' index in a first
+-- pass with locks and no semi-consistent read, waiting for each row another relay held (two relays marking at once
+-- deadlocked); FORCE INDEX keeps the planner off that index, whatever its estimates. As a join (`UPDATE ... JOIN`)
+-- it would lose semi-consistent read altogether.
+UPDATE {outbox} FORCE INDEX (PRIMARY) SET sent_at = UTC_TIMESTAMP(6) WHERE id IN (%(ids)s) AND sent_at IS NULL
 
 -- name: outbox_park
 UPDATE {outbox} SET parked_at = UTC_TIMESTAMP(6), reason = %(reason)s WHERE id = %(id)s AND sent_at IS NULL
