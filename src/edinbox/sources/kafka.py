@@ -370,11 +370,23 @@ class KafkaSource(Source):
 
     def _settled(self, handle: tuple[TopicPartition, int]) -> None:
         """Mark the record settled, and with `commit=ack` commit its partition when its commit point moved; the
-        caller holds the lock."""
+        caller holds the lock. A commit that cannot reach the coordinator does not fail the ack: the record stays
+        settled and the next receive commits it first, failing as the outage while the brokers stay away (failing
+        the ack would leave the rest of the hub's batch unsettled, holding the commit point until a rebalance)."""
         tp, offset = handle
         point = self._tracker.settle(tp, offset)
-        if point is not None and self.commit == "ack":
+        if point is None or self.commit != "ack" or self._behind:
+            return  # with `_behind`, the next receive's catch-up commits this point too
+        try:
             self._commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
+        except SourceError as exc:
+            self._defer(exc)
+
+    def _defer(self, exc: SourceError) -> None:
+        """Leave a failed commit to the next receive when it only could not reach the brokers; raise it otherwise."""
+        if not self._behind:
+            raise exc
+        _log.warning("%s; the next receive commits it", exc)
 
     async def ack(self, delivery: Delivery) -> None:
         """Mark the record settled and commit its partition's commit point when it moved (or at the next receive)."""
