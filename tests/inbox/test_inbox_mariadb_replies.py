@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pymysql
@@ -90,8 +91,12 @@ def test_replies_read_the_short_way_show_what_pymysqls_readers_show() -> None:
 
 
 def test_a_reply_that_times_out_is_a_lost_connection_as_in_pymysql() -> None:
-    """A read that times out while the short way waits for the reply: PyMySQL's error (2013), connection closed."""
+    """A read that times out while the short way waits for the reply: PyMySQL's error (2013), connection closed, of
+    PyMySQL's own class even once `MySQLdb.err` is imported through PyMySQL standing in for it (Django's backend):
+    that import makes `pymysql.err` another module, with other classes."""
     require_service("mariadb")
+    pymysql.install_as_MySQLdb()
+    importlib.import_module("MySQLdb.err")
     errors = []
     for connect in (pymysql.connect, QuickReplies):
         connection = connect(**OPTIONS, read_timeout=1)

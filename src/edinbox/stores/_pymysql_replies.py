@@ -13,13 +13,14 @@ from __future__ import annotations
 from struct import Struct
 from typing import Any
 
-import pymysql
+from pymysql.connections import Connection
 from pymysql.constants.CR import CR_SERVER_LOST
 from pymysql.constants.SERVER_STATUS import SERVER_MORE_RESULTS_EXISTS
+from pymysql.err import OperationalError
 
 __all__ = ["QuickReplies"]
 
-_DRIVER: Any = pymysql.connections.Connection
+_DRIVER: Any = Connection  # names bound here: `pymysql.err` is another module once `MySQLdb.err` is imported
 _STATUS = Struct("<HH")  # the server's status flags and the warning count, after the two counts
 _SHORTEST = 11  # header (4) + OK packet with two one-byte counts (7, PyMySQL's shortest OK packet)
 _WIDTHS = {0xFC: 2, 0xFD: 3, 0xFE: 8}  # a length-encoded integer's first byte: the bytes that follow
@@ -57,9 +58,7 @@ def _ok(connection: Any) -> OkResult | None:
         data = rfile.peek(_SHORTEST)  # blocks for the reply's first bytes (one read of the socket, as PyMySQL's)
     except OSError as exc:
         connection._force_close()
-        raise pymysql.err.OperationalError(
-            CR_SERVER_LOST, f"Lost connection to MySQL server during query ({exc})"
-        ) from exc
+        raise OperationalError(CR_SERVER_LOST, f"Lost connection to MySQL server during query ({exc})") from exc
     except BaseException:
         connection._force_close()  # as PyMySQL's reader: the reply is left half read
         raise
@@ -90,7 +89,7 @@ def _ok(connection: Any) -> OkResult | None:
     return ok
 
 
-class QuickReplies(pymysql.connections.Connection):  # type: ignore[misc]
+class QuickReplies(Connection):  # type: ignore[misc]
     """PyMySQL's connection; an OK reply that has arrived whole is read in a few calls, any other by PyMySQL."""
 
     def _read_query_result(self, unbuffered: bool = False) -> Any:
