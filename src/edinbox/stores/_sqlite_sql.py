@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import stamina
+
 from edinbox._core import TableName
 from edinbox._errors import StoreError
 from edinbox.stores._mapping import MappedErrors
@@ -83,11 +85,27 @@ def connect(path: str) -> sqlite3.Connection:
     try:
         if path != ":memory:":
             with mapped_errors(f"open {path}"):
-                connection.execute("PRAGMA journal_mode=WAL")
+                wal(connection)
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+def _locked(exc: Exception) -> bool:
+    """Whether SQLite refused for a lock another connection holds."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def wal(connection: sqlite3.Connection) -> None:
+    """Switch the file to WAL, again while another connection's lock refuses it for up to `BUSY_TIMEOUT` seconds:
+    SQLite answers "database is locked" at once, without its busy handler, when a file still in rollback mode is
+    switched while another connection upgrades its lock on it (two processes opening a new file)."""
+    for attempt in stamina.retry_context(
+        on=_locked, attempts=None, timeout=BUSY_TIMEOUT, wait_initial=0.01, wait_max=0.5, wait_jitter=0.05
+    ):
+        with attempt:
+            connection.execute("PRAGMA journal_mode=WAL")
 
 
 def begin_now(connection: sqlite3.Connection) -> bool:
