@@ -36,6 +36,25 @@ def cluster() -> Iterator[ControlledCluster]:
         yield mock
 
 
+def hub_on(
+    cluster: ControlledCluster,
+    name: str,
+    tmp_path: Path,
+    traffic: list[tuple[str, bytes]],
+    *,
+    batch_size: int,
+    **options: str,
+) -> tuple[Path, HubProcess]:
+    """A hub process on a new SQLite journal, consuming topic and group `name` (KAFKA's options and `options`) once
+    `traffic` is published there; its journal's path and the process."""
+    db = tmp_path / "hub.db"
+    url = cluster.url(topic=name, group=name, **{**KAFKA, **options})
+    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
+    asyncio.run(publish(url, traffic))
+    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", str(batch_size))
+    return db, hub
+
+
 def rows(db: Path, statement: str) -> list[tuple[object, ...]]:
     """All rows of one statement on the hub's SQLite journal."""
     with sqlite3.connect(db, timeout=30) as connection:
@@ -49,15 +68,11 @@ def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
     the hub stays up and logs the outage of its source once when it starts and once when it ends, each invoice is
     created once, every journal row took one attempt, and each poison record is parked once with its reason and
     produced to the dead-letter topic."""
-    db = tmp_path / "hub.db"
-    # a dead letter right after the brokers' return waits for librdkafka's re-bootstrap (about 1 s on the mock)
-    url = cluster.url(topic=unique_name, group=unique_name, **{**KAFKA, "commit_wait": "2"})
-    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
     traffic = invoices(200)
     traffic[12:12] = [("poison-date", bad_date())]
     traffic[150:150] = [("poison-png", not_edi())]
-    asyncio.run(publish(url, traffic))
-    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", "1")
+    # a dead letter right after the brokers' return waits for librdkafka's re-bootstrap (about 1 s on the mock)
+    db, hub = hub_on(cluster, unique_name, tmp_path, traffic, batch_size=1, commit_wait="2")
     try:
         wait_for(lambda: len(hub.events("settled")) >= 8, timeout=60, what="the first settled batches")
         cluster.down()
@@ -91,11 +106,7 @@ def test_a_batch_whose_acks_meet_the_outage_is_committed_whole_once_the_brokers_
     ack of a batch finds no coordinator within commit_wait, yet every record of that batch counts as settled, so once
     the brokers are back and the hub stopped, the group's committed offsets reach the end of every partition (none
     is held at a record that was settled but never handed back), and each invoice exists once."""
-    db = tmp_path / "hub.db"
-    url = cluster.url(topic=unique_name, group=unique_name, **KAFKA)
-    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
-    asyncio.run(publish(url, invoices(200)))
-    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", "20")
+    db, hub = hub_on(cluster, unique_name, tmp_path, invoices(200), batch_size=20)
     try:
         wait_for(lambda: len(hub.events("settled")) >= 20, timeout=60, what="the first settled batch")
         cluster.down()
@@ -127,11 +138,7 @@ def test_sigterm_while_the_kafka_brokers_are_down_exits_0_at_once(
 ) -> None:
     """SIGTERM to a hub whose broker went down mid-run (its ack's offset commit waiting for the coordinator):
     the hub logs the outage, then exits 0 within a few seconds, and every invoice it settled was created once."""
-    db = tmp_path / "hub.db"
-    url = cluster.url(topic=unique_name, group=unique_name, **KAFKA)
-    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
-    asyncio.run(publish(url, invoices(100)))
-    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", "1")
+    db, hub = hub_on(cluster, unique_name, tmp_path, invoices(100), batch_size=1)
     try:
         wait_for(lambda: len(hub.events("settled")) >= 8, timeout=60, what="the first settled batches")
         cluster.down()

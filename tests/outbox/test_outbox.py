@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 
 import psycopg
@@ -282,32 +283,40 @@ def test_a_relay_skips_the_rows_another_relay_holds(server: tuple[str, str]) -> 
                 tx.publish("dir:///o", payload, key=key)
 
         inbox.transaction(work)
+    with held(url, table, limit=1) as first:
+        recorder = Recorder()
+        with Inbox(url, consumer="c", table=table) as other:
+            started = time.monotonic()
+            assert other.relay(recorder).sent == 2
+            assert time.monotonic() - started < 30  # skipped, not waited for (the held row is released only at the end)
+    assert first == [b"a1"]
+    assert sorted(p for _, _, p in recorder.sent) == [b"b1", b"c1"]  # a2 waits for a1: order per key
+
+
+@contextlib.contextmanager
+def held(url: str, table: str, *, limit: int) -> Iterator[list[bytes]]:
+    """A relay on a thread of its own, inside its send of up to `limit` rows until the block ends; yields the
+    payloads it holds."""
     inside, release = threading.Event(), threading.Event()
     first: list[bytes] = []
 
     def slow(destination: str, messages: Sequence[Outgoing]) -> None:
         first.extend(m.payload for m in messages)
         inside.set()
-        assert release.wait(60)
+        assert release.wait(120)
 
     def hold() -> None:
         with Inbox(url, consumer="c", table=table) as mine:
-            mine.relay(slow, limit=1)
+            mine.relay(slow, limit=limit)
 
     thread = threading.Thread(target=hold)
     thread.start()
     try:
         assert inside.wait(60)
-        recorder = Recorder()
-        with Inbox(url, consumer="c", table=table) as other:
-            started = time.monotonic()
-            assert other.relay(recorder).sent == 2
-            assert time.monotonic() - started < 30  # skipped, not waited for (the held row is released only after 60 s)
+        yield first
     finally:
         release.set()
         thread.join(60)
-    assert first == [b"a1"]
-    assert sorted(p for _, _, p in recorder.sent) == [b"b1", b"c1"]  # a2 waits for a1: order per key
 
 
 def test_a_relay_marks_its_rows_without_waiting_for_those_another_relay_holds(server: tuple[str, str]) -> None:
@@ -319,30 +328,12 @@ def test_a_relay_marks_its_rows_without_waiting_for_those_another_relay_holds(se
         inbox.create_schema()
         sent_long_ago(url, f"{table}_outbox", 300)
         inbox.transaction(lambda tx: tx.publish_many([("dir:///o", key.encode(), key) for key in "abcd"]))
-    inside, release = threading.Event(), threading.Event()
-    first: list[bytes] = []
-
-    def slow(destination: str, messages: Sequence[Outgoing]) -> None:
-        first.extend(m.payload for m in messages)
-        inside.set()
-        assert release.wait(120)
-
-    def hold() -> None:
-        with Inbox(url, consumer="c", table=table) as mine:
-            mine.relay(slow, limit=2)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert inside.wait(60)
+    with held(url, table, limit=2) as first:
         recorder = Recorder()
         with Inbox(url, consumer="c", table=table) as other:
             started = time.monotonic()
             assert other.relay(recorder).sent == 2
             assert time.monotonic() - started < 30  # not waited for (a lock wait gives up after 50 s)
-    finally:
-        release.set()
-        thread.join(60)
     assert first == [b"a", b"b"]
     assert sorted(p for _, _, p in recorder.sent) == [b"c", b"d"]
     with Inbox(url, consumer="c", table=table) as inbox:
