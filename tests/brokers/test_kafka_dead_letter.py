@@ -24,6 +24,7 @@ from hub.test_outage import HubProcess, invoices, wait_for
 from sources.test_kafka import committed, read_topic
 
 from .kafka_mock import ControlledCluster
+from .test_kafka_outage import one_outage
 
 KAFKA = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "commit_wait": "1"}
 
@@ -144,10 +145,7 @@ def test_the_hub_waits_out_its_dead_letter_topic_and_parks_each_poison_record_on
     finally:
         if hub.proc.poll() is None:
             hub.proc.kill()
-    downs, backs = hub.events("dependency-down"), hub.events("dependency-back")
-    assert len(downs) == len(backs) == 1, "\n".join(hub.lines)
-    assert "dependency=source" in downs[0]
-    assert not [line for line in hub.lines if " ERROR " in line or "Traceback" in line], "\n".join(hub.lines)
+    one_outage(hub)
     assert len(outcomes(hub, "rejected")) == 2, "\n".join(hub.lines)  # neither poison record was read again
     assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(60, 60)]
     journal = rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts ORDER BY status")

@@ -55,6 +55,15 @@ def hub_on(
     return db, hub
 
 
+def one_outage(hub: HubProcess) -> None:
+    """Assert the hub logged one outage of its source, down then back, and no error or traceback."""
+    downs, backs = hub.events("dependency-down"), hub.events("dependency-back")
+    assert len(downs) == len(backs) == 1, "\n".join(hub.lines)
+    assert "dependency=source" in downs[0]
+    assert "dependency=source" in backs[0]
+    assert not [line for line in hub.lines if " ERROR " in line or "Traceback" in line], "\n".join(hub.lines)
+
+
 def rows(db: Path, statement: str) -> list[tuple[object, ...]]:
     """All rows of one statement on the hub's SQLite journal."""
     with sqlite3.connect(db, timeout=30) as connection:
@@ -86,13 +95,9 @@ def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
     finally:
         if hub.proc.poll() is None:
             hub.proc.kill()
-    downs, backs = hub.events("dependency-down"), hub.events("dependency-back")
-    assert len(downs) == len(backs) == 1, "\n".join(hub.lines)
-    assert "dependency=source" in downs[0]
-    assert "dependency=source" in backs[0]
+    one_outage(hub)
     driver = [line for line in hub.lines if " edinbox.sources.kafka " in line]
     assert len(driver) <= 3, "\n".join(driver)  # the outage in a line or two, not twenty a second
-    assert not [line for line in hub.lines if " ERROR " in line or "Traceback" in line], "\n".join(hub.lines)
     assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(200, 200)]
     journal = rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts ORDER BY status")
     assert journal == [("processed", 1, 200)]
