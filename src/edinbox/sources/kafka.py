@@ -37,8 +37,10 @@ return. A reject's dead-letter record is waited for the same way, in a second da
 first must not hold it): one that the brokers have not taken within `commit_wait` stays queued in librdkafka, its
 record unsettled, and receives raise SourceError until it is produced (the receive that finds it produced settles
 the record: it is parked once, not read and parked again for every retry); one that fails seeks back to its record,
-which is read and rejected again. Dead letters still queued at `aclose` are dropped: their records go to the next
-owner, which rejects them again.
+which is read and rejected again, unless it failed because the record is too large for the producer or the
+dead-letter topic (MSG_SIZE_TOO_LARGE, which no retry changes): then a stand-in without the payload is produced in
+its place, saying why and where the record is (`_kafka_letters`), with one warning line, and the record is settled.
+Dead letters still queued at `aclose` are dropped: their records go to the next owner, which rejects them again.
 Nothing expires while a record is held (`ack_wait` is None, `in_progress` does nothing), but a consumer must call
 `receive` within `max.poll.interval.ms`.
 """
@@ -70,6 +72,7 @@ from edinbox.sources._kafka_config import (
     transient,
     unreachable,
 )
+from edinbox.sources._kafka_letters import Letter, letter, stand_in, too_large
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._options import name_option, positive_float, positive_int
 
@@ -419,31 +422,63 @@ class KafkaSource(Source):
 
     def _dead_letter(self, delivery: Delivery, reason: str, produced: concurrent.futures.Future[str | None]) -> None:
         """In the dead-letter thread: produce the record to the dead-letter topic, then flush for `commit_wait`
-        seconds at most; `produced` gets None once the broker has the record, else why not."""
-        ck = kafka()
-
-        def report(err: Any, _msg: Any) -> None:
-            if not produced.done():
-                produced.set_result(None if err is None else str(err))
-
+        seconds at most; `produced` gets None once the broker has the record (or its stand-in), else why not."""
         try:
             if self._producer is None:
                 settings = producer_settings(self._settings)
-                self._producer = ck.Producer(
+                self._producer = kafka().Producer(
                     {**settings, "bootstrap.servers": self.bootstrap, "logger": self._driver_log}
                 )
-            self._producer.produce(
-                self.dead_letter,
-                value=delivery.payload,
-                key=delivery.key.encode(),
-                headers=[*delivery.headers.items(), ("edinbox-reason", reason), ("edinbox-from", delivery.coordinates)],
-                on_delivery=report,
-            )
-        except Exception as exc:  # refused before sending (a full queue, a record too large): no report comes
+        except Exception as exc:
             produced.set_result(failure(exc))
             return
+        self._produce_letter(delivery, letter(delivery, reason=reason), produced)
         # sends at once (a poll would wait out linger.ms first, 5 ms a reject) and serves the delivery reports
         self._producer.flush(self.commit_wait)
+
+    def _produce_letter(
+        self, delivery: Delivery, record: Letter, produced: concurrent.futures.Future[str | None]
+    ) -> None:
+        """Produce one dead-letter record; a whole one refused as too large (by the producer at once, or by the
+        broker in its delivery report) is replaced by its stand-in, which no retry could change. `produced` gets
+        None once the broker has the record, else why not; a stand-in refused as too large too (headers over the
+        limit) parks the record without a dead letter, in one error line saying where it is."""
+        ck = kafka()
+
+        def refused(error: Any) -> None:
+            if record.whole:
+                _log.warning(
+                    "parking %s: %s refused its %d bytes (%s); its dead letter carries the reason and where the "
+                    "record is, not the payload, which only %s keeps, until its retention removes it",
+                    delivery.coordinates, self.dead_letter, len(delivery.payload), error, self.topic,
+                )  # fmt: skip
+                reason = dict(record.headers)["edinbox-reason"]
+                self._produce_letter(delivery, stand_in(delivery, reason=reason, refused=str(error)), produced)
+                return
+            _log.error(
+                "parking %s without a dead letter: %s refused even its stand-in (%s); the record is only in %s, "
+                "until its retention removes it", delivery.coordinates, self.dead_letter, error, self.topic,
+            )  # fmt: skip
+            if not produced.done():
+                produced.set_result(None)
+
+        def report(err: Any, _msg: Any) -> None:
+            if too_large(ck, err):
+                refused(err)
+            elif not produced.done():
+                produced.set_result(None if err is None else str(err))
+
+        try:
+            self._producer.produce(
+                self.dead_letter, value=record.value, key=record.key, headers=record.headers, on_delivery=report
+            )
+        except ck.KafkaException as exc:  # refused before sending: no report comes
+            if too_large(ck, exc.args[0] if exc.args else None):
+                refused(exc.args[0])
+            else:
+                produced.set_result(failure(exc))
+        except Exception as exc:  # a full queue: no report comes
+            produced.set_result(failure(exc))
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
         """Produce the record to the dead-letter topic with the reason in a header, then settle it.
@@ -451,7 +486,8 @@ class KafkaSource(Source):
         The dead letter is waited for `commit_wait` seconds at most; when it takes longer (the brokers are down),
         SourceError is raised and it stays in librdkafka's queue: the record is settled by the first receive after
         the broker has it, and until then every receive raises SourceError. A dead letter that fails leaves its
-        record unsettled, sought back to be read (and rejected) again.
+        record unsettled, sought back to be read (and rejected) again; one too large for the producer or the topic
+        is produced as a stand-in without its payload instead (`_dead_letter`).
         """
         with failing(f"parking {delivery.key!r} in {self.dead_letter} on {self.url}"):
             produced: concurrent.futures.Future[str | None] = concurrent.futures.Future()
