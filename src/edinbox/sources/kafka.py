@@ -50,12 +50,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
@@ -72,6 +71,7 @@ from edinbox.sources._kafka_config import (
     transient,
     unreachable,
 )
+from edinbox.sources._kafka_daemon import Daemon
 from edinbox.sources._kafka_letters import Letter, letter, stand_in, too_large
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._options import name_option, positive_float, positive_int
@@ -80,7 +80,6 @@ __all__ = ["PUBLISHER", "SOURCE", "KafkaPublisher", "KafkaSource", "MockCluster"
 
 _log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 COMMIT_WAIT = 5.0
 """Seconds an offset commit may wait for the group coordinator by default (the `commit_wait` option)."""
@@ -127,10 +126,10 @@ class KafkaSource(Source):
         self._producer: Any = None
         self._mock: MockCluster | None = None
         self._driver_log = DriverLog(_log)
-        self._commits = _Daemon()  # the thread commits run in
+        self._commits = Daemon()  # the thread commits run in
         self._waiting: concurrent.futures.Future[None] | None = None  # a commit that outlived `commit_wait`
         self._behind = False  # settled offsets a failed commit left uncommitted: receives commit them first
-        self._letters = _Daemon()  # the thread dead letters are produced in
+        self._letters = Daemon()  # the thread dead letters are produced in
         self._parking: dict[tuple[TopicPartition, int], concurrent.futures.Future[str | None]] = {}
         """The dead letters that outlived `commit_wait`, by record: None once produced, else why they failed."""
 
@@ -515,7 +514,7 @@ class KafkaSource(Source):
                 if self._waiting is not None and not self._waiting.done():
                     # librdkafka's close waits for that commit (as long as the brokers are down): leave it behind,
                     # in a thread of its own (the commit thread is busy with that commit)
-                    closer = _Daemon()
+                    closer = Daemon()
                     closing = asyncio.wrap_future(closer.submit(consumer.close))
                     closer.stop()
                     await asyncio.wait({closing}, timeout=self.commit_wait)
@@ -542,45 +541,6 @@ class KafkaSource(Source):
 SOURCE = KafkaSource
 
 
-class _Daemon:
-    """A daemon thread that runs blocking librdkafka calls one after another: never joined at exit, unlike a worker
-    of `asyncio.to_thread`, so a call that waits for brokers that are down cannot hold the process. Started at the
-    first call and kept (a thread started per commit cost about 115 us, more than the rest of an ack)."""
-
-    def __init__(self) -> None:
-        """No thread yet."""
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None]
-        self._calls = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, call: Callable[[], T]) -> concurrent.futures.Future[T]:
-        """Run `call` after the calls submitted before it; its future (cancelled before its turn, it does not run)."""
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._calls.put((call, done))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="edinbox-kafka", daemon=True)
-            self._thread.start()
-        return done
-
-    def stop(self) -> None:
-        """End the thread once the calls before have run (a call stuck in librdkafka keeps it, as a daemon)."""
-        if self._thread is not None:
-            self._calls.put(None)
-            self._thread = None
-
-    def _run(self) -> None:
-        while (item := self._calls.get()) is not None:
-            call, done = item
-            if not done.set_running_or_notify_cancel():
-                continue  # cancelled while it waited for its turn
-            try:
-                result = call()
-            except BaseException as exc:  # handed to the waiting thread
-                done.set_exception(exc)
-            else:
-                done.set_result(result)
-
-
 class KafkaPublisher(Publisher):
     """Produces to the URL's topic with one producer, the key header (and the record key) set to each producer id
     and the message's headers as further record headers; each send waits until every record is delivered (30 s at
@@ -599,7 +559,7 @@ class KafkaPublisher(Publisher):
         self._settings: dict[str, Any] = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3}
         self._settings["logger"] = DriverLog(_log)
         self._producer: Any = None
-        self._sends = _Daemon()  # the thread sends produce and wait in
+        self._sends = Daemon()  # the thread sends produce and wait in
 
     async def open(self) -> None:
         """Create the producer (librdkafka connects, and reconnects, by itself)."""
