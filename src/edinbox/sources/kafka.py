@@ -10,7 +10,8 @@ URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
   close or revoke): one commit per batch instead of one per record, and at most one batch read again after a crash;
 - `commit_wait`: seconds settling a record may wait for the brokers (default 5): an ack whose offset commit, or a
   reject whose dead-letter record, takes longer raises SourceError (the commit or the record goes on in the
-  background), and receives raise it until it is done;
+  background), and receives raise it until it is done; a publisher's send (`KafkaPublisher`, the relay's) fails
+  with SourceError once the brokers have answered none of its records for as long;
 - `mock=N`: host an in-process librdkafka mock cluster of N brokers instead of connecting (one-process demos);
 - any librdkafka setting by its dotted name: `session.timeout.ms=6000`, `group.protocol=consumer`,
   `security.protocol=SASL_SSL`, ... (a user and password in the URL become `sasl.username` / `sasl.password`).
@@ -56,12 +57,13 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from edinbox._errors import ConfigurationError, LimitError, SourceError
+from edinbox._errors import ConfigurationError, SourceError
 from edinbox._urls import mask
-from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
+from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._failures import failing, quietly
 from edinbox.sources._failures import reason as failure
 from edinbox.sources._kafka_config import (
+    COMMIT_WAIT,
     DriverLog,
     MockCluster,
     commit_mode,
@@ -74,15 +76,13 @@ from edinbox.sources._kafka_config import (
 from edinbox.sources._kafka_daemon import Daemon
 from edinbox.sources._kafka_letters import Letter, letter, stand_in, too_large
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
+from edinbox.sources._kafka_publisher import KafkaPublisher
 from edinbox.sources._options import name_option, positive_float, positive_int
 
 __all__ = ["PUBLISHER", "SOURCE", "KafkaPublisher", "KafkaSource", "MockCluster", "publish"]
 
 _log = logging.getLogger(__name__)
 
-
-COMMIT_WAIT = 5.0
-"""Seconds an offset commit may wait for the group coordinator by default (the `commit_wait` option)."""
 
 _HORIZON = "edinbox:delivered="
 """Commit metadata prefix: the highest offset delivered so far, so the next owner flags redeliveries."""
@@ -539,79 +539,6 @@ class KafkaSource(Source):
 
 
 SOURCE = KafkaSource
-
-
-class KafkaPublisher(Publisher):
-    """Produces to the URL's topic with one producer, the key header (and the record key) set to each producer id
-    and the message's headers as further record headers; each send waits until every record is delivered (30 s at
-    most), in a daemon thread the publisher keeps, so a send cancelled while the brokers are down does not hold the
-    process at exit. A payload over the producer's `message.max.bytes` is a LimitError (permanent: no retry can
-    send it)."""
-
-    def __init__(self, url: str) -> None:
-        """Produce to the topic a `kafka://` URL names; nothing connects before `open()`."""
-        hosts, opts, settings = parse(url, {})
-        if opts.take("mock", positive_int, None) is not None:
-            raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
-        self.url = mask(url)
-        self.topic = opts.require("topic", name_option)
-        self.header = opts.take("key_header", lambda _n, v: str(v), "message_id")
-        self._settings: dict[str, Any] = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3}
-        self._settings["logger"] = DriverLog(_log)
-        self._producer: Any = None
-        self._sends = Daemon()  # the thread sends produce and wait in
-
-    async def open(self) -> None:
-        """Create the producer (librdkafka connects, and reconnects, by itself)."""
-        with failing(f"creating a producer for {self.url}"):
-            self._producer = kafka().Producer(self._settings)
-
-    async def send(self, messages: Sequence[Outgoing]) -> None:
-        """Produce every record, then flush (at most 30 s) and check each delivery report."""
-        if self._producer is None:
-            raise SourceError(f"publishing to {self.url} failed: the publisher is not open")
-        for _, _, headers in messages:
-            if headers and self.header in headers:
-                raise ConfigurationError(f"the header {self.header!r} is the producer id on {self.url}")
-        errors: list[Any] = []
-        left = await asyncio.wrap_future(self._sends.submit(partial(self._produce, messages, errors)))
-        too_large = kafka().KafkaError.MSG_SIZE_TOO_LARGE
-        if errors and all(getattr(err, "code", lambda: None)() == too_large for err in errors):
-            raise LimitError(f"publishing to {self.url}: a payload is over the producer's message.max.bytes")
-        if left or errors:
-            raise SourceError(f"publishing to {self.url} failed: {errors[:3] or f'{left} not delivered'}")
-
-    def _produce(self, messages: Sequence[Outgoing], errors: list[Any]) -> int:
-        """Produce each record (in the publisher's thread); return how many were not delivered within the flush."""
-        producer = self._producer
-
-        def note(err: Any, _msg: Any) -> None:
-            if err is not None:
-                errors.append(err)
-
-        for message_id, payload, headers in messages:
-            record = [(self.header, message_id), *(headers or {}).items()]
-            while True:
-                try:
-                    key = message_id.encode()
-                    producer.produce(self.topic, value=payload, key=key, headers=record, on_delivery=note)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain, then retry
-                    producer.poll(0.1)
-                except kafka().KafkaException as exc:  # refused before sending: message.max.bytes
-                    errors.append(exc.args[0])
-                    producer.flush(30)
-                    return 0
-            producer.poll(0)
-        return int(producer.flush(30))
-
-    async def aclose(self) -> None:
-        """Drop the producer. A send that returned has nothing left in it; what a failed (or cancelled) send left
-        queued is dropped, not flushed: its caller sends it again."""
-        producer, self._producer = self._producer, None
-        self._sends.stop()
-        if producer is not None:
-            await quietly(f"closing {self.url}", lambda: asyncio.to_thread(producer.purge))
 
 
 PUBLISHER = KafkaPublisher
