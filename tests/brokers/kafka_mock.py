@@ -18,6 +18,7 @@ from edinbox.sources._kafka_config import MockCluster
 __all__ = ["ControlledCluster"]
 
 _PRODUCER = 0
+_PRODUCE = 0  # the Produce request's ApiKey
 
 
 def _library() -> ctypes.CDLL:
@@ -50,6 +51,12 @@ def _library() -> ctypes.CDLL:
     lib.rd_kafka_mock_partition_set_leader.restype = ctypes.c_int
     lib.rd_kafka_mock_coordinator_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32]
     lib.rd_kafka_mock_coordinator_set.restype = ctypes.c_int
+    lib.rd_kafka_mock_push_request_errors_array.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int16,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_int),
+    ]
     return lib
 
 
@@ -89,6 +96,11 @@ class ControlledCluster(MockCluster):
     def coordinator(self, group: str, *, broker: int) -> None:
         """Make broker `broker` the coordinator of consumer group `group`."""
         assert self._lib.rd_kafka_mock_coordinator_set(self._cluster, b"group", group.encode(), broker) == 0
+
+    def refuse_produce(self, count: int, *, error: int = confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE) -> None:
+        """Answer the next `count` produce requests, on any broker, with `error` (a record too large by default)."""
+        errors = (ctypes.c_int * count)(*[error] * count)
+        self._lib.rd_kafka_mock_push_request_errors_array(self._cluster, _PRODUCE, count, errors)
 
     def close(self) -> None:
         """Stop the cluster and its handle."""

@@ -1,13 +1,12 @@
 """Rejects on Kafka while the dead-letter topic cannot be written (librdkafka's mock cluster, its brokers set down
 and up): a reject waits `commit_wait` at most, fails as a SourceError and leaves its record unsettled, receives
 failing until the dead letter is produced; after the outage the record is produced to the dead-letter topic once
-and parked once with its reason, and SIGTERM during the outage stops the hub at once."""
+and parked once with its reason, and SIGTERM during the outage stops the hub at once. A record too large for the
+dead-letter topic is parked at once with a stand-in without its payload, never read and rejected again."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +22,8 @@ from hub.poison import bad_date, not_edi
 from hub.test_outage import HubProcess, invoices, wait_for
 from sources.test_kafka import committed, read_topic
 
+from .kafka_hub import created_once, one_outage, rows, terminated
 from .kafka_mock import ControlledCluster
-from .test_kafka_outage import one_outage
 
 KAFKA = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "commit_wait": "1"}
 
@@ -42,12 +41,6 @@ def topics(cluster: ControlledCluster, name: str) -> str:
     cluster.topic(f"{name}.dead", leader=2)
     cluster.coordinator(name, broker=1)
     return cluster.url(topic=name, group=name, **KAFKA)
-
-
-def rows(db: Path, statement: str) -> list[tuple[object, ...]]:
-    """All rows of one statement on the hub's SQLite journal."""
-    with sqlite3.connect(db, timeout=30) as connection:
-        return connection.execute(statement).fetchall()
 
 
 def outcomes(hub: HubProcess, outcome: str) -> list[str]:
@@ -115,6 +108,39 @@ async def test_a_reject_while_the_brokers_are_down_fails_within_commit_wait_and_
     assert committed(cluster.bootstrap, unique_name, unique_name, range(1)) == {0: 1}
 
 
+@pytest.mark.parametrize("refusals", [1, 2])
+async def test_a_dead_letter_the_topic_refuses_as_too_large_settles_its_record_without_its_payload(
+    cluster: ControlledCluster, unique_name: str, refusals: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker answers the dead letter's produce with MSG_SIZE_TOO_LARGE (the topic's limit): the reject returns
+    (no SourceError, no seek back) and the record is settled, its dead letter a stand-in without the payload, in one
+    warning line; refused again, the stand-in too, the record is settled without a dead letter, in one error line
+    saying where it is. Either way it is never read again."""
+    url = topics(cluster, unique_name)
+    await publish(url, [("poison", b"not EDI")])
+    source = KafkaSource.from_url(url, consumer="hub")
+    await source.open()
+    try:
+        delivery = await receive_one(source)
+        cluster.refuse_produce(refusals)
+        await asyncio.wait_for(source.reject(delivery, reason="not EDI"), timeout=10)
+        assert await receives(source) == []
+    finally:
+        await source.aclose()
+    assert committed(cluster.bootstrap, unique_name, unique_name, range(1)) == {0: 1}
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("parking")]
+    letters = read_topic(cluster.bootstrap, f"{unique_name}.dead")
+    if refusals == 1:
+        [letter] = letters
+        headers = {name: value.decode() for name, value in letter.headers()}
+        assert (letter.value() or b"", headers["edinbox-reason"], headers["edinbox-size"]) == (b"", "not EDI", "7")
+        assert [level for level, _ in lines] == ["WARNING"]
+    else:
+        assert letters == []
+        assert [level for level, _ in lines] == ["WARNING", "ERROR"]
+        assert f"the record is only in {unique_name}" in lines[1][1]
+
+
 def test_the_hub_waits_out_its_dead_letter_topic_and_parks_each_poison_record_once(
     cluster: ControlledCluster, unique_name: str, tmp_path: Path
 ) -> None:
@@ -155,6 +181,48 @@ def test_the_hub_waits_out_its_dead_letter_topic_and_parks_each_poison_record_on
     assert dead_letters(cluster, unique_name) == [("poison-date", parked[0][2]), ("poison-png", parked[1][2])]
 
 
+def test_a_poison_record_too_large_for_the_dead_letter_topic_is_parked_once_without_its_payload(
+    cluster: ControlledCluster, unique_name: str, tmp_path: Path
+) -> None:
+    """A 2 MB record that is not EDI among 30 invoices, published by a producer that allows it, while the hub's dead
+    letters keep librdkafka's 1 MB `message.max.bytes`: the record is parked once (one delivery, no outage logged,
+    not read and rejected again for ever) and its dead letter is a stand-in with its reason, its size and where it
+    is, an empty value, with one warning line; each invoice is created once with one attempt, and the group's
+    offset is committed past every record."""
+    db = tmp_path / "hub.db"
+    url = topics(cluster, unique_name)
+    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
+    huge = not_edi() + bytes(2_000_000)
+    traffic = invoices(30)
+    traffic[10:10] = [("poison-huge", huge)]
+    asyncio.run(publish(f"{url}&message.max.bytes=5000000", traffic))
+    hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", "1")
+    try:
+        wait_for(lambda: len(outcomes(hub, "processed")) >= 30, timeout=60, what="every invoice settled")
+        wait_for(lambda: bool(outcomes(hub, "rejected")), timeout=30, what="the poison record's parking")
+        assert hub.stop() == 0
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+    assert not hub.events("dependency-down"), "\n".join(hub.lines)
+    assert len(outcomes(hub, "rejected")) == 1, "\n".join(hub.lines)
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(30, 30)]
+    assert rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts") == [("processed", 1, 30)]
+    [(delivery, deliveries, reason)] = rows(db, "SELECT delivery, deliveries, reason FROM rejected")
+    assert (delivery, deliveries) == (f"{unique_name}/0/10", 1)
+    [letter] = read_topic(cluster.bootstrap, f"{unique_name}.dead")
+    headers = {name: value.decode() for name, value in letter.headers()}
+    assert (letter.value() or b"") == b""
+    assert headers["message_id"] == "poison-huge"
+    assert headers["edinbox-reason"] == reason
+    assert headers["edinbox-from"] == f"{unique_name}/0/10"
+    assert headers["edinbox-size"] == str(len(huge))
+    assert f"the whole record is at {unique_name}/0/10" in headers["edinbox-payload"]
+    warned = [line for line in hub.lines if "not the payload" in line]
+    assert [" WARNING " in line for line in warned] == [True], "\n".join(hub.lines)
+    assert committed(cluster.bootstrap, unique_name, unique_name, range(1)) == {0: 31}
+
+
 def test_sigterm_while_a_reject_waits_for_the_dead_letter_topic_exits_0_at_once(
     cluster: ControlledCluster, unique_name: str, tmp_path: Path
 ) -> None:
@@ -171,16 +239,9 @@ def test_sigterm_while_a_reject_waits_for_the_dead_letter_topic_exits_0_at_once(
     try:
         wait_for(lambda: len(outcomes(hub, "processed")) >= 5, timeout=60, what="the invoices before the poison record")
         time.sleep(0.3)  # its reject waits for the dead-letter topic
-        hub.proc.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        code = hub.proc.wait(timeout=60)
-        took = time.monotonic() - started
+        terminated(hub)
     finally:
         if hub.proc.poll() is None:
             hub.proc.kill()
         cluster.up(2)
-    hub._reader.join(timeout=10)
-    assert code == 0, "\n".join(hub.lines)
-    assert took < 5, f"exited {took:.1f} s after SIGTERM"
-    settled = rows(db, "SELECT count(*) FROM inbox WHERE status = 'processed'")[0][0]
-    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(settled, settled)]
+    created_once(db)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +22,7 @@ from edinbox.sources.kafka import KafkaPublisher, publish
 from hub.poison import bad_date, not_edi
 from hub.test_outage import HubProcess, invoices, wait_for
 
+from .kafka_hub import created_once, one_outage, rows, terminated
 from .kafka_mock import ControlledCluster
 
 KAFKA = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "commit_wait": "1"}
@@ -53,21 +52,6 @@ def hub_on(
     asyncio.run(publish(url, traffic))
     hub = HubProcess("--db", f"sqlite:///{db}", "--source", url, "--consumer", "hub", "--batch-size", str(batch_size))
     return db, hub
-
-
-def one_outage(hub: HubProcess) -> None:
-    """Assert the hub logged one outage of its source, down then back, and no error or traceback."""
-    downs, backs = hub.events("dependency-down"), hub.events("dependency-back")
-    assert len(downs) == len(backs) == 1, "\n".join(hub.lines)
-    assert "dependency=source" in downs[0]
-    assert "dependency=source" in backs[0]
-    assert not [line for line in hub.lines if " ERROR " in line or "Traceback" in line], "\n".join(hub.lines)
-
-
-def rows(db: Path, statement: str) -> list[tuple[object, ...]]:
-    """All rows of one statement on the hub's SQLite journal."""
-    with sqlite3.connect(db, timeout=30) as connection:
-        return connection.execute(statement).fetchall()
 
 
 def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
@@ -148,20 +132,13 @@ def test_sigterm_while_the_kafka_brokers_are_down_exits_0_at_once(
         wait_for(lambda: len(hub.events("settled")) >= 8, timeout=60, what="the first settled batches")
         cluster.down()
         time.sleep(2)  # an ack's offset commit waits for the coordinator
-        hub.proc.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        code = hub.proc.wait(timeout=30)
-        took = time.monotonic() - started
+        terminated(hub)
     finally:
         if hub.proc.poll() is None:
             hub.proc.kill()
         cluster.up()
-    hub._reader.join(timeout=10)
-    assert code == 0, "\n".join(hub.lines)
-    assert took < 5, f"exited {took:.1f} s after SIGTERM"
     assert len(hub.events("dependency-down")) == 1, "\n".join(hub.lines)
-    settled = rows(db, "SELECT count(*) FROM inbox WHERE status = 'processed'")[0][0]
-    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(settled, settled)]
+    created_once(db)
 
 
 async def test_a_broker_that_refuses_connections_is_logged_once_not_twenty_times_a_second(

@@ -13,7 +13,21 @@ from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.sources._options import SourceOptions
 
-__all__ = ["DriverLog", "MockCluster", "commit_mode", "kafka", "parse", "producer_settings", "transient", "unreachable"]
+__all__ = [
+    "COMMIT_WAIT",
+    "DriverLog",
+    "MockCluster",
+    "commit_mode",
+    "kafka",
+    "parse",
+    "producer_settings",
+    "transient",
+    "unreachable",
+]
+
+COMMIT_WAIT = 5.0
+"""Seconds a Kafka call may wait for the brokers by default (the `commit_wait` option): an offset commit, a dead
+letter, a publisher's send."""
 
 _RESERVED = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store"})
 _CONSUMER_ONLY = ("group.", "session.", "heartbeat.", "max.poll.", "auto.offset.", "isolation.", "partition.")

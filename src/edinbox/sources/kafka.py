@@ -10,7 +10,8 @@ URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
   close or revoke): one commit per batch instead of one per record, and at most one batch read again after a crash;
 - `commit_wait`: seconds settling a record may wait for the brokers (default 5): an ack whose offset commit, or a
   reject whose dead-letter record, takes longer raises SourceError (the commit or the record goes on in the
-  background), and receives raise it until it is done;
+  background), and receives raise it until it is done; a publisher's send (`KafkaPublisher`, the relay's) fails
+  with SourceError once the brokers have answered none of its records for as long;
 - `mock=N`: host an in-process librdkafka mock cluster of N brokers instead of connecting (one-process demos);
 - any librdkafka setting by its dotted name: `session.timeout.ms=6000`, `group.protocol=consumer`,
   `security.protocol=SASL_SSL`, ... (a user and password in the URL become `sasl.username` / `sasl.password`).
@@ -37,8 +38,10 @@ return. A reject's dead-letter record is waited for the same way, in a second da
 first must not hold it): one that the brokers have not taken within `commit_wait` stays queued in librdkafka, its
 record unsettled, and receives raise SourceError until it is produced (the receive that finds it produced settles
 the record: it is parked once, not read and parked again for every retry); one that fails seeks back to its record,
-which is read and rejected again. Dead letters still queued at `aclose` are dropped: their records go to the next
-owner, which rejects them again.
+which is read and rejected again, unless it failed because the record is too large for the producer or the
+dead-letter topic (MSG_SIZE_TOO_LARGE, which no retry changes): then a stand-in without the payload is produced in
+its place, saying why and where the record is (`_kafka_letters`), with one warning line, and the record is settled.
+Dead letters still queued at `aclose` are dropped: their records go to the next owner, which rejects them again.
 Nothing expires while a record is held (`ack_wait` is None, `in_progress` does nothing), but a consumer must call
 `receive` within `max.poll.interval.ms`.
 """
@@ -48,19 +51,19 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-from edinbox._errors import ConfigurationError, LimitError, SourceError
+from edinbox._errors import ConfigurationError, SourceError
 from edinbox._urls import mask
-from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
+from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._failures import failing, quietly
 from edinbox.sources._failures import reason as failure
 from edinbox.sources._kafka_config import (
+    COMMIT_WAIT,
     DriverLog,
     MockCluster,
     commit_mode,
@@ -70,17 +73,16 @@ from edinbox.sources._kafka_config import (
     transient,
     unreachable,
 )
+from edinbox.sources._kafka_daemon import Daemon
+from edinbox.sources._kafka_letters import Letter, letter, stand_in, too_large
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
+from edinbox.sources._kafka_publisher import KafkaPublisher
 from edinbox.sources._options import name_option, positive_float, positive_int
 
 __all__ = ["PUBLISHER", "SOURCE", "KafkaPublisher", "KafkaSource", "MockCluster", "publish"]
 
 _log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-COMMIT_WAIT = 5.0
-"""Seconds an offset commit may wait for the group coordinator by default (the `commit_wait` option)."""
 
 _HORIZON = "edinbox:delivered="
 """Commit metadata prefix: the highest offset delivered so far, so the next owner flags redeliveries."""
@@ -124,10 +126,10 @@ class KafkaSource(Source):
         self._producer: Any = None
         self._mock: MockCluster | None = None
         self._driver_log = DriverLog(_log)
-        self._commits = _Daemon()  # the thread commits run in
+        self._commits = Daemon()  # the thread commits run in
         self._waiting: concurrent.futures.Future[None] | None = None  # a commit that outlived `commit_wait`
         self._behind = False  # settled offsets a failed commit left uncommitted: receives commit them first
-        self._letters = _Daemon()  # the thread dead letters are produced in
+        self._letters = Daemon()  # the thread dead letters are produced in
         self._parking: dict[tuple[TopicPartition, int], concurrent.futures.Future[str | None]] = {}
         """The dead letters that outlived `commit_wait`, by record: None once produced, else why they failed."""
 
@@ -419,31 +421,63 @@ class KafkaSource(Source):
 
     def _dead_letter(self, delivery: Delivery, reason: str, produced: concurrent.futures.Future[str | None]) -> None:
         """In the dead-letter thread: produce the record to the dead-letter topic, then flush for `commit_wait`
-        seconds at most; `produced` gets None once the broker has the record, else why not."""
-        ck = kafka()
-
-        def report(err: Any, _msg: Any) -> None:
-            if not produced.done():
-                produced.set_result(None if err is None else str(err))
-
+        seconds at most; `produced` gets None once the broker has the record (or its stand-in), else why not."""
         try:
             if self._producer is None:
                 settings = producer_settings(self._settings)
-                self._producer = ck.Producer(
+                self._producer = kafka().Producer(
                     {**settings, "bootstrap.servers": self.bootstrap, "logger": self._driver_log}
                 )
-            self._producer.produce(
-                self.dead_letter,
-                value=delivery.payload,
-                key=delivery.key.encode(),
-                headers=[*delivery.headers.items(), ("edinbox-reason", reason), ("edinbox-from", delivery.coordinates)],
-                on_delivery=report,
-            )
-        except Exception as exc:  # refused before sending (a full queue, a record too large): no report comes
+        except Exception as exc:
             produced.set_result(failure(exc))
             return
+        self._produce_letter(delivery, letter(delivery, reason=reason), produced)
         # sends at once (a poll would wait out linger.ms first, 5 ms a reject) and serves the delivery reports
         self._producer.flush(self.commit_wait)
+
+    def _produce_letter(
+        self, delivery: Delivery, record: Letter, produced: concurrent.futures.Future[str | None]
+    ) -> None:
+        """Produce one dead-letter record; a whole one refused as too large (by the producer at once, or by the
+        broker in its delivery report) is replaced by its stand-in, which no retry could change. `produced` gets
+        None once the broker has the record, else why not; a stand-in refused as too large too (headers over the
+        limit) parks the record without a dead letter, in one error line saying where it is."""
+        ck = kafka()
+
+        def refused(error: Any) -> None:
+            if record.whole:
+                _log.warning(
+                    "parking %s: %s refused its %d bytes (%s); its dead letter carries the reason and where the "
+                    "record is, not the payload, which only %s keeps, until its retention removes it",
+                    delivery.coordinates, self.dead_letter, len(delivery.payload), error, self.topic,
+                )  # fmt: skip
+                reason = dict(record.headers)["edinbox-reason"]
+                self._produce_letter(delivery, stand_in(delivery, reason=reason, refused=str(error)), produced)
+                return
+            _log.error(
+                "parking %s without a dead letter: %s refused even its stand-in (%s); the record is only in %s, "
+                "until its retention removes it", delivery.coordinates, self.dead_letter, error, self.topic,
+            )  # fmt: skip
+            if not produced.done():
+                produced.set_result(None)
+
+        def report(err: Any, _msg: Any) -> None:
+            if too_large(ck, err):
+                refused(err)
+            elif not produced.done():
+                produced.set_result(None if err is None else str(err))
+
+        try:
+            self._producer.produce(
+                self.dead_letter, value=record.value, key=record.key, headers=record.headers, on_delivery=report
+            )
+        except ck.KafkaException as exc:  # refused before sending: no report comes
+            if too_large(ck, exc.args[0] if exc.args else None):
+                refused(exc.args[0])
+            else:
+                produced.set_result(failure(exc))
+        except Exception as exc:  # a full queue: no report comes
+            produced.set_result(failure(exc))
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
         """Produce the record to the dead-letter topic with the reason in a header, then settle it.
@@ -451,7 +485,8 @@ class KafkaSource(Source):
         The dead letter is waited for `commit_wait` seconds at most; when it takes longer (the brokers are down),
         SourceError is raised and it stays in librdkafka's queue: the record is settled by the first receive after
         the broker has it, and until then every receive raises SourceError. A dead letter that fails leaves its
-        record unsettled, sought back to be read (and rejected) again.
+        record unsettled, sought back to be read (and rejected) again; one too large for the producer or the topic
+        is produced as a stand-in without its payload instead (`_dead_letter`).
         """
         with failing(f"parking {delivery.key!r} in {self.dead_letter} on {self.url}"):
             produced: concurrent.futures.Future[str | None] = concurrent.futures.Future()
@@ -479,7 +514,7 @@ class KafkaSource(Source):
                 if self._waiting is not None and not self._waiting.done():
                     # librdkafka's close waits for that commit (as long as the brokers are down): leave it behind,
                     # in a thread of its own (the commit thread is busy with that commit)
-                    closer = _Daemon()
+                    closer = Daemon()
                     closing = asyncio.wrap_future(closer.submit(consumer.close))
                     closer.stop()
                     await asyncio.wait({closing}, timeout=self.commit_wait)
@@ -504,118 +539,6 @@ class KafkaSource(Source):
 
 
 SOURCE = KafkaSource
-
-
-class _Daemon:
-    """A daemon thread that runs blocking librdkafka calls one after another: never joined at exit, unlike a worker
-    of `asyncio.to_thread`, so a call that waits for brokers that are down cannot hold the process. Started at the
-    first call and kept (a thread started per commit cost about 115 us, more than the rest of an ack)."""
-
-    def __init__(self) -> None:
-        """No thread yet."""
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None]
-        self._calls = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, call: Callable[[], T]) -> concurrent.futures.Future[T]:
-        """Run `call` after the calls submitted before it; its future (cancelled before its turn, it does not run)."""
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._calls.put((call, done))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="edinbox-kafka", daemon=True)
-            self._thread.start()
-        return done
-
-    def stop(self) -> None:
-        """End the thread once the calls before have run (a call stuck in librdkafka keeps it, as a daemon)."""
-        if self._thread is not None:
-            self._calls.put(None)
-            self._thread = None
-
-    def _run(self) -> None:
-        while (item := self._calls.get()) is not None:
-            call, done = item
-            if not done.set_running_or_notify_cancel():
-                continue  # cancelled while it waited for its turn
-            try:
-                result = call()
-            except BaseException as exc:  # handed to the waiting thread
-                done.set_exception(exc)
-            else:
-                done.set_result(result)
-
-
-class KafkaPublisher(Publisher):
-    """Produces to the URL's topic with one producer, the key header (and the record key) set to each producer id
-    and the message's headers as further record headers; each send waits until every record is delivered (30 s at
-    most), in a daemon thread the publisher keeps, so a send cancelled while the brokers are down does not hold the
-    process at exit. A payload over the producer's `message.max.bytes` is a LimitError (permanent: no retry can
-    send it)."""
-
-    def __init__(self, url: str) -> None:
-        """Produce to the topic a `kafka://` URL names; nothing connects before `open()`."""
-        hosts, opts, settings = parse(url, {})
-        if opts.take("mock", positive_int, None) is not None:
-            raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
-        self.url = mask(url)
-        self.topic = opts.require("topic", name_option)
-        self.header = opts.take("key_header", lambda _n, v: str(v), "message_id")
-        self._settings: dict[str, Any] = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3}
-        self._settings["logger"] = DriverLog(_log)
-        self._producer: Any = None
-        self._sends = _Daemon()  # the thread sends produce and wait in
-
-    async def open(self) -> None:
-        """Create the producer (librdkafka connects, and reconnects, by itself)."""
-        with failing(f"creating a producer for {self.url}"):
-            self._producer = kafka().Producer(self._settings)
-
-    async def send(self, messages: Sequence[Outgoing]) -> None:
-        """Produce every record, then flush (at most 30 s) and check each delivery report."""
-        if self._producer is None:
-            raise SourceError(f"publishing to {self.url} failed: the publisher is not open")
-        for _, _, headers in messages:
-            if headers and self.header in headers:
-                raise ConfigurationError(f"the header {self.header!r} is the producer id on {self.url}")
-        errors: list[Any] = []
-        left = await asyncio.wrap_future(self._sends.submit(partial(self._produce, messages, errors)))
-        too_large = kafka().KafkaError.MSG_SIZE_TOO_LARGE
-        if errors and all(getattr(err, "code", lambda: None)() == too_large for err in errors):
-            raise LimitError(f"publishing to {self.url}: a payload is over the producer's message.max.bytes")
-        if left or errors:
-            raise SourceError(f"publishing to {self.url} failed: {errors[:3] or f'{left} not delivered'}")
-
-    def _produce(self, messages: Sequence[Outgoing], errors: list[Any]) -> int:
-        """Produce each record (in the publisher's thread); return how many were not delivered within the flush."""
-        producer = self._producer
-
-        def note(err: Any, _msg: Any) -> None:
-            if err is not None:
-                errors.append(err)
-
-        for message_id, payload, headers in messages:
-            record = [(self.header, message_id), *(headers or {}).items()]
-            while True:
-                try:
-                    key = message_id.encode()
-                    producer.produce(self.topic, value=payload, key=key, headers=record, on_delivery=note)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain, then retry
-                    producer.poll(0.1)
-                except kafka().KafkaException as exc:  # refused before sending: message.max.bytes
-                    errors.append(exc.args[0])
-                    producer.flush(30)
-                    return 0
-            producer.poll(0)
-        return int(producer.flush(30))
-
-    async def aclose(self) -> None:
-        """Drop the producer. A send that returned has nothing left in it; what a failed (or cancelled) send left
-        queued is dropped, not flushed: its caller sends it again."""
-        producer, self._producer = self._producer, None
-        self._sends.stop()
-        if producer is not None:
-            await quietly(f"closing {self.url}", lambda: asyncio.to_thread(producer.purge))
 
 
 PUBLISHER = KafkaPublisher
