@@ -340,6 +340,27 @@ def test_a_relay_marks_its_rows_without_waiting_for_those_another_relay_holds(se
         assert inbox.outbox_stats().backlog == 0
 
 
+def test_a_claim_holds_only_the_rows_it_returns(server: tuple[str, str]) -> None:
+    """A relay's claim locks only the rows it sends: the rows it read and passed over (each behind an older row of its
+    key that another relay holds) stay free, so once that relay has sent the older rows a third relay sends them at
+    once, while the second is still inside its send (on MariaDB the claim kept every row it passed over locked, even
+    at READ COMMITTED, until its own send ended)."""
+    url, table = server
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.create_schema()
+        rows = [("dir:///o", payload.encode(), payload[0]) for payload in ("a1", "b1", "a2", "b2", "c1")]
+        inbox.transaction(lambda tx: tx.publish_many(rows))
+    with contextlib.ExitStack() as first_relay:
+        first = first_relay.enter_context(held(url, table, limit=2))
+        with held(url, table, limit=1) as second:
+            first_relay.close()  # the first relay marks a1 and b1 sent: a2 and b2 are next of their keys
+            recorder = Recorder()
+            with Inbox(url, consumer="c", table=table) as third:
+                assert third.relay(recorder).sent == 2
+    assert (first, second) == ([b"a1", b"b1"], [b"c1"])
+    assert [p for _, _, p in recorder.sent] == [b"a2", b"b2"]
+
+
 def sent_long_ago(url: str, outbox: str, count: int) -> None:
     """Insert `count` rows sent already into `outbox` (`schema.name`), as an outbox long in use holds them (the index
     entries their marks left behind purged), and refresh the planner's statistics."""
