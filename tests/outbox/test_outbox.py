@@ -404,6 +404,58 @@ def test_a_commit_that_publishes_wakes_a_waiting_relay_on_postgresql(postgres_ur
             connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
 
 
+def test_a_deadlock_victims_mark_is_run_again_on_postgresql(postgres_url: str, unique_name: str) -> None:
+    """On PostgreSQL too, the relay's mark that the server aborts as a deadlock's victim (40P01) is run again: the pass
+    returns its result, the row sent once and marked. The other transaction locks the outbox in SHARE mode during the
+    send (the mark's UPDATE waits for it), then asks for the relay's row; the relay, waiting longest, finds the
+    deadlock first and is aborted (MariaDB's deadlock: `test_outbox_mariadb_locks.py`)."""
+    table = f"{unique_name}.inbox"
+    outbox = f'"{unique_name}"."inbox_outbox"'.encode()
+    other = psycopg.connect(postgres_url)
+    outcome: list[str] = []
+
+    def close_the_cycle() -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as watcher:
+            deadline = time.monotonic() + 30
+            while not watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                (f"%{unique_name}%",),
+            ).fetchone()[0]:
+                assert time.monotonic() < deadline, "the relay's mark never waited"
+                time.sleep(0.01)
+        try:
+            other.execute(b"SELECT id FROM " + outbox + b" FOR UPDATE")
+            outcome.append("granted")
+        except psycopg.errors.DeadlockDetected:
+            outcome.append("victim")  # the relay was not rolled back: the test proves nothing
+        finally:
+            other.rollback()
+
+    cycle = threading.Thread(target=close_the_cycle)
+    sent: list[bytes] = []
+
+    def record(destination: str, messages: Sequence[Outgoing]) -> None:
+        sent.extend(m.payload for m in messages)
+        other.execute(b"LOCK TABLE " + outbox + b" IN SHARE MODE")
+        cycle.start()
+
+    try:
+        with Inbox(postgres_url, consumer="c", table=table) as inbox:
+            inbox.create_schema()
+            inbox.transaction(lambda tx: tx.publish("dir:///o", b"1", key="a"))
+            try:
+                assert inbox.relay(record).sent == 1
+            finally:
+                if cycle.is_alive():
+                    cycle.join(60)
+            assert (outcome, sent) == (["granted"], [b"1"])
+            assert inbox.outbox_stats().backlog == 0
+    finally:
+        other.close()
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
+
+
 def test_publish_many_stores_each_in_order(db: tuple[str, str]) -> None:
     """`publish_many` stores several rows in one batch of statements, relayed in the order given."""
     url, table = db
