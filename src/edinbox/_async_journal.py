@@ -11,8 +11,11 @@ import asyncio
 from asyncio import sleep  # async-only
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from types import TracebackType
 from typing import Any, Self, TypeVar
+
+import stamina
 
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
@@ -22,10 +25,16 @@ from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox.stores._async_base import AsyncUnit
 from edinbox.stores._async_factory import open_store
+from edinbox.stores._mapping import lock_conflict
 
 __all__ = ["AsyncJournal"]
 
 T = TypeVar("T")
+
+LOCK_ATTEMPTS = 4
+"""How many times a relay runs its claim, or its mark, while the server ends it in a lock conflict (then the
+StoreError is raised): a deadlock's victim is rolled back and the other transaction goes on, so the next run
+usually succeeds."""
 
 Send = Callable[[str, Sequence[Outgoing]], Awaitable[None]]
 """`send(destination, [Outgoing(key, payload, headers), ...])`: deliver in order, each key as the producer id,
@@ -170,6 +179,11 @@ class AsyncJournal:
         of `send` parks the row with its reason (a group of several is sent row by row first, so only the bad row
         pays); any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call
         again). A crash after `send` and before the mark sends those rows again: at least once, same key.
+
+        A claim or a mark that the server ends in a lock conflict (a deadlock, a serialization failure, a lock wait
+        timeout) is run again, up to `LOCK_ATTEMPTS` times with a short backoff, before its StoreError is raised; a
+        mark in a transaction of its own then, since its rows were sent. Not on the caller's connection inside its
+        transaction (the server may have rolled back the caller's work): there the StoreError is raised at once.
         """
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
@@ -183,13 +197,14 @@ class AsyncJournal:
                 await self._mark(unit, sent, parked)
         else:  # the claim's rows stay locked (SKIP LOCKED for the other relays) until they are marked
             async with self._store.unit() as unit:
-                rows = await unit.begin_fetch("outbox_claim", claim)
+                rows = await _again(unit, partial(unit.begin_fetch, "outbox_claim", claim))
                 try:
                     sent, parked, error = await self._send_all(send, rows)
                 except BaseException:
                     await unit.rollback()
                     raise
-                await self._mark(unit, sent, parked)
+                # a mark the server rolled back is run again in a transaction of its own: the rows are sent already
+                await _again(unit, partial(self._mark, unit, sent, parked), begin=True)
         return SendResult(sent=len(sent), parked=tuple((row.key, r) for row, r in parked), error=error)
 
     async def _send_all(
@@ -288,3 +303,26 @@ class AsyncJournal:
         """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
         return await self._write("forget", key) > 0
+
+
+async def _again(unit: AsyncUnit, work: Callable[[], Awaitable[T]], *, begin: bool = False) -> T:
+    """`work()` on `unit`, run again while the server ends it in a lock conflict (a deadlock, a serialization failure,
+    a lock wait timeout), rolled back first and after a pause with jitter, `LOCK_ATTEMPTS` times in all; then that
+    StoreError (a TransientError) is raised. From the second run on, `begin` begins a transaction for `work` first.
+    Only in a transaction of the unit's own: in the caller's (a savepoint), MariaDB rolled back the caller's work too,
+    and the caller must know."""
+    attempts = 1 if unit.nested else LOCK_ATTEMPTS
+    first = True
+    async for attempt in stamina.retry_context(
+        on=lock_conflict, attempts=attempts, wait_initial=0.05, wait_max=1.0, wait_jitter=0.1
+    ):
+        with attempt:
+            if begin and not first:
+                await unit.begin()
+            first = False
+            try:
+                return await work()
+            except BaseException:
+                await unit.rollback()
+                raise
+    raise AssertionError("unreachable: stamina raises the last error")  # pragma: no cover

@@ -75,6 +75,9 @@ class JoinedInboxes:
 class _SessionUnit:
     """A store's unit on the session's driver connection, whose savepoint is the session's nested transaction."""
 
+    nested = True
+    """Always in the session's transaction."""
+
     def __init__(self, unit: Any, session: Any) -> None:
         self.connection = unit.connection
         self._unit = unit

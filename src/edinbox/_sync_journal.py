@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from time import sleep
 from types import TracebackType
 from typing import Any, Self, TypeVar
+
+import stamina
 
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
@@ -18,12 +21,18 @@ from edinbox._message import Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox.stores._mapping import lock_conflict
 from edinbox.stores._sync_base import Unit
 from edinbox.stores._sync_factory import open_store
 
 __all__ = ["Journal"]
 
 T = TypeVar("T")
+
+LOCK_ATTEMPTS = 4
+"""How many times a relay runs its claim, or its mark, while the server ends it in a lock conflict (then the
+StoreError is raised): a deadlock's victim is rolled back and the other transaction goes on, so the next run
+usually succeeds."""
 
 Send = Callable[[str, Sequence[Outgoing]], None]
 """`send(destination, [Outgoing(key, payload, headers), ...])`: deliver in order, each key as the producer id,
@@ -166,6 +175,11 @@ class Journal:
         of `send` parks the row with its reason (a group of several is sent row by row first, so only the bad row
         pays); any other failure leaves the rows unsent and is returned in `SendResult.error` (back off, then call
         again). A crash after `send` and before the mark sends those rows again: at least once, same key.
+
+        A claim or a mark that the server ends in a lock conflict (a deadlock, a serialization failure, a lock wait
+        timeout) is run again, up to `LOCK_ATTEMPTS` times with a short backoff, before its StoreError is raised; a
+        mark in a transaction of its own then, since its rows were sent. Not on the caller's connection inside its
+        transaction (the server may have rolled back the caller's work): there the StoreError is raised at once.
         """
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
@@ -179,13 +193,14 @@ class Journal:
                 self._mark(unit, sent, parked)
         else:  # the claim's rows stay locked (SKIP LOCKED for the other relays) until they are marked
             with self._store.unit() as unit:
-                rows = unit.begin_fetch("outbox_claim", claim)
+                rows = _again(unit, partial(unit.begin_fetch, "outbox_claim", claim))
                 try:
                     sent, parked, error = self._send_all(send, rows)
                 except BaseException:
                     unit.rollback()
                     raise
-                self._mark(unit, sent, parked)
+                # a mark the server rolled back is run again in a transaction of its own: the rows are sent already
+                _again(unit, partial(self._mark, unit, sent, parked), begin=True)
         return SendResult(sent=len(sent), parked=tuple((row.key, r) for row, r in parked), error=error)
 
     def _send_all(
@@ -283,3 +298,26 @@ class Journal:
         """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
         return self._write("forget", key) > 0
+
+
+def _again(unit: Unit, work: Callable[[], T], *, begin: bool = False) -> T:
+    """`work()` on `unit`, run again while the server ends it in a lock conflict (a deadlock, a serialization failure,
+    a lock wait timeout), rolled back first and after a pause with jitter, `LOCK_ATTEMPTS` times in all; then that
+    StoreError (a TransientError) is raised. From the second run on, `begin` begins a transaction for `work` first.
+    Only in a transaction of the unit's own: in the caller's (a savepoint), MariaDB rolled back the caller's work too,
+    and the caller must know."""
+    attempts = 1 if unit.nested else LOCK_ATTEMPTS
+    first = True
+    for attempt in stamina.retry_context(
+        on=lock_conflict, attempts=attempts, wait_initial=0.05, wait_max=1.0, wait_jitter=0.1
+    ):
+        with attempt:
+            if begin and not first:
+                unit.begin()
+            first = False
+            try:
+                return work()
+            except BaseException:
+                unit.rollback()
+                raise
+    raise AssertionError("unreachable: stamina raises the last error")  # pragma: no cover

@@ -298,3 +298,66 @@ def test_a_batch_statement_left_uncommitted_is_rolled_back_when_its_unit_is_rele
             assert count(f"SELECT COUNT(*) FROM {table}_outbox WHERE parked_at IS NOT NULL") == 0
     finally:
         count(f"DROP TABLE IF EXISTS {table}_outbox")
+
+
+@pytest.mark.parametrize("level", ["own", "REPEATABLE READ"])
+def test_a_batchs_duplicates_lock_their_own_rows_alone(table: str, level: str) -> None:
+    """A batch reads its known keys back (`find_batch_for_update`: the JSON_TABLE rows joined to the journal's unique
+    key, one lookup each) locking those rows alone, on the store's own connections (READ COMMITTED) and on a caller's
+    at REPEATABLE READ: while its handler runs, another transaction writes the rows beside them and a key between them
+    without waiting, and only the batch's own rows are refused to it."""
+    with Inbox(MYSQL_URL, consumer="c", table=table) as inbox:
+        inbox.process_batch([Message(source="s", message_id=f"m{n}", payload=b"p") for n in range(8)], effect_batch)
+    inside, release = threading.Event(), threading.Event()
+
+    def holding(tx: Tx, messages: list[Message]) -> None:
+        inside.set()
+        assert release.wait(60)
+
+    caller = connect(autocommit=True)
+    if level != "own":
+        caller.cursor().execute(f"SET SESSION TRANSACTION ISOLATION LEVEL {level}")
+    batch = [Message(source="s", message_id=m, payload=b"p") for m in ("m2", "m5", "new")]
+    outcomes: list[Outcome] = []
+
+    def deliver() -> None:
+        with Inbox(MYSQL_URL if level == "own" else caller, consumer="c", table=table) as inbox:
+            outcomes.extend(inbox.process_batch(batch, holding))
+
+    thread = threading.Thread(target=deliver)
+    thread.start()
+    other = connect(autocommit=False)
+    try:
+        assert inside.wait(30)
+        with other.cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            refused = []
+            for n in range(8):
+                try:
+                    cursor.execute(
+                        f"SELECT 1 FROM {table} WHERE consumer = 'c' AND source = 's' AND message_id = %s"
+                        " FOR UPDATE NOWAIT",
+                        (f"m{n}",),
+                    )
+                except pymysql.err.OperationalError:
+                    refused.append(f"m{n}")
+            for beside in ("m1", "m3", "m4", "m6"):
+                cursor.execute(
+                    f"UPDATE {table} SET attempts = 2 WHERE consumer = 'c' AND source = 's' AND message_id = %s",
+                    (beside,),
+                )
+            cursor.execute(
+                f"INSERT INTO {table} (consumer, source, message_id, fingerprint) VALUES ('c', 's', 'm2a', 'f')"
+            )
+        other.rollback()
+    finally:
+        release.set()
+        thread.join(30)
+        other.close()
+        caller.close()
+    assert refused == ["m2", "m5"]
+    assert outcomes == [Outcome.DUPLICATE, Outcome.DUPLICATE, Outcome.PROCESSED]
+
+
+def effect_batch(tx: Tx, messages: list[Message]) -> None:
+    """A batch handler that does nothing (the journal rows are the point)."""

@@ -265,12 +265,12 @@ def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> 
         before = _claim_plan(journal)
         assert index not in before
         if journal.dialect != "postgresql":  # PostgreSQL's planner took the pending index already
-            assert before.startswith("SCAN o|") or "'o', 'index', None, 'PRIMARY'" in before, before
+            assert before.startswith("SCAN o|") or any(scan in before for scan in PRIMARY_SCANS), before
         assert inbox.migrate() == [6, 7]
         after = _claim_plan(journal)
         assert index in after, after
         assert "SCAN o|" not in after, after
-        assert "'o', 'index', None, 'PRIMARY'" not in after, after
+        assert not any(scan in after for scan in PRIMARY_SCANS), after
         journal.admin(f"UPDATE {version} SET version = 5", ())
         assert inbox.migrate() == [6, 7]  # the index already there: the step holds
         inbox.verify()
@@ -346,6 +346,11 @@ def _fill_outbox(journal: Journal, *, sent: int, unsent: int) -> None:
         journal.admin(f"ANALYZE {outbox}", ())
 
 
+PRIMARY_SCANS = ("'o', 'index', None, 'PRIMARY'", "'o', 'range', 'PRIMARY', 'PRIMARY'")
+"""MariaDB's plan of the claim reading the outbox on its primary key, sent rows and all: the whole index, or (its
+first step, from the id after which it reads) a range of it."""
+
+
 def _claim_plan(journal: Journal) -> str:
     """The plan of the relay's claim (`outbox_claim`) on the journal's outbox, one step per `|`."""
     table = parse_table(journal.table, qualified=journal.dialect != "sqlite")
@@ -354,7 +359,8 @@ def _claim_plan(journal: Journal) -> str:
         return "|".join(row[0] for row in journal.admin(f"EXPLAIN {claim}", ()))
     if journal.dialect == "mysql":
         (claim,) = _mysql_sql.Statements(table)["outbox_claim"]
-        return "|".join(str(row) for row in journal.admin(f"EXPLAIN {claim.replace('%(limit)s', '10')}", ()))
+        claim = claim.replace("%(limit)s", "10").replace("%(after)s", "0")  # its first step, which reads the rows
+        return "|".join(str(row) for row in journal.admin(f"EXPLAIN {claim}", ()))
     claim = _sqlite_sql.Statements(table)["outbox_claim"].replace(":limit", "10")
     with closing(sqlite3.connect(journal.target.removeprefix("sqlite:///"))) as connection:  # the schema as it is now
         return "|".join(row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {claim}")) + "|"

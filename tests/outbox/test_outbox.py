@@ -340,6 +340,27 @@ def test_a_relay_marks_its_rows_without_waiting_for_those_another_relay_holds(se
         assert inbox.outbox_stats().backlog == 0
 
 
+def test_a_claim_holds_only_the_rows_it_returns(server: tuple[str, str]) -> None:
+    """A relay's claim locks only the rows it sends: the rows it read and passed over (each behind an older row of its
+    key that another relay holds) stay free, so once that relay has sent the older rows a third relay sends them at
+    once, while the second is still inside its send (on MariaDB the claim kept every row it passed over locked, even
+    at READ COMMITTED, until its own send ended)."""
+    url, table = server
+    with Inbox(url, consumer="c", table=table) as inbox:
+        inbox.create_schema()
+        rows = [("dir:///o", payload.encode(), payload[0]) for payload in ("a1", "b1", "a2", "b2", "c1")]
+        inbox.transaction(lambda tx: tx.publish_many(rows))
+    with contextlib.ExitStack() as first_relay:
+        first = first_relay.enter_context(held(url, table, limit=2))
+        with held(url, table, limit=1) as second:
+            first_relay.close()  # the first relay marks a1 and b1 sent: a2 and b2 are next of their keys
+            recorder = Recorder()
+            with Inbox(url, consumer="c", table=table) as third:
+                assert third.relay(recorder).sent == 2
+    assert (first, second) == ([b"a1", b"b1"], [b"c1"])
+    assert [p for _, _, p in recorder.sent] == [b"a2", b"b2"]
+
+
 def sent_long_ago(url: str, outbox: str, count: int) -> None:
     """Insert `count` rows sent already into `outbox` (`schema.name`), as an outbox long in use holds them (the index
     entries their marks left behind purged), and refresh the planner's statistics."""
@@ -379,6 +400,58 @@ def test_a_commit_that_publishes_wakes_a_waiting_relay_on_postgresql(postgres_ur
             thread.join(60)
             assert not thread.is_alive()
     finally:
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
+
+
+def test_a_deadlock_victims_mark_is_run_again_on_postgresql(postgres_url: str, unique_name: str) -> None:
+    """On PostgreSQL too, the relay's mark that the server aborts as a deadlock's victim (40P01) is run again: the pass
+    returns its result, the row sent once and marked. The other transaction locks the outbox in SHARE mode during the
+    send (the mark's UPDATE waits for it), then asks for the relay's row; the relay, waiting longest, finds the
+    deadlock first and is aborted (MariaDB's deadlock: `test_outbox_mariadb_locks.py`)."""
+    table = f"{unique_name}.inbox"
+    outbox = f'"{unique_name}"."inbox_outbox"'.encode()
+    other = psycopg.connect(postgres_url)
+    outcome: list[str] = []
+
+    def close_the_cycle() -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as watcher:
+            deadline = time.monotonic() + 30
+            while not watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                (f"%{unique_name}%",),
+            ).fetchone()[0]:
+                assert time.monotonic() < deadline, "the relay's mark never waited"
+                time.sleep(0.01)
+        try:
+            other.execute(b"SELECT id FROM " + outbox + b" FOR UPDATE")
+            outcome.append("granted")
+        except psycopg.errors.DeadlockDetected:
+            outcome.append("victim")  # the relay was not rolled back: the test proves nothing
+        finally:
+            other.rollback()
+
+    cycle = threading.Thread(target=close_the_cycle)
+    sent: list[bytes] = []
+
+    def record(destination: str, messages: Sequence[Outgoing]) -> None:
+        sent.extend(m.payload for m in messages)
+        other.execute(b"LOCK TABLE " + outbox + b" IN SHARE MODE")
+        cycle.start()
+
+    try:
+        with Inbox(postgres_url, consumer="c", table=table) as inbox:
+            inbox.create_schema()
+            inbox.transaction(lambda tx: tx.publish("dir:///o", b"1", key="a"))
+            try:
+                assert inbox.relay(record).sent == 1
+            finally:
+                if cycle.is_alive():
+                    cycle.join(60)
+            assert (outcome, sent) == (["granted"], [b"1"])
+            assert inbox.outbox_stats().backlog == 0
+    finally:
+        other.close()
         with psycopg.connect(postgres_url, autocommit=True) as connection:
             connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
 

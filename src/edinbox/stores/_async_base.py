@@ -41,6 +41,10 @@ class AsyncUnit(Protocol):
     insert() and begin_fetch() need no savepoint of their own (PostgreSQL's insert still nests one in its query, for
     its retry); commit() and rollback() are not called."""
 
+    @property
+    def nested(self) -> bool:
+        """The unit works in a savepoint of the caller's transaction (not a transaction of its own)."""
+
     async def begin(self) -> None:
         """Start the transaction (or the savepoint inside the caller's transaction)."""
 

@@ -179,6 +179,11 @@ class _AsyncMySQLUnit:
         self.open = False  # own connection: a statement ran since the last COMMIT or ROLLBACK
         self.managed = False
 
+    @property
+    def nested(self) -> bool:
+        """The unit works in a savepoint of the caller's transaction (not a transaction of its own)."""
+        return self._nested
+
     async def _cursor_of(self) -> Any:
         if self._cursor is None:
             self._cursor = await self.connection.cursor()
@@ -264,10 +269,30 @@ class _AsyncMySQLUnit:
             return await self._insert_rows(values) if self._returning() else await self._insert_each(values)
         if not self._own:
             await self.begin()
-            return await self.fetch(name, values)
-        rows = await self.fetch(name, values)  # a write or a locking read: the transaction is open after it
+            return await (self._claim(values) if name == "outbox_claim" else self.fetch(name, values))
+        # a write or a locking read: the transaction is open after it
+        rows = await (self._claim(values) if name == "outbox_claim" else self.fetch(name, values))
         self._watch()
         return rows
+
+    async def _claim(self, values: Params) -> list[tuple[Any, ...]]:
+        """The relay's claim: up to `limit` unsent rows, each the next of its key, locked on the primary key alone.
+
+        `outbox_claim` reads, without a lock, the next `limit` rows of their keys (in id order); `outbox_lock` locks
+        those another relay does not hold. While some were held, the next `limit` candidates after them are read, until
+        `limit` rows are locked or none is left; so only the rows returned are locked (see `outbox.sql`).
+        """
+        limit = int(values["limit"])
+        claimed: list[tuple[Any, ...]] = []
+        after = 0
+        while len(claimed) < limit:
+            heads = [row[0] for row in await self.fetch("outbox_claim", {"limit": limit, "after": after})]
+            if heads:
+                claimed += await self.fetch("outbox_lock", {"ids": heads, "limit": limit - len(claimed)})
+            if len(heads) < limit:
+                break
+            after = heads[-1]
+        return claimed
 
     def _returning(self) -> bool:
         """Whether this server inserts a batch with RETURNING (MariaDB), unless the store decided otherwise."""

@@ -42,6 +42,11 @@ class _AsyncPostgresUnit:
         self._prepared = False
         self.managed = False
 
+    @property
+    def nested(self) -> bool:
+        """The unit works in a savepoint of the caller's transaction (not a transaction of its own)."""
+        return self._nested
+
     async def _begin(self) -> None:
         if self.managed:
             return

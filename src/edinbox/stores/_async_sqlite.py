@@ -63,6 +63,11 @@ class _AsyncSQLiteUnit:
         self.managed = False
         self._driver = driver
 
+    @property
+    def nested(self) -> bool:
+        """The unit works in a savepoint of the caller's transaction (not a transaction of its own)."""
+        return self._nested
+
     def _held(self, name: str) -> sqlite3.Connection | None:
         """The driver's connection when statement `name` may run on the caller's thread: the store's own connection,
         inside a transaction, and not a purge (see the module's docstring); None otherwise."""

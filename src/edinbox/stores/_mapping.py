@@ -15,7 +15,7 @@ from typing import ClassVar
 from edinbox._errors import ConfigurationError, DataError, InboxError, SchemaError, StoreError
 from edinbox._urls import mask
 
-__all__ = ["MYSQL_CODES", "POSTGRESQL_CODES", "SQLITE_CODES", "MappedErrors", "mysql_kind"]
+__all__ = ["MYSQL_CODES", "POSTGRESQL_CODES", "SQLITE_CODES", "MappedErrors", "lock_conflict", "mysql_kind"]
 
 POSTGRESQL_CODES: tuple[tuple[str, type[InboxError]], ...] = (
     ("22", DataError),  # data exception: numeric value out of range, string too long, invalid byte sequence, ...
@@ -79,6 +79,26 @@ def mysql_kind(exc: BaseException) -> type[InboxError]:
     """What a PyMySQL or asyncmy error means, by its MariaDB error number (its first argument)."""
     code = exc.args[0] if exc.args else None
     return MYSQL_CODES.get(code, StoreError) if isinstance(code, int) else StoreError
+
+
+POSTGRESQL_CONFLICTS = frozenset({"40001", "40P01", "55P03"})
+"""SQLSTATEs of a lock conflict the server ended: serialization failure, deadlock detected, lock not available."""
+MYSQL_CONFLICTS = frozenset({1205, 1213})
+"""MariaDB / MySQL error numbers of a lock conflict the server ended: lock wait timeout, deadlock."""
+
+
+def lock_conflict(error: BaseException) -> bool:
+    """Whether `error` is a StoreError the server raised in a lock conflict (a deadlock, a serialization failure, a
+    lock wait timeout; the driver's error is its cause): the transaction was rolled back, or (a lock wait timeout on
+    MariaDB) its statement, and may succeed when run again once the other transaction is done."""
+    cause = error.__cause__
+    if not isinstance(error, StoreError) or cause is None:
+        return False
+    sqlstate = getattr(cause, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        return sqlstate in POSTGRESQL_CONFLICTS
+    code = cause.args[0] if cause.args else None
+    return isinstance(code, int) and code in MYSQL_CONFLICTS  # SQLite's first argument is its message
 
 
 _SCHEMA_HINT = "create the schema first: `create_schema()`, or `edinbox init` for the hub"

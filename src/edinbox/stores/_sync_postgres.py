@@ -41,6 +41,11 @@ class _PostgresUnit:
         self._prepared = False
         self.managed = False
 
+    @property
+    def nested(self) -> bool:
+        """The unit works in a savepoint of the caller's transaction (not a transaction of its own)."""
+        return self._nested
+
     def _begin(self) -> None:
         if self.managed:
             return

@@ -29,15 +29,30 @@ INSERT INTO {outbox} (destination, `key`, payload, headers)
 VALUES (%(destination)s, %(key)s, %(payload)s, %(headers)s)
 
 -- name: outbox_claim
--- the oldest unsent rows whose (destination, key) has no older unsent row: order per key holds across relays,
--- since a row another relay holds (locked, still unsent) keeps the next row of its key out of this claim
-SELECT id, destination, `key`, payload, headers FROM {outbox} AS o
-WHERE sent_at IS NULL AND parked_at IS NULL
+-- the first step of a claim, a plain read that locks nothing: the oldest unsent rows after id `after` whose
+-- (destination, key) has no older unsent row (the next row of each key, in id order). One locking read through the
+-- unsent rows' index kept every row it passed over locked until the claim's send ended, even at READ COMMITTED
+-- (MariaDB 10.11 releases a row that fails the WHERE only when it was read on the primary key): the next rows of the
+-- keys another relay held, which no relay could claim once that relay had marked the rows before them; and at
+-- REPEATABLE READ the gap after the last unsent row, where every publish inserts: the publishers waited for the send
+SELECT id FROM {outbox} AS o
+WHERE sent_at IS NULL AND parked_at IS NULL AND id > %(after)s
     AND NOT EXISTS (
         SELECT 1 FROM {outbox} AS p
         WHERE p.destination = o.destination AND p.`key` = o.`key` AND p.id < o.id
             AND p.sent_at IS NULL AND p.parked_at IS NULL
     )
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: outbox_lock
+-- the second step: those rows locked on the primary key alone (`IN (%(ids)s)`, one bound parameter per id), passing
+-- over the ones another relay holds; a row sent or parked since the first step is left out (the locking read sees
+-- the latest committed row), and its lock is released at once at READ COMMITTED. Order per key holds: a row is a
+-- candidate only once every older row of its key is sent or parked, and a candidate another relay holds is passed
+-- over, so the next row of its key is no candidate until that relay has marked it
+SELECT id, destination, `key`, payload, headers FROM {outbox} FORCE INDEX (PRIMARY)
+WHERE id IN (%(ids)s) AND sent_at IS NULL AND parked_at IS NULL
 ORDER BY id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
