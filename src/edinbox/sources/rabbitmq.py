@@ -17,8 +17,13 @@ aiormq fills a random `message_id` into every publish that lacks one, so a produ
 must send the header). AMQP has no stable broker coordinates (a delivery tag is per channel and per delivery), so
 the fallback key is the queue and a SHA-256 of the body.
 
-The connection is aio-pika's robust one: after an outage it reconnects by itself, declares the queues again and
-resumes consuming. Meanwhile `receive` waits up to its `timeout` for it, then raises SourceError. A delivery received
+The connection is aio-pika's robust one: after an outage it reconnects by itself and declares the dead-letter exchange
+and queue again. Meanwhile `receive` waits up to its `timeout` for it, then raises SourceError. The consumed queue is
+declared again by the source itself, on its next `receive`: first passively, on a channel of its own, so that a queue
+the broker no longer has (RabbitMQ may forget a queue declared just before it crashed) is told from an empty one.
+A queue gone, or deleted under the consumer (the broker cancels it: an operator's `queue_delete`, a policy's expiry),
+is one ERROR line naming it, saying the messages it held may be lost, and a call of `on_lost` (the hub counts it in
+`edinbox_source_queues_lost_total`); the queue is then declared again and consumed. A delivery received
 on a channel that has since closed cannot be settled any more (the broker requeued it when the channel closed):
 acking it raises SourceError at once, and the redelivery is found settled by the inbox. A password the broker
 refuses is a ConfigurationError.
@@ -33,7 +38,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -52,6 +57,10 @@ _QUEUE_TYPES = ("quorum", "classic")
 _CONNECT_TIMEOUT = 5.0
 _PREFETCH = 100
 _CONFIRM_TIMEOUT = 30.0  # seconds a chunk of publishes may wait for its confirms before the send fails
+_PROBE_TIMEOUT = 5.0  # seconds the passive declare of the consumed queue may take
+_WAKE = object()
+"""Put in the buffer when the consumer must be set up again (its channel reopened, or the broker cancelled it): a
+`receive` waiting for deliveries does so at once."""
 
 
 def _queue_type(name: str, value: Any) -> str:
@@ -75,8 +84,10 @@ class RabbitMQSource(Source):
         heartbeat: float | None = None,
         open_timeout: float = 10.0,
         reconnect_interval: float = 1.0,
+        on_lost: Callable[[str], None] | None = None,
     ) -> None:
-        """Configure the source; nothing connects before `open()`."""
+        """Configure the source; nothing connects before `open()`. `on_lost` is called with the queue's name each time
+        the queue was found gone or deleted under the consumer (the messages it held may be lost)."""
         self.url = mask(url)
         self.consumer = consumer
         self.queue = queue
@@ -85,6 +96,7 @@ class RabbitMQSource(Source):
         self.dead = dead or f"{queue}.dead"
         self.open_timeout = open_timeout
         self.reconnect_interval = reconnect_interval
+        self.on_lost = on_lost
         self._server = url
         self._heartbeat = heartbeat
         self._connection: Any = None
@@ -92,15 +104,28 @@ class RabbitMQSource(Source):
         self._buffer: asyncio.Queue[Any] = asyncio.Queue()
         self._later: set[asyncio.Task[None]] = set()
         self._acks = Acks()
+        self._consumed = False  # a consumer was set up once: from then on, a missing queue was lost
+        self._again: str | None = None  # "check" or "consume": the consumer must be set up again, checked first or not
 
     prefetches = True
     """`open_source(..., batch=)` sets the default `prefetch` (`prefetch_for`), unless the URL sets it."""
+    reports_lost = True
+    """`open_source(..., on_lost=)` is told of each queue found gone or deleted under the consumer."""
 
     @classmethod
-    def from_url(cls, url: str, *, consumer: str, batch: int | None = None, **options: Any) -> RabbitMQSource:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        consumer: str,
+        batch: int | None = None,
+        on_lost: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> RabbitMQSource:
         """Build the source an `amqp://` URL names; unknown or invalid options raise ConfigurationError.
 
         `batch` (the hub's `batch_size`) sets the default `prefetch` (`prefetch_for`); a `prefetch` option wins.
+        `on_lost` is called with the queue's name when the queue was lost (see the class).
         """
         parts, opts = split_url(url, schemes=_SCHEMES, overrides=options)
         source = cls(
@@ -113,6 +138,7 @@ class RabbitMQSource(Source):
             heartbeat=opts.take("heartbeat", positive_float, None),
             open_timeout=opts.take("open_timeout", positive_float, 10.0),
             reconnect_interval=opts.take("reconnect_interval", positive_float, 1.0),
+            on_lost=on_lost,
         )
         opts.finish()
         source.url = mask(url)
@@ -141,8 +167,9 @@ class RabbitMQSource(Source):
             with failing(f"consuming {self.queue!r} on {self.url}", refused=_refused):
                 channel = await connection.channel()
                 await channel.set_qos(prefetch_count=self.prefetch)
-                queue = await _declare(channel, self.queue, queue_type=self.queue_type, dead=self.dead)
-                await queue.consume(partial(self._arrived, self._buffer), no_ack=False)
+                await _declare_dead(channel, queue_type=self.queue_type, dead=self.dead)
+                await self._consume(channel, check=self._consumed)
+                channel.reopen_callbacks.add(self._reopened)
         except Exception as exc:
             await quietly(f"closing {self.url}", connection.close)
             cause = exc.__cause__
@@ -150,6 +177,49 @@ class RabbitMQSource(Source):
                 raise ConfigurationError(f"source URL {self.url!r}: {reason(cause)}") from None
             raise
         self._connection, self._channel = connection, channel
+
+    async def _consume(self, channel: Any, *, check: bool) -> None:
+        """Declare the queue and consume it on `channel`; with `check`, first tell whether the broker still had it.
+
+        The queue is declared and consumed by the source, not by aio-pika's restore (`robust=False`), which would
+        declare it again on each reconnect before anything could tell a queue lost from an empty one.
+        """
+        self._again = "check" if check else "consume"
+        if check and not await _exists(channel, self.queue):
+            self._lost("does not exist any more (the broker lost or deleted it)")
+        self._again = "consume"
+        queue = await channel.declare_queue(
+            self.queue, durable=True, arguments=_arguments(self.queue_type, dead=self.dead), robust=False
+        )
+        underlay = await channel.get_underlay_channel()
+        underlay.on_consumer_cancel_callbacks.add(self._cancelled)
+        await queue.consume(partial(self._arrived, self._buffer), no_ack=False, robust=False)
+        self._again, self._consumed = None, True
+
+    def _reopened(self, channel: Any) -> None:
+        """aio-pika reopened the channel (a reconnect, or a channel the broker closed): its consumer is gone."""
+        self._again = self._again or "check"
+        self._buffer.put_nowait(_WAKE)
+
+    def _cancelled(self, frame: Any) -> None:
+        """The broker cancelled the consumer: the queue was deleted (by an operator, or a policy's expiry)."""
+        self._lost("was deleted under its consumer (the broker cancelled it)")
+        self._again = "consume"
+        self._buffer.put_nowait(_WAKE)
+
+    def _lost(self, how: str) -> None:
+        """Say the queue is gone with what it held, and count it (`on_lost`)."""
+        _log.error("queue %r on %s %s: the messages it held may be lost; declaring it again", self.queue, self.url, how)
+        if self.on_lost is not None:
+            self.on_lost(self.queue)
+
+    async def _resume(self) -> None:
+        """Set the consumer up again when its channel reopened or the broker cancelled it (SourceError on failure:
+        the next `receive` tries again)."""
+        if self._again is None or self._channel is None:
+            return
+        with failing(f"consuming {self.queue!r} on {self.url}"):
+            await self._consume(self._channel, check=self._again == "check")
 
     async def _arrived(self, buffer: asyncio.Queue[Any], message: Any) -> None:
         self._acks.arrived(message)
@@ -167,18 +237,21 @@ class RabbitMQSource(Source):
                 raise SourceError(
                     f"the connection to {self.url} is lost (reconnecting); unacked deliveries went back to the queue"
                 ) from None
-            left = max(timeout - (time.monotonic() - started), 0.0)
+        await self._resume()
         messages: list[Any] = []
-        deadline = time.monotonic() + left
+        deadline = started + timeout
         while not messages:
             try:
                 first = await asyncio.wait_for(self._buffer.get(), max(deadline - time.monotonic(), 0.0))
             except TimeoutError:
                 return []
+            if first is _WAKE:
+                await self._resume()
+                continue
             messages = [m for m in [first] if _live(m)]  # those of a closed channel were requeued by the broker
         while len(messages) < max_messages and not self._buffer.empty():
             message = self._buffer.get_nowait()
-            if _live(message):
+            if message is not _WAKE and _live(message):  # a consumer to set up again waits for the next receive
                 messages.append(message)
         return [self._delivery(message) for message in messages]
 
@@ -281,7 +354,9 @@ class RabbitMQPublisher(Publisher):
         )
         with failing(f"declaring {source.queue!r} on {source.url}"):
             self._channel = await self._connection.channel(publisher_confirms=True)
-            await _declare(self._channel, source.queue, queue_type=source.queue_type, dead=source.dead)
+            await _declare_dead(self._channel, queue_type=source.queue_type, dead=source.dead)
+            arguments = _arguments(source.queue_type, dead=source.dead)
+            await self._channel.declare_queue(source.queue, durable=True, arguments=arguments)
 
     async def send(self, messages: Sequence[Outgoing]) -> None:
         """Publish in chunks of 500, waiting for every confirm (at most `_CONFIRM_TIMEOUT` s a chunk)."""
@@ -352,15 +427,35 @@ async def _connect(
         return await aio_pika.connect(server, **kwargs)
 
 
-async def _declare(channel: Any, queue: str, *, queue_type: str, dead: str) -> Any:
-    """Declare the dead-letter exchange and queue, then the queue that dead-letters into them."""
+async def _declare_dead(channel: Any, *, queue_type: str, dead: str) -> None:
+    """Declare the dead-letter exchange and queue (a robust channel declares them again after each reconnect)."""
     import aio_pika
 
-    arguments = {"x-queue-type": queue_type}
     exchange = await channel.declare_exchange(dead, aio_pika.ExchangeType.FANOUT, durable=True)
-    parked = await channel.declare_queue(dead, durable=True, arguments=arguments)
+    parked = await channel.declare_queue(dead, durable=True, arguments={"x-queue-type": queue_type})
     await parked.bind(exchange)
-    return await channel.declare_queue(queue, durable=True, arguments={**arguments, "x-dead-letter-exchange": dead})
+
+
+def _arguments(queue_type: str, *, dead: str) -> dict[str, Any]:
+    """The arguments of the consumed queue: its type, and the dead-letter exchange its rejects go to."""
+    return {"x-queue-type": queue_type, "x-dead-letter-exchange": dead}
+
+
+async def _exists(channel: Any, queue: str) -> bool:
+    """Whether the broker has `queue`: a passive declare on a throwaway channel (the broker closes a channel whose
+    passive declare names a queue it does not have)."""
+    from aiormq.exceptions import ChannelNotFoundEntity
+
+    underlay = await channel.get_underlay_channel()
+    probe = await underlay.connection.channel(publisher_confirms=False, timeout=_PROBE_TIMEOUT)
+    try:
+        await probe.queue_declare(queue, passive=True, timeout=_PROBE_TIMEOUT)
+    except ChannelNotFoundEntity:
+        return False
+    finally:
+        if not probe.is_closed:
+            await probe.close()
+    return True
 
 
 def _closed(delivery: Delivery, masked: str, verb: str) -> SourceError:
