@@ -18,15 +18,19 @@ must send the header). AMQP has no stable broker coordinates (a delivery tag is 
 the fallback key is the queue and a SHA-256 of the body.
 
 The connection is aio-pika's robust one: after an outage it reconnects by itself and declares the dead-letter exchange
-and queue again. Meanwhile `receive` waits up to its `timeout` for it, then raises SourceError. The consumed queue is
-declared again by the source itself, on its next `receive`: first passively, on a channel of its own, so that a queue
-the broker no longer has (RabbitMQ may forget a queue declared just before it crashed) is told from an empty one.
-A queue gone, or deleted under the consumer (the broker cancels it: an operator's `queue_delete`, a policy's expiry),
-is one ERROR line naming it, saying the messages it held may be lost, and a call of `on_lost` (the hub counts it in
-`edinbox_source_queues_lost_total`); the queue is then declared again and consumed. A delivery received
+and queue again. Meanwhile `receive` waits up to its `timeout` for it, then raises SourceError. A delivery received
 on a channel that has since closed cannot be settled any more (the broker requeued it when the channel closed):
 acking it raises SourceError at once, and the redelivery is found settled by the inbox. A password the broker
 refuses is a ConfigurationError.
+
+The consumed queue is declared and consumed again by the source itself, on its next `receive` after its channel
+reopened: first passively, on a channel of its own, so that a queue the broker no longer has (RabbitMQ may forget a
+queue declared just before it crashed; a policy may have expired it, an operator deleted it) is told from an empty
+one. A queue found gone, or deleted under the consumer (the broker cancels the consumer), is one ERROR line naming it,
+saying the messages it held may be lost, and a call of `on_lost` (the hub counts it in
+`edinbox_source_queues_lost_total`); the queue is then declared again and consumed. RabbitMQ 3.10 does not cancel
+the consumer of a quorum queue that another client deleted and declared again at once (a publisher declaring it): the
+new queue's messages are handed to the old consumer and never arrive, until the channel closes.
 
 The acks of a batch leave together once the caller next waits, as one `multiple` ack where no delivery still held
 lies between their tags (`_amqp_acks`): one frame and one settle in the broker per batch instead of per delivery.
