@@ -133,3 +133,35 @@ async def test_a_queue_lost_while_the_hub_was_away_is_declared_again_and_said_lo
     [line] = lost_lines(caplog, unique_name)
     assert "may be lost" in line, line
     assert lost_count(metrics, unique_name) == 1
+
+
+async def test_a_quorum_queue_replaced_under_the_hub_without_a_cancel_is_said_lost(
+    tmp_path: Path, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The quorum queue the hub consumes is deleted and at once declared again by a publisher (RabbitMQ 3.10 then
+    sends no cancel: the new queue hands its first messages to the old consumer, which never receives them): the idle
+    hub finds messages kept ready from it, logs one ERROR line naming the queue, counts it lost, reconnects, and every
+    invoice published after the deletion is created."""
+    require_service("rabbitmq")
+    caplog.set_level(logging.INFO)
+    url = f"{BROKER}?queue={unique_name}&queue_type=quorum&prefetch=2&idle_check=0.5&reconnect_interval=0.2"
+    config = await hub_config(tmp_path, url)
+    db = tmp_path / "hub.db"
+    metrics = Metrics()
+    try:
+        await publish(url, invoices(COUNT))
+        async with open_hub(config, metrics=metrics) as hub:
+            run = asyncio.create_task(hub.run())
+            await until(lambda: made(db) == COUNT, run)
+            connection = await aio_pika.connect(BROKER)
+            async with connection:
+                await (await connection.channel()).queue_delete(unique_name)
+            await publish(url, invoices(COUNT, start=COUNT))  # the publisher declares the queue again at once
+            await until(lambda: made(db) == 2 * COUNT and lost_lines(caplog, unique_name), run)
+            hub.stop.set()
+            await asyncio.wait_for(run, 60)
+        [line] = lost_lines(caplog, unique_name)
+        assert "may be lost" in line, line
+        assert lost_count(metrics, unique_name) == 1
+    finally:
+        await drop(unique_name)

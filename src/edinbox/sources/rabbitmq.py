@@ -10,7 +10,8 @@ URL: `amqp://guest:guest@127.0.0.1/?queue=edi.in` with the options
 - `dead`: the dead-letter exchange and queue for parked messages (default `<queue>.dead`), both declared;
 - `heartbeat`: seconds between AMQP heartbeats (the broker's default when absent);
 - `open_timeout`: seconds `open()` keeps trying to reach the broker, with backoff, before it raises (default 10);
-- `reconnect_interval`: seconds between aio-pika's attempts to reconnect after an outage (default 1).
+- `reconnect_interval`: seconds between aio-pika's attempts to reconnect after an outage (default 1);
+- `idle_check`: seconds between two looks at the queue while the consumer receives nothing (default 30; see below).
 
 The key is an `x-message-id` header when the producer set one, else the AMQP `message_id` property (aio-pika's
 aiormq fills a random `message_id` into every publish that lacks one, so a producer that cannot set the property
@@ -30,7 +31,12 @@ one. A queue found gone, or deleted under the consumer (the broker cancels the c
 saying the messages it held may be lost, and a call of `on_lost` (the hub counts it in
 `edinbox_source_queues_lost_total`); the queue is then declared again and consumed. RabbitMQ 3.10 does not cancel
 the consumer of a quorum queue that another client deleted and declared again at once (a publisher declaring it): the
-new queue's messages are handed to the old consumer and never arrive, until the channel closes.
+new queue hands its messages to the old consumer, up to `prefetch` of them, and they never arrive. So while receives
+come back empty, every `idle_check` seconds the source looks at the queue (a passive declare on a channel of its
+own): messages ready in it at two looks in a row, with nothing delivered between them while the consumer has room
+for more, mean the queue was replaced under it. That is the same ERROR line and `on_lost` call; the source then
+closes its connection (the broker requeues what it handed to the old consumer) and the next `receive` opens a new
+one.
 
 The acks of a batch leave together once the caller next waits, as one `multiple` ack where no delivery still held
 lies between their tags (`_amqp_acks`): one frame and one settle in the broker per batch instead of per delivery.
@@ -62,6 +68,7 @@ _CONNECT_TIMEOUT = 5.0
 _PREFETCH = 100
 _CONFIRM_TIMEOUT = 30.0  # seconds a chunk of publishes may wait for its confirms before the send fails
 _PROBE_TIMEOUT = 5.0  # seconds the passive declare of the consumed queue may take
+_IDLE_CHECK = 30.0
 _WAKE = object()
 """Put in the buffer when the consumer must be set up again (its channel reopened, or the broker cancelled it): a
 `receive` waiting for deliveries does so at once."""
@@ -88,6 +95,7 @@ class RabbitMQSource(Source):
         heartbeat: float | None = None,
         open_timeout: float = 10.0,
         reconnect_interval: float = 1.0,
+        idle_check: float = _IDLE_CHECK,
         on_lost: Callable[[str], None] | None = None,
     ) -> None:
         """Configure the source; nothing connects before `open()`. `on_lost` is called with the queue's name each time
@@ -100,6 +108,7 @@ class RabbitMQSource(Source):
         self.dead = dead or f"{queue}.dead"
         self.open_timeout = open_timeout
         self.reconnect_interval = reconnect_interval
+        self.idle_check = idle_check
         self.on_lost = on_lost
         self._server = url
         self._heartbeat = heartbeat
@@ -108,8 +117,11 @@ class RabbitMQSource(Source):
         self._buffer: asyncio.Queue[Any] = asyncio.Queue()
         self._later: set[asyncio.Task[None]] = set()
         self._acks = Acks()
-        self._consumed = False  # a consumer was set up once: from then on, a missing queue was lost
+        self._check = False  # a consumer was set up: the next one checks first that the broker still has the queue
         self._again: str | None = None  # "check" or "consume": the consumer must be set up again, checked first or not
+        self._delivered = 0  # deliveries pushed by the broker so far
+        self._next_look = 0.0  # when an idle receive next looks at the queue (`_look`)
+        self._ready_seen: int | None = None  # `_delivered` when the last look found messages ready, else None
 
     prefetches = True
     """`open_source(..., batch=)` sets the default `prefetch` (`prefetch_for`), unless the URL sets it."""
@@ -142,6 +154,7 @@ class RabbitMQSource(Source):
             heartbeat=opts.take("heartbeat", positive_float, None),
             open_timeout=opts.take("open_timeout", positive_float, 10.0),
             reconnect_interval=opts.take("reconnect_interval", positive_float, 1.0),
+            idle_check=opts.take("idle_check", positive_float, _IDLE_CHECK),
             on_lost=on_lost,
         )
         opts.finish()
@@ -172,7 +185,7 @@ class RabbitMQSource(Source):
                 channel = await connection.channel()
                 await channel.set_qos(prefetch_count=self.prefetch)
                 await _declare_dead(channel, queue_type=self.queue_type, dead=self.dead)
-                await self._consume(channel, check=self._consumed)
+                await self._consume(channel, check=self._check)
                 channel.reopen_callbacks.add(self._reopened)
         except Exception as exc:
             await quietly(f"closing {self.url}", connection.close)
@@ -198,7 +211,7 @@ class RabbitMQSource(Source):
         underlay = await channel.get_underlay_channel()
         underlay.on_consumer_cancel_callbacks.add(self._cancelled)
         await queue.consume(partial(self._arrived, self._buffer), no_ack=False, robust=False)
-        self._again, self._consumed = None, True
+        self._again, self._check = None, True
 
     def _reopened(self, channel: Any) -> None:
         """aio-pika reopened the channel (a reconnect, or a channel the broker closed): its consumer is gone."""
@@ -225,7 +238,30 @@ class RabbitMQSource(Source):
         with failing(f"consuming {self.queue!r} on {self.url}"):
             await self._consume(self._channel, check=self._again == "check")
 
+    async def _look(self) -> None:
+        """After an empty receive, every `idle_check` s: close the connection when messages stayed ready in the queue
+        since the last look while nothing was delivered and the consumer had room (the queue was replaced under it)."""
+        now = time.monotonic()
+        if now < self._next_look or self._channel is None or self._again is not None:
+            return
+        self._next_look = now + self.idle_check
+        if self._acks.holding(self._channel) >= self.prefetch:  # no room: the broker rightly keeps the rest
+            self._ready_seen = None
+            return
+        with failing(f"looking at {self.queue!r} on {self.url}"):
+            ready = await _ready(self._channel, self.queue)
+        if ready is not None and (not ready or self._ready_seen != self._delivered):
+            self._ready_seen = self._delivered if ready else None
+            return
+        if ready is None:  # gone, and no cancel came
+            self._lost("does not exist any more (the broker lost or deleted it)")
+        else:
+            self._lost(f"hands none of its {ready} ready messages to this consumer (it was deleted and declared again)")
+        self._ready_seen, self._check = None, False  # said: the next consumer declares the queue without a check
+        await self._drop()  # the broker requeues what it handed to the old consumer; the next receive reconnects
+
     async def _arrived(self, buffer: asyncio.Queue[Any], message: Any) -> None:
+        self._delivered += 1
         self._acks.arrived(message)
         await buffer.put(message)
 
@@ -248,6 +284,7 @@ class RabbitMQSource(Source):
             try:
                 first = await asyncio.wait_for(self._buffer.get(), max(deadline - time.monotonic(), 0.0))
             except TimeoutError:
+                await self._look()
                 return []
             if first is _WAKE:
                 await self._resume()
@@ -446,20 +483,25 @@ def _arguments(queue_type: str, *, dead: str) -> dict[str, Any]:
 
 
 async def _exists(channel: Any, queue: str) -> bool:
-    """Whether the broker has `queue`: a passive declare on a throwaway channel (the broker closes a channel whose
-    passive declare names a queue it does not have)."""
+    """Whether the broker has `queue` (`_ready`)."""
+    return await _ready(channel, queue) is not None
+
+
+async def _ready(channel: Any, queue: str) -> int | None:
+    """The messages ready in `queue`, None when the broker has no such queue: a passive declare on a throwaway
+    channel (the broker closes a channel whose passive declare names a queue it does not have)."""
     from aiormq.exceptions import ChannelNotFoundEntity
 
     underlay = await channel.get_underlay_channel()
     probe = await underlay.connection.channel(publisher_confirms=False, timeout=_PROBE_TIMEOUT)
     try:
-        await probe.queue_declare(queue, passive=True, timeout=_PROBE_TIMEOUT)
+        declared = await probe.queue_declare(queue, passive=True, timeout=_PROBE_TIMEOUT)
     except ChannelNotFoundEntity:
-        return False
+        return None
     finally:
         if not probe.is_closed:
             await probe.close()
-    return True
+    return int(declared.message_count or 0)
 
 
 def _closed(delivery: Delivery, masked: str, verb: str) -> SourceError:
