@@ -219,7 +219,7 @@ class RabbitMQSource(Source):
         self._buffer.put_nowait(_WAKE)
 
     def _cancelled(self, frame: Any) -> None:
-        """The broker cancelled the consumer: the queue was deleted (by an operator, or a policy's expiry)."""
+        """The broker cancelled the consumer: the queue was deleted (by an operator, say) or became unavailable."""
         self._lost("was deleted under its consumer (the broker cancelled it)")
         self._again = "consume"
         self._buffer.put_nowait(_WAKE)
