@@ -417,6 +417,20 @@ class PrivateRabbitMQ:
             time.sleep(0.1)
         return len(pids)
 
+    def lose_queue(self, name: str) -> None:
+        """Delete queue `name` while no client is connected, as a node that forgot it in a crash would: the listeners
+        suspended, every client connection closed, the queue deleted, the listeners resumed. A consumer of it is never
+        told (no `basic.cancel`): it finds the queue gone only when it reconnects."""
+        self._run("suspend_listeners")
+        try:
+            self.close_connections()
+            self._run("delete_queue", name)
+        finally:
+            self._run("resume_listeners")
+
+    def _run(self, *command: str) -> None:
+        subprocess.run([*self._ctl(), *command], env=self.env, capture_output=True, check=True)
+
     def _ctl(self) -> list[str]:
         return [str(_RABBITMQ_BIN / "rabbitmqctl"), "-n", self.node]
 

@@ -86,6 +86,13 @@ class Metrics:
             ["consumer", "dependency"],
             registry=reg,
         )
+        self.queues_lost = prom.Counter(
+            "edinbox_source_queues_lost_total",
+            "Source queues found gone or deleted under the consumer, then declared again: the messages they held may"
+            " be lost.",
+            ["consumer", "queue"],
+            registry=reg,
+        )
         self.relay_restarts = prom.Counter(
             "edinbox_relay_restarts_total",
             "Relay processes of `edinbox run` that died and are started again.",
@@ -110,6 +117,10 @@ class Metrics:
     def reconnected(self, *, consumer: str, dependency: str) -> None:
         """Count a dependency that came back after an outage."""
         self.reconnects.labels(consumer, dependency).inc()
+
+    def queue_lost(self, *, consumer: str, queue: str) -> None:
+        """Count a source queue found gone or deleted under the consumer (the messages it held may be lost)."""
+        self.queues_lost.labels(consumer, queue).inc()
 
     def relay_restarted(self, *, consumer: str) -> None:
         """Count a relay process that died and is started again."""

@@ -136,6 +136,18 @@ def test_url_options_are_read() -> None:
     )
     assert (source.queue, source.queue_type, source.prefetch, source.dead) == ("edi.in", "classic", 7, "parked")
     assert source.url == "amqp://u:***@host:5673/vh?queue=edi.in&queue_type=classic&prefetch=7&dead=parked&heartbeat=5"
+    assert RabbitMQSource.from_url("amqp://host/?queue=q&idle_check=2.5", consumer="hub").idle_check == 2.5
+    assert RabbitMQSource.from_url("amqp://host/?queue=q", consumer="hub").idle_check == 30.0
+
+
+def test_on_lost_reaches_a_rabbitmq_source_only_through_open_source() -> None:
+    """`open_source(..., on_lost=)` hands the callback to a RabbitMQ source; a source that cannot lose its queue
+    under it ignores it."""
+    lost: list[str] = []
+    source = open_source("amqp://host/?queue=q", consumer="hub", on_lost=lost.append)
+    assert isinstance(source, RabbitMQSource)
+    assert source.on_lost == lost.append
+    assert open_source("dir:///tmp/nowhere", consumer="hub", on_lost=lost.append) is not None
 
 
 @pytest.mark.parametrize(

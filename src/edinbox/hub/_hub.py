@@ -444,9 +444,10 @@ async def open_hub(
         raise ConfigurationError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in config")
     check_purge(config)
     logger = logging.getLogger(_log.LOGGER)
-    on_back = None
+    on_back = on_lost = None
     if metrics is not None:
         on_back = partial(_reconnected, metrics, config.consumer)
+        on_lost = partial(_lost, metrics, config.consumer)
     outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json, on_back=on_back)
     async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
         stop = stop or asyncio.Event()
@@ -460,6 +461,7 @@ async def open_hub(
                     horizon=horizon,
                     max_payload=config.max_payload,
                     batch=config.batch_size,
+                    on_lost=on_lost,
                 )
             ),
             stop=stop,
@@ -495,6 +497,10 @@ def _reached(handled: int, dependency: str) -> bool:
 
 def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:
     metrics.reconnected(consumer=consumer, dependency=dependency)
+
+
+def _lost(metrics: Metrics, consumer: str, queue: str) -> None:
+    metrics.queue_lost(consumer=consumer, queue=queue)
 
 
 def _not_the_message(error: Exception) -> bool:

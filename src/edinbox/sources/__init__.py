@@ -57,6 +57,7 @@ def open_source(
     horizon: timedelta | None = None,
     max_payload: int | None = None,
     batch: int | None = None,
+    on_lost: Callable[[str], None] | None = None,
     **options: Any,
 ) -> Source:
     """Build (not yet open) the source a URL names, e.g. `dir:///srv/edi` or `amqp://...?queue=edi.in`.
@@ -66,7 +67,9 @@ def open_source(
     source that reads payloads itself parks one unread, unless the URL says otherwise: the spool's `max_payload`.
     `batch` (the hub's `batch_size`) is how many deliveries one receive asks for: a source whose broker pushes
     deliveries ahead of the receive sets its default window from it, unless the URL says otherwise: RabbitMQ's
-    `prefetch`. Other sources ignore them (the hub checks the size of what a broker delivered).
+    `prefetch`. `on_lost` is called with a queue's name each time a source whose broker can lose or delete its queue
+    under it (RabbitMQ) found it so: the messages it held may be lost. Other sources ignore them (the hub checks the
+    size of what a broker delivered).
     """
     cls = _module(url).SOURCE
     if horizon is not None and getattr(cls, "keeps_for_horizon", False):
@@ -75,6 +78,8 @@ def open_source(
         options = {"payload_limit": max_payload, **options}
     if batch is not None and getattr(cls, "prefetches", False):
         options = {"batch": batch, **options}
+    if on_lost is not None and getattr(cls, "reports_lost", False):
+        options = {"on_lost": on_lost, **options}
     return cast(Source, cls.from_url(url, consumer=consumer, **options))
 
 

@@ -35,6 +35,10 @@ class Acks:
         """Note a delivery the broker pushed: its tag is open until it is settled."""
         self._open.setdefault(message.channel, set()).add(message.delivery_tag)
 
+    def holding(self, channel: Any) -> int:
+        """How many deliveries of `channel` are open (delivered, not settled): what counts against its prefetch."""
+        return len(self._open.get(channel, ()))
+
     def settled(self, message: Any) -> None:
         """Note a delivery nacked or rejected (its own frame, sent by the caller)."""
         self._open.get(message.channel, set()).discard(message.delivery_tag)

@@ -10,18 +10,33 @@ URL: `amqp://guest:guest@127.0.0.1/?queue=edi.in` with the options
 - `dead`: the dead-letter exchange and queue for parked messages (default `<queue>.dead`), both declared;
 - `heartbeat`: seconds between AMQP heartbeats (the broker's default when absent);
 - `open_timeout`: seconds `open()` keeps trying to reach the broker, with backoff, before it raises (default 10);
-- `reconnect_interval`: seconds between aio-pika's attempts to reconnect after an outage (default 1).
+- `reconnect_interval`: seconds between aio-pika's attempts to reconnect after an outage (default 1);
+- `idle_check`: seconds between two looks at the queue while the consumer receives nothing (default 30; see below).
 
 The key is an `x-message-id` header when the producer set one, else the AMQP `message_id` property (aio-pika's
 aiormq fills a random `message_id` into every publish that lacks one, so a producer that cannot set the property
 must send the header). AMQP has no stable broker coordinates (a delivery tag is per channel and per delivery), so
 the fallback key is the queue and a SHA-256 of the body.
 
-The connection is aio-pika's robust one: after an outage it reconnects by itself, declares the queues again and
-resumes consuming. Meanwhile `receive` waits up to its `timeout` for it, then raises SourceError. A delivery received
+The connection is aio-pika's robust one: after an outage it reconnects by itself and declares the dead-letter exchange
+and queue again. Meanwhile `receive` waits up to its `timeout` for it, then raises SourceError. A delivery received
 on a channel that has since closed cannot be settled any more (the broker requeued it when the channel closed):
 acking it raises SourceError at once, and the redelivery is found settled by the inbox. A password the broker
 refuses is a ConfigurationError.
+
+The consumed queue is declared and consumed again by the source itself, on its next `receive` after its channel
+reopened: first passively, on a channel of its own, so that a queue the broker no longer has (RabbitMQ may forget a
+queue declared just before it crashed; a policy may have expired it, an operator deleted it) is told from an empty
+one. A queue found gone, or deleted under the consumer (the broker cancels the consumer), is one ERROR line naming it,
+saying the messages it held may be lost, and a call of `on_lost` (the hub counts it in
+`edinbox_source_queues_lost_total`); the queue is then declared again and consumed. RabbitMQ 3.10 does not cancel
+the consumer of a quorum queue that another client deleted and declared again at once (a publisher declaring it): the
+new queue hands its messages to the old consumer, up to `prefetch` of them, and they never arrive. So while receives
+come back empty, every `idle_check` seconds the source looks at the queue (a passive declare on a channel of its
+own): messages ready in it at two looks in a row, with nothing delivered between them while the consumer has room
+for more, mean the queue was replaced under it. That is the same ERROR line and `on_lost` call; the source then
+closes its connection (the broker requeues what it handed to the old consumer) and the next `receive` opens a new
+one.
 
 The acks of a batch leave together once the caller next waits, as one `multiple` ack where no delivery still held
 lies between their tags (`_amqp_acks`): one frame and one settle in the broker per batch instead of per delivery.
@@ -33,7 +48,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -52,6 +67,11 @@ _QUEUE_TYPES = ("quorum", "classic")
 _CONNECT_TIMEOUT = 5.0
 _PREFETCH = 100
 _CONFIRM_TIMEOUT = 30.0  # seconds a chunk of publishes may wait for its confirms before the send fails
+_PROBE_TIMEOUT = 5.0  # seconds the passive declare of the consumed queue may take
+_IDLE_CHECK = 30.0
+_WAKE = object()
+"""Put in the buffer when the consumer must be set up again (its channel reopened, or the broker cancelled it): a
+`receive` waiting for deliveries does so at once."""
 
 
 def _queue_type(name: str, value: Any) -> str:
@@ -75,8 +95,11 @@ class RabbitMQSource(Source):
         heartbeat: float | None = None,
         open_timeout: float = 10.0,
         reconnect_interval: float = 1.0,
+        idle_check: float = _IDLE_CHECK,
+        on_lost: Callable[[str], None] | None = None,
     ) -> None:
-        """Configure the source; nothing connects before `open()`."""
+        """Configure the source; nothing connects before `open()`. `on_lost` is called with the queue's name each time
+        the queue was found gone or deleted under the consumer (the messages it held may be lost)."""
         self.url = mask(url)
         self.consumer = consumer
         self.queue = queue
@@ -85,6 +108,8 @@ class RabbitMQSource(Source):
         self.dead = dead or f"{queue}.dead"
         self.open_timeout = open_timeout
         self.reconnect_interval = reconnect_interval
+        self.idle_check = idle_check
+        self.on_lost = on_lost
         self._server = url
         self._heartbeat = heartbeat
         self._connection: Any = None
@@ -92,15 +117,31 @@ class RabbitMQSource(Source):
         self._buffer: asyncio.Queue[Any] = asyncio.Queue()
         self._later: set[asyncio.Task[None]] = set()
         self._acks = Acks()
+        self._check = False  # a consumer was set up: the next one checks first that the broker still has the queue
+        self._again: str | None = None  # "check" or "consume": the consumer must be set up again, checked first or not
+        self._delivered = 0  # deliveries pushed by the broker so far
+        self._next_look = 0.0  # when an idle receive next looks at the queue (`_look`)
+        self._ready_seen: int | None = None  # `_delivered` when the last look found messages ready, else None
 
     prefetches = True
     """`open_source(..., batch=)` sets the default `prefetch` (`prefetch_for`), unless the URL sets it."""
+    reports_lost = True
+    """`open_source(..., on_lost=)` is told of each queue found gone or deleted under the consumer."""
 
     @classmethod
-    def from_url(cls, url: str, *, consumer: str, batch: int | None = None, **options: Any) -> RabbitMQSource:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        consumer: str,
+        batch: int | None = None,
+        on_lost: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> RabbitMQSource:
         """Build the source an `amqp://` URL names; unknown or invalid options raise ConfigurationError.
 
         `batch` (the hub's `batch_size`) sets the default `prefetch` (`prefetch_for`); a `prefetch` option wins.
+        `on_lost` is called with the queue's name when the queue was lost (see the class).
         """
         parts, opts = split_url(url, schemes=_SCHEMES, overrides=options)
         source = cls(
@@ -113,6 +154,8 @@ class RabbitMQSource(Source):
             heartbeat=opts.take("heartbeat", positive_float, None),
             open_timeout=opts.take("open_timeout", positive_float, 10.0),
             reconnect_interval=opts.take("reconnect_interval", positive_float, 1.0),
+            idle_check=opts.take("idle_check", positive_float, _IDLE_CHECK),
+            on_lost=on_lost,
         )
         opts.finish()
         source.url = mask(url)
@@ -141,8 +184,9 @@ class RabbitMQSource(Source):
             with failing(f"consuming {self.queue!r} on {self.url}", refused=_refused):
                 channel = await connection.channel()
                 await channel.set_qos(prefetch_count=self.prefetch)
-                queue = await _declare(channel, self.queue, queue_type=self.queue_type, dead=self.dead)
-                await queue.consume(partial(self._arrived, self._buffer), no_ack=False)
+                await _declare_dead(channel, queue_type=self.queue_type, dead=self.dead)
+                await self._consume(channel, check=self._check)
+                channel.reopen_callbacks.add(self._reopened)
         except Exception as exc:
             await quietly(f"closing {self.url}", connection.close)
             cause = exc.__cause__
@@ -151,7 +195,73 @@ class RabbitMQSource(Source):
             raise
         self._connection, self._channel = connection, channel
 
+    async def _consume(self, channel: Any, *, check: bool) -> None:
+        """Declare the queue and consume it on `channel`; with `check`, first tell whether the broker still had it.
+
+        The queue is declared and consumed by the source, not by aio-pika's restore (`robust=False`), which would
+        declare it again on each reconnect before anything could tell a queue lost from an empty one.
+        """
+        self._again = "check" if check else "consume"
+        if check and not await _exists(channel, self.queue):
+            self._lost("does not exist any more (the broker lost or deleted it)")
+        self._again = "consume"
+        queue = await channel.declare_queue(
+            self.queue, durable=True, arguments=_arguments(self.queue_type, dead=self.dead), robust=False
+        )
+        underlay = await channel.get_underlay_channel()
+        underlay.on_consumer_cancel_callbacks.add(self._cancelled)
+        await queue.consume(partial(self._arrived, self._buffer), no_ack=False, robust=False)
+        self._again, self._check = None, True
+
+    def _reopened(self, channel: Any) -> None:
+        """aio-pika reopened the channel (a reconnect, or a channel the broker closed): its consumer is gone."""
+        self._again = self._again or "check"
+        self._buffer.put_nowait(_WAKE)
+
+    def _cancelled(self, frame: Any) -> None:
+        """The broker cancelled the consumer: the queue was deleted (by an operator, say) or became unavailable."""
+        self._lost("was deleted under its consumer (the broker cancelled it)")
+        self._again = "consume"
+        self._buffer.put_nowait(_WAKE)
+
+    def _lost(self, how: str) -> None:
+        """Say the queue is gone with what it held, and count it (`on_lost`)."""
+        _log.error("queue %r on %s %s: the messages it held may be lost; declaring it again", self.queue, self.url, how)
+        if self.on_lost is not None:
+            self.on_lost(self.queue)
+
+    async def _resume(self) -> None:
+        """Set the consumer up again when its channel reopened or the broker cancelled it (SourceError on failure:
+        the next `receive` tries again)."""
+        if self._again is None or self._channel is None:
+            return
+        with failing(f"consuming {self.queue!r} on {self.url}"):
+            await self._consume(self._channel, check=self._again == "check")
+
+    async def _look(self) -> None:
+        """After an empty receive, every `idle_check` s: close the connection when messages stayed ready in the queue
+        since the last look while nothing was delivered and the consumer had room (the queue was replaced under it)."""
+        now = time.monotonic()
+        if now < self._next_look or self._channel is None or self._again is not None:
+            return
+        self._next_look = now + self.idle_check
+        if self._acks.holding(self._channel) >= self.prefetch:  # no room: the broker rightly keeps the rest
+            self._ready_seen = None
+            return
+        with failing(f"looking at {self.queue!r} on {self.url}"):
+            ready = await _ready(self._channel, self.queue)
+        if ready is not None and (not ready or self._ready_seen != self._delivered):
+            self._ready_seen = self._delivered if ready else None
+            return
+        if ready is None:  # gone, and no cancel came
+            self._lost("does not exist any more (the broker lost or deleted it)")
+        else:
+            self._lost(f"hands none of its {ready} ready messages to this consumer (it was deleted and declared again)")
+        self._ready_seen, self._check = None, False  # said: the next consumer declares the queue without a check
+        await self._drop()  # the broker requeues what it handed to the old consumer; the next receive reconnects
+
     async def _arrived(self, buffer: asyncio.Queue[Any], message: Any) -> None:
+        self._delivered += 1
         self._acks.arrived(message)
         await buffer.put(message)
 
@@ -167,18 +277,22 @@ class RabbitMQSource(Source):
                 raise SourceError(
                     f"the connection to {self.url} is lost (reconnecting); unacked deliveries went back to the queue"
                 ) from None
-            left = max(timeout - (time.monotonic() - started), 0.0)
+        await self._resume()
         messages: list[Any] = []
-        deadline = time.monotonic() + left
+        deadline = started + timeout
         while not messages:
             try:
                 first = await asyncio.wait_for(self._buffer.get(), max(deadline - time.monotonic(), 0.0))
             except TimeoutError:
+                await self._look()
                 return []
+            if first is _WAKE:
+                await self._resume()
+                continue
             messages = [m for m in [first] if _live(m)]  # those of a closed channel were requeued by the broker
         while len(messages) < max_messages and not self._buffer.empty():
             message = self._buffer.get_nowait()
-            if _live(message):
+            if message is not _WAKE and _live(message):  # a consumer to set up again waits for the next receive
                 messages.append(message)
         return [self._delivery(message) for message in messages]
 
@@ -281,7 +395,9 @@ class RabbitMQPublisher(Publisher):
         )
         with failing(f"declaring {source.queue!r} on {source.url}"):
             self._channel = await self._connection.channel(publisher_confirms=True)
-            await _declare(self._channel, source.queue, queue_type=source.queue_type, dead=source.dead)
+            await _declare_dead(self._channel, queue_type=source.queue_type, dead=source.dead)
+            arguments = _arguments(source.queue_type, dead=source.dead)
+            await self._channel.declare_queue(source.queue, durable=True, arguments=arguments)
 
     async def send(self, messages: Sequence[Outgoing]) -> None:
         """Publish in chunks of 500, waiting for every confirm (at most `_CONFIRM_TIMEOUT` s a chunk)."""
@@ -352,15 +468,40 @@ async def _connect(
         return await aio_pika.connect(server, **kwargs)
 
 
-async def _declare(channel: Any, queue: str, *, queue_type: str, dead: str) -> Any:
-    """Declare the dead-letter exchange and queue, then the queue that dead-letters into them."""
+async def _declare_dead(channel: Any, *, queue_type: str, dead: str) -> None:
+    """Declare the dead-letter exchange and queue (a robust channel declares them again after each reconnect)."""
     import aio_pika
 
-    arguments = {"x-queue-type": queue_type}
     exchange = await channel.declare_exchange(dead, aio_pika.ExchangeType.FANOUT, durable=True)
-    parked = await channel.declare_queue(dead, durable=True, arguments=arguments)
+    parked = await channel.declare_queue(dead, durable=True, arguments={"x-queue-type": queue_type})
     await parked.bind(exchange)
-    return await channel.declare_queue(queue, durable=True, arguments={**arguments, "x-dead-letter-exchange": dead})
+
+
+def _arguments(queue_type: str, *, dead: str) -> dict[str, Any]:
+    """The arguments of the consumed queue: its type, and the dead-letter exchange its rejects go to."""
+    return {"x-queue-type": queue_type, "x-dead-letter-exchange": dead}
+
+
+async def _exists(channel: Any, queue: str) -> bool:
+    """Whether the broker has `queue` (`_ready`)."""
+    return await _ready(channel, queue) is not None
+
+
+async def _ready(channel: Any, queue: str) -> int | None:
+    """The messages ready in `queue`, None when the broker has no such queue: a passive declare on a throwaway
+    channel (the broker closes a channel whose passive declare names a queue it does not have)."""
+    from aiormq.exceptions import ChannelNotFoundEntity
+
+    underlay = await channel.get_underlay_channel()
+    probe = await underlay.connection.channel(publisher_confirms=False, timeout=_PROBE_TIMEOUT)
+    try:
+        declared = await probe.queue_declare(queue, passive=True, timeout=_PROBE_TIMEOUT)
+    except ChannelNotFoundEntity:
+        return None
+    finally:
+        if not probe.is_closed:
+            await probe.close()
+    return int(declared.message_count or 0)
 
 
 def _closed(delivery: Delivery, masked: str, verb: str) -> SourceError:
