@@ -17,7 +17,7 @@ import confluent_kafka as ck
 import pytest
 
 from edinbox import ConfigurationError, SourceError
-from edinbox.sources import open_source
+from edinbox.sources import open_publisher, open_source
 from edinbox.sources.kafka import KafkaSource, MockCluster, publish
 
 from .contract import BrokerContract, collect
@@ -270,6 +270,43 @@ def test_bad_urls_are_clear_errors_with_the_password_masked() -> None:
     assert isinstance(source, KafkaSource)
     assert "s3cret" not in source.url
     assert (source.bootstrap, source.group, source.dead_letter) == ("b1:9092,b2:9092", "hub", "t.dead")
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [
+        ("topic=t&commit_wiat=1", r"unknown option\(s\) commit_wiat \(did you mean commit_wait=\?\)"),
+        ("topic=t&keyheader=id", r"unknown option\(s\) keyheader \(did you mean key_header=\?\)"),
+        ("topic=t&colour=red", r"unknown option\(s\) colour \(known: "),
+        ("topic=t&commit=never", r"option commit='never' is invalid"),
+    ],
+)
+def test_a_destination_url_with_an_unknown_or_invalid_option_is_refused(query: str, error: str) -> None:
+    """The publisher refuses an option it does not know (a misspelt commit_wait would silently keep the default)
+    with a one-line ConfigurationError naming it and the closest known option, the password masked."""
+    with pytest.raises(ConfigurationError, match=error) as refused:
+        open_publisher(f"kafka://user:s3cret@127.0.0.1:9092?{query}")
+    assert "s3cret" not in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_source_url_is_a_valid_destination_url() -> None:
+    """The source's own options (group, dead_letter, commit) are accepted by the publisher, as the other brokers'
+    publishers accept their source URLs: a source's URL can be published to."""
+    url = "kafka://127.0.0.1:9092?topic=t&group=g&dead_letter=t.parked&commit=receive&commit_wait=2&key_header=id"
+    publisher = open_publisher(url)
+    assert publisher.url == url
+
+
+async def test_a_setting_librdkafka_refuses_fails_the_publisher_open_as_a_configuration_error(unique_name: str) -> None:
+    """A librdkafka setting of a destination URL that librdkafka refuses (a misspelt dotted name) fails `open` as a
+    ConfigurationError naming it, never a transient SourceError the relay would retry for ever."""
+    publisher = open_publisher(f"kafka://127.0.0.1:9092?topic={unique_name}&linger.mss=5")
+    try:
+        with pytest.raises(ConfigurationError, match=r"linger\.mss"):
+            await publisher.open()
+    finally:
+        await publisher.aclose()
 
 
 async def test_settings_librdkafka_refuses_are_a_configuration_error_and_failures_a_source_error(
