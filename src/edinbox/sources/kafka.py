@@ -40,7 +40,9 @@ record unsettled, and receives raise SourceError until it is produced (the recei
 the record: it is parked once, not read and parked again for every retry); one that fails seeks back to its record,
 which is read and rejected again, unless it failed because the record is too large for the producer or the
 dead-letter topic (MSG_SIZE_TOO_LARGE, which no retry changes): then a stand-in without the payload is produced in
-its place, saying why and where the record is (`_kafka_letters`), with one warning line, and the record is settled.
+its place, saying why and where the record is (`_kafka_letters`), with one warning line, and the record is settled;
+the reject then returns where the payload is (the topic read, while its retention keeps it), for the hub's rejected
+table.
 Dead letters still queued at `aclose` are dropped: their records go to the next owner, which rejects them again.
 From the start of `aclose` (and before `open`) an ack, nack or reject raises SourceError saying the source is closed:
 it commits, seeks and produces nothing (no dead-letter producer is created after the one `aclose` drops), and its
@@ -77,7 +79,7 @@ from edinbox.sources._kafka_config import (
     unreachable,
 )
 from edinbox.sources._kafka_daemon import Daemon
-from edinbox.sources._kafka_letters import Letter, letter, stand_in, too_large
+from edinbox.sources._kafka_letters import Letter, Posted, letter, payload_at, stand_in, too_large
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._kafka_publisher import KafkaPublisher
 from edinbox.sources._options import name_option, positive_float, positive_int
@@ -136,8 +138,8 @@ class KafkaSource(Source):
         self._waiting: concurrent.futures.Future[None] | None = None  # a commit that outlived `commit_wait`
         self._behind = False  # settled offsets a failed commit left uncommitted: receives commit them first
         self._letters = Daemon()  # the thread dead letters are produced in
-        self._parking: dict[tuple[TopicPartition, int], concurrent.futures.Future[str | None]] = {}
-        """The dead letters that outlived `commit_wait`, by record: None once produced, else why they failed."""
+        self._parking: dict[tuple[TopicPartition, int], concurrent.futures.Future[Posted]] = {}
+        """The dead letters that outlived `commit_wait`, by record, and what became of them once it is known."""
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> KafkaSource:
@@ -293,7 +295,7 @@ class KafkaSource(Source):
             if not produced.done():
                 raise SourceError(f"a dead letter on {self.url} still waits for the brokers")
             del self._parking[handle]
-            if produced.result() is None:
+            if produced.result().error is None:
                 self._settled(handle)
             else:  # it failed: the record is read again, and rejected again
                 self._rewind(handle, None)
@@ -445,10 +447,10 @@ class KafkaSource(Source):
         with failing(f"nack of {delivery.key!r} on {self.url}"):
             await asyncio.to_thread(self._seek, delivery, delay)
 
-    def _dead_letter(self, delivery: Delivery, reason: str, produced: concurrent.futures.Future[str | None]) -> None:
+    def _dead_letter(self, delivery: Delivery, reason: str, produced: concurrent.futures.Future[Posted]) -> None:
         """In the dead-letter thread: produce the record to the dead-letter topic, then flush for `commit_wait`
-        seconds at most; `produced` gets None once the broker has the record (or its stand-in), else why not, or the
-        SourceError of a source closed meanwhile (no producer is created then)."""
+        seconds at most; `produced` gets what became of it (`Posted`), or the SourceError of a source closed meanwhile
+        (no producer is created then)."""
         with self._lock:  # `aclose` sets `_closed`, and takes the producer, under it
             if self._closed:
                 produced.set_exception(self._refused(f"parking {delivery.key!r} in {self.dead_letter}"))
@@ -460,7 +462,7 @@ class KafkaSource(Source):
                         {**settings, "bootstrap.servers": self.bootstrap, "logger": self._driver_log}
                     )
             except Exception as exc:
-                produced.set_result(failure(exc))
+                produced.set_result(Posted(error=failure(exc)))
                 return
             producer = self._producer
         self._produce_letter(producer, delivery, letter(delivery, reason=reason), produced)
@@ -468,13 +470,15 @@ class KafkaSource(Source):
         producer.flush(self.commit_wait)
 
     def _produce_letter(
-        self, producer: Any, delivery: Delivery, record: Letter, produced: concurrent.futures.Future[str | None]
+        self, producer: Any, delivery: Delivery, record: Letter, produced: concurrent.futures.Future[Posted]
     ) -> None:
         """Produce one dead-letter record; a whole one refused as too large (by the producer at once, or by the
         broker in its delivery report) is replaced by its stand-in, which no retry could change. `produced` gets
-        None once the broker has the record, else why not; a stand-in refused as too large too (headers over the
-        limit) parks the record without a dead letter, in one error line saying where it is."""
+        `Posted()` once the broker has the record, `Posted(kept=...)` when it is a stand-in, else why not; a stand-in
+        refused as too large too (headers over the limit) parks the record without a dead letter, in one error line
+        saying where it is."""
         ck = kafka()
+        where = partial(payload_at, delivery, topic=self.topic, url=self.url, dead_letter=self.dead_letter)
 
         def refused(error: Any) -> None:
             if record.whole:
@@ -492,13 +496,14 @@ class KafkaSource(Source):
                 "until its retention removes it", delivery.coordinates, self.dead_letter, error, self.topic,
             )  # fmt: skip
             if not produced.done():
-                produced.set_result(None)
+                produced.set_result(Posted(kept=where(stand_in=False)))
 
         def report(err: Any, _msg: Any) -> None:
             if too_large(ck, err):
                 refused(err)
             elif not produced.done():
-                produced.set_result(None if err is None else str(err))
+                kept = "" if record.whole else where(stand_in=True)
+                produced.set_result(Posted(kept=kept) if err is None else Posted(error=str(err)))
 
         try:
             producer.produce(
@@ -508,12 +513,13 @@ class KafkaSource(Source):
             if too_large(ck, exc.args[0] if exc.args else None):
                 refused(exc.args[0])
             else:
-                produced.set_result(failure(exc))
+                produced.set_result(Posted(error=failure(exc)))
         except Exception as exc:  # a full queue: no report comes
-            produced.set_result(failure(exc))
+            produced.set_result(Posted(error=failure(exc)))
 
-    async def reject(self, delivery: Delivery, *, reason: str) -> None:
-        """Produce the record to the dead-letter topic with the reason in a header, then settle it.
+    async def reject(self, delivery: Delivery, *, reason: str) -> str | None:
+        """Produce the record to the dead-letter topic with the reason in a header, then settle it; return None, or
+        where the payload is when its dead letter is a stand-in without it (or there is none: `payload_at`).
 
         The dead letter is waited for `commit_wait` seconds at most; when it takes longer (the brokers are down),
         SourceError is raised and it stays in librdkafka's queue: the record is settled by the first receive after
@@ -524,7 +530,7 @@ class KafkaSource(Source):
         if self._closed:  # before a thread is started for it (the dead-letter thread checks again, under the lock)
             raise self._refused(f"parking {delivery.key!r} in {self.dead_letter}")
         with failing(f"parking {delivery.key!r} in {self.dead_letter} on {self.url}"):
-            produced: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+            produced: concurrent.futures.Future[Posted] = concurrent.futures.Future()
             self._letters.submit(partial(self._dead_letter, delivery, reason, produced))
             await asyncio.wait({asyncio.wrap_future(produced)}, timeout=self.commit_wait)
             if not produced.done():
@@ -533,10 +539,12 @@ class KafkaSource(Source):
                     f"producing to {self.dead_letter} on {self.url}: no answer from the brokers within "
                     f"{self.commit_wait:g} s (the record is settled once they have it)"
                 )
-            if (error := produced.result()) is not None:
+            posted = produced.result()
+            if posted.error is not None:
                 await asyncio.to_thread(self._seek, delivery, None)
-                raise SourceError(f"producing to {self.dead_letter} on {self.url} failed: {error}")
+                raise SourceError(f"producing to {self.dead_letter} on {self.url} failed: {posted.error}")
         await self.ack(delivery)
+        return posted.kept or None
 
     async def aclose(self) -> None:
         """Leave the group (never raises): settled records are committed, the others go to the next owner (with
