@@ -115,7 +115,8 @@ async def test_a_dead_letter_the_topic_refuses_as_too_large_settles_its_record_w
     """The broker answers the dead letter's produce with MSG_SIZE_TOO_LARGE (the topic's limit): the reject returns
     (no SourceError, no seek back) and the record is settled, its dead letter a stand-in without the payload, in one
     warning line; refused again, the stand-in too, the record is settled without a dead letter, in one error line
-    saying where it is. Either way it is never read again."""
+    saying where it is. Either way it is never read again, and the reject returns where the payload is: the topic
+    read, at the record's offset."""
     url = topics(cluster, unique_name)
     await publish(url, [("poison", b"not EDI")])
     source = KafkaSource.from_url(url, consumer="hub")
@@ -123,19 +124,23 @@ async def test_a_dead_letter_the_topic_refuses_as_too_large_settles_its_record_w
     try:
         delivery = await receive_one(source)
         cluster.refuse_produce(refusals)
-        await asyncio.wait_for(source.reject(delivery, reason="not EDI"), timeout=10)
+        kept = await asyncio.wait_for(source.reject(delivery, reason="not EDI"), timeout=10)
         assert await receives(source) == []
     finally:
         await source.aclose()
     assert committed(cluster.bootstrap, unique_name, unique_name, range(1)) == {0: 1}
     lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("parking")]
     letters = read_topic(cluster.bootstrap, f"{unique_name}.dead")
+    assert kept is not None
+    assert kept.startswith(f"the topic {unique_name} of {source.url} at {unique_name}/0/0 while its retention keeps it")
     if refusals == 1:
+        assert f"its dead letter in {unique_name}.dead is a stand-in without it" in kept
         [letter] = letters
         headers = {name: value.decode() for name, value in letter.headers()}
         assert (letter.value() or b"", headers["edinbox-reason"], headers["edinbox-size"]) == (b"", "not EDI", "7")
         assert [level for level, _ in lines] == ["WARNING"]
     else:
+        assert "it has no dead letter" in kept
         assert letters == []
         assert [level for level, _ in lines] == ["WARNING", "ERROR"]
         assert f"the record is only in {unique_name}" in lines[1][1]
@@ -187,8 +192,9 @@ def test_a_poison_record_too_large_for_the_dead_letter_topic_is_parked_once_with
     """A 2 MB record that is not EDI among 30 invoices, published by a producer that allows it, while the hub's dead
     letters keep librdkafka's 1 MB `message.max.bytes`: the record is parked once (one delivery, no outage logged,
     not read and rejected again for ever) and its dead letter is a stand-in with its reason, its size and where it
-    is, an empty value, with one warning line; each invoice is created once with one attempt, and the group's
-    offset is committed past every record."""
+    is, an empty value, with one warning line; the rejected table's reason says the whole payload is in the topic
+    read at the record's offset (not in the dead letters); each invoice is created once with one attempt, and the
+    group's offset is committed past every record."""
     db = tmp_path / "hub.db"
     url = topics(cluster, unique_name)
     asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
@@ -210,11 +216,17 @@ def test_a_poison_record_too_large_for_the_dead_letter_topic_is_parked_once_with
     assert rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts") == [("processed", 1, 30)]
     [(delivery, deliveries, reason)] = rows(db, "SELECT delivery, deliveries, reason FROM rejected")
     assert (delivery, deliveries) == (f"{unique_name}/0/10", 1)
+    said, _, kept = str(reason).partition(", the whole payload is in ")
+    assert said.endswith(f"the first 65536 of its {len(huge)} bytes are kept here")
+    assert kept.startswith(f"the topic {unique_name} of ")
+    assert f" at {unique_name}/0/10 while its retention keeps it (its dead letter in {unique_name}.dead is a " in kept
+    [settled] = outcomes(hub, "rejected")
+    assert "while its retention keeps it" in settled
     [letter] = read_topic(cluster.bootstrap, f"{unique_name}.dead")
     headers = {name: value.decode() for name, value in letter.headers()}
     assert (letter.value() or b"") == b""
     assert headers["message_id"] == "poison-huge"
-    assert headers["edinbox-reason"] == reason
+    assert headers["edinbox-reason"].startswith(f"{said}, ")  # the reason the hub gave before the stand-in
     assert headers["edinbox-from"] == f"{unique_name}/0/10"
     assert headers["edinbox-size"] == str(len(huge))
     assert f"the whole record is at {unique_name}/0/10" in headers["edinbox-payload"]

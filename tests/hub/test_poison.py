@@ -7,6 +7,7 @@ End to end on SQLite and PostgreSQL through the spool: good interchanges mixed w
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from edinbox.hub import Accounting, Created, HubConfig, open_hub
 from edinbox.hub._ops import list_rows, show, stats
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._plan import HEAD
+from edinbox.sources import Delivery, Source
 from edinbox.sources.spool import publish
 
 from .poison import BAD, EDIFACT, SlowAccounting, bad_date, bad_inputs, good, huge_total
@@ -115,6 +117,64 @@ async def test_a_big_rejected_payload_is_kept_once(hub_config: HubConfig, spool:
     assert await stored_payload(config, row["key"]) == big[:HEAD]
     [parked] = [n for n in files(spool, "rejected") if not n.endswith(".reason")]
     assert (spool / "rejected" / parked).read_bytes() == big
+
+
+class KeptElsewhere(Source):
+    """The spool, its rejects saying the whole payload was kept elsewhere (as a Kafka reject whose dead letter was too
+    large for its topic: the payload stays in the topic read)."""
+
+    def __init__(self, inner: Source) -> None:
+        """Wrap the hub's open source."""
+        self.inner = inner
+        self.url = inner.url
+
+    async def open(self) -> None:
+        """Nothing: the inner source is open."""
+
+    async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
+        """The inner source's deliveries."""
+        return await self.inner.receive(max_messages=max_messages, timeout=timeout)
+
+    async def ack(self, delivery: Delivery) -> None:
+        """The inner source's ack."""
+        await self.inner.ack(delivery)
+
+    async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
+        """The inner source's nack."""
+        await self.inner.nack(delivery, delay=delay)
+
+    async def reject(self, delivery: Delivery, *, reason: str) -> str | None:
+        """The inner source's reject, then where the whole payload was kept instead."""
+        await self.inner.reject(delivery, reason=reason)
+        return f"the archive at {delivery.coordinates}"
+
+    async def aclose(self) -> None:
+        """Nothing: the inner source is closed by the hub's exit."""
+
+
+async def test_a_rejected_payload_the_source_kept_elsewhere_says_where_it_is(
+    hub_config: HubConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A source whose reject says it kept the whole payload elsewhere (the value it returns): the reason of the row
+    that keeps the first 64 KiB of a big payload names that place instead of where the source keeps the others, in
+    the table and in the `settled` line; a small payload kept whole keeps its reason as it was."""
+    big = os.urandom(3 * HEAD)
+    await publish(hub_config.source, [("big", big), ("date", bad_date()), ("ok", good(1))])
+    async with open_hub(hub_config.with_overrides(batch_size=1)) as hub:
+        hub.source = KeptElsewhere(hub.source)
+        with caplog.at_level(logging.INFO, logger="edinbox.hub"):
+            totals = dict(await hub.run(once=True))
+    assert totals == {"processed": 1, "rejected": 2}
+    rows = {row["delivery"]: row for row in await list_rows(hub_config, status="rejected", limit=5)}
+    [(name, row)] = [(name, row) for name, row in rows.items() if "bytes are kept here" in row["reason"]]
+    where = f"the whole payload is in the archive at {name}"
+    assert row["reason"].endswith(f"of its {len(big)} bytes are kept here, {where}")
+    assert "dead letters" not in row["reason"]
+    [small] = [r for r in rows.values() if r is not row]
+    assert "archive" not in small["reason"]
+    assert "bytes" not in small["reason"]
+    settled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("settled")]
+    assert [line for line in settled if where in line] != []
 
 
 async def test_a_small_rejected_payload_is_kept_whole(hub_config: HubConfig, spool: Path) -> None:

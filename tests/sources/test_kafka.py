@@ -10,6 +10,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,7 @@ import confluent_kafka as ck
 import pytest
 
 from edinbox import ConfigurationError, SourceError
-from edinbox.sources import open_source
+from edinbox.sources import open_publisher, open_source
 from edinbox.sources.kafka import KafkaSource, MockCluster, publish
 
 from .contract import BrokerContract, collect
@@ -156,6 +157,90 @@ async def test_out_of_order_ack_then_close_redelivers_from_the_first_unacked(
     assert (await asyncio.to_thread(committed, cluster.bootstrap, unique_name, unique_name))[0] == 4
 
 
+async def test_acks_nacks_and_rejects_after_close_fail_as_a_closed_source_and_park_nothing(
+    cluster: MockCluster, unique_name: str
+) -> None:
+    """An ack, a nack and a reject of records received before `aclose`, called after it: each raises a SourceError
+    saying the source is closed (no AttributeError of a consumer already gone), the reject creates no producer and
+    produces no dead letter, and nothing is committed past the records, which the next member reads again."""
+    await asyncio.to_thread(produce_to_partition, cluster.bootstrap, unique_name, ["a", "b", "c"])
+    url = cluster.url(topic=unique_name, group=unique_name, **FAST)
+    source = open_source(url, consumer="hub")
+    assert isinstance(source, KafkaSource)
+    await source.open()
+    try:
+        a, b, c = await collect(source, 3, within=10)
+    finally:
+        await source.aclose()
+    with pytest.raises(SourceError, match=r"ack of 'a' .* the source is closed") as ack:
+        await source.ack(a)
+    with pytest.raises(SourceError, match=r"nack of 'b' .* the source is closed"):
+        await source.nack(b)
+    with pytest.raises(SourceError, match=r"parking 'c' .* the source is closed"):
+        await source.reject(c, reason="not EDI")
+    assert "AttributeError" not in str(ack.value)
+    assert source._producer is None
+    assert await asyncio.to_thread(read_topic, cluster.bootstrap, source.dead_letter) == []
+    assert (await asyncio.to_thread(committed, cluster.bootstrap, unique_name, unique_name))[0] == 0
+
+
+class _HeldClose:
+    """A source's consumer whose `close` waits for `release` once it has set `closing` (the rest passes through):
+    it holds `aclose` in librdkafka's close, so calls can be made at that moment."""
+
+    def __init__(self, consumer: Any) -> None:
+        """Wrap `consumer`."""
+        self.consumer = consumer
+        self.closing = threading.Event()
+        self.release = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        """The consumer's own attribute."""
+        return getattr(self.consumer, name)
+
+    def close(self) -> None:
+        """Signal `closing`, wait for `release` (a guard of 30 s), then close the consumer."""
+        self.closing.set()
+        self.release.wait(30)
+        self.consumer.close()
+
+
+async def test_acks_and_rejects_racing_aclose_fail_as_a_closed_source_and_create_no_producer(
+    cluster: MockCluster, unique_name: str
+) -> None:
+    """An ack and a reject while `aclose` is inside librdkafka's close (held there): each raises a SourceError
+    saying the source is closed at once, not a SourceError wrapping an AttributeError, and the reject creates no
+    dead-letter producer (none that `aclose` would never purge) and produces no dead letter; once the close goes
+    on, it ends cleanly and the records are left uncommitted for the next member."""
+    await asyncio.to_thread(produce_to_partition, cluster.bootstrap, unique_name, ["a", "b"])
+    url = cluster.url(topic=unique_name, group=unique_name, **FAST)
+    source = open_source(url, consumer="hub")
+    assert isinstance(source, KafkaSource)
+    await source.open()
+    held = _HeldClose(source._consumer)
+    source._consumer = held
+    closing = None
+    try:
+        a, b = await collect(source, 2, within=10)
+        closing = asyncio.create_task(source.aclose())
+        assert await asyncio.to_thread(held.closing.wait, 30)
+        with pytest.raises(SourceError, match=r"ack of 'a' .* the source is closed") as ack:
+            await asyncio.wait_for(source.ack(a), timeout=10)
+        with pytest.raises(SourceError, match=r"parking 'b' .* the source is closed"):
+            await asyncio.wait_for(source.reject(b, reason="not EDI"), timeout=10)
+        assert "AttributeError" not in str(ack.value)
+        assert source._producer is None
+    finally:
+        held.release.set()
+        if closing is not None:
+            await asyncio.wait_for(closing, timeout=30)
+        else:
+            await source.aclose()
+    assert source._producer is None
+    assert await asyncio.to_thread(read_topic, cluster.bootstrap, source.dead_letter) == []
+    assert (await asyncio.to_thread(committed, cluster.bootstrap, unique_name, unique_name))[0] == 0
+
+
 _ACK_ONE_THEN_DIE = """
 import asyncio, os, signal, sys
 from edinbox.sources import open_source
@@ -270,6 +355,43 @@ def test_bad_urls_are_clear_errors_with_the_password_masked() -> None:
     assert isinstance(source, KafkaSource)
     assert "s3cret" not in source.url
     assert (source.bootstrap, source.group, source.dead_letter) == ("b1:9092,b2:9092", "hub", "t.dead")
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [
+        ("topic=t&commit_wiat=1", r"unknown option\(s\) commit_wiat \(did you mean commit_wait=\?\)"),
+        ("topic=t&keyheader=id", r"unknown option\(s\) keyheader \(did you mean key_header=\?\)"),
+        ("topic=t&colour=red", r"unknown option\(s\) colour \(known: "),
+        ("topic=t&commit=never", r"option commit='never' is invalid"),
+    ],
+)
+def test_a_destination_url_with_an_unknown_or_invalid_option_is_refused(query: str, error: str) -> None:
+    """The publisher refuses an option it does not know (a misspelt commit_wait would silently keep the default)
+    with a one-line ConfigurationError naming it and the closest known option, the password masked."""
+    with pytest.raises(ConfigurationError, match=error) as refused:
+        open_publisher(f"kafka://user:s3cret@127.0.0.1:9092?{query}")
+    assert "s3cret" not in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_source_url_is_a_valid_destination_url() -> None:
+    """The source's own options (group, dead_letter, commit) are accepted by the publisher, as the other brokers'
+    publishers accept their source URLs: a source's URL can be published to."""
+    url = "kafka://127.0.0.1:9092?topic=t&group=g&dead_letter=t.parked&commit=receive&commit_wait=2&key_header=id"
+    publisher = open_publisher(url)
+    assert publisher.url == url
+
+
+async def test_a_setting_librdkafka_refuses_fails_the_publisher_open_as_a_configuration_error(unique_name: str) -> None:
+    """A librdkafka setting of a destination URL that librdkafka refuses (a misspelt dotted name) fails `open` as a
+    ConfigurationError naming it, never a transient SourceError the relay would retry for ever."""
+    publisher = open_publisher(f"kafka://127.0.0.1:9092?topic={unique_name}&linger.mss=5")
+    try:
+        with pytest.raises(ConfigurationError, match=r"linger\.mss"):
+            await publisher.open()
+    finally:
+        await publisher.aclose()
 
 
 async def test_settings_librdkafka_refuses_are_a_configuration_error_and_failures_a_source_error(

@@ -37,12 +37,13 @@ from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._outage import Outage, Stopped
 from edinbox.hub._parts import open_inbox, verify
-from edinbox.hub._plan import REJECT, Item, cut, plan
+from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
 from edinbox.hub._progress import progress
 from edinbox.hub._purge import Purger, check_purge
 from edinbox.hub._relay import Relay, beside
 from edinbox.hub._relay_process import RelayProcess, apart
 from edinbox.hub._spans import Spans
+from edinbox.hub._tables import Parked, park_reasons
 from edinbox.sources import Delivery, Source, open_source
 
 if TYPE_CHECKING:
@@ -384,9 +385,32 @@ class Hub:
         if w.unsettled:
             await self.source.nack(delivery, delay=_NACK_DELAY)
         elif w.items and all(item.route == REJECT for item in w.items):
-            await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
+            instead = await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
+            if instead:
+                await self._kept_instead(w, instead)
         else:
             await self.source.ack(delivery)
+
+    async def _kept_instead(self, w: Work, instead: str) -> None:
+        """The source kept the rejected delivery's whole payload in `instead`, not where its rows' reasons say (a
+        dead letter too large for its topic, produced without the payload): the reason of each row cut to its first
+        bytes says so, in the rejected table and in the `settled` line. A database failure here leaves the rows as
+        they were, in one warning line (the delivery is settled: nothing comes back)."""
+        kept = kept_at(self.source)
+        items = [kept_instead(item, kept=kept, instead=instead) for item in w.items]
+        parked = [
+            Parked(new.fingerprint, w.delivery.coordinates, new.reason, new.payload)
+            for old, new in zip(w.items, items, strict=True)
+            if new is not old
+        ]
+        if not parked:
+            return
+        w.items[:] = items
+        try:
+            await self.inbox.transaction(lambda tx: park_reasons(tx, consumer=self.config.consumer, parked=parked))
+        except TransientError as exc:
+            fields = {"delivery": w.delivery.coordinates, "kept": instead, "error": exc}
+            self.logger.warning(_log.format_line("reason-not-updated", fields, as_json=self.log_json))
 
     async def _finish(self, w: Work, elapsed: float, *, hand_back: bool = True) -> TransientError | None:
         """Hand the delivery back to the source (ack, nack or reject) unless `hand_back` is false, then log and count

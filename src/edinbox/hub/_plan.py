@@ -16,8 +16,10 @@ count (the SQL sink) each is kept without its lines, so a big interchange never 
 
 A delivery whose items are all parked is rejected as a whole: the source keeps the whole payload (the spool's
 rejected/ folder, the broker's dead-letter queue), so the rejected table keeps only its first `HEAD` bytes and its
-reason says the full size and where the rest is. A parked interchange beside processed siblings is acked with them,
-so the rejected table keeps it whole (it is at most `max_payload`).
+reason says the full size and where the rest is; when the source has to keep it elsewhere (a dead letter too large
+for its topic, produced without its payload), its reject says where, and `kept_instead` rewrites the reason. A parked
+interchange beside processed siblings is acked with them, so the rejected table keeps it whole (it is at most
+`max_payload`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from edinbox.hub._checks import invoice_problem
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
 from edinbox.sources import Delivery
 
-__all__ = ["HEAD", "REJECT", "Item", "cut", "message_types", "plan"]
+__all__ = ["HEAD", "REJECT", "Item", "cut", "kept_instead", "message_types", "plan"]
 
 REJECT = "reject"
 
@@ -177,6 +179,19 @@ def cut(item: Item, *, size: int, kept: str) -> Item:
     """A parked item of a rejected delivery: its first HEAD bytes, the reason saying where the whole payload is."""
     if size <= HEAD:
         return item
-    where = f" is in {kept}" if kept else " was rejected by the source"
-    reason = f"{item.reason}; the first {HEAD} of its {size} bytes are kept here, the whole payload{where}"
+    reason = f"{item.reason}; the first {HEAD} of its {size} bytes are kept here{_whole(kept)}"
     return replace(item, reason=reason, payload=item.payload[:HEAD])
+
+
+def kept_instead(item: Item, *, kept: str, instead: str) -> Item:
+    """An item `cut` with `kept`, its reason saying the whole payload is in `instead` (where the source had to keep
+    it when it rejected the delivery); an item kept whole (or whose reason names no `kept`) is returned as it is."""
+    said = _whole(kept)
+    if not item.reason.endswith(said):
+        return item
+    return replace(item, reason=item.reason[: -len(said)] + _whole(instead))
+
+
+def _whole(kept: str) -> str:
+    """The end of a cut item's reason: where the whole payload is."""
+    return f", the whole payload is in {kept}" if kept else ", the whole payload was rejected by the source"

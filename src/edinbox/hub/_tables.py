@@ -27,6 +27,7 @@ __all__ = [
     "counts",
     "create_tables",
     "park",
+    "park_reasons",
 ]
 
 TABLES = (
@@ -160,6 +161,16 @@ async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
     ]
     if rows:
         await tx.unit.run_many("hub_park", rows)
+
+
+async def park_reasons(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
+    """Rewrite the reason of payloads parked by `park` (the row of each fingerprint that its delivery parked), in the
+    caller's transaction: where the source kept a whole payload, known only once it rejected the delivery."""
+    rows = [
+        {"consumer": consumer, "fingerprint": p.fingerprint, "delivery": p.delivery, "reason": p.reason} for p in parked
+    ]
+    if rows:
+        await tx.unit.run_many("hub_park_reason", rows)
 
 
 async def counts(tx: Any, *, consumer: str) -> dict[str, int]:

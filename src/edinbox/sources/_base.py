@@ -104,8 +104,11 @@ class Source(abc.ABC):
         """Give the delivery back unsettled, to be delivered again (after `delay` seconds where supported)."""
 
     @abc.abstractmethod
-    async def reject(self, delivery: Delivery, *, reason: str) -> None:
-        """Park the delivery where operators see it (dead-letter exchange, rejected folder) and never redeliver it."""
+    async def reject(self, delivery: Delivery, *, reason: str) -> str | None:
+        """Park the delivery where operators see it (dead-letter exchange, rejected folder) and never redeliver it.
+
+        None once it is parked there whole; when it had to be parked without its payload (a dead letter too large
+        for its topic), where the whole payload is instead, for the rejected table's reason (after "is in ")."""
 
     async def in_progress(self, delivery: Delivery) -> None:  # noqa: B027 - optional hook, no-op by default
         """Tell the broker a long handler is still working on the delivery (a no-op where nothing expires)."""

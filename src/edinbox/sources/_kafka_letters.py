@@ -8,6 +8,9 @@ is parked with a stand-in instead, the same record without the payload (an empty
 compacted topic would take for a deletion) and with two more headers, `edinbox-size` (the payload's size in bytes)
 and `edinbox-payload` (why it was left out and where the whole record is: the topic keeps it until its retention
 removes it).
+
+The reject says where the payload is when its dead letter lacks it (`Posted.kept`, `payload_at`): the hub's rejected
+table then says so too, instead of pointing at the dead letters.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from edinbox.sources._base import Delivery
 
-__all__ = ["Letter", "letter", "stand_in", "too_large"]
+__all__ = ["Letter", "Posted", "letter", "payload_at", "stand_in", "too_large"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,28 @@ class Letter:
     headers: list[tuple[str, str]]
     whole: bool
     """True when it carries the rejected record's payload, False for a stand-in."""
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """What became of a reject's dead letter once the brokers answered."""
+
+    error: str | None = None
+    """Why it failed (its record is sought back, read and rejected again); None when the record is parked."""
+    kept: str = ""
+    """Where the payload is when the dead letter does not carry it (a stand-in, or no dead letter at all); empty when
+    it does."""
+
+
+def payload_at(delivery: Delivery, *, topic: str, url: str, dead_letter: str, stand_in: bool) -> str:
+    """Where the payload of a record parked without it is: the topic it was read from, while its retention keeps it
+    (worded to follow "the whole payload is in")."""
+    why = (
+        f"its dead letter in {dead_letter} is a stand-in without it, too large for {dead_letter}"
+        if stand_in
+        else f"{dead_letter} refused even a stand-in without it: it has no dead letter"
+    )
+    return f"the topic {topic} of {url} at {delivery.coordinates} while its retention keeps it ({why})"
 
 
 def letter(delivery: Delivery, *, reason: str) -> Letter:

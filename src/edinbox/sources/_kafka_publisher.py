@@ -6,6 +6,9 @@ relay backs off and sends again) once the brokers have answered none of its reco
 source's option, default 5), not after a fixed wait: a long send goes on while records are delivered, and an
 unreachable cluster fails a send within `commit_wait`. A payload over the producer's `message.max.bytes` is a
 LimitError (permanent: no retry can send it).
+
+The destination URL is the source's (a source's URL can be published to): an option neither knows, and a setting
+librdkafka refuses (at `open`), is a ConfigurationError naming it, never left to a silent default.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -22,7 +25,7 @@ from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Outgoing, Publisher
 from edinbox.sources._failures import failing, quietly
-from edinbox.sources._kafka_config import COMMIT_WAIT, DriverLog, kafka, parse, producer_settings
+from edinbox.sources._kafka_config import COMMIT_WAIT, DriverLog, commit_mode, kafka, parse, producer_settings
 from edinbox.sources._kafka_daemon import Daemon
 from edinbox.sources._kafka_letters import too_large
 from edinbox.sources._options import name_option, positive_float, positive_int
@@ -30,6 +33,13 @@ from edinbox.sources._options import name_option, positive_float, positive_int
 __all__ = ["KafkaPublisher"]
 
 _log = logging.getLogger("edinbox.sources.kafka")
+
+_SOURCE_ONLY: dict[str, Callable[[str, Any], str]] = {
+    "group": name_option,
+    "dead_letter": name_option,
+    "commit": commit_mode,
+}
+"""The source's options a publisher has no use for: checked like the source checks them, then left aside."""
 
 
 @dataclass(slots=True)
@@ -63,15 +73,24 @@ class KafkaPublisher(Publisher):
         self.topic = opts.require("topic", name_option)
         self.header = opts.take("key_header", lambda _n, v: str(v), "message_id")
         self.commit_wait = opts.take("commit_wait", positive_float, COMMIT_WAIT)
+        for name, convert in _SOURCE_ONLY.items():  # a source's URL is a destination too: its options are checked
+            opts.take(name, convert, None)
+        opts.finish()
         self._settings: dict[str, Any] = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3}
         self._settings["logger"] = DriverLog(_log)
         self._producer: Any = None
         self._sends = Daemon()  # the thread sends produce and wait in
 
     async def open(self) -> None:
-        """Create the producer (librdkafka connects, and reconnects, by itself)."""
+        """Create the producer (librdkafka connects, and reconnects, by itself); a setting librdkafka refuses is a
+        ConfigurationError (no retry changes it)."""
+        ck = kafka()
         with failing(f"creating a producer for {self.url}"):
-            self._producer = kafka().Producer(self._settings)
+            try:
+                self._producer = ck.Producer(self._settings)
+            except ck.KafkaException as exc:
+                refused = f"destination URL {self.url!r}: librdkafka refused the settings: {exc}"
+                raise ConfigurationError(mask(refused)) from None
 
     async def send(self, messages: Sequence[Outgoing]) -> None:
         """Produce every record and wait for each delivery report while the brokers answer (see the module)."""

@@ -40,8 +40,13 @@ record unsettled, and receives raise SourceError until it is produced (the recei
 the record: it is parked once, not read and parked again for every retry); one that fails seeks back to its record,
 which is read and rejected again, unless it failed because the record is too large for the producer or the
 dead-letter topic (MSG_SIZE_TOO_LARGE, which no retry changes): then a stand-in without the payload is produced in
-its place, saying why and where the record is (`_kafka_letters`), with one warning line, and the record is settled.
+its place, saying why and where the record is (`_kafka_letters`), with one warning line, and the record is settled;
+the reject then returns where the payload is (the topic read, while its retention keeps it), for the hub's rejected
+table.
 Dead letters still queued at `aclose` are dropped: their records go to the next owner, which rejects them again.
+From the start of `aclose` (and before `open`) an ack, nack or reject raises SourceError saying the source is closed:
+it commits, seeks and produces nothing (no dead-letter producer is created after the one `aclose` drops), and its
+record is delivered again.
 Nothing expires while a record is held (`ack_wait` is None, `in_progress` does nothing), but a consumer must call
 `receive` within `max.poll.interval.ms`.
 """
@@ -74,7 +79,7 @@ from edinbox.sources._kafka_config import (
     unreachable,
 )
 from edinbox.sources._kafka_daemon import Daemon
-from edinbox.sources._kafka_letters import Letter, letter, stand_in, too_large
+from edinbox.sources._kafka_letters import Letter, Posted, letter, payload_at, stand_in, too_large
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._kafka_publisher import KafkaPublisher
 from edinbox.sources._options import name_option, positive_float, positive_int
@@ -123,6 +128,9 @@ class KafkaSource(Source):
         self._polling = asyncio.Lock()  # one consume or close at a time
         self._paused: dict[TopicPartition, float] = {}
         self._consumer: Any = None
+        self._closed = True
+        """Until `open`, and from the start of `aclose`: acks, nacks and rejects raise SourceError (set under the lock,
+        so none runs a commit, a seek or a dead letter, or creates a producer, once `aclose` has begun)."""
         self._producer: Any = None
         self._mock: MockCluster | None = None
         self._driver_log = DriverLog(_log)
@@ -130,8 +138,8 @@ class KafkaSource(Source):
         self._waiting: concurrent.futures.Future[None] | None = None  # a commit that outlived `commit_wait`
         self._behind = False  # settled offsets a failed commit left uncommitted: receives commit them first
         self._letters = Daemon()  # the thread dead letters are produced in
-        self._parking: dict[tuple[TopicPartition, int], concurrent.futures.Future[str | None]] = {}
-        """The dead letters that outlived `commit_wait`, by record: None once produced, else why they failed."""
+        self._parking: dict[tuple[TopicPartition, int], concurrent.futures.Future[Posted]] = {}
+        """The dead letters that outlived `commit_wait`, by record, and what became of them once it is known."""
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> KafkaSource:
@@ -183,6 +191,7 @@ class KafkaSource(Source):
                 [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
             )
         self._consumer = consumer
+        self._closed = False
 
     # The rebalance callbacks run inside consume(), in its worker thread.
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
@@ -263,6 +272,8 @@ class KafkaSource(Source):
             raise SourceError(f"an offset commit on {self.url} still waits for the group coordinator")
         self._waiting = None
         consumer = self._consumer
+        if consumer is None:  # a rebalance callback of a close left behind (see `aclose`)
+            raise SourceError(f"offset commit on {self.url} failed: the source is closed")
         done = self._commits.submit(lambda: consumer.commit(offsets=offsets, asynchronous=False))
         try:
             done.result(timeout=self.commit_wait)
@@ -284,7 +295,7 @@ class KafkaSource(Source):
             if not produced.done():
                 raise SourceError(f"a dead letter on {self.url} still waits for the brokers")
             del self._parking[handle]
-            if produced.result() is None:
+            if produced.result().error is None:
                 self._settled(handle)
             else:  # it failed: the record is read again, and rejected again
                 self._rewind(handle, None)
@@ -353,10 +364,23 @@ class KafkaSource(Source):
             handle=(tp, offset),
         )
 
-    def _commit_due(self) -> None:
+    def _leave(self) -> None:
+        """As `aclose` begins: refuse acks, nacks and rejects from now on (`_closed`), then commit what is settled."""
         with self._lock:
+            self._closed = True
             due = self._tracker.due()
             self._commit({tp: (point, self._tracker.horizon(tp)) for tp, point in due.items()})
+
+    def _refused(self, what: str) -> SourceError:
+        """The error of an ack, nack or reject once the source is closed (or before it is open)."""
+        return SourceError(f"{what} on {self.url} failed: the source is closed (its record is delivered again)")
+
+    def _drop_producer(self) -> Any:
+        """Take the dead letters' producer away (under the lock: a reject that has not created one by now never
+        will, `_closed` being set)."""
+        with self._lock:
+            producer, self._producer = self._producer, None
+        return producer
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
         """Consume up to `max_messages` records, waiting at most `timeout` seconds for the first."""
@@ -368,6 +392,8 @@ class KafkaSource(Source):
 
     def _settle(self, delivery: Delivery) -> None:
         with self._lock:
+            if self._closed:
+                raise self._refused(f"ack of {delivery.key!r}")
             self._settled(delivery.handle)
 
     def _settled(self, handle: tuple[TopicPartition, int]) -> None:
@@ -397,6 +423,8 @@ class KafkaSource(Source):
 
     def _seek(self, delivery: Delivery, delay: float | None) -> None:
         with self._lock:
+            if self._closed:
+                raise self._refused(f"nack of {delivery.key!r}")
             self._rewind(delivery.handle, delay)
 
     def _rewind(self, handle: tuple[TopicPartition, int], delay: float | None) -> None:
@@ -419,30 +447,38 @@ class KafkaSource(Source):
         with failing(f"nack of {delivery.key!r} on {self.url}"):
             await asyncio.to_thread(self._seek, delivery, delay)
 
-    def _dead_letter(self, delivery: Delivery, reason: str, produced: concurrent.futures.Future[str | None]) -> None:
+    def _dead_letter(self, delivery: Delivery, reason: str, produced: concurrent.futures.Future[Posted]) -> None:
         """In the dead-letter thread: produce the record to the dead-letter topic, then flush for `commit_wait`
-        seconds at most; `produced` gets None once the broker has the record (or its stand-in), else why not."""
-        try:
-            if self._producer is None:
-                settings = producer_settings(self._settings)
-                self._producer = kafka().Producer(
-                    {**settings, "bootstrap.servers": self.bootstrap, "logger": self._driver_log}
-                )
-        except Exception as exc:
-            produced.set_result(failure(exc))
-            return
-        self._produce_letter(delivery, letter(delivery, reason=reason), produced)
+        seconds at most; `produced` gets what became of it (`Posted`), or the SourceError of a source closed meanwhile
+        (no producer is created then)."""
+        with self._lock:  # `aclose` sets `_closed`, and takes the producer, under it
+            if self._closed:
+                produced.set_exception(self._refused(f"parking {delivery.key!r} in {self.dead_letter}"))
+                return
+            try:
+                if self._producer is None:
+                    settings = producer_settings(self._settings)
+                    self._producer = kafka().Producer(
+                        {**settings, "bootstrap.servers": self.bootstrap, "logger": self._driver_log}
+                    )
+            except Exception as exc:
+                produced.set_result(Posted(error=failure(exc)))
+                return
+            producer = self._producer
+        self._produce_letter(producer, delivery, letter(delivery, reason=reason), produced)
         # sends at once (a poll would wait out linger.ms first, 5 ms a reject) and serves the delivery reports
-        self._producer.flush(self.commit_wait)
+        producer.flush(self.commit_wait)
 
     def _produce_letter(
-        self, delivery: Delivery, record: Letter, produced: concurrent.futures.Future[str | None]
+        self, producer: Any, delivery: Delivery, record: Letter, produced: concurrent.futures.Future[Posted]
     ) -> None:
         """Produce one dead-letter record; a whole one refused as too large (by the producer at once, or by the
         broker in its delivery report) is replaced by its stand-in, which no retry could change. `produced` gets
-        None once the broker has the record, else why not; a stand-in refused as too large too (headers over the
-        limit) parks the record without a dead letter, in one error line saying where it is."""
+        `Posted()` once the broker has the record, `Posted(kept=...)` when it is a stand-in, else why not; a stand-in
+        refused as too large too (headers over the limit) parks the record without a dead letter, in one error line
+        saying where it is."""
         ck = kafka()
+        where = partial(payload_at, delivery, topic=self.topic, url=self.url, dead_letter=self.dead_letter)
 
         def refused(error: Any) -> None:
             if record.whole:
@@ -452,35 +488,38 @@ class KafkaSource(Source):
                     delivery.coordinates, self.dead_letter, len(delivery.payload), error, self.topic,
                 )  # fmt: skip
                 reason = dict(record.headers)["edinbox-reason"]
-                self._produce_letter(delivery, stand_in(delivery, reason=reason, refused=str(error)), produced)
+                substitute = stand_in(delivery, reason=reason, refused=str(error))
+                self._produce_letter(producer, delivery, substitute, produced)
                 return
             _log.error(
                 "parking %s without a dead letter: %s refused even its stand-in (%s); the record is only in %s, "
                 "until its retention removes it", delivery.coordinates, self.dead_letter, error, self.topic,
             )  # fmt: skip
             if not produced.done():
-                produced.set_result(None)
+                produced.set_result(Posted(kept=where(stand_in=False)))
 
         def report(err: Any, _msg: Any) -> None:
             if too_large(ck, err):
                 refused(err)
             elif not produced.done():
-                produced.set_result(None if err is None else str(err))
+                kept = "" if record.whole else where(stand_in=True)
+                produced.set_result(Posted(kept=kept) if err is None else Posted(error=str(err)))
 
         try:
-            self._producer.produce(
+            producer.produce(
                 self.dead_letter, value=record.value, key=record.key, headers=record.headers, on_delivery=report
             )
         except ck.KafkaException as exc:  # refused before sending: no report comes
             if too_large(ck, exc.args[0] if exc.args else None):
                 refused(exc.args[0])
             else:
-                produced.set_result(failure(exc))
+                produced.set_result(Posted(error=failure(exc)))
         except Exception as exc:  # a full queue: no report comes
-            produced.set_result(failure(exc))
+            produced.set_result(Posted(error=failure(exc)))
 
-    async def reject(self, delivery: Delivery, *, reason: str) -> None:
-        """Produce the record to the dead-letter topic with the reason in a header, then settle it.
+    async def reject(self, delivery: Delivery, *, reason: str) -> str | None:
+        """Produce the record to the dead-letter topic with the reason in a header, then settle it; return None, or
+        where the payload is when its dead letter is a stand-in without it (or there is none: `payload_at`).
 
         The dead letter is waited for `commit_wait` seconds at most; when it takes longer (the brokers are down),
         SourceError is raised and it stays in librdkafka's queue: the record is settled by the first receive after
@@ -488,8 +527,10 @@ class KafkaSource(Source):
         record unsettled, sought back to be read (and rejected) again; one too large for the producer or the topic
         is produced as a stand-in without its payload instead (`_dead_letter`).
         """
+        if self._closed:  # before a thread is started for it (the dead-letter thread checks again, under the lock)
+            raise self._refused(f"parking {delivery.key!r} in {self.dead_letter}")
         with failing(f"parking {delivery.key!r} in {self.dead_letter} on {self.url}"):
-            produced: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+            produced: concurrent.futures.Future[Posted] = concurrent.futures.Future()
             self._letters.submit(partial(self._dead_letter, delivery, reason, produced))
             await asyncio.wait({asyncio.wrap_future(produced)}, timeout=self.commit_wait)
             if not produced.done():
@@ -498,19 +539,21 @@ class KafkaSource(Source):
                     f"producing to {self.dead_letter} on {self.url}: no answer from the brokers within "
                     f"{self.commit_wait:g} s (the record is settled once they have it)"
                 )
-            if (error := produced.result()) is not None:
+            posted = produced.result()
+            if posted.error is not None:
                 await asyncio.to_thread(self._seek, delivery, None)
-                raise SourceError(f"producing to {self.dead_letter} on {self.url} failed: {error}")
+                raise SourceError(f"producing to {self.dead_letter} on {self.url} failed: {posted.error}")
         await self.ack(delivery)
+        return posted.kept or None
 
     async def aclose(self) -> None:
         """Leave the group (never raises): settled records are committed, the others go to the next owner (with
         the dead letters of rejects that failed, dropped)."""
         async with self._polling:
             consumer = self._consumer
+            await quietly(f"committing on {self.url}", lambda: asyncio.to_thread(self._leave))
             if consumer is not None:
-                await quietly(f"committing on {self.url}", lambda: asyncio.to_thread(self._commit_due))
-                self._consumer = None
+                # `_consumer` stays set while librdkafka closes: the revoke callback commits with it
                 if self._waiting is not None and not self._waiting.done():
                     # librdkafka's close waits for that commit (as long as the brokers are down): leave it behind,
                     # in a thread of its own (the commit thread is busy with that commit)
@@ -524,8 +567,9 @@ class KafkaSource(Source):
                         _log.debug("closing %s: %s", self.url, closing.exception())
                 else:
                     await quietly(f"closing {self.url}", lambda: asyncio.to_thread(consumer.close))
+                self._consumer = None
                 self._commits.stop()
-            producer, self._producer = self._producer, None
+            producer = await asyncio.to_thread(self._drop_producer)
             self._letters.stop()
             if producer is not None:
                 # a reject that returned left nothing queued; what is left belongs to a record left unsettled (its

@@ -83,6 +83,11 @@ INSERT INTO {rejected} (consumer, fingerprint, delivery, reason, payload)
 VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON DUPLICATE KEY UPDATE deliveries = deliveries + 1
 
+-- name: hub_park_reason
+-- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
+UPDATE {rejected} SET reason = %(reason)s
+WHERE consumer = %(consumer)s AND fingerprint = %(fingerprint)s AND delivery = %(delivery)s
+
 -- name: hub_count
 INSERT INTO {hub_counters} (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
 ON DUPLICATE KEY UPDATE n = n + VALUES(n)

@@ -72,6 +72,11 @@ INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
 VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
+-- name: hub_park_reason
+-- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
+UPDATE {rejected} SET reason = %(reason)s
+WHERE consumer = %(consumer)s AND fingerprint = %(fingerprint)s AND delivery = %(delivery)s
+
 -- name: hub_count
 INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n

@@ -70,6 +70,11 @@ INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
 VALUES (:consumer, :fingerprint, :delivery, :reason, :payload)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
+-- name: hub_park_reason
+-- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
+UPDATE {rejected} SET reason = :reason
+WHERE consumer = :consumer AND fingerprint = :fingerprint AND delivery = :delivery
+
 -- name: hub_count
 INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (:consumer, :outcome, :shard, :n)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
