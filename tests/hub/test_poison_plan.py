@@ -139,10 +139,10 @@ async def test_a_slow_batch_tells_the_source_it_is_in_progress() -> None:
     """A batch held longer than a third of ack_wait beats `in_progress` for each delivery; a quick one does not."""
     source = _Slow(ack_wait=0.3)
     held = [delivery(b"a"), Delivery(b"b", message_id=None, coordinates="q#2", source="amqp:q")]
-    async with progress(source, held):
+    async with progress(source, lambda: held):
         await asyncio.sleep(0.05)
     assert source.beats == []
-    async with progress(source, held):
+    async with progress(source, lambda: held):
         await asyncio.sleep(0.45)
     assert source.beats[:2] == ["q#1", "q#2"]
     count = len(source.beats)
@@ -153,7 +153,7 @@ async def test_a_slow_batch_tells_the_source_it_is_in_progress() -> None:
 async def test_a_source_without_ack_wait_gets_no_beats() -> None:
     """A source whose deliveries never expire (ack_wait None) is never called."""
     source = _Slow(ack_wait=None)
-    async with progress(source, [delivery(b"a")]):
+    async with progress(source, lambda: [delivery(b"a")]):
         await asyncio.sleep(0.1)
     assert source.beats == []
 

@@ -10,7 +10,8 @@ waited out (`_outage`); only a configuration error, or `give_up_after`, ends `ru
 On a source that `receives_ahead` (the spool), the next batch is claimed and planned while the database works on the
 current batch's transaction (a task that gives way to it after every few claims and every delivery it plans); the
 next step starts from it. It is only claimed: nothing of it is settled before its own step, and a step that fails, a
-stop and the hub's end hand it back unsettled.
+stop and the hub's end hand it back unsettled. `progress` refreshes its claims with the batch in hand's, so a batch
+slower than the spool's `claim_timeout` leaves neither to another hub.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ class Hub:
         self._refreshed = -_REFRESH
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
+        self._claimed: list[Delivery] = []
+        """The deliveries the next batch claimed so far, until a step takes them: `progress` beats them too."""
 
     async def run(self, *, once: bool = False) -> Counter[str]:
         """Settle deliveries until `stop` is set (SIGTERM) or, with `once`, until the source stays idle.
@@ -199,17 +202,20 @@ class Hub:
         """Receive one batch (or take the one received ahead) and settle it; return how many deliveries it had."""
         deliveries: list[Delivery] = []
         planned: list[list[Item]] = []
-        if self._ahead is not None:
-            ahead, self._ahead = self._ahead, None
-            deliveries, planned = await ahead
-        if not deliveries:
-            received = await self.source.receive(max_messages=self.config.batch_size, timeout=self.config.poll_timeout)
-            deliveries = list(received)
-        if not deliveries:
-            return 0
-        started = time.monotonic()
-        spans = Spans(deliveries, consumer=self.config.consumer)
-        async with progress(self.source, deliveries):
+        async with progress(self.source, lambda: [*deliveries, *self._claimed]):
+            if self._ahead is not None:
+                ahead, self._ahead = self._ahead, None
+                deliveries, planned = await ahead  # beaten meanwhile as `_claimed`
+                self._claimed = []
+            if not deliveries:
+                received = await self.source.receive(
+                    max_messages=self.config.batch_size, timeout=self.config.poll_timeout
+                )
+                deliveries = list(received)
+            if not deliveries:
+                return 0
+            started = time.monotonic()
+            spans = Spans(deliveries, consumer=self.config.consumer)
             rest = deliveries[len(planned) :]
             if sum(len(d.payload) for d in rest) <= _PLAN_HERE:
                 plans = planned + [self._plan(d) for d in rest]
@@ -217,7 +223,8 @@ class Hub:
                 plans = planned + await asyncio.to_thread(lambda: [self._plan(d) for d in rest])
             work = [Work(d, items) for d, items in zip(deliveries, plans, strict=True)]
             if self.source.receives_ahead:
-                self._ahead = asyncio.ensure_future(self._receive_ahead())
+                self._claimed = []
+                self._ahead = asyncio.ensure_future(self._receive_ahead(self._claimed))
             try:
                 await self._settle(work, spans)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
@@ -246,11 +253,11 @@ class Hub:
             raise lost
         return len(work)
 
-    async def _receive_ahead(self) -> tuple[list[Delivery], list[list[Item]]]:
-        """Claim the next batch a few deliveries at a time, then plan it one delivery at a time, giving way to the
-        current batch's transaction in between; a delivery too big to plan on the loop (`_PLAN_HERE`) and those after
-        it are left for the step to plan. A source failure after some claims returns those (the step raises it)."""
-        deliveries: list[Delivery] = []
+    async def _receive_ahead(self, deliveries: list[Delivery]) -> tuple[list[Delivery], list[list[Item]]]:
+        """Claim the next batch into `deliveries` a few at a time (`progress` beats them from there), then plan it one
+        delivery at a time, giving way to the current batch's transaction in between; a delivery too big to plan on
+        the loop (`_PLAN_HERE`) and those after it are left for the step to plan. A source failure after some claims
+        returns those (the step raises it)."""
         while len(deliveries) < self.config.batch_size:
             wanted = min(_AHEAD_CLAIMS, self.config.batch_size - len(deliveries))
             try:
@@ -280,6 +287,8 @@ class Hub:
             deliveries, _ = await ahead
         except TransientError:
             return  # nothing was claimed
+        finally:
+            self._claimed = []
         for delivery in deliveries:
             with contextlib.suppress(TransientError):
                 await self.source.nack(delivery)
