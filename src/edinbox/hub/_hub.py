@@ -202,7 +202,7 @@ class Hub:
         """Receive one batch (or take the one received ahead) and settle it; return how many deliveries it had."""
         deliveries: list[Delivery] = []
         planned: list[list[Item]] = []
-        async with progress(self.source, lambda: [*deliveries, *self._claimed]):
+        async with progress(self.source, lambda: [*deliveries, *self._claimed], log_json=self.log_json):
             if self._ahead is not None:
                 ahead, self._ahead = self._ahead, None
                 deliveries, planned = await ahead  # beaten meanwhile as `_claimed`

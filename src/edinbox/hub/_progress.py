@@ -4,30 +4,37 @@ A broker hands a delivery held unsettled longer than its ack wait to another con
 pending entry claimed after `dead_after`, a spool claim older than `claim_timeout`, ...). While a batch takes longer
 than a third of the source's `ack_wait`, the hub calls `source.in_progress(delivery)` for each delivery it holds
 every third of it: the batch in hand and, on a source that `receives_ahead`, the next batch claimed meanwhile. A
-failing call is not the batch's business: the journal still turns a redelivery into a duplicate.
+failing call is not the batch's business: the journal still turns a redelivery into a duplicate. It is logged, one
+`progress-failed` line per beat with failures (how many of the deliveries held, the first one's coordinates and
+error): a claim taken back meanwhile, or a broker that is down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from edinbox._errors import TransientError
+from edinbox.hub import _log
 from edinbox.sources import Delivery, Source
 
 __all__ = ["progress"]
 
 
 @contextlib.asynccontextmanager
-async def progress(source: Source, held: Callable[[], Sequence[Delivery]]) -> AsyncIterator[None]:
+async def progress(
+    source: Source, held: Callable[[], Sequence[Delivery]], *, log_json: bool = False
+) -> AsyncIterator[None]:
     """Call `source.in_progress` on each delivery `held()` names, every third of `source.ack_wait`, until the block
-    ends; `held` is asked again at each beat, so deliveries received meanwhile are covered too."""
+    ends; `held` is asked again at each beat, so deliveries received meanwhile are covered too. Failed calls are
+    logged (`progress-failed`, as JSON with `log_json`)."""
     ack_wait: float | None = getattr(source, "ack_wait", None)
     if not ack_wait or ack_wait <= 0:
         yield
         return
-    task = asyncio.create_task(_beat(source, held, every=ack_wait / 3))
+    task = asyncio.create_task(_beat(source, held, every=ack_wait / 3, log_json=log_json))
     try:
         yield
     finally:
@@ -36,9 +43,17 @@ async def progress(source: Source, held: Callable[[], Sequence[Delivery]]) -> As
             await task
 
 
-async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every: float) -> None:
+async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every: float, log_json: bool) -> None:
     while True:
         await asyncio.sleep(every)
-        for delivery in held():
-            with contextlib.suppress(TransientError):
+        deliveries = held()
+        failed: list[tuple[Delivery, TransientError]] = []
+        for delivery in deliveries:
+            try:
                 await source.in_progress(delivery)
+            except TransientError as exc:
+                failed.append((delivery, exc))
+        if failed:
+            first, error = failed[0]
+            fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}
+            logging.getLogger(_log.LOGGER).warning(_log.format_line("progress-failed", fields, as_json=log_json))
