@@ -236,10 +236,8 @@ class SpoolSource(Source):
             with os.scandir(self._inbound) as entries:
                 for entry in entries:
                     (dots if entry.name.startswith(".") else names).append(entry.name)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise SourceError(f"cannot list {self._inbound}: {exc}") from exc
+        except OSError as exc:  # gone too (the spool moved, its volume unmounted): an outage, not an empty spool
+            raise SourceError(f"cannot list {self._inbound}: {why(exc)}") from exc
         names.sort()
         self._queue = deque(names)
         self._dots = dots
