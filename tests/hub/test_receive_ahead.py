@@ -4,6 +4,7 @@ batch back unsettled when it stops, fails or ends."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,40 @@ async def test_a_batch_claimed_ahead_is_not_taken_back_while_a_slow_batch_settle
     counts = await stats(config)
     assert (counts["processed"], counts["invoices"], counts["duplicate"]) == (6, 6, 0)
     assert len(files(spool, "archive")) == 6
+
+
+class StolenAccounting(Accounting):
+    """A sink whose batch handler finds one of the batch's claims taken back (moved to inbound/ as another hub's
+    recovery would), then meets a database outage."""
+
+    needs_lines = False
+
+    def __init__(self, spool: Path) -> None:
+        self.spool = spool
+
+    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+        """Never called: the batch handler fails first."""
+        raise AssertionError("not reached")
+
+    async def create_many(self, tx: Any, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
+        """Move the first claim back to inbound/, then fail as a database outage."""
+        [claim, *_] = sorted(p for p in (self.spool / "processing").rglob("*") if p.is_file())
+        claim.rename(self.spool / "inbound" / claim.name)
+        raise StoreError("the database went away")
+
+
+async def test_a_delivery_that_cannot_be_handed_back_is_logged(
+    hub_config: HubConfig, spool: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed step hands its batch back; the claim another hub took meanwhile cannot be: one `nack-failed` line
+    counts it and names its error, and the others go back to inbound/ all the same."""
+    config = hub_config.with_overrides(batch_size=3)
+    await publish(config.source, invoices(3))
+    async with open_hub(config) as hub:
+        hub.accounting = StolenAccounting(spool)
+        with caplog.at_level(logging.WARNING, logger="edinbox.hub"), pytest.raises(StoreError):
+            await hub.step()
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("nack-failed")]
+    assert "failed=1 held=3" in line
+    assert "is gone" in line
+    assert len(files(spool, "inbound")) == 3

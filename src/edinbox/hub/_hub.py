@@ -289,9 +289,7 @@ class Hub:
             return  # nothing was claimed
         finally:
             self._claimed = []
-        for delivery in deliveries:
-            with contextlib.suppress(TransientError):
-                await self.source.nack(delivery)
+        await self._nack(deliveries)
 
     def _killed(self, work: Sequence[Work]) -> None:
         """The fault point's last words: one `killed` line per delivery the commit settled, with how many of its
@@ -302,11 +300,23 @@ class Hub:
                 self.logger.warning(_log.format_line("killed", fields, as_json=self.log_json))
 
     async def _release(self, work: Sequence[Work]) -> None:
-        """Hand unsettled deliveries back to the source; a failing nack is itself transient, and the broker or spool
-        brings them back anyway."""
-        for w in work:
-            with contextlib.suppress(TransientError):
-                await self.source.nack(w.delivery, delay=_NACK_DELAY)
+        """Hand unsettled deliveries back to the source, each not before `_NACK_DELAY`."""
+        await self._nack([w.delivery for w in work], delay=_NACK_DELAY)
+
+    async def _nack(self, deliveries: Sequence[Delivery], *, delay: float | None = None) -> None:
+        """Nack each delivery; a failing nack is itself transient, and the broker or spool brings it back anyway (a
+        claim taken back meanwhile is back already): one `nack-failed` line counts the failures, with the first one's
+        coordinates and error."""
+        failed: list[tuple[Delivery, TransientError]] = []
+        for delivery in deliveries:
+            try:
+                await self.source.nack(delivery, delay=delay)
+            except TransientError as exc:
+                failed.append((delivery, exc))
+        if failed:
+            first, error = failed[0]
+            fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}
+            self.logger.warning(_log.format_line("nack-failed", fields, as_json=self.log_json))
 
     def _plan(self, delivery: Delivery) -> list[Item]:
         """Plan a delivery; a parser failure parks it instead of crashing the hub on every redelivery."""
