@@ -36,7 +36,7 @@ from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._outage import Outage, Stopped
+from edinbox.hub._outage import Outage, Stopped, dependency
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, plan
 from edinbox.hub._progress import progress
@@ -95,6 +95,8 @@ class Hub:
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
         self._refreshed = -_REFRESH
+        self._stale = False
+        """The last refresh of the journal gauges failed (logged once until one works again)."""
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
         self._claimed: list[Delivery] = []
@@ -191,12 +193,20 @@ class Hub:
 
     async def refresh(self, *, every: float = 0.0) -> None:
         """Set the journal gauges from the database, when `every` seconds have passed since the last time; a
-        database that is down leaves them as they were (the loop's next step waits the outage out)."""
+        database that is down leaves them as they were (the loop's next step waits the outage out), and one
+        `gauges-stale` line says so until a refresh works again."""
         if self.metrics is None or time.monotonic() - self._refreshed < every:
             return
-        with contextlib.suppress(TransientError):
+        try:
             await self.metrics.refresh(self.inbox)
-            self._refreshed = time.monotonic()
+        except TransientError as exc:
+            if not self._stale:
+                fields = {"dependency": dependency(exc), "error": " ".join(str(exc).split())[:300]}
+                self.logger.warning(_log.format_line("gauges-stale", fields, as_json=self.log_json))
+            self._stale = True
+            return
+        self._stale = False
+        self._refreshed = time.monotonic()
 
     async def step(self) -> int:
         """Receive one batch (or take the one received ahead) and settle it; return how many deliveries it had."""
