@@ -135,3 +135,33 @@ def test_metrics_port_comes_from_the_toml_file_too(tmp_path: Path) -> None:
     path.write_text("[hub]\nmetrics_port = 70000\n")
     with pytest.raises(ConfigurationError, match="metrics_port"):
         load_config(path)
+
+
+async def test_journal_gauges_that_cannot_be_refreshed_say_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A private PostgreSQL stopped under an idle hub: the gauges' refresh fails, and one `gauges-stale` line says
+    so (not one per refresh, and none once it works again); the gauges keep their last values meanwhile."""
+    import logging
+
+    from edinbox.hub import open_hub
+    from edinbox.hub._ops import init
+    from servers import PrivatePostgres
+
+    (tmp_path / "spool").mkdir()
+    with PrivatePostgres() as server:
+        config = HubConfig(db=server.url, source=f"dir://{tmp_path / 'spool'}")
+        await init(config)
+        metrics = Metrics()
+        async with open_hub(config, metrics=metrics) as hub:
+            await hub.refresh()
+            server.stop()
+            with caplog.at_level(logging.WARNING, logger="edinbox.hub"):
+                await hub.refresh()
+                await hub.refresh()
+                server.start()
+                await hub.refresh()
+                await hub.refresh()
+    stale = [r.getMessage() for r in caplog.records if r.getMessage().startswith("gauges-stale")]
+    assert len(stale) == 1, stale
+    assert "database" in stale[0]

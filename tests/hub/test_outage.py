@@ -391,6 +391,36 @@ def test_a_step_that_reached_nothing_does_not_end_an_outage(caplog: pytest.LogCa
     assert "dependency=database" in lines[1]
 
 
+def test_steps_that_reached_nothing_do_not_restart_the_give_up_clock() -> None:
+    """give_up_after 1 s and a database that stays down: the steps that received nothing between the failing ones (the
+    batch held back by its nack delay) do not start the wait over, so the hub gives up about a second into the
+    outage instead of never."""
+    from datetime import timedelta
+
+    from edinbox import StoreError
+    from edinbox.hub._hub import _reached
+    from edinbox.hub._outage import Outage
+
+    outage = Outage(logging.getLogger("edinbox.test.outage"), give_up_after=timedelta(seconds=1))
+    steps = 0
+
+    async def step() -> int:
+        nonlocal steps
+        steps += 1
+        if steps % 2:
+            raise StoreError("connection refused")
+        return 0  # nothing received: the database was not reached
+
+    async def run(began: float) -> None:
+        while time.monotonic() - began < 10:
+            await outage.call(step, proves=_reached)
+
+    began = time.monotonic()
+    with pytest.raises(StoreError):
+        asyncio.run(run(began))
+    assert time.monotonic() - began < 5
+
+
 async def stop_during(step: Any, *, when: asyncio.Event, grace: float = 3.0) -> tuple[object, float]:
     """Run `step` through an Outage with a stop event set as soon as `when` is: what the call returned (or the
     Stopped it raised) and how long after the stop it ended."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -139,10 +140,10 @@ async def test_a_slow_batch_tells_the_source_it_is_in_progress() -> None:
     """A batch held longer than a third of ack_wait beats `in_progress` for each delivery; a quick one does not."""
     source = _Slow(ack_wait=0.3)
     held = [delivery(b"a"), Delivery(b"b", message_id=None, coordinates="q#2", source="amqp:q")]
-    async with progress(source, held):
+    async with progress(source, lambda: held):
         await asyncio.sleep(0.05)
     assert source.beats == []
-    async with progress(source, held):
+    async with progress(source, lambda: held):
         await asyncio.sleep(0.45)
     assert source.beats[:2] == ["q#1", "q#2"]
     count = len(source.beats)
@@ -153,9 +154,30 @@ async def test_a_slow_batch_tells_the_source_it_is_in_progress() -> None:
 async def test_a_source_without_ack_wait_gets_no_beats() -> None:
     """A source whose deliveries never expire (ack_wait None) is never called."""
     source = _Slow(ack_wait=None)
-    async with progress(source, [delivery(b"a")]):
+    async with progress(source, lambda: [delivery(b"a")]):
         await asyncio.sleep(0.1)
     assert source.beats == []
+
+
+async def test_a_beat_on_a_claim_taken_back_meanwhile_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A spool claim moved back to inbound/ while held (another hub's recovery) fails its beats: each beat says so in
+    one line, naming the file and counting the failures, and the beats go on for the others."""
+    from edinbox.sources.spool import SpoolSource, publish
+
+    await publish(f"dir://{tmp_path}", [("gone", good(1)), ("kept", good(2))])
+    async with SpoolSource(tmp_path, consumer="c", claim_timeout=0.3) as source:
+        held = list(await source.receive(max_messages=2, timeout=1))
+        [claim] = [p for p in (tmp_path / "processing").rglob("*") if "gone" in p.name]
+        claim.rename(tmp_path / "inbound" / claim.name)
+        with caplog.at_level(logging.WARNING, logger="edinbox.hub"):
+            async with progress(source, lambda: held):
+                await asyncio.sleep(0.15)
+    [line, *_] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress-failed")]
+    assert "failed=1" in line
+    assert "held=2" in line
+    assert "gone.edi" in line
 
 
 def test_the_spool_gets_the_hub_max_payload_unless_its_url_sets_one() -> None:

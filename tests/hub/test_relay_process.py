@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from edinbox._errors import TransientError
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._generate import PARTNERS
@@ -145,6 +146,23 @@ async def test_a_relay_child_that_dies_at_every_start_is_started_again_later_eac
         keys = {k for (k,) in connection.execute("SELECT key FROM inbox_outbox")}
     assert len(keys) >= 60
     assert keys == arrived(out)
+
+
+async def test_relay_children_dying_for_longer_than_give_up_after_stop_the_hub(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every child dies as it starts (relay_start:100) and give_up_after is 2 s: once the children kept dying that
+    long, the hub gives up with a TransientError saying so, as after an outage that long, instead of starting
+    children a minute apart forever; each death was logged first."""
+    spool, out = tmp_path / "spool", tmp_path / "out"
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    config = agreed(HubConfig(db=db, source=f"dir://{spool}", poll_timeout=0.2, give_up_after="2s"), out)
+    await init(config)
+    caplog.set_level(logging.INFO, logger="edinbox.hub")
+    async with open_hub(config, fault=FaultPoint("relay_start", 100)) as hub:
+        with pytest.raises(TransientError, match="the relay's process keeps dying"):
+            await asyncio.wait_for(hub.run(), timeout=60)
+    assert 2 <= len(_exited(caplog)) <= 4
 
 
 def test_a_relay_child_stopped_by_a_configuration_error_stops_the_hub(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edinbox import ConfigurationError
+from edinbox._errors import SourceError
 from edinbox.hub import HubConfig
 from edinbox.sources import open_source, publisher
 from edinbox.sources._spool_names import split_count
@@ -82,6 +83,19 @@ async def test_unacked_claims_go_back_on_close(tmp_path: Path) -> None:
         assert again.redelivered
         assert again.delivery_count == 2
         assert again.message_id == "a"
+
+
+async def test_a_spool_whose_inbound_folder_is_gone_is_a_source_error(tmp_path: Path) -> None:
+    """inbound/ removed under a running source (the spool moved, a volume unmounted) is a SourceError naming it, which
+    the hub waits out as an outage, not an empty spool that stays quiet forever; once it is back, files flow again."""
+    async with SpoolSource(tmp_path, consumer="c") as source:
+        (tmp_path / "inbound").rmdir()
+        with pytest.raises(SourceError, match="inbound"):
+            await source.receive(max_messages=1, timeout=0.2)
+        (tmp_path / "inbound").mkdir()
+        await publish(f"dir://{tmp_path}", [("back", b"x")])
+        [delivery] = await source.receive(max_messages=1, timeout=2)
+    assert delivery.key == "back"
 
 
 async def test_reject_parks_the_file_with_its_reason(tmp_path: Path) -> None:

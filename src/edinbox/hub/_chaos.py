@@ -44,6 +44,7 @@ from edinbox.hub._generate import generate
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._tables import counts
 from edinbox.sources import open_source, publisher
+from edinbox.sources.spool import SpoolSource
 
 __all__ = ["CONSUMER", "ChaosReport", "Tally", "run_chaos", "tally"]
 
@@ -332,6 +333,13 @@ def _prepare(config: HubConfig) -> None:
         )
 
 
+def _comeback(source: str) -> float:
+    """Seconds a killed hub's deliveries take to come back to another hub: the source's ack_wait, but none on the
+    spool, whose next recovery takes a dead hub's claims back without waiting for `claim_timeout` (`_DRAIN_IDLE`)."""
+    opened = open_source(source, consumer=CONSUMER)
+    return 0.0 if isinstance(opened, SpoolSource) else opened.ack_wait or 0.0
+
+
 def run_chaos(
     *,
     source: str,
@@ -360,7 +368,7 @@ def run_chaos(
     config = HubConfig(db=db, table=table, consumer=CONSUMER, source=source, batch_size=batch_size)
     _prepare(config)
     if drain_idle is None:  # a killed hub's deliveries come back after the source's ack_wait
-        drain_idle = max(_DRAIN_IDLE, (open_source(source, consumer=CONSUMER).ack_wait or 0.0) + 2.0)
+        drain_idle = max(_DRAIN_IDLE, _comeback(source) + 2.0)
     traffic = generate(messages, duplicate_rate=0.0, seed=seed, mixed=False)
     expected = {(s, n, k, d.isoformat()) for s, n, k, d in traffic.invoice_keys}
     rng = random.Random(seed ^ 0xC4A05)  # noqa: S311 - a kill schedule, not security

@@ -10,7 +10,8 @@ waited out (`_outage`); only a configuration error, or `give_up_after`, ends `ru
 On a source that `receives_ahead` (the spool), the next batch is claimed and planned while the database works on the
 current batch's transaction (a task that gives way to it after every few claims and every delivery it plans); the
 next step starts from it. It is only claimed: nothing of it is settled before its own step, and a step that fails, a
-stop and the hub's end hand it back unsettled.
+stop and the hub's end hand it back unsettled. `progress` refreshes its claims with the batch in hand's, so a batch
+slower than the spool's `claim_timeout` leaves neither to another hub.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._outage import Outage, Stopped
+from edinbox.hub._outage import Outage, Stopped, dependency
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
 from edinbox.hub._progress import progress
@@ -95,8 +96,12 @@ class Hub:
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
         self._refreshed = -_REFRESH
+        self._stale = False
+        """The last refresh of the journal gauges failed (logged once until one works again)."""
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
+        self._claimed: list[Delivery] = []
+        """The deliveries the next batch claimed so far, until a step takes them: `progress` beats them too."""
 
     async def run(self, *, once: bool = False) -> Counter[str]:
         """Settle deliveries until `stop` is set (SIGTERM) or, with `once`, until the source stays idle.
@@ -189,28 +194,39 @@ class Hub:
 
     async def refresh(self, *, every: float = 0.0) -> None:
         """Set the journal gauges from the database, when `every` seconds have passed since the last time; a
-        database that is down leaves them as they were (the loop's next step waits the outage out)."""
+        database that is down leaves them as they were (the loop's next step waits the outage out), and one
+        `gauges-stale` line says so until a refresh works again."""
         if self.metrics is None or time.monotonic() - self._refreshed < every:
             return
-        with contextlib.suppress(TransientError):
+        try:
             await self.metrics.refresh(self.inbox)
-            self._refreshed = time.monotonic()
+        except TransientError as exc:
+            if not self._stale:
+                fields = {"dependency": dependency(exc), "error": " ".join(str(exc).split())[:300]}
+                self.logger.warning(_log.format_line("gauges-stale", fields, as_json=self.log_json))
+            self._stale = True
+            return
+        self._stale = False
+        self._refreshed = time.monotonic()
 
     async def step(self) -> int:
         """Receive one batch (or take the one received ahead) and settle it; return how many deliveries it had."""
         deliveries: list[Delivery] = []
         planned: list[list[Item]] = []
-        if self._ahead is not None:
-            ahead, self._ahead = self._ahead, None
-            deliveries, planned = await ahead
-        if not deliveries:
-            received = await self.source.receive(max_messages=self.config.batch_size, timeout=self.config.poll_timeout)
-            deliveries = list(received)
-        if not deliveries:
-            return 0
-        started = time.monotonic()
-        spans = Spans(deliveries, consumer=self.config.consumer)
-        async with progress(self.source, deliveries):
+        async with progress(self.source, lambda: [*deliveries, *self._claimed], log_json=self.log_json):
+            if self._ahead is not None:
+                ahead, self._ahead = self._ahead, None
+                deliveries, planned = await ahead  # beaten meanwhile as `_claimed`
+                self._claimed = []
+            if not deliveries:
+                received = await self.source.receive(
+                    max_messages=self.config.batch_size, timeout=self.config.poll_timeout
+                )
+                deliveries = list(received)
+            if not deliveries:
+                return 0
+            started = time.monotonic()
+            spans = Spans(deliveries, consumer=self.config.consumer)
             rest = deliveries[len(planned) :]
             if sum(len(d.payload) for d in rest) <= _PLAN_HERE:
                 plans = planned + [self._plan(d) for d in rest]
@@ -218,7 +234,8 @@ class Hub:
                 plans = planned + await asyncio.to_thread(lambda: [self._plan(d) for d in rest])
             work = [Work(d, items) for d, items in zip(deliveries, plans, strict=True)]
             if self.source.receives_ahead:
-                self._ahead = asyncio.ensure_future(self._receive_ahead())
+                self._claimed = []
+                self._ahead = asyncio.ensure_future(self._receive_ahead(self._claimed))
             try:
                 await self._settle(work, spans)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
@@ -247,11 +264,11 @@ class Hub:
             raise lost
         return len(work)
 
-    async def _receive_ahead(self) -> tuple[list[Delivery], list[list[Item]]]:
-        """Claim the next batch a few deliveries at a time, then plan it one delivery at a time, giving way to the
-        current batch's transaction in between; a delivery too big to plan on the loop (`_PLAN_HERE`) and those after
-        it are left for the step to plan. A source failure after some claims returns those (the step raises it)."""
-        deliveries: list[Delivery] = []
+    async def _receive_ahead(self, deliveries: list[Delivery]) -> tuple[list[Delivery], list[list[Item]]]:
+        """Claim the next batch into `deliveries` a few at a time (`progress` beats them from there), then plan it one
+        delivery at a time, giving way to the current batch's transaction in between; a delivery too big to plan on
+        the loop (`_PLAN_HERE`) and those after it are left for the step to plan. A source failure after some claims
+        returns those (the step raises it)."""
         while len(deliveries) < self.config.batch_size:
             wanted = min(_AHEAD_CLAIMS, self.config.batch_size - len(deliveries))
             try:
@@ -281,9 +298,9 @@ class Hub:
             deliveries, _ = await ahead
         except TransientError:
             return  # nothing was claimed
-        for delivery in deliveries:
-            with contextlib.suppress(TransientError):
-                await self.source.nack(delivery)
+        finally:
+            self._claimed = []
+        await self._nack(deliveries)
 
     def _killed(self, work: Sequence[Work]) -> None:
         """The fault point's last words: one `killed` line per delivery the commit settled, with how many of its
@@ -294,11 +311,23 @@ class Hub:
                 self.logger.warning(_log.format_line("killed", fields, as_json=self.log_json))
 
     async def _release(self, work: Sequence[Work]) -> None:
-        """Hand unsettled deliveries back to the source; a failing nack is itself transient, and the broker or spool
-        brings them back anyway."""
-        for w in work:
-            with contextlib.suppress(TransientError):
-                await self.source.nack(w.delivery, delay=_NACK_DELAY)
+        """Hand unsettled deliveries back to the source, each not before `_NACK_DELAY`."""
+        await self._nack([w.delivery for w in work], delay=_NACK_DELAY)
+
+    async def _nack(self, deliveries: Sequence[Delivery], *, delay: float | None = None) -> None:
+        """Nack each delivery; a failing nack is itself transient, and the broker or spool brings it back anyway (a
+        claim taken back meanwhile is back already): one `nack-failed` line counts the failures, with the first one's
+        coordinates and error."""
+        failed: list[tuple[Delivery, TransientError]] = []
+        for delivery in deliveries:
+            try:
+                await self.source.nack(delivery, delay=delay)
+            except TransientError as exc:
+                failed.append((delivery, exc))
+        if failed:
+            first, error = failed[0]
+            fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}
+            self.logger.warning(_log.format_line("nack-failed", fields, as_json=self.log_json))
 
     def _plan(self, delivery: Delivery) -> list[Item]:
         """Plan a delivery; a parser failure parks it instead of crashing the hub on every redelivery."""

@@ -2,8 +2,9 @@
 
 A transient failure (the database, the source, the accounting API) costs no attempt: the batch is left unsettled
 and the same call is retried with exponential backoff and jitter until it succeeds, or until `give_up_after` has
-passed (the operator's choice; then the last error propagates and `edinbox run` exits 2). Only a configuration
-error stops the hub otherwise.
+passed since the outage began (the operator's choice; then the last error propagates and `edinbox run` exits 2): a
+call that succeeds without reaching the dependency that is down (`proves`) does not start that wait over. Only a
+configuration error stops the hub otherwise.
 """
 
 from __future__ import annotations
@@ -129,10 +130,16 @@ class Outage:
         return call.result()
 
     async def _retry(self, action: Callable[[], Awaitable[T]], proves: Callable[[T, str], bool] | None) -> T:
-        timeout = self.give_up_after.total_seconds() if self.give_up_after is not None else None
+        attempts, timeout = None, None
+        if self.give_up_after is not None:  # counted from the outage's start: a call that proved nothing ends none
+            timeout = self.give_up_after.total_seconds()
+            if self.down_since is not None:
+                timeout -= time.monotonic() - self.down_since
+            if timeout <= 0:  # one more attempt: the dependency may be back
+                attempts, timeout = 1, None
         async for attempt in stamina.retry_context(
             on=TransientError,
-            attempts=None,
+            attempts=attempts,
             timeout=timeout,
             wait_initial=WAIT_INITIAL,
             wait_max=WAIT_MAX,

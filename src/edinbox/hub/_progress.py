@@ -1,31 +1,40 @@
-"""Progress while a batch is in hand: a slow batch tells the source it is still working, so nothing is redelivered.
+"""Progress while deliveries are held: a slow batch tells the source it is still working, so nothing is redelivered.
 
 A broker hands a delivery held unsettled longer than its ack wait to another consumer (NATS `ack_wait`, a Redis
-pending entry claimed after `dead_after`, ...). While a batch takes longer than a third of the source's
-`ack_wait`, the hub calls `source.in_progress(delivery)` for each of its deliveries every third of it. A failing call
-is not the batch's business: the journal still turns a redelivery into a duplicate.
+pending entry claimed after `dead_after`, a spool claim older than `claim_timeout`, ...). While a batch takes longer
+than a third of the source's `ack_wait`, the hub calls `source.in_progress(delivery)` for each delivery it holds
+every third of it: the batch in hand and, on a source that `receives_ahead`, the next batch claimed meanwhile. A
+failing call is not the batch's business: the journal still turns a redelivery into a duplicate. It is logged, one
+`progress-failed` line per beat with failures (how many of the deliveries held, the first one's coordinates and
+error): a claim taken back meanwhile, or a broker that is down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from edinbox._errors import TransientError
+from edinbox.hub import _log
 from edinbox.sources import Delivery, Source
 
 __all__ = ["progress"]
 
 
 @contextlib.asynccontextmanager
-async def progress(source: Source, deliveries: Sequence[Delivery]) -> AsyncIterator[None]:
-    """Call `source.in_progress` on each delivery every third of `source.ack_wait` until the block ends."""
+async def progress(
+    source: Source, held: Callable[[], Sequence[Delivery]], *, log_json: bool = False
+) -> AsyncIterator[None]:
+    """Call `source.in_progress` on each delivery `held()` names, every third of `source.ack_wait`, until the block
+    ends; `held` is asked again at each beat, so deliveries received meanwhile are covered too. Failed calls are
+    logged (`progress-failed`, as JSON with `log_json`)."""
     ack_wait: float | None = getattr(source, "ack_wait", None)
-    if not ack_wait or ack_wait <= 0 or not deliveries:
+    if not ack_wait or ack_wait <= 0:
         yield
         return
-    task = asyncio.create_task(_beat(source, deliveries, every=ack_wait / 3))
+    task = asyncio.create_task(_beat(source, held, every=ack_wait / 3, log_json=log_json))
     try:
         yield
     finally:
@@ -34,9 +43,17 @@ async def progress(source: Source, deliveries: Sequence[Delivery]) -> AsyncItera
             await task
 
 
-async def _beat(source: Source, deliveries: Sequence[Delivery], *, every: float) -> None:
+async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every: float, log_json: bool) -> None:
     while True:
         await asyncio.sleep(every)
+        deliveries = held()
+        failed: list[tuple[Delivery, TransientError]] = []
         for delivery in deliveries:
-            with contextlib.suppress(TransientError):
+            try:
                 await source.in_progress(delivery)
+            except TransientError as exc:
+                failed.append((delivery, exc))
+        if failed:
+            first, error = failed[0]
+            fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}
+            logging.getLogger(_log.LOGGER).warning(_log.format_line("progress-failed", fields, as_json=log_json))

@@ -14,7 +14,6 @@ stops on a destination's failure.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -73,6 +72,8 @@ class Relay:
         self.publishers = Publishers(keep_open=keep_open)
         self.linger = linger
         self._woken = asyncio.Event()
+        self._wait_failed = False
+        """The last wait for a commit failed: logged once until a wait works again; meanwhile each waits `idle`."""
         self.logger = logging.getLogger(_log.LOGGER)
 
     async def run(self, *, once: bool = False) -> Counter[str]:
@@ -123,9 +124,18 @@ class Relay:
 
     async def _wait(self) -> None:
         """Wait for a commit that published (`wake`, or the database's notification), `idle` seconds, or `stop`,
-        whichever comes first; woken, wait `linger` seconds more for the next batches' rows to join the pass."""
-        with contextlib.suppress(Exception):  # a failed wait is an outage the next pass meets and waits out
+        whichever comes first; woken, wait `linger` seconds more for the next batches' rows to join the pass. A wait
+        that fails (its listening connection refused, the database down) is logged once (`relay-wait-failed`) and
+        replaced by a plain wait of `idle` seconds: the passes go on at that pace, never one right after another."""
+        try:
             await unless_stopped(unless_stopped(self.inbox.wait_outbox(self.idle), self._woken), self.stop)
+            self._wait_failed = False
+        except Exception as exc:  # a database outage the next pass meets; or only the wait's connection refused
+            if not self._wait_failed:
+                fields = {"error": " ".join(f"{type(exc).__name__}: {exc}".split())[:300], "polling_s": self.idle}
+                self.logger.warning(_log.format_line("relay-wait-failed", fields, as_json=self.log_json))
+            self._wait_failed = True
+            await unless_stopped(unless_stopped(asyncio.sleep(self.idle), self._woken), self.stop)
         if self._woken.is_set():
             await unless_stopped(asyncio.sleep(self.linger), self.stop)
         self._woken.clear()

@@ -20,7 +20,9 @@ that dies is started again (a `relay-exited` line with the wait before the next 
 as `relay_restarts` and in `edinbox_relay_restarts_total`): a second later, then after twice the last wait for each
 child that dies within a minute of its start, up to a minute; its rows were committed and are sent by the next one
 (those it sent but had not marked are sent again under the same keys, as after any relay's crash); the totals of a
-killed child are lost, the rows are not. The hub goes on settling deliveries meanwhile. A child stopped by a
+killed child are lost, the rows are not. The hub goes on settling deliveries meanwhile, unless children keep dying
+(each within a minute of its start) for longer than `give_up_after`: the hub then gives up, as on an outage that
+long (`edinbox run` exits 2). A child stopped by a
 configuration error (a ConfigurationError or SchemaError: its settings, its database) is not started again: it
 exits with status 78 (sysexits' EX_CONFIG, never an uncaught exception's 1) after printing the error as one JSON
 line, and the hub raises that error, which stops it as its own configuration errors do (`edinbox run` exits 1).
@@ -111,20 +113,29 @@ class RelayProcess:
     async def run(self) -> Counter[str]:
         """Start the child, wait for `stop` (then end its stdin and collect its totals) or its death (then start
         another after a wait that grows while children keep dying soon after their start); raise the configuration
-        error that stopped a child."""
+        error that stopped a child, and a TransientError once children kept dying longer than `give_up_after`."""
         wait = _RESTART
+        patience = give_up_after(self.config)
+        dying_since: float | None = None  # since when children keep dying, each within _STEADY of its start
         while not self.stop.is_set():
             began = time.monotonic()
             code = await self._one()
             if self.stop.is_set():  # it stopped with the hub
                 break
-            if time.monotonic() - began >= _STEADY:
+            died = time.monotonic()
+            if died - began >= _STEADY:  # a child that lived: a run of deaths starts with its own
                 wait = _RESTART
+                dying_since = died
+            elif dying_since is None:
+                dying_since = began
             self.totals["restarts"] += 1
             if self.metrics is not None:
                 self.metrics.relay_restarted(consumer=self.config.consumer)
             fields = {"status": code, "restart_in_s": wait, "restarts": self.totals["restarts"]}
             self.logger.warning(_log.format_line("relay-exited", fields, as_json=self.log_json))
+            dying = time.monotonic() - dying_since
+            if patience is not None and dying > patience.total_seconds():
+                raise TransientError(f"the relay's process keeps dying: for {dying:.0f} s, the last with status {code}")
             await unless_stopped(asyncio.sleep(wait), self.stop)
             wait = min(wait * 2, _RESTART_MAX)
         return self.totals

@@ -83,9 +83,9 @@ class Source(abc.ABC):
 
     receives_ahead: bool = False
     """True when a consumer may receive its next batch while the current one is not settled yet at no cost to
-    anyone: no prefetch window to fill, no timer that hands a held delivery to another consumer, and unsettled
-    deliveries that `aclose` gives back (the spool folder). The hub then claims and plans the next batch while the
-    database works on the current one's transaction."""
+    anyone: no prefetch window to fill, and unsettled deliveries that `aclose` gives back (the spool folder). The hub
+    then claims and plans the next batch while the database works on the current one's transaction, and beats
+    `in_progress` on those claims too while the current batch is slow (the spool's claims expire: `ack_wait`)."""
 
     @abc.abstractmethod
     async def open(self) -> None:

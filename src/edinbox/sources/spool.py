@@ -5,7 +5,8 @@ into the claiming process's own folder under `processing/`, so several hub proce
 is handed to one of them at a time (a lost race just skips the file). The ack is the move to `archive/`, done by the
 hub after its transaction committed: a crash between the commit and the move leaves the file in `processing/`, and
 the next process to look moves it back to `inbound/` (a stale claim: its owner is dead, its pid now names another
-process, or its claim is older than `claim_timeout`), so it is delivered again. `reject` moves the file to
+process, or its claim is older than `claim_timeout`), so it is delivered again. `claim_timeout` is the source's
+`ack_wait`: a hub holding a claim longer than a third of it refreshes it with `in_progress`. `reject` moves the file to
 `rejected/` with a `.reason` file beside it (its content flushed to disk before it is renamed into place, and
 renamed before the file, so a parked file never has a half-written reason). Neither folder is flushed after these
 moves, as `archive/` is not after an ack: a rename that a power cut undoes leaves the file in its claim, which is
@@ -134,6 +135,7 @@ class SpoolSource(Source):
         self.url = f"dir://{root}"
         self.consumer = consumer
         self.claim_timeout = claim_timeout
+        self.ack_wait = claim_timeout  # a claim untouched this long is stale: `in_progress` refreshes it
         self.max_payload = max_payload
         self.dotfile_timeout = dotfile_timeout
         owner = (safe(consumer), safe(socket.gethostname()), owner_id(os.getpid()), uuid.uuid4().hex[:8])
@@ -234,10 +236,8 @@ class SpoolSource(Source):
             with os.scandir(self._inbound) as entries:
                 for entry in entries:
                     (dots if entry.name.startswith(".") else names).append(entry.name)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise SourceError(f"cannot list {self._inbound}: {exc}") from exc
+        except OSError as exc:  # gone too (the spool moved, its volume unmounted): an outage, not an empty spool
+            raise SourceError(f"cannot list {self._inbound}: {why(exc)}") from exc
         names.sort()
         self._queue = deque(names)
         self._dots = dots
