@@ -383,15 +383,30 @@ def test_the_migrated_schema_matches_a_fresh_one(journal: Journal, unique_name: 
         assert outboxes[0] == outboxes[1]
 
 
-def _describe(journal: Journal, table: str) -> list[Any]:
-    """Columns (name, type, nullability, default) and CHECK rules of `table`, in a form that ignores its name."""
+def _columns(journal: Journal, table: str) -> list[tuple[Any, ...]]:
+    """Columns of `table` (schema-qualified but on SQLite) in order: name, type, nullability, default (and collation
+    on MariaDB)."""
+    if journal.dialect == "sqlite":
+        return journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{table}')", ())
+    schema, name = table.split(".")
     if journal.dialect == "postgresql":
-        schema, name = table.split(".")
-        columns = journal.admin(
+        return journal.admin(
             "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns"
             " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
             (schema, name),
         )
+    return journal.admin(
+        "SELECT column_name, column_type, is_nullable, column_default, collation_name"
+        " FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+        (schema, name),
+    )
+
+
+def _describe(journal: Journal, table: str) -> list[Any]:
+    """Columns (name, type, nullability, default) and CHECK rules of `table`, in a form that ignores its name."""
+    columns = _columns(journal, table)
+    if journal.dialect == "postgresql":
+        schema, name = table.split(".")
         checks = journal.admin(
             "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'",
             (f'"{schema}"."{name}"',),
@@ -399,32 +414,22 @@ def _describe(journal: Journal, table: str) -> list[Any]:
         return [columns, sorted(checks)]
     if journal.dialect == "mysql":
         schema, name = table.split(".")
-        columns = journal.admin(
-            "SELECT column_name, column_type, is_nullable, column_default, collation_name"
-            " FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-            (schema, name),
-        )
         checks = journal.admin(
             "SELECT constraint_name, check_clause FROM information_schema.check_constraints"
             " WHERE constraint_schema = %s AND table_name = %s",
             (schema, name),
         )
         return [columns, sorted(checks)]
-    columns = journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{table}')", ())
     (sql,) = journal.admin("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))[0]
     return [columns, sql[sql.index("CHECK") :]]
 
 
 def _describe_outbox(journal: Journal, table: str) -> list[Any]:
     """Columns and indexes (their definitions) of `table`'s outbox, with the outbox's own name replaced."""
+    columns = _columns(journal, f"{table}_outbox")
     if journal.dialect == "postgresql":
         schema, name = table.split(".")
         outbox = f"{name}_outbox"
-        columns = journal.admin(
-            "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns"
-            " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-            (schema, outbox),
-        )
         indexes = journal.admin(
             "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = %s ORDER BY indexname",
             (schema, outbox),
@@ -432,11 +437,6 @@ def _describe_outbox(journal: Journal, table: str) -> list[Any]:
     elif journal.dialect == "mysql":
         schema, name = table.split(".")
         outbox = f"{name}_outbox"
-        columns = journal.admin(
-            "SELECT column_name, column_type, is_nullable, column_default, collation_name"
-            " FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-            (schema, outbox),
-        )
         indexes = journal.admin(
             "SELECT index_name, seq_in_index, column_name, non_unique FROM information_schema.statistics"
             " WHERE table_schema = %s AND table_name = %s ORDER BY index_name, seq_in_index",
@@ -446,7 +446,6 @@ def _describe_outbox(journal: Journal, table: str) -> list[Any]:
         indexes = [tuple("PENDING" if v == name_of else v for v in row) for row in indexes]
     else:
         outbox = f"{table}_outbox"
-        columns = journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{outbox}')", ())
         indexes = journal.admin("SELECT sql FROM sqlite_master WHERE tbl_name = ? ORDER BY name", (outbox,))
     assert columns, f"no outbox beside {table}"
     return [[tuple(str(v).replace(outbox, "OUTBOX") for v in row) for row in rows] for rows in (columns, indexes)]
