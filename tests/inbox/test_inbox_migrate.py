@@ -49,8 +49,13 @@ class Journal:
         self.table = table
         self.admin = admin
 
-    def build(self, names: dict[str, str]) -> None:
-        """Run the frozen version-1 DDL, then insert one row per status."""
+    def build(self) -> None:
+        """Run the frozen version-1 DDL on the journal's names (quoted), then insert one row per status."""
+        names = {
+            "table": self.quoted,
+            "key_index": self.quote(f"{self.table.rpartition('.')[2]}_key"),
+            "version_table": self.quote(f"{self.table}_version"),
+        }
         text = (FIXTURES / f"{self.dialect}.sql").read_text()
         body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
         for statement in body.format(**names).split(";"):
@@ -133,12 +138,7 @@ def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) ->
 
         run_mysql(f"CREATE DATABASE `{unique_name}`", ())
         made = Journal("mysql", MYSQL_URL, f"{unique_name}.inbox", run_mysql)
-        names = {
-            "table": f"`{unique_name}`.`inbox`",
-            "key_index": "`inbox_key`",
-            "version_table": f"`{unique_name}`.`inbox_version`",
-        }
-        made.build(names)
+        made.build()
         yield made
         connection.close()
         drop_database(unique_name)
@@ -153,12 +153,7 @@ def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) ->
 
         admin.execute(f'CREATE SCHEMA "{unique_name}"'.encode())
         made = Journal("postgresql", url, f"{unique_name}.inbox", run_pg)
-        names = {
-            "table": f'"{unique_name}"."inbox"',
-            "key_index": '"inbox_key"',
-            "version_table": f'"{unique_name}"."inbox_version"',
-        }
-        made.build(names)
+        made.build()
         yield made
         admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE'.encode())
         admin.close()
@@ -170,9 +165,7 @@ def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) ->
         return connection.execute(sql, params).fetchall()
 
     made = Journal("sqlite", f"sqlite:///{path}", unique_name, run_sqlite)
-    made.build(
-        {"table": f'"{unique_name}"', "key_index": f'"{unique_name}_key"', "version_table": f'"{unique_name}_version"'}
-    )
+    made.build()
     yield made
     connection.close()
 
