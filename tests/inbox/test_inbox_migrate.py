@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -21,6 +20,7 @@ from edinbox._core import MIGRATIONS, SCHEMA_VERSION, parse_table
 from edinbox.stores import _mysql_sql, _postgres_sql, _sqlite_sql
 from edinbox.stores._queries import migration_queries
 from services import MYSQL_URL, drop_database, require_service
+from threads import in_threads
 
 FIXTURES = Path(__file__).parent / "schema_v1"
 MARK = {"postgresql": "%s", "mysql": "%s", "sqlite": "?"}
@@ -472,11 +472,7 @@ def test_concurrent_migrations_apply_each_step_once(journal: Journal) -> None:
         with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
             results.append(inbox.migrate())
 
-    threads = [threading.Thread(target=migrate) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(migrate, migrate)
     assert sorted(results) == [[], sorted(MIGRATIONS)]
 
 
