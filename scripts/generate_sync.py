@@ -52,18 +52,15 @@ def convert(source: str, name: str) -> str:
 
 def tidy(text: str, name: str) -> str:
     """Sort imports, drop the ones the sync side no longer needs, and format like the rest of the code."""
-    ruff = [sys.executable, "-m", "ruff"]
-    fixed = subprocess.run(
-        [*ruff, "check", "--fix-only", "--select", "I,F401,SIM117", "--stdin-filename", name, "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT.parent.parent,
-    ).stdout
+    fixed = _ruff("check", "--fix-only", "--select", "I,F401,SIM117", text=text, name=name)
+    return _ruff("format", text=fixed, name=name)
+
+
+def _ruff(*args: str, text: str, name: str) -> str:
+    """`ruff ARGS` on `text` read from stdin as the file `name`: what it writes out."""
     return subprocess.run(
-        [*ruff, "format", "--stdin-filename", name, "-"],
-        input=fixed,
+        [sys.executable, "-m", "ruff", *args, "--stdin-filename", name, "-"],
+        input=text,
         capture_output=True,
         text=True,
         check=True,

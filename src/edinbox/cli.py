@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -65,6 +65,24 @@ def main() -> None:
 def _config(**settings: Any) -> HubConfig:
     """The checked settings of a command (`**settings` as its options gave them): see `edinbox._commands`."""
     return hub_settings(settings)
+
+
+def _workdir(envvar: str, *, about: str) -> Callable[[Any], Any]:
+    """The `--dir` option of a command that runs hubs in a folder (new or empty) of its own: what it keeps there."""
+    return _option(
+        "--dir",
+        "workdir",
+        envvar=envvar,
+        type=click.Path(file_okay=False, path_type=Path),
+        show_default="a temporary folder",
+        help=about,
+    )
+
+
+def _verdict(report: Any, *, as_json: bool) -> NoReturn:
+    """Print a run's report (one JSON object with --json) and exit by its verdict: 0 when it holds, else 1."""
+    click.echo(json.dumps(report.as_dict()) if as_json else report.render())
+    sys.exit(0 if report.ok else 1)
 
 
 def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
@@ -430,14 +448,7 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     help="hub processes at once (more than 1: they race for files, so redelivery counts vary run to run)",
 )
 @_option("--keep", is_flag=True, help="keep the PostgreSQL schema the demo creates")
-@_option(
-    "--dir",
-    "workdir",
-    envvar="EDINBOX_DEMO_DIR",
-    type=click.Path(file_okay=False, path_type=Path),
-    show_default="a temporary folder",
-    help="spool + logs (new or empty)",
-)
+@_workdir("EDINBOX_DEMO_DIR", about="spool + logs (new or empty)")
 @_json
 def demo(*, as_json: bool, **options: Any) -> None:
     """Run the hub on generated partner interchanges with duplicates and real crashes; check the invoices."""
@@ -445,8 +456,7 @@ def demo(*, as_json: bool, **options: Any) -> None:
 
     with _errors():
         report = run_demo(**options, echo=(lambda text: None) if as_json else click.echo)
-    click.echo(json.dumps(report.as_dict()) if as_json else report.render())
-    sys.exit(0 if report.ok else 1)
+    _verdict(report, as_json=as_json)
 
 
 @main.command()
@@ -496,14 +506,7 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     help="idle seconds that count as drained",
 )
 @_option("--seed", default=7, type=int, help="same seed, same traffic and kills")
-@_option(
-    "--dir",
-    "workdir",
-    envvar="EDINBOX_CHAOS_DIR",
-    type=click.Path(file_okay=False, path_type=Path),
-    show_default="a temporary folder",
-    help="hub and restart logs",
-)
+@_workdir("EDINBOX_CHAOS_DIR", about="hub and restart logs")
 @_json
 def chaos(*, as_json: bool, **options: Any) -> None:
     """Prove a setup: publish traffic, run hubs, kill them, restart the database, count what was lost or doubled.
@@ -524,8 +527,7 @@ def chaos(*, as_json: bool, **options: Any) -> None:
 
     with _errors():
         report = run_chaos(**options, echo=(lambda text: None) if as_json else lambda text: click.echo(text, err=True))
-    click.echo(json.dumps(report.as_dict()) if as_json else report.render())
-    sys.exit(0 if report.ok else 1)
+    _verdict(report, as_json=as_json)
 
 
 @main.command()

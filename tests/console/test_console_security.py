@@ -31,18 +31,19 @@ def test_loopback_binds_need_no_token(host: str) -> None:
     check_bind(host, None)
 
 
-def test_console_command_refuses_to_start_on_all_interfaces_without_a_token(tmp_path: Path) -> None:
-    """`edinbox console --host 0.0.0.0` without --token exits 1 with one line naming --token, serving nothing."""
+def refusal(*args: str) -> str:
+    """Run `edinbox console` with `args`, which must exit 1 with one line on stderr; that line."""
     proc = subprocess.run(
-        [sys.executable, "-m", "edinbox.cli", "console", "--db", f"sqlite:///{tmp_path}/h.db", "--host", "0.0.0.0"],  # noqa: S104
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        [sys.executable, "-m", "edinbox.cli", "console", *args], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 1
-    assert "--token" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+    return proc.stderr
+
+
+def test_console_command_refuses_to_start_on_all_interfaces_without_a_token(tmp_path: Path) -> None:
+    """`edinbox console --host 0.0.0.0` without --token exits 1 with one line naming --token, serving nothing."""
+    assert "--token" in refusal("--db", f"sqlite:///{tmp_path}/h.db", "--host", "0.0.0.0")  # noqa: S104
 
 
 def test_with_a_token_every_page_asks_for_it(tmp_path: Path) -> None:
@@ -67,13 +68,4 @@ def test_with_a_token_every_page_asks_for_it(tmp_path: Path) -> None:
 
 def test_console_command_refuses_a_database_without_the_schema(tmp_path: Path) -> None:
     """`edinbox console` on a database `init` never prepared exits 1 with one line naming `edinbox init`."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "edinbox.cli", "console", "--db", f"sqlite:///{tmp_path}/empty.db"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 1
-    assert "edinbox init" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "edinbox init" in refusal("--db", f"sqlite:///{tmp_path}/empty.db")

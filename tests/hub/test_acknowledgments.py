@@ -16,8 +16,8 @@ from edinbox.hub._config import Agreement
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.hub._ops import show, stats
 from edinbox.hub._settings import load_config
-from edinbox.sources import open_source
 from edinbox.sources.spool import publish
+from received import drain
 
 from .test_hub import FailingAccounting, doc
 
@@ -38,13 +38,8 @@ async def settle(config: HubConfig) -> dict[str, int]:
 
 async def received(folder: Path) -> list[edi.Interchange]:
     """The interchanges that arrived in a partner's outbound spool folder (each file read once, acked)."""
-    found: list[edi.Interchange] = []
-    async with open_source(f"dir://{folder}", consumer="partner") as source:
-        while deliveries := await source.receive(max_messages=100, timeout=0.5):
-            for delivery in deliveries:
-                found.extend(edi.parse(delivery.payload))
-                await source.ack(delivery)
-    return found
+    delivered = await drain(f"dir://{folder}", consumer="partner", idle=0.5)
+    return [interchange for _, payload in delivered for interchange in edi.parse(payload)]
 
 
 async def test_x12_asking_for_a_ta1_gets_a_ta1_and_a_997(hub_config: HubConfig, tmp_path: Path) -> None:

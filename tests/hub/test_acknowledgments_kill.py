@@ -17,8 +17,8 @@ from edinbox import Inbox, Message, Outcome, edi
 from edinbox.hub import HubConfig
 from edinbox.hub._generate import PARTNERS, render
 from edinbox.hub._ops import init, stats
-from edinbox.sources import open_source
 from edinbox.sources.spool import publish
+from received import drain
 from services import require_service
 
 from .test_hub import doc
@@ -35,17 +35,6 @@ def edinbox(*args: str, fault: str | None = None) -> subprocess.CompletedProcess
     return subprocess.run(
         [sys.executable, "-m", "edinbox.cli", *args], env=env, capture_output=True, text=True, timeout=180, check=False
     )
-
-
-async def drain(url: str) -> list[tuple[str, bytes]]:
-    """Receive and ack everything at `url`: `(producer id, payload)` each."""
-    got: list[tuple[str, bytes]] = []
-    async with open_source(url, consumer="partner") as source:
-        while deliveries := await source.receive(max_messages=100, timeout=2.0):
-            for delivery in deliveries:
-                got.append((delivery.message_id or "", delivery.payload))
-                await source.ack(delivery)
-    return got
 
 
 @pytest.mark.parametrize("outbound", ["spool", "rabbitmq"])
@@ -83,7 +72,7 @@ def test_acknowledgments_survive_kills_of_the_hub_and_the_relay(
     assert counts["processed"] == COUNT
     assert counts["acknowledgments"]["TA1"] == counts["acknowledgments"]["997"] == COUNT
     assert counts["outbox"] == {"backlog": 0, "parked": 0, "sent": 2 * COUNT, "oldest_unsent_age_seconds": None}
-    deliveries = asyncio.run(drain(destination))
+    deliveries = asyncio.run(drain(destination, consumer="partner"))
     ids = [message_id for message_id, _ in deliveries]
     assert len(set(ids)) == 2 * COUNT
     assert len(ids) > 2 * COUNT  # the killed relays had sent rows they never marked: sent again, same id

@@ -48,6 +48,7 @@ class Harness:
         self.asynchronous = asynchronous
         self.runner = asyncio.Runner() if asynchronous else None
         self.inbox: Any = None
+        self.target: Any = None  # what the inbox is opened on: a URL, or a connection of the harness's own
         self.seen: list[list[str]] = []  # message ids handed to each handler call
         self.keys: list[str | None] = []  # idempotency keys seen by lease-mode handlers
 
@@ -82,8 +83,9 @@ class Harness:
         return self.inbox
 
     def reopen(self, **options: Any) -> None:
-        """Replace the inbox by one with other options on the same table."""
-        raise NotImplementedError
+        """Close the inbox and open one with other options on the same target and table."""
+        self.call("aclose" if self.asynchronous else "close")
+        self.make(self.target, **options)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call an inbox method (awaiting it on the async API)."""
@@ -236,18 +238,13 @@ class PostgresHarness(Harness):
         self.schema = schema
         self.admin(f"CREATE SCHEMA {schema}")
         self.admin(f"CREATE TABLE {self.effects_table} (source text, message_id text)")
-        self.target: Any = url
+        self.target = url
 
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run SQL on a connection of its own, autocommit."""
         with psycopg.connect(self.url, autocommit=True) as connection:
             cursor = connection.execute(sql.encode(), params)
             return cursor.fetchall() if cursor.description else []
-
-    def reopen(self, **options: Any) -> None:
-        """Close and reopen the inbox with other options."""
-        self.call("aclose" if self.asynchronous else "close")
-        self.make(self.target, **options)
 
     def drop_key(self) -> None:
         """Drop the unique index."""
@@ -271,7 +268,7 @@ class MySQLHarness(Harness):
         self.url = url
         self.returning = returning  # False: batches take MySQL's path without RETURNING (the store's option)
         self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
-        self.target: Any = url
+        self.target = url
 
     def make(self, target: Any, **options: Any) -> Any:
         """Create the inbox, its store set to take the path without RETURNING when asked, and its schema."""
@@ -289,11 +286,6 @@ class MySQLHarness(Harness):
                 return list(cursor.fetchall())
         finally:
             connection.close()
-
-    def reopen(self, **options: Any) -> None:
-        """Close and reopen the inbox with other options."""
-        self.call("aclose" if self.asynchronous else "close")
-        self.make(self.target, **options)
 
     def drop_key(self) -> None:
         """Drop the unique index."""
@@ -325,11 +317,6 @@ class SQLiteFileHarness(Harness):
             return connection.execute(sql, params).fetchall()
         finally:
             connection.close()
-
-    def reopen(self, **options: Any) -> None:
-        """Close and reopen the inbox with other options."""
-        self.call("aclose" if self.asynchronous else "close")
-        self.make(self.target, **options)
 
     def drop_key(self) -> None:
         """Drop the unique index."""

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from inbox_harness import aexecute, execute
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
 from services import MYSQL_URL, require_service
+from threads import in_threads
 
 HOLD = 0.3  # seconds the first handler keeps its transaction open
 
@@ -97,11 +99,7 @@ def together(database: dict[str, Any], deliveries: list[Callable[[Inbox], Any]])
             except Exception as exc:
                 results[index] = exc
 
-    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(len(deliveries))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    in_threads(*(partial(deliver, i) for i in range(len(deliveries))))
     return results
 
 
@@ -221,11 +219,7 @@ def test_threads_sharing_one_inbox_make_one_effect_per_key(database: dict[str, A
                 with lock:
                     outcomes.append(outcome)
 
-        threads = [threading.Thread(target=worker) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
+        in_threads(*[worker] * 8)
     assert outcomes.count(Outcome.PROCESSED) == 10
     assert outcomes.count(Outcome.DUPLICATE) == 70
     assert effects(database) == 10

@@ -14,6 +14,7 @@ from inbox_harness import execute
 from edinbox import ConfigurationError, Inbox, Message, Outcome, SchemaError, StoreError, Tx
 from edinbox.stores._mysql_sql import lock_name
 from services import MYSQL_URL, require_service
+from threads import in_threads
 
 
 class Boom(Exception):
@@ -123,11 +124,7 @@ def test_concurrent_duplicates_on_callers_connections_at_repeatable_read(table: 
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    in_threads(lambda: deliver(0), lambda: deliver(1))
     assert sorted(str(r) for r in results) == ["Outcome.DUPLICATE", "Outcome.PROCESSED"]
     assert count(f"SELECT count(*) FROM {table}_business") == 1
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -21,6 +20,7 @@ from edinbox._core import MIGRATIONS, SCHEMA_VERSION, parse_table
 from edinbox.stores import _mysql_sql, _postgres_sql, _sqlite_sql
 from edinbox.stores._queries import migration_queries
 from services import MYSQL_URL, drop_database, require_service
+from threads import in_threads
 
 FIXTURES = Path(__file__).parent / "schema_v1"
 MARK = {"postgresql": "%s", "mysql": "%s", "sqlite": "?"}
@@ -49,8 +49,13 @@ class Journal:
         self.table = table
         self.admin = admin
 
-    def build(self, names: dict[str, str]) -> None:
-        """Run the frozen version-1 DDL, then insert one row per status."""
+    def build(self) -> None:
+        """Run the frozen version-1 DDL on the journal's names (quoted), then insert one row per status."""
+        names = {
+            "table": self.quoted,
+            "key_index": self.quote(f"{self.table.rpartition('.')[2]}_key"),
+            "version_table": self.quote(f"{self.table}_version"),
+        }
         text = (FIXTURES / f"{self.dialect}.sql").read_text()
         body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
         for statement in body.format(**names).split(";"):
@@ -133,12 +138,7 @@ def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) ->
 
         run_mysql(f"CREATE DATABASE `{unique_name}`", ())
         made = Journal("mysql", MYSQL_URL, f"{unique_name}.inbox", run_mysql)
-        names = {
-            "table": f"`{unique_name}`.`inbox`",
-            "key_index": "`inbox_key`",
-            "version_table": f"`{unique_name}`.`inbox_version`",
-        }
-        made.build(names)
+        made.build()
         yield made
         connection.close()
         drop_database(unique_name)
@@ -153,12 +153,7 @@ def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) ->
 
         admin.execute(f'CREATE SCHEMA "{unique_name}"'.encode())
         made = Journal("postgresql", url, f"{unique_name}.inbox", run_pg)
-        names = {
-            "table": f'"{unique_name}"."inbox"',
-            "key_index": '"inbox_key"',
-            "version_table": f'"{unique_name}"."inbox_version"',
-        }
-        made.build(names)
+        made.build()
         yield made
         admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE'.encode())
         admin.close()
@@ -170,9 +165,7 @@ def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) ->
         return connection.execute(sql, params).fetchall()
 
     made = Journal("sqlite", f"sqlite:///{path}", unique_name, run_sqlite)
-    made.build(
-        {"table": f'"{unique_name}"', "key_index": f'"{unique_name}_key"', "version_table": f'"{unique_name}_version"'}
-    )
+    made.build()
     yield made
     connection.close()
 
@@ -383,15 +376,30 @@ def test_the_migrated_schema_matches_a_fresh_one(journal: Journal, unique_name: 
         assert outboxes[0] == outboxes[1]
 
 
-def _describe(journal: Journal, table: str) -> list[Any]:
-    """Columns (name, type, nullability, default) and CHECK rules of `table`, in a form that ignores its name."""
+def _columns(journal: Journal, table: str) -> list[tuple[Any, ...]]:
+    """Columns of `table` (schema-qualified but on SQLite) in order: name, type, nullability, default (and collation
+    on MariaDB)."""
+    if journal.dialect == "sqlite":
+        return journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{table}')", ())
+    schema, name = table.split(".")
     if journal.dialect == "postgresql":
-        schema, name = table.split(".")
-        columns = journal.admin(
+        return journal.admin(
             "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns"
             " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
             (schema, name),
         )
+    return journal.admin(
+        "SELECT column_name, column_type, is_nullable, column_default, collation_name"
+        " FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+        (schema, name),
+    )
+
+
+def _describe(journal: Journal, table: str) -> list[Any]:
+    """Columns (name, type, nullability, default) and CHECK rules of `table`, in a form that ignores its name."""
+    columns = _columns(journal, table)
+    if journal.dialect == "postgresql":
+        schema, name = table.split(".")
         checks = journal.admin(
             "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'",
             (f'"{schema}"."{name}"',),
@@ -399,32 +407,22 @@ def _describe(journal: Journal, table: str) -> list[Any]:
         return [columns, sorted(checks)]
     if journal.dialect == "mysql":
         schema, name = table.split(".")
-        columns = journal.admin(
-            "SELECT column_name, column_type, is_nullable, column_default, collation_name"
-            " FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-            (schema, name),
-        )
         checks = journal.admin(
             "SELECT constraint_name, check_clause FROM information_schema.check_constraints"
             " WHERE constraint_schema = %s AND table_name = %s",
             (schema, name),
         )
         return [columns, sorted(checks)]
-    columns = journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{table}')", ())
     (sql,) = journal.admin("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))[0]
     return [columns, sql[sql.index("CHECK") :]]
 
 
 def _describe_outbox(journal: Journal, table: str) -> list[Any]:
     """Columns and indexes (their definitions) of `table`'s outbox, with the outbox's own name replaced."""
+    columns = _columns(journal, f"{table}_outbox")
     if journal.dialect == "postgresql":
         schema, name = table.split(".")
         outbox = f"{name}_outbox"
-        columns = journal.admin(
-            "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns"
-            " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-            (schema, outbox),
-        )
         indexes = journal.admin(
             "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = %s ORDER BY indexname",
             (schema, outbox),
@@ -432,11 +430,6 @@ def _describe_outbox(journal: Journal, table: str) -> list[Any]:
     elif journal.dialect == "mysql":
         schema, name = table.split(".")
         outbox = f"{name}_outbox"
-        columns = journal.admin(
-            "SELECT column_name, column_type, is_nullable, column_default, collation_name"
-            " FROM information_schema.columns WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-            (schema, outbox),
-        )
         indexes = journal.admin(
             "SELECT index_name, seq_in_index, column_name, non_unique FROM information_schema.statistics"
             " WHERE table_schema = %s AND table_name = %s ORDER BY index_name, seq_in_index",
@@ -446,7 +439,6 @@ def _describe_outbox(journal: Journal, table: str) -> list[Any]:
         indexes = [tuple("PENDING" if v == name_of else v for v in row) for row in indexes]
     else:
         outbox = f"{table}_outbox"
-        columns = journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{outbox}')", ())
         indexes = journal.admin("SELECT sql FROM sqlite_master WHERE tbl_name = ? ORDER BY name", (outbox,))
     assert columns, f"no outbox beside {table}"
     return [[tuple(str(v).replace(outbox, "OUTBOX") for v in row) for row in rows] for rows in (columns, indexes)]
@@ -480,11 +472,7 @@ def test_concurrent_migrations_apply_each_step_once(journal: Journal) -> None:
         with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
             results.append(inbox.migrate())
 
-    threads = [threading.Thread(target=migrate) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(migrate, migrate)
     assert sorted(results) == [[], sorted(MIGRATIONS)]
 
 

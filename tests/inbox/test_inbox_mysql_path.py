@@ -17,6 +17,7 @@ from test_inbox_mariadb import connect
 from edinbox import Inbox, Message, NotSettledError, Outcome, StoreError, Tx
 from edinbox.stores._mysql_sql import has_returning
 from services import MYSQL_URL, require_service
+from threads import in_threads
 
 table = test_inbox_mariadb.table  # the fixture: a fresh journal with a business table beside it
 
@@ -105,11 +106,7 @@ def test_two_overlapping_batches_on_the_mysql_path_process_each_key_once(table: 
             except (StoreError, NotSettledError) as exc:  # a deadlock between the two: nothing settled, retried
                 results[index] = exc
 
-    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    in_threads(lambda: deliver(0), lambda: deliver(1))
     processed: list[str] = []
     for batch, result in zip(batches, results, strict=True):
         assert result is not None

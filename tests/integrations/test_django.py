@@ -17,6 +17,7 @@ import pytest
 
 from edinbox import Message, Outcome, Status, Tx
 from services import POSTGRES_URL, drop_database, mariadb_admin, require_service
+from threads import in_threads
 
 
 class Boom(Exception):
@@ -100,11 +101,7 @@ def test_the_same_message_from_two_threads_makes_one_row(project: Project) -> No
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    in_threads(lambda: deliver(0), lambda: deliver(1))
     assert sorted(str(r) for r in results) == ["Outcome.DUPLICATE", "Outcome.PROCESSED"]
     assert project.invoices.filter(number="two-threads").count() == 1
 

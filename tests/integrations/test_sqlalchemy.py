@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Status, Tx
 from services import MYSQL_URL, POSTGRES_URL, drop_database, require_service
+from threads import in_threads
 
 
 class Boom(Exception):
@@ -190,11 +191,7 @@ def test_two_sessions_delivering_one_message_at_once_make_one_effect(database: D
             except Exception as exc:
                 results[index] = exc
 
-    threads = [threading.Thread(target=deliver, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    in_threads(lambda: deliver(0), lambda: deliver(1))
     inbox.close()
     engine.dispose()
     assert sorted(str(r) for r in results) == ["Outcome.DUPLICATE", "Outcome.PROCESSED"]

@@ -18,6 +18,7 @@ from edinbox import AsyncInbox, ConfigurationError, Inbox, LimitError, Message, 
 from edinbox._message import Outgoing
 from edinbox._urls import database_url
 from edinbox.stores._mysql_sql import connect_options
+from threads import in_threads
 
 
 class Recorder:
@@ -260,11 +261,7 @@ def test_two_relays_send_each_row_once_in_key_order(server: tuple[str, str]) -> 
             while mine.relay(send, limit=5).sent or mine.outbox_stats().backlog:
                 pass
 
-    threads = [threading.Thread(target=relay) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    in_threads(relay, relay, timeout=120)
     assert sorted(n for _, n in got) == list(range(200))
     for k in range(7):
         mine = [n for key, n in got if key == f"k{k}"]

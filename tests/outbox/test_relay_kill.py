@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
-from edinbox.sources import open_source
+from received import drain
 from services import require_service
 
 ROWS = 30
@@ -84,7 +84,7 @@ def test_spool_relay_killed_between_send_and_mark(tmp_path: Path) -> None:
     url = f"dir://{tmp_path / 'partner'}"
     keys = fill(db, url)
     relay_with_kills(db)
-    deliveries = asyncio.run(drain(url))
+    deliveries = asyncio.run(drain(url, consumer="test"))
     ids = [message_id for message_id, _ in deliveries]
     assert sorted(set(ids)) == keys
     assert len(ids) >= ROWS + 10
@@ -102,7 +102,7 @@ def test_a_large_spool_pass_killed_between_send_and_mark_is_sent_again_whole(tmp
     keys = fill(db, url, rows)
     relay_with_kills(db, rows, limit=200)
     assert os.listdir(tmp_path / "partner" / "tmp") == []
-    deliveries = asyncio.run(drain(url))
+    deliveries = asyncio.run(drain(url, consumer="test"))
     ids = [message_id for message_id, _ in deliveries]
     assert sorted(ids) == sorted(keys * 3)  # sent by both killed passes and by the last one, never marked before
     assert all(payload == message_id.encode() for message_id, payload in deliveries)
@@ -117,22 +117,11 @@ def test_rabbitmq_relay_killed_between_send_and_mark(tmp_path: Path, unique_name
     url = f"amqp://guest:guest@127.0.0.1/?queue={unique_name}"
     keys = fill(db, url)
     relay_with_kills(db)
-    deliveries = asyncio.run(drain(url))
+    deliveries = asyncio.run(drain(url, consumer="test"))
     ids = [message_id for message_id, _ in deliveries]
     assert sorted(set(ids)) == keys
     assert len(ids) >= ROWS + 10  # the first send's ten rows came twice (or more): at least once, same id
     assert received_once(deliveries, tmp_path) == ROWS
-
-
-async def drain(url: str) -> list[tuple[str, bytes]]:
-    """Receive and ack everything in the queue: `(message_id, payload)` each."""
-    got: list[tuple[str, bytes]] = []
-    async with open_source(url, consumer="test") as source:
-        while deliveries := await source.receive(max_messages=100, timeout=2.0):
-            for delivery in deliveries:
-                got.append((delivery.message_id or "", delivery.payload))
-                await source.ack(delivery)
-    return got
 
 
 def test_async_inbox_rows_survive_a_kill_before_any_relay(tmp_path: Path) -> None:
@@ -153,58 +142,57 @@ def test_async_inbox_rows_survive_a_kill_before_any_relay(tmp_path: Path) -> Non
     killed = subprocess.run([sys.executable, "-c", script], env=env, timeout=60, check=False)
     assert killed.returncode == -signal.SIGKILL
     assert edinbox(db, "relay", "--once").returncode == 0
-    assert [message_id for message_id, _ in asyncio.run(drain(f"dir://{out}"))] == ["k1"]
+    assert [message_id for message_id, _ in asyncio.run(drain(f"dir://{out}", consumer="test"))] == ["k1"]
 
 
-def test_a_payload_over_the_brokers_limit_is_parked_alone(tmp_path: Path, unique_name: str) -> None:
-    """A row bigger than the NATS server's max_payload is parked with its reason; its batch-mates are sent, and
-    the parked row is never tried again."""
-    require_service("nats")
+def relay_one_too_big(db: str, url: str) -> tuple[int, tuple[tuple[str, str], ...], tuple[int, int, int]]:
+    """Publish rows "a", "big" (2 MiB) and "b" to `url` in one transaction and relay them with the hub's send:
+    what the relay sent and parked, once a second relay has found nothing left to do, and the outbox's backlog,
+    parked and sent rows."""
     from edinbox.hub._relay import send
 
-    url = f"nats://127.0.0.1:4222?stream={unique_name}&subject={unique_name}.acks"
-    with Inbox(f"sqlite:///{tmp_path / 'hub.db'}", consumer="accounting") as inbox:
+    with Inbox(db, consumer="accounting") as inbox:
         inbox.create_schema()
         sizes = {"a": 10, "big": 2 * 1024 * 1024, "b": 10}
         inbox.transaction(lambda tx: [tx.publish(url, b"x" * n, key=k) for k, n in sizes.items()])
 
         async def relay() -> tuple[int, tuple[tuple[str, str], ...]]:
-            async with AsyncInbox(f"sqlite:///{tmp_path / 'hub.db'}", consumer="accounting") as mine:
+            async with AsyncInbox(db, consumer="accounting") as mine:
                 result = await mine.relay(send)
                 again = await mine.relay(send)
                 assert (again.sent, again.parked) == (0, ())
                 return result.sent, result.parked
 
         sent, parked = asyncio.run(relay())
-        assert sent == 2
-        ((key, reason),) = parked
-        assert key == "big"
-        assert "max_payload" in reason
         stats = inbox.outbox_stats()
-        assert (stats.backlog, stats.parked, stats.sent) == (0, 1, 2)
+        return sent, parked, (stats.backlog, stats.parked, stats.sent)
+
+
+def test_a_payload_over_the_brokers_limit_is_parked_alone(tmp_path: Path, unique_name: str) -> None:
+    """A row bigger than the NATS server's max_payload is parked with its reason; its batch-mates are sent, and
+    the parked row is never tried again."""
+    require_service("nats")
+    url = f"nats://127.0.0.1:4222?stream={unique_name}&subject={unique_name}.acks"
+    sent, parked, counts = relay_one_too_big(f"sqlite:///{tmp_path / 'hub.db'}", url)
+    assert sent == 2
+    ((key, reason),) = parked
+    assert key == "big"
+    assert "max_payload" in reason
+    assert counts == (0, 1, 2)  # backlog, parked, sent
 
 
 def test_a_payload_over_kafkas_limit_is_parked_alone(tmp_path: Path, unique_name: str) -> None:
-    """A row bigger than the producer's message.max.bytes is parked with its reason; its batch-mates are sent."""
-    from edinbox.hub._relay import send
+    """A row bigger than the producer's message.max.bytes is parked with its reason; its batch-mates are sent, and
+    the parked row is never tried again."""
     from edinbox.sources._kafka_config import MockCluster
 
     cluster = MockCluster(brokers=1)
     try:
-        url = cluster.url(topic=unique_name)
-        with Inbox(f"sqlite:///{tmp_path / 'hub.db'}", consumer="accounting") as inbox:
-            inbox.create_schema()
-            sizes = {"a": 10, "big": 2 * 1024 * 1024, "b": 10}
-            inbox.transaction(lambda tx: [tx.publish(url, b"x" * n, key=k) for k, n in sizes.items()])
-
-            async def relay() -> tuple[int, tuple[tuple[str, str], ...]]:
-                async with AsyncInbox(f"sqlite:///{tmp_path / 'hub.db'}", consumer="accounting") as mine:
-                    result = await mine.relay(send)
-                    return result.sent, result.parked
-
-            sent, parked = asyncio.run(relay())
-        assert sent == 2
-        assert [key for key, _ in parked] == ["big"]
-        assert "message.max.bytes" in parked[0][1]
+        sent, parked, counts = relay_one_too_big(f"sqlite:///{tmp_path / 'hub.db'}", cluster.url(topic=unique_name))
     finally:
         cluster.close()
+    assert sent == 2
+    ((key, reason),) = parked
+    assert key == "big"
+    assert "message.max.bytes" in reason
+    assert counts == (0, 1, 2)  # backlog, parked, sent

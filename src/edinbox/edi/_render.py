@@ -69,6 +69,21 @@ class Reply:
 Document = Invoice | Acknowledgment | Reply
 
 
+@dataclass(frozen=True, slots=True)
+class _Envelope:
+    """What an interchange's header and trailer say in either standard: ISA/IEA with GS/GE, or UNB/UNZ."""
+
+    sender: Party
+    receiver: Party
+    control: str
+    """The interchange control number (ISA13, UNB 0020)."""
+    test: bool
+    when: datetime
+    trailer: bool
+    """False leaves out IEA / UNZ (a truncated interchange)."""
+    ack_requested: bool
+
+
 class RenderOptions(TypedDict, total=False):
     """The keywords of render_interchange (see the module docstring); the first four are required."""
 
@@ -121,21 +136,18 @@ def render_interchange(
         raise ValueError("render_interchange needs at least one invoice or acknowledgment")
     if decimal_mark not in (".", ","):
         raise ValueError(f"decimal_mark must be '.' or ',', not {decimal_mark!r}")
-    when = prepared_at or _noon(documents)
+    envelope = _Envelope(
+        sender=sender,
+        receiver=receiver,
+        control=control_number,
+        test=test,
+        when=prepared_at or _noon(documents),
+        trailer=trailer,
+        ack_requested=ack_requested,
+    )
     if standard == "X12":
         seps = separators or _X12
-        segments = _x12(
-            documents,
-            seps=seps,
-            sender=sender,
-            receiver=receiver,
-            control=control_number,
-            test=test,
-            when=when,
-            padding=isa_padding,
-            trailer=trailer,
-            ack_requested=ack_requested,
-        )
+        segments = _x12(documents, envelope=envelope, seps=seps, padding=isa_padding)
         text, codec = _join(seps, line_break, segments), "utf-8"
     elif standard == "EDIFACT":
         seps = separators or _EDIFACT
@@ -148,19 +160,7 @@ def render_interchange(
         )
         if not una and (not default or decimal_mark != "."):
             raise ValueError("without UNA only the level A service characters ':+.? \\'' can be used")
-        segments = _edifact(
-            documents,
-            seps=seps,
-            sender=sender,
-            receiver=receiver,
-            control=control_number,
-            test=test,
-            when=when,
-            mark=decimal_mark,
-            charset=charset,
-            trailer=trailer,
-            ack_requested=ack_requested,
-        )
+        segments = _edifact(documents, envelope=envelope, seps=seps, mark=decimal_mark, charset=charset)
         head = ""
         if una:
             c, release, repetition = seps.component, seps.release or " ", seps.repetition or " "
@@ -208,25 +208,13 @@ def _x12_value(seps: Separators, value: str) -> str:
     return value
 
 
-def _x12(
-    documents: Sequence[Document],
-    *,
-    seps: Separators,
-    sender: Party,
-    receiver: Party,
-    control: str,
-    test: bool,
-    when: datetime,
-    padding: str,
-    trailer: bool,
-    ack_requested: bool = False,
-) -> list[list[str]]:
-    if not ((control.isascii() and control.isdigit()) and len(control) <= 9):
-        raise ValueError(f"an X12 control number is up to 9 digits, not {control!r}")
+def _x12(documents: Sequence[Document], *, envelope: _Envelope, seps: Separators, padding: str) -> list[list[str]]:
+    if not ((envelope.control.isascii() and envelope.control.isdigit()) and len(envelope.control) <= 9):
+        raise ValueError(f"an X12 control number is up to 9 digits, not {envelope.control!r}")
     kinds = {type(d) for d in documents}
     if len(kinds) > 1:
         raise ValueError("an X12 interchange here carries one functional group: invoices or acknowledgments")
-    number = control.zfill(9)
+    number = envelope.control.zfill(9)
 
     def pad(value: str, width: int) -> str:
         return value + padding * (width - len(value)) if padding else value
@@ -237,15 +225,16 @@ def _x12(
     version, isa11 = ("00501", seps.repetition) if seps.repetition else ("00401", "U")
     isa = [
         "ISA", "00", pad("", 10), "00", pad("", 10),
-        pad(v(sender.qualifier), 2), pad(v(sender.id), 15), pad(v(receiver.qualifier), 2), pad(v(receiver.id), 15),
-        when.strftime("%y%m%d"), when.strftime("%H%M"), isa11, version, number, "1" if ack_requested else "0",
-        "T" if test else "P",
+        pad(v(envelope.sender.qualifier), 2), pad(v(envelope.sender.id), 15),
+        pad(v(envelope.receiver.qualifier), 2), pad(v(envelope.receiver.id), 15),
+        envelope.when.strftime("%y%m%d"), envelope.when.strftime("%H%M"), isa11, version, number,
+        "1" if envelope.ack_requested else "0", "T" if envelope.test else "P",
         seps.component,
     ]  # fmt: skip
-    group = str(int(control))
+    group = str(int(envelope.control))
     if all(isinstance(d, Reply) and d.type == "TA1" for d in documents):  # interchange acknowledgments: no group
         segments = [isa, *(_plain(seps, s, v) for d in documents if isinstance(d, Reply) for s in d.segments)]
-        return [*segments, ["IEA", "0", number]] if trailer else segments
+        return [*segments, ["IEA", "0", number]] if envelope.trailer else segments
     functional = "IN" if Invoice in kinds else "FA"
     first = documents[0]
     segments = [
@@ -253,10 +242,10 @@ def _x12(
         [
             "GS",
             functional,
-            v(sender.id),
-            v(receiver.id),
-            when.strftime("%Y%m%d"),
-            when.strftime("%H%M"),
+            v(envelope.sender.id),
+            v(envelope.receiver.id),
+            envelope.when.strftime("%Y%m%d"),
+            envelope.when.strftime("%H%M"),
             group,
             "X",
             first.version if isinstance(first, Reply) else "004010",
@@ -274,7 +263,7 @@ def _x12(
         body.append(["SE", str(len(body) + 1), ref])
         segments.extend(body)
     segments.append(["GE", str(len(documents)), group])
-    if trailer:
+    if envelope.trailer:
         segments.append(["IEA", "1", number])
     return segments
 
@@ -308,18 +297,7 @@ def _x12_810(invoice: Invoice, v: Callable[[str], str]) -> list[list[str]]:
 
 
 def _edifact(
-    documents: Sequence[Document],
-    *,
-    seps: Separators,
-    sender: Party,
-    receiver: Party,
-    control: str,
-    test: bool,
-    when: datetime,
-    mark: str,
-    charset: str,
-    trailer: bool,
-    ack_requested: bool = False,
+    documents: Sequence[Document], *, envelope: _Envelope, seps: Separators, mark: str, charset: str
 ) -> list[list[str]]:
     release = seps.release
     service = [c for c in (release, seps.element, seps.component, seps.segment, seps.repetition) if c]
@@ -343,13 +321,13 @@ def _edifact(
     unb = [
         "UNB",
         charset + c + "3",
-        party(sender),
-        party(receiver),
-        when.strftime("%y%m%d") + c + when.strftime("%H%M"),
-        e(control),
+        party(envelope.sender),
+        party(envelope.receiver),
+        envelope.when.strftime("%y%m%d") + c + envelope.when.strftime("%H%M"),
+        e(envelope.control),
     ]
-    if test or ack_requested:  # S005, 0026, 0029, 0031 (acknowledgment request), 0032, 0035 (test)
-        unb += ["", "", "", "1" if ack_requested else "", "", "1" if test else ""]
+    if envelope.test or envelope.ack_requested:  # S005, 0026, 0029, 0031 (acknowledgment request), 0032, 0035 (test)
+        unb += ["", "", "", "1" if envelope.ack_requested else "", "", "1" if envelope.test else ""]
     segments: list[list[str]] = [unb]
     for k, document in enumerate(documents, 1):
         ref = str(k)
@@ -362,8 +340,8 @@ def _edifact(
             body = [["UNH", ref, c.join(["CONTRL", "D", "3", "UN"])], uci]
         body.append(["UNT", str(len(body) + 1), ref])
         segments.extend(body)
-    if trailer:
-        segments.append(["UNZ", str(len(documents)), e(control)])
+    if envelope.trailer:
+        segments.append(["UNZ", str(len(documents)), e(envelope.control)])
     return segments
 
 

@@ -7,12 +7,12 @@ import json
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from edinbox._core import Pace, check_version, migration_steps
+from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 
@@ -25,9 +25,13 @@ __all__ = [
     "migrate_journal",
     "purge_batches",
     "purge_held",
+    "table_keys",
+    "verify_journal",
 ]
 
 Params = Mapping[str, Any]
+JOURNAL_KEY = ["consumer", "message_id", "source"]
+"""The journal's unique key, its columns sorted as every store lists a key."""
 
 
 class AsyncUnit(Protocol):
@@ -116,6 +120,12 @@ class AsyncStore(Protocol):
         """Release the connections the store opened (never the caller's)."""
 
 
+async def found(unit: AsyncUnit, relation: Params) -> bool:
+    """Whether the `relation` query finds the table (no row, or a NULL where the database looks a name up)."""
+    rows = await unit.fetch("relation", relation)
+    return bool(rows) and rows[0][0] is not None
+
+
 async def create_journal(unit: AsyncUnit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
     """In one transaction: run the named schema `steps`, seed the version row, then check the version found; an
     older journal (SchemaError: run `edinbox migrate`) is left as it was, none of the steps committed."""
@@ -150,8 +160,7 @@ async def migrate_journal(
     try:
         for name, params in lock:
             await unit.run(name, params)
-        found = await unit.fetch("relation", relation)
-        if not found or found[0][0] is None:
+        if not await found(unit, relation):
             raise SchemaError(f"journal table {table} has no version table: run create_schema()")
         applied = migration_steps([row[0] for row in await unit.fetch("version", {})], version=version, table=table)
         for step in applied:
@@ -165,6 +174,37 @@ async def migrate_journal(
         raise
     await unit.commit()
     return applied
+
+
+KeyLister = Callable[[AsyncUnit, Params], Awaitable[list[list[str]]]]
+"""How a store lists the unique keys of the table its `relation` query names, each as sorted column names."""
+
+
+async def verify_journal(
+    unit: AsyncUnit, relation: Params, *, keys: KeyLister, versions: Params, version: int, table: object
+) -> None:
+    """Raise SchemaError unless the journal (`relation`) has its columns and its unique key (as `keys` lists them),
+    and its version table (`versions`) holds `version`."""
+    if not await found(unit, relation):
+        raise SchemaError(f"journal table {table} does not exist: run create_schema()")
+    columns = {row[0] for row in await unit.fetch("columns", relation)}
+    if missing := set(COLUMNS) - columns:
+        raise SchemaError(f"journal table {table} lacks columns {sorted(missing)}")
+    if JOURNAL_KEY not in await keys(unit, relation):
+        raise SchemaError(
+            f"journal table {table} has no unique index on (consumer, source, message_id): "
+            "without it duplicates are not suppressed; run create_schema() to restore it"
+        )
+    if not await found(unit, versions):
+        raise SchemaError(f"journal table {table} has no version table: run create_schema()")
+    check_version([row[0] for row in await unit.fetch("version", {})], version=version, table=table)
+
+
+async def table_keys(unit: AsyncUnit, relation: Params, *, keys: KeyLister) -> list[list[str]] | None:
+    """The unique keys of the table `relation` names, as `keys` lists them; None when it is missing."""
+    if not await found(unit, relation):
+        return None
+    return await keys(unit, relation)
 
 
 def json_batch(messages: Sequence[Message]) -> dict[str, Any]:

@@ -15,11 +15,19 @@ import psycopg
 import psycopg_pool
 from psycopg.pq import TransactionStatus
 
-from edinbox._core import COLUMNS, POOL_SIZE, Pace, TableName, check_version
-from edinbox._errors import ConfigurationError, SchemaError, StoreError
+from edinbox._core import POOL_SIZE, Pace, TableName
+from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
-from edinbox.stores._async_base import Params, create_journal, migrate_journal, purge_held
+from edinbox.stores._async_base import (
+    AsyncUnit,
+    Params,
+    create_journal,
+    migrate_journal,
+    purge_held,
+    table_keys,
+    verify_journal,
+)
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
 
@@ -28,7 +36,15 @@ __all__ = ["AsyncPostgresStore"]
 _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
-_KEY = ["consumer", "message_id", "source"]
+
+async def _journal_keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
+    """The table's unique keys of three columns (the journal's can only be one of them), each as sorted names."""
+    return [list(row[0]) for row in await unit.fetch("unique_keys", relation)]
+
+
+async def _keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
+    """The table's unique keys (none partial, none invalid), each as sorted column names."""
+    return [list(row[0]) for row in await unit.fetch("table_keys", relation)]
 
 
 class _AsyncPostgresUnit:
@@ -337,36 +353,22 @@ class AsyncPostgresStore:
 
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
+        journal, versions = {"name": self._sql.qualified_name}, {"name": self._sql.version_name}
         async with self.unit() as unit:
             await unit.begin()
             try:
-                if (await unit.fetch("relation", {"name": self._sql.qualified_name}))[0][0] is None:
-                    raise SchemaError(f"journal table {self._table} does not exist: run create_schema()")
-                columns = {row[0] for row in await unit.fetch("columns", {"name": self._sql.qualified_name})}
-                if missing := set(COLUMNS) - columns:
-                    raise SchemaError(f"journal table {self._table} lacks columns {sorted(missing)}")
-                keys = [row[0] for row in await unit.fetch("unique_keys", {"name": self._sql.qualified_name})]
-                if _KEY not in keys:
-                    raise SchemaError(
-                        f"journal table {self._table} has no unique index on (consumer, source, message_id): "
-                        "without it duplicates are not suppressed; run create_schema() to restore it"
-                    )
-                if (await unit.fetch("relation", {"name": self._sql.version_name}))[0][0] is None:
-                    raise SchemaError(f"journal table {self._table} has no version table: run create_schema()")
-                rows = await unit.fetch("version", {})
+                await verify_journal(
+                    unit, journal, keys=_journal_keys, versions=versions, version=version, table=self._table
+                )
             finally:
                 await unit.rollback()
-        check_version([row[0] for row in rows], version=version, table=self._table)
 
     async def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
-        qualified = {"name": self._sql.beside(name)}
         async with self.unit() as unit:
             await unit.begin()
             try:
-                if (await unit.fetch("relation", qualified))[0][0] is None:
-                    return None
-                return [list(row[0]) for row in await unit.fetch("table_keys", qualified)]
+                return await table_keys(unit, {"name": self._sql.beside(name)}, keys=_keys)
             finally:
                 await unit.rollback()
 

@@ -23,10 +23,19 @@ from typing import Any
 
 import aiosqlite
 
-from edinbox._core import COLUMNS, Pace, TableName, check_version
-from edinbox._errors import ConfigurationError, SchemaError, StoreError
+from edinbox._core import Pace, TableName
+from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
-from edinbox.stores._async_base import Params, create_journal, json_batch, migrate_journal, purge_batches
+from edinbox.stores._async_base import (
+    AsyncUnit,
+    Params,
+    create_journal,
+    json_batch,
+    migrate_journal,
+    purge_batches,
+    table_keys,
+    verify_journal,
+)
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sqlite_sql import DIALECT, Statements, begin_now, connect, mapped_errors, params, timestamp
 
@@ -36,7 +45,11 @@ _BEGINNING = mapped_errors("begin a transaction")
 _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
-_KEY = ["consumer", "message_id", "source"]
+
+async def _keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
+    """The table's unique keys: its unique indexes (none partial), then each one's columns."""
+    indexes = await unit.fetch("indexes", relation)
+    return [[row[0] for row in await unit.fetch("index_columns", {"name": index})] for (index,) in indexes]
 
 
 def _threaded(name: str) -> bool:
@@ -268,33 +281,16 @@ class AsyncSQLiteStore:
 
     async def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
-        name = {"name": self._table.name}
+        versions = {"name": self._sql.version_name}
         async with self.unit() as unit:
-            if not await unit.fetch("relation", name):
-                raise SchemaError(f"journal table {self._table} does not exist: run create_schema()")
-            columns = {row[0] for row in await unit.fetch("columns", name)}
-            if missing := set(COLUMNS) - columns:
-                raise SchemaError(f"journal table {self._table} lacks columns {sorted(missing)}")
-            keys = []
-            for (index,) in await unit.fetch("indexes", name):
-                keys.append([row[0] for row in await unit.fetch("index_columns", {"name": index})])
-            if _KEY not in keys:
-                raise SchemaError(
-                    f"journal table {self._table} has no unique index on (consumer, source, message_id): "
-                    "without it duplicates are not suppressed; run create_schema() to restore it"
-                )
-            if not await unit.fetch("relation", {"name": self._sql.version_name}):
-                raise SchemaError(f"journal table {self._table} has no version table: run create_schema()")
-            rows = await unit.fetch("version", {})
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            await verify_journal(
+                unit, {"name": self._table.name}, keys=_keys, versions=versions, version=version, table=self._table
+            )
 
     async def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
         async with self.unit() as unit:
-            if not await unit.fetch("relation", {"name": name}):
-                return None
-            indexes = await unit.fetch("indexes", {"name": name})
-            return [[row[0] for row in await unit.fetch("index_columns", {"name": i})] for (i,) in indexes]
+            return await table_keys(unit, {"name": name}, keys=_keys)
 
     async def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """SQLite has no roles: refuse with the reason."""

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from time import sleep
 from typing import Any, Protocol
 
-from edinbox._core import Pace, check_version, migration_steps
+from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 
@@ -24,9 +24,13 @@ __all__ = [
     "migrate_journal",
     "purge_batches",
     "purge_held",
+    "table_keys",
+    "verify_journal",
 ]
 
 Params = Mapping[str, Any]
+JOURNAL_KEY = ["consumer", "message_id", "source"]
+"""The journal's unique key, its columns sorted as every store lists a key."""
 
 
 class Unit(Protocol):
@@ -115,6 +119,12 @@ class Store(Protocol):
         """Release the connections the store opened (never the caller's)."""
 
 
+def found(unit: Unit, relation: Params) -> bool:
+    """Whether the `relation` query finds the table (no row, or a NULL where the database looks a name up)."""
+    rows = unit.fetch("relation", relation)
+    return bool(rows) and rows[0][0] is not None
+
+
 def create_journal(unit: Unit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
     """In one transaction: run the named schema `steps`, seed the version row, then check the version found; an
     older journal (SchemaError: run `edinbox migrate`) is left as it was, none of the steps committed."""
@@ -149,8 +159,7 @@ def migrate_journal(
     try:
         for name, params in lock:
             unit.run(name, params)
-        found = unit.fetch("relation", relation)
-        if not found or found[0][0] is None:
+        if not found(unit, relation):
             raise SchemaError(f"journal table {table} has no version table: run create_schema()")
         applied = migration_steps([row[0] for row in unit.fetch("version", {})], version=version, table=table)
         for step in applied:
@@ -164,6 +173,37 @@ def migrate_journal(
         raise
     unit.commit()
     return applied
+
+
+KeyLister = Callable[[Unit, Params], list[list[str]]]
+"""How a store lists the unique keys of the table its `relation` query names, each as sorted column names."""
+
+
+def verify_journal(
+    unit: Unit, relation: Params, *, keys: KeyLister, versions: Params, version: int, table: object
+) -> None:
+    """Raise SchemaError unless the journal (`relation`) has its columns and its unique key (as `keys` lists them),
+    and its version table (`versions`) holds `version`."""
+    if not found(unit, relation):
+        raise SchemaError(f"journal table {table} does not exist: run create_schema()")
+    columns = {row[0] for row in unit.fetch("columns", relation)}
+    if missing := set(COLUMNS) - columns:
+        raise SchemaError(f"journal table {table} lacks columns {sorted(missing)}")
+    if JOURNAL_KEY not in keys(unit, relation):
+        raise SchemaError(
+            f"journal table {table} has no unique index on (consumer, source, message_id): "
+            "without it duplicates are not suppressed; run create_schema() to restore it"
+        )
+    if not found(unit, versions):
+        raise SchemaError(f"journal table {table} has no version table: run create_schema()")
+    check_version([row[0] for row in unit.fetch("version", {})], version=version, table=table)
+
+
+def table_keys(unit: Unit, relation: Params, *, keys: KeyLister) -> list[list[str]] | None:
+    """The unique keys of the table `relation` names, as `keys` lists them; None when it is missing."""
+    if not found(unit, relation):
+        return None
+    return keys(unit, relation)
 
 
 def json_batch(messages: Sequence[Message]) -> dict[str, Any]:

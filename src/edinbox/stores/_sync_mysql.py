@@ -25,8 +25,8 @@ import pymysql
 from pymysql.constants.COMMAND import COM_QUERY
 from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
-from edinbox._core import COLUMNS, Pace, TableName, check_version
-from edinbox._errors import ConfigurationError, SchemaError, StoreError, TransientError
+from edinbox._core import Pace, TableName, check_version
+from edinbox._errors import ConfigurationError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._mysql_sql import (
@@ -44,7 +44,16 @@ from edinbox.stores._mysql_sql import (
 )
 from edinbox.stores._pymysql_replies import QuickReplies as _Driver
 from edinbox.stores._queries import migration_queries
-from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal, purge_held
+from edinbox.stores._sync_base import (
+    Params,
+    Unit,
+    create_journal,
+    json_batch,
+    migrate_journal,
+    purge_held,
+    table_keys,
+    verify_journal,
+)
 
 __all__ = ["MySQLStore"]
 
@@ -60,9 +69,13 @@ class mapped_errors(MySQLErrors):
 _BEGINNING = mapped_errors("begin a transaction")
 _RECORDING = mapped_errors("record the message")
 
-_KEY = "consumer,message_id,source"
 _BREAKING = (TransientError, pymysql.MySQLError, OSError)  # failures after which a connection may be broken
 OUTBOX_DDL = ("outbox_create", "outbox_create_pending", "outbox_create_unsent")
+
+
+def _keys(unit: Unit, relation: Params) -> list[list[str]]:
+    """The table's unique keys, each read back from MariaDB's comma-joined column names."""
+    return [str(row[0]).split(",") for row in unit.fetch("unique_keys", relation)]
 
 
 def _in_transaction(connection: Any) -> bool:
@@ -611,29 +624,16 @@ class MySQLStore:
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
-        name = {"name": self._table.name}
+        versions = {"name": self._sql.version_name}
         with self.unit() as unit:
-            if not unit.fetch("relation", name):
-                raise SchemaError(f"journal table {self._table} does not exist: run create_schema()")
-            columns = {row[0] for row in unit.fetch("columns", name)}
-            if missing := set(COLUMNS) - columns:
-                raise SchemaError(f"journal table {self._table} lacks columns {sorted(missing)}")
-            if _KEY not in [row[0] for row in unit.fetch("unique_keys", name)]:
-                raise SchemaError(
-                    f"journal table {self._table} has no unique index on (consumer, source, message_id): "
-                    "without it duplicates are not suppressed; run create_schema() to restore it"
-                )
-            if not unit.fetch("relation", {"name": self._sql.version_name}):
-                raise SchemaError(f"journal table {self._table} has no version table: run create_schema()")
-            rows = unit.fetch("version", {})
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            verify_journal(
+                unit, {"name": self._table.name}, keys=_keys, versions=versions, version=version, table=self._table
+            )
 
     def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
         with self.unit() as unit:
-            if not unit.fetch("relation", {"name": name}):
-                return None
-            return [str(row[0]).split(",") for row in unit.fetch("unique_keys", {"name": name})]
+            return table_keys(unit, {"name": name}, keys=_keys)
 
     def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """Not offered on MariaDB yet: refuse with the reason (grant the user DML on the tables by hand)."""

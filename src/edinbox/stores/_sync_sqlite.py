@@ -20,12 +20,21 @@ from time import sleep
 from types import TracebackType
 from typing import Any
 
-from edinbox._core import COLUMNS, Pace, TableName, check_version
-from edinbox._errors import ConfigurationError, SchemaError, StoreError
+from edinbox._core import Pace, TableName
+from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
-from edinbox.stores._sync_base import Params, create_journal, json_batch, migrate_journal, purge_batches
+from edinbox.stores._sync_base import (
+    Params,
+    Unit,
+    create_journal,
+    json_batch,
+    migrate_journal,
+    purge_batches,
+    table_keys,
+    verify_journal,
+)
 
 __all__ = ["SQLiteStore"]
 
@@ -33,7 +42,11 @@ _BEGINNING = mapped_errors("begin a transaction")
 _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
-_KEY = ["consumer", "message_id", "source"]
+
+def _keys(unit: Unit, relation: Params) -> list[list[str]]:
+    """The table's unique keys: its unique indexes (none partial), then each one's columns."""
+    indexes = unit.fetch("indexes", relation)
+    return [[row[0] for row in unit.fetch("index_columns", {"name": index})] for (index,) in indexes]
 
 
 def _threaded(name: str) -> bool:
@@ -246,33 +259,16 @@ class SQLiteStore:
 
     def verify(self, *, version: int) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
-        name = {"name": self._table.name}
+        versions = {"name": self._sql.version_name}
         with self.unit() as unit:
-            if not unit.fetch("relation", name):
-                raise SchemaError(f"journal table {self._table} does not exist: run create_schema()")
-            columns = {row[0] for row in unit.fetch("columns", name)}
-            if missing := set(COLUMNS) - columns:
-                raise SchemaError(f"journal table {self._table} lacks columns {sorted(missing)}")
-            keys = []
-            for (index,) in unit.fetch("indexes", name):
-                keys.append([row[0] for row in unit.fetch("index_columns", {"name": index})])
-            if _KEY not in keys:
-                raise SchemaError(
-                    f"journal table {self._table} has no unique index on (consumer, source, message_id): "
-                    "without it duplicates are not suppressed; run create_schema() to restore it"
-                )
-            if not unit.fetch("relation", {"name": self._sql.version_name}):
-                raise SchemaError(f"journal table {self._table} has no version table: run create_schema()")
-            rows = unit.fetch("version", {})
-        check_version([row[0] for row in rows], version=version, table=self._table)
+            verify_journal(
+                unit, {"name": self._table.name}, keys=_keys, versions=versions, version=version, table=self._table
+            )
 
     def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
         with self.unit() as unit:
-            if not unit.fetch("relation", {"name": name}):
-                return None
-            indexes = unit.fetch("indexes", {"name": name})
-            return [[row[0] for row in unit.fetch("index_columns", {"name": i})] for (i,) in indexes]
+            return table_keys(unit, {"name": name}, keys=_keys)
 
     def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """SQLite has no roles: refuse with the reason."""
