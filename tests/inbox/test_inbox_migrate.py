@@ -242,6 +242,18 @@ def test_version_5_alone_adds_the_answers_table(journal: Journal) -> None:
         assert _rows(inbox) == before
 
 
+def test_unique_keys_name_only_the_key_columns(journal: Journal) -> None:
+    """A unique index with an INCLUDE column (PostgreSQL) is reported by its key columns alone, so a table whose unique
+    key is (a, b) INCLUDE (c) does not pass for one keyed on (a, b, c)."""
+    if journal.dialect != "postgresql":
+        pytest.skip("INCLUDE columns are PostgreSQL's")
+    schema = journal.table.rpartition(".")[0]
+    journal.admin(f"CREATE TABLE {journal.quote(f'{schema}.keyed')} (a int, b int, c int)", ())
+    journal.admin(f"CREATE UNIQUE INDEX ON {journal.quote(f'{schema}.keyed')} (a, b) INCLUDE (c)", ())
+    with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+        assert inbox.unique_keys("keyed") == [["a", "b"]]
+
+
 def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> None:
     """A journal at version 5 (no `<journal>_outbox_unsent`) claims by reading every row on SQLite and MariaDB, the
     sent ones first; version 6, that step alone, lets the claim go to the unsent rows through the new index."""

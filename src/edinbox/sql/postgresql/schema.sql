@@ -54,9 +54,10 @@ WHERE i.indrelid = to_regclass(%(name)s) AND i.indisunique AND i.indisvalid AND 
 GROUP BY i.indexrelid
 
 -- name: table_keys
+-- the key columns alone (the first indnkeyatts of indkey): an INCLUDE column is stored, not part of the unique key
 SELECT array_agg(a.attname::text ORDER BY a.attname::text)
 FROM pg_index i
-JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])
 WHERE i.indrelid = to_regclass(%(name)s) AND i.indisunique AND i.indisvalid AND i.indpred IS NULL
 GROUP BY i.indexrelid
 
