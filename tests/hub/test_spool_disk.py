@@ -98,3 +98,26 @@ def test_files_that_could_not_be_parked_on_a_full_disk_are_parked_once_space_is_
     with sqlite3.connect(db) as connection:
         assert connection.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (20, 20)
     assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line], "\n".join(hub.lines)
+
+
+def test_a_reject_that_finds_no_room_does_not_hold_back_its_batch_mates(small_spool: Path, tmp_path: Path) -> None:
+    """A poison interchange first in a batch of four, the disk full: its reject fails, but the three invoices after
+    it are archived at once (the rejects are handed back last), so they are not handed out again as duplicates."""
+    db = tmp_path / "hub.db"
+    asyncio.run(init(HubConfig(db=f"sqlite:///{db}")))
+    source = f"dir://{small_spool}"
+    asyncio.run(publish(source, [("poison", bad_date()), *invoices(3)]))
+    fill(small_spool / "filler")
+    hub = HubProcess("--db", f"sqlite:///{db}", "--source", f"{source}?claim_timeout=1", "--batch-size", "4")
+    try:
+        wait_for(lambda: failed(hub, "poison.edi in rejected/"), timeout=30, what="the hub's reject to fail")
+        wait_for(lambda: len(os.listdir(small_spool / "archive")) == 3, timeout=10, what="the invoices archived")
+        (small_spool / "filler").unlink()
+        wait_for(lambda: len(parked(small_spool)) == 1, timeout=30, what="the poison parked")
+        assert hub.stop() == 0
+    finally:
+        if hub.proc.poll() is None:
+            hub.proc.kill()
+    outcomes = [line.split(" outcome=")[1].split()[0] for line in hub.events("settled")]
+    assert outcomes.count("processed") == 3
+    assert "duplicate" not in outcomes

@@ -254,10 +254,12 @@ class Hub:
         if self.metrics is not None:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
         lost: TransientError | None = None  # the first ack, nack or reject the source could not send
-        for index, w in enumerate(work):
+        # after one failed, the others are not handed back either (each could wait out its own timeout): the source
+        # redelivers them, and the inbox finds them settled. The rejects go last: parking does more than an ack (a
+        # reason written, a dead letter produced) and can fail where an ack does not (a full disk), and a reject
+        # that fails must not hold back its batch-mates' acks (the spool would hand the same batch back for ever)
+        for index, w in sorted(enumerate(work), key=lambda pair: _rejected(pair[1])):
             spans.finish(index, w.delivery, w.items, w.outcomes)
-            # after one failed, the others are not handed back either (each could wait out its own timeout): the
-            # source redelivers them, and the inbox finds them settled
             lost = await self._finish(w, elapsed, hand_back=lost is None) or lost
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
             await self.give_back()
@@ -413,7 +415,7 @@ class Hub:
         delivery = w.delivery
         if w.unsettled:
             await self.source.nack(delivery, delay=_NACK_DELAY)
-        elif w.items and all(item.route == REJECT for item in w.items):
+        elif _rejected(w):
             instead = await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
             if instead:
                 await self._kept_instead(w, instead)
@@ -550,6 +552,11 @@ def _reached(handled: int, dependency: str) -> bool:
 
 def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:
     metrics.reconnected(consumer=consumer, dependency=dependency)
+
+
+def _rejected(w: Work) -> bool:
+    """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
+    return not w.unsettled and bool(w.items) and all(item.route == REJECT for item in w.items)
 
 
 def _lost(metrics: Metrics, consumer: str, queue: str) -> None:
