@@ -428,6 +428,16 @@ class PrivateRabbitMQ:
         finally:
             self._run("resume_listeners")
 
+    def block_publishers(self) -> None:
+        """Raise a memory alarm (`set_vm_memory_high_watermark 0`): the node blocks each connection that publishes
+        (`connection.blocked`, then it stops reading it) and confirms nothing more on it until `unblock_publishers`;
+        consumers and declarations go on."""
+        self._run("set_vm_memory_high_watermark", "0")
+
+    def unblock_publishers(self) -> None:
+        """Clear the memory alarm (the watermark back to the default, 0.4): blocked connections are read again."""
+        self._run("set_vm_memory_high_watermark", "0.4")
+
     def _run(self, *command: str) -> None:
         subprocess.run([*self._ctl(), *command], env=self.env, capture_output=True, check=True)
 

@@ -4,7 +4,9 @@ two log lines, every committed row arrives at least once under its key, and a re
 `edinbox relay` and the relay inside `edinbox run` are the same `Relay`: the first test drives it in this process,
 stopping the node between two of its passes (so the stop falls mid-send on every run); the second runs the hub as a
 process whose acknowledgments go to the node, and stops the node while it relays them; the third runs `edinbox
-relay` as a process.
+relay` as a process. The last three raise a memory alarm on the node, which blocks the relay's publishing
+connection: its sends fail within the destination's `confirm_wait`, one `relay-down` line says the broker blocks the
+connection, and the rows go once the alarm clears.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from edinbox import AsyncInbox
+from edinbox import AsyncInbox, SourceError
 from edinbox.hub._config import HubConfig
 from edinbox.hub._ops import init
 from edinbox.sources.spool import publish
@@ -167,3 +170,110 @@ def test_rabbitmq_stopped_under_edinbox_relay(rabbit: PrivateRabbitMQ, tmp_path:
     got = asyncio.run(drain(url, 400, within=60))
     assert sorted({d.message_id or "" for d in got}) == keys
     assert received_once(got, tmp_path) == 400
+
+
+async def test_a_send_the_broker_blocks_fails_within_confirm_wait_and_goes_once_the_alarm_clears(
+    rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str
+) -> None:
+    """Two outbox rows for a RabbitMQ destination with `confirm_wait=1` while a memory alarm blocks publishers: a
+    relay pass fails with SourceError (transient) within a few seconds, not 30, saying what timed out and that the
+    broker blocks the connection, without the password; the rows stay unsent and are not parked. Once the alarm
+    clears, the relay sends them and marks each sent once; copies the broker took unconfirmed meanwhile carry the
+    same key, and a receiver's inbox processes each key once."""
+    url = f"{rabbit.url}?queue={unique_name}&confirm_wait=1"
+    keys = ["ack/1", "ack/2"]
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    fill(db, url, keys)
+    rabbit.block_publishers()
+    async with AsyncInbox(db, consumer="hub") as inbox:
+        relay = relay_for(inbox)
+        started = time.monotonic()
+        with pytest.raises(SourceError) as caught:
+            await asyncio.wait_for(relay.step(), timeout=15)
+        assert time.monotonic() - started < 6  # 1 s without a confirm, then the publisher's close (2 s at most)
+        text = str(caught.value)
+        assert "2 of 2 messages not confirmed, no confirm from the broker for 1 s" in text, text
+        assert "the broker blocks this connection (connection.blocked" in text, text
+        assert "guest:guest" not in text
+        stats = await inbox.outbox_stats()
+        assert (stats.backlog, stats.parked, stats.sent) == (2, 0, 0)
+        rabbit.unblock_publishers()
+        totals = await asyncio.wait_for(relay.run(once=True), timeout=60)
+        stats = await inbox.outbox_stats()
+    assert (totals["sent"], totals["parked"]) == (2, 0)
+    assert (stats.backlog, stats.parked, stats.sent) == (0, 0, 2)
+    got = await drain(url, 2, within=30)
+    assert sorted({d.message_id or "" for d in got}) == keys
+    assert received_once(got, tmp_path) == 2
+
+
+async def test_a_blocked_relay_says_so_once_and_once_when_it_is_unblocked(
+    rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The relay running while a memory alarm blocks its publishing connection for several of its attempts: one
+    `relay-down` WARNING line naming the block (`connection.blocked`), however many sends fail, and one `relay-back`
+    line once the alarm clears and the row is sent."""
+    url = f"{rabbit.url}?queue={unique_name}&confirm_wait=1"
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    fill(db, url, ["ack/1"])
+    caplog.set_level(logging.INFO, logger="edinbox.test")
+    rabbit.block_publishers()
+    async with AsyncInbox(db, consumer="hub") as inbox:
+        relay = relay_for(inbox)
+        running = asyncio.ensure_future(relay.run())
+        await until(lambda: relay.publishers.opened >= 3, within=60, what="three publishers opened under the alarm")
+        assert relay.totals["sent"] == 0
+        rabbit.unblock_publishers()
+        await until(lambda: relay.totals["sent"] == 1, within=60, what="the row sent once the alarm cleared")
+        relay.stop.set()
+        await running
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "edinbox.test"]
+    down = [(level, line) for level, line in lines if line.startswith("relay-down ")]
+    back = [line for _, line in lines if line.startswith("relay-back ")]
+    assert len(down) == 1, lines
+    assert down[0][0] == logging.WARNING
+    assert "the broker blocks this connection (connection.blocked" in down[0][1], down
+    assert len(back) == 1, lines
+
+
+def test_the_hub_says_once_that_the_broker_blocks_its_acknowledgments(
+    rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str
+) -> None:
+    """`edinbox run` acknowledging invoices to a RabbitMQ queue (`confirm_wait=1`) while a memory alarm blocks its
+    relay's connections for several sends: the hub keeps running and its log says so once, a `relay-down` WARNING
+    naming `connection.blocked`, beside at most one line of the driver's own (its line per blocked connection is
+    kept to one a minute), and one `relay-back` once the alarm clears; every acknowledgment then arrives under its
+    key, a receiver's inbox processes each once."""
+    url = f"{rabbit.url}?queue={unique_name}&confirm_wait=1"
+    config = tmp_path / "edinbox.toml"
+    config.write_text(f'[partners."*"]\noutbound = "{url}"\n')
+    spool, db_file = tmp_path / "spool", tmp_path / "hub.db"
+    spool.mkdir()
+    db, source = f"sqlite:///{db_file}", f"dir://{spool}"
+    asyncio.run(init(HubConfig(db=db, source=source)))
+    asyncio.run(publish(source, invoices(10)))
+    hub = HubProcess("--config", str(config), "--db", db, "--source", source, "--batch-size", "5")
+    try:
+        wait_for(lambda: outbox(db_file)[0] >= 10, timeout=120, what="the first acknowledgments to be sent")
+        rabbit.block_publishers()
+        asyncio.run(publish(source, invoices(10, start=10)))
+        wait_for(lambda: bool(hub.events("relay-down")), timeout=60, what="the relay-down line")
+        time.sleep(8)  # several more sends meet the alarm, each on a new connection the broker blocks
+        assert hub.proc.poll() is None
+        assert outbox(db_file)[0] == 10
+        rabbit.unblock_publishers()
+        wait_for(lambda: outbox(db_file)[:2] == (20, 0), timeout=120, what="the relay to send every acknowledgment")
+    finally:
+        code = hub.stop()
+    assert code == 0
+    [down] = hub.events("relay-down")
+    assert " WARNING " in down, down
+    assert "the broker blocks this connection (connection.blocked" in down, down
+    assert len(hub.events("relay-back")) == 1, hub.lines
+    assert len([line for line in hub.lines if "was blocked by" in line]) <= 1, "\n".join(hub.lines)
+    assert not hub.events("dependency-down"), hub.lines
+    assert not [line for line in hub.lines if "Traceback" in line or "guest:guest" in line], "\n".join(hub.lines)
+    keys = outbox(db_file)[2]
+    got = asyncio.run(drain(url, len(keys), within=60))
+    assert sorted({d.message_id or "" for d in got}) == keys
+    assert received_once(got, tmp_path) == 20

@@ -14,7 +14,7 @@ from aiormq.exceptions import ChannelInvalidStateError
 
 from edinbox import ConfigurationError, SourceError
 from edinbox.sources import Delivery, open_source, publisher
-from edinbox.sources.rabbitmq import RabbitMQSource, publish
+from edinbox.sources.rabbitmq import CONFIRM_WAIT, RabbitMQPublisher, RabbitMQSource, publish
 from servers import free_port
 from services import require_service
 
@@ -138,6 +138,26 @@ def test_url_options_are_read() -> None:
     assert source.url == "amqp://u:***@host:5673/vh?queue=edi.in&queue_type=classic&prefetch=7&dead=parked&heartbeat=5"
     assert RabbitMQSource.from_url("amqp://host/?queue=q&idle_check=2.5", consumer="hub").idle_check == 2.5
     assert RabbitMQSource.from_url("amqp://host/?queue=q", consumer="hub").idle_check == 30.0
+
+
+def test_confirm_wait_is_read_for_the_publisher() -> None:
+    """A publisher reads `confirm_wait` (default 5 s, `CONFIRM_WAIT`); a source reads the same URL (a destination is
+    drained as a source), so it takes the option too."""
+    assert RabbitMQPublisher("amqp://u:p@host/?queue=q&confirm_wait=0.5").confirm_wait == 0.5
+    assert RabbitMQPublisher("amqp://u:p@host/?queue=q&prefetch=7").confirm_wait == CONFIRM_WAIT == 5.0
+    assert RabbitMQSource.from_url("amqp://host/?queue=q&confirm_wait=2", consumer="hub").confirm_wait == 2.0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_confirm_wait_is_a_one_line_configuration_error(value: str) -> None:
+    """`confirm_wait` must be a positive number of seconds: anything else is one line naming the option, the
+    password masked."""
+    with pytest.raises(ConfigurationError) as caught:
+        RabbitMQPublisher(f"amqp://guest:s3cret@127.0.0.1/?queue=q&confirm_wait={value}")
+    text = str(caught.value)
+    assert f"option confirm_wait={value!r} is invalid: " in text
+    assert "s3cret" not in text
+    assert "\n" not in text
 
 
 def test_on_lost_reaches_a_rabbitmq_source_only_through_open_source() -> None:

@@ -11,7 +11,9 @@ URL: `amqp://guest:guest@127.0.0.1/?queue=edi.in` with the options
 - `heartbeat`: seconds between AMQP heartbeats (the broker's default when absent);
 - `open_timeout`: seconds `open()` keeps trying to reach the broker, with backoff, before it raises (default 10);
 - `reconnect_interval`: seconds between aio-pika's attempts to reconnect after an outage (default 1);
-- `idle_check`: seconds between two looks at the queue while the consumer receives nothing (default 30; see below).
+- `idle_check`: seconds between two looks at the queue while the consumer receives nothing (default 30; see below);
+- `confirm_wait`: seconds a publisher's send may wait without the broker confirming any of its messages (default 5;
+  see `RabbitMQPublisher`); the source publishes nothing, and takes it so that one URL names a queue either way.
 
 The key is an `x-message-id` header when the producer set one, else the AMQP `message_id` property (aio-pika's
 aiormq fills a random `message_id` into every publish that lacks one, so a producer that cannot set the property
@@ -59,14 +61,16 @@ from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
 from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
 
-__all__ = ["PUBLISHER", "SOURCE", "RabbitMQPublisher", "RabbitMQSource", "prefetch_for", "publish"]
+__all__ = ["CONFIRM_WAIT", "PUBLISHER", "SOURCE", "RabbitMQPublisher", "RabbitMQSource", "prefetch_for", "publish"]
 
 _log = logging.getLogger(__name__)
 _SCHEMES = ("amqp", "amqps")
 _QUEUE_TYPES = ("quorum", "classic")
 _CONNECT_TIMEOUT = 5.0
 _PREFETCH = 100
-_CONFIRM_TIMEOUT = 30.0  # seconds a chunk of publishes may wait for its confirms before the send fails
+_CHUNK = 500  # publishes in flight at once in a send
+CONFIRM_WAIT = 5.0
+"""Seconds a send may wait without any confirm from the broker by default (the `confirm_wait` option)."""
 _PROBE_TIMEOUT = 5.0  # seconds the passive declare of the consumed queue may take
 _IDLE_CHECK = 30.0
 _WAKE = object()
@@ -96,10 +100,12 @@ class RabbitMQSource(Source):
         open_timeout: float = 10.0,
         reconnect_interval: float = 1.0,
         idle_check: float = _IDLE_CHECK,
+        confirm_wait: float = CONFIRM_WAIT,
         on_lost: Callable[[str], None] | None = None,
     ) -> None:
         """Configure the source; nothing connects before `open()`. `on_lost` is called with the queue's name each time
-        the queue was found gone or deleted under the consumer (the messages it held may be lost)."""
+        the queue was found gone or deleted under the consumer (the messages it held may be lost); `confirm_wait`
+        is for a publisher of the same URL (`RabbitMQPublisher`): the source publishes nothing."""
         self.url = mask(url)
         self.consumer = consumer
         self.queue = queue
@@ -109,6 +115,7 @@ class RabbitMQSource(Source):
         self.open_timeout = open_timeout
         self.reconnect_interval = reconnect_interval
         self.idle_check = idle_check
+        self.confirm_wait = confirm_wait
         self.on_lost = on_lost
         self._server = url
         self._heartbeat = heartbeat
@@ -155,6 +162,7 @@ class RabbitMQSource(Source):
             open_timeout=opts.take("open_timeout", positive_float, 10.0),
             reconnect_interval=opts.take("reconnect_interval", positive_float, 1.0),
             idle_check=opts.take("idle_check", positive_float, _IDLE_CHECK),
+            confirm_wait=opts.take("confirm_wait", positive_float, CONFIRM_WAIT),
             on_lost=on_lost,
         )
         opts.finish()
@@ -378,12 +386,23 @@ SOURCE = RabbitMQSource
 class RabbitMQPublisher(Publisher):
     """Persistent messages on one connection and channel with publisher confirms, `message_id` set to the producer
     id and the headers as AMQP headers. A payload over the broker's `max_message_size` is a LimitError: the broker
-    closes the channel (PRECONDITION_FAILED), so the publisher must be opened again after it."""
+    closes the channel (PRECONDITION_FAILED), so the publisher must be opened again after it.
+
+    A send publishes its messages 500 at a time and waits for their confirms for as long as the broker confirms
+    some: once it has confirmed none for the URL's `confirm_wait` seconds (default 5), the send fails with
+    SourceError (transient: the relay logs `relay-down`, backs off and sends the rows again), saying so, and whether
+    the broker has blocked the connection (`connection.blocked`: a memory or disk alarm, under which RabbitMQ stops
+    reading a publishing connection until the alarm clears). A send that returns had every message confirmed (the
+    broker holds it durably); a send that failed may still have put any of its messages in the queue (a blocked
+    connection's first publishes are enqueued, unconfirmed), so its caller's resend may be a copy under the same
+    `message_id`, which the receiving inbox takes as a duplicate.
+    """
 
     def __init__(self, url: str) -> None:
         """Publish to the queue an `amqp://...?queue=` URL names; nothing connects before `open()`."""
         self._source = RabbitMQSource.from_url(url, consumer="publisher")
         self.url = self._source.url
+        self.confirm_wait = self._source.confirm_wait
         self._connection: Any = None
         self._channel: Any = None
 
@@ -400,27 +419,41 @@ class RabbitMQPublisher(Publisher):
             await self._channel.declare_queue(source.queue, durable=True, arguments=arguments)
 
     async def send(self, messages: Sequence[Outgoing]) -> None:
-        """Publish in chunks of 500, waiting for every confirm (at most `_CONFIRM_TIMEOUT` s a chunk)."""
-        import aio_pika
-
+        """Publish in chunks of 500, waiting for every confirm while the broker confirms some (see the class)."""
         if self._channel is None:
             raise SourceError(f"publishing to {self._source.queue!r} on {self.url} failed: the publisher is not open")
-        persistent = aio_pika.DeliveryMode.PERSISTENT
-        for start in range(0, len(messages), 500):
-            sends = (
-                self._channel.default_exchange.publish(
-                    aio_pika.Message(
-                        m.payload, message_id=m.message_id, headers=dict(m.headers or {}), delivery_mode=persistent
-                    ),
-                    routing_key=self._source.queue,
-                )
-                for m in messages[start : start + 500]
-            )
+        for start in range(0, len(messages), _CHUNK):
+            publishes = [asyncio.ensure_future(self._publish(m)) for m in messages[start : start + _CHUNK]]
             try:
-                done = await asyncio.wait_for(asyncio.gather(*sends, return_exceptions=True), _CONFIRM_TIMEOUT)
-            except Exception as exc:
-                raise SourceError(f"cannot publish to {self._source.queue!r} on {self.url}: {reason(exc)}") from exc
+                left = await _confirmed(publishes, wait=self.confirm_wait)
+            finally:
+                for publish in publishes:
+                    publish.cancel()  # those still waiting for a confirm, when the wait expired or was cancelled
+                done = await asyncio.gather(*publishes, return_exceptions=True)
+            if left:
+                raise await self._unconfirmed(left + len(messages) - start - len(publishes), len(messages))
             self._check([r for r in done if isinstance(r, BaseException)])
+
+    async def _publish(self, message: Outgoing) -> Any:
+        """Publish one persistent message and wait for its confirm."""
+        import aio_pika
+
+        body = aio_pika.Message(
+            message.payload,
+            message_id=message.message_id,
+            headers=dict(message.headers or {}),
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        return await self._channel.default_exchange.publish(body, routing_key=self._source.queue)
+
+    async def _unconfirmed(self, left: int, total: int) -> SourceError:
+        """The error of a send the broker stopped confirming, saying whether it blocked the connection."""
+        blocked = await _blocked(self._channel)
+        why = ": the broker blocks this connection (connection.blocked: a memory or disk alarm)" if blocked else ""
+        return SourceError(
+            f"publishing to {self._source.queue!r} on {self.url} failed: {left} of {total} messages not confirmed, "
+            f"no confirm from the broker for {self.confirm_wait:g} s{why}"
+        )
 
     def _check(self, errors: list[BaseException]) -> None:
         """Raise for the failed publishes of a chunk: LimitError when the broker refused a payload as too big."""
@@ -466,6 +499,44 @@ async def _connect(
         if robust:
             return await aio_pika.connect_robust(server, reconnect_interval=reconnect_interval, **kwargs)
         return await aio_pika.connect(server, **kwargs)
+
+
+async def _confirmed(publishes: Sequence[asyncio.Future[Any]], *, wait: float) -> int:
+    """Wait until every publish is done (confirmed or failed), or until none was done for `wait` seconds; how many
+    are not done."""
+    left = len(publishes)
+    progress = asyncio.Event()
+
+    def done(_: asyncio.Future[Any]) -> None:
+        nonlocal left
+        left -= 1
+        progress.set()
+
+    for publish in publishes:
+        publish.add_done_callback(done)
+    while left:
+        progress.clear()
+        try:
+            await asyncio.wait_for(progress.wait(), wait)
+        except TimeoutError:
+            break
+    return left
+
+
+async def _blocked(channel: Any) -> bool:
+    """Whether the broker has blocked the channel's connection (`connection.blocked`): it is connected, yet not ready
+    (aiormq's `ready()` waits for the connection and for its `connection.unblocked`)."""
+    try:
+        connection = (await channel.get_underlay_channel()).connection
+    except Exception:  # the channel closed: not a block
+        return False
+    if not connection.connected.is_set():
+        return False
+    try:
+        await asyncio.wait_for(connection.ready(), 0.1)
+    except TimeoutError:
+        return True
+    return False
 
 
 async def _declare_dead(channel: Any, *, queue_type: str, dead: str) -> None:
