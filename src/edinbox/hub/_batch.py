@@ -14,13 +14,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting, Created
 from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
-from edinbox.hub._plan import REJECT, Item
+from edinbox.hub._plan import HEAD, REJECT, Item, refused
 from edinbox.hub._spans import Spans
 from edinbox.hub._tables import SHARDS, Parked, count, park
 from edinbox.sources import Delivery
@@ -73,6 +74,8 @@ class Batch:
         self.counted: set[Key] = set()
         self.isolated = False
         """True once the batch's one handler call failed: every later call settles one message alone."""
+        self.refused = False
+        """The database refused to park a payload of the batch as too big (see `shrink`)."""
         self.shard = secrets.randbelow(SHARDS)
         """The counters' shard this batch adds to (`_tables.SHARDS`): other hubs' batches rarely share its rows."""
 
@@ -180,11 +183,34 @@ class Batch:
                     already.discard(key)
                 elif settled is not None:
                     counts[settled] += 1
-        await park(tx, consumer=self.consumer, parked=parked)
+        try:
+            await park(tx, consumer=self.consumer, parked=parked)
+        except DataError:
+            self.refused = True
+            raise
         await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()
+
+    def shrink(self, error: DataError) -> bool:
+        """After the database refused to park a payload of the batch (`error`, raised by `record`): cut the biggest
+        parked payload kept whole to its first HEAD bytes, its reason saying the rest is not kept, so the batch can
+        be recorded again; False (nothing cut) when `record` did not fail so, or nothing is left to cut."""
+        if not self.refused:
+            return False
+        self.refused = False
+        whole = [(len(item.payload), w, i) for w in self.work for i, item in enumerate(w.items) if _whole(item)]
+        if not whole:
+            return False
+        _, w, i = max(whole, key=lambda found: found[0])
+        w.items[i] = refused(w.items[i], error=str(error))
+        return True
+
+
+def _whole(item: Item) -> bool:
+    """Whether `item` is parked with more than its first HEAD bytes."""
+    return item.route == REJECT and len(item.payload) > HEAD
 
 
 def _effect(created: Created) -> str:
