@@ -40,11 +40,11 @@ class Journal:
         self.use_async = use_async
         self.inbox: Any = (AsyncInbox if use_async else Inbox)(MYSQL_URL, consumer="c", table=self.table)
 
-    async def call(self, method: str, *args: Any) -> Any:
-        """`inbox.method(*args)`, awaited, or run in a thread (sync)."""
+    async def call(self, method: str, *args: Any, **options: Any) -> Any:
+        """`inbox.method(*args, **options)`, awaited, or run in a thread (sync)."""
         if self.use_async:
-            return await getattr(self.inbox, method)(*args)
-        return await asyncio.to_thread(getattr(self.inbox, method), *args)
+            return await getattr(self.inbox, method)(*args, **options)
+        return await asyncio.to_thread(getattr(self.inbox, method), *args, **options)
 
     async def process(self, message: Message, handler: Any = None) -> Outcome:
         """Process `message` with `handler` (no effect by default)."""
@@ -115,3 +115,16 @@ async def test_a_statement_the_server_refuses_replaces_the_connection_it_closed(
     with pytest.raises((DataError, StoreError), match=r"1153|2006|2013"):
         await journal.process(Message("k1", "s", HUGE))
     assert await journal.process(Message("k2", "s", b"next")) is Outcome.PROCESSED
+
+
+async def test_an_isolated_batch_charges_a_conflicting_copy_too_big_to_its_message_alone(journal: Journal) -> None:
+    """`process_batch(isolate=True)` with a 20 MiB conflicting copy settles its batch-mates and holds a DataError in
+    that copy's place alone."""
+    assert await journal.process(Message("k1", "s", b"first")) is Outcome.PROCESSED
+    handler = nothing if journal.use_async else lambda tx, messages: None
+    batch = [Message("k0", "s", b"x"), Message("k1", "s", HUGE), Message("k2", "s", b"y")]
+    first, refused, last = await journal.call("process_batch", batch, handler, isolate=True)
+    assert (first, last) == (Outcome.PROCESSED, Outcome.PROCESSED)
+    assert isinstance(refused, DataError)
+    assert "max_allowed_packet" in str(refused)
+    assert await journal.status("k1") == "processed"

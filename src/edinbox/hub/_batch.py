@@ -21,7 +21,7 @@ from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting, Created
 from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
-from edinbox.hub._plan import HEAD, REJECT, Item, refused
+from edinbox.hub._plan import HEAD, REJECT, Item, cut, refused
 from edinbox.hub._spans import Spans
 from edinbox.hub._tables import SHARDS, Parked, count, park
 from edinbox.sources import Delivery
@@ -82,7 +82,8 @@ class Batch:
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
         """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and
         write their acknowledgments."""
-        alone = self.isolated
+        # one message: maybe settled alone (isolated after a failure), its count committed with its effect
+        alone = self.isolated or len(messages) == 1
         started = time.time_ns()
         try:
             created = await self.accounting.create_many(tx, [(m, self.by_key[m.key].invoices) for m in messages])
@@ -159,6 +160,8 @@ class Batch:
         notices and the rejections of parked interchanges, in `tx`."""
         notices: list[Pending] = []
         for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
+            if w.items[i].route == REJECT:  # its values cannot be journaled: parked below (`unjournaled`)
+                continue
             if outcome is None:
                 w.unsettled = True
             elif outcome is Outcome.PROCESSED and item.message is not None:
@@ -192,6 +195,20 @@ class Batch:
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()
+
+    def unjournaled(self, message: Message, error: DataError, *, kept: str) -> None:
+        """Park `message` with the rejected payloads: the journal cannot hold a value of it (`error`: a payload too
+        big to keep as a conflicting copy). When its delivery is then parked whole, each of its items keeps its first
+        HEAD bytes and says the whole payload is in `kept` (the source keeps it), as when planned so."""
+        for w, i, item in self.entries:
+            if item.message is not message:
+                continue
+            reason = f"it cannot be journaled: {error}"
+            w.items[i] = Item(REJECT, item.label, reason=reason, payload=bytes(message.payload))
+            if all(other.route == REJECT for other in w.items):
+                alone = len(w.items) == 1  # it stands for the whole delivery
+                sizes = [w.delivery.size or len(w.delivery.payload)] if alone else [len(one.payload) for one in w.items]
+                w.items[:] = [cut(one, size=size, kept=kept) for one, size in zip(w.items, sizes, strict=True)]
 
     def shrink(self, error: DataError) -> bool:
         """After the database refused to park a payload of the batch (`error`, raised by `record`): cut the biggest

@@ -370,8 +370,9 @@ class Hub:
         """Settle the batch in one transaction, or, after a handler failure, each message alone.
 
         Per message: an Outcome settles it (DEAD: a permanent data error the inbox parked, counted as dead); the
-        handler's own exception or NotSettledError leaves only its delivery unsettled (nacked); any other
-        TransientError (a StoreError stops the isolation) makes the whole step transient: it is raised, every
+        handler's own exception or NotSettledError leaves only its delivery unsettled (nacked); a DataError (a value
+        of it the journal cannot hold: a conflicting copy too big to keep) parks it with the rejected payloads; any
+        other TransientError (a StoreError stops the isolation) makes the whole step transient: it is raised, every
         delivery of the batch is nacked, and the outage loop waits. A ConfigurationError or SchemaError is raised
         too: the operator's to fix, never a message's.
         """
@@ -379,13 +380,16 @@ class Hub:
             batch,
             lambda: self.inbox.process_batch(batch.messages, batch.create, isolate=True, before_commit=batch.record),
         )
-        if not batch.isolated:
+        if batch.recorded_at:
             return  # settled together: `record` ran in the batch's transaction
         outcomes: list[Outcome | None] = []
         for message, result in zip(batch.messages, results, strict=True):
             if isinstance(result, Exception) and _not_the_message(result):
                 raise result
-            if isinstance(result, Exception):
+            if isinstance(result, DataError):  # a value of it the journal cannot hold: parked instead
+                batch.unjournaled(message, result, kept=kept_at(self.source))
+                outcomes.append(None)
+            elif isinstance(result, Exception):
                 self._not_settled(message, result)
                 outcomes.append(None)
             else:
