@@ -38,7 +38,7 @@ from edinbox import _trace
 from edinbox._async_journal import AsyncJournal
 from edinbox._async_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
-from edinbox._errors import ConfigurationError, NotSettledError, StoreError
+from edinbox._errors import ConfigurationError, DataError, NotSettledError, StoreError
 from edinbox._message import Message, Outcome
 from edinbox._plan import (
     Key,
@@ -389,8 +389,10 @@ class AsyncInbox(AsyncJournal):
         ones pay. The result holds, in each message's position, either its Outcome (settled: ack it; DEAD when
         a PermanentError parked it) or the exception that left it unsettled (nack exactly those): the handler's
         own exception (one attempt counted; it may be the one that parked the row), NotSettledError (a live
-        lease), or a TransientError. A StoreError stops the isolation: that message and every one after it
-        hold that same StoreError, untried.
+        lease), a TransientError, or a DataError: a value of that message the journal cannot hold (a payload too
+        big for the database, to keep as a conflict or a failure), nothing of it recorded; without `isolate` it
+        propagates for the batch. A StoreError stops the isolation: that message and every one after it hold
+        that same StoreError, untried.
 
         `before_commit(tx, outcomes)`, when given, runs last in the batch's transaction with every outcome (the
         caller's own bookkeeping, committed with the batch; with no message, in a transaction of its own). If it
@@ -432,8 +434,14 @@ class AsyncInbox(AsyncJournal):
         isolate: bool,
         before_commit: BatchHook | None,
     ) -> list[Outcome] | _Next:
-        """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate."""
-        outcomes = await self._claim_batch(unit, batch)
+        """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate (the
+        handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
+        try:
+            outcomes = await self._claim_batch(unit, batch)
+        except DataError:
+            if not isolate:
+                raise
+            return _Next.ISOLATE
         if outcomes is None:
             await unit.rollback()
             return _Next.RESTART

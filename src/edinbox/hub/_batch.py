@@ -14,13 +14,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting, Created
 from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
-from edinbox.hub._plan import REJECT, Item
+from edinbox.hub._plan import HEAD, REJECT, Item, cut, refused
 from edinbox.hub._spans import Spans
 from edinbox.hub._tables import SHARDS, Parked, count, park
 from edinbox.sources import Delivery
@@ -73,13 +74,16 @@ class Batch:
         self.counted: set[Key] = set()
         self.isolated = False
         """True once the batch's one handler call failed: every later call settles one message alone."""
+        self.refused = False
+        """The database refused to park a payload of the batch as too big (see `shrink`)."""
         self.shard = secrets.randbelow(SHARDS)
         """The counters' shard this batch adds to (`_tables.SHARDS`): other hubs' batches rarely share its rows."""
 
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
         """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and
         write their acknowledgments."""
-        alone = self.isolated
+        # one message: maybe settled alone (isolated after a failure), its count committed with its effect
+        alone = self.isolated or len(messages) == 1
         started = time.time_ns()
         try:
             created = await self.accounting.create_many(tx, [(m, self.by_key[m.key].invoices) for m in messages])
@@ -156,6 +160,8 @@ class Batch:
         notices and the rejections of parked interchanges, in `tx`."""
         notices: list[Pending] = []
         for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
+            if w.items[i].route == REJECT:  # its values cannot be journaled: parked below (`unjournaled`)
+                continue
             if outcome is None:
                 w.unsettled = True
             elif outcome is Outcome.PROCESSED and item.message is not None:
@@ -180,11 +186,48 @@ class Batch:
                     already.discard(key)
                 elif settled is not None:
                     counts[settled] += 1
-        await park(tx, consumer=self.consumer, parked=parked)
+        try:
+            await park(tx, consumer=self.consumer, parked=parked)
+        except DataError:
+            self.refused = True
+            raise
         await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()
+
+    def unjournaled(self, message: Message, error: DataError, *, kept: str) -> None:
+        """Park `message` with the rejected payloads: the journal cannot hold a value of it (`error`: a payload too
+        big to keep as a conflicting copy). When its delivery is then parked whole, each of its items keeps its first
+        HEAD bytes and says the whole payload is in `kept` (the source keeps it), as when planned so."""
+        for w, i, item in self.entries:
+            if item.message is not message:
+                continue
+            reason = f"it cannot be journaled: {error}"
+            w.items[i] = Item(REJECT, item.label, reason=reason, payload=bytes(message.payload))
+            if all(other.route == REJECT for other in w.items):
+                alone = len(w.items) == 1  # it stands for the whole delivery
+                sizes = [w.delivery.size or len(w.delivery.payload)] if alone else [len(one.payload) for one in w.items]
+                w.items[:] = [cut(one, size=size, kept=kept) for one, size in zip(w.items, sizes, strict=True)]
+
+    def shrink(self, error: DataError) -> bool:
+        """After the database refused to park a payload of the batch (`error`, raised by `record`): cut the biggest
+        parked payload kept whole to its first HEAD bytes, its reason saying the rest is not kept, so the batch can
+        be recorded again; False (nothing cut) when `record` did not fail so, or nothing is left to cut."""
+        if not self.refused:
+            return False
+        self.refused = False
+        whole = [(len(item.payload), w, i) for w in self.work for i, item in enumerate(w.items) if _whole(item)]
+        if not whole:
+            return False
+        _, w, i = max(whole, key=lambda found: found[0])
+        w.items[i] = refused(w.items[i], error=str(error))
+        return True
+
+
+def _whole(item: Item) -> bool:
+    """Whether `item` is parked with more than its first HEAD bytes."""
+    return item.route == REJECT and len(item.payload) > HEAD
 
 
 def _effect(created: Created) -> str:

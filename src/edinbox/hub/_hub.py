@@ -21,13 +21,13 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, InboxError, NotSettledError, SchemaError, TransientError
+from edinbox._errors import ConfigurationError, DataError, InboxError, NotSettledError, SchemaError, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
 from edinbox.hub import _log
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from edinbox.metrics import Metrics
 
 __all__ = ["Hub", "open_hub"]
+
+_T = TypeVar("_T")
 
 _NACK_DELAY = 1.0
 _PLAN_HERE = 16 * 1024
@@ -362,30 +364,37 @@ class Hub:
             await self._process_one(m, batch.create_one, lease=lease, on_complete=partial(_answer, batch, m))
             for m in batch.messages
         ]
-        await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
+        await _recorded(batch, lambda: self.inbox.transaction(lambda tx: batch.record(tx, outcomes)))
 
     async def _process(self, batch: Batch) -> None:
         """Settle the batch in one transaction, or, after a handler failure, each message alone.
 
         Per message: an Outcome settles it (DEAD: a permanent data error the inbox parked, counted as dead); the
-        handler's own exception or NotSettledError leaves only its delivery unsettled (nacked); any other
-        TransientError (a StoreError stops the isolation) makes the whole step transient: it is raised, every
+        handler's own exception or NotSettledError leaves only its delivery unsettled (nacked); a DataError (a value
+        of it the journal cannot hold: a conflicting copy too big to keep) parks it with the rejected payloads; any
+        other TransientError (a StoreError stops the isolation) makes the whole step transient: it is raised, every
         delivery of the batch is nacked, and the outage loop waits. A ConfigurationError or SchemaError is raised
         too: the operator's to fix, never a message's.
         """
-        results = await self.inbox.process_batch(batch.messages, batch.create, isolate=True, before_commit=batch.record)
-        if not batch.isolated:
+        results = await _recorded(
+            batch,
+            lambda: self.inbox.process_batch(batch.messages, batch.create, isolate=True, before_commit=batch.record),
+        )
+        if batch.recorded_at:
             return  # settled together: `record` ran in the batch's transaction
         outcomes: list[Outcome | None] = []
         for message, result in zip(batch.messages, results, strict=True):
             if isinstance(result, Exception) and _not_the_message(result):
                 raise result
-            if isinstance(result, Exception):
+            if isinstance(result, DataError):  # a value of it the journal cannot hold: parked instead
+                batch.unjournaled(message, result, kept=kept_at(self.source))
+                outcomes.append(None)
+            elif isinstance(result, Exception):
                 self._not_settled(message, result)
                 outcomes.append(None)
             else:
                 outcomes.append(result)
-        await self.inbox.transaction(lambda tx: batch.record(tx, outcomes))
+        await _recorded(batch, lambda: self.inbox.transaction(lambda tx: batch.record(tx, outcomes)))
 
     async def _process_one(
         self, message: Message, handler: Any, *, lease: timedelta | None = None, on_complete: Any = None
@@ -537,6 +546,19 @@ async def open_hub(
             yield hub
         finally:
             await hub.give_back()  # a batch received ahead by the last step goes back before the source closes
+
+
+async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
+    """Run `settle` (a transaction that ends with `batch.record`) again while the database refuses to park one of the
+    batch's payloads whole as too big (a DataError: MariaDB's max_allowed_packet), each time with the biggest cut to
+    its first bytes (`Batch.shrink`): that parked item alone pays, with the part of its payload not kept; the
+    transaction rolled back, so its batch-mates are settled as if it had never been."""
+    while True:
+        try:
+            return await settle()
+        except DataError as exc:
+            if not batch.shrink(exc):
+                raise
 
 
 async def _answer(batch: Batch, message: Message, tx: Any) -> None:

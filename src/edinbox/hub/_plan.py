@@ -19,7 +19,8 @@ rejected/ folder, the broker's dead-letter queue), so the rejected table keeps o
 reason says the full size and where the rest is; when the source has to keep it elsewhere (a dead letter too large
 for its topic, produced without its payload), its reject says where, and `kept_instead` rewrites the reason. A parked
 interchange beside processed siblings is acked with them, so the rejected table keeps it whole (it is at most
-`max_payload`).
+`max_payload`), unless the database refuses to hold it whole (MariaDB reads no statement over its
+max_allowed_packet): then it keeps its first `HEAD` bytes, and its reason says the rest is not kept (`refused`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from edinbox.hub._checks import invoice_problem
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
 from edinbox.sources import Delivery
 
-__all__ = ["HEAD", "REJECT", "Item", "cut", "kept_instead", "message_types", "plan"]
+__all__ = ["HEAD", "REJECT", "Item", "cut", "kept_instead", "message_types", "plan", "refused"]
 
 REJECT = "reject"
 
@@ -180,6 +181,14 @@ def cut(item: Item, *, size: int, kept: str) -> Item:
     if size <= HEAD:
         return item
     reason = f"{item.reason}; the first {HEAD} of its {size} bytes are kept here{_whole(kept)}"
+    return replace(item, reason=reason, payload=item.payload[:HEAD])
+
+
+def refused(item: Item, *, error: str) -> Item:
+    """A parked item kept whole whose payload the database refused as too big (`error`): its first HEAD bytes, the
+    reason saying its size and that the rest is not kept (its delivery is acked with its processed siblings)."""
+    size = len(item.payload)
+    reason = f"{item.reason}; the first {HEAD} of its {size} bytes are kept here, the rest is not kept: {error}"
     return replace(item, reason=reason, payload=item.payload[:HEAD])
 
 

@@ -30,7 +30,7 @@ from asyncmy.constants.COMMAND import COM_QUERY
 from asyncmy.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
 from edinbox._core import Pace, TableName, check_version
-from edinbox._errors import ConfigurationError, StoreError, TransientError
+from edinbox._errors import ConfigurationError, DataError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._async_base import (
@@ -48,11 +48,13 @@ from edinbox.stores._mysql_sql import (
     DUPLICATE_KEY_NAME,
     MySQLErrors,
     Statements,
+    bulky,
     connect_options,
     connection_lost,
     has_returning,
     literals,
     lock_name,
+    packet_refused,
     params,
     timestamp,
 )
@@ -212,16 +214,38 @@ class _AsyncMySQLUnit:
         statements = self._sql[name]
         if name in self._sql.lists:  # `IN (%(ids)s)`: one placeholder per item
             statements, bound = self._sql.bind(name, bound)
+        args: Params | None = bound
+        if bulky(bound):  # bound here, measured, and run without parameters
+            statements = [await self._fitting(name, cursor.mogrify(s, bound)) for s in statements]
+            args = None
         self._running()
         try:
             for statement in statements:
-                await cursor.execute(statement, bound)
+                await cursor.execute(statement, args)
         finally:
             if self._own and name in self._sql.ddl:
                 # the store's own DDL commits what came before it on purpose (schema steps), even when it fails (an
                 # index that exists): not a transaction that ended under a handler
                 self.connection.ended = False
         return cursor
+
+    async def _fitting(self, name: str, statement: str) -> str:
+        """`statement` (its values bound) when the server reads it whole; else DataError, sent nothing.
+
+        MariaDB refuses a packet (the command's byte and the statement) of max_allowed_packet bytes or more with
+        error 1153 and closes the connection, which a client still sending sees as a lost connection (2006, 2013,
+        a broken pipe): a StoreError, retried for ever. Measured here, the value too big is the message's fault.
+        """
+        limit = self._sql.packet
+        if limit is None:
+            limit = self._sql.packet = int((await self.fetch("max_packet", {}))[0][0])
+        size = len(statement.encode("utf-8", "surrogateescape"))
+        if size + 1 >= limit:
+            raise DataError(
+                f"MariaDB cannot run {name}: the statement and its values take {size} bytes, too many for the server's "
+                f"max_allowed_packet ({limit} bytes)"
+            )
+        return statement
 
     def _watch(self) -> None:
         """From now on, note the end of the transaction (open now) before the unit's COMMIT (store's own
@@ -389,8 +413,12 @@ class _AsyncMySQLUnit:
         with mapped_errors(f"run {name}"):
             if len(statements) == 1 and values:
                 cursor = await self._cursor_of()
+                rows = [params(one) for one in values]
+                for row in rows:  # the driver sends a row longer than its max_stmt_length (1 MB) alone
+                    if bulky(row):
+                        await self._fitting(name, cursor.mogrify(statements[0], row))
                 self._running()
-                await cursor.executemany(statements[0], [params(one) for one in values])
+                await cursor.executemany(statements[0], rows)
                 return int(cursor.rowcount)
             changed = 0
             for one in values:
@@ -496,8 +524,10 @@ class _AsyncHold:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         store, unit = self._store, self._unit
-        # after a database failure the connection may be broken: the store's own are closed and opened anew
-        drop = exc is not None and isinstance(exc, _BREAKING) and store._connection is None
+        # after a database failure the connection may be broken: the store's own are closed and opened anew (after a
+        # statement the server refused as too big too: a DataError, but the server closed the connection)
+        broken = exc is not None and (isinstance(exc, _BREAKING) or packet_refused(exc))
+        drop = broken and store._connection is None
         try:
             # never leave a transaction open behind (with autocommit off, the store's own connection has one open
             # after any statement, even a read)

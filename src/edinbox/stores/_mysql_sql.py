@@ -21,11 +21,13 @@ __all__ = [
     "MULTI_STATEMENTS",
     "MySQLErrors",
     "Statements",
+    "bulky",
     "connect_options",
     "connection_lost",
     "has_returning",
     "literals",
     "lock_name",
+    "packet_refused",
     "params",
     "timestamp",
 ]
@@ -43,6 +45,12 @@ _LIST = re.compile(r"\bIN \(%\((\w+)\)s\)", re.IGNORECASE)
 """`IN (%(name)s)`: parameter `name` is a list of values, each bound as a parameter of its own."""
 
 _LOST = ((2006,), (2013,))  # CR_SERVER_GONE_ERROR, CR_SERVER_LOST
+_TOO_BIG = (1153,)  # ER_NET_PACKET_TOO_LARGE: the server closes the connection after it
+
+BULKY = 1 << 20
+"""Characters and bytes of values a statement may bind unchecked: escaped (each byte at most doubled) and encoded
+(at most 4 bytes a character), 1 MiB stays under 8 MiB, below the servers' max_allowed_packet (16 MiB by default on
+MariaDB, 64 MiB on MySQL). A statement binding more is measured before it is sent (`bulky`)."""
 
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -90,6 +98,9 @@ class Statements:
             if listed := frozenset(_LIST.findall(body)):
                 self.lists[name] = listed
         self.lock_name = lock_name(str(table))
+        self.packet: int | None = None
+        """The server's max_allowed_packet, read once when a statement first binds `BULKY` values (a global the
+        server's connections take when they open: a change takes effect for new connections)."""
         self.returning: bool | None = None
         """Whether a batch is inserted with `INSERT ... RETURNING`: None decides by the server (`has_returning`);
         False takes MySQL's path on any server (one INSERT IGNORE per message)."""
@@ -142,6 +153,23 @@ def connection_lost(exc: BaseException | None) -> bool:
         if isinstance(error, OSError) or (error is not None and error.args[:1] in _LOST):
             return True
     return False
+
+
+def packet_refused(exc: BaseException | None) -> bool:
+    """True when the driver error `exc` was mapped from says the server refused a packet over its
+    max_allowed_packet (1153): the server closed that connection."""
+    cause = exc.__cause__ if exc is not None else None
+    return cause is not None and cause.args[:1] == _TOO_BIG
+
+
+def bulky(values: Mapping[str, Any]) -> bool:
+    """Whether the text and bytes among `values` hold more than `BULKY` characters and bytes in all (a statement
+    binding them may exceed the server's max_allowed_packet: it is measured before it is sent)."""
+    size = 0
+    for value in values.values():
+        if isinstance(value, str | bytes | bytearray):
+            size += len(value)
+    return size > BULKY
 
 
 def lock_name(text: str) -> str:

@@ -186,3 +186,8 @@ ROLLBACK TO SAVEPOINT edinbox
 SET SESSION sql_notes = 0;
 SET SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ZERO_DATE,NO_ZERO_IN_DATE,NO_ENGINE_SUBSTITUTION';
 SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
+
+-- name: max_packet
+-- The most the server reads in one packet (a statement and its values): a longer statement is refused (1153) and
+-- the connection closed, so the store measures a statement binding big values first and refuses it itself.
+SELECT @@max_allowed_packet
