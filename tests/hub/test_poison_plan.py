@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from edinbox import ConfigurationError
+from edinbox import ConfigurationError, SourceError
 from edinbox.hub import HubConfig, load_config
 from edinbox.hub._config import MAX_PAYLOAD, parse_size
 from edinbox.hub._plan import HEAD, REJECT, Item, plan
@@ -157,6 +157,32 @@ async def test_a_source_without_ack_wait_gets_no_beats() -> None:
     async with progress(source, lambda: [delivery(b"a")]):
         await asyncio.sleep(0.1)
     assert source.beats == []
+
+
+class _CancelledIntoError(_Slow):
+    """An in-memory source whose `in_progress` waits for its reply and turns a cancel into SourceError (a transient
+    error), as a driver may; pure-asyncio logic of the beat, so no broker stands behind it."""
+
+    async def in_progress(self, delivery: Delivery) -> None:
+        """Record the beat, then wait; a cancel becomes SourceError."""
+        self.beats.append(delivery.coordinates)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            raise SourceError("in_progress failed: the connection was cancelled") from None
+
+
+async def test_beats_end_when_the_block_ends_even_if_the_source_turns_the_cancel_into_an_error() -> None:
+    """The block ends while a beat's `in_progress` is mid-flight on a source that turns the cancel into a transient
+    error: the beats end with it instead of going on (the block's exit waited for them forever)."""
+    source = _CancelledIntoError(ack_wait=0.15)
+    block = progress(source, lambda: [delivery(b"a")])
+    await block.__aenter__()
+    await asyncio.sleep(0.1)  # the first beat (after 0.05 s) is waiting in in_progress
+    assert source.beats == ["q#1"]
+    ending = asyncio.ensure_future(block.__aexit__(None, None, None))
+    done, _ = await asyncio.wait({ending}, timeout=2)
+    assert done == {ending}
 
 
 async def test_a_beat_on_a_claim_taken_back_meanwhile_is_logged(

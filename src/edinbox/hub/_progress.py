@@ -6,7 +6,8 @@ than a third of the source's `ack_wait`, the hub calls `source.in_progress(deliv
 every third of it: the batch in hand and, on a source that `receives_ahead`, the next batch claimed meanwhile. A
 failing call is not the batch's business: the journal still turns a redelivery into a duplicate. It is logged, one
 `progress-failed` line per beat with failures (how many of the deliveries held, the first one's coordinates and
-error): a claim taken back meanwhile, or a broker that is down.
+error): a claim taken back meanwhile, or a broker that is down. The beats end when the block does, also when a
+driver turns the cancel of a beat's call into an error or returns its reply regardless.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ async def progress(
 
 
 async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every: float, log_json: bool) -> None:
+    task = asyncio.current_task()
     while True:
         await asyncio.sleep(every)
         deliveries = held()
@@ -53,6 +55,8 @@ async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every
                 await source.in_progress(delivery)
             except TransientError as exc:
                 failed.append((delivery, exc))
+            if task is not None and task.cancelling():  # a driver turned the cancel into an error or a reply
+                raise asyncio.CancelledError
         if failed:
             first, error = failed[0]
             fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}

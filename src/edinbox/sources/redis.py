@@ -29,11 +29,14 @@ nothing pending; members presumed dead long ago (silent for twice `claim_idle`, 
 Outages: redis-py reconnects on the next command (with a short retry); a failed call raises SourceError and the
 next `receive` prepares the group again (recreating it when a server restarted empty) and re-reads the pending
 entries, so an entry whose ack failed comes back and the inbox finds it settled. For a second after a failure,
-settling calls fail at once instead of each trying the server again.
+settling calls fail at once instead of each trying the server again. A cancelled call raises CancelledError (also
+when redis-py returned its reply regardless) and is handled as a failure: the next `receive` re-reads the pending
+entries, among them those a cancelled read was delivered but never returned.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
@@ -87,7 +90,7 @@ class RedisSource(Source):
         self._redis: Any = None
         self._members: Group | None = None
         self._prepared = False
-        self._draining = True
+        self._drain_from: str | None = "0"  # own pending entries are re-read after this id; None: all re-read
         self._cursor = "0-0"
         self._next_claim = 0.0
         self._next_dead = 0.0
@@ -135,7 +138,7 @@ class RedisSource(Source):
     async def _prepare(self) -> None:
         with failing(f"preparing group {self.group!r} of {self.stream!r} at {self.url}", refused=refused):
             await self._group.create()
-        self._draining, self._cursor, self._prepared, self._failed_at = True, "0-0", True, None
+        self._drain_from, self._cursor, self._prepared, self._failed_at = "0", "0-0", True, None
         self._next_claim = self._next_dead = self._next_trim = 0.0
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
@@ -145,13 +148,16 @@ class RedisSource(Source):
         try:
             with failing(f"read from {self.stream!r} at {self.url}", refused=refused):
                 return await self._receive(max_messages, started + timeout)
-        except SourceError:
-            self._prepared = False  # reconnect, recreate the group if it vanished, and re-read own pending entries
+        except (SourceError, asyncio.CancelledError):
+            # reconnect, recreate the group if it vanished, and re-read own pending entries: a cancelled read may
+            # have been delivered entries (pending on this member now) whose reply it never returned
+            self._prepared = False
             raise
 
     async def _receive(self, max_messages: int, deadline: float) -> list[Delivery]:
         while True:
             deliveries = await self._receive_once(max_messages, deadline)
+            _unless_cancelled()
             if deliveries or time.monotonic() >= deadline:
                 return deliveries
 
@@ -166,12 +172,15 @@ class RedisSource(Source):
                 del self._due[entry_id]
             claimed = await self._redis.xclaim(self.stream, self.group, self.name, 0, due)
             return await self._counted(claimed)
-        if self._draining:
-            reply = await self._redis.xreadgroup(self.group, self.name, {self.stream: "0"}, count=max_messages)
+        if self._drain_from is not None:
+            reply = await self._redis.xreadgroup(
+                self.group, self.name, {self.stream: self._drain_from}, count=max_messages
+            )
             entries = reply[0][1] if reply else []
-            if entries:
+            if entries:  # the next page starts after them: entries in hand are not handed out twice
+                self._drain_from = text(entries[-1][0])
                 return await self._counted(entries)
-            self._draining = False
+            self._drain_from = None
         if now >= self._next_dead:
             self._next_dead = now + self.dead_after / 2
             entries = await self._group.claim_dead(
@@ -265,8 +274,12 @@ class RedisSource(Source):
         try:
             with failing(f"{verb} of {delivery.key!r} at {self.url}", refused=refused):
                 await call()
+            _unless_cancelled()
         except SourceError:  # the entry stays pending and comes back; the inbox absorbs the redelivery
             self._prepared, self._failed_at = False, time.monotonic()
+            raise
+        except asyncio.CancelledError:  # the call may not have landed: the next receive re-reads the entry
+            self._prepared = False
             raise
         self._failed_at = None
 
@@ -278,10 +291,13 @@ class RedisSource(Source):
         redis, members, self._redis, self._members, self._prepared = self._redis, self._members, None, None, False
         if redis is None:
             return
-        if members is not None:
-            await quietly(f"trimming {self.stream!r} at {self.url}", members.trim)
-            await quietly(f"leaving group {self.group!r} at {self.url}", members.leave)
-        await quietly(f"closing {self.url}", redis.aclose)
+        try:
+            if members is not None:
+                await quietly(f"trimming {self.stream!r} at {self.url}", members.trim)
+                await quietly(f"leaving group {self.group!r} at {self.url}", members.leave)
+                _unless_cancelled()
+        finally:  # also when cancelled: no connection is left open
+            await quietly(f"closing {self.url}", redis.aclose)
 
 
 SOURCE = RedisSource
@@ -326,6 +342,14 @@ PUBLISHER = RedisPublisher
 async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
     """XADD each payload with its `message_id` field set to the producer id."""
     await publish_once(RedisPublisher(url), messages)
+
+
+def _unless_cancelled() -> None:
+    """Raise CancelledError when this task is being cancelled: under Python 3.11 redis-py swallows a cancel that
+    arrives as a command is sent (its `asyncio.wait_for` returns the finished send) and returns the reply."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _checked(opts: Any, consumer: str) -> str:
