@@ -98,8 +98,10 @@ async def connect(
     reconnect_interval: float = 1.0,
     robust: bool = True,
     name: str = "edinbox",
+    **extra: Any,
 ) -> Any:
-    """One connection attempt; a robust connection then reconnects by itself after any outage."""
+    """One connection attempt; a robust connection then reconnects by itself after any outage. `extra` goes to
+    aio-pika's `connect` (its `connection_class`, say)."""
     try:
         import aio_pika
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -109,8 +111,8 @@ async def connect(
     kwargs["client_properties"] = {"connection_name": name}  # what `rabbitmqctl list_connections` shows
     with failing(f"connecting to {masked}", refused=refused):
         if robust:
-            return await aio_pika.connect_robust(server, reconnect_interval=reconnect_interval, **kwargs)
-        return await aio_pika.connect(server, **kwargs)
+            return await aio_pika.connect_robust(server, reconnect_interval=reconnect_interval, **kwargs, **extra)
+        return await aio_pika.connect(server, **kwargs, **extra)
 
 
 async def declare_dead(channel: Any, *, queue_type: str, dead: str) -> None:

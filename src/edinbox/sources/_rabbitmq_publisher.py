@@ -1,5 +1,12 @@
 """The RabbitMQ publisher (aio-pika): persistent messages with publisher confirms, a send waited for as long as the
-broker confirms some of its messages (the URL's `confirm_wait`)."""
+broker confirms some of its messages (the URL's `confirm_wait`).
+
+A publisher whose send failed with bytes still unsent in its socket's buffer aborts the socket when closed: the
+broker reads nothing from a connection blocked by a memory or disk alarm, and a graceful AMQP close would wait for
+those bytes to go first (up to three heartbeat intervals), then for the socket to flush them (without end). Any
+other close that takes more than 5 s aborts the socket too. The publisher keeps its socket through aiormq's
+`transport_factory` hook (`_Sockets`).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from edinbox.sources._rabbitmq_connect import arguments, connect, declare_dead, 
 __all__ = ["PUBLISHER", "RabbitMQPublisher", "publish"]
 
 _CHUNK = 500  # publishes in flight at once in a send
+_CLOSE_WAIT = 5.0  # seconds a close may wait for the broker before the socket is aborted
 
 
 class RabbitMQPublisher(Publisher):
@@ -39,12 +47,20 @@ class RabbitMQPublisher(Publisher):
         self.confirm_wait = self._settings.confirm_wait
         self._connection: Any = None
         self._channel: Any = None
+        self._sockets = _Sockets(tls=self._settings.server.startswith("amqps:"))
+        self._failed = False  # a send failed since `open`
 
     async def open(self) -> None:
         """Connect once, open a confirming channel and declare the queue."""
         named = self._settings
+        self._failed = False
         self._connection = await connect(
-            named.server, named.url, heartbeat=named.heartbeat, robust=False, name="edinbox-publisher"
+            named.server,
+            named.url,
+            heartbeat=named.heartbeat,
+            robust=False,
+            name="edinbox-publisher",
+            connection_class=_keeping(self._sockets),
         )
         with failing(f"declaring {named.queue!r} on {named.url}"):
             self._channel = await self._connection.channel(publisher_confirms=True)
@@ -56,6 +72,13 @@ class RabbitMQPublisher(Publisher):
         """Publish in chunks of 500, waiting for every confirm while the broker confirms some (see the class)."""
         if self._channel is None:
             raise SourceError(f"publishing to {self._settings.queue!r} on {self.url} failed: the publisher is not open")
+        try:
+            await self._send(messages)
+        except BaseException:
+            self._failed = True
+            raise
+
+    async def _send(self, messages: Sequence[Outgoing]) -> None:
         for start in range(0, len(messages), _CHUNK):
             publishes = [asyncio.ensure_future(self._publish(m)) for m in messages[start : start + _CHUNK]]
             try:
@@ -98,10 +121,21 @@ class RabbitMQPublisher(Publisher):
             raise SourceError(f"cannot publish to {self._settings.queue!r} on {self.url}: {reason(errors[0])}")
 
     async def aclose(self) -> None:
-        """Close the connection (its channel with it)."""
+        """Close the connection (its channel with it); after a failed send that left bytes unsent, or when the close
+        takes more than 5 s, abort its socket instead of waiting for a broker that reads nothing (see the module)."""
         connection, self._connection, self._channel = self._connection, None, None
-        if connection is not None:
-            await quietly(f"closing {self.url}", connection.close)
+        if connection is None:
+            return
+        transport, self._sockets.transport = self._sockets.transport, None
+        if self._failed and transport is not None and transport.get_write_buffer_size():
+            # closing, not lost yet (the unsent bytes hold it open): aiormq's close then sends no Connection.Close and
+            # stops its reader before it could read the end of the socket and log that as a failure; aborted below
+            transport.close()
+        closing = asyncio.ensure_future(quietly(f"closing {self.url}", connection.close))
+        await asyncio.wait({closing}, timeout=_CLOSE_WAIT)
+        if transport is not None:
+            transport.abort()  # drops what is still unsent; nothing when the close ended the connection already
+        await closing
 
 
 PUBLISHER = RabbitMQPublisher
@@ -148,3 +182,36 @@ async def _blocked(channel: Any) -> bool:
     except TimeoutError:
         return True
     return False
+
+
+class _Sockets:
+    """aiormq's TCP or TLS transport factory (the `aiormq.TransportFactory` interface, its `transport_factory`
+    hook) keeping the transport of the connection it made, so a failed publisher can abort it."""
+
+    def __init__(self, *, tls: bool) -> None:
+        """Make TLS connections (`amqps://`) or plain TCP ones, as aiormq would for the URL."""
+        self._tls = tls
+        self.transport: asyncio.WriteTransport | None = None
+
+    async def create(self, url: Any, **kwargs: Any) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Open the connection as aiormq's own factory does, and keep its transport."""
+        from aiormq.connection import TCPTransportFactory, TLSTransportFactory
+
+        made = TLSTransportFactory() if self._tls else TCPTransportFactory()
+        reader, writer = await made.create(url, **kwargs)
+        self.transport = writer.transport
+        return reader, writer
+
+
+def _keeping(sockets: _Sockets) -> Any:
+    """An aio-pika connection class (its `connection_class`) whose aiormq connection is made by `sockets`."""
+    import aio_pika
+
+    class Connection(aio_pika.Connection):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # aio-pika hands `self.kwargs` to aiormq's Connection; `transport_factory` cannot be given to connect():
+            # it would also go into the URL's query, and aio-pika keeps only the keyword options it knows
+            self.kwargs["transport_factory"] = sockets
+
+    return Connection
