@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from edinbox import AsyncInbox, SourceError
+from edinbox import AsyncInbox, Inbox, SourceError
 from edinbox.hub._config import HubConfig
 from edinbox.hub._ops import init
 from edinbox.sources.spool import publish
@@ -277,3 +277,47 @@ def test_the_hub_says_once_that_the_broker_blocks_its_acknowledgments(
     got = asyncio.run(drain(url, len(keys), within=60))
     assert sorted({d.message_id or "" for d in got}) == keys
     assert received_once(got, tmp_path) == 20
+
+
+async def test_a_send_the_broker_blocks_mid_write_fails_and_its_publisher_closes_at_once(
+    rabbit: PrivateRabbitMQ, tmp_path: Path, unique_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """64 rows of 512 KiB (more than the socket's buffers hold) for a RabbitMQ destination with `confirm_wait=1`
+    while a memory alarm blocks publishers: the broker stops reading mid-send, so bytes stay unsent in the socket's
+    buffer; the relay pass still fails with SourceError within a few seconds (the failed publisher's close aborts
+    the socket instead of waiting for a broker that reads nothing) and nothing logs a traceback, the rows stay unsent
+    and are not parked, and once the alarm clears a new publisher sends every row, each key processed once by a
+    receiver's inbox."""
+    url = f"{rabbit.url}?queue={unique_name}&confirm_wait=1"
+    keys = [f"ack/{n:02d}" for n in range(64)]
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    with Inbox(db, consumer="hub") as writer:
+        writer.create_schema()
+        for key in keys:
+            writer.transaction(lambda tx, k=key: tx.publish(url, k.encode().ljust(512 * 1024, b"."), key=k))
+    rabbit.block_publishers()
+    async with AsyncInbox(db, consumer="hub") as inbox:
+        relay = relay_for(inbox)
+        step = asyncio.ensure_future(relay.step())
+        started = time.monotonic()
+        try:
+            done, _ = await asyncio.wait({step}, timeout=10)
+            assert done, "the pass (its send, then the failed publisher's close) still waits after 10 s"
+            assert time.monotonic() - started < 6  # 1 s without a confirm, then a close that waits for nothing
+            with pytest.raises(SourceError, match="not confirmed"):
+                step.result()
+            stats = await inbox.outbox_stats()
+            assert (stats.backlog, stats.parked, stats.sent) == (64, 0, 0)
+            assert not [r.getMessage() for r in caplog.records if r.exc_info], "the abort was logged as a failure"
+        finally:
+            rabbit.unblock_publishers()
+            await asyncio.wait({step}, timeout=60)
+            step.exception()  # retrieved: the assertions above say what went wrong
+        totals = await asyncio.wait_for(relay.run(once=True), timeout=120)
+        stats = await inbox.outbox_stats()
+    assert (totals["sent"], totals["parked"]) == (64, 0)
+    assert (stats.backlog, stats.parked, stats.sent) == (0, 0, 64)
+    assert relay.publishers.opened == 2
+    got = await drain(url, 64, within=60)
+    assert sorted({d.message_id or "" for d in got}) == keys
+    assert received_once(got, tmp_path) == 64

@@ -54,34 +54,31 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from edinbox._errors import ConfigurationError, LimitError, SourceError
+from edinbox._errors import ConfigurationError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._amqp_acks import Acks
-from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
+from edinbox.sources._base import Delivery, Source
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
-from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
+from edinbox.sources._rabbitmq_connect import (
+    CONFIRM_WAIT,
+    IDLE_CHECK,
+    PREFETCH,
+    arguments,
+    connect,
+    declare_dead,
+    prefetch_for,
+    refused,
+    settings,
+)
+from edinbox.sources._rabbitmq_publisher import PUBLISHER, RabbitMQPublisher, publish
 
 __all__ = ["CONFIRM_WAIT", "PUBLISHER", "SOURCE", "RabbitMQPublisher", "RabbitMQSource", "prefetch_for", "publish"]
 
 _log = logging.getLogger(__name__)
-_SCHEMES = ("amqp", "amqps")
-_QUEUE_TYPES = ("quorum", "classic")
-_CONNECT_TIMEOUT = 5.0
-_PREFETCH = 100
-_CHUNK = 500  # publishes in flight at once in a send
-CONFIRM_WAIT = 5.0
-"""Seconds a send may wait without any confirm from the broker by default (the `confirm_wait` option)."""
 _PROBE_TIMEOUT = 5.0  # seconds the passive declare of the consumed queue may take
-_IDLE_CHECK = 30.0
 _WAKE = object()
 """Put in the buffer when the consumer must be set up again (its channel reopened, or the broker cancelled it): a
 `receive` waiting for deliveries does so at once."""
-
-
-def _queue_type(name: str, value: Any) -> str:
-    if value not in _QUEUE_TYPES:
-        raise ValueError(f"{name} must be one of {', '.join(_QUEUE_TYPES)}")
-    return str(value)
 
 
 class RabbitMQSource(Source):
@@ -94,12 +91,12 @@ class RabbitMQSource(Source):
         consumer: str,
         queue: str,
         queue_type: str = "quorum",
-        prefetch: int = _PREFETCH,
+        prefetch: int = PREFETCH,
         dead: str | None = None,
         heartbeat: float | None = None,
         open_timeout: float = 10.0,
         reconnect_interval: float = 1.0,
-        idle_check: float = _IDLE_CHECK,
+        idle_check: float = IDLE_CHECK,
         confirm_wait: float = CONFIRM_WAIT,
         on_lost: Callable[[str], None] | None = None,
     ) -> None:
@@ -150,23 +147,22 @@ class RabbitMQSource(Source):
         `batch` (the hub's `batch_size`) sets the default `prefetch` (`prefetch_for`); a `prefetch` option wins.
         `on_lost` is called with the queue's name when the queue was lost (see the class).
         """
-        parts, opts = split_url(url, schemes=_SCHEMES, overrides=options)
+        named = settings(url, batch=batch, **options)
         source = cls(
-            server_url(parts),
+            named.server,
             consumer=consumer,
-            queue=opts.require("queue", name_option),
-            queue_type=opts.take("queue_type", _queue_type, "quorum"),
-            prefetch=opts.take("prefetch", positive_int, prefetch_for(batch)),
-            dead=opts.take("dead", name_option, None),
-            heartbeat=opts.take("heartbeat", positive_float, None),
-            open_timeout=opts.take("open_timeout", positive_float, 10.0),
-            reconnect_interval=opts.take("reconnect_interval", positive_float, 1.0),
-            idle_check=opts.take("idle_check", positive_float, _IDLE_CHECK),
-            confirm_wait=opts.take("confirm_wait", positive_float, CONFIRM_WAIT),
+            queue=named.queue,
+            queue_type=named.queue_type,
+            prefetch=named.prefetch,
+            dead=named.dead,
+            heartbeat=named.heartbeat,
+            open_timeout=named.open_timeout,
+            reconnect_interval=named.reconnect_interval,
+            idle_check=named.idle_check,
+            confirm_wait=named.confirm_wait,
             on_lost=on_lost,
         )
-        opts.finish()
-        source.url = mask(url)
+        source.url = named.url
         return source
 
     async def open(self) -> None:
@@ -181,7 +177,7 @@ class RabbitMQSource(Source):
 
     async def _open_once(self) -> None:
         self._buffer = asyncio.Queue()
-        connection = await _connect(
+        connection = await connect(
             self._server,
             self.url,
             heartbeat=self._heartbeat,
@@ -189,10 +185,10 @@ class RabbitMQSource(Source):
             name=f"edinbox {self.consumer} {self.queue}",
         )
         try:
-            with failing(f"consuming {self.queue!r} on {self.url}", refused=_refused):
+            with failing(f"consuming {self.queue!r} on {self.url}", refused=refused):
                 channel = await connection.channel()
                 await channel.set_qos(prefetch_count=self.prefetch)
-                await _declare_dead(channel, queue_type=self.queue_type, dead=self.dead)
+                await declare_dead(channel, queue_type=self.queue_type, dead=self.dead)
                 await self._consume(channel, check=self._check)
                 channel.reopen_callbacks.add(self._reopened)
         except Exception as exc:
@@ -214,7 +210,7 @@ class RabbitMQSource(Source):
             self._lost("does not exist any more (the broker lost or deleted it)")
         self._again = "consume"
         queue = await channel.declare_queue(
-            self.queue, durable=True, arguments=_arguments(self.queue_type, dead=self.dead), robust=False
+            self.queue, durable=True, arguments=arguments(self.queue_type, dead=self.dead), robust=False
         )
         underlay = await channel.get_underlay_channel()
         underlay.on_consumer_cancel_callbacks.add(self._cancelled)
@@ -373,184 +369,7 @@ class RabbitMQSource(Source):
             await quietly(f"closing {self.url}", lambda: asyncio.wait_for(connection.close(), 5))
 
 
-def prefetch_for(batch: int | None) -> int:
-    """The default prefetch for receives of `batch` deliveries: 100, or twice the batch when that is more, so the
-    broker has the next batch on its way while the caller settles one (a prefetch no bigger than the batch leaves the
-    channel empty until the batch's acks reach the broker)."""
-    return max(_PREFETCH, 2 * batch) if batch else _PREFETCH
-
-
 SOURCE = RabbitMQSource
-
-
-class RabbitMQPublisher(Publisher):
-    """Persistent messages on one connection and channel with publisher confirms, `message_id` set to the producer
-    id and the headers as AMQP headers. A payload over the broker's `max_message_size` is a LimitError: the broker
-    closes the channel (PRECONDITION_FAILED), so the publisher must be opened again after it.
-
-    A send publishes its messages 500 at a time and waits for their confirms for as long as the broker confirms
-    some: once it has confirmed none for the URL's `confirm_wait` seconds (default 5), the send fails with
-    SourceError (transient: the relay logs `relay-down`, backs off and sends the rows again), saying so, and whether
-    the broker has blocked the connection (`connection.blocked`: a memory or disk alarm, under which RabbitMQ stops
-    reading a publishing connection until the alarm clears). A send that returns had every message confirmed (the
-    broker holds it durably); a send that failed may still have put any of its messages in the queue (a blocked
-    connection's first publishes are enqueued, unconfirmed), so its caller's resend may be a copy under the same
-    `message_id`, which the receiving inbox takes as a duplicate.
-    """
-
-    def __init__(self, url: str) -> None:
-        """Publish to the queue an `amqp://...?queue=` URL names; nothing connects before `open()`."""
-        self._source = RabbitMQSource.from_url(url, consumer="publisher")
-        self.url = self._source.url
-        self.confirm_wait = self._source.confirm_wait
-        self._connection: Any = None
-        self._channel: Any = None
-
-    async def open(self) -> None:
-        """Connect once, open a confirming channel and declare the queue."""
-        source = self._source
-        self._connection = await _connect(
-            source._server, source.url, heartbeat=source._heartbeat, robust=False, name="edinbox-publisher"
-        )
-        with failing(f"declaring {source.queue!r} on {source.url}"):
-            self._channel = await self._connection.channel(publisher_confirms=True)
-            await _declare_dead(self._channel, queue_type=source.queue_type, dead=source.dead)
-            arguments = _arguments(source.queue_type, dead=source.dead)
-            await self._channel.declare_queue(source.queue, durable=True, arguments=arguments)
-
-    async def send(self, messages: Sequence[Outgoing]) -> None:
-        """Publish in chunks of 500, waiting for every confirm while the broker confirms some (see the class)."""
-        if self._channel is None:
-            raise SourceError(f"publishing to {self._source.queue!r} on {self.url} failed: the publisher is not open")
-        for start in range(0, len(messages), _CHUNK):
-            publishes = [asyncio.ensure_future(self._publish(m)) for m in messages[start : start + _CHUNK]]
-            try:
-                left = await _confirmed(publishes, wait=self.confirm_wait)
-            finally:
-                for publish in publishes:
-                    publish.cancel()  # those still waiting for a confirm, when the wait expired or was cancelled
-                done = await asyncio.gather(*publishes, return_exceptions=True)
-            if left:
-                raise await self._unconfirmed(left + len(messages) - start - len(publishes), len(messages))
-            self._check([r for r in done if isinstance(r, BaseException)])
-
-    async def _publish(self, message: Outgoing) -> Any:
-        """Publish one persistent message and wait for its confirm."""
-        import aio_pika
-
-        body = aio_pika.Message(
-            message.payload,
-            message_id=message.message_id,
-            headers=dict(message.headers or {}),
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        )
-        return await self._channel.default_exchange.publish(body, routing_key=self._source.queue)
-
-    async def _unconfirmed(self, left: int, total: int) -> SourceError:
-        """The error of a send the broker stopped confirming, saying whether it blocked the connection."""
-        blocked = await _blocked(self._channel)
-        why = ": the broker blocks this connection (connection.blocked: a memory or disk alarm)" if blocked else ""
-        return SourceError(
-            f"publishing to {self._source.queue!r} on {self.url} failed: {left} of {total} messages not confirmed, "
-            f"no confirm from the broker for {self.confirm_wait:g} s{why}"
-        )
-
-    def _check(self, errors: list[BaseException]) -> None:
-        """Raise for the failed publishes of a chunk: LimitError when the broker refused a payload as too big."""
-        for exc in errors:
-            if "larger than configured max size" in str(exc):
-                raise LimitError(f"RabbitMQ refused a payload on {self.url}: {reason(exc)}")
-        if errors:
-            raise SourceError(f"cannot publish to {self._source.queue!r} on {self.url}: {reason(errors[0])}")
-
-    async def aclose(self) -> None:
-        """Close the connection (its channel with it)."""
-        connection, self._connection, self._channel = self._connection, None, None
-        if connection is not None:
-            await quietly(f"closing {self.url}", connection.close)
-
-
-PUBLISHER = RabbitMQPublisher
-
-
-async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
-    """Publish persistent messages with publisher confirms, `message_id` set to the producer id."""
-    await publish_once(RabbitMQPublisher(url), messages)
-
-
-async def _connect(
-    server: str,
-    masked: str,
-    *,
-    heartbeat: float | None,
-    reconnect_interval: float = 1.0,
-    robust: bool = True,
-    name: str = "edinbox",
-) -> Any:
-    """One connection attempt; a robust connection then reconnects by itself after any outage."""
-    try:
-        import aio_pika
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ConfigurationError("amqp:// sources need the rabbitmq extra: pip install 'edinbox[rabbitmq]'") from exc
-    kwargs: dict[str, Any] = {} if heartbeat is None else {"heartbeat": heartbeat}
-    kwargs["timeout"] = _CONNECT_TIMEOUT  # an address that never answers must not hold open() or receive() forever
-    kwargs["client_properties"] = {"connection_name": name}  # what `rabbitmqctl list_connections` shows
-    with failing(f"connecting to {masked}", refused=_refused):
-        if robust:
-            return await aio_pika.connect_robust(server, reconnect_interval=reconnect_interval, **kwargs)
-        return await aio_pika.connect(server, **kwargs)
-
-
-async def _confirmed(publishes: Sequence[asyncio.Future[Any]], *, wait: float) -> int:
-    """Wait until every publish is done (confirmed or failed), or until none was done for `wait` seconds; how many
-    are not done."""
-    left = len(publishes)
-    progress = asyncio.Event()
-
-    def done(_: asyncio.Future[Any]) -> None:
-        nonlocal left
-        left -= 1
-        progress.set()
-
-    for publish in publishes:
-        publish.add_done_callback(done)
-    while left:
-        progress.clear()
-        try:
-            await asyncio.wait_for(progress.wait(), wait)
-        except TimeoutError:
-            break
-    return left
-
-
-async def _blocked(channel: Any) -> bool:
-    """Whether the broker has blocked the channel's connection (`connection.blocked`): it is connected, yet not ready
-    (aiormq's `ready()` waits for the connection and for its `connection.unblocked`)."""
-    try:
-        connection = (await channel.get_underlay_channel()).connection
-    except Exception:  # the channel closed: not a block
-        return False
-    if not connection.connected.is_set():
-        return False
-    try:
-        await asyncio.wait_for(connection.ready(), 0.1)
-    except TimeoutError:
-        return True
-    return False
-
-
-async def _declare_dead(channel: Any, *, queue_type: str, dead: str) -> None:
-    """Declare the dead-letter exchange and queue (a robust channel declares them again after each reconnect)."""
-    import aio_pika
-
-    exchange = await channel.declare_exchange(dead, aio_pika.ExchangeType.FANOUT, durable=True)
-    parked = await channel.declare_queue(dead, durable=True, arguments={"x-queue-type": queue_type})
-    await parked.bind(exchange)
-
-
-def _arguments(queue_type: str, *, dead: str) -> dict[str, Any]:
-    """The arguments of the consumed queue: its type, and the dead-letter exchange its rejects go to."""
-    return {"x-queue-type": queue_type, "x-dead-letter-exchange": dead}
 
 
 async def _exists(channel: Any, queue: str) -> bool:
@@ -598,12 +417,6 @@ def _inequivalent(exc: BaseException) -> bool:
     from aiormq.exceptions import ChannelAccessRefused, ChannelPreconditionFailed
 
     return isinstance(exc, ChannelPreconditionFailed | ChannelAccessRefused)
-
-
-def _refused(exc: BaseException) -> bool:
-    from aiormq.exceptions import ProbableAuthenticationError
-
-    return isinstance(exc, ProbableAuthenticationError) or "ACCESS_REFUSED" in str(exc)
 
 
 def _text(value: Any) -> str:
