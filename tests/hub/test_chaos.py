@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import sqlite3
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -257,52 +257,56 @@ async def test_a_second_effect_shows_in_the_count_the_invoices_table_hides(hub_c
 
 
 def test_poison_and_huge_deliveries_are_parked_once_on_the_spool_with_sqlite(tmp_path: Path) -> None:
-    """Six poison deliveries (not EDI, cut short, a total too large) and a 17-20 MiB blob among 30 interchanges, hubs
-    killed every 1.5 s in batches of 4: `parked=7 of 7`, nothing lost or doubled, seven rows in the rejected table
-    (the blob's first 64 KiB), no poison invoice, and the spool's rejected/ folder holding each bad file whole."""
+    """Six poison deliveries (not EDI, cut short, a total too large) and two of 17-20 MiB (a blob; a good invoice and
+    a huge bad interchange) among 30 interchanges, hubs killed every 1.5 s in batches of 4: `parked=8 of 8`,
+    nothing lost or doubled, eight rows in the rejected table (the blob's first 64 KiB, the bad interchange whole),
+    the pair's invoice created, no poison invoice, and the spool's rejected/ folder holding each bad file whole."""
     db = tmp_path / "chaos.db"
     done = chaos(
         *("--source", f"dir://{tmp_path / 'spool'}", "--db", f"sqlite:///{db}", "--messages", "30"),
         *("--duplicates", "5", "--hubs", "2", "--kill-every", "1.5", "--batch-size", "4"),
-        *("--poison", "6", "--huge", "1", "--timeout", "60", "--dir", str(tmp_path / "work")),
+        *("--poison", "6", "--huge", "2", "--timeout", "60", "--dir", str(tmp_path / "work")),
         timeout=90,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     numbers = summary(done.stdout)
     assert (numbers["lost"], numbers["doubled"], numbers["kills"] > 0) == (0, 0, True)
-    assert (numbers["parked"], numbers["of"], numbers["parked_twice"], numbers["stray"]) == (7, 7, 0, 0)
+    assert (numbers["parked"], numbers["of"], numbers["parked_twice"], numbers["stray"]) == (8, 8, 0, 0)
+    assert "invoices=31/31" in done.stdout  # the pair's good invoice too
     assert "batch_size=4" in done.stdout
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT length(payload), reason FROM rejected").fetchall()
+        sizes = sorted(size for (size,) in conn.execute("SELECT length(payload) FROM rejected"))
         poisoned = conn.execute("SELECT count(*) FROM invoices WHERE number LIKE 'POISON-%'").fetchone()
-    assert len(rows) == 7
-    assert max(size for size, _ in rows) == 64 * 1024  # the blob, cut to the head the table keeps
+    assert len(sizes) == 8
+    assert sizes[-2] == 64 * 1024  # the blob, cut to the head the table keeps
+    assert sizes[-1] > 16 * 1024 * 1024  # the pair's bad interchange, whole
     assert poisoned == (0,)
     kept = [p for p in (tmp_path / "spool" / "rejected").iterdir() if not p.name.endswith(".reason")]
-    assert len(kept) == 7
+    assert len(kept) == 7  # the pair's file was acked: its good invoice is settled
     assert max(p.stat().st_size for p in kept) > 16 * 1024 * 1024
 
 
 def test_poison_and_huge_deliveries_are_parked_once_through_a_postgresql_restart(
     postgres: PrivatePostgres, tmp_path: Path, unique_name: str
 ) -> None:
-    """Five poison deliveries and a 17-20 MiB blob among 40 interchanges on the spool, hubs killed every 1.5 s in
-    batches of 50 and PostgreSQL restarted mid-run: `parked=6 of 6`, nothing lost or doubled, six rejected rows."""
+    """Five poison deliveries and two of 17-20 MiB among 40 interchanges on the spool, hubs killed every 1.5 s in
+    batches of 50 and PostgreSQL restarted mid-run: `parked=7 of 7`, nothing lost or doubled, seven rejected rows,
+    the invoices and the huge pair's one each created once."""
     done = chaos(
         *("--source", f"dir://{tmp_path / 'spool'}", "--db", postgres.url, "--table", f"{unique_name}.inbox"),
         *("--messages", str(MESSAGES), "--duplicates", str(DUPLICATES), "--hubs", "2", "--kill-every", "1.5"),
-        *("--batch-size", "50", "--poison", "5", "--huge", "1", "--restart-db-command", postgres.restart_command()),
+        *("--batch-size", "50", "--poison", "5", "--huge", "2", "--restart-db-command", postgres.restart_command()),
         *("--timeout", "60", "--drain-idle", "10", "--dir", str(tmp_path / "work")),
         timeout=90,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     numbers = summary(done.stdout)
     assert (numbers["lost"], numbers["doubled"], numbers["db_restarts"]) == (0, 0, 1)
-    assert (numbers["parked"], numbers["of"], numbers["parked_twice"], numbers["stray"]) == (6, 6, 0, 0)
+    assert (numbers["parked"], numbers["of"], numbers["parked_twice"], numbers["stray"]) == (7, 7, 0, 0)
     with psycopg.connect(postgres.url) as conn:
         rejected = conn.execute(f"SELECT count(*) FROM {unique_name}.rejected".encode()).fetchone()
         invoices = conn.execute(f"SELECT count(*) FROM {unique_name}.invoices".encode()).fetchone()
-    assert (rejected, invoices) == ((6,), (MESSAGES,))
+    assert (rejected, invoices) == ((7,), (MESSAGES + 1,))
 
 
 @pytest.mark.parametrize("source", ["nats"], indirect=True)
@@ -323,15 +327,15 @@ def test_a_huge_delivery_the_broker_refuses_is_said_and_not_counted(source: str,
 
 
 def test_a_bad_delivery_parked_whole_and_cut_counts_twice() -> None:
-    """The parking count finds a bad delivery by the fingerprint of its whole payload or of its first 64 KiB: one
-    row is parked once, both rows are parked twice, none is not parked."""
+    """The parking count finds a bad delivery by the fingerprint of the bytes it parks, whole or their first 64 KiB:
+    one row is parked once, both rows are parked twice, none is not parked."""
     rng = random.Random(3)
-    [blob] = huge(1, rng=rng, max_payload=32 * 1024 * 1024)
+    [_, pair] = huge(2, rng=rng, max_payload=32 * 1024 * 1024)
     [small] = poison(1, rng=rng)
-    whole, head = sorted(blob.fingerprints)
-    assert parked([blob, small], [whole]) == (1, 0)
-    assert parked([blob, small], [whole, head, *small.fingerprints]) == (2, 1)
-    assert parked([blob, small], []) == (0, 0)
+    whole, head = sorted(pair.fingerprints)
+    assert parked([pair, small], [whole]) == (1, 0)
+    assert parked([pair, small], [whole, head, *small.fingerprints]) == (2, 1)
+    assert parked([pair, small], []) == (0, 0)
 
 
 def test_poison_is_the_same_for_the_same_seed_and_each_payload_distinct() -> None:
@@ -340,4 +344,3 @@ def test_poison_is_the_same_for_the_same_seed_and_each_payload_distinct() -> Non
     assert [b.payload for b in first] == [b.payload for b in poison(9, rng=random.Random(11))]
     assert len({b.payload for b in first}) == 9
     assert {b.kind for b in first} == {"not-edi", "truncated", "total-too-large"}
-

@@ -1,13 +1,16 @@
 """The bad deliveries `edinbox chaos` mixes into good traffic, how they are published, and how their parking is counted.
 
 Poison is a delivery that cannot be journaled as an invoice, in turns: bytes that are not EDI, an interchange cut
-before its end, and an interchange whose total has more digits than the invoices table holds. A huge delivery is a
-non-EDI blob of 17 to 20 MiB (under the hub's max_payload). Every one has content of its own (the rejected table
-keeps a payload once per content), drawn from the run's seed, so the same seed gives the same bytes.
+before its end, and an interchange whose total has more digits than the invoices table holds. A huge delivery of
+17 to 20 MiB (under the hub's max_payload) is, in turns, a non-EDI blob (parked as a whole delivery: the table keeps
+its first `HEAD` bytes) and a good invoice followed by an interchange cut short inside a giant segment (the invoice
+is created, the bad interchange parked whole, unless the database refuses a value that big: MariaDB's
+max_allowed_packet, 16 MiB by default; then the table keeps its first `HEAD` bytes). Every one has content of its
+own (the rejected table keeps a payload once per content), drawn from the run's seed: same seed, same bytes.
 
 The hub parks each in its rejected table, once per content: the row's fingerprint is the SHA-256 of the bytes it
-kept, the whole payload or its first `HEAD` bytes. A bad delivery with no row was not parked; one with two rows
-(one whole, one cut) was parked twice.
+kept, the parked bytes whole or their first `HEAD` bytes. A bad delivery with no row was not parked; one with two
+rows (one whole, one cut) was parked twice.
 """
 
 from __future__ import annotations
@@ -39,11 +42,16 @@ class Bad:
     key: str
     payload: bytes
     kind: str
+    parked: bytes = b""
+    """The bytes the hub parks when they are not the whole payload (the bad interchange after a good one)."""
+    invoice: tuple[str, str, str, str] | None = None
+    """The key of the good invoice the delivery holds beside its bad part, which the hub must create."""
 
     @property
     def fingerprints(self) -> frozenset[str]:
-        """The fingerprints its rejected row may have: of the whole payload, or of the first `HEAD` bytes kept."""
-        return frozenset(hashlib.sha256(p).hexdigest() for p in (self.payload, self.payload[:HEAD]))
+        """The fingerprints its rejected row may have: of the parked bytes whole, or of their first `HEAD` bytes."""
+        kept = self.parked or self.payload
+        return frozenset(hashlib.sha256(p).hexdigest() for p in (kept, kept[:HEAD]))
 
 
 def _not_edi(n: int, rng: random.Random) -> bytes:
@@ -51,12 +59,17 @@ def _not_edi(n: int, rng: random.Random) -> bytes:
     return b"%PDF-1.7\n" + rng.randbytes(rng.randint(1024, 8192))
 
 
-def _interchange(n: int, rng: random.Random, *, price: Decimal) -> bytes:
-    """An invoice interchange of a partner drawn by `rng`, its invoice numbered for poison `n` (never a good one's)."""
+def _doc(n: int, rng: random.Random, *, price: Decimal, name: str = "POISON") -> Doc:
+    """An invoice of a partner drawn by `rng`, numbered for bad delivery `n` (never a good one's number)."""
     partner = rng.choice(PARTNERS)
-    control = f"{900_000_000 + n:09d}" if partner.standard == "X12" else f"POISON{n}"
+    control = f"{900_000_000 + n:09d}" if partner.standard == "X12" else f"{name}{n}"
     lines = ((rng.randint(1, 9), price),)
-    return render(Doc(partner, control, "invoice", f"POISON-{rng.randrange(10**9)}-{n}", lines=lines))
+    return Doc(partner, control, "invoice", f"{name}-{rng.randrange(10**9)}-{n}", lines=lines)
+
+
+def _interchange(n: int, rng: random.Random, *, price: Decimal) -> bytes:
+    """An invoice interchange of a partner drawn by `rng`, its invoice numbered for poison `n`."""
+    return render(_doc(n, rng, price=price))
 
 
 def _truncated(n: int, rng: random.Random) -> bytes:
@@ -87,13 +100,25 @@ def poison(count: int, *, rng: random.Random) -> list[Bad]:
     return out
 
 
+def _pair(n: int, rng: random.Random, *, size: int) -> Bad:
+    """A good invoice, then an invoice interchange cut short inside a segment of `size` bytes."""
+    good = _doc(2 * n, rng, price=Decimal("7.25"), name="HUGE")
+    cut = render(_doc(2 * n + 1, rng, price=Decimal("7.25"), name="HUGE"), trailer=False)
+    bad = cut + b"X" * (size - len(cut))  # no separator in it: one segment that never ends
+    invoice = (good.partner.id, good.number, good.kind, good.issue_date.isoformat())
+    return Bad(f"chaos-huge-{n:04d}-pair", render(good) + bad, "huge-pair", parked=bad, invoice=invoice)
+
+
 def huge(count: int, *, rng: random.Random, max_payload: int) -> list[Bad]:
-    """`count` non-EDI blobs of 17 to 20 MiB, each under `max_payload`."""
+    """`count` deliveries of 17 to 20 MiB, each under `max_payload`: non-EDI blobs and good-and-bad pairs in turn."""
     low, high = _HUGE_SIZES[0], min(_HUGE_SIZES[1], max_payload - 1)
     out = []
     for n in range(count):
-        size = rng.randint(min(low, high), high)
-        out.append(Bad(f"chaos-huge-{n:04d}", b"HUGE" + rng.randbytes(size - 4), "huge"))
+        size = rng.randint(min(low, high), high) - 4096  # room for the good invoice of a pair
+        if n % 2:
+            out.append(_pair(n, rng, size=size))
+        else:
+            out.append(Bad(f"chaos-huge-{n:04d}-blob", b"HUGE" + rng.randbytes(size - 4), "huge-blob"))
     return out
 
 
