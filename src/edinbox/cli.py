@@ -506,6 +506,9 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     help="idle seconds that count as drained",
 )
 @_option("--seed", default=7, type=int, help="same seed, same traffic and kills")
+@_option("--batch-size", default=10, type=click.IntRange(min=1), help="deliveries per batch of each hub")
+@_option("--poison", default=0, type=click.IntRange(min=0), help="bad deliveries among the good: each parked once")
+@_option("--huge", default=0, type=click.IntRange(min=0), help="non-EDI deliveries of 17-20 MiB: each parked once")
 @_workdir("EDINBOX_CHAOS_DIR", about="hub and restart logs")
 @_json
 def chaos(*, as_json: bool, **options: Any) -> None:
@@ -518,10 +521,17 @@ def chaos(*, as_json: bool, **options: Any) -> None:
     doubled: effects committed twice; the invoices table's unique key would hide those, so they are counted from
     the hub's outcome counters (added in the same transaction as the invoices, with no unique key) minus the
     interchanges the journal settled. Runs `edinbox init` itself, on a fresh schema per run (PostgreSQL).
+
+    --poison N mixes N deliveries that cannot be invoices (not EDI, cut short, a total the invoices table cannot
+    hold) into the traffic, --huge N non-EDI blobs of 17 to 20 MiB (under the hub's max_payload); the verdict adds
+    `parked=K of N`: each must be parked in the rejected table exactly once (parked_twice counts a second row) and
+    none become an invoice (stray). A huge delivery the broker refuses (NATS: max_payload, 1 MiB by default) is
+    said so and not counted. --batch-size is each hub's `edinbox run --batch-size`.
     The default --drain-idle outlasts the time a killed hub's deliveries take to come back (NATS ack_wait, Redis
     dead_after, the spool's 5 s).
 
-    Exit status: 0 only when lost=0 and doubled=0 within --timeout; 1 otherwise (or a configuration error).
+    Exit status: 0 only when lost=0 and doubled=0 (and every bad delivery parked once, none an invoice) within
+    --timeout; 1 otherwise (or a configuration error).
     """
     from edinbox.hub._chaos import run_chaos
 

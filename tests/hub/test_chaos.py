@@ -2,15 +2,18 @@
 
 Each run publishes traffic, kills hubs and restarts the database; the tests read its verdict line, check that the
 chaos really happened (kills and restarts counted), count the invoices in the database themselves, and show the
-command can fail: a source whose hub parks every delivery ends with lost > 0 and a non-zero exit.
+command can fail: a source whose hub parks every delivery ends with lost > 0 and a non-zero exit. Runs with bad
+deliveries among the good ones (`--poison`, `--huge`) also check that each was parked once and became no invoice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -24,6 +27,7 @@ import pytest
 
 from edinbox.hub import HubConfig
 from edinbox.hub._chaos import CONSUMER, tally
+from edinbox.hub._chaos_traffic import huge, parked, poison
 from edinbox.hub._generate import generate
 from edinbox.hub._ops import forget, list_rows
 from edinbox.sources import open_source
@@ -48,10 +52,16 @@ def chaos(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
 
 
 def summary(output: str) -> dict[str, int]:
-    """The numbers of the verdict line (`lost=N doubled=M`) and of the summary (`kills=K db_restarts=R ...`)."""
+    """The numbers of the verdict line (`lost=N doubled=M`, with bad deliveries `parked=K of N parked_twice=T
+    stray=S`: `of` holds N) and of the summary (`kills=K db_restarts=R ...`)."""
     lines = output.splitlines()
-    assert re.fullmatch(r"lost=\d+ doubled=\d+", lines[0]), output
-    return {k: int(v) for k, v in re.findall(r"\b([a-z_]+)=(\d+)\b", "\n".join(lines[:3]))}
+    verdict = r"lost=\d+ doubled=\d+( parked=\d+ of (?P<of>\d+) parked_twice=\d+ stray=\d+)?"
+    match = re.fullmatch(verdict, lines[0])
+    assert match, output
+    numbers = {k: int(v) for k, v in re.findall(r"\b([a-z_]+)=(\d+)\b", "\n".join(lines[:3]))}
+    if match["of"] is not None:
+        numbers["of"] = int(match["of"])
+    return numbers
 
 
 @pytest.fixture
@@ -244,3 +254,93 @@ async def test_a_second_effect_shows_in_the_count_the_invoices_table_hides(hub_c
     second = await tally(hub_config)
     assert second.invoices == first.invoices  # the unique key hides the second effect...
     assert (second.effects, second.settled) == (4, 3)  # ...the effect counter does not: doubled = 1
+
+
+def test_poison_and_huge_deliveries_are_parked_once_on_the_spool_with_sqlite(tmp_path: Path) -> None:
+    """Six poison deliveries (not EDI, cut short, a total too large) and two of 17-20 MiB (a blob; a good invoice and
+    a huge bad interchange) among 30 interchanges, hubs killed every 1.5 s in batches of 4: `parked=8 of 8`,
+    nothing lost or doubled, eight rows in the rejected table (the blob's first 64 KiB, the bad interchange whole),
+    the pair's invoice created, no poison invoice, and the spool's rejected/ folder holding each bad file whole."""
+    db = tmp_path / "chaos.db"
+    done = chaos(
+        *("--source", f"dir://{tmp_path / 'spool'}", "--db", f"sqlite:///{db}", "--messages", "30"),
+        *("--duplicates", "5", "--hubs", "2", "--kill-every", "1.5", "--batch-size", "4"),
+        *("--poison", "6", "--huge", "2", "--timeout", "60", "--dir", str(tmp_path / "work")),
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    numbers = summary(done.stdout)
+    assert (numbers["lost"], numbers["doubled"], numbers["kills"] > 0) == (0, 0, True)
+    assert (numbers["parked"], numbers["of"], numbers["parked_twice"], numbers["stray"]) == (8, 8, 0, 0)
+    assert "invoices=31/31" in done.stdout  # the pair's good invoice too
+    assert "batch_size=4" in done.stdout
+    with sqlite3.connect(db) as conn:
+        sizes = sorted(size for (size,) in conn.execute("SELECT length(payload) FROM rejected"))
+        poisoned = conn.execute("SELECT count(*) FROM invoices WHERE number LIKE 'POISON-%'").fetchone()
+    assert len(sizes) == 8
+    assert sizes[-2] == 64 * 1024  # the blob, cut to the head the table keeps
+    assert sizes[-1] > 16 * 1024 * 1024  # the pair's bad interchange, whole
+    assert poisoned == (0,)
+    kept = [p for p in (tmp_path / "spool" / "rejected").iterdir() if not p.name.endswith(".reason")]
+    assert len(kept) == 7  # the pair's file was acked: its good invoice is settled
+    assert max(p.stat().st_size for p in kept) > 16 * 1024 * 1024
+
+
+def test_poison_and_huge_deliveries_are_parked_once_through_a_postgresql_restart(
+    postgres: PrivatePostgres, tmp_path: Path, unique_name: str
+) -> None:
+    """Five poison deliveries and two of 17-20 MiB among 40 interchanges on the spool, hubs killed every 1.5 s in
+    batches of 50 and PostgreSQL restarted mid-run: `parked=7 of 7`, nothing lost or doubled, seven rejected rows,
+    the invoices and the huge pair's one each created once."""
+    done = chaos(
+        *("--source", f"dir://{tmp_path / 'spool'}", "--db", postgres.url, "--table", f"{unique_name}.inbox"),
+        *("--messages", str(MESSAGES), "--duplicates", str(DUPLICATES), "--hubs", "2", "--kill-every", "1.5"),
+        *("--batch-size", "50", "--poison", "5", "--huge", "2", "--restart-db-command", postgres.restart_command()),
+        *("--timeout", "60", "--drain-idle", "10", "--dir", str(tmp_path / "work")),
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    numbers = summary(done.stdout)
+    assert (numbers["lost"], numbers["doubled"], numbers["db_restarts"]) == (0, 0, 1)
+    assert (numbers["parked"], numbers["of"], numbers["parked_twice"], numbers["stray"]) == (7, 7, 0, 0)
+    with psycopg.connect(postgres.url) as conn:
+        rejected = conn.execute(f"SELECT count(*) FROM {unique_name}.rejected".encode()).fetchone()
+        invoices = conn.execute(f"SELECT count(*) FROM {unique_name}.invoices".encode()).fetchone()
+    assert (rejected, invoices) == ((7,), (MESSAGES + 1,))
+
+
+@pytest.mark.parametrize("source", ["nats"], indirect=True)
+def test_a_huge_delivery_the_broker_refuses_is_said_and_not_counted(source: str, tmp_path: Path) -> None:
+    """NATS refuses a 17-20 MiB message (its max_payload is 1 MiB by default): the run says so, counts the poison
+    alone (`parked=3 of 3`), and passes."""
+    done = chaos(
+        *("--source", source, "--db", f"sqlite:///{tmp_path / 'chaos.db'}", "--messages", "10", "--duplicates", "0"),
+        *("--hubs", "1", "--kill-every", "0", "--poison", "3", "--huge", "1", "--timeout", "60"),
+        *("--dir", str(tmp_path / "work")),
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    numbers = summary(done.stdout)
+    assert (numbers["lost"], numbers["parked"], numbers["of"]) == (0, 3, 3)
+    assert "refused by the source (not counted): 1" in done.stdout
+    assert "max_payload" in done.stdout
+
+
+def test_a_bad_delivery_parked_whole_and_cut_counts_twice() -> None:
+    """The parking count finds a bad delivery by the fingerprint of the bytes it parks, whole or their first 64 KiB:
+    one row is parked once, both rows are parked twice, none is not parked."""
+    rng = random.Random(3)
+    [_, pair] = huge(2, rng=rng, max_payload=32 * 1024 * 1024)
+    [small] = poison(1, rng=rng)
+    whole, head = sorted(pair.fingerprints)
+    assert parked([pair, small], [whole]) == (1, 0)
+    assert parked([pair, small], [whole, head, *small.fingerprints]) == (2, 1)
+    assert parked([pair, small], []) == (0, 0)
+
+
+def test_poison_is_the_same_for_the_same_seed_and_each_payload_distinct() -> None:
+    """Same seed, same bad bytes; every poison payload differs from the others (parked once per content)."""
+    first = poison(9, rng=random.Random(11))
+    assert [b.payload for b in first] == [b.payload for b in poison(9, rng=random.Random(11))]
+    assert len({b.payload for b in first}) == 9
+    assert {b.kind for b in first} == {"not-edi", "truncated", "total-too-large"}

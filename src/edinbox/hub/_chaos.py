@@ -15,6 +15,12 @@ drained: nothing comes back), then stops them and counts, from the database:
   transaction that creates its invoices and has no unique key, so a handler that committed twice for one
   interchange counts twice. `doubled` = those counts minus the distinct interchanges the journal settled.
 
+With `poison` and `huge`, bad deliveries (not EDI, cut short, a total the invoices table cannot hold; blobs of 17 to
+20 MiB) are published among the good ones (`_chaos_traffic`). Each must be parked in the rejected table exactly
+once and none may become an invoice: `parked=K of N` counts those with a row, a second row of one counts as
+`parked_twice`, and invoices nobody expected as `stray`. A huge delivery the broker refuses (NATS's max_payload) is
+noted and left out of N: it never reached a hub.
+
 The tables are fresh for every run (a new schema on PostgreSQL unless `table` is given) and kept for inspection;
 a table that already holds invoices or journal rows is refused. Hub processes never outlive the command.
 """
@@ -32,18 +38,18 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from edinbox._errors import ConfigurationError, InboxError, TransientError
 from edinbox._urls import database_url, mask
+from edinbox.hub import _chaos_traffic as _bad
 from edinbox.hub import _ops
+from edinbox.hub._chaos_report import ChaosReport, InvoiceKey, Tally, tally
 from edinbox.hub._config import HubConfig
 from edinbox.hub._generate import generate
-from edinbox.hub._parts import open_inbox
-from edinbox.hub._tables import counts
-from edinbox.sources import open_source, publisher
+from edinbox.sources import open_source
 from edinbox.sources.spool import SpoolSource
 
 __all__ = ["CONSUMER", "ChaosReport", "Tally", "run_chaos", "tally"]
@@ -58,90 +64,6 @@ _DRAIN_IDLE = 6.0
 the source's ack_wait + 2 s when that is longer."""
 _GRACE = 30.0
 """Seconds a stopped hub has to finish its batch before it is killed."""
-
-InvoiceKey = tuple[str, str, str, str]
-"""(seller, number, kind, issue date as ISO text): the invoices table's unique key."""
-
-
-@dataclass(frozen=True, slots=True)
-class Tally:
-    """What the database holds after (or during) a chaos run."""
-
-    invoices: frozenset[InvoiceKey]
-    effects: int
-    """Interchanges counted `processed` or `resent`, each in the transaction that ran its handler."""
-    settled: int
-    """Distinct interchanges the journal holds as processed."""
-    suppressed: int
-    """Deliveries the journal found already processed (duplicates and redeliveries)."""
-
-
-async def tally(config: HubConfig) -> Tally:
-    """Read the invoice keys, the effect counters and the settled interchanges in one read transaction."""
-    async with open_inbox(config) as inbox:
-
-        async def read(tx: Any) -> Tally:
-            keys = await tx.unit.fetch("hub_invoice_keys", {})
-            processed = await tx.unit.fetch("hub_processed_keys", {"consumer": config.consumer})
-            found = await counts(tx, consumer=config.consumer)
-            invoices = frozenset((str(s), str(n), str(k), str(d)) for s, n, k, d in keys)
-            return Tally(invoices, found["processed"] + found["resent"], len(processed), found["duplicate"])
-
-        result: Tally = await inbox.read(read)
-        return result
-
-
-@dataclass(slots=True)
-class ChaosReport:
-    """What was published, what chaos did to the hubs and the database, and what the database holds."""
-
-    source: str
-    db: str
-    table: str
-    log: str
-    messages: int
-    duplicates: int
-    hubs: int
-    kills: int = 0
-    crashes: int = 0
-    db_restarts: int = 0
-    seconds: float = 0.0
-    expected: int = 0
-    invoices: int = 0
-    effects: int = 0
-    settled: int = 0
-    suppressed: int = 0
-    lost: int = 0
-    doubled: int = 0
-    timed_out: bool = False
-    missing: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Nothing lost, nothing doubled, everything settled within the timeout."""
-        return self.lost == 0 and self.doubled == 0 and not self.timed_out
-
-    def as_dict(self) -> dict[str, Any]:
-        """The report as one JSON-able object."""
-        return {**asdict(self), "ok": self.ok}
-
-    def render(self) -> str:
-        """The verdict line, then the summary."""
-        lines = [
-            f"lost={self.lost} doubled={self.doubled}",
-            f"published={self.messages + self.duplicates} ({self.messages} interchanges, {self.duplicates} "
-            f"duplicates) hubs={self.hubs} kills={self.kills} crashes={self.crashes} "
-            f"db_restarts={self.db_restarts} seconds={self.seconds:.1f}",
-            f"invoices={self.invoices}/{self.expected} effects={self.effects} settled={self.settled}"
-            f" suppressed={self.suppressed}"
-            f" ({self.source} -> {self.db}, journal {self.table})",
-        ]
-        if self.timed_out:
-            lines.append("timed out before everything settled")
-        if self.missing:
-            lines.append(f"missing (first {len(self.missing)}): {', '.join(self.missing)}")
-        lines.append(f"look closer: edinbox stats --db '{self.db}' --table {self.table}; hub log {self.log}")
-        return "\n".join(lines)
 
 
 class _Hubs:
@@ -218,11 +140,6 @@ def _sigterm_noted() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
-async def _publish(source: str, messages: list[tuple[str, bytes]]) -> None:
-    """Publish with the source's own publisher, producer ids set (`edinbox publish` does the same)."""
-    await publisher(source)(source, messages)
-
-
 def _poll(config: HubConfig) -> Tally | None:
     """The current tally, or None while the database is down (a restart, for instance)."""
     try:
@@ -274,12 +191,14 @@ def _drive(
     report: ChaosReport,
     *,
     expected: set[InvoiceKey],
+    bad: list[_bad.Bad],
     workdir: Path,
     terminated: list[int],
     echo: Callable[[str], None],
 ) -> None:
     """Tick until settled and drained (or the deadline): replace dead hubs, kill one on schedule, restart the
-    database once a third of the invoices exist, and watch the database and the hubs' log."""
+    database once a third of the invoices exist, and watch the database (invoices, settled interchanges, the `bad`
+    deliveries parked) and the hubs' log."""
     started = time.monotonic()
     plan.next_kill = started + plan.kill_every if plan.kill_every > 0 else float("inf")
     while True:
@@ -309,7 +228,12 @@ def _drive(
             with open(workdir / "restart.log", "ab") as out:  # the operator's own command line, by design
                 plan.restart = subprocess.Popen(plan.restart_db_command, shell=True, stdout=out, stderr=out)  # noqa: S602
             plan.restarted = True
-        complete = current is not None and done == len(expected) and current.settled >= report.messages
+        complete = (
+            current is not None
+            and done == len(expected)
+            and current.settled >= report.messages
+            and _bad.parked(bad, current.parked)[0] == len(bad)
+        )
         if not plan.settled and complete and plan.chaos_done(report):
             plan.settled = True
             echo(f"settled after {now - started:.1f} s; waiting until the hubs stay idle for {plan.drain_idle} s")
@@ -354,10 +278,13 @@ def run_chaos(
     drain_idle: float | None = None,
     seed: int = 7,
     batch_size: int = 10,
+    poison: int = 0,
+    huge: int = 0,
     workdir: Path | None = None,
     echo: Callable[[str], None] = lambda text: None,
 ) -> ChaosReport:
-    """Publish, run hubs under kills (and a database restart), wait until settled and drained, and count."""
+    """Publish (with `poison` and `huge` bad deliveries among the good ones), run hubs under kills (and a database
+    restart), wait until settled and drained, and count."""
     started = time.monotonic()
     workdir = (workdir or Path(tempfile.mkdtemp(prefix="edinbox-chaos-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -373,8 +300,14 @@ def run_chaos(
     expected = {(s, n, k, d.isoformat()) for s, n, k, d in traffic.invoice_keys}
     rng = random.Random(seed ^ 0xC4A05)  # noqa: S311 - a kill schedule, not security
     copies = rng.choices(traffic.files, k=duplicates) if traffic.files else []
-    asyncio.run(_publish(source, traffic.files))
-    echo(f"published {len(traffic.files)} interchanges to {mask(source)}; hubs log to {workdir}/hubs.log")
+    # the bad deliveries from a generator of their own: the same seed gives the same good traffic with or without
+    bad_rng = random.Random(seed ^ 0xBAD)  # noqa: S311 - test traffic, not security
+    poisoned = _bad.poison(poison, rng=bad_rng)
+    blobs = _bad.huge(huge, rng=bad_rng, max_payload=config.max_payload)
+    first = _bad.mix(traffic.files, poisoned, rng=bad_rng)
+    later = _bad.mix(copies, blobs, rng=bad_rng)  # published while the hubs run
+    asyncio.run(_bad.publish_mixed(source, first, alone=()))
+    echo(f"published {len(first)} deliveries to {mask(source)}; hubs log to {workdir}/hubs.log")
     report = ChaosReport(
         source=mask(source),
         db=mask(db),
@@ -383,6 +316,9 @@ def run_chaos(
         messages=len(traffic.files),
         duplicates=len(copies),
         hubs=hubs,
+        batch_size=batch_size,
+        poison=len(poisoned),
+        huge=len(blobs),
         expected=len(expected),
     )
     plan = _Schedule(kill_every, restart_db_command, drain_idle, deadline=started + timeout)
@@ -391,9 +327,25 @@ def run_chaos(
         try:
             for _ in range(hubs):
                 procs.start(armed=True)
-            if copies:
-                asyncio.run(_publish(source, copies))  # redeliveries of published interchanges, while the hubs run
-            _drive(config, procs, plan, report, expected=expected, workdir=workdir, terminated=terminated, echo=echo)
+            if later:  # redeliveries of published interchanges and the huge deliveries, while the hubs run
+                sent = asyncio.run(_bad.publish_mixed(source, later, alone={b.key for b in blobs}))
+                report.refused = sent.refused
+                for key, reason in sent.refused.items():
+                    echo(f"{key} not published, the source refused it (not counted): {reason}")
+            bad = [b for b in poisoned + blobs if b.key not in report.refused]
+            expected |= {b.invoice for b in bad if b.invoice is not None}  # the good invoice beside a huge bad part
+            report.expected = len(expected)
+            _drive(
+                config,
+                procs,
+                plan,
+                report,
+                expected=expected,
+                bad=bad,
+                workdir=workdir,
+                terminated=terminated,
+                echo=echo,
+            )
         finally:
             procs.stop()
             if plan.restart is not None:
@@ -405,5 +357,7 @@ def run_chaos(
     report.lost = len(missing)
     report.missing = [f"{s}/{n} ({k}, {d})" for s, n, k, d in missing[:5]]
     report.doubled = max(0, final.effects - final.settled)
+    report.parked, report.parked_twice = _bad.parked(bad, final.parked)
+    report.stray = len(final.invoices - expected)
     report.seconds = time.monotonic() - started
     return report

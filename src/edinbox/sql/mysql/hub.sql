@@ -140,6 +140,11 @@ SELECT CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4), count(*
 WHERE consumer = %(consumer)s AND status = 'processed'
 GROUP BY source, message_id
 
+-- name: hub_rejected_fingerprints
+-- `edinbox chaos`: the fingerprint of every parked payload, to find the bad deliveries parked (once)
+SELECT CONVERT(fingerprint USING utf8mb4) FROM {rejected}
+WHERE consumer = %(consumer)s
+
 -- name: hub_forget_rejected
 DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
 

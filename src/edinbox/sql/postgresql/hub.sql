@@ -189,6 +189,11 @@ SELECT source, message_id, count(*) FROM {table}
 WHERE consumer = %(consumer)s AND status = 'processed'
 GROUP BY source, message_id
 
+-- name: hub_rejected_fingerprints
+-- `edinbox chaos`: the fingerprint of every parked payload, to find the bad deliveries parked (once)
+SELECT fingerprint FROM {rejected}
+WHERE consumer = %(consumer)s
+
 -- name: hub_forget_rejected
 DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
 

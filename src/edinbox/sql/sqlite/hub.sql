@@ -172,6 +172,11 @@ SELECT source, message_id, count(*) FROM {table}
 WHERE consumer = :consumer AND status = 'processed'
 GROUP BY source, message_id
 
+-- name: hub_rejected_fingerprints
+-- `edinbox chaos`: the fingerprint of every parked payload, to find the bad deliveries parked (once)
+SELECT fingerprint FROM {rejected}
+WHERE consumer = :consumer
+
 -- name: hub_forget_rejected
 DELETE FROM {rejected} WHERE consumer = :consumer AND id = :id
 
