@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from edinbox._errors import TransientError
 from edinbox.hub import _log
 from edinbox.sources import Delivery, Source
+from edinbox.sources._failures import unless_cancelled
 
 __all__ = ["progress"]
 
@@ -45,7 +46,6 @@ async def progress(
 
 
 async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every: float, log_json: bool) -> None:
-    task = asyncio.current_task()
     while True:
         await asyncio.sleep(every)
         deliveries = held()
@@ -55,8 +55,7 @@ async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every
                 await source.in_progress(delivery)
             except TransientError as exc:
                 failed.append((delivery, exc))
-            if task is not None and task.cancelling():  # a driver turned the cancel into an error or a reply
-                raise asyncio.CancelledError
+            unless_cancelled()  # a driver may have turned the cancel into an error or a reply
         if failed:
             first, error = failed[0]
             fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}

@@ -4,6 +4,7 @@ driver exception; and how it reconnects: exponential backoff with jitter (stamin
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -14,7 +15,7 @@ import stamina
 from edinbox._errors import ConfigurationError, InboxError, SourceError
 from edinbox._urls import mask
 
-__all__ = ["failing", "quietly", "reason", "with_backoff"]
+__all__ = ["failing", "quietly", "reason", "unless_cancelled", "with_backoff"]
 
 T = TypeVar("T")
 
@@ -75,3 +76,12 @@ async def with_backoff(connect: Callable[[], Awaitable[T]], *, within: float) ->
         with attempt:
             return await connect()
     raise AssertionError("unreachable: stamina raises the last error")  # pragma: no cover
+
+
+def unless_cancelled() -> None:
+    """Raise CancelledError when the current task is being cancelled: a driver may swallow a cancel that arrives
+    mid-call and return its reply (redis-py under Python 3.11: its `asyncio.wait_for` returns the finished send), or
+    turn it into an ordinary error."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

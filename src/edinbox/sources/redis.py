@@ -46,7 +46,7 @@ from typing import Any
 from edinbox._errors import SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
-from edinbox.sources._failures import failing, quietly, with_backoff
+from edinbox.sources._failures import failing, quietly, unless_cancelled, with_backoff
 from edinbox.sources._options import name_option, positive_float, server_url, split_url
 from edinbox.sources._redis_group import Group, client, refused, text
 
@@ -157,7 +157,7 @@ class RedisSource(Source):
     async def _receive(self, max_messages: int, deadline: float) -> list[Delivery]:
         while True:
             deliveries = await self._receive_once(max_messages, deadline)
-            _unless_cancelled()
+            unless_cancelled()
             if deliveries or time.monotonic() >= deadline:
                 return deliveries
 
@@ -274,7 +274,7 @@ class RedisSource(Source):
         try:
             with failing(f"{verb} of {delivery.key!r} at {self.url}", refused=refused):
                 await call()
-            _unless_cancelled()
+            unless_cancelled()
         except SourceError:  # the entry stays pending and comes back; the inbox absorbs the redelivery
             self._prepared, self._failed_at = False, time.monotonic()
             raise
@@ -295,7 +295,7 @@ class RedisSource(Source):
             if members is not None:
                 await quietly(f"trimming {self.stream!r} at {self.url}", members.trim)
                 await quietly(f"leaving group {self.group!r} at {self.url}", members.leave)
-                _unless_cancelled()
+                unless_cancelled()
         finally:  # also when cancelled: no connection is left open
             await quietly(f"closing {self.url}", redis.aclose)
 
@@ -342,14 +342,6 @@ PUBLISHER = RedisPublisher
 async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
     """XADD each payload with its `message_id` field set to the producer id."""
     await publish_once(RedisPublisher(url), messages)
-
-
-def _unless_cancelled() -> None:
-    """Raise CancelledError when this task is being cancelled: under Python 3.11 redis-py swallows a cancel that
-    arrives as a command is sent (its `asyncio.wait_for` returns the finished send) and returns the reply."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def _checked(opts: Any, consumer: str) -> str:
