@@ -30,7 +30,7 @@ from asyncmy.constants.COMMAND import COM_QUERY
 from asyncmy.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
 from edinbox._core import Pace, TableName, check_version
-from edinbox._errors import ConfigurationError, DataError, StoreError, TransientError
+from edinbox._errors import ConfigurationError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._async_base import (
@@ -51,6 +51,7 @@ from edinbox.stores._mysql_sql import (
     bulky,
     connect_options,
     connection_lost,
+    fitting,
     has_returning,
     literals,
     lock_name,
@@ -230,22 +231,11 @@ class _AsyncMySQLUnit:
         return cursor
 
     async def _fitting(self, name: str, statement: str) -> str:
-        """`statement` (its values bound) when the server reads it whole; else DataError, sent nothing.
-
-        MariaDB refuses a packet (the command's byte and the statement) of max_allowed_packet bytes or more with
-        error 1153 and closes the connection, which a client still sending sees as a lost connection (2006, 2013,
-        a broken pipe): a StoreError, retried for ever. Measured here, the value too big is the message's fault.
-        """
-        limit = self._sql.packet
-        if limit is None:
-            limit = self._sql.packet = int((await self.fetch("max_packet", {}))[0][0])
-        size = len(statement.encode("utf-8", "surrogateescape"))
-        if size + 1 >= limit:
-            raise DataError(
-                f"MariaDB cannot run {name}: the statement and its values take {size} bytes, too many for the server's "
-                f"max_allowed_packet ({limit} bytes)"
-            )
-        return statement
+        """`statement` (its values bound) when the server reads it whole; else DataError, sent nothing (`fitting`,
+        against the server's max_allowed_packet, read once)."""
+        if self._sql.packet is None:
+            self._sql.packet = int((await self.fetch("max_packet", {}))[0][0])
+        return fitting(name, statement, limit=self._sql.packet)
 
     def _watch(self) -> None:
         """From now on, note the end of the transaction (open now) before the unit's COMMIT (store's own

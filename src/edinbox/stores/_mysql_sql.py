@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from edinbox._core import TableName
-from edinbox._errors import ConfigurationError
+from edinbox._errors import ConfigurationError, DataError
 from edinbox._urls import mask
 from edinbox.stores._mapping import MappedErrors, mysql_kind
 from edinbox.stores._queries import FILES, load_queries, placeholders
@@ -24,6 +24,7 @@ __all__ = [
     "bulky",
     "connect_options",
     "connection_lost",
+    "fitting",
     "has_returning",
     "literals",
     "lock_name",
@@ -170,6 +171,23 @@ def bulky(values: Mapping[str, Any]) -> bool:
         if isinstance(value, str | bytes | bytearray):
             size += len(value)
     return size > BULKY
+
+
+def fitting(name: str, statement: str, *, limit: int) -> str:
+    """`statement` (its values bound) when a server reading at most `limit` bytes a packet reads it whole; else
+    DataError, and nothing is sent.
+
+    MariaDB refuses a packet (the command's byte and the statement) of max_allowed_packet bytes or more with error
+    1153 and closes the connection, which a client still sending sees as a lost connection (2006, 2013, a broken
+    pipe): a StoreError, retried for ever. Measured before it is sent, the value too big is the message's fault.
+    """
+    size = len(statement.encode("utf-8", "surrogateescape"))
+    if size + 1 >= limit:
+        raise DataError(
+            f"MariaDB cannot run {name}: the statement and its values take {size} bytes, too many for the server's "
+            f"max_allowed_packet ({limit} bytes)"
+        )
+    return statement
 
 
 def lock_name(text: str) -> str:
