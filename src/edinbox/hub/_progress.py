@@ -19,8 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 from edinbox._errors import TransientError
 from edinbox.hub import _log
-from edinbox.sources import Delivery, Source
-from edinbox.sources._failures import unless_cancelled
+from edinbox.sources import Delivery, Source, unless_cancelled
 
 __all__ = ["progress"]
 

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Outgoing, Publisher, Source
+from edinbox.sources._failures import unless_cancelled
 
 __all__ = [
     "Delivery",
@@ -23,6 +24,7 @@ __all__ = [
     "open_source",
     "publisher",
     "reach",
+    "unless_cancelled",
 ]
 
 Publish = Callable[[str, Sequence[tuple[str, bytes] | Outgoing]], Awaitable[None]]
