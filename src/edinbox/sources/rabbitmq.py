@@ -75,7 +75,7 @@ from edinbox.sources._rabbitmq_publisher import PUBLISHER, RabbitMQPublisher, pu
 __all__ = ["CONFIRM_WAIT", "PUBLISHER", "SOURCE", "RabbitMQPublisher", "RabbitMQSource", "prefetch_for", "publish"]
 
 _log = logging.getLogger(__name__)
-_PROBE_TIMEOUT = 5.0  # seconds the passive declare of the consumed queue may take
+_PROBE_TIMEOUT = 5.0  # seconds each step of the passive declare of the consumed queue may take
 _WAKE = object()
 """Put in the buffer when the consumer must be set up again (its channel reopened, or the broker cancelled it): a
 `receive` waiting for deliveries does so at once."""
@@ -379,10 +379,11 @@ async def _exists(channel: Any, queue: str) -> bool:
 
 async def _ready(channel: Any, queue: str) -> int | None:
     """The messages ready in `queue`, None when the broker has no such queue: a passive declare on a throwaway
-    channel (the broker closes a channel whose passive declare names a queue it does not have)."""
+    channel (the broker closes a channel whose passive declare names a queue it does not have). Every step is bounded:
+    while aio-pika reconnects, its channel waits for the connection without end (TimeoutError, a failure)."""
     from aiormq.exceptions import ChannelNotFoundEntity
 
-    underlay = await channel.get_underlay_channel()
+    underlay = await asyncio.wait_for(channel.get_underlay_channel(), _PROBE_TIMEOUT)
     probe = await underlay.connection.channel(publisher_confirms=False, timeout=_PROBE_TIMEOUT)
     try:
         declared = await probe.queue_declare(queue, passive=True, timeout=_PROBE_TIMEOUT)
