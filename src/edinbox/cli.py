@@ -328,7 +328,8 @@ def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> 
     help="write the stored payload's raw bytes to this file",
 )
 def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any) -> None:
-    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID).
+    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it: a `/` inside a part is %2F) or a parked
+    payload (rejected/ID).
 
     Payloads are previewed: EDI one segment per line, text as text, anything else as hex; --payload FILE writes
     the raw bytes.
