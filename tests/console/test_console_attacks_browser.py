@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from console.conftest import Console, free_port, run
+from console.conftest import Console, free_port, run, serving
 from edinbox.hub._ops import show
 
 
@@ -124,3 +124,36 @@ def test_a_same_site_page_cannot_frame_the_console(page: Any, console: Console, 
     assert frame.locator("nav").count() == 0
     page.goto(console.url + "/parked/dead")
     assert page.locator("nav").count() == 1
+
+
+def test_an_operator_logs_in_works_and_logs_out(page: Any, console: Console) -> None:
+    """On a console with a token: the login page, a wrong token refused, the right one opens the pages (the session
+    cookie HttpOnly and Strict, not the token), an action's form works, and the logout asks for the token again."""
+    from edinbox.console import create_app
+
+    token = "operator-token-0123456789"
+    with serving(create_app(console.config, token=token)) as url:
+        page.goto(url + "/parked/dead")
+        assert page.url == url + "/login"
+        page.fill("input[name=token]", "wrong-token-0123456789")
+        page.click("button[type=submit]")
+        assert "That is not the token" in page.locator("main").inner_text()
+        page.fill("input[name=token]", token)
+        page.click("button[type=submit]")
+        page.wait_for_url(url + "/")
+        cookies = {c["name"]: c for c in page.context.cookies()}
+        session = cookies["edinbox_session"]
+        assert session["httpOnly"]
+        assert session["sameSite"] == "Strict"
+        assert token not in session["value"]
+        stuck = console.traffic.stuck
+        key = f"X12:ZZ:{stuck.partner.id}>ZZ:EDINBOXHUB/{stuck.control}"
+        page.goto(f"{url}/confirm?action=requeue&key={key}")
+        page.fill("input[name=operator]", "night-shift")
+        page.click("#confirm")
+        page.wait_for_load_state("networkidle")
+        assert "requeue: done" in page.locator(".notice").inner_text()
+        page.click("#logout button")
+        page.wait_for_url(url + "/login")
+        page.goto(url + "/audit")
+        assert page.url == url + "/login"

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from edinbox._errors import ConfigurationError
 from edinbox.console import check_bind, check_token, create_app
-from edinbox.console._session import Limiter
+from edinbox.console._session import Limiter, Revoked, Session
 from edinbox.hub import HubConfig
 from edinbox.hub._ops import init
 
@@ -316,3 +316,38 @@ def test_posts_from_other_origins_are_refused_even_with_a_valid_token(config: Hu
 def test_console_command_refuses_a_database_without_the_schema(tmp_path: Path) -> None:
     """`edinbox console` on a database `init` never prepared exits 1 with one line naming `edinbox init`."""
     assert "edinbox init" in refusal("--db", f"sqlite:///{tmp_path}/empty.db")
+
+
+def test_logging_out_ends_the_session_even_for_a_copied_cookie(client: TestClient) -> None:
+    """After the logout button's POST the console asks for the token again, and the cookie it had (copied before)
+    opens nothing more."""
+    log_in(client)
+    home = client.get("/")
+    assert 'action="/logout"' in home.text
+    copied = client.cookies["edinbox_session"]
+    found = re.search(r'id="logout".*?name="csrf" value="([^"]+)"', home.text)
+    assert found is not None
+    out = client.post("/logout", data={"csrf": found.group(1)})
+    assert out.status_code == 303
+    assert out.headers["location"] == "/login"
+    assert client.get("/").status_code == 303
+    client.cookies.set("edinbox_session", copied)
+    assert client.get("/").status_code == 303
+
+
+def test_logged_out_sessions_are_kept_until_they_expire_and_bounded() -> None:
+    """A logged-out session stays refused until its own expiry, then is forgotten; at most `size` are kept."""
+    now = [1000.0]
+    revoked = Revoked(size=2, clock=lambda: now[0])
+    first, second, third = Session("a", 1010), Session("b", 1100), Session("c", 1100)
+    revoked.add(first)
+    assert first in revoked
+    assert second not in revoked
+    now[0] = 1020
+    revoked.add(second)
+    assert first not in revoked  # expired anyway: no longer kept
+    revoked.add(third)
+    assert second in revoked
+    assert third in revoked
+    revoked.add(Session("d", 1100))
+    assert second not in revoked  # the bound: the oldest is dropped

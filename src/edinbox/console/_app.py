@@ -78,7 +78,12 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
 
     def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         html = env.get_template(template).render(
-            request=request, csrf=request.state.csrf, consumer=config.consumer, parked=PARKED, **context
+            request=request,
+            csrf=request.state.csrf,
+            signed_in=request.state.session.authenticated,
+            consumer=config.consumer,
+            parked=PARKED,
+            **context,
         )
         return HTMLResponse(html, status_code=status_code)
 
@@ -179,6 +184,10 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
             response.headers["Retry-After"] = str(wait)
         return response
 
+    async def logout(request: Request) -> Response:
+        access.logout(request)
+        return RedirectResponse("/login" if access.token else "/", status_code=303)
+
     routes = [
         Route("/", home),
         Route("/message", message),
@@ -188,6 +197,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
         Route("/dashboard", dashboard),
         Route("/audit", audit),
         Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE.joinpath("static"))), name="static"),
     ]
 

@@ -22,7 +22,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
-from edinbox.console._session import Limiter, Session, Signer
+from edinbox.console._session import Limiter, Revoked, Session, Signer
 
 __all__ = ["LOOPBACK_NAMES", "Access", "guard", "host_name"]
 
@@ -61,13 +61,15 @@ def host_name(text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Access:
     """Who may use the console and how its cookies are set: the token (None: no login), the host names it answers
-    to besides loopback, whether it is served over TLS, the session signer and the login limiter."""
+    to besides loopback, whether it is served over TLS, the session signer, the login limiter and the sessions
+    ended by a logout."""
 
     token: str | None = None
     hosts: frozenset[str] = LOOPBACK_NAMES
     tls: bool = False
     signer: Signer = field(default_factory=Signer)
     limiter: Limiter = field(default_factory=Limiter)
+    revoked: Revoked = field(default_factory=Revoked)
 
     @classmethod
     def build(cls, *, token: str | None, allowed_hosts: Iterable[str] = (), tls: bool = False) -> Access:
@@ -110,6 +112,16 @@ class Access:
         request.state.session = self.signer.start(authenticated=True)  # a new id: no session fixation
         return 303, 0
 
+    def logout(self, request: Request) -> None:
+        """End the request's session for good (its cookie, even copied, opens nothing more) and start a new one."""
+        self.revoked.add(request.state.session)
+        request.state.session = self.signer.start()
+
+    def session(self, request: Request) -> Session | None:
+        """The session the request's cookie holds, or None: missing, forged, expired or logged out."""
+        session = self.signer.read(request.cookies.get(self.cookie_name, ""))
+        return None if session is None or session in self.revoked else session
+
 
 def _same(given: str, token: str) -> bool:
     return hmac.compare_digest(given.encode(), token.encode())
@@ -124,7 +136,7 @@ def guard(access: Access, refuse: Refuse) -> Callable[[Request, Dispatch], Await
                 "this console does not answer to that host name (see edinbox console --allowed-host)", 400
             )
             return _headed(response)
-        session = access.signer.read(request.cookies.get(access.cookie_name, ""))
+        session = access.session(request)
         request.state.session = session or access.signer.start()
         request.state.csrf = access.signer.csrf(request.state.session)
         response = await _checked(request, call_next, access, refuse)

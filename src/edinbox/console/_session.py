@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-__all__ = ["Limiter", "Session", "Signer"]
+__all__ = ["Limiter", "Revoked", "Session", "Signer"]
 
 SESSION_LIFETIME = timedelta(hours=8)
 """How long a session lasts from its start (logging in starts a new one); then the console asks for the token."""
@@ -105,3 +105,26 @@ class Limiter:
     def succeeded(self, address: str) -> None:
         """Forget the failures of `address`."""
         self._failures.pop(address, None)
+
+
+@dataclass(slots=True)
+class Revoked:
+    """Sessions ended before their time (logged out): their ids, kept until they would have expired anyway, so a
+    copied cookie stops working at the logout. Bounded: at most `size` ids, the oldest forgotten first."""
+
+    size: int = 100_000
+    clock: Callable[[], float] = time.time
+    _ids: dict[str, int] = field(default_factory=dict)
+
+    def add(self, session: Session) -> None:
+        """End `session` now."""
+        now = self.clock()
+        for sid in [sid for sid, expires in self._ids.items() if expires <= now]:
+            del self._ids[sid]
+        if len(self._ids) >= self.size:
+            del self._ids[next(iter(self._ids))]
+        self._ids[session.id] = session.expires
+
+    def __contains__(self, session: Session) -> bool:
+        """Whether `session` was ended."""
+        return session.id in self._ids
