@@ -597,6 +597,11 @@ def console(
     _echo(where, as_json=as_json)
     if allow_http and certfile is None and secret:
         click.echo("warning: the console's token and pages travel in clear up to the TLS proxy", err=True)
+    if host in ("0.0.0.0", "::") and not allowed_hosts:  # noqa: S104 - the wildcard binds, compared
+        click.echo(
+            "warning: the console answers only to loopback names: add --allowed-host NAME for the name clients use",
+            err=True,
+        )
     with _errors():
         serve(
             cfg,

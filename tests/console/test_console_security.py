@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -351,3 +352,19 @@ def test_logged_out_sessions_are_kept_until_they_expire_and_bounded() -> None:
     assert third in revoked
     revoked.add(Session("d", 1100))
     assert second not in revoked  # the bound: the oldest is dropped
+
+
+def test_console_command_warns_of_plain_http_and_a_wildcard_without_allowed_hosts(tmp_path: Path) -> None:
+    """On 0.0.0.0 with --allow-http and no --allowed-host the command warns of both before it starts (here it then
+    stops at the database `init` never prepared, so nothing listens)."""
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    sqlite3.connect(tmp_path / "empty.db").close()  # a database without the schema
+    args = ["--db", f"sqlite:///{tmp_path}/empty.db", "--token-file", str(token), "--allow-http"]
+    proc = console_command(*args, "--host", "0.0.0.0")  # noqa: S104 - never listens: the schema is missing
+    assert proc.returncode == 1
+    assert "travel in clear" in proc.stderr
+    assert "--allowed-host" in proc.stderr
+    assert "edinbox init" in proc.stderr
+    quiet = console_command(*args, "--host", "0.0.0.0", "--allowed-host", "console.example.net")  # noqa: S104
+    assert "--allowed-host" not in quiet.stderr
