@@ -368,3 +368,27 @@ def test_console_command_warns_of_plain_http_and_a_wildcard_without_allowed_host
     assert "edinbox init" in proc.stderr
     quiet = console_command(*args, "--host", "0.0.0.0", "--allowed-host", "console.example.net")  # noqa: S104
     assert "--allowed-host" not in quiet.stderr
+
+
+def test_an_unexpected_error_is_a_500_page_without_a_traceback(
+    config: HubConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error no page expected (here a route added to raise one) answers the console's 500 page with the security
+    headers and no traceback, and is logged in one line with its password masked."""
+
+    async def boom(request: object) -> None:
+        raise RuntimeError("postgresql://app:hunter2-secret@db/hub refused")
+
+    app = create_app(config)
+    app.add_route("/boom", boom)
+    with TestClient(app, base_url=BASE, raise_server_exceptions=False) as client:
+        response = client.get("/boom")
+    assert response.status_code == 500
+    assert "the console failed to answer" in response.text
+    assert "Traceback" not in response.text
+    assert "hunter2" not in response.text
+    assert response.headers["Cache-Control"] == "no-store"
+    logged = [r.getMessage() for r in caplog.records if "console-error" in r.getMessage()]
+    assert len(logged) == 1
+    assert "RuntimeError" in logged[0]
+    assert "hunter2" not in logged[0]
