@@ -392,3 +392,23 @@ def test_an_unexpected_error_is_a_500_page_without_a_traceback(
     assert len(logged) == 1
     assert "RuntimeError" in logged[0]
     assert "hunter2" not in logged[0]
+
+
+@pytest.mark.parametrize(
+    ("host", "counted"),
+    [
+        ("192.0.2.7", "192.0.2.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("testclient", "testclient"),
+    ],
+)
+def test_the_login_limit_counts_an_ipv6_client_by_its_slash_64(host: str, counted: str) -> None:
+    """IPv4 addresses count alone (also written IPv4-mapped), IPv6 ones by their /64: a host that owns a /64
+    cannot get fresh tries by changing address."""
+    from starlette.requests import Request
+
+    from edinbox.console._guard import client_of
+
+    assert client_of(Request({"type": "http", "client": (host, 1234), "headers": []})) == counted

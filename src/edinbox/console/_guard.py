@@ -12,6 +12,7 @@ styles from the console alone. An unexpected error is a 500 page without a trace
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.console._session import Limiter, Revoked, Session, Signer
 
-__all__ = ["LOOPBACK_NAMES", "Access", "guard", "host_name"]
+__all__ = ["LOOPBACK_NAMES", "Access", "client_of", "guard", "host_name"]
 
 LOGGER = logging.getLogger("edinbox.console")
 
@@ -101,7 +102,7 @@ class Access:
     def login(self, request: Request, given: str) -> tuple[int, int]:
         """Check a login: (status, seconds to wait). 303 and a new signed-in session in `request.state.session`;
         401 for a wrong token; 429 while this address must wait after too many failures (even the right token)."""
-        address = request.client.host if request.client else ""
+        address = client_of(request)
         wait = self.limiter.wait(address)
         if wait:
             return 429, wait
@@ -121,6 +122,21 @@ class Access:
         """The session the request's cookie holds, or None: missing, forged, expired or logged out."""
         session = self.signer.read(request.cookies.get(self.cookie_name, ""))
         return None if session is None or session in self.revoked else session
+
+
+def client_of(request: Request) -> str:
+    """Whom the login limit counts for a request: its IPv4 address, or its IPv6 /64 (one host gets a whole /64, so
+    counting single IPv6 addresses would give it billions of tries)."""
+    host = request.client.host if request.client else ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
 
 
 def _same(given: str, token: str) -> bool:
@@ -171,7 +187,7 @@ async def _checked(request: Request, call_next: Dispatch, access: Access, refuse
 
 def _unauthorised(request: Request, access: Access, refuse: Refuse) -> Response | None:
     """The refusal of a request without the token (a redirect to the login page for a page), or None."""
-    address = request.client.host if request.client else ""
+    address = client_of(request)
     bearer = access.bearer(request)
     if bearer is not None:
         wait = access.limiter.wait(address)
