@@ -102,8 +102,8 @@ def rejected_id(key: str) -> int | None:
     first, sep, rest = key.partition("/")
     if first != REJECTED or not sep:
         return None
-    if not rest.isdigit():
-        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
+    if not (rest.isascii() and rest.isdigit() and len(rest) <= 19 and int(rest) < 2**63):  # a database BIGINT
+        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number> (below 2**63)")
     return int(rest)
 
 
