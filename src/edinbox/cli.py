@@ -124,6 +124,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT")
 @_option("--quiet", "-q", is_flag=True, envvar="EDINBOX_QUIET", help="log warnings and errors only")
 @_setting("--accounting")
+@_setting("--accounting-token-file")
 @_setting("--give-up-after")
 @_setting("--max-payload")
 @_setting("--retention")
@@ -132,6 +133,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_option("--no-relay", is_flag=True, envvar="EDINBOX_NO_RELAY", help="do not relay the outbox here (`edinbox relay`)")
 @_setting("--metrics-port")
 @_setting("--metrics-host")
+@_setting("--metrics-public", is_flag=True)
 @_json
 def run(
     *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, no_relay: bool, **settings: Any
@@ -143,7 +145,8 @@ def run(
     It runs no DDL: `edinbox init` creates the schema (and the spool folder). EDINBOX_FAULT=after_commit:N arms the
     fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests);
     relay_start:N kills each of the first N relay processes as it starts. --json prints the totals as one JSON
-    object when it stops.
+    object when it stops. The --accounting API's bearer token is read from --accounting-token-file, else from
+    EDINBOX_ACCOUNTING_TOKEN (never from a flag's value, which `ps` shows).
 
     Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL, missing extra, missing database or
     spool folder, missing schema: the message says which), 2 gave up (a dependency stayed down longer than
@@ -187,7 +190,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     if cfg.accounting:
         from edinbox.hub.http_sink import HttpAccounting
 
-        sink = HttpAccounting(cfg.accounting)
+        sink = HttpAccounting(cfg.accounting, token=_accounting_token(cfg))
     from edinbox.hub._outage import Stopped
 
     stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
@@ -208,17 +211,33 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
             server.shutdown()
 
 
+def _accounting_token(cfg: HubConfig) -> str | None:
+    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN."""
+    from edinbox.hub.http_sink import TOKEN_VARIABLE, read_token
+
+    if cfg.accounting_token_file:
+        return read_token(cfg.accounting_token_file)
+    return os.environ.get(TOKEN_VARIABLE) or None
+
+
 def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
-    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them."""
+    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them: partner
+    labels for the partners with an agreement, message types those known and routed (others count as `other`)."""
     if not cfg.metrics_port:
         return None, None
-    from edinbox.metrics import Metrics
+    from edinbox._hosts import is_loopback
+    from edinbox.hub._log import format_line
+    from edinbox.metrics import MESSAGE_TYPES, Metrics
 
-    metrics = Metrics()
+    metrics = Metrics(partners=cfg.partners, message_types=[*MESSAGE_TYPES, *cfg.routes])
     try:
-        return metrics, metrics.serve(cfg.metrics_port, host=cfg.metrics_host)
+        server = metrics.serve(cfg.metrics_port, host=cfg.metrics_host, public=cfg.metrics_public)
     except OSError as exc:
         raise click.UsageError(f"cannot serve /metrics on {cfg.metrics_host}:{cfg.metrics_port}: {exc}") from exc
+    if not is_loopback(cfg.metrics_host):
+        fields = {"host": cfg.metrics_host, "port": cfg.metrics_port, "authentication": "none"}
+        logging.getLogger("edinbox.hub").warning(format_line("metrics-public", fields))
+    return metrics, server
 
 
 @main.command()
