@@ -26,7 +26,7 @@ __all__ = ["DatabaseUrl", "database_url", "engine_url", "mask", "secrets"]
 # After the `@` that ends a password: a host (a bracketed address, or a name of any characters but the URL's
 # delimiters: non-ASCII and unusual ones included), or no host at all, an optional port, then the end of the
 # authority.
-_HOST_AFTER = r"@(?=(?:\[[^\]\s]*\]|[^\s/?#@\[\]:,;'\"<>()]*)(?::[0-9]*)?(?:[/?#\s,;:'\")\]>]|$))"
+_HOST_AFTER = r"@(?=(?:\[[^\]\s]*\]|[^\s/?#@\[\]:,;&='\"<>()]*)(?::[0-9]*)?(?:[/?#\s,;:'\")\]>]|$))"
 _PASSWORD = re.compile(
     r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>(?:(?!://)[^\n])*)" + "(?P<tail>" + _HOST_AFTER + ")"
 )
@@ -34,7 +34,7 @@ _PASSWORD = re.compile(
 # `ssl.key.password`, `sasl.oauthbearer.client.secret`, `access_token`, `api_key`, `ssl.key.pem`).
 _SECRET_WORDS = ("pass", "pwd", "secret", "token", "api", "credential", "key.pem", "private", "jaas")
 _NAME = r"[\w.-]*?(?:password|passwd|pwd|secret|token|api_key|apikey|credential|key\.pem|private|jaas)[\w.-]*"
-_VALUE = r"""(?:'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?|[^&;\s]*)"""
+_VALUE = r"""(?:'(?:[^'\\]|\\.)*'(?=[&;\s,)]|$)|"(?:[^"\\]|\\.)*"(?=[&;\s,)]|$)|[^&;\s]*)"""
 _QUERY_PASSWORD = re.compile(rf"(?P<head>(?:^|[?&;\s,(])(?:{_NAME})\s?=\s?)(?P<password>{_VALUE})", re.IGNORECASE)
 # the same option as a mapping's item, as a driver prints its settings: `'sasl.password': 'x'`, `"token": "x"`
 _QUOTED_PASSWORD = re.compile(
