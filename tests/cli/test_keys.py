@@ -108,3 +108,14 @@ def test_the_console_reaches_a_key_holding_slashes(db: str) -> None:
         followed = client.get(html.unescape(links[0]))
         assert followed.status_code == 200
         assert "INV/2026/0042" in followed.text
+
+
+@pytest.mark.parametrize("number", ["9223372036854775808", "9" * 5000, "١٢"])
+def test_a_parked_payload_number_out_of_range_is_one_line(db: str, number: str) -> None:
+    """`show rejected/<a number no id can have>` (over 64 bits, thousands of digits, non-ASCII digits) is one
+    `Error:` line and exit 1, never a traceback."""
+    result = CliRunner().invoke(main, ["show", "--db", db, f"rejected/{number}"])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.output.startswith("Error:")
+    assert "rejected/<number>" in result.output
