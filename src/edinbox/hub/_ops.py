@@ -22,7 +22,7 @@ from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
 from edinbox.hub._outage import Outage
-from edinbox.hub._output import as_dict, human_duration, json_value, render
+from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
 from edinbox.hub._purge import Purged, purge
@@ -306,7 +306,7 @@ def render_shown(data: dict[str, Any]) -> str:
     for name in blocks:
         lines = str(data[name]).splitlines() or [""]
         head = f"{name} ({data[f'{name}_bytes']} bytes, {data[f'{name}_kind']}):"
-        text += "\n" + head + "".join(f"\n  {line}" for line in lines)
+        text += "\n" + head + "".join(f"\n  {visible(line)}" for line in lines)
     return text
 
 

@@ -102,13 +102,9 @@ def rejected_id(key: str) -> int | None:
     first, sep, rest = key.partition("/")
     if first != REJECTED or not sep:
         return None
-    if not (rest.isascii() and rest.isdigit()) or len(rest) > 19 or int(rest) > _LARGEST_ID:
-        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>, as `edinbox list` prints it")
+    if not (rest.isascii() and rest.isdigit() and len(rest) <= 19 and int(rest) < 2**63):  # a database BIGINT
+        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number> (below 2**63)")
     return int(rest)
-
-
-_LARGEST_ID = 2**63 - 1
-"""The largest id a parked payload can have (a 64-bit integer column): a bigger number names none."""
 
 
 async def rejected_row(inbox: AsyncInbox, *, consumer: str, number: int) -> tuple[Any, ...] | None:
