@@ -87,7 +87,7 @@ def _invoice(raw: bytes) -> dict[str, Any]:
     """The request body as an invoice, or 400 saying what is wrong."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer past Python's 4,300 digits
         raise _Refused(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
     except RecursionError:
         body = None
