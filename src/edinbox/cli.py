@@ -214,12 +214,20 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
 
 
 def _accounting_token(cfg: HubConfig) -> str | None:
-    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN."""
+    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN;
+    one warning line when it would cross the network in clear (http:// to another host than loopback)."""
+    from urllib.parse import urlsplit
+
+    from edinbox._hosts import is_loopback
+    from edinbox.hub._log import format_line
     from edinbox.hub.http_sink import TOKEN_VARIABLE, read_token
 
-    if cfg.accounting_token_file:
-        return read_token(cfg.accounting_token_file)
-    return os.environ.get(TOKEN_VARIABLE) or None
+    token = read_token(cfg.accounting_token_file) if cfg.accounting_token_file else os.environ.get(TOKEN_VARIABLE)
+    url = urlsplit(cfg.accounting)
+    if token and url.scheme == "http" and not is_loopback(url.hostname or ""):
+        fields = {"host": url.hostname, "advice": "use https:// or a loopback address"}
+        logging.getLogger("edinbox.hub").warning(format_line("accounting-token-cleartext", fields))
+    return token or None
 
 
 def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
