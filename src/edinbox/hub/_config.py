@@ -5,26 +5,38 @@ Each field of `HubConfig` is a key of `[hub]` in the TOML file, a flag of the co
 file this model describes (`example_toml()`), so the documentation cannot drift from it. Loading a file and merging
 the variables and flags is `edinbox.hub._settings`. A value of the wrong type is a ConfigurationError naming the key
 and the type expected; a duration needs its unit (`30s`, `15m`, `12h`, `7d`, `2w`).
+
+Every value is checked here, before anything runs, without any I/O: each number within its range (`LIMITS`), each
+URL parsed (database, source, accounting, the partners' outbound destinations: ports 1-65535, a host where one is
+required, the source's options known and in range for this consumer and batch size), so a typo stops the command
+with one line instead of being waited out as an outage or charged to the messages.
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
+from edinbox._urls import addresses, database_url, mask
+from edinbox.sources import check_destination, check_url
 
 __all__ = [
     "DEFAULT_ROUTES",
+    "LIMITS",
+    "MAX_CONSUMER",
+    "MAX_DURATION",
     "MAX_PAYLOAD",
     "PURGE_MAX_RATE",
     "Agreement",
@@ -57,17 +69,40 @@ DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
     }
 )
 
+MAX_DURATION = timedelta(days=36500)
+"""The longest duration a setting may give (100 years): a horizon, retention, lease or period."""
+MAX_CONSUMER = 128
+"""The longest consumer name, in characters (it names the spool's claim folder and a broker's consumer group)."""
+MAX_PAYLOAD_LIMIT = 1024**3
+"""The largest `max_payload` (1 GiB, the largest value PostgreSQL stores in one field)."""
+
+LIMITS: Mapping[str, tuple[float, float]] = MappingProxyType(
+    {
+        "batch_size": (1, 10000),
+        "poll_timeout": (0, 3600),
+        "idle_timeout": (0, 86400),
+        "max_attempts": (1, 10000),
+        "max_payload": (1, MAX_PAYLOAD_LIMIT),
+        "metrics_port": (0, 65535),
+    }
+)
+"""The range of each numeric setting, bounds included (poll_timeout must be above 0)."""
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_HINT = "a duration with its unit (30s, 15m, 12h, 7d, 2w)"
 
 
 def parse_duration(text: str) -> timedelta:
-    """Parse `30s`, `15m`, `12h`, `7d` or `2w` into a timedelta; a number without its unit is refused."""
+    """Parse `30s`, `15m`, `12h`, `7d` or `2w` into a timedelta; a number without its unit, or more than
+    MAX_DURATION (100 years), is refused."""
     match = _DURATION.match(text) if isinstance(text, str) else None
     if not match:
-        raise ConfigurationError(f"{text!r} is not {_DURATION_HINT}")
-    return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+        raise ConfigurationError(f"{str(text)[:80]!r} is not {_DURATION_HINT}")
+    seconds = float(match[1]) * _UNITS[match[2]]
+    if not seconds <= MAX_DURATION.total_seconds():
+        raise ConfigurationError(f"{text.strip()[:80]!r} is longer than {MAX_DURATION.days // 365} years")
+    return timedelta(seconds=seconds)
 
 
 def give_up_after(config: HubConfig) -> timedelta | None:
@@ -112,10 +147,28 @@ def _seconds(value: object) -> object:
 
 
 def _duration(value: object) -> object:
-    """A duration text with its unit, kept as written (`7d`)."""
+    """A duration text with its unit, kept as written (`7d`), at most MAX_DURATION."""
     if isinstance(value, str) and _DURATION.match(value):
+        try:
+            parse_duration(value)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
         return value.strip()
-    raise ValueError(f"expected {_DURATION_HINT}, got {value!r}")
+    raise ValueError(f"expected {_DURATION_HINT}, got {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    """A value as an error message quotes it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}...({len(text)} characters)"
+
+
+def _lease(value: object) -> object:
+    """A duration longer than zero."""
+    text = _duration(value)
+    if parse_duration(str(text)) <= timedelta(0):
+        raise ValueError(f"expected a duration longer than zero, got {value!r}")
+    return text
 
 
 def _optional_duration(value: object) -> object:
@@ -172,6 +225,26 @@ def _name(value: object) -> object:
     raise ValueError(f"expected a non-empty name, got {value!r}")
 
 
+def _consumer(value: object) -> object:
+    """A consumer name: 1 to MAX_CONSUMER printable characters, not only spaces."""
+    _name(value)
+    text = str(value)
+    if len(text) > MAX_CONSUMER:
+        raise ValueError(f"expected at most {MAX_CONSUMER} characters, got {len(text)}")
+    if not text.isprintable():
+        raise ValueError(f"expected printable characters (no control character), got {_shown(text)}")
+    return text
+
+
+def _host(value: object) -> object:
+    """An address to bind: a host name or an IP address (an IPv6 one with or without brackets)."""
+    text = str(_text(value))
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if not bare or len(bare) > 253 or not re.fullmatch(r"[\w.:%-]+", bare):
+        raise ValueError(f"expected a host name or an IP address, got {_shown(value)}")
+    return text
+
+
 def _routes(value: object) -> object:
     """Routes by upper-case message type over the defaults."""
     if not isinstance(value, Mapping):
@@ -222,8 +295,12 @@ class Agreement:
 _NO_AGREEMENT = Agreement()
 
 
+_TERMS = tuple(f.name for f in fields(Agreement))
+
+
 def _partners(value: object) -> object:
-    """Agreements by partner: a table of tables (`[partners."ZZ:ACME"]`), each checked as an Agreement."""
+    """Agreements by partner: a table of tables (`[partners."ZZ:ACME"]`), each checked as an Agreement, its
+    outbound URL as a destination."""
     if not isinstance(value, Mapping):
         raise ValueError(f'expected tables [partners."QUALIFIER:ID"], got {value!r}')
     agreements = {}
@@ -232,12 +309,52 @@ def _partners(value: object) -> object:
             agreements[str(name)] = terms
             continue
         if not isinstance(terms, Mapping):
-            raise ValueError(f"{name}: expected a table of outbound, acknowledgment, ta1, duplicates, sender")
+            raise ValueError(f"{name}: expected a table of {', '.join(_TERMS)}")
+        for key, term in terms.items():
+            if key not in _TERMS:
+                close = difflib.get_close_matches(str(key), _TERMS, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(_TERMS)}"
+                raise ValueError(f"{name}: unknown key {str(key)[:80]!r} ({hint})")
+            if not isinstance(term, str):
+                raise ValueError(f"{name}: {key} must be text, got {_shown(term)}")
         try:
-            agreements[str(name)] = Agreement(**dict(terms))
-        except (TypeError, ConfigurationError) as exc:
+            agreement = Agreement(**dict(terms))
+            if agreement.outbound:
+                check_destination(agreement.outbound.replace("{id}", "PARTNER"))
+        except ConfigurationError as exc:
             raise ValueError(f"{name}: {exc}") from None
+        agreements[str(name)] = agreement
     return agreements
+
+
+def _database(value: object) -> object:
+    """A database URL the stores can open: its scheme, and its hosts and ports."""
+    text = str(_text(value))
+    try:
+        database_url(text)
+    except ConfigurationError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+def _accounting(value: object) -> object:
+    """Empty, or the http:// or https:// URL of an accounting API, with its host and a port from 1 to 65535."""
+    text = str(_text(value))
+    if not text:
+        return text
+    if not text.lower().startswith(("http://", "https://")):
+        raise ValueError(f"expected an http:// or https:// URL, got the scheme {text.partition(':')[0][:20]!r}")
+    try:
+        addresses(text, what="the accounting URL", host=True)
+    except ConfigurationError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+def _limited(name: str) -> Any:
+    """The range of the numeric setting `name` (LIMITS) as pydantic's constraints."""
+    low, high = LIMITS[name]
+    return Field(ge=low, le=high) if name != "poll_timeout" else Field(gt=low, le=high)
 
 
 Count = Annotated[int, BeforeValidator(_whole), Field(ge=1)]
@@ -256,14 +373,26 @@ class HubConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="EDINBOX_", frozen=True, extra="forbid", validate_default=True)
 
-    db: Text = Field("sqlite:///edinbox.db", description="postgresql://user@host/db or sqlite:///hub.db")
+    db: Annotated[str, BeforeValidator(_database)] = Field(
+        "sqlite:///edinbox.db", description="postgresql://user@host/db or sqlite:///hub.db"
+    )
     source: Text = Field("", description="dir:///srv/edi, amqp://, nats://, redis:// or kafka://")
-    consumer: Annotated[str, BeforeValidator(_name)] = Field("accounting", description="consumer name in the journal")
+    consumer: Annotated[str, BeforeValidator(_consumer)] = Field(
+        "accounting", description=f"consumer name in the journal (at most {MAX_CONSUMER} characters)"
+    )
     table: Text = Field("inbox", description='journal table, schema-qualified on PostgreSQL: "edi.inbox"')
-    batch_size: Count = Field(100, description="deliveries per receive, settled in one transaction")
-    poll_timeout: Annotated[Seconds, Field(gt=0)] = Field(0.5, description="seconds a receive waits for a delivery")
-    idle_timeout: Annotated[Seconds, Field(ge=0)] = Field(1.5, description="with --once: idle seconds before exit")
-    max_attempts: Count = Field(5, description="handler failures before a message is dead")
+    batch_size: Annotated[Count, _limited("batch_size")] = Field(
+        100, description="deliveries per receive, settled in one transaction (1-10000)"
+    )
+    poll_timeout: Annotated[Seconds, _limited("poll_timeout")] = Field(
+        0.5, description="seconds a receive waits for a delivery (at most 3600)"
+    )
+    idle_timeout: Annotated[Seconds, _limited("idle_timeout")] = Field(
+        1.5, description="with --once: idle seconds before exit"
+    )
+    max_attempts: Annotated[Count, _limited("max_attempts")] = Field(
+        5, description="handler failures before a message is dead (1-10000)"
+    )
     horizon: Duration = Field(
         "7d", description="the longest time a message can come back (broker, retries, operator replay)"
     )
@@ -276,23 +405,25 @@ class HubConfig(BaseSettings):
     purge_max_rate: Annotated[float, BeforeValidator(_rate)] = Field(
         PURGE_MAX_RATE, description="a purge deletes at most this many rows per second (inf: no limit)"
     )
-    lease: Duration = Field("5m", description="lease mode (an HTTP accounting sink): how long a claim is held")
+    lease: Annotated[str, BeforeValidator(_lease)] = Field(
+        "5m", description="lease mode (an HTTP accounting sink): how long a claim is held"
+    )
     give_up_after: Annotated[str, BeforeValidator(_optional_duration)] = Field(
         "", description='exit 2 when a dependency stays down this long; "" waits for ever'
     )
     non_edi: Literal["reject", "inbox"] = Field(
         "reject", description='payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)'
     )
-    max_payload: Annotated[int, BeforeValidator(_size)] = Field(
-        MAX_PAYLOAD, description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB; 32MiB)"
+    max_payload: Annotated[int, BeforeValidator(_size), _limited("max_payload")] = Field(
+        MAX_PAYLOAD, description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB; at most 1GiB)"
     )
-    accounting: Text = Field(
+    accounting: Annotated[str, BeforeValidator(_accounting)] = Field(
         "", description="POST invoices to this HTTP API (lease mode) instead of the invoices table"
     )
-    metrics_port: Annotated[int, BeforeValidator(_whole), Field(ge=0, le=65535)] = Field(
+    metrics_port: Annotated[int, BeforeValidator(_whole), _limited("metrics_port")] = Field(
         0, description="`edinbox run` serves Prometheus' GET /metrics on this port (0: not at all)"
     )
-    metrics_host: Text = Field(
+    metrics_host: Annotated[str, BeforeValidator(_host)] = Field(
         "127.0.0.1", description='the address /metrics binds to ("0.0.0.0" for a scraper on another host)'
     )
     default_route: Route = Field("inbox", description="the route of a message type [routes] does not name")
@@ -330,6 +461,25 @@ class HubConfig(BaseSettings):
         qualified = isinstance(db, str) and db.partition("://")[0].lower() in schemes
         parse_table(table, qualified=qualified)
         return table
+
+    @model_validator(mode="after")
+    def _source_url(self) -> HubConfig:
+        """The source URL as this hub would open it (its consumer, horizon, payload limit and batch size), built
+        without I/O: a malformed URL, an unknown option or one out of range is a configuration error now."""
+        if self.source:
+            try:
+                check_url(
+                    self.source,
+                    consumer=self.consumer,
+                    horizon=parse_duration(self.horizon),
+                    max_payload=self.max_payload,
+                    batch=self.batch_size,
+                )
+            except ValueError as exc:  # a ConfigurationError, or a converter's own complaint
+                error = PydanticCustomError("value_error", "{error}", {"error": str(exc)})
+                details = InitErrorDetails(type=error, loc=("source",), input=mask(self.source))
+                raise ValidationError.from_exception_data(type(self).__name__, [details]) from None
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -61,13 +61,17 @@ def split_key(key: str) -> tuple[str, str]:
     return source, message_id
 
 
+_MAX_ID = 2**63 - 1
+"""The largest id of a parked payload (a BIGINT)."""
+
+
 def rejected_id(key: str) -> int | None:
     """The id N of a `rejected/N` key, None for a journal key; ConfigurationError for `rejected/<not a number>`."""
     first, sep, rest = key.partition("/")
     if first != REJECTED or not sep:
         return None
-    if not rest.isdigit():
-        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
+    if not (rest.isascii() and rest.isdigit()) or len(rest) > 19 or int(rest) > _MAX_ID:
+        raise ConfigurationError(f"{key[:80]!r}: a parked payload's key is rejected/<number from 1 to {_MAX_ID}>")
     return int(rest)
 
 
