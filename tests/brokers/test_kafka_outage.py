@@ -154,7 +154,7 @@ async def test_a_broker_that_refuses_connections_is_logged_once_not_twenty_times
     caplog.set_level(logging.INFO, logger="edinbox.sources.kafka")
     source = KafkaSource(f"127.0.0.1:{free_port()}", topic=unique_name, group=unique_name, commit_wait=2.0)
     started = time.monotonic()
-    with pytest.raises(SourceError, match="no Kafka broker answered .* within 2 s"):
+    with pytest.raises(SourceError, match=r"no Kafka broker answered .* within 2 s"):
         await source.open()
     assert 2 <= time.monotonic() - started < 10
     failures = [r for r in caplog.records if "Connection refused" in r.getMessage()]
