@@ -115,12 +115,13 @@ class _Setting(click.Option):
 
 
 _METAVARS = {
-    "_whole": "N",
-    "_seconds": "SECONDS",
-    "_duration": "DURATION",
-    "_optional_duration": "DURATION",
-    "_period": "DURATION",
-    "_rate": "ROWS/S",
+    "whole_number": "N",
+    "seconds": "SECONDS",
+    "duration": "DURATION",
+    "lease_duration": "DURATION",
+    "optional_duration": "DURATION",
+    "period": "DURATION",
+    "rows_per_second": "ROWS/S",
 }
 
 
