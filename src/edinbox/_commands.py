@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from edinbox.hub._settings import Settings, load_settings
 __all__ = [
     "EXIT_CONFIGURATION",
     "Commands",
+    "Number",
     "db_options",
     "echo",
     "errors",
@@ -63,6 +65,17 @@ class _UsageError(click.UsageError):
     """A bad flag or value: a configuration error like any other (exit 1; 2 means a hub gave up)."""
 
     exit_code = EXIT_CONFIGURATION
+
+
+class Number(click.FloatRange):
+    """A number within bounds, NaN refused (it compares false with both bounds, so click's FloatRange takes it)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The number, or a usage error naming the range."""
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number in the range {self._describe_range()}.", param, ctx)
+        return number
 
 
 class Commands(click.Group):

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import click
 
-from edinbox._commands import Commands, db_options, hub_settings, load
+from edinbox._commands import Commands, Number, db_options, hub_settings, load
 from edinbox._commands import echo as _echo
 from edinbox._commands import errors as _errors
 from edinbox._commands import json_option as _json
@@ -461,11 +461,11 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
 
 @main.command()
 @_option("--messages", default=500, type=click.IntRange(1, MAX_MESSAGES), help="interchanges")
-@_option("--duplicate-rate", default=0.2, type=click.FloatRange(0, 1), help="share of invoices published twice")
+@_option("--duplicate-rate", default=0.2, type=Number(0, 1), help="share of invoices published twice")
 @_option(
     "--crash-rate",
     default=0.15,
-    type=click.FloatRange(0, 1),
+    type=Number(0, 1),
     help="chance that a hub process is killed after a commit, before its ack",
 )
 @_option("--seed", default=7, type=SEED, help="same seed, same traffic")
@@ -526,12 +526,12 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
 @_option("--messages", default=200, type=click.IntRange(1, MAX_MESSAGES), help="distinct invoice interchanges")
 @_option("--duplicates", default=50, type=click.IntRange(0, MAX_MESSAGES), help="copies of published ones, sent again")
 @_option("--hubs", default=3, type=click.IntRange(1, 16), help="hub processes at a time")
-@_option("--kill-every", default=2.0, type=click.FloatRange(0, MAX_SECONDS), help="seconds between kills; 0: none")
+@_option("--kill-every", default=2.0, type=Number(0, MAX_SECONDS), help="seconds between kills; 0: none")
 @_option("--restart-db-command", default=None, help="shell command run once, when a third of the invoices exist")
-@_option("--timeout", default=300.0, type=click.FloatRange(1, MAX_SECONDS), help="seconds in all")
+@_option("--timeout", default=300.0, type=Number(1, MAX_SECONDS), help="seconds in all")
 @_option(
     "--drain-idle",
-    type=click.FloatRange(0, MAX_SECONDS),
+    type=Number(0, MAX_SECONDS),
     show_default="the source's ack_wait + 2, at least 6",
     help="idle seconds that count as drained",
 )
