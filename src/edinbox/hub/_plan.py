@@ -115,14 +115,14 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     """Plan one interchange; a fault of its own data parks it alone (with what its rejection needs, when some
     agreement answers partners and its header identifies it: garbage has nobody to answer)."""
 
-    def parked(reason: str, *, faulty: int | None = None) -> Item:
+    def parked(reason: str, *, faulty: int | None = None, finding: edi.Finding | None = None) -> Item:
         item = Item(REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
         if not interchange.identified:  # garbage names no partner and no message type
             return item
         item = replace(item, message=_named(interchange), types=message_types(interchange))
         if not config.acknowledges:
             return item
-        received = edi.received(interchange, rejected=True, faulty=faulty)
+        received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding)
         return replace(item, received=received, subject=interchange.key)
 
     if not interchange.keyable:
@@ -150,7 +150,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         except (edi.EdiSyntaxError, ValueError, ArithmeticError) as exc:
             # the parser promises EdiSyntaxError only; any other data fault of a number or date parks it the same way
             at = _invoice_message(interchange, read=len(invoices))
-            return replace(parked(f"an invoice cannot be read: {exc}", faulty=at), label=label)
+            finding = exc.finding if isinstance(exc, edi.EdiSyntaxError) else None
+            return replace(parked(f"an invoice cannot be read: {exc}", faulty=at, finding=finding), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
     received = edi.received(interchange) if route == INBOX and config.acknowledges else None
     return Item(route, label, message=message, types=types, invoices=tuple(invoices), received=received)
