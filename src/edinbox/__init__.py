@@ -17,8 +17,10 @@ from edinbox._errors import (
 from edinbox._message import Message, Outcome, Outgoing
 from edinbox._records import Record, Stats, Tx
 from edinbox._sync_inbox import Inbox
+from edinbox.loop import AsyncConsumer, consume
 
 __all__ = [
+    "AsyncConsumer",
     "AsyncInbox",
     "ConfigurationError",
     "DataError",
@@ -38,4 +40,5 @@ __all__ = [
     "StoreError",
     "TransientError",
     "Tx",
+    "consume",
 ]

@@ -187,7 +187,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
         from edinbox.hub.http_sink import HttpAccounting
 
         sink = HttpAccounting(cfg.accounting)
-    from edinbox.hub._outage import Stopped
+    from edinbox.loop import Stopped
 
     stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
     loop = asyncio.get_running_loop()

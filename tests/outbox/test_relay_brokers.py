@@ -16,9 +16,8 @@ import confluent_kafka as ck
 import pytest
 
 from edinbox import AsyncInbox, ConfigurationError, Inbox, Message, Outcome, Outgoing
-from edinbox.hub._outage import Outage
-from edinbox.hub._publishers import Publishers
-from edinbox.hub._relay import Relay
+from edinbox.loop import Publishers, Relay
+from edinbox.loop._outage import Outage
 from edinbox.sources import Delivery, open_source
 from edinbox.sources._kafka_config import MockCluster
 from servers import PrivateServer

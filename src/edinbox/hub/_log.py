@@ -1,17 +1,15 @@
-"""One structured line per settled message: logfmt by default, JSON on request, passwords always masked; and a
-driver's log record kept to one line (`OneLineFilter`)."""
+"""The hub's logging: stderr with UTC timestamps and passwords masked, a driver's log record kept to one line
+(`OneLineFilter`); the lines themselves are rendered by `edinbox.loop` (`format_line`, `settled`)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
 
-from edinbox._urls import mask
+from edinbox.loop import format_line, settled
 
 __all__ = ["LOGGER", "OneLineFilter", "configure", "format_line", "settled"]
 
@@ -37,25 +35,6 @@ def configure(urls: Sequence[str], *, level: int) -> None:
         if handler.formatter is not None:
             handler.formatter.converter = time.gmtime
     logging.getLogger("stamina").setLevel(logging.ERROR)
-
-
-def format_line(event: str, fields: dict[str, Any], *, as_json: bool = False) -> str:
-    """Render an event and its fields as one logfmt (or JSON) line with every password masked."""
-    if as_json:
-        return mask(json.dumps({"event": event, **fields}, default=str, separators=(",", ":")))
-    parts = [event]
-    for key, value in fields.items():
-        text = f"{value:.1f}" if isinstance(value, float) else str(value)
-        if not text or any(c in text for c in ' "=\\'):
-            text = json.dumps(text)
-        parts.append(f"{key}={text}")
-    return mask(" ".join(parts))
-
-
-def settled(logger: logging.Logger, fields: dict[str, Any], *, as_json: bool = False) -> None:
-    """Log that one message was settled (key, outcome, duration in ms, ...)."""
-    if logger.isEnabledFor(logging.INFO):
-        logger.info(format_line("settled", fields, as_json=as_json))
 
 
 class OneLineFilter(logging.Filter):

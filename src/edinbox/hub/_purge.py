@@ -23,9 +23,9 @@ from edinbox._core import check_retention
 from edinbox._errors import TransientError
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._outage import Outage, unless_stopped
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._redrive import purge_rejected
+from edinbox.loop import Outage, unless_stopped
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics

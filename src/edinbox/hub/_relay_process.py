@@ -48,9 +48,9 @@ from edinbox._urls import database_url
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, give_up_after
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._outage import unless_stopped
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._relay import beside
+from edinbox.loop import unless_stopped
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
