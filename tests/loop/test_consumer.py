@@ -126,3 +126,46 @@ def test_the_loop_knows_no_hub_and_no_edi() -> None:
                 names = [alias.name for alias in node.names]
             for name in names:
                 assert not name.startswith(("edinbox.hub", "edinbox.edi", "edinbox.cli")), (path.name, name)
+
+
+async def test_metrics_count_what_the_loop_settled(tmp_path: Path) -> None:
+    """With `metrics`, the loop counts each settled outcome, observes its batches and sets the journal gauges."""
+    from edinbox.metrics import Metrics
+
+    db = journal(tmp_path)
+    spool = tmp_path / "spool"
+    await publish(f"dir://{spool}", [("a", b"1"), ("b", b"2"), ("c", b"3")])
+
+    async def handler(tx: Tx, message: Message) -> None:
+        await tx.connection.execute("INSERT INTO effects (message_id) VALUES (?)", (message.message_id,))
+
+    metrics = Metrics()
+    consumer = AsyncConsumer(f"dir://{spool}", handler, db=db, consumer="app", metrics=metrics)
+    await consumer.run(once=True, idle_timeout=0.3)
+    value = metrics.registry.get_sample_value
+    labels = {"consumer": "app", "outcome": "processed", "partner": "", "message_type": ""}
+    assert value("edinbox_messages_settled_total", labels) == 3
+    assert value("edinbox_batch_size_count", {"consumer": "app"}) == 1
+    assert value("edinbox_journal_rows", {"consumer": "app", "status": "processed"}) == 3
+
+
+async def test_a_slow_batch_keeps_its_claims_with_progress_beats(tmp_path: Path) -> None:
+    """A handler slower than the spool's claim timeout: the loop beats `in_progress`, so a second consumer on the
+    same folder never takes the claim over, and the message runs once."""
+    db = journal(tmp_path)
+    source = f"dir://{tmp_path}/spool?claim_timeout=0.6"
+    await publish(f"dir://{tmp_path}/spool", [("slow", b"slow")])
+    runs: list[str] = []
+
+    async def slow(tx: Tx, message: Message) -> None:
+        runs.append(message.message_id)
+        await asyncio.sleep(2.0)
+
+    first = AsyncConsumer(source, slow, db=db, consumer="app", poll_timeout=0.1)
+    second = AsyncConsumer(source, slow, db=db, consumer="app", poll_timeout=0.1)
+    one = asyncio.ensure_future(first.run(once=True, idle_timeout=0.5))
+    await asyncio.sleep(0.3)  # the first holds the claim
+    other = await second.run(once=True, idle_timeout=2.5)
+    assert await one == {"processed": 1}
+    assert other == {}
+    assert runs == ["slow"]

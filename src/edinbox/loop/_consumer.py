@@ -144,7 +144,6 @@ class AsyncConsumer:
                 pass  # stopped while a dependency was down at start: nothing was in hand
             finally:
                 await journal.aclose()
-                await journal.inbox.aclose()
         return self.totals
 
     async def _loop(self, outage: Outage, *, stop: asyncio.Event, once: bool, idle_timeout: float) -> None:

@@ -4,6 +4,7 @@ on `Inbox` in a worker thread of its own, so its `tx.connection` is the driver's
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,16 +23,37 @@ Handler = Callable[[Tx, Message], Awaitable[object]] | Callable[[Tx, Message], o
 """`handler(tx, message)`: the effect of one new message, in the journal's transaction (async or plain)."""
 
 
-class Journal:
-    """Settles a batch with the handler (async: on the loop's `AsyncInbox`)."""
+class Journal(abc.ABC):
+    """Settles a batch with the handler; `inbox` (an AsyncInbox) also serves the loop's other work (its relay and
+    gauges)."""
+
+    def __init__(self, inbox: AsyncInbox) -> None:
+        """Settle through (or beside) `inbox`."""
+        self.inbox = inbox
+
+    @abc.abstractmethod
+    async def settle(self, messages: Sequence[Message]) -> list[Outcome | Exception]:
+        """`process_batch` with isolation: one transaction for the batch, each message alone after a failure."""
+
+    async def verify(self) -> None:
+        """Raise SchemaError unless the journal is there, complete and current."""
+        await self.inbox.verify()
+
+    async def aclose(self) -> None:
+        """Close the connections the journal opened."""
+        await self.inbox.aclose()
+
+
+class AsyncJournal(Journal):
+    """An async handler, on the loop's `AsyncInbox`."""
 
     def __init__(self, inbox: AsyncInbox, handler: Callable[[Tx, Message], Awaitable[object]]) -> None:
         """Run `handler` for each new message of a batch through `inbox`."""
-        self.inbox = inbox
+        super().__init__(inbox)
         self.handler = handler
 
     async def settle(self, messages: Sequence[Message]) -> list[Outcome | Exception]:
-        """`process_batch` with isolation: one transaction for the batch, each message alone after a failure."""
+        """`process_batch` with isolation, the handler awaited once per new message."""
 
         async def each(tx: Tx, batch: Sequence[Message]) -> None:
             for message in batch:
@@ -39,26 +61,15 @@ class Journal:
 
         return await self.inbox.process_batch(messages, each, isolate=True)
 
-    async def verify(self) -> None:
-        """Raise SchemaError unless the journal is there, complete and current."""
-        await self.inbox.verify()
-
-    async def aclose(self) -> None:
-        """Nothing of its own to close (the loop closes its inbox)."""
-
 
 class ThreadJournal(Journal):
-    """Settles a batch with a plain handler on a sync `Inbox`, in a worker thread of its own."""
+    """A plain handler, on a sync `Inbox` in a worker thread of its own."""
 
     def __init__(self, inbox: AsyncInbox, sync: Inbox, handler: Callable[[Tx, Message], object]) -> None:
         """Run `handler` for each new message through `sync` in a thread; `inbox` serves the loop's other work."""
-
-        async def unused(tx: Tx, message: Message) -> None:  # pragma: no cover - settle is overridden
-            raise NotImplementedError
-
-        super().__init__(inbox, unused)
+        super().__init__(inbox)
         self.sync = sync
-        self.plain = handler
+        self.handler = handler
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="edinbox-handler")
 
     async def settle(self, messages: Sequence[Message]) -> list[Outcome | Exception]:
@@ -66,7 +77,7 @@ class ThreadJournal(Journal):
 
         def each(tx: Tx, batch: Sequence[Message]) -> None:
             for message in batch:
-                self.plain(tx, message)
+                self.handler(tx, message)
 
         def run() -> list[Outcome | Exception]:
             return self.sync.process_batch(messages, each, isolate=True)
@@ -74,10 +85,11 @@ class ThreadJournal(Journal):
         return await asyncio.get_running_loop().run_in_executor(self.thread, run)
 
     async def aclose(self) -> None:
-        """Close the sync inbox; a call still running in the thread (cut off by a stop during an outage) ends on its
+        """Close both inboxes; a call still running in the thread (cut off by a stop during an outage) ends on its
         own: nobody waits for it."""
         self.thread.shutdown(wait=False, cancel_futures=True)
         await asyncio.get_running_loop().run_in_executor(None, self.sync.close)
+        await super().aclose()
 
 
 def open_journal(
@@ -95,5 +107,5 @@ def open_journal(
         options["horizon"] = horizon
     inbox = AsyncInbox(db, **options)
     if inspect.iscoroutinefunction(handler):
-        return Journal(inbox, handler)
+        return AsyncJournal(inbox, handler)
     return ThreadJournal(inbox, Inbox(db, **options), handler)
