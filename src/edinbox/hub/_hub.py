@@ -1,11 +1,14 @@
-"""The hub loop: receive a batch of deliveries, settle their interchanges through the inbox, then ack.
+"""The hub: the library's consumer loop (`edinbox.loop.drive`) around a step that plans each delivery into EDI items.
 
-Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch`, in one
-transaction: the handler creates the invoices through the accounting sink, and the bookkeeping (parked payloads,
+The loop (waiting out outages, stopping, the relay and the purge beside it, progress beats, handing deliveries back)
+is `edinbox.loop`'s, the same that runs `edinbox.consume`; what the hub plugs in is its step (a `Stepper`).
+
+Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch`, in one transaction:
+the handler creates the invoices through the accounting sink, and the bookkeeping (parked payloads,
 every outcome counter) runs before the same commit (see `_batch`); only then ack, reject or nack each delivery.
 A crash anywhere before the ack redelivers the batch, and the journal turns every copy into a duplicate.
 A TransientError (database, source, accounting API) leaves the batch unsettled, nacked, charged nothing, and is
-waited out (`_outage`); only a configuration error, or `give_up_after`, ends `run`.
+waited out (`edinbox.loop.Outage`); only a configuration error, or `give_up_after`, ends `run`.
 
 On a source that `receives_ahead` (the spool), the next batch is claimed and planned while the database works on the
 current batch's transaction (a task that gives way to it after every few claims and every delivery it plans); the
@@ -53,7 +56,7 @@ from edinbox.loop import (
     Verdict,
     beside,
     drive,
-    hand_back,
+    hand_back_each,
     nack_each,
     not_the_message,
     progress,
@@ -238,14 +241,14 @@ class Hub:
         elapsed = (time.monotonic() - started) * 1000
         if self.metrics is not None:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
-        lost: TransientError | None = None  # the first ack, nack or reject the source could not send
-        # after one failed, the others are not handed back either (each could wait out its own timeout): the source
-        # redelivers them, and the inbox finds them settled. The rejects go last: parking does more than an ack (a
-        # reason written, a dead letter produced) and can fail where an ack does not (a full disk), and a reject
-        # that fails must not hold back its batch-mates' acks (the spool would hand the same batch back for ever)
-        for index, w in sorted(enumerate(work), key=lambda pair: _rejected(pair[1])):
+        for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
-            lost = await self._finish(w, elapsed, hand_back=lost is None) or lost
+        lost = await hand_back_each(
+            self.source,
+            [(w.delivery, _verdict(w)) for w in work],
+            done=lambda index: self._count(work[index], elapsed),
+            kept=lambda index, instead: self._kept_instead(work[index], instead),
+        )
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
             await self.give_back()
             raise lost
@@ -391,12 +394,6 @@ class Hub:
         key = f"{message.source}/{message.message_id}"
         self.logger.warning(_log.format_line("attempt-failed", {"key": key, "error": error}))
 
-    async def _hand_back(self, w: Work) -> None:
-        """Ack the delivery, or nack it (some item unsettled), or reject it (every item parked)."""
-        instead = await hand_back(self.source, w.delivery, _verdict(w))
-        if instead:
-            await self._kept_instead(w, instead)
-
     async def _kept_instead(self, w: Work, instead: str) -> None:
         """The source kept the rejected delivery's whole payload in `instead`, not where its rows' reasons say (a
         dead letter too large for its topic, produced without the payload): the reason of each row cut to its first
@@ -418,17 +415,9 @@ class Hub:
             fields = {"delivery": w.delivery.coordinates, "kept": instead, "error": exc}
             self.logger.warning(_log.format_line("reason-not-updated", fields, as_json=self.log_json))
 
-    async def _finish(self, w: Work, elapsed: float, *, hand_back: bool = True) -> TransientError | None:
-        """Hand the delivery back to the source (ack, nack or reject) unless `hand_back` is false, then log and count
-        its committed outcomes; the error of a source that failed to take it back (its channel or connection lost:
-        the broker redelivers it, and the inbox finds it settled) is returned, after the outcomes are logged."""
+    def _count(self, w: Work, elapsed: float) -> None:
+        """Log and count the delivery's committed outcomes (after its hand-back, or its skip after a failed one)."""
         delivery = w.delivery
-        lost: TransientError | None = None
-        if hand_back:
-            try:
-                await self._hand_back(w)
-            except TransientError as exc:
-                lost = exc
         logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
             outcome = w.outcomes.get(i, "not-settled")
@@ -451,7 +440,6 @@ class Hub:
             if item.reason:
                 fields["reason"] = item.reason
             _log.settled(self.logger, fields, as_json=self.log_json)
-        return lost
 
 
 @contextlib.asynccontextmanager

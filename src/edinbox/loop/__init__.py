@@ -11,7 +11,17 @@ from edinbox.loop._consume import consume
 from edinbox.loop._consumer import AsyncConsumer
 from edinbox.loop._drive import Stepper, beside, drive, reached, wait_beside
 from edinbox.loop._gauges import Gauges
-from edinbox.loop._hand_back import ACK, NACK_DELAY, HandBack, Verdict, hand_back, nack_each, not_the_message
+from edinbox.loop._hand_back import (
+    ACK,
+    NACK_DELAY,
+    HandBack,
+    Verdict,
+    hand_back,
+    hand_back_each,
+    nack_each,
+    not_the_message,
+    verdict,
+)
 from edinbox.loop._journal import Handler
 from edinbox.loop._lines import LOGGER, format_line, settled
 from edinbox.loop._outage import Outage, Stopped, dependency, unless_stopped
@@ -40,6 +50,7 @@ __all__ = [
     "drive",
     "format_line",
     "hand_back",
+    "hand_back_each",
     "nack_each",
     "not_the_message",
     "progress",
@@ -47,5 +58,6 @@ __all__ = [
     "send",
     "settled",
     "unless_stopped",
+    "verdict",
     "wait_beside",
 ]

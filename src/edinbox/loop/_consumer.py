@@ -26,10 +26,19 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import DataError, NotSettledError, TransientError
-from edinbox._message import Message, Outcome
+from edinbox._message import Message
 from edinbox.loop._drive import beside, drive, wait_beside
 from edinbox.loop._gauges import Gauges
-from edinbox.loop._hand_back import ACK, NACK_DELAY, HandBack, Verdict, hand_back, nack_each, not_the_message
+from edinbox.loop._hand_back import (
+    ACK,
+    NACK_DELAY,
+    HandBack,
+    Verdict,
+    hand_back_each,
+    nack_each,
+    not_the_message,
+    verdict,
+)
 from edinbox.loop._journal import Handler, Journal, open_journal
 from edinbox.loop._lines import LOGGER, format_line, settled
 from edinbox.loop._outage import Outage, Stopped
@@ -211,15 +220,9 @@ class AsyncConsumer:
         seconds = time.monotonic() - started
         if self.metrics is not None:
             self.metrics.batch(consumer=self.consumer, size=len(work), seconds=seconds)
-        lost: TransientError | None = None  # after one failed, the others are left to the broker's redelivery
-        for w in sorted(work, key=lambda w: w.verdict.hand_back is HandBack.REJECT):  # rejects last: see the hub
-            if lost is None:
-                try:
-                    await hand_back(source, w.delivery, w.verdict)
-                except TransientError as exc:
-                    lost = exc
-            self._count(w, seconds)
-        if lost is not None:  # the batch is committed; the source is down: the outage loop waits for it
+        batch = [(w.delivery, w.verdict) for w in work]
+        lost = await hand_back_each(source, batch, done=lambda index: self._count(work[index], seconds))
+        if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
             raise lost
         return len(work)
 
@@ -241,7 +244,7 @@ class AsyncConsumer:
         return _Work(delivery, message)
 
     async def _settle(self, work: list[_Work]) -> None:
-        """Settle the batch's messages and set each delivery's verdict (`_verdict`)."""
+        """Settle the batch's messages and set each delivery's verdict (`verdict`)."""
         journal = self._running()
         keyed = [w for w in work if w.message is not None]
         if not keyed:
@@ -250,9 +253,9 @@ class AsyncConsumer:
         for w, result in zip(keyed, results, strict=True):
             if isinstance(result, Exception) and not_the_message(result):
                 raise result
-            w.verdict, w.outcome = _verdict(result)
-            if isinstance(result, Exception) and not isinstance(result, DataError):
-                fields = {"key": f"{w.delivery.source}/{self.key(w.delivery)}", "error": result}
+            w.verdict, w.outcome = verdict(result)
+            if isinstance(result, Exception) and not isinstance(result, DataError) and w.message is not None:
+                fields = {"key": f"{w.message.source}/{w.message.message_id}", "error": result}
                 self.logger.warning(format_line("attempt-failed", fields, as_json=self.log_json))
 
     def _count(self, w: _Work, seconds: float) -> None:
@@ -279,17 +282,6 @@ class AsyncConsumer:
     def _lost(self, queue: str) -> None:
         if self.metrics is not None:
             self.metrics.queue_lost(consumer=self.consumer, queue=queue)
-
-
-def _verdict(result: Outcome | Exception) -> tuple[Verdict, str]:
-    """The hand-back of a settled message and its outcome: every Outcome acks (DEAD and CONFLICT are kept in the
-    journal for operators); a value the journal cannot hold (DataError) rejects; any other exception (the handler's
-    own, a live lease elsewhere) leaves it unsettled: nacked, to come back after a delay."""
-    if isinstance(result, Outcome):
-        return ACK, result.value
-    if isinstance(result, DataError):
-        return Verdict(HandBack.REJECT, reason=f"it cannot be journaled: {result}"), "rejected"
-    return Verdict(HandBack.NACK), "not-settled"
 
 
 def _producer_id(delivery: Delivery) -> str | None:
