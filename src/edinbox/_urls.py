@@ -1,51 +1,69 @@
 """URLs for the whole package: the one database URL parser, and passwords that never leave the process in clear.
 
-A password in a URL may hold any character, raw or percent-encoded (`@`, `/`, `:`, a space), so the masked part
-runs from the `:` after the user name to the LAST `@` on the line that is followed by a host name, never across
-another `scheme://`. When in doubt it masks too much, never too little.
+A password in a URL may hold any character, raw or percent-encoded (`@`, `/`, `:`, a space, quotes), and the host
+after it may be missing (libpq's `postgresql://user:PW@/db?host=/run/postgresql`, `redis://:PW@/0`) or unusual, so
+the masked part runs from the `:` after the user name to the LAST `@` on the line that is followed by a host (or by
+none), never across another `scheme://`. A query or DSN option whose name says it carries a secret (`password=`,
+`sasl.password=`, `ssl.key.password=`, `sasl.oauthbearer.client.secret=`, `*token*`, `*secret*`, ...) is masked up
+to the next `&`, `;` or blank (or to its closing quote). When in doubt it masks too much, never too little.
+`secrets(urls)` lists the exact passwords of configured URLs in every spelling, for the text that quotes them
+outside any URL (a driver's error).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["DatabaseUrl", "database_url", "engine_url", "mask", "secrets"]
+__all__ = ["Address", "DatabaseUrl", "addresses", "database_url", "engine_url", "mask", "secrets"]
 
-_HOST_AFTER = r"@(?=(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.%-]+)(?::\d+)?(?:[/?#\s,;:'\")\]>]|$))"
+# After the `@` that ends a password: a host (a bracketed address, or a name of any characters but the URL's
+# delimiters: non-ASCII and unusual ones included), or no host at all, an optional port, then the end of the
+# authority.
+_HOST_AFTER = r"@(?=(?:\[[^\]\s]*\]|[^\s/?#@\[\]:,;&='\"<>()]*)(?::[0-9]*)?(?:[/?#\s,;:'\")\]>]|$))"
 _PASSWORD = re.compile(
     r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>(?:(?!://)[^\n])*)" + "(?P<tail>" + _HOST_AFTER + ")"
 )
-_QUERY_PASSWORD = re.compile(
-    r"(?P<head>[?&;\s](?:password|passwd|pwd|secret|token|access_token|api_key|apikey)=)(?P<password>[^&;\s]*)",
+# The name of an option that carries a secret: a word of _SECRET_WORDS anywhere in it (`sasl.password`,
+# `ssl.key.password`, `sasl.oauthbearer.client.secret`, `access_token`, `api_key`, `ssl.key.pem`).
+_SECRET_WORDS = ("pass", "pwd", "secret", "token", "api", "credential", "key.pem", "private", "jaas")
+_NAME = r"[\w.-]*?(?:password|passwd|pwd|secret|token|api_key|apikey|credential|key\.pem|private|jaas)[\w.-]*"
+_VALUE = r"""(?:'(?:[^'\\]|\\.)*'(?=[&;\s,)]|$)|"(?:[^"\\]|\\.)*"(?=[&;\s,)]|$)|[^&;\s]*)"""
+_QUERY_PASSWORD = re.compile(rf"(?P<head>(?:^|[?&;\s,(])(?:{_NAME})\s?=\s?)(?P<password>{_VALUE})", re.IGNORECASE)
+# the same option as a mapping's item, as a driver prints its settings: `'sasl.password': 'x'`, `"token": "x"`
+_QUOTED_PASSWORD = re.compile(
+    rf"""(?P<head>(?P<q>['"])(?:{_NAME})(?P=q)\s*[:=]\s*)(?P<password>'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?)""",
     re.IGNORECASE,
 )
 
-# a part of each parameter name of _QUERY_PASSWORD: a text with none of them has nothing for it to mask. The text is
-# lowered, and the two letters that re.IGNORECASE also takes for "s" and "i" (long s, dotless i) are folded to them.
-_QUERY_WORDS = ("pass", "pwd", "secret", "token", "api")
-
 MEMORY = ":memory:"
+
+MAX_HOST = 253
+"""The longest host name (RFC 1035), in characters."""
+_HOST_NAME = re.compile(r"^[\w%-](?:[\w.%-]{0,251}[\w%-])?\.?$")
+_PORT = re.compile(r"^[0-9]{1,5}$")
 
 
 def mask(text: str) -> str:
-    """Return `text` with every password in a URL or DSN replaced by `***`.
+    """Return `text` with every password in a URL, and every value of a secret option, replaced by `***`.
 
-    Each pattern runs only when the text holds what it cannot match without (`://`; one of the parameter words),
-    so an ordinary log line costs two substring searches instead of two regex scans.
+    Each pattern runs only when the text holds what it cannot match without (`://`; one of the option words), so an
+    ordinary log line costs a few substring searches instead of regex scans.
     """
     if "://" in text:
         text = _PASSWORD.sub(r"\g<head>***\g<tail>", text)
     lower = text.lower()
-    if not text.isascii():
+    if not text.isascii():  # the two letters re.IGNORECASE also takes for "s" and "i": long s, dotless i
         lower = lower.replace("\u017f", "s").replace("\u0131", "i")
-    if any(word in lower for word in _QUERY_WORDS):
+    if any(word in lower for word in _SECRET_WORDS):
         text = _QUERY_PASSWORD.sub(r"\g<head>***", text)
+        text = _QUOTED_PASSWORD.sub(r"\g<head>***", text)
     return text
 
 
@@ -56,7 +74,8 @@ class DatabaseUrl:
     dialect: str
     """"postgresql", "mysql" (MariaDB or MySQL) or "sqlite"."""
     target: str
-    """PostgreSQL and MySQL: the URL as given. SQLite: the file, percent-escapes decoded, or ":memory:"."""
+    """PostgreSQL: the URL, its password percent-encoded where libpq would misread it. MySQL: the URL as given.
+    SQLite: the file, percent-escapes decoded, or ":memory:"."""
 
     @property
     def in_memory(self) -> bool:
@@ -68,14 +87,17 @@ def database_url(url: str) -> DatabaseUrl:
     """Parse `postgresql://...`, `mysql://...` or `mariadb://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`
     or `sqlite://` (memory).
 
-    A SQLite path is percent-decoded once, here, so `sqlite:///my%20db.db` is the file `my db.db` for every part
-    of the package. Anything else is a ConfigurationError naming the URL with its password masked.
+    A server's hosts and ports are checked (`addresses`). A SQLite path is percent-decoded once, here, so
+    `sqlite:///my%20db.db` is the file `my db.db` for every part of the package. Anything else is a
+    ConfigurationError naming the URL with its password masked.
     """
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if sep and scheme in ("postgresql", "postgres"):
-        return DatabaseUrl("postgresql", url)
+        addresses(url, what="database URL", many=True)  # several hosts for libpq's failover; none: a local socket
+        return DatabaseUrl("postgresql", _encoded_password(url))
     if sep and scheme in ("mysql", "mariadb"):
+        addresses(url, what="database URL")
         return DatabaseUrl("mysql", url)
     if sep and scheme == "sqlite":
         rest = rest.split("?", 1)[0]
@@ -91,6 +113,18 @@ def database_url(url: str) -> DatabaseUrl:
         "use postgresql://..., mysql://..., mariadb://..., sqlite:///relative.db, sqlite:////absolute.db "
         "or sqlite:// (memory)"
     )
+
+
+def _encoded_password(url: str) -> str:
+    """`url` with the characters of its password that libpq would misread percent-encoded (a space, which psycopg
+    quotes back in its error; an `@` or `/`, whose tail libpq takes for the host; a `%` not starting an escape),
+    the escapes already written kept: the password reaches the server as written, and no driver prints it."""
+
+    def encode(match: re.Match[str]) -> str:
+        password = re.sub(r"%(?![0-9A-Fa-f]{2})", "%25", match.group("password"))
+        return match.group("head") + quote(password, safe="%") + match.group("tail")
+
+    return _PASSWORD.sub(encode, url, count=1)
 
 
 def engine_url(engine: Any) -> str:
@@ -109,10 +143,78 @@ def engine_url(engine: Any) -> str:
 
 
 def secrets(urls: Iterable[str]) -> set[str]:
-    """The passwords of `urls` in every spelling a driver may print: as written, decoded and percent-encoded."""
+    """The passwords and secret options of `urls` in every spelling a driver may print: as written, decoded,
+    percent-encoded, and escaped as JSON or a Python repr quotes them."""
     found: set[str] = set()
     for url in urls:
-        for match in _PASSWORD.finditer(url):
-            raw = match.group("password")
-            found.update({raw, unquote(raw), quote(unquote(raw), safe="")})
-    return {s for s in found if s}
+        raw = [m.group("password") for m in _PASSWORD.finditer(url)]
+        raw += [m.group("password").strip("'\"") for m in _QUERY_PASSWORD.finditer(url)]
+        for value in raw:
+            for plain in {value, unquote(value), unquote_plus(value)}:
+                found.update({plain, quote(plain, safe=""), quote(plain), json.dumps(plain)[1:-1], repr(plain)[1:-1]})
+                found.add(json.dumps(plain, ensure_ascii=False)[1:-1])
+    return {s for s in found if s and s != "***"}
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """One host and port of a URL, as checked by `addresses` (port None: the scheme's default)."""
+
+    host: str
+    port: int | None
+
+
+def addresses(url: str, *, what: str, host: bool = False, many: bool = False) -> list[Address]:
+    """The hosts and ports of `url`, each checked without any I/O; a ConfigurationError naming `what` (masked).
+
+    Every port is a number from 1 to 65535, every host a name of letters, digits, `.`, `-` and `_` or an IP address
+    in brackets, the user, password and hosts without a raw space or control character; with `host`, at least one
+    host is required (an HTTP API, a Kafka broker); with `many`, the URL may list several `host:port` separated by
+    commas (PostgreSQL, Kafka). Without a host the driver's default applies (a local socket, localhost).
+    """
+    if not isinstance(url, str):
+        raise ConfigurationError(f"{what} must be text, got {type(url).__name__}")
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError as exc:  # an unclosed [IPv6 bracket
+        raise ConfigurationError(f"{what} {_hidden(url)!r}: {exc}") from None
+    if any(ch.isspace() or not ch.isprintable() for ch in netloc):
+        raise ConfigurationError(
+            f"{what} {_hidden(url)!r}: a space or control character before the path must be percent-encoded (%20)"
+        )
+    hosts = netloc.rpartition("@")[2]
+    found = [_address(part, url=url, what=what) for part in (hosts.split(",") if many else [hosts]) if part or not many]
+    found = [a for a in found if a.host or a.port is not None]
+    if host and not any(a.host for a in found):
+        raise ConfigurationError(f"{what} {_hidden(url)!r}: a host is required (scheme://host:port/...)")
+    return found
+
+
+def _address(text: str, *, url: str, what: str) -> Address:
+    """One `host`, `host:port`, `[v6]` or `[v6]:port`."""
+    if text.startswith("["):
+        literal, sep, rest = text[1:].partition("]")
+        if not sep or not literal or not re.fullmatch(r"[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?", literal):
+            raise ConfigurationError(f"{what} {_hidden(url)!r}: {text!r} is not an IP address in brackets")
+        name, port = f"[{literal}]", rest.removeprefix(":") if rest.startswith(":") else None
+        if rest and port is None:
+            raise ConfigurationError(f"{what} {_hidden(url)!r}: {text!r} is not [address]:port")
+    else:
+        name, sep, port_text = text.partition(":")
+        port = port_text if sep else None
+        if name and not _HOST_NAME.match(name):
+            raise ConfigurationError(f"{what} {_hidden(url)!r}: {name[:80]!r} is not a host name")
+    if port is None:
+        return Address(name, None)
+    if not _PORT.match(port) or not 1 <= int(port) <= 65535:
+        raise ConfigurationError(f"{what} {_hidden(url)!r}: the port {port[:20]!r} is not a number from 1 to 65535")
+    return Address(name, int(port))
+
+
+def _hidden(url: str) -> str:
+    """`url` for an error about its address: anything before its last `@` (a user and password, however written,
+    with or without a host after it) shown as `***`."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.rpartition("@")[2]
+    return mask(f"{scheme}{sep}{rest}")

@@ -1,5 +1,6 @@
-"""The hub's logging: stderr with UTC timestamps and passwords masked, a driver's log record kept to one line
-(`OneLineFilter`); the lines themselves are rendered by `edinbox.loop` (`format_line`, `settled`)."""
+"""The hub's logging: `edinbox run`'s line format (`LineFormatter`), passwords masked, a driver's log record kept to
+one line (`OneLineFilter`); the events themselves are rendered by `edinbox.loop` (`format_line`, `settled`: logfmt
+or JSON, passwords masked, control characters escaped)."""
 
 from __future__ import annotations
 
@@ -9,31 +10,54 @@ import sys
 import time
 from collections.abc import Sequence
 
-from edinbox.loop import format_line, settled
+from edinbox._redact import RedactFilter, Secrets
+from edinbox.loop import format_line, settled, visible
 
-__all__ = ["LOGGER", "OneLineFilter", "configure", "format_line", "settled"]
+__all__ = ["LOGGER", "LineFormatter", "OneLineFilter", "configure", "format_line", "settled"]
 
 LOGGER = "edinbox.hub"
 
+_FORMAT = "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s"
 
-def configure(urls: Sequence[str], *, level: int) -> None:
-    """Log to stderr as `edinbox run` does: ISO 8601 UTC timestamps, passwords masked in every line (the drivers'
-    too, and the exact passwords of `urls`), a driver's record on one line, and stamina's line per retry silenced
-    (the hub logs one line per outage)."""
-    from edinbox._redact import RedactFilter
 
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",
-        datefmt="%Y-%m-%dT%H:%M:%S",
-        stream=sys.stderr,
-    )
-    redact = RedactFilter(urls=list(urls))
-    for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
-        handler.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
-        handler.addFilter(redact)
-        if handler.formatter is not None:
-            handler.formatter.converter = time.gmtime
+class LineFormatter(logging.Formatter):
+    """`edinbox run`'s line: ISO 8601 UTC timestamp, level, logger, message; every control character and line
+    separator of the whole line (a traceback's line breaks included) escaped, so a record is one line."""
+
+    def __init__(self) -> None:
+        """The hub's format, in UTC."""
+        super().__init__(_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S")
+        self.converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line."""
+        return visible(super().format(record))
+
+
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The stderr handler `configure` installs (found again when it is called a second time)."""
+
+
+def configure(urls: Sequence[str], *, level: int, known: Secrets | None = None) -> None:
+    """Log to stderr as `edinbox run` does (`LineFormatter`), passwords masked in every line (the drivers' too, and
+    the exact passwords of `urls` and of `known`), a driver's record on one line, and stamina's line per retry
+    silenced (the hub logs one line per outage). Called again, it replaces what it installed: the level, the
+    filters."""
+    root = logging.getLogger()
+    ours = [h for h in root.handlers if isinstance(h, _Handler)]
+    if not root.handlers:  # as logging.basicConfig: a process (or test) that logs elsewhere already keeps that
+        handler = _Handler(sys.stderr)
+        handler.setFormatter(LineFormatter())
+        root.addHandler(handler)
+        ours = [handler]
+    if ours:
+        root.setLevel(level)
+    redact = RedactFilter(urls=list(urls), known=known)
+    for each in root.handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
+        for old in [f for f in each.filters if isinstance(f, OneLineFilter | RedactFilter)]:
+            each.removeFilter(old)
+        each.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
+        each.addFilter(redact)
     logging.getLogger("stamina").setLevel(logging.ERROR)
 
 

@@ -1,4 +1,5 @@
-"""How the operator's commands print their values: aligned tables, key/value lines, JSON, short durations.
+"""How the operator's commands print their values: aligned tables, key/value lines, JSON, short durations; and a
+partner's text shown as data (`visible`: control characters and line separators as escapes, never acted on).
 
 One convention for every command: timestamps in ISO 8601, UTC (`2026-12-03T02:11:56.123456+00:00`), durations as
 the options take them (`7d`, `1d2h`, `30s`), and for people a missing value is `-`, never Python's `None`; a nested
@@ -13,8 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from edinbox._core import human_duration
+from edinbox.loop import visible
 
-__all__ = ["as_dict", "human_duration", "json_value", "render"]
+__all__ = ["as_dict", "human_duration", "json_value", "render", "visible"]
 
 
 def json_value(value: Any) -> Any:
@@ -59,7 +61,7 @@ def _text(value: Any) -> str:
         return "; ".join(
             _text(v) if not isinstance(v, Mapping) else " ".join(f"{k}={_text(x)}" for k, x in v.items()) for v in value
         )
-    return str(value)
+    return visible(str(value))
 
 
 def render(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: bool, columns: Sequence[str] = ()) -> str:

@@ -23,7 +23,7 @@ from edinbox.loop._hand_back import (
     verdict,
 )
 from edinbox.loop._journal import Handler
-from edinbox.loop._lines import LOGGER, format_line, settled
+from edinbox.loop._lines import LOGGER, format_line, settled, visible
 from edinbox.loop._outage import Outage, Stopped, dependency, unless_stopped
 from edinbox.loop._progress import progress
 from edinbox.loop._publishers import Publishers
@@ -59,5 +59,6 @@ __all__ = [
     "settled",
     "unless_stopped",
     "verdict",
+    "visible",
     "wait_beside",
 ]
