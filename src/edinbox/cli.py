@@ -26,9 +26,10 @@ from edinbox._commands import errors as _errors
 from edinbox._commands import json_option as _json
 from edinbox._commands import option as _option
 from edinbox._commands import run as _run
+from edinbox._commands import say as _say
+from edinbox._commands import secrets as _secrets
 from edinbox._commands import setting as _setting
 from edinbox._errors import InboxError, TransientError
-from edinbox._urls import mask
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
 
@@ -91,7 +92,7 @@ def _workdir(envvar: str, *, about: str) -> Callable[[Any], Any]:
 
 def _verdict(report: Any, *, as_json: bool) -> NoReturn:
     """Print a run's report (one JSON object with --json) and exit by its verdict: 0 when it holds, else 1."""
-    click.echo(json.dumps(report.as_dict()) if as_json else report.render())
+    _say(json.dumps(report.as_dict()) if as_json else report.render())
     sys.exit(0 if report.ok else 1)
 
 
@@ -176,11 +177,11 @@ def run(
     except click.ClickException as exc:
         if isinstance(exc.__cause__, TransientError):
             first = (exc.message.strip().splitlines() or [""])[0]
-            click.echo(f"Error: gave up after {cfg.give_up_after}: {first}", err=True)
+            _say(f"Error: gave up after {cfg.give_up_after}: {first}", err=True)
             sys.exit(EXIT_GAVE_UP)
         raise
     summary = " ".join(f"{k}={v}" for k, v in sorted(totals.items()))
-    logging.getLogger("edinbox.hub").info(mask(f"stopped {summary}".strip()))
+    logging.getLogger("edinbox.hub").info(f"stopped {summary}".strip())
     if as_json:
         _echo(totals, as_json=True)
 
@@ -189,7 +190,8 @@ def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
     """Log to stderr as the hub does (`edinbox.hub._log.configure`), passwords of the configured URLs masked."""
     from edinbox.hub._log import configure
 
-    configure([u for u in (cfg.source, cfg.db, cfg.accounting) if u], level=logging.WARNING if quiet else logging.INFO)
+    urls = [u for u in (cfg.source, cfg.db, cfg.accounting) if u]
+    configure(urls, level=logging.WARNING if quiet else logging.INFO, known=_secrets())
 
 
 async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
@@ -210,7 +212,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     try:
         async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
             logging.getLogger("edinbox.hub").info(
-                mask(f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}")
+                f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}"
             )
             return dict(await hub.run(once=once))
     except Stopped:
@@ -221,12 +223,20 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
 
 
 def _accounting_token(cfg: HubConfig) -> str | None:
-    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN."""
+    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN;
+    one warning line when it would cross the network in clear (http:// to another host than loopback)."""
+    from urllib.parse import urlsplit
+
+    from edinbox._hosts import is_loopback
+    from edinbox.hub._log import format_line
     from edinbox.hub.http_sink import TOKEN_VARIABLE, read_token
 
-    if cfg.accounting_token_file:
-        return read_token(cfg.accounting_token_file)
-    return os.environ.get(TOKEN_VARIABLE) or None
+    token = read_token(cfg.accounting_token_file) if cfg.accounting_token_file else os.environ.get(TOKEN_VARIABLE)
+    url = urlsplit(cfg.accounting)
+    if token and url.scheme == "http" and not is_loopback(url.hostname or ""):
+        fields = {"host": url.hostname, "advice": "use https:// or a loopback address"}
+        logging.getLogger("edinbox.hub").warning(format_line("accounting-token-cleartext", fields))
+    return token or None
 
 
 def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
@@ -271,13 +281,11 @@ def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
     cfg = hub_settings(settings, creates=True)
     _run(_ops.init(cfg, grant=roles))
     if as_json:
-        _echo(
-            {"db": mask(cfg.db), "table": cfg.table, "source": mask(cfg.source), "granted": list(roles)}, as_json=True
-        )
+        _echo({"db": cfg.db, "table": cfg.table, "source": cfg.source, "granted": list(roles)}, as_json=True)
         return
-    click.echo(f"ready: journal {cfg.table} and the hub's tables in {mask(cfg.db)}")
+    _say(f"ready: journal {cfg.table} and the hub's tables in {cfg.db}")
     if cfg.source:
-        click.echo(f"ready: source {mask(cfg.source)}")
+        _say(f"ready: source {cfg.source}")
     for role in roles:
         click.echo(f"granted {role}: what `edinbox run` needs on them")
 
@@ -323,7 +331,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     cfg = _config(**settings)
     data = _run(_ops.stats(cfg))
     if not data["journal_rows"] and not data["received"] and not data["rejected"]:
-        click.echo(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
+        _say(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
     _echo(data, as_json=as_json)
 
 
@@ -370,7 +378,10 @@ def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any)
     if payload_file is not None:
         size = _run(_ops.write_payload(cfg, key, payload_file))
         click.echo(f"wrote {size} bytes to {payload_file}", err=True)
-    click.echo(json.dumps(data, default=str) if as_json else _ops.render_shown(data))
+    if as_json:
+        _say(json.dumps(_secrets().data(data), default=str))
+    else:
+        _say(_ops.render_shown(data))
 
 
 def _change(
@@ -428,7 +439,7 @@ def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
     if as_json:
         _echo(done, as_json=True)
     else:
-        click.echo(f"replayed {done['key']} as {done['message_id']} to {done['to']}")
+        _say(f"replayed {done['key']} as {done['message_id']} to {done['to']}")
 
 
 @main.command()
@@ -624,7 +635,7 @@ def console(
         check_bind(host, secret, tls=certfile is not None, allow_http=allow_http)  # before anything else
     cfg = _config(**settings)
     scheme = "https" if certfile else "http"
-    where = {"console": f"{scheme}://{_bracketed(host)}:{port}/", "db": mask(cfg.db), "consumer": cfg.consumer}
+    where = {"console": f"{scheme}://{_bracketed(host)}:{port}/", "db": cfg.db, "consumer": cfg.consumer}
     _echo(where, as_json=as_json)
     if allow_http and certfile is None and secret:
         click.echo("warning: the console's token and pages travel in clear up to the TLS proxy", err=True)
@@ -701,11 +712,11 @@ def publish(*, files: tuple[Path, ...], url: str, raw: bool, as_json: bool) -> N
     _run(send(url, messages))
     rows = [{"key": message_id, "bytes": len(payload)} for message_id, payload in messages]
     if as_json:
-        _echo({"to": mask(url), "files": len(files), "messages": rows}, as_json=True)
+        _echo({"to": url, "files": len(files), "messages": rows}, as_json=True)
         return
     for row in rows:
         click.echo(f"{row['key']}\t{row['bytes']} bytes")
-    click.echo(f"published {len(messages)} message(s) from {len(files)} file(s) to {mask(url)}")
+    _say(f"published {len(messages)} message(s) from {len(files)} file(s) to {url}")
 
 
 @main.command("config")

@@ -22,7 +22,7 @@ from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
 from edinbox.hub._outage import Outage
-from edinbox.hub._output import as_dict, human_duration, json_value, render
+from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
 from edinbox.hub._purge import Purged, purge
@@ -210,6 +210,8 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
         out.append(
             {
                 "key": join_key(data["source"], data["message_id"]),
+                "source": data["source"],
+                "message_id": data["message_id"],
                 "status": data["status"],
                 "attempts": data.get("attempts"),
                 "at": data.get("received_at"),
@@ -306,7 +308,7 @@ def render_shown(data: dict[str, Any]) -> str:
     for name in blocks:
         lines = str(data[name]).splitlines() or [""]
         head = f"{name} ({data[f'{name}_bytes']} bytes, {data[f'{name}_kind']}):"
-        text += "\n" + head + "".join(f"\n  {line}" for line in lines)
+        text += "\n" + head + "".join(f"\n  {visible(line)}" for line in lines)
     return text
 
 
