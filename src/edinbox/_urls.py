@@ -24,9 +24,13 @@ from edinbox._errors import ConfigurationError
 __all__ = ["Address", "DatabaseUrl", "addresses", "database_url", "engine_url", "mask", "secrets"]
 
 # After the `@` that ends a password: a host (a bracketed address, or a name of any characters but the URL's
-# delimiters: non-ASCII and unusual ones included), or no host at all, an optional port, then the end of the
-# authority.
-_HOST_AFTER = r"@(?=(?:\[[^\]\s]*\]|[^\s/?#@\[\]:,;&='\"<>()]*)(?::[0-9]*)?(?:[/?#\s,;:'\")\]>]|$))"
+# delimiters: non-ASCII and unusual ones included) and an optional port, then the end of the authority; or no host at
+# all (libpq's socket form), then a path, query, fragment, blank or the end (not a quote: MariaDB's "for user
+# 'root'@'127.0.0.1'" after a URL is no host).
+_HOST_AFTER = (
+    r"@(?=(?:\[[^\]\s]*\]|[^\s/?#@\[\]:,;&='\"<>()]+)(?::[0-9]*)?(?:[/?#\s,;:'\")\]>]|$)"
+    r"|(?::[0-9]*)?(?:[/?#\s]|$))"
+)
 _PASSWORD = re.compile(
     r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>(?:(?!://)[^\n])*)" + "(?P<tail>" + _HOST_AFTER + ")"
 )
