@@ -44,7 +44,8 @@ def test_metrics_after_a_demo_run_equal_stats(hub_config: HubConfig, spool: Path
     port = free_port()
     env = {**os.environ, "EDINBOX_METRICS_PORT": str(port)}
     agreements = tmp_path / "hub.toml"
-    agreements.write_text('[partners."ZZ:ACMESUPPLY"]\nacknowledgment = "none"\n')
+    # the other partners are let in (the registry's refusals are test_partners'): they are counted as `other`
+    agreements.write_text('[hub]\nunknown_partners = "accept"\n[partners."ZZ:ACMESUPPLY"]\nacknowledgment = "none"\n')
     command = [*_COMMAND, "run", "--config", str(agreements), *_db_args(hub_config), "--source", hub_config.source]
     hub = subprocess.Popen(
         [*command, "--batch-size", "5", "-q"],
