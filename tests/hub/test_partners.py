@@ -15,7 +15,7 @@ import pytest
 from edinbox.hub import HubConfig
 from edinbox.hub._config import Agreement
 from edinbox.hub._generate import render
-from edinbox.hub._ops import doctor, stats
+from edinbox.hub._ops import doctor, list_rows, stats
 from edinbox.hub._partners import WINDOW, Refusal, forget, noticed, report_to
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
@@ -56,8 +56,9 @@ SQLITE = pytest.mark.parametrize("hub_config", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("hub_config", ["sqlite", "postgresql"], indirect=True)
 async def test_unknown_partners_are_parked_alone_and_answered(hub_config: HubConfig, tmp_path: Path) -> None:
     """Among good invoices, an 810 from ZZ:OTHER and an INVOIC from an unknown EDIFACT sender, both asking for an
-    acknowledgment, are parked with their reason and counted; ZZ:OTHER gets a TA1 R 006, the EDIFACT one a CONTRL
-    UCI 4 23, the known partners their usual answers, and only the known partners' invoices are booked."""
+    acknowledgment, are parked with their reason and counted, as is ZZ:OTHER's interchange beside a good one in one
+    delivery; ZZ:OTHER gets a TA1 R 006 (only for the one that asked), the EDIFACT one a CONTRL UCI 4 23, the known
+    partners their usual answers, and only the known partners' invoices are booked."""
     out = tmp_path / "out"
     config = registry(hub_config, out)
     good = [doc(control="000000801", number="G-1"), doc(partner=EDIFACT, control="IC801", number="G-2")]
@@ -65,27 +66,25 @@ async def test_unknown_partners_are_parked_alone_and_answered(hub_config: HubCon
         replace(doc(partner=OTHER, control="000000802", number="U-1"), ack_requested=True),
         replace(doc(partner=STRANGER, control="IC802", number="U-2"), ack_requested=True),
     ]
+    # one delivery holds a good interchange and an unknown partner's: the good one is booked, the other parked alone
+    mixed = render(doc(control="000000803", number="G-3")) + render(doc(partner=OTHER, control="000000804"))
     files = [("a", render(good[0])), ("b", render(bad[0])), ("c", render(good[1])), ("d", render(bad[1]))]
-    await publish(config.source, files)
+    await publish(config.source, [*files, ("e", mixed)])
     await settle(config)
     counts = await stats(config)
-    assert (counts["invoices"], counts["processed"], counts["rejected"]) == (2, 2, 2)
-    assert counts["unknown_partners"] == 2
-    assert counts["received"] == 4
-    assert len(rejected_files(config)) == 2
+    assert (counts["invoices"], counts["processed"], counts["rejected"]) == (3, 3, 3)
+    assert counts["unknown_partners"] == 3
+    assert counts["received"] == 6
+    assert counts["rejected_payloads"] == 3
+    assert len(rejected_files(config)) == 2  # the mixed delivery is archived: its parked part is in the table
     ta1 = await received(out / "unknown" / OTHER.id)
     assert segments(ta1, "TA1") == [("000000802", "261202", "0930", "R", "006")]
     assert [r.message_types for r in ta1] == [("TA1",)]
     contrl = await received(out / "unknown" / STRANGER.id)
     assert segments(contrl, "UCI") == [("IC802", STRANGER.id, "EDINBOXHUB", "4", "23")]
-    assert [r.message_types for r in await received(out / X12.id)] == [("997",)]
-    reasons = sorted(
-        (Path(config.source.removeprefix("dir://")) / "rejected" / n).read_text()
-        for n in os.listdir(Path(config.source.removeprefix("dir://")) / "rejected")
-        if n.endswith(".reason")
-    )
-    assert any(f"unknown partner {key(OTHER)}" in r for r in reasons)
-    assert any(f"unknown partner {key(STRANGER)}" in r for r in reasons)
+    assert [r.message_types for r in await received(out / X12.id)] == [("997",), ("997",)]
+    reasons = sorted(row["reason"] for row in await list_rows(config, status="rejected", limit=10))
+    assert reasons == sorted([f"unknown partner {key(OTHER)}"] * 2 + [f"unknown partner {key(STRANGER)}"])
 
 
 @SQLITE
