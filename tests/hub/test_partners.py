@@ -153,23 +153,29 @@ async def test_accept_books_an_unknown_partner(hub_config: HubConfig, tmp_path: 
 
 @SQLITE
 async def test_a_receiver_that_is_not_ours(hub_config: HubConfig, tmp_path: Path) -> None:
-    """With `parties` set, an interchange from a known partner addressed to ZZ:ELSEWHERE is parked ("receiver ... is
-    not this hub") and answered under the partner's agreement with a TA1 R 009 only; one to us is booked."""
+    """With `parties` set, interchanges from known partners addressed to ZZ:ELSEWHERE / ZZZ:ELSEWHERE are parked
+    ("receiver ... is not this hub") and answered under the partner's agreement with a TA1 R 009 only, or a CONTRL
+    UCI 4 7; one to us is booked."""
     out = tmp_path / "out"
     config = registry(hub_config, out, parties="ZZ:EDINBOXHUB, ZZZ:EDINBOXHUB")
     ours = render(doc(control="000000821", number="R-1"))
     data = render(replace(doc(control="000000822", number="R-2"), ack_requested=True))
-    elsewhere = data.replace(b"EDINBOXHUB     ", b"ELSEWHERE      ", 1)
+    elsewhere = data.replace(b"EDINBOXHUB     ", b"ELSEWHERE      ", 1)  # ISA08, fixed width
+    edifact = render(replace(doc(partner=EDIFACT, control="IC822", number="R-3"), ack_requested=True))
+    edifact_elsewhere = edifact.replace(b"EDINBOXHUB", b"ELSEWHERE", 1)  # UNB S003
     assert elsewhere != data
-    await publish(config.source, [("a", ours), ("b", elsewhere)])
+    assert edifact_elsewhere != edifact
+    await publish(config.source, [("a", ours), ("b", elsewhere), ("c", edifact_elsewhere)])
     await settle(config)
     counts = await stats(config)
-    assert (counts["invoices"], counts["rejected"], counts["unknown_partners"]) == (1, 1, 1)
+    assert (counts["invoices"], counts["rejected"], counts["unknown_partners"]) == (1, 2, 2)
     replies = await received(out / X12.id)
     assert segments(replies, "TA1") == [("000000822", "261202", "0930", "R", "009")]
     assert sorted(r.message_types[0] for r in replies) == ["997", "TA1"]  # the 997 answers the booked one
-    (reason,) = [p.read_text() for p in (Path(config.source[6:]) / "rejected").glob("*.reason")]
-    assert "receiver ZZ:ELSEWHERE is not this hub" in reason
+    contrl = await received(out / EDIFACT.id)
+    assert segments(contrl, "UCI") == [("IC822", EDIFACT.id, "ELSEWHERE", "4", "7")]
+    reasons = sorted(p.read_text().splitlines()[0] for p in (Path(config.source[6:]) / "rejected").glob("*.reason"))
+    assert reasons == ["receiver ZZ:ELSEWHERE is not this hub", "receiver ZZZ:ELSEWHERE is not this hub"]
 
 
 @SQLITE
