@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from edinbox import edi
 from edinbox.hub import HubConfig
+from edinbox.hub._acks import kinds
 from edinbox.hub._config import Agreement
 from edinbox.hub._generate import render
 from edinbox.hub._ops import doctor, list_rows, stats
@@ -196,3 +198,16 @@ async def test_doctor_warns_when_everyone_gets_in(hub_config: HubConfig, tmp_pat
     assert (await partners(known))[0] == "ok"
     accept = known.with_overrides(unknown_partners="accept")
     assert (await partners(accept))[0] == "warn"
+
+
+def test_a_refusal_is_answered_at_the_envelope_only_and_when_asked() -> None:
+    """A refused interchange gets its TA1 (or CONTRL) when asked or under `ta1 = "always"`, never a 997, and nothing
+    when it did not ask."""
+    (interchange,) = edi.parse(render(doc(partner=OTHER, control="000000831")))
+    subject = replace(edi.received(interchange, rejected=True), error=edi.party_error("X12", sender=True))
+    agreement = Agreement(outbound="dir:///nowhere")
+    assert kinds(subject, agreement, duplicate=False) == []
+    assert kinds(replace(subject, requested=True), agreement, duplicate=False) == ["TA1"]
+    assert kinds(subject, replace(agreement, ta1="always"), duplicate=False) == ["TA1"]
+    (ta1,) = edi.replies(replace(subject, requested=True), "TA1")
+    assert [s.get(4) + s.get(5) for s in ta1.segments] == ["R006"]

@@ -10,6 +10,8 @@ Each refusal the hub settles is `noticed`: counted in the hub's counters (`unkno
 `rejected`), counted in `edinbox_unknown_partners_total` when `report_to` gave the process its metrics (the partner
 label is the sender only when it has an agreement, `other` otherwise), and logged, once per refused party per
 `WINDOW` per consumer: a partner sending fifty interchanges an hour makes one line, which says how many it sent.
+The counter commits with the batch; the metric and the log are the process's, noted as the batch is recorded, so a
+batch the database rolls back and settles again counts its refusals in the metric again (never in the counter).
 """
 
 from __future__ import annotations
