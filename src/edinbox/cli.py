@@ -196,6 +196,7 @@ def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
 
 async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
     from edinbox.hub._hub import open_hub
+    from edinbox.hub._partners import report_to
 
     sink: Any = None
     if cfg.accounting:
@@ -209,6 +210,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     metrics, server = _metrics(cfg)
+    report_to(metrics, log_json=log_json)  # the partner registry's refusals: counted and logged as they settle
     try:
         async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
             logging.getLogger("edinbox.hub").info(

@@ -23,6 +23,7 @@ from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
 from edinbox.hub._outage import Outage
 from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
+from edinbox.hub._partners import COUNTER, doctor_check
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
 from edinbox.hub._purge import Purged, purge
@@ -128,8 +129,9 @@ async def stats(config: HubConfig) -> dict[str, Any]:
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
         "consumer": config.consumer,
-        "received": sum(found.values()),
+        "received": sum(found[outcome] for outcome in COUNTED),
         **{outcome: found[outcome] for outcome in COUNTED},
+        COUNTER: found.get(COUNTER, 0),
         "invoices": int(invoices),
         "rejected_payloads": int(rejected),
         "journal": {k: int(v) for k, v in as_dict(journal).items()},
@@ -363,7 +365,8 @@ class Check:
 
 
 async def doctor(config: HubConfig) -> list[Check]:
-    """Check connectivity, the journal schema and unique key, the invoice key, and retention against the horizon."""
+    """Check connectivity, the journal schema and unique key, the invoice key, who gets in (`_partners`), and
+    retention against the horizon."""
     checks: list[Check] = []
     async with open_inbox(config) as inbox:
         try:
@@ -391,6 +394,7 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("source", "ok", f"reached {mask(config.source)}"))
         except InboxError as exc:
             checks.append(Check("source", "fail", mask(str(exc))))
+    checks.append(Check("partners", *doctor_check(config)))
     keep, limit = parse_duration(config.retention), parse_duration(config.horizon)
     if source_horizon is not None:
         limit = max(limit, source_horizon)

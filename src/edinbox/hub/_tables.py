@@ -58,6 +58,8 @@ once per delivery, redeliveries included, committed with the batch that settled 
 - rejected: it could not be journaled (not EDI, no trailer, too big): parked once per content in `rejected`.
 - bypassed: its message types are routed around the inbox (acknowledgments): acked, nothing journaled.
 
+The counters also hold `unknown_partners` (`_partners.COUNTER`): the rejected items the partner registry refused,
+counted beside their `rejected` outcome (so not part of `received`).
 Journal rows are counted apart (`Inbox.stats()`: keys by status), as are the distinct parked payloads.
 """
 
