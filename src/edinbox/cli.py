@@ -293,7 +293,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     """
     cfg = _config(**settings)
     data = _run(_ops.stats(cfg))
-    if not data["journal_rows"] and not data["received"] and not data["rejected"]:
+    if not data["journal_rows"] and not data.get("received") and not data.get("rejected"):
         click.echo(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
     _echo(data, as_json=as_json)
 

@@ -26,6 +26,7 @@ __all__ = [
     "count",
     "counts",
     "create_tables",
+    "has_hub",
     "park",
     "park_reasons",
 ]
@@ -116,6 +117,13 @@ async def check_tables(inbox: AsyncInbox) -> None:
             raise SchemaError(f"the hub's table {table} does not exist: {INIT_HINT}")
         if key not in keys:
             raise SchemaError(f"the hub's table {table} lacks its unique key ({', '.join(key)}): {INIT_HINT}")
+
+
+async def has_hub(inbox: AsyncInbox) -> bool:
+    """Whether `edinbox init` made the hub's tables beside this journal (its counters are there); a journal made by
+    the library alone (an application, FastStream, Django) has none, and the operator commands then show its journal
+    and outbox only."""
+    return await inbox.unique_keys("hub_counters") is not None
 
 
 async def check_privileges(inbox: AsyncInbox) -> None:

@@ -1,0 +1,137 @@
+"""The operator commands on a journal the library made alone (no `edinbox init`, so no hub tables), beside an
+application's own `invoices` table: each command works and shows the journal and its outbox, and the relay sends
+what the handlers published, once per key, after the commit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from edinbox import Inbox, Message, Outcome, Tx
+from edinbox.cli import main
+from outbox.test_relay_brokers import drain
+from services import MYSQL_URL, drop_database, mariadb_admin, require_service
+from sources.test_rabbitmq import drop as drop_queue
+
+RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"
+
+
+def cli(*args: str) -> Result:
+    """Run an `edinbox` command in-process."""
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def cli_json(*args: str) -> Any:
+    """Run an `edinbox` command with `--json`; its parsed output (the command must succeed)."""
+    result = cli(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(params=["postgresql", "mariadb", "sqlite"])
+def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """`(database URL, journal table)` of a fresh schema (PostgreSQL), database (MariaDB) or file (SQLite) that also
+    holds the application's own `invoices` table."""
+    kind = request.param
+    if kind == "sqlite":
+        url, table, invoices = f"sqlite:///{tmp_path / 'shop.db'}", "inbox", "invoices"
+    elif kind == "postgresql":
+        url, table = str(request.getfixturevalue("postgres_url")), f"{unique_name}.inbox"
+        invoices = f"{unique_name}.invoices"
+    else:
+        require_service("mariadb")
+        url, table, invoices = MYSQL_URL, f"{unique_name}.inbox", f"{unique_name}.invoices"
+    with Inbox(url, consumer="shop", table=table) as inbox:
+        inbox.create_schema()
+        if kind == "mariadb":  # DDL ends a MariaDB transaction: on a connection of its own
+            mariadb_admin(f"CREATE TABLE {invoices} (number TEXT)")
+        else:
+            inbox.transaction(lambda tx: tx.connection.cursor().execute(f"CREATE TABLE {invoices} (number TEXT)"))
+    yield url, table
+    if kind == "postgresql":
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute(f"DROP SCHEMA {unique_name} CASCADE".encode())
+    elif kind == "mariadb":
+        drop_database(unique_name)
+
+
+def handle(queue: str) -> Any:
+    """The application's handler: publish the payload to a RabbitMQ queue through the outbox; `bad` fails."""
+
+    def handler(tx: Tx, message: Message) -> None:
+        if message.payload == b"bad":
+            raise ValueError("the application refuses this message")
+        tx.publish(f"{RABBITMQ}?queue={queue}", message.payload, key=f"out-{message.message_id}")
+
+    return handler
+
+
+def test_operator_commands_work_on_a_library_journal(journal: tuple[str, str], unique_name: str) -> None:
+    """stats, list, show, doctor, requeue, forget, purge and migrate work on a journal without hub tables, showing
+    the journal and its outbox only, and `relay` sends each published row once, after its commit."""
+    require_service("rabbitmq")
+    url, table = journal
+    db = ["--db", url, "--table", table, "--consumer", "shop"]
+    with Inbox(url, consumer="shop", table=table, max_attempts=1) as inbox:
+        for n in ("1", "2", "3", "2"):  # 2 twice: the second is a duplicate, publishing nothing
+            inbox.process(Message(n, "orders", f"order {n}".encode()), handle(unique_name))
+        with pytest.raises(ValueError, match="refuses"):
+            inbox.process(Message("4", "orders", b"bad"), handle(unique_name))
+        assert inbox.process(Message("4", "orders", b"bad"), handle(unique_name)) is Outcome.DEAD
+    try:
+        checks = {c["check"]: c for c in cli_json("doctor", *db)}
+        assert all(c["status"] == "ok" for c in checks.values()), checks
+        assert checks["hub"]["detail"].startswith("library journal, no hub tables")
+
+        stats = cli_json("stats", *db)
+        assert stats["hub"] is False
+        assert "invoices" not in stats
+        assert "acknowledgments" not in stats
+        assert stats["journal"]["processed"] == 3
+        assert stats["journal"]["dead"] == 1
+        assert stats["outbox"]["backlog"] == 3
+
+        listed = cli_json("list", *db)
+        assert sorted(r["key"] for r in listed) == ["orders/1", "orders/2", "orders/3", "orders/4"]
+        assert cli_json("list", *db, "--status", "rejected") == []
+        shown = cli_json("show", "orders/2", *db)
+        assert shown["status"] == "processed"
+        assert shown["message_id"] == "2"
+        assert shown["invoices"] == []
+        assert shown["acknowledgments"] == []
+
+        assert cli_json("relay", *db, "--once") == {"sent": 3, "parked": 0}
+        assert cli_json("relay", *db, "--once") == {"sent": 0, "parked": 0}
+        got = asyncio.run(drain(f"{RABBITMQ}?queue={unique_name}", 3, within=20))
+        assert sorted((d.message_id, d.payload) for d in got) == [
+            ("out-1", b"order 1"),
+            ("out-2", b"order 2"),
+            ("out-3", b"order 3"),
+        ]
+        assert cli_json("stats", *db)["outbox"] == {
+            "backlog": 0,
+            "parked": 0,
+            "sent": 3,
+            "oldest_unsent_age_seconds": None,
+        }
+
+        assert cli_json("show", "orders/4", *db)["payload"] == "bad"  # a dead row keeps its payload
+        assert cli("requeue", "orders/4", *db).exit_code == 0
+        assert cli_json("show", "orders/4", *db)["status"] == "requeued"
+        assert cli("forget", "orders/4", *db, "--yes").exit_code == 0
+        assert cli("show", "orders/4", *db).exit_code != 0
+        purged = cli("purge", *db, "--older-than", "0s", "--horizon", "0s")
+        assert purged.exit_code == 0, purged.output
+        assert cli_json("stats", *db)["journal"]["processed"] == 0
+        migrated = cli("migrate", *db)
+        assert migrated.exit_code == 0, migrated.output
+        assert "nothing to migrate" in migrated.output
+    finally:
+        asyncio.run(drop_queue(unique_name))
