@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["DatabaseUrl", "database_url", "engine_url", "mask", "secrets"]
+__all__ = ["DatabaseUrl", "database_url", "engine_url", "mask", "secrets", "with_password"]
 
 _HOST_AFTER = r"@(?=(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.%-]+)(?::\d+)?(?:[/?#\s,;:'\")\]>]|$))"
 _PASSWORD = re.compile(
@@ -116,3 +116,33 @@ def secrets(urls: Iterable[str]) -> set[str]:
             raw = match.group("password")
             found.update({raw, unquote(raw), quote(unquote(raw), safe="")})
     return {s for s in found if s}
+
+
+MASKED = "***"
+"""What `mask` puts in a password's place: in an outbox row's destination, a password the relay supplies."""
+
+_ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*")
+
+
+def with_password(destination: str, urls: Iterable[str]) -> str:
+    """`destination` as the outbox keeps it (`mask`ed: `amqp://guest:***@host/?queue=q`) with its passwords taken
+    from the first of `urls` (full URLs) that names the same scheme, user, host and port; unchanged when it has no
+    masked password. ConfigurationError (the row is parked) when none of `urls` has its password."""
+    if MASKED not in destination:
+        return destination
+    origin = _ORIGIN.match(destination)
+    for url in urls:
+        found = _ORIGIN.match(mask(url))
+        if origin is None or found is None or found.group(0) != origin.group(0):
+            continue
+        restored = destination
+        if (given := _PASSWORD.search(url)) is not None:
+            restored = restored.replace(f":{MASKED}@", f":{given.group('password')}@", 1)
+        for match in _QUERY_PASSWORD.finditer(url):
+            restored = restored.replace(f"{match.group('head')}{MASKED}", match.group(0), 1)
+        if MASKED not in restored:
+            return restored
+    raise ConfigurationError(
+        f"no password for the outbox's destination {destination}: give the relay that broker's URL with its "
+        "password (--destinations, EDINBOX_DESTINATIONS, or `destinations` in the settings)"
+    )

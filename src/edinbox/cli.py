@@ -464,6 +464,7 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="send what is waiting, exit")
 @_option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="rows per pass")
 @_setting("--give-up-after")
+@_setting("--destinations")
 @_json
 def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.

@@ -171,7 +171,16 @@ async def relay(
         outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
         await outage.call(lambda: verify_found(inbox), stop=stop)
         idle = config.poll_timeout * 4
-        relay = Relay(inbox, outage=outage, stop=stop, limit=limit, idle=idle, log_json=log_json, fault=fault)
+        relay = Relay(
+            inbox,
+            outage=outage,
+            stop=stop,
+            limit=limit,
+            idle=idle,
+            log_json=log_json,
+            fault=fault,
+            destinations=config.credentials,
+        )
         return dict(await relay.run(once=once))
 
 

@@ -55,12 +55,15 @@ class Relay:
         fault: FaultPoint | None = None,
         keep_open: float = 60.0,
         linger: float = 0.1,
+        destinations: Sequence[str] = (),
     ) -> None:
         """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes;
         `fault` (after_send:N) kills the process after a send, before its rows are marked sent; a destination's
         publisher unused for `keep_open` seconds is closed; woken by `wake`, or after a pass that sent fewer than
         `limit` rows (but not with `once`), it waits `linger` seconds more before its next pass, so the rows of the
-        next few commits go in the same pass (fewer passes, each flushing more at once, and fewer marks)."""
+        next few commits go in the same pass (fewer passes, each flushing more at once, and fewer marks);
+        `destinations` are the full URLs that give the rows their passwords (`AsyncInbox.relay`)."""
+        self.destinations = tuple(destinations)
         self.inbox = inbox
         self.outage = outage
         self.stop = stop
@@ -99,7 +102,7 @@ class Relay:
 
     async def step(self) -> SendResult:
         """One pass; a transient failure of a send is raised (after what did settle was marked) for the backoff."""
-        result = await self.inbox.relay(self._send, limit=self.limit)
+        result = await self.inbox.relay(self._send, limit=self.limit, destinations=self.destinations)
         self.totals["sent"] += result.sent
         self.totals["parked"] += len(result.parked)
         for key, reason in result.parked:
@@ -154,4 +157,7 @@ def beside(
     (`relay-down`: the hub reports the database's, the relay also the destinations'), waited out for `patience`,
     idle for four of the hub's polls."""
     outage = Outage(logging.getLogger(_log.LOGGER), give_up_after=patience, log_json=log_json, name="relay")
-    return Relay(inbox, outage=outage, stop=stop, idle=config.poll_timeout * 4, log_json=log_json, fault=fault)
+    idle = config.poll_timeout * 4
+    return Relay(
+        inbox, outage=outage, stop=stop, idle=idle, log_json=log_json, fault=fault, destinations=config.credentials
+    )
