@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,22 @@ def test_operator_commands_work_on_a_library_journal(journal: tuple[str, str], u
         assert "nothing to migrate" in migrated.output
     finally:
         asyncio.run(drop_queue(unique_name))
+
+
+FROZEN = Path(__file__).resolve().parents[1] / "inbox" / "schema_v1" / "sqlite.sql"
+
+
+def test_a_migrated_library_journal_is_still_a_library_journal(tmp_path: Path) -> None:
+    """A version-1 SQLite journal the hub never used, upgraded by `edinbox migrate` (whose released steps 4 and 5
+    leave hub counters and answers beside it), is still seen as a library journal: doctor and stats work."""
+    path = tmp_path / "app.db"
+    db = ["--db", f"sqlite:///{path}", "--consumer", "app"]
+    with sqlite3.connect(path) as conn:
+        body = "\n".join(line for line in FROZEN.read_text().splitlines() if not line.startswith("--"))
+        for statement in body.format(table="inbox", key_index="inbox_key", version_table="inbox_version").split(";"):
+            conn.execute(statement)
+    migrated = cli("migrate", *db)
+    assert migrated.exit_code == 0, migrated.output
+    checks = {c["check"]: c["status"] for c in cli_json("doctor", *db)}
+    assert checks == {"database": "ok", "hub": "ok", "journal": "ok", "retention": "ok"}
+    assert cli_json("stats", *db)["hub"] is False

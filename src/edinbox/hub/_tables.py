@@ -120,10 +120,11 @@ async def check_tables(inbox: AsyncInbox) -> None:
 
 
 async def has_hub(inbox: AsyncInbox) -> bool:
-    """Whether `edinbox init` made the hub's tables beside this journal (its counters are there); a journal made by
-    the library alone (an application, FastStream, Django) has none, and the operator commands then show its journal
-    and outbox only."""
-    return await inbox.unique_keys("hub_counters") is not None
+    """Whether `edinbox init` made the hub's tables beside this journal (its control numbers are there: no migration
+    makes that table, while `migrate` to versions 4 and 5 may leave counters and answers beside a journal the hub
+    never used); a journal made by the library alone (an application, FastStream, Django) has none, and the operator
+    commands then show its journal and outbox only."""
+    return await inbox.unique_keys("hub_control_numbers") is not None
 
 
 async def check_privileges(inbox: AsyncInbox) -> None:
