@@ -155,3 +155,18 @@ def test_a_migrated_library_journal_is_still_a_library_journal(tmp_path: Path) -
     checks = {c["check"]: c["status"] for c in cli_json("doctor", *db)}
     assert checks == {"database": "ok", "hub": "ok", "journal": "ok", "retention": "ok"}
     assert cli_json("stats", *db)["hub"] is False
+
+
+def test_init_beside_an_applications_invoices_creates_nothing(journal: tuple[str, str]) -> None:
+    """`edinbox init` beside an application's own `invoices` table refuses in one line before creating anything (no
+    hub table left half-made), and the library journal works on."""
+    url, table = journal
+    db = ["--db", url, "--table", table, "--consumer", "shop"]
+    refused = cli("init", *db)
+    assert refused.exit_code == 1
+    assert "a table invoices that is not the hub's exists beside the journal" in refused.output
+    assert cli_json("stats", *db)["hub"] is False
+    with Inbox(url, consumer="shop", table=table) as inbox:
+        assert inbox.unique_keys("rejected") is None
+        assert inbox.unique_keys("hub_counters") is None
+        assert inbox.unique_keys("console_audit") is None

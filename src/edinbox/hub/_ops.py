@@ -34,7 +34,15 @@ from edinbox.hub._redrive import (
     stored_payload,
 )
 from edinbox.hub._relay import Relay
-from edinbox.hub._tables import COUNTED, TABLES, counts, create_partner_index, create_tables, has_hub
+from edinbox.hub._tables import (
+    COUNTED,
+    TABLES,
+    check_clashes,
+    counts,
+    create_partner_index,
+    create_tables,
+    has_hub,
+)
 
 __all__ = [
     "Check",
@@ -66,6 +74,7 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
         async with open_source(config.source, consumer=config.consumer):
             pass
     async with open_inbox(config) as inbox:
+        await check_clashes(inbox, journal=config.table)
         await inbox.create_schema()
         await inbox.transaction(create_tables)
         try:

@@ -21,6 +21,7 @@ __all__ = [
     "SHARDS",
     "TABLES",
     "Parked",
+    "check_clashes",
     "check_privileges",
     "check_tables",
     "count",
@@ -125,6 +126,19 @@ async def has_hub(inbox: AsyncInbox) -> bool:
     never used); a journal made by the library alone (an application, FastStream, Django) has none, and the operator
     commands then show its journal and outbox only."""
     return await inbox.unique_keys("hub_control_numbers") is not None
+
+
+async def check_clashes(inbox: AsyncInbox, *, journal: str) -> None:
+    """ConfigurationError, before `edinbox init` creates anything, when a table the hub would create exists beside the
+    journal without the hub's key: an application's own `invoices` (the README's examples make one), which the hub
+    would otherwise take for its own and then fail to index, half-way through."""
+    for table in ("invoices", "rejected"):
+        keys = await inbox.unique_keys(table)
+        if keys is not None and _KEYS[table] not in keys:
+            raise ConfigurationError(
+                f"a table {table} that is not the hub's exists beside the journal {journal}: give the hub a "
+                'schema (PostgreSQL) or database (MariaDB) of its own, e.g. --table "edi.inbox", or another SQLite file'
+            )
 
 
 async def check_privileges(inbox: AsyncInbox) -> None:
