@@ -11,12 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
 
-from edinbox import Inbox, Message, Outcome, Tx
+from cli.library_views import check_views
+from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
 from edinbox.cli import main
+from edinbox.hub._config import HubConfig
 from outbox.test_relay_brokers import drain
 from services import MYSQL_URL, drop_database, mariadb_admin, require_service
 from sources.test_rabbitmq import drop as drop_queue
@@ -170,3 +173,44 @@ def test_init_beside_an_applications_invoices_creates_nothing(journal: tuple[str
         assert inbox.unique_keys("rejected") is None
         assert inbox.unique_keys("hub_counters") is None
         assert inbox.unique_keys("console_audit") is None
+
+
+def test_an_aio_pika_consumers_journal(postgres_url: str, unique_name: str) -> None:
+    """A plain aio-pika consumer that processes each delivery through AsyncInbox (its handler publishing a reply
+    through the outbox) and acks after the commit: the operator commands and the console's data layer read its
+    journal, and the relay sends each reply once, a redelivered order's included."""
+    require_service("rabbitmq")
+    config = HubConfig(db=postgres_url, table=f"{unique_name}.inbox", consumer="orders")
+
+    async def handler(tx: Tx, message: Message) -> None:
+        reply = b"done " + message.payload
+        await tx.publish(f"{RABBITMQ}?queue={unique_name}", reply, key=f"done-{message.message_id}")
+
+    async def consume() -> list[Outcome]:
+        outcomes = []
+        async with AsyncInbox(config.db, consumer=config.consumer, table=config.table) as inbox:
+            await inbox.create_schema()
+            connection = await aio_pika.connect(RABBITMQ)
+            async with connection:
+                channel = await connection.channel()
+                queue = await channel.declare_queue(f"{unique_name}-in", auto_delete=True)
+                for n in ("1", "2", "1", "3"):  # order 1 twice: a producer's retry
+                    body = aio_pika.Message(f"order {n}".encode(), message_id=n)
+                    await channel.default_exchange.publish(body, routing_key=queue.name)
+                async with queue.iterator() as deliveries:
+                    async for delivery in deliveries:
+                        message = Message(delivery.message_id or "", "orders", delivery.body)
+                        outcomes.append(await inbox.process(message, handler))
+                        await delivery.ack()
+                        if len(outcomes) == 4:
+                            break
+        return outcomes
+
+    try:
+        assert asyncio.run(consume()).count(Outcome.DUPLICATE) == 1
+        published = [(f"done-{n}", f"done order {n}".encode()) for n in ("1", "2", "3")]
+        check_views(config, key="orders/1", queue=unique_name, published=published)
+    finally:
+        asyncio.run(drop_queue(unique_name))
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute(f"DROP SCHEMA IF EXISTS {unique_name} CASCADE".encode())
