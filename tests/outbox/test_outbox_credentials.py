@@ -136,5 +136,7 @@ def test_a_masked_password_is_supplied_by_scheme_user_host_and_port() -> None:
     given = ["amqp://other:x@127.0.0.1:5672/", "amqp://guest:g%40st@127.0.0.1:5672/vhost?queue=ignored"]
     assert with_password(stored, given) == "amqp://guest:g%40st@127.0.0.1:5672/?queue=acks"
     assert with_password("dir:///srv/out", []) == "dir:///srv/out"
+    redis = "redis://127.0.0.1:6379/0?stream=acks&password=***"  # an option, whatever delimiter was before it
+    assert with_password(redis, ["redis://127.0.0.1:6379/0?password=p%26w"]) == redis.replace("***", "p%26w")
     with pytest.raises(ConfigurationError, match="no password for the outbox's destination"):
         with_password(stored, ["amqp://guest:guest@127.0.0.2:5672/", "amqps://guest:guest@127.0.0.1:5672/"])
