@@ -1,5 +1,6 @@
 """edinbox: make a business side effect happen exactly once on top of brokers that deliver at least once."""
 
+from edinbox._application import Application
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import Status
 from edinbox._errors import (
@@ -19,6 +20,7 @@ from edinbox._records import Record, Stats, Tx
 from edinbox._sync_inbox import Inbox
 
 __all__ = [
+    "Application",
     "AsyncInbox",
     "ConfigurationError",
     "DataError",

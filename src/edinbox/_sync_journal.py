@@ -15,6 +15,7 @@ from typing import Any, Self, TypeVar
 
 import stamina
 
+from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
 from edinbox._message import Outgoing
@@ -52,14 +53,16 @@ class Journal:
         max_attempts: int = 5,
         horizon: timedelta = timedelta(days=7),
         pool_size: int = POOL_SIZE,
+        applications: Sequence[Application] = (),
     ) -> None:
-        """Check the configuration; nothing connects until the first call."""
+        """Check the configuration; nothing connects until the first call. `applications` add their own named
+        statements to the store (`edinbox.Application`: an application's tables beside the journal)."""
         check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
         self.consumer = consumer
         self.max_attempts = max_attempts
         self.horizon = horizon
         self._table = table
-        self._store = open_store(target, table=table, pool_size=pool_size)
+        self._store = open_store(target, table=table, pool_size=pool_size, applications=tuple(applications))
         self.dialect = self._store.dialect
         self.outbox = self._store.outbox
         """The outbox table's name, beside the journal (`<journal>_outbox`)."""

@@ -1,6 +1,6 @@
 """What the console reads and changes, as plain values: search, one message, parked lists, the dashboard, the audit.
 
-Every statement is a named query of `sql/<dialect>/console.sql` (or the hub's own, through `edinbox.hub._ops`),
+Every statement is a named query of `hub/sql/<dialect>/console.sql` (or the hub's, through `edinbox.hub._ops`),
 run by the journal's store with driver-bound parameters. The console runs no DDL: `edinbox init` made its table
 and indexes. Journal changes go through the same operations as the CLI (`_ops.requeue`, `_ops.forget`), and each one
 is recorded in the audit table with who asked, when, and what came of it.

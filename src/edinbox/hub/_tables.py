@@ -1,9 +1,10 @@
 """The hub's tables beside the journal: invoices (the SQL accounting sink), rejected payloads, outcome counters, the
 acknowledgments sent to partners and the per-partner control numbers they take.
 
-Their DDL and statements are named queries in `edinbox/sql/<dialect>/hub.sql`, run by the journal's store inside a
-journal transaction (`tx.unit`): they live in the journal's schema (`edi.inbox` puts them in `edi`), so one
-database, one connection and one commit hold a batch's journal rows, its invoices and its bookkeeping.
+Their DDL and statements are named queries in `edinbox/hub/sql/<dialect>/hub.sql`, added to the journal's store as
+the hub's `edinbox.Application` (`_parts.HUB`) and run inside a journal transaction (`tx.unit`): they live in the
+journal's schema (`edi.inbox` puts them in `edi`), so one database, one connection and one commit hold a batch's
+journal rows, its invoices and its bookkeeping.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ TABLES = (
 what was answered once, also made by `edinbox migrate` to version 5)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
-"""The indexes the console's search needs (`console_index_<name>` in `sql/<dialect>/console.sql`); the partner
+"""The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
 index (`console_index_partner`) needs an extension on PostgreSQL and is created apart (see `create_partner_index`)."""
 
 COUNTED = ("processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed")
