@@ -24,7 +24,7 @@ SECRET = "s3cret-pw"
 """A password that must never be shown (trust authentication ignores it)."""
 
 
-PAGES = {"/": 200, "/dashboard": 200, "/parked/dead": 200, "/audit": 200, "/message?key=ZZ:A/ZZ:B/000000001": 404}
+PAGES = {"/": 200, "/dashboard": 200, "/parked/dead": 200, "/audit": 200, "/message?key=X12:ZZ:A>ZZ:B/000000001": 404}
 """One page of each kind and what it answers with the database up (the message page's key does not exist)."""
 
 
