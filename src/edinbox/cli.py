@@ -332,7 +332,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     """
     cfg = _config(**settings)
     data = _run(_ops.stats(cfg))
-    if not data["journal_rows"] and not data["received"] and not data["rejected"]:
+    if not data["journal_rows"] and not data.get("received") and not data.get("rejected"):
         _say(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
     _echo(data, as_json=as_json)
 
@@ -507,6 +507,7 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="send what is waiting, exit")
 @_option("--limit", default=100, show_default=True, type=click.IntRange(1, MAX_ROWS), help="rows per pass")
 @_setting("--give-up-after")
+@_setting("--destinations")
 @_json
 def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.

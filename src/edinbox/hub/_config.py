@@ -258,6 +258,9 @@ class HubConfig(BaseSettings):
         default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
     )
     relay: bool = Field(True, description="`run` also relays the outbox (acknowledgments) to its destinations")
+    destinations: Text = Field(
+        "", description="broker URLs with their passwords, space-separated: the outbox keeps its rows' without"
+    )
     partners: Annotated[dict[str, Agreement], BeforeValidator(_partners)] = Field(
         default_factory=dict, description='partner agreements by "QUALIFIER:ID" ("*": every other partner)'
     )
@@ -275,6 +278,13 @@ class HubConfig(BaseSettings):
     def agreement(self, partner: str) -> Agreement:
         """The agreement of the partner "qualifier:id": its own, else "*", else the defaults (nothing is sent)."""
         return self.partners.get(partner) or self.partners.get("*") or _NO_AGREEMENT
+
+    @property
+    def credentials(self) -> tuple[str, ...]:
+        """The URLs whose passwords the relay may give an outbox row (kept without one): `destinations`, then the
+        source and the partners' outbound URLs."""
+        outbound = (a.outbound for a in self.partners.values() if a.outbound)
+        return (*self.destinations.split(), *([self.source] if self.source else []), *outbound)
 
     @property
     def acknowledges(self) -> bool:

@@ -47,7 +47,7 @@ class Purged:
 async def _purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
     """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
     params = {"consumer": consumer, "older_than": age}
-    rows = await inbox.read(lambda tx: tx.unit.fetch("hub_purgeable", params))
+    rows = await inbox.read(lambda tx: tx.unit.fetch("purgeable", params))
     return int(rows[0][0] or 0)
 
 

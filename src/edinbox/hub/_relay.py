@@ -30,5 +30,12 @@ def beside(
     logger = logging.getLogger(_log.LOGGER)
     outage = Outage(logger, give_up_after=patience, log_json=log_json, name="relay")
     return Relay(
-        inbox, outage=outage, stop=stop, idle=config.poll_timeout * 4, log_json=log_json, fault=fault, logger=logger
+        inbox,
+        outage=outage,
+        stop=stop,
+        idle=config.poll_timeout * 4,
+        log_json=log_json,
+        fault=fault,
+        logger=logger,
+        destinations=config.credentials,
     )

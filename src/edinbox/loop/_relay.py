@@ -62,13 +62,16 @@ class Relay:
         keep_open: float = 60.0,
         linger: float = 0.1,
         logger: logging.Logger | None = None,
+        destinations: Sequence[str] = (),
     ) -> None:
         """Relay `inbox`'s outbox, `limit` rows per pass, waiting at most `idle` seconds between idle passes;
         `fault` (after_send:N) kills the process after a send, before its rows are marked sent; a destination's
         publisher unused for `keep_open` seconds is closed; woken by `wake`, or after a pass that sent fewer than
         `limit` rows (but not with `once`), it waits `linger` seconds more before its next pass, so the rows of the
         next few commits go in the same pass (fewer passes, each flushing more at once, and fewer marks); its lines
-        go to `logger` (the `edinbox.loop` logger when None)."""
+        go to `logger` (the `edinbox.loop` logger when None); `destinations` are the full URLs that give the rows their
+        passwords (`AsyncInbox.relay`)."""
+        self.destinations = tuple(destinations)
         self.inbox = inbox
         self.outage = outage
         self.stop = stop
@@ -107,7 +110,7 @@ class Relay:
 
     async def step(self) -> SendResult:
         """One pass; a transient failure of a send is raised (after what did settle was marked) for the backoff."""
-        result = await self.inbox.relay(self._send, limit=self.limit)
+        result = await self.inbox.relay(self._send, limit=self.limit, destinations=self.destinations)
         self.totals["sent"] += result.sent
         self.totals["parked"] += len(result.parked)
         for key, reason in result.parked:
