@@ -8,7 +8,7 @@ import warnings
 from datetime import datetime
 
 import pytest
-from edi_fixtures import ACME, HUB, INVOICE, X12_810
+from edi_fixtures import ACME, EDIFACT_INVOIC, HUB, INVOICE, X12_810
 
 from edinbox.edi import (
     EdiSyntaxError,
@@ -340,3 +340,31 @@ def test_pyx12_validates_the_997_and_999_with_segment_and_element_errors() -> No
         assert "K4*1*1028*6~" in data  # the value holding `*` is not copied
         errors = io.StringIO()
         assert pyx12_document.x12n_document(pyx12.params.params(), io.StringIO(data), errors, None), (kind, data)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (b"DTM+137:20261130", b"DTM+137:20261399", b"UCM+1+INVOIC:D:96A:UN:EAN008+4+12'UCS+3'UCD+12+1:2'"),
+        (b"QTY+47:2'", b"QTY+47:2x'", b"UCS+8'UCD+37+1:2'"),  # invalid character in the first line's quantity
+        (b"MOA+77:119.60'", b"MOA+77:" + b"1" * 36 + b"'", b"UCS+16'UCD+39+1:2'"),  # total too long
+    ],
+)
+def test_contrl_says_the_segment_and_element_with_ucs_and_ucd(old: bytes, new: bytes, expected: bytes) -> None:
+    """A rejected INVOIC's CONTRL gives, after its UCM, UCS (position from UNH = 1) and UCD (0085 code, element and
+    component position): 12 invalid value for a bad date, 37 invalid character, 39 too long."""
+    assert expected in detailed(EDIFACT_INVOIC.replace(old, new, 1), "CONTRL")
+
+
+def test_pydifact_reads_ucs_and_ucd() -> None:
+    """pydifact reads the CONTRL of a bad DTM+137 date: UCI 4, UCM 4 12, UCS 3, UCD 12 at element 1 component 2."""
+    collection = pytest.importorskip("pydifact.segmentcollection")
+    data = detailed(EDIFACT_INVOIC.replace(b"DTM+137:20261130", b"DTM+137:20261399"), "CONTRL").decode("latin-1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (message,) = list(collection.Interchange.from_str(data).get_messages())
+    assert [(s.tag, s.elements) for s in message.segments][1:] == [
+        ("UCM", ["1", ["INVOIC", "D", "96A", "UN", "EAN008"], "4", "12"]),
+        ("UCS", ["3"]),
+        ("UCD", ["12", ["1", "2"]]),
+    ]

@@ -306,13 +306,34 @@ def _contrl(subject: Received, *, duplicate: bool) -> Reply:
     segments = [uci]
     if not duplicate:
         for group in subject.groups:
-            ucm = [_s("UCM", m.control_number, m.identifier, "4", m.error) for m in group.sets if m.error]
+            ucm = [
+                segment
+                for m in group.sets
+                if m.error
+                for segment in (_s("UCM", m.control_number, m.identifier, "4", m.error), *_contrl_detail(m.findings))
+            ]
             if group.type and (group.error or ucm):  # a UNG group in error, or holding one: UCF, then its UCMs
                 status = "4" if group.error or subject.rejected else "7"
                 codes = (status, group.error) if group.error else (status,)
                 segments.append(_s("UCF", group.control_number, (), (), *codes))
             segments += ucm
     return Reply("CONTRL", tuple(segments))
+
+
+_EDIFACT_CODES = {"1": "13", "4": "40", "5": "39", "6": "37", "7": "12", "8": "12", "9": "12"}
+"""X12 723 element error codes as CONTRL 0085 codes: missing, too short, too long, invalid character, invalid value."""
+
+
+def _contrl_detail(findings: Sequence[Finding]) -> list[Segment]:
+    """UCS (segment position in the message from UNH = 1, and 13 when a mandatory segment is missing) and, for an
+    element error, UCD (0085 code; S011: element position, component position)."""
+    out = []
+    for found in findings:
+        out.append(_s("UCS", str(found.position), *(["13"] if found.segment_code == "3" else [])))
+        if found.element:
+            where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
+            out.append(_s("UCD", _EDIFACT_CODES.get(found.code, "12"), where))
+    return out
 
 
 def reply_key(subject: Received, *, sender: Party, control_number: str) -> tuple[str, str]:
