@@ -310,11 +310,12 @@ def test_the_999_says_it_with_ik3_and_ik4() -> None:
         (b"TDS*11960", b"TDS*", b"AK3*TDS*9**8~AK4*1*610*1~"),  # empty total: mandatory element missing
         (b"BIG*20261130*INV-905", b"BIG*20261130*", b"AK3*BIG*2**8~AK4*2*76*1~"),
         (b"BIG*20261130*INV-905*****DI~", b"", b"AK3*BIG*2**3~AK5"),  # no BIG: mandatory segment missing, no AK4
+        (b"N1*SE*ACME GMBH*92*4000001000005~", b"", b"AK3*N1*5*N1*3~AK5"),  # no seller: its N1 loop is missing
     ],
 )
 def test_each_invoice_fault_says_its_segment_and_element(old: bytes, new: bytes, expected: bytes) -> None:
-    """A bad number (invalid character, too long), a missing element and a missing segment each give the AK3 /
-    AK4 an analyst expects (positions counted from ST = 1)."""
+    """A bad number (invalid character, too long), a missing element and a missing segment or loop each give the
+    AK3 / AK4 an analyst expects (positions counted from ST = 1)."""
     data = X12_810.replace(old, new, 1)
     data = data.replace(b"SE*12*", b"SE*11*") if not new else data  # the segment count stays right
     assert expected in detailed(data, "997")
@@ -348,12 +349,15 @@ def test_pyx12_validates_the_997_and_999_with_segment_and_element_errors() -> No
         (b"DTM+137:20261130", b"DTM+137:20261399", b"UCM+1+INVOIC:D:96A:UN:EAN008+4+12'UCS+3'UCD+12+1:2'"),
         (b"QTY+47:2'", b"QTY+47:2x'", b"UCS+8'UCD+37+1:2'"),  # invalid character in the first line's quantity
         (b"MOA+77:119.60'", b"MOA+77:" + b"1" * 36 + b"'", b"UCS+16'UCD+39+1:2'"),  # total too long
+        (b"DTM+137:20261130:102'", b"", b"UCM+1+INVOIC:D:96A:UN:EAN008+4+12'UCS+3+13'UNT"),  # no DTM after BGM
     ],
 )
 def test_contrl_says_the_segment_and_element_with_ucs_and_ucd(old: bytes, new: bytes, expected: bytes) -> None:
     """A rejected INVOIC's CONTRL gives, after its UCM, UCS (position from UNH = 1) and UCD (0085 code, element and
-    component position): 12 invalid value for a bad date, 37 invalid character, 39 too long."""
-    assert expected in detailed(EDIFACT_INVOIC.replace(old, new, 1), "CONTRL")
+    component position): 12 invalid value for a bad date, 37 invalid character, 39 too long, 13 a missing segment."""
+    data = EDIFACT_INVOIC.replace(old, new, 1)
+    data = data.replace(b"UNT+18+", b"UNT+17+") if not new else data  # the segment count stays right
+    assert expected in detailed(data, "CONTRL")
 
 
 def test_pydifact_reads_ucs_and_ucd() -> None:

@@ -269,12 +269,12 @@ def _functional(group: ReceivedGroup, kind: str, *, rejected: bool = False) -> R
 
 
 def _detail(findings: Sequence[Finding], kind: str) -> list[Segment]:
-    """AK3 / IK3 (segment id, position in the set, loop id, 720 / 620 code) and, for an element error, AK4 / IK4
-    (element position with its component, data element reference, 723 / 621 code, the bad value)."""
+    """AK3 / IK3 (segment id, position in the set, loop id when known, 720 / 620 code) and, for an element error,
+    AK4 / IK4 (element position with its component, data element reference, 723 / 621 code, the bad value)."""
     segment_tag, element_tag = ("IK3", "IK4") if kind == "999" else ("AK3", "AK4")
     out = []
     for found in findings:
-        out.append(_s(segment_tag, found.segment, str(found.position), "", found.segment_code))
+        out.append(_s(segment_tag, found.segment, str(found.position), found.loop, found.segment_code))
         if found.element:
             where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
             bad = [found.value] if _copyable(found.value) else []  # AK404 / IK404: an..99, optional

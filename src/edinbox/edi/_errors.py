@@ -36,6 +36,8 @@ class Finding:
     reference: str = ""
     code: str = ""
     value: str = ""
+    loop: str = ""
+    """The loop the segment opens or sits in, when it matters (X12 AK303 / IK303: "N1" for a missing party)."""
 
 
 class EdiSyntaxError(ValueError):

@@ -93,7 +93,7 @@ def read_invoic(reader: Reader) -> Invoice:
     kind = "credit_note" if bgm[1].get(1).strip() in _CREDIT else "invoice"
     dtm = reader.first("DTM", ("137", "3"), first_line)
     if dtm is None:
-        raise reader.fail("has no document date (DTM+137)")
+        raise reader.fail("has no document date (DTM+137)", bgm[0] + 1, missing="DTM")  # expected after BGM
     issue_date = reader.date(dtm[1].get(1, 2), "DTM document date", dtm[0], fmt=dtm[1].get(1, 3).strip(), at=_DATE)
     seller = _party(reader, ("SU", "SE", "II"), first_line, "seller")
     buyer = _party(reader, ("BY", "IV", "BT"), first_line, "buyer")

@@ -120,16 +120,18 @@ class Reader:
         position: int = 0,
         *,
         missing: str = "",
+        loop: str = "",
         at: Element | None = None,
         code: str = "",
         value: str = "",
     ) -> EdiSyntaxError:
-        """An EdiSyntaxError about the segment at `position` within the message; with the `missing` segment's tag,
-        or the element `at` with its error `code` and `value`, it carries the acknowledgment's `Finding`."""
+        """An EdiSyntaxError about the segment at `position` within the message; with the `missing` segment's tag
+        (and its `loop`), or the element `at` with its error `code` and `value`, it carries the acknowledgment's
+        `Finding`."""
         index = self.message.segment_range[0] + position
         finding = None
         if missing:
-            finding = Finding(missing, position + 1, "3")
+            finding = Finding(missing, position + 1, "3", loop=loop)
         elif at is not None and position < len(self.segments):
             finding = Finding(
                 self.segments[position].tag, position + 1, "8", at.element, at.component, at.reference, code, value

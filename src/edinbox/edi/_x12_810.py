@@ -22,7 +22,7 @@ _TXI02 = Element(2, reference="782")
 def _party(reader: Reader, qualifiers: tuple[str, ...], stop: int, what: str) -> InvoiceParty:
     found = reader.first("N1", qualifiers, stop) or reader.first("N1", qualifiers)
     if found is None:
-        raise reader.fail(f"has no {what} (N1*{' / N1*'.join(qualifiers)})")
+        raise reader.fail(f"has no {what} (N1*{' / N1*'.join(qualifiers)})", stop, missing="N1", loop="N1")
     position, seg = found
     party = InvoiceParty(seg.get(4).strip(), seg.get(2).strip())
     if not party.id and not party.name:
