@@ -204,10 +204,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
         sink = HttpAccounting(cfg.accounting, token=_accounting_token(cfg))
     from edinbox.hub._outage import Stopped
 
-    stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _stop_on_signals()  # while waiting for a dependency too, not only once running
     metrics, server = _metrics(cfg)
     try:
         async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
@@ -220,6 +217,26 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     finally:
         if server is not None:
             server.shutdown()
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event the first SIGTERM or Ctrl-C sets (a graceful stop: the batch in hand is finished); a second one
+    exits at once with status 128 + its number (143, 130), as a SIGKILL would: nothing unacked is lost, the broker
+    or the spool delivers it again."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def signalled(sig: signal.Signals) -> None:
+        if stop.is_set():
+            _say(f"{sig.name} again: stopping at once", err=True)
+            sys.stderr.flush()
+            os._exit(128 + sig)
+        logging.getLogger("edinbox.hub").info(f"stopping on {sig.name} (a second one stops at once)")
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, signalled, sig)
+    return stop
 
 
 def _accounting_token(cfg: HubConfig) -> str | None:
@@ -520,9 +537,7 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     _logging(cfg)
 
     async def serve() -> dict[str, int]:
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        stop = _stop_on_signals()
         return await _ops.relay(cfg, stop=stop, once=once, limit=limit, fault=fault)
 
     totals = _run(serve())

@@ -46,7 +46,7 @@ from edinbox.hub._relay import Relay, beside
 from edinbox.hub._relay_process import RelayProcess, apart
 from edinbox.hub._spans import Spans
 from edinbox.hub._tables import Parked, park_reasons
-from edinbox.sources import Delivery, Source, open_source
+from edinbox.sources import Delivery, Source, open_source, receive_until
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -222,8 +222,8 @@ class Hub:
                 deliveries, planned = await ahead  # beaten meanwhile as `_claimed`
                 self._claimed = []
             if not deliveries:
-                received = await self.source.receive(
-                    max_messages=self.config.batch_size, timeout=self.config.poll_timeout
+                received = await receive_until(
+                    self.source, stop=self.stop, max_messages=self.config.batch_size, timeout=self.config.poll_timeout
                 )
                 deliveries = list(received)
             if not deliveries:
