@@ -41,7 +41,7 @@ from edinbox.hub._outage import Outage, Stopped, dependency
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
 from edinbox.hub._progress import progress
-from edinbox.hub._purge import Purger, check_purge
+from edinbox.hub._purge import Purger, check_purge, purges
 from edinbox.hub._relay import Relay, beside
 from edinbox.hub._relay_process import RelayProcess, apart
 from edinbox.hub._spans import Spans
@@ -120,7 +120,7 @@ class Hub:
         """
         beside = asyncio.Event()
         relay = self._beside(self._relay(beside)) if self.config.relay else None
-        purger = self._purger(beside) if self.config.purge_every else None
+        purger = self._purger(beside) if purges(self.config) else None
         try:
             await self._receive(once=once)
         finally:
