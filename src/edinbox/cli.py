@@ -150,7 +150,9 @@ def run(
 ) -> None:
     """Run the hub: settle deliveries from --source through the inbox into accounting, ack after commit.
 
-    SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked). An outage of the database or
+    SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked; idle, within about a second
+    whatever --poll-timeout); a second one exits at once (status 143 or 130). It purges journal rows older than
+    --retention every --purge-every (1h; off: never), once at start too. An outage of the database or
     the source is waited out with backoff (one log line when it goes down, one when it is back), also at start.
     It runs no DDL: `edinbox init` creates the schema (and the spool folder). EDINBOX_FAULT=after_commit:N arms the
     fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests);
@@ -160,7 +162,7 @@ def run(
 
     Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL, missing extra, missing database or
     spool folder, missing schema: the message says which), 2 gave up (a dependency stayed down longer than
-    --give-up-after).
+    --give-up-after), 143 / 130 stopped at once by a second SIGTERM / Ctrl-C.
     """
     from edinbox.hub._fault import parse_fault
 
