@@ -196,3 +196,27 @@ async def test_a_receive_waits_an_infinite_timeout_out(sources: Sources, kind: s
         got = await asyncio.wait_for(waiting, 30)
         assert [d.key for d in got] == ["m-1"]
         await source.ack(got[0])
+
+
+async def test_the_library_consumer_stops_within_its_bound_on_a_long_poll(tmp_path: Path) -> None:
+    """An idle `AsyncConsumer` with a poll timeout of an hour returns soon (STOP_CHECK plus a little) after its stop
+    is set."""
+    from edinbox import AsyncConsumer, Inbox, Message, Tx
+    from edinbox.sources import STOP_CHECK
+
+    db = f"sqlite:///{tmp_path}/app.db"
+    with Inbox(db, consumer="app") as inbox:
+        inbox.create_schema()
+
+    async def handler(tx: Tx, message: Message) -> None:
+        pass
+
+    consumer = AsyncConsumer(f"dir://{tmp_path / 'spool'}", handler, db=db, consumer="app", poll_timeout=3600)
+    stop = asyncio.Event()
+    running = asyncio.ensure_future(consumer.run(stop=stop))
+    await asyncio.sleep(1.5)  # idle in its receive
+    assert not running.done()
+    stop.set()
+    began = time.monotonic()
+    assert await asyncio.wait_for(running, 30) == {}
+    assert time.monotonic() - began < STOP_CHECK + 2
