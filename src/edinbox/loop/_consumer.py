@@ -44,7 +44,7 @@ from edinbox.loop._lines import LOGGER, format_line, settled
 from edinbox.loop._outage import Outage, Stopped
 from edinbox.loop._progress import progress
 from edinbox.loop._relay import Relay
-from edinbox.sources import Delivery, Source, open_source
+from edinbox.sources import Delivery, Source, open_source, receive_until
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -119,6 +119,7 @@ class AsyncConsumer:
         self._journal: Journal | None = None
         self._relay: Relay | None = None
         self._gauges: Gauges | None = None
+        self._stop = asyncio.Event()  # the run's stop: an idle receive ends soon after it is set
 
     async def run(
         self, *, stop: asyncio.Event | None = None, once: bool = False, idle_timeout: float = 1.0
@@ -131,6 +132,7 @@ class AsyncConsumer:
         error (or `give_up_after`) ends it with an exception.
         """
         with _signals(stop) as stopping:
+            self._stop = stopping
             journal = open_journal(
                 self.db,
                 self.handler,
@@ -206,7 +208,9 @@ class AsyncConsumer:
             raise RuntimeError("the consumer's source is not open: call run()")
         deliveries: list[Delivery] = []
         async with progress(source, lambda: deliveries, log_json=self.log_json, logger=self.logger):
-            deliveries[:] = await source.receive(max_messages=self.batch_size, timeout=self.poll_timeout)
+            deliveries[:] = await receive_until(
+                source, stop=self._stop, max_messages=self.batch_size, timeout=self.poll_timeout
+            )
             if not deliveries:
                 return 0
             started = time.monotonic()
