@@ -9,6 +9,7 @@ from edinbox._errors import (
     LimitError,
     NotSettledError,
     PermanentError,
+    RetryLater,
     SchemaError,
     SourceError,
     StoreError,
@@ -16,6 +17,7 @@ from edinbox._errors import (
 )
 from edinbox._message import Message, Outcome, Outgoing
 from edinbox._records import Record, Stats, Tx
+from edinbox._retry import Retry
 from edinbox._sync_inbox import Inbox
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "Outgoing",
     "PermanentError",
     "Record",
+    "Retry",
+    "RetryLater",
     "SchemaError",
     "SourceError",
     "Stats",

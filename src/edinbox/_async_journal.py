@@ -23,6 +23,7 @@ from edinbox._message import Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox._retry import Retry
 from edinbox.stores._async_base import AsyncUnit
 from edinbox.stores._async_factory import open_store
 from edinbox.stores._mapping import lock_conflict
@@ -53,11 +54,16 @@ class AsyncJournal:
         max_attempts: int = 5,
         horizon: timedelta = timedelta(days=7),
         pool_size: int = POOL_SIZE,
+        retry: Retry | None = None,
     ) -> None:
-        """Check the configuration; nothing connects until the first call."""
+        """Check the configuration; nothing connects until the first call. `retry` (default `Retry()`) says how long
+        a message waits after each failed attempt before the next delivery may run it again."""
         check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
+        if retry is not None and not isinstance(retry, Retry):
+            raise ConfigurationError(f"retry must be an edinbox.Retry, got {type(retry).__name__}")
         self.consumer = consumer
         self.max_attempts = max_attempts
+        self.retry = retry or Retry()
         self.horizon = horizon
         self._table = table
         self._store = open_store(target, table=table, pool_size=pool_size)

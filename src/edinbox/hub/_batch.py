@@ -37,6 +37,8 @@ class Work:
     items: list[Item]
     outcomes: dict[int, str] = field(default_factory=dict)
     unsettled: bool = False
+    delay: float | None = None
+    """Seconds before the delivery may come back: the longest wait of its messages for their retry time."""
 
 
 class Batch:
@@ -195,6 +197,12 @@ class Batch:
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         self.recorded_at = time.time_ns()
+
+    def wait(self, message: Message, seconds: float) -> None:
+        """Note that `message` waits `seconds` for its retry time: its delivery is handed back to come again then."""
+        for w, _, item in self.entries:
+            if item.message is message:
+                w.delay = max(w.delay or 0.0, seconds)
 
     def unjournaled(self, message: Message, error: DataError, *, kept: str) -> None:
         """Park `message` with the rejected payloads: the journal cannot hold a value of it (`error`: a payload too

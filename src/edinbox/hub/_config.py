@@ -264,6 +264,12 @@ class HubConfig(BaseSettings):
     poll_timeout: Annotated[Seconds, Field(gt=0)] = Field(0.5, description="seconds a receive waits for a delivery")
     idle_timeout: Annotated[Seconds, Field(ge=0)] = Field(1.5, description="with --once: idle seconds before exit")
     max_attempts: Count = Field(5, description="handler failures before a message is dead")
+    retry_immediate: Annotated[int, BeforeValidator(_whole), Field(ge=0)] = Field(
+        2, description="handler failures retried at once; after them a failed message waits (--retry-first)"
+    )
+    retry_first: Duration = Field(
+        "15s", description="a failed message's first wait before its next attempt; each later wait x4, at most 10m"
+    )
     horizon: Duration = Field(
         "7d", description="the longest time a message can come back (broker, retries, operator replay)"
     )

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
+from edinbox._retry import Retry
 from edinbox._urls import database_url, mask
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._tables import check_privileges, check_tables
@@ -31,6 +32,7 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         consumer=config.consumer,
         table=config.table,
         max_attempts=config.max_attempts,
+        retry=Retry(immediate=config.retry_immediate, first=parse_duration(config.retry_first)),
         horizon=parse_duration(config.horizon),
     )
     try:

@@ -61,3 +61,7 @@ WHERE sent_at IS NULL AND parked_at IS NULL
 -- MariaDB's journal took a processed delivery's values as its columns' defaults (its INSERT names four columns);
 -- nothing changes here: this journal's INSERT names every column it writes, as before
 SELECT 1
+
+-- name: v8_retry_at
+-- when a failed row may run again (`schema.sql`'s create_table); NULL in the rows kept: they may run at once
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS retry_at timestamptz
