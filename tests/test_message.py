@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edinbox import Message
-from edinbox._urls import _PASSWORD, _QUERY_PASSWORD, mask
+from edinbox._urls import _PASSWORD, _QUERY_PASSWORD, _QUOTED_PASSWORD, mask
 
 
 def test_fingerprint_defaults_to_sha256_of_payload() -> None:
@@ -54,7 +54,10 @@ def test_mask_hides_passwords(url: str, expected: str) -> None:
 
 
 _PIECES = st.sampled_from(
-    [" password=", "&PA\u017f\u017fWORD=", "?ap\u0131_key=", ";Secret=", " token=", " pwd=", "pg://u:p@h/", "://", "@"]
+    [
+        *(" password=", "&PA\u017f\u017fWORD=", "?ap\u0131_key=", ";Secret=", " token=", " pwd=", "pg://u:p@h/"),
+        *("&sasl.oauthbearer.client.secret=", "?ssl.KEY.pem=", "'sasl.password': ", '"Token"=', "://", "@", "'", '"'),
+    ]
 )
 
 
@@ -62,5 +65,5 @@ _PIECES = st.sampled_from(
 def test_mask_skips_only_what_could_not_match(text: str) -> None:
     """The substring checks before each pattern change nothing: mask gives what running both patterns always
     gives, on text built from password parameters, URLs, separators and arbitrary characters."""
-    both = _QUERY_PASSWORD.sub(r"\g<head>***", _PASSWORD.sub(r"\g<head>***\g<tail>", text))
-    assert mask(text) == both
+    every = _QUERY_PASSWORD.sub(r"\g<head>***", _PASSWORD.sub(r"\g<head>***\g<tail>", text))
+    assert mask(text) == _QUOTED_PASSWORD.sub(r"\g<head>***", every)

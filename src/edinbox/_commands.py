@@ -18,23 +18,30 @@ A command in `edinbox.cli` (which imports these helpers as `_option`, `_setting`
   driver each URL needs (`needs psycopg: pip install 'edinbox[postgres]'`), and, unless `creates=True` (`init`),
   that the SQLite file and the spool folder exist: a read-only command never creates them. One line, exit 1.
 - `run(coro)` runs a coroutine with edinbox errors as one masked line and exit 1; `echo(data, as_json=...)` prints.
+
+Text leaves a command at three boundaries, each redacted here once (`edinbox._redact`): what it prints (`echo` for
+values, `say` for a sentence), its `Error:` line (`Commands`), and its log lines (`configure`, installed for every
+command at WARNING, at INFO by `run` and `relay`). Each masks URL passwords and secret options by their shape, and
+replaces the exact secrets of every URL the command was given (options, variables, the TOML file) in any spelling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 from click.core import ParameterSource
 
 from edinbox._errors import ConfigurationError, InboxError
 from edinbox._extras import require
-from edinbox._urls import database_url, mask
+from edinbox._redact import Secrets
+from edinbox._urls import database_url
 from edinbox.hub._config import HubConfig
 from edinbox.hub._output import render
 from edinbox.hub._settings import Settings, load_settings
@@ -49,6 +56,8 @@ __all__ = [
     "json_option",
     "option",
     "run",
+    "say",
+    "secrets",
     "setting",
 ]
 
@@ -65,17 +74,47 @@ class _UsageError(click.UsageError):
     exit_code = EXIT_CONFIGURATION
 
 
+def secrets() -> Secrets:
+    """The secrets this command knows (one per command line, kept by its root context)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return Secrets()
+    return cast(Secrets, ctx.find_root().meta.setdefault("edinbox.secrets", Secrets()))
+
+
+class _Command(click.Command):
+    """A command that knows the secrets of the URLs it was given before it runs, and logs its drivers' warnings
+    redacted."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Learn the secrets of every option's value, install the log boundary at WARNING, run the command."""
+        from edinbox.hub._log import configure
+
+        known = secrets()
+        known.learn(v for value in ctx.params.values() for v in (value if isinstance(value, tuple) else (value,)))
+        configure([], level=logging.WARNING, known=known)
+        return super().invoke(ctx)
+
+
 class Commands(click.Group):
-    """The command group: a command's usage errors exit 1, as configuration errors."""
+    """The command group: a command's usage errors exit 1, as configuration errors; every `Error:` line redacted."""
+
+    command_class = _Command
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; its usage errors keep their message and usage line, with exit status 1."""
         try:
             return super().invoke(ctx)
-        except _UsageError:
-            raise
         except click.UsageError as exc:
-            raise _UsageError(exc.message, exc.ctx) from exc
+            clean = secrets().text(exc.message)
+            if isinstance(exc, _UsageError) and clean == exc.message:
+                raise
+            raise _UsageError(clean, exc.ctx) from exc
+        except click.ClickException as exc:
+            clean = secrets().text(exc.message)
+            if clean == exc.message:
+                raise
+            raise click.ClickException(clean) from exc
 
 
 @contextlib.contextmanager
@@ -85,7 +124,7 @@ def errors() -> Iterator[None]:
         yield
     except InboxError as exc:  # a driver's message may span lines (psycopg: "...refused\n\tIs the server running")
         line = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
-        raise click.ClickException(mask(line)) from exc
+        raise click.ClickException(secrets().text(line)) from exc
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -171,7 +210,21 @@ def load(settings: Mapping[str, Any]) -> Settings:
     }
     names = {p.name: p.opts[0] for p in ctx.command.params if p.name}
     with errors():
-        return load_settings(settings.get("config"), given, names=names)
+        loaded = load_settings(settings.get("config"), given, names=names)
+    secrets().learn(_texts(loaded.config.model_dump()))
+    return loaded
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every text in a settings dump (the partners' tables included)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _texts(item)
 
 
 def hub_settings(settings: Mapping[str, Any], *, creates: bool = False) -> HubConfig:
@@ -200,7 +253,12 @@ def _database_exists(db: str) -> None:
 
 
 def echo(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: bool, columns: Sequence[str] = ()) -> None:
-    """Print a value as JSON (`--json`) or as people read it (a table for rows)."""
-    text = render(data, as_json=as_json, columns=columns)
+    """Print a value as JSON (`--json`) or as people read it (a table for rows), every text in it redacted."""
+    text = render(secrets().data(data), as_json=as_json, columns=columns)
     if text:
         click.echo(text)
+
+
+def say(text: str, *, err: bool = False) -> None:
+    """Print a sentence (to stderr with `err`), redacted."""
+    click.echo(secrets().text(text), err=err)

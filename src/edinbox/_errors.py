@@ -18,6 +18,9 @@
 
 Only a handler's own exception (anything outside this tree) counts an attempt toward `max_attempts`; it passes
 through unchanged. A duplicate is an outcome, not an exception.
+
+Every message of this tree is masked where the error is made (`edinbox._urls.mask`: URL passwords, secret options),
+so no caller, log or page that prints one shows a password.
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ __all__ = [
 
 class InboxError(Exception):
     """Base of every error edinbox raises."""
+
+    def __init__(self, *args: object) -> None:
+        """Keep the arguments, every text among them with its passwords masked."""
+        from edinbox._urls import mask  # _urls raises ConfigurationError: imported when the first error is made
+
+        super().__init__(*(mask(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class ConfigurationError(InboxError, ValueError):

@@ -1,51 +1,64 @@
 """URLs for the whole package: the one database URL parser, and passwords that never leave the process in clear.
 
-A password in a URL may hold any character, raw or percent-encoded (`@`, `/`, `:`, a space), so the masked part
-runs from the `:` after the user name to the LAST `@` on the line that is followed by a host name, never across
-another `scheme://`. When in doubt it masks too much, never too little.
+A password in a URL may hold any character, raw or percent-encoded (`@`, `/`, `:`, a space, quotes), and the host
+after it may be missing (libpq's `postgresql://user:PW@/db?host=/run/postgresql`, `redis://:PW@/0`) or unusual, so
+the masked part runs from the `:` after the user name to the LAST `@` on the line that is followed by a host (or by
+none), never across another `scheme://`. A query or DSN option whose name says it carries a secret (`password=`,
+`sasl.password=`, `ssl.key.password=`, `sasl.oauthbearer.client.secret=`, `*token*`, `*secret*`, ...) is masked up
+to the next `&`, `;` or blank (or to its closing quote). When in doubt it masks too much, never too little.
+`secrets(urls)` lists the exact passwords of configured URLs in every spelling, for the text that quotes them
+outside any URL (a driver's error).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, unquote_plus
 
 from edinbox._errors import ConfigurationError
 
 __all__ = ["DatabaseUrl", "database_url", "engine_url", "mask", "secrets"]
 
-_HOST_AFTER = r"@(?=(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.%-]+)(?::\d+)?(?:[/?#\s,;:'\")\]>]|$))"
+# After the `@` that ends a password: a host (a bracketed address, or a name of any characters but the URL's
+# delimiters: non-ASCII and unusual ones included), or no host at all, an optional port, then the end of the
+# authority.
+_HOST_AFTER = r"@(?=(?:\[[^\]\s]*\]|[^\s/?#@\[\]:,;&='\"<>()]*)(?::[0-9]*)?(?:[/?#\s,;:'\")\]>]|$))"
 _PASSWORD = re.compile(
     r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>(?:(?!://)[^\n])*)" + "(?P<tail>" + _HOST_AFTER + ")"
 )
-_QUERY_PASSWORD = re.compile(
-    r"(?P<head>[?&;\s](?:password|passwd|pwd|secret|token|access_token|api_key|apikey)=)(?P<password>[^&;\s]*)",
+# The name of an option that carries a secret: a word of _SECRET_WORDS anywhere in it (`sasl.password`,
+# `ssl.key.password`, `sasl.oauthbearer.client.secret`, `access_token`, `api_key`, `ssl.key.pem`).
+_SECRET_WORDS = ("pass", "pwd", "secret", "token", "api", "credential", "key.pem", "private", "jaas")
+_NAME = r"[\w.-]*?(?:password|passwd|pwd|secret|token|api_key|apikey|credential|key\.pem|private|jaas)[\w.-]*"
+_VALUE = r"""(?:'(?:[^'\\]|\\.)*'(?=[&;\s,)]|$)|"(?:[^"\\]|\\.)*"(?=[&;\s,)]|$)|[^&;\s]*)"""
+_QUERY_PASSWORD = re.compile(rf"(?P<head>(?:^|[?&;\s,(])(?:{_NAME})\s?=\s?)(?P<password>{_VALUE})", re.IGNORECASE)
+# the same option as a mapping's item, as a driver prints its settings: `'sasl.password': 'x'`, `"token": "x"`
+_QUOTED_PASSWORD = re.compile(
+    rf"""(?P<head>(?P<q>['"])(?:{_NAME})(?P=q)\s*[:=]\s*)(?P<password>'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?)""",
     re.IGNORECASE,
 )
-
-# a part of each parameter name of _QUERY_PASSWORD: a text with none of them has nothing for it to mask. The text is
-# lowered, and the two letters that re.IGNORECASE also takes for "s" and "i" (long s, dotless i) are folded to them.
-_QUERY_WORDS = ("pass", "pwd", "secret", "token", "api")
 
 MEMORY = ":memory:"
 
 
 def mask(text: str) -> str:
-    """Return `text` with every password in a URL or DSN replaced by `***`.
+    """Return `text` with every password in a URL, and every value of a secret option, replaced by `***`.
 
-    Each pattern runs only when the text holds what it cannot match without (`://`; one of the parameter words),
-    so an ordinary log line costs two substring searches instead of two regex scans.
+    Each pattern runs only when the text holds what it cannot match without (`://`; one of the option words), so an
+    ordinary log line costs a few substring searches instead of regex scans.
     """
     if "://" in text:
         text = _PASSWORD.sub(r"\g<head>***\g<tail>", text)
     lower = text.lower()
-    if not text.isascii():
+    if not text.isascii():  # the two letters re.IGNORECASE also takes for "s" and "i": long s, dotless i
         lower = lower.replace("\u017f", "s").replace("\u0131", "i")
-    if any(word in lower for word in _QUERY_WORDS):
+    if any(word in lower for word in _SECRET_WORDS):
         text = _QUERY_PASSWORD.sub(r"\g<head>***", text)
+        text = _QUOTED_PASSWORD.sub(r"\g<head>***", text)
     return text
 
 
@@ -56,7 +69,8 @@ class DatabaseUrl:
     dialect: str
     """"postgresql", "mysql" (MariaDB or MySQL) or "sqlite"."""
     target: str
-    """PostgreSQL and MySQL: the URL as given. SQLite: the file, percent-escapes decoded, or ":memory:"."""
+    """PostgreSQL: the URL, its password percent-encoded where libpq would misread it. MySQL: the URL as given.
+    SQLite: the file, percent-escapes decoded, or ":memory:"."""
 
     @property
     def in_memory(self) -> bool:
@@ -74,7 +88,7 @@ def database_url(url: str) -> DatabaseUrl:
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if sep and scheme in ("postgresql", "postgres"):
-        return DatabaseUrl("postgresql", url)
+        return DatabaseUrl("postgresql", _encoded_password(url))
     if sep and scheme in ("mysql", "mariadb"):
         return DatabaseUrl("mysql", url)
     if sep and scheme == "sqlite":
@@ -93,6 +107,18 @@ def database_url(url: str) -> DatabaseUrl:
     )
 
 
+def _encoded_password(url: str) -> str:
+    """`url` with the characters of its password that libpq would misread percent-encoded (a space, which psycopg
+    quotes back in its error; an `@` or `/`, whose tail libpq takes for the host; a `%` not starting an escape),
+    the escapes already written kept: the password reaches the server as written, and no driver prints it."""
+
+    def encode(match: re.Match[str]) -> str:
+        password = re.sub(r"%(?![0-9A-Fa-f]{2})", "%25", match.group("password"))
+        return match.group("head") + quote(password, safe="%") + match.group("tail")
+
+    return _PASSWORD.sub(encode, url, count=1)
+
+
 def engine_url(engine: Any) -> str:
     """The database URL of an SQLAlchemy Engine or AsyncEngine, without its driver (`postgresql+psycopg://` ->
     `postgresql://`), for an inbox of its own on the same database; an in-memory SQLite engine is refused (each
@@ -109,10 +135,14 @@ def engine_url(engine: Any) -> str:
 
 
 def secrets(urls: Iterable[str]) -> set[str]:
-    """The passwords of `urls` in every spelling a driver may print: as written, decoded and percent-encoded."""
+    """The passwords and secret options of `urls` in every spelling a driver may print: as written, decoded,
+    percent-encoded, and escaped as JSON or a Python repr quotes them."""
     found: set[str] = set()
     for url in urls:
-        for match in _PASSWORD.finditer(url):
-            raw = match.group("password")
-            found.update({raw, unquote(raw), quote(unquote(raw), safe="")})
-    return {s for s in found if s}
+        raw = [m.group("password") for m in _PASSWORD.finditer(url)]
+        raw += [m.group("password").strip("'\"") for m in _QUERY_PASSWORD.finditer(url)]
+        for value in raw:
+            for plain in {value, unquote(value), unquote_plus(value)}:
+                found.update({plain, quote(plain, safe=""), quote(plain), json.dumps(plain)[1:-1], repr(plain)[1:-1]})
+                found.add(json.dumps(plain, ensure_ascii=False)[1:-1])
+    return {s for s in found if s and s != "***"}

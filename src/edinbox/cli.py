@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -25,9 +26,10 @@ from edinbox._commands import errors as _errors
 from edinbox._commands import json_option as _json
 from edinbox._commands import option as _option
 from edinbox._commands import run as _run
+from edinbox._commands import say as _say
+from edinbox._commands import secrets as _secrets
 from edinbox._commands import setting as _setting
 from edinbox._errors import InboxError, TransientError
-from edinbox._urls import mask
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
 
@@ -81,7 +83,7 @@ def _workdir(envvar: str, *, about: str) -> Callable[[Any], Any]:
 
 def _verdict(report: Any, *, as_json: bool) -> NoReturn:
     """Print a run's report (one JSON object with --json) and exit by its verdict: 0 when it holds, else 1."""
-    click.echo(json.dumps(report.as_dict()) if as_json else report.render())
+    _say(json.dumps(report.as_dict()) if as_json else report.render())
     sys.exit(0 if report.ok else 1)
 
 
@@ -125,6 +127,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT")
 @_option("--quiet", "-q", is_flag=True, envvar="EDINBOX_QUIET", help="log warnings and errors only")
 @_setting("--accounting")
+@_setting("--accounting-token-file")
 @_setting("--give-up-after")
 @_setting("--max-payload")
 @_setting("--retention")
@@ -133,6 +136,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_option("--no-relay", is_flag=True, envvar="EDINBOX_NO_RELAY", help="do not relay the outbox here (`edinbox relay`)")
 @_setting("--metrics-port")
 @_setting("--metrics-host")
+@_setting("--metrics-public", is_flag=True)
 @_json
 def run(
     *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, no_relay: bool, **settings: Any
@@ -144,7 +148,8 @@ def run(
     It runs no DDL: `edinbox init` creates the schema (and the spool folder). EDINBOX_FAULT=after_commit:N arms the
     fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests);
     relay_start:N kills each of the first N relay processes as it starts. --json prints the totals as one JSON
-    object when it stops.
+    object when it stops. The --accounting API's bearer token is read from --accounting-token-file, else from
+    EDINBOX_ACCOUNTING_TOKEN (never from a flag's value, which `ps` shows).
 
     Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL, missing extra, missing database or
     spool folder, missing schema: the message says which), 2 gave up (a dependency stayed down longer than
@@ -165,11 +170,11 @@ def run(
     except click.ClickException as exc:
         if isinstance(exc.__cause__, TransientError):
             first = (exc.message.strip().splitlines() or [""])[0]
-            click.echo(f"Error: gave up after {cfg.give_up_after}: {first}", err=True)
+            _say(f"Error: gave up after {cfg.give_up_after}: {first}", err=True)
             sys.exit(EXIT_GAVE_UP)
         raise
     summary = " ".join(f"{k}={v}" for k, v in sorted(totals.items()))
-    logging.getLogger("edinbox.hub").info(mask(f"stopped {summary}".strip()))
+    logging.getLogger("edinbox.hub").info(f"stopped {summary}".strip())
     if as_json:
         _echo(totals, as_json=True)
 
@@ -178,7 +183,8 @@ def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
     """Log to stderr as the hub does (`edinbox.hub._log.configure`), passwords of the configured URLs masked."""
     from edinbox.hub._log import configure
 
-    configure([u for u in (cfg.source, cfg.db, cfg.accounting) if u], level=logging.WARNING if quiet else logging.INFO)
+    urls = [u for u in (cfg.source, cfg.db, cfg.accounting) if u]
+    configure(urls, level=logging.WARNING if quiet else logging.INFO, known=_secrets())
 
 
 async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
@@ -188,7 +194,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     if cfg.accounting:
         from edinbox.hub.http_sink import HttpAccounting
 
-        sink = HttpAccounting(cfg.accounting)
+        sink = HttpAccounting(cfg.accounting, token=_accounting_token(cfg))
     from edinbox.hub._outage import Stopped
 
     stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
@@ -199,7 +205,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     try:
         async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
             logging.getLogger("edinbox.hub").info(
-                mask(f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}")
+                f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}"
             )
             return dict(await hub.run(once=once))
     except Stopped:
@@ -209,17 +215,33 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
             server.shutdown()
 
 
+def _accounting_token(cfg: HubConfig) -> str | None:
+    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN."""
+    from edinbox.hub.http_sink import TOKEN_VARIABLE, read_token
+
+    if cfg.accounting_token_file:
+        return read_token(cfg.accounting_token_file)
+    return os.environ.get(TOKEN_VARIABLE) or None
+
+
 def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
-    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them."""
+    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them: partner
+    labels for the partners with an agreement, message types those known and routed (others count as `other`)."""
     if not cfg.metrics_port:
         return None, None
-    from edinbox.metrics import Metrics
+    from edinbox._hosts import is_loopback
+    from edinbox.hub._log import format_line
+    from edinbox.metrics import MESSAGE_TYPES, Metrics
 
-    metrics = Metrics()
+    metrics = Metrics(partners=cfg.partners, message_types=[*MESSAGE_TYPES, *cfg.routes])
     try:
-        return metrics, metrics.serve(cfg.metrics_port, host=cfg.metrics_host)
+        server = metrics.serve(cfg.metrics_port, host=cfg.metrics_host, public=cfg.metrics_public)
     except OSError as exc:
         raise click.UsageError(f"cannot serve /metrics on {cfg.metrics_host}:{cfg.metrics_port}: {exc}") from exc
+    if not is_loopback(cfg.metrics_host):
+        fields = {"host": cfg.metrics_host, "port": cfg.metrics_port, "authentication": "none"}
+        logging.getLogger("edinbox.hub").warning(format_line("metrics-public", fields))
+    return metrics, server
 
 
 @main.command()
@@ -244,13 +266,11 @@ def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
     cfg = hub_settings(settings, creates=True)
     _run(_ops.init(cfg, grant=roles))
     if as_json:
-        _echo(
-            {"db": mask(cfg.db), "table": cfg.table, "source": mask(cfg.source), "granted": list(roles)}, as_json=True
-        )
+        _echo({"db": cfg.db, "table": cfg.table, "source": cfg.source, "granted": list(roles)}, as_json=True)
         return
-    click.echo(f"ready: journal {cfg.table} and the hub's tables in {mask(cfg.db)}")
+    _say(f"ready: journal {cfg.table} and the hub's tables in {cfg.db}")
     if cfg.source:
-        click.echo(f"ready: source {mask(cfg.source)}")
+        _say(f"ready: source {cfg.source}")
     for role in roles:
         click.echo(f"granted {role}: what `edinbox run` needs on them")
 
@@ -296,7 +316,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     cfg = _config(**settings)
     data = _run(_ops.stats(cfg))
     if not data["journal_rows"] and not data["received"] and not data["rejected"]:
-        click.echo(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
+        _say(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
     _echo(data, as_json=as_json)
 
 
@@ -332,7 +352,8 @@ def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> 
     help="write the stored payload's raw bytes to this file",
 )
 def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any) -> None:
-    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID).
+    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it: a `/` inside a part is %2F) or a parked
+    payload (rejected/ID).
 
     Payloads are previewed: EDI one segment per line, text as text, anything else as hex; --payload FILE writes
     the raw bytes.
@@ -344,7 +365,10 @@ def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any)
     if payload_file is not None:
         size = _run(_ops.write_payload(cfg, key, payload_file))
         click.echo(f"wrote {size} bytes to {payload_file}", err=True)
-    click.echo(json.dumps(data, default=str) if as_json else _ops.render_shown(data))
+    if as_json:
+        _say(json.dumps(_secrets().data(data), default=str))
+    else:
+        _say(_ops.render_shown(data))
 
 
 def _change(
@@ -402,7 +426,7 @@ def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
     if as_json:
         _echo(done, as_json=True)
     else:
-        click.echo(f"replayed {done['key']} as {done['message_id']} to {done['to']}")
+        _say(f"replayed {done['key']} as {done['message_id']} to {done['to']}")
 
 
 @main.command()
@@ -548,23 +572,113 @@ def chaos(*, as_json: bool, **options: Any) -> None:
 @db_options
 @_option("--host", default="127.0.0.1", envvar="EDINBOX_CONSOLE_HOST", help="address to bind")
 @_option("--port", default=8080, type=click.IntRange(1, 65535), envvar="EDINBOX_CONSOLE_PORT", help="port to bind")
-@_option("--token", envvar="EDINBOX_CONSOLE_TOKEN", help="required by every page; needed to bind another address")
+@_option(
+    "--token-file",
+    envvar="EDINBOX_CONSOLE_TOKEN_FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="file holding the token every page asks for (or EDINBOX_CONSOLE_TOKEN); needed to bind another address",
+)
+@click.option("--token", hidden=True, allow_from_autoenv=False, help="refused: a token in argv shows in ps")
+@_option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    envvar="EDINBOX_CONSOLE_ALLOWED_HOST",
+    help="a host name the console answers to besides loopback's (repeatable)",
+)
+@_option("--certfile", envvar="EDINBOX_CONSOLE_CERTFILE", type=click.Path(path_type=Path), help="TLS certificate")
+@_option("--keyfile", envvar="EDINBOX_CONSOLE_KEYFILE", type=click.Path(path_type=Path), help="TLS private key")
+@_option("--allow-http", is_flag=True, help="serve plain HTTP beyond loopback (a TLS proxy in front)")
 @_json
-def console(*, host: str, port: int, token: str | None, as_json: bool, **settings: Any) -> None:
+def console(
+    *,
+    host: str,
+    port: int,
+    token_file: Path | None,
+    token: str | None,
+    allowed_hosts: tuple[str, ...],
+    certfile: Path | None,
+    keyfile: Path | None,
+    allow_http: bool,
+    as_json: bool,
+    **settings: Any,
+) -> None:
     """Serve the operator console: search, messages, requeue / forget with an audit trail, the dashboard.
 
-    It binds 127.0.0.1 unless --host says otherwise, and refuses any other address without --token. It prints
-    where it listens (one JSON object with --json), then serves until Ctrl-C or SIGTERM.
+    It binds 127.0.0.1 unless --host says otherwise. Any other address needs a token of 16 characters or more,
+    read from --token-file or EDINBOX_CONSOLE_TOKEN (never the command line, where `ps` shows it), and TLS
+    (--certfile and --keyfile) unless --allow-http. It answers only to loopback host names, the bound address and
+    each --allowed-host (400 otherwise). It prints where it listens (one JSON object with --json), then serves
+    until Ctrl-C or SIGTERM.
     """
-    from edinbox.console import check_bind, serve
+    from edinbox.console import check_bind, check_tls, check_token, serve
 
     with _errors():
-        check_bind(host, token)  # before anything else: an open console is refused whatever the database
+        secret = _console_token(token_file, argv=token)
+        check_token(secret)
+        check_tls(certfile, keyfile)
+        check_bind(host, secret, tls=certfile is not None, allow_http=allow_http)  # before anything else
     cfg = _config(**settings)
-    where = {"console": f"http://{host}:{port}/", "db": mask(cfg.db), "consumer": cfg.consumer}
+    scheme = "https" if certfile else "http"
+    where = {"console": f"{scheme}://{_bracketed(host)}:{port}/", "db": cfg.db, "consumer": cfg.consumer}
     _echo(where, as_json=as_json)
+    if allow_http and certfile is None and secret:
+        click.echo("warning: the console's token and pages travel in clear up to the TLS proxy", err=True)
+    if host in ("0.0.0.0", "::") and not allowed_hosts:  # noqa: S104 - the wildcard binds, compared
+        click.echo(
+            "warning: the console answers only to loopback names: add --allowed-host NAME for the name clients use",
+            err=True,
+        )
     with _errors():
-        serve(cfg, host=host, port=port, token=token)
+        serve(
+            cfg,
+            host=host,
+            port=port,
+            token=secret,
+            allowed_hosts=allowed_hosts,
+            certfile=certfile,
+            keyfile=keyfile,
+            allow_http=allow_http,
+        )
+
+
+def _bracketed(host: str) -> str:
+    """An address as a URL writes it: an IPv6 one in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+MAX_TOKEN_FILE = 4096
+"""The largest token file read, in bytes."""
+
+
+def _console_token(path: Path | None, *, argv: str | None) -> str | None:
+    """The console's token: from the file `path` (its last line break dropped) or EDINBOX_CONSOLE_TOKEN, not both;
+    ConfigurationError for one given on the command line or a file that cannot be read."""
+    from edinbox._errors import ConfigurationError
+
+    if argv is not None:
+        raise ConfigurationError(
+            "--token is refused (the command line shows in ps): put the token in a file given with --token-file, "
+            "or in EDINBOX_CONSOLE_TOKEN"
+        )
+    env = os.environ.get("EDINBOX_CONSOLE_TOKEN")
+    if path is None:
+        return env
+    if env is not None:
+        raise ConfigurationError("give the console token once: --token-file or EDINBOX_CONSOLE_TOKEN, not both")
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the start for ever
+            raise ConfigurationError(f"the token file {path} is not a regular file")
+        with path.open("rb") as file:
+            data = file.read(MAX_TOKEN_FILE + 1)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the token file {path}: {exc.strerror}") from None
+    if len(data) > MAX_TOKEN_FILE:
+        raise ConfigurationError(f"the token file {path} is over {MAX_TOKEN_FILE} bytes: it should hold the token")
+    try:
+        return data.decode().removesuffix("\n").removesuffix("\r")
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"the token file {path} is not UTF-8 text") from None
 
 
 @main.command()
@@ -583,11 +697,11 @@ def publish(*, files: tuple[Path, ...], url: str, raw: bool, as_json: bool) -> N
     _run(send(url, messages))
     rows = [{"key": message_id, "bytes": len(payload)} for message_id, payload in messages]
     if as_json:
-        _echo({"to": mask(url), "files": len(files), "messages": rows}, as_json=True)
+        _echo({"to": url, "files": len(files), "messages": rows}, as_json=True)
         return
     for row in rows:
         click.echo(f"{row['key']}\t{row['bytes']} bytes")
-    click.echo(f"published {len(messages)} message(s) from {len(files)} file(s) to {mask(url)}")
+    _say(f"published {len(messages)} message(s) from {len(files)} file(s) to {url}")
 
 
 @main.command("config")

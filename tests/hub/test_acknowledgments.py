@@ -3,6 +3,7 @@ outbound destination, each with its own control number, never for an acknowledgm
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -179,11 +180,34 @@ def test_agreements_load_from_toml(tmp_path: Path) -> None:
 
 
 def test_partner_ids_cannot_escape_the_outbound_folder() -> None:
-    """`{id}` is replaced by the partner's id with anything but letters, digits, `_` and `-` made `_`."""
+    """`{id}` is replaced by the partner's id with anything but letters, digits, `_` and `-` made `_` (and a digest
+    of the id appended), so no id climbs out of the folder."""
     from edinbox.hub._acks import destination
 
     agreement = Agreement(outbound="dir:///srv/out/{id}")
-    assert destination(agreement, edi.Party("ZZ", "../../etc")) == "dir:///srv/out/______etc"
+    assert destination(agreement, edi.Party("ZZ", "../../etc")).startswith("dir:///srv/out/______etc--")
+    assert "/" not in destination(agreement, edi.Party("ZZ", "../../etc")).removeprefix("dir:///srv/out/")
+
+
+def test_partner_ids_each_get_their_own_outbound_folder() -> None:
+    """Ids that made `_` alike (`A.B`, `A B`, `A/B`, `A_B`, empty, `_`) map to distinct names; simple ids are kept."""
+    from edinbox.hub._acks import partner_name
+
+    ids = ["A.B", "A B", "A/B", "A_B", "A-B", "", "_", "A\x00B", "Ä", "A_B--0123456789abcdef"]
+    names = [partner_name(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    assert [partner_name(i) for i in ("ACME", "123456789", "A_B", "A-B", "_")] == [
+        "ACME",
+        "123456789",
+        "A_B",
+        "A-B",
+        "_",
+    ]
+    digested = partner_name("A.B")
+    assert digested.startswith("A_B--")
+    assert len(digested) == len("A_B--") + 16
+    assert partner_name(digested) not in names  # a simple id shaped like a changed one is changed too
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+", n) for n in names)
 
 
 async def test_a_journal_without_its_outbox_asks_for_init(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._records import Tx
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
-from edinbox.hub._redrive import replay
+from edinbox.hub._redrive import join_key, replay
 
 __all__ = [
     "ACTIONS",
@@ -86,8 +86,8 @@ class Row:
 
     @property
     def key(self) -> str:
-        """`SOURCE/MESSAGE_ID`, as the CLI prints and takes it."""
-        return f"{self.source}/{self.message_id}"
+        """`SOURCE/MESSAGE_ID`, as the CLI prints and takes it (`join_key`: a `/` inside a part is `%2F`)."""
+        return join_key(self.source, self.message_id)
 
     @property
     def partner(self) -> str:

@@ -32,7 +32,7 @@ from edinbox._plan import Key
 from edinbox.hub._config import Agreement, HubConfig
 from edinbox.sources import Delivery
 
-__all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key", "reserve"]
+__all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key", "partner_name", "reserve"]
 
 REJECTION = "rejection"
 """The `delivery` of the `hub_answers` row that says an interchange key got its rejection (once per key)."""
@@ -41,6 +41,8 @@ _X12_CONTROL_NUMBERS = 999_999_999
 """ISA13 has nine digits: a partner's counter wraps after this many acknowledgments."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_DIGESTED = re.compile(r"--[0-9a-f]{16}\Z")
+"""How a partner id that `partner_name` changed ends: a simple id ending so is given a digest of its own too."""
 
 
 def partner_key(party: edi.Party) -> str:
@@ -64,9 +66,23 @@ def kinds(subject: edi.Received, agreement: Agreement, *, duplicate: bool) -> li
     return found
 
 
+def partner_name(partner_id: str) -> str:
+    """The partner's id as a path segment or queue name, one per id (two ids never share an outbound folder).
+
+    An id of letters, digits, `_` and `-` is used as it is. Any other (`A.B`, `A B`, `A/B`, `../x`, empty) has its
+    other characters made `_` and the first 16 hex digits of the SHA-256 of the id appended after `--`
+    (`A.B` -> `A_B--<digest>`), as does a simple id that itself ends in `--` and 16 hex digits, so a changed name is
+    never a simple id's.
+    """
+    if partner_id and not _UNSAFE.search(partner_id) and not _DIGESTED.search(partner_id):
+        return partner_id
+    digest = hashlib.sha256(partner_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{_UNSAFE.sub('_', partner_id)}--{digest}"
+
+
 def destination(agreement: Agreement, partner: edi.Party) -> str:
-    """The agreement's outbound URL, `{id}` replaced by the partner's id made safe for a path or queue name."""
-    return agreement.outbound.replace("{id}", _UNSAFE.sub("_", partner.id) or "_")
+    """The agreement's outbound URL, `{id}` replaced by the partner's id as `partner_name` makes it."""
+    return agreement.outbound.replace("{id}", partner_name(partner.id))
 
 
 @dataclass(frozen=True, slots=True)

@@ -295,11 +295,17 @@ class HubConfig(BaseSettings):
     accounting: Text = Field(
         "", description="POST invoices to this HTTP API (lease mode) instead of the invoices table"
     )
+    accounting_token_file: Text = Field(
+        "", description='a file holding the accounting API\'s bearer token ("": EDINBOX_ACCOUNTING_TOKEN, if set)'
+    )
     metrics_port: Annotated[int, BeforeValidator(_whole), Field(ge=0, le=65535)] = Field(
         0, description="`edinbox run` serves Prometheus' GET /metrics on this port (0: not at all)"
     )
     metrics_host: Text = Field(
         "127.0.0.1", description='the address /metrics binds to ("0.0.0.0" for a scraper on another host)'
+    )
+    metrics_public: bool = Field(
+        False, description="allow a metrics_host beyond loopback: /metrics has no authentication (a warning is logged)"
     )
     default_route: Route = Field("inbox", description="the route of a message type [routes] does not name")
     routes: Annotated[dict[str, str], BeforeValidator(_routes)] = Field(

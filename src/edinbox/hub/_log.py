@@ -1,5 +1,6 @@
-"""One structured line per settled message: logfmt by default, JSON on request, passwords always masked; and a
-driver's log record kept to one line (`OneLineFilter`)."""
+"""One structured line per event: logfmt by default, JSON on request; passwords always masked, and every control
+character or line separator escaped, so one event is always one line whatever a partner put in a message id; and
+a driver's log record kept to one line (`OneLineFilter`)."""
 
 from __future__ import annotations
 
@@ -11,45 +12,88 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from edinbox._redact import RedactFilter, Secrets
 from edinbox._urls import mask
+from edinbox.hub._output import visible
 
-__all__ = ["LOGGER", "OneLineFilter", "configure", "format_line", "settled"]
+__all__ = ["LOGGER", "LineFormatter", "OneLineFilter", "configure", "format_line", "settled"]
 
 LOGGER = "edinbox.hub"
 
+_FORMAT = "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s"
 
-def configure(urls: Sequence[str], *, level: int) -> None:
-    """Log to stderr as `edinbox run` does: ISO 8601 UTC timestamps, passwords masked in every line (the drivers'
-    too, and the exact passwords of `urls`), a driver's record on one line, and stamina's line per retry silenced
-    (the hub logs one line per outage)."""
-    from edinbox._redact import RedactFilter
 
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s",
-        datefmt="%Y-%m-%dT%H:%M:%S",
-        stream=sys.stderr,
-    )
-    redact = RedactFilter(urls=list(urls))
-    for handler in logging.getLogger().handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
-        handler.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
-        handler.addFilter(redact)
-        if handler.formatter is not None:
-            handler.formatter.converter = time.gmtime
+class LineFormatter(logging.Formatter):
+    """`edinbox run`'s line: ISO 8601 UTC timestamp, level, logger, message; every control character and line
+    separator of the whole line (a traceback's line breaks included) escaped, so a record is one line."""
+
+    def __init__(self) -> None:
+        """The hub's format, in UTC."""
+        super().__init__(_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S")
+        self.converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line."""
+        return visible(super().format(record))
+
+
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The stderr handler `configure` installs (found again when it is called a second time)."""
+
+
+def configure(urls: Sequence[str], *, level: int, known: Secrets | None = None) -> None:
+    """Log to stderr as `edinbox run` does (`LineFormatter`), passwords masked in every line (the drivers' too, and
+    the exact passwords of `urls` and of `known`), a driver's record on one line, and stamina's line per retry
+    silenced (the hub logs one line per outage). Called again, it replaces what it installed: the level, the
+    filters."""
+    root = logging.getLogger()
+    ours = [h for h in root.handlers if isinstance(h, _Handler)]
+    if not root.handlers:  # as logging.basicConfig: a process (or test) that logs elsewhere already keeps that
+        handler = _Handler(sys.stderr)
+        handler.setFormatter(LineFormatter())
+        root.addHandler(handler)
+        ours = [handler]
+    if ours:
+        root.setLevel(level)
+    redact = RedactFilter(urls=list(urls), known=known)
+    for each in root.handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
+        for old in [f for f in each.filters if isinstance(f, OneLineFilter | RedactFilter)]:
+            each.removeFilter(old)
+        each.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
+        each.addFilter(redact)
     logging.getLogger("stamina").setLevel(logging.ERROR)
 
 
+def _value(value: Any) -> Any:
+    """A field's value as a line carries it: numbers, lists and mappings as they are, anything else as its text,
+    passwords masked in every text."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, list | tuple):
+        return [_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _value(v) for k, v in value.items()}
+    return mask(str(value))
+
+
+def _ascii_json(value: Any) -> str:
+    """JSON with every character outside printable ASCII escaped (json.dumps leaves DEL as it is)."""
+    return json.dumps(value, separators=(",", ":")).replace("\x7f", "\\u007f")
+
+
 def format_line(event: str, fields: dict[str, Any], *, as_json: bool = False) -> str:
-    """Render an event and its fields as one logfmt (or JSON) line with every password masked."""
+    """Render an event and its fields as one logfmt (or JSON) line, each value with its passwords masked and its
+    control characters and line separators escaped (a logfmt value holding one is quoted as a JSON string)."""
+    values = {key: _value(value) for key, value in fields.items()}
     if as_json:
-        return mask(json.dumps({"event": event, **fields}, default=str, separators=(",", ":")))
+        return _ascii_json({"event": event, **values})
     parts = [event]
-    for key, value in fields.items():
-        text = f"{value:.1f}" if isinstance(value, float) else str(value)
-        if not text or any(c in text for c in ' "=\\'):
-            text = json.dumps(text)
+    for key, value in values.items():
+        text = f"{value:.1f}" if isinstance(value, float) else str(value)  # a list as Python prints it, as before
+        if not text or any(c in text for c in ' "=\\') or visible(text) != text:
+            text = _ascii_json(text)
         parts.append(f"{key}={text}")
-    return mask(" ".join(parts))
+    return " ".join(parts)
 
 
 def settled(logger: logging.Logger, fields: dict[str, Any], *, as_json: bool = False) -> None:

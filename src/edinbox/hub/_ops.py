@@ -22,12 +22,13 @@ from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
 from edinbox.hub._outage import Outage
-from edinbox.hub._output import as_dict, human_duration, json_value, render
+from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._payloads import preview
 from edinbox.hub._purge import Purged, purge
 from edinbox.hub._redrive import (
     forget_rejected,
+    join_key,
     rejected_id,
     rejected_row,
     split_key,
@@ -43,6 +44,7 @@ __all__ = [
     "drop_schema",
     "forget",
     "init",
+    "join_key",
     "list_rows",
     "migrate",
     "migration_summary",
@@ -207,7 +209,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
         data = as_dict(record)
         out.append(
             {
-                "key": f"{data['source']}/{data['message_id']}",
+                "key": join_key(data["source"], data["message_id"]),
                 "status": data["status"],
                 "attempts": data.get("attempts"),
                 "at": data.get("received_at"),
@@ -251,14 +253,14 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     rejected_at = json_value(_timestamp(rejection[0][1])) if rejection else None
     if record is None:  # parked before it was journaled: its rejection is all there is (the payload: `rejected/N`)
         data: dict[str, Any] = {
-            "key": key,
+            "key": join_key(source, message_id),
             "source": source,
             "message_id": message_id,
             "status": "parked",
             "rejected_at": rejected_at,
         }
     else:
-        data = {"key": key, **as_dict(record), "rejected_at": rejected_at}
+        data = {"key": join_key(source, message_id), **as_dict(record), "rejected_at": rejected_at}
         data.update(_previewed("payload", record.payload))
         data.update(_previewed("conflict_payload", record.conflict_payload))
     data["invoices"] = [
@@ -305,7 +307,7 @@ def render_shown(data: dict[str, Any]) -> str:
     for name in blocks:
         lines = str(data[name]).splitlines() or [""]
         head = f"{name} ({data[f'{name}_bytes']} bytes, {data[f'{name}_kind']}):"
-        text += "\n" + head + "".join(f"\n  {line}" for line in lines)
+        text += "\n" + head + "".join(f"\n  {visible(line)}" for line in lines)
     return text
 
 

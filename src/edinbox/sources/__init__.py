@@ -117,11 +117,14 @@ def check_source(url: str, *, exists: bool = True) -> None:
 async def reach(url: str, *, consumer: str) -> timedelta | None:
     """Check that a source can be reached without changing it, and return its redelivery horizon (None: unknown).
 
-    A spool folder is only looked at (it must exist; opening it would create its folders and a claim folder); a
-    broker is connected to and closed.
+    A spool folder is only looked at (it must exist, and none of its subfolders be a symlink; opening it would create
+    its folders and a claim folder); a broker is connected to and closed.
     """
     check_source(url)
     if _module(url).__name__ == _MODULES["dir"]:
+        from edinbox.sources.spool import check, spool_path
+
+        check(spool_path(url))  # no subfolder is a symlink
         return None
     async with open_source(url, consumer=consumer) as source:
         return source.horizon

@@ -32,7 +32,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> AsyncStore:
             require(target)
             from edinbox.stores._async_postgres import AsyncPostgresStore
 
-            return AsyncPostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
+            return AsyncPostgresStore(parsed.target, table=parse_table(table, qualified=True), pool_size=pool_size)
         if parsed.dialect == "mysql":
             require(target)
             from edinbox.stores._async_mysql import AsyncMySQLStore

@@ -32,7 +32,7 @@ def open_store(target: Any, *, table: str, pool_size: int) -> Store:
             require(target)
             from edinbox.stores._sync_postgres import PostgresStore
 
-            return PostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
+            return PostgresStore(parsed.target, table=parse_table(table, qualified=True), pool_size=pool_size)
         if parsed.dialect == "mysql":
             require(target)
             from edinbox.stores._sync_mysql import MySQLStore
