@@ -1,188 +1,80 @@
-"""Retries that wait, on every store (PostgreSQL, MariaDB, SQLite on a file and in memory) in both APIs: a failure
-gives the row a retry time, and a delivery before it runs nothing, costs no attempt and is handed back to wait."""
+"""Retries that wait, on every store (PostgreSQL, MariaDB, SQLite on a file and in memory) in both APIs: the shipped
+`edinbox.testing.contract.RetryContract`, run on each with the inbox tests' harness."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any, ClassVar
 
 import pytest
-from inbox_harness import Harness, lease
-from test_inbox_contract import Boom, Unreadable, msg
 
-from edinbox import Outcome, Retry, RetryLater, Status
-
-SOURCE = "X12:ZZ:ACME>ZZ:HUB"
-HOUR = Retry(immediate=0, first=timedelta(hours=1), cap=timedelta(hours=1), jitter=0)
-"""A policy whose first wait outlasts any test: a failed row stays waiting."""
+from edinbox.testing.contract import HarnessFactory, RetryContract
 
 
-def _get(h: Harness, message_id: str) -> Any:
-    return h.call("get", SOURCE, message_id)
-
-
-def _wait_out(error: RetryLater) -> None:
-    """Sleep past the retry time a RetryLater named (plus a margin for the database's clock)."""
-    time.sleep(error.delay.total_seconds() + 0.05)
-
-
-class RetryContract:
-    """How waiting retries behave on every store; subclasses pick the store and the API."""
+class StoreRetries(RetryContract):
+    """The contract on one of edinbox's stores and APIs, with no redelivery horizon."""
 
     store: ClassVar[str]
     asynchronous: ClassVar[bool]
 
-    def make(self, harness_factory: Any, *, retry: Retry, max_attempts: int = 3) -> Harness:
-        """A fresh inbox with `retry` and `max_attempts`."""
-        return harness_factory(  # type: ignore[no-any-return]
-            self.store, asynchronous=self.asynchronous, max_attempts=max_attempts, horizon=timedelta(0), retry=retry
+    @pytest.fixture
+    def store_harness(self, harness_factory: Any) -> HarnessFactory:
+        """Harnesses on this store and API."""
+        return lambda **options: harness_factory(  # type: ignore[no-any-return]
+            self.store, asynchronous=self.asynchronous, horizon=timedelta(0), **options
         )
 
-    def test_a_delivery_before_retry_at_runs_nothing_and_costs_no_attempt(self, harness_factory: Any) -> None:
-        """After a failure, a delivery before the row's retry_at raises RetryLater (with the time left), runs nothing
-        and counts nothing; once the time has come the next delivery runs the handler and clears retry_at."""
-        h = self.make(harness_factory, retry=Retry(immediate=0, first=timedelta(seconds=0.6), jitter=0))
-        with pytest.raises(Boom):
-            h.process(msg("w"), fail=Boom("down"))
-        failed = _get(h, "w")
-        assert (failed.status, failed.attempts) == (Status.FAILED, 1)
-        assert failed.retry_at is not None
-        with pytest.raises(RetryLater) as early:
-            h.process(msg("w"))
-        assert early.value.retry_at == failed.retry_at
-        assert timedelta(0) < early.value.delay <= timedelta(seconds=0.6)
-        assert h.seen == [["w"]]
-        assert _get(h, "w").attempts == 1
-        _wait_out(early.value)
-        assert h.process(msg("w")) is Outcome.PROCESSED
-        done = _get(h, "w")
-        assert (done.status, done.attempts, done.retry_at) == (Status.PROCESSED, 2, None)
-        assert h.effects("w") == 1
 
-    def test_immediate_retries_come_first_then_the_waits_grow(self, harness_factory: Any) -> None:
-        """immediate=1, first=0.3 s, factor 2, max_attempts=4: the second delivery runs at once, the third waits up to
-        0.3 s, the fourth up to 0.6 s, and the fourth failure parks the row DEAD with no retry time."""
-        retry = Retry(immediate=1, first=timedelta(seconds=0.3), factor=2, jitter=0)
-        h = self.make(harness_factory, retry=retry, max_attempts=4)
-        with pytest.raises(Boom):
-            h.process(msg("g"), fail=Boom())
-        with pytest.raises(Boom):  # no wait after the first failure
-            h.process(msg("g"), fail=Boom())
-        waits = []
-        for _ in range(2):
-            with pytest.raises(RetryLater) as early:
-                h.process(msg("g"), fail=Boom())
-            waits.append(early.value.delay)
-            _wait_out(early.value)
-            with pytest.raises(Boom):
-                h.process(msg("g"), fail=Boom())
-        assert timedelta(seconds=0.1) < waits[0] <= timedelta(seconds=0.3)
-        assert timedelta(seconds=0.4) < waits[1] <= timedelta(seconds=0.6)
-        dead = _get(h, "g")
-        assert (dead.status, dead.attempts, dead.retry_at) == (Status.DEAD, 4, None)
-        assert h.process(msg("g")) is Outcome.DEAD
-        assert len(h.seen) == 4
-
-    def test_a_waiting_message_holds_its_retry_later_alone_in_an_isolated_batch(self, harness_factory: Any) -> None:
-        """With isolate, a message waiting for its retry time holds its own RetryLater and its batch-mates settle;
-        without isolate the batch raises that RetryLater with nothing run, journaled or counted."""
-        h = self.make(harness_factory, retry=HOUR)
-        with pytest.raises(Boom):
-            h.process(msg("w"), fail=Boom())
-        results = h.process_batch([msg("a"), msg("w"), msg("b")], isolate=True)
-        assert results[0] is Outcome.PROCESSED
-        assert isinstance(results[1], RetryLater)
-        assert results[2] is Outcome.PROCESSED
-        assert (h.effects("a"), h.effects("w"), h.effects("b")) == (1, 0, 1)
-        with pytest.raises(RetryLater):
-            h.process_batch([msg("c"), msg("w")])
-        assert _get(h, "c") is None
-        assert _get(h, "w").attempts == 1
-        assert ["w"] not in h.seen[1:]
-
-    def test_requeue_clears_retry_at(self, harness_factory: Any) -> None:
-        """A dead row that still had a retry time is requeued without it: the next delivery runs at once."""
-        h = self.make(harness_factory, retry=HOUR)
-        with pytest.raises(Boom):
-            h.process(msg("q"), fail=Boom())
-        assert _get(h, "q").retry_at is not None
-        h.admin(f"UPDATE {h.table} SET status = 'dead'")  # parked by an operator's tool, its retry time kept
-        assert h.call("requeue", SOURCE, "q") is True
-        assert _get(h, "q").retry_at is None
-        assert h.process(msg("q")) is Outcome.PROCESSED
-
-    def test_a_lease_mode_failure_waits_too(self, harness_factory: Any) -> None:
-        """In lease mode a failed claim gets its retry time too; a delivery before it runs nothing, counts nothing."""
-        h = self.make(harness_factory, retry=HOUR)
-        with pytest.raises(Boom):
-            h.process(msg("l"), fail=Boom(), lease=lease(30))
-        with pytest.raises(RetryLater):
-            h.process(msg("l"), lease=lease(30))
-        record = _get(h, "l")
-        assert (record.status, record.attempts, record.lease_until) == (Status.FAILED, 1, None)
-        assert record.retry_at is not None
-        assert len(h.seen) == 1
-
-    def test_a_permanent_failure_parks_without_a_retry_time(self, harness_factory: Any) -> None:
-        """A PermanentError parks at once: DEAD, no retry time, the next delivery returns DEAD."""
-        h = self.make(harness_factory, retry=HOUR)
-        assert h.process(msg("p"), fail=Unreadable("bad")) is Outcome.DEAD
-        record = _get(h, "p")
-        assert (record.status, record.retry_at) == (Status.DEAD, None)
-        assert h.process(msg("p")) is Outcome.DEAD
-
-
-class TestPostgresSync(RetryContract):
+class TestPostgresSync(StoreRetries):
     """PostgreSQL, sync."""
 
     store = "postgresql"
     asynchronous = False
 
 
-class TestPostgresAsync(RetryContract):
+class TestPostgresAsync(StoreRetries):
     """PostgreSQL, async."""
 
     store = "postgresql"
     asynchronous = True
 
 
-class TestMySQLSync(RetryContract):
+class TestMySQLSync(StoreRetries):
     """MariaDB, sync."""
 
     store = "mysql"
     asynchronous = False
 
 
-class TestMySQLAsync(RetryContract):
+class TestMySQLAsync(StoreRetries):
     """MariaDB, async."""
 
     store = "mysql"
     asynchronous = True
 
 
-class TestSQLiteFileSync(RetryContract):
+class TestSQLiteFileSync(StoreRetries):
     """SQLite file, sync."""
 
     store = "sqlite-file"
     asynchronous = False
 
 
-class TestSQLiteFileAsync(RetryContract):
+class TestSQLiteFileAsync(StoreRetries):
     """SQLite file, async."""
 
     store = "sqlite-file"
     asynchronous = True
 
 
-class TestSQLiteMemorySync(RetryContract):
+class TestSQLiteMemorySync(StoreRetries):
     """SQLite in memory, sync."""
 
     store = "sqlite-memory"
     asynchronous = False
 
 
-class TestSQLiteMemoryAsync(RetryContract):
+class TestSQLiteMemoryAsync(StoreRetries):
     """SQLite in memory, async."""
 
     store = "sqlite-memory"
