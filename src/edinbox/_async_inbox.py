@@ -39,6 +39,7 @@ from edinbox import _trace
 from edinbox._async_journal import AsyncJournal
 from edinbox._async_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
+from edinbox._dead import dead_letter
 from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, StoreError
 from edinbox._message import Message, Outcome
 from edinbox._plan import (
@@ -93,6 +94,7 @@ class AsyncInbox(AsyncJournal):
             max_attempts=self.max_attempts,
             horizon=self.horizon,
             retry=self.retry,
+            dead_letters=self.dead_letters,
         )
 
     async def _session_inbox(self, session: Any) -> AsyncInbox:
@@ -179,7 +181,7 @@ class AsyncInbox(AsyncJournal):
                     await unit.rollback()
                     raise wait_error(message, *found)
                 if action is not Action.RETRY:
-                    return await self._settle(unit, action, message, key, traced=traced)
+                    return await self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 await unit.run("retry", key)
                 return await self._run(unit, message, handler, traced=traced, attempt=found[0].attempts + 1)
         raise StoreError(f"the journal row of {message.key} kept disappearing (concurrent forget or purge?)")
@@ -221,7 +223,8 @@ class AsyncInbox(AsyncJournal):
         try:
             await unit.begin()
             try:
-                await unit.run("record_failure", row)
+                if await unit.run("record_failure", row) and attempt >= limit:  # this failure parks the row
+                    await self._dead_letter(unit, message, error, attempts=attempt)
             except BaseException:
                 await unit.rollback()
                 raise
@@ -239,11 +242,11 @@ class AsyncInbox(AsyncJournal):
         return found_row(rows[0], self._store.timestamp) if rows else None
 
     async def _settle(
-        self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any], *, traced: bool
+        self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any], *, traced: bool, attempts: int
     ) -> Outcome:
         """Finish a delivery whose key was already journaled and whose handler does not run."""
         try:
-            outcome = await self._apply(unit, action, message, key)
+            outcome = await self._apply(unit, action, message, key, attempts=attempts)
         except BaseException:
             await unit.rollback()
             raise
@@ -286,7 +289,7 @@ class AsyncInbox(AsyncJournal):
                     await unit.rollback()
                     raise wait_error(message, *found)
                 if action is not Action.RETRY:
-                    return await self._settle(unit, action, message, key, traced=traced)
+                    return await self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 attempts, requeued = (await unit.fetch("reclaim", claim))[0]
             if traced:
                 _trace.note(attempt=attempts)
@@ -351,11 +354,37 @@ class AsyncInbox(AsyncJournal):
             "payload": bytes(message.payload),
             "delay": delay,
         }
-        if await self._write("fail_claim", failure_row) == 0 and failure is Failure.PARK:
+        parks = failure is Failure.PARK or held["attempts"] >= limit
+        if await self._fail_claim(message, failure_row, error, parks=parks) == 0 and failure is Failure.PARK:
             raise NotSettledError(f"the lease on {message.key} was lost before its failure was recorded") from error
         if failure is Failure.PARK:
             return Outcome.DEAD
         raise exc
+
+    async def _fail_claim(self, message: Message, row: dict[str, Any], error: Exception, *, parks: bool) -> int:
+        """Record a lease-mode failure (`fail_claim`), with the message's dead letter when it parks the row; return
+        the rows changed (0: the claim was lost meanwhile)."""
+        if not parks or self.dead_letters is None:
+            return await self._write("fail_claim", row)
+        async with self._store.unit() as unit:
+            await unit.begin()
+            try:
+                changed = await unit.run("fail_claim", row)
+                if changed:
+                    await self._dead_letter(unit, message, error, attempts=row["attempts"])
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+            return changed
+
+    async def _dead_letter(
+        self, unit: AsyncUnit, message: Message, error: BaseException | str, *, attempts: int
+    ) -> None:
+        """Store the dead letter of `message`, parked now in `unit`'s transaction, when `dead_letters` is set."""
+        if self.dead_letters is not None:
+            letter = dead_letter(self.dead_letters, message, error=error, attempts=attempts)
+            await unit.run("outbox_insert", letter)
 
     async def _extend(self, held: dict[str, Any], lease: timedelta, duration: timedelta | None) -> None:
         """Commit a new deadline for a claim still held (`tx.extend_lease`); NotSettledError when it was lost."""
@@ -544,13 +573,17 @@ class AsyncInbox(AsyncJournal):
                 if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:
-                    outcomes.append(await self._apply(unit, action, message, key_params(self.consumer, message)))
+                    params = key_params(self.consumer, message)
+                    attempts = found[message.key][0].attempts
+                    outcomes.append(await self._apply(unit, action, message, params, attempts=attempts))
         except BaseException:
             await unit.rollback()
             raise
         return outcomes
 
-    async def _apply(self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
+    async def _apply(
+        self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any], *, attempts: int
+    ) -> Outcome:
         """Write what a decision without a handler run needs, inside the open transaction."""
         if action is Action.BUSY:
             raise NotSettledError(f"message {message.key} is leased by another delivery; do not ack it")
@@ -559,7 +592,8 @@ class AsyncInbox(AsyncJournal):
             return Outcome.CONFLICT
         if action is Action.PARK:
             error = "lease expired: the effect may or may not have happened; parked for reconciliation"
-            await unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
+            if await unit.run("park", {**key, "error": error, "payload": bytes(message.payload)}):
+                await self._dead_letter(unit, message, error, attempts=attempts)
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
 

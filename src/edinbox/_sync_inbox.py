@@ -38,6 +38,7 @@ from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
+from edinbox._dead import dead_letter
 from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, StoreError
 from edinbox._message import Message, Outcome
 from edinbox._plan import (
@@ -94,6 +95,7 @@ class Inbox(Journal):
             max_attempts=self.max_attempts,
             horizon=self.horizon,
             retry=self.retry,
+            dead_letters=self.dead_letters,
         )
 
     def _session_inbox(self, session: Any) -> Inbox:
@@ -180,7 +182,7 @@ class Inbox(Journal):
                     unit.rollback()
                     raise wait_error(message, *found)
                 if action is not Action.RETRY:
-                    return self._settle(unit, action, message, key, traced=traced)
+                    return self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 unit.run("retry", key)
                 return self._run(unit, message, handler, traced=traced, attempt=found[0].attempts + 1)
         raise StoreError(f"the journal row of {message.key} kept disappearing (concurrent forget or purge?)")
@@ -222,7 +224,8 @@ class Inbox(Journal):
         try:
             unit.begin()
             try:
-                unit.run("record_failure", row)
+                if unit.run("record_failure", row) and attempt >= limit:  # this failure parks the row
+                    self._dead_letter(unit, message, error, attempts=attempt)
             except BaseException:
                 unit.rollback()
                 raise
@@ -239,10 +242,12 @@ class Inbox(Journal):
         rows = unit.fetch("find_for_update", key)
         return found_row(rows[0], self._store.timestamp) if rows else None
 
-    def _settle(self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, traced: bool) -> Outcome:
+    def _settle(
+        self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, traced: bool, attempts: int
+    ) -> Outcome:
         """Finish a delivery whose key was already journaled and whose handler does not run."""
         try:
-            outcome = self._apply(unit, action, message, key)
+            outcome = self._apply(unit, action, message, key, attempts=attempts)
         except BaseException:
             unit.rollback()
             raise
@@ -285,7 +290,7 @@ class Inbox(Journal):
                     unit.rollback()
                     raise wait_error(message, *found)
                 if action is not Action.RETRY:
-                    return self._settle(unit, action, message, key, traced=traced)
+                    return self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 attempts, requeued = (unit.fetch("reclaim", claim))[0]
             if traced:
                 _trace.note(attempt=attempts)
@@ -350,11 +355,35 @@ class Inbox(Journal):
             "payload": bytes(message.payload),
             "delay": delay,
         }
-        if self._write("fail_claim", failure_row) == 0 and failure is Failure.PARK:
+        parks = failure is Failure.PARK or held["attempts"] >= limit
+        if self._fail_claim(message, failure_row, error, parks=parks) == 0 and failure is Failure.PARK:
             raise NotSettledError(f"the lease on {message.key} was lost before its failure was recorded") from error
         if failure is Failure.PARK:
             return Outcome.DEAD
         raise exc
+
+    def _fail_claim(self, message: Message, row: dict[str, Any], error: Exception, *, parks: bool) -> int:
+        """Record a lease-mode failure (`fail_claim`), with the message's dead letter when it parks the row; return
+        the rows changed (0: the claim was lost meanwhile)."""
+        if not parks or self.dead_letters is None:
+            return self._write("fail_claim", row)
+        with self._store.unit() as unit:
+            unit.begin()
+            try:
+                changed = unit.run("fail_claim", row)
+                if changed:
+                    self._dead_letter(unit, message, error, attempts=row["attempts"])
+            except BaseException:
+                unit.rollback()
+                raise
+            unit.commit()
+            return changed
+
+    def _dead_letter(self, unit: Unit, message: Message, error: BaseException | str, *, attempts: int) -> None:
+        """Store the dead letter of `message`, parked now in `unit`'s transaction, when `dead_letters` is set."""
+        if self.dead_letters is not None:
+            letter = dead_letter(self.dead_letters, message, error=error, attempts=attempts)
+            unit.run("outbox_insert", letter)
 
     def _extend(self, held: dict[str, Any], lease: timedelta, duration: timedelta | None) -> None:
         """Commit a new deadline for a claim still held (`tx.extend_lease`); NotSettledError when it was lost."""
@@ -541,13 +570,15 @@ class Inbox(Journal):
                 if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:
-                    outcomes.append(self._apply(unit, action, message, key_params(self.consumer, message)))
+                    params = key_params(self.consumer, message)
+                    attempts = found[message.key][0].attempts
+                    outcomes.append(self._apply(unit, action, message, params, attempts=attempts))
         except BaseException:
             unit.rollback()
             raise
         return outcomes
 
-    def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
+    def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, attempts: int) -> Outcome:
         """Write what a decision without a handler run needs, inside the open transaction."""
         if action is Action.BUSY:
             raise NotSettledError(f"message {message.key} is leased by another delivery; do not ack it")
@@ -556,7 +587,8 @@ class Inbox(Journal):
             return Outcome.CONFLICT
         if action is Action.PARK:
             error = "lease expired: the effect may or may not have happened; parked for reconciliation"
-            unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
+            if unit.run("park", {**key, "error": error, "payload": bytes(message.payload)}):
+                self._dead_letter(unit, message, error, attempts=attempts)
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
 

@@ -217,3 +217,54 @@ async def test_nats_an_early_redelivery_is_naked_with_the_time_left(db: Path, un
     assert record is not None
     assert (record.status, record.attempts) == (Status.PROCESSED, 2)
     assert invoices(db) == ["flaky"]
+
+
+async def test_rabbitmq_a_message_failing_for_ever_lands_once_in_the_error_queue(db: Path, unique_name: str) -> None:
+    """With dead_letters on a RabbitMQ queue, the message parked DEAD after the policy's waits is relayed once to
+    that queue, its payload and original message id kept, with the exception's type, message and attempts in its
+    headers; a second relay pass sends nothing more."""
+    require_service("rabbitmq")
+    import aio_pika
+    from faststream.rabbit import RabbitBroker, RabbitQueue
+
+    from edinbox.sources import publisher
+
+    errors = f"{unique_name}-errors"
+    retry = Retry(immediate=1, first=timedelta(seconds=0.2), factor=2, jitter=0)
+    inbox = CountingInbox(
+        f"sqlite:///{db}", consumer="accounting", retry=retry, max_attempts=3, dead_letters=f"{AMQP}?queue={errors}"
+    )
+    inbox.waiting = asyncio.Event()
+    await inbox.create_schema()
+    handler, settled = Flaky(failures=None), Settled()
+    broker = RabbitBroker(AMQP, middlewares=[inbox_middleware(inbox, on_outcome=settled)], logger=None)
+    broker.subscriber(RabbitQueue(unique_name, auto_delete=True), ack_policy=AckPolicy.NACK_ON_ERROR)(handler)
+
+    async def send(destination: str, messages: Any) -> None:
+        await publisher(destination)(destination, messages)
+
+    connection = await aio_pika.connect(AMQP)
+    try:
+        async with broker:
+            await broker.start()
+            await broker.publish(b"flaky", queue=unique_name, message_id="flaky", headers={"partner": "ACME"})
+            await settled.wait_for("flaky")
+        assert (await inbox.relay(send)).sent == 1
+        assert (await inbox.relay(send)).sent == 0
+        channel = await connection.channel()
+        queue = await channel.declare_queue(errors, passive=True)
+        letter = await queue.get(timeout=5)
+        assert await queue.get(fail=False) is None  # once
+        await letter.ack()
+        await queue.delete(if_unused=False, if_empty=False)
+    finally:
+        await connection.close()
+        await inbox.aclose()
+    assert settled.at["flaky"][1] is Outcome.DEAD
+    assert (letter.body, letter.message_id) == (b"flaky", "flaky")
+    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in (letter.headers or {}).items()}
+    assert headers["Edinbox-Error-Type"] == "RuntimeError"
+    assert headers["Edinbox-Error"] == "accounting is down (run 3)"
+    assert headers["Edinbox-Attempts"] == "3"
+    assert headers["Edinbox-Source"] == f"amqp:{unique_name}"
+    assert headers["partner"] == "ACME"
