@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import click
 
-from edinbox._commands import Commands, db_options, hub_settings, load
+from edinbox._commands import Commands, Number, db_options, hub_settings, load
 from edinbox._commands import echo as _echo
 from edinbox._commands import errors as _errors
 from edinbox._commands import json_option as _json
@@ -37,6 +37,15 @@ __all__ = ["main"]
 
 EXIT_GAVE_UP = 2
 """`run --give-up-after`: a dependency stayed down longer than that."""
+
+MAX_ROWS = 100_000
+"""The most rows one `list`, `purge` batch or relay pass may ask for."""
+MAX_MESSAGES = 1_000_000
+"""The most interchanges `demo` and `chaos` generate."""
+MAX_SECONDS = 86400.0
+"""The longest time in seconds a `chaos` option may give (a day)."""
+SEED = click.IntRange(0, 2**63 - 1)
+"""A seed of the generated traffic."""
 
 
 def _version() -> str:
@@ -216,12 +225,20 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
 
 
 def _accounting_token(cfg: HubConfig) -> str | None:
-    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN."""
+    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN;
+    one warning line when it would cross the network in clear (http:// to another host than loopback)."""
+    from urllib.parse import urlsplit
+
+    from edinbox._hosts import is_loopback
+    from edinbox.hub._log import format_line
     from edinbox.hub.http_sink import TOKEN_VARIABLE, read_token
 
-    if cfg.accounting_token_file:
-        return read_token(cfg.accounting_token_file)
-    return os.environ.get(TOKEN_VARIABLE) or None
+    token = read_token(cfg.accounting_token_file) if cfg.accounting_token_file else os.environ.get(TOKEN_VARIABLE)
+    url = urlsplit(cfg.accounting)
+    if token and url.scheme == "http" and not is_loopback(url.hostname or ""):
+        fields = {"host": url.hostname, "advice": "use https:// or a loopback address"}
+        logging.getLogger("edinbox.hub").warning(format_line("accounting-token-cleartext", fields))
+    return token or None
 
 
 def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
@@ -327,7 +344,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     type=click.Choice(["processed", "failed", "requeued", "dead", "conflict", "in_progress", "rejected"]),
     help="only rows of this status (rejected: parked payloads that did not parse)",
 )
-@_option("--limit", default=50, type=click.IntRange(min=1))
+@_option("--limit", default=50, type=click.IntRange(1, MAX_ROWS))
 @_json
 def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> None:
     """List journal rows (newest first) or parked payloads (--status rejected)."""
@@ -434,7 +451,7 @@ def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
 @_setting("--older-than", "retention", help="age of the rows to delete (30d, 12h, ...)")
 @_setting("--horizon")
 @_setting("--max-rate", "purge_max_rate")
-@_option("--batch-size", default=1000, type=click.IntRange(min=1))
+@_option("--batch-size", default=1000, type=click.IntRange(1, MAX_ROWS))
 @_json
 def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon),
@@ -458,15 +475,15 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
 
 
 @main.command()
-@_option("--messages", default=500, type=click.IntRange(min=1), help="interchanges")
-@_option("--duplicate-rate", default=0.2, type=click.FloatRange(0, 1), help="share of invoices published twice")
+@_option("--messages", default=500, type=click.IntRange(1, MAX_MESSAGES), help="interchanges")
+@_option("--duplicate-rate", default=0.2, type=Number(0, 1), help="share of invoices published twice")
 @_option(
     "--crash-rate",
     default=0.15,
-    type=click.FloatRange(0, 1),
+    type=Number(0, 1),
     help="chance that a hub process is killed after a commit, before its ack",
 )
-@_option("--seed", default=7, type=int, help="same seed, same traffic")
+@_option("--seed", default=7, type=SEED, help="same seed, same traffic")
 @_option("--db", envvar="EDINBOX_DB", default=None, show_default="SQLite in the work dir")
 @_option("--table", default=None, show_default="inbox; a fresh schema on PostgreSQL", help="journal table")
 @_option(
@@ -490,7 +507,7 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @main.command()
 @db_options
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="send what is waiting, exit")
-@_option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="rows per pass")
+@_option("--limit", default=100, show_default=True, type=click.IntRange(1, MAX_ROWS), help="rows per pass")
 @_setting("--give-up-after")
 @_json
 def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
@@ -521,22 +538,24 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
 @_option("--source", envvar="EDINBOX_SOURCE", required=True, help="the source to prove: dir://, amqp://, nats://...")
 @_option("--db", envvar="EDINBOX_DB", required=True, help="the database to prove: postgresql://... or sqlite:///...")
 @_option("--table", default=None, show_default="a fresh schema per run on PostgreSQL", help="journal table")
-@_option("--messages", default=200, type=click.IntRange(min=1), help="distinct invoice interchanges")
-@_option("--duplicates", default=50, type=click.IntRange(min=0), help="copies of published ones, sent again")
+@_option("--messages", default=200, type=click.IntRange(1, MAX_MESSAGES), help="distinct invoice interchanges")
+@_option("--duplicates", default=50, type=click.IntRange(0, MAX_MESSAGES), help="copies of published ones, sent again")
 @_option("--hubs", default=3, type=click.IntRange(1, 16), help="hub processes at a time")
-@_option("--kill-every", default=2.0, type=click.FloatRange(min=0), help="seconds between kills; 0: none")
+@_option("--kill-every", default=2.0, type=Number(0, MAX_SECONDS), help="seconds between kills; 0: none")
 @_option("--restart-db-command", default=None, help="shell command run once, when a third of the invoices exist")
-@_option("--timeout", default=300.0, type=click.FloatRange(min=1), help="seconds in all")
+@_option("--timeout", default=300.0, type=Number(1, MAX_SECONDS), help="seconds in all")
 @_option(
     "--drain-idle",
-    type=click.FloatRange(min=0),
+    type=Number(0, MAX_SECONDS),
     show_default="the source's ack_wait + 2, at least 6",
     help="idle seconds that count as drained",
 )
-@_option("--seed", default=7, type=int, help="same seed, same traffic and kills")
-@_option("--batch-size", default=10, type=click.IntRange(min=1), help="deliveries per batch of each hub")
-@_option("--poison", default=0, type=click.IntRange(min=0), help="bad deliveries among the good: each parked once")
-@_option("--huge", default=0, type=click.IntRange(min=0), help="non-EDI deliveries of 17-20 MiB: each parked once")
+@_option("--seed", default=7, type=SEED, help="same seed, same traffic and kills")
+@_option("--batch-size", default=10, type=click.IntRange(1, 10000), help="deliveries per batch of each hub")
+@_option(
+    "--poison", default=0, type=click.IntRange(0, MAX_MESSAGES), help="bad deliveries among the good: each parked once"
+)
+@_option("--huge", default=0, type=click.IntRange(0, 1000), help="non-EDI deliveries of 17-20 MiB: each parked once")
 @_workdir("EDINBOX_CHAOS_DIR", about="hub and restart logs")
 @_json
 def chaos(*, as_json: bool, **options: Any) -> None:

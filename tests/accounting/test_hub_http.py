@@ -73,3 +73,25 @@ def test_the_hub_sends_its_token_and_a_wrong_one_stops_it_with_nothing_parked(tm
         for output in (refused, served):
             assert TOKEN not in output.stdout + output.stderr
             assert "not-the-service-token" not in output.stdout + output.stderr
+
+
+def test_a_token_sent_in_clear_beyond_loopback_is_warned_about_once(tmp_path: Path) -> None:
+    """A token for an http:// API on another host than loopback: `run` logs one `accounting-token-cleartext`
+    warning naming the host (never the token); for https:// or loopback it logs none."""
+    from accounting.test_service_limits import TOKEN
+
+    spool_dir = tmp_path / "spool"
+    db = ["--db", f"sqlite:///{tmp_path / 'hub.db'}"]
+    assert cli("init", *db, "--source", f"dir://{spool_dir}").returncode == 0
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    lines = {}
+    for url in ("http://192.0.2.1/invoices", "https://192.0.2.1/invoices", "http://127.0.0.1:9/invoices"):
+        args = [*hub_args(f"dir://{spool_dir}", db), "--accounting", url, "--accounting-token-file", str(token)]
+        done = cli(*args)  # nothing waits in the spool: no POST is made
+        assert done.returncode == 0, done.stderr
+        assert TOKEN not in done.stderr
+        lines[url] = [line for line in done.stderr.splitlines() if "accounting-token-cleartext" in line]
+    assert len(lines["http://192.0.2.1/invoices"]) == 1
+    assert "192.0.2.1" in lines["http://192.0.2.1/invoices"][0]
+    assert lines["https://192.0.2.1/invoices"] == lines["http://127.0.0.1:9/invoices"] == []

@@ -128,6 +128,19 @@ def test_deeply_nested_json_is_400_and_the_service_lives(service: AccountingServ
     assert post(service, INVOICE, "after").status_code == 201
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b'{"total": ' + b"9" * 5000 + b"}", b"\xff\xfe{}", b'{"seller": "\xc3"}', b"[1, 2", b"null"],
+    ids=["5000-digit number", "UTF-16 mark", "invalid UTF-8", "truncated", "null"],
+)
+def test_other_unreadable_bodies_are_400_and_the_service_lives(service: AccountingService, body: bytes) -> None:
+    """A number past Python's digit limit, bytes that are not UTF-8 JSON, a truncated or a non-object body: 400,
+    never a 500, and the next invoice is created."""
+    answer = post(service, body, "odd")
+    assert answer.status_code == 400, answer.text
+    assert post(service, INVOICE, "odd").status_code == 201
+
+
 def test_a_body_over_the_limit_is_413_before_it_is_read(tmp_path: Path) -> None:
     """A Content-Length over `max_body` is answered 413 at once, and a chunked body that grows past it too."""
     limits = Limits(max_body=1000)

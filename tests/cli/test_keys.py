@@ -18,7 +18,7 @@ from edinbox.cli import main
 from edinbox.hub import HubConfig
 from edinbox.hub._redrive import join_key, split_key
 
-SOURCE = "amqp:partners/acme"
+SOURCE = "X12:ZZ:ACME/EU>ZZ:HUB"
 MESSAGE_ID = "INV/2026/0042 50%\n"
 
 
@@ -64,7 +64,7 @@ def test_list_prints_a_key_that_show_requeue_and_forget_take(db: str) -> None:
     pasteable token that `show`, `requeue` and `forget` reach."""
     [row] = json.loads(cli("list", "--db", db, "--json").output)
     key = row["key"]
-    assert key == "amqp:partners%2Facme/INV%2F2026%2F0042%2050%25%0A"
+    assert key == "X12:ZZ:ACME%2FEU>ZZ:HUB/INV%2F2026%2F0042%2050%25%0A"
     table = cli("list", "--db", db).output
     assert key in table.split()
     shown = json.loads(cli("show", "--db", db, key, "--json").output)
@@ -108,3 +108,20 @@ def test_the_console_reaches_a_key_holding_slashes(db: str) -> None:
         followed = client.get(html.unescape(links[0]))
         assert followed.status_code == 200
         assert "INV/2026/0042" in followed.text
+        conflicts = client.get("/parked/conflict")
+        assert conflicts.status_code == 200
+        assert "<td>ZZ:ACME/EU</td>" in conflicts.text  # the partner of the decoded source
+        links = re.findall(r'href="(/message\?key=[^"]+)"', conflicts.text)
+        assert links
+        assert all(client.get(html.unescape(link)).status_code == 200 for link in links)
+
+
+@pytest.mark.parametrize("number", ["9223372036854775808", "9" * 5000, "١٢"])
+def test_a_parked_payload_number_out_of_range_is_one_line(db: str, number: str) -> None:
+    """`show rejected/<a number no id can have>` (over 64 bits, thousands of digits, non-ASCII digits) is one
+    `Error:` line and exit 1, never a traceback."""
+    result = CliRunner().invoke(main, ["show", "--db", db, f"rejected/{number}"])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.output.startswith("Error:")
+    assert "rejected/<number>" in result.output

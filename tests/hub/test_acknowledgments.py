@@ -3,6 +3,7 @@ outbound destination, each with its own control number, never for an acknowledgm
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._acks import kinds
 from edinbox.hub._config import Agreement
 from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ops import show, stats
+from edinbox.hub._ops import list_rows, show, stats
 from edinbox.hub._settings import load_config
 from edinbox.sources.spool import publish
 from received import drain
@@ -228,3 +229,26 @@ async def test_a_journal_without_its_outbox_asks_for_init(tmp_path: Path) -> Non
     await init(config)  # idempotent: it creates what is missing
     async with open_inbox(config) as inbox:
         await verify(inbox)
+
+
+async def test_a_partner_folder_whose_inbound_is_a_symlink_gets_nothing_written_through_it(
+    hub_config: HubConfig, tmp_path: Path
+) -> None:
+    """A partner's outbound spool whose inbound/ is a symlink to another folder: the relay writes nothing there and
+    parks the acknowledgment with the reason naming the folder; the interchange itself is processed."""
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    outside.mkdir()
+    (out / X12.id).mkdir(parents=True)
+    (out / X12.id / "inbound").symlink_to(outside, target_is_directory=True)
+    config = agreed(hub_config, out)
+    await publish(config.source, [("a", render(doc(control="000000301", number="INV-30")))])
+    await settle(config)
+    assert os.listdir(outside) == []
+    counts = await stats(config)
+    assert counts["processed"] == 1
+    assert counts["outbox"]["parked"] == 1
+    assert counts["outbox"]["backlog"] == 0
+    [processed] = await list_rows(config, status="processed", limit=5)
+    [row] = (await show(config, processed["key"]))["acknowledgments"]
+    assert row["status"] == "parked"
+    assert f"{out / X12.id / 'inbound'} is a symbolic link" in row["reason"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -262,3 +263,33 @@ def test_the_library_refuses_a_public_listener_unless_asked() -> None:
         assert scrape(port) is not None
     finally:
         server.shutdown()
+
+
+async def test_a_hub_labels_a_partner_by_its_agreement_and_an_unknown_one_as_other(tmp_path: Path) -> None:
+    """A hub run: the sender with an agreement (an id with a space, which the inbox source quotes) is counted under
+    the agreement's name, a sender without one under `other`, and a message type nobody routed under `other`."""
+    from decimal import Decimal
+
+    from edinbox.hub import open_hub
+    from edinbox.hub._generate import PARTNERS, Doc, render
+    from edinbox.hub._ops import init
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    agreed = dataclasses.replace(PARTNERS[0], id="ACME CO")
+    config = HubConfig(
+        db=f"sqlite:///{tmp_path / 'hub.db'}",
+        source=f"dir://{spool}",
+        idle_timeout=0.2,
+        partners={"ZZ:ACME CO": {"acknowledgment": "none"}},
+    )
+    await init(config)
+    files = [
+        (f"f{n}", render(Doc(partner, f"{n:09d}", "invoice", f"INV-{n}", lines=((1, Decimal("9.50")),))))
+        for n, partner in enumerate([agreed, agreed, PARTNERS[1], PARTNERS[2]])
+    ]
+    await publish(config.source, files)
+    metrics = Metrics(partners=config.partners, message_types=["INVOIC"])
+    async with open_hub(config, metrics=metrics) as hub:
+        await hub.run(once=True)
+    assert settled_series(metrics) == {("processed", "ZZ:ACME CO", "other"): 2, ("processed", "other", "other"): 2}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from edinbox import ConfigurationError
+from edinbox import ConfigurationError, SourceError
 from edinbox._message import Outgoing
 from edinbox.sources import reach
 from edinbox.sources._spool_files import SpoolPublisher
@@ -188,3 +188,31 @@ def test_doctor_fails_and_run_exits_1_on_a_symlinked_subfolder(tmp_path: Path) -
     assert f"{spool / 'rejected'} is a symbolic link" in run.stderr
     assert os.listdir(outside) == ["victim.edi"]
     assert len(os.listdir(spool / "inbound")) == 1
+
+
+async def test_settling_after_close_touches_nothing(tmp_path: Path) -> None:
+    """A delivery nacked or refreshed after its source closed is a SourceError and touches nothing, even when the
+    closed claim folder's descriptor number now names another folder holding a file of the claim's name."""
+    spool, decoy = tmp_path / "spool", tmp_path / "decoy"
+    await publish(f"dir://{spool}", [("m", b"ISA")])
+    source = SpoolSource(spool, consumer="c")
+    await source.open()
+    [delivery] = await source.receive(max_messages=1, timeout=2)
+    name = delivery.coordinates.removeprefix("dir:")
+    decoy.mkdir()
+    (decoy / name).write_bytes(b"decoy")
+    os.utime(decoy / name, (1_000_000, 1_000_000))
+    await source.aclose()
+    opened = []
+    try:
+        while len(opened) < 32 and delivery.handle.folder not in opened:  # type: ignore[union-attr]
+            opened.append(os.open(decoy, os.O_RDONLY | os.O_DIRECTORY))
+        assert delivery.handle.folder in opened  # type: ignore[union-attr]
+        for settle in (source.nack(delivery, delay=5), source.in_progress(delivery), source.ack(delivery)):
+            with pytest.raises(SourceError):
+                await settle
+    finally:
+        for fd in opened:
+            os.close(fd)
+    assert (decoy / name).stat().st_mtime == 1_000_000
+    assert os.listdir(decoy) == [name]

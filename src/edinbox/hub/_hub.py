@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import (
@@ -493,7 +494,8 @@ class Hub:
                 self.metrics.settled(
                     outcome,
                     consumer=self.config.consumer,
-                    partner=partner(item.message.source) if item.message is not None else "",
+                    # as agreements name it ("ZZ:ACME CO"), not as the source quotes it: only those are labels
+                    partner=unquote(partner(item.message.source)) if item.message is not None else "",
                     message_type=item.types[0] if item.types else "",
                 )
             if not logging_settled:  # the line would be dropped: do not build it

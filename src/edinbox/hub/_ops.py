@@ -210,6 +210,8 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
         out.append(
             {
                 "key": join_key(data["source"], data["message_id"]),
+                "source": data["source"],
+                "message_id": data["message_id"],
                 "status": data["status"],
                 "attempts": data.get("attempts"),
                 "at": data.get("received_at"),

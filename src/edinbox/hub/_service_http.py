@@ -54,7 +54,7 @@ log = logging.getLogger("edinbox.accounting")
 class Limits:
     """How much one service takes on: timeouts in seconds, sizes in bytes, counts of requests and connections."""
 
-    idle_timeout: float = 5.0
+    idle_timeout: float = 15.0
     read_timeout: float = 10.0
     max_body: int = 1 << 20
     workers: int = 4
@@ -194,10 +194,10 @@ class Server:
                 if data and not started:
                     started, deadline = True, loop.time() + self.limits.read_timeout
                 conn.receive_data(data)
-        except TimeoutError:
+        except TimeoutError:  # closed with linger too: a request sent as the idle time ran out sees an EOF, not a reset
             if started:
                 writer.write(_raw(_error(HTTPStatus.REQUEST_TIMEOUT, "the request did not arrive in time")))
-            raise _Closed(started) from None
+            raise _Closed(True) from None
         except h11.RemoteProtocolError as exc:
             writer.write(_raw(_error(HTTPStatus(exc.error_status_hint), f"bad request: {exc}")))
             raise _Closed(True) from None
@@ -271,6 +271,7 @@ class Server:
         """Send `answer`; raise _Closed when the connection cannot carry another request after it."""
         data = json.dumps(answer.body).encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *answer.headers]
+        headers.append(("Keep-Alive", f"timeout={int(self.limits.idle_timeout)}"))  # closed before the server does
         unread = conn.their_state is not h11.DONE
         if unread:
             headers.append(("Connection", "close"))

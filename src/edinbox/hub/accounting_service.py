@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 """
 _REQUIRED = ("seller", "number", "kind", "issue_date", "total")
 _MAX_KEY = 255
+BACKLOG = 4096
+"""Connections the kernel holds ready for `accept` (capped by net.core.somaxconn): those beyond `max_connections`
+wait there for a place rather than overflow it, where a client's handshake can end in a reset."""
 MAX_DEPTH = 32
 """How deep a request's JSON may nest (an invoice needs 3 levels): deeper is 400, before it can exhaust the stack."""
 
@@ -84,7 +87,7 @@ def _invoice(raw: bytes) -> dict[str, Any]:
     """The request body as an invoice, or 400 saying what is wrong."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer past Python's 4,300 digits
         raise _Refused(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
     except RecursionError:
         body = None
@@ -124,7 +127,7 @@ class AccountingService:
             conn.execute("PRAGMA journal_mode=WAL")  # one fsync per commit, and readers never wait on the writer
             conn.executescript(_SCHEMA)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._sock = socket.create_server((host, port), family=family, backlog=max(128, self.limits.max_connections))
+        self._sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
         self._stop: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None

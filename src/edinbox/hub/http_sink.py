@@ -31,7 +31,7 @@ from typing import Any
 
 from edinbox._errors import ConfigurationError, InboxError, PermanentError, TransientError
 from edinbox._message import Message
-from edinbox._urls import mask
+from edinbox._urls import addresses, mask
 from edinbox.hub._accounting import Accounting, Created
 
 __all__ = [
@@ -142,6 +142,7 @@ class HttpAccounting(Accounting):
         is an httpx.AsyncClient to reuse."""
         if not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"the accounting URL must be http:// or https://, got {mask(url)!r}")
+        addresses(url, what="the accounting URL", host=True)  # a typo is refused now, not charged to each invoice
         self.url = url
         self.timeout = timeout
         self._client = client

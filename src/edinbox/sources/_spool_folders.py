@@ -137,6 +137,8 @@ class Folders:
     def close(self) -> None:
         """Close every descriptor."""
         for fd in [*self._fds.values(), self.fd]:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         self._fds.clear()
+        self.fd = -1

@@ -495,6 +495,8 @@ class SpoolSource(Source):
 
     def _touch(self, claim: _Claim, times: tuple[float, float] | None) -> None:
         """Set a claimed file's times; SourceError when the claim is gone (given back at close, or recovered)."""
+        if self._folders is None:  # its folder's descriptor is closed too (the number may name another file now)
+            raise SourceError(f"the claim on {claim.name} is gone: the source is closed")
         try:
             os.utime(claim.file, times, dir_fd=claim.folder, follow_symlinks=False)
         except OSError as exc:
