@@ -574,7 +574,7 @@ class AsyncInbox(AsyncJournal):
                     outcomes.append(Outcome.PROCESSED)
                 else:
                     params = key_params(self.consumer, message)
-                    attempts = found[message.key][0].attempts
+                    attempts = found[message.key][0].attempts if message.key in found else 0  # a copy: no row read
                     outcomes.append(await self._apply(unit, action, message, params, attempts=attempts))
         except BaseException:
             await unit.rollback()

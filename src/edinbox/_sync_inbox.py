@@ -571,7 +571,7 @@ class Inbox(Journal):
                     outcomes.append(Outcome.PROCESSED)
                 else:
                     params = key_params(self.consumer, message)
-                    attempts = found[message.key][0].attempts
+                    attempts = found[message.key][0].attempts if message.key in found else 0  # a copy: no row read
                     outcomes.append(self._apply(unit, action, message, params, attempts=attempts))
         except BaseException:
             unit.rollback()
