@@ -48,6 +48,7 @@ MIGRATIONS: dict[int, str] = {
     6: "the outbox's unsent rows indexed in id order (<journal>_outbox_unsent): the claim skips the sent rows",
     7: "MariaDB: a processed delivery's values as the journal's defaults (its INSERT names four columns)",
     8: "the journal's retry_at: a failed message waits for it before its next attempt",
+    9: "the outbox's destinations without passwords (the relay supplies them from its settings)",
 }
 """Each version of the journal layout after the first, with what it changes.
 

@@ -86,6 +86,9 @@ CASES: list[tuple[str, ...]] = [
     (*_RUN, "--db", "postgresql://postgres@127.0.0.1:5432,127.0.0.1:0/test"),
     (*_RUN, "--db", "postgresql://postgres@[::1/test"),
     (*_RUN, "--db", "mysql://root@127.0.0.1:0/test"),
+    (*_RUN, "--db", "postgresql:///test?host=127.0.0.1&port=99999"),
+    (*_RUN, "--db", "postgresql://postgres@127.0.0.1/test?bogus=1"),
+    (*_RUN, "--db", "postgresql://postgres@127.0.0.1/test?connect_timeout=soon"),
     # the operator's commands
     ("list", "--limit", "0"),
     ("list", "--limit", "100001"),

@@ -196,3 +196,16 @@ def test_a_redis_database_the_server_lacks_is_a_configuration_error(tmp_path: Pa
     assert done.returncode == 1, done.stderr
     assert "no such database number" in one_error(done.stderr)
     assert "dependency-down" not in done.stderr
+
+
+def test_a_rabbitmq_virtual_host_the_broker_lacks_is_a_configuration_error(tmp_path: Path, unique_name: str) -> None:
+    """An `amqp://` URL naming a virtual host the broker does not have was an outage waited out: `run` exits 1
+    with one line saying the broker refused the virtual host."""
+    require_service("rabbitmq")
+    db = f"sqlite:///{tmp_path / 'hub.db'}"
+    assert cli("init", "--db", db).exit_code == 0
+    source = f"amqp://guest:guest@127.0.0.1:5672/{unique_name}?queue={unique_name}"
+    done = edinbox("run", "--once", "--db", db, "--source", source, "--give-up-after", "30s")
+    assert done.returncode == 1, done.stderr
+    assert "the broker refused the virtual host" in one_error(done.stderr)
+    assert "dependency-down" not in done.stderr

@@ -237,7 +237,7 @@ async def test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the
                 propagate.inject(headers)
                 await broker.publish(b"inv", queue=unique_name, message_id="t-1", headers=headers)
             await asyncio.wait_for(done["a"].wait(), timeout=10)
-            assert (await first.relay(send)).sent == 1
+            assert (await first.relay(send, destinations=[f"{amqp}?queue={replies}"])).sent == 1
             await asyncio.wait_for(done["b"].wait(), timeout=10)
     finally:
         await first.aclose()

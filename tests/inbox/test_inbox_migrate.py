@@ -274,13 +274,13 @@ def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> 
         assert index not in before
         if journal.dialect != "postgresql":  # PostgreSQL's planner took the pending index already
             assert before.startswith("SCAN o|") or any(scan in before for scan in PRIMARY_SCANS), before
-        assert inbox.migrate() == [6, 7, 8]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 6]
         after = _claim_plan(journal)
         assert index in after, after
         assert "SCAN o|" not in after, after
         assert not any(scan in after for scan in PRIMARY_SCANS), after
         _back_to(journal, 5)
-        assert inbox.migrate() == [6, 7, 8]  # the index already there: the step holds
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 6]  # the index already there: the step holds
         inbox.verify()
 
 
@@ -304,11 +304,11 @@ def test_version_7_alone_gives_a_processed_delivery_its_defaults(journal: Journa
         before = _rows(journal)
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.verify()
-        assert inbox.migrate() == [7, 8]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 7]
         inbox.verify()
         assert _rows(journal) == before
         _back_to(journal, 6)
-        assert inbox.migrate() == [7, 8]  # the defaults already there: the step holds
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 7]  # the defaults there: the step holds
         assert inbox.process(Message("new", SOURCE, b"x"), _nothing) is Outcome.PROCESSED
         held: list[Any] = []
         claimed = inbox.process(
@@ -359,13 +359,13 @@ def test_version_8_alone_adds_retry_at_and_failed_rows_run_at_once(journal: Jour
         before = _rows(journal)
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.verify()
-        assert inbox.migrate() == [8]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 8]
         inbox.verify()
         assert _rows(journal) == before
         assert _record(inbox, "f").retry_at is None
         if journal.dialect != "sqlite":
             journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 7", ())
-            assert inbox.migrate() == [8]  # the column already there: the step holds
+            assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 8]  # the column already there: holds
     slow = Retry(immediate=0, first=timedelta(hours=1), cap=timedelta(hours=2), jitter=0)
     with Inbox(journal.target, consumer="accounting", table=journal.table, retry=slow) as inbox:
         assert inbox.process(Message("f", SOURCE, b"x"), _nothing) is Outcome.PROCESSED  # failed twice, due at once

@@ -249,8 +249,9 @@ async def test_rabbitmq_a_message_failing_for_ever_lands_once_in_the_error_queue
             await broker.start()
             await broker.publish(b"flaky", queue=unique_name, message_id="flaky", headers={"partner": "ACME"})
             await settled.wait_for("flaky")
-        assert (await inbox.relay(send)).sent == 1
-        assert (await inbox.relay(send)).sent == 0
+        errors_url = f"{AMQP}?queue={errors}"
+        assert (await inbox.relay(send, destinations=[errors_url])).sent == 1
+        assert (await inbox.relay(send, destinations=[errors_url])).sent == 0
         channel = await connection.channel()
         queue = await channel.declare_queue(errors, passive=True)
         letter = await queue.get(timeout=5)

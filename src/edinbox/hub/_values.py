@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from edinbox._errors import ConfigurationError
-from edinbox._urls import addresses, database_url
+from edinbox._urls import addresses, database_url, libpq_parameters
 
 __all__ = [
     "LIMITS",
@@ -217,10 +217,12 @@ def bind_host(value: object) -> object:
 
 
 def database(value: object) -> object:
-    """A database URL the stores can open: its scheme, and its hosts and ports."""
+    """A database URL the stores can open: its scheme, its hosts and ports, and on PostgreSQL what libpq reads of
+    it (its parameters, numbers where it wants numbers)."""
     text = str(text_only(value))
     try:
-        database_url(text)
+        if database_url(text).dialect == "postgresql":
+            libpq_parameters(text)
     except ConfigurationError as exc:
         raise ValueError(str(exc)) from None
     return text

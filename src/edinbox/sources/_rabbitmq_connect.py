@@ -140,8 +140,11 @@ def arguments(queue_type: str, *, dead: str) -> dict[str, Any]:
     return {"x-queue-type": queue_type, "x-dead-letter-exchange": dead}
 
 
-def refused(exc: BaseException) -> bool:
-    """Whether the broker refused the credentials (a ConfigurationError, not an outage)."""
+def refused(exc: BaseException) -> bool | str:
+    """Whether the broker refused the credentials, or (as text) the URL's virtual host: a ConfigurationError, not
+    an outage."""
     from aiormq.exceptions import ProbableAuthenticationError
 
+    if "Connection.OpenOk" in str(exc) and "Connection.Close" in str(exc):  # closed in answer to the vhost's open
+        return "the broker refused the virtual host of the URL (it does not exist, or the user has no access to it)"
     return isinstance(exc, ProbableAuthenticationError) or "ACCESS_REFUSED" in str(exc)
