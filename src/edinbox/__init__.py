@@ -10,6 +10,7 @@ from edinbox._errors import (
     LimitError,
     NotSettledError,
     PermanentError,
+    RetryLater,
     SchemaError,
     SourceError,
     StoreError,
@@ -17,6 +18,7 @@ from edinbox._errors import (
 )
 from edinbox._message import Message, Outcome, Outgoing
 from edinbox._records import Record, Stats, Tx
+from edinbox._retry import Retry
 from edinbox._sync_inbox import Inbox
 from edinbox.loop import AsyncConsumer, consume
 
@@ -35,6 +37,8 @@ __all__ = [
     "Outgoing",
     "PermanentError",
     "Record",
+    "Retry",
+    "RetryLater",
     "SchemaError",
     "SourceError",
     "Stats",

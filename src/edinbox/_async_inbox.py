@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
@@ -38,7 +39,8 @@ from edinbox import _trace
 from edinbox._async_journal import AsyncJournal
 from edinbox._async_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
-from edinbox._errors import ConfigurationError, DataError, NotSettledError, StoreError
+from edinbox._dead import dead_letter
+from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, StoreError
 from edinbox._message import Message, Outcome
 from edinbox._plan import (
     Key,
@@ -47,8 +49,10 @@ from edinbox._plan import (
     found_row,
     key_params,
     plan_batch,
+    wait_error,
 )
 from edinbox._records import Tx
+from edinbox._retry import failure_delay
 from edinbox.stores._async_base import AsyncStore, AsyncUnit
 
 __all__ = ["AsyncInbox"]
@@ -89,6 +93,8 @@ class AsyncInbox(AsyncJournal):
             table=self._table,
             max_attempts=self.max_attempts,
             horizon=self.horizon,
+            retry=self.retry,
+            dead_letters=self.dead_letters,
         )
 
     async def _session_inbox(self, session: Any) -> AsyncInbox:
@@ -113,8 +119,10 @@ class AsyncInbox(AsyncJournal):
         """Run `handler(tx, message)` once per key and return how the message settled; raise if it did not.
 
         Returns PROCESSED, DUPLICATE, CONFLICT, or DEAD (parked: by an earlier delivery, or now by a
-        PermanentError of the handler). Raises, not settled: the handler's own exception (one attempt counted),
-        a TransientError (nothing counted), NotSettledError under a live lease elsewhere.
+        PermanentError of the handler). Raises, not settled: the handler's own exception (one attempt counted, and
+        the row waits the `retry` policy's delay before the next), a TransientError (nothing counted),
+        NotSettledError under a live lease elsewhere, and its subclass RetryLater for a delivery that came before
+        the message's retry time (nothing runs, nothing is counted; hand it back to come again after `.delay`).
 
         With `lease`, the handler's effect is not transactional: the claim commits first, the handler runs
         outside any transaction with `tx.idempotency_key` (see `_core.idempotency_key`) and may call
@@ -161,7 +169,7 @@ class AsyncInbox(AsyncJournal):
                 if await unit.insert("insert_processed", key):
                     if traced:
                         _trace.note(attempt=1)
-                    return await self._run(unit, message, handler, traced=traced)
+                    return await self._run(unit, message, handler, traced=traced, attempt=1)
                 found = await self._find(unit, key)
                 if found is None:
                     await unit.rollback()
@@ -169,13 +177,16 @@ class AsyncInbox(AsyncJournal):
                 action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
                 if traced:
                     _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
+                if action is Action.WAIT:
+                    await unit.rollback()
+                    raise wait_error(message, *found)
                 if action is not Action.RETRY:
-                    return await self._settle(unit, action, message, key, traced=traced)
+                    return await self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 await unit.run("retry", key)
-                return await self._run(unit, message, handler, traced=traced)
+                return await self._run(unit, message, handler, traced=traced, attempt=found[0].attempts + 1)
         raise StoreError(f"the journal row of {message.key} kept disappearing (concurrent forget or purge?)")
 
-    async def _run(self, unit: AsyncUnit, message: Message, handler: Handler, *, traced: bool) -> Outcome:
+    async def _run(self, unit: AsyncUnit, message: Message, handler: Handler, *, traced: bool, attempt: int) -> Outcome:
         tx = self._last_tx  # a frozen value: made again only when the unit changes (the store reuses its own)
         if tx is None or tx.unit is not unit:
             tx = self._last_tx = Tx(unit.connection, self.dialect, unit=unit)
@@ -188,7 +199,7 @@ class AsyncInbox(AsyncJournal):
         except BaseException as exc:
             await unit.rollback()
             if isinstance(exc, Exception):
-                return await self._failed(unit, message, exc)
+                return await self._failed(unit, message, exc, attempt=attempt)
             raise
         if traced:
             with _trace.span(_trace.COMMIT):
@@ -197,19 +208,23 @@ class AsyncInbox(AsyncJournal):
             await unit.commit()
         return Outcome.PROCESSED
 
-    async def _failed(self, unit: AsyncUnit, message: Message, exc: Exception) -> Outcome:
-        """Charge a handler failure (already rolled back): park the message (DEAD), count an attempt, or nothing."""
+    async def _failed(self, unit: AsyncUnit, message: Message, exc: Exception, *, attempt: int) -> Outcome:
+        """Charge a handler failure (already rolled back) of the message's `attempt`-th attempt: park the message
+        (DEAD), count an attempt with the time it waits for the next (`Retry`), or nothing."""
         error = self._store.map_error(exc)
         failure = judge(error)
         if failure is Failure.UNSETTLED:
             raise error
         # A permanent failure is recorded as the attempt that reaches max_attempts: the row parks at once.
         limit = 1 if failure is Failure.PARK else self.max_attempts
-        row = failure_rows(self.consumer, [message], error, max_attempts=limit)[0]
+        draw = random.random()  # noqa: S311 - jitter, not a secret
+        delay = failure_delay(attempt, max_attempts=limit, retry=self.retry, draw=draw)
+        row = failure_rows(self.consumer, [message], error, max_attempts=limit, delay=delay)[0]
         try:
             await unit.begin()
             try:
-                await unit.run("record_failure", row)
+                if await unit.run("record_failure", row) and attempt >= limit:  # this failure parks the row
+                    await self._dead_letter(unit, message, error, attempts=attempt)
             except BaseException:
                 await unit.rollback()
                 raise
@@ -227,11 +242,11 @@ class AsyncInbox(AsyncJournal):
         return found_row(rows[0], self._store.timestamp) if rows else None
 
     async def _settle(
-        self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any], *, traced: bool
+        self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any], *, traced: bool, attempts: int
     ) -> Outcome:
         """Finish a delivery whose key was already journaled and whose handler does not run."""
         try:
-            outcome = await self._apply(unit, action, message, key)
+            outcome = await self._apply(unit, action, message, key, attempts=attempts)
         except BaseException:
             await unit.rollback()
             raise
@@ -270,8 +285,11 @@ class AsyncInbox(AsyncJournal):
                     max_attempts=self.max_attempts,
                     at_most_once=at_most_once,
                 )
+                if action is Action.WAIT:
+                    await unit.rollback()
+                    raise wait_error(message, *found)
                 if action is not Action.RETRY:
-                    return await self._settle(unit, action, message, key, traced=traced)
+                    return await self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 attempts, requeued = (await unit.fetch("reclaim", claim))[0]
             if traced:
                 _trace.note(attempt=attempts)
@@ -325,12 +343,48 @@ class AsyncInbox(AsyncJournal):
             raise error
         # fail_claim parks when the claim's attempts reach the limit: 0 parks a permanent failure at once
         limit = 0 if failure is Failure.PARK else self.max_attempts
-        failure_row = {**held, "error": describe(error), "max_attempts": limit, "payload": bytes(message.payload)}
-        if await self._write("fail_claim", failure_row) == 0 and failure is Failure.PARK:
+        delay = None
+        if failure is not Failure.PARK:
+            draw = random.random()  # noqa: S311 - jitter, not a secret
+            delay = failure_delay(held["attempts"], max_attempts=limit, retry=self.retry, draw=draw)
+        failure_row = {
+            **held,
+            "error": describe(error),
+            "max_attempts": limit,
+            "payload": bytes(message.payload),
+            "delay": delay,
+        }
+        parks = failure is Failure.PARK or held["attempts"] >= limit
+        if await self._fail_claim(message, failure_row, error, parks=parks) == 0 and failure is Failure.PARK:
             raise NotSettledError(f"the lease on {message.key} was lost before its failure was recorded") from error
         if failure is Failure.PARK:
             return Outcome.DEAD
         raise exc
+
+    async def _fail_claim(self, message: Message, row: dict[str, Any], error: Exception, *, parks: bool) -> int:
+        """Record a lease-mode failure (`fail_claim`), with the message's dead letter when it parks the row; return
+        the rows changed (0: the claim was lost meanwhile)."""
+        if not parks or self.dead_letters is None:
+            return await self._write("fail_claim", row)
+        async with self._store.unit() as unit:
+            await unit.begin()
+            try:
+                changed = await unit.run("fail_claim", row)
+                if changed:
+                    await self._dead_letter(unit, message, error, attempts=row["attempts"])
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+            return changed
+
+    async def _dead_letter(
+        self, unit: AsyncUnit, message: Message, error: BaseException | str, *, attempts: int
+    ) -> None:
+        """Store the dead letter of `message`, parked now in `unit`'s transaction, when `dead_letters` is set."""
+        if self.dead_letters is not None:
+            letter = dead_letter(self.dead_letters, message, error=error, attempts=attempts)
+            await unit.run("outbox_insert", letter)
 
     async def _extend(self, held: dict[str, Any], lease: timedelta, duration: timedelta | None) -> None:
         """Commit a new deadline for a claim still held (`tx.extend_lease`); NotSettledError when it was lost."""
@@ -379,7 +433,9 @@ class AsyncInbox(AsyncJournal):
         The handler gets only the messages to process (new, or failed before), in one transaction with their
         journal rows; it is not called when there are none. Copies of one key in a batch: the first decides,
         the others are duplicates (or conflicts) of it. A live lease on any message raises NotSettledError
-        for the whole batch, before the handler runs.
+        for the whole batch, before the handler runs. A message that waits for its retry time (it failed before)
+        raises its RetryLater for the whole batch without `isolate`, nothing run or counted; with `isolate`, the
+        batch is settled message by message and that message alone holds its RetryLater.
 
         A handler failure is charged to no message of the batch: everything rolls back, no attempt is counted.
         Without `isolate`, the exception propagates (a driver error of the handler's SQL as DataError or
@@ -438,7 +494,7 @@ class AsyncInbox(AsyncJournal):
         handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
         try:
             outcomes = await self._claim_batch(unit, batch)
-        except DataError:
+        except (DataError, RetryLater):  # isolated, a message that waits holds its RetryLater alone
             if not isolate:
                 raise
             return _Next.ISOLATE
@@ -510,18 +566,24 @@ class AsyncInbox(AsyncJournal):
                 return None
             outcomes = []
             for message, action in zip(batch, plan, strict=True):
+                if action is Action.WAIT:
+                    raise wait_error(message, *found[message.key])
                 if action is Action.RETRY:
                     await unit.run("retry", key_params(self.consumer, message))
                 if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:
-                    outcomes.append(await self._apply(unit, action, message, key_params(self.consumer, message)))
+                    params = key_params(self.consumer, message)
+                    attempts = found[message.key][0].attempts if message.key in found else 0  # a copy: no row read
+                    outcomes.append(await self._apply(unit, action, message, params, attempts=attempts))
         except BaseException:
             await unit.rollback()
             raise
         return outcomes
 
-    async def _apply(self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
+    async def _apply(
+        self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any], *, attempts: int
+    ) -> Outcome:
         """Write what a decision without a handler run needs, inside the open transaction."""
         if action is Action.BUSY:
             raise NotSettledError(f"message {message.key} is leased by another delivery; do not ack it")
@@ -530,7 +592,8 @@ class AsyncInbox(AsyncJournal):
             return Outcome.CONFLICT
         if action is Action.PARK:
             error = "lease expired: the effect may or may not have happened; parked for reconciliation"
-            await unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
+            if await unit.run("park", {**key, "error": error, "payload": bytes(message.payload)}):
+                await self._dead_letter(unit, message, error, attempts=attempts)
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
 

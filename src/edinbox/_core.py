@@ -47,6 +47,7 @@ MIGRATIONS: dict[int, str] = {
     5: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
     6: "the outbox's unsent rows indexed in id order (<journal>_outbox_unsent): the claim skips the sent rows",
     7: "MariaDB: a processed delivery's values as the journal's defaults (its INSERT names four columns)",
+    8: "the journal's retry_at: a failed message waits for it before its next attempt",
     9: "the outbox's destinations without passwords (the relay supplies them from its settings)",
 }
 """Each version of the journal layout after the first, with what it changes.
@@ -74,6 +75,7 @@ COLUMNS = (
     "conflict_fingerprint",
     "conflict_payload",
     "last_conflict_at",
+    "retry_at",
 )
 """The journal columns, in the order `get` and `records` read them."""
 
@@ -124,6 +126,9 @@ class Action(enum.Enum):
     """Park the row as dead now (an expired lease of an at-most-once effect, or attempts exhausted)."""
     BUSY = "busy"
     """A live lease is held elsewhere: not settled, the caller must not ack."""
+    WAIT = "wait"
+    """A failed row whose retry time has not come: nothing runs, no attempt is counted; not settled, the caller
+    must not ack, and hands the delivery back to come again at the retry time (RetryLater)."""
 
 
 class Failure(enum.Enum):
@@ -175,6 +180,8 @@ class Found:
     fingerprint: str
     attempts: int
     lease_until: datetime | None
+    retry_at: datetime | None = None
+    """When a failed row may run again (None: at once)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +235,8 @@ def decide(
         return Action.RETRY
     if found.attempts >= max_attempts:  # a failed row from a run with a larger max_attempts
         return Action.PARK
+    if found.status is Status.FAILED and found.retry_at is not None and found.retry_at > now:
+        return Action.WAIT  # too early: the delivery goes back to wait, and costs no attempt
     return Action.RETRY
 
 

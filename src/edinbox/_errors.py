@@ -12,6 +12,8 @@
         │                                      message stays unsettled (not acked) and the caller backs off
         ├── StoreError                         the database failed or is unreachable (driver error mapped)
         ├── NotSettledError                    a live lease is held elsewhere: do not ack, let the broker retry
+        │   └── RetryLater                     the message waits for its retry time (`retry_at`, `delay`): hand
+        │                                      the delivery back to come again then; nothing ran, nothing counted
         └── SourceError                        a broker connection or protocol failure
 
 Only a handler's own exception (anything outside this tree) counts an attempt toward `max_attempts`; it passes
@@ -23,6 +25,8 @@ so no caller, log or page that prints one shows a password.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 __all__ = [
     "ConfigurationError",
     "DataError",
@@ -30,6 +34,7 @@ __all__ = [
     "LimitError",
     "NotSettledError",
     "PermanentError",
+    "RetryLater",
     "SchemaError",
     "SourceError",
     "StoreError",
@@ -81,3 +86,25 @@ class NotSettledError(TransientError):
 
 class SourceError(TransientError):
     """A broker or spool source failed; the delivery is not acked."""
+
+
+class RetryLater(NotSettledError):
+    """The message failed before and waits for its retry time: nothing ran and no attempt was counted.
+
+    The caller must not ack; it hands the delivery back to come again after `delay` (NATS: nak with that delay;
+    elsewhere the consumer holds it until then). `retry_at` is the journal's time, `delay` how long is left.
+    """
+
+    def __init__(self, text: str, *, retry_at: datetime, delay: timedelta) -> None:
+        """Say why, with when the message may run again and how long that is from now."""
+        super().__init__(text)
+        self.retry_at = retry_at
+        self.delay = delay
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickle with the keyword arguments (a process pool's worker raises it across processes)."""
+        return (_retry_later, (str(self), self.retry_at, self.delay))
+
+
+def _retry_later(text: str, retry_at: datetime, delay: timedelta) -> RetryLater:
+    return RetryLater(text, retry_at=retry_at, delay=delay)

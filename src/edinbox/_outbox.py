@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from edinbox import _trace
 from edinbox._core import MAX_KEY_BYTES
 from edinbox._errors import ConfigurationError, LimitError, PermanentError
 from edinbox._message import Outgoing
@@ -73,6 +74,8 @@ def publish_params(destination: str, payload: bytes, *, key: str, headers: Mappi
         raise ConfigurationError(f"publish() needs a non-empty key (the producer id), got {key!r}")
     if len(key.encode()) > MAX_KEY_BYTES:
         raise LimitError(f"the outbox key is longer than {MAX_KEY_BYTES} bytes in UTF-8")
+    if not destination.lower().startswith("dir://"):  # a spool file carries no headers
+        headers = _trace.inject(headers)  # the publishing transaction's trace, for the consumer to continue
     encoded = None
     if headers:
         check_headers(destination, headers)

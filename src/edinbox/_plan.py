@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from edinbox._core import Action, Found, Status, decide, failure_status, key_problem
-from edinbox._errors import ConfigurationError
+from edinbox._errors import ConfigurationError, RetryLater
 from edinbox._message import Message
 from edinbox._urls import mask
 
@@ -24,6 +24,7 @@ __all__ = [
     "found_row",
     "key_params",
     "plan_batch",
+    "wait_error",
 ]
 
 Key = tuple[str, str]
@@ -64,22 +65,37 @@ def describe(exc: BaseException) -> str:
 
 
 def failure_rows(
-    consumer: str, messages: Sequence[Message], exc: Exception, *, max_attempts: int
+    consumer: str, messages: Sequence[Message], exc: Exception, *, max_attempts: int, delay: timedelta | None = None
 ) -> list[dict[str, Any]]:
-    """The parameters that count one failed attempt of each message (the payload is kept in case it parks)."""
+    """The parameters that count one failed attempt of each message (the payload is kept in case it parks); the row
+    waits `delay` before its next attempt (None: it parks, or may run again at once)."""
     common = {
         "first_status": failure_status(1, max_attempts=max_attempts).value,
         "error": describe(exc),
         "max_attempts": max_attempts,
+        "delay": delay,
     }
     return [{**key_params(consumer, m), **common, "payload": bytes(m.payload)} for m in messages]
 
 
 def found_row(row: Sequence[Any], timestamp: Timestamp) -> tuple[Found, datetime]:
-    """(status, fingerprint, attempts, lease_until, now) as read by the store -> the row and the database's now."""
-    status, fingerprint, attempts, lease_until, now = row
-    found = Found(Status(status), fingerprint, attempts, timestamp(lease_until))
+    """(status, fingerprint, attempts, lease_until, retry_at, now) as read by the store -> the row and the
+    database's now."""
+    status, fingerprint, attempts, lease_until, retry_at, now = row
+    found = Found(Status(status), fingerprint, attempts, timestamp(lease_until), timestamp(retry_at))
     return found, timestamp(now) or datetime.now().astimezone()
+
+
+def wait_error(message: Message, found: Found, now: datetime) -> RetryLater:
+    """The RetryLater of a delivery that came before its message's retry time (`_core.Action.WAIT`)."""
+    retry_at = found.retry_at or now
+    delay = max(retry_at - now, timedelta(0))
+    return RetryLater(
+        f"message {message.key} waits for its retry at {retry_at.isoformat()} ({delay.total_seconds():.3f} s);"
+        " do not ack it",
+        retry_at=retry_at,
+        delay=delay,
+    )
 
 
 def copy_action(first_fingerprint: str | None, message: Message) -> Action:

@@ -84,6 +84,8 @@ class Record:
     conflict_fingerprint: str | None
     conflict_payload: bytes | None
     last_conflict_at: datetime | None
+    retry_at: datetime | None = None
+    """When a failed row may run again (a delivery before it is handed back to wait); None: at once."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any], timestamp: Callable[[Any], datetime | None]) -> Record:
@@ -105,6 +107,7 @@ class Record:
             conflict_fingerprint=row[12],
             conflict_payload=None if row[13] is None else bytes(row[13]),
             last_conflict_at=timestamp(row[14]),
+            retry_at=timestamp(row[15]) if len(row) > 15 else None,
         )
 
 

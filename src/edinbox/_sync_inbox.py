@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import random
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
@@ -37,7 +38,8 @@ from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
-from edinbox._errors import ConfigurationError, DataError, NotSettledError, StoreError
+from edinbox._dead import dead_letter
+from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, StoreError
 from edinbox._message import Message, Outcome
 from edinbox._plan import (
     Key,
@@ -46,8 +48,10 @@ from edinbox._plan import (
     found_row,
     key_params,
     plan_batch,
+    wait_error,
 )
 from edinbox._records import Tx
+from edinbox._retry import failure_delay
 from edinbox._sync_journal import Journal
 from edinbox._sync_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox.stores._sync_base import Store, Unit
@@ -90,6 +94,8 @@ class Inbox(Journal):
             table=self._table,
             max_attempts=self.max_attempts,
             horizon=self.horizon,
+            retry=self.retry,
+            dead_letters=self.dead_letters,
         )
 
     def _session_inbox(self, session: Any) -> Inbox:
@@ -114,8 +120,10 @@ class Inbox(Journal):
         """Run `handler(tx, message)` once per key and return how the message settled; raise if it did not.
 
         Returns PROCESSED, DUPLICATE, CONFLICT, or DEAD (parked: by an earlier delivery, or now by a
-        PermanentError of the handler). Raises, not settled: the handler's own exception (one attempt counted),
-        a TransientError (nothing counted), NotSettledError under a live lease elsewhere.
+        PermanentError of the handler). Raises, not settled: the handler's own exception (one attempt counted, and
+        the row waits the `retry` policy's delay before the next), a TransientError (nothing counted),
+        NotSettledError under a live lease elsewhere, and its subclass RetryLater for a delivery that came before
+        the message's retry time (nothing runs, nothing is counted; hand it back to come again after `.delay`).
 
         With `lease`, the handler's effect is not transactional: the claim commits first, the handler runs
         outside any transaction with `tx.idempotency_key` (see `_core.idempotency_key`) and may call
@@ -162,7 +170,7 @@ class Inbox(Journal):
                 if unit.insert("insert_processed", key):
                     if traced:
                         _trace.note(attempt=1)
-                    return self._run(unit, message, handler, traced=traced)
+                    return self._run(unit, message, handler, traced=traced, attempt=1)
                 found = self._find(unit, key)
                 if found is None:
                     unit.rollback()
@@ -170,13 +178,16 @@ class Inbox(Journal):
                 action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
                 if traced:
                     _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
+                if action is Action.WAIT:
+                    unit.rollback()
+                    raise wait_error(message, *found)
                 if action is not Action.RETRY:
-                    return self._settle(unit, action, message, key, traced=traced)
+                    return self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 unit.run("retry", key)
-                return self._run(unit, message, handler, traced=traced)
+                return self._run(unit, message, handler, traced=traced, attempt=found[0].attempts + 1)
         raise StoreError(f"the journal row of {message.key} kept disappearing (concurrent forget or purge?)")
 
-    def _run(self, unit: Unit, message: Message, handler: Handler, *, traced: bool) -> Outcome:
+    def _run(self, unit: Unit, message: Message, handler: Handler, *, traced: bool, attempt: int) -> Outcome:
         tx = self._last_tx  # a frozen value: made again only when the unit changes (the store reuses its own)
         if tx is None or tx.unit is not unit:
             tx = self._last_tx = Tx(unit.connection, self.dialect, unit=unit)
@@ -189,7 +200,7 @@ class Inbox(Journal):
         except BaseException as exc:
             unit.rollback()
             if isinstance(exc, Exception):
-                return self._failed(unit, message, exc)
+                return self._failed(unit, message, exc, attempt=attempt)
             raise
         if traced:
             with _trace.span(_trace.COMMIT):
@@ -198,19 +209,23 @@ class Inbox(Journal):
             unit.commit()
         return Outcome.PROCESSED
 
-    def _failed(self, unit: Unit, message: Message, exc: Exception) -> Outcome:
-        """Charge a handler failure (already rolled back): park the message (DEAD), count an attempt, or nothing."""
+    def _failed(self, unit: Unit, message: Message, exc: Exception, *, attempt: int) -> Outcome:
+        """Charge a handler failure (already rolled back) of the message's `attempt`-th attempt: park the message
+        (DEAD), count an attempt with the time it waits for the next (`Retry`), or nothing."""
         error = self._store.map_error(exc)
         failure = judge(error)
         if failure is Failure.UNSETTLED:
             raise error
         # A permanent failure is recorded as the attempt that reaches max_attempts: the row parks at once.
         limit = 1 if failure is Failure.PARK else self.max_attempts
-        row = failure_rows(self.consumer, [message], error, max_attempts=limit)[0]
+        draw = random.random()  # noqa: S311 - jitter, not a secret
+        delay = failure_delay(attempt, max_attempts=limit, retry=self.retry, draw=draw)
+        row = failure_rows(self.consumer, [message], error, max_attempts=limit, delay=delay)[0]
         try:
             unit.begin()
             try:
-                unit.run("record_failure", row)
+                if unit.run("record_failure", row) and attempt >= limit:  # this failure parks the row
+                    self._dead_letter(unit, message, error, attempts=attempt)
             except BaseException:
                 unit.rollback()
                 raise
@@ -227,10 +242,12 @@ class Inbox(Journal):
         rows = unit.fetch("find_for_update", key)
         return found_row(rows[0], self._store.timestamp) if rows else None
 
-    def _settle(self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, traced: bool) -> Outcome:
+    def _settle(
+        self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, traced: bool, attempts: int
+    ) -> Outcome:
         """Finish a delivery whose key was already journaled and whose handler does not run."""
         try:
-            outcome = self._apply(unit, action, message, key)
+            outcome = self._apply(unit, action, message, key, attempts=attempts)
         except BaseException:
             unit.rollback()
             raise
@@ -269,8 +286,11 @@ class Inbox(Journal):
                     max_attempts=self.max_attempts,
                     at_most_once=at_most_once,
                 )
+                if action is Action.WAIT:
+                    unit.rollback()
+                    raise wait_error(message, *found)
                 if action is not Action.RETRY:
-                    return self._settle(unit, action, message, key, traced=traced)
+                    return self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 attempts, requeued = (unit.fetch("reclaim", claim))[0]
             if traced:
                 _trace.note(attempt=attempts)
@@ -324,12 +344,46 @@ class Inbox(Journal):
             raise error
         # fail_claim parks when the claim's attempts reach the limit: 0 parks a permanent failure at once
         limit = 0 if failure is Failure.PARK else self.max_attempts
-        failure_row = {**held, "error": describe(error), "max_attempts": limit, "payload": bytes(message.payload)}
-        if self._write("fail_claim", failure_row) == 0 and failure is Failure.PARK:
+        delay = None
+        if failure is not Failure.PARK:
+            draw = random.random()  # noqa: S311 - jitter, not a secret
+            delay = failure_delay(held["attempts"], max_attempts=limit, retry=self.retry, draw=draw)
+        failure_row = {
+            **held,
+            "error": describe(error),
+            "max_attempts": limit,
+            "payload": bytes(message.payload),
+            "delay": delay,
+        }
+        parks = failure is Failure.PARK or held["attempts"] >= limit
+        if self._fail_claim(message, failure_row, error, parks=parks) == 0 and failure is Failure.PARK:
             raise NotSettledError(f"the lease on {message.key} was lost before its failure was recorded") from error
         if failure is Failure.PARK:
             return Outcome.DEAD
         raise exc
+
+    def _fail_claim(self, message: Message, row: dict[str, Any], error: Exception, *, parks: bool) -> int:
+        """Record a lease-mode failure (`fail_claim`), with the message's dead letter when it parks the row; return
+        the rows changed (0: the claim was lost meanwhile)."""
+        if not parks or self.dead_letters is None:
+            return self._write("fail_claim", row)
+        with self._store.unit() as unit:
+            unit.begin()
+            try:
+                changed = unit.run("fail_claim", row)
+                if changed:
+                    self._dead_letter(unit, message, error, attempts=row["attempts"])
+            except BaseException:
+                unit.rollback()
+                raise
+            unit.commit()
+            return changed
+
+    def _dead_letter(self, unit: Unit, message: Message, error: BaseException | str, *, attempts: int) -> None:
+        """Store the dead letter of `message`, parked now in `unit`'s transaction, when `dead_letters` is set."""
+        if self.dead_letters is not None:
+            letter = dead_letter(self.dead_letters, message, error=error, attempts=attempts)
+            unit.run("outbox_insert", letter)
 
     def _extend(self, held: dict[str, Any], lease: timedelta, duration: timedelta | None) -> None:
         """Commit a new deadline for a claim still held (`tx.extend_lease`); NotSettledError when it was lost."""
@@ -378,7 +432,9 @@ class Inbox(Journal):
         The handler gets only the messages to process (new, or failed before), in one transaction with their
         journal rows; it is not called when there are none. Copies of one key in a batch: the first decides,
         the others are duplicates (or conflicts) of it. A live lease on any message raises NotSettledError
-        for the whole batch, before the handler runs.
+        for the whole batch, before the handler runs. A message that waits for its retry time (it failed before)
+        raises its RetryLater for the whole batch without `isolate`, nothing run or counted; with `isolate`, the
+        batch is settled message by message and that message alone holds its RetryLater.
 
         A handler failure is charged to no message of the batch: everything rolls back, no attempt is counted.
         Without `isolate`, the exception propagates (a driver error of the handler's SQL as DataError or
@@ -435,7 +491,7 @@ class Inbox(Journal):
         handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
         try:
             outcomes = self._claim_batch(unit, batch)
-        except DataError:
+        except (DataError, RetryLater):  # isolated, a message that waits holds its RetryLater alone
             if not isolate:
                 raise
             return _Next.ISOLATE
@@ -507,18 +563,22 @@ class Inbox(Journal):
                 return None
             outcomes = []
             for message, action in zip(batch, plan, strict=True):
+                if action is Action.WAIT:
+                    raise wait_error(message, *found[message.key])
                 if action is Action.RETRY:
                     unit.run("retry", key_params(self.consumer, message))
                 if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:
-                    outcomes.append(self._apply(unit, action, message, key_params(self.consumer, message)))
+                    params = key_params(self.consumer, message)
+                    attempts = found[message.key][0].attempts if message.key in found else 0  # a copy: no row read
+                    outcomes.append(self._apply(unit, action, message, params, attempts=attempts))
         except BaseException:
             unit.rollback()
             raise
         return outcomes
 
-    def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any]) -> Outcome:
+    def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, attempts: int) -> Outcome:
         """Write what a decision without a handler run needs, inside the open transaction."""
         if action is Action.BUSY:
             raise NotSettledError(f"message {message.key} is leased by another delivery; do not ack it")
@@ -527,7 +587,8 @@ class Inbox(Journal):
             return Outcome.CONFLICT
         if action is Action.PARK:
             error = "lease expired: the effect may or may not have happened; parked for reconciliation"
-            unit.run("park", {**key, "error": error, "payload": bytes(message.payload)})
+            if unit.run("park", {**key, "error": error, "payload": bytes(message.payload)}):
+                self._dead_letter(unit, message, error, attempts=attempts)
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
 

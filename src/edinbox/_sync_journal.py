@@ -17,11 +17,13 @@ import stamina
 
 from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
+from edinbox._dead import check_destination
 from edinbox._errors import ConfigurationError
 from edinbox._message import Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox._retry import Retry
 from edinbox._urls import with_password
 from edinbox.stores._mapping import lock_conflict
 from edinbox.stores._sync_base import Unit
@@ -54,12 +56,23 @@ class Journal:
         horizon: timedelta = timedelta(days=7),
         pool_size: int = POOL_SIZE,
         applications: Sequence[Application] = (),
+        retry: Retry | None = None,
+        dead_letters: str | None = None,
     ) -> None:
         """Check the configuration; nothing connects until the first call. `applications` add their own named
-        statements to the store (`edinbox.Application`: an application's tables beside the journal)."""
+        statements to the store (`edinbox.Application`: an application's tables beside the journal). `retry` (default
+        `Retry()`) says how long a message waits after each failed attempt before the next delivery may run it
+        again. `dead_letters` (a broker destination URL) also publishes each message parked DEAD there, through the
+        outbox, in the transaction that parks it (see `edinbox._dead`)."""
         check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
+        if retry is not None and not isinstance(retry, Retry):
+            raise ConfigurationError(f"retry must be an edinbox.Retry, got {type(retry).__name__}")
         self.consumer = consumer
         self.max_attempts = max_attempts
+        self.retry = retry or Retry()
+        if dead_letters is not None:
+            check_destination(dead_letters)
+        self.dead_letters = dead_letters
         self.horizon = horizon
         self._table = table
         self._store = open_store(target, table=table, pool_size=pool_size, applications=tuple(applications))

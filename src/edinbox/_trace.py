@@ -6,7 +6,9 @@ Span names and attributes (the `edinbox.` namespace):
   `edinbox.outcome`, `edinbox.attempt` and, from the hub, `edinbox.partner` and `edinbox.message_type`;
 - its children `edinbox handler` (the user's handler, or the hub's accounting sink) and `edinbox commit`.
 
-A producer's trace context travels in the message headers (W3C `traceparent`); `extract(headers)` continues it.
+A producer's trace context travels in the message headers (W3C `traceparent`); `extract(headers)` continues it,
+and `inject(headers)` adds the current one to a message the outbox stores (`tx.publish`), so the relay carries the
+publishing transaction's trace to the next consumer.
 The application installs the SDK and its exporter; the library only asks the global tracer provider. Until the
 application sets one, every span would be a non-recording one: `span` and `note` then do nothing at all (the API's
 own no-op spans still cost about 100 us per delivery, as much as a third of the inbox's client time).
@@ -31,7 +33,7 @@ with contextlib.suppress(ImportError):  # the `otel` extra is optional: without 
 
     _SILENT = (_otel.ProxyTracerProvider, _otel.NoOpTracerProvider)
 
-__all__ = ["SETTLE", "attached", "extract", "note", "span", "start", "tracing"]
+__all__ = ["SETTLE", "attached", "extract", "inject", "note", "span", "start", "tracing"]
 
 SETTLE = "edinbox settle"
 HANDLER = "edinbox handler"
@@ -82,6 +84,18 @@ def extract(headers: Mapping[str, str] | None) -> Any:
         return None
     found = _propagate.extract(dict(headers))
     return found if _otel.get_current_span(found).get_span_context().is_valid else None
+
+
+def inject(headers: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """`headers` with the current trace context added (W3C `traceparent`, `tracestate` when set), for a message
+    published now: its consumer continues this trace. Unchanged when nothing is traced or a traceparent is there."""
+    if not tracing() or not _otel.get_current_span().get_span_context().is_valid:
+        return headers
+    if headers and any(name.lower() == "traceparent" for name in headers):
+        return headers
+    carrier: dict[str, str] = {}
+    _propagate.inject(carrier)
+    return {**(headers or {}), **carrier} if carrier else headers
 
 
 @contextlib.contextmanager

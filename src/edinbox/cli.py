@@ -119,6 +119,8 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_setting("--poll-timeout")
 @_setting("--idle-timeout")
 @_setting("--max-attempts")
+@_setting("--retry-immediate")
+@_setting("--retry-first")
 @_setting("--horizon")
 @_setting("--lease")
 @_setting("--non-edi")
@@ -370,7 +372,9 @@ def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> 
     rows = _run(_ops.list_rows(_config(**settings), status=status, limit=limit))
     parked = status == "rejected"
     columns = (
-        ["key", "status", "deliveries", "at", "reason"] if parked else ["key", "status", "attempts", "at", "error"]
+        ["key", "status", "deliveries", "at", "reason"]
+        if parked
+        else ["key", "status", "attempts", "at", "retry_at", "error"]
     )
     _echo(rows, as_json=as_json, columns=columns)
 

@@ -48,7 +48,7 @@ def config(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) -> 
 
 async def fill(cfg: HubConfig, n: int) -> None:
     """`n` processed messages from two partners, and one dead one."""
-    async with open_inbox(cfg) as inbox:
+    async with open_inbox(cfg.with_overrides(retry_first="0s")) as inbox:  # no wait between the failures
         messages = [Message(f"{i:09d}", f"X12:ZZ:{'ACME' if i % 2 else 'GLOBEX'}>ZZ:HUB", b"x") for i in range(n)]
 
         async def nothing(tx: object, batch: list[Message]) -> None:

@@ -181,3 +181,79 @@ with _trace.span(_trace.SETTLE) as recorded:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     environment["PYTHONPATH"] = os.pathsep.join(sys.path)
     subprocess.run([sys.executable, "-c", code], check=True, env=environment, timeout=60)
+
+
+async def test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the_next_consumer(
+    spans: InMemorySpanExporter, tmp_path: Path, unique_name: str
+) -> None:
+    """Producer -> RabbitMQ -> consumer A, whose reply goes through the outbox (the row keeps the publishing
+    transaction's traceparent) -> the relay -> RabbitMQ -> consumer B: B's settle span has the producer's trace id
+    and is a child of the span of A's handler that published the reply."""
+    require_service("rabbitmq")
+    from faststream.rabbit import RabbitBroker, RabbitQueue
+
+    from edinbox import AsyncInbox
+    from edinbox.integrations.faststream import inbox_middleware
+    from edinbox.sources import publisher
+
+    amqp = "amqp://guest:guest@127.0.0.1:5672/"
+    replies = f"{unique_name}-replies"
+    first = AsyncInbox(f"sqlite:///{tmp_path / 'a.db'}", consumer="a")
+    second = AsyncInbox(f"sqlite:///{tmp_path / 'b.db'}", consumer="b")
+    for inbox in (first, second):
+        await inbox.create_schema()
+    done = {"a": asyncio.Event(), "b": asyncio.Event()}
+    broker = RabbitBroker(
+        amqp,
+        middlewares=[inbox_middleware(first, outbox=f"{amqp}?queue={replies}", on_outcome=lambda *_: done["a"].set())],
+        logger=None,
+    )
+    later = RabbitBroker(
+        amqp, middlewares=[inbox_middleware(second, on_outcome=lambda *_: done["b"].set())], logger=None
+    )
+
+    @broker.subscriber(RabbitQueue(unique_name, auto_delete=True))
+    async def answer(body: bytes) -> bytes:
+        """Reply through the outbox."""
+        return b"ack:" + body
+
+    # declared as edinbox's publisher declares it (a quorum queue whose rejects go to `<queue>.dead`)
+    arguments = {"x-queue-type": "quorum", "x-dead-letter-exchange": f"{replies}.dead"}
+
+    @later.subscriber(RabbitQueue(replies, durable=True, arguments=arguments))
+    async def take(body: bytes) -> None:
+        """Nothing to do: the span is what the test looks at."""
+
+    async def send(destination: str, messages: Any) -> None:
+        await publisher(destination)(destination, messages)
+
+    tracer = trace.get_tracer("producer")
+    try:
+        async with broker, later:
+            await broker.start()
+            await later.start()
+            with tracer.start_as_current_span("publish invoice") as producer:
+                headers: dict[str, str] = {}
+                propagate.inject(headers)
+                await broker.publish(b"inv", queue=unique_name, message_id="t-1", headers=headers)
+            await asyncio.wait_for(done["a"].wait(), timeout=10)
+            assert (await first.relay(send, destinations=[f"{amqp}?queue={replies}"])).sent == 1
+            await asyncio.wait_for(done["b"].wait(), timeout=10)
+    finally:
+        await first.aclose()
+        await second.aclose()
+        import aio_pika
+
+        connection = await aio_pika.connect(amqp)
+        channel = await connection.channel()
+        for name in (replies, f"{replies}.dead"):
+            await channel.queue_delete(name)
+        await connection.close()
+    finished = list(spans.get_finished_spans())
+    trace_id = producer.get_span_context().trace_id
+    by_consumer = {str((s.attributes or {}).get("edinbox.consumer")): s for s in settles(finished)}
+    assert by_consumer["a"].context.trace_id == trace_id
+    assert by_consumer["b"].context.trace_id == trace_id
+    (handler,) = [s for s in finished if s.name == "edinbox handler" and s.parent == by_consumer["a"].context]
+    assert by_consumer["b"].parent is not None
+    assert by_consumer["b"].parent.span_id == handler.context.span_id

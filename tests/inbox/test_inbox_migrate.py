@@ -15,7 +15,7 @@ import psycopg
 import pymysql
 import pytest
 
-from edinbox import AsyncInbox, Inbox, Message, Outcome, SchemaError, Status, Tx
+from edinbox import AsyncInbox, Inbox, Message, Outcome, Retry, RetryLater, SchemaError, Status, Tx
 from edinbox._core import MIGRATIONS, SCHEMA_VERSION, parse_table
 from edinbox.stores import _mysql_sql, _postgres_sql, _sqlite_sql
 from edinbox.stores._queries import migration_queries
@@ -170,11 +170,16 @@ def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) ->
     connection.close()
 
 
-def _rows(inbox: Inbox) -> dict[str, tuple[Any, ...]]:
-    return {
-        r.message_id: (r.status.value, r.attempts, r.fingerprint, r.payload, r.conflict_payload, r.received_at)
-        for r in inbox.records(limit=100)
-    }
+def _rows(journal: Journal) -> dict[str, tuple[Any, ...]]:
+    """The journal's rows by message id, read with admin SQL (the inbox reads columns an older journal lacks)."""
+    rows = journal.admin(
+        "SELECT message_id, status, attempts, fingerprint, payload, conflict_payload, received_at"
+        f" FROM {journal.quoted} WHERE consumer = 'accounting'",
+        (),
+    )
+    decode = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731 - MariaDB's key columns are binary
+    blob = lambda v: None if v is None else bytes(v)  # noqa: E731
+    return {decode(r[0]): (r[1], r[2], r[3], blob(r[4]), blob(r[5]), r[6]) for r in rows}
 
 
 def test_every_migration_has_queries_in_every_dialect() -> None:
@@ -190,7 +195,7 @@ def test_every_migration_has_queries_in_every_dialect() -> None:
 def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journal: Journal) -> None:
     """verify() and create_schema() name `edinbox migrate`; migrate() upgrades once, keeps every row, is idempotent."""
     with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
-        before = {k: v[:5] for k, v in _rows(inbox).items()}
+        before = {k: v[:5] for k, v in _rows(journal).items()}
         assert sorted(before) == ["c", "d", "f", "p"]
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.verify()
@@ -201,7 +206,7 @@ def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journ
         assert inbox.migrate() == sorted(MIGRATIONS)
         assert inbox.migrate() == []
         inbox.verify()
-        after = _rows(inbox)
+        after = _rows(journal)
         assert {k: v[:5] for k, v in after.items()} == before
         assert all(v[5] is not None for v in after.values())
         assert journal.status_check("requeued")
@@ -222,24 +227,23 @@ def test_version_5_alone_adds_the_answers_table(journal: Journal) -> None:
     """A journal at version 4 (the outbox and sharded counters, no `hub_answers`) is taken to version 5 by that
     step (the later ones find their work done), rows kept; an `edinbox init` that made the table before is no
     obstacle (IF NOT EXISTS)."""
-    version = journal.quote(f"{journal.table}_version")
     with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
-        before = _rows(inbox)
+        before = _rows(journal)
         migrated = inbox.migrate()
         assert migrated[-1] == SCHEMA_VERSION
         later = [step for step in sorted(MIGRATIONS) if step > 4]
         schema = journal.table.rpartition(".")[0]
         journal.admin(f"DROP TABLE {journal.quote(f'{schema}.hub_answers' if schema else 'hub_answers')}", ())
-        journal.admin(f"UPDATE {version} SET version = 4", ())
+        _back_to(journal, 4)
         assert inbox.unique_keys("hub_answers") is None
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.verify()
         assert inbox.migrate() == later
         assert inbox.unique_keys("hub_answers") == [["consumer", "delivery", "message_id", "source"]]
-        journal.admin(f"UPDATE {version} SET version = 4", ())
+        _back_to(journal, 4)
         assert inbox.migrate() == later  # the table already there: the step holds
         inbox.verify()
-        assert _rows(inbox) == before
+        assert _rows(journal) == before
 
 
 def test_unique_keys_name_only_the_key_columns(journal: Journal) -> None:
@@ -257,7 +261,6 @@ def test_unique_keys_name_only_the_key_columns(journal: Journal) -> None:
 def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> None:
     """A journal at version 5 (no `<journal>_outbox_unsent`) claims by reading every row on SQLite and MariaDB, the
     sent ones first; version 6, that step alone, lets the claim go to the unsent rows through the new index."""
-    version = journal.quote(f"{journal.table}_version")
     with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
         inbox.migrate()
         _fill_outbox(journal, sent=2000, unsent=5)
@@ -266,7 +269,7 @@ def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> 
         dropped = journal.quote(f"{schema}.{index}" if journal.dialect == "postgresql" else index)
         on = f" ON {journal.quote(journal.table + '_outbox')}" if journal.dialect == "mysql" else ""
         journal.admin(f"DROP INDEX {dropped}{on}", ())
-        journal.admin(f"UPDATE {version} SET version = 5", ())
+        _back_to(journal, 5)
         before = _claim_plan(journal)
         assert index not in before
         if journal.dialect != "postgresql":  # PostgreSQL's planner took the pending index already
@@ -276,7 +279,7 @@ def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> 
         assert index in after, after
         assert "SCAN o|" not in after, after
         assert not any(scan in after for scan in PRIMARY_SCANS), after
-        journal.admin(f"UPDATE {version} SET version = 5", ())
+        _back_to(journal, 5)
         assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 6]  # the index already there: the step holds
         inbox.verify()
 
@@ -293,20 +296,19 @@ def test_version_7_alone_gives_a_processed_delivery_its_defaults(journal: Journa
     step alone, rows kept; then a new delivery is journaled processed, at attempt 1, received and settled at one
     time, a claimed one stays unsettled until it completes, a failure is unsettled, and the step holds when it runs
     again."""
-    version = journal.quote(f"{journal.table}_version")
     with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
         inbox.migrate()
         if journal.dialect == "mysql":
             journal.admin(f"ALTER TABLE {journal.quoted} {MYSQL_VERSION_6_DEFAULTS}", ())
-        journal.admin(f"UPDATE {version} SET version = 6", ())
-        before = _rows(inbox)
+        _back_to(journal, 6)
+        before = _rows(journal)
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.verify()
         assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 7]
         inbox.verify()
-        assert _rows(inbox) == before
-        journal.admin(f"UPDATE {version} SET version = 6", ())
-        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 7]
+        assert _rows(journal) == before
+        _back_to(journal, 6)
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 7]  # the defaults there: the step holds
         assert inbox.process(Message("new", SOURCE, b"x"), _nothing) is Outcome.PROCESSED
         held: list[Any] = []
         claimed = inbox.process(
@@ -328,6 +330,58 @@ def test_version_7_alone_gives_a_processed_delivery_its_defaults(journal: Journa
 
 
 _LEASE = timedelta(seconds=30)
+
+
+def _back_to(journal: Journal, version: int) -> None:
+    """Say the journal is at `version`; on SQLite also drop what version 8 added (its ADD COLUMN cannot be run
+    twice: SQLite has no IF NOT EXISTS there, and runs each step in the transaction that records it, so a step never
+    runs again on a real journal)."""
+    journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = {version}", ())
+    if journal.dialect == "sqlite" and version < 8:
+        _drop_retry_at(journal)
+
+
+def _drop_retry_at(journal: Journal) -> None:
+    """Drop the journal's retry_at column, as a journal before version 8 is."""
+    if journal.dialect == "sqlite":  # read the schema first: DROP COLUMN trusts the schema this connection cached
+        journal.admin("SELECT count(*) FROM sqlite_master", ())
+    journal.admin(f"ALTER TABLE {journal.quoted} DROP COLUMN retry_at", ())
+
+
+def test_version_8_alone_adds_retry_at_and_failed_rows_run_at_once(journal: Journal) -> None:
+    """A journal at version 7 (no retry_at) is taken to version 8 by that step alone, rows kept; its failed row (which
+    has no retry time) runs at the next delivery, and a new failure is given a retry time that a delivery before it
+    waits for, with no attempt counted; on PostgreSQL and MariaDB the step holds when it runs again."""
+    with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+        inbox.migrate()
+        _drop_retry_at(journal)
+        journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 7", ())
+        before = _rows(journal)
+        with pytest.raises(SchemaError, match="run `edinbox migrate`"):
+            inbox.verify()
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 8]
+        inbox.verify()
+        assert _rows(journal) == before
+        assert _record(inbox, "f").retry_at is None
+        if journal.dialect != "sqlite":
+            journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 7", ())
+            assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 8]  # the column already there: holds
+    slow = Retry(immediate=0, first=timedelta(hours=1), cap=timedelta(hours=2), jitter=0)
+    with Inbox(journal.target, consumer="accounting", table=journal.table, retry=slow) as inbox:
+        assert inbox.process(Message("f", SOURCE, b"x"), _nothing) is Outcome.PROCESSED  # failed twice, due at once
+
+        def failing(tx: Tx, message: Message) -> None:
+            raise RuntimeError("not yet")
+
+        with pytest.raises(RuntimeError, match="not yet"):
+            inbox.process(Message("w", SOURCE, b"x"), failing)
+        with pytest.raises(RetryLater) as waited:
+            inbox.process(Message("w", SOURCE, b"x"), failing)
+        failed = _record(inbox, "w")
+    assert failed.status is Status.FAILED
+    assert failed.attempts == 1
+    assert failed.retry_at == waited.value.retry_at
+    assert timedelta(minutes=59) < waited.value.delay <= timedelta(hours=1)
 
 
 def _record(inbox: Inbox, message_id: str) -> Any:
@@ -426,7 +480,8 @@ def _describe(journal: Journal, table: str) -> list[Any]:
         )
         return [columns, sorted(checks)]
     (sql,) = journal.admin("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))[0]
-    return [columns, sql[sql.index("CHECK") :]]
+    # SQLite keeps an added column's text as written after the definition ("last_conflict_at REAL\n, retry_at REAL")
+    return [columns, "".join(sql[sql.index("CHECK") :].split())]
 
 
 def _describe_outbox(journal: Journal, table: str) -> list[Any]:

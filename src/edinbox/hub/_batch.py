@@ -38,6 +38,8 @@ class Work:
     items: list[Item]
     outcomes: dict[int, str] = field(default_factory=dict)
     unsettled: bool = False
+    delay: float | None = None
+    """Seconds before the delivery may come back: the longest wait of its messages for their retry time."""
 
 
 class Batch:
@@ -202,6 +204,12 @@ class Batch:
         for one in refusals:
             noticed(self.consumer, one)
         self.recorded_at = time.time_ns()
+
+    def wait(self, message: Message, seconds: float) -> None:
+        """Note that `message` waits `seconds` for its retry time: its delivery is handed back to come again then."""
+        for w, _, item in self.entries:
+            if item.message is message:
+                w.delay = max(w.delay or 0.0, seconds)
 
     def unjournaled(self, message: Message, error: DataError, *, kept: str) -> None:
         """Park `message` with the rejected payloads: the journal cannot hold a value of it (`error`: a payload too

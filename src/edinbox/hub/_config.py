@@ -214,6 +214,12 @@ class HubConfig(BaseSettings):
     max_attempts: Annotated[Count, limited("max_attempts")] = Field(
         5, description="handler failures before a message is dead (1-10000)"
     )
+    retry_immediate: Annotated[int, BeforeValidator(whole_number), Field(ge=0, le=10000)] = Field(
+        2, description="handler failures retried at once; after them a failed message waits (--retry-first)"
+    )
+    retry_first: Duration = Field(
+        "15s", description="a failed message's first wait before its next attempt; each later wait x4, at most 10m"
+    )
     horizon: Duration = Field(
         "7d", description="the longest time a message can come back (broker, retries, operator replay)"
     )

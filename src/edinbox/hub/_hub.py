@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, DataError, InboxError, NotSettledError, TransientError
+from edinbox._errors import ConfigurationError, DataError, InboxError, NotSettledError, RetryLater, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
 from edinbox.hub import _log
@@ -337,7 +337,9 @@ class Hub:
             return
         lease = parse_duration(self.config.lease)
         outcomes = [
-            await self._process_one(m, batch.create_one, lease=lease, on_complete=partial(_answer, batch, m))
+            await self._process_one(
+                m, batch.create_one, lease=lease, on_complete=partial(_answer, batch, m), batch=batch
+            )
             for m in batch.messages
         ]
         await _recorded(batch, lambda: self.inbox.transaction(lambda tx: batch.record(tx, outcomes)))
@@ -366,14 +368,20 @@ class Hub:
                 batch.unjournaled(message, result, kept=kept_at(self.source))
                 outcomes.append(None)
             elif isinstance(result, Exception):
-                self._not_settled(message, result)
+                self._not_settled(message, result, batch=batch)
                 outcomes.append(None)
             else:
                 outcomes.append(result)
         await _recorded(batch, lambda: self.inbox.transaction(lambda tx: batch.record(tx, outcomes)))
 
     async def _process_one(
-        self, message: Message, handler: Any, *, lease: timedelta | None = None, on_complete: Any = None
+        self,
+        message: Message,
+        handler: Any,
+        *,
+        lease: timedelta | None = None,
+        on_complete: Any = None,
+        batch: Batch | None = None,
     ) -> Outcome | None:
         """Settle one message on its own; None when it stays unsettled: its handler failed (the attempt is
         recorded) or a live lease holds it elsewhere. Only a TransientError or a configuration error is raised.
@@ -383,7 +391,7 @@ class Hub:
                 return await self.inbox.process(message, handler, on_complete=on_complete)
             return await self.inbox.process(message, handler, lease=lease, on_complete=on_complete)
         except NotSettledError as exc:
-            self._not_settled(message, exc)
+            self._not_settled(message, exc, batch=batch)
             return None
         except InboxError:
             raise
@@ -391,8 +399,14 @@ class Hub:
             self._not_settled(message, exc)
             return None
 
-    def _not_settled(self, message: Message, error: Exception) -> None:
+    def _not_settled(self, message: Message, error: Exception, *, batch: Batch | None = None) -> None:
         key = f"{message.source}/{message.message_id}"
+        if isinstance(error, RetryLater):  # it failed before: its delivery comes back at its retry time
+            if batch is not None:
+                batch.wait(message, error.delay.total_seconds())
+            fields = {"key": key, "retry_at": error.retry_at.isoformat()}
+            self.logger.info(_log.format_line("waiting", fields, as_json=self.log_json))
+            return
         self.logger.warning(_log.format_line("attempt-failed", {"key": key, "error": error}))
 
     async def _kept_instead(self, w: Work, instead: str) -> None:
@@ -529,8 +543,8 @@ def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:
 def _verdict(w: Work) -> Verdict:
     """The delivery's hand-back: a nack when some item is unsettled, a reject when every item is parked (their
     reasons), else an ack."""
-    if w.unsettled:
-        return Verdict(HandBack.NACK)
+    if w.unsettled:  # back not before its messages' retry time (`Batch.wait`), and never at once
+        return Verdict(HandBack.NACK, delay=max(w.delay or 0.0, NACK_DELAY))
     if _rejected(w):
         return Verdict(HandBack.REJECT, reason="; ".join(item.reason for item in w.items))
     return ACK

@@ -248,6 +248,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
                 "status": data["status"],
                 "attempts": data.get("attempts"),
                 "at": data.get("received_at"),
+                "retry_at": data.get("retry_at"),
                 "error": data.get("last_error") or "",
             }
         )

@@ -9,6 +9,7 @@ from importlib.resources import files
 
 from edinbox import Application, AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
+from edinbox._retry import Retry
 from edinbox._urls import database_url, mask
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._tables import INIT_HINT, check_privileges, check_tables, has_hub
@@ -36,6 +37,7 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         consumer=config.consumer,
         table=config.table,
         max_attempts=config.max_attempts,
+        retry=Retry(immediate=config.retry_immediate, first=parse_duration(config.retry_first)),
         horizon=parse_duration(config.horizon),
         applications=[HUB],
     )

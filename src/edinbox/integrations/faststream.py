@@ -27,6 +27,15 @@ under that key: a crash anywhere loses nothing and sends nothing for a rolled-ba
 returns None, so attach no FastStream `@publisher` for it. Without `outbox`, FastStream publishes the return value
 itself after the commit and before the ack, and a crash in between loses it.
 
+Retries wait (see `edinbox.Retry`): a handler's failure gives the message a retry time in the journal, and FastStream
+nacks it (NACK_ON_ERROR). A delivery that comes back before that time runs nothing and costs no attempt; the
+middleware hands it back to wait: on NATS JetStream with `nak(delay=...)` (the server redelivers it then); on
+RabbitMQ, Kafka and Redis, which have no delayed nack, it holds the delivery unacked in the consumer until its time
+(an asyncio sleep: other deliveries go on) and then runs it there, without a broker round trip. A delivery is held
+at most `hold` (15 minutes: under RabbitMQ's 30-minute `consumer_timeout`); a longer wait is cut into holds, each
+ending in a nack that brings it straight back to wait again. On RabbitMQ a held delivery keeps one slot of the
+channel's prefetch.
+
 FastStream's `StreamMessage.message_id` is random per delivery on several brokers, so the key comes from where the
 producer put it: the AMQP `message_id` property, the `Nats-Msg-Id` header, a Kafka record header, a Redis stream
 entry field (or FastStream's own `message_id` header when a FastStream publisher set it explicitly).
@@ -34,6 +43,7 @@ entry field (or FastStream's own `message_id` header when a FastStream publisher
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -47,7 +57,7 @@ from faststream.message import StreamMessage
 
 from edinbox import _trace
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, SourceError
+from edinbox._errors import ConfigurationError, RetryLater, SourceError
 from edinbox._message import Message, Outcome
 from edinbox._records import Tx
 
@@ -138,6 +148,7 @@ class _Config:
     lease: timedelta | None
     on_outcome: OutcomeHook | None
     outbox: str | None
+    hold: timedelta
 
 
 class InboxMiddleware(BaseMiddleware):
@@ -178,11 +189,43 @@ class InboxMiddleware(BaseMiddleware):
 
         # the producer's trace (W3C traceparent in the headers) is the parent of the inbox's `edinbox settle` span
         with _trace.attached(_trace.extract(message.headers)):
-            outcome = await self._config.inbox.process(message, handler, lease=self._config.lease)
+            while True:
+                try:
+                    outcome = await self._config.inbox.process(message, handler, lease=self._config.lease)
+                    break
+                except RetryLater as waiting:  # it failed before and its retry time has not come
+                    if not await self._wait(msg, waiting):
+                        return None  # handed back with a delay: the broker brings it again then
         _log.debug("%s %s/%s", outcome.value, message.source, message.message_id)
         if self._config.on_outcome is not None:
             self._config.on_outcome(msg, message, outcome)
         return result
+
+    async def _wait(self, msg: StreamMessage[Any], waiting: RetryLater) -> bool:
+        """Wait out a delivery's retry time: True to run it again now; False once handed back to the broker with the
+        delay (NATS JetStream); raises RetryLater (FastStream nacks it, and it comes back to wait again) when the
+        time is further than `hold`."""
+        seconds = waiting.delay.total_seconds()
+        if _module(msg.raw_message) == "nats" and _jetstream(msg.raw_message):
+            await msg.nack(delay=max(seconds, 0.001))  # type: ignore[call-arg]
+            return False
+        hold = self._config.hold.total_seconds()
+        _log.debug("holding %s for %.3f s until its retry time", waiting, min(seconds, hold))
+        await asyncio.sleep(min(seconds, hold))
+        if seconds > hold:
+            raise waiting
+        return True
+
+
+def _jetstream(raw: Any) -> bool:
+    """Whether a NATS message came from JetStream (it can be nak'ed with a delay)."""
+    from nats.errors import NotJSMessageError
+
+    try:
+        raw.metadata  # noqa: B018 - raises for a core NATS message
+    except NotJSMessageError:
+        return False
+    return True
 
 
 def _payload(value: Any) -> bytes:
@@ -203,6 +246,7 @@ def inbox_middleware(
     lease: timedelta | None = None,
     on_outcome: OutcomeHook | None = None,
     outbox: str | None = None,
+    hold: timedelta = timedelta(minutes=15),
 ) -> Callable[..., InboxMiddleware]:
     """The middleware factory to pass in `Broker(middlewares=[...])`, deduplicating through `inbox`.
 
@@ -212,10 +256,14 @@ def inbox_middleware(
     producer retries); otherwise the message raises SourceError. With `lease`, the handler runs in lease mode (no
     transaction, `tx.idempotency_key` to pass on). `on_outcome(msg, message, outcome)` observes every settlement.
     `outbox` (a destination URL) publishes a handler's return value through the outbox, in the inbox transaction.
+    `hold` is the longest a delivery that waits for its retry time is held unacked in the consumer (brokers with
+    no delayed nack); NATS JetStream naks it with the delay instead.
     """
     if outbox is not None and lease is not None:
         raise ConfigurationError("outbox= needs the inbox transaction: lease mode has none")
-    config = _Config(inbox, header, key, coordinates, lease, on_outcome, outbox)
+    if not isinstance(hold, timedelta) or hold <= timedelta(0):
+        raise ConfigurationError(f"hold must be a positive timedelta, got {hold!r}")
+    config = _Config(inbox, header, key, coordinates, lease, on_outcome, outbox, hold)
 
     def build(msg: Any, /, *, context: ContextRepo) -> InboxMiddleware:
         return InboxMiddleware(msg, context=context, config=config)

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from edinbox._errors import ConfigurationError, DataError, NotSettledError, SchemaError, TransientError
+from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, SchemaError, TransientError
 from edinbox._message import Outcome
 from edinbox.loop._lines import format_line
 from edinbox.sources import Delivery, Source
@@ -62,11 +62,13 @@ def verdict(result: Outcome | Exception) -> tuple[Verdict, str]:
     """A message's hand-back and its outcome's name, from what `process_batch(..., isolate=True)` returned for it:
     every Outcome acks (DEAD and CONFLICT are kept in the journal for operators); a value the journal cannot hold
     (DataError) rejects; any other exception (the handler's own, a live lease elsewhere) leaves it unsettled: nacked,
-    to come back after `NACK_DELAY`."""
+    to come back after `NACK_DELAY`, or at its retry time for a RetryLater (it waits: "waiting")."""
     if isinstance(result, Outcome):
         return ACK, result.value
     if isinstance(result, DataError):
         return Verdict(HandBack.REJECT, reason=f"it cannot be journaled: {result}"), "rejected"
+    if isinstance(result, RetryLater):  # it failed before: back at its retry time, not before
+        return Verdict(HandBack.NACK, delay=max(result.delay.total_seconds(), NACK_DELAY)), "waiting"
     return Verdict(HandBack.NACK), "not-settled"
 
 

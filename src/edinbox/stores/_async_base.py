@@ -202,6 +202,9 @@ async def verify_journal(
     and its version table (`versions`) holds `version`."""
     if not await found(unit, relation):
         raise SchemaError(f"journal table {table} does not exist: run create_schema()")
+    has_versions = await found(unit, versions)
+    if has_versions:  # an older journal lacks the columns of later versions: the answer is `edinbox migrate`
+        check_version([row[0] for row in await unit.fetch("version", {})], version=version, table=table)
     columns = {row[0] for row in await unit.fetch("columns", relation)}
     if missing := set(COLUMNS) - columns:
         raise SchemaError(f"journal table {table} lacks columns {sorted(missing)}")
@@ -210,9 +213,8 @@ async def verify_journal(
             f"journal table {table} has no unique index on (consumer, source, message_id): "
             "without it duplicates are not suppressed; run create_schema() to restore it"
         )
-    if not await found(unit, versions):
+    if not has_versions:
         raise SchemaError(f"journal table {table} has no version table: run create_schema()")
-    check_version([row[0] for row in await unit.fetch("version", {})], version=version, table=table)
 
 
 async def table_keys(unit: AsyncUnit, relation: Params, *, keys: KeyLister) -> list[list[str]] | None:

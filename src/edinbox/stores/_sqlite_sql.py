@@ -24,8 +24,8 @@ DIALECT = "sqlite"
 BUSY_TIMEOUT = 30.0
 """Seconds a connection waits for another writer's lock before failing."""
 
-DURATIONS = frozenset({"lease", "older_than"})
-"""Parameters given as timedelta, bound as seconds."""
+DURATIONS = frozenset({"lease", "older_than", "delay"})
+"""Parameters given as timedelta, bound as seconds (None stays NULL)."""
 
 
 def _quote(identifier: str) -> str:
@@ -128,7 +128,7 @@ def params(values: Mapping[str, Any]) -> dict[str, Any]:
     """Bindable parameters: the current time as `now`, durations in seconds (timestamps are epoch seconds)."""
     bound = dict(values)
     for key in DURATIONS:  # two names looked up, not every parameter's name walked
-        if key in bound:
+        if bound.get(key) is not None:
             bound[key] = bound[key].total_seconds()
     bound["now"] = time.time()
     return bound

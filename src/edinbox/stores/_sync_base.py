@@ -201,6 +201,9 @@ def verify_journal(
     and its version table (`versions`) holds `version`."""
     if not found(unit, relation):
         raise SchemaError(f"journal table {table} does not exist: run create_schema()")
+    has_versions = found(unit, versions)
+    if has_versions:  # an older journal lacks the columns of later versions: the answer is `edinbox migrate`
+        check_version([row[0] for row in unit.fetch("version", {})], version=version, table=table)
     columns = {row[0] for row in unit.fetch("columns", relation)}
     if missing := set(COLUMNS) - columns:
         raise SchemaError(f"journal table {table} lacks columns {sorted(missing)}")
@@ -209,9 +212,8 @@ def verify_journal(
             f"journal table {table} has no unique index on (consumer, source, message_id): "
             "without it duplicates are not suppressed; run create_schema() to restore it"
         )
-    if not found(unit, versions):
+    if not has_versions:
         raise SchemaError(f"journal table {table} has no version table: run create_schema()")
-    check_version([row[0] for row in unit.fetch("version", {})], version=version, table=table)
 
 
 def table_keys(unit: Unit, relation: Params, *, keys: KeyLister) -> list[list[str]] | None:

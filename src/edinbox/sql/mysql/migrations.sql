@@ -55,6 +55,11 @@ CREATE INDEX IF NOT EXISTS {outbox_unsent} ON {outbox} (sent_at, parked_at, id)
 ALTER TABLE {table} ALTER COLUMN status SET DEFAULT 'processed', ALTER COLUMN attempts SET DEFAULT 1,
     ALTER COLUMN received_at SET DEFAULT (UTC_TIMESTAMP(6)), ALTER COLUMN settled_at SET DEFAULT (UTC_TIMESTAMP(6))
 
+-- name: v8_retry_at
+-- when a failed row may run again (`schema.sql`'s create_table); NULL in the rows kept: they may run at once.
+-- IF NOT EXISTS: the step holds when it runs again (each DDL statement commits on its own here)
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS retry_at DATETIME(6)
+
 -- name: v9_outbox_destinations
 -- the outbox's destinations lose their passwords: `mask`'s rules are code, not SQL, so the rows are rewritten by
 -- the step in code (`stores._async_base.STEPS_IN_CODE`: outbox_destinations, outbox_set_destination) after this

@@ -22,7 +22,7 @@ VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'in_progress'
 -- A duplicate insert leaves a shared lock on the row; a shared lock here too lets concurrent duplicates all read
 -- it and settle as DUPLICATE without waiting on each other. Only a retry or a conflict writes the row: of two
 -- such deliveries at once, MariaDB rolls one back (deadlock, a StoreError: not settled, redelivered).
-SELECT status, fingerprint, attempts, lease_until, UTC_TIMESTAMP(6)
+SELECT status, fingerprint, attempts, lease_until, retry_at, UTC_TIMESTAMP(6)
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 LOCK IN SHARE MODE
@@ -30,13 +30,14 @@ LOCK IN SHARE MODE
 -- name: retry
 UPDATE {table}
 SET status = 'processed', fingerprint = %(fingerprint)s, attempts = attempts + 1, lease_until = NULL,
-    settled_at = UTC_TIMESTAMP(6), payload = NULL
+    settled_at = UTC_TIMESTAMP(6), payload = NULL, retry_at = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: reclaim
 UPDATE {table}
 SET status = 'in_progress', fingerprint = %(fingerprint)s, attempts = attempts + 1,
-    lease_until = UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND, settled_at = NULL, payload = NULL
+    lease_until = UTC_TIMESTAMP(6) + INTERVAL %(lease)s MICROSECOND, settled_at = NULL, payload = NULL,
+    retry_at = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s;
 SELECT attempts, conflict_fingerprint
 FROM {table}
@@ -68,7 +69,7 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 UPDATE {table}
 SET payload = CASE WHEN attempts >= %(max_attempts)s THEN %(payload)s END,
     status = CASE WHEN attempts >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
-    last_error = %(error)s, lease_until = NULL
+    last_error = %(error)s, lease_until = NULL, retry_at = UTC_TIMESTAMP(6) + INTERVAL %(delay)s MICROSECOND
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
     AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
@@ -77,21 +78,25 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 -- assignment keeps the old value otherwise. The attempts assignment comes before the status one (which reads the
 -- new count and the old status), after the others (which read the old count). VALUES(column), not MariaDB's
 -- VALUE(): both servers read it in ON DUPLICATE KEY UPDATE (MySQL 8 has no VALUE()).
+-- %(delay)s: how long the row waits before its next attempt (`Retry`), NULL when this failure parks it.
 INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, last_error, payload, received_at,
-    settled_at)
+    settled_at, retry_at)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s, 1, %(error)s,
-    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s END, UTC_TIMESTAMP(6), NULL)
+    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s END, UTC_TIMESTAMP(6), NULL,
+    UTC_TIMESTAMP(6) + INTERVAL %(delay)s MICROSECOND)
 ON DUPLICATE KEY UPDATE
     payload = IF(status IN ('failed', 'requeued'), IF(attempts + 1 >= %(max_attempts)s, %(payload)s, NULL), payload),
     fingerprint = IF(status IN ('failed', 'requeued'), VALUES(fingerprint), fingerprint),
     last_error = IF(status IN ('failed', 'requeued'), VALUES(last_error), last_error),
     lease_until = IF(status IN ('failed', 'requeued'), NULL, lease_until),
+    retry_at = IF(status IN ('failed', 'requeued'), VALUES(retry_at), retry_at),
     attempts = IF(status IN ('failed', 'requeued'), attempts + 1, attempts),
     status = IF(status IN ('failed', 'requeued'), IF(attempts >= %(max_attempts)s, 'dead', 'failed'), status)
 
 -- name: park
 UPDATE {table}
-SET status = 'dead', last_error = %(error)s, payload = %(payload)s, lease_until = NULL, settled_at = NULL
+SET status = 'dead', last_error = %(error)s, payload = %(payload)s, lease_until = NULL, settled_at = NULL,
+    retry_at = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: record_conflict
@@ -114,7 +119,7 @@ RETURNING CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4)
 -- name: find_batch_for_update
 -- shared, as find_for_update; the batch's [source, message_id, fingerprint] arrays, as insert_batch reads them
 SELECT CONVERT(t.source USING utf8mb4), CONVERT(t.message_id USING utf8mb4), t.status, t.fingerprint, t.attempts,
-    t.lease_until, UTC_TIMESTAMP(6)
+    t.lease_until, t.retry_at, UTC_TIMESTAMP(6)
 FROM {table} AS t
 JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
     s VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[0]',
@@ -126,14 +131,14 @@ LOCK IN SHARE MODE
 -- name: get
 SELECT CONVERT(consumer USING utf8mb4), CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4),
     fingerprint, status, attempts, last_error, lease_until, received_at, settled_at, payload, conflicts,
-    conflict_fingerprint, conflict_payload, last_conflict_at
+    conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: records
 SELECT CONVERT(consumer USING utf8mb4), CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4),
     fingerprint, status, attempts, last_error, lease_until, received_at, settled_at, payload, conflicts,
-    conflict_fingerprint, conflict_payload, last_conflict_at
+    conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
 FROM {table}
 WHERE consumer = %(consumer)s AND (%(status)s IS NULL OR status = %(status)s)
 ORDER BY received_at DESC, source, message_id
@@ -148,7 +153,7 @@ SELECT status, min(received_at) FROM {table} WHERE consumer = %(consumer)s GROUP
 -- name: requeue
 UPDATE {table}
 SET fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END,
-    status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL
+    status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL, retry_at = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
     AND status IN ('dead', 'conflict')
 

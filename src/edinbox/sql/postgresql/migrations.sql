@@ -62,6 +62,10 @@ WHERE sent_at IS NULL AND parked_at IS NULL
 -- nothing changes here: this journal's INSERT names every column it writes, as before
 SELECT 1
 
+-- name: v8_retry_at
+-- when a failed row may run again (`schema.sql`'s create_table); NULL in the rows kept: they may run at once
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS retry_at timestamptz
+
 -- name: v9_outbox_destinations
 -- the outbox's destinations lose their passwords: `mask`'s rules are code, not SQL, so the rows are rewritten by
 -- the step in code (`stores._async_base.STEPS_IN_CODE`: outbox_destinations, outbox_set_destination) after this

@@ -12,7 +12,7 @@ VALUES ($1, $2, $3, $4, 'in_progress', 1, now() + $5::interval, now())
 ON CONFLICT DO NOTHING
 
 -- name: find_for_update
-SELECT status, fingerprint, attempts, lease_until, now()
+SELECT status, fingerprint, attempts, lease_until, retry_at, now()
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 FOR UPDATE
@@ -20,13 +20,13 @@ FOR UPDATE
 -- name: retry
 UPDATE {table}
 SET status = 'processed', fingerprint = %(fingerprint)s, attempts = attempts + 1, lease_until = NULL,
-    settled_at = now(), payload = NULL
+    settled_at = now(), payload = NULL, retry_at = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: reclaim
 UPDATE {table}
 SET status = 'in_progress', fingerprint = %(fingerprint)s, attempts = attempts + 1,
-    lease_until = now() + %(lease)s, settled_at = NULL, payload = NULL
+    lease_until = now() + %(lease)s, settled_at = NULL, payload = NULL, retry_at = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 RETURNING attempts, conflict_fingerprint
 
@@ -55,24 +55,27 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 UPDATE {table}
 SET status = CASE WHEN attempts >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
     payload = CASE WHEN attempts >= %(max_attempts)s THEN %(payload)s END,
-    last_error = %(error)s, lease_until = NULL
+    last_error = %(error)s, lease_until = NULL, retry_at = now() + %(delay)s::interval
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
     AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
 -- name: record_failure
-INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload)
+-- %(delay)s: how long the row waits before its next attempt (`Retry`), NULL when this failure parks it
+INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload, retry_at)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s, 1, %(error)s,
-    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s::bytea END)
+    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s::bytea END, now() + %(delay)s::interval)
 ON CONFLICT (consumer, source, message_id) DO UPDATE
 SET attempts = t.attempts + 1,
     status = CASE WHEN t.attempts + 1 >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
     payload = CASE WHEN t.attempts + 1 >= %(max_attempts)s THEN %(payload)s::bytea END,
-    fingerprint = excluded.fingerprint, last_error = excluded.last_error, lease_until = NULL
+    fingerprint = excluded.fingerprint, last_error = excluded.last_error, lease_until = NULL,
+    retry_at = excluded.retry_at
 WHERE t.status IN ('failed', 'requeued')
 
 -- name: park
 UPDATE {table}
-SET status = 'dead', last_error = %(error)s, payload = %(payload)s, lease_until = NULL, settled_at = NULL
+SET status = 'dead', last_error = %(error)s, payload = %(payload)s, lease_until = NULL, settled_at = NULL,
+    retry_at = NULL
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: record_conflict
@@ -95,7 +98,7 @@ SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
 FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
 
 -- name: find_batch_for_update
-SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, now()
+SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, now()
 FROM {table} AS t
 JOIN unnest(%(sources)b::text[], %(message_ids)b::text[]) AS u (s, m) ON t.source = u.s AND t.message_id = u.m
 WHERE t.consumer = %(consumer)s
@@ -103,13 +106,13 @@ FOR UPDATE OF t
 
 -- name: get
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
-    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: records
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
-    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
 FROM {table}
 WHERE consumer = %(consumer)s AND (%(status)s::text IS NULL OR status = %(status)s::text)
 ORDER BY received_at DESC, source, message_id
@@ -123,7 +126,7 @@ SELECT status, min(received_at) FROM {table} WHERE consumer = %(consumer)s GROUP
 
 -- name: requeue
 UPDATE {table}
-SET status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL,
+SET status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL, retry_at = NULL,
     fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
     AND status IN ('dead', 'conflict')

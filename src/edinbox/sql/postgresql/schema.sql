@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS {table} (
     conflicts integer NOT NULL DEFAULT 0,
     conflict_fingerprint text,
     conflict_payload bytea,
-    last_conflict_at timestamptz
+    last_conflict_at timestamptz,
+    retry_at timestamptz
 )
 
 -- name: create_key

@@ -11,20 +11,20 @@ ON CONFLICT DO NOTHING
 RETURNING 1
 
 -- name: find_for_update
-SELECT status, fingerprint, attempts, lease_until, :now
+SELECT status, fingerprint, attempts, lease_until, retry_at, :now
 FROM {table}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: retry
 UPDATE {table}
 SET status = 'processed', fingerprint = :fingerprint, attempts = attempts + 1, lease_until = NULL,
-    settled_at = :now, payload = NULL
+    settled_at = :now, payload = NULL, retry_at = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: reclaim
 UPDATE {table}
 SET status = 'in_progress', fingerprint = :fingerprint, attempts = attempts + 1,
-    lease_until = :now + :lease, settled_at = NULL, payload = NULL
+    lease_until = :now + :lease, settled_at = NULL, payload = NULL, retry_at = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 RETURNING attempts, conflict_fingerprint
 
@@ -53,25 +53,27 @@ WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 UPDATE {table}
 SET status = CASE WHEN attempts >= :max_attempts THEN 'dead' ELSE 'failed' END,
     payload = CASE WHEN attempts >= :max_attempts THEN :payload END,
-    last_error = :error, lease_until = NULL
+    last_error = :error, lease_until = NULL, retry_at = :now + :delay
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
     AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
 -- name: record_failure
+-- :delay: how long the row waits before its next attempt (`Retry`), NULL when this failure parks it
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload,
-    received_at)
+    received_at, retry_at)
 VALUES (:consumer, :source, :message_id, :fingerprint, :first_status, 1, :error,
-    CASE WHEN :first_status = 'dead' THEN :payload END, :now)
+    CASE WHEN :first_status = 'dead' THEN :payload END, :now, :now + :delay)
 ON CONFLICT (consumer, source, message_id) DO UPDATE
 SET attempts = t.attempts + 1,
     status = CASE WHEN t.attempts + 1 >= :max_attempts THEN 'dead' ELSE 'failed' END,
     payload = CASE WHEN t.attempts + 1 >= :max_attempts THEN :payload END,
-    fingerprint = excluded.fingerprint, last_error = excluded.last_error, lease_until = NULL
+    fingerprint = excluded.fingerprint, last_error = excluded.last_error, lease_until = NULL,
+    retry_at = excluded.retry_at
 WHERE t.status IN ('failed', 'requeued')
 
 -- name: park
 UPDATE {table}
-SET status = 'dead', last_error = :error, payload = :payload, lease_until = NULL, settled_at = NULL
+SET status = 'dead', last_error = :error, payload = :payload, lease_until = NULL, settled_at = NULL, retry_at = NULL
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: record_conflict
@@ -92,20 +94,20 @@ RETURNING source, message_id
 -- CROSS JOIN keeps the batch's keys as the outer loop, so each is one search of the unique index; with a plain
 -- JOIN SQLite scans every row of the consumer and reads the JSON for each (a cost that grows with the journal).
 -- The batch's [source, message_id, fingerprint] arrays, as insert_batch reads them: the first two are the key.
-SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, :now
+SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, :now
 FROM json_each(:batch) AS j
 CROSS JOIN {table} AS t
 WHERE t.consumer = :consumer AND t.source = j.value ->> 0 AND t.message_id = j.value ->> 1
 
 -- name: get
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
-    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
 FROM {table}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: records
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
-    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
 FROM {table}
 WHERE consumer = :consumer AND (:status IS NULL OR status = :status)
 ORDER BY received_at DESC, source, message_id
@@ -119,7 +121,7 @@ SELECT status, min(received_at) FROM {table} WHERE consumer = :consumer GROUP BY
 
 -- name: requeue
 UPDATE {table}
-SET status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL,
+SET status = 'requeued', attempts = 0, lease_until = NULL, settled_at = NULL, retry_at = NULL,
     fingerprint = CASE WHEN status = 'conflict' THEN conflict_fingerprint ELSE fingerprint END
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
     AND status IN ('dead', 'conflict')

@@ -15,7 +15,8 @@ CREATE TABLE IF NOT EXISTS {table} (
     conflicts INTEGER NOT NULL DEFAULT 0,
     conflict_fingerprint TEXT,
     conflict_payload BLOB,
-    last_conflict_at REAL
+    last_conflict_at REAL,
+    retry_at REAL
 )
 
 -- name: create_key
