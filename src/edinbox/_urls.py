@@ -21,12 +21,16 @@ from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["Address", "DatabaseUrl", "addresses", "database_url", "engine_url", "mask", "secrets"]
+__all__ = ["Address", "DatabaseUrl", "addresses", "database_url", "engine_url", "mask", "secrets", "with_password"]
 
 # After the `@` that ends a password: a host (a bracketed address, or a name of any characters but the URL's
-# delimiters: non-ASCII and unusual ones included), or no host at all, an optional port, then the end of the
-# authority.
-_HOST_AFTER = r"@(?=(?:\[[^\]\s]*\]|[^\s/?#@\[\]:,;&='\"<>()]*)(?::[0-9]*)?(?:[/?#\s,;:'\")\]>]|$))"
+# delimiters: non-ASCII and unusual ones included) and an optional port, then the end of the authority; or no host at
+# all (libpq's socket form), then a path, query, fragment, blank or the end (not a quote: MariaDB's "for user
+# 'root'@'127.0.0.1'" after a URL is no host).
+_HOST_AFTER = (
+    r"@(?=(?:\[[^\]\s]*\]|[^\s/?#@\[\]:,;&='\"<>()]+)(?::[0-9]*)?(?:[/?#\s,;:'\")\]>]|$)"
+    r"|(?::[0-9]*)?(?:[/?#\s]|$))"
+)
 _PASSWORD = re.compile(
     r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(?P<password>(?:(?!://)[^\n])*)" + "(?P<tail>" + _HOST_AFTER + ")"
 )
@@ -253,3 +257,37 @@ def _hidden(url: str) -> str:
     if "@" in rest:
         rest = "***@" + rest.rpartition("@")[2]
     return mask(f"{scheme}{sep}{rest}")
+
+
+MASKED = "***"
+"""What `mask` puts in a password's place: in an outbox row's destination, a password the relay supplies."""
+
+_ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*")
+
+
+def with_password(destination: str, urls: Iterable[str]) -> str:
+    """`destination` as the outbox keeps it (`mask`ed: `amqp://guest:***@host/?queue=q`) with its passwords taken
+    from the first of `urls` (full URLs) that names the same scheme, user, host and port; unchanged when it has no
+    masked password. ConfigurationError (the row is parked) when none of `urls` has its password."""
+    if MASKED not in destination:
+        return destination
+    origin = _ORIGIN.match(destination)
+    for url in urls:
+        found = _ORIGIN.match(mask(url))
+        if origin is None or found is None or found.group(0) != origin.group(0):
+            continue
+        restored = destination
+        if (given := _PASSWORD.search(url)) is not None:
+            restored = restored.replace(f":{MASKED}@", f":{given.group('password')}@", 1)
+        for match in _QUERY_PASSWORD.finditer(url):  # an option by its name, whatever delimiter is before it
+            head = match.group("head").lstrip("?&;, (\t\n")
+            found_at = re.search(rf"(?<=[?&;]){re.escape(head + MASKED)}", restored)
+            if found_at is not None:
+                value = head + match.group("password")
+                restored = restored[: found_at.start()] + value + restored[found_at.end() :]
+        if MASKED not in restored:
+            return restored
+    raise ConfigurationError(
+        f"no password for the outbox's destination {destination}: give the relay that broker's URL with its "
+        "password (--destinations, EDINBOX_DESTINATIONS, or `destinations` in the settings)"
+    )

@@ -196,19 +196,21 @@ def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
 
 async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
     from edinbox.hub._hub import open_hub
+    from edinbox.hub._partners import report_to
 
     sink: Any = None
     if cfg.accounting:
         from edinbox.hub.http_sink import HttpAccounting
 
         sink = HttpAccounting(cfg.accounting, token=_accounting_token(cfg))
-    from edinbox.hub._outage import Stopped
+    from edinbox.loop import Stopped
 
     stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     metrics, server = _metrics(cfg)
+    report_to(metrics, log_json=log_json)  # the partner registry's refusals: counted and logged as they settle
     try:
         async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
             logging.getLogger("edinbox.hub").info(
@@ -330,7 +332,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     """
     cfg = _config(**settings)
     data = _run(_ops.stats(cfg))
-    if not data["journal_rows"] and not data["received"] and not data["rejected"]:
+    if not data["journal_rows"] and not data.get("received") and not data.get("rejected"):
         _say(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
     _echo(data, as_json=as_json)
 
@@ -505,6 +507,7 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="send what is waiting, exit")
 @_option("--limit", default=100, show_default=True, type=click.IntRange(1, MAX_ROWS), help="rows per pass")
 @_setting("--give-up-after")
+@_setting("--destinations")
 @_json
 def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.

@@ -114,6 +114,13 @@ class Metrics:
             ["consumer", "queue"],
             registry=reg,
         )
+        self.unknown_partners = prom.Counter(
+            "edinbox_unknown_partners_total",
+            "Interchanges refused for their parties, by consumer, partner (the sender if configured, else other) and"
+            " side (sender: no agreement; receiver: not this hub).",
+            ["consumer", "partner", "side"],
+            registry=reg,
+        )
         self.relay_restarts = prom.Counter(
             "edinbox_relay_restarts_total",
             "Relay processes of `edinbox run` that died and are started again.",
@@ -128,6 +135,12 @@ class Metrics:
         kind = message_type.upper()
         message_type = kind if not kind or kind in self.message_types else OTHER
         self.messages_settled.labels(consumer, outcome, partner, message_type).inc(n)
+
+    def unknown_partner(self, *, consumer: str, partner: str, side: str) -> None:
+        """Count one interchange refused for its parties (`side`: "sender" or "receiver"); a partner not named at
+        creation is counted as `other`."""
+        partner = partner if partner in self.partners else OTHER
+        self.unknown_partners.labels(consumer, partner, side).inc()
 
     def batch(self, *, consumer: str, size: int, seconds: float) -> None:
         """Observe one settled batch: how many deliveries, how long from receive to commit."""

@@ -116,10 +116,14 @@ async def test_999_partners_and_no_outbound(hub_config: HubConfig, tmp_path: Pat
     """A partner agreed on 999 gets a 999 (005010X231A1); a partner without an outbound destination gets nothing."""
     out = tmp_path / "out"
     config = hub_config.with_overrides(
-        partners={f"{GLOBEX.qualifier}:{GLOBEX.id}": Agreement(outbound=f"dir://{out}/globex", acknowledgment="999")}
+        partners={
+            f"{GLOBEX.qualifier}:{GLOBEX.id}": Agreement(outbound=f"dir://{out}/globex", acknowledgment="999"),
+            f"{X12.qualifier}:{X12.id}": Agreement(),  # a partner (it gets in), with nowhere to answer it
+        }
     )
     await publish(config.source, [("a", render(doc(partner=GLOBEX, control="000000401"))), ("b", render(doc()))])
     await settle(config)
+    assert (await stats(config))["invoices"] == 2
     (reply,) = await received(out / "globex")
     assert reply.message_types == ("999",)
     assert [s.get(8) for s in reply.segments if s.tag == "GS"] == ["005010X231A1"]

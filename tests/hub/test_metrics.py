@@ -45,7 +45,8 @@ def test_metrics_after_a_demo_run_equal_stats(hub_config: HubConfig, spool: Path
     port = free_port()
     env = {**os.environ, "EDINBOX_METRICS_PORT": str(port)}
     agreements = tmp_path / "hub.toml"
-    agreements.write_text('[partners."ZZ:ACMESUPPLY"]\nacknowledgment = "none"\n')
+    # the other partners are let in (the registry's refusals are test_partners'): they are counted as `other`
+    agreements.write_text('[hub]\nunknown_partners = "accept"\n[partners."ZZ:ACMESUPPLY"]\nacknowledgment = "none"\n')
     command = [*_COMMAND, "run", "--config", str(agreements), *_db_args(hub_config), "--source", hub_config.source]
     hub = subprocess.Popen(
         [*command, "--batch-size", "5", "-q"],
@@ -282,6 +283,7 @@ async def test_a_hub_labels_a_partner_by_its_agreement_and_an_unknown_one_as_oth
         source=f"dir://{spool}",
         idle_timeout=0.2,
         partners={"ZZ:ACME CO": {"acknowledgment": "none"}},
+        unknown_partners="accept",  # the senders without an agreement are let in, to be counted as `other`
     )
     await init(config)
     files = [

@@ -136,8 +136,8 @@ async def _verify(config: HubConfig) -> None:
     when it ends), as the hub does; only a configuration or schema error ends the console."""
     from edinbox.hub._config import give_up_after
     from edinbox.hub._outage import Outage
-    from edinbox.hub._parts import open_inbox, verify
+    from edinbox.hub._parts import open_inbox, verify_found
 
     outage = Outage(LOGGER, give_up_after=give_up_after(config))
     async with open_inbox(config) as inbox:
-        await outage.call(lambda: verify(inbox))
+        await outage.call(lambda: verify_found(inbox))

@@ -30,7 +30,7 @@ from edinbox.console._chart import COLORS, stacked
 from edinbox.console._guard import Access, guard
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
-from edinbox.hub._parts import open_inbox, verify
+from edinbox.hub._parts import open_inbox, verify_found
 
 __all__ = ["create_app"]
 
@@ -72,7 +72,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
         from edinbox.hub._outage import Outage
 
         async with open_inbox(config) as inbox:
-            await Outage(LOGGER, give_up_after=give_up_after(config)).call(lambda: verify(inbox))
+            await Outage(LOGGER, give_up_after=give_up_after(config)).call(lambda: verify_found(inbox))
             app.state.inbox = inbox
             yield
 

@@ -10,7 +10,9 @@ partner's inbox dedupes on), and listed in `hub_acknowledgments` for `edinbox sh
 Which ones (`kinds`): nothing without an `outbound` destination or for an interchange of acknowledgments only; X12:
 a TA1 when asked (ISA14 = 1 and `ta1 = "requested"`, or `ta1 = "always"`), and a 997 or 999 per agreement for its
 functional groups; EDIFACT: a CONTRL when asked (UNB 0031 = 1, or `ta1 = "always"`). The same kinds answer an
-interchange the hub parks (`Received.rejected`: every set R), once per interchange key. A duplicate (an interchange
+interchange the hub parks (`Received.rejected`: every set R), once per interchange key; one the partner registry
+refused (`_partners`) gets only its TA1 R 006 / 009 or CONTRL UCI 4 23 / 7, when asked: an unknown sender under the
+hub's `unknown_outbound`, a receiver that is not ours under the sender's agreement. A duplicate (an interchange
 key already processed, or reused with other content) that the partner re-sent gets a TA1 R 025 or a CONTRL UCI 4
 26 when `duplicates = "notify"`, once per delivery (`Answers`): never for the broker's own redelivery of a delivery
 that was processed or notified.
@@ -55,6 +57,9 @@ def kinds(subject: edi.Received, agreement: Agreement, *, duplicate: bool) -> li
     if not agreement.outbound or subject.only_acknowledgments:
         return []
     x12 = subject.standard == "X12"
+    if (subject.standard, subject.error) in edi.PARTY_ERRORS:  # refused for its parties: only the envelope answers
+        asked = agreement.ta1 == "always" or (agreement.ta1 == "requested" and subject.requested)
+        return ["TA1" if x12 else "CONTRL"] if asked else []
     if duplicate:
         return ["TA1" if x12 else "CONTRL"] if agreement.duplicates == "notify" else []
     asked = agreement.ta1 == "always" or (agreement.ta1 == "requested" and subject.requested)
@@ -124,7 +129,12 @@ class Acknowledger:
         return self._pending(subject, agreement, key=key), bool(kinds(subject, agreement, duplicate=True))
 
     def _agreement(self, subject: edi.Received) -> Agreement:
-        return self.config.agreement(partner_key(subject.sender))
+        """The sender's agreement; for a sender the registry refused, the hub's `unknown_outbound` (TA1 / CONTRL
+        when asked, nothing else)."""
+        sender = partner_key(subject.sender)
+        if self.config.unknown_outbound and not self.config.known(sender):
+            return Agreement(outbound=self.config.unknown_outbound, acknowledgment="none")
+        return self.config.agreement(sender)
 
     @staticmethod
     def _pending(subject: edi.Received, agreement: Agreement, *, key: Key, duplicate: bool = False) -> list[Pending]:

@@ -258,8 +258,21 @@ class HubConfig(BaseSettings):
         default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
     )
     relay: bool = Field(True, description="`run` also relays the outbox (acknowledgments) to its destinations")
+    destinations: Text = Field(
+        "", description="broker URLs with their passwords, space-separated: the outbox keeps its rows' without"
+    )
     partners: Annotated[dict[str, Agreement], BeforeValidator(_partners)] = Field(
         default_factory=dict, description='partner agreements by "QUALIFIER:ID" ("*": every other partner)'
+    )
+    unknown_partners: Literal["reject", "accept"] = Field(
+        "reject",
+        description='with [partners], a sender without an agreement (and no "*"): "reject" (park) or "accept"',
+    )
+    parties: Text = Field(
+        "", description='our own "QUALIFIER:ID"s, comma-separated: an interchange to another is parked ("": any)'
+    )
+    unknown_outbound: Text = Field(
+        "", description='where a refused unknown partner\'s TA1 / CONTRL goes ({id}: its id; "": it gets none)'
     )
 
     def agreement(self, partner: str) -> Agreement:
@@ -267,9 +280,31 @@ class HubConfig(BaseSettings):
         return self.partners.get(partner) or self.partners.get("*") or _NO_AGREEMENT
 
     @property
+    def credentials(self) -> tuple[str, ...]:
+        """The URLs whose passwords the relay may give an outbox row (kept without one): `destinations`, then the
+        source and the partners' outbound URLs."""
+        outbound = (a.outbound for a in self.partners.values() if a.outbound)
+        return (*self.destinations.split(), *([self.source] if self.source else []), *outbound)
+
+    @property
     def acknowledges(self) -> bool:
-        """True when some agreement sends acknowledgments (the hub then reads what they need while planning)."""
-        return any(a.outbound for a in self.partners.values())
+        """True when some agreement (or `unknown_outbound`) sends acknowledgments (the hub then reads what they
+        need while planning)."""
+        return bool(self.unknown_outbound) or any(a.outbound for a in self.partners.values())
+
+    @property
+    def admits_everyone(self) -> bool:
+        """True when every sender gets in: no agreement at all, a `"*"` agreement, or `unknown_partners = "accept"`."""
+        return not self.partners or "*" in self.partners or self.unknown_partners == "accept"
+
+    def known(self, partner: str) -> bool:
+        """Whether the sender "qualifier:id" gets in: its own agreement, `"*"`, or a hub that admits everyone."""
+        return self.admits_everyone or partner in self.partners
+
+    def ours(self, receiver: str) -> bool:
+        """Whether an interchange addressed to "qualifier:id" is for this hub: one of `parties` (empty: any)."""
+        names = {p.strip() for p in self.parties.split(",") if p.strip()}
+        return not names or receiver in names
 
     def __init__(self, **values: Any) -> None:
         """Validate the keywords; a value that cannot work is a ConfigurationError naming its key."""
@@ -288,6 +323,23 @@ class HubConfig(BaseSettings):
         qualified = isinstance(db, str) and db.partition("://")[0].lower() in schemes
         parse_table(table, qualified=qualified)
         return table
+
+    @field_validator("parties")
+    @classmethod
+    def _parties(cls, parties: str) -> str:
+        """Each of our parties written as agreements name partners: "QUALIFIER:ID"."""
+        for party in (p.strip() for p in parties.split(",")):
+            if party and ":" not in party:
+                raise ValueError(f"expected QUALIFIER:ID (e.g. ZZ:HUB), got {party!r}")
+        return parties
+
+    @field_validator("unknown_outbound")
+    @classmethod
+    def _unknown_outbound(cls, outbound: str) -> str:
+        """A URL, as an agreement's `outbound`, or empty."""
+        if outbound and "://" not in outbound:
+            raise ValueError(f"expected a URL (dir://, amqp://, ...), got {outbound!r}")
+        return outbound
 
     @model_validator(mode="after")
     def _source_url(self) -> HubConfig:

@@ -25,6 +25,7 @@ from edinbox._urls import mask
 from edinbox.hub._config import HubConfig
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._plan import HEAD
+from edinbox.hub._tables import has_hub
 
 __all__ = [
     "Stored",
@@ -109,7 +110,9 @@ def rejected_id(key: str) -> int | None:
 
 async def rejected_row(inbox: AsyncInbox, *, consumer: str, number: int) -> tuple[Any, ...] | None:
     """The parked payload `rejected/<number>` of `consumer` (id, delivery, reason, deliveries, rejected_at,
-    payload), or None."""
+    payload), or None (also on a library journal, which has no parked payloads)."""
+    if not await has_hub(inbox):
+        return None
     params = {"consumer": consumer, "id": number}
     rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
     return tuple(rows[0]) if rows else None
@@ -191,16 +194,20 @@ async def replay(config: HubConfig, key: str, *, to: str | None = None) -> dict[
 
 
 async def forget_rejected(config: HubConfig, number: int) -> bool:
-    """Delete one parked payload (`rejected/N`); False when there was none."""
+    """Delete one parked payload (`rejected/N`); False when there was none (or no hub tables to hold one)."""
     params = {"consumer": config.consumer, "id": number}
     async with open_inbox(config) as inbox:
+        if not await has_hub(inbox):
+            return False
         return bool(await inbox.transaction(lambda tx: tx.unit.run("hub_forget_rejected", params)))
 
 
 async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timedelta) -> int:
     """Delete `consumer`'s parked payloads first rejected more than `older_than` ago, and the answers
     (`hub_answers`) given that long ago, on the journal the purge already has open; return how many parked
-    payloads."""
+    payloads (0 on a library journal: no hub tables)."""
+    if not await has_hub(inbox):
+        return 0
     params = {"consumer": consumer, "older_than": older_than}
 
     async def purge(tx: Any) -> int:
