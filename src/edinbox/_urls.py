@@ -91,7 +91,7 @@ def database_url(url: str) -> DatabaseUrl:
     """Parse `postgresql://...`, `mysql://...` or `mariadb://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`
     or `sqlite://` (memory).
 
-    A server's hosts and ports are checked (`addresses`), a PostgreSQL URL as libpq reads it (`_libpq`). A SQLite
+    A server's hosts and ports are checked (`addresses`), a PostgreSQL URL as libpq reads it (`_postgres`). A SQLite
     path is percent-decoded once, here, so `sqlite:///my%20db.db` is the file `my db.db` for every part of the
     package. Anything else is a ConfigurationError naming the URL with its password masked.
     """
@@ -99,8 +99,7 @@ def database_url(url: str) -> DatabaseUrl:
     scheme = scheme.lower()
     if sep and scheme in ("postgresql", "postgres"):
         target = _encoded_password(url)
-        addresses(target, what="database URL", many=True)  # several hosts for libpq's failover; none: a local socket
-        _libpq(target)
+        _postgres(target)  # several hosts for libpq's failover; none: a local socket
         return DatabaseUrl("postgresql", target)
     if sep and scheme in ("mysql", "mariadb"):
         addresses(_encoded_password(url), what="database URL")  # the password may hold any character
@@ -144,26 +143,32 @@ _LIBPQ_NUMBERS = (
 """libpq's parameters that take a whole number; a bad one fails every connection, found only when it is tried."""
 
 
-def _libpq(url: str) -> None:
-    """Parse a PostgreSQL URL as libpq does, without connecting (psycopg's `conninfo_to_dict`): an unknown parameter,
-    a `port=` out of 1-65535 or a word where a number belongs is a ConfigurationError, not a connection failure
-    waited out as an outage. Without psycopg, nothing (the missing extra is said where the driver is needed)."""
+def _postgres(url: str) -> None:
+    """Check a PostgreSQL URL as libpq reads it, without connecting (psycopg's `conninfo_to_dict`): an unknown
+    parameter, a malformed host, a port (in the authority or `port=`) out of 1-65535 or a word where a number belongs
+    is a ConfigurationError, not a connection failure waited out as an outage. Without psycopg, the hosts and ports
+    as `addresses` reads them. No value of the URL is quoted back (a misread password could be one)."""
     try:
         from psycopg import Error
         from psycopg.conninfo import conninfo_to_dict
     except ImportError:  # pragma: no cover - depends on the installed extras
+        addresses(url, what="database URL", many=True)
         return
+    shown = _hidden(url)
     try:
         params = conninfo_to_dict(url)
-    except Error as exc:  # libpq names the parameter, never its value
-        raise ConfigurationError(f"database URL {mask(url)!r}: {' '.join(str(exc).split())}") from None
+    except Error as exc:  # libpq quotes the URL or the parameter
+        text = " ".join(str(exc).replace(url, "<the URL>").split())
+        raise ConfigurationError(f"database URL {shown!r}: {mask(text)}") from None
+    except UnicodeDecodeError:  # psycopg decodes each percent-encoded value as UTF-8, as it would to connect
+        raise ConfigurationError(f"database URL {shown!r}: a percent-encoded value is not UTF-8") from None
     for port in str(params.get("port") or "").split(","):
         if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-            raise ConfigurationError(f"database URL {mask(url)!r}: the port {port[:20]!r} is not from 1 to 65535")
+            raise ConfigurationError(f"database URL {shown!r}: a port is not a number from 1 to 65535")
     for name in _LIBPQ_NUMBERS:
         number = str(params.get(name) or "0")
         if not (number.isascii() and number.lstrip("-").isdigit() and len(number) < 10):
-            raise ConfigurationError(f"database URL {mask(url)!r}: {name} must be a whole number of seconds")
+            raise ConfigurationError(f"database URL {shown!r}: {name} must be a whole number of seconds")
 
 
 def engine_url(engine: Any) -> str:
