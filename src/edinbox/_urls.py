@@ -251,7 +251,8 @@ def _address(text: str, *, url: str, what: str) -> Address:
     if port is None:
         return Address(name, None)
     if not _PORT.match(port) or not 1 <= int(port) <= 65535:
-        raise ConfigurationError(f"{what} {_hidden(url)!r}: the port {port[:20]!r} is not a number from 1 to 65535")
+        named = f"the port {port!r}" if re.fullmatch(r"-?[0-9]{0,12}", port) else "a port"  # never a password's tail
+        raise ConfigurationError(f"{what} {_hidden(url)!r}: {named} is not a number from 1 to 65535")
     return Address(name, int(port))
 
 
