@@ -21,7 +21,16 @@ from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["Address", "DatabaseUrl", "addresses", "database_url", "engine_url", "mask", "secrets", "with_password"]
+__all__ = [
+    "Address",
+    "DatabaseUrl",
+    "addresses",
+    "database_url",
+    "engine_url",
+    "mask",
+    "secrets",
+    "with_password",
+]
 
 # After the `@` that ends a password: a host (a bracketed address, or a name of any characters but the URL's
 # delimiters: non-ASCII and unusual ones included) and an optional port, then the end of the authority; or no host at
