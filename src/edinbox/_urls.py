@@ -111,7 +111,15 @@ def database_url(url: str) -> DatabaseUrl:
         _postgres(target)  # several hosts for libpq's failover; none: a local socket
         return DatabaseUrl("postgresql", target)
     if sep and scheme in ("mysql", "mariadb"):
-        addresses(_encoded_password(url), what="database URL")  # the password may hold any character
+        checked = _encoded_password(url)
+        addresses(checked, what="database URL")  # the password may hold any character
+        try:  # asyncmy and PyMySQL send the password in Latin-1
+            unquote(urlsplit(checked).password or "", errors="strict").encode("latin-1")
+        except (UnicodeError, ValueError):
+            raise ConfigurationError(
+                f"database URL {_hidden(url)!r}: a MariaDB password holds Latin-1 characters only (the drivers send "
+                "it in Latin-1)"
+            ) from None
         return DatabaseUrl("mysql", url)
     if sep and scheme == "sqlite":
         rest = rest.split("?", 1)[0]
