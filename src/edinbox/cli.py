@@ -150,7 +150,9 @@ def run(
 ) -> None:
     """Run the hub: settle deliveries from --source through the inbox into accounting, ack after commit.
 
-    SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked). An outage of the database or
+    SIGTERM or Ctrl-C stops it gracefully (the batch in hand is finished and acked; idle, within about a second
+    whatever --poll-timeout); a second one exits at once (status 143 or 130). It purges journal rows older than
+    --retention every --purge-every (1h; off: never), once at start too. An outage of the database or
     the source is waited out with backoff (one log line when it goes down, one when it is back), also at start.
     It runs no DDL: `edinbox init` creates the schema (and the spool folder). EDINBOX_FAULT=after_commit:N arms the
     fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests);
@@ -160,7 +162,7 @@ def run(
 
     Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL, missing extra, missing database or
     spool folder, missing schema: the message says which), 2 gave up (a dependency stayed down longer than
-    --give-up-after).
+    --give-up-after), 143 / 130 stopped at once by a second SIGTERM / Ctrl-C.
     """
     from edinbox.hub._fault import parse_fault
 
@@ -205,10 +207,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
         sink = HttpAccounting(cfg.accounting, token=_accounting_token(cfg))
     from edinbox.loop import Stopped
 
-    stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _stop_on_signals()  # while waiting for a dependency too, not only once running
     metrics, server = _metrics(cfg)
     report_to(metrics, log_json=log_json)  # the partner registry's refusals: counted and logged as they settle
     try:
@@ -222,6 +221,26 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     finally:
         if server is not None:
             server.shutdown()
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event the first SIGTERM or Ctrl-C sets (a graceful stop: the batch in hand is finished); a second one
+    exits at once with status 128 + its number (143, 130), as a SIGKILL would: nothing unacked is lost, the broker
+    or the spool delivers it again."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def signalled(sig: signal.Signals) -> None:
+        if stop.is_set():
+            _say(f"{sig.name} again: stopping at once", err=True)
+            sys.stderr.flush()
+            os._exit(128 + sig)
+        logging.getLogger("edinbox.hub").info(f"stopping on {sig.name} (a second one stops at once)")
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, signalled, sig)
+    return stop
 
 
 def _accounting_token(cfg: HubConfig) -> str | None:
@@ -523,9 +542,7 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     _logging(cfg)
 
     async def serve() -> dict[str, int]:
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        stop = _stop_on_signals()
         return await _ops.relay(cfg, stop=stop, once=once, limit=limit, fault=fault)
 
     totals = _run(serve())

@@ -8,9 +8,11 @@ import warnings
 from datetime import datetime
 
 import pytest
-from edi_fixtures import ACME, HUB, INVOICE
+from edi_fixtures import ACME, EDIFACT_INVOIC, HUB, INVOICE, X12_810
 
 from edinbox.edi import (
+    EdiSyntaxError,
+    Finding,
     Received,
     ReceivedGroup,
     ReceivedSet,
@@ -266,4 +268,107 @@ def test_pydifact_reads_a_rejection() -> None:
     assert [(s.tag, s.elements) for s in message.segments] == [
         ("UCI", ["905", ["ACME", "ZZ"], ["HUB", "ZZ"], "4"]),
         ("UCM", ["2", ["INVOIC", "D", "96A", "UN", "EAN008"], "4", "12"]),
+    ]
+
+
+def finding_of(data: bytes) -> Finding | None:
+    """The finding the invoice reader reports for the first (only) interchange in `data`."""
+    (interchange,) = parse(data)
+    with pytest.raises(EdiSyntaxError) as caught:
+        interchange.invoices()
+    return caught.value.finding
+
+
+def detailed(data: bytes, kind: str) -> bytes:
+    """The rejection `kind` of the interchange in `data`, parked for its unreadable invoice, as the hub builds it."""
+    found = received(parse(data)[0], rejected=True, faulty=0, finding=finding_of(data))
+    return answer(found, kind)
+
+
+BAD_DATE = X12_810.replace(b"BIG*20261130", b"BIG*20261399")
+
+
+def test_a_bad_big01_date_gives_ak3_and_ak4_before_ak5() -> None:
+    """A month-13 BIG01: the 997 says segment BIG at position 2 has element errors (AK3 8), element 1 (373) is an
+    invalid date (AK4 8) with the value sent, then AK5 R 5; the 997 reads back with our parser."""
+    data = detailed(BAD_DATE, "997")
+    assert b"AK2*810*0001~AK3*BIG*2**8~AK4*1*373*8*20261399~AK5*R*5~" in data
+    assert [s[0] for s in segments(data)][3:8] == ["AK1", "AK2", "AK3", "AK4", "AK5"]
+    assert parse(data)[0].keyable
+
+
+def test_the_999_says_it_with_ik3_and_ik4() -> None:
+    """The 999 of the same rejection carries IK3 and IK4 before IK5 R 5."""
+    assert b"AK2*810*0001~IK3*BIG*2**8~IK4*1*373*8*20261399~IK5*R*5~" in detailed(BAD_DATE, "999")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (b"IT1*1*2*EA*50.00", b"IT1*1*2*EA*5O.00", b"AK3*IT1*6**8~AK4*4*212*6*5O.00~"),  # letter O in a price
+        (b"IT1*1*2*EA*50.00", b"IT1*1*" + b"9" * 36 + b"*EA*50.00", b"AK3*IT1*6**8~AK4*2*358*5*" + b"9" * 36 + b"~"),
+        (b"TDS*11960", b"TDS*", b"AK3*TDS*9**8~AK4*1*610*1~"),  # empty total: mandatory element missing
+        (b"BIG*20261130*INV-905", b"BIG*20261130*", b"AK3*BIG*2**8~AK4*2*76*1~"),
+        (b"BIG*20261130*INV-905*****DI~", b"", b"AK3*BIG*2**3~AK5"),  # no BIG: mandatory segment missing, no AK4
+        (b"N1*SE*ACME GMBH*92*4000001000005~", b"", b"AK3*N1*5*N1*3~AK5"),  # no seller: its N1 loop is missing
+    ],
+)
+def test_each_invoice_fault_says_its_segment_and_element(old: bytes, new: bytes, expected: bytes) -> None:
+    """A bad number (invalid character, too long), a missing element and a missing segment or loop each give the
+    AK3 / AK4 an analyst expects (positions counted from ST = 1)."""
+    data = X12_810.replace(old, new, 1)
+    data = data.replace(b"SE*12*", b"SE*11*") if not new else data  # the segment count stays right
+    assert expected in detailed(data, "997")
+
+
+def test_a_bad_value_holding_our_separator_is_not_copied() -> None:
+    """A partner using `|` may send a date holding `*`: AK4 then omits the value rather than break the 997."""
+    data = BAD_DATE.replace(b"*", b"|").replace(b"BIG|20261399", b"BIG|2026*399")
+    assert b"AK3*BIG*2**8~AK4*1*373*8~AK5*R*5~" in detailed(data, "997")
+
+
+def test_pyx12_validates_the_997_and_999_with_segment_and_element_errors() -> None:
+    """pyx12 validates our 997 and 999 carrying AK3/AK4 and IK3/IK4 against its maps, with no error."""
+    pyx12_document = pytest.importorskip("pyx12.x12n_document")
+    import pyx12.params
+
+    finding = Finding("CLM", 3, "8", 1, 0, "1028", "6", "A*B")
+    sets = (ReceivedSet("837", "0001", ("837",), "5", (Finding("NM1", 2, "8", 3, 0, "1035", "1"), finding)),)
+    group = ReceivedGroup("HC", "905", "005010X222A1", sets)
+    found = Received("X12", ACME, HUB, "000000905", False, ("261130", "1200"), True, (group,), types=("837",))
+    for kind in ("997", "999"):
+        data = answer(found, kind).decode()
+        assert "K4*1*1028*6~" in data  # the value holding `*` is not copied
+        errors = io.StringIO()
+        assert pyx12_document.x12n_document(pyx12.params.params(), io.StringIO(data), errors, None), (kind, data)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (b"DTM+137:20261130", b"DTM+137:20261399", b"UCM+1+INVOIC:D:96A:UN:EAN008+4+12'UCS+3'UCD+12+1:2'"),
+        (b"QTY+47:2'", b"QTY+47:2x'", b"UCS+8'UCD+37+1:2'"),  # invalid character in the first line's quantity
+        (b"MOA+77:119.60'", b"MOA+77:" + b"1" * 36 + b"'", b"UCS+16'UCD+39+1:2'"),  # total too long
+        (b"DTM+137:20261130:102'", b"", b"UCM+1+INVOIC:D:96A:UN:EAN008+4+12'UCS+3+13'UNT"),  # no DTM after BGM
+    ],
+)
+def test_contrl_says_the_segment_and_element_with_ucs_and_ucd(old: bytes, new: bytes, expected: bytes) -> None:
+    """A rejected INVOIC's CONTRL gives, after its UCM, UCS (position from UNH = 1) and UCD (0085 code, element and
+    component position): 12 invalid value for a bad date, 37 invalid character, 39 too long, 13 a missing segment."""
+    data = EDIFACT_INVOIC.replace(old, new, 1)
+    data = data.replace(b"UNT+18+", b"UNT+17+") if not new else data  # the segment count stays right
+    assert expected in detailed(data, "CONTRL")
+
+
+def test_pydifact_reads_ucs_and_ucd() -> None:
+    """pydifact reads the CONTRL of a bad DTM+137 date: UCI 4, UCM 4 12, UCS 3, UCD 12 at element 1 component 2."""
+    collection = pytest.importorskip("pydifact.segmentcollection")
+    data = detailed(EDIFACT_INVOIC.replace(b"DTM+137:20261130", b"DTM+137:20261399"), "CONTRL").decode("latin-1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (message,) = list(collection.Interchange.from_str(data).get_messages())
+    assert [(s.tag, s.elements) for s in message.segments][1:] == [
+        ("UCM", ["1", ["INVOIC", "D", "96A", "UN", "EAN008"], "4", "12"]),
+        ("UCS", ["3"]),
+        ("UCD", ["12", ["1", "2"]]),
     ]

@@ -354,7 +354,8 @@ _DIGITS = st.one_of(
 
 
 def _answer(data: bytes) -> None:
-    """Parse as `exercise` does, then build each interchange's rejection as the hub would: only EdiSyntaxError."""
+    """Parse as `exercise` does, then build each interchange's rejection as the hub would (with the finding of its
+    unreadable invoice): only EdiSyntaxError."""
     exercise(data)
     try:
         found = parse(data)
@@ -364,7 +365,12 @@ def _answer(data: bytes) -> None:
     for ic in found:
         if not ic.identified:
             continue
-        subject = received(ic, rejected=True, faulty=0)
+        finding = None
+        try:
+            ic.invoices()
+        except EdiSyntaxError as error:
+            finding = error.finding  # the bad value goes into AK4 / IK4 as sent, when it can
+        subject = received(ic, rejected=True, faulty=0, finding=finding)
         for kind in ("TA1", "997", "999") if ic.standard == "X12" else ("CONTRL",):
             render_reply(replies(subject, kind), subject, sender=hub, control_number="1", when=_WHEN)
 
@@ -411,3 +417,12 @@ def test_control_numbers_of_any_length_compare_as_numbers() -> None:
     assert not parse(data)[0].disagreements
     other = data.replace(b"GE*1*000" + number, b"GE*1*" + number + b"7")
     assert [d.level for d in parse(other)[0].disagreements] == ["group"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=RELAXED)
+@given(st.sampled_from(_FIELDS), _BAD_VALUES, st.sampled_from([b"", b"*", b"~", b"'", b"+", b":", b"^", b">", b"\xe9"]))
+def test_rejections_copy_any_bad_value_safely(field: tuple[bytes, bytes, object], value: bytes, extra: bytes) -> None:
+    """Whatever bad value an invoice field holds (separators of ours or not, non-ASCII), its rejection's AK4 / IK4
+    or UCD is built without error: a value it cannot carry is left out."""
+    seed, old, new = field
+    _answer(seed.replace(old, new(value + extra), 1))  # type: ignore[operator]

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -295,3 +296,37 @@ async def test_a_hub_labels_a_partner_by_its_agreement_and_an_unknown_one_as_oth
     async with open_hub(config, metrics=metrics) as hub:
         await hub.run(once=True)
     assert settled_series(metrics) == {("processed", "ZZ:ACME CO", "other"): 2, ("processed", "other", "other"): 2}
+
+
+async def test_a_rejected_interchange_with_a_readable_header_keeps_its_partner_and_type(tmp_path: Path) -> None:
+    """Parked interchanges whose ISA header reads (a bad BIG01 date, a missing IEA, a 10,000-digit SE01) are counted
+    under their partner and message type; a payload that is not EDI keeps the empty labels."""
+    from decimal import Decimal
+
+    from edinbox.hub import open_hub
+    from edinbox.hub._generate import PARTNERS, Doc, render
+    from edinbox.hub._ops import init
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    config = HubConfig(
+        db=f"sqlite:///{tmp_path / 'hub.db'}",
+        source=f"dir://{spool}",
+        idle_timeout=0.2,
+        partners={"ZZ:ACMESUPPLY": {"acknowledgment": "none"}},
+    )
+    await init(config)
+    good = [
+        render(Doc(PARTNERS[0], f"{n:09d}", "invoice", f"INV-{n}", lines=((1, Decimal("9.50")),))) for n in (1, 2, 3)
+    ]
+    bad_date = re.sub(rb"BIG\*[0-9]{8}", b"BIG*20261399", good[0], count=1)  # PARTNERS[0] writes `*` and `~`
+    truncated = good[1][: good[1].rindex(b"IEA")]
+    long_count = re.sub(rb"SE\*[0-9]+\*", b"SE*" + b"9" * 10_000 + b"*", good[2], count=1)
+    assert bad_date != good[0]
+    assert long_count != good[2]
+    files = [("bad-date", bad_date), ("no-iea", truncated), ("long-count", long_count), ("noise", b"not edi at all")]
+    await publish(config.source, files)
+    metrics = Metrics(partners=config.partners, message_types=["810"])
+    async with open_hub(config, metrics=metrics) as hub:
+        await hub.run(once=True)
+    assert settled_series(metrics) == {("rejected", "ZZ:ACMESUPPLY", "810"): 3, ("rejected", "", ""): 1}

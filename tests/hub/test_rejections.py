@@ -34,10 +34,10 @@ def bad_date(d: Doc) -> bytes:
 
 
 async def test_parked_interchanges_get_their_rejection_once(hub_config: HubConfig, tmp_path: Path) -> None:
-    """An unreadable invoice (TA1 A, 997 AK5 R 5 / AK9 R), an invoice number the table cannot hold (997 AK5 R 5), an
-    interchange without its IEA (TA1 R 023, 997 AK5 R / AK9 R) and an EDIFACT invoice without DTM+137
-    (CONTRL UCI 4, UCM 4 12) are each rejected once, even when re-sent; garbage gets nothing; every rejection is
-    keyable, has its own control number, and `show` lists it under the parked key."""
+    """An unreadable invoice (TA1 A, 997 AK3/AK4 of its bad BIG01, AK5 R 5 / AK9 R), an invoice number the table
+    cannot hold (997 AK5 R 5), an interchange without its IEA (TA1 R 023, 997 AK5 R / AK9 R) and an EDIFACT invoice
+    without DTM+137 (CONTRL UCI 4, UCM 4 12) are each rejected once, even when re-sent; garbage gets nothing; every
+    rejection is keyable, has its own control number, and `show` lists it under the parked key."""
     out = tmp_path / "out"
     config = agreed(hub_config, out)
     unreadable = bad_date(replace(doc(control="000000701", number="R-1"), ack_requested=True))
@@ -62,6 +62,8 @@ async def test_parked_interchanges_get_their_rejection_once(hub_config: HubConfi
     ]
     assert sorted(segments(replies, "AK1")) == [("IN", "701"), ("IN", "702"), ("IN", "703")]
     assert sorted(segments(replies, "AK5")) == [("R",), ("R", "5"), ("R", "5")]  # no IEA: its set R, no code of its own
+    assert segments(replies, "AK3") == [("BIG", "2", "", "8")]  # the unreadable date says where it is
+    assert segments(replies, "AK4") == [("1", "373", "8", "20261399")]
     assert segments(replies, "AK9") == [("R", "1", "1", "0")] * 3
     contrl = await received(out / EDIFACT.id)
     assert [r.message_types for r in contrl] == [("CONTRL",)]

@@ -54,7 +54,7 @@ from edinbox.edi._acknowledge import (
     replies,
     reply_key,
 )
-from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
+from edinbox.edi._errors import EdiSyntaxError, Finding, NotKeyableError
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
 from edinbox.edi._key import partner
@@ -69,6 +69,7 @@ __all__ = [
     "Disagreement",
     "EdiMessage",
     "EdiSyntaxError",
+    "Finding",
     "Group",
     "Interchange",
     "Invoice",

@@ -26,9 +26,10 @@ the parser's one check of them (counts as numbers, control numbers as numbers wh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from edinbox.edi._errors import Finding
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._key import source
 from edinbox.edi._model import EdiMessage, Party, Segment, Separators
@@ -87,6 +88,8 @@ PARTY_ERRORS = frozenset(
 
 _999_VERSION = "005010X231A1"
 _X12_999 = Separators(element="*", component=">", segment="~", repetition="^")
+_OUR_SEPARATORS = frozenset("*>~^:+'?")
+"""Every separator an acknowledgment of ours may use (X12 and EDIFACT defaults)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,8 @@ class ReceivedSet:
     identifier: tuple[str, ...]
     """EDIFACT S009 (type, version, release, agency...); X12: (ST01,)."""
     error: str = ""
+    findings: tuple[Finding, ...] = ()
+    """Its segment and element errors (X12 AK3/AK4, IK3/IK4), as the reader of its invoice found them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +142,15 @@ class Received:
         return all(t in ACKNOWLEDGMENT_TYPES for t in self.types)
 
 
-def received(interchange: Interchange, *, rejected: bool = False, faulty: int | None = None) -> Received:
+def received(
+    interchange: Interchange, *, rejected: bool = False, faulty: int | None = None, finding: Finding | None = None
+) -> Received:
     """Read what its acknowledgments need from an interchange whose header identifies it (`identified`).
 
     `rejected`: the receiver parks the whole interchange (every set and group is rejected, see `replies`), as it
     does with an incomplete one; `faulty`: the index (among `interchange.messages`) of the message in which a segment
-    is in error (an invoice that cannot be read or stored: X12 718 code 5, EDIFACT 0085 code 12). A missing trailer
+    is in error (an invoice that cannot be read or stored: X12 718 code 5, EDIFACT 0085 code 12), and `finding`
+    where in it (`EdiSyntaxError.finding`: the 997's AK3/AK4, the 999's IK3/IK4). A missing trailer
     is an error of its own: of the interchange (TA1 023, CONTRL 13), a group (716 code 3) or a set (718 code 2). A
     trailer that disagrees with its content is the parser's `Interchange.disagreements`, with their codes: the one
     check the hub also parks on, so it never books what it answers as rejected.
@@ -153,7 +161,9 @@ def received(interchange: Interchange, *, rejected: bool = False, faulty: int | 
         codes.setdefault((found.level, found.index), found.code)  # a control number before a count, as met
 
     def answer(message: EdiMessage) -> ReceivedSet:
-        return _set(message, x12=x12, error=codes.get(("set", message.index), ""), faulty=message.index == faulty)
+        at_fault = message.index == faulty
+        found = _set(message, x12=x12, error=codes.get(("set", message.index), ""), faulty=at_fault)
+        return replace(found, findings=(finding,)) if at_fault and finding is not None else found
 
     groups = [
         ReceivedGroup(
@@ -243,6 +253,7 @@ def _functional(group: ReceivedGroup, kind: str, *, rejected: bool = False) -> R
     answer = "IK5" if kind == "999" else "AK5"
     for found in group.sets:
         segments.append(_s("AK2", found.type, found.control_number))
+        segments += _detail(found.findings, kind)
         if found.error:
             segments.append(_s(answer, "R", found.error))
         elif rejected:  # parked with a sibling at fault: a 999 must say why (IK502), a 997 need not
@@ -255,6 +266,26 @@ def _functional(group: ReceivedGroup, kind: str, *, rejected: bool = False) -> R
     ak9 = [status, str(total), str(total), str(accepted)] + ([group.error] if group.error else [])
     segments.append(_s("AK9", *ak9))
     return Reply(kind, tuple(segments), version=_999_VERSION if kind == "999" else "004010")
+
+
+def _detail(findings: Sequence[Finding], kind: str) -> list[Segment]:
+    """AK3 / IK3 (segment id, position in the set, loop id when known, 720 / 620 code) and, for an element error,
+    AK4 / IK4 (element position with its component, data element reference, 723 / 621 code, the bad value)."""
+    segment_tag, element_tag = ("IK3", "IK4") if kind == "999" else ("AK3", "AK4")
+    out = []
+    for found in findings:
+        out.append(_s(segment_tag, found.segment, str(found.position), found.loop, found.segment_code))
+        if found.element:
+            where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
+            bad = [found.value] if _copyable(found.value) else []  # AK404 / IK404: an..99, optional
+            out.append(_s(element_tag, where, found.reference, found.code, *bad))
+    return out
+
+
+def _copyable(value: str) -> bool:
+    """True when a bad value can be copied into an acknowledgment as it was sent: 1 to 99 printable ASCII
+    characters, none of them a separator of ours (the partner's separators may differ)."""
+    return 0 < len(value) <= 99 and value.isascii() and value.isprintable() and not (set(value) & _OUR_SEPARATORS)
 
 
 def _contrl(subject: Received, *, duplicate: bool) -> Reply:
@@ -275,13 +306,34 @@ def _contrl(subject: Received, *, duplicate: bool) -> Reply:
     segments = [uci]
     if not duplicate:
         for group in subject.groups:
-            ucm = [_s("UCM", m.control_number, m.identifier, "4", m.error) for m in group.sets if m.error]
+            ucm = [
+                segment
+                for m in group.sets
+                if m.error
+                for segment in (_s("UCM", m.control_number, m.identifier, "4", m.error), *_contrl_detail(m.findings))
+            ]
             if group.type and (group.error or ucm):  # a UNG group in error, or holding one: UCF, then its UCMs
                 status = "4" if group.error or subject.rejected else "7"
                 codes = (status, group.error) if group.error else (status,)
                 segments.append(_s("UCF", group.control_number, (), (), *codes))
             segments += ucm
     return Reply("CONTRL", tuple(segments))
+
+
+_EDIFACT_CODES = {"1": "13", "4": "40", "5": "39", "6": "37", "7": "12", "8": "12", "9": "12"}
+"""X12 723 element error codes as CONTRL 0085 codes: missing, too short, too long, invalid character, invalid value."""
+
+
+def _contrl_detail(findings: Sequence[Finding]) -> list[Segment]:
+    """UCS (segment position in the message from UNH = 1, and 13 when a mandatory segment is missing) and, for an
+    element error, UCD (0085 code; S011: element position, component position)."""
+    out = []
+    for found in findings:
+        out.append(_s("UCS", str(found.position), *(["13"] if found.segment_code == "3" else [])))
+        if found.element:
+            where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
+            out.append(_s("UCD", _EDIFACT_CODES.get(found.code, "12"), where))
+    return out
 
 
 def reply_key(subject: Received, *, sender: Party, control_number: str) -> tuple[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty, Reader
+from edinbox.edi._invoice import Element, Invoice, InvoiceLine, InvoiceParty, Reader
 from edinbox.edi._model import Segment
 
 __all__ = ["read_invoic"]
@@ -16,6 +16,12 @@ _TOTALS = ("77", "86", "39", "128", "9")  # invoice amount, message total, invoi
 _LINE_AMOUNTS = ("203", "66", "38")
 _QUANTITIES = ("47", "46", "12")
 _PRICES = ("AAA", "INV", "AAB")
+# Where the values read sit (element, component, data element tag), for a CONTRL's UCD
+_DATE = Element(1, 2, "2380")  # DTM C507
+_QUANTITY = Element(1, 2, "6060")  # QTY C186
+_AMOUNT = Element(1, 2, "5004")  # MOA C516
+_PRICE = Element(1, 2, "5118")  # PRI C509
+_BASIS = Element(1, 5, "5284")
 
 
 def _party(reader: Reader, qualifiers: tuple[str, ...], stop: int, what: str) -> InvoiceParty:
@@ -54,17 +60,17 @@ def _line(reader: Reader, segs: list[tuple[int, Segment]]) -> InvoiceLine:
     qty = _pick(quantities, _QUANTITIES)
     if qty is None:
         raise reader.fail("line has no quantity (QTY+47)", lin_position)
-    quantity = reader.decimal(qty[1].get(1, 2), "QTY quantity", qty[0])
+    quantity = reader.decimal(qty[1].get(1, 2), "QTY quantity", qty[0], at=_QUANTITY)
     amount_at = next((amounts[q] for q in _LINE_AMOUNTS if q in amounts), None)
-    amount = reader.decimal(amount_at[1].get(1, 2), "MOA line amount", amount_at[0]) if amount_at else None
+    amount = reader.decimal(amount_at[1].get(1, 2), "MOA line amount", amount_at[0], at=_AMOUNT) if amount_at else None
     price_at = _pick(prices, _PRICES)
     price: Decimal | None = None
     if price_at is not None:
         position, seg = price_at
-        price = reader.decimal(seg.get(1, 2), "PRI price", position)
+        price = reader.decimal(seg.get(1, 2), "PRI price", position, at=_PRICE)
         basis = seg.get(1, 5).strip()
         if basis:
-            per = reader.decimal(basis, "PRI unit price basis", position)
+            per = reader.decimal(basis, "PRI unit price basis", position, at=_BASIS)
             if per > 0:
                 price = price / per
     if price is None:
@@ -87,8 +93,8 @@ def read_invoic(reader: Reader) -> Invoice:
     kind = "credit_note" if bgm[1].get(1).strip() in _CREDIT else "invoice"
     dtm = reader.first("DTM", ("137", "3"), first_line)
     if dtm is None:
-        raise reader.fail("has no document date (DTM+137)")
-    issue_date = reader.date(dtm[1].get(1, 2), "DTM document date", dtm[0], fmt=dtm[1].get(1, 3).strip())
+        raise reader.fail("has no document date (DTM+137)", bgm[0] + 1, missing="DTM")  # expected after BGM
+    issue_date = reader.date(dtm[1].get(1, 2), "DTM document date", dtm[0], fmt=dtm[1].get(1, 3).strip(), at=_DATE)
     seller = _party(reader, ("SU", "SE", "II"), first_line, "seller")
     buyer = _party(reader, ("BY", "IV", "BT"), first_line, "buyer")
     lines: list[InvoiceLine] = []
@@ -114,14 +120,14 @@ def read_invoic(reader: Reader) -> Invoice:
         if seg.tag == "MOA":
             totals.setdefault(seg.get(1), (k, seg))
             if seg.get(1) == "124":
-                taxes += reader.decimal(seg.get(1, 2), "MOA+124 tax amount", k)
+                taxes += reader.decimal(seg.get(1, 2), "MOA+124 tax amount", k, at=_AMOUNT)
                 tax_found = True
     total_at = next((totals[q] for q in _TOTALS if q in totals), None)
     if total_at is None:
         raise reader.fail("has no invoice total (MOA 77, 86, 39, 128 or 9 after UNS)", summary_start)
-    total = reader.decimal(total_at[1].get(1, 2), f"MOA+{total_at[1].get(1)} total", total_at[0])
+    total = reader.decimal(total_at[1].get(1, 2), f"MOA+{total_at[1].get(1)} total", total_at[0], at=_AMOUNT)
     if "176" in totals:
-        tax_total = reader.decimal(totals["176"][1].get(1, 2), "MOA+176 tax total", totals["176"][0])
+        tax_total = reader.decimal(totals["176"][1].get(1, 2), "MOA+176 tax total", totals["176"][0], at=_AMOUNT)
     else:
         tax_total = taxes if tax_found else Decimal(0)
     cux = next((s for s in segs if s.tag == "CUX"), None)

@@ -15,13 +15,13 @@ from datetime import date
 from decimal import Context, Decimal, DecimalException, DivisionByZero, InvalidOperation, Overflow, localcontext
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from edinbox.edi._errors import EdiSyntaxError, NotKeyableError
+from edinbox.edi._errors import EdiSyntaxError, Finding, NotKeyableError
 from edinbox.edi._model import EdiMessage, Segment
 
 if TYPE_CHECKING:
     from edinbox.edi._interchange import Interchange
 
-__all__ = ["Invoice", "InvoiceLine", "InvoiceParty", "Reader", "read_invoices"]
+__all__ = ["Element", "Invoice", "InvoiceLine", "InvoiceParty", "Reader", "read_invoices"]
 
 _NUMBER = re.compile(r"-?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)\Z")
 _NUMBER_SIZE = 35  # EDIFACT n..35 (5004 monetary amount, 6060 quantity); X12 R and N elements are shorter
@@ -89,6 +89,16 @@ class Invoice:
 _INVOICE_FIELDS = tuple(f.name for f in fields(Invoice))
 
 
+@dataclass(frozen=True, slots=True)
+class Element:
+    """Where a value sits in its segment, for an acknowledgment's element error: 1-based element position,
+    component position (0 for a simple element) and data element reference number (373 BIG01 date...)."""
+
+    element: int
+    component: int = 0
+    reference: str = ""
+
+
 class Reader:
     """Reads one message's segments and raises EdiSyntaxError that point at the faulty segment."""
 
@@ -104,38 +114,63 @@ class Reader:
         thousands of invoices are kept once."""
         return cast(T, self.shared.setdefault(value, value))
 
-    def fail(self, sentence: str, position: int = 0) -> EdiSyntaxError:
-        """An EdiSyntaxError about the segment at `position` within the message."""
+    def fail(
+        self,
+        sentence: str,
+        position: int = 0,
+        *,
+        missing: str = "",
+        loop: str = "",
+        at: Element | None = None,
+        code: str = "",
+        value: str = "",
+    ) -> EdiSyntaxError:
+        """An EdiSyntaxError about the segment at `position` within the message; with the `missing` segment's tag
+        (and its `loop`), or the element `at` with its error `code` and `value`, it carries the acknowledgment's
+        `Finding`."""
         index = self.message.segment_range[0] + position
+        finding = None
+        if missing:
+            finding = Finding(missing, position + 1, "3", loop=loop)
+        elif at is not None and position < len(self.segments):
+            finding = Finding(
+                self.segments[position].tag, position + 1, "8", at.element, at.component, at.reference, code, value
+            )
         return EdiSyntaxError(
             f"{self.label}: {sentence}",
             offset=self.interchange._body.offset(index),
             segment_index=index,
+            finding=finding,
         )
 
-    def decimal(self, value: str, what: str, position: int) -> Decimal:
+    def decimal(self, value: str, what: str, position: int, *, at: Element | None = None) -> Decimal:
         """A number with a point or comma decimal mark (no thousands separators) as an exact Decimal."""
         text = value.strip()
         if len(text) > _NUMBER_SIZE:
-            raise self.fail(f"{what} has {len(text)} characters; a number has at most {_NUMBER_SIZE}", position)
+            sentence = f"{what} has {len(text)} characters; a number has at most {_NUMBER_SIZE}"
+            raise self.fail(sentence, position, at=at, code="5", value=value)
+        if not text:
+            raise self.fail(f"{what} is missing", position, at=at, code="1")
         if not _NUMBER.match(text):
-            raise self.fail(f"{what} {value!r} is not a number", position)
+            raise self.fail(f"{what} {value!r} is not a number", position, at=at, code="6", value=value)
         try:
             return Decimal(text.replace(",", "."))
         except InvalidOperation:  # pragma: no cover - the pattern only lets numbers through
             raise self.fail(f"{what} {value!r} is not a number", position) from None
 
-    def date(self, value: str, what: str, position: int, *, fmt: str = "") -> date:
+    def date(self, value: str, what: str, position: int, *, fmt: str = "", at: Element | None = None) -> date:
         """CCYYMMDD (also the date part of CCYYMMDDHHMM[SS], format 102/203/204) or YYMMDD (format 101)."""
         text = value.strip()
+        if not text:
+            raise self.fail(f"{what} is missing", position, at=at, code="1")
         if fmt == "101" or (not fmt and len(text) == 6):
             text = ("20" if text[:2] < "69" else "19") + text
         if len(text) < 8 or not (text[:8].isascii() and text[:8].isdigit()):
-            raise self.fail(f"{what} {value!r} is not a date", position)
+            raise self.fail(f"{what} {value!r} is not a date", position, at=at, code="8", value=value)
         try:
             return date(int(text[:4]), int(text[4:6]), int(text[6:8]))
         except ValueError:
-            raise self.fail(f"{what} {value!r} is not a date", position) from None
+            raise self.fail(f"{what} {value!r} is not a date", position, at=at, code="8", value=value) from None
 
     def first(self, tag: str, qualifiers: tuple[str, ...], stop: int | None = None) -> tuple[int, Segment] | None:
         """The first segment with `tag` whose element 1 is the earliest-listed qualifier (before `stop`)."""

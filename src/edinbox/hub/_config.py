@@ -221,7 +221,7 @@ class HubConfig(BaseSettings):
         "30d", description="journal rows older than this may be purged (never shorter than the horizon)"
     )
     purge_every: Annotated[str, BeforeValidator(period)] = Field(
-        "", description='`run` purges the journal this often, as `edinbox purge` would ("1h"); "": never'
+        "1h", description='`run` purges rows older than the retention this often (as `edinbox purge`); "off": never'
     )
     purge_max_rate: Annotated[float, BeforeValidator(rows_per_second)] = Field(
         PURGE_MAX_RATE, description="a purge deletes at most this many rows per second (inf: no limit)"

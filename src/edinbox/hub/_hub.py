@@ -42,7 +42,7 @@ from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
-from edinbox.hub._purge import Purger, check_purge
+from edinbox.hub._purge import Purger, check_purge, purges
 from edinbox.hub._relay import Relay
 from edinbox.hub._relay import beside as relay_beside
 from edinbox.hub._relay_process import RelayProcess, apart
@@ -64,7 +64,7 @@ from edinbox.loop import (
     reached,
     wait_beside,
 )
-from edinbox.sources import Delivery, Source, open_source
+from edinbox.sources import Delivery, Source, open_source, receive_until
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -138,7 +138,7 @@ class Hub:
         tasks: list[asyncio.Future[None]] = []
         if self.config.relay:
             tasks.append(beside(self._relay(alongside), stop=self.stop))
-        if self.config.purge_every:
+        if purges(self.config):
             tasks.append(beside(self._purger(alongside), stop=self.stop))
         try:
             await drive(
@@ -208,8 +208,8 @@ class Hub:
                 deliveries, planned = await ahead  # beaten meanwhile as `_claimed`
                 self._claimed = []
             if not deliveries:
-                received = await self.source.receive(
-                    max_messages=self.config.batch_size, timeout=self.config.poll_timeout
+                received = await receive_until(
+                    self.source, stop=self.stop, max_messages=self.config.batch_size, timeout=self.config.poll_timeout
                 )
                 deliveries = list(received)
             if not deliveries:

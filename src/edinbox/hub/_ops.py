@@ -26,7 +26,7 @@ from edinbox.hub._output import as_dict, human_duration, json_value, render, vis
 from edinbox.hub._partners import COUNTER, doctor_check
 from edinbox.hub._parts import open_inbox, verify, verify_found
 from edinbox.hub._payloads import preview
-from edinbox.hub._purge import Purged, purge
+from edinbox.hub._purge import Purged, purge, purgeable
 from edinbox.hub._redrive import (
     forget_rejected,
     join_key,
@@ -400,10 +400,24 @@ class Check:
     detail: str
 
 
+async def _purge_check(inbox: AsyncInbox, config: HubConfig) -> Check:
+    """A warning when the journal holds settled rows older than the retention: the purge is off or behind."""
+    keep = human_duration(parse_duration(config.retention))
+    every = f"every {config.purge_every}" if config.purge_every else "off"
+    try:
+        old = await purgeable(inbox, config.consumer, parse_duration(config.retention))
+    except InboxError as exc:
+        return Check("purge", "warn", f"cannot count the rows older than the retention: {mask(str(exc))}")
+    if old:
+        detail = f"{old} settled rows are older than the retention {keep} (run purges {every}): run `edinbox purge`"
+        return Check("purge", "warn", detail)
+    return Check("purge", "ok", f"no settled row is older than the retention {keep} (run purges {every})")
+
+
 async def doctor(config: HubConfig) -> list[Check]:
     """Check connectivity, the journal schema and unique key, the hub's tables and invoice key where `edinbox init`
-    made them (a library journal has none: said, not failed), who gets in (`_partners`), and retention against the
-    horizon."""
+    made them (a library journal has none: said, not failed), who gets into a hub (`_partners`), and retention against
+    the horizon."""
     checks: list[Check] = []
     async with open_inbox(config) as inbox:
         try:
@@ -426,6 +440,8 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("journal", "ok", f"table {config.table}: schema version and unique key present"))
         except InboxError as exc:
             checks.append(Check("journal", "fail", mask(str(exc))))
+        else:
+            checks.append(await _purge_check(inbox, config))
     source_horizon: timedelta | None = None
     if config.source:
         from edinbox.sources import reach
@@ -435,7 +451,8 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("source", "ok", f"reached {mask(config.source)}"))
         except InboxError as exc:
             checks.append(Check("source", "fail", mask(str(exc))))
-    checks.append(Check("partners", *doctor_check(config)))
+    if hub:  # who gets into the hub: a library journal's application decides that itself
+        checks.append(Check("partners", *doctor_check(config)))
     keep, limit = parse_duration(config.retention), parse_duration(config.horizon)
     if source_horizon is not None:
         limit = max(limit, source_horizon)

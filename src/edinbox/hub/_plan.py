@@ -57,6 +57,8 @@ class Item:
     label: str
     """The key for logs: `source/message_id`, or the delivery's coordinates for parked payloads."""
     message: Message | None = None
+    """The interchange's inbox message; for a parked interchange whose header identifies it, one that is never
+    journaled (the route says reject) and only names its source, so its logs and metric labels name its partner."""
     types: tuple[str, ...] = ()
     reason: str = ""
     payload: bytes = b""
@@ -117,11 +119,14 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     """Plan one interchange; a fault of its own data parks it alone (with what its rejection needs, when some
     agreement answers partners and its header identifies it: garbage has nobody to answer)."""
 
-    def parked(reason: str, *, faulty: int | None = None) -> Item:
+    def parked(reason: str, *, faulty: int | None = None, finding: edi.Finding | None = None) -> Item:
         item = Item(REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
-        if not (config.acknowledges and interchange.identified):
+        if not interchange.identified:  # garbage names no partner and no message type
             return item
-        received = edi.received(interchange, rejected=True, faulty=faulty)
+        item = replace(item, message=_named(interchange), types=message_types(interchange))
+        if not config.acknowledges:
+            return item
+        received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding)
         return replace(item, received=received, subject=interchange.key)
 
     if not interchange.keyable:
@@ -154,10 +159,20 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         except (edi.EdiSyntaxError, ValueError, ArithmeticError) as exc:
             # the parser promises EdiSyntaxError only; any other data fault of a number or date parks it the same way
             at = _invoice_message(interchange, read=len(invoices))
-            return replace(parked(f"an invoice cannot be read: {exc}", faulty=at), label=label)
+            finding = exc.finding if isinstance(exc, edi.EdiSyntaxError) else None
+            return replace(parked(f"an invoice cannot be read: {exc}", faulty=at, finding=finding), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
     received = edi.received(interchange) if route == INBOX and config.acknowledges else None
     return Item(route, label, message=message, types=types, invoices=tuple(invoices), received=received)
+
+
+def _named(interchange: edi.Interchange) -> Message | None:
+    """A message that names the source of an interchange whose header identifies it, even an incomplete one (its
+    labels only: never journaled); None when its key parts are more than the journal holds (LimitError)."""
+    try:
+        return Message(interchange.control_number or "-", interchange.source, fingerprint="")
+    except (LimitError, ValueError):
+        return None
 
 
 def _invoice_message(interchange: edi.Interchange, *, read: int) -> int | None:

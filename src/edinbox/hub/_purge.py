@@ -1,4 +1,5 @@
-"""The hub's purge: `edinbox purge` once, and `edinbox run --purge-every` periodically beside the batch loop.
+"""The hub's purge: `edinbox purge` once, and `edinbox run` periodically beside the batch loop (`purge_every`, by
+default hourly; `--purge-every off` turns it off).
 
 Both delete the settled journal rows (and the outbox's sent rows) older than the retention, never younger than the
 horizon, in batches of `BATCH_SIZE` throttled to `purge_max_rate` rows per second, then the parked payloads rejected
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import check_retention
-from edinbox._errors import TransientError
+from edinbox._errors import ConfigurationError, TransientError
+from edinbox._urls import database_url
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._parts import open_inbox
@@ -30,7 +32,7 @@ from edinbox.loop import Outage, unless_stopped
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
 
-__all__ = ["BATCH_SIZE", "Purged", "Purger", "check_purge", "purge"]
+__all__ = ["BATCH_SIZE", "Purged", "Purger", "check_purge", "purge", "purgeable", "purges"]
 
 BATCH_SIZE = 1000
 """Journal rows per purge transaction (`edinbox purge --batch-size`)."""
@@ -44,7 +46,7 @@ class Purged:
     rejected: int
 
 
-async def _purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
+async def purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
     """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
     params = {"consumer": consumer, "older_than": age}
     rows = await inbox.read(lambda tx: tx.unit.fetch("purgeable", params))
@@ -66,7 +68,7 @@ async def purge(
     """
     age = parse_duration(older_than)
     async with open_inbox(config) as inbox:
-        total = await _purgeable(inbox, config.consumer, age) if progress else 0
+        total = await purgeable(inbox, config.consumer, age) if progress else 0
         task = asyncio.ensure_future(inbox.purge(age, batch_size=batch_size, max_rate=config.purge_max_rate))
         try:
             while progress is not None and total and not task.done():
@@ -86,7 +88,7 @@ async def purge(
 async def _left(inbox: AsyncInbox, consumer: str, age: timedelta, purging: asyncio.Future[int]) -> int | None:
     """The purgeable rows left, or None when the purge ends first or the count fails: the count only moves the
     progress bar, and a database that fails it fails the purge too, which reports it."""
-    count = asyncio.ensure_future(_purgeable(inbox, consumer, age))
+    count = asyncio.ensure_future(purgeable(inbox, consumer, age))
     await asyncio.wait({count, purging}, return_when=asyncio.FIRST_COMPLETED)
     await _finish(count)
     if count.cancelled() or count.exception() is not None:
@@ -104,11 +106,21 @@ async def _finish(task: asyncio.Future[int]) -> None:
         task.exception()
 
 
+def purges(config: HubConfig) -> bool:
+    """Whether `run` purges beside its batch loop: `purge_every` is not off, and the journal is not in the hub's
+    memory (the purge works on a connection of its own, which would see another, empty, database)."""
+    return bool(config.purge_every) and not database_url(config.db).in_memory
+
+
 def check_purge(config: HubConfig) -> None:
     """ConfigurationError when `config` asks for a periodic purge that can never run: a retention shorter than the
     horizon (checked before the hub connects)."""
-    if config.purge_every:
+    if not purges(config):
+        return
+    try:
         check_retention(parse_duration(config.retention), horizon=parse_duration(config.horizon))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{exc}: set a longer retention, or --purge-every off") from None
 
 
 class Purger:

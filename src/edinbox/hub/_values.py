@@ -162,12 +162,12 @@ def rows_per_second(value: object) -> object:
 
 
 def period(value: object) -> object:
-    """A duration longer than zero, or empty for "never"."""
-    if value in ("", None):
+    """A duration longer than zero, or "off" (or empty) for "never", kept as empty."""
+    if value in ("", None) or (isinstance(value, str) and value.strip().lower() == "off"):
         return ""
     text = duration(value)
     if parse_duration(str(text)) <= timedelta(0):
-        raise ValueError(f"expected a duration longer than zero (or empty: never), got {value!r}")
+        raise ValueError(f"expected a duration longer than zero (or off: never), got {value!r}")
     return text
 
 

@@ -44,7 +44,7 @@ from edinbox.loop._lines import LOGGER, format_line, settled
 from edinbox.loop._outage import Outage, Stopped
 from edinbox.loop._progress import progress
 from edinbox.loop._relay import Relay
-from edinbox.sources import Delivery, Source, open_source
+from edinbox.sources import Delivery, Source, open_source, receive_until
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -93,7 +93,8 @@ class AsyncConsumer:
         `Inbox` in a worker thread: `tx.connection` is then the sync driver's). `max_attempts`: handler failures of
         one message before it is parked dead. `horizon`: the journal's (`AsyncInbox`). `batch_size` deliveries per
         transaction, waiting at most `poll_timeout` seconds for the first. `key(delivery)` returns the message id
-        (default: `delivery.message_id`, the producer's id). `relay`: run the outbox relay beside the loop.
+        (default: `delivery.message_id`, the producer's id). `relay`: run the outbox relay beside the loop
+        (an outbox row to the source's broker gets its password from `source_url`).
         `metrics` (edinbox.metrics): count what settles, observe batches and keep the journal gauges.
         `give_up_after`: end `run` with the last TransientError after an outage this long (None: wait for ever).
         """
@@ -118,6 +119,7 @@ class AsyncConsumer:
         self._journal: Journal | None = None
         self._relay: Relay | None = None
         self._gauges: Gauges | None = None
+        self._stop = asyncio.Event()  # the run's stop: an idle receive ends soon after it is set
 
     async def run(
         self, *, stop: asyncio.Event | None = None, once: bool = False, idle_timeout: float = 1.0
@@ -130,6 +132,7 @@ class AsyncConsumer:
         error (or `give_up_after`) ends it with an exception.
         """
         with _signals(stop) as stopping:
+            self._stop = stopping
             journal = open_journal(
                 self.db,
                 self.handler,
@@ -180,6 +183,7 @@ class AsyncConsumer:
             idle=self.poll_timeout * 4,
             log_json=self.log_json,
             logger=self.logger,
+            destinations=(self.source_url,),  # the outbox keeps no password: replies to this broker get the source's
         )
         self._relay = relay
         try:
@@ -204,7 +208,9 @@ class AsyncConsumer:
             raise RuntimeError("the consumer's source is not open: call run()")
         deliveries: list[Delivery] = []
         async with progress(source, lambda: deliveries, log_json=self.log_json, logger=self.logger):
-            deliveries[:] = await source.receive(max_messages=self.batch_size, timeout=self.poll_timeout)
+            deliveries[:] = await receive_until(
+                source, stop=self._stop, max_messages=self.batch_size, timeout=self.poll_timeout
+            )
             if not deliveries:
                 return 0
             started = time.monotonic()

@@ -10,10 +10,11 @@ from urllib.parse import urlsplit
 
 from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
-from edinbox.sources._base import Delivery, Outgoing, Publisher, Source
+from edinbox.sources._base import STOP_CHECK, Delivery, Outgoing, Publisher, Source, receive_until
 from edinbox.sources._failures import unless_cancelled
 
 __all__ = [
+    "STOP_CHECK",
     "Delivery",
     "Outgoing",
     "Publish",
@@ -26,6 +27,7 @@ __all__ = [
     "open_source",
     "publisher",
     "reach",
+    "receive_until",
     "unless_cancelled",
 ]
 

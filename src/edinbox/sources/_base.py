@@ -23,6 +23,8 @@ connection unusable. Each source module's `publish(url, messages)` opens one, se
 from __future__ import annotations
 
 import abc
+import asyncio
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import timedelta
@@ -30,7 +32,11 @@ from typing import Any
 
 from edinbox._message import Outgoing
 
-__all__ = ["Delivery", "Outgoing", "Publisher", "Source", "outgoing", "publish_once"]
+__all__ = ["STOP_CHECK", "Delivery", "Outgoing", "Publisher", "Source", "outgoing", "publish_once", "receive_until"]
+
+STOP_CHECK = 1.0
+"""The longest one receive of `receive_until` waits: how soon an idle consumer sees its stop, whatever its poll
+timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,3 +173,17 @@ async def publish_once(publisher: Publisher, messages: Iterable[tuple[str, bytes
         await publisher.send(outgoing(messages))
     finally:
         await publisher.aclose()
+
+
+async def receive_until(
+    source: Source, *, stop: asyncio.Event, max_messages: int, timeout: float
+) -> Sequence[Delivery]:
+    """Receive as `source.receive` does, waiting up to `timeout` seconds (any, infinite too) for the first delivery,
+    but return nothing soon after `stop` is set: the wait is cut into receives of at most `STOP_CHECK` seconds with
+    `stop` checked between them. No receive is cancelled, so nothing a broker handed over is left in a driver."""
+    deadline = time.monotonic() + max(0.0, timeout)
+    while True:
+        left = deadline - time.monotonic()
+        received = await source.receive(max_messages=max_messages, timeout=max(0.0, min(left, STOP_CHECK)))
+        if received or stop.is_set() or left <= STOP_CHECK:
+            return received

@@ -62,6 +62,7 @@ _SUBJECT = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _MSG_ID = "Nats-Msg-Id"
 _ACK_TIMEOUT = 5.0  # seconds to wait for the server's confirmation of an ack
 _WEEK = 7 * 24 * 3600.0
+_LONGEST_PULL = 60.0  # one pull request waits at most this long (the server takes no infinite or huge expiry)
 _GIB = 1 << 30
 
 
@@ -258,11 +259,15 @@ class NatsSource(Source):
         started = time.monotonic()
         await self._ready(within=timeout)
         await self._wait_connected(timeout - (time.monotonic() - started))
-        left = max(timeout - (time.monotonic() - started), 0.01)
         try:
-            messages = await self._sub.fetch(batch=max_messages, timeout=left)
-        except TimeoutError:  # nats.errors.TimeoutError, or asyncio's when the wait ran out between pulls
-            return []
+            while True:  # a long wait (an infinite one too) is a series of pulls of at most _LONGEST_PULL
+                left = timeout - (time.monotonic() - started)
+                try:
+                    messages = await self._sub.fetch(batch=max_messages, timeout=max(min(left, _LONGEST_PULL), 0.01))
+                except TimeoutError:  # nats.errors.TimeoutError, or asyncio's when the wait ran out between pulls
+                    messages = []
+                if messages or left <= _LONGEST_PULL:
+                    break
         except Exception as exc:
             if self._nc.is_connected:  # not an outage: the stream or consumer may be gone, so bind again next time
                 self._sub = None
