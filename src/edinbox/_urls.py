@@ -27,7 +27,6 @@ __all__ = [
     "addresses",
     "database_url",
     "engine_url",
-    "libpq_parameters",
     "mask",
     "secrets",
     "with_password",
@@ -101,17 +100,26 @@ def database_url(url: str) -> DatabaseUrl:
     """Parse `postgresql://...`, `mysql://...` or `mariadb://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`
     or `sqlite://` (memory).
 
-    A server's hosts and ports are checked (`addresses`). A SQLite path is percent-decoded once, here, so
-    `sqlite:///my%20db.db` is the file `my db.db` for every part of the package. Anything else is a
-    ConfigurationError naming the URL with its password masked.
+    A server's hosts and ports are checked (`addresses`), a PostgreSQL URL as libpq reads it (`_postgres`). A SQLite
+    path is percent-decoded once, here, so `sqlite:///my%20db.db` is the file `my db.db` for every part of the
+    package. Anything else is a ConfigurationError naming the URL with its password masked.
     """
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if sep and scheme in ("postgresql", "postgres"):
-        addresses(url, what="database URL", many=True)  # several hosts for libpq's failover; none: a local socket
-        return DatabaseUrl("postgresql", _encoded_password(url))
+        target = _encoded_password(url)
+        _postgres(target)  # several hosts for libpq's failover; none: a local socket
+        return DatabaseUrl("postgresql", target)
     if sep and scheme in ("mysql", "mariadb"):
-        addresses(url, what="database URL")
+        checked = _encoded_password(url)
+        addresses(checked, what="database URL")  # the password may hold any character
+        try:  # asyncmy and PyMySQL send the password in Latin-1
+            unquote(urlsplit(checked).password or "", errors="strict").encode("latin-1")
+        except (UnicodeError, ValueError):
+            raise ConfigurationError(
+                f"database URL {_hidden(url)!r}: a MariaDB password holds Latin-1 characters only (the drivers send "
+                "it in Latin-1)"
+            ) from None
         return DatabaseUrl("mysql", url)
     if sep and scheme == "sqlite":
         rest = rest.split("?", 1)[0]
@@ -139,6 +147,45 @@ def _encoded_password(url: str) -> str:
         return match.group("head") + quote(password, safe="%") + match.group("tail")
 
     return _PASSWORD.sub(encode, url, count=1)
+
+
+_LIBPQ_NUMBERS = (
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
+"""libpq's parameters that take a whole number; a bad one fails every connection, found only when it is tried."""
+
+
+def _postgres(url: str) -> None:
+    """Check a PostgreSQL URL as libpq reads it, without connecting (psycopg's `conninfo_to_dict`): an unknown
+    parameter, a malformed host, a port (in the authority or `port=`) out of 1-65535 or a word where a number belongs
+    is a ConfigurationError, not a connection failure waited out as an outage. Without psycopg, the hosts and ports
+    as `addresses` reads them. No value of the URL is quoted back (a misread password could be one)."""
+    try:
+        from psycopg import Error
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        addresses(url, what="database URL", many=True)
+        return
+    shown = _hidden(url)
+    try:
+        params = conninfo_to_dict(url)
+    except Error as exc:  # libpq quotes the URL or the parameter
+        text = " ".join(str(exc).replace(url, "<the URL>").split())
+        raise ConfigurationError(f"database URL {shown!r}: {mask(text)}") from None
+    except UnicodeDecodeError:  # psycopg decodes each percent-encoded value as UTF-8, as it would to connect
+        raise ConfigurationError(f"database URL {shown!r}: a percent-encoded value is not UTF-8") from None
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            raise ConfigurationError(f"database URL {shown!r}: a port is not a number from 1 to 65535")
+    for name in _LIBPQ_NUMBERS:
+        number = str(params.get(name) or "0")
+        if not (number.isascii() and number.lstrip("-").isdigit() and len(number) < 10):
+            raise ConfigurationError(f"database URL {shown!r}: {name} must be a whole number of seconds")
 
 
 def engine_url(engine: Any) -> str:
@@ -221,7 +268,8 @@ def _address(text: str, *, url: str, what: str) -> Address:
     if port is None:
         return Address(name, None)
     if not _PORT.match(port) or not 1 <= int(port) <= 65535:
-        raise ConfigurationError(f"{what} {_hidden(url)!r}: the port {port[:20]!r} is not a number from 1 to 65535")
+        named = f"the port {port!r}" if re.fullmatch(r"-?[0-9]{0,12}", port) else "a port"  # never a password's tail
+        raise ConfigurationError(f"{what} {_hidden(url)!r}: {named} is not a number from 1 to 65535")
     return Address(name, int(port))
 
 
@@ -266,36 +314,3 @@ def with_password(destination: str, urls: Iterable[str]) -> str:
         f"no password for the outbox's destination {destination}: give the relay that broker's URL with its "
         "password (--destinations, EDINBOX_DESTINATIONS, or `destinations` in the settings)"
     )
-
-
-_LIBPQ_NUMBERS = (
-    "connect_timeout",
-    "keepalives",
-    "keepalives_idle",
-    "keepalives_interval",
-    "keepalives_count",
-    "tcp_user_timeout",
-)
-"""libpq's parameters that take a whole number; a bad one fails every connection, found only when it is tried."""
-
-
-def libpq_parameters(url: str) -> None:
-    """Parse a PostgreSQL URL as libpq does, without connecting (psycopg's `conninfo_to_dict`): an unknown parameter,
-    a `port=` out of 1-65535 or a word where a number belongs is a ConfigurationError, not a connection failure
-    waited out as an outage. Without psycopg, nothing (the missing extra is said where the driver is needed)."""
-    try:
-        from psycopg import Error
-        from psycopg.conninfo import conninfo_to_dict
-    except ImportError:  # pragma: no cover - depends on the installed extras
-        return
-    try:
-        params = conninfo_to_dict(url)
-    except Error as exc:  # libpq names the parameter, never its value
-        raise ConfigurationError(f"database URL {mask(url)!r}: {' '.join(str(exc).split())}") from None
-    for port in str(params.get("port") or "").split(","):
-        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-            raise ConfigurationError(f"database URL {mask(url)!r}: the port {port[:20]!r} is not from 1 to 65535")
-    for name in _LIBPQ_NUMBERS:
-        number = str(params.get(name) or "0")
-        if not (number.isascii() and number.lstrip("-").isdigit() and len(number) < 10):
-            raise ConfigurationError(f"database URL {mask(url)!r}: {name} must be a whole number of seconds")

@@ -103,7 +103,7 @@ def outputs(password: str, folder: Path) -> list[str]:
         f"&sasl.username=u&sasl.password={encoded}&ssl.key.password={encoded}"
     )
     spool = f"dir://{folder / 'spool'}"
-    accounting = {"EDINBOX_ACCOUNTING": f"http://u:{encoded}@/x"}
+    accounting = {"EDINBOX_ACCOUNTING": f"http://u:{encoded}@127.0.0.1:9/x"}
     toml = folder / "hub.toml"
     toml.write_text(f'[hub]\ndb = {json.dumps(pg)}\nsource = {json.dumps(kafka)}\ntable = "{table}"\n')
     (folder / "one.edi").write_bytes(b"not EDI")
@@ -135,6 +135,7 @@ def outputs(password: str, folder: Path) -> list[str]:
         ),
         ("run", "--db", socket_pg, "--table", table, "--source", refused_mq, "--once", "--log-format", "json"),
         ("run", "--db", down_pg, "--source", spool, "--once", "--give-up-after", "1s"),
+        ("run", "--db", pg, "--source", spool, "--once", "--accounting", f"http://u:{encoded}@/x"),  # no host: refused
         ("relay", "--db", pg, "--table", table, "--once"),
         ("relay", "--db", down_pg, "--once", "--give-up-after", "1s"),
         ("publish", "--to", refused_mq, "--raw", str(folder / "one.edi")),

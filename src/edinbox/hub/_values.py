@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from edinbox._errors import ConfigurationError
-from edinbox._urls import addresses, database_url, libpq_parameters
+from edinbox._urls import addresses, database_url
 
 __all__ = [
     "LIMITS",
@@ -217,12 +217,11 @@ def bind_host(value: object) -> object:
 
 
 def database(value: object) -> object:
-    """A database URL the stores can open: its scheme, its hosts and ports, and on PostgreSQL what libpq reads of
-    it (its parameters, numbers where it wants numbers)."""
+    """A database URL the stores can open (`database_url`): its scheme, its hosts and ports, and on PostgreSQL what
+    libpq reads of it (its parameters, numbers where it wants numbers)."""
     text = str(text_only(value))
     try:
-        if database_url(text).dialect == "postgresql":
-            libpq_parameters(text)
+        database_url(text)
     except ConfigurationError as exc:
         raise ValueError(str(exc)) from None
     return text
