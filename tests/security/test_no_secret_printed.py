@@ -135,9 +135,11 @@ def outputs(password: str, folder: Path) -> list[str]:
         ),
         ("run", "--db", socket_pg, "--table", table, "--source", refused_mq, "--once", "--log-format", "json"),
         ("run", "--db", down_pg, "--source", spool, "--once", "--give-up-after", "1s"),
-        ("relay", "--db", pg, "--table", table, "--once"),
+        ("run", "--db", pg, "--table", table, "--source", kafka, "--once", "--give-up-after", "2s"),
+        ("relay", "--db", pg, "--table", table, "--once", "--give-up-after", "5s"),
         ("relay", "--db", down_pg, "--once", "--give-up-after", "1s"),
         ("publish", "--to", refused_mq, "--raw", str(folder / "one.edi")),
+        ("publish", "--to", kafka, "--raw", str(folder / "one.edi")),
         ("publish", "--json", "--to", f"redis://:{encoded}@127.0.0.1:1/0?stream=s", "--raw", str(folder / "one.edi")),
     ]
     slow = [c for c in commands if c[0] == "run"]  # a process of its own: the log lines `edinbox run` writes

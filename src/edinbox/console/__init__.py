@@ -52,7 +52,8 @@ def serve(config: HubConfig, *, host: str = "127.0.0.1", port: int = 8080, token
     except ImportError as exc:
         raise ConfigurationError("the console needs its extra: pip install 'edinbox[console]'") from exc
     asyncio.run(_verify(config))  # a missing schema is one line naming `edinbox init`, before anything listens
-    uvicorn.run(create_app(config, token=token), host=host, port=port, log_level="warning")
+    # log_config=None: uvicorn's records go to the process's handlers, where passwords are masked (edinbox.hub._log)
+    uvicorn.run(create_app(config, token=token), host=host, port=port, log_level="warning", log_config=None)
 
 
 async def _verify(config: HubConfig) -> None:
