@@ -1,6 +1,6 @@
 # Set-up is automatic: every target creates or updates .venv from pyproject.toml first. One .venv, two stamps:
-# `make demo` installs the package alone (its base dependencies, no extras, no dev tools); `make test` and the
-# other targets add every extra and the dev group.
+# `make demo` installs the package with its `cli` extra (the `edinbox` command; no other extra, no dev tools);
+# `make test` and the other targets add every extra and the dev group.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,7 +13,7 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[cli]'
 	touch $(DEMO_STAMP)
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python

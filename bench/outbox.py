@@ -47,8 +47,8 @@ from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._config import Agreement
 from edinbox.hub._generate import generate
 from edinbox.hub._ops import init
-from edinbox.hub._publishers import Publishers
 from edinbox.hub._relay import send
+from edinbox.loop import Publishers
 from edinbox.sources.spool import publish
 
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"

@@ -13,7 +13,9 @@ the median and the range of the rounds' ratios, and a last line the same for the
 every thread, against parsing alone: less moved by other processes than rates on a busy machine). `--db` runs that hub
 on PostgreSQL (a fresh schema per round, dropped after it) instead of an SQLite file.
 
-Run: .venv/bin/python -m bench.spool [--rounds 3] [--measure 1000] [--backlogs 1000,20000] [--no-whole] [--hub]
+`--cpu` adds the spool's least CPU time per file (this process, receive + ack) for each backlog.
+
+Run: .venv/bin/python -m bench.spool [--rounds 3] [--measure 1000] [--backlogs 1000,20000] [--no-whole] [--cpu] [--hub]
     [--vs-parse [--db postgresql://postgres@127.0.0.1:5432/test]]
 """
 
@@ -50,11 +52,12 @@ def fill(root: Path, count: int) -> None:
         (inbound / file_name(f"m{i:06d}")).write_bytes(PAYLOAD)
 
 
-async def drain(root: Path, measure: int, batch: int) -> float:
-    """Receive and ack the first `measure` files; return files per second."""
+async def drain(root: Path, measure: int, batch: int, *, cpu: list[float] | None = None) -> float:
+    """Receive and ack the first `measure` files; return files per second (and append the CPU seconds per file of
+    this process to `cpu`)."""
     async with SpoolSource(root, consumer="bench") as source:
         done = 0
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         while done < measure:
             got = await source.receive(max_messages=min(batch, measure - done), timeout=1.0)
             if not got:
@@ -62,6 +65,8 @@ async def drain(root: Path, measure: int, batch: int) -> float:
             for delivery in got:
                 await source.ack(delivery)
             done += len(got)
+        if cpu is not None:
+            cpu.append((time.process_time() - used) / done)
         return done / (time.perf_counter() - started)
 
 
@@ -166,14 +171,19 @@ def main() -> int:
     parser.add_argument("--hub", action="store_true", help="also measure the hub itself on an SQLite file")
     parser.add_argument("--vs-parse", action="store_true", help="the hub against parsing alone, same files")
     parser.add_argument("--db", default="", help="with --vs-parse: a PostgreSQL URL for the hub [an SQLite file]")
+    parser.add_argument("--cpu", action="store_true", help="also print the spool's least CPU time per file")
     args = parser.parse_args()
     backlogs = [int(b) for b in args.backlogs.split(",")]
     batch = args.batch or HUB_BATCH
-    first = _measure(backlogs, args.rounds, batch, lambda _: args.measure)
+    cpu: dict[int, list[float]] = {b: [] for b in backlogs}
+    first = _measure(backlogs, args.rounds, batch, lambda _: args.measure, cpu=cpu if args.cpu else None)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"Spool receive + ack, batch {batch}, best of {args.rounds} alternating rounds")
     print(f"({os.cpu_count()} CPUs, load average {load}); the first {args.measure:,} files of each backlog:")
     _table(backlogs, first)
+    if args.cpu:  # the process's own CPU time: less moved than rates by other processes on a shared machine
+        least = ", ".join(f"{b:,} waiting {min(cpu[b]) * 1e6:.0f} us" for b in backlogs)
+        print(f"CPU time per file (receive + ack, least of the rounds): {least}")
     if args.whole:
         whole = _measure(backlogs, args.rounds, batch, lambda backlog: backlog)
         print("\nthe whole backlog, drained to empty:")
@@ -226,6 +236,7 @@ def _measure(
     settle: Callable[[int], int],
     *,
     traffic: list[tuple[str, bytes]] | None = None,
+    cpu: dict[int, list[float]] | None = None,
 ) -> dict[int, float]:
     """The best rate of each backlog over alternating rounds, settling `settle(backlog)` files per round (through
     the hub when `traffic` is given)."""
@@ -238,7 +249,7 @@ def _measure(
                 root = workdir / f"r{round_}-{backlog}"
                 if traffic is None:
                     fill(root, backlog)
-                    rate = asyncio.run(drain(root, settle(backlog), batch))
+                    rate = asyncio.run(drain(root, settle(backlog), batch, cpu=None if cpu is None else cpu[backlog]))
                 else:
                     fill_traffic(root, backlog, traffic)
                     rate = asyncio.run(through_hub(root, settle(backlog), batch))

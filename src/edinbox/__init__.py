@@ -1,5 +1,6 @@
 """edinbox: make a business side effect happen exactly once on top of brokers that deliver at least once."""
 
+from edinbox._application import Application
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import Status
 from edinbox._errors import (
@@ -17,8 +18,11 @@ from edinbox._errors import (
 from edinbox._message import Message, Outcome, Outgoing
 from edinbox._records import Record, Stats, Tx
 from edinbox._sync_inbox import Inbox
+from edinbox.loop import AsyncConsumer, consume
 
 __all__ = [
+    "Application",
+    "AsyncConsumer",
     "AsyncInbox",
     "ConfigurationError",
     "DataError",
@@ -38,4 +42,5 @@ __all__ = [
     "StoreError",
     "TransientError",
     "Tx",
+    "consume",
 ]

@@ -1,5 +1,5 @@
 """`python -m edinbox`: the `edinbox` command."""
 
-from edinbox.cli import main
+from edinbox._script import main
 
 main()

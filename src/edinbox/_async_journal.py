@@ -17,12 +17,14 @@ from typing import Any, Self, TypeVar
 
 import stamina
 
+from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
 from edinbox._message import Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox._urls import with_password
 from edinbox.stores._async_base import AsyncUnit
 from edinbox.stores._async_factory import open_store
 from edinbox.stores._mapping import lock_conflict
@@ -53,14 +55,16 @@ class AsyncJournal:
         max_attempts: int = 5,
         horizon: timedelta = timedelta(days=7),
         pool_size: int = POOL_SIZE,
+        applications: Sequence[Application] = (),
     ) -> None:
-        """Check the configuration; nothing connects until the first call."""
+        """Check the configuration; nothing connects until the first call. `applications` add their own named
+        statements to the store (`edinbox.Application`: an application's tables beside the journal)."""
         check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
         self.consumer = consumer
         self.max_attempts = max_attempts
         self.horizon = horizon
         self._table = table
-        self._store = open_store(target, table=table, pool_size=pool_size)
+        self._store = open_store(target, table=table, pool_size=pool_size, applications=tuple(applications))
         self.dialect = self._store.dialect
         self.outbox = self._store.outbox
         """The outbox table's name, beside the journal (`<journal>_outbox`)."""
@@ -169,8 +173,12 @@ class AsyncJournal:
             if sent < batch_size:
                 return deleted
 
-    async def relay(self, send: Send, *, limit: int = 100) -> SendResult:
+    async def relay(self, send: Send, *, limit: int = 100, destinations: Sequence[str] = ()) -> SendResult:
         """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
+
+        A row keeps its destination without a password (`amqp://guest:***@host/?queue=q`): `send` gets it with
+        the password of the first of `destinations` (full URLs) naming the same scheme, user, host and port; a row
+        whose password none of them has is parked with that reason.
 
         Rows go to `send` grouped by destination, in the order they were published; at most one unsent row per
         destination and key is claimed at a time, so order per key holds. On PostgreSQL and MariaDB the claim
@@ -191,7 +199,7 @@ class AsyncJournal:
         if self._store.dialect == "sqlite":  # no lock held while sending: the journal's writers go on
             async with self._store.unit() as unit:
                 rows = await unit.fetch("outbox_claim", claim)
-            sent, parked, error = await self._send_all(send, rows)
+            sent, parked, error = await self._send_all(send, rows, destinations)
             async with self._store.unit() as unit:
                 await unit.begin()
                 await self._mark(unit, sent, parked)
@@ -199,7 +207,7 @@ class AsyncJournal:
             async with self._store.unit() as unit:
                 rows = await _again(unit, partial(unit.begin_fetch, "outbox_claim", claim))
                 try:
-                    sent, parked, error = await self._send_all(send, rows)
+                    sent, parked, error = await self._send_all(send, rows, destinations)
                 except BaseException:
                     await unit.rollback()
                     raise
@@ -208,14 +216,15 @@ class AsyncJournal:
         return SendResult(sent=len(sent), parked=tuple((row.key, r) for row, r in parked), error=error)
 
     async def _send_all(
-        self, send: Send, rows: Sequence[Sequence[Any]]
+        self, send: Send, rows: Sequence[Sequence[Any]], destinations: Sequence[str]
     ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
         """Send every claimed row, the destinations at once (asynchronously; one after the other in the sync twin),
         each destination's rows in order: the ids sent, the rows parked, a transient failure."""
         sent: list[int] = []
         parked: list[tuple[Claimed, str]] = []
         sends = [
-            self._send(send, destination, group, sent, parked) for destination, group in by_destination(rows).items()
+            self._send(partial(_with_password, send, destinations), destination, group, sent, parked)
+            for destination, group in by_destination(rows).items()
         ]
         # sync: failures = sends
         failures = await asyncio.gather(*sends)  # async-only
@@ -303,6 +312,14 @@ class AsyncJournal:
         """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
         return await self._write("forget", key) > 0
+
+
+async def _with_password(
+    send: Send, destinations: Sequence[str], destination: str, messages: Sequence[Outgoing]
+) -> None:
+    """`send` to `destination` with its password from `destinations` (ConfigurationError, which parks the rows,
+    when none has it)."""
+    await send(with_password(destination, destinations), messages)
 
 
 async def _again(unit: AsyncUnit, work: Callable[[], Awaitable[T]], *, begin: bool = False) -> T:

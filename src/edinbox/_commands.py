@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ from edinbox.hub._settings import Settings, load_settings
 __all__ = [
     "EXIT_CONFIGURATION",
     "Commands",
+    "Number",
     "db_options",
     "echo",
     "errors",
@@ -94,6 +96,17 @@ class _Command(click.Command):
         known.learn(v for value in ctx.params.values() for v in (value if isinstance(value, tuple) else (value,)))
         configure([], level=logging.WARNING, known=known)
         return super().invoke(ctx)
+
+
+class Number(click.FloatRange):
+    """A number within bounds, NaN refused (it compares false with both bounds, so click's FloatRange takes it)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The number, or a usage error naming the range."""
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number in the range {self._describe_range()}.", param, ctx)
+        return number
 
 
 class Commands(click.Group):
@@ -154,12 +167,13 @@ class _Setting(click.Option):
 
 
 _METAVARS = {
-    "_whole": "N",
-    "_seconds": "SECONDS",
-    "_duration": "DURATION",
-    "_optional_duration": "DURATION",
-    "_period": "DURATION",
-    "_rate": "ROWS/S",
+    "whole_number": "N",
+    "seconds": "SECONDS",
+    "duration": "DURATION",
+    "lease_duration": "DURATION",
+    "optional_duration": "DURATION",
+    "period": "DURATION",
+    "rows_per_second": "ROWS/S",
 }
 
 

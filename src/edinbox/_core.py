@@ -47,6 +47,7 @@ MIGRATIONS: dict[int, str] = {
     5: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
     6: "the outbox's unsent rows indexed in id order (<journal>_outbox_unsent): the claim skips the sent rows",
     7: "MariaDB: a processed delivery's values as the journal's defaults (its INSERT names four columns)",
+    9: "the outbox's destinations without passwords (the relay supplies them from its settings)",
 }
 """Each version of the journal layout after the first, with what it changes.
 

@@ -34,6 +34,7 @@ from typing import Any
 from edinbox._core import MAX_KEY_BYTES
 from edinbox._errors import ConfigurationError, LimitError, PermanentError
 from edinbox._message import Outgoing
+from edinbox._urls import mask
 
 __all__ = [
     "Claimed",
@@ -76,7 +77,8 @@ def publish_params(destination: str, payload: bytes, *, key: str, headers: Mappi
     if headers:
         check_headers(destination, headers)
         encoded = json.dumps(dict(headers), sort_keys=True)
-    return {"destination": destination, "key": key, "payload": bytes(payload), "headers": encoded}
+    # kept without its passwords (`mask`): the relay supplies them from its settings (`relay(destinations=...)`)
+    return {"destination": mask(destination), "key": key, "payload": bytes(payload), "headers": encoded}
 
 
 def check_headers(destination: str, headers: Mapping[str, str]) -> None:

@@ -15,12 +15,14 @@ from typing import Any, Self, TypeVar
 
 import stamina
 
+from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._errors import ConfigurationError
 from edinbox._message import Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
+from edinbox._urls import with_password
 from edinbox.stores._mapping import lock_conflict
 from edinbox.stores._sync_base import Unit
 from edinbox.stores._sync_factory import open_store
@@ -51,14 +53,16 @@ class Journal:
         max_attempts: int = 5,
         horizon: timedelta = timedelta(days=7),
         pool_size: int = POOL_SIZE,
+        applications: Sequence[Application] = (),
     ) -> None:
-        """Check the configuration; nothing connects until the first call."""
+        """Check the configuration; nothing connects until the first call. `applications` add their own named
+        statements to the store (`edinbox.Application`: an application's tables beside the journal)."""
         check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
         self.consumer = consumer
         self.max_attempts = max_attempts
         self.horizon = horizon
         self._table = table
-        self._store = open_store(target, table=table, pool_size=pool_size)
+        self._store = open_store(target, table=table, pool_size=pool_size, applications=tuple(applications))
         self.dialect = self._store.dialect
         self.outbox = self._store.outbox
         """The outbox table's name, beside the journal (`<journal>_outbox`)."""
@@ -165,8 +169,12 @@ class Journal:
             if sent < batch_size:
                 return deleted
 
-    def relay(self, send: Send, *, limit: int = 100) -> SendResult:
+    def relay(self, send: Send, *, limit: int = 100, destinations: Sequence[str] = ()) -> SendResult:
         """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
+
+        A row keeps its destination without a password (`amqp://guest:***@host/?queue=q`): `send` gets it with
+        the password of the first of `destinations` (full URLs) naming the same scheme, user, host and port; a row
+        whose password none of them has is parked with that reason.
 
         Rows go to `send` grouped by destination, in the order they were published; at most one unsent row per
         destination and key is claimed at a time, so order per key holds. On PostgreSQL and MariaDB the claim
@@ -187,7 +195,7 @@ class Journal:
         if self._store.dialect == "sqlite":  # no lock held while sending: the journal's writers go on
             with self._store.unit() as unit:
                 rows = unit.fetch("outbox_claim", claim)
-            sent, parked, error = self._send_all(send, rows)
+            sent, parked, error = self._send_all(send, rows, destinations)
             with self._store.unit() as unit:
                 unit.begin()
                 self._mark(unit, sent, parked)
@@ -195,7 +203,7 @@ class Journal:
             with self._store.unit() as unit:
                 rows = _again(unit, partial(unit.begin_fetch, "outbox_claim", claim))
                 try:
-                    sent, parked, error = self._send_all(send, rows)
+                    sent, parked, error = self._send_all(send, rows, destinations)
                 except BaseException:
                     unit.rollback()
                     raise
@@ -204,14 +212,15 @@ class Journal:
         return SendResult(sent=len(sent), parked=tuple((row.key, r) for row, r in parked), error=error)
 
     def _send_all(
-        self, send: Send, rows: Sequence[Sequence[Any]]
+        self, send: Send, rows: Sequence[Sequence[Any]], destinations: Sequence[str]
     ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
         """Send every claimed row, the destinations at once (asynchronously; one after the other in the sync twin),
         each destination's rows in order: the ids sent, the rows parked, a transient failure."""
         sent: list[int] = []
         parked: list[tuple[Claimed, str]] = []
         sends = [
-            self._send(send, destination, group, sent, parked) for destination, group in by_destination(rows).items()
+            self._send(partial(_with_password, send, destinations), destination, group, sent, parked)
+            for destination, group in by_destination(rows).items()
         ]
         failures = sends
         return sent, parked, next((f for f in failures if f is not None), None)
@@ -298,6 +307,12 @@ class Journal:
         """Delete one row so that the next delivery is processed again (deliberate reprocessing)."""
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
         return self._write("forget", key) > 0
+
+
+def _with_password(send: Send, destinations: Sequence[str], destination: str, messages: Sequence[Outgoing]) -> None:
+    """`send` to `destination` with its password from `destinations` (ConfigurationError, which parks the rows,
+    when none has it)."""
+    send(with_password(destination, destinations), messages)
 
 
 def _again(unit: Unit, work: Callable[[], T], *, begin: bool = False) -> T:

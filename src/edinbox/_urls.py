@@ -17,11 +17,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote, unquote_plus
+from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["DatabaseUrl", "database_url", "engine_url", "mask", "secrets"]
+__all__ = ["Address", "DatabaseUrl", "addresses", "database_url", "engine_url", "mask", "secrets", "with_password"]
 
 # After the `@` that ends a password: a host (a bracketed address, or a name of any characters but the URL's
 # delimiters: non-ASCII and unusual ones included) and an optional port, then the end of the authority; or no host at
@@ -47,6 +47,11 @@ _QUOTED_PASSWORD = re.compile(
 )
 
 MEMORY = ":memory:"
+
+MAX_HOST = 253
+"""The longest host name (RFC 1035), in characters."""
+_HOST_NAME = re.compile(r"^[\w%-](?:[\w.%-]{0,251}[\w%-])?\.?$")
+_PORT = re.compile(r"^[0-9]{1,5}$")
 
 
 def mask(text: str) -> str:
@@ -86,14 +91,17 @@ def database_url(url: str) -> DatabaseUrl:
     """Parse `postgresql://...`, `mysql://...` or `mariadb://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`
     or `sqlite://` (memory).
 
-    A SQLite path is percent-decoded once, here, so `sqlite:///my%20db.db` is the file `my db.db` for every part
-    of the package. Anything else is a ConfigurationError naming the URL with its password masked.
+    A server's hosts and ports are checked (`addresses`). A SQLite path is percent-decoded once, here, so
+    `sqlite:///my%20db.db` is the file `my db.db` for every part of the package. Anything else is a
+    ConfigurationError naming the URL with its password masked.
     """
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if sep and scheme in ("postgresql", "postgres"):
+        addresses(url, what="database URL", many=True)  # several hosts for libpq's failover; none: a local socket
         return DatabaseUrl("postgresql", _encoded_password(url))
     if sep and scheme in ("mysql", "mariadb"):
+        addresses(url, what="database URL")
         return DatabaseUrl("mysql", url)
     if sep and scheme == "sqlite":
         rest = rest.split("?", 1)[0]
@@ -150,3 +158,101 @@ def secrets(urls: Iterable[str]) -> set[str]:
                 found.update({plain, quote(plain, safe=""), quote(plain), json.dumps(plain)[1:-1], repr(plain)[1:-1]})
                 found.add(json.dumps(plain, ensure_ascii=False)[1:-1])
     return {s for s in found if s and s != "***"}
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """One host and port of a URL, as checked by `addresses` (port None: the scheme's default)."""
+
+    host: str
+    port: int | None
+
+
+def addresses(url: str, *, what: str, host: bool = False, many: bool = False) -> list[Address]:
+    """The hosts and ports of `url`, each checked without any I/O; a ConfigurationError naming `what` (masked).
+
+    Every port is a number from 1 to 65535, every host a name of letters, digits, `.`, `-` and `_` or an IP address
+    in brackets, the user, password and hosts without a raw space or control character; with `host`, at least one
+    host is required (an HTTP API, a Kafka broker); with `many`, the URL may list several `host:port` separated by
+    commas (PostgreSQL, Kafka). Without a host the driver's default applies (a local socket, localhost).
+    """
+    if not isinstance(url, str):
+        raise ConfigurationError(f"{what} must be text, got {type(url).__name__}")
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError as exc:  # an unclosed [IPv6 bracket
+        raise ConfigurationError(f"{what} {_hidden(url)!r}: {exc}") from None
+    if any(ch.isspace() or not ch.isprintable() for ch in netloc):
+        raise ConfigurationError(
+            f"{what} {_hidden(url)!r}: a space or control character before the path must be percent-encoded (%20)"
+        )
+    hosts = netloc.rpartition("@")[2]
+    found = [_address(part, url=url, what=what) for part in (hosts.split(",") if many else [hosts]) if part or not many]
+    found = [a for a in found if a.host or a.port is not None]
+    if host and not any(a.host for a in found):
+        raise ConfigurationError(f"{what} {_hidden(url)!r}: a host is required (scheme://host:port/...)")
+    return found
+
+
+def _address(text: str, *, url: str, what: str) -> Address:
+    """One `host`, `host:port`, `[v6]` or `[v6]:port`."""
+    if text.startswith("["):
+        literal, sep, rest = text[1:].partition("]")
+        if not sep or not literal or not re.fullmatch(r"[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?", literal):
+            raise ConfigurationError(f"{what} {_hidden(url)!r}: {text!r} is not an IP address in brackets")
+        name, port = f"[{literal}]", rest.removeprefix(":") if rest.startswith(":") else None
+        if rest and port is None:
+            raise ConfigurationError(f"{what} {_hidden(url)!r}: {text!r} is not [address]:port")
+    else:
+        name, sep, port_text = text.partition(":")
+        port = port_text if sep else None
+        if name and not _HOST_NAME.match(name):
+            raise ConfigurationError(f"{what} {_hidden(url)!r}: {name[:80]!r} is not a host name")
+    if port is None:
+        return Address(name, None)
+    if not _PORT.match(port) or not 1 <= int(port) <= 65535:
+        raise ConfigurationError(f"{what} {_hidden(url)!r}: the port {port[:20]!r} is not a number from 1 to 65535")
+    return Address(name, int(port))
+
+
+def _hidden(url: str) -> str:
+    """`url` for an error about its address: anything before its last `@` (a user and password, however written,
+    with or without a host after it) shown as `***`."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.rpartition("@")[2]
+    return mask(f"{scheme}{sep}{rest}")
+
+
+MASKED = "***"
+"""What `mask` puts in a password's place: in an outbox row's destination, a password the relay supplies."""
+
+_ORIGIN = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*")
+
+
+def with_password(destination: str, urls: Iterable[str]) -> str:
+    """`destination` as the outbox keeps it (`mask`ed: `amqp://guest:***@host/?queue=q`) with its passwords taken
+    from the first of `urls` (full URLs) that names the same scheme, user, host and port; unchanged when it has no
+    masked password. ConfigurationError (the row is parked) when none of `urls` has its password."""
+    if MASKED not in destination:
+        return destination
+    origin = _ORIGIN.match(destination)
+    for url in urls:
+        found = _ORIGIN.match(mask(url))
+        if origin is None or found is None or found.group(0) != origin.group(0):
+            continue
+        restored = destination
+        if (given := _PASSWORD.search(url)) is not None:
+            restored = restored.replace(f":{MASKED}@", f":{given.group('password')}@", 1)
+        for match in _QUERY_PASSWORD.finditer(url):  # an option by its name, whatever delimiter is before it
+            head = match.group("head").lstrip("?&;, (\t\n")
+            found_at = re.search(rf"(?<=[?&;]){re.escape(head + MASKED)}", restored)
+            if found_at is not None:
+                value = head + match.group("password")
+                restored = restored[: found_at.start()] + value + restored[found_at.end() :]
+        if MASKED not in restored:
+            return restored
+    raise ConfigurationError(
+        f"no password for the outbox's destination {destination}: give the relay that broker's URL with its "
+        "password (--destinations, EDINBOX_DESTINATIONS, or `destinations` in the settings)"
+    )

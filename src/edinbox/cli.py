@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, NoReturn
 
 import click
 
-from edinbox._commands import Commands, db_options, hub_settings, load
+from edinbox._commands import Commands, Number, db_options, hub_settings, load
 from edinbox._commands import echo as _echo
 from edinbox._commands import errors as _errors
 from edinbox._commands import json_option as _json
@@ -36,6 +37,15 @@ __all__ = ["main"]
 
 EXIT_GAVE_UP = 2
 """`run --give-up-after`: a dependency stayed down longer than that."""
+
+MAX_ROWS = 100_000
+"""The most rows one `list`, `purge` batch or relay pass may ask for."""
+MAX_MESSAGES = 1_000_000
+"""The most interchanges `demo` and `chaos` generate."""
+MAX_SECONDS = 86400.0
+"""The longest time in seconds a `chaos` option may give (a day)."""
+SEED = click.IntRange(0, 2**63 - 1)
+"""A seed of the generated traffic."""
 
 
 def _version() -> str:
@@ -124,6 +134,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT")
 @_option("--quiet", "-q", is_flag=True, envvar="EDINBOX_QUIET", help="log warnings and errors only")
 @_setting("--accounting")
+@_setting("--accounting-token-file")
 @_setting("--give-up-after")
 @_setting("--max-payload")
 @_setting("--retention")
@@ -132,6 +143,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_option("--no-relay", is_flag=True, envvar="EDINBOX_NO_RELAY", help="do not relay the outbox here (`edinbox relay`)")
 @_setting("--metrics-port")
 @_setting("--metrics-host")
+@_setting("--metrics-public", is_flag=True)
 @_json
 def run(
     *, routes: tuple[str, ...], once: bool, log_format: str, quiet: bool, as_json: bool, no_relay: bool, **settings: Any
@@ -143,7 +155,8 @@ def run(
     It runs no DDL: `edinbox init` creates the schema (and the spool folder). EDINBOX_FAULT=after_commit:N arms the
     fault point: the process kills itself after the N-th commit, before the ack (for redelivery tests);
     relay_start:N kills each of the first N relay processes as it starts. --json prints the totals as one JSON
-    object when it stops.
+    object when it stops. The --accounting API's bearer token is read from --accounting-token-file, else from
+    EDINBOX_ACCOUNTING_TOKEN (never from a flag's value, which `ps` shows).
 
     Exit status: 0 stopped or drained (--once), 1 configuration (a setting, URL, missing extra, missing database or
     spool folder, missing schema: the message says which), 2 gave up (a dependency stayed down longer than
@@ -183,19 +196,21 @@ def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
 
 async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
     from edinbox.hub._hub import open_hub
+    from edinbox.hub._partners import report_to
 
     sink: Any = None
     if cfg.accounting:
         from edinbox.hub.http_sink import HttpAccounting
 
-        sink = HttpAccounting(cfg.accounting)
-    from edinbox.hub._outage import Stopped
+        sink = HttpAccounting(cfg.accounting, token=_accounting_token(cfg))
+    from edinbox.loop import Stopped
 
     stop = asyncio.Event()  # SIGTERM / Ctrl-C: while waiting for a dependency too, not only once running
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     metrics, server = _metrics(cfg)
+    report_to(metrics, log_json=log_json)  # the partner registry's refusals: counted and logged as they settle
     try:
         async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
             logging.getLogger("edinbox.hub").info(
@@ -209,17 +224,41 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
             server.shutdown()
 
 
+def _accounting_token(cfg: HubConfig) -> str | None:
+    """The accounting API's bearer token: the file `accounting_token_file` names, else EDINBOX_ACCOUNTING_TOKEN;
+    one warning line when it would cross the network in clear (http:// to another host than loopback)."""
+    from urllib.parse import urlsplit
+
+    from edinbox._hosts import is_loopback
+    from edinbox.hub._log import format_line
+    from edinbox.hub.http_sink import TOKEN_VARIABLE, read_token
+
+    token = read_token(cfg.accounting_token_file) if cfg.accounting_token_file else os.environ.get(TOKEN_VARIABLE)
+    url = urlsplit(cfg.accounting)
+    if token and url.scheme == "http" and not is_loopback(url.hostname or ""):
+        fields = {"host": url.hostname, "advice": "use https:// or a loopback address"}
+        logging.getLogger("edinbox.hub").warning(format_line("accounting-token-cleartext", fields))
+    return token or None
+
+
 def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
-    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them."""
+    """The hub's Prometheus instruments and the server of GET /metrics, when `metrics_port` asks for them: partner
+    labels for the partners with an agreement, message types those known and routed (others count as `other`)."""
     if not cfg.metrics_port:
         return None, None
-    from edinbox.metrics import Metrics
+    from edinbox._hosts import is_loopback
+    from edinbox.hub._log import format_line
+    from edinbox.metrics import MESSAGE_TYPES, Metrics
 
-    metrics = Metrics()
+    metrics = Metrics(partners=cfg.partners, message_types=[*MESSAGE_TYPES, *cfg.routes])
     try:
-        return metrics, metrics.serve(cfg.metrics_port, host=cfg.metrics_host)
+        server = metrics.serve(cfg.metrics_port, host=cfg.metrics_host, public=cfg.metrics_public)
     except OSError as exc:
         raise click.UsageError(f"cannot serve /metrics on {cfg.metrics_host}:{cfg.metrics_port}: {exc}") from exc
+    if not is_loopback(cfg.metrics_host):
+        fields = {"host": cfg.metrics_host, "port": cfg.metrics_port, "authentication": "none"}
+        logging.getLogger("edinbox.hub").warning(format_line("metrics-public", fields))
+    return metrics, server
 
 
 @main.command()
@@ -293,7 +332,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     """
     cfg = _config(**settings)
     data = _run(_ops.stats(cfg))
-    if not data["journal_rows"] and not data["received"] and not data["rejected"]:
+    if not data["journal_rows"] and not data.get("received") and not data.get("rejected"):
         _say(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
     _echo(data, as_json=as_json)
 
@@ -305,7 +344,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     type=click.Choice(["processed", "failed", "requeued", "dead", "conflict", "in_progress", "rejected"]),
     help="only rows of this status (rejected: parked payloads that did not parse)",
 )
-@_option("--limit", default=50, type=click.IntRange(min=1))
+@_option("--limit", default=50, type=click.IntRange(1, MAX_ROWS))
 @_json
 def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> None:
     """List journal rows (newest first) or parked payloads (--status rejected)."""
@@ -328,7 +367,8 @@ def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> 
     help="write the stored payload's raw bytes to this file",
 )
 def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any) -> None:
-    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it) or a parked payload (rejected/ID).
+    """Show one journal row (KEY = SOURCE/MESSAGE_ID, as `list` prints it: a `/` inside a part is %2F) or a parked
+    payload (rejected/ID).
 
     Payloads are previewed: EDI one segment per line, text as text, anything else as hex; --payload FILE writes
     the raw bytes.
@@ -409,7 +449,7 @@ def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
 @_setting("--older-than", "retention", help="age of the rows to delete (30d, 12h, ...)")
 @_setting("--horizon")
 @_setting("--max-rate", "purge_max_rate")
-@_option("--batch-size", default=1000, type=click.IntRange(min=1))
+@_option("--batch-size", default=1000, type=click.IntRange(1, MAX_ROWS))
 @_json
 def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     """Delete settled journal rows older than --older-than in bounded batches (never younger than the horizon),
@@ -433,15 +473,15 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
 
 
 @main.command()
-@_option("--messages", default=500, type=click.IntRange(min=1), help="interchanges")
-@_option("--duplicate-rate", default=0.2, type=click.FloatRange(0, 1), help="share of invoices published twice")
+@_option("--messages", default=500, type=click.IntRange(1, MAX_MESSAGES), help="interchanges")
+@_option("--duplicate-rate", default=0.2, type=Number(0, 1), help="share of invoices published twice")
 @_option(
     "--crash-rate",
     default=0.15,
-    type=click.FloatRange(0, 1),
+    type=Number(0, 1),
     help="chance that a hub process is killed after a commit, before its ack",
 )
-@_option("--seed", default=7, type=int, help="same seed, same traffic")
+@_option("--seed", default=7, type=SEED, help="same seed, same traffic")
 @_option("--db", envvar="EDINBOX_DB", default=None, show_default="SQLite in the work dir")
 @_option("--table", default=None, show_default="inbox; a fresh schema on PostgreSQL", help="journal table")
 @_option(
@@ -458,15 +498,16 @@ def demo(*, as_json: bool, **options: Any) -> None:
     from edinbox.hub._demo import run_demo
 
     with _errors():
-        report = run_demo(**options, echo=(lambda text: None) if as_json else click.echo)
+        report = run_demo(**options, echo=(lambda text: None) if as_json else _say)
     _verdict(report, as_json=as_json)
 
 
 @main.command()
 @db_options
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="send what is waiting, exit")
-@_option("--limit", default=100, show_default=True, type=click.IntRange(min=1), help="rows per pass")
+@_option("--limit", default=100, show_default=True, type=click.IntRange(1, MAX_ROWS), help="rows per pass")
 @_setting("--give-up-after")
+@_setting("--destinations")
 @_json
 def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.
@@ -496,22 +537,24 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
 @_option("--source", envvar="EDINBOX_SOURCE", required=True, help="the source to prove: dir://, amqp://, nats://...")
 @_option("--db", envvar="EDINBOX_DB", required=True, help="the database to prove: postgresql://... or sqlite:///...")
 @_option("--table", default=None, show_default="a fresh schema per run on PostgreSQL", help="journal table")
-@_option("--messages", default=200, type=click.IntRange(min=1), help="distinct invoice interchanges")
-@_option("--duplicates", default=50, type=click.IntRange(min=0), help="copies of published ones, sent again")
+@_option("--messages", default=200, type=click.IntRange(1, MAX_MESSAGES), help="distinct invoice interchanges")
+@_option("--duplicates", default=50, type=click.IntRange(0, MAX_MESSAGES), help="copies of published ones, sent again")
 @_option("--hubs", default=3, type=click.IntRange(1, 16), help="hub processes at a time")
-@_option("--kill-every", default=2.0, type=click.FloatRange(min=0), help="seconds between kills; 0: none")
+@_option("--kill-every", default=2.0, type=Number(0, MAX_SECONDS), help="seconds between kills; 0: none")
 @_option("--restart-db-command", default=None, help="shell command run once, when a third of the invoices exist")
-@_option("--timeout", default=300.0, type=click.FloatRange(min=1), help="seconds in all")
+@_option("--timeout", default=300.0, type=Number(1, MAX_SECONDS), help="seconds in all")
 @_option(
     "--drain-idle",
-    type=click.FloatRange(min=0),
+    type=Number(0, MAX_SECONDS),
     show_default="the source's ack_wait + 2, at least 6",
     help="idle seconds that count as drained",
 )
-@_option("--seed", default=7, type=int, help="same seed, same traffic and kills")
-@_option("--batch-size", default=10, type=click.IntRange(min=1), help="deliveries per batch of each hub")
-@_option("--poison", default=0, type=click.IntRange(min=0), help="bad deliveries among the good: each parked once")
-@_option("--huge", default=0, type=click.IntRange(min=0), help="non-EDI deliveries of 17-20 MiB: each parked once")
+@_option("--seed", default=7, type=SEED, help="same seed, same traffic and kills")
+@_option("--batch-size", default=10, type=click.IntRange(1, 10000), help="deliveries per batch of each hub")
+@_option(
+    "--poison", default=0, type=click.IntRange(0, MAX_MESSAGES), help="bad deliveries among the good: each parked once"
+)
+@_option("--huge", default=0, type=click.IntRange(0, 1000), help="non-EDI deliveries of 17-20 MiB: each parked once")
 @_workdir("EDINBOX_CHAOS_DIR", about="hub and restart logs")
 @_json
 def chaos(*, as_json: bool, **options: Any) -> None:
@@ -539,7 +582,7 @@ def chaos(*, as_json: bool, **options: Any) -> None:
     from edinbox.hub._chaos import run_chaos
 
     with _errors():
-        report = run_chaos(**options, echo=(lambda text: None) if as_json else lambda text: click.echo(text, err=True))
+        report = run_chaos(**options, echo=(lambda text: None) if as_json else lambda text: _say(text, err=True))
     _verdict(report, as_json=as_json)
 
 
@@ -547,23 +590,113 @@ def chaos(*, as_json: bool, **options: Any) -> None:
 @db_options
 @_option("--host", default="127.0.0.1", envvar="EDINBOX_CONSOLE_HOST", help="address to bind")
 @_option("--port", default=8080, type=click.IntRange(1, 65535), envvar="EDINBOX_CONSOLE_PORT", help="port to bind")
-@_option("--token", envvar="EDINBOX_CONSOLE_TOKEN", help="required by every page; needed to bind another address")
+@_option(
+    "--token-file",
+    envvar="EDINBOX_CONSOLE_TOKEN_FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="file holding the token every page asks for (or EDINBOX_CONSOLE_TOKEN); needed to bind another address",
+)
+@click.option("--token", hidden=True, allow_from_autoenv=False, help="refused: a token in argv shows in ps")
+@_option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    envvar="EDINBOX_CONSOLE_ALLOWED_HOST",
+    help="a host name the console answers to besides loopback's (repeatable)",
+)
+@_option("--certfile", envvar="EDINBOX_CONSOLE_CERTFILE", type=click.Path(path_type=Path), help="TLS certificate")
+@_option("--keyfile", envvar="EDINBOX_CONSOLE_KEYFILE", type=click.Path(path_type=Path), help="TLS private key")
+@_option("--allow-http", is_flag=True, help="serve plain HTTP beyond loopback (a TLS proxy in front)")
 @_json
-def console(*, host: str, port: int, token: str | None, as_json: bool, **settings: Any) -> None:
+def console(
+    *,
+    host: str,
+    port: int,
+    token_file: Path | None,
+    token: str | None,
+    allowed_hosts: tuple[str, ...],
+    certfile: Path | None,
+    keyfile: Path | None,
+    allow_http: bool,
+    as_json: bool,
+    **settings: Any,
+) -> None:
     """Serve the operator console: search, messages, requeue / forget with an audit trail, the dashboard.
 
-    It binds 127.0.0.1 unless --host says otherwise, and refuses any other address without --token. It prints
-    where it listens (one JSON object with --json), then serves until Ctrl-C or SIGTERM.
+    It binds 127.0.0.1 unless --host says otherwise. Any other address needs a token of 16 characters or more,
+    read from --token-file or EDINBOX_CONSOLE_TOKEN (never the command line, where `ps` shows it), and TLS
+    (--certfile and --keyfile) unless --allow-http. It answers only to loopback host names, the bound address and
+    each --allowed-host (400 otherwise). It prints where it listens (one JSON object with --json), then serves
+    until Ctrl-C or SIGTERM.
     """
-    from edinbox.console import check_bind, serve
+    from edinbox.console import check_bind, check_tls, check_token, serve
 
     with _errors():
-        check_bind(host, token)  # before anything else: an open console is refused whatever the database
+        secret = _console_token(token_file, argv=token)
+        check_token(secret)
+        check_tls(certfile, keyfile)
+        check_bind(host, secret, tls=certfile is not None, allow_http=allow_http)  # before anything else
     cfg = _config(**settings)
-    where = {"console": f"http://{host}:{port}/", "db": cfg.db, "consumer": cfg.consumer}
+    scheme = "https" if certfile else "http"
+    where = {"console": f"{scheme}://{_bracketed(host)}:{port}/", "db": cfg.db, "consumer": cfg.consumer}
     _echo(where, as_json=as_json)
+    if allow_http and certfile is None and secret:
+        click.echo("warning: the console's token and pages travel in clear up to the TLS proxy", err=True)
+    if host in ("0.0.0.0", "::") and not allowed_hosts:  # noqa: S104 - the wildcard binds, compared
+        click.echo(
+            "warning: the console answers only to loopback names: add --allowed-host NAME for the name clients use",
+            err=True,
+        )
     with _errors():
-        serve(cfg, host=host, port=port, token=token)
+        serve(
+            cfg,
+            host=host,
+            port=port,
+            token=secret,
+            allowed_hosts=allowed_hosts,
+            certfile=certfile,
+            keyfile=keyfile,
+            allow_http=allow_http,
+        )
+
+
+def _bracketed(host: str) -> str:
+    """An address as a URL writes it: an IPv6 one in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+MAX_TOKEN_FILE = 4096
+"""The largest token file read, in bytes."""
+
+
+def _console_token(path: Path | None, *, argv: str | None) -> str | None:
+    """The console's token: from the file `path` (its last line break dropped) or EDINBOX_CONSOLE_TOKEN, not both;
+    ConfigurationError for one given on the command line or a file that cannot be read."""
+    from edinbox._errors import ConfigurationError
+
+    if argv is not None:
+        raise ConfigurationError(
+            "--token is refused (the command line shows in ps): put the token in a file given with --token-file, "
+            "or in EDINBOX_CONSOLE_TOKEN"
+        )
+    env = os.environ.get("EDINBOX_CONSOLE_TOKEN")
+    if path is None:
+        return env
+    if env is not None:
+        raise ConfigurationError("give the console token once: --token-file or EDINBOX_CONSOLE_TOKEN, not both")
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the start for ever
+            raise ConfigurationError(f"the token file {path} is not a regular file")
+        with path.open("rb") as file:
+            data = file.read(MAX_TOKEN_FILE + 1)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the token file {path}: {exc.strerror}") from None
+    if len(data) > MAX_TOKEN_FILE:
+        raise ConfigurationError(f"the token file {path} is over {MAX_TOKEN_FILE} bytes: it should hold the token")
+    try:
+        return data.decode().removesuffix("\n").removesuffix("\r")
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"the token file {path} is not UTF-8 text") from None
 
 
 @main.command()

@@ -3,7 +3,7 @@
 ```python
 from edinbox.metrics import Metrics
 
-metrics = Metrics()                       # its own registry; Metrics(registry=prometheus_client.REGISTRY) to share
+metrics = Metrics(partners=["ZZ:ACME"])   # its own registry; Metrics(registry=prometheus_client.REGISTRY) to share
 outcome = inbox.process(message, handler)
 metrics.settled(outcome.value, consumer="accounting", partner="ZZ:ACME", message_type="INVOIC")
 await metrics.refresh(async_inbox)        # journal rows by status and the oldest row's age, as gauges
@@ -12,17 +12,32 @@ metrics.serve(9464)                       # GET /metrics on 127.0.0.1:9464
 
 Names follow Prometheus conventions: counters end in `_total`, durations are `_seconds`. prometheus-client is the
 `metrics` extra; without it, `Metrics()` raises ConfigurationError saying what to install.
+
+Every label has a bounded set of values, whatever the traffic: `partner` and `message_type` come from the
+partners' headers, so only the partners named in `partners` (the hub: its `[partners]` agreements) and the types
+in `message_types` (MESSAGE_TYPES, plus the hub's `[routes]`) are labels of their own; any other is `other` ("" is
+kept: a delivery that is not an interchange). `edinbox_messages_settled_total` thus has at most consumers x
+outcomes x (partners + 2) x (types + 2) series. `/metrics` has no authentication: `serve` binds loopback unless
+`public=True`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from edinbox._core import Status
 from edinbox._errors import ConfigurationError
+from edinbox._hosts import is_loopback
 
-__all__ = ["AGED", "Metrics"]
+__all__ = ["AGED", "MESSAGE_TYPES", "OTHER", "Metrics"]
+
+MESSAGE_TYPES = frozenset({"INVOIC", "810", "997", "999", "TA1", "CONTRL", "APERAK"})
+"""The message types that are `message_type` labels of their own by default: invoices and acknowledgments."""
+
+OTHER = "other"
+"""The label of every partner and message type not named when the instruments were created."""
 
 AGED = ("failed", "in_progress", "dead")
 """The journal statuses whose oldest row's age is a gauge (a row stuck there needs an operator)."""
@@ -45,8 +60,13 @@ class _Journal(Protocol):
 class Metrics:
     """The instruments of one process, registered in `registry` (a new CollectorRegistry when None)."""
 
-    def __init__(self, registry: Any = None) -> None:
-        """Create every instrument; ConfigurationError when prometheus-client is not installed."""
+    def __init__(
+        self, registry: Any = None, *, partners: Iterable[str] = (), message_types: Iterable[str] = MESSAGE_TYPES
+    ) -> None:
+        """Create every instrument, with `partners` and `message_types` as the only values of those labels besides
+        `other`; ConfigurationError when prometheus-client is not installed."""
+        self.partners = frozenset(partners)
+        self.message_types = frozenset(t.upper() for t in message_types)
         try:
             import prometheus_client as prom
         except ImportError as exc:
@@ -56,7 +76,8 @@ class Metrics:
         reg = self.registry
         self.messages_settled = prom.Counter(
             "edinbox_messages_settled_total",
-            "Deliveries settled, by consumer, outcome, partner (the interchange's sender) and message type.",
+            "Deliveries settled, by consumer, outcome, partner (the interchange's sender if configured, else other)"
+            " and message type (if known, else other).",
             ["consumer", "outcome", "partner", "message_type"],
             registry=reg,
         )
@@ -93,6 +114,13 @@ class Metrics:
             ["consumer", "queue"],
             registry=reg,
         )
+        self.unknown_partners = prom.Counter(
+            "edinbox_unknown_partners_total",
+            "Interchanges refused for their parties, by consumer, partner (the sender if configured, else other) and"
+            " side (sender: no agreement; receiver: not this hub).",
+            ["consumer", "partner", "side"],
+            registry=reg,
+        )
         self.relay_restarts = prom.Counter(
             "edinbox_relay_restarts_total",
             "Relay processes of `edinbox run` that died and are started again.",
@@ -101,8 +129,18 @@ class Metrics:
         )
 
     def settled(self, outcome: str, *, consumer: str, partner: str = "", message_type: str = "", n: int = 1) -> None:
-        """Count `n` deliveries settled with `outcome` (processed, duplicate, conflict, dead, rejected, ...)."""
+        """Count `n` deliveries settled with `outcome` (processed, duplicate, conflict, dead, rejected, ...); a partner
+        or message type not named at creation is counted as `other`."""
+        partner = partner if not partner or partner in self.partners else OTHER
+        kind = message_type.upper()
+        message_type = kind if not kind or kind in self.message_types else OTHER
         self.messages_settled.labels(consumer, outcome, partner, message_type).inc(n)
+
+    def unknown_partner(self, *, consumer: str, partner: str, side: str) -> None:
+        """Count one interchange refused for its parties (`side`: "sender" or "receiver"); a partner not named at
+        creation is counted as `other`."""
+        partner = partner if partner in self.partners else OTHER
+        self.unknown_partners.labels(consumer, partner, side).inc()
 
     def batch(self, *, consumer: str, size: int, seconds: float) -> None:
         """Observe one settled batch: how many deliveries, how long from receive to commit."""
@@ -142,7 +180,16 @@ class Metrics:
         """The registry in Prometheus' text format (what GET /metrics answers)."""
         return bytes(self._prom.generate_latest(self.registry))
 
-    def serve(self, port: int, *, host: str = "127.0.0.1") -> Any:
-        """Serve GET /metrics on `host:port` from a daemon thread; return the server (call `shutdown()` to stop)."""
+    def serve(self, port: int, *, host: str = "127.0.0.1", public: bool = False) -> Any:
+        """Serve GET /metrics on `host:port` from a daemon thread; return the server (call `shutdown()` to stop).
+
+        /metrics has no authentication: a `host` beyond loopback (0.0.0.0, a network address) is a
+        ConfigurationError unless `public` is true.
+        """
+        if not public and not is_loopback(host):
+            raise ConfigurationError(
+                f"/metrics on {host} would be open to the network with no authentication: bind 127.0.0.1, or allow"
+                " it deliberately with --metrics-public (metrics_public = true)"
+            )
         server, _thread = self._prom.start_http_server(port, addr=host, registry=self.registry)
         return server

@@ -82,14 +82,18 @@ def test_concurrent_requests_with_one_key_create_one_invoice(service: Accounting
 
 
 def test_the_documented_command_serves_until_stopped(tmp_path: Path) -> None:
-    """`python -m edinbox.hub.accounting_service --db ... --port 0` prints its URL and serves on it."""
+    """`python -m edinbox.hub.accounting_service --db ... --port 0`, its token in EDINBOX_ACCOUNTING_TOKEN, prints
+    its URL, serves on it with the token only, and stops on SIGTERM with status 0."""
+    import os
     import subprocess
     import sys
 
+    token = "t0ken-from-the-environment"
     process = subprocess.Popen(
         [sys.executable, "-m", "edinbox.hub.accounting_service", "--db", str(tmp_path / "a.db"), "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, "EDINBOX_ACCOUNTING_TOKEN": token},
     )
     try:
         assert process.stdout is not None
@@ -97,9 +101,46 @@ def test_the_documented_command_serves_until_stopped(tmp_path: Path) -> None:
         url = line.split()[3]
         assert url.startswith("http://127.0.0.1:")
         assert url.endswith("/invoices")
-        answer = httpx.post(url, json=INVOICE, headers={"Idempotency-Key": "cli"})
+        assert token not in line
+        auth = {"Authorization": f"Bearer {token}"}
+        assert httpx.post(url, json=INVOICE, headers={"Idempotency-Key": "cli"}).status_code == 401
+        answer = httpx.post(url, json=INVOICE, headers={**auth, "Idempotency-Key": "cli"})
         assert answer.status_code == 201
-        assert [i["number"] for i in httpx.get(url).json()] == ["INV-1"]
+        assert [i["number"] for i in httpx.get(url, headers=auth).json()] == ["INV-1"]
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        assert process.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize(
+    ("token_file", "variable", "says"),
+    [
+        (None, None, "a token is required: --token-file PATH or EDINBOX_ACCOUNTING_TOKEN"),
+        ("short", None, "must be 16-4096 visible ASCII characters"),
+        (None, "has a space in the middle", "must be 16-4096 visible ASCII characters"),
+        ("missing", None, "cannot read the accounting token file"),
+    ],
+)
+def test_the_command_refuses_to_start_without_a_usable_token(
+    tmp_path: Path, token_file: str | None, variable: str | None, says: str
+) -> None:
+    """No token, a weak one or an unreadable token file: exit 1 with one line saying so, never quoting the token."""
+    import os
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "edinbox.hub.accounting_service", "--db", str(tmp_path / "a.db"), "--port", "0"]
+    if token_file is not None:
+        path = tmp_path / token_file
+        if token_file != "missing":
+            path.write_text(token_file + "\n")
+        args += ["--token-file", str(path)]
+    env = {k: v for k, v in os.environ.items() if k != "EDINBOX_ACCOUNTING_TOKEN"}
+    if variable is not None:
+        env["EDINBOX_ACCOUNTING_TOKEN"] = variable
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=30, check=False)
+    assert done.returncode == 1
+    assert says in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    if variable is not None:
+        assert variable not in done.stderr

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,3 +237,66 @@ async def test_a_4xx_refusal_is_permanent_and_parks_the_interchange_at_once(
     assert record.attempts == 1
     assert "answered 400" in (record.last_error or "")
     assert service.invoices() == []
+
+
+async def test_the_token_is_sent_and_a_refused_one_is_the_operators_not_the_messages(
+    tmp_path: Path, inbox: AsyncInbox
+) -> None:
+    """With the service's token the invoice is created; with another one the API answers 401, which is a
+    ConfigurationError (the hub stops with exit 1): no attempt is charged and nothing is parked."""
+    from accounting.test_service_limits import TOKEN
+    from edinbox.hub.http_sink import AccountingForbidden
+
+    with AccountingService(tmp_path / "accounting.db", token=TOKEN) as service:
+
+        def handler_of(sink: HttpAccounting, number: str) -> Any:
+            async def handler(tx: Tx, msg: Message) -> None:
+                await sink.create(tx, msg, [invoice(number)])
+
+            return handler
+
+        wrong = HttpAccounting(service.url, token="x" * 20)
+        with pytest.raises(AccountingForbidden, match="answered 401") as caught:
+            await inbox.process(Message("m", "s", b"x"), handler_of(wrong, "INV-1"), lease=LEASE)
+        assert isinstance(caught.value, ConfigurationError)
+        assert TOKEN not in str(caught.value)
+        record = await inbox.get("s", "m")
+        assert record is not None
+        assert (record.attempts, record.status.value) == (0, "failed")
+        right = HttpAccounting(service.url, token=TOKEN)
+        await asyncio.sleep(LEASE.total_seconds())
+        outcome = await inbox.process(Message("m", "s", b"x"), handler_of(right, "INV-1"), lease=LEASE)
+        assert outcome is Outcome.PROCESSED
+        assert [i["number"] for i in service.invoices()] == ["INV-1"]
+
+
+async def test_a_busy_service_is_a_503_the_sink_waits_out(tmp_path: Path, inbox: AsyncInbox) -> None:
+    """A service whose one place is held answers 503 with Retry-After: the sink raises AccountingUnreachable (a
+    TransientError), the message stays unsettled with no attempt charged, and the retry after creates the invoice."""
+    from accounting.test_service_limits import TOKEN, read_all, stalled
+    from edinbox import TransientError
+    from edinbox.hub.accounting_service import Limits
+    from edinbox.hub.http_sink import AccountingUnreachable
+
+    limits = Limits(workers=1, queue=0, read_timeout=2.0)
+    with AccountingService(tmp_path / "accounting.db", token=TOKEN, limits=limits) as service:
+        sink = HttpAccounting(service.url, token=TOKEN)
+
+        async def handler(tx: Tx, msg: Message) -> None:
+            await sink.create(tx, msg, [invoice("INV-1")])
+
+        sock = stalled(service)
+        try:
+            await asyncio.sleep(0.3)  # the stalled request holds the only place
+            with pytest.raises(AccountingUnreachable, match="answered 503") as caught:
+                await inbox.process(Message("m", "s", b"x"), handler, lease=LEASE)
+            assert isinstance(caught.value, TransientError)
+            record = await inbox.get("s", "m")
+            assert record is not None
+            assert record.attempts == 0
+            await asyncio.to_thread(read_all, sock, timeout=10)  # dropped after the read timeout
+        finally:
+            sock.close()
+        outcome = await inbox.process(Message("m", "s", b"x"), handler, lease=LEASE)
+        assert outcome is Outcome.PROCESSED
+        assert [i["number"] for i in service.invoices()] == ["INV-1"]

@@ -4,6 +4,7 @@ headless Chromium (Debian's package, driven by Playwright; `.ci/run` installs it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -136,8 +137,6 @@ class Console:
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def console(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     """The console on a free loopback port, over a fresh database the hub filled (SQLite file or PostgreSQL)."""
-    import uvicorn
-
     from edinbox.console import create_app
     from services import POSTGRES_URL, require_service
 
@@ -155,19 +154,30 @@ def console(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     config = config.with_overrides(max_attempts=1, partners={"*": {"outbound": outbound}})
     run(init(config))
     traffic = fill(config)
+    with serving(create_app(config)) as url:
+        yield Console(url, config, traffic)
+    if schema:
+        drop_schema(POSTGRES_URL, schema)
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """Serve the ASGI `app` with uvicorn on a free loopback port, in a thread, until the block ends; its URL."""
+    import uvicorn
+
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started
-    yield Console(f"http://127.0.0.1:{port}", config, traffic)
-    server.should_exit = True
-    thread.join(timeout=10)
-    if schema:
-        drop_schema(POSTGRES_URL, schema)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ SECRET = "s3cret-pw"
 """A password that must never be shown (trust authentication ignores it)."""
 
 
-PAGES = {"/": 200, "/dashboard": 200, "/parked/dead": 200, "/audit": 200, "/message?key=ZZ:A/ZZ:B/000000001": 404}
+PAGES = {"/": 200, "/dashboard": 200, "/parked/dead": 200, "/audit": 200, "/message?key=X12:ZZ:A>ZZ:B/000000001": 404}
 """One page of each kind and what it answers with the database up (the message page's key does not exist)."""
 
 
@@ -71,8 +71,8 @@ def _wait_for(url: str, status: int, *, timeout: float = 40) -> httpx.Response:
 def test_pages_answer_503_while_the_database_is_down_and_recover(
     private_db: PrivatePostgres | PrivateMariaDB, tmp_path: Path
 ) -> None:
-    """With the database stopped, every page is a 503 naming the outage in one line (no password, a Retry-After);
-    once it is back, the same pages answer 200 without restarting the console."""
+    """With the database stopped, every page is a 503 saying the database is unreachable (no password, user, host or
+    port; a Retry-After); once it is back, the same pages answer 200 without restarting the console."""
     import uvicorn
 
     from edinbox.console import create_app
@@ -91,8 +91,12 @@ def test_pages_answer_503_while_the_database_is_down_and_recover(
             response = httpx.get(f"{base}{path}", timeout=30)
             assert response.status_code == 503, (path, response.status_code)
             assert response.headers["Retry-After"] == "5"
-            assert "unavailable, try again shortly" in response.text
+            assert "unavailable, try again shortly: the database is unreachable" in response.text
             assert SECRET not in response.text
+            assert "127.0.0.1" not in response.text  # neither the database's host nor its port nor its user
+            assert str(private_db.port) not in response.text
+            assert "hub@" not in response.text
+            assert "postgres@" not in response.text
         private_db.start()
         for path, status in PAGES.items():
             _wait_for(f"{base}{path}", status)

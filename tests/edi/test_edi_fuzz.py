@@ -7,7 +7,7 @@ inputs. Valid renderings with random separators and layouts must round-trip thei
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 
 import edi_fixtures as fixtures
@@ -23,7 +23,10 @@ from edinbox.edi import (
     Party,
     Separators,
     parse,
+    received,
     render_interchange,
+    render_reply,
+    replies,
 )
 
 SEEDS = [
@@ -320,3 +323,91 @@ def test_invoices_raise_only_edi_syntax_error_and_give_finite_numbers(
                 numbers = [invoice.total, invoice.tax_total]
                 numbers += [n for li in invoice.lines for n in (li.quantity, li.unit_price, li.amount)]
                 assert all(isinstance(n, Decimal) and n.is_finite() for n in numbers)
+
+
+# Every numeric field of the envelope (counts and control numbers of headers and trailers), with the text it holds
+# in the seed: a digit run of 1 to 100,000 digits takes its place (Python's int() refuses more than 4,300).
+_ENVELOPE_NUMBERS = [
+    (fixtures.X12_810, b"*000000905*0*P", lambda v: b"*" + v + b"*0*P"),  # ISA13 (fixed width: refused)
+    (fixtures.X12_810, b"GS*IN*ACME*HUB*20261130*1205*905*", lambda v: b"GS*IN*ACME*HUB*20261130*1205*" + v + b"*"),
+    (fixtures.X12_810, b"ST*810*0001~", lambda v: b"ST*810*" + v + b"~"),
+    (fixtures.X12_810, b"SE*12*", lambda v: b"SE*" + v + b"*"),
+    (fixtures.X12_810, b"SE*12*0001~", lambda v: b"SE*12*" + v + b"~"),
+    (fixtures.X12_810, b"GE*1*", lambda v: b"GE*" + v + b"*"),
+    (fixtures.X12_810, b"GE*1*905~", lambda v: b"GE*1*" + v + b"~"),
+    (fixtures.X12_810, b"IEA*1*", lambda v: b"IEA*" + v + b"*"),
+    (fixtures.X12_810, b"IEA*1*000000905~", lambda v: b"IEA*1*" + v + b"~"),
+    (fixtures.X12_810, b"CTT*2~", lambda v: b"CTT*" + v + b"~"),
+    (fixtures.EDIFACT_INVOIC, b"+INV0000000905'UNH", lambda v: b"+" + v + b"'UNH"),  # UNB 0020
+    (fixtures.EDIFACT_INVOIC, b"UNZ+1+INV0000000905'", lambda v: b"UNZ+1+" + v + b"'"),
+    (fixtures.EDIFACT_INVOIC, b"UNZ+1+", lambda v: b"UNZ+" + v + b"+"),
+    (fixtures.EDIFACT_INVOIC, b"UNH+1+", lambda v: b"UNH+" + v + b"+"),
+    (fixtures.EDIFACT_INVOIC, b"UNT+18+1'", lambda v: b"UNT+18+" + v + b"'"),
+    (fixtures.EDIFACT_INVOIC, b"UNT+18+", lambda v: b"UNT+" + v + b"+"),
+    (fixtures.EDIFACT_INVOIC, b"261130:1205", lambda v: v + b":1205"),  # UNB S004 date
+]
+_DIGITS = st.one_of(
+    st.integers(1, 40),
+    st.sampled_from([4_300, 4_301, 10_000, 100_000]),
+    st.integers(1, 100_000),
+)
+
+
+def _answer(data: bytes) -> None:
+    """Parse as `exercise` does, then build each interchange's rejection as the hub would: only EdiSyntaxError."""
+    exercise(data)
+    try:
+        found = parse(data)
+    except EdiSyntaxError:
+        return
+    hub = Party("ZZ", "HUB")
+    for ic in found:
+        if not ic.identified:
+            continue
+        subject = received(ic, rejected=True, faulty=0)
+        for kind in ("TA1", "997", "999") if ic.standard == "X12" else ("CONTRL",):
+            render_reply(replies(subject, kind), subject, sender=hub, control_number="1", when=_WHEN)
+
+
+_WHEN = datetime(2026, 12, 1, 12, 0)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=RELAXED)
+@given(
+    st.sampled_from(_ENVELOPE_NUMBERS + _FIELDS),
+    _DIGITS,
+    st.sampled_from([b"9", b"0", b"1", b"12"]),
+)
+@example(_ENVELOPE_NUMBERS[3], 10_000, b"9")  # SE01 of 10,000 digits: int() raised ValueError
+@example(_ENVELOPE_NUMBERS[6], 10_000, b"9")  # GE02 of 10,000 digits
+@example(_ENVELOPE_NUMBERS[15], 100_000, b"1")  # UNT 0074 of 100,000 digits
+def test_numeric_fields_of_any_length_raise_only_edi_syntax_error(
+    field: tuple[bytes, bytes, object], digits: int, unit: bytes
+) -> None:
+    """A digit run of 1 to 100,000 digits in any count, control number, date or amount raises nothing but
+    EdiSyntaxError, whether parsed, keyed, read as invoices or answered with an acknowledgment."""
+    seed, old, new = field
+    value = (unit * (digits // len(unit) + 1))[:digits]
+    data = seed.replace(old, new(value), 1)  # type: ignore[operator]
+    assert old in seed
+    _answer(data)
+
+
+def test_a_count_longer_than_the_standard_allows_is_a_disagreement_at_its_trailer() -> None:
+    """An SE01 of 10,000 digits is the set's count disagreement (its position and code), not a foreign error."""
+    data = fixtures.X12_810.replace(b"SE*12*", b"SE*" + b"9" * 10_000 + b"*", 1)
+    (ic,) = parse(data)
+    (found,) = ic.disagreements
+    assert (found.level, found.index) == ("set", 0)
+    assert "10000 characters, more than the 10" in found.reason
+    subject = received(ic)
+    assert subject.groups[0].sets[0].error == "4"  # 718: number of included segments does not match actual count
+
+
+def test_control_numbers_of_any_length_compare_as_numbers() -> None:
+    """A GE02 of 10,000 digits equal to its GS06 after leading zeros agrees; one digit more disagrees."""
+    number = b"7" * 10_000
+    data = fixtures.X12_810.replace(b"*905*X*", b"*" + number + b"*X*").replace(b"GE*1*905", b"GE*1*000" + number)
+    assert not parse(data)[0].disagreements
+    other = data.replace(b"GE*1*000" + number, b"GE*1*" + number + b"7")
+    assert [d.level for d in parse(other)[0].disagreements] == ["group"]

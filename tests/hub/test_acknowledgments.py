@@ -3,6 +3,8 @@ outbound destination, each with its own control number, never for an acknowledgm
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._acks import kinds
 from edinbox.hub._config import Agreement
 from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ops import show, stats
+from edinbox.hub._ops import list_rows, show, stats
 from edinbox.hub._settings import load_config
 from edinbox.sources.spool import publish
 from received import drain
@@ -114,10 +116,14 @@ async def test_999_partners_and_no_outbound(hub_config: HubConfig, tmp_path: Pat
     """A partner agreed on 999 gets a 999 (005010X231A1); a partner without an outbound destination gets nothing."""
     out = tmp_path / "out"
     config = hub_config.with_overrides(
-        partners={f"{GLOBEX.qualifier}:{GLOBEX.id}": Agreement(outbound=f"dir://{out}/globex", acknowledgment="999")}
+        partners={
+            f"{GLOBEX.qualifier}:{GLOBEX.id}": Agreement(outbound=f"dir://{out}/globex", acknowledgment="999"),
+            f"{X12.qualifier}:{X12.id}": Agreement(),  # a partner (it gets in), with nowhere to answer it
+        }
     )
     await publish(config.source, [("a", render(doc(partner=GLOBEX, control="000000401"))), ("b", render(doc()))])
     await settle(config)
+    assert (await stats(config))["invoices"] == 2
     (reply,) = await received(out / "globex")
     assert reply.message_types == ("999",)
     assert [s.get(8) for s in reply.segments if s.tag == "GS"] == ["005010X231A1"]
@@ -179,11 +185,34 @@ def test_agreements_load_from_toml(tmp_path: Path) -> None:
 
 
 def test_partner_ids_cannot_escape_the_outbound_folder() -> None:
-    """`{id}` is replaced by the partner's id with anything but letters, digits, `_` and `-` made `_`."""
+    """`{id}` is replaced by the partner's id with anything but letters, digits, `_` and `-` made `_` (and a digest
+    of the id appended), so no id climbs out of the folder."""
     from edinbox.hub._acks import destination
 
     agreement = Agreement(outbound="dir:///srv/out/{id}")
-    assert destination(agreement, edi.Party("ZZ", "../../etc")) == "dir:///srv/out/______etc"
+    assert destination(agreement, edi.Party("ZZ", "../../etc")).startswith("dir:///srv/out/______etc--")
+    assert "/" not in destination(agreement, edi.Party("ZZ", "../../etc")).removeprefix("dir:///srv/out/")
+
+
+def test_partner_ids_each_get_their_own_outbound_folder() -> None:
+    """Ids that made `_` alike (`A.B`, `A B`, `A/B`, `A_B`, empty, `_`) map to distinct names; simple ids are kept."""
+    from edinbox.hub._acks import partner_name
+
+    ids = ["A.B", "A B", "A/B", "A_B", "A-B", "", "_", "A\x00B", "Ä", "A_B--0123456789abcdef"]
+    names = [partner_name(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    assert [partner_name(i) for i in ("ACME", "123456789", "A_B", "A-B", "_")] == [
+        "ACME",
+        "123456789",
+        "A_B",
+        "A-B",
+        "_",
+    ]
+    digested = partner_name("A.B")
+    assert digested.startswith("A_B--")
+    assert len(digested) == len("A_B--") + 16
+    assert partner_name(digested) not in names  # a simple id shaped like a changed one is changed too
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+", n) for n in names)
 
 
 async def test_a_journal_without_its_outbox_asks_for_init(tmp_path: Path) -> None:
@@ -204,3 +233,26 @@ async def test_a_journal_without_its_outbox_asks_for_init(tmp_path: Path) -> Non
     await init(config)  # idempotent: it creates what is missing
     async with open_inbox(config) as inbox:
         await verify(inbox)
+
+
+async def test_a_partner_folder_whose_inbound_is_a_symlink_gets_nothing_written_through_it(
+    hub_config: HubConfig, tmp_path: Path
+) -> None:
+    """A partner's outbound spool whose inbound/ is a symlink to another folder: the relay writes nothing there and
+    parks the acknowledgment with the reason naming the folder; the interchange itself is processed."""
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    outside.mkdir()
+    (out / X12.id).mkdir(parents=True)
+    (out / X12.id / "inbound").symlink_to(outside, target_is_directory=True)
+    config = agreed(hub_config, out)
+    await publish(config.source, [("a", render(doc(control="000000301", number="INV-30")))])
+    await settle(config)
+    assert os.listdir(outside) == []
+    counts = await stats(config)
+    assert counts["processed"] == 1
+    assert counts["outbox"]["parked"] == 1
+    assert counts["outbox"]["backlog"] == 0
+    [processed] = await list_rows(config, status="processed", limit=5)
+    [row] = (await show(config, processed["key"]))["acknowledgments"]
+    assert row["status"] == "parked"
+    assert f"{out / X12.id / 'inbound'} is a symbolic link" in row["reason"]

@@ -13,7 +13,7 @@ import pymysql
 import pytest
 
 from edinbox import SchemaError
-from edinbox._core import SCHEMA_VERSION
+from edinbox._core import MIGRATIONS
 from edinbox.hub import HubConfig
 from edinbox.hub._ops import init, migrate
 from edinbox.hub._parts import open_inbox, verify
@@ -135,7 +135,7 @@ def test_version_3_counters_migrate_with_their_counts(hub_config: HubConfig, tmp
     with pytest.raises(SchemaError, match="edinbox migrate"):
         asyncio.run(refused())
     result = asyncio.run(migrate(config))
-    assert [step["version"] for step in result["applied"]] == [4, 5, 6, 7] == list(range(4, SCHEMA_VERSION + 1))
+    assert [step["version"] for step in result["applied"]] == [v for v in sorted(MIGRATIONS) if v >= 4]
     assert asyncio.run(migrate(config))["applied"] == []
 
     async def verified() -> None:

@@ -28,7 +28,7 @@ import pytest
 from edinbox.hub._config import HubConfig
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.hub._ops import init
-from edinbox.hub._outage import WAIT_JITTER, WAIT_MAX
+from edinbox.loop._outage import WAIT_JITTER, WAIT_MAX
 from edinbox.sources.spool import publish
 from hub.scrape import scrape
 from servers import PrivateMariaDB, PrivatePostgres, free_port
@@ -367,8 +367,8 @@ def test_a_step_that_reached_nothing_does_not_end_an_outage(caplog: pytest.LogCa
     """While the database is down, a step that received nothing (the batch not yet redelivered) logs no `back`:
     the outage is one `down` line and one `back` line, the latter only once a step settled deliveries again."""
     from edinbox import StoreError
-    from edinbox.hub._hub import _reached
-    from edinbox.hub._outage import Outage
+    from edinbox.loop import reached as _reached
+    from edinbox.loop._outage import Outage
 
     logger = logging.getLogger("edinbox.test.outage")
     caplog.set_level(logging.WARNING, logger=logger.name)
@@ -398,8 +398,8 @@ def test_steps_that_reached_nothing_do_not_restart_the_give_up_clock() -> None:
     from datetime import timedelta
 
     from edinbox import StoreError
-    from edinbox.hub._hub import _reached
-    from edinbox.hub._outage import Outage
+    from edinbox.loop import reached as _reached
+    from edinbox.loop._outage import Outage
 
     outage = Outage(logging.getLogger("edinbox.test.outage"), give_up_after=timedelta(seconds=1))
     steps = 0
@@ -424,8 +424,8 @@ def test_steps_that_reached_nothing_do_not_restart_the_give_up_clock() -> None:
 async def stop_during(step: Any, *, when: asyncio.Event, grace: float = 3.0) -> tuple[object, float]:
     """Run `step` through an Outage with a stop event set as soon as `when` is: what the call returned (or the
     Stopped it raised) and how long after the stop it ended."""
-    from edinbox.hub._hub import _reached
-    from edinbox.hub._outage import Outage, Stopped
+    from edinbox.loop import reached as _reached
+    from edinbox.loop._outage import Outage, Stopped
 
     outage = Outage(logging.getLogger("edinbox.test.outage"), give_up_after=None, stop_grace=grace)
     stop = asyncio.Event()
@@ -468,7 +468,7 @@ def test_a_stop_between_attempts_or_after_the_grace_ends_the_wait() -> None:
     """SIGTERM during the pause between two failed attempts stops at once (nothing is in hand); an attempt that hangs
     past the grace is cancelled: Stopped either way."""
     from edinbox import StoreError
-    from edinbox.hub._outage import Stopped
+    from edinbox.loop._outage import Stopped
 
     failed = asyncio.Event()
 

@@ -17,7 +17,7 @@ from edinbox import ConfigurationError, SourceError
 from edinbox.hub import HubConfig, load_config
 from edinbox.hub._config import MAX_PAYLOAD, parse_size
 from edinbox.hub._plan import HEAD, REJECT, Item, plan
-from edinbox.hub._progress import progress
+from edinbox.loop import progress
 from edinbox.sources import Delivery, Source
 
 from .poison import bad_date, good, huge_total, long_control_number

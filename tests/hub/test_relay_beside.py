@@ -12,8 +12,8 @@ from pathlib import Path
 from edinbox import AsyncInbox
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import PARTNERS, render
-from edinbox.hub._outage import Outage
-from edinbox.hub._relay import Relay
+from edinbox.loop import Relay
+from edinbox.loop._outage import Outage
 from edinbox.sources.spool import publish
 
 from .test_acknowledgments import agreed, received

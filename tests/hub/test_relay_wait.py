@@ -13,8 +13,8 @@ from psycopg import sql
 
 from cli.test_privileges import as_user
 from edinbox import AsyncInbox
-from edinbox.hub._outage import Outage
-from edinbox.hub._relay import Relay
+from edinbox.loop import Relay
+from edinbox.loop._outage import Outage
 
 
 @pytest.fixture

@@ -39,10 +39,11 @@ async def test_each_file_is_flushed_before_its_rename_and_the_folder_after(
         with lock:
             events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
 
-    def renamed(source: str, target: str) -> None:
-        replace(source, target)
+    def renamed(source: str, target: str, **folders: int) -> None:
+        replace(source, target, **folders)
+        where = os.readlink(f"/proc/self/fd/{folders['src_dir_fd']}") if folders else os.path.dirname(source)
         with lock:
-            events.append(("rename", str(source)))
+            events.append(("rename", os.path.join(where, os.path.basename(source))))
 
     monkeypatch.setattr(os, "fsync", flushed)
     monkeypatch.setattr(os, "replace", renamed)

@@ -271,13 +271,13 @@ def test_version_6_alone_lets_the_claim_skip_the_sent_rows(journal: Journal) -> 
         assert index not in before
         if journal.dialect != "postgresql":  # PostgreSQL's planner took the pending index already
             assert before.startswith("SCAN o|") or any(scan in before for scan in PRIMARY_SCANS), before
-        assert inbox.migrate() == [6, 7]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 6]
         after = _claim_plan(journal)
         assert index in after, after
         assert "SCAN o|" not in after, after
         assert not any(scan in after for scan in PRIMARY_SCANS), after
         journal.admin(f"UPDATE {version} SET version = 5", ())
-        assert inbox.migrate() == [6, 7]  # the index already there: the step holds
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 6]  # the index already there: the step holds
         inbox.verify()
 
 
@@ -302,11 +302,11 @@ def test_version_7_alone_gives_a_processed_delivery_its_defaults(journal: Journa
         before = _rows(inbox)
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.verify()
-        assert inbox.migrate() == [7]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 7]
         inbox.verify()
         assert _rows(inbox) == before
         journal.admin(f"UPDATE {version} SET version = 6", ())
-        assert inbox.migrate() == [7]  # the defaults already there: the step holds
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 7]
         assert inbox.process(Message("new", SOURCE, b"x"), _nothing) is Outcome.PROCESSED
         held: list[Any] = []
         claimed = inbox.process(

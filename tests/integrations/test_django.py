@@ -4,6 +4,7 @@ and the management commands read and purge the journal (the test project in test
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -171,3 +172,32 @@ def test_the_management_commands_count_and_purge(project: Project) -> None:
     out = io.StringIO()
     call_command("edinbox_stats", "--database", project.alias, stdout=out)
     assert json.loads(out.getvalue())["processed"] == 0
+
+
+def test_the_operator_commands_read_a_django_journal(project: Project, unique_name: str) -> None:
+    """A Django project's journal (`migrate` made it in Django's database, as `EDINBOX_TABLE`): doctor, stats, show,
+    relay and the console's data layer work on it with no hub tables, and the relay sends what the handlers
+    published (inside transaction.atomic(), with the Invoice rows) once per key."""
+    require_service("rabbitmq")
+    from django.conf import settings
+
+    from cli.library_views import RABBITMQ, check_views
+    from edinbox.hub._config import HubConfig
+    from edinbox.integrations.django import inbox, process
+    from services import MYSQL_URL
+    from sources.test_rabbitmq import drop
+
+    def handler(tx: Tx, message: Message) -> None:
+        project.invoices.create(number=message.message_id)
+        tx.publish(f"{RABBITMQ}?queue={unique_name}", message.payload, key=f"inv-{message.message_id}")
+
+    for n in ("ops-1", "ops-2", "ops-1"):
+        process(Message(n, "shop-orders", n.encode()), handler, using=project.alias)
+    db = POSTGRES_URL if project.alias == "default" else MYSQL_URL
+    config = HubConfig(db=db, table=f"{settings.SCHEMA}.{settings.EDINBOX_TABLE}", consumer=settings.EDINBOX_CONSUMER)
+    published = [("inv-ops-1", b"ops-1"), ("inv-ops-2", b"ops-2")]
+    try:
+        processed = inbox(project.alias).stats().processed
+        check_views(config, key="shop-orders/ops-1", queue=unique_name, published=published, processed=processed)
+    finally:
+        asyncio.run(drop(unique_name))

@@ -321,3 +321,43 @@ async def test_rabbitmq_return_value_goes_through_the_outbox(
     sent: list[tuple[str, bytes]] = []
     assert (await inbox.relay(collect)).sent == 2
     assert sorted(sent) == [(f"amqp:{unique_name}/m-1", b"ack:inv-1"), (f"amqp:{unique_name}/m-2", b"ack:inv-2")]
+
+
+def test_the_operator_commands_read_a_faststream_journal(tmp_path: Path, unique_name: str) -> None:
+    """A FastStream app's journal (SQLite, where its AsyncInbox put it): doctor, stats, show, relay and the console's
+    data layer work on it with no hub tables, and the relay sends each reply its handler returned once, under the
+    key of the message it answers, to a password-protected broker."""
+    require_service("rabbitmq")
+    from faststream.rabbit import RabbitBroker, RabbitQueue
+
+    from cli.library_views import check_views
+    from edinbox.hub._config import HubConfig
+    from sources.test_rabbitmq import drop
+
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+
+    async def app() -> None:
+        async with AsyncInbox(db, consumer="accounting") as inbox:
+            await inbox.create_schema()
+            seen = Seen(3)
+            middleware = inbox_middleware(inbox, on_outcome=seen, outbox=f"{AMQP}?queue={unique_name}-replies")
+            broker = RabbitBroker(AMQP, middlewares=[middleware], logger=None)
+
+            @broker.subscriber(RabbitQueue(unique_name, auto_delete=True), ack_policy=AckPolicy.NACK_ON_ERROR)
+            async def answer(body: bytes) -> bytes:
+                """Reply to every message."""
+                return b"ack:" + body
+
+            async with broker:
+                await broker.start()
+                for message_id, body in [("m-1", b"inv-1"), ("m-1", b"inv-1"), ("m-2", b"inv-2")]:
+                    await broker.publish(body, queue=unique_name, message_id=message_id)
+                await seen.wait()
+
+    published = [(f"amqp:{unique_name}/m-1", b"ack:inv-1"), (f"amqp:{unique_name}/m-2", b"ack:inv-2")]
+    try:
+        asyncio.run(app())
+        config = HubConfig(db=db, consumer="accounting")
+        check_views(config, key=f"amqp:{unique_name}/m-1", queue=f"{unique_name}-replies", published=published)
+    finally:
+        asyncio.run(drop(f"{unique_name}-replies"))

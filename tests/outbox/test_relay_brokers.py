@@ -16,9 +16,8 @@ import confluent_kafka as ck
 import pytest
 
 from edinbox import AsyncInbox, ConfigurationError, Inbox, Message, Outcome, Outgoing
-from edinbox.hub._outage import Outage
-from edinbox.hub._publishers import Publishers
-from edinbox.hub._relay import Relay
+from edinbox.loop import Publishers, Relay
+from edinbox.loop._outage import Outage
 from edinbox.sources import Delivery, open_source
 from edinbox.sources._kafka_config import MockCluster
 from servers import PrivateServer
@@ -29,10 +28,11 @@ RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"
 HEADERS = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "kind": "997"}
 
 
-def relay_for(inbox: AsyncInbox, *, limit: int = 100) -> Relay:
-    """A relay as `edinbox relay` builds it: backoff through outages, never giving up."""
+def relay_for(inbox: AsyncInbox, *, limit: int = 100, destinations: Sequence[str] = (RABBITMQ,)) -> Relay:
+    """A relay as `edinbox relay` builds it: backoff through outages, never giving up; the passwords of the rows'
+    destinations from `destinations` (the shared RabbitMQ's)."""
     outage = Outage(logging.getLogger("edinbox.test"), give_up_after=None, name="relay")
-    return Relay(inbox, outage=outage, stop=asyncio.Event(), limit=limit, idle=0.2)
+    return Relay(inbox, outage=outage, stop=asyncio.Event(), limit=limit, idle=0.2, destinations=destinations)
 
 
 def received_once(deliveries: list[Delivery], tmp_path: Path) -> int:

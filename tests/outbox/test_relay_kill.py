@@ -54,12 +54,14 @@ def fill(db: str, destination: str, rows: int = ROWS) -> list[str]:
     return keys
 
 
-def relay_with_kills(db: str, rows: int = ROWS, limit: int = 10) -> None:
-    """Kill the relay after its first send (before the mark) twice, then let it drain the outbox."""
+def relay_with_kills(db: str, rows: int = ROWS, limit: int = 10, destinations: str = "") -> None:
+    """Kill the relay after its first send (before the mark) twice, then let it drain the outbox (the passwords of
+    the rows' destinations from `destinations`)."""
+    relay = ["relay", "--once", "--limit", str(limit), "--destinations", destinations]
     for _ in range(2):
-        killed = edinbox(db, "relay", "--once", "--limit", str(limit), fault="after_send:1")
+        killed = edinbox(db, *relay, fault="after_send:1")
         assert killed.returncode == -signal.SIGKILL, killed.stderr
-    done = edinbox(db, "relay", "--once", "--limit", str(limit))
+    done = edinbox(db, *relay)
     assert done.returncode == 0, done.stderr
     with Inbox(db, consumer="accounting") as inbox:
         stats = inbox.outbox_stats()
@@ -116,7 +118,7 @@ def test_rabbitmq_relay_killed_between_send_and_mark(tmp_path: Path, unique_name
     db = f"sqlite:///{tmp_path / 'hub.db'}"
     url = f"amqp://guest:guest@127.0.0.1/?queue={unique_name}"
     keys = fill(db, url)
-    relay_with_kills(db)
+    relay_with_kills(db, destinations=url)
     deliveries = asyncio.run(drain(url, consumer="test"))
     ids = [message_id for message_id, _ in deliveries]
     assert sorted(set(ids)) == keys

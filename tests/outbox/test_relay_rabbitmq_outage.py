@@ -56,7 +56,7 @@ async def test_rabbitmq_stopped_while_the_relay_sends(
     fill(db, url, keys)
     caplog.set_level(logging.INFO, logger="edinbox.test")
     async with AsyncInbox(db, consumer="hub") as inbox:
-        relay = relay_for(inbox, limit=10)
+        relay = relay_for(inbox, limit=10, destinations=[rabbit.url])
         running = asyncio.ensure_future(relay.run())
         await until(lambda: relay.totals["sent"] >= 60, within=120, what="60 rows sent before the stop")
         rabbit.stop()  # blocks this loop: the relay is between two passes, 240 rows still to send
@@ -144,7 +144,7 @@ def test_rabbitmq_stopped_under_edinbox_relay(rabbit: PrivateRabbitMQ, tmp_path:
     keys = [f"ack/{n:04d}" for n in range(400)]
     fill(db, url, keys[:300])
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")} | {"EDINBOX_POLL_TIMEOUT": "0.5"}
-    command = [sys.executable, "-m", "edinbox", "relay", "--db", db, "--limit", "10"]
+    command = [sys.executable, "-m", "edinbox", "relay", "--db", db, "--limit", "10", "--destinations", rabbit.url]
     relay = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n") for line in relay.stderr or []))
@@ -186,7 +186,7 @@ async def test_a_send_the_broker_blocks_fails_within_confirm_wait_and_goes_once_
     fill(db, url, keys)
     rabbit.block_publishers()
     async with AsyncInbox(db, consumer="hub") as inbox:
-        relay = relay_for(inbox)
+        relay = relay_for(inbox, destinations=[rabbit.url])
         started = time.monotonic()
         with pytest.raises(SourceError) as caught:
             await asyncio.wait_for(relay.step(), timeout=15)
@@ -219,7 +219,7 @@ async def test_a_blocked_relay_says_so_once_and_once_when_it_is_unblocked(
     caplog.set_level(logging.INFO, logger="edinbox.test")
     rabbit.block_publishers()
     async with AsyncInbox(db, consumer="hub") as inbox:
-        relay = relay_for(inbox)
+        relay = relay_for(inbox, destinations=[rabbit.url])
         running = asyncio.ensure_future(relay.run())
         await until(lambda: relay.publishers.opened >= 3, within=60, what="three publishers opened under the alarm")
         assert relay.totals["sent"] == 0
@@ -297,7 +297,7 @@ async def test_a_send_the_broker_blocks_mid_write_fails_and_its_publisher_closes
             writer.transaction(lambda tx, k=key: tx.publish(url, k.encode().ljust(512 * 1024, b"."), key=k))
     rabbit.block_publishers()
     async with AsyncInbox(db, consumer="hub") as inbox:
-        relay = relay_for(inbox)
+        relay = relay_for(inbox, destinations=[rabbit.url])
         step = asyncio.ensure_future(relay.step())
         started = time.monotonic()
         try:

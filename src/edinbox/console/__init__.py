@@ -2,7 +2,9 @@
 
 `serve(config, host=..., port=..., token=...)` runs it with uvicorn (the `console` extra: Starlette, Jinja2,
 uvicorn); `create_app(config, token=...)` is the ASGI application itself, for tests or another server. It binds to
-127.0.0.1 unless told otherwise, and any other address needs a token: without one, `serve` refuses to start.
+127.0.0.1 unless told otherwise; any other address needs a token (`check_token`: at least `MIN_TOKEN` characters)
+and TLS (`certfile`, `keyfile`) unless `allow_http` says a proxy in front provides it. It answers only to loopback
+host names and those in `allowed_hosts` (plus the address it binds).
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edinbox._errors import ConfigurationError
@@ -18,42 +24,112 @@ from edinbox.hub._config import HubConfig
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-__all__ = ["check_bind", "create_app", "serve"]
+__all__ = ["MIN_TOKEN", "check_bind", "check_tls", "check_token", "create_app", "serve"]
 
 LOGGER = logging.getLogger("edinbox.console")
+MIN_TOKEN = 16
+"""The shortest token the console accepts, in characters (`openssl rand -hex 16` gives 32)."""
+WILDCARDS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - the names of every address, not a bind
 
 
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse (ConfigurationError) to serve on anything but a loopback address without a token."""
-    if token or host == "localhost":
-        return
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
     try:
-        loopback = ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
-        loopback = False
-    if not loopback:
+        return False
+
+
+def check_token(token: str | None) -> None:
+    """Refuse (ConfigurationError) a token that is blank, shorter than `MIN_TOKEN` or holds control characters."""
+    if token is None:
+        return
+    if not token.strip() or len(token.strip()) < MIN_TOKEN:
         raise ConfigurationError(
-            f"the console on {host} would be open to the network: give it --token (or bind 127.0.0.1)"
+            f"the console token must be at least {MIN_TOKEN} characters, not blank (openssl rand -hex 16 makes one)"
+        )
+    if not token.isprintable() or token != token.strip():
+        raise ConfigurationError("the console token must be printable characters without surrounding spaces")
+
+
+def check_bind(host: str, token: str | None, *, tls: bool = False, allow_http: bool = False) -> None:
+    """Refuse (ConfigurationError) to serve beyond loopback without a token, or without TLS unless `allow_http`."""
+    if _loopback(host):
+        return
+    if not token:
+        raise ConfigurationError(
+            f"the console on {host} would be open to the network: give it a token "
+            "(--token-file or EDINBOX_CONSOLE_TOKEN), or bind 127.0.0.1"
+        )
+    if not tls and not allow_http:
+        raise ConfigurationError(
+            f"the console on {host} would send its token in clear: give it --certfile and --keyfile "
+            "(or --allow-http behind a TLS proxy)"
         )
 
 
-def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
-    """The console's ASGI application (see `edinbox.console._app.create_app`)."""
+def check_tls(certfile: Path | None, keyfile: Path | None) -> None:
+    """Refuse (ConfigurationError) one of the certificate and key without the other, or a pair that does not load."""
+    if certfile is None and keyfile is None:
+        return
+    if certfile is None or keyfile is None:
+        raise ConfigurationError("TLS needs both --certfile and --keyfile")
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigurationError(f"the console's certificate {certfile} and key {keyfile} do not load: {exc}") from None
+
+
+def create_app(
+    config: HubConfig,
+    *,
+    token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
+    tls: bool = False,
+    session_lifetime: timedelta | None = None,
+) -> Starlette:
+    """The console's ASGI application: with `token`, every page asks for it first; it answers to loopback names and
+    `allowed_hosts`; `tls` marks its cookies Secure; sessions last `session_lifetime` (default 8 hours)."""
     from edinbox.console._app import create_app as build
+    from edinbox.console._guard import Access
+    from edinbox.console._session import Signer
 
-    return build(config, token=token)
+    check_token(token)
+    access = Access.build(token=token, allowed_hosts=allowed_hosts, tls=tls)
+    if session_lifetime is not None:
+        access = replace(access, signer=Signer(lifetime=session_lifetime))
+    return build(config, access=access)
 
 
-def serve(config: HubConfig, *, host: str = "127.0.0.1", port: int = 8080, token: str | None = None) -> None:
-    """Serve the console with uvicorn until interrupted; ConfigurationError for a non-loopback bind without token."""
-    check_bind(host, token)
+def serve(
+    config: HubConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
+    certfile: Path | None = None,
+    keyfile: Path | None = None,
+    allow_http: bool = False,
+) -> None:
+    """Serve the console with uvicorn until interrupted; ConfigurationError for a weak token, a bad TLS pair or a
+    bind beyond loopback without a token (or without TLS, unless `allow_http`)."""
+    check_token(token)
+    check_tls(certfile, keyfile)
+    check_bind(host, token, tls=certfile is not None, allow_http=allow_http)
     try:
         import uvicorn
     except ImportError as exc:
         raise ConfigurationError("the console needs its extra: pip install 'edinbox[console]'") from exc
+    hosts = [*allowed_hosts, *([] if host in WILDCARDS else [host])]
+    app = create_app(config, token=token, allowed_hosts=hosts, tls=certfile is not None)
     asyncio.run(_verify(config))  # a missing schema is one line naming `edinbox init`, before anything listens
+    tls = {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)} if certfile and keyfile else {}
     # log_config=None: uvicorn's records go to the process's handlers, where passwords are masked (edinbox.hub._log)
-    uvicorn.run(create_app(config, token=token), host=host, port=port, log_level="warning", log_config=None)
+    uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None, **tls)  # type: ignore[arg-type]
 
 
 async def _verify(config: HubConfig) -> None:
@@ -61,8 +137,8 @@ async def _verify(config: HubConfig) -> None:
     when it ends), as the hub does; only a configuration or schema error ends the console."""
     from edinbox.hub._config import give_up_after
     from edinbox.hub._outage import Outage
-    from edinbox.hub._parts import open_inbox, verify
+    from edinbox.hub._parts import open_inbox, verify_found
 
     outage = Outage(LOGGER, give_up_after=give_up_after(config))
     async with open_inbox(config) as inbox:
-        await outage.call(lambda: verify(inbox))
+        await outage.call(lambda: verify_found(inbox))

@@ -1,48 +1,47 @@
 """The console's web application (Starlette): pages rendered on the server with Jinja2, a little htmx.
 
-Security: every page escapes what it shows (Jinja2 autoescape: partner names are data, never markup); every
-change is a POST carrying the CSRF token of its form (double-submit: a random cookie and the same value in the
-form, compared in constant time), and cross-site requests are refused by their Origin; with a token configured,
-nothing but the login page and the static files is served without it (cookie, or `Authorization: Bearer`).
+Every page escapes what it shows (Jinja2 autoescape: partner names are data, never markup). What every request
+passes first (allowed hosts, the token, the session, CSRF on every POST, the response headers) is
+`edinbox.console._guard`; the signed sessions and the login limit are `edinbox.console._session`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
-import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
 from importlib.resources import files
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from edinbox import edi
-from edinbox._errors import ConfigurationError, InboxError, TransientError
-from edinbox._urls import mask
+from edinbox._errors import ConfigurationError, InboxError, SourceError, StoreError, TransientError
 from edinbox.console import _data
 from edinbox.console._chart import COLORS, stacked
+from edinbox.console._guard import Access, guard
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
-from edinbox.hub._parts import open_inbox, verify
+from edinbox.hub._parts import open_inbox, verify_found
 
 __all__ = ["create_app"]
 
-CSRF_COOKIE = "edinbox_csrf"
-TOKEN_COOKIE = "edinbox_token"  # noqa: S105 - the cookie's name, not a secret
 OPERATOR_COOKIE = "edinbox_operator"
 PARKED = {"dead": "Dead", "conflict": "Conflicting", "rejected": "Rejected"}
 RETRY_AFTER = 5
 """Seconds a 503 page asks the browser to wait: about the longest pause between the pool's reconnect attempts."""
+MAX_PAGE = 100_000
+"""The last page of search results one can ask for (50 rows each)."""
+FIRST_YEAR, LAST_YEAR = 1900, 9998
+"""The years a search's dates may name: every database compares them, and the day after `until` still exists."""
 
 _HERE = files("edinbox.console")
 
@@ -57,9 +56,14 @@ def _environment() -> Environment:
     return env
 
 
-def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
-    """The console over the journal `config` names; with `token`, every page asks for it first."""
+class BadQuery(InboxError, ValueError):
+    """A query parameter the console cannot use (permanent for that request): a 400 page saying which and why."""
+
+
+def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
+    """The console over the journal `config` names, guarded by `access` (default: loopback names, no token)."""
     env = _environment()
+    access = access or Access()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -68,18 +72,30 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
         from edinbox.hub._outage import Outage
 
         async with open_inbox(config) as inbox:
-            await Outage(LOGGER, give_up_after=give_up_after(config)).call(lambda: verify(inbox))
+            await Outage(LOGGER, give_up_after=give_up_after(config)).call(lambda: verify_found(inbox))
             app.state.inbox = inbox
             yield
 
     def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         html = env.get_template(template).render(
-            request=request, csrf=request.state.csrf, consumer=config.consumer, parked=PARKED, **context
+            request=request,
+            csrf=request.state.csrf,
+            signed_in=request.state.session.authenticated,
+            consumer=config.consumer,
+            parked=PARKED,
+            **context,
         )
         return HTMLResponse(html, status_code=status_code)
 
+    def refuse(request: Request, status_code: int, message: str) -> Response:
+        titles = {400: "Bad request", 401: "Log in", 403: "Refused", 413: "Too large", 429: "Too many tries"}
+        return page(request, "error.html", status_code, title=titles.get(status_code, "Error"), message=message)
+
     async def home(request: Request) -> Response:
-        query = _query(request)
+        try:
+            query = _query(request)
+        except BadQuery as exc:
+            return refuse(request, 400, str(exc))
         rows, more = await _data.search(request.app.state.inbox, query)
         context: dict[str, Any] = {
             "query": query,
@@ -146,7 +162,7 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
             return page(request, "error.html", 409, message=f"{action} refused: {exc}")
         done = f"{action}: done" if changed else f"{action}: no row changed"
         response = RedirectResponse(f"/message?{urlencode({'key': key, 'done': done})}", status_code=303)
-        response.set_cookie(OPERATOR_COOKIE, who, httponly=True, samesite="strict")
+        access.set_cookie(response, OPERATOR_COOKIE, who)
         return response
 
     async def dashboard(request: Request) -> Response:
@@ -160,13 +176,17 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return page(request, "login.html")
-        form = request.state.form
-        given = str(form.get("token", ""))
-        if token is None or not hmac.compare_digest(given.encode(), token.encode()):
-            return page(request, "login.html", 401, wrong=True)
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict")
+        status, wait = access.login(request, str(request.state.form.get("token", "")))
+        if status == 303:
+            return RedirectResponse("/", status_code=303)
+        response = page(request, "login.html", status, wrong=status == 401, wait=wait)
+        if wait:
+            response.headers["Retry-After"] = str(wait)
         return response
+
+    async def logout(request: Request) -> Response:
+        access.logout(request)
+        return RedirectResponse("/login" if access.token else "/", status_code=303)
 
     routes = [
         Route("/", home),
@@ -177,97 +197,58 @@ def create_app(config: HubConfig, *, token: str | None = None) -> Starlette:
         Route("/dashboard", dashboard),
         Route("/audit", audit),
         Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(_HERE.joinpath("static"))), name="static"),
     ]
 
     async def unavailable(request: Request, exc: Exception) -> Response:
-        """A page asked of a database (or broker) that is down: 503 with the error's first line, nothing changed;
-        the journal's pool reconnects by itself, so the same request succeeds once the dependency is back."""
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        message = f"unavailable, try again shortly: {mask(first)}"
-        response = page(request, "error.html", 503, title="Unavailable", message=message)
+        """A page asked of a database (or broker) that is down: 503 naming what is down and nothing of it (no user,
+        no host), nothing changed; the journal's pool reconnects by itself, so the same request succeeds once the
+        dependency is back."""
+        what = "the database" if isinstance(exc, StoreError) else "the broker" if isinstance(exc, SourceError) else None
+        down = f"{what} is unreachable" if what else "a dependency is unreachable"
+        response = page(
+            request, "error.html", 503, title="Unavailable", message=f"unavailable, try again shortly: {down}"
+        )
         response.headers["Retry-After"] = str(RETRY_AFTER)
         return response
 
-    guard = Middleware(BaseHTTPMiddleware, dispatch=_guard(token))
     return Starlette(
-        routes=routes, middleware=[guard], lifespan=lifespan, exception_handlers={TransientError: unavailable}
+        routes=routes,
+        middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard(access, refuse))],
+        lifespan=lifespan,
+        exception_handlers={TransientError: unavailable},
     )
 
 
-Dispatch = Callable[[Request], Awaitable[Response]]
-
-
-def _guard(token: str | None) -> Callable[[Request, Dispatch], Awaitable[Response]]:
-    """The middleware: the token (when configured), the CSRF check of every POST, and the CSRF cookie."""
-
-    async def dispatch(request: Request, call_next: Dispatch) -> Response:
-        public = request.url.path.startswith("/static/") or request.url.path == "/login"
-        if token is not None and not public and not _authorised(request, token):
-            if request.method == "GET":
-                return RedirectResponse("/login", status_code=303)
-            return PlainTextResponse("a token is needed", status_code=401)
-        cookie = request.cookies.get(CSRF_COOKIE, "")
-        if request.method == "POST":
-            refusal = await _csrf_refusal(request, cookie)
-            if refusal:
-                return PlainTextResponse(refusal, status_code=403)
-        request.state.csrf = cookie or secrets.token_urlsafe(32)
-        response = await call_next(request)
-        if not cookie:
-            response.set_cookie(CSRF_COOKIE, request.state.csrf, httponly=True, samesite="strict")
-        response.headers["Content-Security-Policy"] = "default-src 'self'; style-src 'self'; img-src 'self' data:"
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "same-origin"
-        return response
-
-    return dispatch
-
-
-def _authorised(request: Request, token: str) -> bool:
-    given = request.cookies.get(TOKEN_COOKIE, "")
-    header = request.headers.get("Authorization", "")
-    if header.startswith("Bearer "):
-        given = header.removeprefix("Bearer ")
-    return bool(given) and hmac.compare_digest(given.encode(), token.encode())
-
-
-async def _csrf_refusal(request: Request, cookie: str) -> str:
-    """Why a POST is refused (empty when it is not): another site's Origin, or a missing or wrong CSRF token."""
-    origin = request.headers.get("Origin")
-    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("Host", ""):
-        return "refused: this request comes from another site"
-    form = await request.form()
-    request.state.form = form  # the endpoint reads the form from here: the body is read once
-    given = str(form.get("csrf", ""))
-    if not cookie or not given or not hmac.compare_digest(given.encode(), cookie.encode()):
-        return "refused: the CSRF token is missing or wrong (reload the page and try again)"
-    return ""
-
-
 def _query(request: Request) -> _data.Query:
-    """The search form's fields; a date that does not parse is ignored (the form shows it empty)."""
+    """The search form's fields; BadQuery for a page or a date that is not one (or out of range)."""
     args = request.query_params
     status = args.get("status", "")
-    try:
-        page = max(1, int(args.get("page", "1")))
-    except ValueError:
-        page = 1
-    until = _day(args.get("until", ""))
+    text = args.get("page", "") or "1"
+    if not (text.isascii() and text.isdigit() and len(text) <= len(str(MAX_PAGE)) and 1 <= int(text) <= MAX_PAGE):
+        raise BadQuery(f"page {text[:20]!r} is not a page number (1 to {MAX_PAGE})")
+    until = _day(args, "until")
     return _data.Query(
         partner=args.get("partner", "")[:200],
         control=args.get("control", "")[:200],
         invoice=args.get("invoice", "")[:200],
         status=status if status in _data.STATUSES else "",
-        since=_day(args.get("since", "")),
+        since=_day(args, "since"),
         until=until + timedelta(days=1) if until else None,  # the until day is included
-        page=page,
+        page=int(text),
     )
 
 
-def _day(text: str) -> datetime | None:
+def _day(args: Any, name: str) -> datetime | None:
+    """The date field `name` (empty: None); BadQuery when it is not a date from 1900 to 9998."""
+    text = args.get(name, "")
+    if not text:
+        return None
     try:
         day = date.fromisoformat(text)
     except ValueError:
-        return None
+        raise BadQuery(f"{name} {text[:40]!r} is not a date (YYYY-MM-DD)") from None
+    if not FIRST_YEAR <= day.year <= LAST_YEAR:
+        raise BadQuery(f"{name} {text!r} is out of range (years {FIRST_YEAR} to {LAST_YEAR})")
     return datetime(day.year, day.month, day.day, tzinfo=UTC)

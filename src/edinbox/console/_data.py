@@ -1,6 +1,6 @@
 """What the console reads and changes, as plain values: search, one message, parked lists, the dashboard, the audit.
 
-Every statement is a named query of `sql/<dialect>/console.sql` (or the hub's own, through `edinbox.hub._ops`),
+Every statement is a named query of `hub/sql/<dialect>/console.sql` (or the hub's, through `edinbox.hub._ops`),
 run by the journal's store with driver-bound parameters. The console runs no DDL: `edinbox init` made its table
 and indexes. Journal changes go through the same operations as the CLI (`_ops.requeue`, `_ops.forget`), and each one
 is recorded in the audit table with who asked, when, and what came of it.
@@ -9,6 +9,7 @@ is recorded in the audit table with who asked, when, and what came of it.
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from edinbox._errors import ConfigurationError
 from edinbox._records import Tx
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
-from edinbox.hub._redrive import replay
+from edinbox.hub._redrive import join_key, replay
+from edinbox.hub._tables import has_hub
 
 __all__ = [
     "ACTIONS",
@@ -86,8 +88,8 @@ class Row:
 
     @property
     def key(self) -> str:
-        """`SOURCE/MESSAGE_ID`, as the CLI prints and takes it."""
-        return f"{self.source}/{self.message_id}"
+        """`SOURCE/MESSAGE_ID`, as the CLI prints and takes it (`join_key`: a `/` inside a part is `%2F`)."""
+        return join_key(self.source, self.message_id)
 
     @property
     def partner(self) -> str:
@@ -132,6 +134,8 @@ async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
     """
     keys: set[tuple[str, str]] | None = None
     if invoice := query.invoice.strip():
+        if not await has_hub(inbox):  # invoices are the hub's: a library journal has none to search by
+            return [], False
         lookup = {"consumer": inbox.consumer, "invoice": invoice}
         keys = {(r[0], r[1]) for r in await inbox.read(lambda tx: tx.unit.fetch("console_invoice_keys", lookup))}
         if not keys:
@@ -194,14 +198,27 @@ async def act(config: HubConfig, inbox: AsyncInbox, *, action: str, key: str, wh
     return changed
 
 
+async def _audited(inbox: AsyncInbox) -> bool:
+    """Whether `edinbox init` made the audit table beside this journal (a library journal has none)."""
+    return await inbox.unique_keys("console_audit") is not None
+
+
 async def _audit(inbox: AsyncInbox, *, who: str, action: str, key: str, result: str) -> None:
-    """Record one operator action and its result in the audit table."""
+    """Record one operator action and its result in the audit table; on a journal without one (made by the library,
+    not `edinbox init`), in the console's log instead."""
     params = {"who": who, "action": action, "target": key, "result": result}
+    if not await _audited(inbox):
+        logging.getLogger("edinbox.console").warning(
+            "audit (no audit table: run `edinbox init` to keep one): %s", params
+        )
+        return
     await inbox.transaction(lambda tx: tx.unit.run("console_audit", params))
 
 
 async def audit_rows(inbox: AsyncInbox, *, limit: int = 100) -> list[dict[str, Any]]:
-    """The audit table, newest first: who did what to which key, when, and what came of it."""
+    """The audit table, newest first: who did what to which key, when, and what came of it (none without one)."""
+    if not await _audited(inbox):
+        return []
     rows = await inbox.read(lambda tx: tx.unit.fetch("console_audit_rows", {"limit": limit}))
     return [{"at": _when(inbox, r[0]), "who": r[1], "action": r[2], "target": r[3], "result": r[4]} for r in rows]
 
@@ -228,13 +245,13 @@ async def dashboard(config: HubConfig, inbox: AsyncInbox, *, hours: int = 3) -> 
     totals = await _ops.stats(config)
     oldest = await inbox.oldest()
     failed = [when for status, when in oldest.items() if status in ("failed", "dead")]
-    received = totals["received"] or 0
+    received = totals.get("received") or 0  # deliveries are the hub's counters: none on a library journal
     return {
         "since": since,
         "now": now,
         "per_minute": per_minute,
         "top_partners": partners.most_common(10),
-        "duplicates_rate": (totals["duplicate"] / received) if received else 0.0,
+        "duplicates_rate": (totals.get("duplicate", 0) / received) if received else 0.0,
         "totals": totals,
         "oldest_failed": min(failed) if failed else None,
     }

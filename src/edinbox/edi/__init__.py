@@ -44,9 +44,11 @@ while it is read and dropped after (only `Interchange.segments`, all of them, is
 
 from edinbox.edi._acknowledge import (
     ACKNOWLEDGMENT_TYPES,
+    PARTY_ERRORS,
     Received,
     ReceivedGroup,
     ReceivedSet,
+    party_error,
     received,
     render_reply,
     replies,
@@ -62,6 +64,7 @@ from edinbox.edi._render import Acknowledgment, RenderOptions, Reply, render_int
 
 __all__ = [
     "ACKNOWLEDGMENT_TYPES",
+    "PARTY_ERRORS",
     "Acknowledgment",
     "Disagreement",
     "EdiMessage",
@@ -82,6 +85,7 @@ __all__ = [
     "Separators",
     "parse",
     "partner",
+    "party_error",
     "received",
     "render_interchange",
     "render_invoice",

@@ -36,9 +36,11 @@ from edinbox.edi._render import Reply, render_interchange
 
 __all__ = [
     "ACKNOWLEDGMENT_TYPES",
+    "PARTY_ERRORS",
     "Received",
     "ReceivedGroup",
     "ReceivedSet",
+    "party_error",
     "received",
     "render_reply",
     "replies",
@@ -64,6 +66,24 @@ MISSING_GROUP = "3"
 """AK905 (716): functional group trailer missing (no GE)."""
 MISSING_INTERCHANGE = "023"
 """TA105 (I18): improper (premature) end-of-file (no IEA)."""
+
+UNKNOWN_SENDER = "006"
+"""TA105 (I18): invalid interchange sender ID (X12 has no "unknown sender": a sender without an agreement)."""
+UNKNOWN_RECEIVER = "009"
+"""TA105 (I18): unknown interchange receiver ID (an interchange addressed to a party that is not the receiver)."""
+UNKNOWN_SENDER_CODE = "23"
+"""CONTRL 0085: unknown interchange sender."""
+UNKNOWN_RECEIVER_CODE = "7"
+"""CONTRL 0085: interchange recipient not actual recipient."""
+PARTY_ERRORS = frozenset(
+    {
+        ("X12", UNKNOWN_SENDER),
+        ("X12", UNKNOWN_RECEIVER),
+        ("EDIFACT", UNKNOWN_SENDER_CODE),
+        ("EDIFACT", UNKNOWN_RECEIVER_CODE),
+    }
+)
+"""(standard, envelope error) pairs that say the receiver refuses the parties, not the data (see `party_error`)."""
 
 _999_VERSION = "005010X231A1"
 _X12_999 = Separators(element="*", component=">", segment="~", repetition="^")
@@ -173,6 +193,14 @@ def received(interchange: Interchange, *, rejected: bool = False, faulty: int | 
         types=types,
         rejected=rejected or not interchange.keyable,
     )
+
+
+def party_error(standard: str, *, sender: bool) -> str:
+    """The envelope error (`Received.error`) of an interchange refused for its parties: an unknown sender (TA1 R 006,
+    CONTRL UCI 4 23) or a receiver that is not ours (TA1 R 009, CONTRL UCI 4 7)."""
+    if standard == "X12":
+        return UNKNOWN_SENDER if sender else UNKNOWN_RECEIVER
+    return UNKNOWN_SENDER_CODE if sender else UNKNOWN_RECEIVER_CODE
 
 
 def _set(message: EdiMessage, *, x12: bool, error: str, faulty: bool) -> ReceivedSet:

@@ -6,8 +6,10 @@ message trailer counts the segments from header to trailer inclusive (SE01, UNT 
 
 Each trailer is checked once, here, and a disagreement is both a problem (its sentence) and a `Disagreement` (its
 acknowledgment code), so what the parser reports and what an acknowledgment says cannot differ. The rule: a count
-is read as a number (digits, blanks around them ignored: "011" is 11; anything else never matches), a control number
-matches as a string or, when both are digits, as a number ("0001" is "1").
+is read as a number (digits, blanks around them ignored: "011" is 11; anything else never matches, nor does a count
+of more than `COUNT_DIGITS` digits, longer than any trailer count of either standard: SE01 and UNT 0074 are n..10),
+a control number matches as a string or, when both are digits, as a number ("0001" is "1", compared as digit
+strings without their leading zeros, so a control number of any length is never turned into an int).
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from operator import itemgetter
 from edinbox.edi._model import Disagreement, EdiMessage, Group, Segment
 from edinbox.edi._tokens import Body
 
-__all__ = ["Rule", "Spec", "Walk", "same_number", "walk"]
+__all__ = ["COUNT_DIGITS", "Rule", "Spec", "Walk", "same_number", "walk"]
+
+COUNT_DIGITS = 10
+"""The most digits a trailer count may have: SE01 and UNT 0074 are n..10, GE01, IEA01, UNE 0060, UNZ 0036 shorter."""
 
 
 _HEAD2 = itemgetter(slice(0, 2))
@@ -81,12 +86,17 @@ class Walk:
 
 def same_number(a: str, b: str) -> bool:
     """Control numbers match as strings, or as numbers when both are digits (zero-padding tolerated)."""
-    return a == b or ((a.isascii() and a.isdigit()) and (b.isascii() and b.isdigit()) and int(a) == int(b))
+    return a == b or (
+        (a.isascii() and a.isdigit()) and (b.isascii() and b.isdigit()) and a.lstrip("0") == b.lstrip("0")
+    )
 
 
 def _count(value: str) -> int | None:
+    """A trailer count as a number; None when it is not digits or has more than `COUNT_DIGITS` of them."""
     value = value.strip()
-    return int(value) if (value.isascii() and value.isdigit()) else None
+    if len(value) > COUNT_DIGITS or not (value.isascii() and value.isdigit()):
+        return None
+    return int(value)
 
 
 def _shown(value: str) -> str:
@@ -112,6 +122,8 @@ def _check(
         found.append(Disagreement(rule.level, index, rule.reference_code, reason))
     if _count(said) != actual:
         reason = f"{rule.count} says {_shown(said)} {counted or rule.counted}, {where} has {actual}"
+        if len(said.strip()) > COUNT_DIGITS:
+            reason = f"{rule.count} has {len(said.strip())} characters, more than the {COUNT_DIGITS} a count may have"
         found.append(Disagreement(rule.level, index, rule.count_code, reason))
     return found
 

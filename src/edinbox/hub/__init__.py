@@ -10,8 +10,8 @@ from edinbox.hub._accounting import Accounting, Created, SqlAccounting
 from edinbox.hub._config import DEFAULT_ROUTES, HubConfig, parse_duration
 from edinbox.hub._fault import FaultPoint, parse_fault
 from edinbox.hub._hub import Hub, open_hub
-from edinbox.hub._outage import Stopped
 from edinbox.hub._settings import load_config
+from edinbox.loop import Stopped
 
 __all__ = [
     "DEFAULT_ROUTES",

@@ -10,7 +10,9 @@ partner's inbox dedupes on), and listed in `hub_acknowledgments` for `edinbox sh
 Which ones (`kinds`): nothing without an `outbound` destination or for an interchange of acknowledgments only; X12:
 a TA1 when asked (ISA14 = 1 and `ta1 = "requested"`, or `ta1 = "always"`), and a 997 or 999 per agreement for its
 functional groups; EDIFACT: a CONTRL when asked (UNB 0031 = 1, or `ta1 = "always"`). The same kinds answer an
-interchange the hub parks (`Received.rejected`: every set R), once per interchange key. A duplicate (an interchange
+interchange the hub parks (`Received.rejected`: every set R), once per interchange key; one the partner registry
+refused (`_partners`) gets only its TA1 R 006 / 009 or CONTRL UCI 4 23 / 7, when asked: an unknown sender under the
+hub's `unknown_outbound`, a receiver that is not ours under the sender's agreement. A duplicate (an interchange
 key already processed, or reused with other content) that the partner re-sent gets a TA1 R 025 or a CONTRL UCI 4
 26 when `duplicates = "notify"`, once per delivery (`Answers`): never for the broker's own redelivery of a delivery
 that was processed or notified.
@@ -32,7 +34,7 @@ from edinbox._plan import Key
 from edinbox.hub._config import Agreement, HubConfig
 from edinbox.sources import Delivery
 
-__all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key", "reserve"]
+__all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key", "partner_name", "reserve"]
 
 REJECTION = "rejection"
 """The `delivery` of the `hub_answers` row that says an interchange key got its rejection (once per key)."""
@@ -41,6 +43,8 @@ _X12_CONTROL_NUMBERS = 999_999_999
 """ISA13 has nine digits: a partner's counter wraps after this many acknowledgments."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_DIGESTED = re.compile(r"--[0-9a-f]{16}\Z")
+"""How a partner id that `partner_name` changed ends: a simple id ending so is given a digest of its own too."""
 
 
 def partner_key(party: edi.Party) -> str:
@@ -53,6 +57,9 @@ def kinds(subject: edi.Received, agreement: Agreement, *, duplicate: bool) -> li
     if not agreement.outbound or subject.only_acknowledgments:
         return []
     x12 = subject.standard == "X12"
+    if (subject.standard, subject.error) in edi.PARTY_ERRORS:  # refused for its parties: only the envelope answers
+        asked = agreement.ta1 == "always" or (agreement.ta1 == "requested" and subject.requested)
+        return ["TA1" if x12 else "CONTRL"] if asked else []
     if duplicate:
         return ["TA1" if x12 else "CONTRL"] if agreement.duplicates == "notify" else []
     asked = agreement.ta1 == "always" or (agreement.ta1 == "requested" and subject.requested)
@@ -64,9 +71,23 @@ def kinds(subject: edi.Received, agreement: Agreement, *, duplicate: bool) -> li
     return found
 
 
+def partner_name(partner_id: str) -> str:
+    """The partner's id as a path segment or queue name, one per id (two ids never share an outbound folder).
+
+    An id of letters, digits, `_` and `-` is used as it is. Any other (`A.B`, `A B`, `A/B`, `../x`, empty) has its
+    other characters made `_` and the first 16 hex digits of the SHA-256 of the id appended after `--`
+    (`A.B` -> `A_B--<digest>`), as does a simple id that itself ends in `--` and 16 hex digits, so a changed name is
+    never a simple id's.
+    """
+    if partner_id and not _UNSAFE.search(partner_id) and not _DIGESTED.search(partner_id):
+        return partner_id
+    digest = hashlib.sha256(partner_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{_UNSAFE.sub('_', partner_id)}--{digest}"
+
+
 def destination(agreement: Agreement, partner: edi.Party) -> str:
-    """The agreement's outbound URL, `{id}` replaced by the partner's id made safe for a path or queue name."""
-    return agreement.outbound.replace("{id}", _UNSAFE.sub("_", partner.id) or "_")
+    """The agreement's outbound URL, `{id}` replaced by the partner's id as `partner_name` makes it."""
+    return agreement.outbound.replace("{id}", partner_name(partner.id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +129,12 @@ class Acknowledger:
         return self._pending(subject, agreement, key=key), bool(kinds(subject, agreement, duplicate=True))
 
     def _agreement(self, subject: edi.Received) -> Agreement:
-        return self.config.agreement(partner_key(subject.sender))
+        """The sender's agreement; for a sender the registry refused, the hub's `unknown_outbound` (TA1 / CONTRL
+        when asked, nothing else)."""
+        sender = partner_key(subject.sender)
+        if self.config.unknown_outbound and not self.config.known(sender):
+            return Agreement(outbound=self.config.unknown_outbound, acknowledgment="none")
+        return self.config.agreement(sender)
 
     @staticmethod
     def _pending(subject: edi.Received, agreement: Agreement, *, key: Key, duplicate: bool = False) -> list[Pending]:

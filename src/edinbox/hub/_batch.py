@@ -21,6 +21,7 @@ from edinbox._records import Tx
 from edinbox.hub._accounting import Accounting, Created
 from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
+from edinbox.hub._partners import COUNTER, Refusal, noticed
 from edinbox.hub._plan import HEAD, REJECT, Item, cut, refused
 from edinbox.hub._spans import Spans
 from edinbox.hub._tables import SHARDS, Parked, count, park
@@ -171,6 +172,7 @@ class Batch:
                 notices += await self._notices(tx, w, item, outcome)
         counts: Counter[str] = Counter()
         parked: list[Parked] = []
+        refusals: list[Refusal] = []
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:
             for i, item in enumerate(w.items):
@@ -180,6 +182,9 @@ class Batch:
                     w.outcomes[i] = "rejected"
                     parked.append(Parked(item.fingerprint, w.delivery.coordinates, item.reason, item.payload))
                     notices += await self._rejection(tx, item)
+                    if item.refusal is not None:
+                        counts[COUNTER] += 1
+                        refusals.append(item.refusal)
                 settled = w.outcomes.get(i)
                 key = item.message.key if item.message is not None else None
                 if settled in ("processed", "resent") and key in already:
@@ -194,6 +199,8 @@ class Batch:
         await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
+        for one in refusals:
+            noticed(self.consumer, one)
         self.recorded_at = time.time_ns()
 
     def unjournaled(self, message: Message, error: DataError, *, kept: str) -> None:

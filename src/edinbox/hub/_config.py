@@ -5,26 +5,59 @@ Each field of `HubConfig` is a key of `[hub]` in the TOML file, a flag of the co
 file this model describes (`example_toml()`), so the documentation cannot drift from it. Loading a file and merging
 the variables and flags is `edinbox.hub._settings`. A value of the wrong type is a ConfigurationError naming the key
 and the type expected; a duration needs its unit (`30s`, `15m`, `12h`, `7d`, `2w`).
+
+Every value is checked here (the converters of `edinbox.hub._values`), before anything runs, without any I/O: each
+number within its range (`LIMITS`), each URL parsed (database, source, accounting, the partners' outbound
+destinations: ports 1-65535, a host where one is required, the source's options known and in range for this
+consumer and batch size), so a typo stops the command with one line instead of being waited out as an outage or
+charged to the messages.
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
+import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
+from edinbox._urls import mask
+from edinbox.hub._values import (
+    LIMITS,
+    MAX_CONSUMER,
+    MAX_DURATION,
+    accounting_url,
+    bind_host,
+    byte_size,
+    consumer_name,
+    database,
+    duration,
+    lease_duration,
+    limited,
+    optional_duration,
+    parse_duration,
+    parse_size,
+    period,
+    rows_per_second,
+    seconds,
+    shown,
+    text_only,
+    whole_number,
+)
+from edinbox.sources import check_destination, check_url
 
 __all__ = [
     "DEFAULT_ROUTES",
+    "LIMITS",
+    "MAX_CONSUMER",
+    "MAX_DURATION",
     "MAX_PAYLOAD",
     "PURGE_MAX_RATE",
     "Agreement",
@@ -57,119 +90,10 @@ DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
     }
 )
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION_HINT = "a duration with its unit (30s, 15m, 12h, 7d, 2w)"
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse `30s`, `15m`, `12h`, `7d` or `2w` into a timedelta; a number without its unit is refused."""
-    match = _DURATION.match(text) if isinstance(text, str) else None
-    if not match:
-        raise ConfigurationError(f"{text!r} is not {_DURATION_HINT}")
-    return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
-
 
 def give_up_after(config: HubConfig) -> timedelta | None:
     """How long the hub waits out one outage before it gives up (None: for ever)."""
     return parse_duration(config.give_up_after) if config.give_up_after else None
-
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(i?))?b?\s*$", re.IGNORECASE)
-
-
-def parse_size(value: object) -> int:
-    """Parse a number of bytes, or a size such as `100KB`, `32MiB`, `1.5GB` (KiB, MiB, GiB: powers of 1024)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    match = _SIZE.match(value) if isinstance(value, str) else None
-    if not match:
-        raise ConfigurationError(f"max_payload {value!r} is not a size (examples: 65536, 100KB, 32MiB, 1GiB)")
-    number, prefix, binary = match.groups()
-    power = "kmgt".index(prefix.lower()) + 1 if prefix else 0
-    return int(float(number) * (1024 if binary else 1000) ** power)
-
-
-def _whole(value: object) -> object:
-    """An integer, or its digits as text (a variable or flag); 2.5, "twenty" and true are refused."""
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise ValueError(f"expected a whole number, got {value!r}")
-
-
-def _seconds(value: object) -> object:
-    """A number of seconds (integer or decimal, or its text); a duration text is refused here."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    raise ValueError(f"expected a number of seconds, got {value!r}")
-
-
-def _duration(value: object) -> object:
-    """A duration text with its unit, kept as written (`7d`)."""
-    if isinstance(value, str) and _DURATION.match(value):
-        return value.strip()
-    raise ValueError(f"expected {_DURATION_HINT}, got {value!r}")
-
-
-def _optional_duration(value: object) -> object:
-    """A duration, or empty for "never"."""
-    return "" if value in ("", None) else _duration(value)
-
-
-def _rate(value: object) -> object:
-    """A positive number of rows per second (integer or decimal, or its text; `inf`: no limit); 0, a negative
-    number, NaN and words are refused."""
-    rate = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        rate = float(value)
-    elif isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            rate = float(value)
-    if rate is None or not rate > 0:
-        raise ValueError(f"expected a positive number of rows per second (inf: no limit), got {value!r}")
-    return rate
-
-
-def _period(value: object) -> object:
-    """A duration longer than zero, or empty for "never"."""
-    if value in ("", None):
-        return ""
-    text = _duration(value)
-    if parse_duration(str(text)) <= timedelta(0):
-        raise ValueError(f"expected a duration longer than zero (or empty: never), got {value!r}")
-    return text
-
-
-def _size(value: object) -> object:
-    """A number of bytes or a size text."""
-    try:
-        size = parse_size(value)
-    except ConfigurationError:
-        raise ValueError(f"expected a size (65536, 100KB, 32MiB, 1GiB), got {value!r}") from None
-    if size < 1:
-        raise ValueError("must be at least 1 byte")
-    return size
-
-
-def _text(value: object) -> object:
-    """Text only: a number where a URL or name belongs is a mistake, not something to convert."""
-    if isinstance(value, str):
-        return value
-    raise ValueError(f"expected text, got {value!r}")
-
-
-def _name(value: object) -> object:
-    """Non-empty text."""
-    if isinstance(value, str) and value.strip():
-        return value
-    raise ValueError(f"expected a non-empty name, got {value!r}")
 
 
 def _routes(value: object) -> object:
@@ -222,8 +146,12 @@ class Agreement:
 _NO_AGREEMENT = Agreement()
 
 
+_TERMS = tuple(f.name for f in fields(Agreement))
+
+
 def _partners(value: object) -> object:
-    """Agreements by partner: a table of tables (`[partners."ZZ:ACME"]`), each checked as an Agreement."""
+    """Agreements by partner: a table of tables (`[partners."ZZ:ACME"]`), each checked as an Agreement, its
+    outbound URL as a destination."""
     if not isinstance(value, Mapping):
         raise ValueError(f'expected tables [partners."QUALIFIER:ID"], got {value!r}')
     agreements = {}
@@ -232,18 +160,28 @@ def _partners(value: object) -> object:
             agreements[str(name)] = terms
             continue
         if not isinstance(terms, Mapping):
-            raise ValueError(f"{name}: expected a table of outbound, acknowledgment, ta1, duplicates, sender")
+            raise ValueError(f"{name}: expected a table of {', '.join(_TERMS)}")
+        for key, term in terms.items():
+            if key not in _TERMS:
+                close = difflib.get_close_matches(str(key), _TERMS, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(_TERMS)}"
+                raise ValueError(f"{name}: unknown key {str(key)[:80]!r} ({hint})")
+            if not isinstance(term, str):
+                raise ValueError(f"{name}: {key} must be text, got {shown(term)}")
         try:
-            agreements[str(name)] = Agreement(**dict(terms))
-        except (TypeError, ConfigurationError) as exc:
+            agreement = Agreement(**dict(terms))
+            if agreement.outbound:
+                check_destination(agreement.outbound.replace("{id}", "PARTNER"))
+        except ConfigurationError as exc:
             raise ValueError(f"{name}: {exc}") from None
+        agreements[str(name)] = agreement
     return agreements
 
 
-Count = Annotated[int, BeforeValidator(_whole), Field(ge=1)]
-Seconds = Annotated[float, BeforeValidator(_seconds)]
-Duration = Annotated[str, BeforeValidator(_duration)]
-Text = Annotated[str, BeforeValidator(_text)]
+Count = Annotated[int, BeforeValidator(whole_number), Field(ge=1)]
+Seconds = Annotated[float, BeforeValidator(seconds)]
+Duration = Annotated[str, BeforeValidator(duration)]
+Text = Annotated[str, BeforeValidator(text_only)]
 Route = Literal["inbox", "bypass"]
 
 
@@ -256,52 +194,85 @@ class HubConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="EDINBOX_", frozen=True, extra="forbid", validate_default=True)
 
-    db: Text = Field("sqlite:///edinbox.db", description="postgresql://user@host/db or sqlite:///hub.db")
+    db: Annotated[str, BeforeValidator(database)] = Field(
+        "sqlite:///edinbox.db", description="postgresql://user@host/db or sqlite:///hub.db"
+    )
     source: Text = Field("", description="dir:///srv/edi, amqp://, nats://, redis:// or kafka://")
-    consumer: Annotated[str, BeforeValidator(_name)] = Field("accounting", description="consumer name in the journal")
+    consumer: Annotated[str, BeforeValidator(consumer_name)] = Field(
+        "accounting", description=f"consumer name in the journal (at most {MAX_CONSUMER} characters)"
+    )
     table: Text = Field("inbox", description='journal table, schema-qualified on PostgreSQL: "edi.inbox"')
-    batch_size: Count = Field(100, description="deliveries per receive, settled in one transaction")
-    poll_timeout: Annotated[Seconds, Field(gt=0)] = Field(0.5, description="seconds a receive waits for a delivery")
-    idle_timeout: Annotated[Seconds, Field(ge=0)] = Field(1.5, description="with --once: idle seconds before exit")
-    max_attempts: Count = Field(5, description="handler failures before a message is dead")
+    batch_size: Annotated[Count, limited("batch_size")] = Field(
+        100, description="deliveries per receive, settled in one transaction (1-10000)"
+    )
+    poll_timeout: Annotated[Seconds, limited("poll_timeout")] = Field(
+        0.5, description="seconds a receive waits for a delivery (at most 3600)"
+    )
+    idle_timeout: Annotated[Seconds, limited("idle_timeout")] = Field(
+        1.5, description="with --once: idle seconds before exit"
+    )
+    max_attempts: Annotated[Count, limited("max_attempts")] = Field(
+        5, description="handler failures before a message is dead (1-10000)"
+    )
     horizon: Duration = Field(
         "7d", description="the longest time a message can come back (broker, retries, operator replay)"
     )
     retention: Duration = Field(
         "30d", description="journal rows older than this may be purged (never shorter than the horizon)"
     )
-    purge_every: Annotated[str, BeforeValidator(_period)] = Field(
+    purge_every: Annotated[str, BeforeValidator(period)] = Field(
         "", description='`run` purges the journal this often, as `edinbox purge` would ("1h"); "": never'
     )
-    purge_max_rate: Annotated[float, BeforeValidator(_rate)] = Field(
+    purge_max_rate: Annotated[float, BeforeValidator(rows_per_second)] = Field(
         PURGE_MAX_RATE, description="a purge deletes at most this many rows per second (inf: no limit)"
     )
-    lease: Duration = Field("5m", description="lease mode (an HTTP accounting sink): how long a claim is held")
-    give_up_after: Annotated[str, BeforeValidator(_optional_duration)] = Field(
+    lease: Annotated[str, BeforeValidator(lease_duration)] = Field(
+        "5m", description="lease mode (an HTTP accounting sink): how long a claim is held"
+    )
+    give_up_after: Annotated[str, BeforeValidator(optional_duration)] = Field(
         "", description='exit 2 when a dependency stays down this long; "" waits for ever'
     )
     non_edi: Literal["reject", "inbox"] = Field(
         "reject", description='payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)'
     )
-    max_payload: Annotated[int, BeforeValidator(_size)] = Field(
-        MAX_PAYLOAD, description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB; 32MiB)"
+    max_payload: Annotated[int, BeforeValidator(byte_size), limited("max_payload")] = Field(
+        MAX_PAYLOAD, description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB; at most 1GiB)"
     )
-    accounting: Text = Field(
+    accounting: Annotated[str, BeforeValidator(accounting_url)] = Field(
         "", description="POST invoices to this HTTP API (lease mode) instead of the invoices table"
     )
-    metrics_port: Annotated[int, BeforeValidator(_whole), Field(ge=0, le=65535)] = Field(
+    accounting_token_file: Text = Field(
+        "", description='a file holding the accounting API\'s bearer token ("": EDINBOX_ACCOUNTING_TOKEN, if set)'
+    )
+    metrics_port: Annotated[int, BeforeValidator(whole_number), limited("metrics_port")] = Field(
         0, description="`edinbox run` serves Prometheus' GET /metrics on this port (0: not at all)"
     )
-    metrics_host: Text = Field(
+    metrics_host: Annotated[str, BeforeValidator(bind_host)] = Field(
         "127.0.0.1", description='the address /metrics binds to ("0.0.0.0" for a scraper on another host)'
+    )
+    metrics_public: bool = Field(
+        False, description="allow a metrics_host beyond loopback: /metrics has no authentication (a warning is logged)"
     )
     default_route: Route = Field("inbox", description="the route of a message type [routes] does not name")
     routes: Annotated[dict[str, str], BeforeValidator(_routes)] = Field(
         default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
     )
     relay: bool = Field(True, description="`run` also relays the outbox (acknowledgments) to its destinations")
+    destinations: Text = Field(
+        "", description="broker URLs with their passwords, space-separated: the outbox keeps its rows' without"
+    )
     partners: Annotated[dict[str, Agreement], BeforeValidator(_partners)] = Field(
         default_factory=dict, description='partner agreements by "QUALIFIER:ID" ("*": every other partner)'
+    )
+    unknown_partners: Literal["reject", "accept"] = Field(
+        "reject",
+        description='with [partners], a sender without an agreement (and no "*"): "reject" (park) or "accept"',
+    )
+    parties: Text = Field(
+        "", description='our own "QUALIFIER:ID"s, comma-separated: an interchange to another is parked ("": any)'
+    )
+    unknown_outbound: Text = Field(
+        "", description='where a refused unknown partner\'s TA1 / CONTRL goes ({id}: its id; "": it gets none)'
     )
 
     def agreement(self, partner: str) -> Agreement:
@@ -309,9 +280,31 @@ class HubConfig(BaseSettings):
         return self.partners.get(partner) or self.partners.get("*") or _NO_AGREEMENT
 
     @property
+    def credentials(self) -> tuple[str, ...]:
+        """The URLs whose passwords the relay may give an outbox row (kept without one): `destinations`, then the
+        source and the partners' outbound URLs."""
+        outbound = (a.outbound for a in self.partners.values() if a.outbound)
+        return (*self.destinations.split(), *([self.source] if self.source else []), *outbound)
+
+    @property
     def acknowledges(self) -> bool:
-        """True when some agreement sends acknowledgments (the hub then reads what they need while planning)."""
-        return any(a.outbound for a in self.partners.values())
+        """True when some agreement (or `unknown_outbound`) sends acknowledgments (the hub then reads what they
+        need while planning)."""
+        return bool(self.unknown_outbound) or any(a.outbound for a in self.partners.values())
+
+    @property
+    def admits_everyone(self) -> bool:
+        """True when every sender gets in: no agreement at all, a `"*"` agreement, or `unknown_partners = "accept"`."""
+        return not self.partners or "*" in self.partners or self.unknown_partners == "accept"
+
+    def known(self, partner: str) -> bool:
+        """Whether the sender "qualifier:id" gets in: its own agreement, `"*"`, or a hub that admits everyone."""
+        return self.admits_everyone or partner in self.partners
+
+    def ours(self, receiver: str) -> bool:
+        """Whether an interchange addressed to "qualifier:id" is for this hub: one of `parties` (empty: any)."""
+        names = {p.strip() for p in self.parties.split(",") if p.strip()}
+        return not names or receiver in names
 
     def __init__(self, **values: Any) -> None:
         """Validate the keywords; a value that cannot work is a ConfigurationError naming its key."""
@@ -330,6 +323,42 @@ class HubConfig(BaseSettings):
         qualified = isinstance(db, str) and db.partition("://")[0].lower() in schemes
         parse_table(table, qualified=qualified)
         return table
+
+    @field_validator("parties")
+    @classmethod
+    def _parties(cls, parties: str) -> str:
+        """Each of our parties written as agreements name partners: "QUALIFIER:ID"."""
+        for party in (p.strip() for p in parties.split(",")):
+            if party and ":" not in party:
+                raise ValueError(f"expected QUALIFIER:ID (e.g. ZZ:HUB), got {party!r}")
+        return parties
+
+    @field_validator("unknown_outbound")
+    @classmethod
+    def _unknown_outbound(cls, outbound: str) -> str:
+        """A URL, as an agreement's `outbound`, or empty."""
+        if outbound and "://" not in outbound:
+            raise ValueError(f"expected a URL (dir://, amqp://, ...), got {outbound!r}")
+        return outbound
+
+    @model_validator(mode="after")
+    def _source_url(self) -> HubConfig:
+        """The source URL as this hub would open it (its consumer, horizon, payload limit and batch size), built
+        without I/O: a malformed URL, an unknown option or one out of range is a configuration error now."""
+        if self.source:
+            try:
+                check_url(
+                    self.source,
+                    consumer=self.consumer,
+                    horizon=parse_duration(self.horizon),
+                    max_payload=self.max_payload,
+                    batch=self.batch_size,
+                )
+            except ValueError as exc:  # a ConfigurationError, or a converter's own complaint
+                error = PydanticCustomError("value_error", "{error}", {"error": str(exc)})
+                details = InitErrorDetails(type=error, loc=("source",), input=mask(self.source))
+                raise ValidationError.from_exception_data(type(self).__name__, [details]) from None
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -1,11 +1,14 @@
-"""The hub loop: receive a batch of deliveries, settle their interchanges through the inbox, then ack.
+"""The hub: the library's consumer loop (`edinbox.loop.drive`) around a step that plans each delivery into EDI items.
 
-Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch`, in one
-transaction: the handler creates the invoices through the accounting sink, and the bookkeeping (parked payloads,
+The loop (waiting out outages, stopping, the relay and the purge beside it, progress beats, handing deliveries back)
+is `edinbox.loop`'s, the same that runs `edinbox.consume`; what the hub plugs in is its step (a `Stepper`).
+
+Per batch: plan each delivery (parse, key, route); settle the inbox items with `process_batch`, in one transaction:
+the handler creates the invoices through the accounting sink, and the bookkeeping (parked payloads,
 every outcome counter) runs before the same commit (see `_batch`); only then ack, reject or nack each delivery.
 A crash anywhere before the ack redelivers the batch, and the journal turns every copy into a duplicate.
 A TransientError (database, source, accounting API) leaves the batch unsettled, nacked, charged nothing, and is
-waited out (`_outage`); only a configuration error, or `give_up_after`, ends `run`.
+waited out (`edinbox.loop.Outage`); only a configuration error, or `give_up_after`, ends `run`.
 
 On a source that `receives_ahead` (the spool), the next batch is claimed and planned while the database works on the
 current batch's transaction (a task that gives way to it after every few claims and every delivery it plans); the
@@ -21,13 +24,14 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, DataError, InboxError, NotSettledError, SchemaError, TransientError
+from edinbox._errors import ConfigurationError, DataError, InboxError, NotSettledError, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
 from edinbox.hub import _log
@@ -36,15 +40,30 @@ from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._outage import Outage, Stopped, dependency
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
-from edinbox.hub._progress import progress
 from edinbox.hub._purge import Purger, check_purge
-from edinbox.hub._relay import Relay, beside
+from edinbox.hub._relay import Relay
+from edinbox.hub._relay import beside as relay_beside
 from edinbox.hub._relay_process import RelayProcess, apart
 from edinbox.hub._spans import Spans
 from edinbox.hub._tables import Parked, park_reasons
+from edinbox.loop import (
+    ACK,
+    NACK_DELAY,
+    Gauges,
+    HandBack,
+    Outage,
+    Verdict,
+    beside,
+    drive,
+    hand_back_each,
+    nack_each,
+    not_the_message,
+    progress,
+    reached,
+    wait_beside,
+)
 from edinbox.sources import Delivery, Source, open_source
 
 if TYPE_CHECKING:
@@ -54,7 +73,6 @@ __all__ = ["Hub", "open_hub"]
 
 _T = TypeVar("_T")
 
-_NACK_DELAY = 1.0
 _PLAN_HERE = 16 * 1024
 """Payload bytes a batch may hold to be planned on the event loop's thread (about 10 ms of parsing at most): handing a
 small batch to a worker thread and back costs more than the loop's pause. A bigger batch is planned in a worker
@@ -97,9 +115,8 @@ class Hub:
         self._relay_beside: Relay | RelayProcess | None = None
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
-        self._refreshed = -_REFRESH
-        self._stale = False
-        """The last refresh of the journal gauges failed (logged once until one works again)."""
+        self.gauges = Gauges(metrics, inbox, logger=self.logger, log_json=log_json)
+        """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
         self._claimed: list[Delivery] = []
@@ -117,39 +134,33 @@ class Hub:
         `config.purge_every` the journal is purged beside it too (`Purger`: at start, then once per period, on a
         connection of its own).
         """
-        beside = asyncio.Event()
-        relay = self._beside(self._relay(beside)) if self.config.relay else None
-        purger = self._purger(beside) if self.config.purge_every else None
+        alongside = asyncio.Event()
+        tasks: list[asyncio.Future[None]] = []
+        if self.config.relay:
+            tasks.append(beside(self._relay(alongside), stop=self.stop))
+        if self.config.purge_every:
+            tasks.append(beside(self._purger(alongside), stop=self.stop))
         try:
-            await self._receive(once=once)
+            await drive(
+                self,
+                outage=self.outage,
+                stop=self.stop,
+                once=once,
+                idle_timeout=self.config.idle_timeout,
+                proves=reached,
+                after=self._after,
+            )
+            await self.refresh()
         finally:
-            beside.set()
-            tasks = [task for task in (relay, purger) if task is not None]
-            if tasks:
-                await asyncio.wait(tasks)
-            for task in tasks:
-                task.result()  # the error that stopped the relay or the purge (and with it the hub) is raised here
-        if relay is not None and once and not self.stop.is_set():
+            alongside.set()
+            await wait_beside(tasks)  # the error that stopped the relay or the purge (and with it the hub) is raised
+        if self.config.relay and once and not self.stop.is_set():
             await self._relay(self.stop, once=True)  # drain what the last batches published
         return self.totals
 
-    def _purger(self, stop: asyncio.Event) -> asyncio.Future[None]:
-        """The periodic purge (`purge_every`) as a task beside the batch loop, with a journal of its own, until
-        `stop`."""
-        purger = Purger(self.config, stop=stop, log_json=self.log_json, metrics=self.metrics)
-        return self._beside(purger.run())
-
-    def _beside(self, work: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
-        """`work` (the relay, the purge) as a task beside the batch loop; should it fail (a configuration error, an
-        outage longer than `give_up_after`), it stops the hub too, and `run` raises its error."""
-        task = asyncio.ensure_future(work)
-
-        def done(task: asyncio.Future[None]) -> None:
-            if not task.cancelled() and task.exception() is not None:
-                self.stop.set()
-
-        task.add_done_callback(done)
-        return task
+    async def _purger(self, stop: asyncio.Event) -> None:
+        """The periodic purge (`purge_every`) beside the batch loop, with a journal of its own, until `stop`."""
+        await Purger(self.config, stop=stop, log_json=self.log_json, metrics=self.metrics).run()
 
     async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
         """Relay the outbox beside the hub (acknowledgments to partners) until `stop`, or with `once` here until it
@@ -159,7 +170,7 @@ class Hub:
             relay = RelayProcess(self.config, stop=stop, log_json=self.log_json, fault=self.fault, metrics=self.metrics)
         else:
             patience = self.outage.give_up_after
-            relay = beside(self.inbox, self.config, patience, stop=stop, log_json=self.log_json, fault=self.fault)
+            relay = relay_beside(self.inbox, self.config, patience, stop=stop, log_json=self.log_json, fault=self.fault)
         self._relay_beside = relay
         try:
             totals = await (relay.run(once=once) if isinstance(relay, Relay) else relay.run())
@@ -174,48 +185,24 @@ class Hub:
             if total:
                 self.totals[name] += total
 
-    async def _receive(self, *, once: bool) -> None:
-        """Settle batches until `stop` is set or, with `once`, until the source stays idle."""
-        idle_since = time.monotonic()
-        try:
-            while not self.stop.is_set():
-                try:
-                    handled = await self.outage.call(self.step, stop=self.stop, proves=_reached)
-                except Stopped:
-                    break
-                if handled:
-                    idle_since = time.monotonic()
-                    if self._relay_beside is not None and self.acknowledger is not None:
-                        self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
-                elif once and time.monotonic() - idle_since >= self.config.idle_timeout:
-                    break
-                await self.refresh(every=_REFRESH)
-        finally:
-            await self.give_back()
-        await self.refresh()
+    async def _after(self, handled: int) -> None:
+        """After each step: wake the relay when the batch's acknowledgments are committed, refresh the gauges."""
+        if handled and self._relay_beside is not None and self.acknowledger is not None:
+            self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
+        await self.refresh(every=_REFRESH)
 
     async def refresh(self, *, every: float = 0.0) -> None:
-        """Set the journal gauges from the database, when `every` seconds have passed since the last time; a
-        database that is down leaves them as they were (the loop's next step waits the outage out), and one
-        `gauges-stale` line says so until a refresh works again."""
-        if self.metrics is None or time.monotonic() - self._refreshed < every:
-            return
-        try:
-            await self.metrics.refresh(self.inbox)
-        except TransientError as exc:
-            if not self._stale:
-                fields = {"dependency": dependency(exc), "error": " ".join(str(exc).split())[:300]}
-                self.logger.warning(_log.format_line("gauges-stale", fields, as_json=self.log_json))
-            self._stale = True
-            return
-        self._stale = False
-        self._refreshed = time.monotonic()
+        """Set the journal gauges from the database, when `every` seconds have passed since the last time (see
+        `edinbox.loop.Gauges`: an outage leaves them as they were, in one `gauges-stale` line)."""
+        await self.gauges.refresh(every=every)
 
     async def step(self) -> int:
         """Receive one batch (or take the one received ahead) and settle it; return how many deliveries it had."""
         deliveries: list[Delivery] = []
         planned: list[list[Item]] = []
-        async with progress(self.source, lambda: [*deliveries, *self._claimed], log_json=self.log_json):
+        async with progress(
+            self.source, lambda: [*deliveries, *self._claimed], log_json=self.log_json, logger=self.logger
+        ):
             if self._ahead is not None:
                 ahead, self._ahead = self._ahead, None
                 deliveries, planned = await ahead  # beaten meanwhile as `_claimed`
@@ -255,14 +242,14 @@ class Hub:
         elapsed = (time.monotonic() - started) * 1000
         if self.metrics is not None:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
-        lost: TransientError | None = None  # the first ack, nack or reject the source could not send
-        # after one failed, the others are not handed back either (each could wait out its own timeout): the source
-        # redelivers them, and the inbox finds them settled. The rejects go last: parking does more than an ack (a
-        # reason written, a dead letter produced) and can fail where an ack does not (a full disk), and a reject
-        # that fails must not hold back its batch-mates' acks (the spool would hand the same batch back for ever)
-        for index, w in sorted(enumerate(work), key=lambda pair: _rejected(pair[1])):
+        for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
-            lost = await self._finish(w, elapsed, hand_back=lost is None) or lost
+        lost = await hand_back_each(
+            self.source,
+            [(w.delivery, _verdict(w)) for w in work],
+            done=lambda index: self._count(work[index], elapsed),
+            kept=lambda index, instead: self._kept_instead(work[index], instead),
+        )
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
             await self.give_back()
             raise lost
@@ -315,23 +302,12 @@ class Hub:
                 self.logger.warning(_log.format_line("killed", fields, as_json=self.log_json))
 
     async def _release(self, work: Sequence[Work]) -> None:
-        """Hand unsettled deliveries back to the source, each not before `_NACK_DELAY`."""
-        await self._nack([w.delivery for w in work], delay=_NACK_DELAY)
+        """Hand unsettled deliveries back to the source, each not before `NACK_DELAY`."""
+        await self._nack([w.delivery for w in work], delay=NACK_DELAY)
 
     async def _nack(self, deliveries: Sequence[Delivery], *, delay: float | None = None) -> None:
-        """Nack each delivery; a failing nack is itself transient, and the broker or spool brings it back anyway (a
-        claim taken back meanwhile is back already): one `nack-failed` line counts the failures, with the first one's
-        coordinates and error."""
-        failed: list[tuple[Delivery, TransientError]] = []
-        for delivery in deliveries:
-            try:
-                await self.source.nack(delivery, delay=delay)
-            except TransientError as exc:
-                failed.append((delivery, exc))
-        if failed:
-            first, error = failed[0]
-            fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}
-            self.logger.warning(_log.format_line("nack-failed", fields, as_json=self.log_json))
+        """Nack each delivery (`edinbox.loop.nack_each`: a failing nack is one `nack-failed` line, never an error)."""
+        await nack_each(self.source, deliveries, delay=delay, logger=self.logger, log_json=self.log_json)
 
     def _plan(self, delivery: Delivery) -> list[Item]:
         """Plan a delivery; a parser failure parks it instead of crashing the hub on every redelivery."""
@@ -384,7 +360,7 @@ class Hub:
             return  # settled together: `record` ran in the batch's transaction
         outcomes: list[Outcome | None] = []
         for message, result in zip(batch.messages, results, strict=True):
-            if isinstance(result, Exception) and _not_the_message(result):
+            if isinstance(result, Exception) and not_the_message(result):
                 raise result
             if isinstance(result, DataError):  # a value of it the journal cannot hold: parked instead
                 batch.unjournaled(message, result, kept=kept_at(self.source))
@@ -419,18 +395,6 @@ class Hub:
         key = f"{message.source}/{message.message_id}"
         self.logger.warning(_log.format_line("attempt-failed", {"key": key, "error": error}))
 
-    async def _hand_back(self, w: Work) -> None:
-        """Ack the delivery, or nack it (some item unsettled), or reject it (every item parked)."""
-        delivery = w.delivery
-        if w.unsettled:
-            await self.source.nack(delivery, delay=_NACK_DELAY)
-        elif _rejected(w):
-            instead = await self.source.reject(delivery, reason="; ".join(item.reason for item in w.items))
-            if instead:
-                await self._kept_instead(w, instead)
-        else:
-            await self.source.ack(delivery)
-
     async def _kept_instead(self, w: Work, instead: str) -> None:
         """The source kept the rejected delivery's whole payload in `instead`, not where its rows' reasons say (a
         dead letter too large for its topic, produced without the payload): the reason of each row cut to its first
@@ -452,17 +416,9 @@ class Hub:
             fields = {"delivery": w.delivery.coordinates, "kept": instead, "error": exc}
             self.logger.warning(_log.format_line("reason-not-updated", fields, as_json=self.log_json))
 
-    async def _finish(self, w: Work, elapsed: float, *, hand_back: bool = True) -> TransientError | None:
-        """Hand the delivery back to the source (ack, nack or reject) unless `hand_back` is false, then log and count
-        its committed outcomes; the error of a source that failed to take it back (its channel or connection lost:
-        the broker redelivers it, and the inbox finds it settled) is returned, after the outcomes are logged."""
+    def _count(self, w: Work, elapsed: float) -> None:
+        """Log and count the delivery's committed outcomes (after its hand-back, or its skip after a failed one)."""
         delivery = w.delivery
-        lost: TransientError | None = None
-        if hand_back:
-            try:
-                await self._hand_back(w)
-            except TransientError as exc:
-                lost = exc
         logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
             outcome = w.outcomes.get(i, "not-settled")
@@ -471,7 +427,8 @@ class Hub:
                 self.metrics.settled(
                     outcome,
                     consumer=self.config.consumer,
-                    partner=partner(item.message.source) if item.message is not None else "",
+                    # as agreements name it ("ZZ:ACME CO"), not as the source quotes it: only those are labels
+                    partner=unquote(partner(item.message.source)) if item.message is not None else "",
                     message_type=item.types[0] if item.types else "",
                 )
             if not logging_settled:  # the line would be dropped: do not build it
@@ -485,7 +442,6 @@ class Hub:
             if item.reason:
                 fields["reason"] = item.reason
             _log.settled(self.logger, fields, as_json=self.log_json)
-        return lost
 
 
 @contextlib.asynccontextmanager
@@ -566,14 +522,18 @@ async def _answer(batch: Batch, message: Message, tx: Any) -> None:
     await batch.answer(tx, [message])
 
 
-def _reached(handled: int, dependency: str) -> bool:
-    """Whether a hub step reached the dependency that was down: any step reached the source; only a step that
-    settled deliveries reached the database and the accounting API."""
-    return bool(handled) or dependency == "source"
-
-
 def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:
     metrics.reconnected(consumer=consumer, dependency=dependency)
+
+
+def _verdict(w: Work) -> Verdict:
+    """The delivery's hand-back: a nack when some item is unsettled, a reject when every item is parked (their
+    reasons), else an ack."""
+    if w.unsettled:
+        return Verdict(HandBack.NACK)
+    if _rejected(w):
+        return Verdict(HandBack.REJECT, reason="; ".join(item.reason for item in w.items))
+    return ACK
 
 
 def _rejected(w: Work) -> bool:
@@ -583,13 +543,6 @@ def _rejected(w: Work) -> bool:
 
 def _lost(metrics: Metrics, consumer: str, queue: str) -> None:
     metrics.queue_lost(consumer=consumer, queue=queue)
-
-
-def _not_the_message(error: Exception) -> bool:
-    """True for a failure of an isolated message that is an outage or the operator's: it stops the whole step."""
-    if isinstance(error, NotSettledError):  # a live lease elsewhere: only this delivery waits
-        return False
-    return isinstance(error, TransientError | ConfigurationError | SchemaError)
 
 
 def kept_at(source: Source) -> str:

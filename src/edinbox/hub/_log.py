@@ -1,20 +1,17 @@
-"""One structured line per event: logfmt by default, JSON on request; passwords always masked, and every control
-character or line separator escaped, so one event is always one line whatever a partner put in a message id; and
-a driver's log record kept to one line (`OneLineFilter`)."""
+"""The hub's logging: `edinbox run`'s line format (`LineFormatter`), passwords masked, a driver's log record kept to
+one line (`OneLineFilter`); the events themselves are rendered by `edinbox.loop` (`format_line`, `settled`: logfmt
+or JSON, passwords masked, control characters escaped)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from edinbox._redact import RedactFilter, Secrets
-from edinbox._urls import mask
-from edinbox.hub._output import visible
+from edinbox.loop import format_line, settled, visible
 
 __all__ = ["LOGGER", "LineFormatter", "OneLineFilter", "configure", "format_line", "settled"]
 
@@ -62,44 +59,6 @@ def configure(urls: Sequence[str], *, level: int, known: Secrets | None = None) 
         each.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
         each.addFilter(redact)
     logging.getLogger("stamina").setLevel(logging.ERROR)
-
-
-def _value(value: Any) -> Any:
-    """A field's value as a line carries it: numbers, lists and mappings as they are, anything else as its text,
-    passwords masked in every text."""
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, list | tuple):
-        return [_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _value(v) for k, v in value.items()}
-    return mask(str(value))
-
-
-def _ascii_json(value: Any) -> str:
-    """JSON with every character outside printable ASCII escaped (json.dumps leaves DEL as it is)."""
-    return json.dumps(value, separators=(",", ":")).replace("\x7f", "\\u007f")
-
-
-def format_line(event: str, fields: dict[str, Any], *, as_json: bool = False) -> str:
-    """Render an event and its fields as one logfmt (or JSON) line, each value with its passwords masked and its
-    control characters and line separators escaped (a logfmt value holding one is quoted as a JSON string)."""
-    values = {key: _value(value) for key, value in fields.items()}
-    if as_json:
-        return _ascii_json({"event": event, **values})
-    parts = [event]
-    for key, value in values.items():
-        text = f"{value:.1f}" if isinstance(value, float) else str(value)  # a list as Python prints it, as before
-        if not text or any(c in text for c in ' "=\\') or visible(text) != text:
-            text = _ascii_json(text)
-        parts.append(f"{key}={text}")
-    return " ".join(parts)
-
-
-def settled(logger: logging.Logger, fields: dict[str, Any], *, as_json: bool = False) -> None:
-    """Log that one message was settled (key, outcome, duration in ms, ...)."""
-    if logger.isEnabledFor(logging.INFO):
-        logger.info(format_line("settled", fields, as_json=as_json))
 
 
 class OneLineFilter(logging.Filter):

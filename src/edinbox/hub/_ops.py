@@ -23,18 +23,28 @@ from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
 from edinbox.hub._outage import Outage
 from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
-from edinbox.hub._parts import open_inbox, verify
+from edinbox.hub._partners import COUNTER, doctor_check
+from edinbox.hub._parts import open_inbox, verify, verify_found
 from edinbox.hub._payloads import preview
 from edinbox.hub._purge import Purged, purge
 from edinbox.hub._redrive import (
     forget_rejected,
+    join_key,
     rejected_id,
     rejected_row,
     split_key,
     stored_payload,
 )
 from edinbox.hub._relay import Relay
-from edinbox.hub._tables import COUNTED, TABLES, counts, create_partner_index, create_tables
+from edinbox.hub._tables import (
+    COUNTED,
+    TABLES,
+    check_clashes,
+    counts,
+    create_partner_index,
+    create_tables,
+    has_hub,
+)
 
 __all__ = [
     "Check",
@@ -43,6 +53,7 @@ __all__ = [
     "drop_schema",
     "forget",
     "init",
+    "join_key",
     "list_rows",
     "migrate",
     "migration_summary",
@@ -66,6 +77,7 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
         async with open_source(config.source, consumer=config.consumer):
             pass
     async with open_inbox(config) as inbox:
+        await check_clashes(inbox, journal=config.table)
         await inbox.create_schema()
         await inbox.transaction(create_tables)
         try:
@@ -103,44 +115,57 @@ def migration_summary(result: dict[str, Any]) -> str:
 
 
 async def stats(config: HubConfig) -> dict[str, Any]:
-    """Deliveries by outcome (`_tables.COUNTED`, across processes; `received` is their sum), journal rows by
-    status (`Stats`), distinct parked payloads, invoices, the oldest row's age and the table size."""
+    """Journal rows by status (`Stats`), the oldest row's age, the table size and the outbox; where the hub's tables
+    exist, also deliveries by outcome (`_tables.COUNTED`, across processes; `received` is their sum), distinct parked
+    payloads, invoices and acknowledgments (`hub: false` and none of those on a library journal)."""
     async with open_inbox(config) as inbox:
         journal = await inbox.stats()
-
-        async def read(tx: Tx) -> tuple[dict[str, int], tuple[Any, ...], int]:
-            totals = await tx.unit.fetch("hub_totals", {"consumer": config.consumer})
-            rejections = await tx.unit.fetch("hub_rejection_totals", {"consumer": config.consumer})
-            return await counts(tx, consumer=config.consumer), totals[0], int(rejections[0][0])
-
-        found, (invoices, rejected, oldest, rows), rejections = await inbox.read(read)
+        totals = await inbox.read(lambda tx: tx.unit.fetch("journal_totals", {"consumer": config.consumer}))
+        oldest, rows = totals[0]
         size = await _table_size(inbox)
         outbox = await inbox.outbox_stats()
-        acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgment_totals", {"consumer": config.consumer}))
-    acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
-    acknowledgments["rejections"] = rejections
-    for kind, duplicate, n, keys in acks:
-        acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
-        acknowledgments["keys"] += int(keys)
+        hub = await _hub_stats(inbox, config.consumer) if await has_hub(inbox) else {}
     when = _timestamp(oldest)
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
         "consumer": config.consumer,
-        "received": sum(found.values()),
-        **{outcome: found[outcome] for outcome in COUNTED},
-        "invoices": int(invoices),
-        "rejected_payloads": int(rejected),
+        "hub": bool(hub),
+        **hub,
         "journal": {k: int(v) for k, v in as_dict(journal).items()},
         "journal_rows": int(rows),
         "oldest_row_age_seconds": age,
         "table_bytes": size,
-        "acknowledgments": acknowledgments,
         "outbox": {
             "backlog": outbox.backlog,
             "parked": outbox.parked,
             "sent": outbox.sent,
             "oldest_unsent_age_seconds": None if outbox.oldest_unsent is None else outbox.oldest_unsent.total_seconds(),
         },
+    }
+
+
+async def _hub_stats(inbox: AsyncInbox, consumer: str) -> dict[str, Any]:
+    """The hub's part of `stats`: deliveries by outcome, invoices, parked payloads and acknowledgments."""
+
+    async def read(tx: Tx) -> tuple[dict[str, int], tuple[Any, ...], int, list[Any]]:
+        totals = await tx.unit.fetch("hub_totals", {"consumer": consumer})
+        rejections = await tx.unit.fetch("hub_rejection_totals", {"consumer": consumer})
+        acks = await tx.unit.fetch("hub_acknowledgment_totals", {"consumer": consumer})
+        return await counts(tx, consumer=consumer), totals[0], int(rejections[0][0]), acks
+
+    outcomes, (invoices, rejected), rejections, acks = await inbox.read(read)
+    acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
+    acknowledgments["rejections"] = rejections
+    for kind, duplicate, n, keys in acks:
+        acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
+        acknowledgments["keys"] += int(keys)
+    return {
+        "received": sum(outcomes[outcome] for outcome in COUNTED),
+        **{outcome: outcomes[outcome] for outcome in COUNTED},
+        COUNTER: outcomes.get(COUNTER, 0),
+        "invoices": int(invoices),
+        "rejected_payloads": int(rejected),
+        "acknowledgments": acknowledgments,
     }
 
 
@@ -157,9 +182,18 @@ async def relay(
     async with open_inbox(config) as inbox:
         logger = logging.getLogger(LOGGER)
         outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
-        await outage.call(lambda: verify(inbox), stop=stop)
+        await outage.call(lambda: verify_found(inbox), stop=stop)
         idle = config.poll_timeout * 4
-        relay = Relay(inbox, outage=outage, stop=stop, limit=limit, idle=idle, log_json=log_json, fault=fault)
+        relay = Relay(
+            inbox,
+            outage=outage,
+            stop=stop,
+            limit=limit,
+            idle=idle,
+            log_json=log_json,
+            fault=fault,
+            destinations=config.credentials,
+        )
         return dict(await relay.run(once=once))
 
 
@@ -177,7 +211,7 @@ def _timestamp(value: Any) -> datetime | None:
 async def _table_size(inbox: AsyncInbox) -> int | None:
     """The journal's size in bytes (None on a SQLite built without the dbstat table)."""
     try:
-        rows = await inbox.read(lambda tx: tx.unit.fetch("hub_table_bytes", {}))
+        rows = await inbox.read(lambda tx: tx.unit.fetch("table_bytes", {}))
     except StoreError:
         return None
     return int(rows[0][0]) if rows and rows[0][0] is not None else None
@@ -185,10 +219,11 @@ async def _table_size(inbox: AsyncInbox) -> int | None:
 
 async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> list[dict[str, Any]]:
     """Journal rows (optionally of one status), or parked payloads for `status="rejected"`, newest first."""
-    if status == "rejected":
+    if status == "rejected":  # parked payloads: the hub's (none on a library journal)
         params = {"consumer": config.consumer, "limit": limit}
         async with open_inbox(config) as inbox:
-            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_rows", params))
+            hub = await has_hub(inbox)
+            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_rows", params)) if hub else []
         return [
             {
                 "key": f"rejected/{r[0]}",
@@ -207,7 +242,9 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
         data = as_dict(record)
         out.append(
             {
-                "key": f"{data['source']}/{data['message_id']}",
+                "key": join_key(data["source"], data["message_id"]),
+                "source": data["source"],
+                "message_id": data["message_id"],
                 "status": data["status"],
                 "attempts": data.get("attempts"),
                 "at": data.get("received_at"),
@@ -220,14 +257,15 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it (an interchange
     parked before it was journaled: its rejection and the acknowledgments that carried it), or one parked payload
-    (`rejected/ID`).
+    (`rejected/ID`). On a library journal (no hub tables) the row alone, with no invoices and no acknowledgments.
 
     Payloads come as bounded previews (`_payloads.preview`: EDI segments, text, or hex), with their size and kind.
     """
     number = rejected_id(key)
     async with open_inbox(config) as inbox:
+        hub = await has_hub(inbox)
         if number is not None:
-            r = await rejected_row(inbox, consumer=config.consumer, number=number)
+            r = await rejected_row(inbox, consumer=config.consumer, number=number) if hub else None
             if r is None:
                 return None
             return {
@@ -241,23 +279,27 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
             }
         source, message_id = split_key(key)
         key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
-        invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
-        acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
-        rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
+        invoices: list[Any] = []
+        acks: list[Any] = []
+        rejection: list[Any] = []
+        if hub:
+            invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
+            acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
+            rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
         record = await inbox.get(source, message_id)
     if record is None and not rejection:
         return None
     rejected_at = json_value(_timestamp(rejection[0][1])) if rejection else None
     if record is None:  # parked before it was journaled: its rejection is all there is (the payload: `rejected/N`)
         data: dict[str, Any] = {
-            "key": key,
+            "key": join_key(source, message_id),
             "source": source,
             "message_id": message_id,
             "status": "parked",
             "rejected_at": rejected_at,
         }
     else:
-        data = {"key": key, **as_dict(record), "rejected_at": rejected_at}
+        data = {"key": join_key(source, message_id), **as_dict(record), "rejected_at": rejected_at}
         data.update(_previewed("payload", record.payload))
         data.update(_previewed("conflict_payload", record.conflict_payload))
     data["invoices"] = [
@@ -359,22 +401,28 @@ class Check:
 
 
 async def doctor(config: HubConfig) -> list[Check]:
-    """Check connectivity, the journal schema and unique key, the invoice key, and retention against the horizon."""
+    """Check connectivity, the journal schema and unique key, the hub's tables and invoice key where `edinbox init`
+    made them (a library journal has none: said, not failed), who gets in (`_partners`), and retention against the
+    horizon."""
     checks: list[Check] = []
     async with open_inbox(config) as inbox:
         try:
-            keys = await inbox.unique_keys("invoices")
+            hub = await has_hub(inbox)
             checks.append(Check("database", "ok", f"connected to {mask(config.db)}"))
         except InboxError as exc:
             checks.append(Check("database", "fail", mask(str(exc))))
             return checks
-        if keys is not None and ["issue_date", "kind", "number", "seller"] in keys:
-            checks.append(Check("invoice key", "ok", "invoices unique on (seller, number, kind, issue_date)"))
+        if hub:
+            keys = await inbox.unique_keys("invoices")
+            if keys is not None and ["issue_date", "kind", "number", "seller"] in keys:
+                checks.append(Check("invoice key", "ok", "invoices unique on (seller, number, kind, issue_date)"))
+            else:
+                detail = "invoices lack their unique key (seller, number, kind, issue_date): run `edinbox init`"
+                checks.append(Check("invoice key", "fail", detail))
         else:
-            detail = "invoices lack their unique key (seller, number, kind, issue_date): run `edinbox init`"
-            checks.append(Check("invoice key", "fail", detail))
+            checks.append(Check("hub", "ok", "library journal, no hub tables: the journal and its outbox only"))
         try:
-            await verify(inbox)
+            await verify_found(inbox)
             checks.append(Check("journal", "ok", f"table {config.table}: schema version and unique key present"))
         except InboxError as exc:
             checks.append(Check("journal", "fail", mask(str(exc))))
@@ -387,6 +435,7 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("source", "ok", f"reached {mask(config.source)}"))
         except InboxError as exc:
             checks.append(Check("source", "fail", mask(str(exc))))
+    checks.append(Check("partners", *doctor_check(config)))
     keep, limit = parse_duration(config.retention), parse_duration(config.horizon)
     if source_horizon is not None:
         limit = max(limit, source_horizon)

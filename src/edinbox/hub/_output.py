@@ -9,12 +9,12 @@ mapping (`journal` in `stats`) is printed as `journal.processed` lines, never as
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from edinbox._core import human_duration
+from edinbox.loop import visible
 
 __all__ = ["as_dict", "human_duration", "json_value", "render", "visible"]
 
@@ -76,28 +76,3 @@ def render(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: bo
     table = [[c.upper() for c in columns], *([_text(row.get(c)) for c in columns] for row in data)]
     widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in table)
-
-
-_UNSEEN = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
-    "\U000e0000-\U000e007f\ud800-\udfff]"
-)
-"""What a terminal or a log reader would act on or not show: C0 and C1 controls (ESC, VT, NUL...), DEL, line and
-paragraph separators, and the invisible format characters (bidirectional overrides, zero-width spaces)."""
-
-_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    """One unseen character, visible: `\\n`, `\\x1b`, `\\u2028`, `\\U000e0041`."""
-    char = match.group()
-    code = ord(char)
-    if char in _SHORT:
-        return _SHORT[char]
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def visible(text: str) -> str:
-    """`text` with every control character, line separator and invisible format character written as an escape,
-    so a partner's text is shown as data: one line, nothing a terminal would act on."""
-    return _UNSEEN.sub(_escape, text)

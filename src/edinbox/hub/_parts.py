@@ -5,14 +5,19 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from importlib.resources import files
 
-from edinbox._async_inbox import AsyncInbox
+from edinbox import Application, AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
 from edinbox._urls import database_url, mask
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._tables import check_privileges, check_tables
+from edinbox.hub._tables import INIT_HINT, check_privileges, check_tables, has_hub
 
-__all__ = ["open_inbox", "verify"]
+__all__ = ["HUB", "open_inbox", "verify", "verify_found"]
+
+HUB = Application("hub", files("edinbox.hub").joinpath("sql"), ("hub", "console"))
+"""The hub's and its console's statements (`hub/sql/<dialect>/hub.sql`, `console.sql`), added to the journal's
+store through the library's public hook."""
 
 _INSUFFICIENT_PRIVILEGE = "42501"
 """PostgreSQL's SQLSTATE for a missing grant."""
@@ -32,6 +37,7 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         table=config.table,
         max_attempts=config.max_attempts,
         horizon=parse_duration(config.horizon),
+        applications=[HUB],
     )
     try:
         yield inbox
@@ -61,3 +67,18 @@ async def verify(inbox: AsyncInbox) -> None:
         if getattr(exc.__cause__, "sqlstate", None) != _INSUFFICIENT_PRIVILEGE:
             raise
         raise ConfigurationError(f"{exc}: as the owner, run `edinbox init --grant ROLE` for this role") from exc
+
+
+async def verify_found(inbox: AsyncInbox) -> bool:
+    """Verify what the operator commands need: the journal and its outbox always, the hub's tables (and this role's
+    rights on them) where `edinbox init` made them; return whether it did (False: a library journal)."""
+    if await has_hub(inbox):
+        await verify(inbox)
+        return True
+    try:
+        await inbox.verify()
+    except SchemaError as exc:
+        raise SchemaError(str(exc).replace("create_schema()", "`edinbox init`")) from exc
+    if await inbox.unique_keys(inbox.outbox) is None:
+        raise SchemaError(f"the journal's outbox {inbox.outbox} does not exist: {INIT_HINT}")
+    return False

@@ -8,8 +8,9 @@ reason), never its siblings and never the batch: a payload over `max_payload` (n
 parse, an interchange without its trailer, a key the journal cannot hold (LimitError), a trailer that disagrees with
 its content (`Interchange.disagreements`: a count or control number of SE/UNT, GE/UNE or IEA/UNZ; its
 acknowledgment rejects it, so the partner sends a corrected one under a new key: parked whatever the agreements, the
-rule is about the data), an invoice that cannot be read (EdiSyntaxError: a bad date, a missing DTM+137) or holds a
-value the invoices table cannot (`invoice_problem`).
+rule is about the data), an interchange the partner registry keeps out (`_partners.refusal`: an unknown sender,
+a receiver that is not ours; its rejection says so, TA1 R 006 / 009, CONTRL UCI 4 23 / 7), an invoice that cannot be
+read (EdiSyntaxError: a bad date, a missing DTM+137) or holds a value the invoices table cannot (`invoice_problem`).
 The invoices read here travel with the item, so the handler never reads them twice. They are read one at a time
 (`Interchange.iter_invoices`) and each is checked as it comes; for a sink that needs only the totals and the line
 count (the SQL sink) each is kept without its lines, so a big interchange never holds all its lines at once.
@@ -34,6 +35,7 @@ from edinbox._errors import LimitError
 from edinbox._message import Message
 from edinbox.hub._checks import invoice_problem
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
+from edinbox.hub._partners import Refusal, refusal
 from edinbox.sources import Delivery
 
 __all__ = ["HEAD", "REJECT", "Item", "cut", "kept_instead", "message_types", "plan", "refused"]
@@ -66,6 +68,8 @@ class Item:
     for a parked interchange whose header identifies it, what its rejection needs."""
     subject: tuple[str, str] | None = None
     """The interchange key `(source, control number)` of a parked interchange that gets a rejection (`received`)."""
+    refusal: Refusal | None = None
+    """Why the partner registry keeps a parked interchange out (`_partners.refusal`), None for a fault of its data."""
 
     @property
     def fingerprint(self) -> str:
@@ -127,6 +131,11 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     except LimitError as exc:
         return parked(f"its key cannot be journaled: {exc}")
     label = f"{message.source}/{message.message_id}"
+    if refused := refusal(config, interchange):  # not for this hub, whatever it holds: answered for its parties
+        item = replace(parked(refused.reason), label=label, refusal=refused)
+        if item.received is None:
+            return item
+        return replace(item, received=replace(item.received, error=refused.error))
     if interchange.disagreements:  # its acknowledgment rejects it: booking it would book what the partner re-sends
         reason = f"a trailer disagrees with the interchange: {interchange.disagreements[0].reason}"
         return replace(parked(reason), label=label)

@@ -23,9 +23,9 @@ from edinbox._core import check_retention
 from edinbox._errors import TransientError
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._outage import Outage, unless_stopped
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._redrive import purge_rejected
+from edinbox.loop import Outage, unless_stopped
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -47,7 +47,7 @@ class Purged:
 async def _purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
     """Rows a purge with this age would delete now (the same condition as the journal's purge)."""
     params = {"consumer": consumer, "older_than": age}
-    rows = await inbox.read(lambda tx: tx.unit.fetch("hub_purgeable", params))
+    rows = await inbox.read(lambda tx: tx.unit.fetch("purgeable", params))
     return int(rows[0][0] or 0)
 
 

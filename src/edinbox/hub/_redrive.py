@@ -10,10 +10,11 @@ came in under (a spool file's producer id or file name; a broker's coordinates).
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import Status
@@ -24,10 +25,12 @@ from edinbox._urls import mask
 from edinbox.hub._config import HubConfig
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._plan import HEAD
+from edinbox.hub._tables import has_hub
 
 __all__ = [
     "Stored",
     "forget_rejected",
+    "join_key",
     "purge_rejected",
     "rejected_id",
     "rejected_row",
@@ -53,12 +56,46 @@ class Stored:
     where: str = ""
 
 
+def _escaped(char: str) -> bool:
+    """True for a character a printed key percent-encodes: `%`, `/`, spaces, line breaks, control and format
+    characters (a bidirectional override would reorder the line on a terminal)."""
+    return char in "%/" or unicodedata.category(char) in _ESCAPED
+
+
+_ESCAPED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
+
+
+def _encode(part: str) -> str:
+    if not any(_escaped(c) for c in part):
+        return part
+    return "".join(quote(c, safe="", errors="surrogatepass") if _escaped(c) else c for c in part)
+
+
+def join_key(source: str, message_id: str) -> str:
+    """The key `list` prints and `show`, `requeue`, `forget` and `replay` take: `SOURCE/MESSAGE_ID`, with a `%` or
+    `/` inside either part, and spaces and control characters, percent-encoded (`%2F` for `/`), so it has exactly one
+    `/`, fits on one line and can be pasted as one argument. A key of plain characters is printed as it is."""
+    return f"{_encode(source)}/{_encode(message_id)}"
+
+
 def split_key(key: str) -> tuple[str, str]:
-    """Split `SOURCE/MESSAGE_ID` (as `list` prints it) at its last slash."""
-    source, sep, message_id = key.rpartition("/")
+    """The (source, message id) of a key as `join_key` prints it: split at its only `/`, each part percent-decoded.
+
+    ConfigurationError for a key without a `/`, with an empty message id, or with more than one `/` (which `/`
+    separates the parts would be a guess: a `/` inside a part is written `%2F`, as `list` prints it).
+    """
+    source, sep, message_id = key.partition("/")
     if not sep or not message_id:
         raise ConfigurationError(f"{key!r} is not a key: expected SOURCE/MESSAGE_ID, e.g. X12:ZZ:ACME>ZZ:HUB/000000905")
-    return source, message_id
+    if "/" in message_id:
+        raise ConfigurationError(
+            f"{key!r} holds more than one '/': write a '/' inside the source or the message id as %2F, as `edinbox "
+            "list` prints the key"
+        )
+    try:
+        return unquote(source, errors="surrogatepass"), unquote(message_id, errors="surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"{key!r}: a percent-encoded byte sequence is not UTF-8") from exc
 
 
 def rejected_id(key: str) -> int | None:
@@ -66,14 +103,16 @@ def rejected_id(key: str) -> int | None:
     first, sep, rest = key.partition("/")
     if first != REJECTED or not sep:
         return None
-    if not rest.isdigit():
-        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number>")
+    if not (rest.isascii() and rest.isdigit() and len(rest) <= 19 and int(rest) < 2**63):  # a database BIGINT
+        raise ConfigurationError(f"{key!r}: a parked payload's key is rejected/<number> (below 2**63)")
     return int(rest)
 
 
 async def rejected_row(inbox: AsyncInbox, *, consumer: str, number: int) -> tuple[Any, ...] | None:
     """The parked payload `rejected/<number>` of `consumer` (id, delivery, reason, deliveries, rejected_at,
-    payload), or None."""
+    payload), or None (also on a library journal, which has no parked payloads)."""
+    if not await has_hub(inbox):
+        return None
     params = {"consumer": consumer, "id": number}
     rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_row", params))
     return tuple(rows[0]) if rows else None
@@ -155,16 +194,20 @@ async def replay(config: HubConfig, key: str, *, to: str | None = None) -> dict[
 
 
 async def forget_rejected(config: HubConfig, number: int) -> bool:
-    """Delete one parked payload (`rejected/N`); False when there was none."""
+    """Delete one parked payload (`rejected/N`); False when there was none (or no hub tables to hold one)."""
     params = {"consumer": config.consumer, "id": number}
     async with open_inbox(config) as inbox:
+        if not await has_hub(inbox):
+            return False
         return bool(await inbox.transaction(lambda tx: tx.unit.run("hub_forget_rejected", params)))
 
 
 async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timedelta) -> int:
     """Delete `consumer`'s parked payloads first rejected more than `older_than` ago, and the answers
     (`hub_answers`) given that long ago, on the journal the purge already has open; return how many parked
-    payloads."""
+    payloads (0 on a library journal: no hub tables)."""
+    if not await has_hub(inbox):
+        return 0
     params = {"consumer": consumer, "older_than": older_than}
 
     async def purge(tx: Any) -> int:

@@ -48,9 +48,9 @@ from edinbox._urls import database_url
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, give_up_after
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._outage import unless_stopped
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._relay import beside
+from edinbox.loop import unless_stopped
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -193,9 +193,11 @@ class RelayProcess:
 
     def _settings(self, fault: FaultPoint | None) -> dict[str, Any]:
         root = logging.getLogger()
+        credentials = self.config.credentials
         return {
-            "config": self.config.model_dump(include=set(_SETTINGS)),
-            "urls": [u for u in (self.config.db, self.config.source, self.config.accounting) if u],
+            # the URLs that give the outbox's rows their passwords, the partners' outbound ones included
+            "config": {**self.config.model_dump(include=set(_SETTINGS)), "destinations": " ".join(credentials)},
+            "urls": [u for u in (self.config.db, self.config.source, self.config.accounting, *credentials) if u],
             "level": root.getEffectiveLevel() if root.handlers else None,
             "log_json": self.log_json,
             "fault": [fault.point, fault.after] if fault is not None else None,

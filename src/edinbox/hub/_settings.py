@@ -9,6 +9,8 @@ the same model (`HubConfig`) that types the file and the flags; only the command
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -68,12 +70,34 @@ def _closest(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
+MAX_FILE = 1024 * 1024
+"""The largest settings file read (1 MiB): a hub.toml is a few kilobytes."""
+
+
+def _read_text(path: Path) -> str:
+    """The text of a settings file: a regular file (a FIFO or a device is refused without being opened, so nothing
+    blocks), UTF-8 with or without a byte-order mark; invalid UTF-8 is an error naming its byte offset."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ConfigurationError(f"the configuration {path} is not a regular file")
+        with path.open("rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # swapped since the look above
+                raise ConfigurationError(f"the configuration {path} is not a regular file")
+            data = file.read(MAX_FILE + 1)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the configuration {path}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_FILE:
+        raise ConfigurationError(f"the configuration {path} is bigger than {MAX_FILE // 1024} KiB")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"{path} is not UTF-8: invalid byte at offset {exc.start}") from None
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     """The `[hub]` keys and the `[routes]` and `[partners]` tables of a TOML file, every section and key checked."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the configuration {path}: {exc.strerror or exc}") from exc
+        data = tomllib.loads(_read_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"{path} is not valid TOML: {exc}") from exc
     for section, value in data.items():

@@ -1,9 +1,10 @@
 """The hub's tables beside the journal: invoices (the SQL accounting sink), rejected payloads, outcome counters, the
 acknowledgments sent to partners and the per-partner control numbers they take.
 
-Their DDL and statements are named queries in `edinbox/sql/<dialect>/hub.sql`, run by the journal's store inside a
-journal transaction (`tx.unit`): they live in the journal's schema (`edi.inbox` puts them in `edi`), so one
-database, one connection and one commit hold a batch's journal rows, its invoices and its bookkeeping.
+Their DDL and statements are named queries in `edinbox/hub/sql/<dialect>/hub.sql`, added to the journal's store as
+the hub's `edinbox.Application` (`_parts.HUB`) and run inside a journal transaction (`tx.unit`): they live in the
+journal's schema (`edi.inbox` puts them in `edi`), so one database, one connection and one commit hold a batch's
+journal rows, its invoices and its bookkeeping.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ __all__ = [
     "SHARDS",
     "TABLES",
     "Parked",
+    "check_clashes",
     "check_privileges",
     "check_tables",
     "count",
     "counts",
     "create_tables",
+    "has_hub",
     "park",
     "park_reasons",
 ]
@@ -43,7 +46,7 @@ TABLES = (
 what was answered once, also made by `edinbox migrate` to version 5)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
-"""The indexes the console's search needs (`console_index_<name>` in `sql/<dialect>/console.sql`); the partner
+"""The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
 index (`console_index_partner`) needs an extension on PostgreSQL and is created apart (see `create_partner_index`)."""
 
 COUNTED = ("processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed")
@@ -58,6 +61,8 @@ once per delivery, redeliveries included, committed with the batch that settled 
 - rejected: it could not be journaled (not EDI, no trailer, too big): parked once per content in `rejected`.
 - bypassed: its message types are routed around the inbox (acknowledgments): acked, nothing journaled.
 
+The counters also hold `unknown_partners` (`_partners.COUNTER`): the rejected items the partner registry refused,
+counted beside their `rejected` outcome (so not part of `received`).
 Journal rows are counted apart (`Inbox.stats()`: keys by status), as are the distinct parked payloads.
 """
 
@@ -116,6 +121,27 @@ async def check_tables(inbox: AsyncInbox) -> None:
             raise SchemaError(f"the hub's table {table} does not exist: {INIT_HINT}")
         if key not in keys:
             raise SchemaError(f"the hub's table {table} lacks its unique key ({', '.join(key)}): {INIT_HINT}")
+
+
+async def has_hub(inbox: AsyncInbox) -> bool:
+    """Whether `edinbox init` made the hub's tables beside this journal (its control numbers are there: no migration
+    makes that table, while `migrate` to versions 4 and 5 may leave counters and answers beside a journal the hub
+    never used); a journal made by the library alone (an application, FastStream, Django) has none, and the operator
+    commands then show its journal and outbox only."""
+    return await inbox.unique_keys("hub_control_numbers") is not None
+
+
+async def check_clashes(inbox: AsyncInbox, *, journal: str) -> None:
+    """ConfigurationError, before `edinbox init` creates anything, when a table the hub would create exists beside the
+    journal without the hub's key: an application's own `invoices` (the README's examples make one), which the hub
+    would otherwise take for its own and then fail to index, half-way through."""
+    for table in ("invoices", "rejected"):
+        keys = await inbox.unique_keys(table)
+        if keys is not None and _KEYS[table] not in keys:
+            raise ConfigurationError(
+                f"a table {table} that is not the hub's exists beside the journal {journal}: give the hub a "
+                'schema (PostgreSQL) or database (MariaDB) of its own, e.g. --table "edi.inbox", or another SQLite file'
+            )
 
 
 async def check_privileges(inbox: AsyncInbox) -> None:

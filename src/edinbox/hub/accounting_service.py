@@ -6,24 +6,39 @@ key with another body answers 422. An invoice already created under another key 
 issue date) answers 409 with the existing id. `GET /invoices` lists them. Key and invoice are stored in one SQLite
 transaction (`BEGIN IMMEDIATE`), so concurrent requests with one key create one invoice.
 
-Run it with `python -m edinbox.hub.accounting_service --db accounting.db --port 8080`.
+Every request needs `Authorization: Bearer <token>` (401 without it). A body that is not a JSON object, nested
+deeper than 32 levels or over 1 MiB is refused (400, 413); a request that stalls is dropped after `read_timeout`
+(408), an idle connection after `idle_timeout`; a burst beyond the worker pool and its queue is answered 503 with
+`Retry-After`, never a reset (`edinbox.hub._service_http`).
+
+Run it with `EDINBOX_ACCOUNTING_TOKEN=... python -m edinbox.hub.accounting_service --db accounting.db --port 8080`
+(or `--token-file PATH`; never the token itself on the command line, where `ps` shows it).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
+import os
+import signal
+import socket
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
-from contextlib import closing, contextmanager, suppress
+from contextlib import closing, contextmanager
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AccountingService", "main"]
+from edinbox._errors import ConfigurationError
+from edinbox._hosts import is_loopback
+from edinbox.hub._service_http import Answer, Limits, Request, Server
+from edinbox.hub.http_sink import TOKEN_VARIABLE, check_token, read_token
+
+__all__ = ["AccountingService", "Limits", "main"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS invoices (
@@ -40,8 +55,12 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 );
 """
 _REQUIRED = ("seller", "number", "kind", "issue_date", "total")
-_MAX_BODY = 1 << 20
 _MAX_KEY = 255
+BACKLOG = 4096
+"""Connections the kernel holds ready for `accept` (capped by net.core.somaxconn): those beyond `max_connections`
+wait there for a place rather than overflow it, where a client's handshake can end in a reset."""
+MAX_DEPTH = 32
+"""How deep a request's JSON may nest (an invoice needs 3 levels): deeper is 400, before it can exhaust the stack."""
 
 
 class _Refused(Exception):
@@ -51,12 +70,29 @@ class _Refused(Exception):
         self.error = error
 
 
+def _depth(value: Any) -> int:
+    """How deep `value` nests lists and objects (a scalar: 0), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _invoice(raw: bytes) -> dict[str, Any]:
     """The request body as an invoice, or 400 saying what is wrong."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer past Python's 4,300 digits
         raise _Refused(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
+    except RecursionError:
+        body = None
+    if body is None or _depth(body) > MAX_DEPTH:
+        raise _Refused(HTTPStatus.BAD_REQUEST, f"the body nests deeper than {MAX_DEPTH} levels")
     if not isinstance(body, dict):
         raise _Refused(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
     missing = [name for name in _REQUIRED if not isinstance(body.get(name), str) or not body[name]]
@@ -66,39 +102,71 @@ def _invoice(raw: bytes) -> dict[str, Any]:
 
 
 class AccountingService:
-    """The service on a loopback port (`port=0`: any free one), serving from a background thread."""
+    """The service on `host:port` (`port=0`: any free one), serving from a background thread or this one.
 
-    def __init__(self, db: str | Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        """Create the tables in `db` if missing and bind the port; `start()` serves."""
+    `token`: the bearer token every request must carry; without one the service only listens on loopback (the
+    tests' and the demo's). `limits`: timeouts, sizes and the worker pool (`Limits`).
+    """
+
+    def __init__(
+        self,
+        db: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        """Create the tables in `db` if missing and bind the port; `start()` or `serve_forever()` serves."""
+        if token is None and not is_loopback(host):
+            raise ConfigurationError(f"the accounting service on {host} needs a token ({TOKEN_VARIABLE})")
         self.db = str(db)
+        self.limits = limits or Limits()
+        self._server = Server(self.handle, token=None if token is None else check_token(token), limits=self.limits)
         with closing(sqlite3.connect(self.db)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")  # one fsync per commit, and readers never wait on the writer
             conn.executescript(_SCHEMA)
-        self._server = ThreadingHTTPServer((host, port), _handler_class(self))
-        self._server.daemon_threads = True
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
+        self._stop: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._ready = threading.Event()
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """The `POST` URL of invoices, e.g. `http://127.0.0.1:8080/invoices`."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/invoices"
+        host, port = self._sock.getsockname()[:2]
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/invoices"
+
+    async def _serve(self, *, signals: bool = False) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        if signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+        self._stop = (loop, stop)
+        self._ready.set()
+        await self._server.serve(self._sock, stop)
 
     def start(self) -> AccountingService:
         """Serve in a background thread."""
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="accounting", daemon=True)
+        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),), name="accounting", daemon=True)
         self._thread.start()
+        self._ready.wait()
         return self
 
     def serve_forever(self) -> None:
-        """Serve in this thread until interrupted."""
-        self._server.serve_forever()
+        """Serve in this thread until SIGTERM or Ctrl-C (in the main thread) or `stop()`."""
+        asyncio.run(self._serve(signals=threading.current_thread() is threading.main_thread()))
 
     def stop(self) -> None:
         """Stop serving and release the port."""
-        self._server.shutdown()
-        self._server.server_close()
+        if self._stop is not None:
+            loop, stop = self._stop
+            loop.call_soon_threadsafe(stop.set)
         if self._thread is not None:
             self._thread.join()
+        self._sock.close()
 
     def __enter__(self) -> AccountingService:
         """Start serving."""
@@ -107,6 +175,25 @@ class AccountingService:
     def __exit__(self, *exc_info: object) -> None:
         """Stop serving."""
         self.stop()
+
+    def handle(self, request: Request) -> Answer:
+        """Answer one whole request (it runs on a worker thread): GET lists, POST creates once per key."""
+        if request.path.rstrip("/") != "/invoices":
+            return Answer(HTTPStatus.NOT_FOUND, {"error": "not found"})
+        if request.method == "GET":
+            return Answer(HTTPStatus.OK, self.invoices())
+        if request.method != "POST":
+            return Answer(HTTPStatus.METHOD_NOT_ALLOWED, {"error": "GET or POST"}, (("Allow", "GET, POST"),))
+        try:
+            key = request.headers.get("idempotency-key", "").strip()
+            if not key or len(key) > _MAX_KEY:
+                raise _Refused(HTTPStatus.BAD_REQUEST, f"an Idempotency-Key header of 1-{_MAX_KEY} chars is required")
+            if not request.body:
+                raise _Refused(HTTPStatus.BAD_REQUEST, "a JSON body is required")
+            status, response, replayed = self.create(key, request.body)
+        except _Refused as refused:
+            return Answer(refused.status, {"error": refused.error})
+        return Answer(status, response, (("Idempotent-Replayed", "true"),) if replayed else ())
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -160,65 +247,42 @@ class AccountingService:
         return [{"id": row[0], **json.loads(row[1])} for row in rows]
 
 
-def _handler_class(service: AccountingService) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "edinbox-accounting/1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Stay quiet: tests and the demo print their own summary."""
-
-        def _reply(self, status: HTTPStatus, body: Any, *, replayed: bool = False) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if replayed:
-                self.send_header("Idempotent-Replayed", "true")
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            """List the invoices."""
-            if self.path.rstrip("/") != "/invoices":
-                self._reply(HTTPStatus.NOT_FOUND, {"error": "not found"})
-                return
-            self._reply(HTTPStatus.OK, service.invoices())
-
-        def do_POST(self) -> None:
-            """Create an invoice once per Idempotency-Key."""
-            try:
-                if self.path.rstrip("/") != "/invoices":
-                    raise _Refused(HTTPStatus.NOT_FOUND, "not found")
-                key = self.headers.get("Idempotency-Key", "").strip()
-                if not key or len(key) > _MAX_KEY:
-                    raise _Refused(
-                        HTTPStatus.BAD_REQUEST, f"an Idempotency-Key header of 1-{_MAX_KEY} chars is required"
-                    )
-                length = int(self.headers.get("Content-Length") or 0)
-                if not 0 < length <= _MAX_BODY:
-                    raise _Refused(HTTPStatus.BAD_REQUEST, f"a JSON body of 1-{_MAX_BODY} bytes is required")
-                status, response, replayed = service.create(key, self.rfile.read(length))
-            except _Refused as refused:
-                self._reply(refused.status, {"error": refused.error})
-            except ValueError:
-                self._reply(HTTPStatus.BAD_REQUEST, {"error": "bad Content-Length"})
-            else:
-                self._reply(status, response, replayed=replayed)
-
-    return Handler
+def _limits(args: argparse.Namespace) -> Limits:
+    return Limits(
+        idle_timeout=args.idle_timeout,
+        read_timeout=args.read_timeout,
+        max_body=args.max_body,
+        workers=args.workers,
+        queue=args.queue,
+        max_connections=args.max_connections,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Serve the accounting service until interrupted."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    """Serve the accounting service until SIGTERM or Ctrl-C; exit 1 with one line on a configuration error."""
+    default = Limits()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--db", default="accounting.db", help="SQLite file of invoices and keys")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--token-file", type=Path, help=f"a file holding the bearer token (else ${TOKEN_VARIABLE})")
+    parser.add_argument("--idle-timeout", type=float, default=default.idle_timeout, help="seconds")
+    parser.add_argument("--read-timeout", type=float, default=default.read_timeout, help="seconds")
+    parser.add_argument("--max-body", type=int, default=default.max_body, help="bytes")
+    parser.add_argument("--workers", type=int, default=default.workers, help="requests handled at once")
+    parser.add_argument("--queue", type=int, default=default.queue, help="requests waiting for a worker")
+    parser.add_argument("--max-connections", type=int, default=default.max_connections)
     args = parser.parse_args(argv)
-    service = AccountingService(args.db, host=args.host, port=args.port)
+    try:
+        token = read_token(args.token_file) if args.token_file else os.environ.get(TOKEN_VARIABLE)
+        if token is None:
+            raise ConfigurationError(f"a token is required: --token-file PATH or {TOKEN_VARIABLE}")
+        service = AccountingService(args.db, host=args.host, port=args.port, token=token, limits=_limits(args))
+    except (ConfigurationError, OSError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        sys.exit(1)
     print(f"accounting service on {service.url} (invoices in {args.db})", flush=True)
-    with suppress(KeyboardInterrupt):
-        service.serve_forever()
+    service.serve_forever()
 
 
 if __name__ == "__main__":

@@ -9,10 +9,15 @@ Answers: 201 created; 200/201 with `Idempotent-Replayed: true` the same invoice 
 interchange created it); 409 the invoice already exists under another key (a partner re-sent it in a new
 interchange: counted as existing).
 
+With a token (`HttpAccounting(url, token=...)`; the command line reads it from `accounting_token_file` or
+`EDINBOX_ACCOUNTING_TOKEN`, never from its arguments) each POST carries `Authorization: Bearer <token>`.
+
 Who pays: a network error, a timeout, 408, 429 and 5xx raise AccountingUnreachable, a TransientError: the claim's
 attempt is given back, the delivery stays unsettled and the hub waits the outage out with backoff (a new
 connection each try). Any other 4xx (400 a body the API cannot read, 422 the key reused with another body) is the
 data's fault and will not change on a retry: AccountingRefused, a PermanentError, parks the interchange at once.
+401 and 403 are the hub's credentials, not the data: AccountingForbidden, a ConfigurationError, charges nothing and
+stops the hub (exit 1) until the operator sets the right token.
 """
 
 from __future__ import annotations
@@ -21,14 +26,30 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from edinbox._errors import ConfigurationError, InboxError, PermanentError, TransientError
 from edinbox._message import Message
-from edinbox._urls import mask
+from edinbox._urls import addresses, mask
 from edinbox.hub._accounting import Accounting, Created
 
-__all__ = ["AccountingError", "AccountingRefused", "AccountingUnreachable", "HttpAccounting", "invoice_json"]
+__all__ = [
+    "TOKEN_VARIABLE",
+    "AccountingError",
+    "AccountingForbidden",
+    "AccountingRefused",
+    "AccountingUnreachable",
+    "HttpAccounting",
+    "check_token",
+    "invoice_json",
+    "read_token",
+]
+
+TOKEN_VARIABLE = "EDINBOX_ACCOUNTING_TOKEN"  # noqa: S105 - the name of the variable, not a token
+"""The variable holding the accounting API's bearer token, for the hub and for the service alike."""
+
+_TOKEN_LENGTHS = (16, 4096)
 
 _RETRYABLE = frozenset({408, 425, 429})
 """4xx answers that say "later", not "never"."""
@@ -47,6 +68,36 @@ class AccountingUnreachable(AccountingError, TransientError):
 
 class AccountingRefused(AccountingError, PermanentError):
     """The accounting API refused this interchange's data (a 4xx): it is parked, never retried as it is."""
+
+
+class AccountingForbidden(AccountingError, ConfigurationError):
+    """The accounting API refused the hub's credentials (401, 403): nothing is charged, the operator sets the token."""
+
+
+def check_token(token: str) -> str:
+    """`token` if it can be a bearer token (16-4096 visible ASCII characters), else ConfigurationError (never
+    quoting it)."""
+    low, high = _TOKEN_LENGTHS
+    if not low <= len(token) <= high or not all("!" <= c <= "~" for c in token):
+        raise ConfigurationError(
+            f"the accounting token must be {low}-{high} visible ASCII characters (no spaces), got {len(token)}"
+        )
+    return token
+
+
+def read_token(path: Path | str) -> str:
+    """The token in the file `path` (surrounding whitespace and the final newline dropped), checked."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(_TOKEN_LENGTHS[1] + 2)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the accounting token file {path}: {exc.strerror or exc}") from None
+    try:
+        return check_token(data.decode("ascii").strip())
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"the accounting token file {path} holds non-ASCII bytes") from None
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{path}: {exc}") from None
 
 
 def _plain(value: Any) -> Any:
@@ -86,13 +137,16 @@ class HttpAccounting(Accounting):
     lease = True
     """The effect is not transactional: the hub runs the inbox in lease mode for this sink."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0, client: Any = None) -> None:
-        """Send to `url` (e.g. `http://127.0.0.1:8080/invoices`); `client` is an httpx.AsyncClient to reuse."""
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 10.0, client: Any = None) -> None:
+        """Send to `url` (e.g. `http://127.0.0.1:8080/invoices`) with `token` as the bearer token, if any; `client`
+        is an httpx.AsyncClient to reuse."""
         if not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"the accounting URL must be http:// or https://, got {mask(url)!r}")
+        addresses(url, what="the accounting URL", host=True)  # a typo is refused now, not charged to each invoice
         self.url = url
         self.timeout = timeout
         self._client = client
+        self._auth = {} if token is None else {"Authorization": f"Bearer {check_token(token)}"}
 
     async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
         """POST each invoice once per idempotency key; raise AccountingError when the API did not settle it."""
@@ -109,7 +163,7 @@ class HttpAccounting(Accounting):
                 key = f"{tx.idempotency_key}-{n}"
                 try:
                     response = await client.post(
-                        self.url, json=invoice_json(invoice, message), headers={"Idempotency-Key": key}
+                        self.url, json=invoice_json(invoice, message), headers={**self._auth, "Idempotency-Key": key}
                     )
                 except httpx.HTTPError as exc:
                     raise AccountingUnreachable(f"POST {mask(self.url)} failed: {mask(str(exc))}") from exc
@@ -126,8 +180,11 @@ class HttpAccounting(Accounting):
 
 
 def _refusal(status: int, request: str, key: str, body: str) -> AccountingError:
-    """The error for an answer that created nothing: transient for 5xx and "later", permanent for other 4xx."""
+    """The error for an answer that created nothing: transient for 5xx and "later", the operator's for 401 and 403,
+    permanent for other 4xx."""
     text = f"{request} answered {status} for key {key}: {body[:500]}"
+    if status in (401, 403):
+        return AccountingForbidden(f"{text} (set the accounting token: accounting_token_file or {TOKEN_VARIABLE})")
     if status >= 500 or status in _RETRYABLE:
         return AccountingUnreachable(text)
     return AccountingRefused(text)

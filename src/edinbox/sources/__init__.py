@@ -19,7 +19,9 @@ __all__ = [
     "Publish",
     "Publisher",
     "Source",
+    "check_destination",
     "check_source",
+    "check_url",
     "open_publisher",
     "open_source",
     "publisher",
@@ -95,15 +97,27 @@ def open_publisher(url: str) -> Publisher:
     return cast(Publisher, _module(url).PUBLISHER(url))
 
 
-def check_source(url: str, *, exists: bool = True) -> None:
+def check_url(url: str, *, consumer: str, **options: Any) -> None:
+    """Refuse a source URL that cannot work, without any I/O: an unknown scheme, a malformed address (a port outside
+    1-65535, a host missing where the broker needs one), an unknown option (the closest known one) or a value out
+    of its range, for this `consumer` and the hub's `options` (those of `open_source`: horizon, max_payload, batch)."""
+    open_source(url, consumer=consumer, **options)
+
+
+def check_destination(url: str) -> None:
+    """Refuse, without any I/O, a destination URL (a relay's or `publish --to`) its publisher cannot send to: the
+    checks of `check_url` for a publisher."""
+    open_publisher(url)
+
+
+def check_source(url: str, *, exists: bool = True, consumer: str = "check") -> None:
     """Refuse, before anything is opened or created, a source that cannot work: a missing driver (the extra to
-    install), a malformed URL or an unknown option (the closest known one), and with `exists` a spool folder that
-    does not exist."""
+    install), what `check_url` refuses for `consumer`, and with `exists` a spool folder that does not exist."""
     from edinbox._extras import require
 
     require(url)
     module = _module(url)
-    module.SOURCE.from_url(url, consumer="check")
+    check_url(url, consumer=consumer)
     if exists and module.__name__ == _MODULES["dir"]:
         from edinbox.sources.spool import spool_path
 
@@ -117,11 +131,14 @@ def check_source(url: str, *, exists: bool = True) -> None:
 async def reach(url: str, *, consumer: str) -> timedelta | None:
     """Check that a source can be reached without changing it, and return its redelivery horizon (None: unknown).
 
-    A spool folder is only looked at (it must exist; opening it would create its folders and a claim folder); a
-    broker is connected to and closed.
+    A spool folder is only looked at (it must exist, and none of its subfolders be a symlink; opening it would create
+    its folders and a claim folder); a broker is connected to and closed.
     """
     check_source(url)
     if _module(url).__name__ == _MODULES["dir"]:
+        from edinbox.sources.spool import check, spool_path
+
+        check(spool_path(url))  # no subfolder is a symlink
         return None
     async with open_source(url, consumer=consumer) as source:
         return source.horizon

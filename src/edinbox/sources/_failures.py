@@ -35,18 +35,21 @@ def reason(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def failing(what: str, *, refused: Callable[[BaseException], bool] | None = None) -> Iterator[None]:
+def failing(what: str, *, refused: Callable[[BaseException], bool | str] | None = None) -> Iterator[None]:
     """Turn any driver or network exception raised inside into `SourceError("<what> failed: <reason>")`.
 
-    An exception for which `refused` is true (the broker refused the user or password) is a ConfigurationError.
+    An exception for which `refused` is true (the broker refused the user or password) is a ConfigurationError; when
+    `refused` returns text, that text is the ConfigurationError's reason (a setting the broker refused).
     """
     try:
         yield
     except InboxError:  # already a SourceError or ConfigurationError with its own message
         raise
     except Exception as exc:
-        if refused is not None and refused(exc):
-            raise ConfigurationError(mask(f"{what} failed: the broker refused the user or password")) from None
+        why = refused(exc) if refused is not None else False
+        if why:
+            text = why if isinstance(why, str) else "the broker refused the user or password"
+            raise ConfigurationError(mask(f"{what} failed: {text}")) from None
         raise SourceError(mask(f"{what} failed: {reason(exc)}")) from exc
 
 

@@ -10,20 +10,25 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from edinbox._errors import ConfigurationError
-from edinbox._urls import mask
+from edinbox._urls import addresses, mask
 from edinbox.sources._options import SourceOptions
 
 __all__ = [
     "COMMIT_WAIT",
+    "MAX_MOCK_BROKERS",
     "DriverLog",
     "MockCluster",
     "commit_mode",
     "kafka",
     "parse",
     "producer_settings",
+    "refused_login",
     "transient",
     "unreachable",
 ]
+
+MAX_MOCK_BROKERS = 16
+"""The most brokers `mock=N` starts in this process (a test cluster, not a deployment)."""
 
 COMMIT_WAIT = 5.0
 """Seconds a Kafka call may wait for the brokers by default (the `commit_wait` option): an offset commit, a dead
@@ -73,6 +78,11 @@ def _code_in(ck: Any, error: Any, names: tuple[str, ...]) -> bool:
 def transient(ck: Any, error: Any) -> bool:
     """Whether a commit failed because of a group change or a passing outage (not a misconfiguration)."""
     return _code_in(ck, error, _TRANSIENT) or bool(hasattr(error, "retriable") and error.retriable())
+
+
+def refused_login(ck: Any, error: Any) -> bool:
+    """Whether the brokers refused the user or password (a configuration error, not an outage)."""
+    return _code_in(ck, error, ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"))
 
 
 def unreachable(ck: Any, error: Any) -> bool:
@@ -149,8 +159,9 @@ class MockCluster:
 
 def parse(url: str, overrides: Mapping[str, Any]) -> tuple[str, SourceOptions, dict[str, str]]:
     """Split a kafka:// URL into bootstrap servers, edinbox options and librdkafka settings."""
-    if not isinstance(url, str) or urlsplit(url).scheme != "kafka":
+    if not isinstance(url, str) or not url.startswith("kafka://"):
         raise ConfigurationError(f"source URL {mask(str(url))!r}: the scheme must be kafka")
+    addresses(url, what="source URL", many=True)  # bootstrap servers: host:port,host:port
     parts = urlsplit(url)
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     names = [name for name, _ in pairs]

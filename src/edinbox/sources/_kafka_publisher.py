@@ -25,10 +25,18 @@ from edinbox._errors import ConfigurationError, LimitError, SourceError
 from edinbox._urls import mask
 from edinbox.sources._base import Outgoing, Publisher
 from edinbox.sources._failures import failing, quietly
-from edinbox.sources._kafka_config import COMMIT_WAIT, DriverLog, commit_mode, kafka, parse, producer_settings
+from edinbox.sources._kafka_config import (
+    COMMIT_WAIT,
+    MAX_MOCK_BROKERS,
+    DriverLog,
+    commit_mode,
+    kafka,
+    parse,
+    producer_settings,
+)
 from edinbox.sources._kafka_daemon import Daemon
 from edinbox.sources._kafka_letters import too_large
-from edinbox.sources._options import name_option, positive_float, positive_int
+from edinbox.sources._options import int_range, name_option, positive_float
 
 __all__ = ["KafkaPublisher"]
 
@@ -67,7 +75,7 @@ class KafkaPublisher(Publisher):
     def __init__(self, url: str) -> None:
         """Produce to the topic a `kafka://` URL names; nothing connects before `open()`."""
         hosts, opts, settings = parse(url, {})
-        if opts.take("mock", positive_int, None) is not None:
+        if opts.take("mock", int_range(1, MAX_MOCK_BROKERS), None) is not None:
             raise opts.error("publish needs the mock cluster's host:port (a new mock cluster would be empty)")
         self.url = mask(url)
         self.topic = opts.require("topic", name_option)
@@ -76,6 +84,8 @@ class KafkaPublisher(Publisher):
         for name, convert in _SOURCE_ONLY.items():  # a source's URL is a destination too: its options are checked
             opts.take(name, convert, None)
         opts.finish()
+        if not hosts:
+            raise opts.error("host:port of a broker is required")
         self._settings: dict[str, Any] = {**producer_settings(settings), "bootstrap.servers": hosts, "log_level": 3}
         self._settings["logger"] = DriverLog(_log)
         self._producer: Any = None

@@ -8,11 +8,25 @@ from typing import Any, TypeVar
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
 from edinbox._errors import ConfigurationError
-from edinbox._urls import mask
+from edinbox._urls import addresses, mask
 
-__all__ = ["SourceOptions", "name_option", "positive_float", "positive_int", "server_url", "split_url"]
+__all__ = [
+    "MAX_SECONDS",
+    "SourceOptions",
+    "int_range",
+    "name_option",
+    "positive_float",
+    "positive_int",
+    "server_url",
+    "split_url",
+]
 
 T = TypeVar("T")
+
+MAX_SECONDS = 10 * 365 * 86400.0
+"""The longest time an option in seconds may give (10 years): longer overflows the drivers' timers and durations."""
+MAX_INT = 2**63 - 1
+"""The largest whole number an option may give (a signed 64-bit integer, what the brokers store)."""
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -62,12 +76,18 @@ class SourceOptions:
 
 
 def split_url(url: str, *, schemes: tuple[str, ...], overrides: Mapping[str, Any]) -> tuple[SplitResult, SourceOptions]:
-    """Split a source URL into its parts without query and its options; repeated options are errors."""
+    """Split a source URL into its parts without query and its options; a malformed address (`addresses`) or a
+    repeated option is an error."""
     if not isinstance(url, str):
         raise ConfigurationError("a source URL must be a string")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unclosed [IPv6 bracket
+        raise ConfigurationError(f"source URL {mask(url)!r}: {exc}") from None
     if parts.scheme not in schemes:
         raise ConfigurationError(f"source URL {mask(url)!r}: the scheme must be one of {', '.join(schemes)}")
+    if parts.scheme != "dir":  # a spool folder has a path, not an address
+        addresses(url, what="source URL")
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     names = [name for name, _ in pairs]
     repeated = sorted({name for name in names if names.count(name) > 1})
@@ -89,17 +109,39 @@ def name_option(name: str, value: Any) -> str:
     return text
 
 
+def _whole(name: str, value: Any) -> int:
+    """A whole number written in digits (`12`, not `1e3`, `1_000` or `12.0`)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{name} must be a whole number")
+    text = str(value).strip()
+    if not text.lstrip("-").isdigit() or not text.isascii() or len(text) > 20:
+        raise ValueError(f"{name} must be a whole number")
+    return int(text)
+
+
+def int_range(low: int, high: int) -> Callable[[str, Any], int]:
+    """The converter of a whole number from `low` to `high`, both included."""
+
+    def convert(name: str, value: Any) -> int:
+        number = _whole(name, value)
+        if not low <= number <= high:
+            raise ValueError(f"{name} must be a whole number from {low} to {high}")
+        return number
+
+    return convert
+
+
 def positive_int(name: str, value: Any) -> int:
-    """A whole number of at least 1."""
-    number = int(value)
-    if number < 1:
-        raise ValueError(f"{name} must be at least 1")
+    """A whole number of at least 1 (and at most MAX_INT)."""
+    number = _whole(name, value)
+    if not 1 <= number <= MAX_INT:
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_INT}")
     return number
 
 
 def positive_float(name: str, value: Any) -> float:
-    """A number of seconds greater than zero."""
+    """A number of seconds greater than zero, at most MAX_SECONDS (10 years)."""
     number = float(value)
-    if not number > 0 or number == float("inf"):
-        raise ValueError(f"{name} must be a positive number of seconds")
+    if not 0 < number <= MAX_SECONDS:
+        raise ValueError(f"{name} must be a number of seconds above 0 and at most {MAX_SECONDS:.0f}")
     return number

@@ -9,11 +9,12 @@ from typing import Any
 from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.sources._failures import failing
-from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
+from edinbox.sources._options import int_range, name_option, positive_float, server_url, split_url
 
 __all__ = [
     "CONFIRM_WAIT",
     "IDLE_CHECK",
+    "MAX_PREFETCH",
     "PREFETCH",
     "Settings",
     "arguments",
@@ -29,6 +30,8 @@ _QUEUE_TYPES = ("quorum", "classic")
 _CONNECT_TIMEOUT = 5.0
 PREFETCH = 100
 """Unacked deliveries the broker hands over at once by default (`prefetch_for`)."""
+MAX_PREFETCH = 65535
+"""The largest prefetch AMQP 0-9-1 can ask for (`basic.qos` carries a 16-bit count)."""
 IDLE_CHECK = 30.0
 """Seconds between two looks at the consumed queue while the consumer receives nothing, by default."""
 CONFIRM_WAIT = 5.0
@@ -65,9 +68,9 @@ def settings(url: str, *, batch: int | None = None, **options: Any) -> Settings:
         url=mask(url),
         queue=queue,
         queue_type=opts.take("queue_type", _queue_type, "quorum"),
-        prefetch=opts.take("prefetch", positive_int, prefetch_for(batch)),
+        prefetch=opts.take("prefetch", int_range(1, MAX_PREFETCH), prefetch_for(batch)),
         dead=opts.take("dead", name_option, None) or f"{queue}.dead",
-        heartbeat=opts.take("heartbeat", positive_float, None),
+        heartbeat=opts.take("heartbeat", _heartbeat, None),
         open_timeout=opts.take("open_timeout", positive_float, 10.0),
         reconnect_interval=opts.take("reconnect_interval", positive_float, 1.0),
         idle_check=opts.take("idle_check", positive_float, IDLE_CHECK),
@@ -81,7 +84,15 @@ def prefetch_for(batch: int | None) -> int:
     """The default prefetch for receives of `batch` deliveries: 100, or twice the batch when that is more, so the
     broker has the next batch on its way while the caller settles one (a prefetch no bigger than the batch leaves the
     channel empty until the batch's acks reach the broker)."""
-    return max(PREFETCH, 2 * batch) if batch else PREFETCH
+    return min(MAX_PREFETCH, max(PREFETCH, 2 * batch)) if batch else PREFETCH
+
+
+def _heartbeat(name: str, value: Any) -> float:
+    """Seconds between heartbeats: above 0 and at most 65535 (a 16-bit field of the protocol)."""
+    seconds = positive_float(name, value)
+    if seconds > MAX_PREFETCH:
+        raise ValueError(f"{name} must be at most {MAX_PREFETCH} seconds")
+    return seconds
 
 
 def _queue_type(name: str, value: Any) -> str:
@@ -129,8 +140,11 @@ def arguments(queue_type: str, *, dead: str) -> dict[str, Any]:
     return {"x-queue-type": queue_type, "x-dead-letter-exchange": dead}
 
 
-def refused(exc: BaseException) -> bool:
-    """Whether the broker refused the credentials (a ConfigurationError, not an outage)."""
+def refused(exc: BaseException) -> bool | str:
+    """Whether the broker refused the credentials, or (as text) the URL's virtual host: a ConfigurationError, not
+    an outage."""
     from aiormq.exceptions import ProbableAuthenticationError
 
+    if "Connection.OpenOk" in str(exc) and "Connection.Close" in str(exc):  # closed in answer to the vhost's open
+        return "the broker refused the virtual host of the URL (it does not exist, or the user has no access to it)"
     return isinstance(exc, ProbableAuthenticationError) or "ACCESS_REFUSED" in str(exc)

@@ -32,10 +32,13 @@ def client(server: str) -> Any:
     )
 
 
-def refused(exc: BaseException) -> bool:
-    """Whether the server refused the user or password (a configuration error, not an outage)."""
+def refused(exc: BaseException) -> bool | str:
+    """Whether the server refused the user or password, or (as text) the database number of the URL: a
+    configuration error, not an outage."""
     from redis.exceptions import AuthenticationError, AuthorizationError
 
+    if "DB index is out of range" in str(exc):
+        return "the server has no such database number (0-15 unless its `databases` setting gives more)"
     return isinstance(exc, AuthenticationError | AuthorizationError) or "WRONGPASS" in str(exc)
 
 

@@ -1,7 +1,8 @@
 """Low-level spool file work: what kind of entry a path is, reading a claim within a limit, parking names, publishing.
 
-Nothing here follows a symlink: files are opened with `O_NOFOLLOW` (and `O_NONBLOCK`, so a fifo never blocks), and
-only after `lstat` or `fstat` said they are regular files.
+Nothing here follows a symlink: every path is a name relative to a folder's descriptor (`_spool_folders`), files are
+opened with `O_NOFOLLOW` (and `O_NONBLOCK`, so a fifo never blocks), and only after `lstat` or `fstat` said they are
+regular files with one link (a hard link's other name may be anywhere on the volume: it is parked, never read).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from urllib.parse import quote, unquote, urlsplit
 
 from edinbox._errors import ConfigurationError, SourceError
 from edinbox.sources._base import Outgoing, Publisher, publish_once
+from edinbox.sources._spool_folders import Folders
 
 __all__ = [
     "HEAD",
     "OPEN_FLAGS",
     "SpoolPublisher",
     "file_name",
+    "file_problem",
     "free_name",
     "head",
     "kind_problem",
@@ -71,6 +74,16 @@ def kind_problem(mode: int) -> str:
     return "not a regular file"
 
 
+def file_problem(info: os.stat_result) -> str:
+    """Why the entry `info` describes (from `lstat` or `fstat`) cannot be delivered; empty for a regular file with a
+    single link."""
+    if problem := kind_problem(info.st_mode):
+        return problem
+    if info.st_nlink > 1:
+        return f"a file with {info.st_nlink} hard links (the spool reads none: its other names may be anywhere)"
+    return ""
+
+
 def why(exc: OSError) -> str:
     """The error without the file names it carries (they may not be printable)."""
     return exc.strerror or type(exc).__name__
@@ -96,17 +109,18 @@ def read_payload(fd: int, size: int, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def head(path: str) -> tuple[bytes, int | None]:
-    """The first bytes of a parked regular file and its size; nothing for anything else (links are not followed)."""
+def head(folder: int, name: str) -> tuple[bytes, int | None]:
+    """The first bytes of the parked regular file `name` in `folder` and its size; nothing for anything else (links
+    are not followed, a hard-linked file is not read)."""
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):  # a device or a fifo is never opened
+        if file_problem(os.stat(name, dir_fd=folder, follow_symlinks=False)):  # a device or a fifo is never opened
             return b"", None
-        fd = os.open(path, OPEN_FLAGS)
+        fd = os.open(name, OPEN_FLAGS, dir_fd=folder)
     except OSError:
         return b"", None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if file_problem(info):
             return b"", None
         return os.pread(fd, HEAD, 0), info.st_size
     except OSError:
@@ -115,30 +129,44 @@ def head(path: str) -> tuple[bytes, int | None]:
         os.close(fd)
 
 
-def free_name(folder: str, name: str) -> str:
+def _exists(folder: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def free_name(folder: int, name: str) -> str:
     """`name`, or `name.<random>` when `folder` already holds a file (or reason) of that name."""
-    if os.path.lexists(os.path.join(folder, name)) or os.path.lexists(os.path.join(folder, f"{name}.reason")):
+    if _exists(folder, name) or _exists(folder, f"{name}.reason"):
         return f"{name}.{uuid.uuid4().hex[:8]}"
     return name
 
 
-def scan(folder: Path) -> list[Path]:
-    """The entries of `folder` whose names do not start with `.` (none when it is missing)."""
+def scan(folder: int) -> list[str]:
+    """The names in the folder open as `folder` that do not start with `.`."""
+    with os.scandir(folder) as it:
+        return [e.name for e in it if not e.name.startswith(".")]
+
+
+def write_atomically(tmp: int, folder: int, name: str, data: bytes) -> None:
+    """Write `data` to a scratch file in the folder `tmp`, flush it to disk, then rename it over `name` in `folder`
+    (the scratch file is created anew, never through a link)."""
+    scratch = f".{uuid.uuid4().hex}"
+    fd = os.open(scratch, _WRITE_FLAGS, 0o666, dir_fd=tmp)
     try:
-        with os.scandir(folder) as it:
-            return [Path(e.path) for e in it if not e.name.startswith(".")]
-    except FileNotFoundError:
-        return []
-
-
-def write_atomically(tmp: Path, target: Path, data: bytes) -> None:
-    """Write `data` to a scratch file in `tmp`, flush it to disk, then rename it over `target`."""
-    scratch = tmp / f".{uuid.uuid4().hex}"
-    with open(scratch, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(scratch, target)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(scratch, dir_fd=tmp)
+        raise
+    os.close(fd)
+    os.replace(scratch, name, src_dir_fd=tmp, dst_dir_fd=folder)
 
 
 def file_name(message_id: str) -> str:
@@ -195,15 +223,6 @@ async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) ->
     await publish_once(SpoolPublisher(url), messages)
 
 
-def _flush_folder(folder: str) -> None:
-    """Flush a folder's entries (the names renamed into it) to disk."""
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _flush_files(fds: Sequence[int], flushing: Executor) -> None:
     """Flush files to disk: a few in this thread one after the other, more in slices flushed by several threads at
     once (the disk commits them together); each slice holds `_FILES_PER_FLUSHER` files or more, as every thread
@@ -230,32 +249,36 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os
 def _write_all(root: Path, messages: Sequence[tuple[str, bytes]], flushing: Executor) -> None:
     """Write every scratch file, flush them all to disk, rename each into `inbound/`, then flush `inbound/`.
 
+    The root, `inbound/` and `tmp/` are opened for each send (created when missing) and every file is written
+    relative to them, never through a link: a subfolder that is a symlink is a ConfigurationError (the relay parks
+    the rows with it), as it is for the source.
+
     Plain descriptors and string paths: each file is opened once, and the relay calls this for every pass beside a
     busy hub, whose thread waits for the interpreter while this one holds it. Many files are flushed in slices by
     the threads of `flushing` at once, so the file system commits them in a few journal commits instead of one each
     (a tenth of the time for 100 files on a busy ext4 disk); a few are flushed by this thread (`_flush_files`). No
     file is renamed before every file is flushed: a failure part way leaves none under its final name."""
-    tmp, inbound = os.path.join(root, "tmp"), os.path.join(root, "inbound")
-    for folder in (inbound, tmp):
-        os.makedirs(folder, exist_ok=True)
+    folders = Folders(root, ("inbound", "tmp"), create=True)
+    tmp, inbound = folders["tmp"], folders["inbound"]
     scratch: list[tuple[str, str, int]] = []
     renamed = 0
     try:
         for message_id, payload in messages:
-            path = os.path.join(tmp, f".{uuid.uuid4().hex}")
-            scratch.append((path, message_id, os.open(path, _WRITE_FLAGS, 0o666)))
+            name = f".{uuid.uuid4().hex}"
+            scratch.append((name, message_id, os.open(name, _WRITE_FLAGS, 0o666, dir_fd=tmp)))
             view = memoryview(payload)
             while view:
                 view = view[os.write(scratch[-1][2], view) :]
         _flush_files([fd for _, _, fd in scratch], flushing)
-        for path, message_id, _ in scratch:
-            os.replace(path, os.path.join(inbound, file_name(message_id)))
+        for name, message_id, _ in scratch:
+            os.replace(name, file_name(message_id), src_dir_fd=tmp, dst_dir_fd=inbound)
             renamed += 1
         if scratch:  # the renames themselves survive a crash only once the folder is flushed
-            _flush_folder(inbound)
+            os.fsync(inbound)
     finally:
-        for n, (path, _, fd) in enumerate(scratch):
+        for n, (name, _, fd) in enumerate(scratch):
             os.close(fd)
             if n >= renamed:  # a failure part way: the files not renamed are removed
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+                    os.unlink(name, dir_fd=tmp)
+        folders.close()

@@ -69,12 +69,14 @@ from edinbox.sources._failures import failing, quietly
 from edinbox.sources._failures import reason as failure
 from edinbox.sources._kafka_config import (
     COMMIT_WAIT,
+    MAX_MOCK_BROKERS,
     DriverLog,
     MockCluster,
     commit_mode,
     kafka,
     parse,
     producer_settings,
+    refused_login,
     transient,
     unreachable,
 )
@@ -82,7 +84,7 @@ from edinbox.sources._kafka_daemon import Daemon
 from edinbox.sources._kafka_letters import Letter, Posted, letter, payload_at, stand_in, too_large
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._kafka_publisher import KafkaPublisher
-from edinbox.sources._options import name_option, positive_float, positive_int
+from edinbox.sources._options import int_range, name_option, positive_float
 
 __all__ = ["PUBLISHER", "SOURCE", "KafkaPublisher", "KafkaSource", "MockCluster", "publish"]
 
@@ -91,6 +93,14 @@ _log = logging.getLogger(__name__)
 
 _HORIZON = "edinbox:delivered="
 """Commit metadata prefix: the highest offset delivered so far, so the next owner flags redeliveries."""
+
+
+def _group(opts: Any, consumer: str) -> str:
+    """The consumer's name as the group's, when it can be one."""
+    try:
+        return name_option("group", consumer)
+    except ValueError as exc:
+        raise opts.error(f"the consumer name {consumer[:80]!r} cannot be a group name ({exc}); set group=") from None
 
 
 class KafkaSource(Source):
@@ -145,11 +155,11 @@ class KafkaSource(Source):
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> KafkaSource:
         """Build from `kafka://host:port?topic=edi.in&group=hub`; bad options raise ConfigurationError."""
         hosts, opts, settings = parse(url, options)
-        mock = opts.take("mock", positive_int, None)
+        mock = opts.take("mock", int_range(1, MAX_MOCK_BROKERS), None)
         source = cls(
             hosts,
             topic=opts.require("topic", name_option),
-            group=opts.take("group", name_option, None) or name_option("consumer", consumer),
+            group=opts.take("group", name_option, None) or _group(opts, consumer),
             key_header=opts.take("key_header", lambda _n, v: str(v), "message_id"),
             dead_letter=opts.take("dead_letter", name_option, None),
             commit=opts.take("commit", commit_mode, "ack"),
@@ -177,7 +187,8 @@ class KafkaSource(Source):
         }
 
     async def open(self) -> None:
-        """Join the consumer group and subscribe to the topic."""
+        """Prove that a broker answers (its metadata, within `commit_wait`: else a SourceError, an outage the caller
+        waits out), then join the consumer group and subscribe to the topic."""
         ck = kafka()
         if self._mock_brokers is not None and self._mock is None:
             self._mock = MockCluster(self._mock_brokers)
@@ -186,6 +197,16 @@ class KafkaSource(Source):
             consumer = ck.Consumer(self._config())
         except ck.KafkaException as exc:
             raise ConfigurationError(mask(f"source URL {self.url!r}: librdkafka refused the settings: {exc}")) from None
+        try:  # librdkafka connects in the background: without this, brokers that are down look like an idle topic
+            await asyncio.to_thread(consumer.list_topics, timeout=self.commit_wait)
+        except Exception as exc:
+            await quietly(f"closing the consumer of {self.url}", lambda: asyncio.to_thread(consumer.close))
+            error = exc.args[0] if exc.args else None
+            if refused_login(ck, error):
+                raise ConfigurationError(mask(f"Kafka at {self.url} refused the user or password")) from None
+            raise SourceError(
+                mask(f"no Kafka broker answered at {self.url} within {self.commit_wait:g} s: {failure(exc)}")
+            ) from exc
         with failing(f"subscribing to {self.topic} on {self.url}"):
             consumer.subscribe(
                 [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost

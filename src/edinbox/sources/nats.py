@@ -51,7 +51,7 @@ from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
 from edinbox.sources._nats_connect import connect, ensure_stream, last_error
-from edinbox.sources._options import name_option, positive_float, positive_int, server_url, split_url
+from edinbox.sources._options import int_range, name_option, positive_float, positive_int, server_url, split_url
 
 __all__ = ["PUBLISHER", "SOURCE", "NatsPublisher", "NatsSource", "publish"]
 
@@ -81,10 +81,12 @@ def _subject(name: str, value: Any) -> str:
 
 
 def _unlimited_or_positive(name: str, value: Any) -> int:
-    number = int(value)
-    if number == -1 or number >= 1:
-        return number
-    raise ValueError(f"{name} must be -1 (unlimited) or at least 1")
+    if str(value).strip() == "-1":
+        return -1
+    try:
+        return positive_int(name, value)
+    except ValueError:
+        raise ValueError(f"{name} must be -1 (unlimited) or a whole number from 1 to 2**63-1") from None
 
 
 def _discard(name: str, value: Any) -> str:
@@ -158,7 +160,7 @@ class NatsSource(Source):
             durable=durable,
             ack_wait=opts.take("ack_wait", positive_float, 30.0),
             max_deliver=opts.take("max_deliver", _unlimited_or_positive, -1),
-            max_ack_pending=opts.take("max_ack_pending", positive_int, 1000),
+            max_ack_pending=opts.take("max_ack_pending", int_range(1, 2**31 - 1), 1000),
             dead=opts.take("dead", _subject, None),
             duplicate_window=opts.take("duplicate_window", positive_float, None),
             max_age=opts.take("max_age", positive_float, default_age),

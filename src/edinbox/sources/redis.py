@@ -53,6 +53,9 @@ from edinbox.sources._redis_group import Group, client, refused, text
 __all__ = ["PUBLISHER", "SOURCE", "RedisPublisher", "RedisSource", "publish"]
 
 _SCHEMES = ("redis", "rediss")
+MAX_DATABASE = 2**31 - 1
+"""The largest database number a URL may name (`/N`); a default server has 0-15 (its `databases` setting), and a
+number it does not have is refused when the source opens, as a configuration error."""
 ID_FIELD = "message_id"
 PAYLOAD_FIELD = "payload"
 _BLOCK_MAX = 1.0  # seconds one XREADGROUP blocks at most, so claims and trims keep their rhythm
@@ -102,6 +105,9 @@ class RedisSource(Source):
     def from_url(cls, url: str, *, consumer: str, **options: Any) -> RedisSource:
         """Build the source a `redis://` URL names; unknown or invalid options raise ConfigurationError."""
         parts, opts = split_url(url, schemes=_SCHEMES, overrides=options)
+        database = parts.path.strip("/")
+        if database and not (database.isascii() and database.isdigit() and int(database) <= MAX_DATABASE):
+            raise opts.error(f"the database number {database[:40]!r} is not a number from 0 to {MAX_DATABASE}")
         source = cls(
             server_url(parts),
             consumer=consumer,

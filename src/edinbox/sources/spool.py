@@ -16,8 +16,11 @@ its deliveries); a flush would only spare that redelivery, at the cost of a disk
 Each process lists `inbound/` once per refresh into a queue in memory and claims from it, so draining N waiting
 files costs O(N) in all: only the file being claimed is examined (`lstat`, then `fstat` on the opened claim).
 
-The spool takes regular files only and never follows a symlink. It parks at once in `rejected/`, with a `.reason`,
-anything it cannot deliver: a symlink (its target is never read), a directory or other special file, a file over
+The spool trusts no path: its folders are opened once, a subfolder never through a symlink, and every file is
+named relative to them (`_spool_folders`): a subfolder that is a symlink is a ConfigurationError at open (and at the
+next listing when one is swapped in while the source runs), never followed. The spool takes regular files with one
+link only. It parks at once in `rejected/`, with a `.reason`, anything it cannot deliver: a symlink (its target is
+never read), a file with more than one hard link (never read), a directory or other special file, a file over
 `max_payload` bytes (never read whole), a name that is not UTF-8, has control characters or is too long (parked under
 a generated name, the original escaped in the `.reason`), a file that cannot be claimed or read. A name starting
 with `.` is a file its producer is still writing (the dot-prefix convention of rsync and many FTP servers): it is
@@ -47,7 +50,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from edinbox._errors import SourceError
+from edinbox._errors import ConfigurationError, SourceError
 from edinbox.sources._base import Delivery, Source
 from edinbox.sources._options import positive_float, positive_int, split_url
 from edinbox.sources._spool_files import (
@@ -55,9 +58,9 @@ from edinbox.sources._spool_files import (
     OPEN_FLAGS,
     SpoolPublisher,
     file_name,
+    file_problem,
     free_name,
     head,
-    kind_problem,
     publish,
     read_payload,
     scan,
@@ -66,6 +69,7 @@ from edinbox.sources._spool_files import (
     why,
     write_atomically,
 )
+from edinbox.sources._spool_folders import DIR_FLAGS, Folders, check_folders, open_folder
 from edinbox.sources._spool_names import (
     name_problem,
     owner_dead,
@@ -78,11 +82,13 @@ from edinbox.sources._spool_names import (
 
 __all__ = [
     "BATCH_BYTES",
+    "FOLDERS",
     "HEAD",
     "MAX_PAYLOAD",
     "PUBLISHER",
     "SOURCE",
     "SpoolSource",
+    "check",
     "file_name",
     "publish",
     "spool_path",
@@ -94,7 +100,8 @@ BATCH_BYTES = 16 * 1024 * 1024
 """A receive claims no more files once those it read add up to this many bytes: a batch of big files holds a few of
 them (at most this plus one `max_payload`), whatever `max_messages` allows."""
 
-_FOLDERS = ("inbound", "processing", "archive", "rejected", "tmp")
+FOLDERS = ("inbound", "processing", "archive", "rejected", "tmp")
+"""The spool's subfolders, each opened without following a link (`_spool_folders`)."""
 _POLL = 0.05
 _REFRESH = 1.0  # the queue is listed again at least this often (new files join it in name order)
 _LISTING_SHARE = 20  # ... and at most once per 20 listing durations, so listing a big backlog costs <= 5 %
@@ -105,9 +112,10 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class _Claim:
-    """Where a claimed file lives while the hub works on it."""
+    """Where a claimed file lives while the hub works on it: `file` in the claim folder open as `folder`."""
 
-    path: str
+    folder: int
+    file: str
     name: str
 
 
@@ -115,7 +123,7 @@ class _Claim:
 class _Parked:
     """A file the source parked in `rejected/` itself: nothing is left to settle."""
 
-    path: str
+    name: str
 
 
 class SpoolSource(Source):
@@ -139,10 +147,10 @@ class SpoolSource(Source):
         self.max_payload = max_payload
         self.dotfile_timeout = dotfile_timeout
         owner = (safe(consumer), safe(socket.gethostname()), owner_id(os.getpid()), uuid.uuid4().hex[:8])
-        self._claims = root / "processing" / "@".join(owner)
-        self._inbound = str(root / "inbound")
-        self._rejected = str(root / "rejected")
-        self._archive = str(root / "archive")
+        self._claim_name = "@".join(owner)
+        self._folders: Folders | None = None
+        self._claims = -1
+        self._old_claims: list[int] = []  # claim folders removed under us: closed at the end (claims may name them)
         self._last_recovery = 0.0
         self._queue: deque[str] = deque()
         self._dots: list[str] = []
@@ -173,15 +181,36 @@ class SpoolSource(Source):
             dotfile_timeout=dotfile_timeout,
         )
 
+    @property
+    def _open(self) -> Folders:
+        if self._folders is None:
+            raise SourceError(f"the spool source on {self.root} is not open")
+        return self._folders
+
     async def open(self) -> None:
-        """Create the spool folders and this process's claim folder, and recover stale claims."""
+        """Open (creating them) the spool folders, never through a link (a subfolder that is a symlink is a
+        ConfigurationError), create this process's claim folder, and recover stale claims."""
+        self._folders = Folders(self.root, FOLDERS, create=True)
         try:
-            for name in _FOLDERS:
-                (self.root / name).mkdir(parents=True, exist_ok=True)
-            self._claims.mkdir()
-        except OSError as exc:
-            raise SourceError(f"cannot prepare the spool folder {self.root}: {exc}") from exc
+            self._claims = open_folder(
+                self._folders["processing"], self._claim_name, where=self._claim_where, create=True
+            )
+        except BaseException:
+            self._folders.close()
+            self._folders = None
+            raise
         self.recover()
+
+    @property
+    def _claim_where(self) -> str:
+        return f"{self.root}/processing/{self._claim_name}"
+
+    def _claims_back(self) -> None:
+        """Make this process's claim folder again when it was removed under us (claims need it)."""
+        if os.fstat(self._claims).st_nlink:
+            return
+        self._old_claims.append(self._claims)
+        self._claims = open_folder(self._open["processing"], self._claim_name, where=self._claim_where, create=True)
 
     def recover(self) -> int:
         """Move files claimed by dead processes (or claimed longer than `claim_timeout` ago, by any process, this one
@@ -190,25 +219,32 @@ class SpoolSource(Source):
         host = safe(socket.gethostname())
         now = time.time()
         self._last_recovery = time.monotonic()
-        for folder in scan(self.root / "processing"):
-            if not folder.is_dir():
+        processing = self._open["processing"]
+        for name in scan(processing):
+            own = name == self._claim_name
+            try:
+                folder = self._claims if own else os.open(name, DIR_FLAGS, dir_fd=processing)
+            except OSError:  # not a folder (a link to one is never followed), or already removed
                 continue
-            # this process's own claims too: one it handed out and nobody settled (a hub stops handing back a
-            # batch after an ack failed, a file whose parking failed) comes back once it is claim_timeout old
-            owner = folder.name.rsplit("@", 3)
-            own = folder == self._claims
-            dead = not own and len(owner) == 4 and owner[1] == host and owner_dead(owner[2])
-            for path in scan(folder):
-                try:
-                    expired = now - path.lstat().st_mtime > self.claim_timeout
-                except FileNotFoundError:
-                    continue
-                if dead or expired:
-                    moved += self._redeliver(str(path))
+            try:
+                # this process's own claims too: one it handed out and nobody settled (a hub stops handing back a
+                # batch after an ack failed, a file whose parking failed) comes back once it is claim_timeout old
+                owner = name.rsplit("@", 3)
+                dead = not own and len(owner) == 4 and owner[1] == host and owner_dead(owner[2])
+                for file in scan(folder):
+                    try:
+                        expired = now - os.stat(file, dir_fd=folder, follow_symlinks=False).st_mtime
+                    except FileNotFoundError:
+                        continue
+                    if dead or expired > self.claim_timeout:
+                        moved += self._redeliver(folder, file)
+            finally:
+                if not own:
+                    os.close(folder)
             if dead:
                 # not empty yet (a file was added meanwhile) or already removed by another process
                 with contextlib.suppress(OSError):
-                    folder.rmdir()
+                    os.rmdir(name, dir_fd=processing)
         return moved
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
@@ -228,16 +264,19 @@ class SpoolSource(Source):
             await asyncio.sleep(min(_POLL, max(0.0, deadline - time.monotonic())))
 
     def _list(self) -> None:
-        """List `inbound/` once into the queue, in name order; names starting with `.` are kept apart."""
+        """Check the folders (`Folders.refresh`), then list `inbound/` once into the queue, in name order; names
+        starting with `.` are kept apart."""
         started = time.monotonic()
+        folders = self._open
+        folders.refresh(FOLDERS)
         names: list[str] = []
         dots: list[str] = []
         try:
-            with os.scandir(self._inbound) as entries:
+            with os.scandir(folders["inbound"]) as entries:
                 for entry in entries:
                     (dots if entry.name.startswith(".") else names).append(entry.name)
-        except OSError as exc:  # gone too (the spool moved, its volume unmounted): an outage, not an empty spool
-            raise SourceError(f"cannot list {self._inbound}: {why(exc)}") from exc
+        except OSError as exc:
+            raise SourceError(f"cannot list {folders.where('inbound')}: {why(exc)}") from exc
         names.sort()
         self._queue = deque(names)
         self._dots = dots
@@ -264,20 +303,20 @@ class SpoolSource(Source):
     def _abandoned(self, now: float, limit: int) -> list[Delivery]:
         """Park dot-files untouched for `dotfile_timeout` seconds (at most `limit` now; the rest at the next check)."""
         out: list[Delivery] = []
+        inbound = self._open["inbound"]
         while self._dots and len(out) < limit:
             name = self._dots.pop()
             try:
-                age = now - os.lstat(os.path.join(self._inbound, name)).st_mtime
+                age = now - os.stat(name, dir_fd=inbound, follow_symlinks=False).st_mtime
             except OSError:
                 continue  # renamed into place by its producer meanwhile, or gone
             if age > self.dotfile_timeout and name not in self._skipped:
                 reason = f"a hidden (dot) file untouched for {age:.0f} s: an upload its producer abandoned"
-                claimed = os.path.join(self._claims, name)
                 try:
-                    os.rename(os.path.join(self._inbound, name), claimed)
+                    os.rename(name, name, src_dir_fd=inbound, dst_dir_fd=self._claims)
                 except OSError:
                     continue  # taken by another process, or renamed into place by its producer at this moment
-                delivery = self._park(claimed, name, reason)
+                delivery = self._park(self._claims, name, reason)
                 if delivery is not None:
                     out.append(delivery)
         if not self._dots:
@@ -286,38 +325,36 @@ class SpoolSource(Source):
 
     def _take(self, name: str, now: float) -> Delivery | None:
         """Claim one listed file, or park it when it cannot be delivered; None when another process took it."""
-        path = os.path.join(self._inbound, name)
+        inbound = self._open["inbound"]
         try:
-            info = os.lstat(path)
+            info = os.stat(name, dir_fd=inbound, follow_symlinks=False)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return self._park(path, name, f"cannot be examined: {why(exc)}")
+            return self._park(inbound, name, f"cannot be examined: {why(exc)}")
         if info.st_mtime > now:  # held back: a nack with a delay sets the modification time in the future
             return None
-        problem = name_problem(name) or kind_problem(info.st_mode)
-        claimed = os.path.join(self._claims, name)
-        try:
-            os.rename(path, claimed)  # whatever it is: the claim settles a race with other processes
+        problem = name_problem(name) or file_problem(info)
+        try:  # whatever it is: the claim settles a race with other processes
+            os.rename(name, name, src_dir_fd=inbound, dst_dir_fd=self._claims)
         except FileNotFoundError:
-            if not self._claims.is_dir():  # removed under us: claims need it back
-                self._claims.mkdir(parents=True, exist_ok=True)
+            self._claims_back()
             return None
         except OSError as exc:
-            return self._park(path, name, f"{problem or 'cannot be claimed'}: {why(exc)}")
+            return self._park(inbound, name, f"{problem or 'cannot be claimed'}: {why(exc)}")
         if problem:
-            return self._park(claimed, name, problem)
-        return self._read_claim(claimed, name)
+            return self._park(self._claims, name, problem)
+        return self._read_claim(name)
 
-    def _read_claim(self, path: str, name: str) -> Delivery | None:
+    def _read_claim(self, name: str) -> Delivery | None:
         """Read a claimed file whole, or park it (too big, swapped for another kind of file, unreadable)."""
         try:
-            fd = os.open(path, OPEN_FLAGS)
+            fd = os.open(name, OPEN_FLAGS, dir_fd=self._claims)
         except OSError as exc:
-            return self._park(path, name, f"cannot be opened without following links: {why(exc)}")
+            return self._park(self._claims, name, f"cannot be opened without following links: {why(exc)}")
         try:
             info = os.fstat(fd)
-            problem = kind_problem(info.st_mode)
+            problem = file_problem(info)
             if not problem and info.st_size > self.max_payload:
                 problem = too_big(info.st_size, self.max_payload)
             if not problem:
@@ -330,11 +367,11 @@ class SpoolSource(Source):
         finally:
             os.close(fd)
         if problem:
-            return self._park(path, name, problem)
-        return self._delivery(path, payload)
+            return self._park(self._claims, name, problem)
+        return self._delivery(name, payload)
 
-    def _delivery(self, path: str, payload: bytes) -> Delivery:
-        base, count = split_count(os.path.basename(path))
+    def _delivery(self, file: str, payload: bytes) -> Delivery:
+        base, count = split_count(file)
         message_id = unquote(base.split("~", 1)[1].removesuffix(".edi")) if "~" in base else None
         return Delivery(
             payload,
@@ -343,35 +380,35 @@ class SpoolSource(Source):
             source=f"dir:{self.root.name}",
             delivery_count=count,
             redelivered=count > 1,
-            handle=_Claim(path, base),
+            handle=_Claim(self._claims, file, base),
         )
 
-    def _park(self, path: str, name: str, problem: str) -> Delivery | None:
-        """Move `path` (a claim, or in inbound/ when it cannot be claimed) to `rejected/` with its reason, and return
-        it as a refused delivery.
+    def _park(self, folder: int, name: str, problem: str) -> Delivery | None:
+        """Move `name` in `folder` (a claim, or in inbound/ when it cannot be claimed) to `rejected/` with its reason,
+        and return it as a refused delivery.
 
         None when another process took it first; a file that cannot be moved at all is logged once and skipped.
         """
+        rejected = self._open["rejected"]
         odd = name_problem(name)
         base = split_count(name)[0] if not odd else name
-        target = free_name(self._rejected, parked_name(name) if odd else base)
+        target = free_name(rejected, parked_name(name) if odd else base)
         reason = problem if not odd or problem.startswith(odd) else f"{odd}; {problem}"
         reason = f"{reason}: '{shown(name)}'" if odd else reason
-        parked = os.path.join(self._rejected, target)
         try:
             self._write_reason(target, reason, original=name)
             try:
-                os.rename(path, parked)
+                os.rename(name, target, src_dir_fd=folder, dst_dir_fd=rejected)
             except OSError:
                 with contextlib.suppress(OSError):
-                    os.unlink(f"{parked}.reason")
+                    os.unlink(f"{target}.reason", dir_fd=rejected)
                 raise
         except FileNotFoundError:
             return None
         except OSError as exc:
             self._skipped.add(name)
             with contextlib.suppress(OSError):  # a claim: recovered (and parked again) once claim_timeout old
-                os.utime(path, follow_symlinks=False)
+                os.utime(name, dir_fd=folder, follow_symlinks=False)
             problem_text = f"{reason}: {why(exc)}"
             _log.warning(
                 "spool %s: cannot park '%s' (%s); it stays in place, a claim is tried again after claim_timeout",
@@ -380,13 +417,13 @@ class SpoolSource(Source):
                 problem_text,
             )
             return None
-        first, size = head(parked)
+        first, size = head(rejected, target)
         return Delivery(
             first,
             message_id=None,
             coordinates=f"dir:rejected/{target}",
             source=f"dir:{self.root.name}",
-            handle=_Parked(parked),
+            handle=_Parked(target),
             reason=reason,
             size=size if size is not None and size > len(first) else None,
         )
@@ -397,19 +434,18 @@ class SpoolSource(Source):
         if original is not None:
             lines.append(f"original-name: {shown(original)}")
         lines += [f"rejected-at: {stamp}", f"consumer: {shown(self.consumer)}", ""]
-        reason_file = Path(self._rejected) / f"{target}.reason"
-        write_atomically(self.root / "tmp", reason_file, "\n".join(lines).encode(errors="backslashreplace"))
+        data = "\n".join(lines).encode(errors="backslashreplace")
+        write_atomically(self._open["tmp"], self._open["rejected"], f"{target}.reason", data)
 
-    def _redeliver(self, path: str) -> int:
+    def _redeliver(self, folder: int, file: str) -> int:
         """Move a claimed file back to `inbound/`, counting the delivery in its name; 0 if another process did."""
-        name = os.path.basename(path)
-        base, count = split_count(name)
+        base, count = split_count(file)
         try:
-            os.rename(path, os.path.join(self._inbound, f"{base}#{count + 1}"))
+            os.rename(file, f"{base}#{count + 1}", src_dir_fd=folder, dst_dir_fd=self._open["inbound"])
         except FileNotFoundError:
             return 0
         except OSError as exc:  # e.g. a too long name claimed by an older version: park it instead
-            parked = self._park(path, name, f"cannot be put back into inbound/: {why(exc)}")
+            parked = self._park(folder, file, f"cannot be put back into inbound/: {why(exc)}")
             if parked is None:
                 return 0
             self._parked.append(parked)
@@ -421,7 +457,7 @@ class SpoolSource(Source):
         if claim is None:
             return
         try:
-            os.replace(claim.path, os.path.join(self._archive, claim.name))
+            os.replace(claim.file, claim.name, src_dir_fd=claim.folder, dst_dir_fd=self._open["archive"])
         except OSError as exc:
             raise SourceError(f"cannot archive {claim.name}: {exc}") from exc
 
@@ -433,7 +469,7 @@ class SpoolSource(Source):
         if delay:
             when = time.time() + delay
             self._touch(claim, (when, when))
-        self._redeliver(claim.path)
+        self._redeliver(claim.folder, claim.file)
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
         """Move the file to `rejected/` with `<name>.reason` beside it saying why; it is never delivered again.
@@ -443,10 +479,11 @@ class SpoolSource(Source):
         claim = _handle(delivery)
         if claim is None:
             return
-        target = free_name(self._rejected, claim.name)
+        rejected = self._open["rejected"]
+        target = free_name(rejected, claim.name)
         try:
             self._write_reason(target, reason)
-            os.rename(claim.path, os.path.join(self._rejected, target))
+            os.rename(claim.file, target, src_dir_fd=claim.folder, dst_dir_fd=rejected)
         except OSError as exc:
             raise SourceError(f"cannot park {claim.name} in rejected/: {exc}") from exc
 
@@ -458,17 +495,29 @@ class SpoolSource(Source):
 
     def _touch(self, claim: _Claim, times: tuple[float, float] | None) -> None:
         """Set a claimed file's times; SourceError when the claim is gone (given back at close, or recovered)."""
+        if self._folders is None:  # its folder's descriptor is closed too (the number may name another file now)
+            raise SourceError(f"the claim on {claim.name} is gone: the source is closed")
         try:
-            os.utime(claim.path, times)
+            os.utime(claim.file, times, dir_fd=claim.folder, follow_symlinks=False)
         except OSError as exc:
             raise SourceError(f"the claim on {claim.name} is gone (closed or recovered meanwhile): {why(exc)}") from exc
 
     async def aclose(self) -> None:
-        """Give unacked claims back to `inbound/` and remove this process's claim folder."""
-        for path in scan(self._claims):
-            self._redeliver(str(path))
-        with contextlib.suppress(OSError):  # already gone, or a file was left behind: recovery moves it back
-            self._claims.rmdir()
+        """Give unacked claims back to `inbound/`, remove this process's claim folder and close the folders."""
+        folders = self._folders
+        if folders is None:
+            return
+        try:
+            for file in scan(self._claims):
+                self._redeliver(self._claims, file)
+            with contextlib.suppress(OSError):  # already gone, or a file was left behind: recovery moves it back
+                os.rmdir(self._claim_name, dir_fd=folders["processing"])
+        finally:
+            for fd in (self._claims, *self._old_claims):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._claims, self._old_claims, self._folders = -1, [], None
+            folders.close()
 
 
 def _handle(delivery: Delivery) -> _Claim | None:
@@ -478,6 +527,14 @@ def _handle(delivery: Delivery) -> _Claim | None:
     if not isinstance(delivery.handle, _Claim):
         raise SourceError("this delivery did not come from a spool source")
     return delivery.handle
+
+
+def check(root: Path) -> None:
+    """Refuse, changing nothing, a spool folder that does not exist or whose subfolders include a symbolic link or
+    something else than a folder (ConfigurationError naming it): what `edinbox doctor` checks."""
+    if not root.is_dir():
+        raise ConfigurationError(f"the spool folder {root} does not exist")
+    check_folders(root, FOLDERS)
 
 
 SOURCE = SpoolSource

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
+from edinbox._urls import mask
 
 __all__ = [
     "AsyncStore",
@@ -168,12 +169,26 @@ async def migrate_journal(
                 raise SchemaError(f"this edinbox has no migration to version {step} for this database")
             for name in steps[step]:
                 await unit.run(name, {})
+            if step in STEPS_IN_CODE:
+                await STEPS_IN_CODE[step](unit)
             await unit.run("set_version", {"version": step})
     except BaseException:
         await unit.rollback()
         raise
     await unit.commit()
     return applied
+
+
+async def mask_destinations(unit: AsyncUnit) -> None:
+    """Migration 9: every outbox destination kept without its passwords (`mask`), as `publish` now stores it."""
+    rows = await unit.fetch("outbox_destinations", {})
+    changed = [{"old": row[0], "new": mask(row[0])} for row in rows if mask(row[0]) != row[0]]
+    if changed:
+        await unit.run_many("outbox_set_destination", changed)
+
+
+STEPS_IN_CODE: dict[int, Callable[[AsyncUnit], Awaitable[None]]] = {9: mask_destinations}
+"""Migration steps that SQL cannot write, run after the named queries of their version (`v<N>_*`)."""
 
 
 KeyLister = Callable[[AsyncUnit, Params], Awaitable[list[list[str]]]]

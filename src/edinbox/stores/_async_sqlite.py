@@ -23,6 +23,7 @@ from typing import Any
 
 import aiosqlite
 
+from edinbox._application import Application
 from edinbox._core import Pace, TableName
 from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
@@ -222,9 +223,12 @@ class AsyncSQLiteStore:
 
     dialect = DIALECT
 
-    def __init__(self, target: str | aiosqlite.Connection, *, table: TableName) -> None:
-        """`target` is a file path, ":memory:", or an open connection; a path opens on first use."""
-        self._sql = Statements(table)
+    def __init__(
+        self, target: str | aiosqlite.Connection, *, table: TableName, applications: tuple[Application, ...] = ()
+    ) -> None:
+        """`target` is a file path, ":memory:", or an open connection; a path opens on first use. The statements
+        are the library's and `applications`'."""
+        self._sql = Statements(table, applications)
         self._table = table
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._path = target if isinstance(target, str) else None

@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from edinbox._application import Application
 from edinbox._core import TableName
 from edinbox._errors import ConfigurationError, DataError
 from edinbox._urls import mask
 from edinbox.stores._mapping import MappedErrors, mysql_kind
-from edinbox.stores._queries import FILES, load_queries, placeholders
+from edinbox.stores._queries import placeholders, statements
 
 __all__ = [
     "DIALECT",
@@ -71,8 +72,8 @@ class Statements:
     an unqualified one in the URL's database.
     """
 
-    def __init__(self, table: TableName) -> None:
-        """Compose the statements for `table`."""
+    def __init__(self, table: TableName, applications: tuple[Application, ...] = ()) -> None:
+        """Compose the statements for `table`, with those of `applications` (`edinbox.Application`)."""
         self.table = table
         self.schema = table.schema
         self.version_name = f"{table.name}_version"
@@ -90,7 +91,7 @@ class Statements:
         self._text: dict[str, list[str]] = {}
         self.lists: dict[str, frozenset[str]] = {}
         """The statements with list parameters (`IN (%(ids)s)`): the names of those parameters."""
-        for name, text in load_queries(DIALECT, *FILES).items():
+        for name, text in statements(DIALECT, applications).items():
             # any other `{x}` is table x beside the journal, `{x_name}` its name as a string literal, `{x_index}` an
             # index of this journal's tables
             beside = {p: self._placeholder(p) for p in placeholders(text) - identifiers.keys()}

@@ -10,9 +10,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from edinbox._application import Application
 from edinbox._core import TableName
 from edinbox.stores._mapping import MappedErrors
-from edinbox.stores._queries import FILES, load_queries, placeholders
+from edinbox.stores._queries import placeholders, statements
 
 __all__ = ["DIALECT", "Statements", "mapped_errors"]
 
@@ -30,8 +31,8 @@ PREPARED = {
 class Statements:
     """Every statement of the journal, with its identifiers quoted by psycopg and rendered once to bytes."""
 
-    def __init__(self, table: TableName) -> None:
-        """Compose the statements for `table`."""
+    def __init__(self, table: TableName, applications: tuple[Application, ...] = ()) -> None:
+        """Compose the statements for `table`, with those of `applications` (`edinbox.Application`)."""
         self.table = table
         qualified = (table.schema, table.name) if table.schema else (table.name,)
         self.qualified_name = sql.Identifier(*qualified).as_string(None)
@@ -53,7 +54,7 @@ class Statements:
             "table_name": sql.Literal(self.qualified_name),
         }
         self._bytes = {}
-        for name, text in load_queries(DIALECT, *FILES).items():
+        for name, text in statements(DIALECT, applications).items():
             # any other `{name}` is a table beside the journal, in its schema
             beside = {p: _beside(qualified, p) for p in placeholders(text) - identifiers.keys()}
             self._bytes[name] = sql.SQL(text).format(**identifiers, **beside).as_bytes(None)

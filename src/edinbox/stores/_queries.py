@@ -6,10 +6,14 @@ import re
 import string
 from importlib.resources import files
 
-__all__ = ["FILES", "load_queries", "migration_queries", "named_queries", "placeholders"]
+from edinbox._application import Application
+from edinbox._errors import ConfigurationError
 
-FILES = ("queries", "schema", "outbox", "hub", "console", "migrations")
-"""The statement files a store loads: the journal's, its schema, those of tables beside it, and the migrations.
+__all__ = ["FILES", "load_queries", "migration_queries", "named_queries", "placeholders", "statements"]
+
+FILES = ("queries", "schema", "outbox", "migrations")
+"""The library's statement files: the journal's, its schema, its outbox's, and the migrations (an application's
+own come with it: `edinbox.Application`).
 
 In a statement, `{table}` is the journal and `{table_name}` its name as a string literal, `{outbox}` the journal's
 outbox (`<journal>_outbox`) and `{outbox_name}` its name as a string literal; any other `{x}` is the table x beside
@@ -19,10 +23,23 @@ journal's tables (named after the journal, so two journals in one schema never s
 
 
 def load_queries(dialect: str, *names: str) -> dict[str, str]:
-    """Return every named statement of the given files (`queries`, `schema`, `outbox`, `hub`) of one dialect."""
+    """Every named statement of the given library files (`queries`, `schema`, `outbox`, `migrations`) of a dialect."""
     queries: dict[str, str] = {}
     for name in names:
         queries.update(named_queries(files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text("utf-8")))
+    return queries
+
+
+def statements(dialect: str, applications: tuple[Application, ...]) -> dict[str, str]:
+    """The library's statements for `dialect` with each application's added; ConfigurationError for a name taken
+    twice (an application's statement never replaces the library's)."""
+    queries = load_queries(dialect, *FILES)
+    for application in applications:
+        for text in application.texts(dialect):
+            for name, statement in named_queries(text).items():
+                if name in queries:
+                    raise ConfigurationError(f"application {application.name!r}: statement {name!r} is named twice")
+                queries[name] = statement
     return queries
 
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import stamina
 
+from edinbox._application import Application
 from edinbox._core import TableName
 from edinbox._errors import StoreError
 from edinbox.stores._mapping import MappedErrors
-from edinbox.stores._queries import FILES, load_queries, placeholders
+from edinbox.stores._queries import placeholders, statements
 
 __all__ = ["DIALECT", "Statements", "begin_now", "connect", "mapped_errors", "params", "timestamp"]
 
@@ -35,8 +36,8 @@ def _quote(identifier: str) -> str:
 class Statements:
     """Every statement of the journal, with its (validated) identifiers quoted."""
 
-    def __init__(self, table: TableName) -> None:
-        """Compose the statements for `table` (unqualified: SQLite has no schemas)."""
+    def __init__(self, table: TableName, applications: tuple[Application, ...] = ()) -> None:
+        """Compose the statements for `table` (unqualified: SQLite has no schemas), with those of `applications`."""
         self.table = table
         self.version_name = f"{table.name}_version"
         identifiers = {
@@ -51,7 +52,7 @@ class Statements:
             "outbox_name": "'" + table.name + "_outbox'",
         }
         self._text = {}
-        for name, text in load_queries(DIALECT, *FILES).items():
+        for name, text in statements(DIALECT, applications).items():
             # any other `{name}` is a table beside the journal (our own statement files name them)
             beside = {p: _beside(p, table.name) for p in placeholders(text) - identifiers.keys()}
             self._text[name] = text.format(**identifiers, **beside)

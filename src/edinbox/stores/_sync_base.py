@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
+from edinbox._urls import mask
 
 __all__ = [
     "Store",
@@ -167,12 +168,26 @@ def migrate_journal(
                 raise SchemaError(f"this edinbox has no migration to version {step} for this database")
             for name in steps[step]:
                 unit.run(name, {})
+            if step in STEPS_IN_CODE:
+                STEPS_IN_CODE[step](unit)
             unit.run("set_version", {"version": step})
     except BaseException:
         unit.rollback()
         raise
     unit.commit()
     return applied
+
+
+def mask_destinations(unit: Unit) -> None:
+    """Migration 9: every outbox destination kept without its passwords (`mask`), as `publish` now stores it."""
+    rows = unit.fetch("outbox_destinations", {})
+    changed = [{"old": row[0], "new": mask(row[0])} for row in rows if mask(row[0]) != row[0]]
+    if changed:
+        unit.run_many("outbox_set_destination", changed)
+
+
+STEPS_IN_CODE: dict[int, Callable[[Unit], None]] = {9: mask_destinations}
+"""Migration steps that SQL cannot write, run after the named queries of their version (`v<N>_*`)."""
 
 
 KeyLister = Callable[[Unit, Params], list[list[str]]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from edinbox._application import Application
 from edinbox._core import parse_table
 from edinbox._errors import ConfigurationError
 from edinbox._extras import require
@@ -23,39 +24,47 @@ def sqlite_path(url: str) -> str:
     return parsed.target
 
 
-def open_store(target: Any, *, table: str, pool_size: int) -> Store:
+def open_store(target: Any, *, table: str, pool_size: int, applications: tuple[Application, ...] = ()) -> Store:
     """Return the store for `target`: a postgresql://, mysql:// or sqlite:// URL (or an SQLAlchemy engine's), a
-    pool, or the caller's connection."""
+    pool, or the caller's connection; its statements are the library's and `applications`'."""
     if isinstance(target, str):
         parsed = database_url(target)
         if parsed.dialect == "postgresql":
             require(target)
             from edinbox.stores._sync_postgres import PostgresStore
 
-            return PostgresStore(parsed.target, table=parse_table(table, qualified=True), pool_size=pool_size)
+            return PostgresStore(
+                parsed.target, table=parse_table(table, qualified=True), pool_size=pool_size, applications=applications
+            )
         if parsed.dialect == "mysql":
             require(target)
             from edinbox.stores._sync_mysql import MySQLStore
 
-            return MySQLStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
+            return MySQLStore(
+                target, table=parse_table(table, qualified=True), pool_size=pool_size, applications=applications
+            )
         from edinbox.stores._sync_sqlite import SQLiteStore
 
-        return SQLiteStore(parsed.target, table=parse_table(table, qualified=False))
+        return SQLiteStore(parsed.target, table=parse_table(table, qualified=False), applications=applications)
     if isinstance(target, sqlite3.Connection):
         from edinbox.stores._sync_sqlite import SQLiteStore
 
-        return SQLiteStore(target, table=parse_table(table, qualified=False))
+        return SQLiteStore(target, table=parse_table(table, qualified=False), applications=applications)
     module = type(target).__module__
     if module.split(".", 1)[0] == "sqlalchemy" and hasattr(target, "url"):  # an Engine or Engine
-        return open_store(engine_url(target), table=table, pool_size=pool_size)
+        return open_store(engine_url(target), table=table, pool_size=pool_size, applications=applications)
     if module.split(".", 1)[0] in ("psycopg", "psycopg_pool"):
         from edinbox.stores._sync_postgres import PostgresStore
 
-        return PostgresStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
+        return PostgresStore(
+            target, table=parse_table(table, qualified=True), pool_size=pool_size, applications=applications
+        )
     if module.split(".", 1)[0] == "pymysql":
         from edinbox.stores._sync_mysql import MySQLStore
 
-        return MySQLStore(target, table=parse_table(table, qualified=True), pool_size=pool_size)
+        return MySQLStore(
+            target, table=parse_table(table, qualified=True), pool_size=pool_size, applications=applications
+        )
     raise ConfigurationError(
         f"cannot use a {type(target).__name__} as the inbox database: "
         "pass a URL, a psycopg connection or pool, an SQLite connection or a MariaDB driver's connection"

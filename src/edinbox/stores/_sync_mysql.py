@@ -25,6 +25,7 @@ import pymysql
 from pymysql.constants.COMMAND import COM_QUERY
 from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
+from edinbox._application import Application
 from edinbox._core import Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, StoreError, TransientError
 from edinbox._message import Message
@@ -536,9 +537,16 @@ class MySQLStore:
 
     dialect = DIALECT
 
-    def __init__(self, target: str | pymysql.Connection, *, table: TableName, pool_size: int = 4) -> None:
-        """Prepare the statements; connections open on first use."""
-        self._sql = Statements(table)
+    def __init__(
+        self,
+        target: str | pymysql.Connection,
+        *,
+        table: TableName,
+        pool_size: int = 4,
+        applications: tuple[Application, ...] = (),
+    ) -> None:
+        """Prepare the statements (the applications' too); connections open on first use."""
+        self._sql = Statements(table, applications)
         self._table = table
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its database
         self._url = target if isinstance(target, str) else None

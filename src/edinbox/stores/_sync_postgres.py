@@ -14,6 +14,7 @@ import psycopg
 import psycopg_pool
 from psycopg.pq import TransactionStatus
 
+from edinbox._application import Application
 from edinbox._core import POOL_SIZE, Pace, TableName
 from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
@@ -257,9 +258,10 @@ class PostgresStore:
         *,
         table: TableName,
         pool_size: int = POOL_SIZE,
+        applications: tuple[Application, ...] = (),
     ) -> None:
-        """Prepare the statements; connections open on first use."""
-        self._sql = Statements(table)
+        """Prepare the statements (the applications' too); connections open on first use."""
+        self._sql = Statements(table, applications)
         self._table = table
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._url = target if isinstance(target, str) else None

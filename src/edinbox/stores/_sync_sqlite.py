@@ -20,6 +20,7 @@ from time import sleep
 from types import TracebackType
 from typing import Any
 
+from edinbox._application import Application
 from edinbox._core import Pace, TableName
 from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
@@ -203,9 +204,12 @@ class SQLiteStore:
 
     dialect = DIALECT
 
-    def __init__(self, target: str | sqlite3.Connection, *, table: TableName) -> None:
-        """`target` is a file path, ":memory:", or an open connection; a path opens on first use."""
-        self._sql = Statements(table)
+    def __init__(
+        self, target: str | sqlite3.Connection, *, table: TableName, applications: tuple[Application, ...] = ()
+    ) -> None:
+        """`target` is a file path, ":memory:", or an open connection; a path opens on first use. The statements
+        are the library's and `applications`'."""
+        self._sql = Statements(table, applications)
         self._table = table
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._path = target if isinstance(target, str) else None

@@ -86,3 +86,10 @@ ORDER BY id
 DELETE FROM {outbox}
 WHERE sent_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
 LIMIT %(batch_size)s
+
+-- name: outbox_destinations
+-- every destination the outbox names (migration 9 rewrites those that still hold a password)
+SELECT DISTINCT destination FROM {outbox}
+
+-- name: outbox_set_destination
+UPDATE {outbox} SET destination = %(new)s WHERE destination = %(old)s

@@ -191,3 +191,16 @@ SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
 -- The most the server reads in one packet (a statement and its values): a longer statement is refused (1153) and
 -- the connection closed, so the store measures a statement binding big values first and refuses it itself.
 SELECT @@max_allowed_packet
+
+-- name: journal_totals
+-- what `edinbox stats` says of the journal itself: this consumer's oldest row, and the rows of every consumer
+SELECT (SELECT min(received_at) FROM {table} WHERE consumer = %(consumer)s), (SELECT count(*) FROM {table})
+
+-- name: table_bytes
+SELECT data_length + index_length FROM information_schema.tables
+WHERE table_schema = {schema_name} AND table_name = {table_name}
+
+-- name: purgeable
+SELECT count(*) FROM {table}
+WHERE consumer = %(consumer)s AND status = 'processed'
+    AND settled_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND

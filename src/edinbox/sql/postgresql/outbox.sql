@@ -77,3 +77,10 @@ WHERE id IN (
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 )
+
+-- name: outbox_destinations
+-- every destination the outbox names (migration 9 rewrites those that still hold a password)
+SELECT DISTINCT destination FROM {outbox}
+
+-- name: outbox_set_destination
+UPDATE {outbox} SET destination = %(new)s WHERE destination = %(old)s

@@ -145,3 +145,14 @@ WHERE ctid IN (
     LIMIT %(batch_size)s
     FOR UPDATE SKIP LOCKED
 )
+
+-- name: journal_totals
+-- what `edinbox stats` says of the journal itself: this consumer's oldest row, and the rows of every consumer
+SELECT (SELECT min(received_at) FROM {table} WHERE consumer = %(consumer)s), (SELECT count(*) FROM {table})
+
+-- name: table_bytes
+SELECT pg_total_relation_size({table_name}::regclass)
+
+-- name: purgeable
+SELECT count(*) FROM {table}
+WHERE consumer = %(consumer)s AND status = 'processed' AND settled_at < now() - %(older_than)s

@@ -66,3 +66,10 @@ WHERE id IN (
     WHERE sent_at < :now - :older_than
     LIMIT :batch_size
 )
+
+-- name: outbox_destinations
+-- every destination the outbox names (migration 9 rewrites those that still hold a password)
+SELECT DISTINCT destination FROM {outbox}
+
+-- name: outbox_set_destination
+UPDATE {outbox} SET destination = :new WHERE destination = :old

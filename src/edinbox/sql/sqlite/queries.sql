@@ -134,3 +134,14 @@ WHERE rowid IN (
     WHERE consumer = :consumer AND status = 'processed' AND settled_at < :now - :older_than
     LIMIT :batch_size
 )
+
+-- name: journal_totals
+-- what `edinbox stats` says of the journal itself: this consumer's oldest row, and the rows of every consumer
+SELECT (SELECT min(received_at) FROM {table} WHERE consumer = :consumer), (SELECT count(*) FROM {table})
+
+-- name: table_bytes
+SELECT sum(pgsize) FROM dbstat WHERE name = {table_name}
+
+-- name: purgeable
+SELECT count(*) FROM {table}
+WHERE consumer = :consumer AND status = 'processed' AND settled_at < :now - :older_than

@@ -84,12 +84,7 @@ SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = :consumer GROUP BY o
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),
-    (SELECT count(*) FROM {rejected} WHERE consumer = :consumer),
-    (SELECT min(received_at) FROM {table} WHERE consumer = :consumer),
-    (SELECT count(*) FROM {table})
-
--- name: hub_table_bytes
-SELECT sum(pgsize) FROM dbstat WHERE name = {table_name}
+    (SELECT count(*) FROM {rejected} WHERE consumer = :consumer)
 
 -- name: hub_rejected_rows
 SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
@@ -105,10 +100,6 @@ WHERE consumer = :consumer AND id = :id
 SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 ORDER BY id
-
--- name: hub_purgeable
-SELECT count(*) FROM {table}
-WHERE consumer = :consumer AND status = 'processed' AND settled_at < :now - :older_than
 
 -- name: hub_privileges
 -- SQLite has no roles: whoever opens the file may do everything

@@ -97,13 +97,7 @@ SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP B
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),
-    (SELECT count(*) FROM {rejected} WHERE consumer = %(consumer)s),
-    (SELECT min(received_at) FROM {table} WHERE consumer = %(consumer)s),
-    (SELECT count(*) FROM {table})
-
--- name: hub_table_bytes
-SELECT data_length + index_length FROM information_schema.tables
-WHERE table_schema = {schema_name} AND table_name = {table_name}
+    (SELECT count(*) FROM {rejected} WHERE consumer = %(consumer)s)
 
 -- name: hub_rejected_rows
 SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
@@ -119,11 +113,6 @@ WHERE consumer = %(consumer)s AND id = %(id)s
 SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 ORDER BY id
-
--- name: hub_purgeable
-SELECT count(*) FROM {table}
-WHERE consumer = %(consumer)s AND status = 'processed'
-    AND settled_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
 
 -- name: hub_privileges
 -- MariaDB's grants are the operator's (see `edinbox init --grant`): a missing one is refused at first use

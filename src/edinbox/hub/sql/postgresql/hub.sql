@@ -91,12 +91,7 @@ SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP B
 
 -- name: hub_totals
 SELECT (SELECT count(*) FROM {invoices}),
-    (SELECT count(*) FROM {rejected} WHERE consumer = %(consumer)s),
-    (SELECT min(received_at) FROM {table} WHERE consumer = %(consumer)s),
-    (SELECT count(*) FROM {table})
-
--- name: hub_table_bytes
-SELECT pg_total_relation_size({table_name}::regclass)
+    (SELECT count(*) FROM {rejected} WHERE consumer = %(consumer)s)
 
 -- name: hub_rejected_rows
 SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
@@ -112,10 +107,6 @@ WHERE consumer = %(consumer)s AND id = %(id)s
 SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 ORDER BY id
-
--- name: hub_purgeable
-SELECT count(*) FROM {table}
-WHERE consumer = %(consumer)s AND status = 'processed' AND settled_at < now() - %(older_than)s
 
 -- name: hub_privileges
 -- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences

@@ -2,7 +2,7 @@
 
 A broker hands a delivery held unsettled longer than its ack wait to another consumer (NATS `ack_wait`, a Redis
 pending entry claimed after `dead_after`, a spool claim older than `claim_timeout`, ...). While a batch takes longer
-than a third of the source's `ack_wait`, the hub calls `source.in_progress(delivery)` for each delivery it holds
+than a third of the source's `ack_wait`, the loop calls `source.in_progress(delivery)` for each delivery it holds
 every third of it: the batch in hand and, on a source that `receives_ahead`, the next batch claimed meanwhile. A
 failing call is not the batch's business: the journal still turns a redelivery into a duplicate. It is logged, one
 `progress-failed` line per beat with failures (how many of the deliveries held, the first one's coordinates and
@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from edinbox._errors import TransientError
-from edinbox.hub import _log
+from edinbox.loop._lines import LOGGER, format_line
 from edinbox.sources import Delivery, Source, unless_cancelled
 
 __all__ = ["progress"]
@@ -26,16 +26,22 @@ __all__ = ["progress"]
 
 @contextlib.asynccontextmanager
 async def progress(
-    source: Source, held: Callable[[], Sequence[Delivery]], *, log_json: bool = False
+    source: Source,
+    held: Callable[[], Sequence[Delivery]],
+    *,
+    log_json: bool = False,
+    logger: logging.Logger | None = None,
 ) -> AsyncIterator[None]:
     """Call `source.in_progress` on each delivery `held()` names, every third of `source.ack_wait`, until the block
     ends; `held` is asked again at each beat, so deliveries received meanwhile are covered too. Failed calls are
-    logged (`progress-failed`, as JSON with `log_json`)."""
+    logged to `logger` (`progress-failed`, as JSON with `log_json`; the `edinbox.loop` logger when None)."""
     ack_wait: float | None = getattr(source, "ack_wait", None)
     if not ack_wait or ack_wait <= 0:
         yield
         return
-    task = asyncio.create_task(_beat(source, held, every=ack_wait / 3, log_json=log_json))
+    task = asyncio.create_task(
+        _beat(source, held, every=ack_wait / 3, log_json=log_json, logger=logger or logging.getLogger(LOGGER))
+    )
     try:
         yield
     finally:
@@ -44,7 +50,14 @@ async def progress(
             await task
 
 
-async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every: float, log_json: bool) -> None:
+async def _beat(
+    source: Source,
+    held: Callable[[], Sequence[Delivery]],
+    *,
+    every: float,
+    log_json: bool,
+    logger: logging.Logger,
+) -> None:
     while True:
         await asyncio.sleep(every)
         deliveries = held()
@@ -58,4 +71,4 @@ async def _beat(source: Source, held: Callable[[], Sequence[Delivery]], *, every
         if failed:
             first, error = failed[0]
             fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}
-            logging.getLogger(_log.LOGGER).warning(_log.format_line("progress-failed", fields, as_json=log_json))
+            logger.warning(format_line("progress-failed", fields, as_json=log_json))
