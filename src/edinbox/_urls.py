@@ -21,7 +21,17 @@ from urllib.parse import quote, unquote, unquote_plus, urlsplit
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["Address", "DatabaseUrl", "addresses", "database_url", "engine_url", "mask", "secrets", "with_password"]
+__all__ = [
+    "Address",
+    "DatabaseUrl",
+    "addresses",
+    "database_url",
+    "engine_url",
+    "libpq_parameters",
+    "mask",
+    "secrets",
+    "with_password",
+]
 
 # After the `@` that ends a password: a host (a bracketed address, or a name of any characters but the URL's
 # delimiters: non-ASCII and unusual ones included) and an optional port, then the end of the authority; or no host at
@@ -256,3 +266,36 @@ def with_password(destination: str, urls: Iterable[str]) -> str:
         f"no password for the outbox's destination {destination}: give the relay that broker's URL with its "
         "password (--destinations, EDINBOX_DESTINATIONS, or `destinations` in the settings)"
     )
+
+
+_LIBPQ_NUMBERS = (
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
+"""libpq's parameters that take a whole number; a bad one fails every connection, found only when it is tried."""
+
+
+def libpq_parameters(url: str) -> None:
+    """Parse a PostgreSQL URL as libpq does, without connecting (psycopg's `conninfo_to_dict`): an unknown parameter,
+    a `port=` out of 1-65535 or a word where a number belongs is a ConfigurationError, not a connection failure
+    waited out as an outage. Without psycopg, nothing (the missing extra is said where the driver is needed)."""
+    try:
+        from psycopg import Error
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        return
+    try:
+        params = conninfo_to_dict(url)
+    except Error as exc:  # libpq names the parameter, never its value
+        raise ConfigurationError(f"database URL {mask(url)!r}: {' '.join(str(exc).split())}") from None
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            raise ConfigurationError(f"database URL {mask(url)!r}: the port {port[:20]!r} is not from 1 to 65535")
+    for name in _LIBPQ_NUMBERS:
+        number = str(params.get(name) or "0")
+        if not (number.isascii() and number.lstrip("-").isdigit() and len(number) < 10):
+            raise ConfigurationError(f"database URL {mask(url)!r}: {name} must be a whole number of seconds")

@@ -140,3 +140,39 @@ def test_a_masked_password_is_supplied_by_scheme_user_host_and_port() -> None:
     assert with_password(redis, ["redis://127.0.0.1:6379/0?password=p%26w"]) == redis.replace("***", "p%26w")
     with pytest.raises(ConfigurationError, match="no password for the outbox's destination"):
         with_password(stored, ["amqp://guest:guest@127.0.0.2:5672/", "amqps://guest:guest@127.0.0.1:5672/"])
+
+
+async def test_the_loops_relay_gives_replies_to_its_broker_the_sources_password(
+    tmp_path: Path, unique_name: str
+) -> None:
+    """`AsyncConsumer(..., relay=True)` on a password-protected RabbitMQ: a reply its handler publishes to that broker
+    is kept without the password and sent with the source URL's, once, under the handler's key."""
+    require_service("rabbitmq")
+    from edinbox import AsyncConsumer, Message, Tx
+    from edinbox.sources import open_publisher
+
+    db = f"sqlite:///{tmp_path / 'app.db'}"
+    async with AsyncInbox(db, consumer="app") as inbox:
+        await inbox.create_schema()
+    publisher = open_publisher(f"{RABBITMQ}?queue={unique_name}-in")
+    await publisher.open()
+    try:
+        from edinbox import Outgoing
+
+        await publisher.send([Outgoing("order-1", b"order", None)])
+    finally:
+        await publisher.aclose()
+
+    async def handler(tx: Tx, message: Message) -> None:
+        await tx.publish(f"{RABBITMQ}?queue={unique_name}", b"confirmed", key=f"confirm-{message.message_id}")
+
+    try:
+        loop = AsyncConsumer(f"{RABBITMQ}?queue={unique_name}-in", handler, db=db, consumer="app", relay=True)
+        totals = await loop.run(once=True, idle_timeout=1.0)
+        assert (totals["processed"], totals["relayed"], totals["outbox_parked"]) == (1, 1, 0)
+        got = await drain(f"{RABBITMQ}?queue={unique_name}", 1, within=20)
+        assert [(d.message_id, d.payload) for d in got] == [("confirm-order-1", b"confirmed")]
+        assert b"guest:guest" not in await asyncio.to_thread((tmp_path / "app.db").read_bytes)
+    finally:
+        await drop_queue(unique_name)
+        await drop_queue(f"{unique_name}-in")

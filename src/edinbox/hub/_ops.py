@@ -402,8 +402,8 @@ class Check:
 
 async def doctor(config: HubConfig) -> list[Check]:
     """Check connectivity, the journal schema and unique key, the hub's tables and invoice key where `edinbox init`
-    made them (a library journal has none: said, not failed), who gets in (`_partners`), and retention against the
-    horizon."""
+    made them (a library journal has none: said, not failed), who gets into a hub (`_partners`), and retention against
+    the horizon."""
     checks: list[Check] = []
     async with open_inbox(config) as inbox:
         try:
@@ -435,7 +435,8 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("source", "ok", f"reached {mask(config.source)}"))
         except InboxError as exc:
             checks.append(Check("source", "fail", mask(str(exc))))
-    checks.append(Check("partners", *doctor_check(config)))
+    if hub:  # who gets into the hub: a library journal's application decides that itself
+        checks.append(Check("partners", *doctor_check(config)))
     keep, limit = parse_duration(config.retention), parse_duration(config.horizon)
     if source_horizon is not None:
         limit = max(limit, source_horizon)

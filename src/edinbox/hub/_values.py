@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from edinbox._errors import ConfigurationError
-from edinbox._urls import addresses, database_url, mask
+from edinbox._urls import addresses, database_url, libpq_parameters
 
 __all__ = [
     "LIMITS",
@@ -223,43 +223,10 @@ def database(value: object) -> object:
     try:
         parsed = database_url(text)
         if parsed.dialect == "postgresql":
-            _libpq(parsed.target)  # as the store opens it: its password percent-encoded, never quoted back by libpq
+            libpq_parameters(parsed.target)  # as the store opens it: password percent-encoded, never quoted back
     except ConfigurationError as exc:
         raise ValueError(str(exc)) from None
     return text
-
-
-_LIBPQ_NUMBERS = (
-    "connect_timeout",
-    "keepalives",
-    "keepalives_idle",
-    "keepalives_interval",
-    "keepalives_count",
-    "tcp_user_timeout",
-)
-"""libpq's parameters that take a whole number; a bad one fails every connection, found only when it is tried."""
-
-
-def _libpq(url: str) -> None:
-    """Parse a PostgreSQL URL as libpq does, without connecting (psycopg's `conninfo_to_dict`): an unknown parameter,
-    a `port=` out of 1-65535 or a word where a number belongs is a ConfigurationError, not a connection failure
-    waited out as an outage. Without psycopg, nothing (the missing extra is said where the driver is needed)."""
-    try:
-        from psycopg import Error
-        from psycopg.conninfo import conninfo_to_dict
-    except ImportError:  # pragma: no cover - depends on the installed extras
-        return
-    try:
-        params = conninfo_to_dict(url)
-    except Error as exc:  # libpq names the parameter, never its value
-        raise ConfigurationError(f"database URL {mask(url)!r}: {' '.join(str(exc).split())}") from None
-    for port in str(params.get("port") or "").split(","):
-        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-            raise ConfigurationError(f"database URL {mask(url)!r}: the port {port[:20]!r} is not from 1 to 65535")
-    for name in _LIBPQ_NUMBERS:
-        number = str(params.get(name) or "0")
-        if not (number.isascii() and number.lstrip("-").isdigit() and len(number) < 10):
-            raise ConfigurationError(f"database URL {mask(url)!r}: {name} must be a whole number of seconds")
 
 
 def accounting_url(value: object) -> object:

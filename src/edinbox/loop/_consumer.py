@@ -93,7 +93,8 @@ class AsyncConsumer:
         `Inbox` in a worker thread: `tx.connection` is then the sync driver's). `max_attempts`: handler failures of
         one message before it is parked dead. `horizon`: the journal's (`AsyncInbox`). `batch_size` deliveries per
         transaction, waiting at most `poll_timeout` seconds for the first. `key(delivery)` returns the message id
-        (default: `delivery.message_id`, the producer's id). `relay`: run the outbox relay beside the loop.
+        (default: `delivery.message_id`, the producer's id). `relay`: run the outbox relay beside the loop
+        (an outbox row to the source's broker gets its password from `source_url`).
         `metrics` (edinbox.metrics): count what settles, observe batches and keep the journal gauges.
         `give_up_after`: end `run` with the last TransientError after an outage this long (None: wait for ever).
         """
@@ -180,6 +181,7 @@ class AsyncConsumer:
             idle=self.poll_timeout * 4,
             log_json=self.log_json,
             logger=self.logger,
+            destinations=(self.source_url,),  # the outbox keeps no password: replies to this broker get the source's
         )
         self._relay = relay
         try:
