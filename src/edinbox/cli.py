@@ -521,7 +521,7 @@ def demo(*, as_json: bool, **options: Any) -> None:
     from edinbox.hub._demo import run_demo
 
     with _errors():
-        report = run_demo(**options, echo=(lambda text: None) if as_json else click.echo)
+        report = run_demo(**options, echo=(lambda text: None) if as_json else _say)
     _verdict(report, as_json=as_json)
 
 
@@ -603,7 +603,7 @@ def chaos(*, as_json: bool, **options: Any) -> None:
     from edinbox.hub._chaos import run_chaos
 
     with _errors():
-        report = run_chaos(**options, echo=(lambda text: None) if as_json else lambda text: click.echo(text, err=True))
+        report = run_chaos(**options, echo=(lambda text: None) if as_json else lambda text: _say(text, err=True))
     _verdict(report, as_json=as_json)
 
 

@@ -156,7 +156,7 @@ def test_a_migrated_library_journal_is_still_a_library_journal(tmp_path: Path) -
     migrated = cli("migrate", *db)
     assert migrated.exit_code == 0, migrated.output
     checks = {c["check"]: c["status"] for c in cli_json("doctor", *db)}
-    assert checks == {"database": "ok", "hub": "ok", "journal": "ok", "retention": "ok"}
+    assert checks == {"database": "ok", "hub": "ok", "journal": "ok", "purge": "ok", "retention": "ok"}
     assert cli_json("stats", *db)["hub"] is False
 
 

@@ -138,3 +138,19 @@ def test_libpq_gets_the_password_percent_encoded() -> None:
     target = database_url("postgresql://u:p@s/ w%zz%20x@/db?host=/run/postgresql").target
     assert target == "postgresql://u:p%40s%2F%20w%25zz%20x@/db?host=/run/postgresql"
     assert database_url("postgresql://u:plain@db:5432/hub").target == "postgresql://u:plain@db:5432/hub"
+
+
+@pytest.mark.parametrize("password", ["p@ss/x%zz", "p%zzw", "a@b/c?d#e"])
+def test_psycopg_quotes_no_password_back(password: str) -> None:
+    """A PostgreSQL password written raw with `@`, `/` or a stray `%` reaches libpq encoded: the connection's error
+    (nothing listens on port 1) names the URL masked and quotes no part of the password (libpq took the tail after
+    its first `@` for the host, and quoted a bad escape with everything after it)."""
+    pytest.importorskip("psycopg")
+    from edinbox import Inbox
+
+    with pytest.raises(StoreError) as caught:
+        Inbox(f"postgresql://postgres:{password}@127.0.0.1:1/test", consumer="c").verify()
+    text = str(caught.value)
+    assert "postgres:***@127.0.0.1:1/test" in text
+    for part in (password, *password.split("@")[1:], "%zz", "zzw"):
+        assert part not in text, text

@@ -94,8 +94,8 @@ def outputs(password: str, folder: Path) -> list[str]:
     """What every command printed, each given URLs holding `password`."""
     encoded = quote(password, safe="")
     table = f"t{os.getpid()}_{time.monotonic_ns()}"
-    pg = f"postgresql://postgres:{password}@127.0.0.1:5432/test"  # trust: any password is taken
-    socket_pg = f"postgresql://postgres:{password}@/test?host=/var/run/postgresql"
+    pg = f"postgresql://postgres:{encoded}@127.0.0.1:5432/test"  # trust: any password is taken
+    socket_pg = f"postgresql://postgres:{password}@/test?host=/var/run/postgresql"  # as written: taken or refused
     down_pg = f"postgresql://postgres:{encoded}@127.0.0.1:1/test"
     refused_mq = f"amqp://guest:{encoded}@127.0.0.1:5672/?queue={table}&open_timeout=2"
     kafka = (
@@ -103,7 +103,8 @@ def outputs(password: str, folder: Path) -> list[str]:
         f"&sasl.username=u&sasl.password={encoded}&ssl.key.password={encoded}"
     )
     spool = f"dir://{folder / 'spool'}"
-    accounting = {"EDINBOX_ACCOUNTING": f"http://u:{encoded}@127.0.0.1:9/x"}
+    accounting = {"EDINBOX_ACCOUNTING": f"http://u:{encoded}@127.0.0.1:1/x"}  # shown by `config`
+    no_host = {"EDINBOX_ACCOUNTING": f"http://u:{encoded}@/x"}  # refused: the error names it
     toml = folder / "hub.toml"
     toml.write_text(f'[hub]\ndb = {json.dumps(pg)}\nsource = {json.dumps(kafka)}\ntable = "{table}"\n')
     (folder / "one.edi").write_bytes(b"not EDI")
@@ -136,19 +137,22 @@ def outputs(password: str, folder: Path) -> list[str]:
         ("run", "--db", socket_pg, "--table", table, "--source", refused_mq, "--once", "--log-format", "json"),
         ("run", "--db", down_pg, "--source", spool, "--once", "--give-up-after", "1s"),
         ("run", "--db", pg, "--source", spool, "--once", "--accounting", f"http://u:{encoded}@/x"),  # no host: refused
-        ("relay", "--db", pg, "--table", table, "--once"),
+        ("run", "--db", pg, "--table", table, "--source", kafka, "--once", "--give-up-after", "2s"),
+        ("relay", "--db", pg, "--table", table, "--once", "--give-up-after", "5s"),
         ("relay", "--db", down_pg, "--once", "--give-up-after", "1s"),
         ("publish", "--to", refused_mq, "--raw", str(folder / "one.edi")),
+        ("publish", "--to", kafka, "--raw", str(folder / "one.edi")),
         ("publish", "--json", "--to", f"redis://:{encoded}@127.0.0.1:1/0?stream=s", "--raw", str(folder / "one.edi")),
     ]
     slow = [c for c in commands if c[0] == "run"]  # a process of its own: the log lines `edinbox run` writes
     with ThreadPoolExecutor(4) as pool:
-        done = [pool.submit(edinbox, *args, env=accounting) for args in slow]
+        done = [pool.submit(edinbox, *args) for args in slow]
         shown = pool.submit(console, down_pg, folder)
-        runner = CliRunner(env=accounting)
         for args in (c for c in commands if c[0] != "run"):  # in this process: quicker, the same boundaries
-            result = runner.invoke(main, list(args), catch_exceptions=False)
+            result = CliRunner(env=accounting).invoke(main, list(args), catch_exceptions=False)
             printed.append(f"-> {result.exit_code}\n{result.output}")
+        result = CliRunner(env=no_host).invoke(main, ["config", "--show"], catch_exceptions=False)
+        printed.append(f"-> {result.exit_code}\n{result.output}")
         printed += [future.result() for future in done] + [shown.result()]
     return printed
 

@@ -128,7 +128,8 @@ def serve(
     app = create_app(config, token=token, allowed_hosts=hosts, tls=certfile is not None)
     asyncio.run(_verify(config))  # a missing schema is one line naming `edinbox init`, before anything listens
     tls = {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)} if certfile and keyfile else {}
-    uvicorn.run(app, host=host, port=port, log_level="warning", **tls)  # type: ignore[arg-type]
+    # log_config=None: uvicorn's records go to the process's handlers, where passwords are masked (edinbox.hub._log)
+    uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None, **tls)  # type: ignore[arg-type]
 
 
 async def _verify(config: HubConfig) -> None:

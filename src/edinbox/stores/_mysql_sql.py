@@ -210,7 +210,8 @@ def connect_options(url: str) -> dict[str, Any]:
         "host": unquote(parts.hostname or "localhost"),
         "port": port,
         "user": unquote(parts.username or "root"),
-        "password": unquote(parts.password or ""),
+        # bytes: given a text, both drivers encode it as Latin-1 and raise UnicodeEncodeError for any other character
+        "password": unquote(parts.password or "").encode(),
         "database": database,
         "charset": "utf8mb4",
         # a transaction's first statement opens it (no BEGIN round trip); the units commit or roll back each one
