@@ -7,6 +7,7 @@ import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
@@ -70,6 +71,56 @@ def test_readme_faststream_snippet_creates_the_schema_on_both_databases(database
     asyncio.run(start_and_stop())
 
 
+def test_readme_faststream_example_runs_on_rabbitmq(database: str, unique_name: str) -> None:
+    """The FastStream block, run as its `__main__` does (`app.run()`) against the real RabbitMQ, creates its tables
+    at startup and makes one invoice per AMQP message_id: a publish repeating a key runs the handler no second time."""
+    require_service("rabbitmq")
+    import aio_pika
+
+    code = _block("## FastStream middleware")
+    url, queue = "postgresql://app@db/hub", '"edi.in"'
+    assert url in code
+    assert queue in code
+    assert "asyncio.run(app.run())" in code
+    namespace: dict[str, Any] = {"__name__": "readme_faststream"}
+    code = code.replace(url, database).replace(queue, repr(unique_name))
+    exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - our own README
+    app, broker, inbox = namespace["app"], namespace["broker"], namespace["inbox"]
+
+    async def bodies(tx: Any) -> list[bytes]:
+        cursor = await tx.connection.execute("SELECT body FROM invoices")
+        return sorted(bytes(row[0]) for row in await cursor.fetchall())
+
+    async def run() -> list[bytes]:
+        started = asyncio.Event()
+        app.after_startup(started.set)
+        running = asyncio.create_task(app.run())
+        try:
+            await asyncio.wait_for(started.wait(), timeout=30)
+            for key, body in [("inv-1", b"UNH+1"), ("inv-1", b"UNH+1"), ("inv-2", b"UNH+2"), ("inv-3", b"UNH+3")]:
+                await broker.publish(body, queue=unique_name, message_id=key)
+            for _ in range(300):  # one consumer, in order: once inv-3's row is there, the repeat was settled
+                if len(made := await inbox.transaction(bodies)) >= 3:
+                    return made
+                await asyncio.sleep(0.1)
+            return await inbox.transaction(bodies)
+        finally:
+            app.exit()
+            await asyncio.wait_for(running, timeout=30)
+
+    try:
+        assert asyncio.run(run()) == [b"UNH+1", b"UNH+2", b"UNH+3"]
+    finally:
+
+        async def delete_queue() -> None:
+            connection = await aio_pika.connect("amqp://guest:guest@127.0.0.1:5672/")
+            async with connection:
+                channel = await connection.channel()
+                await channel.queue_delete(unique_name)
+
+        asyncio.run(delete_queue())
+
+
 def test_readme_install_extras_exist() -> None:
     """Every extra the Install section names is an extra of pyproject.toml."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -79,6 +130,19 @@ def test_readme_install_extras_exist() -> None:
     assert named <= set(project["optional-dependencies"])
     assert project["requires-python"] == ">=3.11"
     assert "Python 3.11" in section
+
+
+def test_readme_faststream_driver_extras_exist() -> None:
+    """Every FastStream extra the FastStream section tells to install is an extra of the installed FastStream, and
+    the one for the example's broker brings its driver (aio-pika for RabbitMQ)."""
+    from importlib.metadata import distribution
+
+    section = README.read_text(encoding="utf-8").split("## FastStream middleware", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"faststream\[(\w+)\]", section))
+    faststream = distribution("faststream")
+    assert {"rabbit", "nats", "redis", "confluent"} <= named
+    assert named <= set(faststream.metadata.get_all("Provides-Extra") or [])
+    assert any(r.startswith("aio-pika") and "extra == 'rabbit'" in r for r in faststream.requires or [])
 
 
 def test_readme_mariadb_example_runs(unique_name: str) -> None:
