@@ -221,6 +221,10 @@ class Harness:
         """Drop the unique index on (consumer, source, message_id)."""
         raise NotImplementedError
 
+    def backdate(self, seconds: float) -> None:
+        """Move every settled_at `seconds` into the past (to test purge)."""
+        backdate(self, seconds)
+
     def set_version(self, version: int) -> None:
         """Overwrite the stored schema version."""
         version_table = f"{self.table}_version"

@@ -1,7 +1,9 @@
 """The inbox contract suites, shipped so that a third-party store (or a store wrapped by your own code) can run them.
 
 Requires pytest. Subclass a contract and give it a `store_harness` fixture: a callable that takes inbox options
-(`max_attempts=`, `retry=`) and returns a fresh `StoreHarness` on an empty journal of your store:
+(`consumer=`, `max_attempts=`, `horizon=`, `retry=`) and returns a fresh harness on an empty journal of your store:
+a `StoreHarness` for `RetryContract`, an `InboxHarness` for `InboxContract` (the whole inbox: process, failures,
+batches, lease mode, purge, the schema checks):
 
 ```python
 import pytest
@@ -14,72 +16,53 @@ class TestMyStoreRetries(RetryContract):
 ```
 
 edinbox's own stores (PostgreSQL, MariaDB, SQLite on a file and in memory, in both APIs) run these same classes in
-its test suite (`tests/inbox/test_inbox_retry_contract.py`).
+its test suite (`tests/inbox/test_inbox_contract.py`, `tests/inbox/test_inbox_retry_contract.py`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
 from edinbox._core import Status
-from edinbox._errors import PermanentError, RetryLater
-from edinbox._message import Message, Outcome
+from edinbox._errors import RetryLater
+from edinbox._message import Outcome
 from edinbox._retry import Retry
+from edinbox.testing._contract_base import (
+    SOURCE,
+    Boom,
+    Crash,
+    HarnessFactory,
+    InboxHarness,
+    InboxHarnessFactory,
+    StoreHarness,
+    Unreadable,
+    lease,
+    msg,
+)
+from edinbox.testing._contract_lease import LeaseContract
+from edinbox.testing._contract_process import ProcessContract
 
-__all__ = ["Boom", "HarnessFactory", "RetryContract", "StoreHarness", "Unreadable", "msg"]
+__all__ = [
+    "SOURCE",
+    "Boom",
+    "Crash",
+    "HarnessFactory",
+    "InboxContract",
+    "InboxHarness",
+    "InboxHarnessFactory",
+    "RetryContract",
+    "StoreHarness",
+    "Unreadable",
+    "lease",
+    "msg",
+]
 
-SOURCE = "X12:ZZ:ACME>ZZ:HUB"
 HOUR = Retry(immediate=0, first=timedelta(hours=1), cap=timedelta(hours=1), jitter=0)
 """A policy whose first wait outlasts any test: a failed row stays waiting."""
-
-
-class Boom(Exception):
-    """A handler failure."""
-
-
-class Unreadable(PermanentError):
-    """The user's own permanent failure."""
-
-
-def msg(message_id: str, payload: bytes = b"payload", source: str = SOURCE) -> Message:
-    """A message of the test partner."""
-    return Message(message_id, source, payload)
-
-
-class StoreHarness(Protocol):
-    """One synchronous face over an inbox of the store under test (sync or async API), with a business table for
-    the handler's effects: each handler run writes one effect row per message it gets, in the inbox transaction."""
-
-    table: str
-    """The journal table's name, as admin SQL writes it."""
-    seen: list[list[str]]
-    """The message ids handed to each handler call, in order."""
-
-    def process(self, message: Message, *, fail: BaseException | None = None, **options: Any) -> Outcome:
-        """Process one message with the effect handler, which raises `fail` (after writing) when given."""
-
-    def process_batch(
-        self, messages: list[Message], *, fail: BaseException | None = None, isolate: bool = False
-    ) -> list[Outcome | Exception]:
-        """Process a batch with the effect handler."""
-
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Call an inbox method by name (awaited on the async API): `get`, `records`, `requeue`..."""
-
-    def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run SQL outside the inbox (committed at once) and return its rows."""
-
-    def effects(self, message_id: str | None = None) -> int:
-        """Committed effect rows, of one message or all."""
-
-
-HarnessFactory = Callable[..., StoreHarness]
-"""`store_harness(max_attempts=..., retry=...)`: a fresh harness on an empty journal."""
 
 
 def _get(h: StoreHarness, message_id: str) -> Any:
@@ -192,3 +175,8 @@ class RetryContract:
         record = _get(h, "p")
         assert (record.status, record.retry_at) == (Status.DEAD, None)
         assert h.process(msg("p")) is Outcome.DEAD
+
+
+class InboxContract(ProcessContract, LeaseContract):
+    """The inbox's whole behaviour on one store: process, failures and who pays for them, batches, lease mode, purge,
+    the schema checks. The subclass gives a `store_harness` fixture returning an `InboxHarnessFactory`."""
