@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     conflict_payload LONGBLOB,
     last_conflict_at DATETIME(6),
     retry_at DATETIME(6),
+    trace VARCHAR(64),
     UNIQUE KEY {key_index} (consumer, source, message_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 
