@@ -163,7 +163,7 @@ class AsyncInbox(AsyncJournal):
             return outcome
 
     async def _process(self, message: Message, handler: Handler, *, traced: bool) -> Outcome:
-        key = key_params(self.consumer, message)
+        key = key_params(self.consumer, message, trace=_trace.traceparent() if traced else None)
         for _ in range(_RETRIES):
             async with self._store.unit() as unit:
                 if await unit.insert("insert_processed", key):
@@ -177,6 +177,8 @@ class AsyncInbox(AsyncJournal):
                 action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
                 if traced:
                     _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
+                    if action is Action.DUPLICATE:
+                        _trace.link(found[0].trace)
                 if action is Action.WAIT:
                     await unit.rollback()
                     raise wait_error(message, *found)
@@ -267,7 +269,7 @@ class AsyncInbox(AsyncJournal):
         *,
         traced: bool,
     ) -> Outcome:
-        key = key_params(self.consumer, message)
+        key = key_params(self.consumer, message, trace=_trace.traceparent() if traced else None)
         claim = {**key, "lease": lease}
         requeued: str | None = None
         async with self._store.unit() as unit:
@@ -288,6 +290,8 @@ class AsyncInbox(AsyncJournal):
                 if action is Action.WAIT:
                     await unit.rollback()
                     raise wait_error(message, *found)
+                if traced and action is Action.DUPLICATE:
+                    _trace.link(found[0].trace)
                 if action is not Action.RETRY:
                     return await self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 attempts, requeued = (await unit.fetch("reclaim", claim))[0]
@@ -569,7 +573,9 @@ class AsyncInbox(AsyncJournal):
                 if action is Action.WAIT:
                     raise wait_error(message, *found[message.key])
                 if action is Action.RETRY:
-                    await unit.run("retry", key_params(self.consumer, message))
+                    await unit.run("retry", key_params(self.consumer, message, trace=_trace.traceparent()))
+                elif action is Action.DUPLICATE and message.key in found:  # the current span, when one is traced
+                    _trace.link(found[message.key][0].trace)
                 if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:

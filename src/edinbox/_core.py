@@ -49,6 +49,7 @@ MIGRATIONS: dict[int, str] = {
     7: "MariaDB: a processed delivery's values as the journal's defaults (its INSERT names four columns)",
     8: "the journal's retry_at: a failed message waits for it before its next attempt",
     9: "the outbox's destinations without passwords (the relay supplies them from its settings)",
+    10: "the journal's trace: the W3C traceparent of the attempt that settled a message",
 }
 """Each version of the journal layout after the first, with what it changes.
 
@@ -76,6 +77,7 @@ COLUMNS = (
     "conflict_payload",
     "last_conflict_at",
     "retry_at",
+    "trace",
 )
 """The journal columns, in the order `get` and `records` read them."""
 
@@ -182,6 +184,8 @@ class Found:
     lease_until: datetime | None
     retry_at: datetime | None = None
     """When a failed row may run again (None: at once)."""
+    trace: str | None = None
+    """The W3C traceparent of the attempt that settled the row (None: nothing was traced)."""
 
 
 @dataclass(frozen=True, slots=True)

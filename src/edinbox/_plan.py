@@ -45,13 +45,15 @@ def check_settings(consumer: object, *, max_attempts: object, horizon: object) -
         raise ConfigurationError(f"horizon must be a non-negative timedelta, got {horizon!r}")
 
 
-def key_params(consumer: str, message: Message) -> dict[str, Any]:
-    """The parameters that name a message's journal row, with the fingerprint conflicts are judged by."""
+def key_params(consumer: str, message: Message, *, trace: str | None = None) -> dict[str, Any]:
+    """The parameters that name a message's journal row, with the fingerprint conflicts are judged by and the
+    traceparent the row keeps when this attempt settles it (None: nothing traced)."""
     return {
         "consumer": consumer,
         "source": message.source,
         "message_id": message.message_id,
         "fingerprint": message.fingerprint,
+        "trace": trace,
     }
 
 
@@ -79,10 +81,10 @@ def failure_rows(
 
 
 def found_row(row: Sequence[Any], timestamp: Timestamp) -> tuple[Found, datetime]:
-    """(status, fingerprint, attempts, lease_until, retry_at, now) as read by the store -> the row and the
+    """(status, fingerprint, attempts, lease_until, retry_at, trace, now) as read by the store -> the row and the
     database's now."""
-    status, fingerprint, attempts, lease_until, retry_at, now = row
-    found = Found(Status(status), fingerprint, attempts, timestamp(lease_until), timestamp(retry_at))
+    status, fingerprint, attempts, lease_until, retry_at, trace, now = row
+    found = Found(Status(status), fingerprint, attempts, timestamp(lease_until), timestamp(retry_at), trace)
     return found, timestamp(now) or datetime.now().astimezone()
 
 

@@ -86,6 +86,8 @@ class Record:
     last_conflict_at: datetime | None
     retry_at: datetime | None = None
     """When a failed row may run again (a delivery before it is handed back to wait); None: at once."""
+    trace: str | None = None
+    """The W3C traceparent of the attempt that settled the row (processed); None when nothing was traced."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any], timestamp: Callable[[Any], datetime | None]) -> Record:
@@ -108,6 +110,7 @@ class Record:
             conflict_payload=None if row[13] is None else bytes(row[13]),
             last_conflict_at=timestamp(row[14]),
             retry_at=timestamp(row[15]) if len(row) > 15 else None,
+            trace=row[16] if len(row) > 16 else None,
         )
 
 

@@ -164,7 +164,7 @@ class Inbox(Journal):
             return outcome
 
     def _process(self, message: Message, handler: Handler, *, traced: bool) -> Outcome:
-        key = key_params(self.consumer, message)
+        key = key_params(self.consumer, message, trace=_trace.traceparent() if traced else None)
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
                 if unit.insert("insert_processed", key):
@@ -178,6 +178,8 @@ class Inbox(Journal):
                 action = decide(found[0], key["fingerprint"], now=found[1], max_attempts=self.max_attempts)
                 if traced:
                     _trace.note(attempt=found[0].attempts + (action is Action.RETRY))
+                    if action is Action.DUPLICATE:
+                        _trace.link(found[0].trace)
                 if action is Action.WAIT:
                     unit.rollback()
                     raise wait_error(message, *found)
@@ -268,7 +270,7 @@ class Inbox(Journal):
         *,
         traced: bool,
     ) -> Outcome:
-        key = key_params(self.consumer, message)
+        key = key_params(self.consumer, message, trace=_trace.traceparent() if traced else None)
         claim = {**key, "lease": lease}
         requeued: str | None = None
         with self._store.unit() as unit:
@@ -289,6 +291,8 @@ class Inbox(Journal):
                 if action is Action.WAIT:
                     unit.rollback()
                     raise wait_error(message, *found)
+                if traced and action is Action.DUPLICATE:
+                    _trace.link(found[0].trace)
                 if action is not Action.RETRY:
                     return self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
                 attempts, requeued = (unit.fetch("reclaim", claim))[0]
@@ -566,7 +570,9 @@ class Inbox(Journal):
                 if action is Action.WAIT:
                     raise wait_error(message, *found[message.key])
                 if action is Action.RETRY:
-                    unit.run("retry", key_params(self.consumer, message))
+                    unit.run("retry", key_params(self.consumer, message, trace=_trace.traceparent()))
+                elif action is Action.DUPLICATE and message.key in found:  # the current span, when one is traced
+                    _trace.link(found[message.key][0].trace)
                 if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:

@@ -25,15 +25,18 @@ from typing import Any
 _otel: Any = None
 _context: Any = None
 _propagate: Any = None
+_TRACEPARENT: Any = None
 _SILENT: tuple[type, ...] = ()  # the API's providers that record nothing
 with contextlib.suppress(ImportError):  # the `otel` extra is optional: without it spans are no-ops
     from opentelemetry import context as _context
     from opentelemetry import propagate as _propagate
     from opentelemetry import trace as _otel
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+    _TRACEPARENT = TraceContextTextMapPropagator()  # the stored traceparent's own format, whatever the global one
     _SILENT = (_otel.ProxyTracerProvider, _otel.NoOpTracerProvider)
 
-__all__ = ["SETTLE", "attached", "extract", "inject", "note", "span", "start", "tracing"]
+__all__ = ["SETTLE", "attached", "extract", "inject", "link", "note", "span", "start", "traceparent", "tracing"]
 
 SETTLE = "edinbox settle"
 HANDLER = "edinbox handler"
@@ -96,6 +99,26 @@ def inject(headers: Mapping[str, str] | None) -> Mapping[str, str] | None:
     carrier: dict[str, str] = {}
     _propagate.inject(carrier)
     return {**(headers or {}), **carrier} if carrier else headers
+
+
+def traceparent() -> str | None:
+    """The W3C traceparent of the current span (what the journal keeps of the attempt that settles a message), or
+    None when nothing is traced."""
+    if not tracing():
+        return None
+    carrier: dict[str, str] = {}
+    _TRACEPARENT.inject(carrier)  # nothing when the current span is not a valid one
+    return carrier.get("traceparent")
+
+
+def link(stored: str | None) -> None:
+    """Link the current span to the span a stored traceparent names (a suppressed duplicate to the attempt that
+    made the effect); nothing when nothing is traced or `stored` is not a valid traceparent."""
+    if not stored or not tracing():
+        return
+    target = _otel.get_current_span(_TRACEPARENT.extract({"traceparent": stored})).get_span_context()
+    if target.is_valid:
+        _otel.get_current_span().add_link(target)
 
 
 @contextlib.contextmanager

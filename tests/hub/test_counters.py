@@ -73,6 +73,9 @@ def _rewind_to_version_3(config: HubConfig) -> None:
         for row in OLD_COUNTS:
             run(f"INSERT INTO {counters} (consumer, outcome, n) VALUES (?, ?, ?)", row)
         run(f"UPDATE {version} SET version = 3", ())
+        if _dialect(config) == "sqlite":  # the journal's columns of versions 8 and 10: SQLite cannot add them twice
+            run('ALTER TABLE "inbox" DROP COLUMN trace', ())
+            run('ALTER TABLE "inbox" DROP COLUMN retry_at', ())
     finally:
         close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -12,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from edinbox import Inbox, Message, Outcome
+from edinbox.cli import main
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.sources.spool import publish
@@ -42,6 +45,11 @@ def children(finished: list[ReadableSpan], parent: ReadableSpan) -> list[str]:
     """Names of the spans whose parent is `parent`, sorted."""
     ctx = parent.get_span_context()
     return sorted(s.name for s in finished if s.parent is not None and s.parent.span_id == ctx.span_id)
+
+
+def _cli(*args: str) -> Result:
+    """Run a command in-process with click's runner."""
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def settles(finished: list[ReadableSpan]) -> list[ReadableSpan]:
@@ -188,7 +196,9 @@ async def test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the
 ) -> None:
     """Producer -> RabbitMQ -> consumer A, whose reply goes through the outbox (the row keeps the publishing
     transaction's traceparent) -> the relay -> RabbitMQ -> consumer B: B's settle span has the producer's trace id
-    and is a child of the span of A's handler that published the reply."""
+    and is a child of the span of A's handler that published the reply. A's journal keeps the traceparent of the
+    settle span that processed the message (`show --json` prints it), and a second delivery of it to A, suppressed
+    as a duplicate, has a span linked to that settle span."""
     require_service("rabbitmq")
     from faststream.rabbit import RabbitBroker, RabbitQueue
 
@@ -239,6 +249,12 @@ async def test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the
             await asyncio.wait_for(done["a"].wait(), timeout=10)
             assert (await first.relay(send, destinations=[f"{amqp}?queue={replies}"])).sent == 1
             await asyncio.wait_for(done["b"].wait(), timeout=10)
+            done["a"].clear()
+            with tracer.start_as_current_span("publish invoice again"):
+                headers = {}
+                propagate.inject(headers)
+                await broker.publish(b"inv", queue=unique_name, message_id="t-1", headers=headers)
+            await asyncio.wait_for(done["a"].wait(), timeout=10)
     finally:
         await first.aclose()
         await second.aclose()
@@ -251,9 +267,22 @@ async def test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the
         await connection.close()
     finished = list(spans.get_finished_spans())
     trace_id = producer.get_span_context().trace_id
-    by_consumer = {str((s.attributes or {}).get("edinbox.consumer")): s for s in settles(finished)}
+    by_consumer: dict[str, ReadableSpan] = {}  # each consumer's first settle span
+    for settle in settles(finished):
+        by_consumer.setdefault(str((settle.attributes or {}).get("edinbox.consumer")), settle)
     assert by_consumer["a"].context.trace_id == trace_id
     assert by_consumer["b"].context.trace_id == trace_id
     (handler,) = [s for s in finished if s.name == "edinbox handler" and s.parent == by_consumer["a"].context]
     assert by_consumer["b"].parent is not None
     assert by_consumer["b"].parent.span_id == handler.context.span_id
+    original, again = [s for s in settles(finished) if (s.attributes or {}).get("edinbox.consumer") == "a"]
+    assert (original.attributes or {}).get("edinbox.outcome") == "processed"
+    assert (again.attributes or {}).get("edinbox.outcome") == "duplicate"
+    assert again.context.trace_id != trace_id  # the second delivery has a trace of its own, linked to the first
+    (link,) = again.links
+    assert (link.context.trace_id, link.context.span_id) == (trace_id, original.context.span_id)
+    db = ("--db", f"sqlite:///{tmp_path / 'a.db'}", "--consumer", "a")
+    (row,) = json.loads((await asyncio.to_thread(_cli, "list", *db, "--json")).output)  # the CLI runs its own loop
+    shown = (await asyncio.to_thread(_cli, "show", *db, row["key"], "--json")).output
+    version, trace_hex, span_hex, _flags = json.loads(shown)["trace"].split("-")  # W3C traceparent
+    assert (version, trace_hex, span_hex) == ("00", f"{trace_id:032x}", f"{original.context.span_id:016x}")

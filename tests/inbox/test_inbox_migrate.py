@@ -333,19 +333,28 @@ _LEASE = timedelta(seconds=30)
 
 
 def _back_to(journal: Journal, version: int) -> None:
-    """Say the journal is at `version`; on SQLite also drop what version 8 added (its ADD COLUMN cannot be run
-    twice: SQLite has no IF NOT EXISTS there, and runs each step in the transaction that records it, so a step never
-    runs again on a real journal)."""
+    """Say the journal is at `version`; on SQLite also drop what versions 8 and 10 added (their ADD COLUMN cannot be
+    run twice: SQLite has no IF NOT EXISTS there, and runs each step in the transaction that records it, so a step
+    never runs again on a real journal)."""
     journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = {version}", ())
+    if journal.dialect == "sqlite" and version < 10:
+        _drop_column(journal, "trace")
     if journal.dialect == "sqlite" and version < 8:
-        _drop_retry_at(journal)
+        _drop_column(journal, "retry_at")
 
 
 def _drop_retry_at(journal: Journal) -> None:
-    """Drop the journal's retry_at column, as a journal before version 8 is."""
+    """Drop the journal's retry_at column, as a journal before version 8 is (and its later trace column, so the
+    columns come back in their order)."""
+    _drop_column(journal, "trace")
+    _drop_column(journal, "retry_at")
+
+
+def _drop_column(journal: Journal, column: str) -> None:
+    """Drop one column of the journal, as a journal before the version that added it is."""
     if journal.dialect == "sqlite":  # read the schema first: DROP COLUMN trusts the schema this connection cached
         journal.admin("SELECT count(*) FROM sqlite_master", ())
-    journal.admin(f"ALTER TABLE {journal.quoted} DROP COLUMN retry_at", ())
+    journal.admin(f"ALTER TABLE {journal.quoted} DROP COLUMN {column}", ())
 
 
 def test_version_8_alone_adds_retry_at_and_failed_rows_run_at_once(journal: Journal) -> None:
@@ -382,6 +391,28 @@ def test_version_8_alone_adds_retry_at_and_failed_rows_run_at_once(journal: Jour
     assert failed.attempts == 1
     assert failed.retry_at == waited.value.retry_at
     assert timedelta(minutes=59) < waited.value.delay <= timedelta(hours=1)
+
+
+def test_version_10_alone_adds_the_trace_column(journal: Journal) -> None:
+    """A journal at version 9 (no trace column) is taken to version 10 by that step alone, rows kept and their trace
+    NULL; a delivery settled afterwards without a tracer keeps no trace; on PostgreSQL and MariaDB the step holds
+    when it runs again."""
+    with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+        inbox.migrate()
+        _drop_column(journal, "trace")
+        journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 9", ())
+        before = _rows(journal)
+        with pytest.raises(SchemaError, match="run `edinbox migrate`"):
+            inbox.verify()
+        assert inbox.migrate() == [10]
+        inbox.verify()
+        assert _rows(journal) == before
+        assert {r.trace for r in inbox.records(limit=100)} == {None}
+        assert inbox.process(Message("t", SOURCE, b"x"), _nothing) is Outcome.PROCESSED
+        assert _record(inbox, "t").trace is None
+        if journal.dialect != "sqlite":
+            journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 9", ())
+            assert inbox.migrate() == [10]  # the column already there: holds
 
 
 def _record(inbox: Inbox, message_id: str) -> Any:

@@ -116,10 +116,12 @@ def test_migrate_removes_the_passwords_an_older_outbox_kept(db: tuple[str, str, 
                 run("outbox_insert", {**params, "payload": f"row {n}".encode()})
             run("outbox_insert", {"destination": ELSEWHERE, "key": "elsewhere", "payload": b"kept", "headers": None})
             run("set_version", {"version": BEFORE})
+            if kind == "sqlite":  # nor had it the journal's trace (version 10), whose ADD COLUMN cannot run twice here
+                tx.connection.execute(f"ALTER TABLE {table} DROP COLUMN trace")  # type: ignore[attr-defined]
 
         inbox.transaction(older)
         assert b"S3cret-Pa55" in at_rest(kind, url, table)  # the test's premise: the old rows hold the password
-        assert inbox.migrate() == [9]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v > BEFORE]
     try:
         kept = at_rest(kind, url, table)
         assert b"S3cret-Pa55" not in kept

@@ -357,7 +357,10 @@ class _AsyncMySQLUnit:
         by the driver's escaping; on a caller's connection (multi-statements maybe off) one at a time.
         """
         batch = json.loads(values["batch"])
-        each = [{"consumer": values["consumer"], "source": s, "message_id": m, "fingerprint": f} for s, m, f in batch]
+        consumer = values["consumer"]  # a batch keeps no trace (`insert_batch` writes none either)
+        each = [
+            {"consumer": consumer, "source": s, "message_id": m, "fingerprint": f, "trace": None} for s, m, f in batch
+        ]
         counts: list[int] = []
         with _RECORDING:
             if not self._own:

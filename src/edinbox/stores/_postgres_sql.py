@@ -22,7 +22,7 @@ Params = Mapping[str, Any]
 DIALECT = "postgresql"
 
 PREPARED = {
-    "insert_processed": ("consumer", "source", "message_id", "fingerprint"),
+    "insert_processed": ("consumer", "source", "message_id", "fingerprint", "trace"),
     "insert_claimed": ("consumer", "source", "message_id", "fingerprint", "lease"),
 }
 """The server-side prepared statements and the order of their parameters."""

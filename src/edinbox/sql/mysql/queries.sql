@@ -8,9 +8,9 @@
 -- would turn a data error into a warning, but every value here is a validated key part (at most 512 bytes, in
 -- VARBINARY(512)) or a fingerprint (LONGTEXT): the only error it can meet is the duplicate key itself.
 -- The other columns take their defaults (`schema.sql`): status 'processed', attempts 1, received_at and settled_at
--- the statement's UTC_TIMESTAMP(6).
-INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint)
-VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s)
+-- the statement's UTC_TIMESTAMP(6); trace is the settling attempt's traceparent (NULL when nothing is traced).
+INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, trace)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(trace)s)
 
 -- name: insert_claimed
 INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, status, attempts, lease_until, received_at,
@@ -22,7 +22,7 @@ VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, 'in_progress'
 -- A duplicate insert leaves a shared lock on the row; a shared lock here too lets concurrent duplicates all read
 -- it and settle as DUPLICATE without waiting on each other. Only a retry or a conflict writes the row: of two
 -- such deliveries at once, MariaDB rolls one back (deadlock, a StoreError: not settled, redelivered).
-SELECT status, fingerprint, attempts, lease_until, retry_at, UTC_TIMESTAMP(6)
+SELECT status, fingerprint, attempts, lease_until, retry_at, trace, UTC_TIMESTAMP(6)
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 LOCK IN SHARE MODE
@@ -30,7 +30,7 @@ LOCK IN SHARE MODE
 -- name: retry
 UPDATE {table}
 SET status = 'processed', fingerprint = %(fingerprint)s, attempts = attempts + 1, lease_until = NULL,
-    settled_at = UTC_TIMESTAMP(6), payload = NULL, retry_at = NULL
+    settled_at = UTC_TIMESTAMP(6), payload = NULL, retry_at = NULL, trace = %(trace)s
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: reclaim
@@ -60,7 +60,7 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 
 -- name: complete
 UPDATE {table}
-SET status = 'processed', settled_at = UTC_TIMESTAMP(6), lease_until = NULL
+SET status = 'processed', settled_at = UTC_TIMESTAMP(6), lease_until = NULL, trace = %(trace)s
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
     AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
@@ -119,7 +119,7 @@ RETURNING CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4)
 -- name: find_batch_for_update
 -- shared, as find_for_update; the batch's [source, message_id, fingerprint] arrays, as insert_batch reads them
 SELECT CONVERT(t.source USING utf8mb4), CONVERT(t.message_id USING utf8mb4), t.status, t.fingerprint, t.attempts,
-    t.lease_until, t.retry_at, UTC_TIMESTAMP(6)
+    t.lease_until, t.retry_at, t.trace, UTC_TIMESTAMP(6)
 FROM {table} AS t
 JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
     s VARCHAR(512) CHARACTER SET utf8mb4 PATH '$[0]',
@@ -131,14 +131,14 @@ LOCK IN SHARE MODE
 -- name: get
 SELECT CONVERT(consumer USING utf8mb4), CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4),
     fingerprint, status, attempts, last_error, lease_until, received_at, settled_at, payload, conflicts,
-    conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
+    conflict_fingerprint, conflict_payload, last_conflict_at, retry_at, trace
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: records
 SELECT CONVERT(consumer USING utf8mb4), CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4),
     fingerprint, status, attempts, last_error, lease_until, received_at, settled_at, payload, conflicts,
-    conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
+    conflict_fingerprint, conflict_payload, last_conflict_at, retry_at, trace
 FROM {table}
 WHERE consumer = %(consumer)s AND (%(status)s IS NULL OR status = %(status)s)
 ORDER BY received_at DESC, source, message_id

@@ -6,8 +6,8 @@
 -- clusters the rows on it and a duplicate waits on the very record the first delivery holds.
 -- Timestamps are DATETIME(6) in UTC (UTC_TIMESTAMP(6)), independent of the session's time zone.
 -- The columns a processed delivery writes default to its values (status, attempts, both timestamps): its INSERT
--- names the key and the fingerprint only, which the server parses and fills faster (version 7); every other INSERT
--- names them all.
+-- names the key, the fingerprint and the trace only, which the server parses and fills faster (version 7); every
+-- other INSERT names them all.
 -- MySQL 8 has no CREATE INDEX IF NOT EXISTS: the store runs every `CREATE [UNIQUE] INDEX` of these files as
 -- "create unless an index of that name exists" (error 1061, duplicate key name, means it is there).
 
@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     conflict_payload LONGBLOB,
     last_conflict_at DATETIME(6),
     retry_at DATETIME(6),
+    trace VARCHAR(64),
     UNIQUE KEY {key_index} (consumer, source, message_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin
 

@@ -2,8 +2,9 @@
 -- positional parameters) and run as "BEGIN; EXECUTE name(...)" in one round trip.
 
 -- name: insert_processed
-INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-VALUES ($1, $2, $3, $4, 'processed', 1, now(), now())
+INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at,
+    trace)
+VALUES ($1, $2, $3, $4, 'processed', 1, now(), now(), $5::text)
 ON CONFLICT DO NOTHING
 
 -- name: insert_claimed
@@ -12,7 +13,7 @@ VALUES ($1, $2, $3, $4, 'in_progress', 1, now() + $5::interval, now())
 ON CONFLICT DO NOTHING
 
 -- name: find_for_update
-SELECT status, fingerprint, attempts, lease_until, retry_at, now()
+SELECT status, fingerprint, attempts, lease_until, retry_at, trace, now()
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 FOR UPDATE
@@ -20,7 +21,7 @@ FOR UPDATE
 -- name: retry
 UPDATE {table}
 SET status = 'processed', fingerprint = %(fingerprint)s, attempts = attempts + 1, lease_until = NULL,
-    settled_at = now(), payload = NULL, retry_at = NULL
+    settled_at = now(), payload = NULL, retry_at = NULL, trace = %(trace)s
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: reclaim
@@ -47,7 +48,7 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 
 -- name: complete
 UPDATE {table}
-SET status = 'processed', settled_at = now(), lease_until = NULL
+SET status = 'processed', settled_at = now(), lease_until = NULL, trace = %(trace)s
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
     AND status = 'in_progress' AND attempts = %(attempts)s AND fingerprint = %(fingerprint)s
 
@@ -98,7 +99,7 @@ SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
 FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
 
 -- name: find_batch_for_update
-SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, now()
+SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, t.trace, now()
 FROM {table} AS t
 JOIN unnest(%(sources)b::text[], %(message_ids)b::text[]) AS u (s, m) ON t.source = u.s AND t.message_id = u.m
 WHERE t.consumer = %(consumer)s
@@ -106,13 +107,13 @@ FOR UPDATE OF t
 
 -- name: get
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
-    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at, trace
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: records
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
-    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at, trace
 FROM {table}
 WHERE consumer = %(consumer)s AND (%(status)s::text IS NULL OR status = %(status)s::text)
 ORDER BY received_at DESC, source, message_id

@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS {table} (
     conflict_fingerprint text,
     conflict_payload bytea,
     last_conflict_at timestamptz,
-    retry_at timestamptz
+    retry_at timestamptz,
+    trace text
 )
 
 -- name: create_key

@@ -116,3 +116,8 @@ ALTER TABLE {table} ADD COLUMN retry_at REAL
 -- the outbox's destinations lose their passwords: `mask`'s rules are code, not SQL, so the rows are rewritten by
 -- the step in code (`stores._async_base.STEPS_IN_CODE`: outbox_destinations, outbox_set_destination) after this
 SELECT 1
+
+-- name: v10_trace
+-- the W3C traceparent of the attempt that settled the row (`schema.sql`'s create_table); NULL in the rows kept.
+-- A column added at the end: no rebuild
+ALTER TABLE {table} ADD COLUMN trace TEXT

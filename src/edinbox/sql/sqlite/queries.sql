@@ -1,6 +1,6 @@
 -- name: insert_processed
-INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-VALUES (:consumer, :source, :message_id, :fingerprint, 'processed', 1, :now, :now)
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at, trace)
+VALUES (:consumer, :source, :message_id, :fingerprint, 'processed', 1, :now, :now, :trace)
 ON CONFLICT DO NOTHING
 RETURNING 1
 
@@ -11,14 +11,14 @@ ON CONFLICT DO NOTHING
 RETURNING 1
 
 -- name: find_for_update
-SELECT status, fingerprint, attempts, lease_until, retry_at, :now
+SELECT status, fingerprint, attempts, lease_until, retry_at, trace, :now
 FROM {table}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: retry
 UPDATE {table}
 SET status = 'processed', fingerprint = :fingerprint, attempts = attempts + 1, lease_until = NULL,
-    settled_at = :now, payload = NULL, retry_at = NULL
+    settled_at = :now, payload = NULL, retry_at = NULL, trace = :trace
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: reclaim
@@ -45,7 +45,7 @@ WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: complete
 UPDATE {table}
-SET status = 'processed', settled_at = :now, lease_until = NULL
+SET status = 'processed', settled_at = :now, lease_until = NULL, trace = :trace
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
     AND status = 'in_progress' AND attempts = :attempts AND fingerprint = :fingerprint
 
@@ -94,20 +94,20 @@ RETURNING source, message_id
 -- CROSS JOIN keeps the batch's keys as the outer loop, so each is one search of the unique index; with a plain
 -- JOIN SQLite scans every row of the consumer and reads the JSON for each (a cost that grows with the journal).
 -- The batch's [source, message_id, fingerprint] arrays, as insert_batch reads them: the first two are the key.
-SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, :now
+SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, t.trace, :now
 FROM json_each(:batch) AS j
 CROSS JOIN {table} AS t
 WHERE t.consumer = :consumer AND t.source = j.value ->> 0 AND t.message_id = j.value ->> 1
 
 -- name: get
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
-    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at, trace
 FROM {table}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: records
 SELECT consumer, source, message_id, fingerprint, status, attempts, last_error, lease_until, received_at,
-    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at
+    settled_at, payload, conflicts, conflict_fingerprint, conflict_payload, last_conflict_at, retry_at, trace
 FROM {table}
 WHERE consumer = :consumer AND (:status IS NULL OR status = :status)
 ORDER BY received_at DESC, source, message_id

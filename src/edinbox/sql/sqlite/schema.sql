@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS {table} (
     conflict_fingerprint TEXT,
     conflict_payload BLOB,
     last_conflict_at REAL,
-    retry_at REAL
+    retry_at REAL,
+    trace TEXT
 )
 
 -- name: create_key
