@@ -13,13 +13,14 @@ import pytest
 from edinbox import AsyncInbox
 from edinbox.hub import HubConfig
 from edinbox.hub._acks import reserve
+from edinbox.hub._parts import HUB
 
 PARTNERS = [f"X12:ZZ:US>ZZ:P{n}" for n in range(6)]
 
 
 def journal(config: HubConfig) -> AsyncInbox:
-    """The journal of `config` on a connection of its own (a hub's)."""
-    return AsyncInbox(config.db, consumer=config.consumer, table=config.table)
+    """The journal of `config` on a connection of its own (a hub's), with the hub's statements."""
+    return AsyncInbox(config.db, consumer=config.consumer, table=config.table, applications=[HUB])
 
 
 async def test_hubs_reserving_at_once_get_every_number_once(hub_config: HubConfig) -> None:

@@ -13,7 +13,9 @@ VALUES ($1, $2, $3, $4, 'in_progress', 1, now() + $5::interval, now())
 ON CONFLICT DO NOTHING
 
 -- name: find_for_update
-SELECT status, fingerprint, attempts, lease_until, retry_at, trace, now()
+-- clock_timestamp(), not now(): a row another transaction committed while this one waited for it (a failure with an
+-- immediate retry) must not look early to a clock that stopped when this transaction began
+SELECT status, fingerprint, attempts, lease_until, retry_at, trace, clock_timestamp()
 FROM {table}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 FOR UPDATE
@@ -99,7 +101,7 @@ SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
 FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
 
 -- name: find_batch_for_update
-SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, t.trace, now()
+SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, t.trace, clock_timestamp()
 FROM {table} AS t
 JOIN unnest(%(sources)b::text[], %(message_ids)b::text[]) AS u (s, m) ON t.source = u.s AND t.message_id = u.m
 WHERE t.consumer = %(consumer)s
