@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import signal
-import stat
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -694,6 +693,7 @@ def _console_token(path: Path | None, *, argv: str | None) -> str | None:
     """The console's token: from the file `path` (its last line break dropped) or EDINBOX_CONSOLE_TOKEN, not both;
     ConfigurationError for one given on the command line or a file that cannot be read."""
     from edinbox._errors import ConfigurationError
+    from edinbox._files import read_small
 
     if argv is not None:
         raise ConfigurationError(
@@ -705,13 +705,7 @@ def _console_token(path: Path | None, *, argv: str | None) -> str | None:
         return env
     if env is not None:
         raise ConfigurationError("give the console token once: --token-file or EDINBOX_CONSOLE_TOKEN, not both")
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the start for ever
-            raise ConfigurationError(f"the token file {path} is not a regular file")
-        with path.open("rb") as file:
-            data = file.read(MAX_TOKEN_FILE + 1)
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the token file {path}: {exc.strerror}") from None
+    data = read_small(path, what="token file", limit=MAX_TOKEN_FILE)
     if len(data) > MAX_TOKEN_FILE:
         raise ConfigurationError(f"the token file {path} is over {MAX_TOKEN_FILE} bytes: it should hold the token")
     try:

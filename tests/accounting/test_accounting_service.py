@@ -144,3 +144,25 @@ def test_the_command_refuses_to_start_without_a_usable_token(
     assert len(done.stderr.strip().splitlines()) == 1
     if variable is not None:
         assert variable not in done.stderr
+
+
+def test_a_token_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    """The hub's accounting token file given as a FIFO is refused at once, as the console's and the settings file
+    are (opening it would wait for a writer for ever)."""
+    import os
+
+    from edinbox import ConfigurationError
+    from edinbox.hub.http_sink import read_token
+
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo)
+    with ThreadPoolExecutor(1) as pool:
+        read = pool.submit(read_token, fifo)
+        try:
+            error = read.exception(timeout=5)
+        finally:
+            if not read.done():  # it blocked: a writer lets it go, so the test fails instead of hanging
+                with open(fifo, "wb"):
+                    pass
+    assert isinstance(error, ConfigurationError)
+    assert "not a regular file" in str(error)

@@ -10,7 +10,6 @@ host names and those in `allowed_hosts` (plus the address it binds).
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from collections.abc import Iterable
 from dataclasses import replace
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edinbox._errors import ConfigurationError
+from edinbox._hosts import is_loopback
 from edinbox.hub._config import HubConfig
 
 if TYPE_CHECKING:
@@ -33,12 +33,7 @@ WILDCARDS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - the names of every 
 
 
 def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(host.strip("[]"))  # the bind address may be given bracketed, as in a URL
 
 
 def check_token(token: str | None) -> None:

@@ -9,8 +9,6 @@ the same model (`HubConfig`) that types the file and the flags; only the command
 from __future__ import annotations
 
 import difflib
-import os
-import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ from pydantic import ValidationError
 from pydantic_settings import EnvSettingsSource
 
 from edinbox._errors import ConfigurationError
+from edinbox._files import read_small
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, describe
 
@@ -77,15 +76,7 @@ MAX_FILE = 1024 * 1024
 def _read_text(path: Path) -> str:
     """The text of a settings file: a regular file (a FIFO or a device is refused without being opened, so nothing
     blocks), UTF-8 with or without a byte-order mark; invalid UTF-8 is an error naming its byte offset."""
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise ConfigurationError(f"the configuration {path} is not a regular file")
-        with path.open("rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # swapped since the look above
-                raise ConfigurationError(f"the configuration {path} is not a regular file")
-            data = file.read(MAX_FILE + 1)
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the configuration {path}: {exc.strerror or exc}") from exc
+    data = read_small(path, what="configuration", limit=MAX_FILE)
     if len(data) > MAX_FILE:
         raise ConfigurationError(f"the configuration {path} is bigger than {MAX_FILE // 1024} KiB")
     try:

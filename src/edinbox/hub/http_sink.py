@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from edinbox._errors import ConfigurationError, InboxError, PermanentError, TransientError
+from edinbox._files import read_small
 from edinbox._message import Message
 from edinbox._urls import addresses, mask
 from edinbox.hub._accounting import Accounting, Created
@@ -87,11 +88,7 @@ def check_token(token: str) -> str:
 
 def read_token(path: Path | str) -> str:
     """The token in the file `path` (surrounding whitespace and the final newline dropped), checked."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read(_TOKEN_LENGTHS[1] + 2)
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the accounting token file {path}: {exc.strerror or exc}") from None
+    data = read_small(path, what="accounting token file", limit=_TOKEN_LENGTHS[1] + 1)
     try:
         return check_token(data.decode("ascii").strip())
     except UnicodeDecodeError:
