@@ -151,7 +151,7 @@ def relay_one_too_big(db: str, url: str) -> tuple[int, tuple[tuple[str, str], ..
     """Publish rows "a", "big" (2 MiB) and "b" to `url` in one transaction and relay them with the hub's send:
     what the relay sent and parked, once a second relay has found nothing left to do, and the outbox's backlog,
     parked and sent rows."""
-    from edinbox.hub._relay import send
+    from edinbox.loop import send
 
     with Inbox(db, consumer="accounting") as inbox:
         inbox.create_schema()

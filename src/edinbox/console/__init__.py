@@ -131,8 +131,8 @@ async def _verify(config: HubConfig) -> None:
     """Check the schema once the database answers: an outage at start is waited out (one line when it starts, one
     when it ends), as the hub does; only a configuration or schema error ends the console."""
     from edinbox.hub._config import give_up_after
-    from edinbox.hub._outage import Outage
     from edinbox.hub._parts import open_inbox, verify_found
+    from edinbox.loop import Outage
 
     outage = Outage(LOGGER, give_up_after=give_up_after(config))
     async with open_inbox(config) as inbox:

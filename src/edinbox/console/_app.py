@@ -69,7 +69,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from edinbox.console import LOGGER
         from edinbox.hub._config import give_up_after
-        from edinbox.hub._outage import Outage
+        from edinbox.loop import Outage
 
         async with open_inbox(config) as inbox:
             await Outage(LOGGER, give_up_after=give_up_after(config)).call(lambda: verify_found(inbox))

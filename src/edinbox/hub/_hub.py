@@ -43,7 +43,6 @@ from edinbox.hub._fault import FaultPoint
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
 from edinbox.hub._purge import Purger, check_purge, purges
-from edinbox.hub._relay import Relay
 from edinbox.hub._relay import beside as relay_beside
 from edinbox.hub._relay_process import RelayProcess, apart
 from edinbox.hub._spans import Spans
@@ -54,6 +53,7 @@ from edinbox.loop import (
     Gauges,
     HandBack,
     Outage,
+    Relay,
     Verdict,
     beside,
     drive,

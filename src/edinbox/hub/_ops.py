@@ -21,7 +21,6 @@ from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
-from edinbox.hub._outage import Outage
 from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
 from edinbox.hub._partners import COUNTER, doctor_check
 from edinbox.hub._parts import open_inbox, verify, verify_found
@@ -35,7 +34,6 @@ from edinbox.hub._redrive import (
     split_key,
     stored_payload,
 )
-from edinbox.hub._relay import Relay
 from edinbox.hub._tables import (
     COUNTED,
     TABLES,
@@ -45,6 +43,7 @@ from edinbox.hub._tables import (
     create_tables,
     has_hub,
 )
+from edinbox.loop import Outage, Relay
 
 __all__ = [
     "Check",

@@ -10,9 +10,9 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig
 from edinbox.hub._fault import FaultPoint
-from edinbox.loop import Outage, Relay, send
+from edinbox.loop import Outage, Relay
 
-__all__ = ["Relay", "beside", "send"]
+__all__ = ["beside"]
 
 
 def beside(
