@@ -169,3 +169,37 @@ async def test_a_slow_batch_keeps_its_claims_with_progress_beats(tmp_path: Path)
     assert await one == {"processed": 1}
     assert other == {}
     assert runs == ["slow"]
+
+
+async def test_a_failed_message_waits_for_its_retry_time_in_the_consumer_loop(tmp_path: Path) -> None:
+    """`AsyncConsumer(retry=...)` on a library journal: a message whose handler fails is charged one attempt and
+    runs again no sooner than the policy's wait (its delivery handed back to wait, nothing run meanwhile), then makes
+    its one effect; its batch-mate is processed at once."""
+    import time
+    from datetime import timedelta
+
+    from edinbox import Retry
+
+    db = journal(tmp_path)
+    spool = tmp_path / "spool"
+    await publish(f"dir://{spool}", [("m", b"flaky"), ("ok", b"good")])
+    runs: list[float] = []
+
+    async def handler(tx: Tx, message: Message) -> None:
+        if message.message_id == "m":
+            runs.append(time.monotonic())
+            if len(runs) < 3:  # the batch's run and the isolated run that is charged: one failed attempt
+                raise ValueError("downstream is down")
+        await tx.connection.execute("INSERT INTO effects (message_id) VALUES (?)", (message.message_id,))
+
+    retry = Retry(immediate=0, first=timedelta(seconds=1), factor=1, jitter=0)
+    consumer = AsyncConsumer(f"dir://{spool}", handler, db=db, consumer="app", max_attempts=5, retry=retry)
+    totals = await consumer.run(once=True, idle_timeout=3.0)
+    assert effects(tmp_path) == ["m", "ok"]
+    assert len(runs) == 3
+    assert runs[2] - runs[1] >= 0.95, runs  # not before its retry time
+    assert totals["processed"] == 2
+    with Inbox(db, consumer="app") as inbox:
+        record = inbox.get("dir:spool", "m")
+    assert record is not None
+    assert (record.status.value, record.attempts, record.retry_at) == ("processed", 2, None)

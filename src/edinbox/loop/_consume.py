@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from edinbox._retry import Retry
 from edinbox.loop._consumer import AsyncConsumer
 from edinbox.loop._journal import Handler
 from edinbox.sources import Delivery
@@ -26,6 +27,7 @@ def consume(
     consumer: str,
     table: str = "inbox",
     max_attempts: int = 5,
+    retry: Retry | None = None,
     horizon: timedelta | None = None,
     batch_size: int = 100,
     poll_timeout: float = 1.0,
@@ -51,6 +53,7 @@ def consume(
         consumer=consumer,
         table=table,
         max_attempts=max_attempts,
+        retry=retry,
         horizon=horizon,
         batch_size=batch_size,
         poll_timeout=poll_timeout,

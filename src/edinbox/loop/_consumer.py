@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import DataError, NotSettledError, TransientError
 from edinbox._message import Message
+from edinbox._retry import Retry
 from edinbox.loop._drive import beside, drive, wait_beside
 from edinbox.loop._gauges import Gauges
 from edinbox.loop._hand_back import (
@@ -77,6 +78,7 @@ class AsyncConsumer:
         consumer: str,
         table: str = "inbox",
         max_attempts: int = 5,
+        retry: Retry | None = None,
         horizon: timedelta | None = None,
         batch_size: int = 100,
         poll_timeout: float = 1.0,
@@ -91,7 +93,8 @@ class AsyncConsumer:
 
         `handler(tx, message)` is a coroutine function (run on an `AsyncInbox`) or a plain function (run on an
         `Inbox` in a worker thread: `tx.connection` is then the sync driver's). `max_attempts`: handler failures of
-        one message before it is parked dead. `horizon`: the journal's (`AsyncInbox`). `batch_size` deliveries per
+        one message before it is parked dead, each waited for as `retry` says (the journal's `Retry`; None: its
+        defaults). `horizon`: the journal's (`AsyncInbox`). `batch_size` deliveries per
         transaction, waiting at most `poll_timeout` seconds for the first. `key(delivery)` returns the message id
         (default: `delivery.message_id`, the producer's id). `relay`: run the outbox relay beside the loop
         (an outbox row to the source's broker gets its password from `source_url`).
@@ -104,6 +107,7 @@ class AsyncConsumer:
         self.consumer = consumer
         self.table = table
         self.max_attempts = max_attempts
+        self.retry = retry
         self.horizon = horizon
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
@@ -139,6 +143,7 @@ class AsyncConsumer:
                 consumer=self.consumer,
                 table=self.table,
                 max_attempts=self.max_attempts,
+                retry=self.retry,
                 horizon=self.horizon,
             )
             self._journal = journal

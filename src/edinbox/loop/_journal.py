@@ -15,6 +15,7 @@ from typing import Any
 from edinbox._async_inbox import AsyncInbox
 from edinbox._message import Message, Outcome
 from edinbox._records import Tx
+from edinbox._retry import Retry
 from edinbox._sync_inbox import Inbox
 
 __all__ = ["Handler", "Journal", "open_journal"]
@@ -99,12 +100,15 @@ def open_journal(
     consumer: str,
     table: str,
     max_attempts: int,
+    retry: Retry | None = None,
     horizon: timedelta | None,
 ) -> Journal:
     """The journal for `handler`: on an AsyncInbox for a coroutine function, else on a sync Inbox in a thread too."""
     options: dict[str, Any] = {"consumer": consumer, "table": table, "max_attempts": max_attempts}
     if horizon is not None:
         options["horizon"] = horizon
+    if retry is not None:
+        options["retry"] = retry
     inbox = AsyncInbox(db, **options)
     if inspect.iscoroutinefunction(handler):
         return AsyncJournal(inbox, handler)
