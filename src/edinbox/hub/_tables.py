@@ -123,13 +123,17 @@ async def check_tables(inbox: AsyncInbox) -> None:
 
 
 async def has_hub(inbox: AsyncInbox) -> bool:
-    """Whether `edinbox init` made the hub's tables beside this journal (its control numbers are there, under their
-    name or the one they had before the hub kept a version: no migration makes that table); a journal made by the
-    library alone (an application, FastStream, Django) has none, and the operator commands then show its journal and
-    outbox only."""
-    for table in ("edinbox_hub_control_numbers", "hub_control_numbers"):
-        if await inbox.unique_keys(table) is not None:
-            return True
+    """Whether `edinbox init` made the hub's tables beside this journal (its control numbers are there: no migration
+    makes that table); a journal made by the library alone (an application, FastStream, Django) has none, and the
+    operator commands then show its journal and outbox only. SchemaError naming `edinbox migrate` when the hub's
+    tables have the names they had before the hub kept a version of its own."""
+    if await inbox.unique_keys("edinbox_hub_control_numbers") is not None:
+        return True
+    if await inbox.unique_keys("hub_control_numbers") is not None:
+        raise SchemaError(
+            "the hub's tables beside this journal are from an older edinbox (hub_control_numbers, invoices, ...): "
+            "run `edinbox migrate` to upgrade them"
+        )
     return False
 
 
