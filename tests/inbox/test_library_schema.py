@@ -199,3 +199,16 @@ def test_an_applications_chain_migrates_it_and_only_where_it_is(tmp_path: Path) 
         assert inbox.unique_keys("edinbox_applications") is None
         with pytest.raises(SchemaError, match="'shop' has no tables beside this journal: run create_schema"):
             inbox.verify()
+
+
+def test_an_application_with_statements_only_gets_no_version_row(tmp_path: Path) -> None:
+    """An application that only adds statements (no create, migrations or legacy table) has no schema of its own:
+    create_schema() makes no versions table for it, verify() and migrate() pass it by, and its statements run."""
+    shop = Application("shop", _shop(tmp_path / "shop", create=()).folder, ("shop",))
+    with Inbox(f"sqlite:///{tmp_path / 'app.db'}", consumer="app", applications=[shop]) as inbox:
+        inbox.create_schema()
+        inbox.verify()
+        assert inbox.migrations() == {"edinbox": []}
+        assert inbox.unique_keys("edinbox_applications") is None
+        inbox.transaction(lambda tx: tx.unit.run("shop_create_orders", {}))
+        assert inbox.unique_keys("shop_orders") == []
