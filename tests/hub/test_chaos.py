@@ -148,7 +148,7 @@ def test_chaos_with_a_database_restart_loses_and_doubles_nothing(
     restart really happened, and the database holds each published invoice exactly once."""
     done = chaos_with_restart(source, postgres.url, postgres.restart_command(), f"{unique_name}.inbox", tmp_path)
     with psycopg.connect(postgres.url) as conn:
-        query = f"SELECT count(*), count(DISTINCT (seller, number)) FROM {unique_name}.invoices"
+        query = f"SELECT count(*), count(DISTINCT (seller, number)) FROM {unique_name}.edinbox_hub_invoices"
         row = conn.execute(query.encode()).fetchone()
     assert row == (MESSAGES, MESSAGES)
     password = urlsplit(source).password
@@ -180,7 +180,7 @@ def test_chaos_with_a_mariadb_restart_loses_and_doubles_nothing(
     connection = pymysql.connect(host="127.0.0.1", port=mariadb.port, user="root", autocommit=True)
     try:
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT count(*), count(DISTINCT seller, number) FROM `{unique_name}`.invoices")
+            cursor.execute(f"SELECT count(*), count(DISTINCT seller, number) FROM `{unique_name}`.edinbox_hub_invoices")
             row = cursor.fetchone()
     finally:
         connection.close()
@@ -304,8 +304,8 @@ def test_poison_and_huge_deliveries_are_parked_once_through_a_postgresql_restart
     assert (numbers["lost"], numbers["doubled"], numbers["db_restarts"]) == (0, 0, 1)
     assert (numbers["parked"], numbers["of"], numbers["parked_twice"], numbers["stray"]) == (7, 7, 0, 0)
     with psycopg.connect(postgres.url) as conn:
-        rejected = conn.execute(f"SELECT count(*) FROM {unique_name}.rejected".encode()).fetchone()
-        invoices = conn.execute(f"SELECT count(*) FROM {unique_name}.invoices".encode()).fetchone()
+        rejected = conn.execute(f"SELECT count(*) FROM {unique_name}.edinbox_hub_rejected".encode()).fetchone()
+        invoices = conn.execute(f"SELECT count(*) FROM {unique_name}.edinbox_hub_invoices".encode()).fetchone()
     assert (rejected, invoices) == ((7,), (MESSAGES + 1,))
 
 
