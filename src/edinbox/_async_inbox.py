@@ -410,6 +410,7 @@ class AsyncInbox(AsyncJournal):
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        traces: Sequence[str | None] | None = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -421,6 +422,7 @@ class AsyncInbox(AsyncJournal):
         isolate: bool,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        traces: Sequence[str | None] | None = None,
     ) -> list[Outcome | Exception]: ...
 
     async def process_batch(
@@ -431,6 +433,7 @@ class AsyncInbox(AsyncJournal):
         isolate: bool = False,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        traces: Sequence[str | None] | None = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -464,23 +467,33 @@ class AsyncInbox(AsyncJournal):
         commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
         `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
         there too.
+
+        Each row settled keeps the traceparent of the span that settled it, as with `process`: by default the
+        current span's; `traces` (W3C traceparents, by position) gives each message its own (a consumer that keeps
+        one span per delivery), and an isolated message is settled under its own.
         """
         if session is not None:
             joined = await self._session_inbox(session)
             hook = None if before_commit is None else in_session(session, before_commit)
             return await joined.process_batch(
-                messages, in_session(session, handler), isolate=isolate, before_commit=hook
+                messages, in_session(session, handler), isolate=isolate, before_commit=hook, traces=traces
             )
         batch = list(messages)
+        if traces is None:
+            traces = [_trace.traceparent()] * len(batch)
+        elif len(traces) != len(batch):
+            raise ConfigurationError(f"traces must give one traceparent per message: {len(traces)} for {len(batch)}")
         if not batch:
             if before_commit is not None:
                 await self.transaction(lambda tx: before_commit(tx, []))
             return []
         for _ in range(_RETRIES):
             async with self._store.unit() as unit:
-                result = await self._batch(unit, batch, handler, isolate=isolate, before_commit=before_commit)
+                result = await self._batch(
+                    unit, batch, handler, isolate=isolate, before_commit=before_commit, traces=list(traces)
+                )
             if result is _Next.ISOLATE:
-                return await self._isolate(batch, handler)
+                return await self._isolate(batch, handler, traces=list(traces))
             if result is not _Next.RESTART:
                 return result
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
@@ -493,18 +506,20 @@ class AsyncInbox(AsyncJournal):
         *,
         isolate: bool,
         before_commit: BatchHook | None,
-    ) -> list[Outcome] | _Next:
+        traces: list[str | None],
+    ) -> list[Outcome] | list[Outcome | Exception] | _Next:
         """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate (the
         handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
         try:
-            outcomes = await self._claim_batch(unit, batch)
+            claimed = await self._claim_batch(unit, batch, traces)
         except (DataError, RetryLater):  # isolated, a message that waits holds its RetryLater alone
             if not isolate:
                 raise
             return _Next.ISOLATE
-        if outcomes is None:
+        if claimed is None:
             await unit.rollback()
             return _Next.RESTART
+        outcomes, tries = claimed
         new = [m for m, outcome in zip(batch, outcomes, strict=True) if outcome is Outcome.PROCESSED]
         tx = Tx(unit.connection, self.dialect, unit=unit)
         if new:
@@ -516,6 +531,8 @@ class AsyncInbox(AsyncJournal):
                     raise
                 error = self._store.map_error(exc)
                 if isolate and judge(error) is not Failure.UNSETTLED:
+                    if len(batch) == 1:  # the failure is its one message's: charged now, the handler not run again
+                        return await self._charge(unit, batch[0], exc, attempt=tries[0])
                     return _Next.ISOLATE
                 if error is exc:
                     raise
@@ -529,8 +546,20 @@ class AsyncInbox(AsyncJournal):
         await unit.commit()
         return outcomes
 
-    async def _isolate(self, batch: list[Message], handler: BatchHandler) -> list[Outcome | Exception]:
-        """Settle each message of a failed batch alone; an unsettled one holds its exception."""
+    async def _charge(
+        self, unit: AsyncUnit, message: Message, exc: Exception, *, attempt: int
+    ) -> list[Outcome | Exception]:
+        """The result of an isolated batch of one whose handler failed (rolled back) at its `attempt`-th attempt:
+        charged as `process` charges it (DEAD, or the exception that left it unsettled)."""
+        try:
+            return [await self._failed(unit, message, exc, attempt=attempt)]
+        except Exception as error:
+            return [error]
+
+    async def _isolate(
+        self, batch: list[Message], handler: BatchHandler, *, traces: list[str | None]
+    ) -> list[Outcome | Exception]:
+        """Settle each message of a failed batch alone, under its trace; an unsettled one holds its exception."""
 
         async def single(tx: Tx, message: Message) -> object:
             return await handler(tx, [message])
@@ -543,7 +572,8 @@ class AsyncInbox(AsyncJournal):
                 results.append(earlier)
                 continue
             try:
-                result: Outcome | Exception = await self.process(message, single)
+                with _trace.attached(_trace.extract({"traceparent": traces[index] or ""})):
+                    result: Outcome | Exception = await self.process(message, single)
             except StoreError as exc:  # the database failed: the rest of the batch is not tried
                 results.extend([exc] * (len(batch) - index))
                 break
@@ -553,13 +583,18 @@ class AsyncInbox(AsyncJournal):
             first.setdefault(message.key, result)
         return results
 
-    async def _claim_batch(self, unit: AsyncUnit, batch: list[Message]) -> list[Outcome] | None:
-        """Insert the batch's keys, read back the others, and settle each message; None when a row vanished."""
+    async def _claim_batch(
+        self, unit: AsyncUnit, batch: list[Message], traces: list[str | None]
+    ) -> tuple[list[Outcome], list[int]] | None:
+        """Insert the batch's keys, read back the others, and settle each message; None when a row vanished.
+
+        Returns each message's outcome if the handler succeeds, and the attempt its run would be (1: new, 0: no run).
+        A row it settles keeps its message's traceparent (`traces`, by position)."""
         try:
-            params = {"consumer": self.consumer, **self._store.batch_params(batch)}
+            params = {"consumer": self.consumer, **self._store.batch_params(batch, traces)}
             inserted = {(row[0], row[1]) for row in await unit.begin_fetch("insert_batch", params)}
             if len(inserted) == len(batch):  # every key new, none twice: nothing to read back or decide
-                return [Outcome.PROCESSED] * len(batch)
+                return [Outcome.PROCESSED] * len(batch), [1] * len(batch)
             found: dict[Key, tuple[Found, datetime]] = {}
             if known := [m for m in batch if m.key not in inserted]:
                 params = {"consumer": self.consumer, **self._store.batch_params(known)}
@@ -568,12 +603,13 @@ class AsyncInbox(AsyncJournal):
             plan = plan_batch(batch, inserted, found, max_attempts=self.max_attempts)
             if plan is None:
                 return None
-            outcomes = []
-            for message, action in zip(batch, plan, strict=True):
+            outcomes, tries = [], []
+            for message, action, trace in zip(batch, plan, traces, strict=True):
                 if action is Action.WAIT:
                     raise wait_error(message, *found[message.key])
+                tries.append(found[message.key][0].attempts + 1 if action is Action.RETRY else int(action is None))
                 if action is Action.RETRY:
-                    await unit.run("retry", key_params(self.consumer, message, trace=_trace.traceparent()))
+                    await unit.run("retry", key_params(self.consumer, message, trace=trace))
                 elif action is Action.DUPLICATE and message.key in found:  # the current span, when one is traced
                     _trace.link(found[message.key][0].trace)
                 if action is None or action is Action.RETRY:
@@ -585,7 +621,7 @@ class AsyncInbox(AsyncJournal):
         except BaseException:
             await unit.rollback()
             raise
-        return outcomes
+        return outcomes, tries
 
     async def _apply(
         self, unit: AsyncUnit, action: Action, message: Message, key: dict[str, Any], *, attempts: int

@@ -409,6 +409,7 @@ class Inbox(Journal):
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        traces: Sequence[str | None] | None = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -420,6 +421,7 @@ class Inbox(Journal):
         isolate: bool,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        traces: Sequence[str | None] | None = None,
     ) -> list[Outcome | Exception]: ...
 
     def process_batch(
@@ -430,6 +432,7 @@ class Inbox(Journal):
         isolate: bool = False,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        traces: Sequence[str | None] | None = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -463,21 +466,33 @@ class Inbox(Journal):
         commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
         `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
         there too.
+
+        Each row settled keeps the traceparent of the span that settled it, as with `process`: by default the
+        current span's; `traces` (W3C traceparents, by position) gives each message its own (a consumer that keeps
+        one span per delivery), and an isolated message is settled under its own.
         """
         if session is not None:
             joined = self._session_inbox(session)
             hook = None if before_commit is None else in_session(session, before_commit)
-            return joined.process_batch(messages, in_session(session, handler), isolate=isolate, before_commit=hook)
+            return joined.process_batch(
+                messages, in_session(session, handler), isolate=isolate, before_commit=hook, traces=traces
+            )
         batch = list(messages)
+        if traces is None:
+            traces = [_trace.traceparent()] * len(batch)
+        elif len(traces) != len(batch):
+            raise ConfigurationError(f"traces must give one traceparent per message: {len(traces)} for {len(batch)}")
         if not batch:
             if before_commit is not None:
                 self.transaction(lambda tx: before_commit(tx, []))
             return []
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
-                result = self._batch(unit, batch, handler, isolate=isolate, before_commit=before_commit)
+                result = self._batch(
+                    unit, batch, handler, isolate=isolate, before_commit=before_commit, traces=list(traces)
+                )
             if result is _Next.ISOLATE:
-                return self._isolate(batch, handler)
+                return self._isolate(batch, handler, traces=list(traces))
             if result is not _Next.RESTART:
                 return result
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
@@ -490,18 +505,20 @@ class Inbox(Journal):
         *,
         isolate: bool,
         before_commit: BatchHook | None,
-    ) -> list[Outcome] | _Next:
+        traces: list[str | None],
+    ) -> list[Outcome] | list[Outcome | Exception] | _Next:
         """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate (the
         handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
         try:
-            outcomes = self._claim_batch(unit, batch)
+            claimed = self._claim_batch(unit, batch, traces)
         except (DataError, RetryLater):  # isolated, a message that waits holds its RetryLater alone
             if not isolate:
                 raise
             return _Next.ISOLATE
-        if outcomes is None:
+        if claimed is None:
             unit.rollback()
             return _Next.RESTART
+        outcomes, tries = claimed
         new = [m for m, outcome in zip(batch, outcomes, strict=True) if outcome is Outcome.PROCESSED]
         tx = Tx(unit.connection, self.dialect, unit=unit)
         if new:
@@ -513,6 +530,8 @@ class Inbox(Journal):
                     raise
                 error = self._store.map_error(exc)
                 if isolate and judge(error) is not Failure.UNSETTLED:
+                    if len(batch) == 1:  # the failure is its one message's: charged now, the handler not run again
+                        return self._charge(unit, batch[0], exc, attempt=tries[0])
                     return _Next.ISOLATE
                 if error is exc:
                     raise
@@ -526,8 +545,18 @@ class Inbox(Journal):
         unit.commit()
         return outcomes
 
-    def _isolate(self, batch: list[Message], handler: BatchHandler) -> list[Outcome | Exception]:
-        """Settle each message of a failed batch alone; an unsettled one holds its exception."""
+    def _charge(self, unit: Unit, message: Message, exc: Exception, *, attempt: int) -> list[Outcome | Exception]:
+        """The result of an isolated batch of one whose handler failed (rolled back) at its `attempt`-th attempt:
+        charged as `process` charges it (DEAD, or the exception that left it unsettled)."""
+        try:
+            return [self._failed(unit, message, exc, attempt=attempt)]
+        except Exception as error:
+            return [error]
+
+    def _isolate(
+        self, batch: list[Message], handler: BatchHandler, *, traces: list[str | None]
+    ) -> list[Outcome | Exception]:
+        """Settle each message of a failed batch alone, under its trace; an unsettled one holds its exception."""
 
         def single(tx: Tx, message: Message) -> object:
             return handler(tx, [message])
@@ -540,7 +569,8 @@ class Inbox(Journal):
                 results.append(earlier)
                 continue
             try:
-                result: Outcome | Exception = self.process(message, single)
+                with _trace.attached(_trace.extract({"traceparent": traces[index] or ""})):
+                    result: Outcome | Exception = self.process(message, single)
             except StoreError as exc:  # the database failed: the rest of the batch is not tried
                 results.extend([exc] * (len(batch) - index))
                 break
@@ -550,13 +580,18 @@ class Inbox(Journal):
             first.setdefault(message.key, result)
         return results
 
-    def _claim_batch(self, unit: Unit, batch: list[Message]) -> list[Outcome] | None:
-        """Insert the batch's keys, read back the others, and settle each message; None when a row vanished."""
+    def _claim_batch(
+        self, unit: Unit, batch: list[Message], traces: list[str | None]
+    ) -> tuple[list[Outcome], list[int]] | None:
+        """Insert the batch's keys, read back the others, and settle each message; None when a row vanished.
+
+        Returns each message's outcome if the handler succeeds, and the attempt its run would be (1: new, 0: no run).
+        A row it settles keeps its message's traceparent (`traces`, by position)."""
         try:
-            params = {"consumer": self.consumer, **self._store.batch_params(batch)}
+            params = {"consumer": self.consumer, **self._store.batch_params(batch, traces)}
             inserted = {(row[0], row[1]) for row in unit.begin_fetch("insert_batch", params)}
             if len(inserted) == len(batch):  # every key new, none twice: nothing to read back or decide
-                return [Outcome.PROCESSED] * len(batch)
+                return [Outcome.PROCESSED] * len(batch), [1] * len(batch)
             found: dict[Key, tuple[Found, datetime]] = {}
             if known := [m for m in batch if m.key not in inserted]:
                 params = {"consumer": self.consumer, **self._store.batch_params(known)}
@@ -565,12 +600,13 @@ class Inbox(Journal):
             plan = plan_batch(batch, inserted, found, max_attempts=self.max_attempts)
             if plan is None:
                 return None
-            outcomes = []
-            for message, action in zip(batch, plan, strict=True):
+            outcomes, tries = [], []
+            for message, action, trace in zip(batch, plan, traces, strict=True):
                 if action is Action.WAIT:
                     raise wait_error(message, *found[message.key])
+                tries.append(found[message.key][0].attempts + 1 if action is Action.RETRY else int(action is None))
                 if action is Action.RETRY:
-                    unit.run("retry", key_params(self.consumer, message, trace=_trace.traceparent()))
+                    unit.run("retry", key_params(self.consumer, message, trace=trace))
                 elif action is Action.DUPLICATE and message.key in found:  # the current span, when one is traced
                     _trace.link(found[message.key][0].trace)
                 if action is None or action is Action.RETRY:
@@ -582,7 +618,7 @@ class Inbox(Journal):
         except BaseException:
             unit.rollback()
             raise
-        return outcomes
+        return outcomes, tries
 
     def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, attempts: int) -> Outcome:
         """Write what a decision without a handler run needs, inside the open transaction."""

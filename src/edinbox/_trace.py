@@ -101,13 +101,14 @@ def inject(headers: Mapping[str, str] | None) -> Mapping[str, str] | None:
     return {**(headers or {}), **carrier} if carrier else headers
 
 
-def traceparent() -> str | None:
-    """The W3C traceparent of the current span (what the journal keeps of the attempt that settles a message), or
-    None when nothing is traced."""
+def traceparent(of: Any = None) -> str | None:
+    """The W3C traceparent of the span `of` (default: the current span), what the journal keeps of the attempt that
+    settles a message; None when nothing is traced."""
     if not tracing():
         return None
     carrier: dict[str, str] = {}
-    _TRACEPARENT.inject(carrier)  # nothing when the current span is not a valid one
+    context = None if of is None else _otel.set_span_in_context(of)
+    _TRACEPARENT.inject(carrier, context=context)  # nothing when the span is not a valid one
     return carrier.get("traceparent")
 
 

@@ -100,6 +100,47 @@ def test_a_failing_handler_is_recorded_on_its_span(spans: InMemorySpanExporter, 
     assert (retried.attributes["edinbox.attempt"], retried.attributes["edinbox.outcome"]) == (2, "processed")
 
 
+def _traceparent(context: Any) -> str:
+    """The W3C traceparent of a span context."""
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def test_a_batch_keeps_the_trace_of_the_span_that_settled_each_message(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """process_batch keeps the current span's traceparent on each row it settles, as process does; `traces=` gives
+    each message its own, and a message settled alone after the batch's handler failed keeps a span of its own
+    trace (a child of the one given)."""
+    source = "X12:ZZ:ACME>ZZ:HUB"
+    tracer = trace.get_tracer("consumer")
+
+    def fail_on_p(tx: Any, messages: list[Message]) -> None:
+        if any(m.message_id == "p" for m in messages):
+            raise RuntimeError("accounting said no")
+
+    with Inbox(f"sqlite:///{tmp_path / 'i.db'}", consumer="c") as inbox:
+        inbox.create_schema()
+        with tracer.start_as_current_span("batch") as current:
+            inbox.process_batch([Message("b1", source), Message("b2", source)], fail_on_p)
+        given = [tracer.start_span(f"delivery {n}").get_span_context() for n in range(4)]
+        traces = [_traceparent(c) for c in given]
+        batch = [Message("c1", source), Message("c2", source)]
+        assert inbox.process_batch(batch, fail_on_p, traces=traces[:2]) == [Outcome.PROCESSED] * 2
+        isolated = inbox.process_batch(
+            [Message("i", source), Message("p", source)], fail_on_p, traces=traces[2:], isolate=True
+        )
+        assert isolated[0] is Outcome.PROCESSED
+        kept = {m: inbox.get(source, m).trace for m in ("b1", "b2", "c1", "c2", "i")}  # type: ignore[union-attr]
+    assert kept["b1"] == kept["b2"] == _traceparent(current.get_span_context())
+    assert (kept["c1"], kept["c2"]) == (traces[0], traces[1])
+    (alone,) = [
+        s for s in settles(list(spans.get_finished_spans())) if "/i" in str((s.attributes or {}).get("edinbox.key"))
+    ]
+    assert kept["i"] == _traceparent(alone.context)
+    assert alone.parent is not None
+    assert (alone.context.trace_id, alone.parent.span_id) == (given[2].trace_id, given[2].span_id)
+
+
 def test_hub_traces_each_delivery_with_partner_and_outcome(
     spans: InMemorySpanExporter, hub_config: HubConfig, spool: Path
 ) -> None:
@@ -128,6 +169,10 @@ def test_hub_traces_each_delivery_with_partner_and_outcome(
         if s.attributes and s.attributes.get("edinbox.partner")
     }
     assert by_outcome == {"processed": ["edinbox commit", "edinbox handler"], "duplicate": ["edinbox commit"]}
+    (processed,) = [s for s in settles(finished) if (s.attributes or {}).get("edinbox.outcome") == "processed"]
+    with Inbox(hub_config.db, consumer=hub_config.consumer, table=hub_config.table) as inbox:
+        (row,) = inbox.records(limit=10)
+    assert row.trace == _traceparent(processed.context)  # the batch's row keeps its delivery's span
 
 
 async def test_faststream_middleware_continues_the_producers_trace(

@@ -82,6 +82,13 @@ class Batch:
         self.shard = secrets.randbelow(SHARDS)
         """The counters' shard this batch adds to (`_tables.SHARDS`): other hubs' batches rarely share its rows."""
 
+    def traces(self) -> list[str | None] | None:
+        """By position in `messages`, the traceparent of each message's delivery span (None: nothing traced)."""
+        if self.spans is None or not self.spans.spans:
+            return None
+        position = {id(w): n for n, w in enumerate(self.work)}
+        return [self.spans.traceparent(position[id(w)]) for w, _, item in self.entries if item.message is not None]
+
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
         """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and
         write their acknowledgments."""

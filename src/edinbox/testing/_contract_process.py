@@ -334,6 +334,20 @@ class ProcessContract:
         assert h.seen[1:] == [[f"m{i}"] for i in range(6)]
         assert h.process_batch(batch, isolate=True) == [Outcome.DUPLICATE if i != 3 else Outcome.DEAD for i in range(6)]
 
+    def test_an_isolated_batch_of_one_runs_its_failing_handler_once(self, store_harness: InboxHarnessFactory) -> None:
+        """isolate=True, a batch of one whose handler fails: that one run is charged (no second run to isolate it),
+        first as attempt 1, then, retried at once, as attempt 2, which parks it DEAD at max_attempts=2."""
+        h = store_harness(max_attempts=2, horizon=timedelta(0))
+        error = Boom("once")
+        assert h.process_batch([msg("o")], fail=error, isolate=True) == [error]
+        assert h.seen == [["o"]]
+        record = h.call("get", SOURCE, "o")
+        assert (record.status, record.attempts) == (Status.FAILED, 1)
+        assert h.process_batch([msg("o")], fail=error, isolate=True) == [error]
+        assert h.seen == [["o"], ["o"]]
+        record = h.call("get", SOURCE, "o")
+        assert (record.status, record.attempts, h.effects()) == (Status.DEAD, 2, 0)
+
     def test_poison_in_a_batch_costs_its_batch_mates_no_attempt(self, store_harness: InboxHarnessFactory) -> None:
         """max_attempts=5: without isolate nobody is charged; with isolate only the poison counts one attempt."""
         h = store_harness(max_attempts=5, horizon=timedelta(0))
