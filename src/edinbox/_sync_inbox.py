@@ -409,7 +409,7 @@ class Inbox(Journal):
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
         session: Any = None,
-        traces: Sequence[str | None] | None = None,
+        spans: Sequence[Any] | None = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -421,7 +421,7 @@ class Inbox(Journal):
         isolate: bool,
         before_commit: BatchHook | None = None,
         session: Any = None,
-        traces: Sequence[str | None] | None = None,
+        spans: Sequence[Any] | None = None,
     ) -> list[Outcome | Exception]: ...
 
     def process_batch(
@@ -432,7 +432,7 @@ class Inbox(Journal):
         isolate: bool = False,
         before_commit: BatchHook | None = None,
         session: Any = None,
-        traces: Sequence[str | None] | None = None,
+        spans: Sequence[Any] | None = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -467,32 +467,30 @@ class Inbox(Journal):
         `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
         there too.
 
-        Each row settled keeps the traceparent of the span that settled it, as with `process`: by default the
-        current span's; `traces` (W3C traceparents, by position) gives each message its own (a consumer that keeps
-        one span per delivery), and an isolated message is settled under its own.
+        Each row settled keeps the traceparent of the span that settled it, and a duplicate's span is linked to
+        the trace that made the effect, as with `process`: by default the current span; `spans` (OpenTelemetry
+        spans, by position) gives each message its own (a consumer that keeps one span per delivery), and an
+        isolated message is settled under its own.
         """
         if session is not None:
             joined = self._session_inbox(session)
             hook = None if before_commit is None else in_session(session, before_commit)
             return joined.process_batch(
-                messages, in_session(session, handler), isolate=isolate, before_commit=hook, traces=traces
+                messages, in_session(session, handler), isolate=isolate, before_commit=hook, spans=spans
             )
         batch = list(messages)
-        if traces is None:
-            traces = [_trace.traceparent()] * len(batch)
-        elif len(traces) != len(batch):
-            raise ConfigurationError(f"traces must give one traceparent per message: {len(traces)} for {len(batch)}")
+        if spans is not None and len(spans) != len(batch):
+            raise ConfigurationError(f"spans must give one span per message: {len(spans)} for {len(batch)}")
+        each = list(spans) if spans is not None else [None] * len(batch)  # None: the current span
         if not batch:
             if before_commit is not None:
                 self.transaction(lambda tx: before_commit(tx, []))
             return []
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
-                result = self._batch(
-                    unit, batch, handler, isolate=isolate, before_commit=before_commit, traces=list(traces)
-                )
+                result = self._batch(unit, batch, handler, isolate=isolate, before_commit=before_commit, spans=each)
             if result is _Next.ISOLATE:
-                return self._isolate(batch, handler, traces=list(traces))
+                return self._isolate(batch, handler, spans=each)
             if result is not _Next.RESTART:
                 return result
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
@@ -505,12 +503,12 @@ class Inbox(Journal):
         *,
         isolate: bool,
         before_commit: BatchHook | None,
-        traces: list[str | None],
+        spans: list[Any],
     ) -> list[Outcome] | list[Outcome | Exception] | _Next:
         """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate (the
         handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
         try:
-            claimed = self._claim_batch(unit, batch, traces)
+            claimed = self._claim_batch(unit, batch, spans)
         except (DataError, RetryLater):  # isolated, a message that waits holds its RetryLater alone
             if not isolate:
                 raise
@@ -553,10 +551,8 @@ class Inbox(Journal):
         except Exception as error:
             return [error]
 
-    def _isolate(
-        self, batch: list[Message], handler: BatchHandler, *, traces: list[str | None]
-    ) -> list[Outcome | Exception]:
-        """Settle each message of a failed batch alone, under its trace; an unsettled one holds its exception."""
+    def _isolate(self, batch: list[Message], handler: BatchHandler, *, spans: list[Any]) -> list[Outcome | Exception]:
+        """Settle each message of a failed batch alone, under its span; an unsettled one holds its exception."""
 
         def single(tx: Tx, message: Message) -> object:
             return handler(tx, [message])
@@ -569,7 +565,7 @@ class Inbox(Journal):
                 results.append(earlier)
                 continue
             try:
-                with _trace.attached(_trace.extract({"traceparent": traces[index] or ""})):
+                with _trace.attached(spans[index]):
                     result: Outcome | Exception = self.process(message, single)
             except StoreError as exc:  # the database failed: the rest of the batch is not tried
                 results.extend([exc] * (len(batch) - index))
@@ -581,12 +577,14 @@ class Inbox(Journal):
         return results
 
     def _claim_batch(
-        self, unit: Unit, batch: list[Message], traces: list[str | None]
+        self, unit: Unit, batch: list[Message], spans: list[Any]
     ) -> tuple[list[Outcome], list[int]] | None:
         """Insert the batch's keys, read back the others, and settle each message; None when a row vanished.
 
         Returns each message's outcome if the handler succeeds, and the attempt its run would be (1: new, 0: no run).
-        A row it settles keeps its message's traceparent (`traces`, by position)."""
+        A row it settles keeps the traceparent of its message's span (`spans`, by position; None: the current one),
+        and a duplicate's span is linked to the trace that made the effect."""
+        traces = [_trace.traceparent(span) for span in spans]
         try:
             params = {"consumer": self.consumer, **self._store.batch_params(batch, traces)}
             inserted = {(row[0], row[1]) for row in unit.begin_fetch("insert_batch", params)}
@@ -601,14 +599,14 @@ class Inbox(Journal):
             if plan is None:
                 return None
             outcomes, tries = [], []
-            for message, action, trace in zip(batch, plan, traces, strict=True):
+            for message, action, trace, span in zip(batch, plan, traces, spans, strict=True):
                 if action is Action.WAIT:
                     raise wait_error(message, *found[message.key])
                 tries.append(found[message.key][0].attempts + 1 if action is Action.RETRY else int(action is None))
                 if action is Action.RETRY:
                     unit.run("retry", key_params(self.consumer, message, trace=trace))
-                elif action is Action.DUPLICATE and message.key in found:  # the current span, when one is traced
-                    _trace.link(found[message.key][0].trace)
+                elif action is Action.DUPLICATE and message.key in found:
+                    _trace.link(found[message.key][0].trace, on=span)
                 if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:

@@ -112,22 +112,25 @@ def traceparent(of: Any = None) -> str | None:
     return carrier.get("traceparent")
 
 
-def link(stored: str | None) -> None:
-    """Link the current span to the span a stored traceparent names (a suppressed duplicate to the attempt that
-    made the effect); nothing when nothing is traced or `stored` is not a valid traceparent."""
+def link(stored: str | None, *, on: Any = None) -> None:
+    """Link the span `on` (default: the current span) to the span a stored traceparent names (a suppressed duplicate
+    to the attempt that made the effect); nothing when nothing is traced or `stored` is not a valid traceparent."""
     if not stored or not tracing():
         return
     target = _otel.get_current_span(_TRACEPARENT.extract({"traceparent": stored})).get_span_context()
     if target.is_valid:
-        _otel.get_current_span().add_link(target)
+        (on if on is not None else _otel.get_current_span()).add_link(target)
 
 
 @contextlib.contextmanager
 def attached(parent: Any) -> Iterator[None]:
-    """Make `parent` (from `extract`) the current context inside the block; None changes nothing."""
+    """Make `parent` (a context from `extract`, or a span) the current context inside the block; None changes
+    nothing."""
     if _otel is None or parent is None:
         yield
         return
+    if not isinstance(parent, _context.Context):
+        parent = _otel.set_span_in_context(parent)
     token = _context.attach(parent)
     try:
         yield

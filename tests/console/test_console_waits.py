@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -37,9 +38,10 @@ def test_list_show_and_the_console_show_the_retry_time_and_the_trace(tmp_path: P
     with Inbox(config.db, consumer=config.consumer, table=config.table, retry=retry) as inbox:
         with pytest.raises(RuntimeError):
             inbox.process(Message("000000701", SOURCE, b"x"), _refuse)
-        traces = [f"00-{TRACE_ID}-{SPAN_ID}-01"]
-        inbox.process_batch([Message("000000702", SOURCE, b"y")], lambda tx, batch: None, traces=traces)
+        inbox.process(Message("000000702", SOURCE, b"y"), lambda tx, message: None)
         waiting = inbox.get(SOURCE, "000000701")
+    with sqlite3.connect(tmp_path / "hub.db") as db:  # as a traced settle writes it (tests/hub/test_traces.py)
+        db.execute("UPDATE inbox SET trace = ? WHERE message_id = '000000702'", (f"00-{TRACE_ID}-{SPAN_ID}-01",))
     assert waiting is not None
     assert waiting.retry_at is not None
     db = ("--db", config.db)

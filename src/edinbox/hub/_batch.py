@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
@@ -82,12 +83,12 @@ class Batch:
         self.shard = secrets.randbelow(SHARDS)
         """The counters' shard this batch adds to (`_tables.SHARDS`): other hubs' batches rarely share its rows."""
 
-    def traces(self) -> list[str | None] | None:
-        """By position in `messages`, the traceparent of each message's delivery span (None: nothing traced)."""
+    def message_spans(self) -> list[Any] | None:
+        """By position in `messages`, the span of each message's delivery (None: nothing traced)."""
         if self.spans is None or not self.spans.spans:
             return None
         position = {id(w): n for n, w in enumerate(self.work)}
-        return [self.spans.traceparent(position[id(w)]) for w, _, item in self.entries if item.message is not None]
+        return [self.spans.spans[position[id(w)]] for w, _, item in self.entries if item.message is not None]
 
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
         """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and

@@ -357,7 +357,7 @@ class Hub:
         results = await _recorded(
             batch,
             lambda: self.inbox.process_batch(
-                batch.messages, batch.create, isolate=True, before_commit=batch.record, traces=batch.traces()
+                batch.messages, batch.create, isolate=True, before_commit=batch.record, spans=batch.message_spans()
             ),
         )
         if batch.recorded_at:

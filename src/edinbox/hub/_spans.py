@@ -35,10 +35,6 @@ class Spans:
         now = time.time_ns()
         self.spans = [_trace.start(_trace.SETTLE, parent=_trace.extract(d.headers), start_time=now) for d in deliveries]
 
-    def traceparent(self, index: int) -> str | None:
-        """The W3C traceparent of delivery `index`'s span (what the journal keeps of its messages), or None."""
-        return _trace.traceparent(self.spans[index]) if self.spans else None
-
     def handled(self, started: int, ended: int) -> None:
         """Note a handler call of the batch (nanoseconds); several calls (isolation) span from first to last."""
         first = started if self.handler is None else self.handler[0]
