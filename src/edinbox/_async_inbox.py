@@ -31,6 +31,7 @@ import copy
 import enum
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, cast, overload
@@ -69,6 +70,15 @@ class _Next(enum.Enum):
 
     RESTART = "restart"  # a row vanished between the insert and the lock
     ISOLATE = "isolate"  # the handler failed: settle each message alone
+
+
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """A failed batch whose handler ran for one message only: the failure is that message's, its `attempt`-th."""
+
+    index: int
+    error: Exception
+    attempt: int
 
 
 class AsyncInbox(AsyncJournal):
@@ -492,8 +502,8 @@ class AsyncInbox(AsyncJournal):
                 result = await self._batch(
                     unit, batch, handler, isolate=isolate, before_commit=before_commit, spans=each
                 )
-            if result is _Next.ISOLATE:
-                return await self._isolate(batch, handler, spans=each)
+            if result is _Next.ISOLATE or isinstance(result, _Ran):
+                return await self._isolate(batch, handler, spans=each, ran=result if isinstance(result, _Ran) else None)
             if result is not _Next.RESTART:
                 return result
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
@@ -507,9 +517,10 @@ class AsyncInbox(AsyncJournal):
         isolate: bool,
         before_commit: BatchHook | None,
         spans: list[Any],
-    ) -> list[Outcome] | list[Outcome | Exception] | _Next:
+    ) -> list[Outcome] | _Next | _Ran:
         """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate (the
-        handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
+        handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep); a handler
+        that failed having run for one message only is that message's failure (`_Ran`)."""
         try:
             claimed = await self._claim_batch(unit, batch, spans)
         except (DataError, RetryLater):  # isolated, a message that waits holds its RetryLater alone
@@ -531,9 +542,8 @@ class AsyncInbox(AsyncJournal):
                     raise
                 error = self._store.map_error(exc)
                 if isolate and judge(error) is not Failure.UNSETTLED:
-                    if len(batch) == 1:  # the failure is its one message's: charged now, the handler not run again
-                        return await self._charge(unit, batch[0], exc, attempt=tries[0])
-                    return _Next.ISOLATE
+                    runs = [index for index, attempt in enumerate(tries) if attempt]
+                    return _Ran(runs[0], exc, tries[runs[0]]) if len(runs) == 1 else _Next.ISOLATE
                 if error is exc:
                     raise
                 raise error from exc
@@ -546,24 +556,26 @@ class AsyncInbox(AsyncJournal):
         await unit.commit()
         return outcomes
 
-    async def _charge(
-        self, unit: AsyncUnit, message: Message, exc: Exception, *, attempt: int
-    ) -> list[Outcome | Exception]:
-        """The result of an isolated batch of one whose handler failed (rolled back) at its `attempt`-th attempt:
-        charged as `process` charges it (DEAD, or the exception that left it unsettled)."""
-        try:
-            return [await self._failed(unit, message, exc, attempt=attempt)]
-        except Exception as error:
-            return [error]
-
     async def _isolate(
-        self, batch: list[Message], handler: BatchHandler, *, spans: list[Any]
+        self, batch: list[Message], handler: BatchHandler, *, spans: list[Any], ran: _Ran | None
     ) -> list[Outcome | Exception]:
-        """Settle each message of a failed batch alone, under its span; an unsettled one holds its exception."""
+        """Settle each message of a failed batch alone, under its span; an unsettled one holds its exception.
+
+        When the handler ran for one message only (`ran`), that failure is charged to it as it stands: its handler
+        is not run a second time to find out whose it was."""
 
         async def single(tx: Tx, message: Message) -> object:
             return await handler(tx, [message])
 
+        charged: dict[int, Outcome | Exception] = {}
+        if ran is not None:
+            async with self._store.unit() as unit:
+                try:
+                    charged[ran.index] = await self._failed(unit, batch[ran.index], ran.error, attempt=ran.attempt)
+                except StoreError as exc:  # the database failed: nothing of the batch is tried
+                    return [exc] * len(batch)
+                except Exception as exc:
+                    charged[ran.index] = exc
         results: list[Outcome | Exception] = []
         first: dict[Key, Outcome | Exception] = {}
         for index, message in enumerate(batch):
@@ -573,7 +585,9 @@ class AsyncInbox(AsyncJournal):
                 continue
             try:
                 with _trace.attached(spans[index]):
-                    result: Outcome | Exception = await self.process(message, single)
+                    result: Outcome | Exception = (
+                        charged[index] if index in charged else await self.process(message, single)
+                    )
             except StoreError as exc:  # the database failed: the rest of the batch is not tried
                 results.extend([exc] * (len(batch) - index))
                 break

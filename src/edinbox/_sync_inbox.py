@@ -32,6 +32,7 @@ import copy
 import enum
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, cast, overload
@@ -70,6 +71,15 @@ class _Next(enum.Enum):
 
     RESTART = "restart"  # a row vanished between the insert and the lock
     ISOLATE = "isolate"  # the handler failed: settle each message alone
+
+
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """A failed batch whose handler ran for one message only: the failure is that message's, its `attempt`-th."""
+
+    index: int
+    error: Exception
+    attempt: int
 
 
 class Inbox(Journal):
@@ -489,8 +499,8 @@ class Inbox(Journal):
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
                 result = self._batch(unit, batch, handler, isolate=isolate, before_commit=before_commit, spans=each)
-            if result is _Next.ISOLATE:
-                return self._isolate(batch, handler, spans=each)
+            if result is _Next.ISOLATE or isinstance(result, _Ran):
+                return self._isolate(batch, handler, spans=each, ran=result if isinstance(result, _Ran) else None)
             if result is not _Next.RESTART:
                 return result
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
@@ -504,9 +514,10 @@ class Inbox(Journal):
         isolate: bool,
         before_commit: BatchHook | None,
         spans: list[Any],
-    ) -> list[Outcome] | list[Outcome | Exception] | _Next:
+    ) -> list[Outcome] | _Next | _Ran:
         """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate (the
-        handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
+        handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep); a handler
+        that failed having run for one message only is that message's failure (`_Ran`)."""
         try:
             claimed = self._claim_batch(unit, batch, spans)
         except (DataError, RetryLater):  # isolated, a message that waits holds its RetryLater alone
@@ -528,9 +539,8 @@ class Inbox(Journal):
                     raise
                 error = self._store.map_error(exc)
                 if isolate and judge(error) is not Failure.UNSETTLED:
-                    if len(batch) == 1:  # the failure is its one message's: charged now, the handler not run again
-                        return self._charge(unit, batch[0], exc, attempt=tries[0])
-                    return _Next.ISOLATE
+                    runs = [index for index, attempt in enumerate(tries) if attempt]
+                    return _Ran(runs[0], exc, tries[runs[0]]) if len(runs) == 1 else _Next.ISOLATE
                 if error is exc:
                     raise
                 raise error from exc
@@ -543,20 +553,26 @@ class Inbox(Journal):
         unit.commit()
         return outcomes
 
-    def _charge(self, unit: Unit, message: Message, exc: Exception, *, attempt: int) -> list[Outcome | Exception]:
-        """The result of an isolated batch of one whose handler failed (rolled back) at its `attempt`-th attempt:
-        charged as `process` charges it (DEAD, or the exception that left it unsettled)."""
-        try:
-            return [self._failed(unit, message, exc, attempt=attempt)]
-        except Exception as error:
-            return [error]
+    def _isolate(
+        self, batch: list[Message], handler: BatchHandler, *, spans: list[Any], ran: _Ran | None
+    ) -> list[Outcome | Exception]:
+        """Settle each message of a failed batch alone, under its span; an unsettled one holds its exception.
 
-    def _isolate(self, batch: list[Message], handler: BatchHandler, *, spans: list[Any]) -> list[Outcome | Exception]:
-        """Settle each message of a failed batch alone, under its span; an unsettled one holds its exception."""
+        When the handler ran for one message only (`ran`), that failure is charged to it as it stands: its handler
+        is not run a second time to find out whose it was."""
 
         def single(tx: Tx, message: Message) -> object:
             return handler(tx, [message])
 
+        charged: dict[int, Outcome | Exception] = {}
+        if ran is not None:
+            with self._store.unit() as unit:
+                try:
+                    charged[ran.index] = self._failed(unit, batch[ran.index], ran.error, attempt=ran.attempt)
+                except StoreError as exc:  # the database failed: nothing of the batch is tried
+                    return [exc] * len(batch)
+                except Exception as exc:
+                    charged[ran.index] = exc
         results: list[Outcome | Exception] = []
         first: dict[Key, Outcome | Exception] = {}
         for index, message in enumerate(batch):
@@ -566,7 +582,7 @@ class Inbox(Journal):
                 continue
             try:
                 with _trace.attached(spans[index]):
-                    result: Outcome | Exception = self.process(message, single)
+                    result: Outcome | Exception = charged[index] if index in charged else self.process(message, single)
             except StoreError as exc:  # the database failed: the rest of the batch is not tried
                 results.extend([exc] * (len(batch) - index))
                 break

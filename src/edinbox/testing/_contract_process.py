@@ -348,6 +348,19 @@ class ProcessContract:
         record = h.call("get", SOURCE, "o")
         assert (record.status, record.attempts, h.effects()) == (Status.DEAD, 2, 0)
 
+    def test_a_failed_batch_that_ran_for_one_message_charges_it_without_a_second_run(self, h: InboxHarness) -> None:
+        """isolate=True, a batch whose handler ran for one new message (its other messages a duplicate and a copy):
+        that message is charged one attempt from that run, its copy holds the same exception, the duplicate
+        settles; the handler is not called again."""
+        h.process(msg("old"))
+        h.seen.clear()
+        error = Boom("p")
+        results = h.process_batch([msg("old"), msg("p"), msg("p")], fail=error, isolate=True)
+        assert results == [Outcome.DUPLICATE, error, error]
+        assert h.seen == [["p"]]
+        record = h.call("get", SOURCE, "p")
+        assert (record.status, record.attempts, h.effects("p")) == (Status.FAILED, 1, 0)
+
     def test_poison_in_a_batch_costs_its_batch_mates_no_attempt(self, store_harness: InboxHarnessFactory) -> None:
         """max_attempts=5: without isolate nobody is charged; with isolate only the poison counts one attempt."""
         h = store_harness(max_attempts=5, horizon=timedelta(0))
