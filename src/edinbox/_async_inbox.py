@@ -605,7 +605,7 @@ class AsyncInbox(AsyncJournal):
         Returns each message's outcome if the handler succeeds, and the attempt its run would be (1: new, 0: no run).
         A row it settles keeps the traceparent of its message's span (`spans`, by position; None: the current one),
         and a duplicate's span is linked to the trace that made the effect."""
-        traces = [_trace.traceparent(span) for span in spans]
+        traces = [_trace.traceparent(span) for span in spans] if _trace.tracing() else [None] * len(spans)
         try:
             params = {"consumer": self.consumer, **self._store.batch_params(batch, traces)}
             inserted = {(row[0], row[1]) for row in await unit.begin_fetch("insert_batch", params)}
