@@ -27,6 +27,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from edinbox._core import parse_table
+from edinbox._dead import check_destination as check_dead_letters
 from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.hub._values import (
@@ -267,6 +268,10 @@ class HubConfig(BaseSettings):
     destinations: Text = Field(
         "", description="broker URLs with their passwords, space-separated: the outbox keeps its rows' without"
     )
+    dead_letters: Text = Field(
+        "",
+        description='also publish each message parked DEAD here, with why (amqp://host/?queue=errors; "": nowhere)',
+    )
     partners: Annotated[dict[str, Agreement], BeforeValidator(_partners)] = Field(
         default_factory=dict, description='partner agreements by "QUALIFIER:ID" ("*": every other partner)'
     )
@@ -290,7 +295,8 @@ class HubConfig(BaseSettings):
         """The URLs whose passwords the relay may give an outbox row (kept without one): `destinations`, then the
         source and the partners' outbound URLs."""
         outbound = (a.outbound for a in self.partners.values() if a.outbound)
-        return (*self.destinations.split(), *([self.source] if self.source else []), *outbound)
+        dead = [self.dead_letters] if self.dead_letters else []
+        return (*self.destinations.split(), *([self.source] if self.source else []), *outbound, *dead)
 
     @property
     def acknowledges(self) -> bool:
@@ -338,6 +344,15 @@ class HubConfig(BaseSettings):
             if party and ":" not in party:
                 raise ValueError(f"expected QUALIFIER:ID (e.g. ZZ:HUB), got {party!r}")
         return parties
+
+    @field_validator("dead_letters")
+    @classmethod
+    def _dead_letters(cls, destination: str) -> str:
+        """A destination its publisher can send to and whose headers can say why a message died, or empty."""
+        if destination:
+            check_destination(destination)
+            check_dead_letters(destination)
+        return destination
 
     @field_validator("unknown_outbound")
     @classmethod

@@ -356,7 +356,9 @@ class Hub:
         """
         results = await _recorded(
             batch,
-            lambda: self.inbox.process_batch(batch.messages, batch.create, isolate=True, before_commit=batch.record),
+            lambda: self.inbox.process_batch(
+                batch.messages, batch.create, isolate=True, before_commit=batch.record, spans=batch.message_spans()
+            ),
         )
         if batch.recorded_at:
             return  # settled together: `record` ran in the batch's transaction

@@ -50,6 +50,7 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         max_attempts=config.max_attempts,
         retry=Retry(immediate=config.retry_immediate, first=parse_duration(config.retry_first)),
         horizon=parse_duration(config.horizon),
+        dead_letters=config.dead_letters or None,
         applications=[HUB],
     )
     try:
