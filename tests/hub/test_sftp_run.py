@@ -1,0 +1,65 @@
+"""`edinbox run --source sftp://...` end to end against a real OpenSSH server: a hub killed between its commit and
+the remote archiving, then restarted, books every invoice once, loses no file, and drops each acknowledgment into the
+partner's SFTP folder once under its name."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from edinbox.hub import HubConfig
+from edinbox.hub._generate import render
+from edinbox.hub._ops import init, stats
+from edinbox.sources.sftp import publish
+from servers import PrivateSSH
+
+from .test_hub import doc
+
+COUNT = 9
+
+
+def _edinbox(*args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    if fault:
+        env["EDINBOX_FAULT"] = fault
+    return subprocess.run(
+        [sys.executable, "-m", "edinbox.cli", *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_a_hub_killed_between_commit_and_archive_books_every_invoice_once(tmp_path: Path) -> None:
+    """The hub reads the partner's SFTP folder; SIGKILLed after its first commit (those files still in the folder,
+    unarchived), it is restarted: every invoice is booked once (the re-read files are duplicates), every file ends in
+    archive/, none in the folder, and every acknowledgment sent (TA1 and 997 of each interchange) sits in the
+    partner's outbound folder as one file under its producer id, with no temporary file left."""
+    with PrivateSSH() as ssh:
+        source = ssh.url("in", settle="0.2", poll="0.1")
+        outbound = ssh.url("out")
+        (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "{outbound}"\nta1 = "always"\n')
+        config = HubConfig(db=f"sqlite:///{tmp_path / 'hub.db'}", source=source)
+        asyncio.run(init(config))
+        docs = [doc(control=f"{300 + n:09d}", number=f"SFTP-{n}") for n in range(COUNT)]
+        asyncio.run(publish(source, [(f"invoice-{n}", render(d)) for n, d in enumerate(docs)]))
+        common = ["--db", config.db, "--config", str(tmp_path / "hub.toml"), "--source", source]
+        run = ["run", "--once", "--batch-size", "4", "--idle-timeout", "2", *common]
+        killed = _edinbox(*run, "--no-relay", fault="after_commit:1")
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert len([p for p in ssh.folder("in").iterdir() if p.is_file()]) == COUNT  # nothing archived yet
+        finished = _edinbox(*run)
+        assert finished.returncode == 0, finished.stderr
+        counts = asyncio.run(stats(config))
+        assert (counts["processed"], counts["invoices"]) == (COUNT, COUNT)
+        assert counts["duplicate"] >= 1  # the killed batch, read again
+        assert [p for p in ssh.folder("in").iterdir() if p.is_file()] == []
+        assert len(list(ssh.folder("in/archive").iterdir())) == COUNT
+        dropped = sorted(p.name for p in ssh.folder("out").iterdir())
+        acks = counts["acknowledgments"]
+        assert acks["TA1"] == acks["997"] == COUNT
+        # each a file of its own (the re-read interchanges were answered with a duplicate notice each)
+        assert len(dropped) == counts["outbox"]["sent"] == 2 * COUNT + acks["duplicate_notices"]
+        assert all(name.endswith(".edi") and not name.startswith(".") for name in dropped)
