@@ -96,6 +96,28 @@ async def test_a_growing_file_is_taken_only_once_it_stopped_changing(ssh: Privat
         await source.ack(delivery)
 
 
+async def test_a_file_changed_after_it_settled_is_not_consumed_until_it_settles_again(
+    ssh: PrivateSSH, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file that changes between the listing that found it settled and its reading is not handed out (the reading
+    checks size and time again); its new content is delivered once it settled again, the old one never."""
+    folder = ssh.folder("changing")
+    _write(folder / "a.edi", b"ISA a", ssh)
+    _write(folder / "b.edi", b"ISA b, first", ssh)
+    caplog.set_level(logging.INFO, "edinbox.sources.sftp")
+    async with _source(ssh.url("changing", settle="0.2", poll="1.0")) as source:
+        [first] = await _collect(source, 1)  # one per receive: b.edi stays listed as settled, not read yet
+        assert first.payload == b"ISA a"
+        with (folder / "b.edi").open("ab") as file:  # before the next listing, a second away
+            file.write(b", then more")
+        assert await source.receive(max_messages=1, timeout=0.1) == []
+        assert "'b.edi' changed while it was read" in caplog.text
+        [second] = await _collect(source, 1)
+        assert second.payload == b"ISA b, first, then more"
+        for delivery in (first, second):
+            await source.ack(delivery)
+
+
 async def test_files_renamed_deleted_or_replaced_under_the_hub(
     ssh: PrivateSSH, caplog: pytest.LogCaptureFixture
 ) -> None:
