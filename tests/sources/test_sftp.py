@@ -182,9 +182,10 @@ async def test_links_oversize_and_unreadable_files_are_parked_and_the_rest_goes_
 async def test_a_file_that_can_be_neither_read_nor_moved_is_skipped_with_one_log_line(
     ssh: PrivateSSH, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """In a folder the login user cannot write, an unreadable file is logged once as left in place and skipped; the
-    readable file next to it is delivered."""
+    """In a folder the login user cannot write, an unreadable file and a symlink are each logged once as left in
+    place and skipped (across several listings); the readable file next to them is delivered."""
     folder = ssh.folder("readonly")
+    (folder / "link.edi").symlink_to("/etc/hostname")
     _write(folder / "locked.edi", b"ISA locked", ssh)
     (folder / "locked.edi").chmod(0)
     _write(folder / "fine.edi", b"ISA fine", ssh)
@@ -199,10 +200,11 @@ async def test_a_file_that_can_be_neither_read_nor_moved_is_skipped_with_one_log
             assert await source.receive(max_messages=5, timeout=0.5) == []
         finally:
             folder.chmod(0o755)
-    lines = [r.getMessage() for r in caplog.records if "cannot park" in r.getMessage()]
-    assert len(lines) == 1
-    assert "locked.edi" in lines[0]
-    assert "left in place" in lines[0]
+    lines = sorted(r.getMessage() for r in caplog.records if "cannot park" in r.getMessage())
+    assert len(lines) == 2
+    assert "'link.edi' (a symbolic link" in lines[0]
+    assert "'locked.edi' (cannot be read: " in lines[1]
+    assert all("left in place" in line for line in lines)
 
 
 async def test_the_host_key_is_always_checked(ssh: PrivateSSH, tmp_path: Path) -> None:

@@ -104,7 +104,8 @@ class SftpSource(Source):
         self.open_timeout = open_timeout
         self._listing = Listing(settle=settle)
         self._listed = -poll
-        self._counts: dict[tuple[bytes, int, int], int] = {}
+        self._counts: dict[tuple[bytes, int, int], int] = {}  # deliveries of each file state still listed
+        self._stuck: set[bytes] = set()  # links and special files that could not be parked: skipped while listed
         self._conn: asyncssh.SSHClientConnection | None = None
         self._client: asyncssh.SFTPClient | None = None
 
@@ -160,9 +161,17 @@ class SftpSource(Source):
         return self._client
 
     async def _sftp(self, within: float) -> asyncssh.SFTPClient:
+        """The open session, or a new one within about `within` seconds (a server that does not answer cannot hold
+        a receive, and so a stopping hub, for a whole `connect_timeout`)."""
         if self._client is not None:
             return self._client
-        return await with_backoff(self._connect, within=within)
+        budget = max(within, 1.0)
+        try:
+            async with asyncio.timeout(budget):
+                return await with_backoff(self._connect, within=within)
+        except TimeoutError:
+            self._drop()
+            raise SourceError(f"connecting to {self.url} failed: no answer within {budget:.1f} s") from None
 
     async def open(self) -> None:
         """Connect (with backoff, for up to `open_timeout` s) and create the archive and rejected folders."""
@@ -209,8 +218,10 @@ class SftpSource(Source):
                 odd.append((name, mode))
         self._listing.update(files, now=time.monotonic())
         self._listed = time.monotonic()
+        self._counts = {state: n for state, n in self._counts.items() if state[0] in self._listing.seen}
+        self._stuck &= {name for name, _ in odd}
         out = []
-        for name, mode in sorted(odd)[:limit]:
+        for name, mode in sorted(n for n in odd if n[0] not in self._stuck)[:limit]:
             kind = "a symbolic link (never followed)" if stat.S_ISLNK(mode) else "not a regular file"
             parked = await self._park(client, name, kind)
             if parked is not None:
@@ -295,8 +306,11 @@ class SftpSource(Source):
             if cause is None:
                 raise
             seen = self._listing.seen.get(name)
-            if cause != "gone" and seen is not None:
-                self._listing.skipped[name] = seen.state
+            if cause != "gone":
+                if seen is not None:
+                    self._listing.skipped[name] = seen.state
+                else:
+                    self._stuck.add(name)
                 _log.warning(
                     "sftp %s: cannot park '%s' (%s: %s): left in place, skipped until it changes",
                     self.url,
