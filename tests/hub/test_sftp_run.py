@@ -1,5 +1,5 @@
 """`edinbox run --source sftp://...` end to end against a real OpenSSH server: a hub killed between its commit and
-the remote archiving, then restarted, books every invoice once, loses no file, and drops each acknowledgment into the
+the remote delete, then restarted, books every invoice once, loses no file, and drops each acknowledgment into the
 partner's SFTP folder once under its name."""
 
 from __future__ import annotations
@@ -32,31 +32,37 @@ def _edinbox(*args: str, fault: str | None = None) -> subprocess.CompletedProces
     )
 
 
-def test_a_hub_killed_between_commit_and_archive_books_every_invoice_once(tmp_path: Path) -> None:
-    """The hub reads the partner's SFTP folder; SIGKILLed after its first commit (those files still in the folder,
-    unarchived), it is restarted: every invoice is booked once (the re-read files are duplicates), every file ends in
-    archive/, none in the folder, and every acknowledgment sent (TA1 and 997 of each interchange) sits in the
-    partner's outbound folder as one file under its producer id, with no temporary file left."""
+def test_a_hub_killed_between_commit_and_remote_delete_books_every_invoice_once(tmp_path: Path) -> None:
+    """The hub reads the partner's SFTP folder (delete after the commit); SIGKILLed after its first commit (those
+    files still in the folder), it is restarted: every invoice is booked once (the re-read files are duplicates),
+    every file is deleted, an unreadable one (permission denied) is parked in rejected/ and counted, and every
+    acknowledgment sent (TA1 and 997 of each interchange) sits in the partner's outbound folder as one file under its
+    producer id, with no temporary file left."""
     with PrivateSSH() as ssh:
-        source = ssh.url("in", settle="0.2", poll="0.1")
+        source = ssh.url("in", settle="0.2", poll="0.1", delete="true")
         outbound = ssh.url("out")
         (tmp_path / "hub.toml").write_text(f'[partners."*"]\noutbound = "{outbound}"\nta1 = "always"\n')
         config = HubConfig(db=f"sqlite:///{tmp_path / 'hub.db'}", source=source)
         asyncio.run(init(config))
         docs = [doc(control=f"{300 + n:09d}", number=f"SFTP-{n}") for n in range(COUNT)]
         asyncio.run(publish(source, [(f"invoice-{n}", render(d)) for n, d in enumerate(docs)]))
+        locked = ssh.folder("in") / "locked.edi"
+        locked.write_bytes(render(doc(control="000000399", number="SFTP-LOCKED")))
+        locked.chmod(0)
         common = ["--db", config.db, "--config", str(tmp_path / "hub.toml"), "--source", source]
-        run = ["run", "--once", "--batch-size", "4", "--idle-timeout", "2", *common]
+        run = ["run", "--once", "--batch-size", "4", "--idle-timeout", "1", *common]
         killed = _edinbox(*run, "--no-relay", fault="after_commit:1")
         assert killed.returncode == -signal.SIGKILL, killed.stderr
-        assert len([p for p in ssh.folder("in").iterdir() if p.is_file()]) == COUNT  # nothing archived yet
+        assert len([p for p in ssh.folder("in").iterdir() if p.is_file()]) == COUNT + 1  # nothing deleted yet
         finished = _edinbox(*run)
         assert finished.returncode == 0, finished.stderr
         counts = asyncio.run(stats(config))
         assert (counts["processed"], counts["invoices"]) == (COUNT, COUNT)
         assert counts["duplicate"] >= 1  # the killed batch, read again
+        assert counts["rejected_payloads"] == 1  # the unreadable file, parked with its reason
         assert [p for p in ssh.folder("in").iterdir() if p.is_file()] == []
-        assert len(list(ssh.folder("in/archive").iterdir())) == COUNT
+        assert list(ssh.folder("in/archive").iterdir()) == []
+        assert sorted(p.name for p in ssh.folder("in/rejected").iterdir()) == ["locked.edi", "locked.edi.reason"]
         dropped = sorted(p.name for p in ssh.folder("out").iterdir())
         acks = counts["acknowledgments"]
         assert acks["TA1"] == acks["997"] == COUNT
