@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from edinbox.hub import HubConfig
@@ -18,6 +19,7 @@ from edinbox.sources.sftp import publish
 from servers import PrivateSSH
 
 from .test_hub import doc
+from .test_outage import HubProcess, wait_for
 
 COUNT = 9
 
@@ -69,3 +71,31 @@ def test_a_hub_killed_between_commit_and_remote_delete_books_every_invoice_once(
         # each a file of its own (the re-read interchanges were answered with a duplicate notice each)
         assert len(dropped) == counts["outbox"]["sent"] == 2 * COUNT + acks["duplicate_notices"]
         assert all(name.endswith(".edi") and not name.startswith(".") for name in dropped)
+
+
+def test_the_hub_waits_out_an_sftp_server_down_and_stops_promptly_on_sigterm(tmp_path: Path) -> None:
+    """`edinbox run` on an SFTP folder whose server is killed does not exit: it logs the outage, books what is
+    dropped once the server is back (no attempt charged: nothing failed or dead), and exits 0 soon after SIGTERM."""
+    with PrivateSSH() as ssh:
+        source = ssh.url("in", settle="0.2", poll="0.1")
+        config = HubConfig(db=f"sqlite:///{tmp_path / 'hub.db'}", source=source)
+        asyncio.run(init(config))
+        hub = HubProcess("--db", config.db, "--source", source, "--idle-timeout", "0.5")
+        try:
+            wait_for(lambda: bool(hub.events("started")), timeout=60, what="the hub's start")
+            ssh.kill()
+            wait_for(lambda: bool(hub.events("dependency-down")), timeout=60, what="the outage's log line")
+            assert hub.proc.poll() is None
+            ssh.start()
+            docs = [doc(control=f"{500 + n:09d}", number=f"BACK-{n}") for n in range(3)]
+            asyncio.run(publish(source, [(f"back-{n}", render(d)) for n, d in enumerate(docs)]))
+            wait_for(lambda: len(hub.events("settled")) >= 3, timeout=60, what="the invoices after the outage")
+            began = time.monotonic()
+            assert hub.stop() == 0, "\n".join(hub.lines)
+            assert time.monotonic() - began < 10
+        finally:
+            if hub.proc.poll() is None:
+                hub.proc.kill()
+        counts = asyncio.run(stats(config))
+        assert (counts["invoices"], counts["journal"]["failed"], counts["journal"]["dead"]) == (3, 0, 0)
+        assert any("dependency-back" in line for line in hub.lines)
