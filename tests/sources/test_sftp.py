@@ -18,6 +18,7 @@ import pytest
 from edinbox import ConfigurationError, SourceError
 from edinbox.sources import Delivery, Source, open_source, publisher
 from edinbox.sources._sftp_connect import asyncssh
+from edinbox.sources._sftp_listing import Listing
 from edinbox.sources.sftp import SftpSource
 from servers import PrivateSSH
 
@@ -256,3 +257,61 @@ async def test_receive_waits_no_longer_than_asked_when_nothing_is_there(ssh: Pri
         assert await source.receive(max_messages=5, timeout=0.3) == []
         assert time.monotonic() - started < 2.0
     await asyncio.sleep(0)
+
+
+async def test_an_archive_folder_removed_under_the_hub_is_an_outage_and_made_again(ssh: PrivateSSH) -> None:
+    """An ack that finds the archive folder gone fails with SourceError (the file stays, nothing is lost); the next
+    receive connects again, makes the folder, delivers the file again, and its ack archives it."""
+    folder = ssh.folder("noarchive")
+    _write(folder / "one.edi", b"ISA one", ssh)
+    async with _source(ssh.url("noarchive", **FAST)) as source:
+        [first] = await _collect(source, 1)
+        (folder / "archive").rmdir()
+        with pytest.raises(SourceError, match="archive is gone"):
+            await source.ack(first)
+        assert (folder / "one.edi").exists()
+        [again] = await _collect(source, 1)
+        assert again.key == first.key
+        await source.ack(again)
+    assert [p.name for p in (folder / "archive").iterdir()] == ["one.edi"]
+
+
+async def test_a_missing_remote_folder_is_an_outage_not_a_configuration_error(ssh: PrivateSSH) -> None:
+    """A source whose folder is not on the server fails to open with a SourceError naming it (waited out by the hub),
+    and opens once the folder is there."""
+    url = ssh.url("later", open_timeout="0.3")
+    ssh.folder("later").rmdir()
+    source = _source(url)
+    with pytest.raises(SourceError, match="the remote folder is not there"):
+        await source.open()
+    ssh.folder("later")
+    async with source:
+        assert await source.receive(max_messages=1, timeout=0.1) == []
+
+
+def test_a_file_is_ready_after_two_listings_a_settle_time_apart_and_held_until_settled() -> None:
+    """The listing's rule without a server: one listing is not enough, nor two closer than the settle time; a change
+    starts the wait again; a held file is not ready; a skipped file is ready again once it changes; a nack's delay
+    holds it back until then."""
+    listing = Listing(settle=2.0)
+    listing.update([(b"a", 10, 100)], now=0.0)
+    assert listing.ready(now=5.0) == []
+    listing.update([(b"a", 10, 100)], now=1.0)
+    assert listing.ready(now=1.0) == []
+    assert listing.ready(now=2.0) == [b"a"]
+    listing.update([(b"a", 11, 101)], now=3.0)
+    listing.update([(b"a", 11, 101)], now=4.0)
+    assert listing.ready(now=4.0) == []
+    assert listing.ready(now=5.0) == [b"a"]
+    listing.held.add(b"a")
+    assert listing.ready(now=6.0) == []
+    listing.give_back(b"a", not_before=8.0)
+    assert listing.ready(now=7.0) == []
+    assert listing.ready(now=8.0) == [b"a"]
+    listing.skipped[b"a"] = (11, 101)
+    assert listing.ready(now=9.0) == []
+    listing.update([(b"a", 12, 102)], now=10.0)
+    listing.update([(b"a", 12, 102)], now=12.0)
+    assert listing.ready(now=12.0) == [b"a"]
+    listing.update([], now=13.0)
+    assert listing.seen == {}

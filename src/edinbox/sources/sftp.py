@@ -151,14 +151,23 @@ class SftpSource(Source):
         self._listing.held.clear()  # what was handed out is read again after the reconnection
 
     async def _connect(self) -> asyncssh.SFTPClient:
-        self._conn, self._client = await connect(self.address)
-        with self._io("preparing the folders"):
-            for folder in (self.archive, self.rejected):
-                with contextlib.suppress(asyncssh.SFTPFailure, asyncssh.SFTPFileAlreadyExists):
-                    await self._client.mkdir(folder)
-            if not await self._client.isdir(self.address.folder):
-                raise SourceError(f"the remote folder {shown(self.address.folder)} is not there (yet)")
-        return self._client
+        """Log in, check the folder is there and create the archive and rejected folders; a session is kept only once
+        all of that worked (a missing folder is an outage: the next call connects and checks again)."""
+        conn, client = await connect(self.address)
+        try:
+            with sftp_failing(f"preparing the folders of {self.url}"):
+                if not await client.isdir(self.address.folder):
+                    raise SourceError(f"{self.url}: the remote folder is not there (yet)")
+                for folder in (self.archive, self.rejected):
+                    with contextlib.suppress(asyncssh.SFTPFailure, asyncssh.SFTPFileAlreadyExists):
+                        await client.mkdir(folder)
+                    if not await client.isdir(folder):
+                        raise SourceError(f"{self.url}: cannot create the folder {shown(folder)}")
+        except BaseException:
+            conn.abort()
+            raise
+        self._conn, self._client = conn, client
+        return client
 
     async def _sftp(self, within: float) -> asyncssh.SFTPClient:
         """The open session, or a new one within about `within` seconds (a server that does not answer cannot hold
@@ -282,7 +291,9 @@ class SftpSource(Source):
 
     async def _free(self, client: asyncssh.SFTPClient, folder: bytes, name: bytes) -> bytes:
         """`name`, or `name.<random>` when `folder` already holds a file (or reason) of that name."""
-        if await client.exists(self._path(folder, name)) or await client.exists(self._path(folder, name + b".reason")):
+        if await _exists(client, self._path(folder, name)) or await _exists(
+            client, self._path(folder, name + b".reason")
+        ):
             return name + b"." + uuid.uuid4().hex[:8].encode()
         return name
 
@@ -356,12 +367,15 @@ class SftpSource(Source):
                 _log.info("sftp %s: '%s' was replaced after it was read: left in place", self.url, shown(read.name))
                 self._listing.give_back(read.name, not_before=0.0)
                 return
-            with contextlib.suppress(asyncssh.SFTPNoSuchFile):
+            try:
                 if self.delete:
                     await client.remove(path)
                 else:
                     target = await self._free(client, self.archive, read.name)
                     await client.rename(path, self._path(self.archive, target))
+            except asyncssh.SFTPNoSuchFile:
+                if await _exists(client, path):  # the file is there: the archive folder is not (created again)
+                    raise SourceError(f"cannot archive {shown(read.name)}: {shown(self.archive)} is gone") from None
         self._listing.settled(read.name)
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
@@ -389,6 +403,15 @@ class SftpSource(Source):
         if conn is not None:
             conn.close()
             await quietly(f"closing {self.url}", conn.wait_closed)
+
+
+async def _exists(client: asyncssh.SFTPClient, path: bytes) -> bool:
+    """True when `path` names anything (a link too: it is not followed)."""
+    try:
+        await client.lstat(path)
+    except asyncssh.SFTPNoSuchFile:
+        return False
+    return True
 
 
 def _file_problem(exc: BaseException | None) -> str | None:
