@@ -32,10 +32,8 @@ import hashlib
 import logging
 import stat
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from edinbox._errors import SourceError
@@ -43,9 +41,10 @@ from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._failures import quietly, with_backoff
 from edinbox.sources._options import positive_float, positive_int, split_url
 from edinbox.sources._sftp_connect import SftpAddress, asyncssh, connect, sftp_failing, shown
+from edinbox.sources._sftp_files import as_bytes, exists, file_problem, free_name, read_head, write_reason
 from edinbox.sources._sftp_listing import Listing
 from edinbox.sources._sftp_publisher import SftpPublisher, remote_folder, truthy
-from edinbox.sources._spool_files import HEAD, too_big
+from edinbox.sources._spool_files import too_big
 
 __all__ = ["MAX_PAYLOAD", "PUBLISHER", "SOURCE", "SftpSource", "publish"]
 
@@ -140,7 +139,7 @@ class SftpSource(Source):
             with sftp_failing(f"{what} on {self.url}"):
                 yield
         except SourceError as exc:
-            if _file_problem(exc.__cause__) is None:  # not about one file: the connection is suspect
+            if file_problem(exc.__cause__) is None:  # not about one file: the connection is suspect
                 self._drop()
             raise
 
@@ -242,17 +241,17 @@ class SftpSource(Source):
         seen = self._listing.seen[name]
         path = self._path(self.address.folder, name)
         if seen.size > self.max_payload:
-            first = await self._head(client, path)
+            first = await read_head(client, path)
             return await self._park(client, name, too_big(seen.size, self.max_payload), first, seen.size)
         try:
             with self._io(f"reading {shown(name)}"):
                 async with client.open(path, "rb") as file:
                     before = await file.stat()
-                    payload = _bytes(await file.read(seen.size + 1, 0))
+                    payload = as_bytes(await file.read(seen.size + 1, 0))
                     after = await file.stat()
                 linked = await client.lstat(path)
         except SourceError as exc:
-            problem = _file_problem(exc.__cause__)
+            problem = file_problem(exc.__cause__)
             if problem is None:
                 raise
             if problem == "gone":
@@ -265,12 +264,6 @@ class SftpSource(Source):
             self._listing.changed(name, size=after.size or 0, mtime=int(after.mtime or 0), now=time.monotonic())
             return None
         return self._delivery(name, payload, seen.size, seen.mtime)
-
-    async def _head(self, client: asyncssh.SFTPClient, path: bytes) -> bytes:
-        with contextlib.suppress(asyncssh.SFTPError):
-            async with client.open(path, "rb") as file:
-                return _bytes(await file.read(HEAD, 0))
-        return b""
 
     def _delivery(self, name: bytes, payload: bytes, size: int, mtime: int) -> Delivery:
         digest = hashlib.sha256(payload).hexdigest()
@@ -289,14 +282,6 @@ class SftpSource(Source):
             handle=_Read(name, size, mtime),
         )
 
-    async def _free(self, client: asyncssh.SFTPClient, folder: bytes, name: bytes) -> bytes:
-        """`name`, or `name.<random>` when `folder` already holds a file (or reason) of that name."""
-        if await _exists(client, self._path(folder, name)) or await _exists(
-            client, self._path(folder, name + b".reason")
-        ):
-            return name + b"." + uuid.uuid4().hex[:8].encode()
-        return name
-
     async def _park(
         self, client: asyncssh.SFTPClient, name: bytes, problem: str, first: bytes = b"", size: int | None = None
     ) -> Delivery | None:
@@ -304,8 +289,8 @@ class SftpSource(Source):
         gone, or when it cannot be moved (logged, and skipped until it changes)."""
         try:
             with self._io(f"parking {shown(name)}"):
-                target = await self._free(client, self.rejected, name)
-                await self._write_reason(client, target, problem)
+                target = await free_name(client, self.rejected, name)
+                await write_reason(client, self._path(self.rejected, target), problem, consumer=self.consumer)
                 try:
                     await client.rename(self._path(self.address.folder, name), self._path(self.rejected, target))
                 except asyncssh.SFTPError:
@@ -313,7 +298,7 @@ class SftpSource(Source):
                         await client.remove(self._path(self.rejected, target + b".reason"))
                     raise
         except SourceError as exc:
-            cause = _file_problem(exc.__cause__)
+            cause = file_problem(exc.__cause__)
             if cause is None:
                 raise
             seen = self._listing.seen.get(name)
@@ -341,14 +326,6 @@ class SftpSource(Source):
             size=size if size is not None and size > len(first) else None,
         )
 
-    async def _write_reason(self, client: asyncssh.SFTPClient, target: bytes, reason: str) -> None:
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        text = f"{reason.replace(chr(10), ' ')}\nrejected-at: {stamp}\nconsumer: {self.consumer}\n"
-        scratch = self._path(self.rejected, b"." + uuid.uuid4().hex.encode())
-        async with client.open(scratch, "wb") as file:
-            await file.write(text.encode(errors="backslashreplace"))
-        await client.rename(scratch, self._path(self.rejected, target + b".reason"))
-
     async def ack(self, delivery: Delivery) -> None:
         """Move the file to the archive folder (or delete it), if it is still the file that was read."""
         read = _handle(delivery)
@@ -371,10 +348,10 @@ class SftpSource(Source):
                 if self.delete:
                     await client.remove(path)
                 else:
-                    target = await self._free(client, self.archive, read.name)
+                    target = await free_name(client, self.archive, read.name)
                     await client.rename(path, self._path(self.archive, target))
             except asyncssh.SFTPNoSuchFile:
-                if await _exists(client, path):  # the file is there: the archive folder is not (created again)
+                if await exists(client, path):  # the file is there: the archive folder is not (created again)
                     raise SourceError(f"cannot archive {shown(read.name)}: {shown(self.archive)} is gone") from None
         self._listing.settled(read.name)
 
@@ -391,8 +368,8 @@ class SftpSource(Source):
             return
         client = await self._sftp(0.0)
         with self._io(f"parking {shown(read.name)}"):
-            target = await self._free(client, self.rejected, read.name)
-            await self._write_reason(client, target, reason)
+            target = await free_name(client, self.rejected, read.name)
+            await write_reason(client, self._path(self.rejected, target), reason, consumer=self.consumer)
             with contextlib.suppress(asyncssh.SFTPNoSuchFile):
                 await client.rename(self._path(self.address.folder, read.name), self._path(self.rejected, target))
         self._listing.settled(read.name)
@@ -403,31 +380,6 @@ class SftpSource(Source):
         if conn is not None:
             conn.close()
             await quietly(f"closing {self.url}", conn.wait_closed)
-
-
-async def _exists(client: asyncssh.SFTPClient, path: bytes) -> bool:
-    """True when `path` names anything (a link too: it is not followed)."""
-    try:
-        await client.lstat(path)
-    except asyncssh.SFTPNoSuchFile:
-        return False
-    return True
-
-
-def _file_problem(exc: BaseException | None) -> str | None:
-    """What an SFTP error says about one file ("gone" when it no longer exists); None for a connection failure."""
-    if isinstance(exc, asyncssh.SFTPNoSuchFile):
-        return "gone"
-    if isinstance(exc, asyncssh.SFTPConnectionLost | asyncssh.SFTPNoConnection):
-        return None
-    if isinstance(exc, asyncssh.SFTPError):
-        return exc.reason or type(exc).__name__
-    return None
-
-
-def _bytes(data: bytes | str) -> bytes:
-    """What a file opened in binary mode read (asyncssh types it as either)."""
-    return data if isinstance(data, bytes) else data.encode()
 
 
 def _handle(delivery: Delivery) -> _Read | None:
