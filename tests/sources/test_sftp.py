@@ -151,8 +151,9 @@ async def test_links_oversize_and_unreadable_files_are_parked_and_the_rest_goes_
     ssh: PrivateSSH, tmp_path: Path
 ) -> None:
     """A symlink (pointing out of the folder) is parked without being followed, a file over max_payload is parked
-    with its first bytes and size, an unreadable one (permission denied) is parked with that reason, each with a
-    .reason file beside it; an odd (non-UTF-8, control character) name is delivered; the good file arrives."""
+    with its first bytes and size, an unreadable one (permission denied) is parked with that reason, a dot file (an
+    upload) once unchanged for dotfile_timeout, each with a .reason file beside it; an odd (non-UTF-8, control
+    character) name is delivered; the good file arrives."""
     folder = ssh.folder("odd")
     secret = tmp_path / "secret.txt"
     secret.write_bytes(b"never read")
@@ -162,8 +163,9 @@ async def test_links_oversize_and_unreadable_files_are_parked_and_the_rest_goes_
     (folder / "locked.edi").chmod(0)
     _write(folder / os.fsdecode(b"odd\xff\x01name.edi"), b"ISA odd", ssh)
     _write(folder / "good.edi", b"ISA good", ssh)
-    async with _source(ssh.url("odd", max_payload="1000", **FAST)) as source:
-        got = await _collect(source, 5)
+    _write(folder / ".upload.edi", b"ISA cut sh", ssh)
+    async with _source(ssh.url("odd", max_payload="1000", dotfile_timeout="0.5", **FAST)) as source:
+        got = await _collect(source, 6)
         refused = {d.coordinates.rsplit("/", 1)[1]: d for d in got if d.reason}
         assert sorted(d.payload for d in got if not d.reason) == [b"ISA good", b"ISA odd"]
         assert "symbolic link" in refused["link.edi"].reason
@@ -172,10 +174,12 @@ async def test_links_oversize_and_unreadable_files_are_parked_and_the_rest_goes_
         assert refused["huge.edi"].size == 70_003
         assert len(refused["huge.edi"].payload) == 64 * 1024
         assert "permission denied" in refused["locked.edi"].reason.lower()
+        assert "an abandoned upload" in refused[".upload.edi"].reason
         for delivery in got:
             await source.ack(delivery)
     parked = sorted(p.name for p in (folder / "rejected").iterdir())
-    assert parked == sorted(f"{n}{s}" for n in ("huge.edi", "link.edi", "locked.edi") for s in ("", ".reason"))
+    names = ("huge.edi", "link.edi", "locked.edi", ".upload.edi")
+    assert parked == sorted(f"{n}{s}" for n in names for s in ("", ".reason"))
     assert (folder / "rejected" / "link.edi").is_symlink()
     assert "symbolic link" in (folder / "rejected" / "link.edi.reason").read_text()
 

@@ -22,7 +22,7 @@ from edinbox.sources._sftp_connect import SftpAddress, asyncssh, connect, sftp_f
 
 __all__ = ["SOURCE_ONLY", "SftpPublisher", "drop_name", "remote_folder", "truthy"]
 
-SOURCE_ONLY = ("settle", "poll", "archive", "rejected", "delete", "max_payload", "open_timeout")
+SOURCE_ONLY = ("settle", "dotfile_timeout", "poll", "archive", "rejected", "delete", "max_payload", "open_timeout")
 """Options of the source that a publisher to the same folder accepts and does not use."""
 
 

@@ -15,13 +15,14 @@ moved to the archive (or deleted) only by `ack`, after the commit, and only when
 one renamed or deleted under the hub is gone (nothing to do), one replaced is left for the next listing. A hub killed
 between its commit and the move reads the file again at its next start: the journal finds it settled.
 
-Names starting with `.` are uploads in progress (the convention of many SFTP clients) and subfolders are not files:
-both are left alone. A symbolic link is parked (moved, never followed), as is any other non-regular file, a file over
-`max_payload` (its first 64 KiB as the refused payload) and a file that cannot be read (permission denied): each
-comes out of `receive` with `reason` set, and the rest goes on. A file that can be neither read nor moved is logged
-once with the reason and skipped until it changes. A server that is down or a lost connection is a SourceError: the
-next `receive` connects again with backoff. Several hubs may read one folder: each reads every file, and the journal
-settles each once (the others find it a duplicate).
+Names starting with `.` are uploads in progress (the convention of many SFTP clients): left alone until unchanged for
+`dotfile_timeout` seconds (default an hour), then parked as abandoned. Subfolders are not files: left alone. A
+symbolic link is parked (moved, never followed), as is any other non-regular file, a file over `max_payload` (its
+first 64 KiB as the refused payload) and a file that cannot be read (permission denied): each comes out of `receive`
+with `reason` set, and the rest goes on. A file that can be neither read nor moved is logged once with the reason and
+skipped until it changes. A server that is down or a lost connection is a SourceError: the next `receive` connects
+again with backoff. Several hubs may read one folder: each reads every file, and the journal settles each once (the
+others find it a duplicate).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class SftpSource(Source):
         *,
         consumer: str,
         settle: float = 2.0,
+        dotfile_timeout: float = 3600.0,
         poll: float = 1.0,
         archive: bytes | None = None,
         rejected: bytes | None = None,
@@ -102,6 +104,7 @@ class SftpSource(Source):
         self.max_payload = max_payload
         self.open_timeout = open_timeout
         self._listing = Listing(settle=settle)
+        self._dots = Listing(settle=dotfile_timeout)  # uploads in progress, parked once abandoned
         self._listed = -poll
         self._counts: dict[tuple[bytes, int, int], int] = {}  # deliveries of each file state still listed
         self._stuck: set[bytes] = set()  # links and special files that could not be parked: skipped while listed
@@ -118,6 +121,7 @@ class SftpSource(Source):
             address,
             consumer=consumer,
             settle=opts.take("settle", positive_float, 2.0),
+            dotfile_timeout=opts.take("dotfile_timeout", positive_float, 3600.0),
             poll=opts.take("poll", positive_float, 1.0),
             archive=opts.take("archive", remote_folder, None),
             rejected=opts.take("rejected", remote_folder, None),
@@ -212,19 +216,22 @@ class SftpSource(Source):
         """List the folder into the listing; links and special files are parked at once (up to `limit`)."""
         with self._io("listing the folder"):
             entries = await client.readdir(self.address.folder)
-        files, odd = [], []
+        files: list[tuple[bytes, int, int]] = []
+        dots: list[tuple[bytes, int, int]] = []
+        odd: list[tuple[bytes, int]] = []
         for entry in entries:
             name, attrs = entry.filename, entry.attrs
             if not isinstance(name, bytes):  # the session's paths are bytes: asyncssh hands back bytes
                 raise SourceError(f"listing {self.url} returned a text name")
             mode = attrs.permissions or 0
-            if name.startswith(b".") or stat.S_ISDIR(mode):
+            if stat.S_ISDIR(mode):
                 continue
             if stat.S_ISREG(mode):
-                files.append((name, attrs.size or 0, int(attrs.mtime or 0)))
-            else:
+                (dots if name.startswith(b".") else files).append((name, attrs.size or 0, int(attrs.mtime or 0)))
+            elif not name.startswith(b"."):
                 odd.append((name, mode))
         self._listing.update(files, now=time.monotonic())
+        self._dots.update(dots, now=time.monotonic())
         self._listed = time.monotonic()
         self._counts = {state: n for state, n in self._counts.items() if state[0] in self._listing.seen}
         self._stuck &= {name for name, _ in odd}
@@ -232,6 +239,12 @@ class SftpSource(Source):
         for name, mode in sorted(n for n in odd if n[0] not in self._stuck)[:limit]:
             kind = "a symbolic link (never followed)" if stat.S_ISLNK(mode) else "not a regular file"
             parked = await self._park(client, name, kind)
+            if parked is not None:
+                out.append(parked)
+        for name in self._dots.ready(now=time.monotonic())[: max(0, limit - len(out))]:
+            self._dots.settled(name)  # parked, or (when it cannot be moved) logged again after another timeout
+            idle = f"{self._dots.settle:.0f} s"
+            parked = await self._park(client, name, f"a hidden (dot) file unchanged for {idle}: an abandoned upload")
             if parked is not None:
                 out.append(parked)
         return out
