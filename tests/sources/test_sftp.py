@@ -53,11 +53,11 @@ def _write(path: Path, data: bytes, ssh: PrivateSSH) -> None:
 async def test_published_files_arrive_once_keyed_by_identity_and_archive_on_ack(ssh: PrivateSSH) -> None:
     """The publisher writes under a temporary name and renames (a resend of the same id leaves one file); the source
     delivers each file with its remote identity as key, gives a nacked one again with its count, and the ack moves it
-    to archive/."""
+    to archive/ (beside, never over, an archived file of the same name)."""
     url = ssh.url("arrive", **FAST)
     send = publisher(url)
     await send(url, [("X12:ZZ:A>ZZ:B/000000001", b"ISA one"), ("second", b"ISA two")])
-    await send(url, [("second", b"ISA two")])  # a relay's retry: the same name, replaced
+    await send(url, [("second", b"ISA two"), ("second", b"ISA two")])  # a relay's retries: the same name, replaced
     assert sorted(p.name for p in ssh.folder("arrive").iterdir()) == [
         "X12%3AZZ%3AA%3EZZ%3AB%2F000000001.edi",
         "second.edi",
@@ -75,9 +75,13 @@ async def test_published_files_arrive_once_keyed_by_identity_and_archive_on_ack(
         assert (again.key, again.delivery_count, again.redelivered) == (one.key, 2, True)
         await source.ack(again)
         assert await source.receive(max_messages=5, timeout=0.5) == []
-    assert sorted(p.name for p in ssh.folder("arrive/archive").iterdir()) == sorted(
-        ["X12%3AZZ%3AA%3EZZ%3AB%2F000000001.edi", "second.edi"]
-    )
+        await send(url, [("second", b"ISA two")])  # sent again after it was archived: archived beside the first
+        [late] = await _collect(source, 1)
+        await source.ack(late)
+    archived = sorted(p.name for p in ssh.folder("arrive/archive").iterdir())
+    assert archived[:2] == ["X12%3AZZ%3AA%3EZZ%3AB%2F000000001.edi", "second.edi"]
+    assert len(archived) == 3
+    assert archived[2].startswith("second.edi.")
 
 
 async def test_a_growing_file_is_taken_only_once_it_stopped_changing(ssh: PrivateSSH) -> None:

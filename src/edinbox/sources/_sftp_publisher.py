@@ -9,6 +9,7 @@ one, as from any at-least-once sender: its EDI control number tells them apart.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,9 @@ from edinbox.sources._options import split_url
 from edinbox.sources._sftp_connect import SftpAddress, asyncssh, connect, sftp_failing
 
 __all__ = ["SOURCE_ONLY", "SftpPublisher", "drop_name", "remote_folder", "truthy"]
+
+_AT_ONCE = 16
+"""Files written concurrently on the session."""
 
 SOURCE_ONLY = ("settle", "dotfile_timeout", "poll", "archive", "rejected", "delete", "max_payload", "open_timeout")
 """Options of the source that a publisher to the same folder accepts and does not use."""
@@ -47,6 +51,21 @@ def truthy(name: str, value: Any) -> bool:
 def drop_name(message_id: str) -> bytes:
     """The remote file name of a payload sent with this producer id: the same for every send of it."""
     return (quote(message_id, safe="").replace(".", "%2E")[:200] + ".edi").encode()
+
+
+def _chunks(messages: Sequence[Outgoing]) -> list[list[Outgoing]]:
+    """`messages` in order, in groups of at most `_AT_ONCE` with no file name twice in a group (a second send of one
+    id within a batch goes in the next group, after the first is in place)."""
+    chunks: list[list[Outgoing]] = []
+    names: set[bytes] = set()
+    for message in messages:
+        name = drop_name(message.message_id)
+        if not chunks or len(chunks[-1]) >= _AT_ONCE or name in names:
+            chunks.append([])
+            names = set()
+        chunks[-1].append(message)
+        names.add(name)
+    return chunks
 
 
 class SftpPublisher(Publisher):
@@ -76,21 +95,37 @@ class SftpPublisher(Publisher):
         client = self._client
         if client is None:
             raise SourceError(f"cannot send to {self.url}: the publisher is not open")
-        for message in messages:
-            name = drop_name(message.message_id)
-            target = self.address.folder + b"/" + name
-            scratch = self.address.folder + b"/." + name + b".part"
-            with sftp_failing(f"sending {name.decode()} to {self.url}"):
-                async with client.open(scratch, "wb") as file:
-                    await file.write(message.payload)
-                    with contextlib.suppress(asyncssh.SFTPOpUnsupported):  # OpenSSH's fsync@openssh.com
-                        await file.fsync()
-                try:
-                    await client.posix_rename(scratch, target)  # OpenSSH's posix-rename@openssh.com replaces
-                except asyncssh.SFTPOpUnsupported:  # a plain SFTP rename never replaces: remove an earlier copy
-                    if await client.exists(target):
-                        await client.remove(target)
-                    await client.rename(scratch, target)
+        for chunk in _chunks(messages):
+            names = [drop_name(m.message_id) for m in chunk]
+            with sftp_failing(f"sending to {self.url}"):
+                # the files written concurrently (each waits on the network), then renamed in order: the partner
+                # sees them appear in the order they were sent, each whole
+                writes = (self._write(client, n, m.payload) for n, m in zip(names, chunk, strict=True))
+                failed = [e for e in await asyncio.gather(*writes, return_exceptions=True) if e is not None]
+                if failed:
+                    raise failed[0]
+                for name in names:
+                    await self._rename(client, name)
+
+    def _scratch(self, name: bytes) -> bytes:
+        return self.address.folder + b"/." + name + b".part"
+
+    async def _write(self, client: asyncssh.SFTPClient, name: bytes, payload: bytes) -> None:
+        """Write `payload` to the temporary name of `name`, flushed to disk where the server can."""
+        async with client.open(self._scratch(name), "wb") as file:
+            await file.write(payload)
+            with contextlib.suppress(asyncssh.SFTPOpUnsupported):  # OpenSSH's fsync@openssh.com
+                await file.fsync()
+
+    async def _rename(self, client: asyncssh.SFTPClient, name: bytes) -> None:
+        """Rename the temporary file into place, replacing a copy an earlier send left."""
+        target = self.address.folder + b"/" + name
+        try:
+            await client.posix_rename(self._scratch(name), target)  # OpenSSH's posix-rename@openssh.com replaces
+        except asyncssh.SFTPOpUnsupported:  # a plain SFTP rename never replaces: remove an earlier copy first
+            if await client.exists(target):
+                await client.remove(target)
+            await client.rename(self._scratch(name), target)
 
     async def aclose(self) -> None:
         """Close the connection; never raises."""

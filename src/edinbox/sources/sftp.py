@@ -54,6 +54,9 @@ MAX_PAYLOAD = 32 * 1024 * 1024
 BATCH_BYTES = 16 * 1024 * 1024
 """A receive reads no more files once those it read add up to this many bytes."""
 
+_AT_ONCE = 16
+"""Files read concurrently on the session (an SFTP server answers requests in flight, each file costs round trips)."""
+
 _log = logging.getLogger(__name__)
 
 
@@ -199,18 +202,28 @@ class SftpSource(Source):
                 out = await self._list(client, max_messages)
             else:
                 out = []
-            held = sum(len(d.payload) for d in out)
-            for name in self._listing.ready(now=time.monotonic()):
-                if len(out) >= max_messages or held >= BATCH_BYTES:
-                    break
-                delivery = await self._take(client, name)
-                if delivery is not None:
-                    out.append(delivery)
-                    held += len(delivery.payload)
+            for names in self._batches(max_messages - len(out), BATCH_BYTES - sum(len(d.payload) for d in out)):
+                taken = await asyncio.gather(*(self._take(client, name) for name in names), return_exceptions=True)
+                failed = [t for t in taken if isinstance(t, BaseException)]
+                if failed:  # the connection failed under them: none is handed out, all are read again
+                    self._drop()
+                    raise failed[0]
+                out.extend(t for t in taken if isinstance(t, Delivery))
             left = deadline - time.monotonic()
             if out or left <= 0:
                 return out
             await asyncio.sleep(min(left, max(0.01, self.poll - (time.monotonic() - self._listed))))
+
+    def _batches(self, count: int, room: int) -> list[list[bytes]]:
+        """The settled files to read now, in name order: at most `count`, and no more once their listed sizes fill
+        `room` bytes; in groups of `_AT_ONCE` read concurrently (each read waits on the network, not on us)."""
+        names: list[bytes] = []
+        for name in self._listing.ready(now=time.monotonic()):
+            if len(names) >= count or room <= 0:
+                break
+            names.append(name)
+            room -= min(self._listing.seen[name].size, self.max_payload)
+        return [names[n : n + _AT_ONCE] for n in range(0, len(names), _AT_ONCE)]
 
     async def _list(self, client: asyncssh.SFTPClient, limit: int) -> list[Delivery]:
         """List the folder into the listing; links and special files are parked at once (up to `limit`)."""
@@ -259,7 +272,6 @@ class SftpSource(Source):
         try:
             with self._io(f"reading {shown(name)}"):
                 async with client.open(path, "rb") as file:
-                    before = await file.stat()
                     payload = as_bytes(await file.read(seen.size + 1, 0))
                     after = await file.stat()
                 linked = await client.lstat(path)
@@ -271,7 +283,7 @@ class SftpSource(Source):
                 self._listing.settled(name)
                 return None
             return await self._park(client, name, f"cannot be read: {problem}")
-        states = {(a.size, int(a.mtime or 0)) for a in (before, after, linked)}
+        states = {(a.size, int(a.mtime or 0)) for a in (after, linked)}
         if states != {seen.state} or len(payload) != seen.size or not stat.S_ISREG(linked.permissions or 0):
             _log.info("sftp %s: '%s' changed while it was read: taken once it settles again", self.url, shown(name))
             self._listing.changed(name, size=after.size or 0, mtime=int(after.mtime or 0), now=time.monotonic())
@@ -361,12 +373,21 @@ class SftpSource(Source):
                 if self.delete:
                     await client.remove(path)
                 else:
-                    target = await free_name(client, self.archive, read.name)
-                    await client.rename(path, self._path(self.archive, target))
+                    await self._archive(client, path, read.name)
             except asyncssh.SFTPNoSuchFile:
                 if await exists(client, path):  # the file is there: the archive folder is not (created again)
                     raise SourceError(f"cannot archive {shown(read.name)}: {shown(self.archive)} is gone") from None
         self._listing.settled(read.name)
+
+    async def _archive(self, client: asyncssh.SFTPClient, path: bytes, name: bytes) -> None:
+        """Move the file into the archive under its name, or `name.<random>` when that is taken (a plain SFTP rename
+        never replaces a file: it fails, and only then is a free name looked for)."""
+        try:
+            await client.rename(path, self._path(self.archive, name))
+        except (asyncssh.SFTPFailure, asyncssh.SFTPFileAlreadyExists):
+            if not await exists(client, self._path(self.archive, name)):
+                raise
+            await client.rename(path, self._path(self.archive, await free_name(client, self.archive, name)))
 
     async def nack(self, delivery: Delivery, *, delay: float | None = None) -> None:
         """Give the file back: it is read again at a later receive (not before `delay` seconds)."""
