@@ -301,7 +301,7 @@ def test_a_file_is_ready_after_two_listings_a_settle_time_apart_and_held_until_s
     """The listing's rule without a server: one listing is not enough, nor two closer than the settle time; a change
     starts the wait again; a held file is not ready; a skipped file is ready again once it changes; a nack's delay
     holds it back until then."""
-    listing = Listing(settle=2.0)
+    listing = Listing(settle=2.0, claim_timeout=100.0)
     listing.update([(b"a", 10, 100)], now=0.0)
     assert listing.ready(now=5.0) == []
     listing.update([(b"a", 10, 100)], now=1.0)
@@ -311,8 +311,9 @@ def test_a_file_is_ready_after_two_listings_a_settle_time_apart_and_held_until_s
     listing.update([(b"a", 11, 101)], now=4.0)
     assert listing.ready(now=4.0) == []
     assert listing.ready(now=5.0) == [b"a"]
-    listing.held.add(b"a")
+    listing.hold(b"a", now=5.0)
     assert listing.ready(now=6.0) == []
+    assert listing.ready(now=105.0) == [b"a"]  # never settled: handed out again after claim_timeout
     listing.give_back(b"a", not_before=8.0)
     assert listing.ready(now=7.0) == []
     assert listing.ready(now=8.0) == [b"a"]

@@ -26,7 +26,17 @@ __all__ = ["SOURCE_ONLY", "SftpPublisher", "drop_name", "remote_folder", "truthy
 _AT_ONCE = 16
 """Files written concurrently on the session."""
 
-SOURCE_ONLY = ("settle", "dotfile_timeout", "poll", "archive", "rejected", "delete", "max_payload", "open_timeout")
+SOURCE_ONLY = (
+    "settle",
+    "dotfile_timeout",
+    "claim_timeout",
+    "poll",
+    "archive",
+    "rejected",
+    "delete",
+    "max_payload",
+    "open_timeout",
+)
 """Options of the source that a publisher to the same folder accepts and does not use."""
 
 

@@ -89,6 +89,7 @@ class SftpSource(Source):
         consumer: str,
         settle: float = 2.0,
         dotfile_timeout: float = 3600.0,
+        claim_timeout: float = 300.0,
         poll: float = 1.0,
         archive: bytes | None = None,
         rejected: bytes | None = None,
@@ -106,7 +107,8 @@ class SftpSource(Source):
         self.delete = delete
         self.max_payload = max_payload
         self.open_timeout = open_timeout
-        self._listing = Listing(settle=settle)
+        self._listing = Listing(settle=settle, claim_timeout=claim_timeout)
+        self.ack_wait = claim_timeout  # a file held this long unsettled is handed out again: `in_progress` refreshes
         self._dots = Listing(settle=dotfile_timeout)  # uploads in progress, parked once abandoned
         self._listed = -poll
         self._counts: dict[tuple[bytes, int, int], int] = {}  # deliveries of each file state still listed
@@ -125,6 +127,7 @@ class SftpSource(Source):
             consumer=consumer,
             settle=opts.take("settle", positive_float, 2.0),
             dotfile_timeout=opts.take("dotfile_timeout", positive_float, 3600.0),
+            claim_timeout=opts.take("claim_timeout", positive_float, 300.0),
             poll=opts.take("poll", positive_float, 1.0),
             archive=opts.take("archive", remote_folder, None),
             rejected=opts.take("rejected", remote_folder, None),
@@ -296,7 +299,7 @@ class SftpSource(Source):
         if len(where.encode()) > 300:
             where = "/#" + hashlib.sha256(self._path(self.address.folder, name)).hexdigest()
         count = self._counts[(name, size, mtime)] = self._counts.get((name, size, mtime), 0) + 1
-        self._listing.held.add(name)
+        self._listing.hold(name, now=time.monotonic())
         return Delivery(
             payload,
             message_id=None,
@@ -407,6 +410,12 @@ class SftpSource(Source):
             with contextlib.suppress(asyncssh.SFTPNoSuchFile):
                 await client.rename(self._path(self.address.folder, read.name), self._path(self.rejected, target))
         self._listing.settled(read.name)
+
+    async def in_progress(self, delivery: Delivery) -> None:
+        """Keep the file held: it is not handed out again for another `claim_timeout` seconds."""
+        read = _handle(delivery)
+        if read is not None and read.name in self._listing.held:
+            self._listing.hold(read.name, now=time.monotonic())
 
     async def aclose(self) -> None:
         """Close the connection; unsettled files are read again by the next process."""
