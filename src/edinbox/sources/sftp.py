@@ -109,6 +109,8 @@ class SftpSource(Source):
         self.open_timeout = open_timeout
         self._listing = Listing(settle=settle, claim_timeout=claim_timeout)
         self.ack_wait = claim_timeout  # a file held this long unsettled is handed out again: `in_progress` refreshes
+        self.comeback = settle + 2 * poll
+        """Seconds within which another process reads a file this one holds: holds are each process's own."""
         self._dots = Listing(settle=dotfile_timeout)  # uploads in progress, parked once abandoned
         self._listed = -poll
         self._counts: dict[tuple[bytes, int, int], int] = {}  # deliveries of each file state still listed
