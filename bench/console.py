@@ -109,7 +109,7 @@ def main() -> int:
     try:
         with psycopg.connect(args.url, autocommit=True) as conn:
             started = time.perf_counter()
-            journal, invoices = sql.Identifier(schema, "inbox"), sql.Identifier(schema, "invoices")
+            journal, invoices = sql.Identifier(schema, "inbox"), sql.Identifier(schema, "edinbox_hub_invoices")
             step = 30 * 86400 / args.rows  # 30 days of traffic
             conn.execute(sql.SQL(FILL).format(journal=journal), {"consumer": CONSUMER, "rows": args.rows, "step": step})
             conn.execute(sql.SQL(INVOICES).format(invoices=invoices), {"consumer": CONSUMER, "rows": args.rows})

@@ -97,7 +97,7 @@ def what(query: str) -> str:
     text = query.lstrip()
     if text.upper().startswith("COMMIT"):
         return "COMMIT"
-    for table in ("hub_counters", "invoices", "rejected", "hub_", "inbox"):
+    for table in ("edinbox_hub_counters", "edinbox_hub_invoices", "edinbox_hub_rejected", "edinbox_hub_", "inbox"):
         if f'"{table}' in text or f".{table}" in text:
             return "journal" if table == "inbox" else table
     return text.split(None, 1)[0].upper() if text else "?"

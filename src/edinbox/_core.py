@@ -43,8 +43,8 @@ __all__ = [
 MIGRATIONS: dict[int, str] = {
     2: "statuses after requeue read requeued",
     3: "the outbox table beside the journal (<journal>_outbox)",
-    4: "the hub's counters sharded: a shard in their key, a count summed over the shards",
-    5: "the hub's answers given once (hub_answers: rejections by key, notified deliveries)",
+    4: "nothing (the hub's counters were sharded here; the hub's own chain does it now)",
+    5: "nothing (the hub's answers table was made here; the hub's own chain does it now)",
     6: "the outbox's unsent rows indexed in id order (<journal>_outbox_unsent): the claim skips the sent rows",
     7: "MariaDB: a processed delivery's values as the journal's defaults (its INSERT names four columns)",
     8: "the journal's retry_at: a failed message waits for it before its next attempt",

@@ -26,7 +26,7 @@ from edinbox._records import Record, Stats, Tx
 from edinbox._retry import Retry
 from edinbox._urls import with_password
 from edinbox.stores._mapping import lock_conflict
-from edinbox.stores._sync_base import Unit
+from edinbox.stores._sync_base import JOURNAL, Unit
 from edinbox.stores._sync_factory import open_store
 
 __all__ = ["Journal"]
@@ -95,21 +95,35 @@ class Journal:
         self._store.close()
 
     def create_schema(self) -> None:
-        """Create the journal table, its unique key and schema version when missing (idempotent)."""
+        """Create the journal table, its unique key, its outbox and schema version when missing, then each
+        application's tables at its version (idempotent): one transaction on PostgreSQL and SQLite, so a failure
+        leaves nothing behind; on MariaDB, which commits each DDL statement, a second run completes a first one
+        that failed. SchemaError, with nothing created, when the journal or an application is older than this code
+        (run `migrate()`) or newer."""
         self._store.create_schema(version=SCHEMA_VERSION)
 
     def migrate(self) -> list[int]:
-        """Upgrade the journal from an older schema version to this edinbox's, rows kept; return the versions applied.
+        """Upgrade the journal from an older schema version to this edinbox's, rows kept, then each application
+        found beside it to its own version; return the journal's versions applied (`migrations()` says the
+        applications' too).
 
-        Each step's named queries (`sql/<dialect>/migrations.sql`) run in one transaction with the version row,
-        under the schema lock (PostgreSQL: an advisory lock; SQLite: the write lock), so concurrent callers
-        migrate once; run again, it applies nothing. SchemaError when the journal is newer than this edinbox.
+        Each step's named queries (`sql/<dialect>/migrations.sql`, an application's `migrations.sql`) run in one
+        transaction with the version rows, under the schema lock (PostgreSQL: an advisory lock; SQLite: the write
+        lock), so concurrent callers migrate once; run again, it applies nothing. An application with no tables
+        here is left alone. SchemaError when the journal or an application is newer than this edinbox.
         """
+        return (self.migrations())[JOURNAL]
+
+    def migrations(self) -> dict[str, list[int]]:
+        """`migrate()`, returning the versions applied by owner: `"edinbox"` for the journal's, and each application
+        found beside it by its name."""
         return self._store.migrate(version=SCHEMA_VERSION)
 
-    def verify(self) -> None:
-        """Raise SchemaError when the table, its unique key or the schema version is wrong or missing."""
-        self._store.verify(version=SCHEMA_VERSION)
+    def verify(self, *, applications: bool = True) -> None:
+        """Raise SchemaError when the table, its unique key or the schema version is wrong or missing, or (unless
+        `applications` is false: the journal alone) when an application's tables are missing or at another
+        version."""
+        self._store.verify(version=SCHEMA_VERSION, applications=applications)
 
     def transaction(self, work: Callable[[Tx], T]) -> T:
         """Run `work(tx)` in one transaction of its own on the journal's database, committed when it returns.

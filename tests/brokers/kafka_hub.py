@@ -46,4 +46,4 @@ def rows(db: Path, statement: str) -> list[tuple[object, ...]]:
 def created_once(db: Path) -> None:
     """Assert every invoice the journal says was processed was created once (the ones left unsettled not at all)."""
     settled = rows(db, "SELECT count(*) FROM inbox WHERE status = 'processed'")[0][0]
-    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(settled, settled)]
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices") == [(settled, settled)]

@@ -178,10 +178,10 @@ def test_the_hub_waits_out_its_dead_letter_topic_and_parks_each_poison_record_on
             hub.proc.kill()
     one_outage(hub)
     assert len(outcomes(hub, "rejected")) == 2, "\n".join(hub.lines)  # neither poison record was read again
-    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(60, 60)]
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices") == [(60, 60)]
     journal = rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts ORDER BY status")
     assert journal == [("processed", 1, 60)]
-    parked = rows(db, "SELECT delivery, deliveries, reason FROM rejected ORDER BY id")
+    parked = rows(db, "SELECT delivery, deliveries, reason FROM edinbox_hub_rejected ORDER BY id")
     assert [row[:2] for row in parked] == [(f"{unique_name}/0/12", 1), (f"{unique_name}/0/40", 1)]
     assert dead_letters(cluster, unique_name) == [("poison-date", parked[0][2]), ("poison-png", parked[1][2])]
 
@@ -212,9 +212,9 @@ def test_a_poison_record_too_large_for_the_dead_letter_topic_is_parked_once_with
             hub.proc.kill()
     assert not hub.events("dependency-down"), "\n".join(hub.lines)
     assert len(outcomes(hub, "rejected")) == 1, "\n".join(hub.lines)
-    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(30, 30)]
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices") == [(30, 30)]
     assert rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts") == [("processed", 1, 30)]
-    [(delivery, deliveries, reason)] = rows(db, "SELECT delivery, deliveries, reason FROM rejected")
+    [(delivery, deliveries, reason)] = rows(db, "SELECT delivery, deliveries, reason FROM edinbox_hub_rejected")
     assert (delivery, deliveries) == (f"{unique_name}/0/10", 1)
     said, _, kept = str(reason).partition(", the whole payload is in ")
     assert said.endswith(f"the first 65536 of its {len(huge)} bytes are kept here")

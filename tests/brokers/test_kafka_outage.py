@@ -82,10 +82,10 @@ def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
     one_outage(hub)
     driver = [line for line in hub.lines if " edinbox.sources.kafka " in line]
     assert len(driver) <= 3, "\n".join(driver)  # the outage in a line or two, not twenty a second
-    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(200, 200)]
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices") == [(200, 200)]
     journal = rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts ORDER BY status")
     assert journal == [("processed", 1, 200)]
-    assert rows(db, "SELECT deliveries, count(*) FROM rejected GROUP BY deliveries") == [(1, 2)]
+    assert rows(db, "SELECT deliveries, count(*) FROM edinbox_hub_rejected GROUP BY deliveries") == [(1, 2)]
 
 
 def test_a_batch_whose_acks_meet_the_outage_is_committed_whole_once_the_brokers_return(
@@ -107,7 +107,7 @@ def test_a_batch_whose_acks_meet_the_outage_is_committed_whole_once_the_brokers_
     finally:
         if hub.proc.poll() is None:
             hub.proc.kill()
-    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(200, 200)]
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices") == [(200, 200)]
     assert committed_total(cluster.bootstrap, unique_name) == 200, "\n".join(hub.lines)
 
 

@@ -160,19 +160,18 @@ def test_a_migrated_library_journal_is_still_a_library_journal(tmp_path: Path) -
     assert cli_json("stats", *db)["hub"] is False
 
 
-def test_init_beside_an_applications_invoices_creates_nothing(journal: tuple[str, str]) -> None:
-    """`edinbox init` beside an application's own `invoices` table refuses in one line before creating anything (no
-    hub table left half-made), and the library journal works on."""
+def test_init_beside_an_applications_invoices_keeps_them_apart(journal: tuple[str, str]) -> None:
+    """`edinbox init` beside an application's own `invoices` table creates the hub's tables under names of their own
+    (`edinbox_hub_*`), leaves the application's table as it was, and the journal then counts as a hub's."""
     url, table = journal
     db = ["--db", url, "--table", table, "--consumer", "shop"]
-    refused = cli("init", *db)
-    assert refused.exit_code == 1
-    assert "a table invoices that is not the hub's exists beside the journal" in refused.output
-    assert cli_json("stats", *db)["hub"] is False
+    done = cli("init", *db)
+    assert done.exit_code == 0, done.output
+    assert cli_json("stats", *db)["hub"] is True
     with Inbox(url, consumer="shop", table=table) as inbox:
-        assert inbox.unique_keys("rejected") is None
-        assert inbox.unique_keys("hub_counters") is None
-        assert inbox.unique_keys("console_audit") is None
+        assert inbox.unique_keys("invoices") == []  # the application's: no key given, none added
+        assert ["issue_date", "kind", "number", "seller"] in (inbox.unique_keys("edinbox_hub_invoices") or [])
+        assert inbox.unique_keys("edinbox_hub_console_audit") is not None
 
 
 def test_an_aio_pika_consumers_journal(postgres_url: str, unique_name: str) -> None:

@@ -100,10 +100,10 @@ def test_run_names_init_when_only_the_hub_tables_are_missing(tmp_path: Path) -> 
     (tmp_path / "spool").mkdir()
     done = edinbox("run", "--db", f"sqlite:///{db}", "--source", f"dir://{tmp_path / 'spool'}", "--once")
     assert done.returncode == 1
-    assert "invoices does not exist" in done.stderr
+    assert "application 'hub' has no tables" in done.stderr
     assert "edinbox init" in done.stderr
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'invoices'").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'edinbox_hub_invoices'").fetchone() == (0,)
 
 
 @pytest.mark.parametrize("usage", [False, True], ids=["no-grant", "schema-usage-only"])

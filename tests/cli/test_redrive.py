@@ -35,7 +35,7 @@ def _json(*args: str) -> Any:
 
 def _invoices(db_path: Path, number: str) -> list[tuple[str, str]]:
     with sqlite3.connect(db_path) as conn:
-        return conn.execute("SELECT number, total FROM invoices WHERE number = ?", (number,)).fetchall()
+        return conn.execute("SELECT number, total FROM edinbox_hub_invoices WHERE number = ?", (number,)).fetchall()
 
 
 def _redrive_loop(db: str, db_path: Path, source: str, *, publish_to: Any) -> None:
@@ -161,7 +161,7 @@ def test_purge_removes_rejected_payloads_past_retention(parked: dict[str, Any]) 
     """`purge` deletes parked payloads rejected longer ago than --older-than, and keeps the recent ones."""
     with sqlite3.connect(parked["path"]) as conn:
         conn.execute(
-            "UPDATE rejected SET rejected_at = '2020-01-01T00:00:00.000Z' WHERE id = ?",
+            "UPDATE edinbox_hub_rejected SET rejected_at = '2020-01-01T00:00:00.000Z' WHERE id = ?",
             (int(parked["keys"]["binary"].split("/")[1]),),
         )
     result = cli("purge", "--db", parked["db"], "--older-than", "30d")

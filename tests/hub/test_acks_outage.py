@@ -64,7 +64,7 @@ def assert_closed(count: int) -> None:
 def journal(db: Path) -> tuple[tuple[int, int], list[tuple[str, int, int]]]:
     """(invoices, distinct numbers) and the journal's (status, attempts, count) rows."""
     with sqlite3.connect(db, timeout=30) as conn:
-        made = conn.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone()
+        made = conn.execute("SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices").fetchone()
         rows = conn.execute("SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts").fetchall()
     return (int(made[0]), int(made[1])), [tuple(r) for r in rows]
 

@@ -275,8 +275,8 @@ def test_poison_and_huge_deliveries_are_parked_once_on_the_spool_with_sqlite(tmp
     assert "invoices=31/31" in done.stdout  # the pair's good invoice too
     assert "batch_size=4" in done.stdout
     with sqlite3.connect(db) as conn:
-        sizes = sorted(size for (size,) in conn.execute("SELECT length(payload) FROM rejected"))
-        poisoned = conn.execute("SELECT count(*) FROM invoices WHERE number LIKE 'POISON-%'").fetchone()
+        sizes = sorted(size for (size,) in conn.execute("SELECT length(payload) FROM edinbox_hub_rejected"))
+        poisoned = conn.execute("SELECT count(*) FROM edinbox_hub_invoices WHERE number LIKE 'POISON-%'").fetchone()
     assert len(sizes) == 8
     assert sizes[-2] == 64 * 1024  # the blob, cut to the head the table keeps
     assert sizes[-1] > 16 * 1024 * 1024  # the pair's bad interchange, whole

@@ -1,5 +1,6 @@
-"""The hub's sharded counters: version 4 upgrades the one-row-per-outcome table with its counts kept, a count is the
-sum over the shards, and batches on different shards do not wait for each other's commit."""
+"""The hub's sharded counters: the hub's version 2 (the journal's version 4 until the hub kept its own chain) upgrades
+the one-row-per-outcome table with its counts kept, a count is the sum over the shards, and batches on different
+shards do not wait for each other's commit."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from edinbox._core import MIGRATIONS
 from edinbox.hub import HubConfig
 from edinbox.hub._ops import init, migrate
 from edinbox.hub._parts import open_inbox, verify
-from edinbox.hub._tables import COUNTED, count, counts
+from edinbox.hub._tables import COUNTED, TABLES, count, counts
 
 Admin = Callable[[str, tuple[Any, ...]], list[Any]]
 
@@ -31,6 +32,13 @@ VERSION_3 = {
 }
 """The counters table as `edinbox init` created it up to schema version 3 (frozen: never edit)."""
 
+OLD_NAMES = {
+    "edinbox_hub_invoices": "invoices",
+    "edinbox_hub_rejected": "rejected",
+    "edinbox_hub_console_audit": "console_audit",
+}
+"""The hub's tables' names before the hub's version 3 (the others were `hub_<name>`)."""
+
 OLD_COUNTS = [("hub", "processed", 7), ("hub", "duplicate", 3), ("hub", "dead", 1), ("other", "processed", 5)]
 
 
@@ -39,12 +47,12 @@ def _dialect(config: HubConfig) -> str:
     return "sqlite" if config.db.startswith("sqlite") else "mysql" if config.db.startswith("mysql") else "postgresql"
 
 
-def _admin(config: HubConfig) -> tuple[Admin, str, str, Callable[[], None]]:
-    """(run admin SQL, the counters table quoted, the version table quoted, close) for the hub's database."""
+def _admin(config: HubConfig) -> tuple[Admin, Callable[[str], str], Callable[[], None]]:
+    """(run admin SQL, a table beside the journal by name, quoted, close) for the hub's database."""
     dialect = _dialect(config)
     if dialect == "sqlite":
         connection = sqlite3.connect(config.db.removeprefix("sqlite:///"), isolation_level=None)
-        return (lambda q, p: connection.execute(q, p).fetchall()), '"hub_counters"', '"inbox_version"', connection.close
+        return (lambda q, p: connection.execute(q, p).fetchall()), (lambda name: f'"{name}"'), connection.close
     schema = config.table.split(".")[0]
     if dialect == "mysql":
         my = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
@@ -54,25 +62,32 @@ def _admin(config: HubConfig) -> tuple[Admin, str, str, Callable[[], None]]:
                 cursor.execute(q.replace("?", "%s"), p or None)
                 return list(cursor.fetchall())
 
-        return run_mysql, f"`{schema}`.`hub_counters`", f"`{schema}`.`inbox_version`", my.close
+        return run_mysql, (lambda name: f"`{schema}`.`{name}`"), my.close
     pg = psycopg.connect(config.db, autocommit=True)
 
     def run_pg(q: str, p: tuple[Any, ...]) -> list[Any]:
         cursor = pg.execute(q.replace("?", "%s").encode(), p)
         return cursor.fetchall() if cursor.description else []
 
-    return run_pg, f'"{schema}"."hub_counters"', f'"{schema}"."inbox_version"', pg.close
+    return run_pg, (lambda name: f'"{schema}"."{name}"'), pg.close
 
 
 def _rewind_to_version_3(config: HubConfig) -> None:
-    """Put back the counters table of schema version 3, with counts in it, and the version row 3."""
-    run, counters, version, close = _admin(config)
+    """Put back the hub of schema version 3: its tables under their old names with no version row of the hub's, the
+    counters table of then with counts in it, and the journal's version row 3."""
+    run, beside, close = _admin(config)
     try:
+        for table in TABLES:
+            old = OLD_NAMES.get(table, table.removeprefix("edinbox_"))
+            target = beside(old) if _dialect(config) == "mysql" else f'"{old}"'
+            run(f"ALTER TABLE {beside(table)} RENAME TO {target}", ())
+        run(f"DROP TABLE {beside('edinbox_applications')}", ())
+        counters = beside("hub_counters")
         run(f"DROP TABLE {counters}", ())
         run(VERSION_3[_dialect(config)].format(t=counters), ())
         for row in OLD_COUNTS:
             run(f"INSERT INTO {counters} (consumer, outcome, n) VALUES (?, ?, ?)", row)
-        run(f"UPDATE {version} SET version = 3", ())
+        run(f"UPDATE {beside('inbox_version')} SET version = 3", ())
         if _dialect(config) == "sqlite":  # the journal's columns of versions 8 and 10: SQLite cannot add them twice
             run('ALTER TABLE "inbox" DROP COLUMN trace', ())
             run('ALTER TABLE "inbox" DROP COLUMN retry_at', ())
@@ -82,28 +97,28 @@ def _rewind_to_version_3(config: HubConfig) -> None:
 
 def _columns(config: HubConfig) -> list[tuple[Any, ...]]:
     """The counters table's columns (name, type, nullability, default) and primary key, in a comparable form."""
-    run, _, _, close = _admin(config)
+    run, _, close = _admin(config)
     try:
         dialect = _dialect(config)
         if dialect == "sqlite":
             return [
                 tuple(row)
                 for row in run(
-                    "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('hub_counters')", ()
+                    "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('edinbox_hub_counters')", ()
                 )
             ]
         schema = config.table.split(".")[0]
         kind = "column_type" if dialect == "mysql" else "data_type"
         columns = run(
             f"SELECT column_name, {kind}, is_nullable, column_default FROM information_schema.columns"
-            " WHERE table_schema = ? AND table_name = 'hub_counters' ORDER BY ordinal_position",
+            " WHERE table_schema = ? AND table_name = 'edinbox_hub_counters' ORDER BY ordinal_position",
             (schema,),
         )
         key = run(
             "SELECT k.column_name FROM information_schema.key_column_usage k"
             " JOIN information_schema.table_constraints c ON c.constraint_name = k.constraint_name"
             " AND c.table_schema = k.table_schema AND c.table_name = k.table_name"
-            " WHERE k.table_schema = ? AND k.table_name = 'hub_counters' AND c.constraint_type = 'PRIMARY KEY'"
+            " WHERE k.table_schema = ? AND k.table_name = 'edinbox_hub_counters' AND c.constraint_type = 'PRIMARY KEY'"
             " ORDER BY k.ordinal_position",
             (schema,),
         )
@@ -139,7 +154,9 @@ def test_version_3_counters_migrate_with_their_counts(hub_config: HubConfig, tmp
         asyncio.run(refused())
     result = asyncio.run(migrate(config))
     assert [step["version"] for step in result["applied"]] == [v for v in sorted(MIGRATIONS) if v >= 4]
-    assert asyncio.run(migrate(config))["applied"] == []
+    assert [step["version"] for step in result["hub"]["applied"]] == [2, 3]  # taken as version 1: no row before
+    again = asyncio.run(migrate(config))
+    assert (again["applied"], again["hub"]["applied"]) == ([], [])
 
     async def verified() -> None:
         async with open_inbox(config) as inbox:
@@ -173,7 +190,7 @@ def _drop(fresh: HubConfig, unique_name: str) -> None:
     """Drop the fresh hub's schema or database (a SQLite file goes with the test's folder)."""
     if _dialect(fresh) == "sqlite":
         return
-    run, _, _, close = _admin(fresh)
+    run, _, close = _admin(fresh)
     try:
         mysql = _dialect(fresh) == "mysql"
         run(f"DROP DATABASE `{unique_name}f`" if mysql else f'DROP SCHEMA "{unique_name}f" CASCADE', ())

@@ -196,7 +196,7 @@ async def test_failing_invoice_goes_dead_and_the_rest_of_the_batch_settles(hub_c
 def _drop_invoices(config: HubConfig) -> None:
     """Drop the hub's invoices table behind its back, on whichever database `config` names."""
     schema = config.table.rpartition(".")[0]
-    table = f"{schema}.invoices" if schema else "invoices"
+    table = f"{schema}.edinbox_hub_invoices" if schema else "edinbox_hub_invoices"
     if config.db.startswith("sqlite"):
         import sqlite3
 

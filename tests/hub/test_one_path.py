@@ -45,8 +45,8 @@ def test_a_percent_escaped_sqlite_path_is_one_file_for_everything(tmp_path: Path
 
     with contextlib.closing(sqlite3.connect(work / "my db.db")) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert {"inbox", "invoices", "rejected", "hub_counters"} <= tables
-        assert conn.execute("SELECT count(*) FROM invoices").fetchone() == (1,)
+        assert {"inbox", "edinbox_hub_invoices", "edinbox_hub_rejected", "edinbox_hub_counters"} <= tables
+        assert conn.execute("SELECT count(*) FROM edinbox_hub_invoices").fetchone() == (1,)
 
 
 @pytest.mark.parametrize(

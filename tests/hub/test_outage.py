@@ -104,7 +104,7 @@ def spool_empty(spool: Path) -> bool:
 
 
 COUNTS = (
-    "SELECT (SELECT count(*) FROM invoices), (SELECT count(DISTINCT number) FROM invoices),"
+    "SELECT (SELECT count(*) FROM edinbox_hub_invoices), (SELECT count(DISTINCT number) FROM edinbox_hub_invoices),"
     " (SELECT count(*) FROM inbox WHERE status = 'processed')"
 )
 
@@ -309,7 +309,7 @@ def test_the_hub_waits_out_a_broker_restart(tmp_path: Path) -> None:
     import sqlite3
 
     with sqlite3.connect(tmp_path / "hub.db") as conn:
-        assert conn.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (40, 40)
+        assert conn.execute("SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices").fetchone() == (40, 40)
 
 
 def test_the_hub_waits_out_a_rabbitmq_restart(tmp_path: Path) -> None:
@@ -350,7 +350,10 @@ def test_the_hub_waits_out_a_rabbitmq_restart(tmp_path: Path) -> None:
     import sqlite3
 
     with sqlite3.connect(tmp_path / "hub.db") as conn:
-        assert conn.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (150, 150)
+        assert conn.execute("SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices").fetchone() == (
+            150,
+            150,
+        )
         rows = conn.execute("SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts").fetchall()
     assert rows == [("processed", 1, 150)]  # the outage cost no attempt
 
@@ -360,7 +363,7 @@ def invoice_count(db: Path) -> int:
     import sqlite3
 
     with sqlite3.connect(db, timeout=30) as conn:
-        return int(conn.execute("SELECT count(*) FROM invoices").fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM edinbox_hub_invoices").fetchone()[0])
 
 
 def test_a_step_that_reached_nothing_does_not_end_an_outage(caplog: pytest.LogCaptureFixture) -> None:

@@ -53,8 +53,8 @@ def test_poison_is_parked_once_when_the_broker_is_killed_mid_run(kind: str, uniq
             server.start()
             wait_for(
                 lambda: (
-                    rows(db, "SELECT count(*) FROM invoices") == [(60,)]
-                    and len(rows(db, "SELECT * FROM rejected")) == 2
+                    rows(db, "SELECT count(*) FROM edinbox_hub_invoices") == [(60,)]
+                    and len(rows(db, "SELECT * FROM edinbox_hub_rejected")) == 2
                 ),
                 timeout=90,
                 what="every message settled",
@@ -66,9 +66,9 @@ def test_poison_is_parked_once_when_the_broker_is_killed_mid_run(kind: str, uniq
                 hub.proc.kill()
     finally:
         server.kill()
-    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM invoices") == [(60, 60)]
+    assert rows(db, "SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices") == [(60, 60)]
     assert rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts") == [("processed", 1, 60)]
-    reasons = sorted(str(reason) for (reason,) in rows(db, "SELECT reason FROM rejected"))
+    reasons = sorted(str(reason) for (reason,) in rows(db, "SELECT reason FROM edinbox_hub_rejected"))
     assert "not a date" in reasons[0]
     assert "not a valid EDI interchange" in reasons[1]
     assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line], "\n".join(hub.lines)

@@ -230,8 +230,8 @@ def test_a_database_outage_in_the_middle_of_a_purge_leaves_the_hub_up(
     assert len(hub.events("purge-down")) == 1, hub.lines
     assert len(hub.events("purge-back")) == 1, hub.lines
     assert not [line for line in hub.lines if "Traceback" in line], "\n".join(hub.lines)
-    assert execute(url, "SELECT count(*) FROM invoices") == 40
-    assert execute(url, "SELECT count(DISTINCT number) FROM invoices") == 40
+    assert execute(url, "SELECT count(*) FROM edinbox_hub_invoices") == 40
+    assert execute(url, "SELECT count(DISTINCT number) FROM edinbox_hub_invoices") == 40
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="private database servers are started on Linux")

@@ -44,7 +44,7 @@ def rabbit() -> Iterator[PrivateRabbitMQ]:
 def made(db: Path) -> int:
     """Invoices the hub created so far."""
     with sqlite3.connect(db, timeout=30) as conn:
-        return int(conn.execute("SELECT count(*) FROM invoices").fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM edinbox_hub_invoices").fetchone()[0])
 
 
 async def until(done: Callable[[], object], run: asyncio.Task[Any], *, within: float = 60) -> None:

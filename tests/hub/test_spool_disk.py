@@ -96,7 +96,10 @@ def test_files_that_could_not_be_parked_on_a_full_disk_are_parked_once_space_is_
     archived = sorted(name.split("#")[0] for name in os.listdir(small_spool / "archive"))
     assert len(archived) == len(set(archived)) == 20
     with sqlite3.connect(db) as connection:
-        assert connection.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (20, 20)
+        assert connection.execute("SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices").fetchone() == (
+            20,
+            20,
+        )
     assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line], "\n".join(hub.lines)
 
 

@@ -73,7 +73,10 @@ def test_two_hubs_and_a_lock_holder_on_one_sqlite_file_settle_everything_once(tm
     assert codes == [0, 0]
     assert rounds[0] >= 2
     with sqlite3.connect(path, timeout=30) as conn:
-        assert conn.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (COUNT, COUNT)
+        assert conn.execute("SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices").fetchone() == (
+            COUNT,
+            COUNT,
+        )
         rows = conn.execute("SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts").fetchall()
     assert rows == [("processed", 1, COUNT)]
     assert all(hub.events("settled") for hub in hubs)  # both took part

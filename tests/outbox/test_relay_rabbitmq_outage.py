@@ -126,7 +126,10 @@ def test_rabbitmq_stopped_while_the_hubs_relay_sends_acknowledgments(
     assert not hub.events("dependency-down"), hub.lines
     assert not [line for line in hub.lines if "Traceback" in line], "\n".join(hub.lines)
     with sqlite3.connect(db_file) as connection:
-        assert connection.execute("SELECT count(*), count(DISTINCT number) FROM invoices").fetchone() == (200, 200)
+        assert connection.execute("SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices").fetchone() == (
+            200,
+            200,
+        )
     keys = outbox(db_file)[2]
     got = asyncio.run(drain(url, len(keys), within=60))
     assert sorted({d.message_id or "" for d in got}) == keys

@@ -200,7 +200,7 @@ async def act(config: HubConfig, inbox: AsyncInbox, *, action: str, key: str, wh
 
 async def _audited(inbox: AsyncInbox) -> bool:
     """Whether `edinbox init` made the audit table beside this journal (a library journal has none)."""
-    return await inbox.unique_keys("console_audit") is not None
+    return await inbox.unique_keys("edinbox_hub_console_audit") is not None
 
 
 async def _audit(inbox: AsyncInbox, *, who: str, action: str, key: str, result: str) -> None:

@@ -23,7 +23,7 @@ from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
 from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
 from edinbox.hub._partners import COUNTER, doctor_check
-from edinbox.hub._parts import open_inbox, verify, verify_found
+from edinbox.hub._parts import HUB, open_inbox, verify, verify_found
 from edinbox.hub._payloads import preview
 from edinbox.hub._purge import Purged, purge, purgeable
 from edinbox.hub._redrive import (
@@ -37,10 +37,8 @@ from edinbox.hub._redrive import (
 from edinbox.hub._tables import (
     COUNTED,
     TABLES,
-    check_clashes,
     counts,
     create_partner_index,
-    create_tables,
     has_hub,
 )
 from edinbox.loop import Outage, Relay
@@ -68,7 +66,9 @@ __all__ = [
 
 
 async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
-    """Create the journal and the hub's tables (idempotent), verify them, and grant each runtime role in `grant`
+    """Create the journal and the hub's tables (idempotent; one transaction on PostgreSQL and SQLite, so a failure
+    leaves nothing half made; on MariaDB a second run completes a failed one), verify them, and grant each runtime
+    role in `grant`
     exactly what `edinbox run` needs (no DDL); open the source once, which creates a spool folder."""
     if config.source:
         from edinbox.sources import open_source
@@ -76,9 +76,7 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
         async with open_source(config.source, consumer=config.consumer):
             pass
     async with open_inbox(config) as inbox:
-        await check_clashes(inbox, journal=config.table)
-        await inbox.create_schema()
-        await inbox.transaction(create_tables)
+        await inbox.create_schema()  # the journal and the hub's tables, one transaction (MariaDB: steps run again)
         try:
             await inbox.transaction(create_partner_index)
         except StoreError as exc:  # e.g. pg_trgm not installed on the server: the partner search scans instead
@@ -95,22 +93,33 @@ async def drop_schema(config: HubConfig) -> None:
 
 
 async def migrate(config: HubConfig) -> dict[str, Any]:
-    """Upgrade the journal to this edinbox's schema version (rows kept, idempotent); say which steps ran."""
+    """Upgrade the journal to this edinbox's schema version, then the hub's tables (where `edinbox init` made them)
+    to the hub's (rows kept, idempotent); say which steps ran."""
     async with open_inbox(config) as inbox:
-        applied = await inbox.migrate()
+        applied = await inbox.migrations()
+    hub = applied.get(HUB.name)
     return {
         "table": config.table,
         "version": SCHEMA_VERSION,
-        "applied": [{"version": v, "change": MIGRATIONS[v]} for v in applied],
+        "applied": [{"version": v, "change": MIGRATIONS[v]} for v in applied["edinbox"]],
+        "hub": None
+        if hub is None
+        else {"version": HUB.version, "applied": [{"version": v, "change": HUB.migrations[v]} for v in hub]},
     }
 
 
 def migration_summary(result: dict[str, Any]) -> str:
     """`edinbox migrate`'s answer for people: the steps applied, or that there was nothing to do."""
+    hub = result.get("hub")
     if not result["applied"]:
-        return f"journal {result['table']} is at schema version {result['version']}: nothing to migrate"
-    steps = "; ".join(f"{step['version']}: {step['change']}" for step in result["applied"])
-    return f"migrated journal {result['table']} to schema version {result['version']} ({steps})"
+        said = f"journal {result['table']} is at schema version {result['version']}: nothing to migrate"
+    else:
+        steps = "; ".join(f"{step['version']}: {step['change']}" for step in result["applied"])
+        said = f"migrated journal {result['table']} to schema version {result['version']} ({steps})"
+    if hub and hub["applied"]:
+        steps = "; ".join(f"{step['version']}: {step['change']}" for step in hub["applied"])
+        said += f"; migrated the hub's tables to version {hub['version']} ({steps})"
+    return said
 
 
 async def stats(config: HubConfig) -> dict[str, Any]:
@@ -427,7 +436,7 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("database", "fail", mask(str(exc))))
             return checks
         if hub:
-            keys = await inbox.unique_keys("invoices")
+            keys = await inbox.unique_keys("edinbox_hub_invoices")
             if keys is not None and ["issue_date", "kind", "number", "seller"] in keys:
                 checks.append(Check("invoice key", "ok", "invoices unique on (seller, number, kind, issue_date)"))
             else:

@@ -12,13 +12,24 @@ from edinbox._errors import ConfigurationError, SchemaError
 from edinbox._retry import Retry
 from edinbox._urls import database_url, mask
 from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._tables import INIT_HINT, check_privileges, check_tables, has_hub
+from edinbox.hub._tables import CREATE, INIT_HINT, check_privileges, check_tables, has_hub
 
 __all__ = ["HUB", "open_inbox", "verify", "verify_found"]
 
-HUB = Application("hub", files("edinbox.hub").joinpath("sql"), ("hub", "console"))
-"""The hub's and its console's statements (`hub/sql/<dialect>/hub.sql`, `console.sql`), added to the journal's
-store through the library's public hook."""
+HUB = Application(
+    "hub",
+    files("edinbox.hub").joinpath("sql"),
+    ("hub", "console"),
+    create=CREATE,
+    migrations={
+        2: "the counters sharded and the answers table (the journal's steps 4 and 5 until now)",
+        3: "the tables renamed edinbox_hub_* (invoices, rejected, counters, control numbers, acknowledgments, answers, "
+        "console audit): no clash with an application's own invoices",
+    },
+    legacy="hub_control_numbers",
+)
+"""The hub's and its console's statements (`hub/sql/<dialect>/hub.sql`, `console.sql`), its tables and its
+migration chain (`migrations.sql`), added to the journal's store through the library's public hook."""
 
 _INSUFFICIENT_PRIVILEGE = "42501"
 """PostgreSQL's SQLSTATE for a missing grant."""
@@ -78,7 +89,7 @@ async def verify_found(inbox: AsyncInbox) -> bool:
         await verify(inbox)
         return True
     try:
-        await inbox.verify()
+        await inbox.verify(applications=False)
     except SchemaError as exc:
         raise SchemaError(str(exc).replace("create_schema()", "`edinbox init`")) from exc
     if await inbox.unique_keys(inbox.outbox) is None:

@@ -1,5 +1,6 @@
 """The hub's tables beside the journal: invoices (the SQL accounting sink), rejected payloads, outcome counters, the
-acknowledgments sent to partners and the per-partner control numbers they take.
+acknowledgments sent to partners and the per-partner control numbers they take, each named `edinbox_hub_*` so that
+none takes a name an application's own tables have (the README's examples make an `invoices`).
 
 Their DDL and statements are named queries in `edinbox/hub/sql/<dialect>/hub.sql`, added to the journal's store as
 the hub's `edinbox.Application` (`_parts.HUB`) and run inside a journal transaction (`tx.unit`): they live in the
@@ -18,32 +19,31 @@ from edinbox._errors import ConfigurationError, SchemaError
 
 __all__ = [
     "COUNTED",
+    "CREATE",
     "SEARCH_INDEXES",
     "SHARDS",
     "TABLES",
     "Parked",
-    "check_clashes",
     "check_privileges",
     "check_tables",
     "count",
     "counts",
-    "create_tables",
     "has_hub",
     "park",
     "park_reasons",
 ]
 
 TABLES = (
-    "invoices",
-    "rejected",
-    "hub_counters",
-    "hub_control_numbers",
-    "hub_acknowledgments",
-    "hub_answers",
-    "console_audit",
+    "edinbox_hub_invoices",
+    "edinbox_hub_rejected",
+    "edinbox_hub_counters",
+    "edinbox_hub_control_numbers",
+    "edinbox_hub_acknowledgments",
+    "edinbox_hub_answers",
+    "edinbox_hub_console_audit",
 )
-"""The hub's tables, beside the journal (`console_audit`: what operators did in `edinbox console`; `hub_answers`:
-what was answered once, also made by `edinbox migrate` to version 5)."""
+"""The hub's tables, beside the journal (`edinbox_hub_console_audit`: what operators did in `edinbox console`;
+`edinbox_hub_answers`: what was answered once). Their versions are the hub's (`_parts.HUB.migrations`)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
@@ -73,12 +73,12 @@ row, every hub's batches would queue there. Two concurrent batches meet on a row
 is the sum over the shards, so it stays exact."""
 
 _KEYS = {
-    "invoices": ["issue_date", "kind", "number", "seller"],
-    "rejected": ["consumer", "fingerprint"],
-    "hub_counters": ["consumer", "outcome", "shard"],
-    "hub_control_numbers": ["partner"],
-    "hub_acknowledgments": ["control_number", "partner"],
-    "hub_answers": ["consumer", "delivery", "message_id", "source"],
+    "edinbox_hub_invoices": ["issue_date", "kind", "number", "seller"],
+    "edinbox_hub_rejected": ["consumer", "fingerprint"],
+    "edinbox_hub_counters": ["consumer", "outcome", "shard"],
+    "edinbox_hub_control_numbers": ["partner"],
+    "edinbox_hub_acknowledgments": ["control_number", "partner"],
+    "edinbox_hub_answers": ["consumer", "delivery", "message_id", "source"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -95,14 +95,13 @@ class Parked:
 
 INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it"
 
-
-async def create_tables(tx: Any) -> None:
-    """Create the hub's tables when missing (idempotent), in the caller's transaction; only `edinbox init` calls it."""
-    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers"):
-        await tx.unit.run(f"hub_create_{table}", {})
-    await tx.unit.run("console_create_audit", {})
-    for index in SEARCH_INDEXES:
-        await tx.unit.run(f"console_index_{index}", {})
+CREATE = (
+    *(f"hub_create_{t}" for t in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers")),
+    "console_create_audit",
+    *(f"console_index_{index}" for index in SEARCH_INDEXES),
+)
+"""The statements that make the hub's tables and the console's indexes at the hub's current version, in order
+(`Application.create`: `create_schema()`, so `edinbox init`, runs them in the journal's transaction)."""
 
 
 async def create_partner_index(tx: Any) -> None:
@@ -124,24 +123,14 @@ async def check_tables(inbox: AsyncInbox) -> None:
 
 
 async def has_hub(inbox: AsyncInbox) -> bool:
-    """Whether `edinbox init` made the hub's tables beside this journal (its control numbers are there: no migration
-    makes that table, while `migrate` to versions 4 and 5 may leave counters and answers beside a journal the hub
-    never used); a journal made by the library alone (an application, FastStream, Django) has none, and the operator
-    commands then show its journal and outbox only."""
-    return await inbox.unique_keys("hub_control_numbers") is not None
-
-
-async def check_clashes(inbox: AsyncInbox, *, journal: str) -> None:
-    """ConfigurationError, before `edinbox init` creates anything, when a table the hub would create exists beside the
-    journal without the hub's key: an application's own `invoices` (the README's examples make one), which the hub
-    would otherwise take for its own and then fail to index, half-way through."""
-    for table in ("invoices", "rejected"):
-        keys = await inbox.unique_keys(table)
-        if keys is not None and _KEYS[table] not in keys:
-            raise ConfigurationError(
-                f"a table {table} that is not the hub's exists beside the journal {journal}: give the hub a "
-                'schema (PostgreSQL) or database (MariaDB) of its own, e.g. --table "edi.inbox", or another SQLite file'
-            )
+    """Whether `edinbox init` made the hub's tables beside this journal (its control numbers are there, under their
+    name or the one they had before the hub kept a version: no migration makes that table); a journal made by the
+    library alone (an application, FastStream, Django) has none, and the operator commands then show its journal and
+    outbox only."""
+    for table in ("edinbox_hub_control_numbers", "hub_control_numbers"):
+        if await inbox.unique_keys(table) is not None:
+            return True
+    return False
 
 
 async def check_privileges(inbox: AsyncInbox) -> None:

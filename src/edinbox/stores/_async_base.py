@@ -12,12 +12,15 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from edinbox._application import Application
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
+from edinbox.stores._async_applications import Where, create_applications, migrate_applications
 
 __all__ = [
+    "JOURNAL",
     "AsyncStore",
     "AsyncUnit",
     "create_journal",
@@ -31,6 +34,8 @@ __all__ = [
 ]
 
 Params = Mapping[str, Any]
+JOURNAL = "edinbox"
+"""The owner of the journal's migrations in `migrate()`'s answer (an application is named by its own name)."""
 JOURNAL_KEY = ["consumer", "message_id", "source"]
 """The journal's unique key, its columns sorted as every store lists a key."""
 
@@ -96,13 +101,16 @@ class AsyncStore(Protocol):
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
 
     async def create_schema(self, *, version: int) -> None:
-        """Create the table, its unique key and the version row when missing (idempotent)."""
+        """Create the table, its unique key and the version row when missing, then each application's schema
+        (idempotent; one transaction where the database allows it)."""
 
-    async def verify(self, *, version: int) -> None:
-        """Raise SchemaError unless the table, its unique key and the schema version are right."""
+    async def verify(self, *, version: int, applications: bool = True) -> None:
+        """Raise SchemaError unless the table, its unique key and the schema version are right (and, with
+        `applications`, each application's schema version)."""
 
-    async def migrate(self, *, version: int) -> list[int]:
-        """Upgrade the journal to `version` in one transaction under the schema lock; return the versions applied."""
+    async def migrate(self, *, version: int) -> dict[str, list[int]]:
+        """Upgrade the journal to `version`, then each application found beside it to its own, in one transaction
+        under the schema lock; return the versions applied by owner (`JOURNAL` for the journal's)."""
 
     async def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
@@ -127,9 +135,19 @@ async def found(unit: AsyncUnit, relation: Params) -> bool:
     return bool(rows) and rows[0][0] is not None
 
 
-async def create_journal(unit: AsyncUnit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
-    """In one transaction: run the named schema `steps`, seed the version row, then check the version found; an
-    older journal (SchemaError: run `edinbox migrate`) is left as it was, none of the steps committed."""
+async def create_journal(
+    unit: AsyncUnit,
+    steps: Sequence[tuple[str, Params]],
+    *,
+    version: int,
+    table: object,
+    applications: Sequence[Application] = (),
+    where: Where | None = None,
+) -> None:
+    """In one transaction: run the named schema `steps`, seed the version row, check the version found, then create
+    each of `applications` (`where` finds a table beside the journal); an older journal or application (SchemaError:
+    run `edinbox migrate`) is left as it was, none of the steps committed (MariaDB commits each DDL statement: there
+    every step holds when run again)."""
     await unit.begin()
     try:
         for name, params in steps:
@@ -137,6 +155,8 @@ async def create_journal(unit: AsyncUnit, steps: Sequence[tuple[str, Params]], *
         await unit.run("seed_version", {"version": version})
         rows = await unit.fetch("version", {})
         check_version([row[0] for row in rows], version=version, table=table)
+        if applications and where is not None:
+            await create_applications(unit, applications, where=where)
     except BaseException:
         await unit.rollback()
         raise
@@ -151,9 +171,13 @@ async def migrate_journal(
     steps: Mapping[int, Sequence[str]],
     version: int,
     table: object,
-) -> list[int]:
+    dialect: str,
+    applications: Sequence[Application] = (),
+    where: Where | None = None,
+) -> dict[str, list[int]]:
     """In one transaction, after the `lock` statements: read the journal's version, run the named queries of each
-    later step up to `version` (`steps`), and record each step's version; return the versions applied.
+    later step up to `version` (`steps`), and record each step's version; then migrate each of `applications`
+    found beside the journal (`where`). Return the versions applied by owner (`JOURNAL`, or an application's name).
 
     `relation` names the version table for the `relation` query. Run again, it finds nothing to do.
     """
@@ -172,11 +196,14 @@ async def migrate_journal(
             if step in STEPS_IN_CODE:
                 await STEPS_IN_CODE[step](unit)
             await unit.run("set_version", {"version": step})
+        migrated = {JOURNAL: applied}
+        if applications and where is not None:
+            migrated.update(await migrate_applications(unit, applications, dialect=dialect, where=where))
     except BaseException:
         await unit.rollback()
         raise
     await unit.commit()
-    return applied
+    return migrated
 
 
 async def mask_destinations(unit: AsyncUnit) -> None:

@@ -34,6 +34,7 @@ from edinbox._core import Pace, TableName, check_version
 from edinbox._errors import ConfigurationError, StoreError, TransientError
 from edinbox._message import Message
 from edinbox._urls import mask
+from edinbox.stores._async_applications import verify_applications
 from edinbox.stores._async_base import (
     AsyncUnit,
     Params,
@@ -560,6 +561,7 @@ class AsyncMySQLStore:
         """Prepare the statements (the applications' too); connections open on first use."""
         self._sql = Statements(table, applications)
         self._table = table
+        self._applications = applications
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its database
         self._url = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
@@ -616,6 +618,10 @@ class AsyncMySQLStore:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
         return mapped_errors.map(exc, "run the handler's statement")
 
+    def _where(self, name: str) -> Params:
+        """The `relation` query's parameters for table `name` beside the journal."""
+        return {"name": name}
+
     async def create_schema(self, *, version: int) -> None:
         """Create the table, its unique key and the version row when missing, one creator at a time (GET_LOCK).
 
@@ -633,11 +639,13 @@ class AsyncMySQLStore:
                 steps = ["create_schema"] if self._table.schema else []
                 for name in [*steps, "create_table", "create_key", "create_version", *OUTBOX_DDL]:
                     await unit.run(name, {})
-                await create_journal(unit, [], version=version, table=self._table)
+                await create_journal(
+                    unit, [], version=version, table=self._table, applications=self._applications, where=self._where
+                )
             finally:
                 await unit.fetch("schema_unlock", {"lock": self._sql.lock_name})
 
-    async def migrate(self, *, version: int) -> list[int]:
+    async def migrate(self, *, version: int) -> dict[str, list[int]]:
         """Upgrade the journal to `version` under the schema's named lock (GET_LOCK), one migrator at a time.
 
         Each step's DDL commits on its own (MariaDB), then the version row is updated: a step that failed halfway
@@ -653,6 +661,9 @@ class AsyncMySQLStore:
                     steps=migration_queries(DIALECT),
                     version=version,
                     table=self._table,
+                    dialect=DIALECT,
+                    applications=self._applications,
+                    where=self._where,
                 )
             finally:
                 await unit.fetch("schema_unlock", {"lock": self._sql.lock_name})
@@ -662,13 +673,15 @@ class AsyncMySQLStore:
         if (await unit.fetch("schema_lock", {"lock": self._sql.lock_name}))[0][0] != 1:
             raise StoreError(f"another process holds the schema lock of {self._table}")
 
-    async def verify(self, *, version: int) -> None:
+    async def verify(self, *, version: int, applications: bool = True) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
         versions = {"name": self._sql.version_name}
         async with self.unit() as unit:
             await verify_journal(
                 unit, {"name": self._table.name}, keys=_keys, versions=versions, version=version, table=self._table
             )
+            if applications:
+                await verify_applications(unit, self._applications, where=self._where)
 
     async def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""

@@ -20,6 +20,7 @@ from edinbox._core import POOL_SIZE, Pace, TableName
 from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
+from edinbox.stores._async_applications import VERSIONS, verify_applications
 from edinbox.stores._async_base import (
     AsyncUnit,
     Params,
@@ -267,6 +268,7 @@ class AsyncPostgresStore:
         """Prepare the statements (the applications' too); connections open on first use."""
         self._sql = Statements(table, applications)
         self._table = table
+        self._applications = applications
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._url = target if isinstance(target, str) else None
         self._pool = target if isinstance(target, psycopg_pool.AsyncConnectionPool) else None
@@ -331,6 +333,10 @@ class AsyncPostgresStore:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
         return mapped_errors.map(exc, "run the handler's statement")
 
+    def _where(self, name: str) -> Params:
+        """The `relation` query's parameters for table `name` beside the journal."""
+        return {"name": self._sql.beside(name)}
+
     async def create_schema(self, *, version: int) -> None:
         """Create the schema, table, unique key and version row when missing, under an advisory lock."""
         steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]
@@ -339,9 +345,11 @@ class AsyncPostgresStore:
         steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         async with self.unit() as unit:
-            await create_journal(unit, steps, version=version, table=self._table)
+            await create_journal(
+                unit, steps, version=version, table=self._table, applications=self._applications, where=self._where
+            )
 
-    async def migrate(self, *, version: int) -> list[int]:
+    async def migrate(self, *, version: int) -> dict[str, list[int]]:
         """Upgrade the journal to `version` in one transaction under the schema's advisory lock."""
         async with self.unit() as unit:
             return await migrate_journal(
@@ -351,9 +359,12 @@ class AsyncPostgresStore:
                 steps=migration_queries(DIALECT),
                 version=version,
                 table=self._table,
+                dialect=DIALECT,
+                applications=self._applications,
+                where=self._where,
             )
 
-    async def verify(self, *, version: int) -> None:
+    async def verify(self, *, version: int, applications: bool = True) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
         journal, versions = {"name": self._sql.qualified_name}, {"name": self._sql.version_name}
         async with self.unit() as unit:
@@ -362,6 +373,8 @@ class AsyncPostgresStore:
                 await verify_journal(
                     unit, journal, keys=_journal_keys, versions=versions, version=version, table=self._table
                 )
+                if applications:
+                    await verify_applications(unit, self._applications, where=self._where)
             finally:
                 await unit.rollback()
 
@@ -385,7 +398,8 @@ class AsyncPostgresStore:
                     rows = await unit.fetch("sequences", {"name": self._sql.beside(table)})
                     sequences += [(row[0], row[1]) for row in rows]
                 with mapped_errors(f"grant {role} its privileges"):
-                    for statement in self._sql.grants(role, tables=tables, sequences=sequences):
+                    reads = [VERSIONS] if self._applications else []
+                    for statement in self._sql.grants(role, tables=tables, sequences=sequences, reads=reads):
                         await unit.connection.execute(statement)
             except BaseException:
                 await unit.rollback()

@@ -27,6 +27,7 @@ from edinbox._application import Application
 from edinbox._core import Pace, TableName
 from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
+from edinbox.stores._async_applications import verify_applications
 from edinbox.stores._async_base import (
     AsyncUnit,
     Params,
@@ -230,6 +231,7 @@ class AsyncSQLiteStore:
         are the library's and `applications`'."""
         self._sql = Statements(table, applications)
         self._table = table
+        self._applications = applications
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._path = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
@@ -264,14 +266,20 @@ class AsyncSQLiteStore:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
         return mapped_errors.map(exc, "run the handler's statement")
 
+    def _where(self, name: str) -> Params:
+        """The `relation` query's parameters for table `name` beside the journal."""
+        return {"name": name}
+
     async def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         async with self.unit() as unit:
-            await create_journal(unit, steps, version=version, table=self._table)
+            await create_journal(
+                unit, steps, version=version, table=self._table, applications=self._applications, where=self._where
+            )
 
-    async def migrate(self, *, version: int) -> list[int]:
+    async def migrate(self, *, version: int) -> dict[str, list[int]]:
         """Upgrade the journal to `version` in one write transaction (BEGIN IMMEDIATE holds out every writer)."""
         async with self.unit() as unit:
             return await migrate_journal(
@@ -281,15 +289,20 @@ class AsyncSQLiteStore:
                 steps=migration_queries(DIALECT),
                 version=version,
                 table=self._table,
+                dialect=DIALECT,
+                applications=self._applications,
+                where=self._where,
             )
 
-    async def verify(self, *, version: int) -> None:
+    async def verify(self, *, version: int, applications: bool = True) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
         versions = {"name": self._sql.version_name}
         async with self.unit() as unit:
             await verify_journal(
                 unit, {"name": self._table.name}, keys=_keys, versions=versions, version=version, table=self._table
             )
+            if applications:
+                await verify_applications(unit, self._applications, where=self._where)
 
     async def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""

@@ -79,8 +79,11 @@ class Statements:
         """The qualified, quoted name of table `name` beside the journal (in its schema)."""
         return sql.Identifier(*((self.table.schema, name) if self.table.schema else (name,))).as_string(None)
 
-    def grants(self, role: str, *, tables: Sequence[str], sequences: Sequence[tuple[str, str]]) -> list[bytes]:
-        """The GRANTs that let `role` process messages: schema usage, DML on the tables, their sequences."""
+    def grants(
+        self, role: str, *, tables: Sequence[str], sequences: Sequence[tuple[str, str]], reads: Sequence[str] = ()
+    ) -> list[bytes]:
+        """The GRANTs that let `role` process messages: schema usage, DML on the tables, their sequences, and SELECT
+        on the version table and on `reads` (tables beside the journal: the applications' versions)."""
         who = sql.Identifier(role)
         qualified = (self.table.schema, self.table.name) if self.table.schema else (self.table.name,)
         dml = [sql.Identifier(*qualified), *(sql.Identifier(*qualified[:-1], t) for t in tables)]
@@ -88,6 +91,7 @@ class Statements:
             sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(self.table.schema or "public"), who),
             sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {} TO {}").format(sql.SQL(", ").join(dml), who),
             sql.SQL("GRANT SELECT ON TABLE {} TO {}").format(sql.Identifier(*qualified[:-1], self.version_table), who),
+            *(sql.SQL("GRANT SELECT ON TABLE {} TO {}").format(sql.Identifier(*qualified[:-1], t), who) for t in reads),
         ]
         if sequences:
             names = sql.SQL(", ").join(sql.Identifier(*s) for s in sequences)

@@ -9,11 +9,19 @@ from importlib.resources import files
 from edinbox._application import Application
 from edinbox._errors import ConfigurationError
 
-__all__ = ["FILES", "load_queries", "migration_queries", "named_queries", "placeholders", "statements"]
+__all__ = [
+    "FILES",
+    "application_steps",
+    "load_queries",
+    "migration_queries",
+    "named_queries",
+    "placeholders",
+    "statements",
+]
 
-FILES = ("queries", "schema", "outbox", "migrations")
-"""The library's statement files: the journal's, its schema, its outbox's, and the migrations (an application's
-own come with it: `edinbox.Application`).
+FILES = ("queries", "schema", "outbox", "migrations", "applications")
+"""The library's statement files: the journal's, its schema, its outbox's, the migrations, and the applications'
+version rows (an application's own statements come with it: `edinbox.Application`).
 
 In a statement, `{table}` is the journal and `{table_name}` its name as a string literal, `{outbox}` the journal's
 outbox (`<journal>_outbox`) and `{outbox_name}` its name as a string literal; any other `{x}` is the table x beside
@@ -23,7 +31,7 @@ journal's tables (named after the journal, so two journals in one schema never s
 
 
 def load_queries(dialect: str, *names: str) -> dict[str, str]:
-    """Every named statement of the given library files (`queries`, `schema`, `outbox`, `migrations`) of a dialect."""
+    """Every named statement of the given library files (`FILES`) of a dialect."""
     queries: dict[str, str] = {}
     for name in names:
         queries.update(named_queries(files("edinbox").joinpath("sql", dialect, f"{name}.sql").read_text("utf-8")))
@@ -40,6 +48,8 @@ def statements(dialect: str, applications: tuple[Application, ...]) -> dict[str,
                 if name in queries:
                     raise ConfigurationError(f"application {application.name!r}: statement {name!r} is named twice")
                 queries[name] = statement
+        for name, statement in named_queries(application.migration_text(dialect)).items():
+            queries[application.step(name)] = statement
     return queries
 
 
@@ -67,3 +77,8 @@ def migration_queries(dialect: str) -> dict[int, list[str]]:
         if step := _STEP.match(name):
             steps.setdefault(int(step.group(1)), []).append(name)
     return steps
+
+
+def application_steps(dialect: str, application: Application) -> dict[int, list[str]]:
+    """The store's names of the statements of each of `application`'s migration steps for `dialect`, in file order."""
+    return application.steps(list(named_queries(application.migration_text(dialect))))

@@ -11,12 +11,15 @@ from datetime import datetime, timedelta
 from time import sleep
 from typing import Any, Protocol
 
+from edinbox._application import Application
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
+from edinbox.stores._sync_applications import Where, create_applications, migrate_applications
 
 __all__ = [
+    "JOURNAL",
     "Store",
     "Unit",
     "create_journal",
@@ -30,6 +33,8 @@ __all__ = [
 ]
 
 Params = Mapping[str, Any]
+JOURNAL = "edinbox"
+"""The owner of the journal's migrations in `migrate()`'s answer (an application is named by its own name)."""
 JOURNAL_KEY = ["consumer", "message_id", "source"]
 """The journal's unique key, its columns sorted as every store lists a key."""
 
@@ -95,13 +100,16 @@ class Store(Protocol):
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
 
     def create_schema(self, *, version: int) -> None:
-        """Create the table, its unique key and the version row when missing (idempotent)."""
+        """Create the table, its unique key and the version row when missing, then each application's schema
+        (idempotent; one transaction where the database allows it)."""
 
-    def verify(self, *, version: int) -> None:
-        """Raise SchemaError unless the table, its unique key and the schema version are right."""
+    def verify(self, *, version: int, applications: bool = True) -> None:
+        """Raise SchemaError unless the table, its unique key and the schema version are right (and, with
+        `applications`, each application's schema version)."""
 
-    def migrate(self, *, version: int) -> list[int]:
-        """Upgrade the journal to `version` in one transaction under the schema lock; return the versions applied."""
+    def migrate(self, *, version: int) -> dict[str, list[int]]:
+        """Upgrade the journal to `version`, then each application found beside it to its own, in one transaction
+        under the schema lock; return the versions applied by owner (`JOURNAL` for the journal's)."""
 
     def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""
@@ -126,9 +134,19 @@ def found(unit: Unit, relation: Params) -> bool:
     return bool(rows) and rows[0][0] is not None
 
 
-def create_journal(unit: Unit, steps: Sequence[tuple[str, Params]], *, version: int, table: object) -> None:
-    """In one transaction: run the named schema `steps`, seed the version row, then check the version found; an
-    older journal (SchemaError: run `edinbox migrate`) is left as it was, none of the steps committed."""
+def create_journal(
+    unit: Unit,
+    steps: Sequence[tuple[str, Params]],
+    *,
+    version: int,
+    table: object,
+    applications: Sequence[Application] = (),
+    where: Where | None = None,
+) -> None:
+    """In one transaction: run the named schema `steps`, seed the version row, check the version found, then create
+    each of `applications` (`where` finds a table beside the journal); an older journal or application (SchemaError:
+    run `edinbox migrate`) is left as it was, none of the steps committed (MariaDB commits each DDL statement: there
+    every step holds when run again)."""
     unit.begin()
     try:
         for name, params in steps:
@@ -136,6 +154,8 @@ def create_journal(unit: Unit, steps: Sequence[tuple[str, Params]], *, version: 
         unit.run("seed_version", {"version": version})
         rows = unit.fetch("version", {})
         check_version([row[0] for row in rows], version=version, table=table)
+        if applications and where is not None:
+            create_applications(unit, applications, where=where)
     except BaseException:
         unit.rollback()
         raise
@@ -150,9 +170,13 @@ def migrate_journal(
     steps: Mapping[int, Sequence[str]],
     version: int,
     table: object,
-) -> list[int]:
+    dialect: str,
+    applications: Sequence[Application] = (),
+    where: Where | None = None,
+) -> dict[str, list[int]]:
     """In one transaction, after the `lock` statements: read the journal's version, run the named queries of each
-    later step up to `version` (`steps`), and record each step's version; return the versions applied.
+    later step up to `version` (`steps`), and record each step's version; then migrate each of `applications`
+    found beside the journal (`where`). Return the versions applied by owner (`JOURNAL`, or an application's name).
 
     `relation` names the version table for the `relation` query. Run again, it finds nothing to do.
     """
@@ -171,11 +195,14 @@ def migrate_journal(
             if step in STEPS_IN_CODE:
                 STEPS_IN_CODE[step](unit)
             unit.run("set_version", {"version": step})
+        migrated = {JOURNAL: applied}
+        if applications and where is not None:
+            migrated.update(migrate_applications(unit, applications, dialect=dialect, where=where))
     except BaseException:
         unit.rollback()
         raise
     unit.commit()
-    return applied
+    return migrated
 
 
 def mask_destinations(unit: Unit) -> None:

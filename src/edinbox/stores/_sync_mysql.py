@@ -48,6 +48,7 @@ from edinbox.stores._mysql_sql import (
 )
 from edinbox.stores._pymysql_replies import QuickReplies as _Driver
 from edinbox.stores._queries import migration_queries
+from edinbox.stores._sync_applications import verify_applications
 from edinbox.stores._sync_base import (
     Params,
     Unit,
@@ -551,6 +552,7 @@ class MySQLStore:
         """Prepare the statements (the applications' too); connections open on first use."""
         self._sql = Statements(table, applications)
         self._table = table
+        self._applications = applications
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its database
         self._url = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
@@ -607,6 +609,10 @@ class MySQLStore:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
         return mapped_errors.map(exc, "run the handler's statement")
 
+    def _where(self, name: str) -> Params:
+        """The `relation` query's parameters for table `name` beside the journal."""
+        return {"name": name}
+
     def create_schema(self, *, version: int) -> None:
         """Create the table, its unique key and the version row when missing, one creator at a time (GET_LOCK).
 
@@ -624,11 +630,13 @@ class MySQLStore:
                 steps = ["create_schema"] if self._table.schema else []
                 for name in [*steps, "create_table", "create_key", "create_version", *OUTBOX_DDL]:
                     unit.run(name, {})
-                create_journal(unit, [], version=version, table=self._table)
+                create_journal(
+                    unit, [], version=version, table=self._table, applications=self._applications, where=self._where
+                )
             finally:
                 unit.fetch("schema_unlock", {"lock": self._sql.lock_name})
 
-    def migrate(self, *, version: int) -> list[int]:
+    def migrate(self, *, version: int) -> dict[str, list[int]]:
         """Upgrade the journal to `version` under the schema's named lock (GET_LOCK), one migrator at a time.
 
         Each step's DDL commits on its own (MariaDB), then the version row is updated: a step that failed halfway
@@ -644,6 +652,9 @@ class MySQLStore:
                     steps=migration_queries(DIALECT),
                     version=version,
                     table=self._table,
+                    dialect=DIALECT,
+                    applications=self._applications,
+                    where=self._where,
                 )
             finally:
                 unit.fetch("schema_unlock", {"lock": self._sql.lock_name})
@@ -653,13 +664,15 @@ class MySQLStore:
         if (unit.fetch("schema_lock", {"lock": self._sql.lock_name}))[0][0] != 1:
             raise StoreError(f"another process holds the schema lock of {self._table}")
 
-    def verify(self, *, version: int) -> None:
+    def verify(self, *, version: int, applications: bool = True) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
         versions = {"name": self._sql.version_name}
         with self.unit() as unit:
             verify_journal(
                 unit, {"name": self._table.name}, keys=_keys, versions=versions, version=version, table=self._table
             )
+            if applications:
+                verify_applications(unit, self._applications, where=self._where)
 
     def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""

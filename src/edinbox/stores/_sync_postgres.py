@@ -21,6 +21,7 @@ from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
+from edinbox.stores._sync_applications import VERSIONS, verify_applications
 from edinbox.stores._sync_base import (
     Params,
     Unit,
@@ -263,6 +264,7 @@ class PostgresStore:
         """Prepare the statements (the applications' too); connections open on first use."""
         self._sql = Statements(table, applications)
         self._table = table
+        self._applications = applications
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._url = target if isinstance(target, str) else None
         self._pool = target if isinstance(target, psycopg_pool.ConnectionPool) else None
@@ -327,6 +329,10 @@ class PostgresStore:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
         return mapped_errors.map(exc, "run the handler's statement")
 
+    def _where(self, name: str) -> Params:
+        """The `relation` query's parameters for table `name` beside the journal."""
+        return {"name": self._sql.beside(name)}
+
     def create_schema(self, *, version: int) -> None:
         """Create the schema, table, unique key and version row when missing, under an advisory lock."""
         steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]
@@ -335,9 +341,11 @@ class PostgresStore:
         steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         with self.unit() as unit:
-            create_journal(unit, steps, version=version, table=self._table)
+            create_journal(
+                unit, steps, version=version, table=self._table, applications=self._applications, where=self._where
+            )
 
-    def migrate(self, *, version: int) -> list[int]:
+    def migrate(self, *, version: int) -> dict[str, list[int]]:
         """Upgrade the journal to `version` in one transaction under the schema's advisory lock."""
         with self.unit() as unit:
             return migrate_journal(
@@ -347,15 +355,20 @@ class PostgresStore:
                 steps=migration_queries(DIALECT),
                 version=version,
                 table=self._table,
+                dialect=DIALECT,
+                applications=self._applications,
+                where=self._where,
             )
 
-    def verify(self, *, version: int) -> None:
+    def verify(self, *, version: int, applications: bool = True) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
         journal, versions = {"name": self._sql.qualified_name}, {"name": self._sql.version_name}
         with self.unit() as unit:
             unit.begin()
             try:
                 verify_journal(unit, journal, keys=_journal_keys, versions=versions, version=version, table=self._table)
+                if applications:
+                    verify_applications(unit, self._applications, where=self._where)
             finally:
                 unit.rollback()
 
@@ -379,7 +392,8 @@ class PostgresStore:
                     rows = unit.fetch("sequences", {"name": self._sql.beside(table)})
                     sequences += [(row[0], row[1]) for row in rows]
                 with mapped_errors(f"grant {role} its privileges"):
-                    for statement in self._sql.grants(role, tables=tables, sequences=sequences):
+                    reads = [VERSIONS] if self._applications else []
+                    for statement in self._sql.grants(role, tables=tables, sequences=sequences, reads=reads):
                         unit.connection.execute(statement)
             except BaseException:
                 unit.rollback()

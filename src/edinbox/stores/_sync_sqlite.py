@@ -26,6 +26,7 @@ from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
+from edinbox.stores._sync_applications import verify_applications
 from edinbox.stores._sync_base import (
     Params,
     Unit,
@@ -211,6 +212,7 @@ class SQLiteStore:
         are the library's and `applications`'."""
         self._sql = Statements(table, applications)
         self._table = table
+        self._applications = applications
         self.outbox = f"{table.name}_outbox"  # beside the journal, in its schema
         self._path = target if isinstance(target, str) else None
         self._connection = None if isinstance(target, str) else target
@@ -242,14 +244,20 @@ class SQLiteStore:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
         return mapped_errors.map(exc, "run the handler's statement")
 
+    def _where(self, name: str) -> Params:
+        """The `relation` query's parameters for table `name` beside the journal."""
+        return {"name": name}
+
     def create_schema(self, *, version: int) -> None:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         with self.unit() as unit:
-            create_journal(unit, steps, version=version, table=self._table)
+            create_journal(
+                unit, steps, version=version, table=self._table, applications=self._applications, where=self._where
+            )
 
-    def migrate(self, *, version: int) -> list[int]:
+    def migrate(self, *, version: int) -> dict[str, list[int]]:
         """Upgrade the journal to `version` in one write transaction (BEGIN IMMEDIATE holds out every writer)."""
         with self.unit() as unit:
             return migrate_journal(
@@ -259,15 +267,20 @@ class SQLiteStore:
                 steps=migration_queries(DIALECT),
                 version=version,
                 table=self._table,
+                dialect=DIALECT,
+                applications=self._applications,
+                where=self._where,
             )
 
-    def verify(self, *, version: int) -> None:
+    def verify(self, *, version: int, applications: bool = True) -> None:
         """Raise SchemaError unless the table, its columns, its unique key and the version are right."""
         versions = {"name": self._sql.version_name}
         with self.unit() as unit:
             verify_journal(
                 unit, {"name": self._table.name}, keys=_keys, versions=versions, version=version, table=self._table
             )
+            if applications:
+                verify_applications(unit, self._applications, where=self._where)
 
     def unique_keys(self, name: str) -> list[list[str]] | None:
         """The unique keys of table `name` beside the journal, each as sorted column names; None when it is missing."""

@@ -26,24 +26,14 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 -- name: v3_outbox_pending
 CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, `key`, id)
 
--- name: v4_counters_shard
--- the hub's counters get a shard in their key (`hub.sql`'s hub_create_counters); the rows kept are shard 0.
--- One statement, so it holds when it runs again; IF EXISTS: the table is the hub's (`edinbox init`), absent beside
--- a journal the hub never used
-ALTER TABLE IF EXISTS {hub_counters} ADD COLUMN IF NOT EXISTS shard SMALLINT NOT NULL DEFAULT 0,
-    DROP PRIMARY KEY, ADD PRIMARY KEY (consumer, outcome, shard)
+-- name: v4_hub
+-- the hub's counters got a shard in their key here until the hub kept a migration chain of its own: the hub's
+-- version 2 (`hub/sql/<dialect>/migrations.sql`) does it now, and this journal's chain touches no hub table
+SELECT 1
 
--- name: v5_answers
--- the hub's answers given once (`hub.sql`'s hub_create_answers); IF NOT EXISTS: an `edinbox init` may have made it
-CREATE TABLE IF NOT EXISTS {hub_answers} (
-    consumer VARBINARY(512) NOT NULL,
-    source VARBINARY(512) NOT NULL,
-    message_id VARBINARY(512) NOT NULL,
-    delivery VARBINARY(64) NOT NULL,
-    answer VARCHAR(16) NOT NULL,
-    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
-    PRIMARY KEY (consumer, source, message_id, delivery)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+-- name: v5_hub
+-- the hub's answers table was made here until the hub kept a migration chain of its own (the hub's version 2)
+SELECT 1
 
 -- name: v6_outbox_unsent
 -- the unsent rows in id order (`outbox.sql`'s outbox_create_unsent): the claim no longer reads the sent rows

@@ -28,29 +28,14 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, key, id)
 WHERE sent_at IS NULL AND parked_at IS NULL
 
--- name: v4_counters_shard
--- the hub's counters get a shard in their key (`hub.sql`'s hub_create_counters); the rows kept are shard 0.
--- IF EXISTS: the table is the hub's (`edinbox init`), absent beside a journal the hub never used
-ALTER TABLE IF EXISTS {hub_counters} ADD COLUMN IF NOT EXISTS shard SMALLINT NOT NULL DEFAULT 0
+-- name: v4_hub
+-- the hub's counters got a shard in their key here until the hub kept a migration chain of its own: the hub's
+-- version 2 (`hub/sql/<dialect>/migrations.sql`) does it now, and this journal's chain touches no hub table
+SELECT 1
 
--- name: v4_counters_key_drop
--- the key PostgreSQL named when the table was created: <table>_pkey
-ALTER TABLE IF EXISTS {hub_counters} DROP CONSTRAINT IF EXISTS hub_counters_pkey
-
--- name: v4_counters_key_add
-ALTER TABLE IF EXISTS {hub_counters} ADD PRIMARY KEY (consumer, outcome, shard)
-
--- name: v5_answers
--- the hub's answers given once (`hub.sql`'s hub_create_answers); IF NOT EXISTS: an `edinbox init` may have made it
-CREATE TABLE IF NOT EXISTS {hub_answers} (
-    consumer TEXT NOT NULL,
-    source TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    delivery TEXT NOT NULL,
-    answer TEXT NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    PRIMARY KEY (consumer, source, message_id, delivery)
-)
+-- name: v5_hub
+-- the hub's answers table was made here until the hub kept a migration chain of its own (the hub's version 2)
+SELECT 1
 
 -- name: v6_outbox_unsent
 -- the unsent rows in id order (`outbox.sql`'s outbox_create_unsent): the claim no longer reads the sent rows

@@ -57,45 +57,14 @@ CREATE TABLE IF NOT EXISTS {outbox} (
 CREATE INDEX IF NOT EXISTS {outbox_pending} ON {outbox} (destination, key, id)
 WHERE sent_at IS NULL AND parked_at IS NULL
 
--- name: v4_counters_rebuild
--- the hub's counters get a shard in their key (`hub.sql`'s hub_create_counters): SQLite cannot change a primary
--- key, so the table is rebuilt, each count kept as shard 0
-CREATE TABLE {hub_counters_rebuild} (
-    consumer TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    n INTEGER NOT NULL,
-    shard INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (consumer, outcome, shard)
-)
+-- name: v4_hub
+-- the hub's counters got a shard in their key here until the hub kept a migration chain of its own: the hub's
+-- version 2 (`hub/sql/<dialect>/migrations.sql`) does it now, and this journal's chain touches no hub table
+SELECT 1
 
--- name: v4_counters_missing
--- SQLite has no ALTER TABLE IF EXISTS: beside a journal whose hub never ran `edinbox init`, an empty stand-in
--- lets the copy run, and the rebuilt table replaces it
-CREATE TABLE IF NOT EXISTS {hub_counters} (consumer TEXT, outcome TEXT, n INTEGER)
-
--- name: v4_counters_copy
--- the sum per (consumer, outcome) reads the old shape and the new one alike (another journal in this file may
--- have rebuilt the table already)
-INSERT INTO {hub_counters_rebuild} (consumer, outcome, n, shard)
-SELECT consumer, outcome, sum(n), 0 FROM {hub_counters} GROUP BY consumer, outcome
-
--- name: v4_counters_drop
-DROP TABLE {hub_counters}
-
--- name: v4_counters_rename
-ALTER TABLE {hub_counters_rebuild} RENAME TO hub_counters
-
--- name: v5_answers
--- the hub's answers given once (`hub.sql`'s hub_create_answers); IF NOT EXISTS: an `edinbox init` may have made it
-CREATE TABLE IF NOT EXISTS {hub_answers} (
-    consumer TEXT NOT NULL,
-    source TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    delivery TEXT NOT NULL,
-    answer TEXT NOT NULL,
-    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    PRIMARY KEY (consumer, source, message_id, delivery)
-)
+-- name: v5_hub
+-- the hub's answers table was made here until the hub kept a migration chain of its own (the hub's version 2)
+SELECT 1
 
 -- name: v6_outbox_unsent
 -- the unsent rows in id order (`outbox.sql`'s outbox_create_unsent): the claim no longer reads the sent rows

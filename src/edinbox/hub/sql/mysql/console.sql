@@ -3,7 +3,7 @@
 -- Key columns are VARBINARY: reads convert them back to text. Times are DATETIME(6) in UTC, bound naive.
 
 -- name: console_create_audit
-CREATE TABLE IF NOT EXISTS {console_audit} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_console_audit} (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
     who LONGTEXT NOT NULL,
@@ -22,10 +22,10 @@ CREATE INDEX {status_index} ON {table} (consumer, status, received_at DESC)
 CREATE INDEX {control_index} ON {table} (consumer, message_id)
 
 -- name: console_index_invoice_number
-CREATE INDEX {invoice_number_index} ON {invoices} (number)
+CREATE INDEX {invoice_number_index} ON {edinbox_hub_invoices} (number)
 
 -- name: console_index_invoice_message
-CREATE INDEX {invoice_message_index} ON {invoices} (consumer, source, message_id)
+CREATE INDEX {invoice_message_index} ON {edinbox_hub_invoices} (consumer, source, message_id)
 
 -- name: console_extensions
 -- MariaDB needs none: the partner search scans the consumer's rows
@@ -55,7 +55,7 @@ LIMIT %(limit)s OFFSET %(offset)s
 
 -- name: console_invoice_keys
 -- the messages that created invoices of one number: the search then looks them up by key
-SELECT CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4) FROM {invoices}
+SELECT CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4) FROM {edinbox_hub_invoices}
 WHERE consumer = %(consumer)s AND number = %(invoice)s
 LIMIT 1000
 
@@ -75,7 +75,7 @@ ORDER BY count(*) DESC
 LIMIT 100
 
 -- name: console_audit
-INSERT INTO {console_audit} (who, action, target, result) VALUES (%(who)s, %(action)s, %(target)s, %(result)s)
+INSERT INTO {edinbox_hub_console_audit} (who, action, target, result) VALUES (%(who)s, %(action)s, %(target)s, %(result)s)
 
 -- name: console_audit_rows
-SELECT at, who, action, target, result FROM {console_audit} ORDER BY id DESC LIMIT %(limit)s
+SELECT at, who, action, target, result FROM {edinbox_hub_console_audit} ORDER BY id DESC LIMIT %(limit)s

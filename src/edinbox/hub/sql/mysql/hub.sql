@@ -1,5 +1,7 @@
--- The hub's tables beside the journal (in its database): invoices, parked payloads, outcome counters.
--- Every `{name}` that is not the journal's is a table beside it; `edinbox init` alone runs the DDL.
+-- The hub's tables beside the journal (in its database), each named `edinbox_hub_*` (no name an application's own
+-- tables take): invoices, parked payloads, outcome counters. Every `{name}` that is not the journal's is a table
+-- beside it; `create_schema()` (`edinbox init`) runs the DDL (`_parts.HUB.create`), `migrate()` the hub's
+-- `migrations.sql`.
 -- Key columns use utf8mb4_nopad_bin (byte-exact, trailing spaces significant, as on PostgreSQL). The invoice key
 -- must fit InnoDB's 3072-byte index limit at 4 bytes a character: seller and number take 191 characters (764
 -- bytes each; an EDIFACT or X12 party id or document number is at most 35), kind 32: 2,215 bytes with the date.
@@ -7,7 +9,7 @@
 -- Timestamps are DATETIME(6) in UTC.
 
 -- name: hub_create_invoices
-CREATE TABLE IF NOT EXISTS {invoices} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_invoices} (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     seller VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL,
     number VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL,
@@ -26,7 +28,7 @@ CREATE TABLE IF NOT EXISTS {invoices} (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: hub_create_rejected
-CREATE TABLE IF NOT EXISTS {rejected} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_rejected} (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     consumer VARBINARY(512) NOT NULL,
     fingerprint VARBINARY(512) NOT NULL,
@@ -41,7 +43,7 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 -- name: hub_create_counters
 -- a batch adds to the rows of one shard (picked per batch), so concurrent hubs rarely wait on each other's row
 -- locks; a count is the sum over the shards
-CREATE TABLE IF NOT EXISTS {hub_counters} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_counters} (
     consumer VARBINARY(512) NOT NULL,
     outcome VARCHAR(32) NOT NULL,
     n BIGINT NOT NULL,
@@ -52,7 +54,7 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
 -- name: hub_insert_invoice
 -- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
 -- a no-op update on the invoice key: 1 row when inserted, 0 when the invoice already exists
-INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, `lines`,
+INSERT INTO {edinbox_hub_invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, `lines`,
     consumer, source, message_id)
 VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
     %(consumer)s, %(source)s, %(message_id)s)
@@ -74,43 +76,43 @@ FROM JSON_TABLE(%(invoices)s, '$[*]' COLUMNS (
     i_kind LONGTEXT CHARACTER SET utf8mb4 PATH '$[2]',
     i_issue_date DATE PATH '$[3]'
 )) AS j
-JOIN {invoices} AS i
+JOIN {edinbox_hub_invoices} AS i
     ON i.seller = j.i_seller COLLATE utf8mb4_nopad_bin AND i.number = j.i_number COLLATE utf8mb4_nopad_bin
     AND i.kind = j.i_kind COLLATE utf8mb4_nopad_bin AND i.issue_date = j.i_issue_date
 
 -- name: hub_park
-INSERT INTO {rejected} (consumer, fingerprint, delivery, reason, payload)
+INSERT INTO {edinbox_hub_rejected} (consumer, fingerprint, delivery, reason, payload)
 VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON DUPLICATE KEY UPDATE deliveries = deliveries + 1
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
-UPDATE {rejected} SET reason = %(reason)s
+UPDATE {edinbox_hub_rejected} SET reason = %(reason)s
 WHERE consumer = %(consumer)s AND fingerprint = %(fingerprint)s AND delivery = %(delivery)s
 
 -- name: hub_count
-INSERT INTO {hub_counters} (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
+INSERT INTO {edinbox_hub_counters} (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
 ON DUPLICATE KEY UPDATE n = n + VALUES(n)
 
 -- name: hub_counts
-SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
+SELECT outcome, sum(n) FROM {edinbox_hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
 
 -- name: hub_totals
-SELECT (SELECT count(*) FROM {invoices}),
-    (SELECT count(*) FROM {rejected} WHERE consumer = %(consumer)s)
+SELECT (SELECT count(*) FROM {edinbox_hub_invoices}),
+    (SELECT count(*) FROM {edinbox_hub_rejected} WHERE consumer = %(consumer)s)
 
 -- name: hub_rejected_rows
-SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
+SELECT id, delivery, reason, deliveries, rejected_at FROM {edinbox_hub_rejected}
 WHERE consumer = %(consumer)s
 ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: hub_rejected_row
-SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {rejected}
+SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {edinbox_hub_rejected}
 WHERE consumer = %(consumer)s AND id = %(id)s
 
 -- name: hub_invoices_of
-SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
+SELECT seller, number, kind, issue_date, total, currency FROM {edinbox_hub_invoices}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 ORDER BY id
 
@@ -121,7 +123,7 @@ SELECT NULL FROM DUAL WHERE FALSE
 
 -- name: hub_invoice_keys
 -- `edinbox chaos`: every invoice's key, to find the ones that were lost
-SELECT seller, number, kind, issue_date FROM {invoices}
+SELECT seller, number, kind, issue_date FROM {edinbox_hub_invoices}
 
 -- name: hub_processed_keys
 -- `edinbox chaos`: the interchanges the journal settled as processed, with their rows (more than one: no unique key)
@@ -131,14 +133,14 @@ GROUP BY source, message_id
 
 -- name: hub_rejected_fingerprints
 -- `edinbox chaos`: the fingerprint of every parked payload, to find the bad deliveries parked (once)
-SELECT CONVERT(fingerprint USING utf8mb4) FROM {rejected}
+SELECT CONVERT(fingerprint USING utf8mb4) FROM {edinbox_hub_rejected}
 WHERE consumer = %(consumer)s
 
 -- name: hub_forget_rejected
-DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
+DELETE FROM {edinbox_hub_rejected} WHERE consumer = %(consumer)s AND id = %(id)s
 
 -- name: hub_purge_rejected
-DELETE FROM {rejected}
+DELETE FROM {edinbox_hub_rejected}
 WHERE consumer = %(consumer)s AND rejected_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
 
 -- name: hub_drop_schema
@@ -147,13 +149,13 @@ DROP DATABASE IF EXISTS {schema}
 
 -- name: hub_create_control_numbers
 -- the next interchange control number of our acknowledgments, per partner: the upsert's row lock serialises hubs
-CREATE TABLE IF NOT EXISTS {hub_control_numbers} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_control_numbers} (
     partner VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL PRIMARY KEY,
     n BIGINT NOT NULL
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
 -- name: hub_create_acknowledgments
-CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     consumer VARBINARY(512) NOT NULL,
     source VARBINARY(512) NOT NULL,
@@ -172,7 +174,7 @@ CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
 -- each partner's last of its count of numbers reserved (the others are the `count - 1` before it), every
 -- [partner, count] pair of the JSON array in one upsert, its rows locked in the partners' order (hubs never deadlock
 -- on them); the row locks are held to the commit, so the read after it sees this transaction's own numbers
-INSERT INTO {hub_control_numbers} (partner, n)
+INSERT INTO {edinbox_hub_control_numbers} (partner, n)
 SELECT j.partner, j.k FROM JSON_TABLE(%(counters)s, '$[*]' COLUMNS (
     partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]',
     k BIGINT PATH '$[1]'
@@ -181,23 +183,23 @@ ORDER BY j.partner
 ON DUPLICATE KEY UPDATE n = n + VALUES(n);
 SELECT c.partner, c.n
 FROM JSON_TABLE(%(counters)s, '$[*]' COLUMNS (partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]')) AS j
-JOIN {hub_control_numbers} AS c ON c.partner = j.partner COLLATE utf8mb4_nopad_bin
+JOIN {edinbox_hub_control_numbers} AS c ON c.partner = j.partner COLLATE utf8mb4_nopad_bin
 
 -- name: hub_record_acknowledgment
-INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
+INSERT INTO {edinbox_hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(kind)s, %(duplicate)s, %(partner)s, %(control_number)s,
     %(outbox_key)s)
 
 -- name: hub_acknowledgments_of
 SELECT a.kind, a.duplicate, a.control_number, a.outbox_key, a.created_at, o.destination, o.sent_at, o.parked_at,
     o.reason
-FROM {hub_acknowledgments} AS a
+FROM {edinbox_hub_acknowledgments} AS a
 LEFT JOIN {outbox} AS o ON o.`key` = a.outbox_key
 WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
 ORDER BY a.id
 
 -- name: hub_acknowledgment_totals
-SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
+SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {edinbox_hub_acknowledgments}
 WHERE consumer = %(consumer)s
 GROUP BY kind, duplicate
 
@@ -205,7 +207,7 @@ GROUP BY kind, duplicate
 -- what the hub answered once: a rejection per interchange key (delivery "rejection"), and the deliveries (a digest of
 -- the broker's id for them) that were processed or got a duplicate notice: a broker's redelivery of one of them is
 -- never taken for the partner's re-send
-CREATE TABLE IF NOT EXISTS {hub_answers} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_answers} (
     consumer VARBINARY(512) NOT NULL,
     source VARBINARY(512) NOT NULL,
     message_id VARBINARY(512) NOT NULL,
@@ -217,17 +219,17 @@ CREATE TABLE IF NOT EXISTS {hub_answers} (
 
 -- name: hub_answer_once
 -- one row per key and delivery: 1 row changed when this transaction is the first to answer it, 0 when one was
-INSERT IGNORE INTO {hub_answers} (consumer, source, message_id, delivery, answer)
+INSERT IGNORE INTO {edinbox_hub_answers} (consumer, source, message_id, delivery, answer)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(delivery)s, %(answer)s)
 
 -- name: hub_answers_of
-SELECT answer, created_at FROM {hub_answers}
+SELECT answer, created_at FROM {edinbox_hub_answers}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s AND delivery = 'rejection'
 
 -- name: hub_rejection_totals
-SELECT count(*) FROM {hub_answers} WHERE consumer = %(consumer)s AND delivery = 'rejection'
+SELECT count(*) FROM {edinbox_hub_answers} WHERE consumer = %(consumer)s AND delivery = 'rejection'
 
 -- name: hub_purge_answers
 -- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
-DELETE FROM {hub_answers}
+DELETE FROM {edinbox_hub_answers}
 WHERE consumer = %(consumer)s AND created_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND

@@ -2,7 +2,7 @@
 -- `edinbox init` runs the DDL (idempotent); the console itself runs no DDL.
 
 -- name: console_create_audit
-CREATE TABLE IF NOT EXISTS {console_audit} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_console_audit} (
     id BIGSERIAL PRIMARY KEY,
     at TIMESTAMPTZ NOT NULL DEFAULT now(),
     who TEXT NOT NULL,
@@ -21,10 +21,10 @@ CREATE INDEX IF NOT EXISTS {status_index} ON {table} (consumer, status, received
 CREATE INDEX IF NOT EXISTS {control_index} ON {table} (consumer, message_id)
 
 -- name: console_index_invoice_number
-CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {invoices} (number)
+CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {edinbox_hub_invoices} (number)
 
 -- name: console_index_invoice_message
-CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {invoices} (consumer, source, message_id)
+CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {edinbox_hub_invoices} (consumer, source, message_id)
 
 -- name: console_extensions
 -- trigram matching for the partner search (a substring of the source); trusted since PostgreSQL 13
@@ -50,7 +50,7 @@ LIMIT %(limit)s OFFSET %(offset)s
 
 -- name: console_invoice_keys
 -- the messages that created invoices of one number: the search then looks them up by key
-SELECT source, message_id FROM {invoices} WHERE consumer = %(consumer)s AND number = %(invoice)s LIMIT 1000
+SELECT source, message_id FROM {edinbox_hub_invoices} WHERE consumer = %(consumer)s AND number = %(invoice)s LIMIT 1000
 
 -- name: console_per_minute
 SELECT (floor(extract(epoch FROM received_at) / 60) * 60)::bigint AS minute, status, count(*)
@@ -67,7 +67,7 @@ ORDER BY count(*) DESC
 LIMIT 100
 
 -- name: console_audit
-INSERT INTO {console_audit} (who, action, target, result) VALUES (%(who)s, %(action)s, %(target)s, %(result)s)
+INSERT INTO {edinbox_hub_console_audit} (who, action, target, result) VALUES (%(who)s, %(action)s, %(target)s, %(result)s)
 
 -- name: console_audit_rows
-SELECT at, who, action, target, result FROM {console_audit} ORDER BY id DESC LIMIT %(limit)s
+SELECT at, who, action, target, result FROM {edinbox_hub_console_audit} ORDER BY id DESC LIMIT %(limit)s

@@ -1,8 +1,10 @@
--- The hub's tables beside the journal (same schema): invoices, parked payloads, outcome counters.
--- Every `{name}` that is not the journal's is a table beside it; `edinbox init` alone runs the DDL.
+-- The hub's tables beside the journal (same schema), each named `edinbox_hub_*` (no name an application's own
+-- tables take): invoices, parked payloads, outcome counters. Every `{name}` that is not the journal's is a table
+-- beside it; `create_schema()` (`edinbox init`) runs the DDL (`_parts.HUB.create`), `migrate()` the hub's
+-- `migrations.sql`.
 
 -- name: hub_create_invoices
-CREATE TABLE IF NOT EXISTS {invoices} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_invoices} (
     id BIGSERIAL PRIMARY KEY,
     seller TEXT NOT NULL,
     number TEXT NOT NULL,
@@ -21,7 +23,7 @@ CREATE TABLE IF NOT EXISTS {invoices} (
 )
 
 -- name: hub_create_rejected
-CREATE TABLE IF NOT EXISTS {rejected} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_rejected} (
     id BIGSERIAL PRIMARY KEY,
     consumer TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
@@ -36,7 +38,7 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 -- name: hub_create_counters
 -- a batch adds to the rows of one shard (picked per batch), so concurrent hubs rarely wait on each other's row
 -- locks; a count is the sum over the shards
-CREATE TABLE IF NOT EXISTS {hub_counters} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_counters} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
     n BIGINT NOT NULL,
@@ -46,7 +48,7 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
 
 -- name: hub_insert_invoice
 -- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
-INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
+INSERT INTO {edinbox_hub_invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
     consumer, source, message_id)
 VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
     %(consumer)s, %(source)s, %(message_id)s)
@@ -56,7 +58,7 @@ ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
 -- a batch's rows of `hub_insert_invoice` as one array per column (`_accounting._ARRAYS`), sent in binary, in one
 -- statement that inserts them in the arrays' order and returns whose rows it inserted (an invoice already stored,
 -- or met earlier in the arrays, is not)
-INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
+INSERT INTO {edinbox_hub_invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
     consumer, source, message_id)
 SELECT u.seller, u.number, u.kind, u.issue_date, u.buyer, u.currency, u.total, u.tax_total, u.lines,
     %(consumer)s, u.source, u.message_id
@@ -68,68 +70,68 @@ ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
 RETURNING source, message_id
 
 -- name: hub_park
-INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
+INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload)
 VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
-UPDATE {rejected} SET reason = %(reason)s
+UPDATE {edinbox_hub_rejected} SET reason = %(reason)s
 WHERE consumer = %(consumer)s AND fingerprint = %(fingerprint)s AND delivery = %(delivery)s
 
 -- name: hub_count
-INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
+INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_count_batch
-INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n)
+INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n)
 SELECT %(consumer)s, t.outcome, %(shard)s, t.n FROM unnest(%(outcomes)s::text[], %(counts)s::bigint[]) AS t(outcome, n)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
-SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
+SELECT outcome, sum(n) FROM {edinbox_hub_counters} WHERE consumer = %(consumer)s GROUP BY outcome
 
 -- name: hub_totals
-SELECT (SELECT count(*) FROM {invoices}),
-    (SELECT count(*) FROM {rejected} WHERE consumer = %(consumer)s)
+SELECT (SELECT count(*) FROM {edinbox_hub_invoices}),
+    (SELECT count(*) FROM {edinbox_hub_rejected} WHERE consumer = %(consumer)s)
 
 -- name: hub_rejected_rows
-SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
+SELECT id, delivery, reason, deliveries, rejected_at FROM {edinbox_hub_rejected}
 WHERE consumer = %(consumer)s
 ORDER BY id DESC
 LIMIT %(limit)s
 
 -- name: hub_rejected_row
-SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {rejected}
+SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {edinbox_hub_rejected}
 WHERE consumer = %(consumer)s AND id = %(id)s
 
 -- name: hub_invoices_of
-SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
+SELECT seller, number, kind, issue_date, total, currency FROM {edinbox_hub_invoices}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 ORDER BY id
 
 -- name: hub_privileges
 -- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences
-SELECT t.name FROM (VALUES ({table_name}), ({invoices_name}), ({rejected_name}), ({hub_counters_name}),
-    ({outbox_name}), ({hub_control_numbers_name}), ({hub_acknowledgments_name}),
-    ({hub_answers_name})) AS t (name)
+SELECT t.name FROM (VALUES ({table_name}), ({edinbox_hub_invoices_name}), ({edinbox_hub_rejected_name}), ({edinbox_hub_counters_name}),
+    ({outbox_name}), ({edinbox_hub_control_numbers_name}), ({edinbox_hub_acknowledgments_name}),
+    ({edinbox_hub_answers_name})) AS t (name)
 WHERE NOT (has_table_privilege(t.name, 'SELECT') AND has_table_privilege(t.name, 'INSERT')
     AND has_table_privilege(t.name, 'UPDATE') AND has_table_privilege(t.name, 'DELETE'))
 UNION ALL
-SELECT s.name FROM (VALUES (pg_get_serial_sequence({invoices_name}, 'id')),
-    (pg_get_serial_sequence({rejected_name}, 'id')), (pg_get_serial_sequence({outbox_name}, 'id')),
-    (pg_get_serial_sequence({hub_acknowledgments_name}, 'id'))) AS s (name)
+SELECT s.name FROM (VALUES (pg_get_serial_sequence({edinbox_hub_invoices_name}, 'id')),
+    (pg_get_serial_sequence({edinbox_hub_rejected_name}, 'id')), (pg_get_serial_sequence({outbox_name}, 'id')),
+    (pg_get_serial_sequence({edinbox_hub_acknowledgments_name}, 'id'))) AS s (name)
 WHERE s.name IS NOT NULL AND NOT has_sequence_privilege(s.name, 'USAGE')
 
 -- name: hub_create_control_numbers
 -- the next interchange control number of our acknowledgments, per partner: the upsert's row lock serialises hubs
-CREATE TABLE IF NOT EXISTS {hub_control_numbers} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_control_numbers} (
     partner TEXT PRIMARY KEY,
     n BIGINT NOT NULL
 )
 
 -- name: hub_create_acknowledgments
-CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
     id BIGSERIAL PRIMARY KEY,
     consumer TEXT NOT NULL,
     source TEXT NOT NULL,
@@ -147,32 +149,32 @@ CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
 -- name: hub_reserve_control_numbers
 -- each partner's last of `counts` numbers reserved (the others are the `count - 1` before it), every partner of the
 -- arrays in one statement; the rows are inserted and locked in the partners' order, so hubs never deadlock on them
-INSERT INTO {hub_control_numbers} AS c (partner, n)
+INSERT INTO {edinbox_hub_control_numbers} AS c (partner, n)
 SELECT u.partner, u.k FROM unnest(%(partners)s::text[], %(counts)s::bigint[]) AS u (partner, k)
 ORDER BY u.partner
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
 RETURNING partner, n
 
 -- name: hub_record_acknowledgment
-INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
+INSERT INTO {edinbox_hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(kind)s, %(duplicate)s, %(partner)s, %(control_number)s,
     %(outbox_key)s)
 
 -- name: hub_acknowledgments_of
 SELECT a.kind, a.duplicate, a.control_number, a.outbox_key, a.created_at, o.destination, o.sent_at, o.parked_at,
     o.reason
-FROM {hub_acknowledgments} AS a
+FROM {edinbox_hub_acknowledgments} AS a
 LEFT JOIN {outbox} AS o ON o.key = a.outbox_key
 WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
 ORDER BY a.id
 
 -- name: hub_acknowledgment_totals
-SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
+SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {edinbox_hub_acknowledgments}
 WHERE consumer = %(consumer)s
 GROUP BY kind, duplicate
 -- name: hub_invoice_keys
 -- `edinbox chaos`: every invoice's key, to find the ones that were lost
-SELECT seller, number, kind, issue_date FROM {invoices}
+SELECT seller, number, kind, issue_date FROM {edinbox_hub_invoices}
 
 -- name: hub_processed_keys
 -- `edinbox chaos`: the interchanges the journal settled as processed, with their rows (more than one: no unique key)
@@ -182,14 +184,14 @@ GROUP BY source, message_id
 
 -- name: hub_rejected_fingerprints
 -- `edinbox chaos`: the fingerprint of every parked payload, to find the bad deliveries parked (once)
-SELECT fingerprint FROM {rejected}
+SELECT fingerprint FROM {edinbox_hub_rejected}
 WHERE consumer = %(consumer)s
 
 -- name: hub_forget_rejected
-DELETE FROM {rejected} WHERE consumer = %(consumer)s AND id = %(id)s
+DELETE FROM {edinbox_hub_rejected} WHERE consumer = %(consumer)s AND id = %(id)s
 
 -- name: hub_purge_rejected
-DELETE FROM {rejected} WHERE consumer = %(consumer)s AND rejected_at < now() - %(older_than)s
+DELETE FROM {edinbox_hub_rejected} WHERE consumer = %(consumer)s AND rejected_at < now() - %(older_than)s
 
 -- name: hub_drop_schema
 -- `edinbox demo` only: drop the schema it created for itself, with everything in it
@@ -199,7 +201,7 @@ DROP SCHEMA IF EXISTS {schema} CASCADE
 -- what the hub answered once: a rejection per interchange key (delivery "rejection"), and the deliveries (a digest of
 -- the broker's id for them) that were processed or got a duplicate notice: a broker's redelivery of one of them is
 -- never taken for the partner's re-send
-CREATE TABLE IF NOT EXISTS {hub_answers} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_answers} (
     consumer TEXT NOT NULL,
     source TEXT NOT NULL,
     message_id TEXT NOT NULL,
@@ -211,17 +213,17 @@ CREATE TABLE IF NOT EXISTS {hub_answers} (
 
 -- name: hub_answer_once
 -- one row per key and delivery: 1 row changed when this transaction is the first to answer it, 0 when one was
-INSERT INTO {hub_answers} (consumer, source, message_id, delivery, answer)
+INSERT INTO {edinbox_hub_answers} (consumer, source, message_id, delivery, answer)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(delivery)s, %(answer)s)
 ON CONFLICT (consumer, source, message_id, delivery) DO NOTHING
 
 -- name: hub_answers_of
-SELECT answer, created_at FROM {hub_answers}
+SELECT answer, created_at FROM {edinbox_hub_answers}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s AND delivery = 'rejection'
 
 -- name: hub_rejection_totals
-SELECT count(*) FROM {hub_answers} WHERE consumer = %(consumer)s AND delivery = 'rejection'
+SELECT count(*) FROM {edinbox_hub_answers} WHERE consumer = %(consumer)s AND delivery = 'rejection'
 
 -- name: hub_purge_answers
 -- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
-DELETE FROM {hub_answers} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s
+DELETE FROM {edinbox_hub_answers} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s

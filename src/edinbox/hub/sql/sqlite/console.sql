@@ -2,7 +2,7 @@
 -- `edinbox init` runs the DDL (idempotent); the console itself runs no DDL.
 
 -- name: console_create_audit
-CREATE TABLE IF NOT EXISTS {console_audit} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_console_audit} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at REAL NOT NULL,
     who TEXT NOT NULL,
@@ -21,10 +21,10 @@ CREATE INDEX IF NOT EXISTS {status_index} ON {table} (consumer, status, received
 CREATE INDEX IF NOT EXISTS {control_index} ON {table} (consumer, message_id)
 
 -- name: console_index_invoice_number
-CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {invoices} (number)
+CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {edinbox_hub_invoices} (number)
 
 -- name: console_index_invoice_message
-CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {invoices} (consumer, source, message_id)
+CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {edinbox_hub_invoices} (consumer, source, message_id)
 
 -- name: console_extensions
 -- SQLite needs none: the partner search scans the consumer's rows
@@ -48,7 +48,7 @@ ORDER BY j.received_at DESC, j.source, j.message_id
 LIMIT :limit OFFSET :offset
 
 -- name: console_invoice_keys
-SELECT source, message_id FROM {invoices} WHERE consumer = :consumer AND number = :invoice LIMIT 1000
+SELECT source, message_id FROM {edinbox_hub_invoices} WHERE consumer = :consumer AND number = :invoice LIMIT 1000
 
 -- name: console_per_minute
 SELECT CAST(received_at / 60 AS INTEGER) * 60 AS minute, status, count(*)
@@ -65,7 +65,7 @@ ORDER BY count(*) DESC
 LIMIT 100
 
 -- name: console_audit
-INSERT INTO {console_audit} (at, who, action, target, result) VALUES (:now, :who, :action, :target, :result)
+INSERT INTO {edinbox_hub_console_audit} (at, who, action, target, result) VALUES (:now, :who, :action, :target, :result)
 
 -- name: console_audit_rows
-SELECT at, who, action, target, result FROM {console_audit} ORDER BY id DESC LIMIT :limit
+SELECT at, who, action, target, result FROM {edinbox_hub_console_audit} ORDER BY id DESC LIMIT :limit

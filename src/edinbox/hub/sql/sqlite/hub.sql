@@ -1,7 +1,9 @@
--- The hub's tables beside the journal: invoices, parked payloads, outcome counters. Money is TEXT (exact).
+-- The hub's tables beside the journal, each named `edinbox_hub_*` (no name an application's own tables take):
+-- invoices, parked payloads, outcome counters. Money is TEXT (exact). `create_schema()` (`edinbox init`) runs the
+-- DDL (`_parts.HUB.create`), `migrate()` the hub's `migrations.sql`.
 
 -- name: hub_create_invoices
-CREATE TABLE IF NOT EXISTS {invoices} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_invoices} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     seller TEXT NOT NULL,
     number TEXT NOT NULL,
@@ -20,7 +22,7 @@ CREATE TABLE IF NOT EXISTS {invoices} (
 )
 
 -- name: hub_create_rejected
-CREATE TABLE IF NOT EXISTS {rejected} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_rejected} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     consumer TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
@@ -34,7 +36,7 @@ CREATE TABLE IF NOT EXISTS {rejected} (
 
 -- name: hub_create_counters
 -- a batch adds to the rows of one shard (picked per batch); a count is the sum over the shards
-CREATE TABLE IF NOT EXISTS {hub_counters} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_counters} (
     consumer TEXT NOT NULL,
     outcome TEXT NOT NULL,
     n INTEGER NOT NULL,
@@ -44,7 +46,7 @@ CREATE TABLE IF NOT EXISTS {hub_counters} (
 
 -- name: hub_insert_invoice
 -- one row per parameter set: the sink runs it with run_many, once per batch, and reads the rows it inserted
-INSERT INTO {invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
+INSERT INTO {edinbox_hub_invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
     consumer, source, message_id)
 VALUES (:seller, :number, :kind, :issue_date, :buyer, :currency, :total, :tax_total, :lines,
     :consumer, :source, :message_id)
@@ -61,43 +63,43 @@ ROLLBACK TO SAVEPOINT hub_invoices
 -- drive the join
 SELECT i.seller, i.number, i.kind, i.issue_date
 FROM json_each(:invoices) AS j
-CROSS JOIN {invoices} AS i
+CROSS JOIN {edinbox_hub_invoices} AS i
 WHERE i.seller = j.value ->> 0 AND i.number = j.value ->> 1 AND i.kind = j.value ->> 2
     AND i.issue_date = j.value ->> 3
 
 -- name: hub_park
-INSERT INTO {rejected} AS r (consumer, fingerprint, delivery, reason, payload)
+INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload)
 VALUES (:consumer, :fingerprint, :delivery, :reason, :payload)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
-UPDATE {rejected} SET reason = :reason
+UPDATE {edinbox_hub_rejected} SET reason = :reason
 WHERE consumer = :consumer AND fingerprint = :fingerprint AND delivery = :delivery
 
 -- name: hub_count
-INSERT INTO {hub_counters} AS c (consumer, outcome, shard, n) VALUES (:consumer, :outcome, :shard, :n)
+INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n) VALUES (:consumer, :outcome, :shard, :n)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
-SELECT outcome, sum(n) FROM {hub_counters} WHERE consumer = :consumer GROUP BY outcome
+SELECT outcome, sum(n) FROM {edinbox_hub_counters} WHERE consumer = :consumer GROUP BY outcome
 
 -- name: hub_totals
-SELECT (SELECT count(*) FROM {invoices}),
-    (SELECT count(*) FROM {rejected} WHERE consumer = :consumer)
+SELECT (SELECT count(*) FROM {edinbox_hub_invoices}),
+    (SELECT count(*) FROM {edinbox_hub_rejected} WHERE consumer = :consumer)
 
 -- name: hub_rejected_rows
-SELECT id, delivery, reason, deliveries, rejected_at FROM {rejected}
+SELECT id, delivery, reason, deliveries, rejected_at FROM {edinbox_hub_rejected}
 WHERE consumer = :consumer
 ORDER BY id DESC
 LIMIT :limit
 
 -- name: hub_rejected_row
-SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {rejected}
+SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {edinbox_hub_rejected}
 WHERE consumer = :consumer AND id = :id
 
 -- name: hub_invoices_of
-SELECT seller, number, kind, issue_date, total, currency FROM {invoices}
+SELECT seller, number, kind, issue_date, total, currency FROM {edinbox_hub_invoices}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 ORDER BY id
 
@@ -107,13 +109,13 @@ SELECT NULL WHERE 0
 
 -- name: hub_create_control_numbers
 -- the next interchange control number of our acknowledgments, per partner (one writer at a time on SQLite)
-CREATE TABLE IF NOT EXISTS {hub_control_numbers} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_control_numbers} (
     partner TEXT PRIMARY KEY,
     n INTEGER NOT NULL
 )
 
 -- name: hub_create_acknowledgments
-CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     consumer TEXT NOT NULL,
     source TEXT NOT NULL,
@@ -131,31 +133,31 @@ CREATE TABLE IF NOT EXISTS {hub_acknowledgments} (
 -- name: hub_reserve_control_numbers
 -- each partner's last of its count of numbers reserved (the others are the `count - 1` before it), every
 -- [partner, count] pair of :counters (JSON) in one statement
-INSERT INTO {hub_control_numbers} AS c (partner, n)
+INSERT INTO {edinbox_hub_control_numbers} AS c (partner, n)
 SELECT j.value ->> 0, j.value ->> 1 FROM json_each(:counters) AS j
 WHERE true
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
 RETURNING partner, n
 
 -- name: hub_record_acknowledgment
-INSERT INTO {hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
+INSERT INTO {edinbox_hub_acknowledgments} (consumer, source, message_id, kind, duplicate, partner, control_number, outbox_key)
 VALUES (:consumer, :source, :message_id, :kind, :duplicate, :partner, :control_number, :outbox_key)
 
 -- name: hub_acknowledgments_of
 SELECT a.kind, a.duplicate, a.control_number, a.outbox_key, a.created_at, o.destination, o.sent_at, o.parked_at,
     o.reason
-FROM {hub_acknowledgments} AS a
+FROM {edinbox_hub_acknowledgments} AS a
 LEFT JOIN {outbox} AS o ON o.key = a.outbox_key
 WHERE a.consumer = :consumer AND a.source = :source AND a.message_id = :message_id
 ORDER BY a.id
 
 -- name: hub_acknowledgment_totals
-SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {hub_acknowledgments}
+SELECT kind, duplicate, count(*), count(DISTINCT outbox_key) FROM {edinbox_hub_acknowledgments}
 WHERE consumer = :consumer
 GROUP BY kind, duplicate
 -- name: hub_invoice_keys
 -- `edinbox chaos`: every invoice's key, to find the ones that were lost
-SELECT seller, number, kind, issue_date FROM {invoices}
+SELECT seller, number, kind, issue_date FROM {edinbox_hub_invoices}
 
 -- name: hub_processed_keys
 -- `edinbox chaos`: the interchanges the journal settled as processed, with their rows (more than one: no unique key)
@@ -165,22 +167,22 @@ GROUP BY source, message_id
 
 -- name: hub_rejected_fingerprints
 -- `edinbox chaos`: the fingerprint of every parked payload, to find the bad deliveries parked (once)
-SELECT fingerprint FROM {rejected}
+SELECT fingerprint FROM {edinbox_hub_rejected}
 WHERE consumer = :consumer
 
 -- name: hub_forget_rejected
-DELETE FROM {rejected} WHERE consumer = :consumer AND id = :id
+DELETE FROM {edinbox_hub_rejected} WHERE consumer = :consumer AND id = :id
 
 -- name: hub_purge_rejected
 -- rejected_at is ISO-8601 text in UTC: compared as text with the cut-off written the same way
-DELETE FROM {rejected}
+DELETE FROM {edinbox_hub_rejected}
 WHERE consumer = :consumer AND rejected_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
 
 -- name: hub_create_answers
 -- what the hub answered once: a rejection per interchange key (delivery "rejection"), and the deliveries (a digest of
 -- the broker's id for them) that were processed or got a duplicate notice: a broker's redelivery of one of them is
 -- never taken for the partner's re-send
-CREATE TABLE IF NOT EXISTS {hub_answers} (
+CREATE TABLE IF NOT EXISTS {edinbox_hub_answers} (
     consumer TEXT NOT NULL,
     source TEXT NOT NULL,
     message_id TEXT NOT NULL,
@@ -192,18 +194,18 @@ CREATE TABLE IF NOT EXISTS {hub_answers} (
 
 -- name: hub_answer_once
 -- one row per key and delivery: 1 row changed when this transaction is the first to answer it, 0 when one was
-INSERT INTO {hub_answers} (consumer, source, message_id, delivery, answer)
+INSERT INTO {edinbox_hub_answers} (consumer, source, message_id, delivery, answer)
 VALUES (:consumer, :source, :message_id, :delivery, :answer)
 ON CONFLICT (consumer, source, message_id, delivery) DO NOTHING
 
 -- name: hub_answers_of
-SELECT answer, created_at FROM {hub_answers}
+SELECT answer, created_at FROM {edinbox_hub_answers}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id AND delivery = 'rejection'
 
 -- name: hub_rejection_totals
-SELECT count(*) FROM {hub_answers} WHERE consumer = :consumer AND delivery = 'rejection'
+SELECT count(*) FROM {edinbox_hub_answers} WHERE consumer = :consumer AND delivery = 'rejection'
 
 -- name: hub_purge_answers
 -- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
-DELETE FROM {hub_answers}
+DELETE FROM {edinbox_hub_answers}
 WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')

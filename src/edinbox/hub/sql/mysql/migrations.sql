@@ -1,0 +1,49 @@
+-- Migrations of the hub's tables (`_parts.HUB.migrations`): the statements of version N are named `v<N>_<what>`
+-- and run in file order, after the journal's own steps, in the transaction of `migrate()` under the journal's schema
+-- lock (GET_LOCK; each DDL statement commits on its own, so
+-- each holds when it runs again). DEVELOPERS.md says how to add one. Never edit a released step.
+-- Version 1 is the hub's tables as `edinbox init` made them before the hub kept a version row (journal versions up
+-- to 10): `migrate()` finds them by `hub_control_numbers` and records version 1. A new hub is made at the current
+-- version directly (`create_schema()`).
+
+-- name: v2_counters_shard
+-- the journal's steps 4 and 5 until the hub kept its own chain, run again for a hub whose journal was older: the
+-- counters get a shard in their key (`hub.sql`'s hub_create_counters), the rows kept are shard 0. One statement, so
+-- it holds when it runs again (also after the journal's step 4)
+ALTER TABLE IF EXISTS {hub_counters} ADD COLUMN IF NOT EXISTS shard SMALLINT NOT NULL DEFAULT 0,
+    DROP PRIMARY KEY, ADD PRIMARY KEY (consumer, outcome, shard)
+
+-- name: v2_answers
+-- the hub's answers given once (`hub.sql`'s hub_create_answers); IF NOT EXISTS: the journal's step 5 may have made it
+CREATE TABLE IF NOT EXISTS {hub_answers} (
+    consumer VARBINARY(512) NOT NULL,
+    source VARBINARY(512) NOT NULL,
+    message_id VARBINARY(512) NOT NULL,
+    delivery VARBINARY(64) NOT NULL,
+    answer VARCHAR(16) NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    PRIMARY KEY (consumer, source, message_id, delivery)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: v3_rename_invoices
+-- the hub's tables get names no application's own tables take (the README's examples make an `invoices`); IF EXISTS: a
+-- second run after a failure finds some renamed (and a hub made before the console has no console_audit)
+ALTER TABLE IF EXISTS {invoices} RENAME TO {edinbox_hub_invoices}
+
+-- name: v3_rename_rejected
+ALTER TABLE IF EXISTS {rejected} RENAME TO {edinbox_hub_rejected}
+
+-- name: v3_rename_counters
+ALTER TABLE IF EXISTS {hub_counters} RENAME TO {edinbox_hub_counters}
+
+-- name: v3_rename_control_numbers
+ALTER TABLE IF EXISTS {hub_control_numbers} RENAME TO {edinbox_hub_control_numbers}
+
+-- name: v3_rename_acknowledgments
+ALTER TABLE IF EXISTS {hub_acknowledgments} RENAME TO {edinbox_hub_acknowledgments}
+
+-- name: v3_rename_answers
+ALTER TABLE IF EXISTS {hub_answers} RENAME TO {edinbox_hub_answers}
+
+-- name: v3_rename_console_audit
+ALTER TABLE IF EXISTS {console_audit} RENAME TO {edinbox_hub_console_audit}

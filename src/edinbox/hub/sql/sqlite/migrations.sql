@@ -1,0 +1,73 @@
+-- Migrations of the hub's tables (`_parts.HUB.migrations`): the statements of version N are named `v<N>_<what>`
+-- and run in file order, after the journal's own steps, in the transaction of `migrate()` under the journal's schema
+-- lock (the write lock). DEVELOPERS.md says how to add one. Never edit a released step.
+-- Version 1 is the hub's tables as `edinbox init` made them before the hub kept a version row (journal versions up
+-- to 10): `migrate()` finds them by `hub_control_numbers` and records version 1. A new hub is made at the current
+-- version directly (`create_schema()`).
+
+-- name: v2_counters_rebuild
+-- the journal's steps 4 and 5 until the hub kept its own chain, run again for a hub whose journal was older: the
+-- counters get a shard in their key (`hub.sql`'s hub_create_counters): SQLite cannot change a primary key, so the
+-- table is rebuilt, each count kept as shard 0 (summed over the shards when the journal's step 4 ran already)
+CREATE TABLE {hub_counters_rebuild} (
+    consumer TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    shard INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer, outcome, shard)
+)
+
+-- name: v2_counters_copy
+INSERT INTO {hub_counters_rebuild} (consumer, outcome, n, shard)
+SELECT consumer, outcome, sum(n), 0 FROM {hub_counters} GROUP BY consumer, outcome
+
+-- name: v2_counters_drop
+DROP TABLE {hub_counters}
+
+-- name: v2_counters_rename
+ALTER TABLE {hub_counters_rebuild} RENAME TO hub_counters
+
+-- name: v2_answers
+-- the hub's answers given once (`hub.sql`'s hub_create_answers); IF NOT EXISTS: the journal's step 5 may have made it
+CREATE TABLE IF NOT EXISTS {hub_answers} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (consumer, source, message_id, delivery)
+)
+
+-- name: v3_audit_missing
+-- SQLite has no ALTER TABLE IF EXISTS: a hub made before the console has no console_audit, made here to be renamed
+CREATE TABLE IF NOT EXISTS {console_audit} (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    who TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    result TEXT NOT NULL
+)
+
+-- name: v3_rename_invoices
+-- the hub's tables get names no application's own tables take (the README's examples make an `invoices`)
+ALTER TABLE {invoices} RENAME TO {edinbox_hub_invoices}
+
+-- name: v3_rename_rejected
+ALTER TABLE {rejected} RENAME TO {edinbox_hub_rejected}
+
+-- name: v3_rename_counters
+ALTER TABLE {hub_counters} RENAME TO {edinbox_hub_counters}
+
+-- name: v3_rename_control_numbers
+ALTER TABLE {hub_control_numbers} RENAME TO {edinbox_hub_control_numbers}
+
+-- name: v3_rename_acknowledgments
+ALTER TABLE {hub_acknowledgments} RENAME TO {edinbox_hub_acknowledgments}
+
+-- name: v3_rename_answers
+ALTER TABLE {hub_answers} RENAME TO {edinbox_hub_answers}
+
+-- name: v3_rename_console_audit
+ALTER TABLE {console_audit} RENAME TO {edinbox_hub_console_audit}
