@@ -22,6 +22,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "nats": (("nats",), "nats"),
     "redis": (("redis",), "redis"),
     "kafka": (("confluent_kafka",), "kafka"),
+    "sftp": (("asyncssh",), "sftp"),
     "http": (("httpx",), "http"),
     "https": (("httpx",), "http"),
 }

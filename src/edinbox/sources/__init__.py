@@ -43,6 +43,7 @@ _MODULES = {
     "nats": "edinbox.sources.nats",
     "redis": "edinbox.sources.redis",
     "kafka": "edinbox.sources.kafka",
+    "sftp": "edinbox.sources.sftp",
 }
 
 
