@@ -22,6 +22,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "nats": (("nats",), "nats"),
     "redis": (("redis",), "redis"),
     "kafka": (("confluent_kafka",), "kafka"),
+    "as2": (("cryptography", "asn1crypto", "h11"), "as2"),
     "http": (("httpx",), "http"),
     "https": (("httpx",), "http"),
 }

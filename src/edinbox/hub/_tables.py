@@ -40,10 +40,12 @@ TABLES = (
     "hub_control_numbers",
     "hub_acknowledgments",
     "hub_answers",
+    "hub_as2_receipts",
     "console_audit",
 )
 """The hub's tables, beside the journal (`console_audit`: what operators did in `edinbox console`; `hub_answers`:
-what was answered once, also made by `edinbox migrate` to version 5)."""
+what was answered once, also made by `edinbox migrate` to version 5; `hub_as2_receipts`: the MDN answered for each
+AS2 message received)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
@@ -79,6 +81,7 @@ _KEYS = {
     "hub_control_numbers": ["partner"],
     "hub_acknowledgments": ["control_number", "partner"],
     "hub_answers": ["consumer", "delivery", "message_id", "source"],
+    "hub_as2_receipts": ["consumer", "message_id", "receiver", "sender"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -98,7 +101,7 @@ INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it
 
 async def create_tables(tx: Any) -> None:
     """Create the hub's tables when missing (idempotent), in the caller's transaction; only `edinbox init` calls it."""
-    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers"):
+    for table in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers", "as2_receipts"):
         await tx.unit.run(f"hub_create_{table}", {})
     await tx.unit.run("console_create_audit", {})
     for index in SEARCH_INDEXES:
