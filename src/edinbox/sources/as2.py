@@ -1,7 +1,6 @@
 """AS2 inbound (RFC 4130) as a source: an HTTP endpoint whose messages are settled like any broker's deliveries.
 
-`as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S]` listens on HOST:PORT for POSTs to PATH (port 0: any
-free port; `port` says which once open). Each message is matched to its partner by (AS2-From, AS2-To), its layers
+`as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S]` listens on HOST:PORT for POSTs to PATH. Each message is matched to its partner by (AS2-From, AS2-To), its layers
 undone (decrypted with our key, its signature checked against the partner's certificate, decompressed), and handed
 to the consumer as a delivery keyed by its AS2 Message-ID (source `as2:FROM>TO`). The HTTP answer waits for the
 settlement, at most `wait` seconds:
