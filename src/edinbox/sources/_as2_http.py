@@ -69,11 +69,14 @@ class Listener:
         self._server = await asyncio.start_server(self._connection, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def stop(self) -> None:
-        """Stop listening and end every connection (a request in flight is not answered)."""
+    async def stop(self, *, grace: float = _LINGER) -> None:
+        """Stop listening; connections whose answer is on its way get `grace` seconds to write it, then every
+        connection is ended."""
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=grace)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

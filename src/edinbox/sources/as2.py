@@ -1,9 +1,9 @@
 """AS2 inbound (RFC 4130) as a source: an HTTP endpoint whose messages are settled like any broker's deliveries.
 
-`as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S]` listens on HOST:PORT for POSTs to PATH. Each message is matched to its partner by (AS2-From, AS2-To), its layers
-undone (decrypted with our key, its signature checked against the partner's certificate, decompressed), and handed
-to the consumer as a delivery keyed by its AS2 Message-ID (source `as2:FROM>TO`). The HTTP answer waits for the
-settlement, at most `wait` seconds:
+`as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S]` listens on HOST:PORT for POSTs to PATH. Each message
+is matched to its partner by (AS2-From, AS2-To), its layers undone (decrypted with our key, its signature checked
+against the partner's certificate, decompressed), and handed to the consumer as a delivery keyed by its AS2
+Message-ID (source `as2:FROM>TO`). The HTTP answer waits for the settlement, at most `wait` seconds:
 
 - `ack` (committed): the receipt (a signed MDN "processed" with the MIC of what was received, when the sender asked
   for one; an empty 200 when it did not) is stored, then answered;
@@ -102,7 +102,7 @@ class _Memory:
         return self.kept.setdefault(key, receipt)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Pending:
     """A received message waiting for its settlement, and the answer its request waits for."""
 
@@ -155,6 +155,8 @@ class As2Source(Source):
             theirs = Identity(smime.load_certificate(p.certificate))
             self._partners[(p.name, p.hub)] = _Loaded(p, theirs, smime.load_identity(p.hub_certificate, p.key))
         self._queue: asyncio.Queue[Delivery] = asyncio.Queue()
+        self._waiting: set[_Pending] = set()
+        """The messages whose request waits for its answer."""
         self._listener = Listener(
             self._handle, host=host, port=port, path=path, max_body=max_body, read_timeout=read_timeout
         )
@@ -254,9 +256,10 @@ class As2Source(Source):
 
     async def aclose(self) -> None:
         """Stop listening; every message not settled yet is answered 503 (the sender resends it)."""
+        for pending in self._waiting:
+            if not pending.answered.done():
+                pending.answered.set_result(None)
         await self._listener.stop()
-        while not self._queue.empty():
-            await self.nack(self._queue.get_nowait())
 
     async def _handle(self, request: Request) -> Answer:
         """Answer one POST: from the stored receipt, or once its delivery is settled."""
@@ -282,10 +285,14 @@ class As2Source(Source):
             handle=pending,
             reason=reason,
         )
-        await self._queue.put(delivery)
-        with contextlib.suppress(TimeoutError):
-            return _answer(await asyncio.wait_for(asyncio.shield(pending.answered), self.wait))
-        return _answer(None)
+        self._waiting.add(pending)
+        try:
+            await self._queue.put(delivery)
+            with contextlib.suppress(TimeoutError):
+                return _answer(await asyncio.wait_for(asyncio.shield(pending.answered), self.wait))
+            return _answer(None)
+        finally:
+            self._waiting.discard(pending)
 
     def _unwrap(self, request: Request, sender: str, receiver: str, message_id: str) -> tuple[_Pending, bytes]:
         """The pending message and its payload: unwrapped, or as received when it fails (with its failure)."""
