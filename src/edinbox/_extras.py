@@ -22,7 +22,8 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "nats": (("nats",), "nats"),
     "redis": (("redis",), "redis"),
     "kafka": (("confluent_kafka",), "kafka"),
-    "as2": (("cryptography", "asn1crypto", "h11"), "as2"),
+    "as2": (("cryptography", "asn1crypto", "h11", "httpx"), "as2"),
+    "as2s": (("cryptography", "asn1crypto", "httpx"), "as2"),
     "http": (("httpx",), "http"),
     "https": (("httpx",), "http"),
 }

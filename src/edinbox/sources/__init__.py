@@ -44,6 +44,7 @@ _MODULES = {
     "redis": "edinbox.sources.redis",
     "kafka": "edinbox.sources.kafka",
     "as2": "edinbox.sources.as2",
+    "as2s": "edinbox.sources.as2",
 }
 
 

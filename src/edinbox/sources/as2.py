@@ -33,11 +33,12 @@ from edinbox.sources import _as2_mdn as mdn
 from edinbox.sources import _as2_smime as smime
 from edinbox.sources._as2_http import Answer, Listener, Request
 from edinbox.sources._as2_mime import unwrap
+from edinbox.sources._as2_send import As2Publisher
 from edinbox.sources._as2_smime import As2Failure, Identity
-from edinbox.sources._base import Delivery, Outgoing, Source
+from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._options import positive_float, positive_int, split_url
 
-__all__ = ["SECURITY", "SOURCE", "As2Source", "Partner", "Receipts"]
+__all__ = ["PUBLISHER", "SECURITY", "SOURCE", "As2Publisher", "As2Source", "Partner", "Receipts", "publish"]
 
 SECURITY = ("signed+encrypted", "signed", "encrypted", "none")
 """What an agreement requires of a partner's messages at least (and applies to what is sent to it)."""
@@ -327,8 +328,9 @@ def _check_security(partner: Partner, *, signed: bool, encrypted: bool) -> None:
 
 
 async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
-    """AS2 sources take no published messages: an outbound AS2 destination is a partner (`as2://PARTNER`)."""
-    raise ConfigurationError(f"cannot publish to the AS2 listening address {url!r}")
+    """Send `messages` to the partner's AS2 endpoint `url` (see `_as2_send`), each settled by its MDN."""
+    await publish_once(As2Publisher(url), messages)
 
 
 SOURCE = As2Source
+PUBLISHER = As2Publisher
