@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import os
+import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,3 +248,57 @@ async def test_a_message_never_committed_is_processed_on_resend(
     assert "; processed\r\n" in verified(certs, answer)
     counts = await stats(config)
     assert (counts["invoices"], counts["processed"], counts["journal_rows"]) == (1, 1, 1)
+
+
+def settings(config: HubConfig, certs: Certs, folder: Path) -> Path:
+    """A settings file for `edinbox run` with the hub's database, the AS2 source and PARTNER's agreement."""
+    path = folder / "hub.toml"
+    path.write_text(
+        f'[hub]\ndb = "{config.db}"\nsource = "{config.source}"\n\n[partners."{X12.qualifier}:{X12.id}"]\n'
+        f'as2_id = "{PARTNER}"\nas2_hub_id = "{HUB}"\nas2_certificate = "{certs.cert("partner")}"\n'
+        f'as2_key = "{certs.key("hub")}"\nas2_hub_certificate = "{certs.cert("hub")}"\n'
+    )
+    return path
+
+
+async def listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    """Wait until `edinbox run` listens on `port`."""
+    for _ in range(600):
+        assert process.poll() is None, "edinbox run ended"
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        return
+    raise AssertionError("edinbox run never listened")
+
+
+async def test_a_hub_killed_between_commit_and_receipt_answers_the_resend_once(
+    hub_config: HubConfig, certs: Certs, tmp_path: Path
+) -> None:
+    """`edinbox run` killed (SIGKILL) right after committing a message, before its receipt was stored or sent: the
+    partner's resend to the restarted hub is answered with a signed MDN "processed", and the invoice exists once;
+    SIGTERM then stops the hub."""
+    config = hub_config.with_overrides(source=f"as2://127.0.0.1:{free_port()}/as2")
+    path = settings(config, certs, tmp_path)
+    port = int(config.source.split(":")[2].split("/")[0])
+    payload = message(certs, render(doc(control="000000995", number="KILL-1")), "both")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+    command = [sys.executable, "-m", "edinbox", "run", "--config", str(path), "--no-relay"]
+    killed = subprocess.Popen(command, env={**env, "EDINBOX_FAULT": "after_commit:1"})  # noqa: ASYNC220 - not awaited
+    await listening(port, killed)
+    with pytest.raises(httpx.HTTPError):  # the connection drops with the process: no answer, no receipt
+        await post(port, "<kill@partner>", payload)
+    assert killed.wait(timeout=30) == -signal.SIGKILL
+    restarted = subprocess.Popen(command, env=env)  # noqa: ASYNC220 - not awaited
+    try:
+        await listening(port, restarted)
+        answer = await post(port, "<kill@partner>", payload)
+    finally:
+        restarted.send_signal(signal.SIGTERM)
+        assert restarted.wait(timeout=30) == 0
+    assert "; processed\r\n" in verified(certs, answer)
+    counts = await stats(config)
+    assert (counts["invoices"], counts["processed"], counts["duplicate"]) == (1, 1, 1)

@@ -141,9 +141,12 @@ async def reach(url: str, *, consumer: str) -> timedelta | None:
     """Check that a source can be reached without changing it, and return its redelivery horizon (None: unknown).
 
     A spool folder is only looked at (it must exist, and none of its subfolders be a symlink; opening it would create
-    its folders and a claim folder); a broker is connected to and closed.
+    its folders and a claim folder); an AS2 listening address is only checked (binding it would take the running
+    hub's port); a broker is connected to and closed.
     """
     check_source(url)
+    if _module(url).__name__ == _MODULES["as2"]:
+        return None
     if _module(url).__name__ == _MODULES["dir"]:
         from edinbox.sources.spool import check, spool_path
 
