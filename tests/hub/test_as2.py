@@ -100,9 +100,12 @@ def message(certs: Certs, payload: bytes, how: str, **kwargs: str) -> tuple[str,
     return encrypted(certs, signed(certs, inner))
 
 
-async def post(port: int, message_id: str, message: tuple[str, bytes], *, sender: str = PARTNER) -> httpx.Response:
-    """POST one AS2 message asking for a signed receipt; the answer."""
+async def post(
+    port: int, message_id: str, message: tuple[str, bytes], *, sender: str = PARTNER, **more: str
+) -> httpx.Response:
+    """POST one AS2 message asking for a signed receipt (and `more` headers); the answer."""
     headers = {
+        **more,
         "AS2-Version": "1.2",
         "AS2-From": f'"{sender}"',
         "AS2-To": HUB,
@@ -193,6 +196,38 @@ async def test_a_resend_gets_the_first_receipt_and_creates_nothing(hub: tuple[Hu
         assert answer.headers.raw == first.headers.raw
     counts = await stats(config)
     assert (counts["invoices"], counts["received"], counts["journal_rows"]) == (1, 1, 1)
+
+
+async def test_an_asynchronous_mdn_goes_to_the_partners_url_after_the_commit(
+    hub: tuple[HubConfig, int], certs: Certs
+) -> None:
+    """A message asking for its MDN at a URL (Receipt-Delivery-Option) is answered 200 with no body after the commit;
+    the outbox then POSTs the signed MDN there, which `openssl cms -verify` accepts, with the MIC of what was sent."""
+    config, port = hub
+    delivered: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+
+    async def receive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head.split("\r\n"))}
+        await delivered.put((fields["content-type"], await reader.readexactly(int(fields["content-length"]))))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(receive, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mdn"
+    payload = render(doc(control="000000960", number="ASYNC-1"))
+    async with server:
+        answer = await post(
+            port, "<async@partner>", message(certs, payload, "signed"), **{"Receipt-Delivery-Option": url}
+        )
+        assert (answer.status_code, answer.content) == (200, b"")
+        content_type, body = await asyncio.wait_for(delivered.get(), 60)
+    smime = f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    report = openssl("-verify", "-CAfile", str(certs.cert("hub")), data=smime).decode()
+    assert "; processed\r\n" in report
+    assert f"Received-Content-MIC: {mic(entity(payload))}" in report
+    assert (await stats(config))["invoices"] == 1
 
 
 async def test_bad_messages_get_negative_mdns_and_are_parked_alone(hub: tuple[HubConfig, int], certs: Certs) -> None:

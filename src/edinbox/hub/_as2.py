@@ -7,6 +7,9 @@ with the bytes its first answer had, and a message whose first attempt never com
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 from edinbox._async_inbox import AsyncInbox
 from edinbox.hub._config import HubConfig
 from edinbox.sources.as2 import Partner
@@ -31,7 +34,10 @@ def partners(config: HubConfig) -> list[Partner]:
 
 
 class Receipts:
-    """The receipts answered for AS2 messages, in the hub's table beside the journal `inbox`."""
+    """The receipts answered for AS2 messages, in the hub's table beside the journal `inbox`; an asynchronous MDN
+    goes through its outbox."""
+
+    sends = True
 
     def __init__(self, inbox: AsyncInbox, *, consumer: str) -> None:
         """Keep receipts of `consumer` in `inbox`'s database."""
@@ -48,13 +54,18 @@ class Receipts:
         rows = await self.inbox.read(lambda tx: tx.unit.fetch("hub_as2_receipt_get", self._params(key)))
         return bytes(rows[0][0]) if rows else None
 
-    async def put(self, key: tuple[str, str, str], receipt: bytes) -> bytes:
-        """Store `receipt` unless one is stored for `key` already (in one transaction); return the stored one."""
+    async def put(self, key: tuple[str, str, str], receipt: bytes, *, send_to: str = "") -> bytes:
+        """Store `receipt` unless one is stored for `key` already, and when it is the first and `send_to` is set,
+        publish it to `mdn+<send_to>` in the same transaction (the relay delivers it after the commit); return the
+        stored one."""
 
-        async def store(tx: object) -> bytes:
+        async def store(tx: Any) -> bytes:
             params = self._params(key)
-            await tx.unit.run("hub_as2_receipt_put", {**params, "receipt": receipt})  # type: ignore[attr-defined]
-            rows = await tx.unit.fetch("hub_as2_receipt_get", params)  # type: ignore[attr-defined]
-            return bytes(rows[0][0])
+            await tx.unit.run("hub_as2_receipt_put", {**params, "receipt": receipt})
+            stored = bytes((await tx.unit.fetch("hub_as2_receipt_get", params))[0][0])
+            if send_to and stored == receipt:  # ours is the first: each receipt has a Message-ID of its own
+                digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:40]
+                await tx.publish(f"mdn+{send_to}", receipt, key=f"mdn:{digest}")
+            return stored
 
         return await self.inbox.transaction(store)

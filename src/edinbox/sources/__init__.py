@@ -45,6 +45,8 @@ _MODULES = {
     "kafka": "edinbox.sources.kafka",
     "as2": "edinbox.sources.as2",
     "as2s": "edinbox.sources.as2",
+    "mdn+http": "edinbox.sources.as2",
+    "mdn+https": "edinbox.sources.as2",
 }
 
 

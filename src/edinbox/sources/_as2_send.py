@@ -29,7 +29,7 @@ from edinbox.sources._as2_smime import As2Failure, Identity
 from edinbox.sources._base import Outgoing, Publisher
 from edinbox.sources._options import positive_float, positive_int, split_url
 
-__all__ = ["As2Publisher"]
+__all__ = ["As2Publisher", "MdnPublisher"]
 
 _SECURITY = ("signed+encrypted", "signed", "encrypted", "none")
 _OPTIONS = "signed-receipt-protocol=required, pkcs7-signature; signed-receipt-micalg=required, sha-256"
@@ -163,3 +163,46 @@ def _choice(value: Any) -> str:
     if str(value) not in _SECURITY:
         raise ValueError(f"one of {', '.join(_SECURITY)}")
     return str(value)
+
+
+class MdnPublisher(Publisher):
+    """Delivers stored receipts (a blob of headers and body, see `_as2_mdn`) to `mdn+http(s)://...`, the URL an AS2
+    sender gave for its asynchronous MDN: a 2xx answer settles it; 4xx is permanent; 5xx or no answer transient."""
+
+    def __init__(self, url: str) -> None:
+        """Nothing is connected until `open`."""
+        target = url[len("mdn+") :]
+        parts = urllib.parse.urlsplit(target)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(f"destination {url!r}: an MDN goes to mdn+http(s)://HOST[:PORT]/PATH")
+        self.target = target
+        self.url = url
+        self._client: Any = None
+
+    async def open(self) -> None:
+        """Make the HTTP client."""
+        import httpx
+
+        self._client = httpx.AsyncClient(timeout=30.0)
+
+    async def send(self, messages: Sequence[Outgoing]) -> None:
+        """POST each receipt, in order."""
+        import httpx
+
+        for message in messages:
+            headers, body = mdn.headers_of(message.payload)
+            try:
+                answer = await self._client.post(self.target, content=body, headers=headers)
+            except httpx.HTTPError as exc:
+                raise SourceError(f"{self.url}: {type(exc).__name__}: {exc}") from None
+            if answer.status_code >= 500:
+                raise SourceError(f"{self.url}: answered {answer.status_code}")
+            if answer.status_code >= 300:
+                raise PermanentError(f"{self.url}: the MDN was refused: HTTP {answer.status_code}")
+
+    async def aclose(self) -> None:
+        """Close the HTTP client; never raises."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            with contextlib.suppress(Exception):  # closing never raises
+                await client.aclose()

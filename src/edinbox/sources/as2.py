@@ -33,12 +33,22 @@ from edinbox.sources import _as2_mdn as mdn
 from edinbox.sources import _as2_smime as smime
 from edinbox.sources._as2_http import Answer, Listener, Request
 from edinbox.sources._as2_mime import unwrap
-from edinbox.sources._as2_send import As2Publisher
+from edinbox.sources._as2_send import As2Publisher, MdnPublisher
 from edinbox.sources._as2_smime import As2Failure, Identity
-from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
+from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._options import positive_float, positive_int, split_url
 
-__all__ = ["PUBLISHER", "SECURITY", "SOURCE", "As2Publisher", "As2Source", "Partner", "Receipts", "publish"]
+__all__ = [
+    "PUBLISHER",
+    "SECURITY",
+    "SOURCE",
+    "As2Publisher",
+    "As2Source",
+    "Partner",
+    "Receipts",
+    "open_publisher",
+    "publish",
+]
 
 SECURITY = ("signed+encrypted", "signed", "encrypted", "none")
 """What an agreement requires of a partner's messages at least (and applies to what is sent to it)."""
@@ -83,15 +93,22 @@ class _Loaded:
 class Receipts(Protocol):
     """Where the receipts answered for received messages are kept, by (AS2-From, AS2-To, Message-ID)."""
 
+    sends: bool
+    """True when `put` can also send a receipt to the sender's URL (an asynchronous MDN, through an outbox)."""
+
     async def get(self, key: tuple[str, str, str]) -> bytes | None:
         """The receipt stored for `key`, None when there is none; TransientError when the store failed."""
 
-    async def put(self, key: tuple[str, str, str], receipt: bytes) -> bytes:
-        """Store `receipt` for `key` unless one is stored already; return the stored one (the first wins)."""
+    async def put(self, key: tuple[str, str, str], receipt: bytes, *, send_to: str = "") -> bytes:
+        """Store `receipt` for `key` unless one is stored already, and when it is the first and `send_to` is set,
+        send it there after the commit; return the stored one (the first wins)."""
 
 
 class _Memory:
-    """Receipts in this process's memory: what a source without a store answers resends from."""
+    """Receipts in this process's memory: what a source without a store answers resends from (it sends none: an
+    asynchronous MDN asked for is answered synchronously)."""
+
+    sends = False
 
     def __init__(self) -> None:
         self.kept: dict[tuple[str, str, str], bytes] = {}
@@ -99,7 +116,8 @@ class _Memory:
     async def get(self, key: tuple[str, str, str]) -> bytes | None:
         return self.kept.get(key)
 
-    async def put(self, key: tuple[str, str, str], receipt: bytes) -> bytes:
+    async def put(self, key: tuple[str, str, str], receipt: bytes, *, send_to: str = "") -> bytes:
+        del send_to
         return self.kept.setdefault(key, receipt)
 
 
@@ -111,6 +129,8 @@ class _Pending:
     loaded: _Loaded | None
     failure: As2Failure | None
     wants_receipt: bool
+    send_to: str
+    """The sender's URL for an asynchronous MDN (Receipt-Delivery-Option), empty for a synchronous one."""
     answered: asyncio.Future[bytes | None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -247,13 +267,13 @@ class As2Source(Source):
     async def _settled(self, pending: _Pending, blob: bytes) -> None:
         key = (pending.request.sender, pending.request.receiver, pending.request.message_id)
         try:
-            stored = await self._receipts.put(key, blob)
+            stored = await self._receipts.put(key, blob, send_to=pending.send_to)
         except TransientError as exc:
             if not pending.answered.done():
                 pending.answered.set_result(None)
             raise SourceError(f"{self.url}: the receipt of {key[2]} was not stored: {exc}") from exc
-        if not pending.answered.done():
-            pending.answered.set_result(stored)
+        if not pending.answered.done():  # an asynchronous MDN goes through the store's outbox: the answer is empty
+            pending.answered.set_result(b"" if pending.send_to else stored)
 
     async def aclose(self) -> None:
         """Stop listening; every message not settled yet is answered 503 (the sender resends it)."""
@@ -315,8 +335,11 @@ class As2Source(Source):
                 failure = exc
             except (ValueError, TypeError, LookupError) as exc:
                 failure = As2Failure(smime.UNEXPECTED, f"the message cannot be read: {type(exc).__name__}: {exc}")
+        send_to = headers.get("receipt-delivery-option", "").strip()
+        if not (self._receipts.sends and wants and send_to.startswith(("http://", "https://")) and len(send_to) < 1000):
+            send_to = ""
         request_ = mdn.Request(message_id, sender, receiver, options, mic)
-        return _Pending(request_, loaded, failure, wants), payload
+        return _Pending(request_, loaded, failure, wants, send_to), payload
 
 
 def _check_security(partner: Partner, *, signed: bool, encrypted: bool) -> None:
@@ -329,8 +352,13 @@ def _check_security(partner: Partner, *, signed: bool, encrypted: bool) -> None:
 
 async def publish(url: str, messages: Sequence[tuple[str, bytes] | Outgoing]) -> None:
     """Send `messages` to the partner's AS2 endpoint `url` (see `_as2_send`), each settled by its MDN."""
-    await publish_once(As2Publisher(url), messages)
+    await publish_once(open_publisher(url), messages)
+
+
+def open_publisher(url: str) -> Publisher:
+    """The publisher of an `as2://` / `as2s://` partner, or of an `mdn+http(s)://` URL (a receipt to deliver)."""
+    return MdnPublisher(url) if url.lower().startswith("mdn+") else As2Publisher(url)
 
 
 SOURCE = As2Source
-PUBLISHER = As2Publisher
+PUBLISHER = open_publisher
