@@ -89,7 +89,8 @@ def encrypted(certs: Certs, data: bytes, *, to: str = "hub") -> tuple[str, bytes
 
 
 def message(certs: Certs, payload: bytes, how: str, **kwargs: str) -> tuple[str, bytes]:
-    """A message as a partner sends it: "plain", "signed", "encrypted" or "both" (signed, then encrypted)."""
+    """A message as a partner sends it: "plain", "signed", "opaque" (signed-data), "encrypted" or "both" (signed,
+    then encrypted)."""
     inner = entity(payload)
     if how == "plain":
         return "application/edi-x12", payload
@@ -97,6 +98,10 @@ def message(certs: Certs, payload: bytes, how: str, **kwargs: str) -> tuple[str,
         return split(signed(certs, inner, **kwargs))
     if how == "encrypted":
         return encrypted(certs, inner, **kwargs)
+    if how == "opaque":  # signed, the content inside the signature (smime-type=signed-data)
+        args = ["-sign", "-nodetach", "-signer", str(certs.cert("partner")), "-inkey", str(certs.key("partner"))]
+        body = openssl(*args, "-md", "sha256", "-binary", "-outform", "DER", data=inner)
+        return "application/pkcs7-mime; smime-type=signed-data", body
     return encrypted(certs, signed(certs, inner))
 
 
@@ -161,22 +166,22 @@ async def hub(hub_config: HubConfig, certs: Certs, tmp_path: Path) -> AsyncItera
 async def test_openssl_messages_are_verified_decrypted_journaled_and_acknowledged(
     hub: tuple[HubConfig, int], certs: Certs
 ) -> None:
-    """A plain, a signed, an encrypted and a signed-then-encrypted 810 made by `openssl cms` are each booked once
-    and answered with an MDN "processed" that `openssl cms -verify` accepts, with the MIC of the signed part (or of
-    the payload entity when unsigned)."""
+    """A plain, a signed (detached and opaque), an encrypted and a signed-then-encrypted 810 made by `openssl cms` are
+    each booked once and answered with an MDN "processed" that `openssl cms -verify` accepts, with the MIC of the
+    signed part (or of the payload entity when unsigned)."""
     config, port = hub
     sent = {}
-    for n, how in enumerate(("plain", "signed", "encrypted", "both")):
+    for n, how in enumerate(("plain", "signed", "opaque", "encrypted", "both")):
         payload = render(doc(control=f"00000090{n}", number=f"AS2-{n}"))
         sent[how] = (payload, await post(port, f"<m{n}@partner>", message(certs, payload, how)))
     for how, (payload, answer) in sent.items():
         report = verified(certs, answer)
         assert "Disposition: automatic-action/MDN-sent-automatically; processed\r\n" in report, how
         assert f"Original-Message-ID: <m{list(sent).index(how)}@partner>" in report
-        if how == "signed":  # the MIC is of the signed entity, exactly as the partner signed it
+        if how in ("signed", "opaque"):  # the MIC is of the signed entity, exactly as the partner signed it
             assert f"Received-Content-MIC: {mic(entity(payload))}" in report
     counts = await stats(config)
-    assert (counts["invoices"], counts["processed"], counts["rejected"]) == (4, 4, 0)
+    assert (counts["invoices"], counts["processed"], counts["rejected"]) == (5, 5, 0)
 
 
 async def test_a_resend_gets_the_first_receipt_and_creates_nothing(hub: tuple[HubConfig, int], certs: Certs) -> None:

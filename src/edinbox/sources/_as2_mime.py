@@ -97,6 +97,11 @@ def unwrap(content_type: str, body: bytes, *, ours: Identity | None, partner: Id
         smime_type = str(headers.get_param("smime-type", "")).lower()
         if kind in ("application/pkcs7-mime", "application/x-pkcs7-mime") and smime_type == "compressed-data":
             data, compressed = smime.decompress(_body(headers, raw)), True
+        elif kind in ("application/pkcs7-mime", "application/x-pkcs7-mime") and smime_type == "signed-data":
+            if partner is None:
+                raise As2Failure(smime.AUTHENTICATION_FAILED, "a signed message from a sender with no certificate")
+            data, digest = smime.verify_opaque(_body(headers, raw), partner.certificate)
+            signed, mic = True, smime.mic(data, digest)
         elif kind in ("application/pkcs7-mime", "application/x-pkcs7-mime"):
             if ours is None:
                 raise As2Failure(smime.DECRYPTION_FAILED, "an encrypted message where none is expected")

@@ -43,6 +43,7 @@ __all__ = [
     "micalg",
     "sign",
     "verify",
+    "verify_opaque",
 ]
 
 # RFC 4130 7.4.3: the disposition modifiers of a failed message ("processed/error: <modifier>")
@@ -165,6 +166,18 @@ def verify(content: bytes, signature: bytes, partner: x509.Certificate) -> str:
     except InvalidSignature:
         raise As2Failure(AUTHENTICATION_FAILED, "the signature is not the partner's certificate's") from None
     return digest
+
+
+def verify_opaque(data: bytes, partner: x509.Certificate) -> tuple[bytes, str]:
+    """The content of CMS SignedData that carries it (opaque signing, smime-type=signed-data) once its signature is
+    checked as `verify` checks a detached one; its content and the signer's digest name."""
+    try:
+        content = cms.ContentInfo.load(data)["content"]["encap_content_info"]["content"].native
+    except (ValueError, KeyError, TypeError) as exc:
+        raise As2Failure(AUTHENTICATION_FAILED, f"the signed data cannot be read: {exc}") from None
+    if not isinstance(content, bytes):
+        raise As2Failure(AUTHENTICATION_FAILED, "the signed data carries no content")
+    return content, verify(content, data, partner)
 
 
 def _check(partner: x509.Certificate, value: bytes, signed: bytes, digest: str, algorithm: object) -> None:
