@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import os
 import signal
@@ -26,11 +27,11 @@ from edinbox.hub._ops import init, stats
 from edinbox.sources.as2 import As2Source
 from servers import free_port
 
-from .test_hub import X12, doc
+from .test_hub import EDIFACT, X12, doc
 
 pytestmark = pytest.mark.parametrize("hub_config", ["sqlite"], indirect=True)
 
-PARTNER, HUB = "ACME AS2", "HUBAS2"
+PARTNER, STRICT, HUB = "ACME AS2", "STRICT AS2", "HUBAS2"
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,8 @@ def mic(data: bytes) -> str:
 
 @pytest.fixture
 async def hub(hub_config: HubConfig, certs: Certs, tmp_path: Path) -> AsyncIterator[tuple[HubConfig, int]]:
-    """A hub listening for AS2 on a free port, with an agreement with PARTNER (security as each test says: none
-    required, so every kind of message is taken); its config and port."""
+    """A hub listening for AS2 on a free port, with an agreement with PARTNER (no security required, so every kind
+    of message is taken) and one with STRICT (signed and encrypted required); its config and port."""
     agreement = Agreement(
         as2_id=PARTNER,
         as2_hub_id=HUB,
@@ -149,9 +150,9 @@ async def hub(hub_config: HubConfig, certs: Certs, tmp_path: Path) -> AsyncItera
         as2_hub_certificate=str(certs.cert("hub")),
         as2_security="none",
     )
-    config = hub_config.with_overrides(
-        source=f"as2://127.0.0.1:{free_port()}/as2?wait=20", partners={f"{X12.qualifier}:{X12.id}": agreement}
-    )
+    strict = dataclasses.replace(agreement, as2_id=STRICT, as2_security="signed+encrypted")
+    partners = {f"{X12.qualifier}:{X12.id}": agreement, f"{EDIFACT.qualifier}:{EDIFACT.id}": strict}
+    config = hub_config.with_overrides(source=f"as2://127.0.0.1:{free_port()}/as2?wait=20", partners=partners)
     await init(config)
     async with open_hub(config) as running:
         assert isinstance(running.source, As2Source)
@@ -236,9 +237,10 @@ async def test_an_asynchronous_mdn_goes_to_the_partners_url_after_the_commit(
 
 
 async def test_bad_messages_get_negative_mdns_and_are_parked_alone(hub: tuple[HubConfig, int], certs: Certs) -> None:
-    """Sent at once among good messages: one from an unknown AS2 partner, one signed by a stranger's key and one
-    encrypted for a stranger each get a signed (or, for the unknown partner, unsigned) negative MDN with the RFC 4130
-    disposition and are parked; the good ones are booked."""
+    """Sent at once among good messages: one from an unknown AS2 partner, one signed by a stranger's key, one
+    encrypted for a stranger and one only signed where the agreement requires encryption each get a signed (or, for
+    the unknown partner, unsigned) negative MDN with the RFC 4130 disposition and are parked; the good ones are
+    booked."""
     config, port = hub
     good = [render(doc(control=f"00000097{n}", number=f"G-{n}")) for n in range(2)]
     bad = render(doc(control="000000979", number="BAD"))
@@ -248,14 +250,16 @@ async def test_bad_messages_get_negative_mdns_and_are_parked_alone(hub: tuple[Hu
         post(port, "<s@partner>", message(certs, bad, "signed", signer="stranger")),
         post(port, "<e@partner>", message(certs, bad, "encrypted", to="stranger")),
         post(port, "<g1@partner>", message(certs, good[1], "signed")),
+        post(port, "<w@strict>", message(certs, bad, "signed"), sender=STRICT),
     )
     assert "; processed\r\n" in verified(certs, answers[0])
     assert "; processed\r\n" in verified(certs, answers[4])
     assert "processed/error: authentication-failed" in answers[1].text  # unsigned: no agreement to sign it under
     assert "processed/error: authentication-failed" in verified(certs, answers[2])
     assert "processed/error: decryption-failed" in verified(certs, answers[3])
+    assert "processed/error: insufficient-message-security" in verified(certs, answers[5])
     counts = await stats(config)
-    assert (counts["invoices"], counts["processed"], counts["rejected"]) == (2, 2, 3)
+    assert (counts["invoices"], counts["processed"], counts["rejected"]) == (2, 2, 4)
 
 
 async def test_a_message_never_committed_is_processed_on_resend(
