@@ -1,17 +1,18 @@
 """AS2 inbound (RFC 4130) as a source: an HTTP endpoint whose messages are settled like any broker's deliveries.
 
-`as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S]` listens on HOST:PORT for POSTs to PATH. Each message
-is matched to its partner by (AS2-From, AS2-To), its layers undone (decrypted with our key, its signature checked
-against the partner's certificate, decompressed), and handed to the consumer as a delivery keyed by its AS2
-Message-ID (source `as2:FROM>TO`). The HTTP answer waits for the settlement, at most `wait` seconds:
+`as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S&max_waiting=N]` listens on HOST:PORT for POSTs to
+PATH. Each message is matched to its partner by (AS2-From, AS2-To), its layers undone (decrypted with our key, its
+signature checked against the partner's certificate, decompressed), and handed to the consumer as a delivery keyed
+by its AS2 Message-ID (source `as2:FROM>TO`). The HTTP answer waits for the settlement, at most `wait` seconds:
 
 - `ack` (committed): the receipt (a signed MDN "processed" with the MIC of what was received, when the sender asked
   for one; an empty 200 when it did not) is stored, then answered;
 - `reject` (parked: an unknown partner, a bad signature, a payload that cannot be decrypted, too little security
   for the agreement, or data the consumer refused): a negative MDN "processed/error: <RFC 4130 modifier>" is stored,
   then answered;
-- `nack`, a stop or `wait` passing: 503 with Retry-After and no receipt; the sender resends later. A message settled
-  after its answer was given up still has its receipt stored, for the resend.
+- `nack`, a stop, `wait` passing, or `max_waiting` messages already waiting: 503 with Retry-After and no receipt;
+  the sender resends later. A message settled after its answer was given up still has its receipt stored, for the
+  resend. An asynchronous MDN (Receipt-Delivery-Option) is answered with an empty 200 and sent by the store.
 
 A message whose (AS2-From, AS2-To, Message-ID) has a stored receipt is answered with it, byte for byte, and never
 handed over again: a resend, the same bytes or re-signed, creates nothing. One whose first attempt never settled (the
@@ -166,10 +167,12 @@ class As2Source(Source):
         wait: float = 60.0,
         max_body: int = 64 << 20,
         read_timeout: float = 60.0,
+        max_waiting: int = 1000,
     ) -> None:
         """Nothing listens until `open`; the partners' certificates and keys are read here."""
         self.url = url
         self.wait = wait
+        self.max_waiting = max_waiting
         self._receipts: Receipts = receipts if receipts is not None else _Memory()
         self._partners: dict[tuple[str, str], _Loaded] = {}
         for p in partners:
@@ -192,13 +195,14 @@ class As2Source(Source):
         receipts: Receipts | None = None,
         **options: Any,
     ) -> As2Source:
-        """Build a source from `as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S]`; unknown options are
-        refused. `consumer` is not part of an AS2 address."""
+        """Build a source from `as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S&max_waiting=N]`;
+        unknown options are refused. `consumer` is not part of an AS2 address."""
         del consumer
         _, opts = split_url(url, schemes=("as2",), overrides=options)
         wait = opts.take("wait", positive_float, 60.0)
         max_body = opts.take("max_body", positive_int, 64 << 20)
         read_timeout = opts.take("read_timeout", positive_float, 60.0)
+        max_waiting = opts.take("max_waiting", positive_int, 1000)
         opts.finish()
         parts = urlsplit(url)
         try:
@@ -217,6 +221,7 @@ class As2Source(Source):
             wait=wait,
             max_body=max_body,
             read_timeout=read_timeout,
+            max_waiting=max_waiting,
         )
 
     @property
@@ -295,6 +300,8 @@ class As2Source(Source):
             return _answer(None)
         if stored is not None:
             return _answer(stored)
+        if len(self._waiting) >= self.max_waiting:  # the consumer is behind: the sender resends later
+            return _answer(None)
         pending, payload = self._unwrap(request, sender, receiver, message_id)
         reason = f"{pending.failure} ({pending.failure.disposition})" if pending.failure else ""
         delivery = Delivery(
