@@ -125,6 +125,11 @@ class Agreement:
     re-sent interchange gets a notice (TA1 R 025 / CONTRL UCI 4 26) with "notify", nothing with "silent". `sender`:
     our party "QUALIFIER:ID" in its acknowledgments (empty: the receiver the partner addressed). An interchange of
     acknowledgments only is never answered.
+
+    AS2 (an `as2://` source, see docs/as2.md): `as2_id` is the partner's AS2 name, `as2_hub_id` ours in this
+    agreement, `as2_certificate` the partner's certificate file, `as2_key` and `as2_hub_certificate` our private key
+    and certificate files, `as2_security` what its messages must carry at least ("signed+encrypted", "signed",
+    "encrypted", "none"). Without `as2_id` the partner sends no AS2.
     """
 
     outbound: str = ""
@@ -132,9 +137,19 @@ class Agreement:
     ta1: str = "requested"
     duplicates: str = "notify"
     sender: str = ""
+    as2_id: str = ""
+    as2_hub_id: str = ""
+    as2_certificate: str = ""
+    as2_key: str = ""
+    as2_hub_certificate: str = ""
+    as2_security: str = "signed+encrypted"
 
     def __post_init__(self) -> None:
         """Refuse values that cannot work, with a sentence saying which."""
+        if self.as2_id and not (self.as2_hub_id and self.as2_certificate and self.as2_key and self.as2_hub_certificate):
+            raise ConfigurationError(
+                "an AS2 agreement (as2_id) needs as2_hub_id, as2_certificate, as2_key and as2_hub_certificate"
+            )
         for name, allowed in (("acknowledgment", ACKNOWLEDGMENTS), ("ta1", TA1), ("duplicates", DUPLICATES)):
             if getattr(self, name) not in allowed:
                 raise ConfigurationError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
