@@ -259,9 +259,12 @@ def _prepare(config: HubConfig) -> None:
 
 def _comeback(source: str) -> float:
     """Seconds a killed hub's deliveries take to come back to another hub: the source's ack_wait, but none on the
-    spool, whose next recovery takes a dead hub's claims back without waiting for `claim_timeout` (`_DRAIN_IDLE`)."""
+    spool, whose next recovery takes a dead hub's claims back without waiting for `claim_timeout` (`_DRAIN_IDLE`),
+    and the source's own `comeback` where it says (SFTP: another hub's next listings, its holds being its own)."""
     opened = open_source(source, consumer=CONSUMER)
-    return 0.0 if isinstance(opened, SpoolSource) else opened.ack_wait or 0.0
+    if isinstance(opened, SpoolSource):
+        return 0.0
+    return float(getattr(opened, "comeback", opened.ack_wait or 0.0))
 
 
 def run_chaos(

@@ -59,6 +59,7 @@ def configure(urls: Sequence[str], *, level: int, known: Secrets | None = None) 
         each.addFilter(OneLineFilter())  # first: the redaction then masks what it kept of the exception
         each.addFilter(redact)
     logging.getLogger("stamina").setLevel(logging.ERROR)
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)  # an SFTP source's every connect and channel at INFO
 
 
 class OneLineFilter(logging.Filter):
