@@ -185,7 +185,7 @@ def shared(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> 
 
 def test_readme_examples_run_in_one_database_beside_a_hub(shared: tuple[str, str], unique_name: str) -> None:
     """In one database that holds an initialised hub, the README's library examples run one after another as written
-    (the inbox in ten lines, retries, SQLAlchemy, FastStream on RabbitMQ): none collides with the hub's tables or
+    (the inbox in ten lines, SQLAlchemy, FastStream on RabbitMQ): none collides with the hub's tables or
     with another example's, each example's table holds its rows, and the hub still passes its start check."""
     from edinbox.hub import HubConfig
     from edinbox.hub._ops import init
@@ -196,7 +196,6 @@ def test_readme_examples_run_in_one_database_beside_a_hub(shared: tuple[str, str
     asyncio.run(init(config))
     examples = [
         _block("## The inbox in ten lines").replace('DB = "sqlite://"', f"DB = {url!r}"),
-        _block("### Retries that wait").replace('"sqlite://"', repr(url)),
         _block("## SQLAlchemy\n").replace('"sqlite:///readme.db"', repr(engine_url)),
     ]
     for code in examples:
