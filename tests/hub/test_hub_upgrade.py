@@ -71,6 +71,7 @@ def old_hub(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) ->
         finally:
             my.close()
             drop_database(unique_name)
+            drop_database(f"{unique_name}f")  # a fresh hub's, beside it (`_fresh`)
         return
     url = str(request.getfixturevalue("postgres_url"))
     pg = psycopg.connect(url, autocommit=True)
@@ -82,7 +83,8 @@ def old_hub(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) ->
     try:
         yield from _built(url, f"{unique_name}.inbox", unique_name, run_pg, "postgresql")
     finally:
-        pg.execute(f'DROP SCHEMA IF EXISTS "{unique_name}" CASCADE'.encode())
+        for schema in (unique_name, f"{unique_name}f"):  # and a fresh hub's, beside it (`_fresh`)
+            pg.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
         pg.close()
 
 
@@ -118,9 +120,10 @@ def _tables(run: Run, dialect: str, schema: str) -> set[str]:
 
 
 def test_migrate_renames_the_hubs_tables_with_their_rows(old_hub: tuple[list[str], Run, str]) -> None:
-    """`stats` on the old hub names `edinbox migrate`; `migrate` applies the hub's versions 2 and 3 (the journal has
-    nothing to do), once; then every row is found under the new names, `stats` and `doctor` read them, and the
-    catalogue holds the journal's tables, the applications' versions and the `edinbox_hub_*` tables only."""
+    """`stats` on the old hub names `edinbox migrate`; `migrate` applies the hub's versions from 2 (the journal has
+    nothing to do), once; then every row is found under the new names, `stats` and `doctor` read them, the catalogue
+    holds the journal's tables, the applications' versions and the `edinbox_hub_*` tables only, and each of those has
+    the columns and unique keys of a hub `edinbox init` makes now."""
     db, run, dialect = old_hub
     schema = db[3].rpartition(".")[0]
     refused = cli("stats", *db)
@@ -148,3 +151,42 @@ def test_migrate_renames_the_hubs_tables_with_their_rows(old_hub: tuple[list[str
     assert tables == {"inbox", "inbox_version", "inbox_outbox", "edinbox_applications", *TABLES}
     versions = f"{f'{quote(schema)}.' if schema else ''}{quote('edinbox_applications')}"
     assert run(f"SELECT name, version FROM {versions}", ()) == [("hub", HUB.version)]
+    assert _layout(db, run, dialect) == _layout(_fresh(db, dialect), run, dialect)
+
+
+def _fresh(db: list[str], dialect: str) -> list[str]:
+    """`edinbox init` of a new hub beside the old one (another SQLite file, PostgreSQL schema or MariaDB database);
+    its `--db/--table` arguments."""
+    url, table = db[1], db[3]
+    if dialect == "sqlite":
+        url = url.replace("hub.db", "fresh.db")
+    else:
+        table = table.replace(".inbox", "f.inbox")
+    fresh = [*db[:1], url, "--table", table, *db[4:]]
+    done = cli("init", *fresh)
+    assert done.exit_code == 0, done.output
+    return fresh
+
+
+def _layout(db: list[str], run: Run, dialect: str) -> dict[str, Any]:
+    """Each hub table's columns (name, type, nullability, and default but a sequence's) and unique keys."""
+    url, table = db[1], db[3]
+    schema = table.rpartition(".")[0]
+    layout: dict[str, Any] = {}
+    with Inbox(url, consumer="hub", table=table) as inbox:
+        for name in TABLES:
+            if dialect == "sqlite":
+                with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+                    query = 'SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)'
+                    columns = [tuple(row) for row in connection.execute(query, (name,))]
+            else:
+                kind = "column_type" if dialect == "mysql" else "data_type"
+                query = (
+                    f"SELECT column_name, {kind}, is_nullable, column_default FROM information_schema.columns"
+                    " WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position"
+                )
+                columns = [
+                    (*row[:3], None if "nextval" in str(row[3]) else row[3]) for row in run(query, (schema, name))
+                ]
+            layout[name] = (columns, sorted(inbox.unique_keys(name) or []))
+    return layout
