@@ -297,6 +297,20 @@ async def test_a_missing_remote_folder_is_an_outage_not_a_configuration_error(ss
         assert await source.receive(max_messages=1, timeout=0.1) == []
 
 
+async def test_folders_the_user_may_not_create_are_a_configuration_error(ssh: PrivateSSH) -> None:
+    """A folder where the login user may not create archive/ (nor rejected/) refuses to open with a
+    ConfigurationError that says what to do, at once (no backoff): waiting cannot fix it."""
+    url = ssh.url("shut")
+    ssh.folder("shut").chmod(0o555)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError, match=r"may not create the folder .*archive= and rejected="):
+            await _source(url).open()
+        assert time.monotonic() - started < 5
+    finally:
+        ssh.folder("shut").chmod(0o755)
+
+
 def test_a_file_is_ready_after_two_listings_a_settle_time_apart_and_held_until_settled() -> None:
     """The listing's rule without a server: one listing is not enough, nor two closer than the settle time; a change
     starts the wait again; a held file is not ready; a skipped file is ready again once it changes; a nack's delay

@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from edinbox._errors import SourceError
+from edinbox._errors import ConfigurationError, SourceError
 from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._failures import quietly, with_backoff
 from edinbox.sources._options import positive_float, positive_int, split_url
@@ -169,9 +169,16 @@ class SftpSource(Source):
             with sftp_failing(f"preparing the folders of {self.url}"):
                 if not await client.isdir(self.address.folder):
                     raise SourceError(f"{self.url}: the remote folder is not there (yet)")
-                for folder in (self.archive, self.rejected):
-                    with contextlib.suppress(asyncssh.SFTPFailure, asyncssh.SFTPFileAlreadyExists):
+                for folder in (self.rejected,) if self.delete else (self.archive, self.rejected):
+                    try:
                         await client.mkdir(folder)
+                    except asyncssh.SFTPPermissionDenied:
+                        raise ConfigurationError(
+                            f"{self.url}: the user may not create the folder {shown(folder)}: create it, or name "
+                            "folders it may write with archive= and rejected= (or delete=true for no archive)"
+                        ) from None
+                    except (asyncssh.SFTPFailure, asyncssh.SFTPFileAlreadyExists):
+                        pass  # there already (OpenSSH answers a plain failure), or checked just below
                     if not await client.isdir(folder):
                         raise SourceError(f"{self.url}: cannot create the folder {shown(folder)}")
         except BaseException:
