@@ -9,6 +9,8 @@ import hashlib
 import logging
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,6 +84,21 @@ async def test_published_files_arrive_once_keyed_by_identity_and_archive_on_ack(
     assert archived[:2] == ["X12%3AZZ%3AA%3EZZ%3AB%2F000000001.edi", "second.edi"]
     assert len(archived) == 3
     assert archived[2].startswith("second.edi.")
+
+
+def test_edinbox_publish_drops_a_file_and_prints_no_driver_warning(ssh: PrivateSSH, tmp_path: Path) -> None:
+    """`edinbox publish FILE --to sftp://...` drops the interchange under its key's name and writes nothing to stderr
+    (asyncssh's import-time deprecation warnings stay out of the operator's terminal)."""
+    from edinbox.hub._generate import render
+    from hub.test_hub import doc
+
+    (tmp_path / "inv.edi").write_bytes(render(doc()))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+    command = [sys.executable, "-m", "edinbox.cli", "publish", str(tmp_path / "inv.edi"), "--to", ssh.url("cli")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert [p.name for p in ssh.folder("cli").iterdir()] == ["X12%3AZZ%3AACMESUPPLY%3EZZ%3AEDINBOXHUB%2F000000101.edi"]
 
 
 async def test_a_growing_file_is_taken_only_once_it_stopped_changing(ssh: PrivateSSH) -> None:
