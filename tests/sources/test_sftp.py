@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -355,3 +356,23 @@ def test_a_file_is_ready_after_two_listings_a_settle_time_apart_and_held_until_s
     assert listing.ready(now=12.0) == [b"a"]
     listing.update([], now=13.0)
     assert listing.seen == {}
+
+
+async def test_a_refused_login_is_a_configuration_error_and_the_password_is_never_shown(
+    ssh: PrivateSSH, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key the server does not know and a password it does not take are a ConfigurationError at once (no backoff),
+    and the password appears neither in the error nor in any log line, asyncssh's at DEBUG included."""
+    password = "p@s/ :w0rd"
+    stranger = tmp_path / "stranger"
+    stranger.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+    url = ssh.url("login").replace(str(ssh.root / "userkey"), str(stranger))
+    url = url.replace(f"{ssh.user.pw_name}@", f"{ssh.user.pw_name}:{quote(password, safe='')}@")
+    caplog.set_level(logging.DEBUG)
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError, match="refused the user, key or password") as refused:
+        await _source(url).open()
+    assert time.monotonic() - started < 5
+    for text in (str(refused.value), caplog.text):
+        assert password not in text
+        assert quote(password, safe="") not in text
