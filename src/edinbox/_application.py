@@ -38,6 +38,8 @@ class Application:
       version is the highest (1 when there is none).
     - `legacy`: a table of the application's made before it kept a version row: found without the row, the
       application is taken to be at version 1, so `migrate()` upgrades it (`create_schema()` then asks for that).
+
+    An application with none of `create`, `migrations` and `legacy` only adds statements: it has no version row.
     """
 
     name: str
@@ -53,6 +55,12 @@ class Application:
         if any(not isinstance(step, int) or step < 2 for step in self.migrations):
             raise ConfigurationError(f"application {self.name!r}: its migrations are numbered from 2")
         object.__setattr__(self, "migrations", MappingProxyType(dict(self.migrations)))
+
+    @property
+    def tables(self) -> bool:
+        """Whether the application has tables of its own (`create`, `migrations` or `legacy`): one that only adds
+        statements gets no version row, and `create_schema()`, `migrate()` and `verify()` pass it by."""
+        return bool(self.create or self.migrations or self.legacy)
 
     @property
     def version(self) -> int:

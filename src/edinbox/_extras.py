@@ -24,6 +24,10 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "redis": (("redis",), "redis"),
     "kafka": (("confluent_kafka",), "kafka"),
     "sftp": (("asyncssh",), "sftp"),
+    "as2": (("cryptography", "asn1crypto", "h11", "httpx"), "as2"),
+    "as2s": (("cryptography", "asn1crypto", "httpx"), "as2"),
+    "mdn+http": (("httpx",), "as2"),
+    "mdn+https": (("httpx",), "as2"),
     "http": (("httpx",), "http"),
     "https": (("httpx",), "http"),
 }

@@ -32,6 +32,7 @@ import copy
 import enum
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, cast, overload
@@ -70,6 +71,15 @@ class _Next(enum.Enum):
 
     RESTART = "restart"  # a row vanished between the insert and the lock
     ISOLATE = "isolate"  # the handler failed: settle each message alone
+
+
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """A failed batch whose handler ran for one message only: the failure is that message's, its `attempt`-th."""
+
+    index: int
+    error: Exception
+    attempt: int
 
 
 class Inbox(Journal):
@@ -409,6 +419,7 @@ class Inbox(Journal):
         isolate: Literal[False] = False,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        spans: Sequence[Any] | None = None,
     ) -> list[Outcome]: ...
 
     @overload
@@ -420,6 +431,7 @@ class Inbox(Journal):
         isolate: bool,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        spans: Sequence[Any] | None = None,
     ) -> list[Outcome | Exception]: ...
 
     def process_batch(
@@ -430,6 +442,7 @@ class Inbox(Journal):
         isolate: bool = False,
         before_commit: BatchHook | None = None,
         session: Any = None,
+        spans: Sequence[Any] | None = None,
     ) -> list[Outcome] | list[Outcome | Exception]:
         """Record the batch in one statement, run `handler(tx, new_messages)` once, return one outcome each.
 
@@ -463,21 +476,31 @@ class Inbox(Journal):
         commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
         `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
         there too.
+
+        Each row settled keeps the traceparent of the span that settled it, and a duplicate's span is linked to
+        the trace that made the effect, as with `process`: by default the current span; `spans` (OpenTelemetry
+        spans, by position) gives each message its own (a consumer that keeps one span per delivery), and an
+        isolated message is settled under its own.
         """
         if session is not None:
             joined = self._session_inbox(session)
             hook = None if before_commit is None else in_session(session, before_commit)
-            return joined.process_batch(messages, in_session(session, handler), isolate=isolate, before_commit=hook)
+            return joined.process_batch(
+                messages, in_session(session, handler), isolate=isolate, before_commit=hook, spans=spans
+            )
         batch = list(messages)
+        if spans is not None and len(spans) != len(batch):
+            raise ConfigurationError(f"spans must give one span per message: {len(spans)} for {len(batch)}")
+        each = list(spans) if spans is not None else [None] * len(batch)  # None: the current span
         if not batch:
             if before_commit is not None:
                 self.transaction(lambda tx: before_commit(tx, []))
             return []
         for _ in range(_RETRIES):
             with self._store.unit() as unit:
-                result = self._batch(unit, batch, handler, isolate=isolate, before_commit=before_commit)
-            if result is _Next.ISOLATE:
-                return self._isolate(batch, handler)
+                result = self._batch(unit, batch, handler, isolate=isolate, before_commit=before_commit, spans=each)
+            if result is _Next.ISOLATE or isinstance(result, _Ran):
+                return self._isolate(batch, handler, spans=each, ran=result if isinstance(result, _Ran) else None)
             if result is not _Next.RESTART:
                 return result
         raise StoreError("journal rows of the batch kept disappearing (concurrent forget or purge?)")
@@ -490,18 +513,21 @@ class Inbox(Journal):
         *,
         isolate: bool,
         before_commit: BatchHook | None,
-    ) -> list[Outcome] | _Next:
+        spans: list[Any],
+    ) -> list[Outcome] | _Next | _Ran:
         """Settle the batch in one transaction, or say why not: a vanished row, or a failure to isolate (the
-        handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep)."""
+        handler's, or a value of one message the journal cannot hold: a conflicting copy too big to keep); a handler
+        that failed having run for one message only is that message's failure (`_Ran`)."""
         try:
-            outcomes = self._claim_batch(unit, batch)
+            claimed = self._claim_batch(unit, batch, spans)
         except (DataError, RetryLater):  # isolated, a message that waits holds its RetryLater alone
             if not isolate:
                 raise
             return _Next.ISOLATE
-        if outcomes is None:
+        if claimed is None:
             unit.rollback()
             return _Next.RESTART
+        outcomes, tries = claimed
         new = [m for m, outcome in zip(batch, outcomes, strict=True) if outcome is Outcome.PROCESSED]
         tx = Tx(unit.connection, self.dialect, unit=unit)
         if new:
@@ -513,7 +539,8 @@ class Inbox(Journal):
                     raise
                 error = self._store.map_error(exc)
                 if isolate and judge(error) is not Failure.UNSETTLED:
-                    return _Next.ISOLATE
+                    runs = [index for index, attempt in enumerate(tries) if attempt]
+                    return _Ran(runs[0], exc, tries[runs[0]]) if len(runs) == 1 else _Next.ISOLATE
                 if error is exc:
                     raise
                 raise error from exc
@@ -526,12 +553,26 @@ class Inbox(Journal):
         unit.commit()
         return outcomes
 
-    def _isolate(self, batch: list[Message], handler: BatchHandler) -> list[Outcome | Exception]:
-        """Settle each message of a failed batch alone; an unsettled one holds its exception."""
+    def _isolate(
+        self, batch: list[Message], handler: BatchHandler, *, spans: list[Any], ran: _Ran | None
+    ) -> list[Outcome | Exception]:
+        """Settle each message of a failed batch alone, under its span; an unsettled one holds its exception.
+
+        When the handler ran for one message only (`ran`), that failure is charged to it as it stands: its handler
+        is not run a second time to find out whose it was."""
 
         def single(tx: Tx, message: Message) -> object:
             return handler(tx, [message])
 
+        charged: dict[int, Outcome | Exception] = {}
+        if ran is not None:
+            with self._store.unit() as unit:
+                try:
+                    charged[ran.index] = self._failed(unit, batch[ran.index], ran.error, attempt=ran.attempt)
+                except StoreError as exc:  # the database failed: nothing of the batch is tried
+                    return [exc] * len(batch)
+                except Exception as exc:
+                    charged[ran.index] = exc
         results: list[Outcome | Exception] = []
         first: dict[Key, Outcome | Exception] = {}
         for index, message in enumerate(batch):
@@ -540,7 +581,8 @@ class Inbox(Journal):
                 results.append(earlier)
                 continue
             try:
-                result: Outcome | Exception = self.process(message, single)
+                with _trace.attached(spans[index]):
+                    result: Outcome | Exception = charged[index] if index in charged else self.process(message, single)
             except StoreError as exc:  # the database failed: the rest of the batch is not tried
                 results.extend([exc] * (len(batch) - index))
                 break
@@ -550,13 +592,20 @@ class Inbox(Journal):
             first.setdefault(message.key, result)
         return results
 
-    def _claim_batch(self, unit: Unit, batch: list[Message]) -> list[Outcome] | None:
-        """Insert the batch's keys, read back the others, and settle each message; None when a row vanished."""
+    def _claim_batch(
+        self, unit: Unit, batch: list[Message], spans: list[Any]
+    ) -> tuple[list[Outcome], list[int]] | None:
+        """Insert the batch's keys, read back the others, and settle each message; None when a row vanished.
+
+        Returns each message's outcome if the handler succeeds, and the attempt its run would be (1: new, 0: no run).
+        A row it settles keeps the traceparent of its message's span (`spans`, by position; None: the current one),
+        and a duplicate's span is linked to the trace that made the effect."""
+        traces = [_trace.traceparent(span) for span in spans] if _trace.tracing() else [None] * len(spans)
         try:
-            params = {"consumer": self.consumer, **self._store.batch_params(batch)}
+            params = {"consumer": self.consumer, **self._store.batch_params(batch, traces)}
             inserted = {(row[0], row[1]) for row in unit.begin_fetch("insert_batch", params)}
             if len(inserted) == len(batch):  # every key new, none twice: nothing to read back or decide
-                return [Outcome.PROCESSED] * len(batch)
+                return [Outcome.PROCESSED] * len(batch), [1] * len(batch)
             found: dict[Key, tuple[Found, datetime]] = {}
             if known := [m for m in batch if m.key not in inserted]:
                 params = {"consumer": self.consumer, **self._store.batch_params(known)}
@@ -565,14 +614,15 @@ class Inbox(Journal):
             plan = plan_batch(batch, inserted, found, max_attempts=self.max_attempts)
             if plan is None:
                 return None
-            outcomes = []
-            for message, action in zip(batch, plan, strict=True):
+            outcomes, tries = [], []
+            for message, action, trace, span in zip(batch, plan, traces, spans, strict=True):
                 if action is Action.WAIT:
                     raise wait_error(message, *found[message.key])
+                tries.append(found[message.key][0].attempts + 1 if action is Action.RETRY else int(action is None))
                 if action is Action.RETRY:
-                    unit.run("retry", key_params(self.consumer, message, trace=_trace.traceparent()))
-                elif action is Action.DUPLICATE and message.key in found:  # the current span, when one is traced
-                    _trace.link(found[message.key][0].trace)
+                    unit.run("retry", key_params(self.consumer, message, trace=trace))
+                elif action is Action.DUPLICATE and message.key in found:
+                    _trace.link(found[message.key][0].trace, on=span)
                 if action is None or action is Action.RETRY:
                     outcomes.append(Outcome.PROCESSED)
                 else:
@@ -582,7 +632,7 @@ class Inbox(Journal):
         except BaseException:
             unit.rollback()
             raise
-        return outcomes
+        return outcomes, tries
 
     def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, attempts: int) -> Outcome:
         """Write what a decision without a handler run needs, inside the open transaction."""

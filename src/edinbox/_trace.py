@@ -101,32 +101,36 @@ def inject(headers: Mapping[str, str] | None) -> Mapping[str, str] | None:
     return {**(headers or {}), **carrier} if carrier else headers
 
 
-def traceparent() -> str | None:
-    """The W3C traceparent of the current span (what the journal keeps of the attempt that settles a message), or
-    None when nothing is traced."""
+def traceparent(of: Any = None) -> str | None:
+    """The W3C traceparent of the span `of` (default: the current span), what the journal keeps of the attempt that
+    settles a message; None when nothing is traced."""
     if not tracing():
         return None
     carrier: dict[str, str] = {}
-    _TRACEPARENT.inject(carrier)  # nothing when the current span is not a valid one
+    context = None if of is None else _otel.set_span_in_context(of)
+    _TRACEPARENT.inject(carrier, context=context)  # nothing when the span is not a valid one
     return carrier.get("traceparent")
 
 
-def link(stored: str | None) -> None:
-    """Link the current span to the span a stored traceparent names (a suppressed duplicate to the attempt that
-    made the effect); nothing when nothing is traced or `stored` is not a valid traceparent."""
+def link(stored: str | None, *, on: Any = None) -> None:
+    """Link the span `on` (default: the current span) to the span a stored traceparent names (a suppressed duplicate
+    to the attempt that made the effect); nothing when nothing is traced or `stored` is not a valid traceparent."""
     if not stored or not tracing():
         return
     target = _otel.get_current_span(_TRACEPARENT.extract({"traceparent": stored})).get_span_context()
     if target.is_valid:
-        _otel.get_current_span().add_link(target)
+        (on if on is not None else _otel.get_current_span()).add_link(target)
 
 
 @contextlib.contextmanager
 def attached(parent: Any) -> Iterator[None]:
-    """Make `parent` (from `extract`) the current context inside the block; None changes nothing."""
+    """Make `parent` (a context from `extract`, or a span) the current context inside the block; None changes
+    nothing."""
     if _otel is None or parent is None:
         yield
         return
+    if not isinstance(parent, _context.Context):
+        parent = _otel.set_span_in_context(parent)
     token = _context.attach(parent)
     try:
         yield

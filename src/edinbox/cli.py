@@ -120,6 +120,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
 @_setting("--max-attempts")
 @_setting("--retry-immediate")
 @_setting("--retry-first")
+@_setting("--dead-letters")
 @_setting("--horizon")
 @_setting("--lease")
 @_setting("--non-edi")
@@ -332,6 +333,7 @@ def migrate(*, as_json: bool, **settings: Any) -> None:
 @_setting("--source", help="also check that this source can be reached")
 @_setting("--retention")
 @_setting("--horizon")
+@_setting("--dead-letters", help="also check where messages parked DEAD are published")
 @_json
 def doctor(*, as_json: bool, **settings: Any) -> None:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention vs the horizon."""
@@ -530,6 +532,7 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @_option("--limit", default=100, show_default=True, type=click.IntRange(1, MAX_ROWS), help="rows per pass")
 @_setting("--give-up-after")
 @_setting("--destinations")
+@_setting("--dead-letters")
 @_json
 def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.

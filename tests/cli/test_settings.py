@@ -220,6 +220,24 @@ def test_config_show_names_each_value_origin_with_passwords_masked(tmp_path: Pat
     assert any(line.split()[:1] == ["db"] and line.split()[-1] == "flag" for line in human.output.splitlines())
 
 
+def test_dead_letters_are_a_setting_shown_masked_and_checked(tmp_path: Path) -> None:
+    """`dead_letters` (EDINBOX_DEAD_LETTERS, --dead-letters) is shown by `config` with its password masked and
+    reported by `doctor`; a destination that cannot say why a message died (a spool folder) is one line naming it."""
+    db, url = f"sqlite:///{tmp_path / 'hub.db'}", "amqp://hub:s3cret@127.0.0.1/?queue=errors"
+    shown = cli("config", "--json", env={"EDINBOX_DEAD_LETTERS": url})
+    rows = {row["setting"]: (row["value"], row["origin"]) for row in json.loads(shown.output)}
+    assert rows["dead_letters"] == ("amqp://hub:***@127.0.0.1/?queue=errors", "variable")
+    assert cli("init", "--db", db).exit_code == 0
+    doctor = cli("doctor", "--db", db, "--dead-letters", url, "--json")
+    checks = {row["check"]: (row["status"], row["detail"]) for row in json.loads(doctor.output)}
+    assert checks["dead letters"][0] == "ok"
+    assert "amqp://hub:***@127.0.0.1/?queue=errors" in checks["dead letters"][1]
+    assert "s3cret" not in shown.output + doctor.output
+    refused = one_error_line(cli("run", "--db", db, "--dead-letters", f"dir://{tmp_path}"))
+    assert "--dead-letters" in refused
+    assert "cannot carry" in refused
+
+
 def test_config_example_loads_back_as_the_defaults(tmp_path: Path) -> None:
     """The commented hub.toml of `config --example` is generated from the model: every setting is in it, and
     loading it gives exactly the defaults."""

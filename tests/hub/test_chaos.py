@@ -32,9 +32,9 @@ from edinbox.hub._generate import generate
 from edinbox.hub._ops import forget, list_rows
 from edinbox.sources import open_source
 from edinbox.sources.spool import SpoolSource, publish
+from edinbox.testing.contract import collect
 from servers import PrivateMariaDB, PrivatePostgres
 from services import require_service
-from sources.contract import collect
 
 from .test_hub import settle
 

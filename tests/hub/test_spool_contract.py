@@ -7,7 +7,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from sources.contract import SourceContract
+from edinbox.testing.contract import SourceContract
 
 
 class TestSpool(SourceContract):

@@ -100,10 +100,53 @@ def test_a_failing_handler_is_recorded_on_its_span(spans: InMemorySpanExporter, 
     assert (retried.attributes["edinbox.attempt"], retried.attributes["edinbox.outcome"]) == (2, "processed")
 
 
+def _traceparent(context: Any) -> str:
+    """The W3C traceparent of a span context."""
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def test_a_batch_keeps_the_trace_of_the_span_that_settled_each_message(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """process_batch keeps the current span's traceparent on each row it settles, as process does; `spans=` gives
+    each message its own: its row keeps that span's traceparent, a duplicate's span is linked to the span that made
+    the effect, and a message settled alone after the batch's handler failed gets a settle span under its own."""
+    source = "X12:ZZ:ACME>ZZ:HUB"
+    tracer = trace.get_tracer("consumer")
+
+    def fail_on_p(tx: Any, messages: list[Message]) -> None:
+        if any(m.message_id == "p" for m in messages):
+            raise RuntimeError("accounting said no")
+
+    with Inbox(f"sqlite:///{tmp_path / 'i.db'}", consumer="c") as inbox:
+        inbox.create_schema()
+        with tracer.start_as_current_span("batch") as current:
+            inbox.process_batch([Message("b1", source), Message("b2", source)], fail_on_p)
+        given = [tracer.start_span(f"delivery {n}") for n in range(5)]
+        batch = [Message("c1", source), Message("c2", source)]
+        assert inbox.process_batch(batch, fail_on_p, spans=given[:2]) == [Outcome.PROCESSED] * 2
+        pair = [Message("i", source), Message("p", source)]
+        assert inbox.process_batch(pair, fail_on_p, spans=given[2:4], isolate=True)[0] is Outcome.PROCESSED
+        assert inbox.process_batch([batch[0]], fail_on_p, spans=given[4:]) == [Outcome.DUPLICATE]
+        kept = {m: inbox.get(source, m).trace for m in ("b1", "b2", "c1", "c2", "i")}  # type: ignore[union-attr]
+    assert kept["b1"] == kept["b2"] == _traceparent(current.get_span_context())
+    assert (kept["c1"], kept["c2"]) == tuple(_traceparent(s.get_span_context()) for s in given[:2])
+    (link,) = given[4].links
+    original = given[0].get_span_context()
+    assert (link.context.trace_id, link.context.span_id) == (original.trace_id, original.span_id)
+    (alone,) = [
+        s for s in settles(list(spans.get_finished_spans())) if "/i" in str((s.attributes or {})["edinbox.key"])
+    ]
+    assert kept["i"] == _traceparent(alone.context)
+    assert alone.parent is not None
+    assert alone.parent.span_id == given[2].get_span_context().span_id
+
+
 def test_hub_traces_each_delivery_with_partner_and_outcome(
     spans: InMemorySpanExporter, hub_config: HubConfig, spool: Path
 ) -> None:
-    """Every delivery of a hub run is one settle span naming its partner; only processed ones have a handler span."""
+    """Every delivery of a hub run is one settle span naming its partner; only processed ones have a handler span;
+    the journal row keeps the processed delivery's span, and a later re-send's duplicate span links to it."""
     acme = PARTNERS[0]
     doc = Doc(acme, "000000301", "invoice", "INV-301", lines=((1, Decimal("9.50")),))
     payload = render(doc)
@@ -114,12 +157,14 @@ def test_hub_traces_each_delivery_with_partner_and_outcome(
             await hub.run(once=True)
 
     asyncio.run(drain())
+    asyncio.run(publish(hub_config.source, [("c", payload)]))  # re-sent later: a duplicate of a journaled row
+    asyncio.run(drain())
     finished = list(spans.get_finished_spans())
     found = sorted(
         (dict(s.attributes or {}) for s in settles(finished) if (s.attributes or {}).get("edinbox.partner")),
         key=lambda a: str(a["edinbox.outcome"]),
     )
-    assert [a["edinbox.outcome"] for a in found] == ["duplicate", "processed"]
+    assert [a["edinbox.outcome"] for a in found] == ["duplicate", "duplicate", "processed"]
     assert {a["edinbox.partner"] for a in found} == {f"{acme.qualifier}:{acme.id}"}
     assert {a["edinbox.message_type"] for a in found} == {"810" if acme.standard == "X12" else "INVOIC"}
     by_outcome = {
@@ -128,6 +173,13 @@ def test_hub_traces_each_delivery_with_partner_and_outcome(
         if s.attributes and s.attributes.get("edinbox.partner")
     }
     assert by_outcome == {"processed": ["edinbox commit", "edinbox handler"], "duplicate": ["edinbox commit"]}
+    (processed,) = [s for s in settles(finished) if (s.attributes or {}).get("edinbox.outcome") == "processed"]
+    with Inbox(hub_config.db, consumer=hub_config.consumer, table=hub_config.table) as inbox:
+        (row,) = inbox.records(limit=10)
+    assert row.trace == _traceparent(processed.context)  # the batch's row keeps its delivery's span
+    linked = [s for s in settles(finished) if s.links]  # the copy in the first batch had no row to link to
+    assert [(s.attributes or {}).get("edinbox.outcome") for s in linked] == ["duplicate"]
+    assert linked[0].links[0].context.span_id == processed.context.span_id
 
 
 async def test_faststream_middleware_continues_the_producers_trace(

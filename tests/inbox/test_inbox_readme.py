@@ -34,13 +34,17 @@ def database(request: pytest.FixtureRequest, unique_name: str) -> Iterator[str]:
     if request.param == "sqlite":
         yield SQLITE_URL
         return
-    url = request.getfixturevalue("postgres_url")
+    yield from _schema(request.getfixturevalue("postgres_url"), unique_name)
+
+
+def _schema(url: str, name: str) -> Iterator[str]:
+    """`url` with a fresh schema `name` first on its search path (dropped after)."""
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{unique_name}"'.encode())
+        admin.execute(f'CREATE SCHEMA "{name}"'.encode())
     separator = "&" if "?" in url else "?"
-    yield f"{url}{separator}options={quote(f'-csearch_path={unique_name}')}"
+    yield f"{url}{separator}options={quote(f'-csearch_path={name}')}"
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE'.encode())
+        admin.execute(f'DROP SCHEMA "{name}" CASCADE'.encode())
 
 
 def test_readme_inbox_example_runs_on_both_databases(database: str) -> None:
@@ -74,21 +78,27 @@ def test_readme_faststream_snippet_creates_the_schema_on_both_databases(database
 def test_readme_faststream_example_runs_on_rabbitmq(database: str, unique_name: str) -> None:
     """The FastStream block, run as its `__main__` does (`app.run()`) against the real RabbitMQ, creates its tables
     at startup and makes one invoice per AMQP message_id: a publish repeating a key runs the handler no second time."""
+    assert _faststream_on_rabbitmq(database, unique_name) == [b"UNH+1", b"UNH+2", b"UNH+3"]
+
+
+def _faststream_on_rabbitmq(database: str, queue: str) -> list[bytes]:
+    """Run the FastStream block (`app.run()`, its journal in `database`) on a fresh RabbitMQ queue, publish four
+    messages of three keys, stop it, and return the bodies its table holds (the queue is deleted after)."""
     require_service("rabbitmq")
     import aio_pika
 
     code = _block("## FastStream middleware")
-    url, queue = "postgresql://app@db/hub", '"edi.in"'
+    url, name = "postgresql://app@db/hub", '"edi.in"'
     assert url in code
-    assert queue in code
+    assert name in code
     assert "asyncio.run(app.run())" in code
     namespace: dict[str, Any] = {"__name__": "readme_faststream"}
-    code = code.replace(url, database).replace(queue, repr(unique_name))
+    code = code.replace(url, database).replace(name, repr(queue))
     exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - our own README
     app, broker, inbox = namespace["app"], namespace["broker"], namespace["inbox"]
 
     async def bodies(tx: Any) -> list[bytes]:
-        cursor = await tx.connection.execute("SELECT body FROM invoices")
+        cursor = await tx.connection.execute("SELECT body FROM invoice_bodies")
         return sorted(bytes(row[0]) for row in await cursor.fetchall())
 
     async def run() -> list[bytes]:
@@ -98,7 +108,7 @@ def test_readme_faststream_example_runs_on_rabbitmq(database: str, unique_name: 
         try:
             await asyncio.wait_for(started.wait(), timeout=30)
             for key, body in [("inv-1", b"UNH+1"), ("inv-1", b"UNH+1"), ("inv-2", b"UNH+2"), ("inv-3", b"UNH+3")]:
-                await broker.publish(body, queue=unique_name, message_id=key)
+                await broker.publish(body, queue=queue, message_id=key)
             for _ in range(300):  # one consumer, in order: once inv-3's row is there, the repeat was settled
                 if len(made := await inbox.transaction(bodies)) >= 3:
                     return made
@@ -109,14 +119,14 @@ def test_readme_faststream_example_runs_on_rabbitmq(database: str, unique_name: 
             await asyncio.wait_for(running, timeout=30)
 
     try:
-        assert asyncio.run(run()) == [b"UNH+1", b"UNH+2", b"UNH+3"]
+        return asyncio.run(run())
     finally:
 
         async def delete_queue() -> None:
             connection = await aio_pika.connect("amqp://guest:guest@127.0.0.1:5672/")
             async with connection:
                 channel = await connection.channel()
-                await channel.queue_delete(unique_name)
+                await channel.queue_delete(queue)
 
         asyncio.run(delete_queue())
 
@@ -159,3 +169,50 @@ def test_readme_sqlalchemy_example_runs(tmp_path: Path, monkeypatch: pytest.Monk
     """The SQLAlchemy section's example runs as written (its SQLite file in a temporary folder)."""
     monkeypatch.chdir(tmp_path)
     exec(compile(_block("## SQLAlchemy\n"), str(README), "exec"), {})  # noqa: S102 - the README example is our own code
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(edinbox URL, SQLAlchemy URL) of one database: a SQLite file, or PostgreSQL with a fresh schema first on the
+    search path."""
+    if request.param == "sqlite":
+        path = tmp_path / "shared.db"
+        yield f"sqlite:///{path}", f"sqlite:///{path}"
+        return
+    for url in _schema(request.getfixturevalue("postgres_url"), unique_name):
+        yield url, url.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def test_readme_examples_run_in_one_database_beside_a_hub(shared: tuple[str, str], unique_name: str) -> None:
+    """In one database that holds an initialised hub, the README's library examples run one after another as written
+    (the inbox in ten lines, retries, SQLAlchemy, FastStream on RabbitMQ): none collides with the hub's tables or
+    with another example's, each example's table holds its rows, and the hub still passes its start check."""
+    from edinbox.hub import HubConfig
+    from edinbox.hub._ops import init
+    from edinbox.hub._parts import open_inbox, verify
+
+    url, engine_url = shared
+    config = HubConfig(db=url)
+    asyncio.run(init(config))
+    examples = [
+        _block("## The inbox in ten lines").replace('DB = "sqlite://"', f"DB = {url!r}"),
+        _block("### Retries that wait").replace('"sqlite://"', repr(url)),
+        _block("## SQLAlchemy\n").replace('"sqlite:///readme.db"', repr(engine_url)),
+    ]
+    for code in examples:
+        exec(compile(code, str(README), "exec"), {})  # noqa: S102 - our own README
+    assert _faststream_on_rabbitmq(url, unique_name) == [b"UNH+1", b"UNH+2", b"UNH+3"]
+
+    async def counts() -> list[Any]:
+        async with open_inbox(config) as inbox:
+            await verify(inbox)  # the hub's start check: journal, versions, tables, keys
+            tables = ("invoices", "booked_invoices", "invoice_bodies", "edinbox_hub_invoices")
+            return [await inbox.read(lambda tx, t=t: _fetch(tx, f"SELECT count(*) FROM {t}")) for t in tables]
+
+    assert asyncio.run(counts()) == [[(1,)], [(1,)], [(3,)], [(0,)]]
+
+
+async def _fetch(tx: Any, query: str) -> list[Any]:
+    """The rows of `query` on the journal's async connection (aiosqlite or psycopg)."""
+    cursor = await tx.connection.execute(query)
+    return [tuple(row) for row in await cursor.fetchall()]

@@ -9,10 +9,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import aio_pika
+
 import edinbox
 from edinbox import AsyncConsumer, Inbox, Message, Tx
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
+from services import require_service
+from sources.test_rabbitmq import BROKER, drop
 
 
 def journal(tmp_path: Path) -> str:
@@ -203,3 +207,31 @@ async def test_a_failed_message_waits_for_its_retry_time_in_the_consumer_loop(tm
         record = inbox.get("dir:spool", "m")
     assert record is not None
     assert (record.status.value, record.attempts, record.retry_at) == ("processed", 2, None)
+
+
+async def test_a_message_parked_dead_is_relayed_once_to_the_error_queue(tmp_path: Path, unique_name: str) -> None:
+    """`dead_letters=` on the consumer loop: the message its handler parks dead (max_attempts=1) is relayed beside
+    the loop, once, to a RabbitMQ error queue, with the exception type and the attempts; its batch-mate is not."""
+    require_service("rabbitmq")
+    db, spool = journal(tmp_path), f"dir://{tmp_path / 'spool'}"
+    errors = f"{BROKER}?queue={unique_name}"
+    await publish(spool, [("fine", b"good"), ("bad", b"boom")])
+
+    async def handler(tx: Tx, message: Message) -> None:
+        if message.payload == b"boom":
+            raise ValueError("the handler refuses this one")
+
+    consumer = AsyncConsumer(spool, handler, db=db, consumer="app", max_attempts=1, dead_letters=errors, relay=True)
+    try:
+        totals = await consumer.run(once=True, idle_timeout=2.0)
+        assert (totals["dead"], totals["relayed"]) == (1, 1)
+        connection = await aio_pika.connect(BROKER)
+        async with connection:
+            queue = await (await connection.channel()).declare_queue(unique_name, passive=True)
+            letter = await queue.get(no_ack=True)
+            assert await queue.get(no_ack=True, fail=False) is None
+    finally:
+        await drop(unique_name)
+    assert letter.message_id == "bad"
+    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in (letter.headers or {}).items()}
+    assert (headers["Edinbox-Error-Type"], headers["Edinbox-Attempts"]) == ("ValueError", "1")

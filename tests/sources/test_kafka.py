@@ -20,8 +20,9 @@ import pytest
 from edinbox import ConfigurationError, SourceError
 from edinbox.sources import open_publisher, open_source
 from edinbox.sources.kafka import KafkaSource, MockCluster, publish
+from edinbox.testing.contract import collect
 
-from .contract import BrokerContract, collect
+from .contract import BrokerContract
 
 FAST = {"group.protocol": "consumer"}
 """KIP-848 groups: the mock assigns partitions at once (a dead member is evicted only after 30 s, though)."""

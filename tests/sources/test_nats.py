@@ -16,9 +16,10 @@ from nats.js.api import DiscardPolicy
 from edinbox import ConfigurationError
 from edinbox.sources import open_source
 from edinbox.sources.nats import NatsSource
+from edinbox.testing.contract import collect
 from services import require_service
 
-from .contract import BrokerContract, collect
+from .contract import BrokerContract
 
 SERVER = "nats://127.0.0.1:4222"
 

@@ -16,9 +16,10 @@ import pytest
 
 from edinbox import SourceError
 from edinbox.sources import Delivery, open_source, publisher
+from edinbox.testing.contract import collect
 from servers import PrivateServer
 
-from .contract import assert_one_line, collect, settle_all
+from .contract import assert_one_line, settle_all
 
 KINDS = ["nats", "redis"]
 

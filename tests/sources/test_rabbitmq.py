@@ -15,10 +15,11 @@ from aiormq.exceptions import ChannelInvalidStateError
 from edinbox import ConfigurationError, SourceError
 from edinbox.sources import Delivery, open_source, publisher
 from edinbox.sources.rabbitmq import CONFIRM_WAIT, RabbitMQPublisher, RabbitMQSource, publish
+from edinbox.testing.contract import collect
 from servers import free_port
 from services import require_service
 
-from .contract import BrokerContract, collect, settle_all
+from .contract import BrokerContract, settle_all
 
 BROKER = "amqp://guest:guest@127.0.0.1/"
 

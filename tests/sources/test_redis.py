@@ -16,9 +16,11 @@ from edinbox import ConfigurationError
 from edinbox.sources import publisher
 from edinbox.sources._redis_group import Group
 from edinbox.sources.redis import RedisSource
+from edinbox.testing._contract_source import KILLED_CONSUMER
+from edinbox.testing.contract import collect
 from services import require_service
 
-from .contract import KILLED_CONSUMER, BrokerContract, collect
+from .contract import BrokerContract
 
 SERVER = "redis://127.0.0.1:6379/0"
 

@@ -14,9 +14,8 @@ import redis.asyncio as redis_asyncio
 
 from edinbox.sources import Delivery
 from edinbox.sources.redis import RedisSource
+from edinbox.testing.contract import collect
 from services import require_service
-
-from .contract import collect
 
 SERVER = "redis://127.0.0.1:6379/0"
 

@@ -17,10 +17,10 @@ from edinbox import ConfigurationError, InboxError, SourceError
 from edinbox._redact import RedactFilter
 from edinbox._urls import mask
 from edinbox.sources import open_source, publisher
+from edinbox.testing.contract import collect
 from servers import PrivateServer, free_port
 from services import require_service
 
-from .contract import collect
 from .test_rabbitmq import channel_closed, close_from_the_server, drop
 
 PASSWORD = "p@s/ :w0rd"

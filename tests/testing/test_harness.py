@@ -1,5 +1,5 @@
-"""edinbox.testing: the README's pytest example runs as written, and the harness fails a handler that is not
-idempotent under its redeliveries."""
+"""edinbox.testing: the pytest example of docs/retries.md runs as written, and the harness fails a handler that is
+not idempotent under its redeliveries."""
 
 from __future__ import annotations
 
@@ -14,34 +14,34 @@ import pytest
 from edinbox import Message, Outcome, Status, Tx
 from edinbox.testing import Faults, Harness, MemorySink, MemorySource
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "retries.md"
 
 
 def _readme_example() -> dict[str, Any]:
-    """The names the README's `edinbox.testing` block defines, once executed."""
-    section = README.read_text(encoding="utf-8").split("## Testing your handlers: `edinbox.testing`", 1)[1]
+    """The names the documentation's `edinbox.testing` block defines, once executed."""
+    section = DOC.read_text(encoding="utf-8").split("## Testing your handlers: `edinbox.testing`", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert match is not None
     namespace: dict[str, Any] = {}
-    exec(compile(match.group(1), str(README), "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(match.group(1), str(DOC), "exec"), namespace)  # noqa: S102 - our own documentation
     return namespace
 
 
 @pytest.mark.parametrize("name", ["test_invoices_are_created_once", "test_payments_are_sent_once"])
-def test_the_readme_example_passes(name: str) -> None:
-    """Each test function of the README's example passes as written."""
+def test_the_documented_example_passes(name: str) -> None:
+    """Each test function of the documentation's example passes as written."""
     _readme_example()[name]()
 
 
-def test_the_readme_example_fails_without_the_idempotency_key() -> None:
-    """The README's payment example with the idempotency key dropped (a remote call repeated on every redelivery
+def test_the_documented_example_fails_without_the_idempotency_key() -> None:
+    """The documentation's payment example with the idempotency key dropped (a remote call repeated on every redelivery
     after a transient failure) fails assert_once, naming the messages paid twice."""
-    code = README.read_text(encoding="utf-8").split("## Testing your handlers: `edinbox.testing`", 1)[1]
+    code = DOC.read_text(encoding="utf-8").split("## Testing your handlers: `edinbox.testing`", 1)[1]
     code = re.search(r"```python\n(.*?)```", code, re.DOTALL).group(1)  # type: ignore[union-attr]
     broken = code.replace(", idempotency_key=tx.idempotency_key", "")
     assert broken != code
     namespace: dict[str, Any] = {}
-    exec(compile(broken, str(README), "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(broken, str(DOC), "exec"), namespace)  # noqa: S102 - our own documentation
     with pytest.raises(AssertionError, match="not exactly once under redelivery"):
         namespace["test_payments_are_sent_once"]()
 

@@ -128,6 +128,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
             key=key,
             row=data,
             partner=edi.partner(data.get("source", "")),
+            trace=_data.trace_ids(data.get("trace")),
             segments=_data.segments(record.payload if record else None),
             conflict_segments=_data.segments(record.conflict_payload if record else None),
             done=done,

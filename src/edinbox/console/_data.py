@@ -36,6 +36,7 @@ __all__ = [
     "dashboard",
     "search",
     "segments",
+    "trace_ids",
 ]
 
 PAGE = 50
@@ -157,6 +158,16 @@ async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
     if keys is not None:  # sources x ids may pair a source with another source's id
         rows = [row for row in rows if (row.source, row.message_id) in keys]
     return rows[:PAGE], len(rows) > PAGE
+
+
+def trace_ids(traceparent: object) -> tuple[str, str] | None:
+    """The trace id and span id of a stored W3C traceparent (`00-<trace>-<span>-<flags>`), None if it is not one."""
+    parts = traceparent.split("-") if isinstance(traceparent, str) else []
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    if any(c not in "0123456789abcdef" for c in parts[1] + parts[2]):
+        return None
+    return parts[1], parts[2]
 
 
 def segments(payload: bytes | None) -> list[str]:

@@ -3,9 +3,9 @@
 An acknowledgment is written in the transaction that settles its interchange (with the journal row and the
 invoices) and sent by the relay after the commit, so a rolled-back interchange is never acknowledged and a crash
 loses none. Each one is an interchange of its own from us to the partner, with the next control number of that
-partner (`hub_control_numbers`: an upsert whose row lock serialises hubs, so no number is used twice; a rolled-back
-one is used again, never sent twice), keyed in the outbox by its own inbox key (`source/control number`, what the
-partner's inbox dedupes on), and listed in `hub_acknowledgments` for `edinbox show`.
+partner (`edinbox_hub_control_numbers`: an upsert whose row lock serialises hubs, so no number is used twice; a
+rolled-back one is used again, never sent twice), keyed in the outbox by its own inbox key (`source/control
+number`, what the partner's inbox dedupes on), and listed in `edinbox_hub_acknowledgments` for `edinbox show`.
 
 Which ones (`kinds`): nothing without an `outbound` destination or for an interchange of acknowledgments only; X12:
 a TA1 when asked (ISA14 = 1 and `ta1 = "requested"`, or `ta1 = "always"`), and a 997 or 999 per agreement for its
@@ -37,7 +37,7 @@ from edinbox.sources import Delivery
 __all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key", "partner_name", "reserve"]
 
 REJECTION = "rejection"
-"""The `delivery` of the `hub_answers` row that says an interchange key got its rejection (once per key)."""
+"""The `delivery` of the `edinbox_hub_answers` row that says an interchange key got its rejection (once per key)."""
 
 _X12_CONTROL_NUMBERS = 999_999_999
 """ISA13 has nine digits: a partner's counter wraps after this many acknowledgments."""
@@ -170,8 +170,8 @@ class Acknowledger:
 
     async def write(self, tx: Any, pending: Sequence[Pending]) -> int:
         """Write the acknowledgments inside `tx`: a block of control numbers per partner (all partners in one
-        statement), every outbox row and every `hub_acknowledgments` row in one batch of statements each. Returns how
-        many were written."""
+        statement), every outbox row and every `edinbox_hub_acknowledgments` row in one batch of statements each.
+        Returns how many were written."""
         if not pending:
             return 0
         counts = Counter(p.counter for p in pending)

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
@@ -81,6 +82,13 @@ class Batch:
         """The database refused to park a payload of the batch as too big (see `shrink`)."""
         self.shard = secrets.randbelow(SHARDS)
         """The counters' shard this batch adds to (`_tables.SHARDS`): other hubs' batches rarely share its rows."""
+
+    def message_spans(self) -> list[Any] | None:
+        """By position in `messages`, the span of each message's delivery (None: nothing traced)."""
+        if self.spans is None or not self.spans.spans:
+            return None
+        position = {id(w): n for n, w in enumerate(self.work)}
+        return [self.spans.spans[position[id(w)]] for w, _, item in self.entries if item.message is not None]
 
     async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
         """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and

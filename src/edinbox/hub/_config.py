@@ -27,6 +27,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from edinbox._core import parse_table
+from edinbox._dead import check_destination as check_dead_letters
 from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
 from edinbox.hub._values import (
@@ -124,6 +125,11 @@ class Agreement:
     re-sent interchange gets a notice (TA1 R 025 / CONTRL UCI 4 26) with "notify", nothing with "silent". `sender`:
     our party "QUALIFIER:ID" in its acknowledgments (empty: the receiver the partner addressed). An interchange of
     acknowledgments only is never answered.
+
+    AS2 (an `as2://` source, see docs/as2.md): `as2_id` is the partner's AS2 name, `as2_hub_id` ours in this
+    agreement, `as2_certificate` the partner's certificate file, `as2_key` and `as2_hub_certificate` our private key
+    and certificate files, `as2_security` what its messages must carry at least ("signed+encrypted", "signed",
+    "encrypted", "none"). Without `as2_id` the partner sends no AS2.
     """
 
     outbound: str = ""
@@ -131,9 +137,19 @@ class Agreement:
     ta1: str = "requested"
     duplicates: str = "notify"
     sender: str = ""
+    as2_id: str = ""
+    as2_hub_id: str = ""
+    as2_certificate: str = ""
+    as2_key: str = ""
+    as2_hub_certificate: str = ""
+    as2_security: str = "signed+encrypted"
 
     def __post_init__(self) -> None:
         """Refuse values that cannot work, with a sentence saying which."""
+        if self.as2_id and not (self.as2_hub_id and self.as2_certificate and self.as2_key and self.as2_hub_certificate):
+            raise ConfigurationError(
+                "an AS2 agreement (as2_id) needs as2_hub_id, as2_certificate, as2_key and as2_hub_certificate"
+            )
         for name, allowed in (("acknowledgment", ACKNOWLEDGMENTS), ("ta1", TA1), ("duplicates", DUPLICATES)):
             if getattr(self, name) not in allowed:
                 raise ConfigurationError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
@@ -267,6 +283,10 @@ class HubConfig(BaseSettings):
     destinations: Text = Field(
         "", description="broker URLs with their passwords, space-separated: the outbox keeps its rows' without"
     )
+    dead_letters: Text = Field(
+        "",
+        description='also publish each message parked DEAD here, with why (amqp://host/?queue=errors; "": nowhere)',
+    )
     partners: Annotated[dict[str, Agreement], BeforeValidator(_partners)] = Field(
         default_factory=dict, description='partner agreements by "QUALIFIER:ID" ("*": every other partner)'
     )
@@ -290,7 +310,8 @@ class HubConfig(BaseSettings):
         """The URLs whose passwords the relay may give an outbox row (kept without one): `destinations`, then the
         source and the partners' outbound URLs."""
         outbound = (a.outbound for a in self.partners.values() if a.outbound)
-        return (*self.destinations.split(), *([self.source] if self.source else []), *outbound)
+        dead = [self.dead_letters] if self.dead_letters else []
+        return (*self.destinations.split(), *([self.source] if self.source else []), *outbound, *dead)
 
     @property
     def acknowledges(self) -> bool:
@@ -338,6 +359,15 @@ class HubConfig(BaseSettings):
             if party and ":" not in party:
                 raise ValueError(f"expected QUALIFIER:ID (e.g. ZZ:HUB), got {party!r}")
         return parties
+
+    @field_validator("dead_letters")
+    @classmethod
+    def _dead_letters(cls, destination: str) -> str:
+        """A destination its publisher can send to and whose headers can say why a message died, or empty."""
+        if destination:
+            check_destination(destination)
+            check_dead_letters(destination)
+        return destination
 
     @field_validator("unknown_outbound")
     @classmethod

@@ -356,7 +356,9 @@ class Hub:
         """
         results = await _recorded(
             batch,
-            lambda: self.inbox.process_batch(batch.messages, batch.create, isolate=True, before_commit=batch.record),
+            lambda: self.inbox.process_batch(
+                batch.messages, batch.create, isolate=True, before_commit=batch.record, spans=batch.message_spans()
+            ),
         )
         if batch.recorded_at:
             return  # settled together: `record` ran in the batch's transaction
@@ -487,6 +489,11 @@ async def open_hub(
         stop = stop or asyncio.Event()
         await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
         horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
+        agreements = receipts = None
+        if config.source.startswith("as2:"):  # answers its senders: the agreements, the receipts beside the journal
+            from edinbox.hub import _as2
+
+            agreements, receipts = _as2.partners(config), _as2.Receipts(inbox, consumer=config.consumer)
         source = await outage.call(
             lambda: stack.enter_async_context(
                 open_source(
@@ -496,6 +503,8 @@ async def open_hub(
                     max_payload=config.max_payload,
                     batch=config.batch_size,
                     on_lost=on_lost,
+                    partners=agreements,
+                    receipts=receipts,
                 )
             ),
             stop=stop,

@@ -423,6 +423,20 @@ async def _purge_check(inbox: AsyncInbox, config: HubConfig) -> Check:
     return Check("purge", "ok", f"no settled row is older than the retention {keep} (run purges {every})")
 
 
+def _dead_letters_check(config: HubConfig) -> Check:
+    """Whether messages parked DEAD can go to `dead_letters`: its driver installed (the URL was checked with the
+    settings) and a relay to send them (checked without connecting: doctor writes nothing, not even a queue)."""
+    from edinbox._extras import require
+
+    where = mask(config.dead_letters)
+    try:
+        require(config.dead_letters)
+    except InboxError as exc:
+        return Check("dead letters", "fail", mask(str(exc)))
+    relayed = "relayed by `run`" if config.relay else "relayed by `edinbox relay` (run has relay off)"
+    return Check("dead letters", "ok", f"each message parked DEAD is also published to {where}, {relayed}")
+
+
 async def doctor(config: HubConfig) -> list[Check]:
     """Check connectivity, the journal schema and unique key, the hub's tables and invoice key where `edinbox init`
     made them (a library journal has none: said, not failed), who gets into a hub (`_partners`), and retention against
@@ -462,6 +476,8 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("source", "fail", mask(str(exc))))
     if hub:  # who gets into the hub: a library journal's application decides that itself
         checks.append(Check("partners", *doctor_check(config)))
+    if config.dead_letters:
+        checks.append(_dead_letters_check(config))
     keep, limit = parse_duration(config.retention), parse_duration(config.horizon)
     if source_horizon is not None:
         limit = max(limit, source_horizon)

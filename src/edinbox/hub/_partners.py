@@ -29,7 +29,7 @@ from edinbox.hub._config import HubConfig
 __all__ = ["COUNTER", "WINDOW", "Refusal", "forget", "noticed", "refusal", "report_to"]
 
 COUNTER = "unknown_partners"
-"""The hub counter (`hub_counters.outcome`) of the interchanges refused for their parties."""
+"""The hub counter (`edinbox_hub_counters.outcome`) of the interchanges refused for their parties."""
 
 WINDOW = 3600.0
 """Seconds between two log lines about one refused party."""

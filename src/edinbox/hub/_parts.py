@@ -25,6 +25,7 @@ HUB = Application(
         2: "the counters sharded and the answers table (the journal's steps 4 and 5 until now)",
         3: "the tables renamed edinbox_hub_* (invoices, rejected, counters, control numbers, acknowledgments, answers, "
         "console audit): no clash with an application's own invoices",
+        4: "the AS2 receipts table (edinbox_hub_as2_receipts): the MDN answered for each AS2 message received",
     },
     legacy="hub_control_numbers",
 )
@@ -50,6 +51,7 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         max_attempts=config.max_attempts,
         retry=Retry(immediate=config.retry_immediate, first=parse_duration(config.retry_first)),
         horizon=parse_duration(config.horizon),
+        dead_letters=config.dead_letters or None,
         applications=[HUB],
     )
     try:

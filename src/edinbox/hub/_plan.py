@@ -135,6 +135,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         message = interchange.message()
     except LimitError as exc:
         return parked(f"its key cannot be journaled: {exc}")
+    if config.dead_letters and delivery.headers:  # a dead letter carries the delivery's own headers
+        message = replace(message, headers=dict(delivery.headers))
     label = f"{message.source}/{message.message_id}"
     if refused := refusal(config, interchange):  # not for this hub, whatever it holds: answered for its parties
         item = replace(parked(refused.reason), label=label, refusal=refused)

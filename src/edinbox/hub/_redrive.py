@@ -204,7 +204,7 @@ async def forget_rejected(config: HubConfig, number: int) -> bool:
 
 async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timedelta) -> int:
     """Delete `consumer`'s parked payloads first rejected more than `older_than` ago, and the answers
-    (`hub_answers`) given that long ago, on the journal the purge already has open; return how many parked
+    (`edinbox_hub_answers`) given that long ago, on the journal the purge already has open; return how many parked
     payloads (0 on a library journal: no hub tables)."""
     if not await has_hub(inbox):
         return 0

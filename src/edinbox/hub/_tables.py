@@ -40,10 +40,12 @@ TABLES = (
     "edinbox_hub_control_numbers",
     "edinbox_hub_acknowledgments",
     "edinbox_hub_answers",
+    "edinbox_hub_as2_receipts",
     "edinbox_hub_console_audit",
 )
 """The hub's tables, beside the journal (`edinbox_hub_console_audit`: what operators did in `edinbox console`;
-`edinbox_hub_answers`: what was answered once). Their versions are the hub's (`_parts.HUB.migrations`)."""
+`edinbox_hub_answers`: what was answered once; `edinbox_hub_as2_receipts`: the MDN answered for each AS2 message
+received). Their versions are the hub's (`_parts.HUB.migrations`)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
@@ -79,6 +81,7 @@ _KEYS = {
     "edinbox_hub_control_numbers": ["partner"],
     "edinbox_hub_acknowledgments": ["control_number", "partner"],
     "edinbox_hub_answers": ["consumer", "delivery", "message_id", "source"],
+    "edinbox_hub_as2_receipts": ["consumer", "message_id", "receiver", "sender"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -96,7 +99,10 @@ class Parked:
 INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it"
 
 CREATE = (
-    *(f"hub_create_{t}" for t in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers")),
+    *(
+        f"hub_create_{t}"
+        for t in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers", "as2_receipts")
+    ),
     "console_create_audit",
     *(f"console_index_{index}" for index in SEARCH_INDEXES),
 )
@@ -123,13 +129,17 @@ async def check_tables(inbox: AsyncInbox) -> None:
 
 
 async def has_hub(inbox: AsyncInbox) -> bool:
-    """Whether `edinbox init` made the hub's tables beside this journal (its control numbers are there, under their
-    name or the one they had before the hub kept a version: no migration makes that table); a journal made by the
-    library alone (an application, FastStream, Django) has none, and the operator commands then show its journal and
-    outbox only."""
-    for table in ("edinbox_hub_control_numbers", "hub_control_numbers"):
-        if await inbox.unique_keys(table) is not None:
-            return True
+    """Whether `edinbox init` made the hub's tables beside this journal (its control numbers are there: no migration
+    makes that table); a journal made by the library alone (an application, FastStream, Django) has none, and the
+    operator commands then show its journal and outbox only. SchemaError naming `edinbox migrate` when the hub's
+    tables have the names they had before the hub kept a version of its own."""
+    if await inbox.unique_keys("edinbox_hub_control_numbers") is not None:
+        return True
+    if await inbox.unique_keys("hub_control_numbers") is not None:
+        raise SchemaError(
+            "the hub's tables beside this journal are from an older edinbox (hub_control_numbers, invoices, ...): "
+            "run `edinbox migrate` to upgrade them"
+        )
     return False
 
 

@@ -79,6 +79,7 @@ class AsyncConsumer:
         table: str = "inbox",
         max_attempts: int = 5,
         retry: Retry | None = None,
+        dead_letters: str | None = None,
         horizon: timedelta | None = None,
         batch_size: int = 100,
         poll_timeout: float = 1.0,
@@ -94,10 +95,12 @@ class AsyncConsumer:
         `handler(tx, message)` is a coroutine function (run on an `AsyncInbox`) or a plain function (run on an
         `Inbox` in a worker thread: `tx.connection` is then the sync driver's). `max_attempts`: handler failures of
         one message before it is parked dead, each waited for as `retry` says (the journal's `Retry`; None: its
-        defaults). `horizon`: the journal's (`AsyncInbox`). `batch_size` deliveries per
-        transaction, waiting at most `poll_timeout` seconds for the first. `key(delivery)` returns the message id
-        (default: `delivery.message_id`, the producer's id). `relay`: run the outbox relay beside the loop
-        (an outbox row to the source's broker gets its password from `source_url`).
+        defaults). `dead_letters`: a broker destination URL that also gets each message parked dead, with why
+        (the journal's; sent by the relay, with `relay` or `edinbox relay`). `horizon`: the journal's
+        (`AsyncInbox`). `batch_size` deliveries per transaction, waiting at most `poll_timeout` seconds for the
+        first. `key(delivery)` returns the message id (default: `delivery.message_id`, the producer's id).
+        `relay`: run the outbox relay beside the loop (an outbox row to the source's broker gets its password from
+        `source_url`).
         `metrics` (edinbox.metrics): count what settles, observe batches and keep the journal gauges.
         `give_up_after`: end `run` with the last TransientError after an outage this long (None: wait for ever).
         """
@@ -108,6 +111,7 @@ class AsyncConsumer:
         self.table = table
         self.max_attempts = max_attempts
         self.retry = retry
+        self.dead_letters = dead_letters
         self.horizon = horizon
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
@@ -144,6 +148,7 @@ class AsyncConsumer:
                 table=self.table,
                 max_attempts=self.max_attempts,
                 retry=self.retry,
+                dead_letters=self.dead_letters,
                 horizon=self.horizon,
             )
             self._journal = journal
@@ -188,7 +193,8 @@ class AsyncConsumer:
             idle=self.poll_timeout * 4,
             log_json=self.log_json,
             logger=self.logger,
-            destinations=(self.source_url,),  # the outbox keeps no password: replies to this broker get the source's
+            # the outbox keeps no password: replies to this broker get the source's, dead letters their URL's
+            destinations=(self.source_url, *([self.dead_letters] if self.dead_letters else [])),
         )
         self._relay = relay
         try:

@@ -101,6 +101,7 @@ def open_journal(
     table: str,
     max_attempts: int,
     retry: Retry | None = None,
+    dead_letters: str | None = None,
     horizon: timedelta | None,
 ) -> Journal:
     """The journal for `handler`: on an AsyncInbox for a coroutine function, else on a sync Inbox in a thread too."""
@@ -109,6 +110,8 @@ def open_journal(
         options["horizon"] = horizon
     if retry is not None:
         options["retry"] = retry
+    if dead_letters is not None:
+        options["dead_letters"] = dead_letters
     inbox = AsyncInbox(db, **options)
     if inspect.iscoroutinefunction(handler):
         return AsyncJournal(inbox, handler)

@@ -44,6 +44,10 @@ _MODULES = {
     "redis": "edinbox.sources.redis",
     "kafka": "edinbox.sources.kafka",
     "sftp": "edinbox.sources.sftp",
+    "as2": "edinbox.sources.as2",
+    "as2s": "edinbox.sources.as2",
+    "mdn+http": "edinbox.sources.as2",
+    "mdn+https": "edinbox.sources.as2",
 }
 
 
@@ -65,6 +69,8 @@ def open_source(
     max_payload: int | None = None,
     batch: int | None = None,
     on_lost: Callable[[str], None] | None = None,
+    partners: Sequence[Any] | None = None,
+    receipts: Any = None,
     **options: Any,
 ) -> Source:
     """Build (not yet open) the source a URL names, e.g. `dir:///srv/edi` or `amqp://...?queue=edi.in`.
@@ -75,8 +81,9 @@ def open_source(
     `batch` (the hub's `batch_size`) is how many deliveries one receive asks for: a source whose broker pushes
     deliveries ahead of the receive sets its default window from it, unless the URL says otherwise: RabbitMQ's
     `prefetch`. `on_lost` is called with a queue's name each time a source whose broker can lose or delete its queue
-    under it (RabbitMQ) found it so: the messages it held may be lost. Other sources ignore them (the hub checks the
-    size of what a broker delivered).
+    under it (RabbitMQ) found it so: the messages it held may be lost. `partners` (`edinbox.sources.as2.Partner`
+    agreements) and `receipts` (where answers are kept) go to a source that answers its senders (AS2). Other sources
+    ignore them (the hub checks the size of what a broker delivered).
     """
     cls = _module(url).SOURCE
     if horizon is not None and getattr(cls, "keeps_for_horizon", False):
@@ -87,6 +94,8 @@ def open_source(
         options = {"batch": batch, **options}
     if on_lost is not None and getattr(cls, "reports_lost", False):
         options = {"on_lost": on_lost, **options}
+    if getattr(cls, "takes_partners", False):
+        options = {"partners": partners or (), "receipts": receipts, **options}
     return cast(Source, cls.from_url(url, consumer=consumer, **options))
 
 
@@ -135,9 +144,12 @@ async def reach(url: str, *, consumer: str) -> timedelta | None:
     """Check that a source can be reached without changing it, and return its redelivery horizon (None: unknown).
 
     A spool folder is only looked at (it must exist, and none of its subfolders be a symlink; opening it would create
-    its folders and a claim folder); a broker is connected to and closed.
+    its folders and a claim folder); an AS2 listening address is only checked (binding it would take the running
+    hub's port); a broker is connected to and closed.
     """
     check_source(url)
+    if _module(url).__name__ == _MODULES["as2"]:
+        return None
     if _module(url).__name__ == _MODULES["dir"]:
         from edinbox.sources.spool import check, spool_path
 

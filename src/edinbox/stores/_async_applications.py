@@ -59,6 +59,7 @@ async def create_applications(unit: Any, applications: Sequence[Application], *,
     """In the caller's transaction: each application's tables at its version (its `create` statements, run again on
     a complete one: they repair what is missing) and its version row; SchemaError before any of its statements runs
     when its schema is older or newer than this code's."""
+    applications = [application for application in applications if application.tables]
     if not applications:
         return
     await unit.run("applications_create", {})
@@ -78,7 +79,7 @@ async def migrate_applications(
     (its `v<N>_*` statements, then its version row); return the versions applied by application. An application
     that has no tables here is left alone: `migrate()` creates nothing of it."""
     applied: dict[str, list[int]] = {}
-    for application in applications:
+    for application in (application for application in applications if application.tables):
         found, recorded = await installed(unit, application, where=where)
         if found is None:
             continue
@@ -101,7 +102,7 @@ async def migrate_applications(
 
 async def verify_applications(unit: Any, applications: Sequence[Application], *, where: Where) -> None:
     """SchemaError unless each application's schema is beside the journal at its version."""
-    for application in applications:
+    for application in (application for application in applications if application.tables):
         found, _ = await installed(unit, application, where=where)
         if found is None:
             raise SchemaError(

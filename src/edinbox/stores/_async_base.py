@@ -94,8 +94,9 @@ class AsyncStore(Protocol):
     def timestamp(self, value: Any) -> datetime | None:
         """Turn a stored timestamp into an aware datetime."""
 
-    def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
-        """Parameters that pass a batch's keys and fingerprints to one set-based statement."""
+    def batch_params(self, messages: Sequence[Message], traces: Sequence[str | None] = ()) -> dict[str, Any]:
+        """Parameters that pass a batch's keys, fingerprints and the traceparent each row keeps (`traces`, by
+        position; empty: none) to one set-based statement."""
 
     def map_error(self, exc: Exception) -> Exception:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""
@@ -251,11 +252,14 @@ async def table_keys(unit: AsyncUnit, relation: Params, *, keys: KeyLister) -> l
     return await keys(unit, relation)
 
 
-def json_batch(messages: Sequence[Message]) -> dict[str, Any]:
-    """A batch as one JSON array of [source, message_id, fingerprint], for the databases that read it with json_each()
-    or JSON_TABLE(): the insert reads all three, the lookup of the keys the first two (one array made and bound, not
-    a second one of the keys alone that the insert would bind unread)."""
-    return {"batch": json.dumps([[m.source, m.message_id, m.fingerprint] for m in messages])}
+def json_batch(messages: Sequence[Message], traces: Sequence[str | None] = ()) -> dict[str, Any]:
+    """A batch as one JSON array of [source, message_id, fingerprint, trace], for the databases that read it with
+    json_each() or JSON_TABLE(): the insert reads all four, the lookup of the keys the first two (one array made and
+    bound, not a second one of the keys alone that the insert would bind unread). `traces` by position; empty: none."""
+    kept = list(traces) or [None] * len(messages)
+    return {
+        "batch": json.dumps([[m.source, m.message_id, m.fingerprint, t] for m, t in zip(messages, kept, strict=True)])
+    }
 
 
 @asynccontextmanager

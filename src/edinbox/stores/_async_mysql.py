@@ -336,7 +336,8 @@ class _AsyncMySQLUnit:
         escape = connection.literal  # async-only
         consumer = escape(values["consumer"])
         rows = ", ".join(
-            f"({consumer}, {escape(s)}, {escape(m)}, {escape(f)})" for s, m, f in json.loads(values["batch"])
+            f"({consumer}, {escape(s)}, {escape(m)}, {escape(f)}, {escape(t)})"
+            for s, m, f, t in json.loads(values["batch"])
         )
         if not self._own:
             await self.begin()
@@ -358,9 +359,9 @@ class _AsyncMySQLUnit:
         by the driver's escaping; on a caller's connection (multi-statements maybe off) one at a time.
         """
         batch = json.loads(values["batch"])
-        consumer = values["consumer"]  # a batch keeps no trace (`insert_batch` writes none either)
+        consumer = values["consumer"]
         each = [
-            {"consumer": consumer, "source": s, "message_id": m, "fingerprint": f, "trace": None} for s, m, f in batch
+            {"consumer": consumer, "source": s, "message_id": m, "fingerprint": f, "trace": t} for s, m, f, t in batch
         ]
         counts: list[int] = []
         with _RECORDING:
@@ -379,7 +380,7 @@ class _AsyncMySQLUnit:
                     await cursor.nextset()
                     counts.append(int(cursor.rowcount))
                 self._watch()  # the INSERTs opened the transaction
-        return [(s, m) for (s, m, _), count in zip(batch, counts, strict=True) if count == 1]
+        return [(s, m) for (s, m, _, _), count in zip(batch, counts, strict=True) if count == 1]
 
     async def fetch(self, name: str, values: Params) -> list[tuple[Any, ...]]:
         """Run the named statement(s) and return the rows of the last one."""
@@ -610,9 +611,9 @@ class AsyncMySQLStore:
         """A DATETIME(6) in UTC as an aware datetime."""
         return timestamp(value)
 
-    def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
+    def batch_params(self, messages: Sequence[Message], traces: Sequence[str | None] = ()) -> dict[str, Any]:
         """The batch as JSON arrays for JSON_TABLE()."""
-        return json_batch(messages)
+        return json_batch(messages, traces)
 
     def map_error(self, exc: Exception) -> Exception:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""

@@ -258,9 +258,9 @@ class AsyncSQLiteStore:
         """Epoch seconds as an aware UTC datetime."""
         return timestamp(value)
 
-    def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
+    def batch_params(self, messages: Sequence[Message], traces: Sequence[str | None] = ()) -> dict[str, Any]:
         """The batch as JSON arrays for json_each()."""
-        return json_batch(messages)
+        return json_batch(messages, traces)
 
     def map_error(self, exc: Exception) -> Exception:
         """A handler's exception as edinbox sees it: a driver error mapped (DataError, StoreError), else itself."""

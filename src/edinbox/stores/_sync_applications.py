@@ -60,6 +60,7 @@ def create_applications(unit: Any, applications: Sequence[Application], *, where
     """In the caller's transaction: each application's tables at its version (its `create` statements, run again on
     a complete one: they repair what is missing) and its version row; SchemaError before any of its statements runs
     when its schema is older or newer than this code's."""
+    applications = [application for application in applications if application.tables]
     if not applications:
         return
     unit.run("applications_create", {})
@@ -79,7 +80,7 @@ def migrate_applications(
     (its `v<N>_*` statements, then its version row); return the versions applied by application. An application
     that has no tables here is left alone: `migrate()` creates nothing of it."""
     applied: dict[str, list[int]] = {}
-    for application in applications:
+    for application in (application for application in applications if application.tables):
         found, recorded = installed(unit, application, where=where)
         if found is None:
             continue
@@ -102,7 +103,7 @@ def migrate_applications(
 
 def verify_applications(unit: Any, applications: Sequence[Application], *, where: Where) -> None:
     """SchemaError unless each application's schema is beside the journal at its version."""
-    for application in applications:
+    for application in (application for application in applications if application.tables):
         found, _ = installed(unit, application, where=where)
         if found is None:
             raise SchemaError(

@@ -317,12 +317,13 @@ class PostgresStore:
         """psycopg already returns aware datetimes."""
         return value if isinstance(value, datetime) else None
 
-    def batch_params(self, messages: Sequence[Message]) -> dict[str, Any]:
-        """The batch as three parallel arrays for unnest(), sent in binary (text arrays cost a regex per item)."""
+    def batch_params(self, messages: Sequence[Message], traces: Sequence[str | None] = ()) -> dict[str, Any]:
+        """The batch as four parallel arrays for unnest(), sent in binary (text arrays cost a regex per item)."""
         return {
             "sources": [m.source for m in messages],
             "message_ids": [m.message_id for m in messages],
             "fingerprints": [m.fingerprint for m in messages],
+            "traces": list(traces) or [None] * len(messages),
         }
 
     def map_error(self, exc: Exception) -> Exception:

@@ -334,6 +334,30 @@ class ProcessContract:
         assert h.seen[1:] == [[f"m{i}"] for i in range(6)]
         assert h.process_batch(batch, isolate=True) == [Outcome.DUPLICATE if i != 3 else Outcome.DEAD for i in range(6)]
 
+    def test_a_failed_batch_that_ran_for_one_message_charges_it_without_a_second_run(
+        self, store_harness: InboxHarnessFactory
+    ) -> None:
+        """isolate=True, a batch whose handler ran for one new message only (its other messages a duplicate and a
+        copy of it) and failed: that run is charged as attempt 1, the copy holds the same exception, the duplicate
+        settles; then a batch of one, retried at once, fails as attempt 2, which parks it DEAD at max_attempts=2.
+        The handler is called once per batch: never again to isolate a failure that can only be that message's."""
+        h = store_harness(max_attempts=2, horizon=timedelta(0))
+        h.process(msg("old"))
+        h.seen.clear()
+        error = Boom("p")
+        assert h.process_batch([msg("old"), msg("p"), msg("p")], fail=error, isolate=True) == [
+            Outcome.DUPLICATE,
+            error,
+            error,
+        ]
+        assert h.seen == [["p"]]
+        record = h.call("get", SOURCE, "p")
+        assert (record.status, record.attempts) == (Status.FAILED, 1)
+        assert h.process_batch([msg("p")], fail=error, isolate=True) == [error]
+        assert h.seen == [["p"], ["p"]]
+        record = h.call("get", SOURCE, "p")
+        assert (record.status, record.attempts, h.effects("p")) == (Status.DEAD, 2, 0)
+
     def test_poison_in_a_batch_costs_its_batch_mates_no_attempt(self, store_harness: InboxHarnessFactory) -> None:
         """max_attempts=5: without isolate nobody is charged; with isolate only the poison counts one attempt."""
         h = store_harness(max_attempts=5, horizon=timedelta(0))

@@ -17,6 +17,27 @@ class TestMyStoreRetries(RetryContract):
 
 edinbox's own stores (PostgreSQL, MariaDB, SQLite on a file and in memory, in both APIs) run these same classes in
 its test suite (`tests/inbox/test_inbox_contract.py`, `tests/inbox/test_inbox_retry_contract.py`).
+
+A third-party source (a broker module with `open_source` / `publisher` support, see `edinbox.sources`) runs
+`SourceContract` against its real broker: give it a `url` fixture (a fresh queue, removed after the test) and
+`dead_letters(url)`, and say with its class attributes what the broker does (`counts_deliveries`,
+`publisher_dedup`, `redelivery_wait`...). Its tests are coroutines (pytest-asyncio with `asyncio_mode = "auto"`, as
+edinbox runs them); `collect(source, count, within=...)` receives until `count` deliveries came:
+
+```python
+import pytest
+from edinbox.testing.contract import SourceContract
+
+class TestMyBroker(SourceContract):
+    counts_deliveries = False
+
+    @pytest.fixture
+    async def url(self):
+        yield "mybroker://127.0.0.1/?queue=contract-1"   # a fresh queue; delete it after
+
+    async def dead_letters(self, url):
+        return [...]                                      # (producer id, payload) of each parked message
+```
 """
 
 from __future__ import annotations
@@ -45,6 +66,7 @@ from edinbox.testing._contract_base import (
 )
 from edinbox.testing._contract_lease import LeaseContract
 from edinbox.testing._contract_process import ProcessContract
+from edinbox.testing._contract_source import SourceContract, collect
 
 __all__ = [
     "SOURCE",
@@ -55,8 +77,10 @@ __all__ = [
     "InboxHarness",
     "InboxHarnessFactory",
     "RetryContract",
+    "SourceContract",
     "StoreHarness",
     "Unreadable",
+    "collect",
     "lease",
     "msg",
 ]

@@ -111,13 +111,14 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 -- IGNORE is safe here: every value is a validated key (at most 512 bytes, no NUL) or a fingerprint in a LONGTEXT
 -- column, so the only error it can turn into a warning is the duplicate key itself.
 -- status, attempts and the timestamps take their defaults, as in insert_processed.
--- %(rows)s: the batch's rows written out by the store, "(consumer, source, message_id, fingerprint), ...", each value
--- escaped by the driver (the server parses them faster than it reads them out of one JSON parameter)
-INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint) VALUES %(rows)s
+-- %(rows)s: the batch's rows written out by the store, "(consumer, source, message_id, fingerprint, trace), ...", each
+-- value escaped by the driver (the server parses them faster than it reads them out of one JSON parameter); trace is
+-- the traceparent of the span settling that message (NULL when nothing is traced)
+INSERT IGNORE INTO {table} (consumer, source, message_id, fingerprint, trace) VALUES %(rows)s
 RETURNING CONVERT(source USING utf8mb4), CONVERT(message_id USING utf8mb4)
 
 -- name: find_batch_for_update
--- shared, as find_for_update; the batch's [source, message_id, fingerprint] arrays, as insert_batch reads them
+-- shared, as find_for_update; the batch's [source, message_id, fingerprint, trace] arrays, as insert_batch reads them
 SELECT CONVERT(t.source USING utf8mb4), CONVERT(t.message_id USING utf8mb4), t.status, t.fingerprint, t.attempts,
     t.lease_until, t.retry_at, t.trace, UTC_TIMESTAMP(6)
 FROM {table} AS t

@@ -88,17 +88,18 @@ SET status = 'conflict', conflicts = conflicts + 1, conflict_fingerprint = %(fin
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: insert_batch
-INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
-FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
+INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at,
+    trace)
+SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now(), u.t
+FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[], %(traces)b::text[]) AS u (s, m, f, t)
 ON CONFLICT DO NOTHING
 RETURNING source, message_id
 
 -- name: insert_fresh_batch
 -- insert_batch as a plain INSERT (one search of the unique index per key); a unique violation falls back to it
-INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now()
-FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[]) AS u (s, m, f)
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at, trace)
+SELECT %(consumer)s, u.s, u.m, u.f, 'processed', 1, now(), now(), u.t
+FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[], %(traces)b::text[]) AS u (s, m, f, t)
 
 -- name: find_batch_for_update
 SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, t.trace, clock_timestamp()

@@ -83,8 +83,8 @@ SET status = 'conflict', conflicts = conflicts + 1, conflict_fingerprint = :fing
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: insert_batch
-INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at)
-SELECT :consumer, j.value ->> 0, j.value ->> 1, j.value ->> 2, 'processed', 1, :now, :now
+INSERT INTO {table} (consumer, source, message_id, fingerprint, status, attempts, received_at, settled_at, trace)
+SELECT :consumer, j.value ->> 0, j.value ->> 1, j.value ->> 2, 'processed', 1, :now, :now, j.value ->> 3
 FROM json_each(:batch) AS j
 WHERE true
 ON CONFLICT DO NOTHING
@@ -93,7 +93,7 @@ RETURNING source, message_id
 -- name: find_batch_for_update
 -- CROSS JOIN keeps the batch's keys as the outer loop, so each is one search of the unique index; with a plain
 -- JOIN SQLite scans every row of the consumer and reads the JSON for each (a cost that grows with the journal).
--- The batch's [source, message_id, fingerprint] arrays, as insert_batch reads them: the first two are the key.
+-- The batch's [source, message_id, fingerprint, trace] arrays, as insert_batch reads them: the first two are the key.
 SELECT t.source, t.message_id, t.status, t.fingerprint, t.attempts, t.lease_until, t.retry_at, t.trace, :now
 FROM json_each(:batch) AS j
 CROSS JOIN {table} AS t

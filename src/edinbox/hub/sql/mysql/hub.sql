@@ -233,3 +233,25 @@ SELECT count(*) FROM {edinbox_hub_answers} WHERE consumer = %(consumer)s AND del
 -- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
 DELETE FROM {edinbox_hub_answers}
 WHERE consumer = %(consumer)s AND created_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
+
+-- name: hub_create_as2_receipts
+-- the receipt (MDN) answered for each AS2 message received, stored after its commit and before its answer: a resend
+-- of the message (the same AS2-From, AS2-To and Message-ID) is answered with these bytes
+CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
+    consumer VARBINARY(512) NOT NULL,
+    sender VARBINARY(128) NOT NULL,
+    receiver VARBINARY(128) NOT NULL,
+    message_id VARBINARY(1000) NOT NULL,
+    receipt MEDIUMBLOB NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    PRIMARY KEY (consumer, sender, receiver, message_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_as2_receipt_put
+-- the first receipt stored for a message wins
+INSERT IGNORE INTO {edinbox_hub_as2_receipts} (consumer, sender, receiver, message_id, receipt)
+VALUES (%(consumer)s, %(sender)s, %(receiver)s, %(message_id)s, %(receipt)s)
+
+-- name: hub_as2_receipt_get
+SELECT receipt FROM {edinbox_hub_as2_receipts}
+WHERE consumer = %(consumer)s AND sender = %(sender)s AND receiver = %(receiver)s AND message_id = %(message_id)s

@@ -47,3 +47,15 @@ ALTER TABLE IF EXISTS {hub_answers} RENAME TO {edinbox_hub_answers}
 
 -- name: v3_rename_console_audit
 ALTER TABLE IF EXISTS {console_audit} RENAME TO {edinbox_hub_console_audit}
+
+-- name: v4_as2_receipts
+-- the receipt (MDN) answered for each AS2 message received: a resend of the message is answered with its bytes
+CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
+    consumer VARBINARY(512) NOT NULL,
+    sender VARBINARY(128) NOT NULL,
+    receiver VARBINARY(128) NOT NULL,
+    message_id VARBINARY(1000) NOT NULL,
+    receipt MEDIUMBLOB NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    PRIMARY KEY (consumer, sender, receiver, message_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4

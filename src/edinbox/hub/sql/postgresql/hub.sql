@@ -114,7 +114,7 @@ ORDER BY id
 -- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences
 SELECT t.name FROM (VALUES ({table_name}), ({edinbox_hub_invoices_name}), ({edinbox_hub_rejected_name}), ({edinbox_hub_counters_name}),
     ({outbox_name}), ({edinbox_hub_control_numbers_name}), ({edinbox_hub_acknowledgments_name}),
-    ({edinbox_hub_answers_name})) AS t (name)
+    ({edinbox_hub_answers_name}), ({edinbox_hub_as2_receipts_name})) AS t (name)
 WHERE NOT (has_table_privilege(t.name, 'SELECT') AND has_table_privilege(t.name, 'INSERT')
     AND has_table_privilege(t.name, 'UPDATE') AND has_table_privilege(t.name, 'DELETE'))
 UNION ALL
@@ -227,3 +227,26 @@ SELECT count(*) FROM {edinbox_hub_answers} WHERE consumer = %(consumer)s AND del
 -- name: hub_purge_answers
 -- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
 DELETE FROM {edinbox_hub_answers} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s
+
+-- name: hub_create_as2_receipts
+-- the receipt (MDN) answered for each AS2 message received, stored after its commit and before its answer: a resend
+-- of the message (the same AS2-From, AS2-To and Message-ID) is answered with these bytes
+CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
+    consumer TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    receiver TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    receipt BYTEA NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, sender, receiver, message_id)
+)
+
+-- name: hub_as2_receipt_put
+-- the first receipt stored for a message wins
+INSERT INTO {edinbox_hub_as2_receipts} (consumer, sender, receiver, message_id, receipt)
+VALUES (%(consumer)s, %(sender)s, %(receiver)s, %(message_id)s, %(receipt)s)
+ON CONFLICT (consumer, sender, receiver, message_id) DO NOTHING
+
+-- name: hub_as2_receipt_get
+SELECT receipt FROM {edinbox_hub_as2_receipts}
+WHERE consumer = %(consumer)s AND sender = %(sender)s AND receiver = %(receiver)s AND message_id = %(message_id)s

@@ -52,3 +52,15 @@ ALTER TABLE IF EXISTS {hub_answers} RENAME TO edinbox_hub_answers
 
 -- name: v3_rename_console_audit
 ALTER TABLE IF EXISTS {console_audit} RENAME TO edinbox_hub_console_audit
+
+-- name: v4_as2_receipts
+-- the receipt (MDN) answered for each AS2 message received: a resend of the message is answered with its bytes
+CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
+    consumer TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    receiver TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    receipt BYTEA NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, sender, receiver, message_id)
+)

@@ -209,3 +209,26 @@ SELECT count(*) FROM {edinbox_hub_answers} WHERE consumer = :consumer AND delive
 -- past the horizon no broker redelivers a delivery, so its row is no longer needed; a rejection's row goes too
 DELETE FROM {edinbox_hub_answers}
 WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
+
+-- name: hub_create_as2_receipts
+-- the receipt (MDN) answered for each AS2 message received, stored after its commit and before its answer: a resend
+-- of the message (the same AS2-From, AS2-To and Message-ID) is answered with these bytes
+CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
+    consumer TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    receiver TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    receipt BLOB NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (consumer, sender, receiver, message_id)
+)
+
+-- name: hub_as2_receipt_put
+-- the first receipt stored for a message wins
+INSERT INTO {edinbox_hub_as2_receipts} (consumer, sender, receiver, message_id, receipt)
+VALUES (:consumer, :sender, :receiver, :message_id, :receipt)
+ON CONFLICT (consumer, sender, receiver, message_id) DO NOTHING
+
+-- name: hub_as2_receipt_get
+SELECT receipt FROM {edinbox_hub_as2_receipts}
+WHERE consumer = :consumer AND sender = :sender AND receiver = :receiver AND message_id = :message_id

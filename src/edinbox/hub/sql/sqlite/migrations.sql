@@ -71,3 +71,15 @@ ALTER TABLE {hub_answers} RENAME TO {edinbox_hub_answers}
 
 -- name: v3_rename_console_audit
 ALTER TABLE {console_audit} RENAME TO {edinbox_hub_console_audit}
+
+-- name: v4_as2_receipts
+-- the receipt (MDN) answered for each AS2 message received: a resend of the message is answered with its bytes
+CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
+    consumer TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    receiver TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    receipt BLOB NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (consumer, sender, receiver, message_id)
+)
