@@ -276,6 +276,27 @@ async def test_a_server_down_is_transient_and_the_source_comes_back() -> None:
         await cold.aclose()
 
 
+async def test_a_handshake_slower_than_a_receive_goes_on_across_receives(ssh: PrivateSSH) -> None:
+    """With the server not answering, each receive returns nothing within about its wait (a stopping hub is not held)
+    and raises nothing; the connection attempt goes on across receives, and once the server answers the file is
+    delivered: a handshake longer than a receive's wait is never cut short."""
+    folder = ssh.folder("slow")
+    _write(folder / "one.edi", b"ISA one", ssh)
+    source = _source(ssh.url("slow", **FAST))
+    ssh.pause()
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            assert await source.receive(max_messages=1, timeout=0.3) == []
+            assert time.monotonic() - started < 2.0
+    finally:
+        ssh.resume()
+    [delivery] = await _collect(source, 1)
+    assert delivery.payload == b"ISA one"
+    await source.ack(delivery)
+    await source.aclose()
+
+
 async def test_receive_waits_no_longer_than_asked_when_nothing_is_there(ssh: PrivateSSH) -> None:
     """An empty folder answers a receive within about its timeout."""
     async with _source(ssh.url("empty", **FAST)) as source:
