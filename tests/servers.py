@@ -27,7 +27,8 @@ with PrivateRabbitMQ() as rabbit:    # rabbitmq-server as a node of its own (rab
 with PrivateSSH() as ssh:            # Debian's /usr/sbin/sshd, its config, host key and authorized_keys in a temp dir
     ssh.url("/data")                 # sftp://USER@127.0.0.1:PORT/ROOT/data?known_hosts=...&key=... (a folder it made)
     ssh.folder("data")               # that folder on the local disk, owned by the login user
-    ssh.kill()                       # SIGKILL to its process group: down, every connection cut; start() again
+    ssh.kill()                       # SIGKILL to it and its sessions: down, every connection cut; start() again
+    ssh.pause()                      # SIGSTOP: it accepts connections and answers nothing until ssh.resume()
 As root, sshd runs as `nobody` (an unprivileged server logs in only its own user, whose file permissions hold).
 """
 
@@ -609,6 +610,17 @@ class PrivateSSH:
             time.sleep(0.05)
         self.kill()
         pytest.fail(f"sshd did not start on port {self.port}: {(self.root / 'sshd.log').read_text()[-2000:]}")
+
+    def pause(self) -> None:
+        """SIGSTOP the listening server: a new connection is accepted by the kernel and then hears nothing (a server
+        that does not answer); sessions already open go on."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the listening server: connections waiting on it get their answer."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL the server and every session it forked (each in a session of its own): every connection is cut."""

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 
 from edinbox._errors import ConfigurationError
 
@@ -42,6 +43,8 @@ def require(url: str) -> None:
     modules, extra = EXTRAS.get(scheme, ((), ""))
     for module in modules:
         try:
-            importlib.import_module(module)
+            with warnings.catch_warnings():  # a driver's own import-time warnings (asyncssh's DSA names) are noise
+                warnings.simplefilter("ignore")
+                importlib.import_module(module)
         except ImportError:
             raise ConfigurationError(f"{scheme}:// needs {module}: pip install 'edinbox[{extra}]'") from None

@@ -9,9 +9,12 @@ import hashlib
 import logging
 import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -82,6 +85,21 @@ async def test_published_files_arrive_once_keyed_by_identity_and_archive_on_ack(
     assert archived[:2] == ["X12%3AZZ%3AA%3EZZ%3AB%2F000000001.edi", "second.edi"]
     assert len(archived) == 3
     assert archived[2].startswith("second.edi.")
+
+
+def test_edinbox_publish_drops_a_file_and_prints_no_driver_warning(ssh: PrivateSSH, tmp_path: Path) -> None:
+    """`edinbox publish FILE --to sftp://...` drops the interchange under its key's name and writes nothing to stderr
+    (asyncssh's import-time deprecation warnings stay out of the operator's terminal)."""
+    from edinbox.hub._generate import render
+    from hub.test_hub import doc
+
+    (tmp_path / "inv.edi").write_bytes(render(doc()))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
+    command = [sys.executable, "-m", "edinbox.cli", "publish", str(tmp_path / "inv.edi"), "--to", ssh.url("cli")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert [p.name for p in ssh.folder("cli").iterdir()] == ["X12%3AZZ%3AACMESUPPLY%3EZZ%3AEDINBOXHUB%2F000000101.edi"]
 
 
 async def test_a_growing_file_is_taken_only_once_it_stopped_changing(ssh: PrivateSSH) -> None:
@@ -258,6 +276,27 @@ async def test_a_server_down_is_transient_and_the_source_comes_back() -> None:
         await cold.aclose()
 
 
+async def test_a_handshake_slower_than_a_receive_goes_on_across_receives(ssh: PrivateSSH) -> None:
+    """With the server not answering, each receive returns nothing within about its wait (a stopping hub is not held)
+    and raises nothing; the connection attempt goes on across receives, and once the server answers the file is
+    delivered: a handshake longer than a receive's wait is never cut short."""
+    folder = ssh.folder("slow")
+    _write(folder / "one.edi", b"ISA one", ssh)
+    source = _source(ssh.url("slow", **FAST))
+    ssh.pause()
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            assert await source.receive(max_messages=1, timeout=0.3) == []
+            assert time.monotonic() - started < 2.0
+    finally:
+        ssh.resume()
+    [delivery] = await _collect(source, 1)
+    assert delivery.payload == b"ISA one"
+    await source.ack(delivery)
+    await source.aclose()
+
+
 async def test_receive_waits_no_longer_than_asked_when_nothing_is_there(ssh: PrivateSSH) -> None:
     """An empty folder answers a receive within about its timeout."""
     async with _source(ssh.url("empty", **FAST)) as source:
@@ -297,6 +336,20 @@ async def test_a_missing_remote_folder_is_an_outage_not_a_configuration_error(ss
         assert await source.receive(max_messages=1, timeout=0.1) == []
 
 
+async def test_folders_the_user_may_not_create_are_a_configuration_error(ssh: PrivateSSH) -> None:
+    """A folder where the login user may not create archive/ (nor rejected/) refuses to open with a
+    ConfigurationError that says what to do, at once (no backoff): waiting cannot fix it."""
+    url = ssh.url("shut")
+    ssh.folder("shut").chmod(0o555)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError, match=r"may not create the folder .*archive= and rejected="):
+            await _source(url).open()
+        assert time.monotonic() - started < 5
+    finally:
+        ssh.folder("shut").chmod(0o755)
+
+
 def test_a_file_is_ready_after_two_listings_a_settle_time_apart_and_held_until_settled() -> None:
     """The listing's rule without a server: one listing is not enough, nor two closer than the settle time; a change
     starts the wait again; a held file is not ready; a skipped file is ready again once it changes; a nack's delay
@@ -324,3 +377,23 @@ def test_a_file_is_ready_after_two_listings_a_settle_time_apart_and_held_until_s
     assert listing.ready(now=12.0) == [b"a"]
     listing.update([], now=13.0)
     assert listing.seen == {}
+
+
+async def test_a_refused_login_is_a_configuration_error_and_the_password_is_never_shown(
+    ssh: PrivateSSH, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key the server does not know and a password it does not take are a ConfigurationError at once (no backoff),
+    and the password appears neither in the error nor in any log line, asyncssh's at DEBUG included."""
+    password = "p@s/ :w0rd"
+    stranger = tmp_path / "stranger"
+    stranger.write_bytes(asyncssh.generate_private_key("ssh-ed25519").export_private_key())
+    url = ssh.url("login").replace(str(ssh.root / "userkey"), str(stranger))
+    url = url.replace(f"{ssh.user.pw_name}@", f"{ssh.user.pw_name}:{quote(password, safe='')}@")
+    caplog.set_level(logging.DEBUG)
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError, match="refused the user, key or password") as refused:
+        await _source(url).open()
+    assert time.monotonic() - started < 5
+    for text in (str(refused.value), caplog.text):
+        assert password not in text
+        assert quote(password, safe="") not in text

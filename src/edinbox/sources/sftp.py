@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from edinbox._errors import SourceError
+from edinbox._errors import ConfigurationError, SourceError
 from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._failures import quietly, with_backoff
 from edinbox.sources._options import positive_float, positive_int, split_url
@@ -117,6 +117,7 @@ class SftpSource(Source):
         self._stuck: set[bytes] = set()  # links and special files that could not be parked: skipped while listed
         self._conn: asyncssh.SSHClientConnection | None = None
         self._client: asyncssh.SFTPClient | None = None
+        self._connecting: asyncio.Future[tuple[asyncssh.SSHClientConnection, asyncssh.SFTPClient]] | None = None
 
     @classmethod
     def from_url(cls, url: str, *, consumer: str, payload_limit: int | None = None, **options: Any) -> SftpSource:
@@ -161,7 +162,7 @@ class SftpSource(Source):
         self._conn = self._client = None
         self._listing.held.clear()  # what was handed out is read again after the reconnection
 
-    async def _connect(self) -> asyncssh.SFTPClient:
+    async def _connect(self) -> tuple[asyncssh.SSHClientConnection, asyncssh.SFTPClient]:
         """Log in, check the folder is there and create the archive and rejected folders; a session is kept only once
         all of that worked (a missing folder is an outage: the next call connects and checks again)."""
         conn, client = await connect(self.address)
@@ -169,33 +170,52 @@ class SftpSource(Source):
             with sftp_failing(f"preparing the folders of {self.url}"):
                 if not await client.isdir(self.address.folder):
                     raise SourceError(f"{self.url}: the remote folder is not there (yet)")
-                for folder in (self.archive, self.rejected):
-                    with contextlib.suppress(asyncssh.SFTPFailure, asyncssh.SFTPFileAlreadyExists):
+                for folder in (self.rejected,) if self.delete else (self.archive, self.rejected):
+                    try:
                         await client.mkdir(folder)
+                    except asyncssh.SFTPPermissionDenied:
+                        raise ConfigurationError(
+                            f"{self.url}: the user may not create the folder {shown(folder)}: create it, or name "
+                            "folders it may write with archive= and rejected= (or delete=true for no archive)"
+                        ) from None
+                    except (asyncssh.SFTPFailure, asyncssh.SFTPFileAlreadyExists):
+                        pass  # there already (OpenSSH answers a plain failure), or checked just below
                     if not await client.isdir(folder):
                         raise SourceError(f"{self.url}: cannot create the folder {shown(folder)}")
         except BaseException:
             conn.abort()
             raise
-        self._conn, self._client = conn, client
-        return client
+        return conn, client
 
-    async def _sftp(self, within: float) -> asyncssh.SFTPClient:
-        """The open session, or a new one within about `within` seconds (a server that does not answer cannot hold
-        a receive, and so a stopping hub, for a whole `connect_timeout`)."""
+    async def _sftp(self, within: float, *, tries_for: float = 0.0) -> asyncssh.SFTPClient | None:
+        """The open session; else a connection under way in the background across calls (started here when none is:
+        tried again with backoff for `tries_for` seconds, once when 0), waited for up to `within` seconds. None while
+        it is still under way: a slow handshake is never cut short by a caller's short wait, and no caller waits
+        longer than it asked (a stopping hub least of all). Its SourceError or ConfigurationError once it failed."""
         if self._client is not None:
             return self._client
-        budget = max(within, 1.0)
-        try:
-            async with asyncio.timeout(budget):
-                return await with_backoff(self._connect, within=within)
-        except TimeoutError:
-            self._drop()
-            raise SourceError(f"connecting to {self.url} failed: no answer within {budget:.1f} s") from None
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(with_backoff(self._connect, within=tries_for))
+        task = self._connecting
+        await asyncio.wait({task}, timeout=max(within, 0.0))
+        if not task.done():
+            return None
+        self._connecting = None
+        self._conn, self._client = task.result()
+        return self._client
+
+    async def _session(self) -> asyncssh.SFTPClient:
+        """The session an ack or a reject needs: one attempt, waited for up to `connect_timeout`."""
+        client = await self._sftp(self.address.connect_timeout)
+        if client is None:
+            raise SourceError(f"connecting to {self.url} failed: no answer within {self.address.connect_timeout} s")
+        return client
 
     async def open(self) -> None:
         """Connect (with backoff, for up to `open_timeout` s) and create the archive and rejected folders."""
-        await self._sftp(self.open_timeout)
+        client = await self._sftp(self.open_timeout + self.address.connect_timeout, tries_for=self.open_timeout)
+        if client is None:
+            raise SourceError(f"connecting to {self.url} failed: no answer within {self.open_timeout} s")
 
     async def receive(self, *, max_messages: int, timeout: float) -> Sequence[Delivery]:
         """Read up to `max_messages` settled files in name order (fewer once they add up to `BATCH_BYTES`), waiting
@@ -203,6 +223,8 @@ class SftpSource(Source):
         deadline = time.monotonic() + timeout
         while True:
             client = await self._sftp(max(0.0, deadline - time.monotonic()))
+            if client is None:  # still connecting (the next receive waits on the same attempt)
+                return []
             if time.monotonic() - self._listed >= self.poll:
                 out = await self._list(client, max_messages)
             else:
@@ -362,7 +384,7 @@ class SftpSource(Source):
         if read is None:
             return
         path = self._path(self.address.folder, read.name)
-        client = await self._sftp(0.0)
+        client = await self._session()
         with self._io(f"archiving {shown(read.name)}"):
             try:
                 now = await client.lstat(path)
@@ -405,7 +427,7 @@ class SftpSource(Source):
         read = _handle(delivery)
         if read is None:
             return
-        client = await self._sftp(0.0)
+        client = await self._session()
         with self._io(f"parking {shown(read.name)}"):
             target = await free_name(client, self.rejected, read.name)
             await write_reason(client, self._path(self.rejected, target), reason, consumer=self.consumer)
@@ -420,7 +442,13 @@ class SftpSource(Source):
             self._listing.hold(read.name, now=time.monotonic())
 
     async def aclose(self) -> None:
-        """Close the connection; unsettled files are read again by the next process."""
+        """Close the connection (and stop one under way); unsettled files are read again by the next process."""
+        task, self._connecting = self._connecting, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:  # its failure is nobody's business now
+                task.result()[0].abort()  # it connected meanwhile: nobody will use that session
         conn, self._conn, self._client = self._conn, None, None
         if conn is not None:
             conn.close()
