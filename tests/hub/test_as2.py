@@ -15,15 +15,19 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._as2 import Receipts
 from edinbox.hub._config import Agreement
 from edinbox.hub._generate import render
 from edinbox.hub._ops import init, stats
+from edinbox.hub._parts import open_inbox
+from edinbox.hub._redrive import purge_rejected
 from edinbox.sources.as2 import As2Source
 from servers import free_port
 
@@ -191,7 +195,8 @@ async def test_openssl_messages_are_verified_decrypted_journaled_and_acknowledge
 @pytest.mark.parametrize("hub_config", ["sqlite", "postgresql", "mysql"], indirect=True)
 async def test_a_resend_gets_the_first_receipt_and_creates_nothing(hub: tuple[HubConfig, int], certs: Certs) -> None:
     """The same Message-ID sent again, as the same bytes and re-signed by openssl, is answered with the first
-    receipt byte for byte (headers and body), and nothing more is journaled or booked."""
+    receipt byte for byte (headers and body), and nothing more is journaled or booked; the purge deletes the
+    receipt once it is older than the retention."""
     config, port = hub
     payload = render(doc(control="000000950", number="AS2-R"))
     first_message = message(certs, payload, "signed")
@@ -206,6 +211,12 @@ async def test_a_resend_gets_the_first_receipt_and_creates_nothing(hub: tuple[Hu
         assert answer.headers.raw == first.headers.raw
     counts = await stats(config)
     assert (counts["invoices"], counts["received"], counts["journal_rows"]) == (1, 1, 1)
+    async with open_inbox(config) as inbox:  # the purge takes receipts older than the retention with it
+        receipts = Receipts(inbox, consumer=config.consumer)
+        assert await receipts.get((PARTNER, HUB, "<resend@partner>")) is not None
+        await asyncio.sleep(0.01)
+        await purge_rejected(inbox, consumer=config.consumer, older_than=timedelta(microseconds=1))
+        assert await receipts.get((PARTNER, HUB, "<resend@partner>")) is None
 
 
 @SQLITE
