@@ -44,8 +44,8 @@ from typing import IO
 
 from edinbox._errors import ConfigurationError, InboxError, TransientError
 from edinbox._urls import database_url, mask
+from edinbox.hub import _chaos_as2, _ops
 from edinbox.hub import _chaos_traffic as _bad
-from edinbox.hub import _ops
 from edinbox.hub._chaos_report import ChaosReport, InvoiceKey, Tally, tally
 from edinbox.hub._config import HubConfig
 from edinbox.hub._generate import generate
@@ -69,8 +69,10 @@ _GRACE = 30.0
 class _Hubs:
     """The `edinbox run` processes of one chaos run: started, killed, replaced, and always stopped."""
 
-    def __init__(self, config: HubConfig, *, log: IO[bytes], rng: random.Random) -> None:
+    def __init__(self, config: HubConfig, *, log: IO[bytes], rng: random.Random, file: Path | None) -> None:
         self.log, self.rng = log, rng
+        self.file = ["--config", str(file)] if file else []
+        """A settings file for what the environment cannot carry (the AS2 partners)."""
         base = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
         # settings travel in the environment, so no password shows in a process listing
         settings = {"db": config.db, "source": config.source, "table": config.table, "consumer": config.consumer}
@@ -84,7 +86,7 @@ class _Hubs:
         env = dict(self.env)
         if armed and self.rng.random() < _ARMED:
             env["EDINBOX_FAULT"] = f"after_commit:{self.rng.randint(1, 10)}"
-        command = [sys.executable, "-m", "edinbox.cli", "run"]
+        command = [sys.executable, "-m", "edinbox.cli", "run", *self.file]
         self.running.append(subprocess.Popen(command, env=env, stdout=self.log, stderr=self.log))
 
     def replace(self, *, armed: bool) -> int:
@@ -296,6 +298,10 @@ def run_chaos(
         # a PostgreSQL schema or MariaDB database of its own: a second run never meets the first one's invoices
         table = f"{fresh}.inbox" if database_url(db).dialect in ("postgresql", "mysql") else "inbox"
     config = HubConfig(db=db, table=table, consumer=CONSUMER, source=source, batch_size=batch_size)
+    settings, partner = None, None
+    if source.startswith("as2:"):  # pushed by a partner while the hubs run, each message until its MDN
+        config, settings = _chaos_as2.agreed(config, workdir)
+        partner = _chaos_as2.Partner(config, workdir, deadline=started + timeout)
     _prepare(config)
     if drain_idle is None:  # a killed hub's deliveries come back after the source's ack_wait
         drain_idle = max(_DRAIN_IDLE, _comeback(source) + 2.0)
@@ -309,8 +315,9 @@ def run_chaos(
     blobs = _bad.huge(huge, rng=bad_rng, max_payload=config.max_payload)
     first = _bad.mix(traffic.files, poisoned, rng=bad_rng)
     later = _bad.mix(copies, blobs, rng=bad_rng)  # published while the hubs run
-    asyncio.run(_bad.publish_mixed(source, first, alone=()))
-    echo(f"published {len(first)} deliveries to {mask(source)}; hubs log to {workdir}/hubs.log")
+    if partner is None:
+        asyncio.run(_bad.publish_mixed(source, first, alone=()))
+        echo(f"published {len(first)} deliveries to {mask(source)}; hubs log to {workdir}/hubs.log")
     report = ChaosReport(
         source=mask(source),
         db=mask(db),
@@ -326,10 +333,14 @@ def run_chaos(
     )
     plan = _Schedule(kill_every, restart_db_command, drain_idle, deadline=started + timeout)
     with open(workdir / "hubs.log", "ab") as log, _sigterm_noted() as terminated:
-        procs = _Hubs(config, log=log, rng=rng)
+        procs = _Hubs(config, log=log, rng=rng, file=settings)
         try:
             for _ in range(hubs):
                 procs.start(armed=True)
+            if partner is not None:  # the redeliveries are resends of sent messages under their first Message-ID
+                partner.start(first, later)
+                echo(f"sending {len(first)} AS2 messages to {mask(source)}; hubs log to {workdir}/hubs.log")
+                later = []
             if later:  # redeliveries of published interchanges and the huge deliveries, while the hubs run
                 sent = asyncio.run(_bad.publish_mixed(source, later, alone={b.key for b in blobs}))
                 report.refused = sent.refused
@@ -350,6 +361,10 @@ def run_chaos(
                 echo=echo,
             )
         finally:
+            if partner is not None:
+                partner.join()
+                failed = f"; never answered: {', '.join(partner.failed[:5])}" if partner.failed else ""
+                echo(f"AS2: {partner.answered} answered ({partner.negative} negative) in {partner.tries} tries{failed}")
             procs.stop()
             if plan.restart is not None:
                 plan.restart.wait()  # never leave the database half restarted

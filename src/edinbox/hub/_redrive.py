@@ -204,14 +204,15 @@ async def forget_rejected(config: HubConfig, number: int) -> bool:
 
 async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timedelta) -> int:
     """Delete `consumer`'s parked payloads first rejected more than `older_than` ago, and the answers
-    (`edinbox_hub_answers`) given that long ago, on the journal the purge already has open; return how many parked
-    payloads (0 on a library journal: no hub tables)."""
+    (`edinbox_hub_answers`) and AS2 receipts (`edinbox_hub_as2_receipts`) given that long ago, on the journal the
+    purge already has open; return how many parked payloads (0 on a library journal: no hub tables)."""
     if not await has_hub(inbox):
         return 0
     params = {"consumer": consumer, "older_than": older_than}
 
     async def purge(tx: Any) -> int:
         await tx.unit.run("hub_purge_answers", params)
+        await tx.unit.run("hub_purge_as2_receipts", params)
         return int(await tx.unit.run("hub_purge_rejected", params))
 
     return await inbox.transaction(purge)

@@ -55,10 +55,19 @@ class Listener:
     """Serves `handler` for POSTs to `path` on `host`:`port` (port 0: any free one, then `port` says which)."""
 
     def __init__(
-        self, handler: Handler, *, host: str, port: int, path: str, max_body: int, read_timeout: float
+        self,
+        handler: Handler,
+        *,
+        host: str,
+        port: int,
+        path: str,
+        max_body: int,
+        read_timeout: float,
+        reuse_port: bool = False,
     ) -> None:
-        """Nothing listens until `start`."""
+        """Nothing listens until `start`; with `reuse_port`, other processes may listen on the same port."""
         self.handler = handler
+        self.reuse_port = reuse_port
         self.host, self.port, self.path = host, port, path
         self.max_body, self.read_timeout = max_body, read_timeout
         self._server: asyncio.Server | None = None
@@ -66,7 +75,9 @@ class Listener:
 
     async def start(self) -> None:
         """Listen; OSError when the address cannot be bound."""
-        self._server = await asyncio.start_server(self._connection, self.host, self.port, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._connection, self.host, self.port, reuse_address=True, reuse_port=self.reuse_port
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self, *, grace: float = _LINGER) -> None:

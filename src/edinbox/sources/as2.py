@@ -1,9 +1,10 @@
 """AS2 inbound (RFC 4130) as a source: an HTTP endpoint whose messages are settled like any broker's deliveries.
 
-`as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S&max_waiting=N]` listens on HOST:PORT for POSTs to
-PATH. Each message is matched to its partner by (AS2-From, AS2-To), its layers undone (decrypted with our key, its
-signature checked against the partner's certificate, decompressed), and handed to the consumer as a delivery keyed
-by its AS2 Message-ID (source `as2:FROM>TO`). The HTTP answer waits for the settlement, at most `wait` seconds:
+`as2://HOST:PORT/PATH[?wait=S&max_body=BYTES&read_timeout=S&max_waiting=N&reuse_port=1]` listens on HOST:PORT
+for POSTs to PATH (with `reuse_port`, several hubs listen on the one port and the kernel spreads connections). Each
+message is matched to its partner by (AS2-From, AS2-To), its layers undone (decrypted with our key, its signature
+checked against the partner's certificate, decompressed), and handed to the consumer as a delivery keyed by its AS2
+Message-ID (source `as2:FROM>TO`). The HTTP answer waits for the settlement, at most `wait` seconds:
 
 - `ack` (committed): the receipt (a signed MDN "processed" with the MIC of what was received, when the sender asked
   for one; an empty 200 when it did not) is stored, then answered;
@@ -168,6 +169,7 @@ class As2Source(Source):
         max_body: int = 64 << 20,
         read_timeout: float = 60.0,
         max_waiting: int = 1000,
+        reuse_port: bool = False,
     ) -> None:
         """Nothing listens until `open`; the partners' certificates and keys are read here."""
         self.url = url
@@ -182,7 +184,13 @@ class As2Source(Source):
         self._waiting: set[_Pending] = set()
         """The messages whose request waits for its answer."""
         self._listener = Listener(
-            self._handle, host=host, port=port, path=path, max_body=max_body, read_timeout=read_timeout
+            self._handle,
+            host=host,
+            port=port,
+            path=path,
+            max_body=max_body,
+            read_timeout=read_timeout,
+            reuse_port=reuse_port,
         )
 
     @classmethod
@@ -203,6 +211,7 @@ class As2Source(Source):
         max_body = opts.take("max_body", positive_int, 64 << 20)
         read_timeout = opts.take("read_timeout", positive_float, 60.0)
         max_waiting = opts.take("max_waiting", positive_int, 1000)
+        reuse_port = opts.take("reuse_port", lambda _, v: str(v).lower() in ("1", "true", "yes"), False)
         opts.finish()
         parts = urlsplit(url)
         try:
@@ -222,6 +231,7 @@ class As2Source(Source):
             max_body=max_body,
             read_timeout=read_timeout,
             max_waiting=max_waiting,
+            reuse_port=reuse_port,
         )
 
     @property

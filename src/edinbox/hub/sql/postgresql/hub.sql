@@ -250,3 +250,7 @@ ON CONFLICT (consumer, sender, receiver, message_id) DO NOTHING
 -- name: hub_as2_receipt_get
 SELECT receipt FROM {edinbox_hub_as2_receipts}
 WHERE consumer = %(consumer)s AND sender = %(sender)s AND receiver = %(receiver)s AND message_id = %(message_id)s
+
+-- name: hub_purge_as2_receipts
+-- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
+DELETE FROM {edinbox_hub_as2_receipts} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s

@@ -232,3 +232,8 @@ ON CONFLICT (consumer, sender, receiver, message_id) DO NOTHING
 -- name: hub_as2_receipt_get
 SELECT receipt FROM {edinbox_hub_as2_receipts}
 WHERE consumer = :consumer AND sender = :sender AND receiver = :receiver AND message_id = :message_id
+
+-- name: hub_purge_as2_receipts
+-- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
+DELETE FROM {edinbox_hub_as2_receipts}
+WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
