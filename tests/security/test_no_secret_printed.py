@@ -23,14 +23,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
 from edinbox.cli import main
 from servers import free_port
-from services import require_service
+from services import POSTGRES_URL, require_service
 
 # the characters that broke masking before: URL delimiters, quotes, `%`, a blank, non-ASCII
 _ALPHABET = st.sampled_from("abcdefghijkXYZ0123456789@/:?#%&;= '\"é€")
@@ -91,15 +93,25 @@ def console(db: str, folder: Path) -> str:
 
 
 def outputs(password: str, folder: Path) -> list[str]:
-    """What every command printed, each given URLs holding `password`."""
+    """What every command printed, each given URLs holding `password`; the schema the commands made is dropped."""
+    name = f"t{os.getpid()}_{time.monotonic_ns()}"
+    try:
+        return _outputs(password, folder, name)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as pg:
+            pg.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def _outputs(password: str, folder: Path, name: str) -> list[str]:
+    """What every command printed, each given URLs holding `password`, the journal in schema `name`."""
     encoded = quote(password, safe="")
-    table = f"t{os.getpid()}_{time.monotonic_ns()}"
+    table = f"{name}.inbox"  # a schema of its own: the hub's tables beside it are this test's alone
     pg = f"postgresql://postgres:{encoded}@127.0.0.1:5432/test"  # trust: any password is taken
     socket_pg = f"postgresql://postgres:{password}@/test?host=/var/run/postgresql"  # as written: taken or refused
     down_pg = f"postgresql://postgres:{encoded}@127.0.0.1:1/test"
-    refused_mq = f"amqp://guest:{encoded}@127.0.0.1:5672/?queue={table}&open_timeout=2"
+    refused_mq = f"amqp://guest:{encoded}@127.0.0.1:5672/?queue={name}&open_timeout=2"
     kafka = (
-        f"kafka://127.0.0.1:1?topic={table}&group=g&security.protocol=sasl_plaintext&sasl.mechanism=PLAIN"
+        f"kafka://127.0.0.1:1?topic={name}&group=g&security.protocol=sasl_plaintext&sasl.mechanism=PLAIN"
         f"&sasl.username=u&sasl.password={encoded}&ssl.key.password={encoded}"
     )
     spool = f"dir://{folder / 'spool'}"
