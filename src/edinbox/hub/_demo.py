@@ -301,11 +301,14 @@ def run_demo(
         budget = math.ceil(crash_rate * len(traffic.files) / batch_size) + 1 if crash_rate > 0 else 0
         while _pending(spool) and report.runs < budget * workers + _CLEAN_RUNS:
             procs = []
+            first = report.runs == 0
             for _ in range(workers):
                 env = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}  # flags say it all
                 crash_after = _fault(rng, crash_rate) if report.crashes < budget else None
-                if crash_after is not None and report.crashes == 0 and report.runs == 0:
-                    crash_after = min(crash_after, rng.randint(1, 3))  # show at least one crash
+                if crash_after is not None and first:
+                    # show at least one crash: every first-round hub dies after its first commit, and one of them
+                    # commits whichever of them the spool's files go to
+                    crash_after = 1
                 if crash_after is not None:
                     env["EDINBOX_FAULT"] = f"after_commit:{crash_after}"
                 command = [
