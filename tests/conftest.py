@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from servers import PrivateRabbitMQ
 from services import POSTGRES_URL, require_service
 
 
@@ -21,3 +23,53 @@ def postgres_url() -> str:
 def unique_name() -> Iterator[str]:
     """A fresh identifier for tables, queues, streams and schemas, so parallel runs never collide."""
     return "t" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture(scope="session")
+def _rabbitmq_node() -> Iterator[PrivateRabbitMQ]:
+    """One private RabbitMQ node per test process (a node takes about 10 s to boot), deleted at the end."""
+    if sys.platform != "linux":
+        pytest.skip("a private RabbitMQ node is started on Linux")
+    with PrivateRabbitMQ() as node:
+        yield node
+
+
+@pytest.fixture
+def private_rabbitmq(_rabbitmq_node: PrivateRabbitMQ) -> PrivateRabbitMQ:
+    """The process's private RabbitMQ node, for fault tests that stop, kill, block or cut it (never the shared
+    server): started again when an earlier test left it down, its publishers unblocked. Tests sharing it use queues
+    of their own (`unique_name`)."""
+    if _rabbitmq_node.running:
+        _rabbitmq_node.unblock_publishers()
+    else:
+        _rabbitmq_node.start()
+    return _rabbitmq_node
+
+
+HEAVY = (
+    "tests/hub/test_chaos.py",
+    "tests/outbox/test_relay_rabbitmq_outage.py",
+    "tests/brokers/test_proof.py",
+    "tests/hub/test_purge_run.py",
+    "tests/cli/test_cli.py",
+    "tests/hub/test_acknowledgments_mixed.py",
+    "tests/hub/test_outage.py",
+    "tests/inbox/test_inbox_state_machine.py",
+    "tests/inbox/test_inbox_contract.py",
+    "tests/hub/test_acks_outage.py",
+    "tests/edi/test_edi_growth.py",
+    "tests/console/test_console_outage.py",
+    "tests/brokers/test_kafka_proof.py",
+    "tests/sources/test_kafka.py",
+    "tests/console/test_console_browser.py",
+    "tests/edi/test_edi_fuzz.py",
+)
+"""The modules that take longest (measured with `--junitxml`, 40 s and more), longest first: the suite's workers
+take whole modules (`--dist loadfile`) in collection order, so these start first and no long module is left to run
+alone at the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the heavy modules' tests first (in `HEAVY`'s order), the rest after in their collection order."""
+    rank = {path: index for index, path in enumerate(HEAVY)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

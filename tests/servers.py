@@ -400,6 +400,11 @@ class PrivateRabbitMQ:
                 pytest.fail(f"RabbitMQ did not start on port {self.port}: see {self.log}")
             time.sleep(0.2)
 
+    @property
+    def running(self) -> bool:
+        """Whether the node was started and has not been stopped or killed since (nor died)."""
+        return self._process is not None and self._process.poll() is None
+
     def _speaks_amqp(self) -> bool:
         """True when the port answers the AMQP 0-9-1 protocol header with a frame (Connection.Start)."""
         try:

@@ -82,10 +82,11 @@ def check_counts(report: dict[str, Any], stats: dict[str, Any]) -> None:
     assert stats["outbox"]["backlog"] == 0
 
 
-def crashing_demo(tmp_path: Path, *args: str) -> dict[str, Any]:
-    """`edinbox demo --json` on 120 interchanges with duplicates and crashes: its report, check held, crashes seen."""
+def crashing_demo(tmp_path: Path, *args: str, messages: int = 120) -> dict[str, Any]:
+    """`edinbox demo --json` on `messages` interchanges with duplicates and crashes: its report, check held, crashes
+    seen."""
     out = edinbox(
-        "demo", "--messages", "120", "--duplicate-rate", "0.4", "--crash-rate", "0.3", "--dir", str(tmp_path), "--json",
+        "demo", "--messages", str(messages), "--duplicate-rate", "0.4", "--crash-rate", "0.3", "--dir", str(tmp_path), "--json",
         *args,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
@@ -125,8 +126,8 @@ def test_demo_counts_a_nacked_delivery_once_and_a_killed_commit_by_its_last_word
 
 def test_demo_counts_are_the_same_for_a_seed(tmp_path: Path) -> None:
     """Two demos with one seed (one worker, crashes included) report the same counts, and a used --dir is refused."""
-    first = crashing_demo(tmp_path / "a", "--seed", "3")
-    second = crashing_demo(tmp_path / "b", "--seed", "3")
+    first = crashing_demo(tmp_path / "a", "--seed", "3", messages=50)
+    second = crashing_demo(tmp_path / "b", "--seed", "3", messages=50)
     # outbound_files: a kill between a relay's send and its mark sends a file again, wherever the kill falls
     timing = {"seconds", "oldest_row_age_seconds", "table_bytes", "db", "workdir", "outbound_files"}
 

@@ -98,6 +98,7 @@ async def plain_resends(config: HubConfig, payload: bytes, out: Path) -> None:
     assert notices == ["025", "025"]
 
 
+@pytest.mark.parametrize("hub_config", ["sqlite", "postgresql"], indirect=True)  # MariaDB: the mixed traffic above
 @pytest.mark.parametrize("resends", ["stamped", "plain"])
 async def test_a_resend_through_rabbitmq_gets_one_notice(
     hub_config: HubConfig, tmp_path: Path, queue: str, resends: str

@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -49,11 +49,10 @@ class OutageAtCommit(FaultPoint):
             self.done.set()
 
 
-@pytest.fixture(scope="module")
-def rabbit() -> Iterator[PrivateRabbitMQ]:
-    """One private node for the module (each test has its own queue); started again if a test left it down."""
-    with PrivateRabbitMQ() as node:
-        yield node
+@pytest.fixture
+def rabbit(private_rabbitmq: PrivateRabbitMQ) -> PrivateRabbitMQ:
+    """A private node (each test has its own queue), started again if a test left it down."""
+    return private_rabbitmq
 
 
 def assert_closed(count: int) -> None:

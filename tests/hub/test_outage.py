@@ -31,7 +31,7 @@ from edinbox.hub._ops import init
 from edinbox.loop._outage import WAIT_JITTER, WAIT_MAX
 from edinbox.sources.spool import publish
 from hub.scrape import scrape
-from servers import PrivateMariaDB, PrivatePostgres, free_port
+from servers import PrivateMariaDB, PrivatePostgres, PrivateRabbitMQ, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private database servers are started on Linux")
 
@@ -312,32 +312,33 @@ def test_the_hub_waits_out_a_broker_restart(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices").fetchone() == (40, 40)
 
 
-def test_the_hub_waits_out_a_rabbitmq_restart(tmp_path: Path) -> None:
+def test_the_hub_waits_out_a_rabbitmq_restart(
+    tmp_path: Path, private_rabbitmq: PrivateRabbitMQ, unique_name: str
+) -> None:
     """RabbitMQ (a private node) stopped while the hub holds a prefetched batch, then started again: the hub stays
     up, logs the source's outage once down and once back, and creates every invoice published before and after
     exactly once (the deliveries in hand at the stop are redelivered; those already committed are duplicates)."""
     from edinbox.sources import publisher
-    from servers import PrivateRabbitMQ
 
     db = f"sqlite:///{tmp_path / 'hub.db'}"
     asyncio.run(init(HubConfig(db=db)))
-    with PrivateRabbitMQ() as rabbit:
-        url = f"{rabbit.url}?queue=edi&prefetch=50"
-        send = publisher(url)
-        asyncio.run(send(url, invoices(100)))
-        hub = HubProcess("--db", db, "--source", url, "--batch-size", "5")
-        try:
-            wait_for(lambda: len(hub.events("settled")) >= 20, timeout=120, what="the first batches")
-            rabbit.stop()
-            wait_for(lambda: bool(hub.events("dependency-down")), timeout=60, what="the dependency-down line")
-            assert hub.proc.poll() is None
-            rabbit.start()
-            asyncio.run(send(url, invoices(50, start=100)))
-            wait_for(lambda: invoice_count(tmp_path / "hub.db") >= 150, timeout=120, what="every invoice")
-            wait_for(lambda: bool(hub.events("dependency-back")), timeout=60, what="the dependency-back line")
-            assert hub.proc.poll() is None
-        finally:
-            code = hub.stop()
+    rabbit = private_rabbitmq
+    url = f"{rabbit.url}?queue={unique_name}&prefetch=50"
+    send = publisher(url)
+    asyncio.run(send(url, invoices(100)))
+    hub = HubProcess("--db", db, "--source", url, "--batch-size", "5")
+    try:
+        wait_for(lambda: len(hub.events("settled")) >= 20, timeout=120, what="the first batches")
+        rabbit.stop()
+        wait_for(lambda: bool(hub.events("dependency-down")), timeout=60, what="the dependency-down line")
+        assert hub.proc.poll() is None
+        rabbit.start()
+        asyncio.run(send(url, invoices(50, start=100)))
+        wait_for(lambda: invoice_count(tmp_path / "hub.db") >= 150, timeout=120, what="every invoice")
+        wait_for(lambda: bool(hub.events("dependency-back")), timeout=60, what="the dependency-back line")
+        assert hub.proc.poll() is None
+    finally:
+        code = hub.stop()
     assert code == 0
     [down] = hub.events("dependency-down")
     [back] = hub.events("dependency-back")

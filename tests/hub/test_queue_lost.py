@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,10 @@ from sources.test_rabbitmq import BROKER, drop
 COUNT = 5
 
 
-@pytest.fixture(scope="module")
-def rabbit() -> Iterator[PrivateRabbitMQ]:
-    """One private node for the module: its listeners are suspended and its connections closed."""
-    if sys.platform != "linux":
-        pytest.skip("a private RabbitMQ node is started on Linux")
-    with PrivateRabbitMQ() as node:
-        yield node
+@pytest.fixture
+def rabbit(private_rabbitmq: PrivateRabbitMQ) -> PrivateRabbitMQ:
+    """A private node: its listeners are suspended and its connections closed."""
+    return private_rabbitmq
 
 
 def made(db: Path) -> int:

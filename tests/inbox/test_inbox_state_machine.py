@@ -221,7 +221,7 @@ def test_state_machine_on_mariadb() -> None:
     class MariaDBMachine(InboxMachine):
         make = staticmethod(lambda: MySQLHarness(MYSQL_URL, table="t" + uuid.uuid4().hex[:12], asynchronous=True))
 
-    MariaDBMachine.TestCase.settings = settings(SLOW, max_examples=5)
+    MariaDBMachine.TestCase.settings = settings(SLOW, max_examples=3)
     MariaDBMachine.TestCase().runTest()
 
 

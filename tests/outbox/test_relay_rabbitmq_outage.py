@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,10 +37,9 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private RabbitM
 
 
 @pytest.fixture
-def rabbit() -> Iterator[PrivateRabbitMQ]:
-    """A private RabbitMQ node, stopped and deleted afterwards."""
-    with PrivateRabbitMQ() as node:
-        yield node
+def rabbit(private_rabbitmq: PrivateRabbitMQ) -> PrivateRabbitMQ:
+    """A private RabbitMQ node, running and unblocked (shared with the process's other fault tests)."""
+    return private_rabbitmq
 
 
 async def test_rabbitmq_stopped_while_the_relay_sends(

@@ -16,7 +16,7 @@ from edinbox import ConfigurationError, SourceError
 from edinbox.sources import Delivery, open_source, publisher
 from edinbox.sources.rabbitmq import CONFIRM_WAIT, RabbitMQPublisher, RabbitMQSource, publish
 from edinbox.testing.contract import collect
-from servers import free_port
+from servers import PrivateRabbitMQ, free_port
 from services import require_service
 
 from .contract import BrokerContract, settle_all
@@ -352,21 +352,21 @@ async def test_a_multiple_ack_never_covers_a_held_or_rejected_delivery(unique_na
         await drop(unique_name)
 
 
-async def test_an_idle_consumer_whose_broker_stops_fails_its_receive_instead_of_waiting() -> None:
+async def test_an_idle_consumer_whose_broker_stops_fails_its_receive_instead_of_waiting(
+    private_rabbitmq: PrivateRabbitMQ, unique_name: str
+) -> None:
     """A consumer that looks at its idle queue (`idle_check`) when its broker (a private node) has stopped raises
     SourceError within its probe's bound: its look waited for aio-pika's reconnect without end, so a hub with
     nothing in hand logged no outage and did not stop on SIGTERM."""
-    from servers import PrivateRabbitMQ
+    rabbit = private_rabbitmq
+    url = f"{rabbit.url}?queue={unique_name}&idle_check=0.2&reconnect_interval=0.2"
+    async with RabbitMQSource.from_url(url, consumer="hub") as source:
 
-    with PrivateRabbitMQ() as rabbit:
-        url = f"{rabbit.url}?queue=idle&idle_check=0.2&reconnect_interval=0.2"
-        async with RabbitMQSource.from_url(url, consumer="hub") as source:
+        async def receiving() -> None:
+            while True:
+                await source.receive(max_messages=1, timeout=0.5)
 
-            async def receiving() -> None:
-                while True:
-                    await source.receive(max_messages=1, timeout=0.5)
-
-            task = asyncio.create_task(receiving())
-            await asyncio.to_thread(rabbit.stop)
-            with pytest.raises(SourceError):
-                await asyncio.wait_for(task, 30)
+        task = asyncio.create_task(receiving())
+        await asyncio.to_thread(rabbit.stop)
+        with pytest.raises(SourceError):
+            await asyncio.wait_for(task, 30)
