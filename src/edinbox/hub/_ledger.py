@@ -27,8 +27,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from edinbox import edi
+from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._parts import open_inbox, verify_found
 
-__all__ = ["LEVELS", "LONGEST", "Arrival", "Ledger", "controls", "normalise", "record", "report"]
+__all__ = ["LEVELS", "LONGEST", "Arrival", "Ledger", "controls", "findings", "normalise", "read", "record", "report"]
 
 LEVELS = {"X12": ("ISA13", "GS06", "ST02"), "EDIFACT": ("UNB0020", "UNG0048", "UNH0062")}
 """The levels of each standard: interchange, group, message."""
@@ -227,3 +229,34 @@ def _when(value: Any) -> datetime | None:
         return None
     when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+async def read(config: HubConfig, *, partner: str | None = None) -> list[Ledger]:
+    """The ledger of the hub `config` names (of one `partner`), duplicates within its `duplicate_window`; empty on a
+    journal without the hub's tables."""
+    window = parse_duration(config.duplicate_window)
+    async with open_inbox(config) as inbox:
+        if not await verify_found(inbox):
+            return []
+        return await inbox.read(lambda tx: report(tx, consumer=config.consumer, window=window, partner=partner))
+
+
+def findings(ledgers: Iterable[Ledger]) -> list[dict[str, Any]]:
+    """One row per finding (kind gap, duplicate or out-of-order), for a table: partner, level, kind, number, detail,
+    and the ids of the parked payloads that carried a gap's numbers (`rejected`)."""
+    rows: list[dict[str, Any]] = []
+    for one in ledgers:
+        head = {"partner": one.partner, "level": one.level}
+        for gap in one.gaps:
+            number = gap["first"] if gap["first"] == gap["last"] else f"{gap['first']}-{gap['last']}"
+            rejected = [p["rejected"] for p in gap["parked"] if p["rejected"] is not None]
+            parked = ", ".join(f"rejected/{n}" for n in rejected)
+            detail = f"{gap['missing']} missing" + (f"; parked: {parked}" if parked else "")
+            rows.append({**head, "kind": "gap", "number": number, "detail": detail, "rejected": rejected})
+        for dup in one.duplicates:
+            detail = f"{dup['arrivals']} copies, the last two {dup['last_at'] - dup['previous_at']} apart"
+            rows.append({**head, "kind": "duplicate", "number": dup["number"], "detail": detail, "rejected": []})
+        for late in one.out_of_order:
+            detail = f"after {late['after']}"
+            rows.append({**head, "kind": "out-of-order", "number": late["number"], "detail": detail, "rejected": []})
+    return rows
