@@ -16,6 +16,7 @@ from edinbox.console import create_app
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import PARTNERS, Doc, render
 from edinbox.hub._ledger import Ledger, _next, _previous, normalise, read
+from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
 
 ACME = PARTNERS[0]  # X12, sender ZZ:ACMESUPPLY
@@ -27,19 +28,21 @@ def interchange(n: int, *, trailer: bool = True) -> bytes:
     return render(Doc(ACME, f"{n:09d}", "invoice", f"INV-{n}", lines=LINES), trailer=trailer)
 
 
-def deliver(config: HubConfig, numbers: list[int], *, truncated: int | None = None) -> None:
+def deliver(config: HubConfig, numbers: list[int], *, truncated: int | None = None) -> Metrics:
     """Publish the interchanges of `numbers` in that order (`truncated`: one more, cut before its IEA, parked), and
-    run the hub until the spool is idle."""
+    run the hub until the spool is idle; return its metrics."""
+    metrics = Metrics(partners=["ZZ:ACMESUPPLY"])
 
     async def go() -> None:
         files = [(f"{k:04d}", interchange(n)) for k, n in enumerate(numbers)]
         if truncated is not None:
             files.append((f"{len(files):04d}", interchange(truncated, trailer=False)))
         await publish(config.source, files)
-        async with open_hub(config) as hub:
+        async with open_hub(config, metrics=metrics) as hub:
             await hub.run(once=True)
 
     asyncio.run(go())
+    return metrics
 
 
 def isa13(config: HubConfig) -> Ledger:
@@ -56,7 +59,7 @@ def test_gap_duplicate_and_out_of_order_then_the_gap_closes(hub_config: HubConfi
     order = [n for n in range(1, 101) if n not in (37, 59, 60)]
     order[order.index(58) + 1 : order.index(58) + 1] = [60, 59]
     order.append(52)
-    deliver(hub_config, order, truncated=37)
+    metrics = deliver(hub_config, order, truncated=37)
 
     ledger = isa13(hub_config)
     assert [(g["first"], g["last"], g["missing"]) for g in ledger.gaps] == [("37", "37", 1)]
@@ -65,6 +68,9 @@ def test_gap_duplicate_and_out_of_order_then_the_gap_closes(hub_config: HubConfi
     assert [(d["number"], d["arrivals"]) for d in ledger.duplicates] == [("52", 2)]
     assert ledger.out_of_order == [{"number": "59", "after": "60"}]
     assert (ledger.numbers, ledger.arrivals) == (99, 100)
+    scraped = metrics.exposition().decode()
+    for series in ("edinbox_ledger_open_gaps", "edinbox_ledger_duplicates"):
+        assert f'{series}{{consumer="accounting",level="ISA13",partner="ZZ:ACMESUPPLY"}} 1.0' in scraped
 
     db = ["--db", hub_config.db, "--table", hub_config.table]
     table = cli("ledger", *db, "--partner", "ZZ:ACMESUPPLY")

@@ -24,13 +24,30 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edinbox import edi
+from edinbox._async_inbox import AsyncInbox
+from edinbox._errors import TransientError
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._parts import open_inbox, verify_found
 
-__all__ = ["LEVELS", "LONGEST", "Arrival", "Ledger", "controls", "findings", "normalise", "read", "record", "report"]
+if TYPE_CHECKING:
+    from edinbox.metrics import Metrics
+
+__all__ = [
+    "LEVELS",
+    "LONGEST",
+    "Arrival",
+    "Gauges",
+    "Ledger",
+    "controls",
+    "findings",
+    "normalise",
+    "read",
+    "record",
+    "report",
+]
 
 LEVELS = {"X12": ("ISA13", "GS06", "ST02"), "EDIFACT": ("UNB0020", "UNG0048", "UNH0062")}
 """The levels of each standard: interchange, group, message."""
@@ -260,3 +277,33 @@ def findings(ledgers: Iterable[Ledger]) -> list[dict[str, Any]]:
             detail = f"after {late['after']}"
             rows.append({**head, "kind": "out-of-order", "number": late["number"], "detail": detail, "rejected": []})
     return rows
+
+
+class Gauges:
+    """The ledger's gauges of `metrics` (open gaps, duplicates per partner and level), read at most once per `every`
+    seconds: the ledger is read whole, so less often than the journal's gauges."""
+
+    def __init__(
+        self, metrics: Metrics | None, inbox: AsyncInbox, *, consumer: str, window: timedelta, every: float = 60.0
+    ) -> None:
+        """Read `consumer`'s ledger of `inbox` into `metrics` (nothing when None), duplicates within `window`."""
+        self.metrics = metrics
+        self.inbox = inbox
+        self.consumer = consumer
+        self.window = window
+        self.every = every
+        self._refreshed = float("-inf")
+
+    async def refresh(self, *, force: bool = False) -> None:
+        """Set the gauges when `every` seconds have passed (or `force`); a database that is down leaves them as they
+        were (the journal's gauges say so, in one `gauges-stale` line)."""
+        if self.metrics is None or (not force and time.monotonic() - self._refreshed < self.every):
+            return
+        try:
+            ledgers = await self.inbox.read(lambda tx: report(tx, consumer=self.consumer, window=self.window))
+        except TransientError:
+            return
+        self._refreshed = time.monotonic()
+        self.metrics.ledger(
+            consumer=self.consumer, found=[(x.partner, x.level, len(x.gaps), len(x.duplicates)) for x in ledgers]
+        )
