@@ -23,9 +23,16 @@ __all__ = ["ledger"]
 @click.command()
 @db_options
 @_option("--partner", default=None, help="only this partner (its sender, as `qualifier:id`: ZZ:ACME)")
+@_option(
+    "--level",
+    "levels",
+    multiple=True,
+    type=click.Choice([level for levels in _ledger.LEVELS.values() for level in levels]),
+    help="only this level (repeat for more); a partner that numbers ST02 from 1 in each interchange repeats it",
+)
 @_setting("--duplicate-window")
 @_json
-def ledger(*, partner: str | None, as_json: bool, **settings: Any) -> None:
+def ledger(*, partner: str | None, levels: tuple[str, ...], as_json: bool, **settings: Any) -> None:
     """List each partner's open gaps, duplicates and out-of-order control numbers, per level (ISA13, GS06, ST02,
     UNB0020, UNG0048, UNH0062).
 
@@ -33,6 +40,7 @@ def ledger(*, partner: str | None, as_json: bool, **settings: Any) -> None:
     --json prints every partner and level, with its counts and last arrival, findings or not.
     """
     found = _run(_ledger.read(hub_settings(settings), partner=partner or None))
+    found = [one for one in found if not levels or one.level in levels]
     if as_json:
         _say(json.dumps(_secrets().data([one.as_dict() for one in found]), default=str))
         return
