@@ -93,51 +93,52 @@ def normalise(number: str) -> tuple[str, int] | None:
 
 async def record(tx: Any, *, consumer: str, accepted: Sequence[Arrival], parked: Sequence[tuple[Arrival, str]]) -> None:
     """Record a batch's accepted numbers (in the order they came) and the numbers of its parked interchanges (with
-    the parked payload's fingerprint), in the caller's transaction."""
+    the parked payload's fingerprint), in the caller's transaction: one statement on PostgreSQL (one array per
+    column), one batch of statements elsewhere, each number once, in key order (every hub locks rows in one order)."""
     seq = time.time_ns()
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for n, arrival in enumerate(accepted):
-        row = _row(consumer, arrival, seq + n)
-        if row is None:
+    for n, (arrival, fingerprint) in enumerate([*((a, None) for a in accepted), *parked]):
+        normal = normalise(arrival.number)
+        if normal is None or not arrival.partner or len(arrival.partner) > LONGEST:
             continue
-        key = (row["partner"], row["level"], row["number"])
-        if key in rows:
-            rows[key]["n"] += 1
+        key = (arrival.partner, arrival.level, normal[0])
+        row = rows.setdefault(
+            key,
+            {
+                "consumer": consumer,
+                "partner": key[0],
+                "level": key[1],
+                "number": key[2],
+                "width": normal[1],
+                "seq": seq + n,
+                "n": 0,
+                "parked": None,
+            },
+        )
+        if fingerprint is None:
+            row["n"] += 1
         else:
-            rows[key] = {**row, "n": 1}
-    ordered = [rows[key] for key in sorted(rows)]  # every hub locks the rows in one order: no deadlock
-    if ordered and tx.dialect == "postgresql":
-        params = {"consumer": consumer, **{f"{c}s": [r[c] for r in ordered] for c in _COLUMNS}}
-        params["counts"] = params.pop("ns")
-        await tx.unit.run("hub_ledger_accept", params)
-    elif ordered:
-        await tx.unit.run_many("hub_ledger_accept", ordered)
-    kept: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for n, (arrival, fingerprint) in enumerate(parked):
-        row = _row(consumer, arrival, seq + len(accepted) + n)
-        if row is not None:
-            kept[(row["partner"], row["level"], row["number"])] = {**row, "parked": fingerprint}
-    if kept:
-        await tx.unit.run_many("hub_ledger_park", [kept[key] for key in sorted(kept)])
+            row["parked"] = fingerprint
+    ordered = [rows[key] for key in sorted(rows)]
+    if not ordered:
+        return
+    if tx.dialect == "postgresql":
+        arrays = {name: [row[column] for row in ordered] for name, column in _ARRAYS.items()}
+        await tx.unit.run("hub_ledger_record", {"consumer": consumer, **arrays})
+        return
+    await tx.unit.run_many("hub_ledger_record", ordered)
 
 
-_COLUMNS = ("partner", "level", "number", "width", "seq", "n")
-
-
-def _row(consumer: str, arrival: Arrival, seq: int) -> dict[str, Any] | None:
-    """The statement's parameters for one arrival, None when the ledger does not record it."""
-    normal = normalise(arrival.number)
-    if normal is None or not arrival.partner or len(arrival.partner) > LONGEST:
-        return None
-    number, width = normal
-    return {
-        "consumer": consumer,
-        "partner": arrival.partner,
-        "level": arrival.level,
-        "number": number,
-        "width": width,
-        "seq": seq,
-    }
+_ARRAYS = {
+    "partners": "partner",
+    "levels": "level",
+    "numbers": "number",
+    "widths": "width",
+    "seqs": "seq",
+    "counts": "n",
+    "parked": "parked",
+}
+"""The array parameters of `hub_ledger_record` on PostgreSQL, and the column of each."""
 
 
 @dataclass(slots=True)

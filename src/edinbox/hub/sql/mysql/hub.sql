@@ -281,21 +281,17 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     PRIMARY KEY (consumer, partner, level, number)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
--- name: hub_ledger_accept
--- one (partner, level, number) of a batch with its copies n (more than one: the batch's own copies, so its previous
--- arrival is now); a number seen before keeps its seq and first_at; previous_at is assigned before last_at, so it
--- takes the last arrival before this one
-INSERT INTO {edinbox_hub_ledger} (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at)
+-- name: hub_ledger_record
+-- one (partner, level, number) of a batch: n its copies accepted (more than one: the batch's own copies, so its
+-- previous arrival is now; 0: only a parked interchange carried it, whose payload's fingerprint is parked, and its
+-- arrival times stay); a number seen before keeps its seq and first_at; previous_at is assigned before last_at, so it
+-- reads the last arrival before this one
+INSERT INTO {edinbox_hub_ledger} (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at, parked)
 VALUES (%(consumer)s, %(partner)s, %(level)s, %(number)s, %(width)s, %(seq)s, %(n)s,
-    IF(%(n)s > 1, UTC_TIMESTAMP(6), NULL), UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE arrivals = arrivals + VALUES(arrivals), previous_at = COALESCE(VALUES(previous_at), last_at),
-    last_at = VALUES(last_at)
-
--- name: hub_ledger_park
--- a number a parked interchange carried (its header readable): the gap it leaves is explained by that payload
-INSERT INTO {edinbox_hub_ledger} (consumer, partner, level, number, width, seq, arrivals, parked)
-VALUES (%(consumer)s, %(partner)s, %(level)s, %(number)s, %(width)s, %(seq)s, 0, %(parked)s)
-ON DUPLICATE KEY UPDATE parked = VALUES(parked)
+    IF(%(n)s > 1, UTC_TIMESTAMP(6), NULL), IF(%(n)s > 0, UTC_TIMESTAMP(6), NULL), %(parked)s)
+ON DUPLICATE KEY UPDATE arrivals = arrivals + VALUES(arrivals),
+    previous_at = IF(VALUES(last_at) IS NULL, previous_at, COALESCE(VALUES(previous_at), last_at)),
+    last_at = COALESCE(VALUES(last_at), last_at), parked = COALESCE(VALUES(parked), parked)
 
 -- name: hub_ledger_rows
 -- every number of the consumer (of one partner when partner is not null), with the parked payload's id

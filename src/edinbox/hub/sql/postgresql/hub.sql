@@ -275,23 +275,22 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     PRIMARY KEY (consumer, partner, level, number)
 )
 
--- name: hub_ledger_accept
--- a batch's accepted numbers as one array per column, each (partner, level, number) once with its copies `n`
--- (more than one: the batch's own copies, so its previous arrival is now); rows locked in key order, so hubs never
--- deadlock on them; a number seen before keeps its seq and first_at
-INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at)
-SELECT %(consumer)s, u.partner, u.level, u.number, u.width, u.seq, u.n, CASE WHEN u.n > 1 THEN now() END, now()
-FROM unnest(%(partners)s::text[], %(levels)s::text[], %(numbers)s::text[], %(widths)s::integer[],
-    %(seqs)s::bigint[], %(counts)s::integer[]) AS u (partner, level, number, width, seq, n)
+-- name: hub_ledger_record
+-- a batch's numbers as one array per column, each (partner, level, number) once: `counts` its copies accepted (more
+-- than one: the batch's own copies, so its previous arrival is now; 0: only a parked interchange carried it, whose
+-- payload's fingerprint is `parked`, and its arrival times stay); rows locked in key order, so hubs never deadlock on
+-- them; a number seen before keeps its seq and first_at
+INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at,
+    parked)
+SELECT %(consumer)s, u.partner, u.level, u.number, u.width, u.seq, u.n, CASE WHEN u.n > 1 THEN now() END,
+    CASE WHEN u.n > 0 THEN now() END, u.parked
+FROM unnest(%(partners)b::text[], %(levels)b::text[], %(numbers)b::text[], %(widths)b::integer[],
+    %(seqs)b::bigint[], %(counts)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
 ORDER BY u.partner, u.level, u.number
 ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
-    previous_at = coalesce(excluded.previous_at, l.last_at), last_at = excluded.last_at
-
--- name: hub_ledger_park
--- a number a parked interchange carried (its header readable): the gap it leaves is explained by that payload
-INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, parked)
-VALUES (%(consumer)s, %(partner)s, %(level)s, %(number)s, %(width)s, %(seq)s, 0, %(parked)s)
-ON CONFLICT (consumer, partner, level, number) DO UPDATE SET parked = excluded.parked
+    previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at
+        ELSE coalesce(excluded.previous_at, l.last_at) END,
+    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked)
 
 -- name: hub_ledger_rows
 -- every number of the consumer (of one partner when :partner is not null), with the parked payload's id

@@ -258,20 +258,19 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     PRIMARY KEY (consumer, partner, level, number)
 )
 
--- name: hub_ledger_accept
--- one (partner, level, number) of a batch with its copies :n (more than one: the batch's own copies, so its previous
--- arrival is now); a number seen before keeps its seq and first_at
-INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at)
+-- name: hub_ledger_record
+-- one (partner, level, number) of a batch: :n its copies accepted (more than one: the batch's own copies, so its
+-- previous arrival is now; 0: only a parked interchange carried it, whose payload's fingerprint is :parked, and its
+-- arrival times stay); a number seen before keeps its seq and first_at
+INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at,
+    parked)
 VALUES (:consumer, :partner, :level, :number, :width, :seq, :n,
-    CASE WHEN :n > 1 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    CASE WHEN :n > 1 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END,
+    CASE WHEN :n > 0 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, :parked)
 ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
-    previous_at = coalesce(excluded.previous_at, l.last_at), last_at = excluded.last_at
-
--- name: hub_ledger_park
--- a number a parked interchange carried (its header readable): the gap it leaves is explained by that payload
-INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, parked)
-VALUES (:consumer, :partner, :level, :number, :width, :seq, 0, :parked)
-ON CONFLICT (consumer, partner, level, number) DO UPDATE SET parked = excluded.parked
+    previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at
+        ELSE coalesce(excluded.previous_at, l.last_at) END,
+    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked)
 
 -- name: hub_ledger_rows
 -- every number of the consumer (of one partner when :partner is not null), with the parked payload's id
