@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -51,11 +52,18 @@ def isa13(config: HubConfig) -> Ledger:
     return next(one for one in found if one.level == "ISA13")
 
 
+def documented() -> list[str]:
+    """The output docs/ledger.md shows for this test's traffic (its first example)."""
+    text = (Path(__file__).parents[2] / "docs" / "ledger.md").read_text()
+    block = text.split("$ edinbox ledger", 1)[1].split("```", 1)[0]
+    return block.splitlines()[1:]
+
+
 @pytest.mark.parametrize("hub_config", ["sqlite", "postgresql"], indirect=True)
 def test_gap_duplicate_and_out_of_order_then_the_gap_closes(hub_config: HubConfig) -> None:
     """Numbers 1..100 with 37 missing (a truncated 37 parked instead), 52 sent twice and 60 before 59: one gap (37)
     naming the parked payload, one duplicate (52), one out-of-order (59 after 60); the CLI table and the console's
-    partner page show them; once 37 arrives the gap is closed."""
+    partner page show them (the CLI as docs/ledger.md does); once 37 arrives the gap is closed."""
     order = [n for n in range(1, 101) if n not in (37, 59, 60)]
     order[order.index(58) + 1 : order.index(58) + 1] = [60, 59]
     order.append(52)
@@ -73,6 +81,7 @@ def test_gap_duplicate_and_out_of_order_then_the_gap_closes(hub_config: HubConfi
         assert f'{series}{{consumer="accounting",level="ISA13",partner="ZZ:ACMESUPPLY"}} 1.0' in scraped
 
     db = ["--db", hub_config.db, "--table", hub_config.table]
+    assert cli("ledger", *db).output.splitlines() == documented()
     table = cli("ledger", *db, "--partner", "ZZ:ACMESUPPLY", "--level", "ISA13")
     assert table.exit_code == 0, table.output
     found = [line.split()[:4] for line in table.output.splitlines()[1:]]
