@@ -273,10 +273,10 @@ class Batch:
 
 def _parked_numbers(items: Sequence[Item]) -> list[tuple[ledger.Arrival, str]]:
     """The control numbers of parked interchanges whose header names their sender, with the parked payload's
-    fingerprint: the ledger links the gaps they leave to them."""
+    fingerprint: the ledger links the gaps they leave to them. One the partner registry kept out is not a partner's."""
     found: list[tuple[ledger.Arrival, str]] = []
     for item in items:
-        if item.message is not None and item.controls:
+        if item.message is not None and item.controls and item.refusal is None:
             sender = unquote(partner(item.message.source))
             found += [(ledger.Arrival(sender, level, number), item.fingerprint) for level, number in item.controls]
     return found

@@ -118,9 +118,7 @@ class Hub:
         self.metrics = metrics
         self.gauges = Gauges(metrics, inbox, logger=self.logger, log_json=log_json)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
-        window = parse_duration(config.duplicate_window)
-        self.ledger = ledger.Gauges(metrics, inbox, consumer=config.consumer, window=window)
-        """The control-number ledger's gauges of `metrics`, refreshed less often (`_ledger.Gauges`)."""
+        self.ledger = ledger.Gauges(metrics, inbox, config)
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
         self._claimed: list[Delivery] = []

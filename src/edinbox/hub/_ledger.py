@@ -284,14 +284,13 @@ class Gauges:
     """The ledger's gauges of `metrics` (open gaps, duplicates per partner and level), read at most once per `every`
     seconds: the ledger is read whole, so less often than the journal's gauges."""
 
-    def __init__(
-        self, metrics: Metrics | None, inbox: AsyncInbox, *, consumer: str, window: timedelta, every: float = 60.0
-    ) -> None:
-        """Read `consumer`'s ledger of `inbox` into `metrics` (nothing when None), duplicates within `window`."""
+    def __init__(self, metrics: Metrics | None, inbox: AsyncInbox, config: HubConfig, *, every: float = 60.0) -> None:
+        """Read the ledger of `config`'s consumer in `inbox` into `metrics` (nothing when None), duplicates within
+        its `duplicate_window`."""
         self.metrics = metrics
         self.inbox = inbox
-        self.consumer = consumer
-        self.window = window
+        self.consumer = config.consumer
+        self.window = parse_duration(config.duplicate_window)
         self.every = every
         self._refreshed = float("-inf")
 
