@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
@@ -13,10 +15,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from cli.test_cli import cli
+from edinbox import AsyncInbox
 from edinbox.console import create_app
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ledger import Ledger, _next, _previous, normalise, read
+from edinbox.hub._ledger import Arrival, Ledger, _next, _previous, normalise, read, record
+from edinbox.hub._parts import HUB
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
 
@@ -114,3 +118,31 @@ def test_numbers_compare_by_length_then_text() -> None:
     many = "9" * 100
     assert _next(many) == "1" + "0" * 100
     assert _previous("1" + "0" * 100) == many
+
+
+@pytest.mark.parametrize("hub_config", ["postgresql"], indirect=True)
+async def test_hubs_recording_one_partner_at_once_count_every_copy(hub_config: HubConfig) -> None:
+    """Four hubs' connections record 10 batches each at once, each batch numbers 1-30 of two partners in random order
+    (some twice): every transaction commits (no deadlock), and each number's arrivals are exactly the copies sent."""
+    rng = random.Random(5)
+    sent: Counter[tuple[str, str]] = Counter()
+    batches = []
+    for _ in range(40):
+        batch = [Arrival(rng.choice(("ZZ:A", "ZZ:B")), "ISA13", f"{rng.randint(1, 30):09d}") for _ in range(20)]
+        sent.update((a.partner, str(int(a.number))) for a in batch)
+        batches.append(batch)
+
+    async def hub(inbox: AsyncInbox, mine: list[list[Arrival]]) -> None:
+        for batch in mine:
+            await inbox.transaction(lambda tx, b=batch: record(tx, consumer="accounting", accepted=b, parked=[]))
+
+    db, table = hub_config.db, hub_config.table
+    inboxes = [AsyncInbox(db, consumer="accounting", table=table, applications=[HUB]) for _ in range(4)]
+    try:
+        await asyncio.gather(*(hub(inbox, batches[k::4]) for k, inbox in enumerate(inboxes)))
+        params = {"consumer": "accounting", "partner": None}
+        rows = await inboxes[0].read(lambda tx: tx.unit.fetch("hub_ledger_rows", params))
+    finally:
+        for inbox in inboxes:
+            await inbox.aclose()
+    assert {(str(r[0]), str(r[2])): int(r[5]) for r in rows} == dict(sent)

@@ -280,9 +280,15 @@ def findings(ledgers: Iterable[Ledger]) -> list[dict[str, Any]]:
     return rows
 
 
+_SHARE = 20
+"""The ledger's gauges wait at least this many times as long as their last reading took: reading a big ledger takes
+at most 1/20 of the hub's time."""
+
+
 class Gauges:
     """The ledger's gauges of `metrics` (open gaps, duplicates per partner and level), read at most once per `every`
-    seconds: the ledger is read whole, so less often than the journal's gauges."""
+    seconds (or `_SHARE` times the last reading's time, when longer): the ledger is read whole, so less often than the
+    journal's gauges."""
 
     def __init__(self, metrics: Metrics | None, inbox: AsyncInbox, config: HubConfig, *, every: float = 60.0) -> None:
         """Read the ledger of `config`'s consumer in `inbox` into `metrics` (nothing when None), duplicates within
@@ -292,18 +298,21 @@ class Gauges:
         self.consumer = config.consumer
         self.window = parse_duration(config.duplicate_window)
         self.every = every
+        self._wait = every
         self._refreshed = float("-inf")
 
     async def refresh(self, *, force: bool = False) -> None:
         """Set the gauges when `every` seconds have passed (or `force`); a database that is down leaves them as they
         were (the journal's gauges say so, in one `gauges-stale` line)."""
-        if self.metrics is None or (not force and time.monotonic() - self._refreshed < self.every):
+        started = time.monotonic()
+        if self.metrics is None or (not force and started - self._refreshed < self._wait):
             return
         try:
             ledgers = await self.inbox.read(lambda tx: report(tx, consumer=self.consumer, window=self.window))
         except TransientError:
             return
         self._refreshed = time.monotonic()
+        self._wait = max(self.every, _SHARE * (self._refreshed - started))
         self.metrics.ledger(
             consumer=self.consumer, found=[(x.partner, x.level, len(x.gaps), len(x.duplicates)) for x in ledgers]
         )
