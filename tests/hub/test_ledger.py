@@ -109,12 +109,13 @@ def test_gap_duplicate_and_out_of_order_then_the_gap_closes(hub_config: HubConfi
 
 
 def test_numbers_compare_by_length_then_text() -> None:
-    """Leading zeros are dropped, digits of any length step up and down without int(), and a number that is not
-    digits is kept for duplicates only (width 0)."""
+    """Leading zeros are dropped, digits of any length step up and down without int(), a number that is not digits
+    is kept for duplicates only (width 0), and one too long or holding a NUL is not recorded."""
     assert normalise("000000037") == ("37", 2)
     assert normalise("0000") == ("0", 1)
     assert normalise("IC12A") == ("IC12A", 0)
     assert normalise("1" * 129) is None
+    assert normalise("12\x003") is None
     many = "9" * 100
     assert _next(many) == "1" + "0" * 100
     assert _previous("1" + "0" * 100) == many

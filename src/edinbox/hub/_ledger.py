@@ -13,7 +13,7 @@ of statements elsewhere. What is wrong is read from the rows (`report`), never s
 
 A number is digits compared as a number of any length: leading zeros dropped, then ordered by length and text (no
 `int()`). One that is not digits (an EDIFACT reference may be alphanumeric) is tracked for duplicates only. A number
-longer than `LONGEST` characters, or a partner longer than `LONGEST`, is not recorded.
+or partner longer than `LONGEST` characters, or with a character that is not printable (a NUL), is not recorded.
 """
 
 from __future__ import annotations
@@ -78,15 +78,16 @@ def controls(interchange: edi.Interchange) -> tuple[tuple[str, str], ...]:
 
 
 def normalise(number: str) -> tuple[str, int] | None:
-    """The number as the ledger keys it and its width (0: not digits); None when it is empty or longer than
-    `LONGEST` (not recorded)."""
+    """The number as the ledger keys it and its width (0: not digits); None when it is empty, longer than `LONGEST`,
+    or holds a character that is not printable (a NUL no database column takes: not recorded, never a batch's
+    failure)."""
     text = number.strip()
     if text.isascii() and text.isdigit():
         text = text.lstrip("0") or "0"
         width = len(text)
     else:
         width = 0
-    if not text or len(text) > LONGEST:
+    if not text or len(text) > LONGEST or not text.isprintable():
         return None
     return text, width
 
@@ -99,7 +100,7 @@ async def record(tx: Any, *, consumer: str, accepted: Sequence[Arrival], parked:
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for n, (arrival, fingerprint) in enumerate([*((a, None) for a in accepted), *parked]):
         normal = normalise(arrival.number)
-        if normal is None or not arrival.partner or len(arrival.partner) > LONGEST:
+        if normal is None or not arrival.partner or len(arrival.partner) > LONGEST or not arrival.partner.isprintable():
             continue
         key = (arrival.partner, arrival.level, normal[0])
         row = rows.setdefault(
