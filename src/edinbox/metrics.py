@@ -121,12 +121,44 @@ class Metrics:
             ["consumer", "partner", "side"],
             registry=reg,
         )
+        self.ledger_gaps = prom.Gauge(
+            "edinbox_ledger_open_gaps",
+            "Open gaps (missing ranges) in the control numbers partners sent, by consumer, partner (if configured, else"
+            " other) and level (ISA13, GS06, ST02, UNB0020, UNG0048, UNH0062), at the last refresh.",
+            ["consumer", "partner", "level"],
+            registry=reg,
+        )
+        self.ledger_duplicates = prom.Gauge(
+            "edinbox_ledger_duplicates",
+            "Control numbers sent again within the duplicate window, by consumer, partner and level, at the last"
+            " refresh.",
+            ["consumer", "partner", "level"],
+            registry=reg,
+        )
+        self._ledger_series: set[tuple[str, str, str]] = set()
         self.relay_restarts = prom.Counter(
             "edinbox_relay_restarts_total",
             "Relay processes of `edinbox run` that died and are started again.",
             ["consumer"],
             registry=reg,
         )
+
+    def ledger(self, *, consumer: str, found: Iterable[tuple[str, str, int, int]]) -> None:
+        """Set the control-number ledger's gauges from `found` (partner, level, open gaps, duplicates), a whole ledger
+        at a time: a partner not named at creation is summed into `other`, and a series not in `found` goes to 0."""
+        gaps: dict[tuple[str, str, str], int] = {}
+        duplicates: dict[tuple[str, str, str], int] = {}
+        for partner, level, open_gaps, copies in found:
+            labels = (consumer, partner if partner in self.partners else OTHER, level)
+            gaps[labels] = gaps.get(labels, 0) + open_gaps
+            duplicates[labels] = duplicates.get(labels, 0) + copies
+        for labels in self._ledger_series - gaps.keys():
+            self.ledger_gaps.labels(*labels).set(0)
+            self.ledger_duplicates.labels(*labels).set(0)
+        for labels, n in gaps.items():
+            self.ledger_gaps.labels(*labels).set(n)
+            self.ledger_duplicates.labels(*labels).set(duplicates[labels])
+        self._ledger_series |= gaps.keys()
 
     def settled(self, outcome: str, *, consumer: str, partner: str = "", message_type: str = "", n: int = 1) -> None:
         """Count `n` deliveries settled with `outcome` (processed, duplicate, conflict, dead, rejected, ...); a partner

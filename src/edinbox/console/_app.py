@@ -28,7 +28,7 @@ from edinbox._errors import ConfigurationError, InboxError, SourceError, StoreEr
 from edinbox.console import _data
 from edinbox.console._chart import COLORS, stacked
 from edinbox.console._guard import Access, guard
-from edinbox.hub import _ops
+from edinbox.hub import _ledger, _ops
 from edinbox.hub._config import HubConfig
 from edinbox.hub._parts import open_inbox, verify_found
 
@@ -171,6 +171,15 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
         chart = stacked(data["per_minute"], start=data["since"], end=data["now"])
         return page(request, "dashboard.html", data=data, chart=chart, colors=COLORS)
 
+    async def partners(request: Request) -> Response:
+        partner = request.query_params.get("partner", "")[:200] or None
+        if partner is not None and "\x00" in partner:
+            return refuse(request, 400, "partner: a NUL is not allowed")
+        ledgers = await _data.partners(config, request.app.state.inbox, partner=partner)
+        findings = _ledger.findings(ledgers)
+        window = config.duplicate_window
+        return page(request, "partners.html", partner=partner, ledgers=ledgers, findings=findings, window=window)
+
     async def audit(request: Request) -> Response:
         return page(request, "audit.html", rows=await _data.audit_rows(request.app.state.inbox))
 
@@ -196,6 +205,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
         Route("/confirm", confirm),
         Route("/action", act, methods=["POST"]),
         Route("/dashboard", dashboard),
+        Route("/partners", partners),
         Route("/audit", audit),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),

@@ -20,8 +20,8 @@ from edinbox import edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError
 from edinbox._records import Tx
-from edinbox.hub import _ops
-from edinbox.hub._config import HubConfig
+from edinbox.hub import _ledger, _ops
+from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._redrive import join_key, replay
 from edinbox.hub._tables import has_hub
 
@@ -34,6 +34,7 @@ __all__ = [
     "act",
     "audit_rows",
     "dashboard",
+    "partners",
     "search",
     "segments",
     "trace_ids",
@@ -224,6 +225,15 @@ async def _audit(inbox: AsyncInbox, *, who: str, action: str, key: str, result: 
         )
         return
     await inbox.transaction(lambda tx: tx.unit.run("console_audit", params))
+
+
+async def partners(config: HubConfig, inbox: AsyncInbox, *, partner: str | None = None) -> list[_ledger.Ledger]:
+    """Each partner's health from the control-number ledger (of one `partner`): per level, last seen, volume, open
+    gaps, duplicates within the hub's `duplicate_window`, out-of-order numbers; none on a library journal."""
+    if not await has_hub(inbox):
+        return []
+    window = parse_duration(config.duplicate_window)
+    return await inbox.read(lambda tx: _ledger.report(tx, consumer=inbox.consumer, window=window, partner=partner))
 
 
 async def audit_rows(inbox: AsyncInbox, *, limit: int = 100) -> list[dict[str, Any]]:

@@ -14,11 +14,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox._records import Tx
+from edinbox.edi import partner
+from edinbox.hub import _ledger as ledger
 from edinbox.hub._accounting import Accounting, Created
 from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
@@ -182,6 +185,7 @@ class Batch:
                 notices += await self._notices(tx, w, item, outcome)
         counts: Counter[str] = Counter()
         parked: list[Parked] = []
+        parked_items: list[Item] = []
         refusals: list[Refusal] = []
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:
@@ -191,6 +195,7 @@ class Batch:
                 elif item.route == REJECT:
                     w.outcomes[i] = "rejected"
                     parked.append(Parked(item.fingerprint, w.delivery.coordinates, item.reason, item.payload))
+                    parked_items.append(item)
                     notices += await self._rejection(tx, item)
                     if item.refusal is not None:
                         counts[COUNTER] += 1
@@ -207,11 +212,29 @@ class Batch:
             self.refused = True
             raise
         await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
+        await ledger.record(tx, consumer=self.consumer, accepted=self._arrivals(), parked=_parked_numbers(parked_items))
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         for one in refusals:
             noticed(self.consumer, one)
         self.recorded_at = time.time_ns()
+
+    def _arrivals(self) -> list[ledger.Arrival]:
+        """The control numbers of the batch's accepted interchanges, in the order they came: those journaled (any
+        outcome) or routed around the inbox, but not the broker's redelivery of one settled before (a duplicate on a
+        redelivery: the partner did not send it again)."""
+        found: list[ledger.Arrival] = []
+        for w in self.work:
+            again = w.delivery.redelivered or (w.delivery.delivery_count or 1) > 1
+            for i, item in enumerate(w.items):
+                outcome = w.outcomes.get(i)
+                if item.route == REJECT or outcome is None or item.message is None:
+                    continue
+                if again and outcome not in ("processed", "resent"):
+                    continue
+                sender = unquote(partner(item.message.source))
+                found += [ledger.Arrival(sender, level, number) for level, number in item.controls]
+        return found
 
     def wait(self, message: Message, seconds: float) -> None:
         """Note that `message` waits `seconds` for its retry time: its delivery is handed back to come again then."""
@@ -246,6 +269,17 @@ class Batch:
         _, w, i = max(whole, key=lambda found: found[0])
         w.items[i] = refused(w.items[i], error=str(error))
         return True
+
+
+def _parked_numbers(items: Sequence[Item]) -> list[tuple[ledger.Arrival, str]]:
+    """The control numbers of parked interchanges whose header names their sender, with the parked payload's
+    fingerprint: the ledger links the gaps they leave to them. One the partner registry kept out is not a partner's."""
+    found: list[tuple[ledger.Arrival, str]] = []
+    for item in items:
+        if item.message is not None and item.controls and item.refusal is None:
+            sender = unquote(partner(item.message.source))
+            found += [(ledger.Arrival(sender, level, number), item.fingerprint) for level, number in item.controls]
+    return found
 
 
 def _whole(item: Item) -> bool:

@@ -242,6 +242,9 @@ class HubConfig(BaseSettings):
     retention: Duration = Field(
         "30d", description="journal rows older than this may be purged (never shorter than the horizon)"
     )
+    duplicate_window: Duration = Field(
+        "30d", description="`edinbox ledger`: a control number sent again within this long is a duplicate"
+    )
     purge_every: Annotated[str, BeforeValidator(period)] = Field(
         "1h", description='`run` purges rows older than the retention this often (as `edinbox purge`); "off": never'
     )

@@ -34,6 +34,7 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, DataError, InboxError, NotSettledError, RetryLater, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
+from edinbox.hub import _ledger as ledger
 from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._acks import Acknowledger
@@ -117,6 +118,7 @@ class Hub:
         self.metrics = metrics
         self.gauges = Gauges(metrics, inbox, logger=self.logger, log_json=log_json)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
+        self.ledger = ledger.Gauges(metrics, inbox, config)
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
         self._claimed: list[Delivery] = []
@@ -193,8 +195,10 @@ class Hub:
 
     async def refresh(self, *, every: float = 0.0) -> None:
         """Set the journal gauges from the database, when `every` seconds have passed since the last time (see
-        `edinbox.loop.Gauges`: an outage leaves them as they were, in one `gauges-stale` line)."""
+        `edinbox.loop.Gauges`: an outage leaves them as they were, in one `gauges-stale` line), and the ledger's
+        gauges once a minute (every time when `every` is 0)."""
         await self.gauges.refresh(every=every)
+        await self.ledger.refresh(force=not every)
 
     async def step(self) -> int:
         """Receive one batch (or take the one received ahead) and settle it; return how many deliveries it had."""

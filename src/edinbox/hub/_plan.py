@@ -35,6 +35,7 @@ from edinbox._errors import LimitError
 from edinbox._message import Message
 from edinbox.hub._checks import invoice_problem
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
+from edinbox.hub._ledger import controls
 from edinbox.hub._partners import Refusal, refusal
 from edinbox.sources import Delivery
 
@@ -72,6 +73,9 @@ class Item:
     """The interchange key `(source, control number)` of a parked interchange that gets a rejection (`received`)."""
     refusal: Refusal | None = None
     """Why the partner registry keeps a parked interchange out (`_partners.refusal`), None for a fault of its data."""
+    controls: tuple[tuple[str, str], ...] = ()
+    """The interchange's control numbers by level (`_ledger.controls`), for the ledger; none for a payload that is
+    not an interchange or whose header names nobody."""
 
     @property
     def fingerprint(self) -> str:
@@ -123,7 +127,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         item = Item(REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
         if not interchange.identified:  # garbage names no partner and no message type
             return item
-        item = replace(item, message=_named(interchange), types=message_types(interchange))
+        named, types = _named(interchange), message_types(interchange)
+        item = replace(item, message=named, types=types, controls=controls(interchange))
         if not config.acknowledges:
             return item
         received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding)
@@ -165,7 +170,15 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
             return replace(parked(f"an invoice cannot be read: {exc}", faulty=at, finding=finding), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
     received = edi.received(interchange) if route == INBOX and config.acknowledges else None
-    return Item(route, label, message=message, types=types, invoices=tuple(invoices), received=received)
+    return Item(
+        route,
+        label,
+        message=message,
+        types=types,
+        invoices=tuple(invoices),
+        received=received,
+        controls=controls(interchange),
+    )
 
 
 def _named(interchange: edi.Interchange) -> Message | None:

@@ -41,11 +41,13 @@ TABLES = (
     "edinbox_hub_acknowledgments",
     "edinbox_hub_answers",
     "edinbox_hub_as2_receipts",
+    "edinbox_hub_ledger",
     "edinbox_hub_console_audit",
 )
 """The hub's tables, beside the journal (`edinbox_hub_console_audit`: what operators did in `edinbox console`;
 `edinbox_hub_answers`: what was answered once; `edinbox_hub_as2_receipts`: the MDN answered for each AS2 message
-received). Their versions are the hub's (`_parts.HUB.migrations`)."""
+received; `edinbox_hub_ledger`: the control numbers partners sent, `_ledger`). Their
+versions are the hub's (`_parts.HUB.migrations`)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
@@ -82,6 +84,7 @@ _KEYS = {
     "edinbox_hub_acknowledgments": ["control_number", "partner"],
     "edinbox_hub_answers": ["consumer", "delivery", "message_id", "source"],
     "edinbox_hub_as2_receipts": ["consumer", "message_id", "receiver", "sender"],
+    "edinbox_hub_ledger": ["consumer", "level", "number", "partner"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -101,7 +104,16 @@ INIT_HINT = "run `edinbox init` (with the owner's rights) to create or repair it
 CREATE = (
     *(
         f"hub_create_{t}"
-        for t in ("invoices", "rejected", "counters", "control_numbers", "acknowledgments", "answers", "as2_receipts")
+        for t in (
+            "invoices",
+            "rejected",
+            "counters",
+            "control_numbers",
+            "acknowledgments",
+            "answers",
+            "as2_receipts",
+            "ledger",
+        )
     ),
     "console_create_audit",
     *(f"console_index_{index}" for index in SEARCH_INDEXES),

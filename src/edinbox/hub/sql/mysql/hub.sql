@@ -260,3 +260,49 @@ WHERE consumer = %(consumer)s AND sender = %(sender)s AND receiver = %(receiver)
 -- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
 DELETE FROM {edinbox_hub_as2_receipts}
 WHERE consumer = %(consumer)s AND created_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
+
+-- name: hub_create_ledger
+-- the inbound control-number ledger (`_ledger`): one row per number a partner sent at a level (ISA13, GS06, ST02,
+-- UNB0020, UNG0048, UNH0062), leading zeros dropped; width orders numbers (then the text), 0 for one that is not a
+-- number; arrivals counts the copies accepted (0: only parked, `parked` the fingerprint of the payload that carried
+-- it); seq is when it first came (the hub's clock in nanoseconds, then its place in the batch)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
+    consumer VARBINARY(512) NOT NULL,
+    partner VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL,
+    level VARCHAR(8) COLLATE utf8mb4_nopad_bin NOT NULL,
+    number VARCHAR(128) COLLATE utf8mb4_nopad_bin NOT NULL,
+    width INTEGER NOT NULL,
+    seq BIGINT NOT NULL,
+    arrivals INTEGER NOT NULL,
+    first_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    previous_at DATETIME(6),
+    last_at DATETIME(6),
+    parked VARBINARY(512),
+    PRIMARY KEY (consumer, partner, level, number)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_ledger_record
+-- one (partner, level, number) of a batch: n its copies accepted (more than one: the batch's own copies, so its
+-- previous arrival is now; 0: only a parked interchange carried it, whose payload's fingerprint is parked, and its
+-- arrival times stay); a number seen before keeps its seq and first_at; previous_at is assigned before last_at, so it
+-- reads the last arrival before this one
+INSERT INTO {edinbox_hub_ledger} (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at, parked)
+VALUES (%(consumer)s, %(partner)s, %(level)s, %(number)s, %(width)s, %(seq)s, %(n)s,
+    IF(%(n)s > 1, UTC_TIMESTAMP(6), NULL), IF(%(n)s > 0, UTC_TIMESTAMP(6), NULL), %(parked)s)
+ON DUPLICATE KEY UPDATE arrivals = arrivals + VALUES(arrivals),
+    previous_at = IF(VALUES(last_at) IS NULL, previous_at, COALESCE(VALUES(previous_at), last_at)),
+    last_at = COALESCE(VALUES(last_at), last_at), parked = COALESCE(VALUES(parked), parked)
+
+-- name: hub_ledger_rows
+-- every number of the consumer (of one partner when partner is not null), with the parked payload's id
+SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id
+FROM {edinbox_hub_ledger} AS l
+LEFT JOIN {edinbox_hub_rejected} AS r ON r.consumer = l.consumer AND r.fingerprint = l.parked
+WHERE l.consumer = %(consumer)s AND (%(partner)s IS NULL OR l.partner = %(partner)s)
+ORDER BY l.partner, l.level, l.seq
+
+-- name: hub_purge_ledger
+-- a number last seen before the retention: its gaps and duplicates are history
+DELETE FROM {edinbox_hub_ledger}
+WHERE consumer = %(consumer)s
+    AND COALESCE(last_at, first_at) < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND

@@ -59,3 +59,20 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
     created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
     PRIMARY KEY (consumer, sender, receiver, message_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: v5_ledger
+-- the inbound control-number ledger (`hub.sql`'s hub_create_ledger)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
+    consumer VARBINARY(512) NOT NULL,
+    partner VARCHAR(191) COLLATE utf8mb4_nopad_bin NOT NULL,
+    level VARCHAR(8) COLLATE utf8mb4_nopad_bin NOT NULL,
+    number VARCHAR(128) COLLATE utf8mb4_nopad_bin NOT NULL,
+    width INTEGER NOT NULL,
+    seq BIGINT NOT NULL,
+    arrivals INTEGER NOT NULL,
+    first_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    previous_at DATETIME(6),
+    last_at DATETIME(6),
+    parked VARBINARY(512),
+    PRIMARY KEY (consumer, partner, level, number)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4

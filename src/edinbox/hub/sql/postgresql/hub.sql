@@ -114,7 +114,7 @@ ORDER BY id
 -- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences
 SELECT t.name FROM (VALUES ({table_name}), ({edinbox_hub_invoices_name}), ({edinbox_hub_rejected_name}), ({edinbox_hub_counters_name}),
     ({outbox_name}), ({edinbox_hub_control_numbers_name}), ({edinbox_hub_acknowledgments_name}),
-    ({edinbox_hub_answers_name}), ({edinbox_hub_as2_receipts_name})) AS t (name)
+    ({edinbox_hub_answers_name}), ({edinbox_hub_as2_receipts_name}), ({edinbox_hub_ledger_name})) AS t (name)
 WHERE NOT (has_table_privilege(t.name, 'SELECT') AND has_table_privilege(t.name, 'INSERT')
     AND has_table_privilege(t.name, 'UPDATE') AND has_table_privilege(t.name, 'DELETE'))
 UNION ALL
@@ -254,3 +254,53 @@ WHERE consumer = %(consumer)s AND sender = %(sender)s AND receiver = %(receiver)
 -- name: hub_purge_as2_receipts
 -- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
 DELETE FROM {edinbox_hub_as2_receipts} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s
+
+-- name: hub_create_ledger
+-- the inbound control-number ledger (`_ledger`): one row per number a partner sent at a level (ISA13, GS06, ST02,
+-- UNB0020, UNG0048, UNH0062), leading zeros dropped; width orders numbers (then the text), 0 for one that is not a
+-- number; arrivals counts the copies accepted (0: only parked, `parked` the fingerprint of the payload that carried
+-- it); seq is when it first came (the hub's clock in nanoseconds, then its place in the batch)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
+    consumer TEXT NOT NULL,
+    partner TEXT NOT NULL,
+    level TEXT NOT NULL,
+    number TEXT NOT NULL,
+    width INTEGER NOT NULL,
+    seq BIGINT NOT NULL,
+    arrivals INTEGER NOT NULL,
+    first_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    previous_at TIMESTAMPTZ,
+    last_at TIMESTAMPTZ,
+    parked TEXT,
+    PRIMARY KEY (consumer, partner, level, number)
+)
+
+-- name: hub_ledger_record
+-- a batch's numbers as one array per column, each (partner, level, number) once: `counts` its copies accepted (more
+-- than one: the batch's own copies, so its previous arrival is now; 0: only a parked interchange carried it, whose
+-- payload's fingerprint is `parked`, and its arrival times stay); rows locked in key order, so hubs never deadlock on
+-- them; a number seen before keeps its seq and first_at
+INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at,
+    parked)
+SELECT %(consumer)s, u.partner, u.level, u.number, u.width, u.seq, u.n, CASE WHEN u.n > 1 THEN now() END,
+    CASE WHEN u.n > 0 THEN now() END, u.parked
+FROM unnest(%(partners)b::text[], %(levels)b::text[], %(numbers)b::text[], %(widths)b::integer[],
+    %(seqs)b::bigint[], %(counts)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
+ORDER BY u.partner, u.level, u.number
+ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
+    previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at
+        ELSE coalesce(excluded.previous_at, l.last_at) END,
+    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked)
+
+-- name: hub_ledger_rows
+-- every number of the consumer (of one partner when :partner is not null), with the parked payload's id
+SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id
+FROM {edinbox_hub_ledger} AS l
+LEFT JOIN {edinbox_hub_rejected} AS r ON r.consumer = l.consumer AND r.fingerprint = l.parked
+WHERE l.consumer = %(consumer)s AND (%(partner)s::text IS NULL OR l.partner = %(partner)s)
+ORDER BY l.partner, l.level, l.seq
+
+-- name: hub_purge_ledger
+-- a number last seen before the retention: its gaps and duplicates are history
+DELETE FROM {edinbox_hub_ledger}
+WHERE consumer = %(consumer)s AND coalesce(last_at, first_at) < now() - %(older_than)s

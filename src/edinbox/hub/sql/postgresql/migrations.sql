@@ -64,3 +64,20 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer, sender, receiver, message_id)
 )
+
+-- name: v5_ledger
+-- the inbound control-number ledger (`hub.sql`'s hub_create_ledger)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
+    consumer TEXT NOT NULL,
+    partner TEXT NOT NULL,
+    level TEXT NOT NULL,
+    number TEXT NOT NULL,
+    width INTEGER NOT NULL,
+    seq BIGINT NOT NULL,
+    arrivals INTEGER NOT NULL,
+    first_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    previous_at TIMESTAMPTZ,
+    last_at TIMESTAMPTZ,
+    parked TEXT,
+    PRIMARY KEY (consumer, partner, level, number)
+)

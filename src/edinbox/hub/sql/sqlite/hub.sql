@@ -237,3 +237,51 @@ WHERE consumer = :consumer AND sender = :sender AND receiver = :receiver AND mes
 -- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
 DELETE FROM {edinbox_hub_as2_receipts}
 WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
+
+-- name: hub_create_ledger
+-- the inbound control-number ledger (`_ledger`): one row per number a partner sent at a level (ISA13, GS06, ST02,
+-- UNB0020, UNG0048, UNH0062), leading zeros dropped; width orders numbers (then the text), 0 for one that is not a
+-- number; arrivals counts the copies accepted (0: only parked, `parked` the fingerprint of the payload that carried
+-- it); seq is when it first came (the hub's clock in nanoseconds, then its place in the batch)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
+    consumer TEXT NOT NULL,
+    partner TEXT NOT NULL,
+    level TEXT NOT NULL,
+    number TEXT NOT NULL,
+    width INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    arrivals INTEGER NOT NULL,
+    first_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    previous_at TEXT,
+    last_at TEXT,
+    parked TEXT,
+    PRIMARY KEY (consumer, partner, level, number)
+)
+
+-- name: hub_ledger_record
+-- one (partner, level, number) of a batch: :n its copies accepted (more than one: the batch's own copies, so its
+-- previous arrival is now; 0: only a parked interchange carried it, whose payload's fingerprint is :parked, and its
+-- arrival times stay); a number seen before keeps its seq and first_at
+INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at,
+    parked)
+VALUES (:consumer, :partner, :level, :number, :width, :seq, :n,
+    CASE WHEN :n > 1 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END,
+    CASE WHEN :n > 0 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, :parked)
+ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
+    previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at
+        ELSE coalesce(excluded.previous_at, l.last_at) END,
+    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked)
+
+-- name: hub_ledger_rows
+-- every number of the consumer (of one partner when :partner is not null), with the parked payload's id
+SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id
+FROM {edinbox_hub_ledger} AS l
+LEFT JOIN {edinbox_hub_rejected} AS r ON r.consumer = l.consumer AND r.fingerprint = l.parked
+WHERE l.consumer = :consumer AND (:partner IS NULL OR l.partner = :partner)
+ORDER BY l.partner, l.level, l.seq
+
+-- name: hub_purge_ledger
+-- a number last seen before the retention: its gaps and duplicates are history
+DELETE FROM {edinbox_hub_ledger}
+WHERE consumer = :consumer
+    AND coalesce(last_at, first_at) < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')

@@ -1,0 +1,149 @@
+"""The inbound control-number ledger through the real hub (SQLite and PostgreSQL): a gap, a duplicate and an
+out-of-order number found, the gap linked to the parked interchange that carried its number, and closed when the
+number arrives; `edinbox ledger` and the console's partner page say the same."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from cli.test_cli import cli
+from edinbox import AsyncInbox
+from edinbox.console import create_app
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub._ledger import Arrival, Ledger, _next, _previous, normalise, read, record
+from edinbox.hub._parts import HUB
+from edinbox.metrics import Metrics
+from edinbox.sources.spool import publish
+
+ACME = PARTNERS[0]  # X12, sender ZZ:ACMESUPPLY
+LINES = ((2, Decimal("6.50")),)
+
+
+def interchange(n: int, *, trailer: bool = True) -> bytes:
+    """ACME's invoice interchange with ISA13 `n` (and invoice number INV-n)."""
+    return render(Doc(ACME, f"{n:09d}", "invoice", f"INV-{n}", lines=LINES), trailer=trailer)
+
+
+def deliver(config: HubConfig, numbers: list[int], *, truncated: int | None = None) -> Metrics:
+    """Publish the interchanges of `numbers` in that order (`truncated`: one more, cut before its IEA, parked), and
+    run the hub until the spool is idle; return its metrics."""
+    metrics = Metrics(partners=["ZZ:ACMESUPPLY"])
+
+    async def go() -> None:
+        files = [(f"{k:04d}", interchange(n)) for k, n in enumerate(numbers)]
+        if truncated is not None:
+            files.append((f"{len(files):04d}", interchange(truncated, trailer=False)))
+        await publish(config.source, files)
+        async with open_hub(config, metrics=metrics) as hub:
+            await hub.run(once=True)
+
+    asyncio.run(go())
+    return metrics
+
+
+def isa13(config: HubConfig) -> Ledger:
+    """ACME's ledger at ISA13."""
+    found = asyncio.run(read(config, partner="ZZ:ACMESUPPLY"))
+    return next(one for one in found if one.level == "ISA13")
+
+
+def documented() -> list[str]:
+    """The output docs/ledger.md shows for this test's traffic (its first example)."""
+    text = (Path(__file__).parents[2] / "docs" / "ledger.md").read_text()
+    block = text.split("$ edinbox ledger", 1)[1].split("```", 1)[0]
+    return block.splitlines()[1:]
+
+
+@pytest.mark.parametrize("hub_config", ["sqlite", "postgresql"], indirect=True)
+def test_gap_duplicate_and_out_of_order_then_the_gap_closes(hub_config: HubConfig) -> None:
+    """Numbers 1..100 with 37 missing (a truncated 37 parked instead), 52 sent twice and 60 before 59: one gap (37)
+    naming the parked payload, one duplicate (52), one out-of-order (59 after 60); the CLI table and the console's
+    partner page show them (the CLI as docs/ledger.md does); once 37 arrives the gap is closed."""
+    order = [n for n in range(1, 101) if n not in (37, 59, 60)]
+    order[order.index(58) + 1 : order.index(58) + 1] = [60, 59]
+    order.append(52)
+    metrics = deliver(hub_config, order, truncated=37)
+
+    ledger = isa13(hub_config)
+    assert [(g["first"], g["last"], g["missing"]) for g in ledger.gaps] == [("37", "37", 1)]
+    assert [p["number"] for p in ledger.gaps[0]["parked"]] == ["37"]
+    assert ledger.gaps[0]["parked"][0]["rejected"] is not None
+    assert [(d["number"], d["arrivals"]) for d in ledger.duplicates] == [("52", 2)]
+    assert ledger.out_of_order == [{"number": "59", "after": "60"}]
+    assert (ledger.numbers, ledger.arrivals) == (99, 100)
+    scraped = metrics.exposition().decode()
+    for series in ("edinbox_ledger_open_gaps", "edinbox_ledger_duplicates"):
+        assert f'{series}{{consumer="accounting",level="ISA13",partner="ZZ:ACMESUPPLY"}} 1.0' in scraped
+
+    db = ["--db", hub_config.db, "--table", hub_config.table]
+    assert cli("ledger", *db).output.splitlines() == documented()
+    table = cli("ledger", *db, "--partner", "ZZ:ACMESUPPLY", "--level", "ISA13")
+    assert table.exit_code == 0, table.output
+    found = [line.split()[:4] for line in table.output.splitlines()[1:]]
+    assert found == [
+        ["ZZ:ACMESUPPLY", "ISA13", kind, n] for kind, n in (("gap", "37"), ("duplicate", "52"), ("out-of-order", "59"))
+    ]
+    assert f"rejected/{ledger.gaps[0]['parked'][0]['rejected']}" in table.output
+
+    with TestClient(create_app(hub_config), base_url="http://127.0.0.1:8080") as client:
+        page = client.get("/partners", params={"partner": "ZZ:ACMESUPPLY"})
+    assert page.status_code == 200
+    for shown in ("ISA13", "out-of-order", f"rejected/{ledger.gaps[0]['parked'][0]['rejected']}"):
+        assert shown in page.text
+
+    deliver(hub_config, [37])
+    closed = isa13(hub_config)
+    assert (closed.gaps, closed.numbers) == ([], 100)
+    assert {"number": "37", "after": "100"} in closed.out_of_order
+    listed = json.loads(cli("ledger", *db, "--json").output)
+    assert next(one for one in listed if one["level"] == "ISA13")["gaps"] == []
+
+
+def test_numbers_compare_by_length_then_text() -> None:
+    """Leading zeros are dropped, digits of any length step up and down without int(), a number that is not digits
+    is kept for duplicates only (width 0), and one too long or holding a NUL is not recorded."""
+    assert normalise("000000037") == ("37", 2)
+    assert normalise("0000") == ("0", 1)
+    assert normalise("IC12A") == ("IC12A", 0)
+    assert normalise("1" * 129) is None
+    assert normalise("12\x003") is None
+    many = "9" * 100
+    assert _next(many) == "1" + "0" * 100
+    assert _previous("1" + "0" * 100) == many
+
+
+@pytest.mark.parametrize("hub_config", ["postgresql"], indirect=True)
+async def test_hubs_recording_one_partner_at_once_count_every_copy(hub_config: HubConfig) -> None:
+    """Four hubs' connections record 10 batches each at once, each batch numbers 1-30 of two partners in random order
+    (some twice): every transaction commits (no deadlock), and each number's arrivals are exactly the copies sent."""
+    rng = random.Random(5)
+    sent: Counter[tuple[str, str]] = Counter()
+    batches = []
+    for _ in range(40):
+        batch = [Arrival(rng.choice(("ZZ:A", "ZZ:B")), "ISA13", f"{rng.randint(1, 30):09d}") for _ in range(20)]
+        sent.update((a.partner, str(int(a.number))) for a in batch)
+        batches.append(batch)
+
+    async def hub(inbox: AsyncInbox, mine: list[list[Arrival]]) -> None:
+        for batch in mine:
+            await inbox.transaction(lambda tx, b=batch: record(tx, consumer="accounting", accepted=b, parked=[]))
+
+    db, table = hub_config.db, hub_config.table
+    inboxes = [AsyncInbox(db, consumer="accounting", table=table, applications=[HUB]) for _ in range(4)]
+    try:
+        await asyncio.gather(*(hub(inbox, batches[k::4]) for k, inbox in enumerate(inboxes)))
+        params = {"consumer": "accounting", "partner": None}
+        rows = await inboxes[0].read(lambda tx: tx.unit.fetch("hub_ledger_rows", params))
+    finally:
+        for inbox in inboxes:
+            await inbox.aclose()
+    assert {(str(r[0]), str(r[2])): int(r[5]) for r in rows} == dict(sent)
