@@ -336,12 +336,15 @@ class Hub:
                 spans.committed(batch.recorded_at)
             return
         lease = parse_duration(self.config.lease)
-        outcomes = [
-            await self._process_one(
+        outcomes: list[Outcome | None] = []
+        for m in batch.messages:
+            if self.stop.is_set():  # a stop: the effect under way is finished, those not begun go back unsettled
+                outcomes.append(None)
+                continue
+            done = await self._process_one(
                 m, batch.create_one, lease=lease, on_complete=partial(_answer, batch, m), batch=batch
             )
-            for m in batch.messages
-        ]
+            outcomes.append(done)
         await _recorded(batch, lambda: self.inbox.transaction(lambda tx: batch.record(tx, outcomes)))
 
     async def _process(self, batch: Batch) -> None:
