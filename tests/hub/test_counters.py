@@ -91,6 +91,7 @@ def _rewind_to_version_3(config: HubConfig) -> None:
         if _dialect(config) == "sqlite":  # the journal's columns of versions 8 and 10: SQLite cannot add them twice
             run('ALTER TABLE "inbox" DROP COLUMN trace', ())
             run('ALTER TABLE "inbox" DROP COLUMN retry_at', ())
+            run('ALTER TABLE "invoices" DROP COLUMN remote_id', ())  # the invoices' column of the hub's step 6
     finally:
         close()
 

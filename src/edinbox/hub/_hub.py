@@ -544,7 +544,9 @@ async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
 
 
 async def _answer(batch: Batch, message: Message, tx: Any) -> None:
-    """Lease mode: a completed message's acknowledgments, in the transaction that commits its completion."""
+    """Lease mode: a completed message's invoices as the remote sink holds them, and its acknowledgments, in the
+    transaction that commits its completion."""
+    await batch.keep(tx, message)
     await batch.answer(tx, [message])
 
 

@@ -26,6 +26,7 @@ HUB = Application(
         3: "the tables renamed edinbox_hub_* (invoices, rejected, counters, control numbers, acknowledgments, answers, "
         "console audit): no clash with an application's own invoices",
         4: "the AS2 receipts table (edinbox_hub_as2_receipts): the MDN answered for each AS2 message received",
+        6: "the invoices' remote_id: the id a remote sink (the HTTP accounting API) gave each invoice it holds",
     },
     legacy="hub_control_numbers",
 )

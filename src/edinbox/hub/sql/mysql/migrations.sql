@@ -59,3 +59,8 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_as2_receipts} (
     created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
     PRIMARY KEY (consumer, sender, receiver, message_id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: v6_invoices_remote_id
+-- the id a remote sink (the HTTP accounting API) gave each invoice it holds: in lease mode the hub keeps a row per such
+-- invoice, so `stats`, `show` and the console see what the remote sink created (NULL: an invoice of this table's own)
+ALTER TABLE {edinbox_hub_invoices} ADD COLUMN IF NOT EXISTS remote_id VARCHAR(255) COLLATE utf8mb4_nopad_bin
