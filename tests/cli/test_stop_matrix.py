@@ -216,7 +216,8 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Comman
                 wait_for(lambda n=name: commands[n].said("published"), timeout=60, what=f"{name} to publish")
             wait_for(lambda: commands["run-db-down"].said(" settled "), timeout=60, what="run-db-down to settle")
             pg.stop()
-            for name in ("run-db-down", "relay-db-down", "relay-broker-down"):
+            commands["console-waiting"] = _console(down, free_port())  # started during the outage: it waits
+            for name in ("run-db-down", "relay-db-down", "relay-broker-down", "console-waiting"):
                 wait_for(lambda n=name: commands[n].said("dependency-down"), timeout=60, what=f"{name}'s outage")
             wait_for(lambda: answers(f"http://127.0.0.1:{ports['console-db-down']}/", 503), timeout=60, what="503")
             for name, command in commands.items():
@@ -241,6 +242,7 @@ STATES = {
     "relay-broker-down": 0,
     "console-idle": 0,
     "console-db-down": 0,
+    "console-waiting": 0,
     "chaos-running": 1,
     "chaos-db-down": 1,
 }
