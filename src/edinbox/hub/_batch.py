@@ -122,13 +122,14 @@ class Batch:
         if tx.unit is not None:
             await self._count_effect(tx, message)
 
-    async def keep(self, tx: Tx, message: Message) -> None:
-        """Lease mode: keep, in the transaction that completes `message`, the invoices the remote sink holds for it
-        with their ids (`_accounting.keep_remote`)."""
+    async def complete(self, message: Message, tx: Tx) -> None:
+        """Lease mode, in the transaction that commits `message`'s completion: the invoices the remote sink holds for
+        it, with their ids (`_accounting.keep_remote`), and its acknowledgments."""
         created = self.remote.pop(message.key, None)
         if created is not None and created.remote:
             invoices = self.by_key[message.key].invoices
             await keep_remote(tx, message, invoices, created, consumer=self.consumer)
+        await self.answer(tx, [message])
 
     async def answer(self, tx: Tx, messages: Sequence[Message]) -> None:
         """Write the acknowledgments of processed `messages` in `tx`, and remember their deliveries when a re-send

@@ -342,7 +342,7 @@ class Hub:
                 outcomes.append(None)
                 continue
             done = await self._process_one(
-                m, batch.create_one, lease=lease, on_complete=partial(_answer, batch, m), batch=batch
+                m, batch.create_one, lease=lease, on_complete=partial(batch.complete, m), batch=batch
             )
             outcomes.append(done)
         await _recorded(batch, lambda: self.inbox.transaction(lambda tx: batch.record(tx, outcomes)))
@@ -541,13 +541,6 @@ async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
         except DataError as exc:
             if not batch.shrink(exc):
                 raise
-
-
-async def _answer(batch: Batch, message: Message, tx: Any) -> None:
-    """Lease mode: a completed message's invoices as the remote sink holds them, and its acknowledgments, in the
-    transaction that commits its completion."""
-    await batch.keep(tx, message)
-    await batch.answer(tx, [message])
 
 
 def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:
