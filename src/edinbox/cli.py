@@ -7,11 +7,9 @@ How a command declares its options, and the checks it runs before touching data:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -30,6 +28,7 @@ from edinbox._commands import say as _say
 from edinbox._commands import secrets as _secrets
 from edinbox._commands import setting as _setting
 from edinbox._errors import InboxError, TransientError
+from edinbox._stopping import stop_on_signals
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
 
@@ -210,7 +209,7 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
         sink = HttpAccounting(cfg.accounting, token=_accounting_token(cfg))
     from edinbox.loop import Stopped
 
-    stop = _stop_on_signals()  # while waiting for a dependency too, not only once running
+    stop = stop_on_signals()  # while waiting for a dependency too, not only once running
     metrics, server = _metrics(cfg)
     report_to(metrics, log_json=log_json)  # the partner registry's refusals: counted and logged as they settle
     try:
@@ -224,26 +223,6 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
     finally:
         if server is not None:
             server.shutdown()
-
-
-def _stop_on_signals() -> asyncio.Event:
-    """An event the first SIGTERM or Ctrl-C sets (a graceful stop: the batch in hand is finished); a second one
-    exits at once with status 128 + its number (143, 130), as a SIGKILL would: nothing unacked is lost, the broker
-    or the spool delivers it again."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def signalled(sig: signal.Signals) -> None:
-        if stop.is_set():
-            _say(f"{sig.name} again: stopping at once", err=True)
-            sys.stderr.flush()
-            os._exit(128 + sig)
-        logging.getLogger("edinbox.hub").info(f"stopping on {sig.name} (a second one stops at once)")
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, signalled, sig)
-    return stop
 
 
 def _accounting_token(cfg: HubConfig) -> str | None:
@@ -549,7 +528,7 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     _logging(cfg)
 
     async def serve() -> dict[str, int]:
-        stop = _stop_on_signals()
+        stop = stop_on_signals()
         return await _ops.relay(cfg, stop=stop, once=once, limit=limit, fault=fault)
 
     totals = _run(serve())

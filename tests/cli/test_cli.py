@@ -86,8 +86,8 @@ def crashing_demo(tmp_path: Path, *args: str, messages: int = 120) -> dict[str, 
     """`edinbox demo --json` on `messages` interchanges with duplicates and crashes: its report, check held, crashes
     seen."""
     out = edinbox(
-        "demo", "--messages", str(messages), "--duplicate-rate", "0.4", "--crash-rate", "0.3", "--dir", str(tmp_path), "--json",
-        *args,
+        "demo", "--messages", str(messages), "--duplicate-rate", "0.4", "--crash-rate", "0.3",
+        "--dir", str(tmp_path), "--json", *args,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout)

@@ -10,12 +10,13 @@ host names and those in `allowed_hosts` (plus the address it binds).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import ConfigurationError
 from edinbox._hosts import is_loopback
@@ -121,19 +122,65 @@ def serve(
         raise ConfigurationError("the console needs its extra: pip install 'edinbox[console]'") from exc
     hosts = [*allowed_hosts, *([] if host in WILDCARDS else [host])]
     app = create_app(config, token=token, allowed_hosts=hosts, tls=certfile is not None)
-    asyncio.run(_verify(config))  # a missing schema is one line naming `edinbox init`, before anything listens
     tls = {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)} if certfile and keyfile else {}
     # log_config=None: uvicorn's records go to the process's handlers, where passwords are masked (edinbox.hub._log)
-    uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None, **tls)  # type: ignore[arg-type]
+    settings = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        log_config=None,
+        timeout_graceful_shutdown=STOP_GRACE,
+        **tls,  # type: ignore[arg-type]
+    )
+    asyncio.run(_serve(config, settings))
 
 
-async def _verify(config: HubConfig) -> None:
+STOP_GRACE = 5
+"""Seconds the requests under way at a stop may take to finish before they are cut (a page waiting for a database
+that is down answers 503 sooner)."""
+
+
+async def _serve(config: HubConfig, settings: Any) -> None:
+    """Check the schema (waiting out an outage), then serve with uvicorn's `settings` until the first SIGTERM or
+    Ctrl-C: the requests under way get STOP_GRACE seconds, and it returns (exit status 0); a second signal exits at
+    once (143 or 130)."""
+    import uvicorn
+
+    from edinbox._stopping import stop_on_signals
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, its own signal handling left out (it would end the process by the signal again)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    server = Server(settings)
+
+    stop = stop_on_signals("edinbox.console")
+    if not await _verify(config, stop):  # a missing schema is one line naming `edinbox init`, before anything listens
+        return
+    serving = asyncio.ensure_future(server.serve())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    stopping.cancel()
+    await serving
+
+
+async def _verify(config: HubConfig, stop: asyncio.Event | None = None) -> bool:
     """Check the schema once the database answers: an outage at start is waited out (one line when it starts, one
-    when it ends), as the hub does; only a configuration or schema error ends the console."""
+    when it ends), as the hub does; only a configuration or schema error ends the console. False when `stop` was set
+    while waiting."""
     from edinbox.hub._config import give_up_after
     from edinbox.hub._parts import open_inbox, verify_found
-    from edinbox.loop import Outage
+    from edinbox.loop import Outage, Stopped
 
     outage = Outage(LOGGER, give_up_after=give_up_after(config))
     async with open_inbox(config) as inbox:
-        await outage.call(lambda: verify_found(inbox))
+        try:
+            await outage.call(lambda: verify_found(inbox), stop=stop)
+        except Stopped:
+            return False
+    return True

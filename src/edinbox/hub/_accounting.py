@@ -21,7 +21,7 @@ from typing import Any
 
 from edinbox._message import Message
 
-__all__ = ["Accounting", "Created", "SqlAccounting", "party_key"]
+__all__ = ["Accounting", "Created", "SqlAccounting", "keep_remote", "party_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,9 @@ class Created:
 
     created: int
     existing: int
+    remote: tuple[str | None, ...] = ()
+    """A remote sink's id of each invoice it holds now, in the interchange's order (None: it gave none); empty for a
+    sink whose invoices are the `invoices` table's own rows."""
 
 
 class Accounting(abc.ABC):
@@ -185,6 +188,20 @@ def _row(invoice: Any, message: Message) -> tuple[Any, ...]:
         message.source,
         message.message_id,
     )
+
+
+async def keep_remote(tx: Any, message: Message, invoices: Sequence[Any], created: Created, *, consumer: str) -> None:
+    """Keep in the `invoices` table, in `tx`, a row for each invoice of `message` a remote sink holds, with the id it
+    gave it (`created.remote`): the local view `stats`, `show` and the console read, since the remote sink's own
+    store is out of their reach. An invoice the table holds already is left as it is."""
+    values = []
+    for invoice, remote_id in zip(invoices, created.remote, strict=False):
+        if remote_id is not None:
+            row = _row(invoice, message)
+            row = _text(row) if tx.dialect == "sqlite" else row
+            values.append(dict(zip(_COLUMNS, row, strict=True), consumer=consumer, remote_id=remote_id))
+    if values:
+        await tx.unit.run_many("hub_insert_remote_invoice", values)
 
 
 def _text(row: tuple[Any, ...]) -> tuple[Any, ...]:

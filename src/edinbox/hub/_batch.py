@@ -22,7 +22,7 @@ from edinbox._plan import Key
 from edinbox._records import Tx
 from edinbox.edi import partner
 from edinbox.hub import _ledger as ledger
-from edinbox.hub._accounting import Accounting, Created
+from edinbox.hub._accounting import Accounting, Created, keep_remote
 from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
 from edinbox.hub._config import BYPASS, INBOX
 from edinbox.hub._partners import COUNTER, Refusal, noticed
@@ -78,6 +78,8 @@ class Batch:
                 self.delivery[item.message.key] = w.delivery
         self.messages = [item.message for _, _, item in self.entries if item.message is not None]
         self.effects: dict[Key, str] = {}
+        self.remote: dict[Key, Created] = {}
+        """What a remote sink did with each message settled alone (lease mode), kept by `keep` once it completes."""
         self.counted: set[Key] = set()
         self.isolated = False
         """True once the batch's one handler call failed: every later call settles one message alone."""
@@ -119,8 +121,18 @@ class Batch:
         acknowledgments are written by `answer` in the transaction that completes it."""
         created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
         self.effects[message.key] = _effect(created)
+        self.remote[message.key] = created
         if tx.unit is not None:
             await self._count_effect(tx, message)
+
+    async def complete(self, message: Message, tx: Tx) -> None:
+        """Lease mode, in the transaction that commits `message`'s completion: the invoices the remote sink holds for
+        it, with their ids (`_accounting.keep_remote`), and its acknowledgments."""
+        created = self.remote.pop(message.key, None)
+        if created is not None and created.remote:
+            invoices = self.by_key[message.key].invoices
+            await keep_remote(tx, message, invoices, created, consumer=self.consumer)
+        await self.answer(tx, [message])
 
     async def answer(self, tx: Tx, messages: Sequence[Message]) -> None:
         """Write the acknowledgments of processed `messages` in `tx`, and remember their deliveries when a re-send

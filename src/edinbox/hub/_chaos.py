@@ -129,13 +129,20 @@ class _Hubs:
 
 @contextlib.contextmanager
 def _sigterm_noted() -> Iterator[list[int]]:
-    """Note a SIGTERM (in the yielded list) instead of dying, so the loop ends as on Ctrl-C and stops the hubs.
+    """Note a SIGTERM (in the yielded list) instead of dying, so the loop ends as on Ctrl-C and stops the hubs; a
+    second one interrupts at once, as a second Ctrl-C does (the hubs had their SIGTERM: they stop by themselves).
 
     The loop checks the note between its steps: an exception raised inside a running event loop could leave it
     half closed.
     """
     noted: list[int] = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: noted.append(signum))
+
+    def note(signum: int, frame: object) -> None:
+        if noted:
+            raise KeyboardInterrupt
+        noted.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, note)
     try:
         yield noted
     finally:

@@ -340,12 +340,15 @@ class Hub:
                 spans.committed(batch.recorded_at)
             return
         lease = parse_duration(self.config.lease)
-        outcomes = [
-            await self._process_one(
-                m, batch.create_one, lease=lease, on_complete=partial(_answer, batch, m), batch=batch
+        outcomes: list[Outcome | None] = []
+        for m in batch.messages:
+            if self.stop.is_set():  # a stop: the effect under way is finished, those not begun go back unsettled
+                outcomes.append(None)
+                continue
+            done = await self._process_one(
+                m, batch.create_one, lease=lease, on_complete=partial(batch.complete, m), batch=batch
             )
-            for m in batch.messages
-        ]
+            outcomes.append(done)
         await _recorded(batch, lambda: self.inbox.transaction(lambda tx: batch.record(tx, outcomes)))
 
     async def _process(self, batch: Batch) -> None:
@@ -542,11 +545,6 @@ async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
         except DataError as exc:
             if not batch.shrink(exc):
                 raise
-
-
-async def _answer(batch: Batch, message: Message, tx: Any) -> None:
-    """Lease mode: a completed message's acknowledgments, in the transaction that commits its completion."""
-    await batch.answer(tx, [message])
 
 
 def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:

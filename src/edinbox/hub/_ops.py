@@ -319,6 +319,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
             "issue_date": json_value(i[3]),
             "total": str(i[4]),
             "currency": i[5],
+            **({"remote_id": i[6]} if i[6] is not None else {}),
         }
         for i in invoices
     ]

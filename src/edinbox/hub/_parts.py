@@ -27,6 +27,7 @@ HUB = Application(
         "console audit): no clash with an application's own invoices",
         4: "the AS2 receipts table (edinbox_hub_as2_receipts): the MDN answered for each AS2 message received",
         5: "the inbound control-number ledger (edinbox_hub_ledger): the numbers each partner sent, per level",
+        6: "the invoices' remote_id: the id a remote sink (the HTTP accounting API) gave each invoice it holds",
     },
     legacy="hub_control_numbers",
 )

@@ -155,6 +155,7 @@ class HttpAccounting(Accounting):
             raise ConfigurationError("the HTTP accounting sink needs httpx: pip install 'edinbox[http]'") from exc
         client = self._client or httpx.AsyncClient(timeout=self.timeout)
         created = existing = 0
+        remote: list[str | None] = []
         try:
             for n, invoice in enumerate(invoices):
                 key = f"{tx.idempotency_key}-{n}"
@@ -170,10 +171,28 @@ class HttpAccounting(Accounting):
                     created += 1
                 else:
                     raise _refusal(response.status_code, f"POST {mask(self.url)}", key, response.text)
+                remote.append(_id(response))
         finally:
             if self._client is None:
                 await client.aclose()
-        return Created(created=created, existing=existing)
+        return Created(created=created, existing=existing, remote=tuple(remote))
+
+
+MAX_ID = 255
+"""The longest id of the API's kept (the invoices table's `remote_id`); a longer one is not kept."""
+
+
+def _id(response: Any) -> str | None:
+    """The invoice's id in the API's answer (`{"id": ...}`), as text; None when it gives none (or one too long)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    found = body.get("id") if isinstance(body, dict) else None
+    if found is None or isinstance(found, bool) or not isinstance(found, str | int):
+        return None
+    text = str(found)
+    return text if 0 < len(text) <= MAX_ID else None
 
 
 def _refusal(status: int, request: str, key: str, body: str) -> AccountingError:

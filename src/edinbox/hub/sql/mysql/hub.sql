@@ -24,6 +24,8 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_invoices} (
     source VARBINARY(512) NOT NULL,
     message_id VARBINARY(512) NOT NULL,
     created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    -- the id a remote sink (the HTTP accounting API) gave the invoice; NULL: the table's own; last, as step 6 adds it
+    remote_id VARCHAR(255) COLLATE utf8mb4_nopad_bin,
     UNIQUE KEY invoices_key (seller, number, kind, issue_date)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
@@ -111,8 +113,17 @@ LIMIT %(limit)s
 SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {edinbox_hub_rejected}
 WHERE consumer = %(consumer)s AND id = %(id)s
 
+-- name: hub_insert_remote_invoice
+-- an invoice a remote sink created (or already held), with the id it gave it: the local view `stats`, `show` and the
+-- console read; written in the transaction that completes the message (lease mode)
+INSERT INTO {edinbox_hub_invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, `lines`,
+    consumer, source, message_id, remote_id)
+VALUES (%(seller)s, %(number)s, %(kind)s, %(issue_date)s, %(buyer)s, %(currency)s, %(total)s, %(tax_total)s, %(lines)s,
+    %(consumer)s, %(source)s, %(message_id)s, %(remote_id)s)
+ON DUPLICATE KEY UPDATE seller = seller
+
 -- name: hub_invoices_of
-SELECT seller, number, kind, issue_date, total, currency FROM {edinbox_hub_invoices}
+SELECT seller, number, kind, issue_date, total, currency, remote_id FROM {edinbox_hub_invoices}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 ORDER BY id
 

@@ -76,3 +76,8 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     parked VARBINARY(512),
     PRIMARY KEY (consumer, partner, level, number)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: v6_invoices_remote_id
+-- the id a remote sink (the HTTP accounting API) gave each invoice it holds: in lease mode the hub keeps a row per such
+-- invoice, so `stats`, `show` and the console see what the remote sink created (NULL: an invoice of this table's own)
+ALTER TABLE {edinbox_hub_invoices} ADD COLUMN IF NOT EXISTS remote_id VARCHAR(255) COLLATE utf8mb4_nopad_bin

@@ -81,3 +81,8 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     parked TEXT,
     PRIMARY KEY (consumer, partner, level, number)
 )
+
+-- name: v6_invoices_remote_id
+-- the id a remote sink (the HTTP accounting API) gave each invoice it holds: in lease mode the hub keeps a row per such
+-- invoice, so `stats`, `show` and the console see what the remote sink created (NULL: an invoice of this table's own)
+ALTER TABLE IF EXISTS {edinbox_hub_invoices} ADD COLUMN IF NOT EXISTS remote_id TEXT

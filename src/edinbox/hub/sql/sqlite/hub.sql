@@ -18,6 +18,8 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_invoices} (
     source TEXT NOT NULL,
     message_id TEXT NOT NULL,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    -- the id a remote sink (the HTTP accounting API) gave the invoice; NULL: the table's own; last, as step 6 adds it
+    remote_id TEXT,
     CONSTRAINT invoices_key UNIQUE (seller, number, kind, issue_date)
 )
 
@@ -98,8 +100,17 @@ LIMIT :limit
 SELECT id, delivery, reason, deliveries, rejected_at, payload FROM {edinbox_hub_rejected}
 WHERE consumer = :consumer AND id = :id
 
+-- name: hub_insert_remote_invoice
+-- an invoice a remote sink created (or already held), with the id it gave it: the local view `stats`, `show` and the
+-- console read; written in the transaction that completes the message (lease mode)
+INSERT INTO {edinbox_hub_invoices} (seller, number, kind, issue_date, buyer, currency, total, tax_total, lines,
+    consumer, source, message_id, remote_id)
+VALUES (:seller, :number, :kind, :issue_date, :buyer, :currency, :total, :tax_total, :lines,
+    :consumer, :source, :message_id, :remote_id)
+ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
+
 -- name: hub_invoices_of
-SELECT seller, number, kind, issue_date, total, currency FROM {edinbox_hub_invoices}
+SELECT seller, number, kind, issue_date, total, currency, remote_id FROM {edinbox_hub_invoices}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 ORDER BY id
 

@@ -100,3 +100,8 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     parked TEXT,
     PRIMARY KEY (consumer, partner, level, number)
 )
+
+-- name: v6_invoices_remote_id
+-- the id a remote sink (the HTTP accounting API) gave each invoice it holds: in lease mode the hub keeps a row per such
+-- invoice, so `stats`, `show` and the console see what the remote sink created (NULL: an invoice of this table's own)
+ALTER TABLE {edinbox_hub_invoices} ADD COLUMN remote_id TEXT
