@@ -130,6 +130,11 @@ def database_url(url: str) -> DatabaseUrl:
                 f"invalid SQLite URL {mask(url)!r}: use sqlite:///relative.db or sqlite:////absolute.db"
             )
         return DatabaseUrl("sqlite", unquote(rest[1:]))
+    if not sep and re.match(r"\s*(host|hostaddr|dbname|port|user)\s*=", url):
+        raise ConfigurationError(
+            f"database URL {mask(url)!r}: a libpq keyword string is not a URL; write its keywords as the URL's "
+            "query: postgresql:///DB?host=HOST1,HOST2&port=PORT1,PORT2&target_session_attrs=read-write"
+        )
     raise ConfigurationError(
         f"unsupported database URL {mask(url)!r}: "
         "use postgresql://..., mysql://..., mariadb://..., sqlite:///relative.db, sqlite:////absolute.db "
@@ -158,6 +163,11 @@ _LIBPQ_NUMBERS = (
     "tcp_user_timeout",
 )
 """libpq's parameters that take a whole number; a bad one fails every connection, found only when it is tried."""
+_LIBPQ_CHOICES = {
+    "target_session_attrs": ("any", "read-write", "read-only", "primary", "standby", "prefer-standby"),
+    "load_balance_hosts": ("disable", "random"),
+}
+"""libpq's parameters that take one of a few words (a failover URL's); another fails every connection."""
 
 
 def _postgres(url: str) -> None:
@@ -179,9 +189,16 @@ def _postgres(url: str) -> None:
         raise ConfigurationError(f"database URL {shown!r}: {mask(text)}") from None
     except UnicodeDecodeError:  # psycopg decodes each percent-encoded value as UTF-8, as it would to connect
         raise ConfigurationError(f"database URL {shown!r}: a percent-encoded value is not UTF-8") from None
-    for port in str(params.get("port") or "").split(","):
+    ports = str(params.get("port") or "").split(",")
+    for port in ports:
         if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
             raise ConfigurationError(f"database URL {shown!r}: a port is not a number from 1 to 65535")
+    hosts = str(params.get("host") or params.get("hostaddr") or "").split(",")
+    if len(ports) > 1 and len(ports) != len(hosts):  # libpq: one port for every host, or one for them all
+        raise ConfigurationError(f"database URL {shown!r}: {len(ports)} ports for {len(hosts)} hosts")
+    for name, words in _LIBPQ_CHOICES.items():
+        if name in params and params[name] not in words:
+            raise ConfigurationError(f"database URL {shown!r}: {name} must be one of {', '.join(words)}")
     for name in _LIBPQ_NUMBERS:
         number = str(params.get(name) or "0")
         if not (number.isascii() and number.lstrip("-").isdigit() and len(number) < 10):
