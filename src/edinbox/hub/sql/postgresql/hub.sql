@@ -254,3 +254,9 @@ WHERE consumer = %(consumer)s AND sender = %(sender)s AND receiver = %(receiver)
 -- name: hub_purge_as2_receipts
 -- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
 DELETE FROM {edinbox_hub_as2_receipts} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s
+
+-- name: hub_replication
+-- `edinbox doctor`: whether this server is a standby, what its commits wait for, and the sync state of each
+-- standby streaming from it (NULL for a role without pg_read_all_stats: it sees the rows, not their details)
+SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'), current_setting('synchronous_commit'),
+    ARRAY(SELECT sync_state FROM pg_stat_replication)

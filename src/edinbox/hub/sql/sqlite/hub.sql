@@ -237,3 +237,7 @@ WHERE consumer = :consumer AND sender = :sender AND receiver = :receiver AND mes
 -- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
 DELETE FROM {edinbox_hub_as2_receipts}
 WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
+
+-- name: hub_replication
+-- SQLite has no replicas
+SELECT NULL, NULL, NULL, NULL WHERE 0
