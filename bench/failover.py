@@ -16,7 +16,8 @@ its processes killed as in a crash) and the standby promoted. Then:
 
 - `lost`: acknowledged transactions missing on the promoted server (for the hub: deliveries acked, effects gone);
 - `in doubt`: transactions on the promoted server whose COMMIT never returned (the hub redelivers them: duplicates
-  the journal suppresses, nothing lost).
+  the journal suppresses, nothing lost);
+- `behind`: the WAL the primary had written and the standby had not received, read just before the cut.
 
 It prints, per mode, the commits per second, the acknowledged and lost transactions over all turns, the turns that
 lost any and the most one turn lost. The window is the replication lag: about the commits of the last lag's worth
@@ -30,6 +31,7 @@ import contextlib
 import queue
 import random
 import socket
+import statistics
 import sys
 import threading
 import time
@@ -63,7 +65,11 @@ class Link:
                 inner, _ = self.listener.accept()
             except OSError:
                 return
-            outer = socket.create_connection(("127.0.0.1", self.target))
+            try:
+                outer = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:  # the primary is gone: the standby's walreceiver tries again meanwhile
+                inner.close()
+                continue
             self.sockets += [inner, outer]
             for source, sink in ((inner, outer), (outer, inner)):
                 chunks: queue.Queue[tuple[float, bytes]] = queue.Queue()
@@ -106,6 +112,8 @@ class Turn:
     """One failover: what the writers saw acknowledged and what the promoted server holds."""
 
     seconds: float = 0.0
+    behind: int = 0
+    """Bytes of WAL the primary had written and the standby had not received when the link was cut."""
     acked: set[int] = field(default_factory=set)
     present: set[int] = field(default_factory=set)
 
@@ -177,6 +185,9 @@ def failover_turn(*, synchronous: bool, writers: int, rows: int, rate: float, af
         for thread in threads:
             thread.start()
         time.sleep(after * random.uniform(0.5, 1.5))
+        with psycopg.connect(pair.primary.url, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), write_lsn) FROM pg_stat_replication")
+            turn.behind = int((row.fetchone() or (0,))[0] or 0)
         link.cut()
         pair.failover()
         turn.seconds = time.monotonic() - began
@@ -215,15 +226,19 @@ def main() -> None:
         f"{'back to back' if not options.rate else f'{options.rate:g} commits/s each'}, "
         f"{options.lag_ms:g} ms each way between primary and standby:"
     )
-    print("| replication | commits/s | acknowledged | lost | turns that lost | most in one turn | in doubt |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| replication | commits/s | acknowledged | lost | turns that lost | most in one turn | in doubt "
+        "| standby behind at the cut (median, max) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for mode, done in turns.items():
         acked = sum(len(t.acked) for t in done)
         rate = acked / sum(t.seconds for t in done)
-        lost = [t.lost for t in done]
+        lost, behind = [t.lost for t in done], [t.behind for t in done]
         print(
             f"| {mode} | {rate:.0f} | {acked} | {sum(lost)} | {sum(1 for x in lost if x)} of {len(done)} "
-            f"| {max(lost)} | {sum(t.in_doubt for t in done)} |"
+            f"| {max(lost)} | {sum(t.in_doubt for t in done)} "
+            f"| {statistics.median(behind) / 1024:.0f} KiB, {max(behind) / 1024:.0f} KiB |"
         )
 
 
