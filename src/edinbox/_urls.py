@@ -102,7 +102,8 @@ def database_url(url: str) -> DatabaseUrl:
 
     A server's hosts and ports are checked (`addresses`), a PostgreSQL URL as libpq reads it (`_postgres`). A SQLite
     path is percent-decoded once, here, so `sqlite:///my%20db.db` is the file `my db.db` for every part of the
-    package. Anything else is a ConfigurationError naming the URL with its password masked.
+    package. Anything else is a ConfigurationError naming the URL with its password masked (a libpq keyword string,
+    `host=a,b port=x,y`, is told how to write it as a URL).
     """
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
@@ -172,8 +173,9 @@ _LIBPQ_CHOICES = {
 
 def _postgres(url: str) -> None:
     """Check a PostgreSQL URL as libpq reads it, without connecting (psycopg's `conninfo_to_dict`): an unknown
-    parameter, a malformed host, a port (in the authority or `port=`) out of 1-65535 or a word where a number belongs
-    is a ConfigurationError, not a connection failure waited out as an outage. Without psycopg, the hosts and ports
+    parameter, a malformed host, a port (in the authority or `port=`) out of 1-65535, a word where a number belongs,
+    a list of ports that matches neither one host nor each, or a `target_session_attrs` / `load_balance_hosts` word
+    libpq does not know (a failover URL's) is a ConfigurationError, not a connection failure waited out as an outage. Without psycopg, the hosts and ports
     as `addresses` reads them. No value of the URL is quoted back (a misread password could be one)."""
     try:
         from psycopg import Error
