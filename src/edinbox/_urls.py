@@ -175,8 +175,9 @@ def _postgres(url: str) -> None:
     """Check a PostgreSQL URL as libpq reads it, without connecting (psycopg's `conninfo_to_dict`): an unknown
     parameter, a malformed host, a port (in the authority or `port=`) out of 1-65535, a word where a number belongs,
     a list of ports that matches neither one host nor each, or a `target_session_attrs` / `load_balance_hosts` word
-    libpq does not know (a failover URL's) is a ConfigurationError, not a connection failure waited out as an outage. Without psycopg, the hosts and ports
-    as `addresses` reads them. No value of the URL is quoted back (a misread password could be one)."""
+    libpq does not know (a failover URL's) is a ConfigurationError, not a connection failure waited out as an
+    outage. Without psycopg, the hosts and ports as `addresses` reads them. No value of the URL is quoted back (a
+    misread password could be one)."""
     try:
         from psycopg import Error
         from psycopg.conninfo import conninfo_to_dict
