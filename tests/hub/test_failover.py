@@ -1,10 +1,10 @@
-"""A PostgreSQL failover under the hub and under `edinbox.consume`, on a private primary and streaming standby.
+"""A PostgreSQL failover under `edinbox.consume`, on a private primary and streaming standby (the hubs' chaos run
+through one: test_failover_chaos.py; the relay's: test_failover_relay.py).
 
-The hubs of an `edinbox chaos` run, on a multi-host URL, go on through the loss of a synchronous primary and the
-promotion of its standby: nothing lost, nothing doubled. A consumer whose primary is fenced read-only (SQLSTATE
-25006 on every write) before its standby is promoted waits that out as an outage, charges no attempt and reconnects
-to the new primary. `edinbox doctor` warns when the journal replicates asynchronously. Failover URLs (both libpq
-spellings) are accepted and masked; the ones libpq would refuse at every connection are refused at once.
+A consumer whose primary is fenced read-only (SQLSTATE 25006 on every write) before its standby is promoted waits
+that out as an outage, charges no attempt and reconnects to the new primary. `edinbox doctor` warns when the journal
+replicates asynchronously. Failover URLs (both libpq spellings) are accepted and masked; the ones libpq would refuse
+at every connection are refused at once.
 """
 
 from __future__ import annotations
@@ -30,23 +30,7 @@ from edinbox.sources.spool import publish as spool_publish
 from loop.test_consume_faults import effects, prepare, start, stopped_within, wait_for, with_duplicates
 from servers_ha import PrivatePostgresPair
 
-from .test_chaos import chaos_with_restart
-
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private PostgreSQL servers are started on Linux")
-
-
-def test_a_chaos_run_through_a_synchronous_failover_loses_and_doubles_nothing(tmp_path: Path) -> None:
-    """Two hubs on `postgresql://h1:p1,h2:p2/db?target_session_attrs=read-write`, killed every 1.5 s, 40 invoices
-    and 10 redeliveries on a spool; a third of the way in the primary is stopped at once (`-m immediate`) and its
-    synchronous standby promoted: `lost=0 doubled=0`, exit 0, and every invoice is on the promoted server once."""
-    with PrivatePostgresPair(synchronous=True) as pair:
-        spool = f"dir://{tmp_path / 'spool'}"
-        done = chaos_with_restart(spool, pair.url, pair.failover_command(), "ha.inbox", tmp_path)
-        assert not pair.primary.running()
-        with psycopg.connect(pair.url, autocommit=True) as conn:
-            assert conn.info.port == pair._standby.port
-            rows = conn.execute("SELECT count(*), count(DISTINCT (seller, number)) FROM ha.edinbox_hub_invoices")
-            assert rows.fetchone() == (40, 40), done.stdout
 
 
 def test_a_fenced_primary_is_an_outage_and_the_consumer_goes_on_on_the_promoted_standby(
