@@ -133,8 +133,8 @@ def database_url(url: str) -> DatabaseUrl:
         return DatabaseUrl("sqlite", unquote(rest[1:]))
     if not sep and re.match(r"\s*(host|hostaddr|dbname|port|user)\s*=", url):
         raise ConfigurationError(
-            f"database URL {mask(url)!r}: a libpq keyword string is not a URL; write its keywords as the URL's "
-            "query: postgresql:///DB?host=HOST1,HOST2&port=PORT1,PORT2&target_session_attrs=read-write"
+            "the database URL is a libpq keyword string (host=... port=...), not a URL: write its keywords as the "
+            "URL's query: postgresql:///DB?host=HOST1,HOST2&port=PORT1,PORT2&target_session_attrs=read-write"
         )
     raise ConfigurationError(
         f"unsupported database URL {mask(url)!r}: "
