@@ -102,7 +102,8 @@ def database_url(url: str) -> DatabaseUrl:
 
     A server's hosts and ports are checked (`addresses`), a PostgreSQL URL as libpq reads it (`_postgres`). A SQLite
     path is percent-decoded once, here, so `sqlite:///my%20db.db` is the file `my db.db` for every part of the
-    package. Anything else is a ConfigurationError naming the URL with its password masked.
+    package. Anything else is a ConfigurationError naming the URL with its password masked (a libpq keyword string,
+    `host=a,b port=x,y`, is told how to write it as a URL).
     """
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
@@ -130,6 +131,11 @@ def database_url(url: str) -> DatabaseUrl:
                 f"invalid SQLite URL {mask(url)!r}: use sqlite:///relative.db or sqlite:////absolute.db"
             )
         return DatabaseUrl("sqlite", unquote(rest[1:]))
+    if not sep and re.match(r"\s*(host|hostaddr|dbname|port|user)\s*=", url):
+        raise ConfigurationError(
+            "the database URL is a libpq keyword string (host=... port=...), not a URL: write its keywords as the "
+            "URL's query: postgresql:///DB?host=HOST1,HOST2&port=PORT1,PORT2&target_session_attrs=read-write"
+        )
     raise ConfigurationError(
         f"unsupported database URL {mask(url)!r}: "
         "use postgresql://..., mysql://..., mariadb://..., sqlite:///relative.db, sqlite:////absolute.db "
@@ -158,13 +164,20 @@ _LIBPQ_NUMBERS = (
     "tcp_user_timeout",
 )
 """libpq's parameters that take a whole number; a bad one fails every connection, found only when it is tried."""
+_LIBPQ_CHOICES = {
+    "target_session_attrs": ("any", "read-write", "read-only", "primary", "standby", "prefer-standby"),
+    "load_balance_hosts": ("disable", "random"),
+}
+"""libpq's parameters that take one of a few words (a failover URL's); another fails every connection."""
 
 
 def _postgres(url: str) -> None:
     """Check a PostgreSQL URL as libpq reads it, without connecting (psycopg's `conninfo_to_dict`): an unknown
-    parameter, a malformed host, a port (in the authority or `port=`) out of 1-65535 or a word where a number belongs
-    is a ConfigurationError, not a connection failure waited out as an outage. Without psycopg, the hosts and ports
-    as `addresses` reads them. No value of the URL is quoted back (a misread password could be one)."""
+    parameter, a malformed host, a port (in the authority or `port=`) out of 1-65535, a word where a number belongs,
+    a list of ports that matches neither one host nor each, or a `target_session_attrs` / `load_balance_hosts` word
+    libpq does not know (a failover URL's) is a ConfigurationError, not a connection failure waited out as an
+    outage. Without psycopg, the hosts and ports as `addresses` reads them. No value of the URL is quoted back (a
+    misread password could be one)."""
     try:
         from psycopg import Error
         from psycopg.conninfo import conninfo_to_dict
@@ -179,9 +192,16 @@ def _postgres(url: str) -> None:
         raise ConfigurationError(f"database URL {shown!r}: {mask(text)}") from None
     except UnicodeDecodeError:  # psycopg decodes each percent-encoded value as UTF-8, as it would to connect
         raise ConfigurationError(f"database URL {shown!r}: a percent-encoded value is not UTF-8") from None
-    for port in str(params.get("port") or "").split(","):
+    ports = str(params.get("port") or "").split(",")
+    for port in ports:
         if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
             raise ConfigurationError(f"database URL {shown!r}: a port is not a number from 1 to 65535")
+    hosts = str(params.get("host") or params.get("hostaddr") or "").split(",")
+    if len(ports) > 1 and len(ports) != len(hosts):  # libpq: one port for every host, or one for them all
+        raise ConfigurationError(f"database URL {shown!r}: {len(ports)} ports for {len(hosts)} hosts")
+    for name, words in _LIBPQ_CHOICES.items():
+        if name in params and params[name] not in words:
+            raise ConfigurationError(f"database URL {shown!r}: {name} must be one of {', '.join(words)}")
     for name in _LIBPQ_NUMBERS:
         number = str(params.get(name) or "0")
         if not (number.isascii() and number.lstrip("-").isdigit() and len(number) < 10):

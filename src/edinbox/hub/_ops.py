@@ -34,6 +34,7 @@ from edinbox.hub._redrive import (
     split_key,
     stored_payload,
 )
+from edinbox.hub._replication import replication
 from edinbox.hub._tables import (
     COUNTED,
     TABLES,
@@ -440,8 +441,8 @@ def _dead_letters_check(config: HubConfig) -> Check:
 
 async def doctor(config: HubConfig) -> list[Check]:
     """Check connectivity, the journal schema and unique key, the hub's tables and invoice key where `edinbox init`
-    made them (a library journal has none: said, not failed), who gets into a hub (`_partners`), and retention against
-    the horizon."""
+    made them (a library journal has none: said, not failed), the journal's replication (`_replication`: what a
+    failover can lose), who gets into a hub (`_partners`), and retention against the horizon."""
     checks: list[Check] = []
     async with open_inbox(config) as inbox:
         try:
@@ -466,6 +467,8 @@ async def doctor(config: HubConfig) -> list[Check]:
             checks.append(Check("journal", "fail", mask(str(exc))))
         else:
             checks.append(await _purge_check(inbox, config))
+        if (replicated := await replication(inbox)) is not None:
+            checks.append(Check("replication", *replicated))
     source_horizon: timedelta | None = None
     if config.source:
         from edinbox.sources import reach

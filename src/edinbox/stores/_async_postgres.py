@@ -30,6 +30,7 @@ from edinbox.stores._async_base import (
     table_keys,
     verify_journal,
 )
+from edinbox.stores._mapping import read_only
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
 
@@ -245,6 +246,10 @@ class _AsyncHold:
         try:
             if not unit._nested and unit.connection.pgconn.transaction_status != TransactionStatus.IDLE:
                 await unit.rollback()  # never leave a transaction open behind
+            if exc is not None and self._via is not self._store._lock and read_only(exc):
+                # a server that took no write (a standby, a fenced old primary): the next connection finds the
+                # primary; the caller's own connection is the caller's to replace
+                await unit.connection.close()
         finally:
             if self._pooled is not None:
                 await self._pooled.putconn(unit.connection)

@@ -15,12 +15,22 @@ from typing import ClassVar
 from edinbox._errors import ConfigurationError, DataError, InboxError, SchemaError, StoreError
 from edinbox._urls import mask
 
-__all__ = ["MYSQL_CODES", "POSTGRESQL_CODES", "SQLITE_CODES", "MappedErrors", "lock_conflict", "mysql_kind"]
+__all__ = [
+    "MYSQL_CODES",
+    "POSTGRESQL_CODES",
+    "READ_ONLY",
+    "SQLITE_CODES",
+    "MappedErrors",
+    "lock_conflict",
+    "mysql_kind",
+    "read_only",
+]
 
 POSTGRESQL_CODES: tuple[tuple[str, type[InboxError]], ...] = (
     ("22", DataError),  # data exception: numeric value out of range, string too long, invalid byte sequence, ...
     ("54", DataError),  # program limit exceeded: index row too large, too many columns or arguments
     ("08", StoreError),  # connection exception
+    ("25006", StoreError),  # read-only SQL transaction: a standby, or a primary fenced read-only in a failover
     ("40", StoreError),  # transaction rollback: serialization failure, deadlock detected
     ("53", StoreError),  # insufficient resources: disk full, out of memory, too many connections
     ("55P03", StoreError),  # lock not available (lock_timeout)
@@ -85,6 +95,18 @@ POSTGRESQL_CONFLICTS = frozenset({"40001", "40P01", "55P03"})
 """SQLSTATEs of a lock conflict the server ended: serialization failure, deadlock detected, lock not available."""
 MYSQL_CONFLICTS = frozenset({1205, 1213})
 """MariaDB / MySQL error numbers of a lock conflict the server ended: lock wait timeout, deadlock."""
+
+
+READ_ONLY = "25006"
+"""PostgreSQL's SQLSTATE for a write on a server that takes none: a standby (a URL without
+`target_session_attrs=read-write`), or the old primary fenced read-only while a standby is promoted."""
+
+
+def read_only(error: BaseException) -> bool:
+    """Whether `error` (an edinbox error or the driver's) says the server took no write because it is read-only:
+    its connection is then dropped, so the next one finds the primary again (libpq's `target_session_attrs`)."""
+    cause = error.__cause__ if isinstance(error, InboxError) else error
+    return getattr(cause, "sqlstate", None) == READ_ONLY
 
 
 def lock_conflict(error: BaseException) -> bool:

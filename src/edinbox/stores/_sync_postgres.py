@@ -19,6 +19,7 @@ from edinbox._core import POOL_SIZE, Pace, TableName
 from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
+from edinbox.stores._mapping import read_only
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
 from edinbox.stores._queries import migration_queries
 from edinbox.stores._sync_applications import VERSIONS, verify_applications
@@ -241,6 +242,10 @@ class _Hold:
         try:
             if not unit._nested and unit.connection.pgconn.transaction_status != TransactionStatus.IDLE:
                 unit.rollback()  # never leave a transaction open behind
+            if exc is not None and self._via is not self._store._lock and read_only(exc):
+                # a server that took no write (a standby, a fenced old primary): the next connection finds the
+                # primary; the caller's own connection is the caller's to replace
+                unit.connection.close()
         finally:
             if self._pooled is not None:
                 self._pooled.putconn(unit.connection)

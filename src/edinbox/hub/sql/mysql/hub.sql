@@ -317,3 +317,7 @@ ORDER BY l.partner, l.level, l.seq
 DELETE FROM {edinbox_hub_ledger}
 WHERE consumer = %(consumer)s
     AND COALESCE(last_at, first_at) < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND
+
+-- name: hub_replication
+-- `edinbox doctor` reads PostgreSQL's replication only: MariaDB's replicas are the operator's to check
+SELECT NULL, NULL, NULL, NULL FROM DUAL WHERE FALSE

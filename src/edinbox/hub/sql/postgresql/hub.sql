@@ -315,3 +315,9 @@ ORDER BY l.partner, l.level, l.seq
 -- a number last seen before the retention: its gaps and duplicates are history
 DELETE FROM {edinbox_hub_ledger}
 WHERE consumer = %(consumer)s AND coalesce(last_at, first_at) < now() - %(older_than)s
+
+-- name: hub_replication
+-- `edinbox doctor`: whether this server is a standby, what its commits wait for, and the sync state of each
+-- standby streaming from it (NULL for a role without pg_read_all_stats: it sees the rows, not their details)
+SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'), current_setting('synchronous_commit'),
+    ARRAY(SELECT sync_state FROM pg_stat_replication)

@@ -296,3 +296,7 @@ ORDER BY l.partner, l.level, l.seq
 DELETE FROM {edinbox_hub_ledger}
 WHERE consumer = :consumer
     AND coalesce(last_at, first_at) < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
+
+-- name: hub_replication
+-- SQLite has no replicas
+SELECT NULL, NULL, NULL, NULL WHERE 0
