@@ -1,0 +1,324 @@
+"""Validation of messages against their implementation guide (`edinbox.edi._guide`): every error, in one pass.
+
+    validate(interchange, overlay=None) -> Validation     the findings of each message a guide describes
+    check(message, guide, decimal=".") -> list[Finding]  one message's findings, in the order of its segments
+
+Each segment is placed in the guide's structure by walking it once (a stack of the loops open, each level searched
+forward from where it stands: the guide's size bounds the work per segment, so the cost is linear in the input), then
+its elements are checked against their rules. A finding carries X12 codes (720 for the segment, 723 for the element;
+`_acknowledge` turns them into CONTRL 0085 codes for EDIFACT):
+
+    segment   1 unrecognized (not in the guide), 2 unexpected (in the guide, not here), 3 mandatory segment missing,
+              4 a loop over its maximum repeat, 5 a segment over its maximum use, 8 it has element errors
+    element   1 mandatory element missing, 2 conditionally required element missing (X12 syntax notes P, R, C),
+              3 too many data elements, 4 too short, 5 too long, 6 invalid character, 7 invalid code value,
+              8 invalid date, 9 invalid time, 10 exclusion condition violated (E), 13 too many components
+
+A missing segment is reported at the position of the segment that showed it missing (the next one read, or the
+trailer). At most `MAX_FINDINGS` findings are kept per message (the rest are counted in `Validation.dropped`).
+Nothing here raises for any data: a value of any length is measured, never converted to a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+
+from edinbox.edi._errors import Finding
+from edinbox.edi._guide import Element, Guide, Node, Overlay, Rule, guide
+from edinbox.edi._interchange import Interchange
+from edinbox.edi._model import EdiMessage
+
+__all__ = ["MAX_FINDINGS", "Validation", "check", "validate"]
+
+MAX_FINDINGS = 1000
+"""Findings kept per message: an acknowledgment listing more helps nobody."""
+
+_DATE_FORMATS = {"101": 6, "102": 8, "203": 12, "204": 14, "718": 17}
+"""EDIFACT 2379 date formats checked, and their lengths (YYMMDD, CCYYMMDD, ...HHMM, ...HHMMSS, CCYYMMDD-CCYYMMDD)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """The findings of an interchange's messages: `findings` by message index (only messages with findings),
+    `checked` the indexes a guide described (the others are not checked), `dropped` findings past `MAX_FINDINGS`."""
+
+    findings: Mapping[int, tuple[Finding, ...]] = field(default_factory=dict)
+    checked: tuple[int, ...] = ()
+    dropped: int = 0
+
+    def __bool__(self) -> bool:
+        """True when some message has a finding."""
+        return bool(self.findings)
+
+
+def validate(interchange: Interchange, overlay: Overlay | None = None) -> Validation:
+    """Check every complete message a shipped guide describes (X12 810 004010 / 005010, EDIFACT INVOIC D96A / D01B),
+    with a partner's `overlay` applied; a message without a guide is not checked."""
+    x12 = interchange.standard == "X12"
+    versions = {g.control_number: g.version for g in interchange.groups} if x12 else {}
+    findings: dict[int, tuple[Finding, ...]] = {}
+    checked: list[int] = []
+    dropped = 0
+    for message in interchange.messages:
+        version = versions.get(message.group_control_number or "", "") if x12 else message.version
+        rules = guide(interchange.standard, message.type.upper(), version)
+        if rules is None or not message.complete:
+            continue
+        if overlay:
+            rules = rules.with_overlay(overlay)
+        checked.append(message.index)
+        found, more = _check(message, rules, interchange.separators.decimal)
+        dropped += more
+        if found:
+            findings[message.index] = tuple(found)
+    return Validation(findings, tuple(checked), dropped)
+
+
+def check(message: EdiMessage, rules: Guide, decimal: str = ".") -> list[Finding]:
+    """The findings of one message against `rules`, in the order of its segments (at most `MAX_FINDINGS`)."""
+    return _check(message, rules, decimal)[0]
+
+
+class _Level:
+    """One open level of the structure: its nodes, the index of the last one met and how often each was met."""
+
+    __slots__ = ("at", "counts", "loop", "nodes")
+
+    def __init__(self, nodes: tuple[Node, ...], loop: str, at: int) -> None:
+        self.nodes = nodes
+        self.loop = loop
+        self.at = at
+        self.counts = [0] * len(nodes)
+        if at >= 0:
+            self.counts[at] = 1
+
+
+def _check(message: EdiMessage, rules: Guide, decimal: str) -> tuple[list[Finding], int]:
+    walk = _Walk(rules, decimal)
+    wanted = dict.fromkeys(rules.required, False)
+    position = 0
+    for position, segment in enumerate(message.segments, 1):
+        tag = segment.tag
+        loop = walk.place(tag, position)
+        if wanted:
+            for key in wanted:
+                if key[0] == tag and (not key[1] or segment.get(1) == key[1]):
+                    wanted[key] = True
+        definition = rules.segments.get(tag)
+        if definition is not None:
+            walk.elements(segment.elements, definition, tag, position, loop)
+    walk.close(0, position)
+    for (tag, qualifier), seen in wanted.items():
+        if not seen:
+            walk.add(Finding(tag, position, "3", reference=qualifier))
+    return walk.found, walk.dropped
+
+
+class _Walk:
+    """One message's walk through its guide: the loops open, and the findings (at most MAX_FINDINGS kept)."""
+
+    __slots__ = ("dropped", "edifact", "found", "marks", "rules", "stack", "where")
+
+    def __init__(self, rules: Guide, decimal: str) -> None:
+        self.rules = rules
+        self.edifact = rules.standard == "EDIFACT"
+        self.marks = (decimal, ".") if self.edifact else (".",)
+        self.stack = [_Level(rules.structure, "", -1)]
+        self.where: dict[tuple[int, str], tuple[int, ...]] = {}
+        self.found: list[Finding] = []
+        self.dropped = 0
+
+    def add(self, finding: Finding) -> None:
+        """Keep a finding (or count it, past MAX_FINDINGS)."""
+        if len(self.found) < MAX_FINDINGS:
+            self.found.append(finding)
+        else:
+            self.dropped += 1
+
+    def place(self, tag: str, position: int) -> str:
+        """Put a segment in the structure (reporting what it shows missing or repeated too often); its loop id."""
+        stack = self.stack
+        for depth in range(len(stack) - 1, -1, -1):
+            level = stack[depth]
+            key = (id(level.nodes), tag)
+            indexes = self.where.get(key)
+            if indexes is None:
+                indexes = self.where[key] = tuple(k for k, node in enumerate(level.nodes) if node.tag == tag)
+            start = max(level.at, 1) if depth else max(level.at, 0)  # a loop's first segment opens the next one
+            found = next((k for k in indexes if k >= start), -1)
+            if found < 0:
+                continue
+            self.close(depth + 1, position)
+            del stack[depth + 1 :]
+            for k in range(level.at + 1, found):
+                node = level.nodes[k]
+                if node.required and not level.counts[k]:
+                    self.add(Finding(node.tag, position, "3", loop=node.loop or level.loop))
+            node = level.nodes[found]
+            if found != level.at:
+                level.counts[found] = 0
+            level.counts[found] += 1
+            level.at = found
+            if level.counts[found] > node.repeat:
+                self.add(Finding(tag, position, "4" if node.loop else "5", loop=node.loop or level.loop))
+            if node.loop:
+                stack.append(_Level(node.children, node.loop, 0))
+                return node.loop
+            return level.loop
+        loop = stack[-1].loop
+        if tag not in self.rules.anywhere:
+            self.add(Finding(tag, position, "2" if tag in self.rules.tags else "1", loop=loop))
+        return loop
+
+    def close(self, depth: int, position: int) -> None:
+        """Report the mandatory nodes never met after where each level from `depth` up stands (they are left)."""
+        for level in reversed(self.stack[depth:]):
+            for k in range(level.at + 1, len(level.nodes)):
+                node = level.nodes[k]
+                if node.required and not level.counts[k]:
+                    self.add(Finding(node.tag, position, "3", loop=node.loop or level.loop))
+
+    def elements(
+        self, elements: tuple[tuple[str, ...], ...], definition: tuple[Element, ...], tag: str, position: int, loop: str
+    ) -> None:
+        """Check a segment's elements against their definitions, and the X12 syntax notes of its tag."""
+        size = len(elements)
+        marks, edifact, add = self.marks, self.edifact, self.add
+        for number, element in enumerate(definition, 1):
+            parts = elements[number - 1] if number <= size else ()
+            rule = element.rule
+            if rule is not None:
+                value = parts[0] if parts else ""
+                code = _code(rule, value, marks, edifact)
+                if code:
+                    add(Finding(tag, position, "8", number, 0, rule.ref, code, value, loop))
+                elif len(parts) > 1 and any(parts[1:]):
+                    add(Finding(tag, position, "8", number, 2, rule.ref, "13", parts[1], loop))
+                continue
+            components = element.components
+            if not any(parts):
+                if element.required:
+                    add(Finding(tag, position, "8", number, 1 if edifact else 0, element.ref, "1", "", loop))
+                continue
+            for k, component in enumerate(components, 1):
+                value = parts[k - 1] if k <= len(parts) else ""
+                code = _code(component, value, marks, edifact)
+                if not code and component.type == "DT" and edifact and value:
+                    code = _edifact_date(value, parts[2] if len(parts) > 2 else "")
+                if code:
+                    add(Finding(tag, position, "8", number, k, component.ref, code, value, loop))
+            if len(parts) > len(components) and any(parts[len(components) :]):
+                extra = len(components) + 1
+                add(Finding(tag, position, "8", number, extra, element.ref, "13", parts[extra - 1], loop))
+        if size > len(definition) and any(any(parts) for parts in elements[len(definition) :]):
+            extra = next(k for k in range(len(definition), size) if any(elements[k])) + 1
+            add(Finding(tag, position, "8", extra, 0, "", "3", elements[extra - 1][0], loop))
+        notes = self.rules.conditions.get(tag)
+        if notes:
+            self.conditions(notes, elements, definition, (tag, position, loop))
+
+    def conditions(
+        self,
+        notes: tuple[str, ...],
+        elements: tuple[tuple[str, ...], ...],
+        definition: tuple[Element, ...],
+        where: tuple[str, int, str],
+    ) -> None:
+        """X12 syntax notes: P (all or none), R (at least one), C (the first needs the others), E (at most one);
+        `where` is the segment's tag, position and loop."""
+        tag, position, loop = where
+
+        def present(number: int) -> bool:
+            return number <= len(elements) and any(elements[number - 1])
+
+        def ref(number: int) -> str:
+            return definition[number - 1].ref if number <= len(definition) else ""
+
+        for note in notes:
+            kind, numbers = note[0], [int(note[k : k + 2]) for k in range(1, len(note), 2)]
+            there = [n for n in numbers if present(n)]
+            if kind == "R" and not there:
+                self.add(Finding(tag, position, "8", numbers[0], 0, ref(numbers[0]), "2", "", loop))
+            elif (kind == "P" and there) or (kind == "C" and present(numbers[0])):
+                for n in numbers:
+                    if not present(n):
+                        self.add(Finding(tag, position, "8", n, 0, ref(n), "2", "", loop, trigger=there[0]))
+            elif kind == "E" and len(there) > 1:
+                value = elements[there[1] - 1][0]
+                self.add(Finding(tag, position, "8", there[1], 0, ref(there[1]), "10", value, loop, trigger=there[0]))
+
+
+def _code(rule: Rule, value: str, marks: tuple[str, ...], edifact: bool) -> str:
+    """The X12 723 code of a simple value against its rule, "" when it is right."""
+    if not value:
+        return "1" if rule.required else ""
+    kind = rule.type
+    length = len(value)
+    if kind[0] == "N" or kind == "R":
+        digits = value[1:] if value[0] == "-" else value
+        if kind == "R":
+            for mark in marks:
+                if mark in digits:
+                    digits = digits.replace(mark, "", 1)
+                    break
+        if not (digits.isascii() and digits.isdigit()):
+            return "6"
+        length = len(digits)
+    elif kind == "DT":
+        if edifact:
+            return "5" if length > rule.max else ""  # its format is its 2379's (checked by the composite)
+        return "" if _x12_date(value) else "8"
+    elif kind == "TM":
+        return "" if _time(value) else "9"
+    elif not value.isprintable():
+        return "6"
+    if length < rule.min:
+        return "4"
+    if length > rule.max:
+        return "5"
+    if rule.codes is not None and value not in rule.codes:
+        return "7"
+    return ""
+
+
+def _x12_date(value: str) -> bool:
+    if len(value) == 6 and value.isascii() and value.isdigit():
+        value = ("20" if value < "69" else "19") + value
+    return len(value) == 8 and _calendar(value)
+
+
+def _calendar(value: str) -> bool:
+    """True when 8 characters are the digits of a real CCYYMMDD date."""
+    if not (len(value) == 8 and value.isascii() and value.isdigit()):
+        return False
+    try:
+        date(int(value[:4]), int(value[4:6]), int(value[6:]))
+    except ValueError:
+        return False
+    return True
+
+
+def _time(value: str) -> bool:
+    """HHMM, HHMMSS or HHMMSS with decimal seconds (up to 8 digits), each part in range."""
+    if not (4 <= len(value) <= 8 and len(value) != 5 and value.isascii() and value.isdigit()):
+        return False
+    return value[:2] < "24" and value[2:4] < "60" and (len(value) < 6 or value[4:6] < "60")
+
+
+def _edifact_date(value: str, fmt: str) -> str:
+    """The code of an EDIFACT 2380 value for its 2379 format (102 when absent): "8" when it is no such date."""
+    fmt = fmt or "102"
+    length = _DATE_FORMATS.get(fmt)
+    if length is None:
+        return ""
+    if len(value) != length:
+        return "8"
+    if fmt == "101":
+        return "" if _x12_date(value) else "8"
+    if fmt == "718":
+        return "" if value[8] == "-" and _calendar(value[:8]) and _calendar(value[9:]) else "8"
+    if not _calendar(value[:8]):
+        return "8"
+    return "" if _time(value[8:]) or fmt == "102" else "8"
