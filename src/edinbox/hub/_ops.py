@@ -18,6 +18,7 @@ from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
+from edinbox.hub._acks import KINDS
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
@@ -165,7 +166,8 @@ async def _hub_stats(inbox: AsyncInbox, consumer: str) -> dict[str, Any]:
     acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
     acknowledgments["rejections"] = rejections
     for kind, duplicate, n, keys in acks:
-        acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
+        for part in ["duplicate_notices"] if duplicate else str(kind).split(KINDS):  # "TA1+997": one of each
+            acknowledgments[part] += int(n)
         acknowledgments["keys"] += int(keys)
     return {
         "received": sum(outcomes[outcome] for outcome in COUNTED),
