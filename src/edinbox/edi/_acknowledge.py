@@ -290,13 +290,17 @@ def _functional(group: ReceivedGroup, kind: str, *, rejected: bool = False) -> R
 
 
 def _detail(findings: Sequence[Finding], kind: str) -> list[Segment]:
-    """AK3 / IK3 (segment id, position in the set, loop id when known, 720 / 620 code) and, for an element error,
-    AK4 / IK4 (element position with its component, data element reference, 723 / 621 code, the bad value)."""
+    """AK3 / IK3 (segment id, position in the set, loop id when known, 720 / 620 code) once per segment in error and,
+    for each element error in it, AK4 / IK4 (element position with its component, data element reference, 723 / 621
+    code, the bad value), with the 999's CTX of a situational trigger."""
     x999 = kind == "999"
     segment_tag, element_tag = ("IK3", "IK4") if x999 else ("AK3", "AK4")
     out = []
+    last: tuple[str, int, str] | None = None
     for found in findings:
-        out.append(_s(segment_tag, found.segment, str(found.position), found.loop, found.segment_code))
+        if (found.segment, found.position, found.segment_code) != last:  # one AK3 / IK3 per segment, then its AK4s
+            out.append(_s(segment_tag, found.segment, str(found.position), found.loop, found.segment_code))
+            last = (found.segment, found.position, found.segment_code)
         if found.element:
             where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
             bad = [found.value] if _copyable(found.value) else []  # AK404 / IK404: an..99, optional
@@ -381,9 +385,12 @@ def _contrl_detail(findings: Sequence[Finding]) -> list[Segment]:
     """UCS (segment position in the message from UNH = 1, and 13 when a mandatory segment is missing) and, for an
     element error, UCD (0085 code; S011: element position, component position)."""
     out = []
+    last: tuple[int, str] | None = None
     for found in findings:
-        code = _EDIFACT_SEGMENT_CODES.get(found.segment_code)
-        out.append(_s("UCS", str(found.position), *([code] if code else [])))
+        if (found.position, found.segment_code) != last:  # one UCS per segment, then its UCDs
+            code = _EDIFACT_SEGMENT_CODES.get(found.segment_code)
+            out.append(_s("UCS", str(found.position), *([code] if code else [])))
+            last = (found.position, found.segment_code)
         if found.element:
             where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
             out.append(_s("UCD", _EDIFACT_CODES.get(found.code, "12"), where))
