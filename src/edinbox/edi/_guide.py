@@ -125,7 +125,8 @@ class Guide:
     covers: str
     structure: tuple[Node, ...]
     segments: dict[str, tuple[Element, ...]] = field(hash=False)
-    conditions: dict[str, tuple[str, ...]] = field(hash=False)
+    conditions: dict[str, tuple[tuple[str, tuple[int, ...]], ...]] = field(hash=False)
+    """Per tag, its X12 syntax notes read: ("P", (3, 4)) for P0304."""
     tags: frozenset[str] = frozenset()
     """Every tag the structure names: another one is unrecognized (X12 720 code 1), a known one out of place code 2."""
     required: tuple[tuple[str, str], ...] = ()
@@ -224,9 +225,16 @@ def load(name: str) -> Guide:
         covers=data["covers"],
         structure=structure,
         segments=segments,
-        conditions={tag: tuple(notes) for tag, notes in data.get("conditions", {}).items()},
+        conditions={tag: tuple(map(_note, notes)) for tag, notes in data.get("conditions", {}).items()},
         tags=frozenset(_tags(structure)),
     )
+
+
+def _note(text: str) -> tuple[str, tuple[int, ...]]:
+    """An X12 syntax note ("P0304") as its kind and element positions."""
+    if not re.fullmatch(r"[PRCEL](?:[0-9]{2}){2,}", text):
+        raise ValueError(f"{text!r} is not an X12 syntax note (P0304, R0203, C0403, E0203)")
+    return text[0], tuple(int(text[k : k + 2]) for k in range(1, len(text), 2))
 
 
 def _rule(text: str, codes: dict[str, frozenset[str]]) -> Rule:

@@ -21,9 +21,10 @@ Nothing here raises for any data: a value of any length is measured, never conve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Any
 
 from edinbox.edi._errors import Finding
 from edinbox.edi._guide import Element, Guide, Node, Overlay, Rule, guide
@@ -96,19 +97,34 @@ class _Level:
 
 
 def _check(message: EdiMessage, rules: Guide, decimal: str) -> tuple[list[Finding], int]:
+    """Walk one message: each segment placed in the structure, then its elements checked.
+
+    Segments are read from the parser's text when no value needs decoding (no release character, ASCII or Latin-1):
+    an element is then a string, split at the component separator only where it holds one; otherwise from the
+    materialised segments, an element a tuple of components.
+    """
     walk = _Walk(rules, decimal)
     wanted = dict.fromkeys(rules.required, False)
+    segments = rules.segments
     position = 0
-    for position, segment in enumerate(message.segments, 1):
-        tag = segment.tag
+    body = message._body  # the parser's own tokens: same package
+    if body.table is None and body.codec is None:
+        start, stop = message.segment_range
+        separator, walk.component = body.element, body.component
+        rows: Iterable[tuple[str, Sequence[Any]]] = (
+            (parts[0], parts[1:]) for parts in (text.split(separator) for text in body.segs[start:stop])
+        )
+    else:
+        rows = ((segment.tag, segment.elements) for segment in message.segments)
+    for position, (tag, values) in enumerate(rows, 1):
         loop = walk.place(tag, position)
         if wanted:
             for key in wanted:
-                if key[0] == tag and (not key[1] or segment.get(1) == key[1]):
+                if key[0] == tag and (not key[1] or _first(values, walk.component) == key[1]):
                     wanted[key] = True
-        definition = rules.segments.get(tag)
+        definition = segments.get(tag)
         if definition is not None:
-            walk.elements(segment.elements, definition, tag, position, loop)
+            walk.elements(values, definition, tag, position, loop)
     walk.close(0, position)
     for (tag, qualifier), seen in wanted.items():
         if not seen:
@@ -116,17 +132,29 @@ def _check(message: EdiMessage, rules: Guide, decimal: str) -> tuple[list[Findin
     return walk.found, walk.dropped
 
 
+def _first(values: Sequence[Any], component: str | None) -> str:
+    """The first component of the first element (a string or a tuple of components), "" when none."""
+    if not values:
+        return ""
+    value = values[0]
+    if component is None:
+        return str(value[0]) if value else ""
+    return str(value).split(component, 1)[0]
+
+
 class _Walk:
     """One message's walk through its guide: the loops open, and the findings (at most MAX_FINDINGS kept)."""
 
-    __slots__ = ("dropped", "edifact", "found", "marks", "rules", "stack", "where")
+    __slots__ = ("component", "dropped", "edifact", "found", "indexes", "marks", "rules", "stack")
 
     def __init__(self, rules: Guide, decimal: str) -> None:
         self.rules = rules
         self.edifact = rules.standard == "EDIFACT"
         self.marks = (decimal, ".") if self.edifact else (".",)
         self.stack = [_Level(rules.structure, "", -1)]
-        self.where: dict[tuple[int, str], tuple[int, ...]] = {}
+        self.indexes: dict[int, dict[str, tuple[int, ...]]] = {}
+        self.component: str | None = None
+        """The component separator when elements are strings (None: they are tuples of components)."""
         self.found: list[Finding] = []
         self.dropped = 0
 
@@ -137,31 +165,47 @@ class _Walk:
         else:
             self.dropped += 1
 
+    def _index(self, nodes: tuple[Node, ...]) -> dict[str, tuple[int, ...]]:
+        """Where each tag stands among `nodes` (their indexes), computed once per walk."""
+        index = self.indexes.get(id(nodes))
+        if index is None:
+            found: dict[str, list[int]] = {}
+            for k, node in enumerate(nodes):
+                found.setdefault(node.tag, []).append(k)
+            index = self.indexes[id(nodes)] = {tag: tuple(ks) for tag, ks in found.items()}
+        return index
+
     def place(self, tag: str, position: int) -> str:
         """Put a segment in the structure (reporting what it shows missing or repeated too often); its loop id."""
         stack = self.stack
         for depth in range(len(stack) - 1, -1, -1):
             level = stack[depth]
-            key = (id(level.nodes), tag)
-            indexes = self.where.get(key)
+            indexes = self._index(level.nodes).get(tag)
             if indexes is None:
-                indexes = self.where[key] = tuple(k for k, node in enumerate(level.nodes) if node.tag == tag)
-            start = max(level.at, 1) if depth else max(level.at, 0)  # a loop's first segment opens the next one
-            found = next((k for k in indexes if k >= start), -1)
+                continue
+            at = level.at
+            start = (at if at > 1 else 1) if depth else (at if at > 0 else 0)  # a loop's first segment opens the next
+            found = -1
+            for k in indexes:
+                if k >= start:
+                    found = k
+                    break
             if found < 0:
                 continue
-            self.close(depth + 1, position)
-            del stack[depth + 1 :]
-            for k in range(level.at + 1, found):
+            if depth + 1 < len(stack):
+                self.close(depth + 1, position)
+                del stack[depth + 1 :]
+            for k in range(at + 1, found):
                 node = level.nodes[k]
                 if node.required and not level.counts[k]:
                     self.add(Finding(node.tag, position, "3", loop=node.loop or level.loop))
             node = level.nodes[found]
-            if found != level.at:
-                level.counts[found] = 0
-            level.counts[found] += 1
-            level.at = found
-            if level.counts[found] > node.repeat:
+            counts = level.counts
+            if found != at:
+                counts[found] = 0
+                level.at = found
+            counts[found] += 1
+            if counts[found] > node.repeat:
                 self.add(Finding(tag, position, "4" if node.loop else "5", loop=node.loop or level.loop))
             if node.loop:
                 stack.append(_Level(node.children, node.loop, 0))
@@ -181,73 +225,106 @@ class _Walk:
                     self.add(Finding(node.tag, position, "3", loop=node.loop or level.loop))
 
     def elements(
-        self, elements: tuple[tuple[str, ...], ...], definition: tuple[Element, ...], tag: str, position: int, loop: str
+        self, values: Sequence[Any], definition: tuple[Element, ...], tag: str, position: int, loop: str
     ) -> None:
-        """Check a segment's elements against their definitions, and the X12 syntax notes of its tag."""
-        size = len(elements)
-        marks, edifact, add = self.marks, self.edifact, self.add
-        for number, element in enumerate(definition, 1):
-            parts = elements[number - 1] if number <= size else ()
+        """Check a segment's elements (strings, or tuples of components) against their definitions, and the X12
+        syntax notes of its tag."""
+        size, known = len(values), len(definition)
+        marks, edifact, add, separator = self.marks, self.edifact, self.add, self.component
+        for index in range(size if size < known else known):
+            element = definition[index]
+            value = values[index]
+            if separator is None:
+                parts: tuple[str, ...] | None = value if len(value) > 1 else None
+                value = value[0] if value else ""
+            else:
+                parts = tuple(value.split(separator)) if separator in value else None
             rule = element.rule
             if rule is not None:
-                value = parts[0] if parts else ""
-                code = _code(rule, value, marks, edifact)
+                if parts is not None:
+                    value = parts[0]
+                code = _code(rule, value, marks, edifact) if value or rule.required else ""
                 if code:
-                    add(Finding(tag, position, "8", number, 0, rule.ref, code, value, loop))
-                elif len(parts) > 1 and any(parts[1:]):
-                    add(Finding(tag, position, "8", number, 2, rule.ref, "13", parts[1], loop))
+                    add(Finding(tag, position, "8", index + 1, 0, rule.ref, code, value, loop))
+                elif parts is not None and any(parts[1:]):
+                    add(Finding(tag, position, "8", index + 1, 2, rule.ref, "13", parts[1], loop))
                 continue
-            components = element.components
-            if not any(parts):
-                if element.required:
-                    add(Finding(tag, position, "8", number, 1 if edifact else 0, element.ref, "1", "", loop))
-                continue
-            for k, component in enumerate(components, 1):
-                value = parts[k - 1] if k <= len(parts) else ""
-                code = _code(component, value, marks, edifact)
-                if not code and component.type == "DT" and edifact and value:
-                    code = _edifact_date(value, parts[2] if len(parts) > 2 else "")
-                if code:
-                    add(Finding(tag, position, "8", number, k, component.ref, code, value, loop))
-            if len(parts) > len(components) and any(parts[len(components) :]):
-                extra = len(components) + 1
-                add(Finding(tag, position, "8", number, extra, element.ref, "13", parts[extra - 1], loop))
-        if size > len(definition) and any(any(parts) for parts in elements[len(definition) :]):
-            extra = next(k for k in range(len(definition), size) if any(elements[k])) + 1
-            add(Finding(tag, position, "8", extra, 0, "", "3", elements[extra - 1][0], loop))
+            self._composite(parts if parts is not None else (value,), element, (tag, position, loop), index + 1)
+        for index in range(size, known):  # elements not sent
+            element = definition[index]
+            if element.required:
+                component = 1 if edifact and element.rule is None else 0
+                add(Finding(tag, position, "8", index + 1, component, element.ref, "1", "", loop))
+        if size > known:
+            extra = [k for k in range(known, size) if _sent(values[k], separator)]
+            if extra:
+                value = _first(values[extra[0] :], separator)
+                add(Finding(tag, position, "8", extra[0] + 1, 0, "", "3", value, loop))
         notes = self.rules.conditions.get(tag)
         if notes:
-            self.conditions(notes, elements, definition, (tag, position, loop))
+            self.conditions(notes, values, definition, (tag, position, loop))
+
+    def _composite(self, parts: tuple[str, ...], element: Element, where: tuple[str, int, str], number: int) -> None:
+        """Check a composite's components; `where` is the segment's tag, position and loop."""
+        tag, position, loop = where
+        components = element.components
+        if not any(parts):
+            if element.required:
+                component = 1 if self.edifact else 0
+                self.add(Finding(tag, position, "8", number, component, element.ref, "1", "", loop))
+            return
+        for k, component_rule in enumerate(components, 1):
+            value = parts[k - 1] if k <= len(parts) else ""
+            if not value and not component_rule.required:
+                continue
+            code = _code(component_rule, value, self.marks, self.edifact)
+            if not code and component_rule.type == "DT" and self.edifact and value:
+                code = _edifact_date(value, parts[2] if len(parts) > 2 else "")
+            if code:
+                self.add(Finding(tag, position, "8", number, k, component_rule.ref, code, value, loop))
+        if len(parts) > len(components) and any(parts[len(components) :]):
+            extra = len(components) + 1
+            self.add(Finding(tag, position, "8", number, extra, element.ref, "13", parts[extra - 1], loop))
 
     def conditions(
         self,
-        notes: tuple[str, ...],
-        elements: tuple[tuple[str, ...], ...],
+        notes: tuple[tuple[str, tuple[int, ...]], ...],
+        values: Sequence[Any],
         definition: tuple[Element, ...],
         where: tuple[str, int, str],
     ) -> None:
         """X12 syntax notes: P (all or none), R (at least one), C (the first needs the others), E (at most one);
         `where` is the segment's tag, position and loop."""
         tag, position, loop = where
-
-        def present(number: int) -> bool:
-            return number <= len(elements) and any(elements[number - 1])
-
-        def ref(number: int) -> str:
-            return definition[number - 1].ref if number <= len(definition) else ""
-
-        for note in notes:
-            kind, numbers = note[0], [int(note[k : k + 2]) for k in range(1, len(note), 2)]
-            there = [n for n in numbers if present(n)]
+        size, separator = len(values), self.component
+        for kind, numbers in notes:
+            there = [n for n in numbers if n <= size and _sent(values[n - 1], separator)]
+            if len(there) == len(numbers) or (not there and kind != "R"):
+                continue
             if kind == "R" and not there:
-                self.add(Finding(tag, position, "8", numbers[0], 0, ref(numbers[0]), "2", "", loop))
-            elif (kind == "P" and there) or (kind == "C" and present(numbers[0])):
+                self.add(Finding(tag, position, "8", numbers[0], 0, _ref(definition, numbers[0]), "2", "", loop))
+            elif kind == "P" or (kind == "C" and there[0] == numbers[0]):
                 for n in numbers:
-                    if not present(n):
-                        self.add(Finding(tag, position, "8", n, 0, ref(n), "2", "", loop, trigger=there[0]))
+                    if n not in there:
+                        finding = Finding(
+                            tag, position, "8", n, 0, _ref(definition, n), "2", "", loop, trigger=there[0]
+                        )
+                        self.add(finding)
             elif kind == "E" and len(there) > 1:
-                value = elements[there[1] - 1][0]
-                self.add(Finding(tag, position, "8", there[1], 0, ref(there[1]), "10", value, loop, trigger=there[0]))
+                value = _first(values[there[1] - 1 :], separator)
+                ref = _ref(definition, there[1])
+                self.add(Finding(tag, position, "8", there[1], 0, ref, "10", value, loop, trigger=there[0]))
+
+
+def _sent(value: Any, separator: str | None) -> bool:
+    """Whether an element (a string, or a tuple of components) holds a value."""
+    if separator is None:
+        return any(value)
+    return bool(value) and (separator not in value or any(value.split(separator)))
+
+
+def _ref(definition: tuple[Element, ...], number: int) -> str:
+    return definition[number - 1].ref if number <= len(definition) else ""
 
 
 def _code(rule: Rule, value: str, marks: tuple[str, ...], edifact: bool) -> str:
