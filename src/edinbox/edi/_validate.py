@@ -36,6 +36,9 @@ __all__ = ["MAX_FINDINGS", "Validation", "check", "validate"]
 MAX_FINDINGS = 1000
 """Findings kept per message: an acknowledgment listing more helps nobody."""
 
+_CLEAN = 100_000
+"""Clean segment texts remembered per message (a repeated segment is checked once)."""
+
 _DATE_FORMATS = {"101": 6, "102": 8, "203": 12, "204": 14, "718": 17}
 """EDIFACT 2379 date formats checked, and their lengths (YYMMDD, CCYYMMDD, ...HHMM, ...HHMMSS, CCYYMMDD-CCYYMMDD)."""
 
@@ -85,10 +88,12 @@ def check(message: EdiMessage, rules: Guide, decimal: str = ".") -> list[Finding
 class _Level:
     """One open level of the structure: its nodes, the index of the last one met and how often each was met."""
 
-    __slots__ = ("at", "counts", "loop", "nodes")
+    __slots__ = ("at", "counts", "index", "loop", "nodes")
 
-    def __init__(self, nodes: tuple[Node, ...], loop: str, at: int) -> None:
+    def __init__(self, nodes: tuple[Node, ...], loop: str, at: int, index: dict[str, tuple[int, ...]]) -> None:
         self.nodes = nodes
+        self.index = index
+        """Where each tag stands among the nodes."""
         self.loop = loop
         self.at = at
         self.counts = [0] * len(nodes)
@@ -108,23 +113,27 @@ def _check(message: EdiMessage, rules: Guide, decimal: str) -> tuple[list[Findin
     segments = rules.segments
     position = 0
     body = message._body  # the parser's own tokens: same package
+    rows: Iterable[tuple[str, Sequence[Any], str]]
     if body.table is None and body.codec is None:
         start, stop = message.segment_range
         separator, walk.component = body.element, body.component
-        rows: Iterable[tuple[str, Sequence[Any]]] = (
-            (parts[0], parts[1:]) for parts in (text.split(separator) for text in body.segs[start:stop])
-        )
+        rows = ((parts[0], parts[1:], text) for text in body.segs[start:stop] for parts in (text.split(separator),))
     else:
-        rows = ((segment.tag, segment.elements) for segment in message.segments)
-    for position, (tag, values) in enumerate(rows, 1):
+        rows = ((segment.tag, segment.elements, "") for segment in message.segments)
+    clean: dict[str, None] = {}  # segment texts already checked without a finding: the same text is clean again
+    for position, (tag, values, text) in enumerate(rows, 1):
         loop = walk.place(tag, position)
         if wanted:
             for key in wanted:
                 if key[0] == tag and (not key[1] or _first(values, walk.component) == key[1]):
                     wanted[key] = True
         definition = segments.get(tag)
-        if definition is not None:
-            walk.elements(values, definition, tag, position, loop)
+        if definition is None or text in clean:
+            continue
+        before = len(walk.found) + walk.dropped
+        walk.elements(values, definition, tag, position, loop)
+        if text and len(walk.found) + walk.dropped == before and len(clean) < _CLEAN:
+            clean[text] = None
     walk.close(0, position)
     for (tag, qualifier), seen in wanted.items():
         if not seen:
@@ -145,18 +154,20 @@ def _first(values: Sequence[Any], component: str | None) -> str:
 class _Walk:
     """One message's walk through its guide: the loops open, and the findings (at most MAX_FINDINGS kept)."""
 
-    __slots__ = ("component", "dropped", "edifact", "found", "indexes", "marks", "rules", "stack")
+    __slots__ = ("component", "dropped", "edifact", "found", "indexes", "marks", "met", "rules", "stack")
 
     def __init__(self, rules: Guide, decimal: str) -> None:
         self.rules = rules
         self.edifact = rules.standard == "EDIFACT"
         self.marks = (decimal, ".") if self.edifact else (".",)
-        self.stack = [_Level(rules.structure, "", -1)]
         self.indexes: dict[int, dict[str, tuple[int, ...]]] = {}
+        self.stack = [_Level(rules.structure, "", -1, self._index(rules.structure))]
         self.component: str | None = None
         """The component separator when elements are strings (None: they are tuples of components)."""
         self.found: list[Finding] = []
         self.dropped = 0
+        self.met: set[tuple[str, frozenset[int]]] = set()
+        """(tag, elements sent) whose syntax notes held: they hold again for the same elements sent."""
 
     def add(self, finding: Finding) -> None:
         """Keep a finding (or count it, past MAX_FINDINGS)."""
@@ -180,7 +191,7 @@ class _Walk:
         stack = self.stack
         for depth in range(len(stack) - 1, -1, -1):
             level = stack[depth]
-            indexes = self._index(level.nodes).get(tag)
+            indexes = level.index.get(tag)
             if indexes is None:
                 continue
             at = level.at
@@ -208,7 +219,7 @@ class _Walk:
             if counts[found] > node.repeat:
                 self.add(Finding(tag, position, "4" if node.loop else "5", loop=node.loop or level.loop))
             if node.loop:
-                stack.append(_Level(node.children, node.loop, 0))
+                stack.append(_Level(node.children, node.loop, 0, self._index(node.children)))
                 return node.loop
             return level.loop
         loop = stack[-1].loop
@@ -295,25 +306,44 @@ class _Walk:
     ) -> None:
         """X12 syntax notes: P (all or none), R (at least one), C (the first needs the others), E (at most one);
         `where` is the segment's tag, position and loop."""
+        tag = where[0]
+        separator = self.component
+        sent = {k for k, value in enumerate(values, 1) if _sent(value, separator)}
+        pattern = (tag, frozenset(sent))
+        if pattern in self.met:  # the notes hold for these elements sent, whatever their values
+            return
+        before = len(self.found) + self.dropped
+        self._notes(notes, values, definition, where, sent)
+        if len(self.found) + self.dropped == before:
+            self.met.add(pattern)
+
+    def _notes(
+        self,
+        notes: tuple[tuple[str, tuple[int, ...]], ...],
+        values: Sequence[Any],
+        definition: tuple[Element, ...],
+        where: tuple[str, int, str],
+        sent: set[int],
+    ) -> None:
         tag, position, loop = where
-        size, separator = len(values), self.component
+        separator = self.component
         for kind, numbers in notes:
-            there = [n for n in numbers if n <= size and _sent(values[n - 1], separator)]
-            if len(there) == len(numbers) or (not there and kind != "R"):
+            there = [n for n in numbers if n in sent]
+            if kind == "E":
+                if len(there) > 1:
+                    value = _first(values[there[1] - 1 :], separator)
+                    ref = _ref(definition, there[1])
+                    self.add(Finding(tag, position, "8", there[1], 0, ref, "10", value, loop, trigger=there[0]))
+            elif len(there) == len(numbers):
                 continue
-            if kind == "R" and not there:
-                self.add(Finding(tag, position, "8", numbers[0], 0, _ref(definition, numbers[0]), "2", "", loop))
+            elif not there:
+                if kind == "R":
+                    self.add(Finding(tag, position, "8", numbers[0], 0, _ref(definition, numbers[0]), "2", "", loop))
             elif kind == "P" or (kind == "C" and there[0] == numbers[0]):
                 for n in numbers:
                     if n not in there:
-                        finding = Finding(
-                            tag, position, "8", n, 0, _ref(definition, n), "2", "", loop, trigger=there[0]
-                        )
-                        self.add(finding)
-            elif kind == "E" and len(there) > 1:
-                value = _first(values[there[1] - 1 :], separator)
-                ref = _ref(definition, there[1])
-                self.add(Finding(tag, position, "8", there[1], 0, ref, "10", value, loop, trigger=there[0]))
+                        ref = _ref(definition, n)
+                        self.add(Finding(tag, position, "8", n, 0, ref, "2", "", loop, trigger=there[0]))
 
 
 def _sent(value: Any, separator: str | None) -> bool:
