@@ -163,11 +163,13 @@ async def _hub_stats(inbox: AsyncInbox, consumer: str) -> dict[str, Any]:
         return await counts(tx, consumer=consumer), totals[0], int(rejections[0][0]), acks
 
     outcomes, (invoices, rejected), rejections, acks = await inbox.read(read)
-    acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
+    acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0, "together": 0}
     acknowledgments["rejections"] = rejections
     for kind, duplicate, n, keys in acks:
-        for part in ["duplicate_notices"] if duplicate else str(kind).split(KINDS):  # "TA1+997": one of each
+        parts = ["duplicate_notices"] if duplicate else str(kind).split(KINDS)
+        for part in parts:  # "TA1+997": one of each, sent as one interchange (counted in `together`)
             acknowledgments[part] += int(n)
+        acknowledgments["together"] += int(n) * (len(parts) - 1)
         acknowledgments["keys"] += int(keys)
     return {
         "received": sum(outcomes[outcome] for outcome in COUNTED),
