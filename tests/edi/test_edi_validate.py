@@ -4,10 +4,13 @@ accepted, accepted with errors or rejected, partner overlays, and parse + valida
 
 from __future__ import annotations
 
+import contextlib
 import io
+import re
 import warnings
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from edi_fixtures import CORPUS, EDIFACT_INVOIC, HUB, X12_810
@@ -235,3 +238,13 @@ def test_numeric_fields_of_any_length_raise_only_edi_syntax_errors(
                 answer(found, kind)
     except EdiSyntaxError:
         pass
+
+
+def test_the_example_of_the_docs_runs() -> None:
+    """The validator example of docs/validation.md runs on an 810 without a PO number and prints its one finding."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "validation.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "docs/validation.md", "exec"), {"data": X12_810})  # noqa: S102 - our own docs
+    assert printed.getvalue() == "BIG 2  8 4 0 324 1 \n"
