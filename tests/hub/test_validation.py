@@ -4,6 +4,7 @@ terms are configuration; a TA1 and its 997 are one outgoing interchange."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,11 +12,17 @@ from typing import Any
 import pytest
 
 from edinbox import ConfigurationError, edi
-from edinbox.hub import HubConfig, load_config
+from edinbox.hub import HubConfig, load_config, open_hub
 from edinbox.hub._acks import Pending, _together
 from edinbox.hub._config import Agreement
+from edinbox.hub._generate import render
+from edinbox.hub._ops import show, stats
 from edinbox.hub._plan import REJECT, Item, plan
 from edinbox.sources import Delivery
+from edinbox.sources.spool import publish
+from received import drain
+
+from .test_hub import X12, doc
 
 PARTY = "ZZ:ACME"
 GOOD = (
@@ -101,3 +108,30 @@ def test_a_ta1_and_its_997_go_out_together() -> None:
         )
     ]
     assert [[p.kind for p in group] for group in _together(pending)] == [["TA1", "997"], ["TA1"], ["997"]]
+
+
+@pytest.mark.parametrize("hub_config", ["sqlite"], indirect=True)
+async def test_the_hub_books_and_reports_or_parks_and_rejects(hub_config: HubConfig, tmp_path: Path) -> None:
+    """A running hub under "report" books an 810 with a bad BIG07 and sends one interchange holding its TA1 and a 997
+    with AK4 7 and AK5 E; under "strict" the next such 810 is parked and its 997 rejects it with the same AK4."""
+    out = tmp_path / "out"
+    agreement = Agreement(outbound=f"dir://{out}/{{id}}", validate="report")
+    config = hub_config.with_overrides(partners={"*": agreement})
+    bad = [render(replace(doc(control=f"00000090{n}", number=f"V-{n}"), ack_requested=True)) for n in (1, 2)]
+    bad = [data.replace(b"*****DI~", b"*****QQ~") for data in bad]
+    for data, mode in zip(bad, ("report", "strict"), strict=True):
+        await publish(config.source, [(mode, data)])
+        strict = config.with_overrides(partners={"*": replace(agreement, validate=mode)})
+        async with open_hub(strict) as hub:
+            await hub.run(once=True)
+    delivered = await drain(f"dir://{out / X12.id}", consumer="partner", idle=0.5)
+    replies = {i.segments[1].get(1): i for _, payload in delivered for i in edi.parse(payload)}
+    assert [r.message_types for r in replies.values()] == [("TA1", "997")] * 2
+    texts = {key.split("*")[0]: r.raw for key, r in replies.items()}
+    assert b"AK4*7*640*7*QQ~AK5*E*5~AK9*E*1*1*1~" in texts["000000901"]
+    assert b"AK4*7*640*7*QQ~AK5*R*5~AK9*R*1*1*0~" in texts["000000902"]
+    counts = await stats(config)
+    assert (counts["processed"], counts["rejected"], counts["invoices"]) == (1, 1, 1)
+    shown = await show(config, f"X12:{X12.qualifier}:{X12.id}>ZZ:EDINBOXHUB/000000902")
+    assert shown is not None
+    assert [a["kind"] for a in shown["acknowledgments"]] == ["TA1+997"]
