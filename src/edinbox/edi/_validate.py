@@ -376,7 +376,7 @@ def _code(rule: Rule, value: str, marks: tuple[str, ...], edifact: bool) -> str:
     elif kind == "DT":
         if edifact:
             return "5" if length > rule.max else ""  # its format is its 2379's (checked by the composite)
-        return "" if _x12_date(value) else "8"
+        return "" if rule.min <= length <= rule.max and _x12_date(value) else "8"  # a date of the wrong width too
     elif kind == "TM":
         return "" if _time(value) else "9"
     elif not value.isprintable():
