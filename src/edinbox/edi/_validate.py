@@ -263,9 +263,8 @@ class _Walk:
             self._composite(parts if parts is not None else (value,), element, (tag, position, loop), index + 1)
         for index in range(size, known):  # elements not sent
             element = definition[index]
-            if element.required:
-                component = 1 if edifact and element.rule is None else 0
-                add(Finding(tag, position, "8", index + 1, component, element.ref, "1", "", loop))
+            if element.required:  # a whole composite missing is told at its element position, like a simple one
+                add(Finding(tag, position, "8", index + 1, 0, element.ref, "1", "", loop))
         if size > known:
             extra = [k for k in range(known, size) if _sent(values[k], separator)]
             if extra:
@@ -281,8 +280,7 @@ class _Walk:
         components = element.components
         if not any(parts):
             if element.required:
-                component = 1 if self.edifact else 0
-                self.add(Finding(tag, position, "8", number, component, element.ref, "1", "", loop))
+                self.add(Finding(tag, position, "8", number, 0, element.ref, "1", "", loop))
             return
         for k, component_rule in enumerate(components, 1):
             value = parts[k - 1] if k <= len(parts) else ""
