@@ -73,10 +73,14 @@ def test_strict_parks_with_the_first_error_and_rejects_with_every_finding() -> N
 
 
 def test_an_overlay_requires_a_po_number() -> None:
-    """An agreement requiring BIG04 (the PO number) rejects an invoice without one under "strict"."""
+    """An agreement requiring BIG04 (the PO number) rejects an invoice without one under "strict", its reason naming
+    the element; a missing segment is named as such."""
     item = planned(GOOD, validate="strict", require="BIG04")
     assert item.route == REJECT
+    assert item.reason.endswith("1 error; the first in 810 0001: BIG04 (324) in segment 2: missing")
     assert b"AK3*BIG*2**8~AK4*4*324*1~AK5*R*5~" in ack(item)
+    item = planned(GOOD.replace(b"TDS*10000~", b"").replace(b"SE*9*", b"SE*8*"), validate="strict")
+    assert item.reason.endswith("the first in 810 0001: TDS (segment 7): mandatory segment missing")
 
 
 def test_the_terms_are_checked_and_read_from_toml(tmp_path: Path) -> None:

@@ -192,7 +192,7 @@ def _first(interchange: edi.Interchange, validation: edi.Validation) -> str:
     if found.element:
         component = f"-{found.component}" if found.component else ""
         where = f"{found.segment}{found.element:02d}{component} ({found.reference}) in segment {found.position}"
-    what = _WORDS.get(found.code if found.element else found.segment_code, "an error")
+    what = _WORDS.get(found.code, "an error") if found.element else _SEGMENT_WORDS.get(found.segment_code, "an error")
     value = f" {found.value[:35]!r}" if found.value else ""
     errors = "1 error" if total == 1 else f"{total} errors"
     return f"{errors}; the first in {message.type} {message.control_number}: {where}: {what}{value}"
@@ -212,6 +212,14 @@ _WORDS = {
     "13": "too many components",
 }
 """X12 723 element codes in words (the reason of a parked interchange)."""
+_SEGMENT_WORDS = {
+    "1": "unrecognized segment",
+    "2": "unexpected segment",
+    "3": "mandatory segment missing",
+    "4": "loop over its maximum repeat",
+    "5": "segment over its maximum use",
+}
+"""X12 720 segment codes in words."""
 
 
 def _named(interchange: edi.Interchange) -> Message | None:
