@@ -100,11 +100,13 @@ def test_x12_errors_get_their_ak3_and_ak4(data: bytes, expected: bytes) -> None:
 
 
 def test_the_999_names_the_situational_trigger_with_ctx() -> None:
-    """The 999 gives IK3/IK4 with the same codes, and after an element required by another (N104 by N103) a CTX
-    naming the trigger: segment, position, loop and element."""
+    """The 999 gives IK3/IK4 with the same codes, each IK3 followed by the CTX of the invoice it is about (BIG02),
+    and after an element required by another (N104 by N103) a CTX naming the trigger: segment, position, loop and
+    element."""
     data = X12_CASES[-1][0]
     reported = answer(acknowledged(data), "999")
-    assert b"IK3*N1*5*N1*8~IK4*4*67*2~CTX*SITUATIONAL TRIGGER*N1*5*N1*3~IK5*E*5~AK9*E*1*1*1~" in reported
+    expected = b"IK3*N1*5*N1*8~CTX*BIG02>INV-905~IK4*4*67*2~CTX*SITUATIONAL TRIGGER*N1*5*N1*3~IK5*E*5~AK9*E*1*1*1~"
+    assert expected in reported
 
 
 EDIFACT_CASES = [
@@ -145,8 +147,13 @@ def test_a_partner_overlay_requires_and_allows() -> None:
 
 def hipaa(found: Received) -> Received:
     """The same acknowledgment content for an 837 group, so pyx12's HIPAA maps (which list the sets they take) check
-    every segment of it."""
-    sets = [tuple(replace(s, type="837", identifier=("837",)) for s in g.sets) for g in found.groups]
+    every segment of it: the business unit named as a claim's (CLM01, the one HIPAA's 999 map knows here)."""
+    sets = [
+        tuple(
+            replace(s, type="837", identifier=("837",), unit=("CLM01", *s.unit[1:]) if s.unit else ()) for s in g.sets
+        )
+        for g in found.groups
+    ]
     pairs = zip(found.groups, sets, strict=True)
     groups = tuple(replace(g, type="HC", version="005010X222A1", sets=s) for g, s in pairs)
     return replace(found, groups=groups, types=("837",))

@@ -103,6 +103,8 @@ class ReceivedSet:
     error: str = ""
     findings: tuple[Finding, ...] = ()
     """Its segment and element errors (X12 AK3/AK4, IK3/IK4), as the reader of its invoice found them."""
+    unit: tuple[str, ...] = ()
+    """The business unit its errors belong to, for the 999's CTX after each IK3: ("BIG02", invoice number)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +175,11 @@ def received(
         own = tuple(noted.get(message.index, ()))
         at_fault = message.index == faulty or (rejected and bool(own))
         found = _set(message, x12=x12, error=codes.get(("set", message.index), ""), faulty=at_fault)
-        if message.index == faulty and finding is not None and finding not in own:
-            own = (finding, *own)
-        return replace(found, findings=own) if own else found
+        if message.index == faulty and finding is not None:  # the reader's, unless the validator said it too
+            said = {(f.segment, f.position, f.element, f.component) for f in own}
+            if (finding.segment, finding.position, finding.element, finding.component) not in said:
+                own = tuple(sorted((finding, *own), key=lambda f: f.position))
+        return replace(found, findings=own, unit=_unit(message) if x12 else ()) if own else found
 
     groups = [
         ReceivedGroup(
@@ -237,6 +241,25 @@ def _set(message: EdiMessage, *, x12: bool, error: str, faulty: bool) -> Receive
     return ReceivedSet(identifier[0] if identifier else "", message.control_number, identifier, error)
 
 
+_UNITS = {"810": ("BIG", 2, "BIG02")}
+"""Per X12 transaction set, the element that names its business unit (segment, position, name): the invoice number."""
+
+
+def _unit(message: EdiMessage) -> tuple[str, ...]:
+    """The business unit of a set, (name, value) for the 999's CTX, when its set names one fit to be copied."""
+    where = _UNITS.get(message.type)
+    if where is None:
+        return ()
+    tag, position, name = where
+    start, stop = message.segment_range
+    for k in range(start + 1, min(stop, start + 6)):  # BIG opens the 810, right after ST
+        segment = message._body.split(k)  # the parser's own tokens: same package
+        if segment.tag == tag:
+            value = segment.get(position)
+            return (name, value) if _copyable(value) and len(value) <= 35 else ()
+    return ()
+
+
 def _s(tag: str, *values: str | tuple[str, ...]) -> Segment:
     return Segment(tag, tuple(v if isinstance(v, tuple) else (v,) for v in values))
 
@@ -265,7 +288,7 @@ def _functional(group: ReceivedGroup, kind: str, *, rejected: bool = False) -> R
     answer = "IK5" if kind == "999" else "AK5"
     for found in group.sets:
         segments.append(_s("AK2", found.type, found.control_number))
-        segments += _detail(found.findings, kind)
+        segments += _detail(found.findings, kind, unit=found.unit)
         if found.error:
             segments.append(_s(answer, "R", found.error))
         elif rejected:  # parked with a sibling at fault: a 999 must say why (IK502), a 997 need not
@@ -289,10 +312,11 @@ def _functional(group: ReceivedGroup, kind: str, *, rejected: bool = False) -> R
     return Reply(kind, tuple(segments), version=_999_VERSION if kind == "999" else "004010")
 
 
-def _detail(findings: Sequence[Finding], kind: str) -> list[Segment]:
+def _detail(findings: Sequence[Finding], kind: str, *, unit: tuple[str, ...] = ()) -> list[Segment]:
     """AK3 / IK3 (segment id, position in the set, loop id when known, 720 / 620 code) once per segment in error and,
     for each element error in it, AK4 / IK4 (element position with its component, data element reference, 723 / 621
-    code, the bad value), with the 999's CTX of a situational trigger."""
+    code, the bad value); a 999 adds after each IK3 the CTX of the set's business unit ("BIG02>INV-1"), and after
+    an IK4 the CTX of its situational trigger (the element that made it required or excluded)."""
     x999 = kind == "999"
     segment_tag, element_tag = ("IK3", "IK4") if x999 else ("AK3", "AK4")
     out = []
@@ -301,6 +325,8 @@ def _detail(findings: Sequence[Finding], kind: str) -> list[Segment]:
         if (found.segment, found.position, found.segment_code) != last:  # one AK3 / IK3 per segment, then its AK4s
             out.append(_s(segment_tag, found.segment, str(found.position), found.loop, found.segment_code))
             last = (found.segment, found.position, found.segment_code)
+            if x999 and unit:
+                out.append(_s("CTX", unit))
         if found.element:
             where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
             bad = [found.value] if _copyable(found.value) else []  # AK404 / IK404: an..99, optional
