@@ -65,13 +65,14 @@ def validate(interchange: Interchange, overlay: Overlay | None = None) -> Valida
     findings: dict[int, tuple[Finding, ...]] = {}
     checked: list[int] = []
     dropped = 0
+    overlaid: dict[str, Guide] = {}  # each guide with the overlay, made once per interchange
     for message in interchange.messages:
         version = versions.get(message.group_control_number or "", "") if x12 else message.version
         rules = guide(interchange.standard, message.type.upper(), version)
         if rules is None or not message.complete:
             continue
         if overlay:
-            rules = rules.with_overlay(overlay)
+            rules = overlaid.get(rules.name) or overlaid.setdefault(rules.name, rules.with_overlay(overlay))
         checked.append(message.index)
         found, more = _check(message, rules, interchange.separators.decimal)
         dropped += more
