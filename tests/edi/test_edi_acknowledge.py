@@ -298,8 +298,10 @@ def test_a_bad_big01_date_gives_ak3_and_ak4_before_ak5() -> None:
 
 
 def test_the_999_says_it_with_ik3_and_ik4() -> None:
-    """The 999 of the same rejection carries IK3 and IK4 before IK5 R 5."""
-    assert b"AK2*810*0001~IK3*BIG*2**8~IK4*1*373*8*20261399~IK5*R*5~" in detailed(BAD_DATE, "999")
+    """The 999 of the same rejection carries IK3, the CTX of its business unit (the invoice number) and IK4 before
+    IK5 R 5."""
+    expected = b"AK2*810*0001~IK3*BIG*2**8~CTX*BIG02>INV-905~IK4*1*373*8*20261399~IK5*R*5~"
+    assert expected in detailed(BAD_DATE, "999")
 
 
 @pytest.mark.parametrize(

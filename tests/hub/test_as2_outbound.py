@@ -111,16 +111,18 @@ async def peer(certs: Certs) -> AsyncIterator[Peer]:
 async def test_acknowledgments_go_signed_and_encrypted_and_are_settled_by_the_mdn(
     hub_config: HubConfig, peer: Peer, tmp_path: Path
 ) -> None:
-    """An 810 asking for a TA1 gets its TA1 and 997 over AS2: `openssl cms` decrypts and verifies each, the
-    partner's MDN with the 997's MIC settles its outbox row; the TA1's MDN reports another MIC: its row is parked."""
+    """An 810 gets its 997 over AS2, another asking for a TA1 its TA1 and 997 in one interchange: `openssl cms`
+    decrypts and verifies each, the partner's MDN with the 997's MIC settles its outbox row; the MDN of the one
+    holding the TA1 reports another MIC: its row is parked."""
     config = hub_config.with_overrides(partners={f"{X12.qualifier}:{X12.id}": Agreement(outbound=peer.url())})
     peer.mode = "wrong-mic-for-ta1"
     asked = replace(doc(control="000000601", number="OUT-1"), ack_requested=True)
-    await drop(config.source, [("a", render(asked))])
+    plain = doc(control="000000602", number="OUT-2")
+    await drop(config.source, [("a", render(asked)), ("b", render(plain))])
     totals = await settle(config)
     assert (totals["relayed"], totals["outbox_parked"]) == (1, 1)
     replies = [i for _, payload in peer.received for i in edi.parse(payload)]
-    assert {r.message_types[0] for r in replies} == {"997", "TA1"}  # the TA1 twice: in its group, then alone
+    assert {r.message_types for r in replies} == {("997",), ("TA1", "997")}
     assert all(h["as2-from"] == "HUBAS2" and h["as2-to"] == '"ACME AS2"' for h, _ in peer.received)
     counts = await stats(config)
     assert (counts["outbox"]["sent"], counts["outbox"]["parked"]) == (1, 1)

@@ -131,7 +131,7 @@ async def test_disagreeing_trailers_park_the_interchange_with_one_rejection(
     ta1 = {r[0]: r[3:5] for r in segments(replies, "TA1")}
     assert len(segments(replies, "TA1")) == len(ta1) == 8  # one per interchange: 6 rejected, 2 accepted
     by_group: dict[str, tuple[list[tuple[str, ...]], list[tuple[str, ...]]]] = {}
-    for reply in [r for r in replies if r.message_types == ("997",)]:
+    for reply in [r for r in replies if "997" in r.message_types]:  # alone, or after its TA1
         ak1 = segments([reply], "AK1")[0][1]
         assert ak1 not in by_group
         by_group[ak1] = (segments([reply], "AK5"), segments([reply], "AK9"))
@@ -168,7 +168,7 @@ async def test_disagreeing_trailers_park_the_interchange_with_one_rejection(
 
     corrected = [("fixed", x12("000000631").replace(b"T-000000631", b"T-000000601"))]
     await publish(config.source, corrected)  # the partner, told "rejected", re-sends under a new control number
-    assert await settle(config) == {"processed": 1, "relayed": 2}
+    assert await settle(config) == {"processed": 1, "relayed": 1}  # its TA1 and 997 in one interchange
     assert (await stats(config))["invoices"] == 5
 
 

@@ -8,6 +8,9 @@
     Interchange.message_types                        "INVOIC", "810", "997", "TA1" (an X12 TA1 counts), ...
     Interchange.disagreements -> tuple[Disagreement]  trailers that disagree with their content, with their codes
     render_invoice(...) / render_interchange(...)    write interchanges: invoices, acknowledgments (demo, tests)
+    validate(interchange, overlay) -> Validation     its messages checked against the shipped implementation guides
+                                                     (X12 810 004010/005010, EDIFACT INVOIC D96A/D01B): every error
+                                                     with its position and X12 codes (docs/validation.md)
     received(interchange) -> Received                what acknowledging it needs (ISA14 / UNB 0031, groups, errors)
     replies(received, kind) / render_reply(...)      its TA1, 997, 999 or CONTRL (duplicate=True: the notice)
 
@@ -55,15 +58,19 @@ from edinbox.edi._acknowledge import (
     reply_key,
 )
 from edinbox.edi._errors import EdiSyntaxError, Finding, NotKeyableError
+from edinbox.edi._guide import GUIDES, Guide, Overlay, guide, load
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._invoice import Invoice, InvoiceLine, InvoiceParty
 from edinbox.edi._key import partner
 from edinbox.edi._model import Disagreement, EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._parse import parse
 from edinbox.edi._render import Acknowledgment, RenderOptions, Reply, render_interchange, render_invoice
+from edinbox.edi._validate import MAX_FINDINGS, Validation, check, validate
 
 __all__ = [
     "ACKNOWLEDGMENT_TYPES",
+    "GUIDES",
+    "MAX_FINDINGS",
     "PARTY_ERRORS",
     "Acknowledgment",
     "Disagreement",
@@ -71,11 +78,13 @@ __all__ = [
     "EdiSyntaxError",
     "Finding",
     "Group",
+    "Guide",
     "Interchange",
     "Invoice",
     "InvoiceLine",
     "InvoiceParty",
     "NotKeyableError",
+    "Overlay",
     "Party",
     "Received",
     "ReceivedGroup",
@@ -84,6 +93,10 @@ __all__ = [
     "Reply",
     "Segment",
     "Separators",
+    "Validation",
+    "check",
+    "guide",
+    "load",
     "parse",
     "partner",
     "party_error",
@@ -93,4 +106,5 @@ __all__ = [
     "render_reply",
     "replies",
     "reply_key",
+    "validate",
 ]

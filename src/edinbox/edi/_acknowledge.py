@@ -25,7 +25,7 @@ the parser's one check of them (counts as numbers, control numbers as numbers wh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -103,6 +103,8 @@ class ReceivedSet:
     error: str = ""
     findings: tuple[Finding, ...] = ()
     """Its segment and element errors (X12 AK3/AK4, IK3/IK4), as the reader of its invoice found them."""
+    unit: tuple[str, ...] = ()
+    """The business unit its errors belong to, for the 999's CTX after each IK3: ("BIG02", invoice number)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +145,12 @@ class Received:
 
 
 def received(
-    interchange: Interchange, *, rejected: bool = False, faulty: int | None = None, finding: Finding | None = None
+    interchange: Interchange,
+    *,
+    rejected: bool = False,
+    faulty: int | None = None,
+    finding: Finding | None = None,
+    findings: Mapping[int, Sequence[Finding]] | None = None,
 ) -> Received:
     """Read what its acknowledgments need from an interchange whose header identifies it (`identified`).
 
@@ -153,17 +160,26 @@ def received(
     where in it (`EdiSyntaxError.finding`: the 997's AK3/AK4, the 999's IK3/IK4). A missing trailer
     is an error of its own: of the interchange (TA1 023, CONTRL 13), a group (716 code 3) or a set (718 code 2). A
     trailer that disagrees with its content is the parser's `Interchange.disagreements`, with their codes: the one
-    check the hub also parks on, so it never books what it answers as rejected.
+    check the hub also parks on, so it never books what it answers as rejected. `findings`: the validator's, by
+    message index (`edinbox.edi.validate`): listed in the acknowledgment (AK3/AK4, IK3/IK4/CTX, UCS/UCD); a set with
+    findings is accepted with errors (AK5 E, CONTRL UCM 7) unless the interchange is `rejected` (then R, code 5 / 12).
     """
     x12 = interchange.standard == "X12"
     codes: dict[tuple[str, int], str] = {}
     for found in interchange.disagreements:
         codes.setdefault((found.level, found.index), found.code)  # a control number before a count, as met
 
+    noted = findings or {}
+
     def answer(message: EdiMessage) -> ReceivedSet:
-        at_fault = message.index == faulty
+        own = tuple(noted.get(message.index, ()))
+        at_fault = message.index == faulty or (rejected and bool(own))
         found = _set(message, x12=x12, error=codes.get(("set", message.index), ""), faulty=at_fault)
-        return replace(found, findings=(finding,)) if at_fault and finding is not None else found
+        if message.index == faulty and finding is not None:  # the reader's, unless the validator said it too
+            said = {(f.segment, f.position, f.element, f.component) for f in own}
+            if (finding.segment, finding.position, finding.element, finding.component) not in said:
+                own = tuple(sorted((finding, *own), key=lambda f: f.position))
+        return replace(found, findings=own, unit=_unit(message) if x12 else ()) if own else found
 
     groups = [
         ReceivedGroup(
@@ -225,6 +241,25 @@ def _set(message: EdiMessage, *, x12: bool, error: str, faulty: bool) -> Receive
     return ReceivedSet(identifier[0] if identifier else "", message.control_number, identifier, error)
 
 
+_UNITS = {"810": ("BIG", 2, "BIG02")}
+"""Per X12 transaction set, the element that names its business unit (segment, position, name): the invoice number."""
+
+
+def _unit(message: EdiMessage) -> tuple[str, ...]:
+    """The business unit of a set, (name, value) for the 999's CTX, when its set names one fit to be copied."""
+    where = _UNITS.get(message.type)
+    if where is None:
+        return ()
+    tag, position, name = where
+    start, stop = message.segment_range
+    for k in range(start + 1, min(stop, start + 6)):  # BIG opens the 810, right after ST
+        segment = message._body.split(k)  # the parser's own tokens: same package
+        if segment.tag == tag:
+            value = segment.get(position)
+            return (name, value) if _copyable(value) and len(value) <= 35 else ()
+    return ()
+
+
 def _s(tag: str, *values: str | tuple[str, ...]) -> Segment:
     return Segment(tag, tuple(v if isinstance(v, tuple) else (v,) for v in values))
 
@@ -249,37 +284,62 @@ def replies(subject: Received, kind: str, *, duplicate: bool = False) -> list[Re
 def _functional(group: ReceivedGroup, kind: str, *, rejected: bool = False) -> Reply:
     """The 997 / 999 transaction set of one functional group received (AK1, AK2 + AK5 / IK5 per set, AK9)."""
     segments = [_s("AK1", group.type, group.control_number, *([group.version] if kind == "999" else []))]
-    accepted = 0
+    accepted = noted = 0
     answer = "IK5" if kind == "999" else "AK5"
     for found in group.sets:
         segments.append(_s("AK2", found.type, found.control_number))
-        segments += _detail(found.findings, kind)
+        segments += _detail(found.findings, kind, unit=found.unit)
         if found.error:
             segments.append(_s(answer, "R", found.error))
         elif rejected:  # parked with a sibling at fault: a 999 must say why (IK502), a 997 need not
             segments.append(_s(answer, "R", *([SEGMENT_ERROR] if kind == "999" else [])))
+        elif found.findings:  # accepted with errors: the partner must not send it again
+            segments.append(_s(answer, "E", SEGMENT_ERROR))
+            accepted += 1
+            noted += 1
         else:
             segments.append(_s(answer, "A"))
             accepted += 1
     total = len(group.sets)
-    status = "R" if group.error or not accepted else "A" if accepted == total else "P"
+    if group.error or not accepted:
+        status = "R"
+    elif accepted < total:
+        status = "P"
+    else:
+        status = "E" if noted else "A"
     ak9 = [status, str(total), str(total), str(accepted)] + ([group.error] if group.error else [])
     segments.append(_s("AK9", *ak9))
     return Reply(kind, tuple(segments), version=_999_VERSION if kind == "999" else "004010")
 
 
-def _detail(findings: Sequence[Finding], kind: str) -> list[Segment]:
-    """AK3 / IK3 (segment id, position in the set, loop id when known, 720 / 620 code) and, for an element error,
-    AK4 / IK4 (element position with its component, data element reference, 723 / 621 code, the bad value)."""
-    segment_tag, element_tag = ("IK3", "IK4") if kind == "999" else ("AK3", "AK4")
+def _detail(findings: Sequence[Finding], kind: str, *, unit: tuple[str, ...] = ()) -> list[Segment]:
+    """AK3 / IK3 (segment id, position in the set, loop id when known, 720 / 620 code) once per segment in error and,
+    for each element error in it, AK4 / IK4 (element position with its component, data element reference, 723 / 621
+    code, the bad value); a 999 adds after each IK3 the CTX of the set's business unit ("BIG02>INV-1"), and after
+    an IK4 the CTX of its situational trigger (the element that made it required or excluded)."""
+    x999 = kind == "999"
+    segment_tag, element_tag = ("IK3", "IK4") if x999 else ("AK3", "AK4")
     out = []
+    last: tuple[str, int, str] | None = None
     for found in findings:
-        out.append(_s(segment_tag, found.segment, str(found.position), found.loop, found.segment_code))
+        if (found.segment, found.position, found.segment_code) != last:  # one AK3 / IK3 per segment, then its AK4s
+            out.append(_s(segment_tag, found.segment, str(found.position), found.loop, found.segment_code))
+            last = (found.segment, found.position, found.segment_code)
+            if x999 and unit:
+                out.append(_s("CTX", unit))
         if found.element:
             where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
             bad = [found.value] if _copyable(found.value) else []  # AK404 / IK404: an..99, optional
-            out.append(_s(element_tag, where, found.reference, found.code, *bad))
+            code = found.code if x999 else _4010_CODES.get(found.code, found.code)
+            out.append(_s(element_tag, where, found.reference, code, *bad))
+            if x999 and found.trigger:  # the element whose presence made this one required or excluded
+                trigger = (found.segment, str(found.position), found.loop, str(found.trigger))
+                out.append(_s("CTX", "SITUATIONAL TRIGGER", *trigger))
     return out
+
+
+_4010_CODES = {"13": "3"}
+"""X12 723 codes a 997 (004010) lacks: too many components is told as too many data elements."""
 
 
 def _copyable(value: str) -> bool:
@@ -295,7 +355,7 @@ def _contrl(subject: Received, *, duplicate: bool) -> Reply:
         return (p.id, p.qualifier) if p.qualifier else (p.id,)
 
     error = DUPLICATE_CODE if duplicate else subject.error
-    action = "4" if error or (subject.rejected and not duplicate) else "7"
+    action = "4" if error or (subject.rejected and not duplicate) else "7"  # 7: accepted, with errors if UCMs say
     uci = _s(
         "UCI",
         subject.control_number,
@@ -309,8 +369,8 @@ def _contrl(subject: Received, *, duplicate: bool) -> Reply:
             ucm = [
                 segment
                 for m in group.sets
-                if m.error
-                for segment in (_s("UCM", m.control_number, m.identifier, "4", m.error), *_contrl_detail(m.findings))
+                if m.error or m.findings
+                for segment in (_ucm(m, rejected=subject.rejected), *_contrl_detail(m.findings))
             ]
             if group.type and (group.error or ucm):  # a UNG group in error, or holding one: UCF, then its UCMs
                 status = "4" if group.error or subject.rejected else "7"
@@ -320,16 +380,43 @@ def _contrl(subject: Received, *, duplicate: bool) -> Reply:
     return Reply("CONTRL", tuple(segments))
 
 
-_EDIFACT_CODES = {"1": "13", "4": "40", "5": "39", "6": "37", "7": "12", "8": "12", "9": "12"}
-"""X12 723 element error codes as CONTRL 0085 codes: missing, too short, too long, invalid character, invalid value."""
+def _ucm(found: ReceivedSet, *, rejected: bool) -> Segment:
+    """A message's UCM: 0083 = 4 rejected (with its 0085 code), or 7 accepted with the errors its UCS/UCD list."""
+    if found.error or rejected:
+        return _s("UCM", found.control_number, found.identifier, "4", found.error or VALUE_ERROR)
+    return _s("UCM", found.control_number, found.identifier, "7")
+
+
+_EDIFACT_CODES = {
+    "1": "13",
+    "2": "13",
+    "3": "16",
+    "4": "40",
+    "5": "39",
+    "6": "37",
+    "7": "12",
+    "8": "12",
+    "9": "12",
+    "10": "14",
+    "13": "16",
+}
+"""X12 723 element error codes as CONTRL 0085 codes: missing, too many constituents, too short, too long, invalid
+type of character, invalid value, value not supported in this position."""
+_EDIFACT_SEGMENT_CODES = {"1": "15", "2": "15", "3": "13", "4": "36", "5": "35", "6": "15", "7": "15"}
+"""X12 720 segment error codes as CONTRL 0085 codes: not supported in this position, missing, too many segment group
+repetitions, too many segment repetitions (8, element errors, has no code of its own: its UCDs say them)."""
 
 
 def _contrl_detail(findings: Sequence[Finding]) -> list[Segment]:
     """UCS (segment position in the message from UNH = 1, and 13 when a mandatory segment is missing) and, for an
     element error, UCD (0085 code; S011: element position, component position)."""
     out = []
+    last: tuple[int, str] | None = None
     for found in findings:
-        out.append(_s("UCS", str(found.position), *(["13"] if found.segment_code == "3" else [])))
+        if (found.position, found.segment_code) != last:  # one UCS per segment, then its UCDs
+            code = _EDIFACT_SEGMENT_CODES.get(found.segment_code)
+            out.append(_s("UCS", str(found.position), *([code] if code else [])))
+            last = (found.position, found.segment_code)
         if found.element:
             where = (str(found.element), str(found.component)) if found.component else (str(found.element),)
             out.append(_s("UCD", _EDIFACT_CODES.get(found.code, "12"), where))
@@ -346,7 +433,9 @@ def reply_key(subject: Received, *, sender: Party, control_number: str) -> tuple
 def render_reply(
     replies: Sequence[Reply], subject: Received, *, sender: Party, control_number: str, when: datetime
 ) -> bytes:
-    """The interchange that carries `replies` from `sender` (us) back to the subject's sender, test when it was."""
+    """The interchange that carries `replies` from `sender` (us) back to the subject's sender, test when it was: a
+    TA1 with the 997 / 999 of the same interchange travel together, the TA1 before the group, under one control
+    number."""
     return render_interchange(
         replies,
         standard=subject.standard,
@@ -355,5 +444,5 @@ def render_reply(
         control_number=control_number,
         test=subject.test,
         prepared_at=when,
-        separators=_X12_999 if replies[0].type == "999" else None,
+        separators=_X12_999 if any(r.type == "999" for r in replies) else None,
     )

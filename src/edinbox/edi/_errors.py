@@ -38,6 +38,9 @@ class Finding:
     value: str = ""
     loop: str = ""
     """The loop the segment opens or sits in, when it matters (X12 AK303 / IK303: "N1" for a missing party)."""
+    trigger: int = 0
+    """The position of the element of the same segment whose presence made this one required or excluded (X12
+    syntax notes): the 999's situational-trigger CTX; 0 when none."""
 
 
 class EdiSyntaxError(ValueError):

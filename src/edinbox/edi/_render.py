@@ -8,7 +8,8 @@ The one EDI writer of the project (the hub's demo traffic, tests, benches); the 
     render_invoice(invoice, *, ...the same keywords...) -> bytes          one invoice, one interchange
 
 `documents` are `Invoice`, `Acknowledgment` or `Reply` values (a Reply from `edinbox.edi.replies`: a TA1 between ISA
-and IEA with no group, 997 / 999 sets in an FA group, CONTRL messages), one message each (an X12 interchange carries
+and IEA with no group, or before the GS of the 997 / 999 it travels with, 997 / 999 sets in an FA group, CONTRL
+messages), one message each (an X12 interchange carries
 one functional group, so one kind). `standard` is "X12" (ISA/GS/810 or 997/GE/IEA, ISA12 00401, or 00501 with ISA11
 = the repetition separator when `separators.repetition` is set) or "EDIFACT" (UNA/UNB/INVOIC D.96A or CONTRL/UNZ).
 `separators` default to X12 `* > ~` and EDIFACT level A `: + ' ?`; `decimal_mark` ("." or ",") is used for EDIFACT
@@ -232,13 +233,16 @@ def _x12(documents: Sequence[Document], *, envelope: _Envelope, seps: Separators
         seps.component,
     ]  # fmt: skip
     group = str(int(envelope.control))
-    if all(isinstance(d, Reply) and d.type == "TA1" for d in documents):  # interchange acknowledgments: no group
-        segments = [isa, *(_plain(seps, s, v) for d in documents if isinstance(d, Reply) for s in d.segments)]
+    ta1 = [_plain(seps, s, v) for d in documents if isinstance(d, Reply) and d.type == "TA1" for s in d.segments]
+    if ta1 and len(ta1) == len(documents):  # interchange acknowledgments: no group
+        segments = [isa, *ta1]
         return [*segments, ["IEA", "0", number]] if envelope.trailer else segments
+    documents = [d for d in documents if not (isinstance(d, Reply) and d.type == "TA1")]  # the TA1s go before GS
     functional = "IN" if Invoice in kinds else "FA"
     first = documents[0]
     segments = [
         isa,
+        *ta1,
         [
             "GS",
             functional,

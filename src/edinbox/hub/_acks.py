@@ -9,13 +9,14 @@ number`, what the partner's inbox dedupes on), and listed in `edinbox_hub_acknow
 
 Which ones (`kinds`): nothing without an `outbound` destination or for an interchange of acknowledgments only; X12:
 a TA1 when asked (ISA14 = 1 and `ta1 = "requested"`, or `ta1 = "always"`), and a 997 or 999 per agreement for its
-functional groups; EDIFACT: a CONTRL when asked (UNB 0031 = 1, or `ta1 = "always"`). The same kinds answer an
-interchange the hub parks (`Received.rejected`: every set R), once per interchange key; one the partner registry
-refused (`_partners`) gets only its TA1 R 006 / 009 or CONTRL UCI 4 23 / 7, when asked: an unknown sender under the
-hub's `unknown_outbound`, a receiver that is not ours under the sender's agreement. A duplicate (an interchange
-key already processed, or reused with other content) that the partner re-sent gets a TA1 R 025 or a CONTRL UCI 4
-26 when `duplicates = "notify"`, once per delivery (`Answers`): never for the broker's own redelivery of a delivery
-that was processed or notified.
+functional groups (the TA1 and the 997 / 999 of one interchange go out together, as one interchange with one control
+number, recorded as kind "TA1+997"); EDIFACT: a CONTRL when asked (UNB 0031 = 1, or `ta1 = "always"`). The same
+kinds answer an interchange the hub parks (`Received.rejected`: every set R), once per interchange key; one the
+partner registry refused (`_partners`) gets only its TA1 R 006 / 009 or CONTRL UCI 4 23 / 7, when asked: an unknown
+sender under the hub's `unknown_outbound`, a receiver that is not ours under the sender's agreement. A duplicate (an
+interchange key already processed, or reused with other content) that the partner re-sent gets a TA1 R 025 or a
+CONTRL UCI 4 26 when `duplicates = "notify"`, once per delivery (`Answers`): never for the broker's own redelivery
+of a delivery that was processed or notified.
 """
 
 from __future__ import annotations
@@ -34,7 +35,17 @@ from edinbox._plan import Key
 from edinbox.hub._config import Agreement, HubConfig
 from edinbox.sources import Delivery
 
-__all__ = ["REJECTION", "Acknowledger", "Pending", "delivery_id", "kinds", "partner_key", "partner_name", "reserve"]
+__all__ = [
+    "KINDS",
+    "REJECTION",
+    "Acknowledger",
+    "Pending",
+    "delivery_id",
+    "kinds",
+    "partner_key",
+    "partner_name",
+    "reserve",
+]
 
 REJECTION = "rejection"
 """The `delivery` of the `edinbox_hub_answers` row that says an interchange key got its rejection (once per key)."""
@@ -174,17 +185,19 @@ class Acknowledger:
         Returns how many were written."""
         if not pending:
             return 0
-        counts = Counter(p.counter for p in pending)
+        together = _together(pending)
+        counts = Counter(kinds[0].counter for kinds in together)
         last = await reserve(tx, counts)
         numbers = {c: iter(range(last[c] - n + 1, last[c] + 1)) for c, n in counts.items()}
         now = datetime.now()
         outgoing: list[tuple[str, bytes, str]] = []
         rows: list[dict[str, Any]] = []
-        for p in pending:
+        for kinds in together:
+            p = kinds[0]
             n = next(numbers[p.counter])
             x12 = p.subject.standard == "X12"
             control = str((n - 1) % _X12_CONTROL_NUMBERS + 1) if x12 else str(n)
-            replies = edi.replies(p.subject, p.kind, duplicate=p.duplicate)
+            replies = [r for k in kinds for r in edi.replies(k.subject, k.kind, duplicate=k.duplicate)]
             data = edi.render_reply(replies, p.subject, sender=p.sender, control_number=control, when=now)
             source, number = edi.reply_key(p.subject, sender=p.sender, control_number=control)
             key = f"{source}/{number}"
@@ -194,7 +207,7 @@ class Acknowledger:
                     "consumer": self.config.consumer,
                     "source": p.key[0],
                     "message_id": p.key[1],
-                    "kind": p.kind,
+                    "kind": KINDS.join(k.kind for k in kinds),
                     "duplicate": p.duplicate,
                     "partner": p.counter,
                     "control_number": number,
@@ -204,6 +217,30 @@ class Acknowledger:
         await tx.publish_many(outgoing)
         await tx.unit.run_many("hub_record_acknowledgment", rows)
         return len(pending)
+
+
+KINDS = "+"
+"""Joins the kinds of one outgoing interchange in `edinbox_hub_acknowledgments.kind` ("TA1+997")."""
+
+
+def _together(pending: Sequence[Pending]) -> list[list[Pending]]:
+    """The outgoing interchanges of `pending`: an X12 TA1 and the 997 / 999 of the same interchange, to the same
+    destination, travel in one interchange under one control number (the TA1 before the group); any other alone."""
+    out: list[list[Pending]] = []
+    for p in pending:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and p.kind in ("997", "999")
+            and last[-1].kind == "TA1"
+            and len(last) == 1
+            and (last[0].key, last[0].destination, last[0].duplicate, last[0].counter)
+            == (p.key, p.destination, p.duplicate, p.counter)
+        ):
+            last.append(p)
+        else:
+            out.append([p])
+    return out
 
 
 _BROKER_HEADERS = ("x-delivery-count", "x-death", "x-first-death-", "x-last-death-")

@@ -16,6 +16,7 @@ charged to the messages.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import timedelta
@@ -30,6 +31,7 @@ from edinbox._core import parse_table
 from edinbox._dead import check_destination as check_dead_letters
 from edinbox._errors import ConfigurationError
 from edinbox._urls import mask
+from edinbox.edi import Overlay
 from edinbox.hub._values import (
     LIMITS,
     MAX_CONSUMER,
@@ -111,6 +113,7 @@ def _routes(value: object) -> object:
 ACKNOWLEDGMENTS = ("997", "999", "none")
 TA1 = ("requested", "always", "never")
 DUPLICATES = ("notify", "silent")
+VALIDATE = ("off", "report", "strict")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,11 @@ class Agreement:
     re-sent interchange gets a notice (TA1 R 025 / CONTRL UCI 4 26) with "notify", nothing with "silent". `sender`:
     our party "QUALIFIER:ID" in its acknowledgments (empty: the receiver the partner addressed). An interchange of
     acknowledgments only is never answered.
+
+    Validation against the shipped implementation guides (docs/validation.md): `validate` "off" (the default: no
+    check), "report" (errors are listed in the acknowledgment, the sets accepted with errors) or "strict" (a set in
+    error is rejected, and its interchange parked); `require` and `allow` are the partner's overlay on the guides
+    ("BIG04, RFF+ON"; "REF*20, ZZZ", see `edinbox.edi.Overlay`).
 
     AS2 (an `as2://` source, see docs/as2.md): `as2_id` is the partner's AS2 name, `as2_hub_id` ours in this
     agreement, `as2_certificate` the partner's certificate file, `as2_key` and `as2_hub_certificate` our private key
@@ -143,6 +151,9 @@ class Agreement:
     as2_key: str = ""
     as2_hub_certificate: str = ""
     as2_security: str = "signed+encrypted"
+    validate: str = "off"
+    require: str = ""
+    allow: str = ""
 
     def __post_init__(self) -> None:
         """Refuse values that cannot work, with a sentence saying which."""
@@ -150,13 +161,33 @@ class Agreement:
             raise ConfigurationError(
                 "an AS2 agreement (as2_id) needs as2_hub_id, as2_certificate, as2_key and as2_hub_certificate"
             )
-        for name, allowed in (("acknowledgment", ACKNOWLEDGMENTS), ("ta1", TA1), ("duplicates", DUPLICATES)):
+        checked = (
+            ("acknowledgment", ACKNOWLEDGMENTS),
+            ("ta1", TA1),
+            ("duplicates", DUPLICATES),
+            ("validate", VALIDATE),
+        )
+        for name, allowed in checked:
             if getattr(self, name) not in allowed:
                 raise ConfigurationError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
         if self.outbound and "://" not in self.outbound:
             raise ConfigurationError(f"outbound must be a URL (dir://, amqp://, ...), not {self.outbound!r}")
         if self.sender and ":" not in self.sender:
             raise ConfigurationError(f"sender must be QUALIFIER:ID (e.g. ZZ:HUB), not {self.sender!r}")
+        try:
+            self.overlay  # noqa: B018 (read to check it)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    @property
+    def overlay(self) -> Overlay:
+        """The partner's overlay on the implementation guides (`require`, `allow`)."""
+        return _overlay(self.require, self.allow)
+
+
+@functools.lru_cache(maxsize=256)
+def _overlay(require: str, allow: str) -> Overlay:
+    return Overlay.parse(require, allow)
 
 
 _NO_AGREEMENT = Agreement()

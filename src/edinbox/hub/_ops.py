@@ -18,6 +18,7 @@ from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
+from edinbox.hub._acks import KINDS
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER
@@ -163,10 +164,13 @@ async def _hub_stats(inbox: AsyncInbox, consumer: str) -> dict[str, Any]:
         return await counts(tx, consumer=consumer), totals[0], int(rejections[0][0]), acks
 
     outcomes, (invoices, rejected), rejections, acks = await inbox.read(read)
-    acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0}
+    acknowledgments = {"TA1": 0, "997": 0, "999": 0, "CONTRL": 0, "duplicate_notices": 0, "keys": 0, "together": 0}
     acknowledgments["rejections"] = rejections
     for kind, duplicate, n, keys in acks:
-        acknowledgments["duplicate_notices" if duplicate else str(kind)] += int(n)
+        parts = ["duplicate_notices"] if duplicate else str(kind).split(KINDS)
+        for part in parts:  # "TA1+997": one of each, sent as one interchange (counted in `together`)
+            acknowledgments[part] += int(n)
+        acknowledgments["together"] += int(n) * (len(parts) - 1)
         acknowledgments["keys"] += int(keys)
     return {
         "received": sum(outcomes[outcome] for outcome in COUNTED),

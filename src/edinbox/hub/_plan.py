@@ -10,7 +10,9 @@ its content (`Interchange.disagreements`: a count or control number of SE/UNT, G
 acknowledgment rejects it, so the partner sends a corrected one under a new key: parked whatever the agreements, the
 rule is about the data), an interchange the partner registry keeps out (`_partners.refusal`: an unknown sender,
 a receiver that is not ours; its rejection says so, TA1 R 006 / 009, CONTRL UCI 4 23 / 7), an invoice that cannot be
-read (EdiSyntaxError: a bad date, a missing DTM+137) or holds a value the invoices table cannot (`invoice_problem`).
+read (EdiSyntaxError: a bad date, a missing DTM+137) or holds a value the invoices table cannot (`invoice_problem`),
+and, under an agreement with `validate = "strict"`, an interchange whose invoices break their implementation guide
+(`edi.validate`; with "report" its findings only go into its acknowledgment, accepted with errors).
 The invoices read here travel with the item, so the handler never reads them twice. They are read one at a time
 (`Interchange.iter_invoices`) and each is checked as it comes; for a sink that needs only the totals and the line
 count (the SQL sink) each is kept without its lines, so a big interchange never holds all its lines at once.
@@ -27,12 +29,14 @@ max_allowed_packet): then it keeps its first `HEAD` bytes, and its reason says t
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from edinbox import edi
 from edinbox._errors import LimitError
 from edinbox._message import Message
+from edinbox.hub._acks import partner_key
 from edinbox.hub._checks import invoice_problem
 from edinbox.hub._config import BYPASS, INBOX, HubConfig
 from edinbox.hub._ledger import controls
@@ -123,6 +127,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     """Plan one interchange; a fault of its own data parks it alone (with what its rejection needs, when some
     agreement answers partners and its header identifies it: garbage has nobody to answer)."""
 
+    findings: Mapping[int, tuple[edi.Finding, ...]] = {}
+
     def parked(reason: str, *, faulty: int | None = None, finding: edi.Finding | None = None) -> Item:
         item = Item(REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
         if not interchange.identified:  # garbage names no partner and no message type
@@ -131,7 +137,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         item = replace(item, message=named, types=types, controls=controls(interchange))
         if not config.acknowledges:
             return item
-        received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding)
+        received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding, findings=findings)
         return replace(item, received=received, subject=interchange.key)
 
     if not interchange.keyable:
@@ -155,6 +161,14 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     # one invoice among acknowledgments is enough to need the inbox
     needs_inbox = any(config.route(t) == INBOX for t in types)
     route = (INBOX if needs_inbox else BYPASS) if types else config.default_route
+    agreement = config.agreement(partner_key(interchange.sender))
+    if route == INBOX and agreement.validate != "off" and any(t in _INVOICE_TYPES for t in types):
+        validation = edi.validate(interchange, agreement.overlay)
+        findings = validation.findings
+        if findings and agreement.validate == "strict":
+            return replace(
+                parked(f"it breaks its implementation guide: {_first(interchange, validation)}"), label=label
+            )
     invoices: list[edi.Invoice] = []
     if route == INBOX and any(t in _INVOICE_TYPES for t in types):
         try:
@@ -169,7 +183,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
             finding = exc.finding if isinstance(exc, edi.EdiSyntaxError) else None
             return replace(parked(f"an invoice cannot be read: {exc}", faulty=at, finding=finding), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
-    received = edi.received(interchange) if route == INBOX and config.acknowledges else None
+    received = edi.received(interchange, findings=findings) if route == INBOX and config.acknowledges else None
     return Item(
         route,
         label,
@@ -179,6 +193,46 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         received=received,
         controls=controls(interchange),
     )
+
+
+def _first(interchange: edi.Interchange, validation: edi.Validation) -> str:
+    """How many errors the validation found, and the first one in words."""
+    total = sum(map(len, validation.findings.values())) + validation.dropped
+    index, first = next(iter(validation.findings.items()))
+    found = first[0]
+    message = interchange.messages[index]
+    where = f"{found.segment} (segment {found.position})"
+    if found.element:
+        component = f"-{found.component}" if found.component else ""
+        where = f"{found.segment}{found.element:02d}{component} ({found.reference}) in segment {found.position}"
+    what = _WORDS.get(found.code, "an error") if found.element else _SEGMENT_WORDS.get(found.segment_code, "an error")
+    value = f" {found.value[:35]!r}" if found.value else ""
+    errors = "1 error" if total == 1 else f"{total} errors"
+    return f"{errors}; the first in {message.type} {message.control_number}: {where}: {what}{value}"
+
+
+_WORDS = {
+    "1": "missing",
+    "2": "missing (conditionally required)",
+    "3": "too many data elements",
+    "4": "too short",
+    "5": "too long",
+    "6": "invalid character",
+    "7": "invalid code value",
+    "8": "invalid date",
+    "9": "invalid time",
+    "10": "excluded by another element",
+    "13": "too many components",
+}
+"""X12 723 element codes in words (the reason of a parked interchange)."""
+_SEGMENT_WORDS = {
+    "1": "unrecognized segment",
+    "2": "unexpected segment",
+    "3": "mandatory segment missing",
+    "4": "loop over its maximum repeat",
+    "5": "segment over its maximum use",
+}
+"""X12 720 segment codes in words."""
 
 
 def _named(interchange: edi.Interchange) -> Message | None:
