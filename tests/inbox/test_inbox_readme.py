@@ -194,6 +194,16 @@ def test_readme_install_extras_exist() -> None:
     assert "Python 3.11" in section
 
 
+def test_readme_links_name_files_that_exist() -> None:
+    """Every relative link of the README names a file of the tree (the docs pages' own links are checked by
+    `mkdocs build --strict`), and the README stays a README: at most 200 lines."""
+    text = README.read_text(encoding="utf-8")
+    targets = [t for t in re.findall(r"\]\(([^)#\s]+)", text) if "://" not in t]
+    assert "docs/inbox.md" in targets
+    assert [t for t in targets if not (ROOT / t).is_file()] == []
+    assert len(text.splitlines()) <= 200
+
+
 def test_readme_faststream_driver_extras_exist() -> None:
     """Every FastStream extra the FastStream section tells to install is an extra of the installed FastStream, and
     the one for the example's broker brings its driver (aio-pika for RabbitMQ)."""
