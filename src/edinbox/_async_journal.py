@@ -143,8 +143,12 @@ class AsyncJournal:
             return result
 
     async def read(self, work: Callable[[Tx], Awaitable[T]]) -> T:
-        """Run `work(tx)`, which only reads, on a connection of the journal's database without opening a
-        transaction (no write lock on SQLite); `tx.unit.fetch` runs the store's named statements."""
+        """Run `work(tx)`, which reads, on a connection of the journal's database without opening a transaction
+        (no write lock on SQLite); `tx.unit.fetch` runs the store's named statements.
+
+        On the store's own connections an application's DDL (`CREATE TABLE IF NOT EXISTS`) run here commits on every
+        store (PostgreSQL's and SQLite's run it outside any transaction, MariaDB commits DDL by itself), where a
+        handler's would end the handler's transaction on MariaDB."""
         async with self._store.unit() as unit:
             return await work(Tx(unit.connection, self.dialect, unit=unit))
 

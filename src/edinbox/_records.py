@@ -18,10 +18,13 @@ __all__ = ["Record", "Stats", "Tx"]
 class Tx:
     """What a handler gets: the driver's connection inside the inbox transaction, and how to talk to it.
 
-    `connection` is the driver's own object (psycopg (Async)Connection, sqlite3 / aiosqlite Connection); it is
-    None in lease mode, where the handler runs outside any transaction and passes `idempotency_key` on instead.
-    `dialect` is "postgresql" or "sqlite". `unit` runs the store's named statements (`sql/<dialect>/*.sql`) in
-    this same transaction: `await tx.unit.run(name, params)` or `tx.unit.fetch(...)` (None in lease mode).
+    `connection` is the driver's own object (psycopg (Async)Connection, PyMySQL / asyncmy Connection, sqlite3 /
+    aiosqlite Connection; the Session with `process(..., session=)`), so the handler uses that driver's API and
+    placeholders: a cursor (`connection.cursor()`) is what every driver offers, PyMySQL's and asyncmy's connections
+    have no `execute`. It is None in lease mode, where the handler runs outside any transaction and passes
+    `idempotency_key` on instead. `dialect` is "postgresql", "mysql" (MariaDB and MySQL) or "sqlite". `unit` runs
+    the store's named statements (`sql/<dialect>/*.sql`) in this same transaction: `await tx.unit.run(name,
+    params)` or `tx.unit.fetch(...)` (None in lease mode).
     """
 
     connection: Any

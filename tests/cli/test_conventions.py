@@ -1,5 +1,5 @@
 """Command-line conventions: `python -m edinbox`, `--version`, `--json` everywhere, `[default: ...]` in help, one
-format for timestamps and durations, no Python `None`, README-style variable names, publish's warnings and names."""
+format for timestamps and durations, no Python `None`, documented variable names, publish's warnings and names."""
 
 from __future__ import annotations
 
@@ -100,11 +100,11 @@ def test_show_and_stats_print_no_none_and_no_embedded_dict(tmp_path: Path) -> No
     assert "journal.processed" in stats.output
 
 
-def test_demo_dir_variable_follows_the_readme_rule() -> None:
-    """`demo --dir` reads EDINBOX_DEMO_DIR (EDINBOX_<COMMAND>_<OPTION>), as the README says."""
+def test_demo_dir_variable_follows_the_documented_rule() -> None:
+    """`demo --dir` reads EDINBOX_DEMO_DIR (EDINBOX_<COMMAND>_<OPTION>), as docs/hub.md says."""
     [param] = [p for p in main.commands["demo"].params if p.name == "workdir"]
     assert param.envvar == "EDINBOX_DEMO_DIR"
-    assert "EDINBOX_DEMO_DIR" in Path(__file__).parents[2].joinpath("README.md").read_text()
+    assert "EDINBOX_DEMO_DIR" in Path(__file__).parents[2].joinpath("docs", "hub.md").read_text()
 
 
 def test_publish_warns_of_an_interchange_without_trailer(tmp_path: Path) -> None:

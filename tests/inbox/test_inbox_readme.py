@@ -1,4 +1,5 @@
-"""The README's snippets run as written, on SQLite and on PostgreSQL, and its install extras exist."""
+"""The README's and the docs pages' snippets run as written (the README's twice in a row, on SQLite, PostgreSQL and
+MariaDB), and the README's install table lists every extra."""
 
 from __future__ import annotations
 
@@ -13,16 +14,21 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from services import drop_database, require_service
+from edinbox import Inbox
+from edinbox.sources.spool import publish
+from services import MYSQL_URL, drop_database, mariadb_admin, require_service
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+FASTSTREAM = DOCS / "faststream.md"
+SQLALCHEMY = DOCS / "sqlalchemy.md"
 SQLITE_URL = "sqlite://"
 
 
-def _block(heading: str, *, language: str = "python") -> str:
-    """The first code block of `language` after `heading` in the README."""
-    section = README.read_text(encoding="utf-8").split(heading, 1)[1]
+def _block(heading: str, *, page: Path = README, language: str = "python") -> str:
+    """The first code block of `language` after `heading` in `page` (the README unless told)."""
+    section = page.read_text(encoding="utf-8").split(heading, 1)[1]
     match = re.search(rf"```{language}\n(.*?)```", section, re.DOTALL)
     assert match is not None, heading
     return match.group(1)
@@ -47,25 +53,72 @@ def _schema(url: str, name: str) -> Iterator[str]:
         admin.execute(f'DROP SCHEMA "{name}" CASCADE'.encode())
 
 
-def test_readme_inbox_example_runs_on_both_databases(database: str) -> None:
-    """The block under "The inbox in ten lines" executes as written (asserts included) with its DB set to SQLite
-    or to PostgreSQL: the handler's SQL is driver-neutral, and the inbox closes as a context manager."""
-    code = _block("## The inbox in ten lines")
-    assert 'DB = "sqlite://"' in code
-    assert "with Inbox(" in code
-    namespace: dict[str, object] = {}
-    exec(compile(code.replace('DB = "sqlite://"', f"DB = {database!r}"), str(README), "exec"), namespace)  # noqa: S102 - our own README
-    assert namespace["delivery"] is not None
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def store(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> Iterator[str]:
+    """A persistent database URL: a SQLite file, PostgreSQL with a fresh schema first on the search path, or a fresh
+    MariaDB database (dropped after)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/readme.db"
+    elif request.param == "postgresql":
+        yield from _schema(request.getfixturevalue("postgres_url"), unique_name)
+    else:
+        require_service("mariadb")
+        mariadb_admin(f"CREATE DATABASE `{unique_name}`")
+        try:
+            yield f"{MYSQL_URL.rsplit('/', 1)[0]}/{unique_name}"
+        finally:
+            drop_database(unique_name)
+
+
+def test_readme_examples_run_twice_on_every_store(store: str, tmp_path: Path) -> None:
+    """The README's two examples (the inbox in ten lines, the consumer loop on a spool folder with its relay) run
+    as written twice in a row against one persistent database, on SQLite, PostgreSQL and MariaDB: the second run
+    fails nowhere, runs no handler again and leaves one invoice and one order per key."""
+    inbox_code = _block("## The inbox in ten lines").replace('DB = "sqlite://"', f"DB = {store!r}")
+    assert inbox_code != _block("## The inbox in ten lines")
+    source, confirmations = f"dir://{tmp_path}/orders", f"dir://{tmp_path}/confirmations"
+    consumer_code = _block("## A consumer loop")
+    for before, after in [
+        ('DB = "postgresql://app@db/shop"', f"DB = {store!r}"),
+        ('SOURCE = "amqp://guest:guest@127.0.0.1/?queue=orders"', f"SOURCE = {source!r}"),
+        ('CONFIRMATIONS = "amqp://guest:guest@127.0.0.1/?queue=confirmations"', f"CONFIRMATIONS = {confirmations!r}"),
+        ("relay=True)", "relay=True, once=True, idle_timeout=0.3)"),  # return once the spool is drained
+    ]:
+        assert before in consumer_code, before
+        consumer_code = consumer_code.replace(before, after)
+    runs: list[dict[str, Any]] = []
+    for _ in range(2):
+        exec(compile(inbox_code, str(README), "exec"), {})  # noqa: S102 - our own README
+        asyncio.run(publish(source, [("order-1", b"two chairs"), ("order-2", b"a table")]))
+        namespace: dict[str, Any] = {}
+        exec(compile(consumer_code, str(README), "exec"), namespace)  # noqa: S102 - our own README
+        runs.append(dict(namespace["totals"]))
+    assert runs[0]["processed"] == 2
+    assert runs[1]["duplicate"] == 2
+    assert "processed" not in runs[1]
+
+    def count(tx: Any, table: str) -> int:
+        cursor = tx.connection.cursor()
+        cursor.execute(f"SELECT count(*) FROM {table}")
+        return int(cursor.fetchone()[0])
+
+    with Inbox(store, consumer="shop") as inbox:
+        assert [inbox.read(lambda tx, t=t: count(tx, t)) for t in ("invoices", "orders")] == [1, 2]
+
+
+def test_readme_inbox_example_runs_as_written() -> None:
+    """The README's inbox in ten lines runs unchanged (its journal in SQLite in memory) and prints its outcomes."""
+    exec(compile(_block("## The inbox in ten lines"), str(README), "exec"), {})  # noqa: S102 - our own README
 
 
 def test_readme_faststream_snippet_creates_the_schema_on_both_databases(database: str) -> None:
     """The FastStream block builds its app, and its startup hook creates the journal (closed after) on either
     database: a subscriber never meets a missing table."""
-    code = _block("## FastStream middleware")
+    code = _block("# FastStream middleware", page=FASTSTREAM)
     url = "postgresql://app@db/hub"
     assert url in code
     namespace: dict[str, object] = {}
-    exec(compile(code.replace(url, database), str(README), "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(code.replace(url, database), str(FASTSTREAM), "exec"), namespace)  # noqa: S102 - our own docs
 
     async def start_and_stop() -> None:
         await namespace["prepare"]()  # type: ignore[operator]
@@ -87,14 +140,14 @@ def _faststream_on_rabbitmq(database: str, queue: str) -> list[bytes]:
     require_service("rabbitmq")
     import aio_pika
 
-    code = _block("## FastStream middleware")
+    code = _block("# FastStream middleware", page=FASTSTREAM)
     url, name = "postgresql://app@db/hub", '"edi.in"'
     assert url in code
     assert name in code
     assert "asyncio.run(app.run())" in code
     namespace: dict[str, Any] = {"__name__": "readme_faststream"}
     code = code.replace(url, database).replace(name, repr(queue))
-    exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(code, str(FASTSTREAM), "exec"), namespace)  # noqa: S102 - our own docs
     app, broker, inbox = namespace["app"], namespace["broker"], namespace["inbox"]
 
     async def bodies(tx: Any) -> list[bytes]:
@@ -132,14 +185,23 @@ def _faststream_on_rabbitmq(database: str, queue: str) -> list[bytes]:
 
 
 def test_readme_install_extras_exist() -> None:
-    """Every extra the Install section names is an extra of pyproject.toml."""
+    """The Install section's table names every extra of pyproject.toml, and no other."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     section = README.read_text(encoding="utf-8").split("## Install", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE))
-    assert named
-    assert named <= set(project["optional-dependencies"])
+    assert named == set(project["optional-dependencies"])
     assert project["requires-python"] == ">=3.11"
     assert "Python 3.11" in section
+
+
+def test_readme_links_name_files_that_exist() -> None:
+    """Every relative link of the README names a file of the tree (the docs pages' own links are checked by
+    `mkdocs build --strict`), and the README stays a README: at most 200 lines."""
+    text = README.read_text(encoding="utf-8")
+    targets = [t for t in re.findall(r"\]\(([^)#\s]+)", text) if "://" not in t]
+    assert "docs/inbox.md" in targets
+    assert [t for t in targets if not (ROOT / t).is_file()] == []
+    assert len(text.splitlines()) <= 200
 
 
 def test_readme_faststream_driver_extras_exist() -> None:
@@ -147,7 +209,7 @@ def test_readme_faststream_driver_extras_exist() -> None:
     the one for the example's broker brings its driver (aio-pika for RabbitMQ)."""
     from importlib.metadata import distribution
 
-    section = README.read_text(encoding="utf-8").split("## FastStream middleware", 1)[1].split("\n## ", 1)[0]
+    section = FASTSTREAM.read_text(encoding="utf-8")
     named = set(re.findall(r"faststream\[(\w+)\]", section))
     faststream = distribution("faststream")
     assert {"rabbit", "nats", "redis", "confluent"} <= named
@@ -156,19 +218,19 @@ def test_readme_faststream_driver_extras_exist() -> None:
 
 
 def test_readme_mariadb_example_runs(unique_name: str) -> None:
-    """The MariaDB section's example runs as written (in a fresh database instead of edinbox_readme)."""
+    """The MariaDB page's example runs as written (in a fresh database instead of edinbox_readme)."""
     require_service("mariadb")
-    code = _block("## MariaDB and MySQL\n").replace("edinbox_readme", unique_name)
+    code = _block("# MariaDB and MySQL\n", page=DOCS / "mariadb.md").replace("edinbox_readme", unique_name)
     try:
-        exec(compile(code, str(README), "exec"), {})  # noqa: S102 - the README example is our own code
+        exec(compile(code, "docs/mariadb.md", "exec"), {})  # noqa: S102 - the docs example is our own code
     finally:
         drop_database(unique_name)
 
 
 def test_readme_sqlalchemy_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SQLAlchemy section's example runs as written (its SQLite file in a temporary folder)."""
+    """The SQLAlchemy page's example runs as written (its SQLite file in a temporary folder)."""
     monkeypatch.chdir(tmp_path)
-    exec(compile(_block("## SQLAlchemy\n"), str(README), "exec"), {})  # noqa: S102 - the README example is our own code
+    exec(compile(_block("# SQLAlchemy\n", page=SQLALCHEMY), str(SQLALCHEMY), "exec"), {})  # noqa: S102 - our own docs
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -196,7 +258,7 @@ def test_readme_examples_run_in_one_database_beside_a_hub(shared: tuple[str, str
     asyncio.run(init(config))
     examples = [
         _block("## The inbox in ten lines").replace('DB = "sqlite://"', f"DB = {url!r}"),
-        _block("## SQLAlchemy\n").replace('"sqlite:///readme.db"', repr(engine_url)),
+        _block("# SQLAlchemy\n", page=SQLALCHEMY).replace('"sqlite:///readme.db"', repr(engine_url)),
     ]
     for code in examples:
         exec(compile(code, str(README), "exec"), {})  # noqa: S102 - our own README
