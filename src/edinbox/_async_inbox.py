@@ -24,6 +24,10 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 - batches: a handler failure charges no message of the batch; `isolate=True` then settles each message alone,
   so only the failing ones pay (see `process_batch`). Lease mode: see `process(lease=...)`.
 """
+# sync-doc: Inbox: exactly-once effects on an at-least-once broker, on blocking connections.
+# sync-doc:
+# sync-doc: Every decision comes from `edinbox._core`; how a delivery is settled, and who pays for a failure, is written
+# sync-doc: once, in the module this one is generated from.
 
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ sends (its INSERT, the handler's statements, COMMIT: no BEGIN, no savepoint), an
 when the transaction a unit began ended before the unit's COMMIT (`_AsyncOwnConnection`): MariaDB rolled it back
 by itself under a handler that swallowed the error, or the handler ended it. Then the unit rolls back instead.
 """
+# sync-doc: The MariaDB / MySQL journal store on PyMySQL.
+# sync-doc:
+# sync-doc: The store's own connections run READ COMMITTED with autocommit off, and each notes when the transaction
+# sync-doc: a unit began ended before the unit's COMMIT (`_OwnConnection`): then the unit rolls back instead.
 
 from __future__ import annotations
 
@@ -581,6 +585,7 @@ class AsyncMySQLStore:
         with mapped_errors(f"connect to {mask(self._url)}"):
             own: Any = _AsyncOwnConnection  # the driver's constructor is untyped
             connection: _AsyncOwnConnection = own(**options)
+            # sync: pass
             await connection.connect()  # async-only
         try:
             await _AsyncMySQLUnit(connection, self._sql, nested=False, own=True).run("session", {})

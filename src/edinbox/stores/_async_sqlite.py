@@ -8,6 +8,7 @@ Only what may wait goes to the driver's thread: BEGIN IMMEDIATE while another wr
 sync to disk), reads outside a transaction, and the purges' deletes of a whole batch of rows (`_threaded`). A
 batch of the hub makes one trip, for its COMMIT.
 """
+# sync-doc: The SQLite journal store on the standard library's sqlite3: every statement runs on the caller's thread.
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ async def _keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
 
 def _threaded(name: str) -> bool:
     """True for a statement that deletes a whole batch of rows (the purges): it runs in the driver's thread even
-    inside a transaction, so the event loop never waits for it."""
+    inside a transaction, so the caller is not held on the delete."""
     return "purge" in name
 
 
