@@ -31,6 +31,7 @@ from edinbox._commands import setting as _setting
 from edinbox._errors import InboxError, TransientError
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
+from edinbox.hub._log import log_event
 
 __all__ = ["main"]
 
@@ -175,30 +176,30 @@ def run(
     cfg = _routed(_config(**settings), routes)
     if no_relay:  # not a setting of the file: `load` takes only the settings' own flags
         cfg = cfg.with_overrides(relay=False)
-    _logging(cfg, quiet=quiet)
+    _logging(cfg, quiet=quiet, json=log_format == "json")
     try:
-        totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json"))
+        totals = _run(_serve(cfg, fault=fault, once=once))
     except click.ClickException as exc:
         if isinstance(exc.__cause__, TransientError):
             first = (exc.message.strip().splitlines() or [""])[0]
             _say(f"Error: gave up after {cfg.give_up_after}: {first}", err=True)
             sys.exit(EXIT_GAVE_UP)
         raise
-    summary = " ".join(f"{k}={v}" for k, v in sorted(totals.items()))
-    logging.getLogger("edinbox.hub").info(f"stopped {summary}".strip())
+    log_event(logging.getLogger("edinbox.hub"), logging.INFO, "stopped", dict(sorted(totals.items())))
     if as_json:
         _echo(totals, as_json=True)
 
 
-def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
-    """Log to stderr as the hub does (`edinbox.hub._log.configure`), passwords of the configured URLs masked."""
+def _logging(cfg: HubConfig, *, quiet: bool = False, json: bool = False) -> None:
+    """Log to stderr as the hub does (`edinbox.hub._log.configure`: logfmt, or JSON with `json`), passwords of the
+    configured URLs masked."""
     from edinbox.hub._log import configure
 
     urls = [u for u in (cfg.source, cfg.db, cfg.accounting) if u]
-    configure(urls, level=logging.WARNING if quiet else logging.INFO, known=_secrets())
+    configure(urls, level=logging.WARNING if quiet else logging.INFO, known=_secrets(), json=json)
 
 
-async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
+async def _serve(cfg: HubConfig, *, fault: Any, once: bool) -> dict[str, int]:
     from edinbox.hub._hub import open_hub
     from edinbox.hub._partners import report_to
 
@@ -211,12 +212,11 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
 
     stop = _stop_on_signals()  # while waiting for a dependency too, not only once running
     metrics, server = _metrics(cfg)
-    report_to(metrics, log_json=log_json)  # the partner registry's refusals: counted and logged as they settle
+    report_to(metrics)  # the partner registry's refusals: counted and logged as they settle
     try:
-        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
-            logging.getLogger("edinbox.hub").info(
-                f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}"
-            )
+        async with open_hub(cfg, fault=fault, accounting=sink, stop=stop, metrics=metrics) as hub:
+            fields = {"consumer": cfg.consumer, "db": cfg.db, "source": cfg.source, "batch_size": cfg.batch_size}
+            log_event(logging.getLogger("edinbox.hub"), logging.INFO, "started", fields)
             return dict(await hub.run(once=once))
     except Stopped:
         return {}
@@ -237,7 +237,8 @@ def _stop_on_signals() -> asyncio.Event:
             _say(f"{sig.name} again: stopping at once", err=True)
             sys.stderr.flush()
             os._exit(128 + sig)
-        logging.getLogger("edinbox.hub").info(f"stopping on {sig.name} (a second one stops at once)")
+        fields = {"signal": sig.name, "then": "a second one stops at once"}
+        log_event(logging.getLogger("edinbox.hub"), logging.INFO, "stopping", fields)
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -251,14 +252,13 @@ def _accounting_token(cfg: HubConfig) -> str | None:
     from urllib.parse import urlsplit
 
     from edinbox._hosts import is_loopback
-    from edinbox.hub._log import format_line
     from edinbox.hub.http_sink import TOKEN_VARIABLE, read_token
 
     token = read_token(cfg.accounting_token_file) if cfg.accounting_token_file else os.environ.get(TOKEN_VARIABLE)
     url = urlsplit(cfg.accounting)
     if token and url.scheme == "http" and not is_loopback(url.hostname or ""):
         fields = {"host": url.hostname, "advice": "use https:// or a loopback address"}
-        logging.getLogger("edinbox.hub").warning(format_line("accounting-token-cleartext", fields))
+        log_event(logging.getLogger("edinbox.hub"), logging.WARNING, "accounting-token-cleartext", fields)
     return token or None
 
 
@@ -268,7 +268,6 @@ def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
     if not cfg.metrics_port:
         return None, None
     from edinbox._hosts import is_loopback
-    from edinbox.hub._log import format_line
     from edinbox.metrics import MESSAGE_TYPES, Metrics
 
     metrics = Metrics(partners=cfg.partners, message_types=[*MESSAGE_TYPES, *cfg.routes])
@@ -278,7 +277,7 @@ def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
         raise click.UsageError(f"cannot serve /metrics on {cfg.metrics_host}:{cfg.metrics_port}: {exc}") from exc
     if not is_loopback(cfg.metrics_host):
         fields = {"host": cfg.metrics_host, "port": cfg.metrics_port, "authentication": "none"}
-        logging.getLogger("edinbox.hub").warning(format_line("metrics-public", fields))
+        log_event(logging.getLogger("edinbox.hub"), logging.WARNING, "metrics-public", fields)
     return metrics, server
 
 

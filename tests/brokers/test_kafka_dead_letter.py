@@ -231,7 +231,7 @@ def test_a_poison_record_too_large_for_the_dead_letter_topic_is_parked_once_with
     assert headers["edinbox-size"] == str(len(huge))
     assert f"the whole record is at {unique_name}/0/10" in headers["edinbox-payload"]
     warned = [line for line in hub.lines if "not the payload" in line]
-    assert [" WARNING " in line for line in warned] == [True], "\n".join(hub.lines)
+    assert [" level=warning " in line for line in warned] == [True], "\n".join(hub.lines)
     assert committed(cluster.bootstrap, unique_name, unique_name, range(1)) == {0: 31}
 
 

@@ -100,7 +100,7 @@ def test_files_that_could_not_be_parked_on_a_full_disk_are_parked_once_space_is_
             20,
             20,
         )
-    assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line], "\n".join(hub.lines)
+    assert not [line for line in hub.lines if "Traceback" in line or " level=error " in line], "\n".join(hub.lines)
 
 
 def test_a_reject_that_finds_no_room_does_not_hold_back_its_batch_mates(small_spool: Path, tmp_path: Path) -> None:

@@ -183,13 +183,12 @@ async def relay(
     stop: asyncio.Event,
     once: bool = False,
     limit: int = 100,
-    log_json: bool = False,
     fault: FaultPoint | None = None,
 ) -> dict[str, int]:
     """Relay the outbox of `config`'s journal until `stop` is set (or, with `once`, until it is empty)."""
     async with open_inbox(config) as inbox:
         logger = logging.getLogger(LOGGER)
-        outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
+        outage = Outage(logger, give_up_after=give_up_after(config))
         await outage.call(lambda: verify_found(inbox), stop=stop)
         idle = config.poll_timeout * 4
         relay = Relay(
@@ -198,7 +197,6 @@ async def relay(
             stop=stop,
             limit=limit,
             idle=idle,
-            log_json=log_json,
             fault=fault,
             destinations=config.credentials,
         )

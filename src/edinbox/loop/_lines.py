@@ -1,17 +1,22 @@
-"""One structured line per event (a settled message, an outage, a failed nack): logfmt by default, JSON on request;
-passwords always masked, and every control character or line separator escaped (`visible`), so one event is always
-one line whatever a partner put in a message id."""
+"""Events logged as data, rendered by one formatter: `log_event(logger, level, "settled", fields)` logs an `Event`
+(its name and its fields, as the record's message: logfmt when a handler prints it as text), and `EventFormatter`
+renders every record, an event's or any other logger's, as one logfmt line (`time=... level=... logger=...
+event=... key=value`) or one JSON object. Passwords are always masked, and every control character or line
+separator escaped (`visible`), so a record is always one line whatever a partner put in a message id."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from edinbox._urls import mask
 
-__all__ = ["LOGGER", "format_line", "settled", "visible"]
+__all__ = ["LOGGER", "Event", "EventFormatter", "format_line", "log_event", "settled", "visible"]
 
 LOGGER = "edinbox.loop"
 """The logger of the consumer loop's lines (a hub passes its own, `edinbox.hub`)."""
@@ -59,13 +64,10 @@ def _ascii_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":")).replace("\x7f", "\\u007f")
 
 
-def format_line(event: str, fields: dict[str, Any], *, as_json: bool = False) -> str:
-    """Render an event and its fields as one logfmt (or JSON) line, each value with its passwords masked and its
-    control characters and line separators escaped (a logfmt value holding one is quoted as a JSON string)."""
-    values = {key: _value(value) for key, value in fields.items()}
-    if as_json:
-        return _ascii_json({"event": event, **values})
-    parts = [event]
+def _logfmt(values: dict[str, Any]) -> str:
+    """`key=value` pairs, a value quoted as a JSON string when it is empty or holds a space, a quote, an equals sign,
+    a backslash or anything `visible` would escape."""
+    parts = []
     for key, value in values.items():
         text = f"{value:.1f}" if isinstance(value, float) else str(value)  # a list as Python prints it, as before
         if not text or any(c in text for c in ' "=\\') or visible(text) != text:
@@ -74,7 +76,73 @@ def format_line(event: str, fields: dict[str, Any], *, as_json: bool = False) ->
     return " ".join(parts)
 
 
-def settled(logger: logging.Logger, fields: dict[str, Any], *, as_json: bool = False) -> None:
+def format_line(event: str, fields: dict[str, Any]) -> str:
+    """An event and its fields as one logfmt line (`settled key=... outcome=...`), each value with its passwords
+    masked and its control characters and line separators escaped."""
+    values = _logfmt({key: _value(value) for key, value in fields.items()})
+    return f"{event} {values}" if values else event
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """What happened (`name`: settled, dependency-down...) and its fields, as data: a log record's message."""
+
+    name: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        """The event as one logfmt line, for a handler that prints records as text (`format_line`)."""
+        return format_line(self.name, self.fields)
+
+    def redacted(self, mask_text: Callable[[str], str]) -> Event:
+        """The same event with `mask_text` applied to every text field (a filter's known passwords)."""
+        return Event(self.name, {k: mask_text(v) if isinstance(v, str) else v for k, v in self.fields.items()})
+
+
+def log_event(logger: logging.Logger, level: int, event: str, fields: dict[str, Any]) -> None:
+    """Log `event` with its `fields` as data (an `Event` record message) at `level`."""
+    if logger.isEnabledFor(level):
+        logger.log(level, Event(event, fields))
+
+
+def settled(logger: logging.Logger, fields: dict[str, Any]) -> None:
     """Log that one message was settled (key, outcome, duration in ms, ...)."""
-    if logger.isEnabledFor(logging.INFO):
-        logger.info(format_line("settled", fields, as_json=as_json))
+    log_event(logger, logging.INFO, "settled", fields)
+
+
+_HEAD = ("time", "level", "logger", "event")
+
+
+class EventFormatter(logging.Formatter):
+    """Every record as one line: logfmt (`time=2026-01-31T09:00:00.000Z level=info logger=edinbox.hub
+    event=settled key=...`) or, with `json`, one JSON object with the same keys. An `Event`'s fields become keys of
+    their own; any other record (a driver's, a plain message) carries its text as `message`. An exception adds
+    `error` (its type and first line) and `traceback` (escaped onto the same line)."""
+
+    def __init__(self, *, json: bool = False) -> None:
+        """Render logfmt, or JSON with `json`."""
+        super().__init__()
+        self.json = json
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line."""
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        values: dict[str, Any] = {
+            "time": f"{when}.{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        if isinstance(record.msg, Event):
+            values["event"] = record.msg.name
+            body = record.msg.fields
+        else:
+            body = {"message": record.getMessage()}
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            body = {**body, "error": f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"}
+            body["traceback"] = record.exc_text or self.formatException(record.exc_info)
+        elif record.exc_text:
+            body = {**body, "traceback": record.exc_text}
+        for key, value in body.items():
+            values[f"field_{key}" if key in _HEAD else key] = _value(value)
+        return _ascii_json(values) if self.json else _logfmt(values)
