@@ -96,6 +96,15 @@ def _verdict(report: Any, *, as_json: bool) -> NoReturn:
     sys.exit(0 if report.ok else 1)
 
 
+_log_format = _option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    envvar="EDINBOX_LOG_FORMAT",
+    help="each log line logfmt (text) or one JSON object (json)",
+)
+
+
 def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
     """Apply `--route TYPE=ROUTE` options over the configured routes."""
     if not routes:
@@ -134,7 +143,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
     help="route a message type (repeatable), e.g. --route DESADV=bypass",
 )
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="drain what is waiting, exit")
-@_option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT")
+@_log_format
 @_option("--quiet", "-q", is_flag=True, envvar="EDINBOX_QUIET", help="log warnings and errors only")
 @_setting("--accounting")
 @_setting("--accounting-token-file")
@@ -532,8 +541,9 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @_setting("--give-up-after")
 @_setting("--destinations")
 @_setting("--dead-letters")
+@_log_format
 @_json
-def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
+def relay(*, once: bool, limit: int, log_format: str, as_json: bool, **settings: Any) -> None:
     """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.
 
     `edinbox run` relays by default; run this for a relay of its own (several share a PostgreSQL outbox).
@@ -544,7 +554,7 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     cfg = _config(**settings)
     with _errors():
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
-    _logging(cfg)
+    _logging(cfg, json=log_format == "json")
 
     async def serve() -> dict[str, int]:
         stop = _stop_on_signals()
