@@ -20,7 +20,7 @@ from edinbox._records import Tx
 from edinbox._urls import mask
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._log import LOGGER
+from edinbox.hub._log import LOGGER, log_event
 from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
 from edinbox.hub._partners import COUNTER, doctor_check
 from edinbox.hub._parts import HUB, open_inbox, verify, verify_found
@@ -80,7 +80,8 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
         try:
             await inbox.transaction(create_partner_index)
         except StoreError as exc:  # e.g. pg_trgm not installed on the server: the partner search scans instead
-            logging.getLogger(LOGGER).warning(mask(f"no index for the console's partner search: {exc}"))
+            fields = {"index": "partner search", "error": str(exc), "then": "the console's partner search scans"}
+            log_event(logging.getLogger(LOGGER), logging.WARNING, "index-not-created", fields)
         await verify(inbox)
         for role in grant:
             await inbox.grant(role, tables=TABLES)
