@@ -26,6 +26,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import DataError, NotSettledError, TransientError
+from edinbox._logs import LOGGER, log_event, settled
 from edinbox._message import Message
 from edinbox._retry import Retry
 from edinbox.loop._drive import beside, drive, wait_beside
@@ -41,7 +42,6 @@ from edinbox.loop._hand_back import (
     verdict,
 )
 from edinbox.loop._journal import Handler, Journal, open_journal
-from edinbox.loop._lines import LOGGER, log_event, settled
 from edinbox.loop._outage import Outage, Stopped
 from edinbox.loop._progress import progress
 from edinbox.loop._relay import Relay

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
-from edinbox.loop._lines import log_event
+from edinbox._logs import log_event
 from edinbox.loop._outage import dependency
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, SchemaError, TransientError
+from edinbox._logs import log_event
 from edinbox._message import Outcome
-from edinbox.loop._lines import log_event
 from edinbox.sources import Delivery, Source
 
 __all__ = [

@@ -20,8 +20,8 @@ from typing import TypeVar
 import stamina
 
 from edinbox._errors import SourceError, StoreError, TransientError
+from edinbox._logs import log_event
 from edinbox._urls import mask
-from edinbox.loop._lines import log_event
 
 __all__ = ["Outage", "Stopped", "dependency", "unless_stopped"]
 

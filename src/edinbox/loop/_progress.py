@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from edinbox._errors import TransientError
-from edinbox.loop._lines import LOGGER, log_event
+from edinbox._logs import LOGGER, log_event
 from edinbox.sources import Delivery, Source, unless_cancelled
 
 __all__ = ["progress"]

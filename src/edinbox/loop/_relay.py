@@ -22,10 +22,10 @@ from typing import Protocol
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import InboxError, SourceError
+from edinbox._logs import LOGGER, log_event
 from edinbox._message import Outgoing
 from edinbox._outbox import SendResult
 from edinbox._urls import mask
-from edinbox.loop._lines import LOGGER, log_event
 from edinbox.loop._outage import Outage, Stopped, unless_stopped
 from edinbox.loop._publishers import Publishers
 from edinbox.sources import publisher
