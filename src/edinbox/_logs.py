@@ -19,7 +19,7 @@ from edinbox._urls import mask
 __all__ = ["LOGGER", "Event", "EventFormatter", "format_line", "log_event", "settled", "visible"]
 
 LOGGER = "edinbox.loop"
-"""The logger of the consumer loop's lines (a hub passes its own, `edinbox.hub`)."""
+"""The logger of the consumer loop's lines (a hub passes its own, `edinbox.hub`); the sources log to their own."""
 
 
 _UNSEEN = re.compile(
