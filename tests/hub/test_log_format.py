@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -88,3 +89,23 @@ warnings.warn("old\\nAPI", DeprecationWarning, stacklevel=1)
     assert records[0]["traceback"].startswith("Traceback")
     assert records[1]["message"] == "reader amqp://guest:***@mq/ exited"
     assert "DeprecationWarning: old" in records[2]["message"]
+
+
+def test_the_example_of_the_logging_page_writes_json_lines() -> None:
+    """docs/logging.md's example, run as written, makes the loop's events JSON lines in a program of one's own."""
+    page = (Path(__file__).parents[2] / "docs" / "logging.md").read_text()
+    [example] = re.findall(r"```python\n(.*?)```", page, re.S)
+    event = (
+        'from edinbox.loop import log_event\nlog_event(logging.getLogger("edinbox.loop"), 20, "settled", {"ms": 1.5})'
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", f"{example}\n{event}"], capture_output=True, text=True, timeout=60, check=True
+    )
+    [line] = done.stderr.splitlines()
+    assert json.loads(line) | {"time": None} == {
+        "time": None,
+        "level": "info",
+        "logger": "edinbox.loop",
+        "event": "settled",
+        "ms": 1.5,
+    }
