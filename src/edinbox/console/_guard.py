@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from edinbox._errors import ConfigurationError
+from edinbox._logs import log_event
 from edinbox.console._session import Limiter, Revoked, Session, Signer
-from edinbox.loop import log_event
 
 __all__ = ["LOOPBACK_NAMES", "Access", "client_of", "guard", "host_name"]
 

@@ -32,7 +32,7 @@ from http import HTTPStatus
 from typing import Any
 
 from edinbox._errors import ConfigurationError
-from edinbox.loop import log_event
+from edinbox._logs import Event, log_event
 
 try:
     import h11
@@ -217,7 +217,7 @@ class Server:
             try:
                 answer = await loop.run_in_executor(pool, self.handler, request)
             except Exception:
-                log.exception("accounting-error")
+                log.exception(Event("accounting-error", {"path": request.path}))
                 answer = _error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error")
         finally:
             self._admitted -= 1
