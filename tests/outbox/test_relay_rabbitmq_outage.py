@@ -169,7 +169,7 @@ def test_rabbitmq_stopped_under_edinbox_relay(rabbit: PrivateRabbitMQ, tmp_path:
     assert len([line for line in lines if " event=dependency-down " in line]) == 1, "\n".join(lines)
     assert len([line for line in lines if " event=dependency-back " in line]) == 1, "\n".join(lines)
     assert not [line for line in lines if "Traceback" in line], "\n".join(lines)
-    assert len([line for line in lines if " edinbox." not in line]) < 20, "\n".join(lines)
+    assert len([line for line in lines if " logger=edinbox." not in line]) < 20, "\n".join(lines)
     got = asyncio.run(drain(url, 400, within=60))
     assert sorted({d.message_id or "" for d in got}) == keys
     assert received_once(got, tmp_path) == 400
