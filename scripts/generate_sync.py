@@ -8,9 +8,10 @@ The async module is rewritten on its concrete syntax tree (libcst, so its commen
 What the sync side does differently is declared in the async module by markers, each one validated:
 
 - `# sync-doc: <text>` lines right under the module docstring: the sync module's docstring (required);
-- `# sync: <code>` lines right above one or more statements whose every line ends in `# async-only`: the sync side
-  has <code> instead (`# sync: pass` when it has nothing); when the last marked statement is a block whose header
-  alone is marked (an `async def` line, say), <code> is the sync header and the block's body is kept.
+- `# sync: <code>` lines above one or more statements whose every line ends in `# async-only`: the sync side has
+  <code> instead (`# sync: pass` when it has nothing), and the comments between the markers and the statements go
+  with the statements; when the last marked statement is a block whose header alone is marked (an `async def`
+  line, say), <code> is the sync header and the block's body is kept.
 
 An unknown marker, a `# sync:` with no `# async-only` statement under it, an `# async-only` with no `# sync:` above,
 or a name left with no sync counterpart (`asyncio.gather`, `aiter`) is an error that names the file and the line.
@@ -97,16 +98,24 @@ def _marked(stmt: cst.BaseStatement) -> str:
 
 
 def _split_leading(stmt: cst.BaseStatement) -> tuple[list[cst.EmptyLine], list[str]]:
-    """The comment lines above a statement, less the `# sync:` ones at their end; and those, as code."""
+    """The comment lines above a statement, less its `# sync:` block; and that block's lines, as code. The comments
+    between the block and the statement speak of the async statements: they go with them."""
     leading = list(getattr(stmt, "leading_lines", []))
+    end = len(leading)
+    while end and leading[end - 1].comment is not None and _sync_code(leading[end - 1]) is None:
+        end -= 1  # comments under the block, if there is one
     code: list[str] = []
-    while leading and leading[-1].comment is not None:
-        marker = _marker(leading[-1].comment.value)
-        if marker is None or marker[0] != "sync":
-            break
-        code.insert(0, marker[1])
-        leading.pop()
-    return leading, code
+    start = end
+    while start and (line := _sync_code(leading[start - 1])) is not None:
+        code.insert(0, line)
+        start -= 1
+    return (leading[:start], code) if code else (leading, [])
+
+
+def _sync_code(line: cst.EmptyLine) -> str | None:
+    """The code of a `# sync: <code>` line; None for any other line."""
+    marker = _marker(line.comment.value) if line.comment is not None else None
+    return marker[1] if marker is not None and marker[0] == "sync" else None
 
 
 class _Markers(cst.CSTTransformer):

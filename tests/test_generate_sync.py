@@ -59,6 +59,7 @@ class AsyncThing:
         async with self.lock:
             await sleep(0)
             # sync: self.inbox.close()
+            # on the event loop: closed once, by whoever gets here first
             if self.inbox is not None:  # async-only
                 await self.inbox.aclose()  # async-only
         # sync: pass
@@ -126,15 +127,15 @@ def test_generated_modules_are_current() -> None:
 
 def test_sample_module_converts(generator: ModuleType) -> None:
     """Code is renamed (async, await, Awaitable, the Async names, `__all__`), strings and comments are not, the
-    module docstring is the declared one, and each marker does what it says (a replaced statement, a replaced
-    block header, `pass` for nothing)."""
+    module docstring is the declared one, and each marker does what it says (a replaced statement with the comment
+    under its marker, a replaced block header, `pass` for nothing)."""
     assert generator.convert(SAMPLE, "_async_thing.py") == EXPECTED
 
 
 @pytest.mark.parametrize(
     ("edit", "error"),
     [
-        (("        # sync: pass\n", ""), "line 37: orphan marker '# async-only'"),
+        (("        # sync: pass\n", ""), "line 38: orphan marker '# async-only'"),
         (("# sync-doc: Thing: does things, blocking.\n", ""), "no '# sync-doc: <text>' lines"),
         (("            # sync: self.inbox.close()\n", "            # sync-only: self.inbox.close()\n"), "unknown"),
         (("        yield 1\n", "        yield 1\n        # sync: pass\n        return\n"), "has no statement marked"),

@@ -244,9 +244,9 @@ class AsyncSQLiteStore:
     async def _open(self) -> aiosqlite.Connection:
         if self._path is None:
             raise StoreError("the store has no path to open")
+        # sync: return connect(self._path)
         # A failed open (a missing folder, no permission) must leave no driver thread behind to outlive the
         # event loop: open in a worker thread first, then hand the open connection to the async driver.
-        # sync: return connect(self._path)
         connection = await asyncio.to_thread(connect, self._path)  # async-only
         self._driver = connection  # async-only
         return await aiosqlite.Connection(lambda: connection, 64)  # async-only

@@ -215,8 +215,6 @@ class SQLiteStore:
     def _open(self) -> sqlite3.Connection:
         if self._path is None:
             raise StoreError("the store has no path to open")
-        # A failed open (a missing folder, no permission) must leave no driver thread behind to outlive the
-        # event loop: open in a worker thread first, then hand the open connection to the async driver.
         return connect(self._path)
 
     def unit(self) -> _Hold:
