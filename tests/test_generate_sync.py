@@ -4,6 +4,7 @@ nothing else, and it refuses a marker it cannot place."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,9 +121,13 @@ class Thing:
 
 
 def test_generated_modules_are_current() -> None:
-    """Every committed `_sync_*` module is exactly what the generator writes from its async source today."""
+    """Every committed `_sync_*` module is exactly what the generator writes from its async source today, and none
+    speaks of the async side below its header line (its docstring its own, no `async`, `await` or event loop)."""
     done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+    for path in (SCRIPT.parent.parent / "src" / "edinbox").rglob("_sync_*.py"):
+        body = path.read_text().split("\n", 1)[1]
+        assert not re.findall(r"(?i)async|await|event loop", body), path.name
 
 
 def test_sample_module_converts(generator: ModuleType) -> None:

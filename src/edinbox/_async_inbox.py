@@ -146,7 +146,7 @@ class AsyncInbox(AsyncJournal):
         completion (e.g. to publish to the outbox only with it); without `lease` it runs after the handler, in its
         transaction. Either way it shares the fate of the PROCESSED outcome.
 
-        With an SQLAlchemy `session` (Session, or AsyncSession for AsyncInbox), the journal row is written on the
+        With an SQLAlchemy `session` (the session class of the inbox's kind), the journal row is written on the
         session's connection inside its transaction (begun if none), in a savepoint that is the session's own
         `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
         `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).

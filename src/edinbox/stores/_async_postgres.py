@@ -202,7 +202,7 @@ class _AsyncPostgresUnit:
 
 
 class _AsyncHold:
-    """The context of `AsyncPostgresStore.unit()` (a class: it runs for every message)."""
+    """The context of the store's `unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_pooled", "_store", "_unit", "_via")
 

@@ -183,7 +183,7 @@ class _AsyncSQLiteUnit:
 
 
 class _AsyncHold:
-    """The context of `AsyncSQLiteStore.unit()` (a class: it runs for every message)."""
+    """The context of the store's `unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_store", "_unit")
 

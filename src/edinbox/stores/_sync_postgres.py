@@ -199,7 +199,7 @@ class _PostgresUnit:
 
 
 class _Hold:
-    """The context of `AsyncPostgresStore.unit()` (a class: it runs for every message)."""
+    """The context of the store's `unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_pooled", "_store", "_unit", "_via")
 

@@ -158,7 +158,7 @@ class _SQLiteUnit:
 
 
 class _Hold:
-    """The context of `AsyncSQLiteStore.unit()` (a class: it runs for every message)."""
+    """The context of the store's `unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_store", "_unit")
 
