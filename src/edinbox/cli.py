@@ -189,10 +189,17 @@ def run(
     try:
         totals = _run(_serve(cfg, fault=fault, once=once))
     except click.ClickException as exc:
-        if isinstance(exc.__cause__, TransientError):
-            first = (exc.message.strip().splitlines() or [""])[0]
-            _say(f"Error: gave up after {cfg.give_up_after}: {first}", err=True)
-            sys.exit(EXIT_GAVE_UP)
+        gave_up = isinstance(exc.__cause__, TransientError)
+        message = exc.format_message()
+        if gave_up:
+            message = f"gave up after {cfg.give_up_after}: {(message.strip().splitlines() or [''])[0]}"
+        code = EXIT_GAVE_UP if gave_up else exc.exit_code
+        if log_format == "json":  # the last line a record too, as every line before it
+            log_event(logging.getLogger("edinbox.hub"), logging.ERROR, "exited", {"status": code, "error": message})
+            sys.exit(code)
+        if gave_up:
+            _say(f"Error: {message}", err=True)
+            sys.exit(code)
         raise
     log_event(logging.getLogger("edinbox.hub"), logging.INFO, "stopped", dict(sorted(totals.items())))
     if as_json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -109,3 +110,17 @@ def test_the_example_of_the_logging_page_writes_json_lines() -> None:
         "event": "settled",
         "ms": 1.5,
     }
+
+
+def test_a_run_that_fails_ends_on_a_json_line(tmp_path: Path) -> None:
+    """In JSON, a run that stops on an error (here a database without the hub's schema) ends on an `exited` event with
+    its exit status and the error, not on a bare `Error:` line."""
+    sqlite3.connect(tmp_path / "empty.db").close()
+    (tmp_path / "spool").mkdir()
+    args = ["--db", f"sqlite:///{tmp_path / 'empty.db'}", "--source", f"dir://{tmp_path / 'spool'}"]
+    done = _edinbox("run", *args, "--once", "--log-format", "json")
+    assert done.returncode == 1
+    records = [json.loads(line) for line in done.stderr.splitlines()]
+    assert records[-1]["event"] == "exited"
+    assert records[-1]["status"] == 1
+    assert "edinbox init" in records[-1]["error"]
