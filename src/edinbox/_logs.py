@@ -117,7 +117,8 @@ class EventFormatter(logging.Formatter):
     """Every record as one line: logfmt (`time=2026-01-31T09:00:00.000Z level=info logger=edinbox.hub
     event=settled key=...`) or, with `json`, one JSON object with the same keys. An `Event`'s fields become keys of
     their own; any other record (a driver's, a plain message) carries its text as `message`. An exception adds
-    `error` (its type and first line) and `traceback` (escaped onto the same line)."""
+    `error` (its type and first line; `exception` when the event has an `error` of its own) and `traceback`
+    (escaped onto the same line)."""
 
     def __init__(self, *, json: bool = False) -> None:
         """Render logfmt, or JSON with `json`."""
@@ -139,7 +140,8 @@ class EventFormatter(logging.Formatter):
             body = {"message": record.getMessage()}
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
-            body = {**body, "error": f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"}
+            summary = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+            body = {**body, ("exception" if "error" in body else "error"): summary}  # an event's own error kept
             body["traceback"] = record.exc_text or self.formatException(record.exc_info)
         elif record.exc_text:
             body = {**body, "traceback": record.exc_text}
