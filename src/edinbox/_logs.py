@@ -102,12 +102,13 @@ class Event:
 def log_event(logger: logging.Logger, level: int, event: str, fields: dict[str, Any]) -> None:
     """Log `event` with its `fields` as data (an `Event` record message) at `level`."""
     if logger.isEnabledFor(level):
-        logger.log(level, Event(event, fields))
+        logger.log(level, Event(event, fields), stacklevel=2)  # the record says where the caller logged it
 
 
 def settled(logger: logging.Logger, fields: dict[str, Any]) -> None:
     """Log that one message was settled (key, outcome, duration in ms, ...)."""
-    log_event(logger, logging.INFO, "settled", fields)
+    if logger.isEnabledFor(logging.INFO):
+        logger.log(logging.INFO, Event("settled", fields), stacklevel=2)
 
 
 _HEAD = ("time", "level", "logger", "event")
