@@ -24,6 +24,10 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 - batches: a handler failure charges no message of the batch; `isolate=True` then settles each message alone,
   so only the failing ones pay (see `process_batch`). Lease mode: see `process(lease=...)`.
 """
+# sync-doc: Inbox: exactly-once effects on an at-least-once broker, on blocking connections.
+# sync-doc:
+# sync-doc: Every decision comes from `edinbox._core`; how a delivery is settled, and who pays for a failure, is written
+# sync-doc: once, in the module this one is generated from.
 
 from __future__ import annotations
 
@@ -142,7 +146,7 @@ class AsyncInbox(AsyncJournal):
         completion (e.g. to publish to the outbox only with it); without `lease` it runs after the handler, in its
         transaction. Either way it shares the fate of the PROCESSED outcome.
 
-        With an SQLAlchemy `session` (Session, or AsyncSession for AsyncInbox), the journal row is written on the
+        With an SQLAlchemy `session` (the session class of the inbox's kind), the journal row is written on the
         session's connection inside its transaction (begun if none), in a savepoint that is the session's own
         `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
         `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).

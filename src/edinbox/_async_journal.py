@@ -2,6 +2,9 @@
 
 `AsyncInbox` adds the deliveries (`process`, `process_batch`) on top of this class.
 """
+# sync-doc: The journal side of the inbox: settings, schema, and the operator's calls, on blocking connections.
+# sync-doc:
+# sync-doc: `Inbox` adds the deliveries (`process`, `process_batch`) on top of this class.
 
 from __future__ import annotations
 
@@ -249,8 +252,8 @@ class AsyncJournal:
     async def _send_all(
         self, send: Send, rows: Sequence[Sequence[Any]], destinations: Sequence[str]
     ) -> tuple[list[int], list[tuple[Claimed, str]], Exception | None]:
-        """Send every claimed row, the destinations at once (asynchronously; one after the other in the sync twin),
-        each destination's rows in order: the ids sent, the rows parked, a transient failure."""
+        """Send every claimed row, each destination's rows in order (the destinations side by side where the sends can
+        overlap, one after the other where each blocks): the ids sent, the rows parked, a transient failure."""
         sent: list[int] = []
         parked: list[tuple[Claimed, str]] = []
         sends = [

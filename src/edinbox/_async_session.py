@@ -7,6 +7,10 @@ together: a handler failure rolls both back and discards the ORM objects the han
 session as `tx.connection`; its pending objects are flushed when it returns (a database error raised then is the
 handler's), before the savepoint is released.
 """
+# sync-doc: Joining an SQLAlchemy session's transaction, on a blocking session.
+# sync-doc:
+# sync-doc: `Inbox.process(message, handler, session=session)` runs the journal's statements under the session's current
+# sync-doc: transaction, in a savepoint of its own per delivery, and never commits that transaction.
 
 from __future__ import annotations
 

@@ -91,12 +91,16 @@ class RedactFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Mask the record in place (message rendered once, then the arguments dropped); always keep it."""
-        try:
-            message = record.getMessage()
-        except Exception:  # a record whose arguments do not fit its format: keep the format and arguments' text
-            message = f"{record.msg} {record.args!r}"
-        record.msg = self._known.text(message)
-        record.args = None
+        redacted = getattr(record.msg, "redacted", None)
+        if callable(redacted):  # an event logged as data (`edinbox.loop.Event`): it stays data
+            record.msg = redacted(self._known.text)
+        else:
+            try:
+                message = record.getMessage()
+            except Exception:  # a record whose arguments do not fit its format: keep the format and arguments' text
+                message = f"{record.msg} {record.args!r}"
+            record.msg = self._known.text(message)
+            record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:

@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 
+from edinbox._logs import log_event
+
 __all__ = ["stop_on_signals"]
 
 
@@ -28,7 +30,8 @@ def stop_on_signals(logger: str = "edinbox.hub") -> asyncio.Event:
             sys.stderr.write(f"{sig.name} again: stopping at once\n")
             sys.stderr.flush()
             os._exit(128 + sig)
-        logging.getLogger(logger).info(f"stopping on {sig.name} (a second one stops at once)")
+        fields = {"signal": sig.name, "then": "a second one stops at once"}
+        log_event(logging.getLogger(logger), logging.INFO, "stopping", fields)
         stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):

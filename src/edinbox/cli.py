@@ -31,6 +31,7 @@ from edinbox._errors import InboxError, TransientError
 from edinbox._stopping import stop_on_signals
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
+from edinbox.hub._log import log_event
 
 __all__ = ["main"]
 
@@ -95,6 +96,15 @@ def _verdict(report: Any, *, as_json: bool) -> NoReturn:
     sys.exit(0 if report.ok else 1)
 
 
+_log_format = _option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    envvar="EDINBOX_LOG_FORMAT",
+    help="each log line logfmt (text) or one JSON object (json)",
+)
+
+
 def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
     """Apply `--route TYPE=ROUTE` options over the configured routes."""
     if not routes:
@@ -133,7 +143,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
     help="route a message type (repeatable), e.g. --route DESADV=bypass",
 )
 @_option("--once", is_flag=True, envvar="EDINBOX_ONCE", help="drain what is waiting, exit")
-@_option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="EDINBOX_LOG_FORMAT")
+@_log_format
 @_option("--quiet", "-q", is_flag=True, envvar="EDINBOX_QUIET", help="log warnings and errors only")
 @_setting("--accounting")
 @_setting("--accounting-token-file")
@@ -175,30 +185,37 @@ def run(
     cfg = _routed(_config(**settings), routes)
     if no_relay:  # not a setting of the file: `load` takes only the settings' own flags
         cfg = cfg.with_overrides(relay=False)
-    _logging(cfg, quiet=quiet)
+    _logging(cfg, quiet=quiet, json=log_format == "json")
     try:
-        totals = _run(_serve(cfg, fault=fault, once=once, log_json=log_format == "json"))
+        totals = _run(_serve(cfg, fault=fault, once=once))
     except click.ClickException as exc:
-        if isinstance(exc.__cause__, TransientError):
-            first = (exc.message.strip().splitlines() or [""])[0]
-            _say(f"Error: gave up after {cfg.give_up_after}: {first}", err=True)
-            sys.exit(EXIT_GAVE_UP)
+        gave_up = isinstance(exc.__cause__, TransientError)
+        message = exc.format_message()
+        if gave_up:
+            message = f"gave up after {cfg.give_up_after}: {(message.strip().splitlines() or [''])[0]}"
+        code = EXIT_GAVE_UP if gave_up else exc.exit_code
+        if log_format == "json":  # the last line a record too, as every line before it
+            log_event(logging.getLogger("edinbox.hub"), logging.ERROR, "exited", {"status": code, "error": message})
+            sys.exit(code)
+        if gave_up:
+            _say(f"Error: {message}", err=True)
+            sys.exit(code)
         raise
-    summary = " ".join(f"{k}={v}" for k, v in sorted(totals.items()))
-    logging.getLogger("edinbox.hub").info(f"stopped {summary}".strip())
+    log_event(logging.getLogger("edinbox.hub"), logging.INFO, "stopped", dict(sorted(totals.items())))
     if as_json:
         _echo(totals, as_json=True)
 
 
-def _logging(cfg: HubConfig, *, quiet: bool = False) -> None:
-    """Log to stderr as the hub does (`edinbox.hub._log.configure`), passwords of the configured URLs masked."""
+def _logging(cfg: HubConfig, *, quiet: bool = False, json: bool = False) -> None:
+    """Log to stderr as the hub does (`edinbox.hub._log.configure`: logfmt, or JSON with `json`), passwords of the
+    configured URLs masked."""
     from edinbox.hub._log import configure
 
     urls = [u for u in (cfg.source, cfg.db, cfg.accounting) if u]
-    configure(urls, level=logging.WARNING if quiet else logging.INFO, known=_secrets())
+    configure(urls, level=logging.WARNING if quiet else logging.INFO, known=_secrets(), json=json)
 
 
-async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> dict[str, int]:
+async def _serve(cfg: HubConfig, *, fault: Any, once: bool) -> dict[str, int]:
     from edinbox.hub._hub import open_hub
     from edinbox.hub._partners import report_to
 
@@ -211,12 +228,11 @@ async def _serve(cfg: HubConfig, *, fault: Any, once: bool, log_json: bool) -> d
 
     stop = stop_on_signals()  # while waiting for a dependency too, not only once running
     metrics, server = _metrics(cfg)
-    report_to(metrics, log_json=log_json)  # the partner registry's refusals: counted and logged as they settle
+    report_to(metrics)  # the partner registry's refusals: counted and logged as they settle
     try:
-        async with open_hub(cfg, fault=fault, log_json=log_json, accounting=sink, stop=stop, metrics=metrics) as hub:
-            logging.getLogger("edinbox.hub").info(
-                f"started consumer={cfg.consumer} db={cfg.db} source={cfg.source} batch_size={cfg.batch_size}"
-            )
+        async with open_hub(cfg, fault=fault, accounting=sink, stop=stop, metrics=metrics) as hub:
+            fields = {"consumer": cfg.consumer, "db": cfg.db, "source": cfg.source, "batch_size": cfg.batch_size}
+            log_event(logging.getLogger("edinbox.hub"), logging.INFO, "started", fields)
             return dict(await hub.run(once=once))
     except Stopped:
         return {}
@@ -231,14 +247,13 @@ def _accounting_token(cfg: HubConfig) -> str | None:
     from urllib.parse import urlsplit
 
     from edinbox._hosts import is_loopback
-    from edinbox.hub._log import format_line
     from edinbox.hub.http_sink import TOKEN_VARIABLE, read_token
 
     token = read_token(cfg.accounting_token_file) if cfg.accounting_token_file else os.environ.get(TOKEN_VARIABLE)
     url = urlsplit(cfg.accounting)
     if token and url.scheme == "http" and not is_loopback(url.hostname or ""):
         fields = {"host": url.hostname, "advice": "use https:// or a loopback address"}
-        logging.getLogger("edinbox.hub").warning(format_line("accounting-token-cleartext", fields))
+        log_event(logging.getLogger("edinbox.hub"), logging.WARNING, "accounting-token-cleartext", fields)
     return token or None
 
 
@@ -248,7 +263,6 @@ def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
     if not cfg.metrics_port:
         return None, None
     from edinbox._hosts import is_loopback
-    from edinbox.hub._log import format_line
     from edinbox.metrics import MESSAGE_TYPES, Metrics
 
     metrics = Metrics(partners=cfg.partners, message_types=[*MESSAGE_TYPES, *cfg.routes])
@@ -258,7 +272,7 @@ def _metrics(cfg: HubConfig) -> tuple[Any, Any]:
         raise click.UsageError(f"cannot serve /metrics on {cfg.metrics_host}:{cfg.metrics_port}: {exc}") from exc
     if not is_loopback(cfg.metrics_host):
         fields = {"host": cfg.metrics_host, "port": cfg.metrics_port, "authentication": "none"}
-        logging.getLogger("edinbox.hub").warning(format_line("metrics-public", fields))
+        log_event(logging.getLogger("edinbox.hub"), logging.WARNING, "metrics-public", fields)
     return metrics, server
 
 
@@ -513,8 +527,9 @@ def demo(*, as_json: bool, **options: Any) -> None:
 @_setting("--give-up-after")
 @_setting("--destinations")
 @_setting("--dead-letters")
+@_log_format
 @_json
-def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
+def relay(*, once: bool, limit: int, log_format: str, as_json: bool, **settings: Any) -> None:
     """Send the outbox's committed rows (acknowledgments) to their destinations, the key as the producer id.
 
     `edinbox run` relays by default; run this for a relay of its own (several share a PostgreSQL outbox).
@@ -525,7 +540,7 @@ def relay(*, once: bool, limit: int, as_json: bool, **settings: Any) -> None:
     cfg = _config(**settings)
     with _errors():
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
-    _logging(cfg)
+    _logging(cfg, json=log_format == "json")
 
     async def serve() -> dict[str, int]:
         stop = stop_on_signals()

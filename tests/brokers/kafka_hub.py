@@ -34,7 +34,7 @@ def one_outage(hub: HubProcess) -> None:
     assert len(downs) == len(backs) == 1, "\n".join(hub.lines)
     assert "dependency=source" in downs[0]
     assert "dependency=source" in backs[0]
-    assert not [line for line in hub.lines if " ERROR " in line or "Traceback" in line], "\n".join(hub.lines)
+    assert not [line for line in hub.lines if " level=error " in line or "Traceback" in line], "\n".join(hub.lines)
 
 
 def rows(db: Path, statement: str) -> list[tuple[object, ...]]:

@@ -129,7 +129,7 @@ async def test_a_dead_letter_the_topic_refuses_as_too_large_settles_its_record_w
     finally:
         await source.aclose()
     assert committed(cluster.bootstrap, unique_name, unique_name, range(1)) == {0: 1}
-    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("parking")]
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("dead-letter-")]
     letters = read_topic(cluster.bootstrap, f"{unique_name}.dead")
     assert kept is not None
     assert kept.startswith(f"the topic {unique_name} of {source.url} at {unique_name}/0/0 while its retention keeps it")
@@ -143,7 +143,8 @@ async def test_a_dead_letter_the_topic_refuses_as_too_large_settles_its_record_w
         assert "it has no dead letter" in kept
         assert letters == []
         assert [level for level, _ in lines] == ["WARNING", "ERROR"]
-        assert f"the record is only in {unique_name}" in lines[1][1]
+        assert lines[1][1].startswith("dead-letter-lost ")
+        assert f"kept_in={unique_name}" in lines[1][1]
 
 
 def test_the_hub_waits_out_its_dead_letter_topic_and_parks_each_poison_record_once(
@@ -231,7 +232,7 @@ def test_a_poison_record_too_large_for_the_dead_letter_topic_is_parked_once_with
     assert headers["edinbox-size"] == str(len(huge))
     assert f"the whole record is at {unique_name}/0/10" in headers["edinbox-payload"]
     warned = [line for line in hub.lines if "not the payload" in line]
-    assert [" WARNING " in line for line in warned] == [True], "\n".join(hub.lines)
+    assert [" level=warning " in line for line in warned] == [True], "\n".join(hub.lines)
     assert committed(cluster.bootstrap, unique_name, unique_name, range(1)) == {0: 31}
 
 

@@ -80,7 +80,7 @@ def test_the_hub_waits_out_its_kafka_brokers_going_down_mid_run(
         if hub.proc.poll() is None:
             hub.proc.kill()
     one_outage(hub)
-    driver = [line for line in hub.lines if " edinbox.sources.kafka " in line]
+    driver = [line for line in hub.lines if " logger=edinbox.sources.kafka " in line]
     assert len(driver) <= 3, "\n".join(driver)  # the outage in a line or two, not twenty a second
     assert rows(db, "SELECT count(*), count(DISTINCT number) FROM edinbox_hub_invoices") == [(200, 200)]
     journal = rows(db, "SELECT status, attempts, count(*) FROM inbox GROUP BY status, attempts ORDER BY status")

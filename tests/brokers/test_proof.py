@@ -102,7 +102,7 @@ def publish(files: list[Path], url: str) -> None:
 def started(hubs: list[subprocess.Popen[bytes]], logs: list[Path], *, within: float = 60) -> None:
     """Wait until every hub logged its `started` line (its source is open: it receives from now on)."""
     deadline = time.monotonic() + within
-    while not all("started consumer=" in log.read_text() for log in logs):
+    while not all('"event":"started"' in log.read_text() for log in logs):
         assert time.monotonic() < deadline, "the hubs never all started"
         assert all(hub.poll() is None for hub in hubs), [log.read_text() for log in logs]
         time.sleep(0.1)

@@ -109,7 +109,8 @@ def test_demo_counts_a_nacked_delivery_once_and_a_killed_commit_by_its_last_word
     delivery count 2) counts once; a file whose commit was killed before its ack (its `killed` line, then settled as
     delivery 2) counts twice; the spool's delivery count is not taken for settled deliveries."""
     from edinbox.hub._demo import _logged_deliveries
-    from edinbox.hub._log import format_line
+    from edinbox.loop import EventFormatter
+    from logfmt import event_record
 
     events: list[tuple[str, dict[str, Any]]] = [
         ("hub-down", {"dependency": "database", "error": "(1213, 'Deadlock found')"}),
@@ -118,9 +119,9 @@ def test_demo_counts_a_nacked_delivery_once_and_a_killed_commit_by_its_last_word
         ("settled", {"key": "B", "outcome": "duplicate", "delivery": "dir:b", "delivery_count": 2}),
         ("settled", {"key": "C", "outcome": "not-settled", "delivery": "dir:c"}),
     ]
-    lines = [format_line(event, fields, as_json=True) for event, fields in events]
+    records = [event_record(*event) for event in events]
     log = tmp_path / "hub.log"
-    log.write_text("".join(f"2026-12-03T12:00:00.000Z INFO edinbox.hub {line}\n" for line in lines), encoding="utf-8")
+    log.write_text("".join(f"{EventFormatter(json=True).format(r)}\n" for r in records), encoding="utf-8")
     assert _logged_deliveries(log) == 3
 
 
@@ -270,7 +271,7 @@ def hub(tmp_path: Path) -> dict[str, Any]:
 
 def test_run_logs_one_structured_line_per_settled_message(hub: dict[str, Any]) -> None:
     """Each settled message gets one `settled` line with its key, outcome and duration."""
-    lines = [line for line in hub["log"].splitlines() if " settled " in line]
+    lines = [line for line in hub["log"].splitlines() if " event=settled " in line]
     assert len(lines) == 4
     assert sum("outcome=processed" in line for line in lines) == 2
     assert sum("outcome=conflict" in line for line in lines) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -378,26 +379,33 @@ async def test_routes_come_from_the_configuration(hub_config: HubConfig, spool: 
 
 
 async def test_logs_are_json_on_request(hub_config: HubConfig, spool: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """With JSON logs, each settled message is one JSON object with its key, outcome and duration."""
+    """Rendered as JSON, each settled message is one JSON object with its key, outcome and duration."""
     import json
-    import logging
+
+    from edinbox.loop import EventFormatter
 
     await publish(hub_config.source, [("1", render(doc(control="000001201")))])
     with caplog.at_level(logging.INFO, logger="edinbox.hub"):
-        async with open_hub(hub_config, log_json=True) as hub:
+        async with open_hub(hub_config) as hub:
             await hub.run(once=True)
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.getMessage().startswith("{")]
-    settled = [e for e in lines if e["event"] == "settled"]  # beside it, the purge's lines (hourly by default)
+    lines = [json.loads(EventFormatter(json=True).format(r)) for r in caplog.records]
+    settled = [e for e in lines if e.get("event") == "settled"]  # beside it, the purge's lines (hourly by default)
     assert [(e["event"], e["outcome"]) for e in settled] == [("settled", "processed")]
     assert {"key", "ms", "delivery"} <= set(settled[0])
 
 
 def test_log_lines_mask_passwords() -> None:
     """A password inside any logged value is replaced by ***, in logfmt and in JSON."""
-    from edinbox.hub._log import format_line
+    from edinbox.loop import EventFormatter, format_line
+    from logfmt import event_record
 
     fields = {"db": "postgresql://hub:s3cret@db/hub", "error": "cannot connect to amqp://guest:pw@mq/ (refused)"}
-    for line in (format_line("probe", fields), format_line("probe", fields, as_json=True)):
+    record = event_record("probe", fields)
+    for line in (
+        format_line("probe", fields),
+        EventFormatter().format(record),
+        EventFormatter(json=True).format(record),
+    ):
         assert "s3cret" not in line
         assert ":pw@" not in line
         assert "hub:***@db" in line

@@ -82,7 +82,7 @@ def test_the_hub_and_its_relay_child_wait_out_a_database_restart(spool: Path, tm
     assert total == sent >= 160
     assert set(arrived(out)) == keys  # nothing lost; a key may arrive twice, never a key that was not committed
     assert not hub.events("relay-exited"), "\n".join(hub.lines)
-    assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line], "\n".join(hub.lines)
+    assert not [line for line in hub.lines if "Traceback" in line or " level=error " in line], "\n".join(hub.lines)
 
 
 def _rows(url: str, statement: str) -> list[tuple[object, ...]]:
@@ -115,4 +115,4 @@ def test_a_hub_and_relay_child_started_while_the_database_is_down_wait_for_it(sp
         keys = {str(k) for (k,) in _rows(url, "SELECT key FROM inbox_outbox")}
     assert set(arrived(out)) == keys
     assert not hub.events("relay-exited"), "\n".join(hub.lines)
-    assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line], "\n".join(hub.lines)
+    assert not [line for line in hub.lines if "Traceback" in line or " level=error " in line], "\n".join(hub.lines)

@@ -84,4 +84,4 @@ def test_the_hub_waits_out_its_connections_killed_mid_run(database: str, spool: 
     assert hub.events("dependency-down"), "\n".join(hub.lines)
     assert counts(database) == (400, 400, 400)
     assert first_row(database, "SELECT count(*) FROM inbox WHERE attempts <> 1") == (0,)
-    assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line], "\n".join(hub.lines)
+    assert not [line for line in hub.lines if "Traceback" in line or " level=error " in line], "\n".join(hub.lines)

@@ -71,4 +71,4 @@ def test_poison_is_parked_once_when_the_broker_is_killed_mid_run(kind: str, uniq
     reasons = sorted(str(reason) for (reason,) in rows(db, "SELECT reason FROM edinbox_hub_rejected"))
     assert "not a date" in reasons[0]
     assert "not a valid EDI interchange" in reasons[1]
-    assert not [line for line in hub.lines if "Traceback" in line or " ERROR " in line], "\n".join(hub.lines)
+    assert not [line for line in hub.lines if "Traceback" in line or " level=error " in line], "\n".join(hub.lines)

@@ -57,7 +57,7 @@ def lost_lines(caplog: pytest.LogCaptureFixture, queue: str) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.name.startswith("edinbox") and r.levelno == logging.ERROR and repr(queue) in r.getMessage()
+        if r.name.startswith("edinbox") and r.levelno == logging.ERROR and f"queue={queue} " in r.getMessage()
     ]
 
 

@@ -82,4 +82,4 @@ def test_two_hubs_and_a_lock_holder_on_one_sqlite_file_settle_everything_once(tm
     assert all(hub.events("settled") for hub in hubs)  # both took part
     assert not [hub.events("dependency-down") for hub in hubs if hub.events("dependency-down")]  # waited, no outage
     lines = [line for hub in hubs for line in hub.lines]
-    assert not [line for line in lines if "Traceback" in line or " ERROR " in line], "\n".join(lines)
+    assert not [line for line in lines if "Traceback" in line or " level=error " in line], "\n".join(lines)

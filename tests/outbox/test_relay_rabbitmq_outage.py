@@ -154,7 +154,7 @@ def test_rabbitmq_stopped_under_edinbox_relay(rabbit: PrivateRabbitMQ, tmp_path:
         wait_for(lambda: outbox(db_file)[0] >= 20, timeout=120, what="the first rows to be sent")
         rabbit.stop()
         fill(db, url, keys[300:])  # rows committed during the outage: the relay meets it for sure
-        wait_for(lambda: any(" dependency-down " in line for line in lines), timeout=60, what="dependency-down")
+        wait_for(lambda: any(" event=dependency-down " in line for line in lines), timeout=60, what="dependency-down")
         assert relay.poll() is None
         rabbit.start()
         wait_for(lambda: outbox(db_file)[:2] == (400, 0), timeout=120, what="every row to be sent")
@@ -164,10 +164,10 @@ def test_rabbitmq_stopped_under_edinbox_relay(rabbit: PrivateRabbitMQ, tmp_path:
         code = relay.wait(timeout=60)
         reader.join(timeout=10)
     assert code == 0, "\n".join(lines)
-    assert len([line for line in lines if " dependency-down " in line]) == 1, "\n".join(lines)
-    assert len([line for line in lines if " dependency-back " in line]) == 1, "\n".join(lines)
+    assert len([line for line in lines if " event=dependency-down " in line]) == 1, "\n".join(lines)
+    assert len([line for line in lines if " event=dependency-back " in line]) == 1, "\n".join(lines)
     assert not [line for line in lines if "Traceback" in line], "\n".join(lines)
-    assert len([line for line in lines if " edinbox." not in line]) < 20, "\n".join(lines)
+    assert len([line for line in lines if " logger=edinbox." not in line]) < 20, "\n".join(lines)
     got = asyncio.run(drain(url, 400, within=60))
     assert sorted({d.message_id or "" for d in got}) == keys
     assert received_once(got, tmp_path) == 400
@@ -268,7 +268,7 @@ def test_the_hub_says_once_that_the_broker_blocks_its_acknowledgments(
         code = hub.stop()
     assert code == 0
     [down] = hub.events("relay-down")
-    assert " WARNING " in down, down
+    assert " level=warning " in down, down
     assert "the broker blocks this connection (connection.blocked" in down, down
     assert len(hub.events("relay-back")) == 1, hub.lines
     assert len([line for line in hub.lines if "was blocked by" in line]) <= 1, "\n".join(hub.lines)

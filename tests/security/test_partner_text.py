@@ -15,19 +15,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import logfmt
 from edinbox.cli import main
-from edinbox.hub._log import format_line
 from edinbox.hub._output import render, visible
+from edinbox.loop import EventFormatter, format_line
 from edinbox.sources.spool import publish
 
-FORGED = "\n2026-01-01T00:00:00.000Z INFO edinbox.hub settled key=forged outcome=processed"
+FORGED = "\ntime=2026-01-01T00:00:00.000Z level=info logger=edinbox.hub event=settled key=forged outcome=processed"
 IDS = ["nl" + FORGED, "esc\x1b[2J\x1b[31mred", "vt\x0bff\x0c", "ls\u2028ps\u2029nel\x85", "bidi\u202etxt"]
 NUL = "nul\x00end"
 """A message id no journal takes (PostgreSQL text cannot hold it): the delivery is parked, the id in its reason."""
 PAYLOAD = b"not EDI\x1b[2J\x00\xe2\x80\xa8at all"
-_LINE = re.compile(
-    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+ (?P<message>.*)$"
-)
 _RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e]")
 """A control character, line separator or bidirectional override (the line feed that ends a line aside)."""
 
@@ -42,16 +40,6 @@ def _edinbox(*args: str) -> subprocess.CompletedProcess[str]:
         check=False,
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
     )
-
-
-def _logfmt(message: str) -> dict[str, str]:
-    """The fields of a logfmt message (a quoted value is a JSON string), the event under `event`."""
-    event, _, rest = message.partition(" ")
-    fields = {"event": event}
-    for match in re.finditer(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)', rest):
-        value = match.group(2)
-        fields[match.group(1)] = json.loads(value) if value.startswith('"') else value
-    return fields
 
 
 @pytest.fixture
@@ -72,13 +60,11 @@ def test_every_line_a_run_writes_is_one_event(journal: list[str], log_format: st
         "run", *journal, "--non-edi", "inbox", "--once", "--idle-timeout", "0.3", "--log-format", log_format
     )
     assert done.returncode == 0, done.stderr
-    lines = done.stderr.splitlines()
-    assert all(_LINE.match(line) for line in lines), done.stderr
+    events = [json.loads(line) if log_format == "json" else logfmt.parse(line) for line in done.stderr.splitlines()]
+    assert all(event["logger"] and event["time"] for event in events), done.stderr
     assert not _RAW.search(done.stderr.replace("\n", "")), done.stderr
     assert "key=forged" not in done.stderr.replace(json.dumps(FORGED)[1:-1], "")
-    messages = [_LINE.match(line).group("message") for line in lines]  # type: ignore[union-attr]
-    events = [json.loads(m) if log_format == "json" else _logfmt(m) for m in messages if m.startswith(("{", "settled"))]
-    settled = [event for event in events if event["event"] == "settled"]
+    settled = [event for event in events if event.get("event") == "settled"]
     assert {e["key"].split("/", 1)[1] for e in settled if e["outcome"] == "processed"} == set(IDS)
     [parked] = [e for e in settled if e["outcome"] == "rejected"]
     assert "'nul\\x00end' contains a NUL character" in parked["reason"]
@@ -94,7 +80,7 @@ def test_list_and_show_print_control_characters_as_escapes(journal: list[str]) -
     assert listed.returncode == 0, listed.stderr
     assert not _RAW.search(listed.stdout.replace("\n", ""))
     assert len(listed.stdout.splitlines()) == 1 + len(IDS)
-    for escape in ("%1B[2J", "%E2%80%A8", "%C2%85", "%0B", "%E2%80%AE", "%0A2026-01-01"):
+    for escape in ("%1B[2J", "%E2%80%A8", "%C2%85", "%0B", "%E2%80%AE", "%0Atime"):
         assert escape in listed.stdout
     rejected = _edinbox("list", *db, "--status", "rejected", "--json")
     [number] = [row["key"] for row in json.loads(rejected.stdout)]
@@ -114,14 +100,16 @@ def test_list_and_show_print_control_characters_as_escapes(journal: list[str]) -
 
 
 def test_the_formatter_and_the_tables_escape_what_they_are_given() -> None:
-    """format_line (logfmt and JSON) and the tables of the commands never let a control character, a line or
-    paragraph separator or a bidirectional override through raw, whatever the field."""
+    """format_line, the formatter (logfmt and JSON) and the tables of the commands never let a control character, a
+    line or paragraph separator or a bidirectional override through raw, whatever the field."""
     for value in IDS:
-        for line in (format_line("settled", {"key": value}), format_line("settled", {"key": value}, as_json=True)):
+        record = logfmt.event_record("settled", {"key": value})
+        text, as_json = EventFormatter().format(record), EventFormatter(json=True).format(record)
+        for line in (format_line("settled", {"key": value}), text, as_json):
             assert not _RAW.search(line)
             assert "\n" not in line
-        assert json.loads(format_line("settled", {"key": value}, as_json=True))["key"] == value
-        assert _logfmt(format_line("settled", {"key": value}))["key"] == value
+        assert json.loads(as_json)["key"] == value
+        assert logfmt.parse(text)["key"] == value
         table = render([{"key": value, "error": value}], as_json=False)
         assert not _RAW.search(table.replace("\n", ""))
         assert len(table.splitlines()) == 2

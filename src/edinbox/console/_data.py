@@ -19,6 +19,7 @@ from typing import Any
 from edinbox import edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError
+from edinbox._logs import log_event
 from edinbox._records import Tx
 from edinbox.hub import _ledger, _ops
 from edinbox.hub._config import HubConfig, parse_duration
@@ -220,9 +221,8 @@ async def _audit(inbox: AsyncInbox, *, who: str, action: str, key: str, result: 
     not `edinbox init`), in the console's log instead."""
     params = {"who": who, "action": action, "target": key, "result": result}
     if not await _audited(inbox):
-        logging.getLogger("edinbox.console").warning(
-            "audit (no audit table: run `edinbox init` to keep one): %s", params
-        )
+        then = "no audit table: run `edinbox init` to keep one"
+        log_event(logging.getLogger("edinbox.console"), logging.WARNING, "audit", {**params, "then": then})
         return
     await inbox.transaction(lambda tx: tx.unit.run("console_audit", params))
 

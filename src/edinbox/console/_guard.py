@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from edinbox._errors import ConfigurationError
-from edinbox._urls import mask
+from edinbox._logs import log_event
 from edinbox.console._session import Limiter, Revoked, Session, Signer
 
 __all__ = ["LOOPBACK_NAMES", "Access", "client_of", "guard", "host_name"]
@@ -181,7 +181,9 @@ async def _checked(request: Request, call_next: Dispatch, access: Access, refuse
     try:
         return await call_next(request)
     except Exception as exc:
-        LOGGER.error(mask(f"console-error path={request.url.path} error={type(exc).__name__}: {exc}"))
+        log_event(
+            LOGGER, logging.ERROR, "console-error", {"path": request.url.path, "error": f"{type(exc).__name__}: {exc}"}
+        )
         return refuse(request, 500, "the console failed to answer this request (the error is in its log)")
 
 

@@ -95,7 +95,6 @@ class Hub:
         source: Source,
         accounting: Accounting,
         fault: FaultPoint | None = None,
-        log_json: bool = False,
         outage: Outage | None = None,
         stop: asyncio.Event | None = None,
         metrics: Metrics | None = None,
@@ -107,16 +106,15 @@ class Hub:
         self.source = source
         self.accounting = accounting
         self.fault = fault
-        self.log_json = log_json
         self.totals: Counter[str] = Counter()
         self.stop = stop or asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
-        self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config), log_json=log_json)
+        self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config))
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
         self._relay_beside: Relay | RelayProcess | None = None
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
         self.metrics = metrics
-        self.gauges = Gauges(metrics, inbox, logger=self.logger, log_json=log_json)
+        self.gauges = Gauges(metrics, inbox, logger=self.logger)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
         self.ledger = ledger.Gauges(metrics, inbox, config)
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
@@ -162,17 +160,17 @@ class Hub:
 
     async def _purger(self, stop: asyncio.Event) -> None:
         """The periodic purge (`purge_every`) beside the batch loop, with a journal of its own, until `stop`."""
-        await Purger(self.config, stop=stop, log_json=self.log_json, metrics=self.metrics).run()
+        await Purger(self.config, stop=stop, metrics=self.metrics).run()
 
     async def _relay(self, stop: asyncio.Event, *, once: bool = False) -> None:
         """Relay the outbox beside the hub (acknowledgments to partners) until `stop`, or with `once` here until it
         is drained; add its totals."""
         relay: Relay | RelayProcess
         if not once and self.acknowledger is not None and apart(self.config):
-            relay = RelayProcess(self.config, stop=stop, log_json=self.log_json, fault=self.fault, metrics=self.metrics)
+            relay = RelayProcess(self.config, stop=stop, fault=self.fault, metrics=self.metrics)
         else:
             patience = self.outage.give_up_after
-            relay = relay_beside(self.inbox, self.config, patience, stop=stop, log_json=self.log_json, fault=self.fault)
+            relay = relay_beside(self.inbox, self.config, patience, stop=stop, fault=self.fault)
         self._relay_beside = relay
         try:
             totals = await (relay.run(once=once) if isinstance(relay, Relay) else relay.run())
@@ -204,9 +202,7 @@ class Hub:
         """Receive one batch (or take the one received ahead) and settle it; return how many deliveries it had."""
         deliveries: list[Delivery] = []
         planned: list[list[Item]] = []
-        async with progress(
-            self.source, lambda: [*deliveries, *self._claimed], log_json=self.log_json, logger=self.logger
-        ):
+        async with progress(self.source, lambda: [*deliveries, *self._claimed], logger=self.logger):
             if self._ahead is not None:
                 ahead, self._ahead = self._ahead, None
                 deliveries, planned = await ahead  # beaten meanwhile as `_claimed`
@@ -303,7 +299,7 @@ class Hub:
         for w in work:
             if w.outcomes:
                 fields = {"delivery": w.delivery.coordinates, "settled": len(w.outcomes)}
-                self.logger.warning(_log.format_line("killed", fields, as_json=self.log_json))
+                _log.log_event(self.logger, logging.WARNING, "killed", fields)
 
     async def _release(self, work: Sequence[Work]) -> None:
         """Hand unsettled deliveries back to the source, each not before `NACK_DELAY`."""
@@ -311,7 +307,7 @@ class Hub:
 
     async def _nack(self, deliveries: Sequence[Delivery], *, delay: float | None = None) -> None:
         """Nack each delivery (`edinbox.loop.nack_each`: a failing nack is one `nack-failed` line, never an error)."""
-        await nack_each(self.source, deliveries, delay=delay, logger=self.logger, log_json=self.log_json)
+        await nack_each(self.source, deliveries, delay=delay, logger=self.logger)
 
     def _plan(self, delivery: Delivery) -> list[Item]:
         """Plan a delivery; a parser failure parks it instead of crashing the hub on every redelivery."""
@@ -414,9 +410,9 @@ class Hub:
             if batch is not None:
                 batch.wait(message, error.delay.total_seconds())
             fields = {"key": key, "retry_at": error.retry_at.isoformat()}
-            self.logger.info(_log.format_line("waiting", fields, as_json=self.log_json))
+            _log.log_event(self.logger, logging.INFO, "waiting", fields)
             return
-        self.logger.warning(_log.format_line("attempt-failed", {"key": key, "error": error}))
+        _log.log_event(self.logger, logging.WARNING, "attempt-failed", {"key": key, "error": error})
 
     async def _kept_instead(self, w: Work, instead: str) -> None:
         """The source kept the rejected delivery's whole payload in `instead`, not where its rows' reasons say (a
@@ -437,7 +433,7 @@ class Hub:
             await self.inbox.transaction(lambda tx: park_reasons(tx, consumer=self.config.consumer, parked=parked))
         except TransientError as exc:
             fields = {"delivery": w.delivery.coordinates, "kept": instead, "error": exc}
-            self.logger.warning(_log.format_line("reason-not-updated", fields, as_json=self.log_json))
+            _log.log_event(self.logger, logging.WARNING, "reason-not-updated", fields)
 
     def _count(self, w: Work, elapsed: float) -> None:
         """Log and count the delivery's committed outcomes (after its hand-back, or its skip after a failed one)."""
@@ -464,7 +460,7 @@ class Hub:
                 fields["types"] = ",".join(item.types)
             if item.reason:
                 fields["reason"] = item.reason
-            _log.settled(self.logger, fields, as_json=self.log_json)
+            _log.settled(self.logger, fields)
 
 
 @contextlib.asynccontextmanager
@@ -472,7 +468,6 @@ async def open_hub(
     config: HubConfig,
     *,
     fault: FaultPoint | None = None,
-    log_json: bool = False,
     accounting: Accounting | None = None,
     stop: asyncio.Event | None = None,
     metrics: Metrics | None = None,
@@ -491,7 +486,7 @@ async def open_hub(
     if metrics is not None:
         on_back = partial(_reconnected, metrics, config.consumer)
         on_lost = partial(_lost, metrics, config.consumer)
-    outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json, on_back=on_back)
+    outage = Outage(logger, give_up_after=give_up_after(config), on_back=on_back)
     async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
         stop = stop or asyncio.Event()
         await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
@@ -525,7 +520,6 @@ async def open_hub(
             outage=outage,
             stop=stop,
             fault=fault,
-            log_json=log_json,
             metrics=metrics,
         )
         try:

@@ -1,57 +1,43 @@
-"""The hub's logging: `edinbox run`'s line format (`LineFormatter`), passwords masked, a driver's log record kept to
-one line (`OneLineFilter`); the events themselves are rendered by `edinbox.loop` (`format_line`, `settled`: logfmt
-or JSON, passwords masked, control characters escaped)."""
+"""The hub's logging, configured once per process (`configure`): every record, the hub's events and the drivers'
+lines alike, rendered by `edinbox.loop.EventFormatter` as one logfmt line or one JSON object (`--log-format`),
+passwords masked, and a driver's record kept to one line (`OneLineFilter`)."""
 
 from __future__ import annotations
 
 import logging
 import re
 import sys
-import time
 from collections.abc import Sequence
 
 from edinbox._redact import RedactFilter, Secrets
-from edinbox.loop import format_line, settled, visible
+from edinbox.loop import EventFormatter, log_event, settled
 
-__all__ = ["LOGGER", "LineFormatter", "OneLineFilter", "configure", "format_line", "settled"]
+__all__ = ["LOGGER", "OneLineFilter", "configure", "log_event", "rendering_json", "settled"]
 
 LOGGER = "edinbox.hub"
-
-_FORMAT = "%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s %(message)s"
-
-
-class LineFormatter(logging.Formatter):
-    """`edinbox run`'s line: ISO 8601 UTC timestamp, level, logger, message; every control character and line
-    separator of the whole line (a traceback's line breaks included) escaped, so a record is one line."""
-
-    def __init__(self) -> None:
-        """The hub's format, in UTC."""
-        super().__init__(_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S")
-        self.converter = time.gmtime
-
-    def format(self, record: logging.LogRecord) -> str:
-        """The record as one line."""
-        return visible(super().format(record))
 
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     """The stderr handler `configure` installs (found again when it is called a second time)."""
 
 
-def configure(urls: Sequence[str], *, level: int, known: Secrets | None = None) -> None:
-    """Log to stderr as `edinbox run` does (`LineFormatter`), passwords masked in every line (the drivers' too, and
-    the exact passwords of `urls` and of `known`), a driver's record on one line, and stamina's line per retry
+def configure(urls: Sequence[str], *, level: int, known: Secrets | None = None, json: bool = False) -> None:
+    """Log to stderr as `edinbox run` does: each record one line, logfmt (or one JSON object with `json`), whatever
+    logger wrote it; passwords masked in every line (the drivers' too, and the exact passwords of `urls` and of
+    `known`), a driver's record on one line, Python's warnings logged as records, and stamina's line per retry
     silenced (the hub logs one line per outage). Called again, it replaces what it installed: the level, the
-    filters."""
+    format, the filters."""
     root = logging.getLogger()
     ours = [h for h in root.handlers if isinstance(h, _Handler)]
     if not root.handlers:  # as logging.basicConfig: a process (or test) that logs elsewhere already keeps that
         handler = _Handler(sys.stderr)
-        handler.setFormatter(LineFormatter())
         root.addHandler(handler)
         ours = [handler]
+    for handler in ours:
+        handler.setFormatter(EventFormatter(json=json))
     if ours:
         root.setLevel(level)
+        logging.captureWarnings(True)  # a DeprecationWarning from a driver is a record too, not a bare stderr line
     redact = RedactFilter(urls=list(urls), known=known)
     for each in root.handlers:  # third-party loggers (httpx, aio-pika, nats) print URLs too
         for old in [f for f in each.filters if isinstance(f, OneLineFilter | RedactFilter)]:
@@ -60,6 +46,14 @@ def configure(urls: Sequence[str], *, level: int, known: Secrets | None = None) 
         each.addFilter(redact)
     logging.getLogger("stamina").setLevel(logging.ERROR)
     logging.getLogger("asyncssh").setLevel(logging.WARNING)  # an SFTP source's every connect and channel at INFO
+
+
+def rendering_json() -> bool:
+    """Whether `configure` set this process's lines to JSON (what a child process it starts is told to do)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, _Handler) and isinstance(handler.formatter, EventFormatter):
+            return handler.formatter.json
+    return False
 
 
 class OneLineFilter(logging.Filter):

@@ -21,7 +21,7 @@ from edinbox._urls import mask
 from edinbox.hub._acks import KINDS
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
-from edinbox.hub._log import LOGGER
+from edinbox.hub._log import LOGGER, log_event
 from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
 from edinbox.hub._partners import COUNTER, doctor_check
 from edinbox.hub._parts import HUB, open_inbox, verify, verify_found
@@ -82,7 +82,8 @@ async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
         try:
             await inbox.transaction(create_partner_index)
         except StoreError as exc:  # e.g. pg_trgm not installed on the server: the partner search scans instead
-            logging.getLogger(LOGGER).warning(mask(f"no index for the console's partner search: {exc}"))
+            fields = {"index": "partner search", "error": str(exc), "then": "the console's partner search scans"}
+            log_event(logging.getLogger(LOGGER), logging.WARNING, "index-not-created", fields)
         await verify(inbox)
         for role in grant:
             await inbox.grant(role, tables=TABLES)
@@ -188,13 +189,12 @@ async def relay(
     stop: asyncio.Event,
     once: bool = False,
     limit: int = 100,
-    log_json: bool = False,
     fault: FaultPoint | None = None,
 ) -> dict[str, int]:
     """Relay the outbox of `config`'s journal until `stop` is set (or, with `once`, until it is empty)."""
     async with open_inbox(config) as inbox:
         logger = logging.getLogger(LOGGER)
-        outage = Outage(logger, give_up_after=give_up_after(config), log_json=log_json)
+        outage = Outage(logger, give_up_after=give_up_after(config))
         await outage.call(lambda: verify_found(inbox), stop=stop)
         idle = config.poll_timeout * 4
         relay = Relay(
@@ -203,7 +203,6 @@ async def relay(
             stop=stop,
             limit=limit,
             idle=idle,
-            log_json=log_json,
             fault=fault,
             destinations=config.credentials,
         )

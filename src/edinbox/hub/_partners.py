@@ -74,7 +74,6 @@ class _Notices:
         self.lock = threading.Lock()
         self.logged: dict[tuple[str, str], tuple[float, int]] = {}
         self.metrics: Any = None
-        self.log_json = False
 
     def notice(self, consumer: str, refused: Refusal, *, now: float) -> int | None:
         """Count one refusal; the refusals of its party to report now (this one included), None inside its window."""
@@ -106,16 +105,13 @@ def noticed(consumer: str, refused: Refusal, *, now: float | None = None) -> Non
         fields["hint"] = f'add [partners."{refused.party}"] to let it in, or unknown_partners = "accept"'
     else:
         fields["hint"] = "add it to parties if this hub receives for it"
-    line = _log.format_line("unknown-partner", fields, as_json=_NOTICES.log_json)
-    logging.getLogger(_log.LOGGER).warning(line)
+    _log.log_event(logging.getLogger(_log.LOGGER), logging.WARNING, "unknown-partner", fields)
 
 
-def report_to(metrics: Any, *, log_json: bool = False) -> None:
-    """Count the refusals of this process in `metrics` (`edinbox.metrics.Metrics`; None: in none), and log them as
-    JSON when `log_json`."""
+def report_to(metrics: Any) -> None:
+    """Count the refusals of this process in `metrics` (`edinbox.metrics.Metrics`; None: in none)."""
     with _NOTICES.lock:
         _NOTICES.metrics = metrics
-        _NOTICES.log_json = log_json
 
 
 def forget() -> None:

@@ -126,19 +126,16 @@ def check_purge(config: HubConfig) -> None:
 class Purger:
     """`run --purge-every`: a purge at start, then one every period, until `stop` is set."""
 
-    def __init__(
-        self, config: HubConfig, *, stop: asyncio.Event, log_json: bool = False, metrics: Metrics | None = None
-    ) -> None:
+    def __init__(self, config: HubConfig, *, stop: asyncio.Event, metrics: Metrics | None = None) -> None:
         """Purge as `config` says (`purge_every`, `retention`, `purge_max_rate`); ConfigurationError at once when the
         retention is shorter than the horizon (the hub must not start with a purge that can never run)."""
         check_purge(config)
         self.config = config
         self.every = parse_duration(config.purge_every).total_seconds()
         self.stop = stop
-        self.log_json = log_json
         self.metrics = metrics
         self.logger = logging.getLogger(_log.LOGGER)
-        self.outage = Outage(self.logger, give_up_after=None, log_json=log_json, name="purge")
+        self.outage = Outage(self.logger, give_up_after=None, name="purge")
         self.runs = 0
         self.rows = 0
 
@@ -163,5 +160,5 @@ class Purger:
         if self.metrics is not None:
             self.metrics.purged(consumer=self.config.consumer, rows=purged.rows)
         fields = {"rows": purged.rows, "rejected": purged.rejected, "older_than": self.config.retention}
-        self.logger.info(_log.format_line("purged", fields, as_json=self.log_json))
+        _log.log_event(self.logger, logging.INFO, "purged", fields)
         return purged

@@ -21,20 +21,18 @@ def beside(
     patience: timedelta | None,
     *,
     stop: asyncio.Event,
-    log_json: bool = False,
     fault: FaultPoint | None = None,
 ) -> Relay:
     """The relay beside a hub (in the hub's process or in a child of its own) until `stop`: outage lines of its own
     (`relay-down`: the hub reports the database's, the relay also the destinations'), waited out for `patience`,
     idle for four of the hub's polls."""
     logger = logging.getLogger(_log.LOGGER)
-    outage = Outage(logger, give_up_after=patience, log_json=log_json, name="relay")
+    outage = Outage(logger, give_up_after=patience, name="relay")
     return Relay(
         inbox,
         outage=outage,
         stop=stop,
         idle=config.poll_timeout * 4,
-        log_json=log_json,
         fault=fault,
         logger=logger,
         destinations=config.credentials,

@@ -90,7 +90,6 @@ class RelayProcess:
         config: HubConfig,
         *,
         stop: asyncio.Event,
-        log_json: bool = False,
         fault: FaultPoint | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -98,7 +97,6 @@ class RelayProcess:
         process once), relay_start:N in each of the first N children; `metrics` counts the restarts."""
         self.config = config
         self.stop = stop
-        self.log_json = log_json
         self.fault = fault if fault is not None and fault.point in ("after_send", "relay_start") else None
         self.metrics = metrics
         self.totals: Counter[str] = Counter()
@@ -132,7 +130,7 @@ class RelayProcess:
             if self.metrics is not None:
                 self.metrics.relay_restarted(consumer=self.config.consumer)
             fields = {"status": code, "restart_in_s": wait, "restarts": self.totals["restarts"]}
-            self.logger.warning(_log.format_line("relay-exited", fields, as_json=self.log_json))
+            _log.log_event(self.logger, logging.WARNING, "relay-exited", fields)
             dying = time.monotonic() - dying_since
             if patience is not None and dying > patience.total_seconds():
                 raise TransientError(f"the relay's process keeps dying: for {dying:.0f} s, the last with status {code}")
@@ -199,7 +197,7 @@ class RelayProcess:
             "config": {**self.config.model_dump(include=set(_SETTINGS)), "destinations": " ".join(credentials)},
             "urls": [u for u in (self.config.db, self.config.source, self.config.accounting, *credentials) if u],
             "level": root.getEffectiveLevel() if root.handlers else None,
-            "log_json": self.log_json,
+            "json": _log.rendering_json(),
             "fault": [fault.point, fault.after] if fault is not None else None,
         }
 
@@ -244,16 +242,14 @@ async def _child() -> tuple[int, dict[str, Any]]:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     settings = json.loads(await reader.readline())
     if settings["level"] is not None:
-        _log.configure(settings["urls"], level=settings["level"])
+        _log.configure(settings["urls"], level=settings["level"], json=settings["json"])
     fault = FaultPoint(*settings["fault"]) if settings["fault"] else None
     if fault is not None:
         fault.started()
     config = HubConfig(**settings["config"])
     stop = asyncio.Event()
     async with open_inbox(config) as inbox:
-        relay = beside(
-            inbox, config, give_up_after(config), stop=stop, log_json=bool(settings["log_json"]), fault=fault
-        )
+        relay = beside(inbox, config, give_up_after(config), stop=stop, fault=fault)
 
         async def listen() -> None:
             while await reader.read(4096):

@@ -32,6 +32,7 @@ from http import HTTPStatus
 from typing import Any
 
 from edinbox._errors import ConfigurationError
+from edinbox._logs import Event, log_event
 
 try:
     import h11
@@ -152,7 +153,7 @@ class Server:
             try:
                 client, _ = await loop.sock_accept(sock)
             except OSError as exc:  # out of descriptors, or a connection reset before it was accepted
-                log.warning("accept-failed error=%s", exc.strerror or exc)
+                log_event(log, logging.WARNING, "accept-failed", {"error": exc.strerror or str(exc)})
                 await asyncio.sleep(0.1)
                 continue
             self._connections += 1
@@ -216,7 +217,7 @@ class Server:
             try:
                 answer = await loop.run_in_executor(pool, self.handler, request)
             except Exception:
-                log.exception("accounting-error")
+                log.exception(Event("accounting-error", {"path": request.path}))
                 answer = _error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error")
         finally:
             self._admitted -= 1

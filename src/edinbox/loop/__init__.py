@@ -7,6 +7,7 @@ it alone; `consume(...)` is its blocking face, stopped by SIGTERM or Ctrl-C. Its
 outbox beside the loop), `drive` (the loop itself, around one step).
 """
 
+from edinbox._logs import LOGGER, Event, EventFormatter, format_line, log_event, settled, visible
 from edinbox.loop._consume import consume
 from edinbox.loop._consumer import AsyncConsumer
 from edinbox.loop._drive import Stepper, beside, drive, reached, wait_beside
@@ -23,7 +24,6 @@ from edinbox.loop._hand_back import (
     verdict,
 )
 from edinbox.loop._journal import Handler
-from edinbox.loop._lines import LOGGER, format_line, settled, visible
 from edinbox.loop._outage import Outage, Stopped, dependency, unless_stopped
 from edinbox.loop._progress import progress
 from edinbox.loop._publishers import Publishers
@@ -34,6 +34,8 @@ __all__ = [
     "LOGGER",
     "NACK_DELAY",
     "AsyncConsumer",
+    "Event",
+    "EventFormatter",
     "Gauges",
     "HandBack",
     "Handler",
@@ -51,6 +53,7 @@ __all__ = [
     "format_line",
     "hand_back",
     "hand_back_each",
+    "log_event",
     "nack_each",
     "not_the_message",
     "progress",

@@ -36,7 +36,6 @@ def consume(
     relay: bool = False,
     metrics: Metrics | None = None,
     give_up_after: timedelta | None = None,
-    log_json: bool = False,
     once: bool = False,
     idle_timeout: float = 1.0,
 ) -> Counter[str]:
@@ -63,6 +62,5 @@ def consume(
         relay=relay,
         metrics=metrics,
         give_up_after=give_up_after,
-        log_json=log_json,
     )
     return asyncio.run(loop.run(once=once, idle_timeout=idle_timeout))

@@ -26,6 +26,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import DataError, NotSettledError, TransientError
+from edinbox._logs import LOGGER, log_event, settled
 from edinbox._message import Message
 from edinbox._retry import Retry
 from edinbox.loop._drive import beside, drive, wait_beside
@@ -41,7 +42,6 @@ from edinbox.loop._hand_back import (
     verdict,
 )
 from edinbox.loop._journal import Handler, Journal, open_journal
-from edinbox.loop._lines import LOGGER, format_line, settled
 from edinbox.loop._outage import Outage, Stopped
 from edinbox.loop._progress import progress
 from edinbox.loop._relay import Relay
@@ -87,7 +87,6 @@ class AsyncConsumer:
         relay: bool = False,
         metrics: Metrics | None = None,
         give_up_after: timedelta | None = None,
-        log_json: bool = False,
     ) -> None:
         """Consume `source_url` (`dir://`, `amqp://`, `nats://`, `redis://`, `kafka://`, as `edinbox run --source`)
         into the journal `db` (a URL, a pool or an engine, as `AsyncInbox`) of `consumer` in `table`.
@@ -119,7 +118,6 @@ class AsyncConsumer:
         self.relay = relay
         self.metrics = metrics
         self.give_up_after = give_up_after
-        self.log_json = log_json
         self.logger = logging.getLogger(LOGGER)
         self.totals: Counter[str] = Counter()
         """Deliveries by outcome (processed, duplicate, conflict, dead, rejected, not-settled), and `relayed`."""
@@ -152,8 +150,8 @@ class AsyncConsumer:
                 horizon=self.horizon,
             )
             self._journal = journal
-            self._gauges = Gauges(self.metrics, journal.inbox, logger=self.logger, log_json=self.log_json)
-            outage = Outage(self.logger, give_up_after=self.give_up_after, log_json=self.log_json, on_back=self._back)
+            self._gauges = Gauges(self.metrics, journal.inbox, logger=self.logger)
+            outage = Outage(self.logger, give_up_after=self.give_up_after, on_back=self._back)
             try:
                 await outage.call(journal.verify, stop=stopping)
                 async with contextlib.AsyncExitStack() as stack:
@@ -185,13 +183,12 @@ class AsyncConsumer:
     async def _relaying(self, stop: asyncio.Event, *, once: bool = False) -> None:
         """The outbox relay on the loop's journal until `stop` (with `once`, until drained); its totals added."""
         journal = self._running()
-        outage = Outage(self.logger, give_up_after=self.give_up_after, log_json=self.log_json, name="relay")
+        outage = Outage(self.logger, give_up_after=self.give_up_after, name="relay")
         relay = Relay(
             journal.inbox,
             outage=outage,
             stop=stop,
             idle=self.poll_timeout * 4,
-            log_json=self.log_json,
             logger=self.logger,
             # the outbox keeps no password: replies to this broker get the source's, dead letters their URL's
             destinations=(self.source_url, *([self.dead_letters] if self.dead_letters else [])),
@@ -218,7 +215,7 @@ class AsyncConsumer:
         if source is None:
             raise RuntimeError("the consumer's source is not open: call run()")
         deliveries: list[Delivery] = []
-        async with progress(source, lambda: deliveries, log_json=self.log_json, logger=self.logger):
+        async with progress(source, lambda: deliveries, logger=self.logger):
             deliveries[:] = await receive_until(
                 source, stop=self._stop, max_messages=self.batch_size, timeout=self.poll_timeout
             )
@@ -229,10 +226,10 @@ class AsyncConsumer:
             try:
                 await self._settle(work)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
-                await nack_each(source, deliveries, delay=NACK_DELAY, logger=self.logger, log_json=self.log_json)
+                await nack_each(source, deliveries, delay=NACK_DELAY, logger=self.logger)
                 return len(work)
             except TransientError:  # a dependency failed: nothing is settled or charged, everything comes back
-                await nack_each(source, deliveries, delay=NACK_DELAY, logger=self.logger, log_json=self.log_json)
+                await nack_each(source, deliveries, delay=NACK_DELAY, logger=self.logger)
                 raise
         seconds = time.monotonic() - started
         if self.metrics is not None:
@@ -273,7 +270,7 @@ class AsyncConsumer:
             w.verdict, w.outcome = verdict(result)
             if isinstance(result, Exception) and not isinstance(result, DataError) and w.message is not None:
                 fields = {"key": f"{w.message.source}/{w.message.message_id}", "error": result}
-                self.logger.warning(format_line("attempt-failed", fields, as_json=self.log_json))
+                log_event(self.logger, logging.WARNING, "attempt-failed", fields)
 
     def _count(self, w: _Work, seconds: float) -> None:
         """Add the delivery's outcome to the totals and the metrics, and log its `settled` line."""
@@ -284,7 +281,7 @@ class AsyncConsumer:
         fields.update(outcome=w.outcome, ms=round(seconds * 1000, 1), delivery=w.delivery.coordinates)
         if w.verdict.reason:
             fields["reason"] = w.verdict.reason
-        settled(self.logger, fields, as_json=self.log_json)
+        settled(self.logger, fields)
 
     def _running(self) -> Journal:
         """The journal of the running loop; RuntimeError outside `run`."""

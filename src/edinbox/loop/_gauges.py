@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
-from edinbox.loop._lines import format_line
+from edinbox._logs import log_event
 from edinbox.loop._outage import dependency
 
 if TYPE_CHECKING:
@@ -20,12 +20,11 @@ __all__ = ["Gauges"]
 class Gauges:
     """Sets the journal gauges of `metrics` from `inbox`, at most once per `every` seconds."""
 
-    def __init__(self, metrics: Metrics | None, inbox: AsyncInbox, *, logger: logging.Logger, log_json: bool) -> None:
+    def __init__(self, metrics: Metrics | None, inbox: AsyncInbox, *, logger: logging.Logger) -> None:
         """Read `inbox` into `metrics` (nothing when None); log to `logger`."""
         self.metrics = metrics
         self.inbox = inbox
         self.logger = logger
-        self.log_json = log_json
         self._refreshed = float("-inf")
         self._stale = False
         """The last refresh failed (logged once until one works again)."""
@@ -41,7 +40,7 @@ class Gauges:
         except TransientError as exc:
             if not self._stale:
                 fields = {"dependency": dependency(exc), "error": " ".join(str(exc).split())[:300]}
-                self.logger.warning(format_line("gauges-stale", fields, as_json=self.log_json))
+                log_event(self.logger, logging.WARNING, "gauges-stale", fields)
             self._stale = True
             return
         self._stale = False

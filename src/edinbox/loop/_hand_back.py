@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, SchemaError, TransientError
+from edinbox._logs import log_event
 from edinbox._message import Outcome
-from edinbox.loop._lines import format_line
 from edinbox.sources import Delivery, Source
 
 __all__ = [
@@ -121,7 +121,6 @@ async def nack_each(
     *,
     delay: float | None = None,
     logger: logging.Logger,
-    log_json: bool = False,
 ) -> None:
     """Nack each delivery (after `delay` seconds where the source supports it); a failing nack is itself transient,
     and the broker or spool brings it back anyway (a claim taken back meanwhile is back already): one `nack-failed`
@@ -135,7 +134,7 @@ async def nack_each(
     if failed:
         first, error = failed[0]
         fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}
-        logger.warning(format_line("nack-failed", fields, as_json=log_json))
+        log_event(logger, logging.WARNING, "nack-failed", fields)
 
 
 def not_the_message(error: Exception) -> bool:

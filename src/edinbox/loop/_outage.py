@@ -20,8 +20,8 @@ from typing import TypeVar
 import stamina
 
 from edinbox._errors import SourceError, StoreError, TransientError
+from edinbox._logs import log_event
 from edinbox._urls import mask
-from edinbox.loop._lines import format_line
 
 __all__ = ["Outage", "Stopped", "dependency", "unless_stopped"]
 
@@ -75,7 +75,6 @@ class Outage:
         logger: logging.Logger,
         *,
         give_up_after: timedelta | None,
-        log_json: bool = False,
         name: str = "dependency",
         on_back: Callable[[str], None] | None = None,
         stop_grace: float = STOP_GRACE,
@@ -87,7 +86,6 @@ class Outage:
         self.name = name
         self.on_back = on_back
         self.give_up_after = give_up_after
-        self.log_json = log_json
         self.down_since: float | None = None
         self.down: str | None = None
         self.stop_grace = stop_grace
@@ -166,7 +164,7 @@ class Outage:
         self.down = dependency(exc)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         fields = {"dependency": self.down, "error": mask(first)}
-        self.logger.warning(format_line(f"{self.name}-down", fields, as_json=self.log_json))
+        log_event(self.logger, logging.WARNING, f"{self.name}-down", fields)
 
     def came_back(self) -> None:
         """Log the end of an outage with its length."""
@@ -177,4 +175,4 @@ class Outage:
         if self.on_back is not None:
             self.on_back(str(self.down))
         self.down_since = self.down = None
-        self.logger.warning(format_line(f"{self.name}-back", fields, as_json=self.log_json))
+        log_event(self.logger, logging.WARNING, f"{self.name}-back", fields)

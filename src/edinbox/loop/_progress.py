@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from edinbox._errors import TransientError
-from edinbox.loop._lines import LOGGER, format_line
+from edinbox._logs import LOGGER, log_event
 from edinbox.sources import Delivery, Source, unless_cancelled
 
 __all__ = ["progress"]
@@ -29,19 +29,16 @@ async def progress(
     source: Source,
     held: Callable[[], Sequence[Delivery]],
     *,
-    log_json: bool = False,
     logger: logging.Logger | None = None,
 ) -> AsyncIterator[None]:
     """Call `source.in_progress` on each delivery `held()` names, every third of `source.ack_wait`, until the block
     ends; `held` is asked again at each beat, so deliveries received meanwhile are covered too. Failed calls are
-    logged to `logger` (`progress-failed`, as JSON with `log_json`; the `edinbox.loop` logger when None)."""
+    logged to `logger` (`progress-failed`; the `edinbox.loop` logger when None)."""
     ack_wait: float | None = getattr(source, "ack_wait", None)
     if not ack_wait or ack_wait <= 0:
         yield
         return
-    task = asyncio.create_task(
-        _beat(source, held, every=ack_wait / 3, log_json=log_json, logger=logger or logging.getLogger(LOGGER))
-    )
+    task = asyncio.create_task(_beat(source, held, every=ack_wait / 3, logger=logger or logging.getLogger(LOGGER)))
     try:
         yield
     finally:
@@ -55,7 +52,6 @@ async def _beat(
     held: Callable[[], Sequence[Delivery]],
     *,
     every: float,
-    log_json: bool,
     logger: logging.Logger,
 ) -> None:
     while True:
@@ -71,4 +67,4 @@ async def _beat(
         if failed:
             first, error = failed[0]
             fields = {"failed": len(failed), "held": len(deliveries), "delivery": first.coordinates, "error": error}
-            logger.warning(format_line("progress-failed", fields, as_json=log_json))
+            log_event(logger, logging.WARNING, "progress-failed", fields)

@@ -22,10 +22,10 @@ from typing import Protocol
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import InboxError, SourceError
+from edinbox._logs import LOGGER, log_event
 from edinbox._message import Outgoing
 from edinbox._outbox import SendResult
 from edinbox._urls import mask
-from edinbox.loop._lines import LOGGER, format_line
 from edinbox.loop._outage import Outage, Stopped, unless_stopped
 from edinbox.loop._publishers import Publishers
 from edinbox.sources import publisher
@@ -57,7 +57,6 @@ class Relay:
         stop: asyncio.Event,
         limit: int = 100,
         idle: float = 5.0,
-        log_json: bool = False,
         fault: SendFault | None = None,
         keep_open: float = 60.0,
         linger: float = 0.1,
@@ -77,7 +76,6 @@ class Relay:
         self.stop = stop
         self.limit = limit
         self.idle = idle
-        self.log_json = log_json
         self.fault = fault
         self.totals: Counter[str] = Counter()
         self.publishers = Publishers(keep_open=keep_open)
@@ -115,7 +113,7 @@ class Relay:
         self.totals["parked"] += len(result.parked)
         for key, reason in result.parked:
             fields = {"key": key, "reason": reason}
-            self.logger.warning(format_line("outbox-parked", fields, as_json=self.log_json))
+            log_event(self.logger, logging.WARNING, "outbox-parked", fields)
         if isinstance(result.error, InboxError):
             raise result.error
         if result.error is not None:  # a driver's own exception that escaped its source's mapping: transient
@@ -144,7 +142,7 @@ class Relay:
         except Exception as exc:  # a database outage the next pass meets; or only the wait's connection refused
             if not self._wait_failed:
                 fields = {"error": " ".join(f"{type(exc).__name__}: {exc}".split())[:300], "polling_s": self.idle}
-                self.logger.warning(format_line("relay-wait-failed", fields, as_json=self.log_json))
+                log_event(self.logger, logging.WARNING, "relay-wait-failed", fields)
             self._wait_failed = True
             await unless_stopped(unless_stopped(asyncio.sleep(self.idle), self._woken), self.stop)
         if self._woken.is_set():

@@ -17,6 +17,8 @@ import asyncio
 import logging
 from typing import Any
 
+from edinbox._logs import log_event
+
 __all__ = ["Acks"]
 
 _log = logging.getLogger(__name__)
@@ -62,7 +64,8 @@ class Acks:
             try:
                 await _send(channel, tags, below=min(opened, default=None))
             except Exception as exc:
-                _log.warning("acks of %d deliveries not sent (the broker requeues them): %s", len(tags), exc)
+                fields = {"deliveries": len(tags), "error": str(exc), "then": "the broker requeues them"}
+                log_event(_log, logging.WARNING, "acks-not-sent", fields)
         for channel in [c for c in self._open if c.is_closed]:
             del self._open[channel]
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from edinbox._errors import ConfigurationError, SourceError
+from edinbox._logs import log_event
 from edinbox.sources._failures import reason
 
 if TYPE_CHECKING:
@@ -36,17 +37,17 @@ async def connect(server: str, masked: str, *, on_reconnected: Callable[[], None
 
     async def on_error(exc: Exception) -> None:
         if up[0] or not errors or reason(errors[-1]) != reason(exc):
-            _log.warning("NATS %s: %s", masked, reason(exc))
+            log_event(_log, logging.WARNING, "nats-error", {"source": masked, "error": reason(exc)})
         errors[:] = [exc]
 
     async def on_disconnected() -> None:
         if up[0] and not nc.is_closed:  # closing on purpose is no outage
-            _log.warning("NATS connection to %s lost; reconnecting", masked)
+            log_event(_log, logging.WARNING, "nats-connection-lost", {"source": masked, "then": "reconnecting"})
         up[0] = False
 
     async def on_back() -> None:
         up[0] = True
-        _log.warning("NATS connection to %s is back", masked)
+        log_event(_log, logging.WARNING, "nats-connection-back", {"source": masked})
         if on_reconnected is not None:
             on_reconnected()
 

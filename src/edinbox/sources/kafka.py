@@ -63,6 +63,7 @@ from functools import partial
 from typing import Any
 
 from edinbox._errors import ConfigurationError, SourceError
+from edinbox._logs import log_event
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._failures import failing, quietly
@@ -223,7 +224,8 @@ class KafkaSource(Source):
                 if meta.startswith(_HORIZON) and meta[len(_HORIZON) :].isdigit():
                     horizons[(p.topic, p.partition)] = int(meta[len(_HORIZON) :])
         except kafka().KafkaException as exc:
-            _log.warning("reading committed offsets on %s failed: %s (redelivered flags may be missing)", self.url, exc)
+            fields = {"source": self.url, "error": str(exc), "then": "redelivered flags may be missing"}
+            log_event(_log, logging.WARNING, "committed-offsets-unread", fields)
         with self._lock:
             for p in partitions:
                 tp = (p.topic, p.partition)
@@ -274,13 +276,14 @@ class KafkaSource(Source):
             self._behind = self._behind or down
             if strict and (down or not transient(ck, error)):
                 raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
-            _log.warning("offset commit on %s failed, a later commit covers it: %s", self.url, exc)
+            fields = {"source": self.url, "error": str(exc), "then": "a later commit covers it"}
+            log_event(_log, logging.WARNING, "commit-failed", fields)
             return
         except SourceError as exc:
             self._behind = True
             if strict:
                 raise
-            _log.warning("%s; a later commit covers it", exc)
+            log_event(_log, logging.WARNING, "commit-failed", {"error": str(exc), "then": "a later commit covers it"})
             return
         for tp, (offset, _) in points.items():
             self._tracker.committed(tp, offset)
@@ -363,7 +366,7 @@ class KafkaSource(Source):
                 elif error.fatal():
                     raise SourceError(f"the Kafka consumer on {self.url} failed: {error}")
                 else:
-                    _log.warning("Kafka consumer on %s: %s", self.url, error)
+                    log_event(_log, logging.WARNING, "consumer-error", {"source": self.url, "error": str(error)})
             # remember at the broker how far delivery went, so a next owner can flag redeliveries
             touched = {d.handle[0] for d in deliveries}
             points = {tp: self._tracker.point(tp) for tp in touched}
@@ -435,7 +438,7 @@ class KafkaSource(Source):
         """Leave a failed commit to the next receive when it only could not reach the brokers; raise it otherwise."""
         if not self._behind:
             raise exc
-        _log.warning("%s; the next receive commits it", exc)
+        log_event(_log, logging.WARNING, "commit-deferred", {"error": str(exc), "then": "the next receive commits it"})
 
     async def ack(self, delivery: Delivery) -> None:
         """Mark the record settled and commit its partition's commit point when it moved (or at the next receive)."""
@@ -503,19 +506,29 @@ class KafkaSource(Source):
 
         def refused(error: Any) -> None:
             if record.whole:
-                _log.warning(
-                    "parking %s: %s refused its %d bytes (%s); its dead letter carries the reason and where the "
-                    "record is, not the payload, which only %s keeps, until its retention removes it",
-                    delivery.coordinates, self.dead_letter, len(delivery.payload), error, self.topic,
-                )  # fmt: skip
+                fields = {
+                    "delivery": delivery.coordinates,
+                    "dead_letter": self.dead_letter,
+                    "bytes": len(delivery.payload),
+                    "error": str(error),
+                    "kept_in": self.topic,
+                    "then": "its dead letter carries the reason and where the record is, not the payload, which the "
+                    "topic keeps until its retention removes it",
+                }
+                log_event(_log, logging.WARNING, "dead-letter-refused", fields)
                 reason = dict(record.headers)["edinbox-reason"]
                 substitute = stand_in(delivery, reason=reason, refused=str(error))
                 self._produce_letter(producer, delivery, substitute, produced)
                 return
-            _log.error(
-                "parking %s without a dead letter: %s refused even its stand-in (%s); the record is only in %s, "
-                "until its retention removes it", delivery.coordinates, self.dead_letter, error, self.topic,
-            )  # fmt: skip
+            fields = {
+                "delivery": delivery.coordinates,
+                "dead_letter": self.dead_letter,
+                "error": str(error),
+                "kept_in": self.topic,
+                "then": "parked without a dead letter (even its stand-in was refused): the record is only in the "
+                "topic, until its retention removes it",
+            }
+            log_event(_log, logging.ERROR, "dead-letter-lost", fields)
             if not produced.done():
                 produced.set_result(Posted(kept=where(stand_in=False)))
 
@@ -583,7 +596,11 @@ class KafkaSource(Source):
                     closer.stop()
                     await asyncio.wait({closing}, timeout=self.commit_wait)
                     if not closing.done():
-                        _log.warning("closing %s left to librdkafka: an offset commit waits for the brokers", self.url)
+                        fields = {
+                            "source": self.url,
+                            "then": "left to librdkafka: an offset commit waits for the brokers",
+                        }
+                        log_event(_log, logging.WARNING, "close-pending", fields)
                     elif closing.exception() is not None:
                         _log.debug("closing %s: %s", self.url, closing.exception())
                 else:

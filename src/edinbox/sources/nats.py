@@ -47,6 +47,7 @@ from datetime import timedelta
 from typing import Any
 
 from edinbox._errors import ConfigurationError, LimitError, SourceError
+from edinbox._logs import log_event
 from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._failures import failing, quietly, reason, with_backoff
@@ -192,12 +193,8 @@ class NatsSource(Source):
             await self._wait_connected(within)
             with failing(f"checking consumer {self.durable} of {self.stream} on {self.url}"):
                 if not await self._consumer_exists():
-                    _log.warning(
-                        "NATS at %s lost stream %s or consumer %s: creating them again",
-                        self.url,
-                        self.stream,
-                        self.durable,
-                    )
+                    fields = {"source": self.url, "stream": self.stream, "consumer": self.durable}
+                    log_event(_log, logging.WARNING, "nats-consumer-lost", {**fields, "then": "creating them again"})
                     sub, self._sub = self._sub, None
                     await quietly("dropping the old subscription", sub.unsubscribe)
             self._verify = False

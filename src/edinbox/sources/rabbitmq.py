@@ -55,6 +55,7 @@ from functools import partial
 from typing import Any
 
 from edinbox._errors import ConfigurationError, SourceError
+from edinbox._logs import log_event
 from edinbox._urls import mask
 from edinbox.sources._amqp_acks import Acks
 from edinbox.sources._base import Delivery, Source
@@ -230,7 +231,10 @@ class RabbitMQSource(Source):
 
     def _lost(self, how: str) -> None:
         """Say the queue is gone with what it held, and count it (`on_lost`)."""
-        _log.error("queue %r on %s %s: the messages it held may be lost; declaring it again", self.queue, self.url, how)
+        then = "the messages it held may be lost; declaring it again"
+        log_event(
+            _log, logging.ERROR, "queue-lost", {"queue": self.queue, "source": self.url, "how": how, "then": then}
+        )
         if self.on_lost is not None:
             self.on_lost(self.queue)
 
@@ -341,11 +345,12 @@ class RabbitMQSource(Source):
         try:
             await self._settle(delivery, "nack", requeue=True)
         except SourceError as exc:  # the channel closed meanwhile: the broker requeued it already
-            _log.warning("delayed nack of %s not sent: %s", delivery.key, exc)
+            fields = {"key": delivery.key, "error": str(exc), "then": "the broker requeued it already"}
+            log_event(_log, logging.WARNING, "nack-not-sent", fields)
 
     async def reject(self, delivery: Delivery, *, reason: str) -> None:
         """Reject without requeue: the broker dead-letters it to the `dead` queue (with an `x-death` header)."""
-        _log.warning("parking %s in %s: %s", delivery.key, self.dead, reason)
+        log_event(_log, logging.WARNING, "parking", {"key": delivery.key, "dead_letter": self.dead, "reason": reason})
         await self._settle(delivery, "reject", requeue=False)
 
     async def _settle(self, delivery: Delivery, verb: str, **kwargs: Any) -> None:

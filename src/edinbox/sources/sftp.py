@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edinbox._errors import ConfigurationError, SourceError
+from edinbox._logs import log_event
 from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._failures import quietly, with_backoff
 from edinbox.sources._options import positive_float, positive_int, split_url
@@ -312,7 +313,8 @@ class SftpSource(Source):
             return await self._park(client, name, f"cannot be read: {problem}")
         states = {(a.size, int(a.mtime or 0)) for a in (after, linked)}
         if states != {seen.state} or len(payload) != seen.size or not stat.S_ISREG(linked.permissions or 0):
-            _log.info("sftp %s: '%s' changed while it was read: taken once it settles again", self.url, shown(name))
+            fields = {"source": self.url, "file": shown(name), "then": "taken once it settles again"}
+            log_event(_log, logging.INFO, "file-changed-while-read", fields)
             self._listing.changed(name, size=after.size or 0, mtime=int(after.mtime or 0), now=time.monotonic())
             return None
         return self._delivery(name, payload, seen.size, seen.mtime)
@@ -359,13 +361,13 @@ class SftpSource(Source):
                     self._listing.skipped[name] = seen.state
                 else:
                     self._stuck.add(name)
-                _log.warning(
-                    "sftp %s: cannot park '%s' (%s: %s): left in place, skipped until it changes",
-                    self.url,
-                    shown(name),
-                    problem,
-                    cause,
-                )
+                fields = {
+                    "source": self.url,
+                    "file": shown(name),
+                    "error": f"{problem}: {cause}",
+                    "then": "left in place, skipped until it changes",
+                }
+                log_event(_log, logging.WARNING, "cannot-park", fields)
             return None
         self._listing.settled(name)
         return Delivery(
@@ -389,11 +391,14 @@ class SftpSource(Source):
             try:
                 now = await client.lstat(path)
             except asyncssh.SFTPNoSuchFile:
-                _log.info("sftp %s: '%s' was gone before its archiving (moved under the hub)", self.url, shown(path))
+                fields = {"source": self.url, "file": shown(path), "then": "moved under the hub before its archiving"}
+                log_event(_log, logging.INFO, "file-gone", fields)
                 self._listing.settled(read.name)
                 return
             if (now.size, int(now.mtime or 0)) != (read.size, read.mtime) or not stat.S_ISREG(now.permissions or 0):
-                _log.info("sftp %s: '%s' was replaced after it was read: left in place", self.url, shown(read.name))
+                then = "replaced after it was read: left in place"
+                fields = {"source": self.url, "file": shown(read.name), "then": then}
+                log_event(_log, logging.INFO, "file-replaced", fields)
                 self._listing.give_back(read.name, not_before=0.0)
                 return
             try:

@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from edinbox._errors import ConfigurationError, SourceError
+from edinbox._logs import log_event
 from edinbox.sources._base import Delivery, Source
 from edinbox.sources._options import positive_float, positive_int, split_url
 from edinbox.sources._spool_files import (
@@ -410,12 +411,13 @@ class SpoolSource(Source):
             with contextlib.suppress(OSError):  # a claim: recovered (and parked again) once claim_timeout old
                 os.utime(name, dir_fd=folder, follow_symlinks=False)
             problem_text = f"{reason}: {why(exc)}"
-            _log.warning(
-                "spool %s: cannot park '%s' (%s); it stays in place, a claim is tried again after claim_timeout",
-                self.root,
-                shown(name),
-                problem_text,
-            )
+            fields = {
+                "spool": self.root,
+                "file": shown(name),
+                "error": problem_text,
+                "then": "it stays in place, a claim is tried again after claim_timeout",
+            }
+            log_event(_log, logging.WARNING, "cannot-park", fields)
             return None
         first, size = head(rejected, target)
         return Delivery(

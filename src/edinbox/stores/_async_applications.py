@@ -1,6 +1,9 @@
 """The applications' schemas on the journal's store (`edinbox.Application`): created, migrated and verified after the
 journal's, in the same transaction, each at the version its row in `edinbox_applications` records (async; the sync
 twin is generated from this module)."""
+# sync-doc: The applications' schemas on the journal's store (`edinbox.Application`): created, migrated and
+# sync-doc: verified after the journal's, in the same transaction, each at the version its row in
+# sync-doc: `edinbox_applications` records.
 
 from __future__ import annotations
 

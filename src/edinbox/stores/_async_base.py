@@ -1,4 +1,5 @@
 """The roles a journal store plays for the inbox: a unit of work on one connection, and the store itself."""
+# sync-doc: The roles a journal store plays for the inbox: a unit of work on a blocking connection, and the store.
 
 from __future__ import annotations
 

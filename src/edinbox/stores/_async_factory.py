@@ -1,4 +1,5 @@
 """Pick the store for a URL, a pool or a connection (async; the sync twin is generated from this module)."""
+# sync-doc: Pick the store for a URL, a pool or a connection, on blocking drivers.
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def open_store(target: Any, *, table: str, pool_size: int, applications: tuple[A
 
         return AsyncSQLiteStore(target, table=parse_table(table, qualified=False), applications=applications)
     module = type(target).__module__
-    if module.split(".", 1)[0] == "sqlalchemy" and hasattr(target, "url"):  # an Engine or AsyncEngine
+    if module.split(".", 1)[0] == "sqlalchemy" and hasattr(target, "url"):  # an SQLAlchemy engine
         return open_store(engine_url(target), table=table, pool_size=pool_size, applications=applications)
     if module.split(".", 1)[0] in ("psycopg", "psycopg_pool"):
         from edinbox.stores._async_postgres import AsyncPostgresStore
@@ -59,7 +60,8 @@ def open_store(target: Any, *, table: str, pool_size: int, applications: tuple[A
         return AsyncPostgresStore(
             target, table=parse_table(table, qualified=True), pool_size=pool_size, applications=applications
         )
-    if module.split(".", 1)[0] == "asyncmy":
+    # sync: if module.split(".", 1)[0] == "pymysql":
+    if module.split(".", 1)[0] == "asyncmy":  # async-only
         from edinbox.stores._async_mysql import AsyncMySQLStore
 
         return AsyncMySQLStore(

@@ -9,6 +9,10 @@ sends (its INSERT, the handler's statements, COMMIT: no BEGIN, no savepoint), an
 when the transaction a unit began ended before the unit's COMMIT (`_AsyncOwnConnection`): MariaDB rolled it back
 by itself under a handler that swallowed the error, or the handler ended it. Then the unit rolls back instead.
 """
+# sync-doc: The MariaDB / MySQL journal store on PyMySQL.
+# sync-doc:
+# sync-doc: The store's own connections run READ COMMITTED with autocommit off, and each notes when the transaction
+# sync-doc: a unit began ended before the unit's COMMIT (`_OwnConnection`): then the unit rolls back instead.
 
 from __future__ import annotations
 
@@ -67,7 +71,7 @@ __all__ = ["AsyncMySQLStore"]
 
 
 class mapped_errors(MySQLErrors):
-    """Turn asyncmy errors raised while doing `action` into DataError, StoreError or ConfigurationError."""
+    """Turn the driver's errors raised while doing `action` into DataError, StoreError or ConfigurationError."""
 
     __slots__ = ()
     driver_error = asyncmy.MySQLError
@@ -140,7 +144,7 @@ class _AsyncOwnConnection(_Driver):
             connection: Any = self
             result = connection._result
             status = result.server_status
-            # an unbuffered result set has no status yet (asyncmy: 0); its rows are read later
+            # an unbuffered result set has no status yet (the driver's: 0); its rows are read later
             if status is not None and not status & SERVER_STATUS_IN_TRANS and not result.unbuffered_active:
                 self.ended = True
         return affected
@@ -154,7 +158,7 @@ class _AsyncOwnConnection(_Driver):
 
     def _note(self, status: int | None) -> None:
         """Note a reply's status: `ended` unless a transaction is open. The reply's own status, not the connection's,
-        which asyncmy leaves as it was when the reply's is 0; None: a result set, whose status PyMySQL does not read
+        which the driver leaves as it was when the reply's is 0; None: a result set, whose status PyMySQL does not read
         (a SELECT that succeeds ends no transaction)."""
         if status is not None and not status & SERVER_STATUS_IN_TRANS:
             self.ended = True
@@ -182,14 +186,15 @@ class _AsyncOwnConnection(_Driver):
 class _AsyncMySQLUnit:
     """A connection held for one operation; `nested` units work in a savepoint of the caller's transaction.
 
-    `own` units run on the store's own connections (`_AsyncOwnConnection`: autocommit off, multi-statement queries
-    allowed): a transaction opens with its first statement and commits only if it did not end meanwhile.
+    `own` units run on the store's own connections (of this module's own connection class: autocommit off,
+    multi-statement queries allowed): a transaction opens with its first statement and commits only if it did not
+    end meanwhile.
     """
 
     def __init__(
         self, connection: asyncmy.Connection, statements: Statements, *, nested: bool, own: bool = False
     ) -> None:
-        self.connection: Any = connection  # on the store's own connections, an `_AsyncOwnConnection`
+        self.connection: Any = connection  # on the store's own connections, of this module's own connection class
         self._sql = statements
         self._nested = nested
         self._own = own
@@ -250,9 +255,9 @@ class _AsyncMySQLUnit:
         """Start the transaction (or the savepoint inside the caller's transaction).
 
         On the store's own connections BEGIN is what opens it (it commits a transaction a read left open): the watch
-        for its end (`_AsyncOwnConnection`) starts on a transaction known to be open, so a statement that opens none
-        (a SELECT of no InnoDB table, a SET) is not taken for its end. The deliveries' hot paths send no BEGIN: their
-        first statement writes the journal, which opens the transaction, and the watch starts after it.
+        for its end (by the own connection class) starts on a transaction known to be open, so a statement that
+        opens none (a SELECT of no InnoDB table, a SET) is not taken for its end. The deliveries' hot paths send no
+        BEGIN: their first statement writes the journal, which opens the transaction, and the watch starts after it.
         """
         if self.managed:
             return
@@ -426,7 +431,7 @@ class _AsyncMySQLUnit:
 
         MariaDB rolls the whole transaction back on a deadlock or (with innodb_rollback_on_timeout) a lock wait
         timeout; a handler that swallowed that error must not see its remaining statements committed alone. On the
-        store's own connections the connection noted it (`_AsyncOwnConnection`) and what ran after it is rolled
+        store's own connections the connection noted it and what ran after it is rolled
         back; in a caller's transaction, its savepoint is gone and cannot be released.
         """
         if not self._own and not self._nested and not _in_transaction(self.connection):
@@ -477,7 +482,7 @@ def _close(connection: asyncmy.Connection) -> None:
 
 
 class _AsyncHold:
-    """The context of `AsyncMySQLStore.unit()` (a class: it runs for every message)."""
+    """The context of the store's `unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_pooled", "_store", "_unit", "_via")
 
@@ -581,6 +586,7 @@ class AsyncMySQLStore:
         with mapped_errors(f"connect to {mask(self._url)}"):
             own: Any = _AsyncOwnConnection  # the driver's constructor is untyped
             connection: _AsyncOwnConnection = own(**options)
+            # sync: pass
             await connection.connect()  # async-only
         try:
             await _AsyncMySQLUnit(connection, self._sql, nested=False, own=True).run("session", {})

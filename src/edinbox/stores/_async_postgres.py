@@ -1,4 +1,5 @@
 """The PostgreSQL journal store on psycopg 3 (async; the sync twin is generated from this module)."""
+# sync-doc: The PostgreSQL journal store on psycopg 3, on blocking connections.
 
 from __future__ import annotations
 
@@ -202,7 +203,7 @@ class _AsyncPostgresUnit:
 
 
 class _AsyncHold:
-    """The context of `AsyncPostgresStore.unit()` (a class: it runs for every message)."""
+    """The context of the store's `unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_pooled", "_store", "_unit", "_via")
 
@@ -280,8 +281,8 @@ class AsyncPostgresStore:
         self._connection = target if isinstance(target, psycopg.AsyncConnection) else None
         if self._url is None and self._pool is None and self._connection is None:
             raise ConfigurationError(
-                f"cannot use a {type(target).__name__} here: pass a URL, a psycopg.AsyncConnection "
-                "or a psycopg_pool.AsyncConnectionPool"
+                f"cannot use a {type(target).__name__} here: pass a URL, a psycopg.{psycopg.AsyncConnection.__name__}"
+                f" or a psycopg_pool.{psycopg_pool.AsyncConnectionPool.__name__}"
             )
         self._pool_size = pool_size
         self._lock = asyncio.Lock()  # guards the caller's connection, and the creation of the pool

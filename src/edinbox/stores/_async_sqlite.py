@@ -8,6 +8,7 @@ Only what may wait goes to the driver's thread: BEGIN IMMEDIATE while another wr
 sync to disk), reads outside a transaction, and the purges' deletes of a whole batch of rows (`_threaded`). A
 batch of the hub makes one trip, for its COMMIT.
 """
+# sync-doc: The SQLite journal store on the standard library's sqlite3: every statement runs on the caller's thread.
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ async def _keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
 
 def _threaded(name: str) -> bool:
     """True for a statement that deletes a whole batch of rows (the purges): it runs in the driver's thread even
-    inside a transaction, so the event loop never waits for it."""
+    inside a transaction, so the caller is not held on the delete."""
     return "purge" in name
 
 
@@ -182,7 +183,7 @@ class _AsyncSQLiteUnit:
 
 
 class _AsyncHold:
-    """The context of `AsyncSQLiteStore.unit()` (a class: it runs for every message)."""
+    """The context of the store's `unit()` (a class: it runs for every message)."""
 
     __slots__ = ("_store", "_unit")
 
@@ -243,9 +244,9 @@ class AsyncSQLiteStore:
     async def _open(self) -> aiosqlite.Connection:
         if self._path is None:
             raise StoreError("the store has no path to open")
+        # sync: return connect(self._path)
         # A failed open (a missing folder, no permission) must leave no driver thread behind to outlive the
         # event loop: open in a worker thread first, then hand the open connection to the async driver.
-        # sync: return connect(self._path)
         connection = await asyncio.to_thread(connect, self._path)  # async-only
         self._driver = connection  # async-only
         return await aiosqlite.Connection(lambda: connection, 64)  # async-only
