@@ -45,8 +45,8 @@ docs: $(STAMP)
 
 # the suite's modules spread over workers (pytest-xdist; a module stays on one worker, its fixtures shared; the
 # heaviest modules go first, tests/conftest.py's HEAVY): most tests wait on servers, brokers and subprocesses, so three
-# workers on two cores finish sooner than two (994 s against 1,637 s for the whole suite under the same load) and
-# the timing tests held. WORKERS=0 runs in one process.
+# workers on two cores finish sooner than two (the whole suite: 994 s on three at a background load of about 5, 1,637 s
+# on two at about 10) and the timing tests held. WORKERS=0 runs in one process.
 WORKERS ?= 3
 
 test: $(STAMP) lint typecheck check-generated docs
