@@ -214,7 +214,7 @@ def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Comman
                 wait_for(lambda p=port: answers(f"http://127.0.0.1:{p}/", 200), timeout=60, what=f"{name} to serve")
             for name in ("chaos-running", "chaos-db-down", "chaos-twice"):
                 wait_for(lambda n=name: commands[n].said("published"), timeout=60, what=f"{name} to publish")
-            wait_for(lambda: commands["run-db-down"].said(" settled "), timeout=60, what="run-db-down to settle")
+            wait_for(lambda: commands["run-db-down"].said("event=settled "), timeout=60, what="run-db-down to settle")
             pg.stop()
             commands["console-waiting"] = _console(down, free_port())  # started during the outage: it waits
             for name in ("run-db-down", "relay-db-down", "relay-broker-down", "console-waiting"):
@@ -274,7 +274,7 @@ def test_sigterm_in_a_lease_finishes_the_invoice_in_hand(tmp_path: Path) -> None
     assert took < BOUND, f"exited {took:.1f} s after SIGTERM:\n{command.output()}"
     assert code == 0, command.output()
     assert sink.count == 1
-    stopped = [line for line in command.lines if " stopped " in f" {line} "]
+    stopped = [line for line in command.lines if "event=stopped " in f"{line} "]
     assert stopped, command.output()
     assert "processed=1 " in f"{stopped[-1]} ", command.output()
 
