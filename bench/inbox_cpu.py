@@ -189,6 +189,9 @@ def tasks_of_eight(url: str, schema: str, *, turns: int, chunk: int) -> None:
     pool = psycopg_pool.AsyncConnectionPool(url, min_size=8, max_size=8, open=False)
     loop.run_until_complete(pool.open(wait=True))
     inbox = AsyncInbox(url, consumer=CONSUMER, table=f"{schema}.inbox")
+    # The same with the pool's check (a round trip) on every checkout, as before CHECK_AFTER: set before the pool opens.
+    checked = AsyncInbox(url, consumer=CONSUMER, table=f"{schema}.inbox")
+    checked._store._check = psycopg_pool.AsyncConnectionPool.check_connection  # type: ignore[attr-defined]
 
     async def bare_one(messages: list[Message]) -> None:
         for m in messages:
@@ -200,9 +203,12 @@ def tasks_of_eight(url: str, schema: str, *, turns: int, chunk: int) -> None:
     async def handler(tx: Any, m: Message) -> None:
         await tx.connection.execute(business, (m.message_id, m.payload))
 
-    async def inbox_one(messages: list[Message]) -> None:
-        for m in messages:
-            await inbox.process(m, handler)
+    def through(target: AsyncInbox) -> Callable[[list[Message]], Any]:
+        async def one(messages: list[Message]) -> None:
+            for m in messages:
+                await target.process(m, handler)
+
+        return one
 
     def eight(one: Callable[[list[Message]], Any]) -> Variant:
         def run(messages: list[Message]) -> None:
@@ -219,13 +225,18 @@ def tasks_of_eight(url: str, schema: str, *, turns: int, chunk: int) -> None:
     try:
         interleave(
             "PostgreSQL, 8 tasks at once",
-            {"bare pool of 8": eight(bare_one), "AsyncInbox, defaults": eight(inbox_one)},
+            {
+                "bare pool of 8": eight(bare_one),
+                "AsyncInbox, defaults": eight(through(inbox)),
+                "AsyncInbox, check every checkout": eight(through(checked)),
+            },
             turns=turns,
             chunk=chunk * 8,
         )
     finally:
         loop.run_until_complete(pool.close())
         loop.run_until_complete(inbox.aclose())
+        loop.run_until_complete(checked.aclose())
         loop.close()
 
 

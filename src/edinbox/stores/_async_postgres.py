@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from time import monotonic
 from types import TracebackType
 from typing import Any
 
@@ -37,6 +39,10 @@ __all__ = ["AsyncPostgresStore"]
 
 _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
+
+CHECK_AFTER = 1.0
+"""Seconds after which a pooled connection given back in good order is checked (a round trip) before it is handed
+out again; one given back more recently goes out unchecked (under load, most checkouts)."""
 
 
 async def _journal_keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
@@ -247,6 +253,8 @@ class _AsyncHold:
                 await unit.rollback()  # never leave a transaction open behind
         finally:
             if self._pooled is not None:
+                if unit.connection.pgconn.transaction_status == TransactionStatus.IDLE:
+                    self._store._returned[unit.connection] = monotonic()
                 await self._pooled.putconn(unit.connection)
             elif self._via is not None:
                 self._via.release()
@@ -283,6 +291,8 @@ class AsyncPostgresStore:
         self._hot_unit: _AsyncPostgresUnit | None = None  # on the store's own connection, used when free
         self._hot_lock = asyncio.Lock()
         self._listener: psycopg.AsyncConnection[Any] | None = None  # LISTENs for the outbox's notifications
+        self._returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
+        """When each pooled connection was last given back in good order (see `_check`)."""
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         if self._url is None:
@@ -302,12 +312,22 @@ class AsyncPostgresStore:
                     name="edinbox",
                     kwargs={"autocommit": True},
                     # a connection broken by a server restart is replaced before it is handed out
-                    check=psycopg_pool.AsyncConnectionPool.check_connection,
+                    check=self._check,
                 )
                 with mapped_errors("open a connection pool"):
                     await pool.open()
                 self._pool = pool
             return self._pool
+
+    async def _check(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        """The pool's check before it hands `connection` out: a round trip, skipped when the connection was given
+        back in good order less than `CHECK_AFTER` seconds ago. A connection broken by a server restart is thus
+        replaced before use unless it worked a moment before; then the delivery that meets it fails with a
+        StoreError (transient: nothing charged) and the pool drops the connection."""
+        returned = self._returned.get(connection)
+        if returned is not None and monotonic() - returned < CHECK_AFTER and not connection.broken:
+            return
+        await psycopg_pool.AsyncConnectionPool.check_connection(connection)
 
     def unit(self) -> _AsyncHold:
         """Hold a connection for one operation: the caller's (serialised), the store's own, or a pooled one.

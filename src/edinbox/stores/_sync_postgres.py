@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from time import sleep
+from time import monotonic, sleep
 from types import TracebackType
 from typing import Any
 
@@ -36,6 +37,10 @@ __all__ = ["PostgresStore"]
 
 _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
+
+CHECK_AFTER = 1.0
+"""Seconds after which a pooled connection given back in good order is checked (a round trip) before it is handed
+out again; one given back more recently goes out unchecked (under load, most checkouts)."""
 
 
 def _journal_keys(unit: Unit, relation: Params) -> list[list[str]]:
@@ -243,6 +248,8 @@ class _Hold:
                 unit.rollback()  # never leave a transaction open behind
         finally:
             if self._pooled is not None:
+                if unit.connection.pgconn.transaction_status == TransactionStatus.IDLE:
+                    self._store._returned[unit.connection] = monotonic()
                 self._pooled.putconn(unit.connection)
             elif self._via is not None:
                 self._via.release()
@@ -279,6 +286,8 @@ class PostgresStore:
         self._hot_unit: _PostgresUnit | None = None  # on the store's own connection, used when free
         self._hot_lock = threading.Lock()
         self._listener: psycopg.Connection[Any] | None = None  # LISTENs for the outbox's notifications
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
+        """When each pooled connection was last given back in good order (see `_check`)."""
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._url is None:
@@ -298,12 +307,22 @@ class PostgresStore:
                     name="edinbox",
                     kwargs={"autocommit": True},
                     # a connection broken by a server restart is replaced before it is handed out
-                    check=psycopg_pool.ConnectionPool.check_connection,
+                    check=self._check,
                 )
                 with mapped_errors("open a connection pool"):
                     pool.open()
                 self._pool = pool
             return self._pool
+
+    def _check(self, connection: psycopg.Connection[Any]) -> None:
+        """The pool's check before it hands `connection` out: a round trip, skipped when the connection was given
+        back in good order less than `CHECK_AFTER` seconds ago. A connection broken by a server restart is thus
+        replaced before use unless it worked a moment before; then the delivery that meets it fails with a
+        StoreError (transient: nothing charged) and the pool drops the connection."""
+        returned = self._returned.get(connection)
+        if returned is not None and monotonic() - returned < CHECK_AFTER and not connection.broken:
+            return
+        psycopg_pool.ConnectionPool.check_connection(connection)
 
     def unit(self) -> _Hold:
         """Hold a connection for one operation: the caller's (serialised), the store's own, or a pooled one.
