@@ -165,10 +165,30 @@ def joined(url: str, schema: str, *, turns: int, chunk: int) -> None:
                 session_inbox.process(m, session_handler, session=session)
                 session.commit()
 
+    journal = text(
+        f"INSERT INTO {schema}.inbox AS t (consumer, source, message_id, fingerprint, status, attempts, received_at, "
+        "settled_at, trace) VALUES (:c, :s, :m, :f, 'processed', 1, now(), now(), NULL) ON CONFLICT DO NOTHING"
+    )
+
+    def session_by_hand(messages: list[Message]) -> None:
+        with Session(engine) as session:
+            for m in messages:
+                nested = session.begin_nested()
+                keys = {"c": CONSUMER, "s": m.source, "m": m.message_id, "f": m.fingerprint}
+                if session.execute(journal, keys).rowcount == 1:  # type: ignore[attr-defined]
+                    session_handler(Tx(session, "postgresql"), m)
+                    session.flush()
+                nested.commit()
+                session.commit()
+
     try:
         interleave(
             "PostgreSQL, joining the caller's transaction",
-            {"raw connection": raw_path, "SQLAlchemy session": session_path},
+            {
+                "raw connection": raw_path,
+                "SQLAlchemy session": session_path,
+                "the same through the session by hand": session_by_hand,
+            },
             turns=turns,
             chunk=chunk,
         )
