@@ -27,6 +27,7 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 
 from __future__ import annotations
 
+import copy
 import enum
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,7 +38,7 @@ from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
 from edinbox._async_journal import AsyncJournal
-from edinbox._async_session import JoinedInboxes, SessionStore, in_session
+from edinbox._async_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
 from edinbox._dead import dead_letter
 from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, StoreError
@@ -53,7 +54,7 @@ from edinbox._plan import (
 )
 from edinbox._records import Tx
 from edinbox._retry import failure_delay
-from edinbox.stores._async_base import AsyncUnit
+from edinbox.stores._async_base import AsyncStore, AsyncUnit
 
 __all__ = ["AsyncInbox"]
 
@@ -106,12 +107,14 @@ class AsyncInbox(AsyncJournal):
             dead_letters=self.dead_letters,
         )
 
-    async def _session_inbox(self, session: Any, *, savepoint: bool = False) -> AsyncInbox:
+    async def _session_inbox(self, session: Any) -> AsyncInbox:
         """An inbox with these settings on the driver's connection under `session`'s transaction (begun if none),
-        whose savepoints are the session's nested transactions (`JoinedInboxes.join`)."""
+        whose savepoints are the session's nested transactions."""
         if self._joined is None:
             self._joined = JoinedInboxes(self._join)
-        return cast(AsyncInbox, await self._joined.join(session, savepoint=savepoint))
+        joined: AsyncInbox = copy.copy(self._joined.get(await driver_connection(session)))
+        joined._store = cast(AsyncStore, SessionStore(joined._store, session))  # the store's own, its units wrapped
+        return joined
 
     async def process(
         self,
@@ -152,12 +155,8 @@ class AsyncInbox(AsyncJournal):
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
             if on_complete is not None:
                 handler = _then(handler, on_complete)
-            # PostgreSQL: the savepoint opened before the unit (whose begin sends nothing in a session's transaction)
-            joined = await self._session_inbox(session, savepoint=self.dialect == "postgresql")
-            try:
-                return await joined.process(message, in_session(session, handler))
-            finally:
-                await cast(SessionStore, joined._store).discard()
+            joined = await self._session_inbox(session)
+            return await joined.process(message, in_session(session, handler))
         if on_complete is not None and lease is None:
             handler = _then(handler, on_complete)
         if not _trace.tracing():  # checked once per delivery: `traced` tells the steps below

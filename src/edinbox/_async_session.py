@@ -10,7 +10,6 @@ handler's), before the savepoint is released.
 
 from __future__ import annotations
 
-import copy
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -20,7 +19,7 @@ from typing import Any, TypeVar
 from edinbox._errors import StoreError
 from edinbox._records import Tx
 
-__all__ = ["JoinedInboxes", "SessionStore", "driver_connection", "in_session", "savepoint_and_driver"]
+__all__ = ["JoinedInboxes", "SessionStore", "driver_connection", "in_session"]
 
 T = TypeVar("T")
 
@@ -34,15 +33,6 @@ async def driver_connection(session: Any) -> Any:
     connection = await session.connection()
     # sync: return connection.connection.driver_connection
     return connection.sync_connection.connection.driver_connection  # async-only
-
-
-async def savepoint_and_driver(session: Any) -> tuple[Any, Any]:
-    """Open the session's nested transaction (its SAVEPOINT sent now, inside the session's transaction, begun if
-    none) and return it with the driver's connection under it: one `session.connection()` for both."""
-    nested = await session.begin_nested()
-    connection = await session.connection()
-    # sync: return nested, connection.connection.driver_connection
-    return nested, connection.sync_connection.connection.driver_connection  # async-only
 
 
 def in_session(session: Any, handler: Callable[[Tx, T], Awaitable[object]]) -> Callable[[Tx, T], Awaitable[object]]:
@@ -81,19 +71,6 @@ class JoinedInboxes:
             self._inboxes.popitem(last=False)
         return inbox
 
-    async def join(self, session: Any, *, savepoint: bool) -> Any:
-        """A copy of the inbox on `session`'s driver connection, its store's units in the session's nested
-        transactions; with `savepoint`, the first of them opened now, with the same `session.connection()` that
-        finds the driver's connection (`SessionStore.discard` rolls it back if no unit takes it)."""
-        opened = None
-        if savepoint:
-            opened, connection = await savepoint_and_driver(session)
-        else:
-            connection = await driver_connection(session)
-        joined = copy.copy(self.get(connection))
-        joined._store = SessionStore(joined._store, session, opened)  # the store's own, its units wrapped
-        return joined
-
 
 class _SessionUnit:
     """A store's unit on the session's driver connection, whose savepoint is the session's nested transaction."""
@@ -101,21 +78,16 @@ class _SessionUnit:
     nested = True
     """Always in the session's transaction."""
 
-    def __init__(self, unit: Any, session: Any, owner: SessionStore) -> None:
+    def __init__(self, unit: Any, session: Any) -> None:
         self.connection = unit.connection
         self._unit = unit
         self._session = session
-        self._owner = owner
         self._nested: Any = None
 
     async def begin(self) -> None:
         """Open the session's nested transaction (its SAVEPOINT is sent when the session takes its connection),
-        inside a transaction the store made sure is open; the first takes the one opened with the store, if any."""
+        inside a transaction the store made sure is open."""
         await self._unit.begin()
-        opened, self._owner.opened = self._owner.opened, None
-        if opened is not None:
-            self._nested = opened
-            return
         self._nested = await self._session.begin_nested()
         await self._session.connection()
 
@@ -167,18 +139,10 @@ class _SessionUnit:
 class SessionStore:
     """A store whose units run in `session`'s transaction, each savepoint the session's nested transaction."""
 
-    def __init__(self, store: Any, session: Any, opened: Any = None) -> None:
-        """Wrap `store` (a store on the session's driver connection) for `session`; `opened`: the session's nested
-        transaction already open, for the first unit to begin with (`savepoint_and_driver`)."""
+    def __init__(self, store: Any, session: Any) -> None:
+        """Wrap `store` (a store on the session's driver connection) for `session`."""
         self._store = store
         self._session = session
-        self.opened = opened
-
-    async def discard(self) -> None:
-        """Roll back the nested transaction opened with the store if no unit took it (nothing ran in it)."""
-        opened, self.opened = self.opened, None
-        if opened is not None:
-            await opened.rollback()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -189,6 +153,6 @@ class SessionStore:
         async with self._store.unit() as unit:
             unit.managed = True
             try:
-                yield _SessionUnit(unit, self._session, self)
+                yield _SessionUnit(unit, self._session)
             finally:
                 unit.managed = False

@@ -28,6 +28,7 @@ How a delivery is settled (every decision comes from `edinbox._core`):
 
 from __future__ import annotations
 
+import copy
 import enum
 import random
 from collections.abc import Callable, Sequence
@@ -53,8 +54,8 @@ from edinbox._plan import (
 from edinbox._records import Tx
 from edinbox._retry import failure_delay
 from edinbox._sync_journal import Journal
-from edinbox._sync_session import JoinedInboxes, SessionStore, in_session
-from edinbox.stores._sync_base import Unit
+from edinbox._sync_session import JoinedInboxes, SessionStore, driver_connection, in_session
+from edinbox.stores._sync_base import Store, Unit
 
 __all__ = ["Inbox"]
 
@@ -107,12 +108,14 @@ class Inbox(Journal):
             dead_letters=self.dead_letters,
         )
 
-    def _session_inbox(self, session: Any, *, savepoint: bool = False) -> Inbox:
+    def _session_inbox(self, session: Any) -> Inbox:
         """An inbox with these settings on the driver's connection under `session`'s transaction (begun if none),
-        whose savepoints are the session's nested transactions (`JoinedInboxes.join`)."""
+        whose savepoints are the session's nested transactions."""
         if self._joined is None:
             self._joined = JoinedInboxes(self._join)
-        return cast(Inbox, self._joined.join(session, savepoint=savepoint))
+        joined: Inbox = copy.copy(self._joined.get(driver_connection(session)))
+        joined._store = cast(Store, SessionStore(joined._store, session))  # the store's own, its units wrapped
+        return joined
 
     def process(
         self,
@@ -153,12 +156,8 @@ class Inbox(Journal):
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
             if on_complete is not None:
                 handler = _then(handler, on_complete)
-            # PostgreSQL: the savepoint opened before the unit (whose begin sends nothing in a session's transaction)
-            joined = self._session_inbox(session, savepoint=self.dialect == "postgresql")
-            try:
-                return joined.process(message, in_session(session, handler))
-            finally:
-                cast(SessionStore, joined._store).discard()
+            joined = self._session_inbox(session)
+            return joined.process(message, in_session(session, handler))
         if on_complete is not None and lease is None:
             handler = _then(handler, on_complete)
         if not _trace.tracing():  # checked once per delivery: `traced` tells the steps below
