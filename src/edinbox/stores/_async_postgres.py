@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import select
 import weakref
 
 # sync: from time import sleep
@@ -53,6 +54,17 @@ async def _journal_keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
 async def _keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
     """The table's unique keys (none partial, none invalid), each as sorted column names."""
     return [list(row[0]) for row in await unit.fetch("table_keys", relation)]
+
+
+def _quiet(connection: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether nothing waits on the idle connection's socket (one poll, no round trip)."""
+    if connection.broken:
+        return False
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
 
 
 class _AsyncPostgresUnit:
@@ -321,11 +333,11 @@ class AsyncPostgresStore:
 
     async def _check(self, connection: psycopg.AsyncConnection[Any]) -> None:
         """The pool's check before it hands `connection` out: a round trip, skipped when the connection was given
-        back in good order less than `CHECK_AFTER` seconds ago. A connection broken by a server restart is thus
-        replaced before use unless it worked a moment before; then the delivery that meets it fails with a
-        StoreError (transient: nothing charged) and the pool drops the connection."""
+        back in good order less than `CHECK_AFTER` seconds ago and nothing waits on its socket (a server that ends
+        the session, as a restart does, sends its error and closes). A connection that broke unseen within that
+        time fails its delivery with a StoreError (transient: nothing charged) and the pool drops it."""
         returned = self._returned.get(connection)
-        if returned is not None and monotonic() - returned < CHECK_AFTER and not connection.broken:
+        if returned is not None and monotonic() - returned < CHECK_AFTER and _quiet(connection):
             return
         await psycopg_pool.AsyncConnectionPool.check_connection(connection)
 

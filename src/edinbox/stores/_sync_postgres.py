@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import select
 import threading
 import weakref
 from collections.abc import Sequence
@@ -51,6 +52,17 @@ def _journal_keys(unit: Unit, relation: Params) -> list[list[str]]:
 def _keys(unit: Unit, relation: Params) -> list[list[str]]:
     """The table's unique keys (none partial, none invalid), each as sorted column names."""
     return [list(row[0]) for row in unit.fetch("table_keys", relation)]
+
+
+def _quiet(connection: psycopg.Connection[Any]) -> bool:
+    """Whether nothing waits on the idle connection's socket (one poll, no round trip)."""
+    if connection.broken:
+        return False
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
 
 
 class _PostgresUnit:
@@ -316,11 +328,11 @@ class PostgresStore:
 
     def _check(self, connection: psycopg.Connection[Any]) -> None:
         """The pool's check before it hands `connection` out: a round trip, skipped when the connection was given
-        back in good order less than `CHECK_AFTER` seconds ago. A connection broken by a server restart is thus
-        replaced before use unless it worked a moment before; then the delivery that meets it fails with a
-        StoreError (transient: nothing charged) and the pool drops the connection."""
+        back in good order less than `CHECK_AFTER` seconds ago and nothing waits on its socket (a server that ends
+        the session, as a restart does, sends its error and closes). A connection that broke unseen within that
+        time fails its delivery with a StoreError (transient: nothing charged) and the pool drops it."""
         returned = self._returned.get(connection)
-        if returned is not None and monotonic() - returned < CHECK_AFTER and not connection.broken:
+        if returned is not None and monotonic() - returned < CHECK_AFTER and _quiet(connection):
             return
         psycopg_pool.ConnectionPool.check_connection(connection)
 
