@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import select
+import weakref
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from time import monotonic
 from types import TracebackType
 from typing import Any
 
@@ -40,6 +43,10 @@ __all__ = ["AsyncPostgresStore"]
 _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
+CHECK_AFTER = 1.0
+"""Seconds after which a pooled connection given back in good order is checked (a round trip) before it is handed
+out again; one given back more recently goes out unchecked (under load, most checkouts)."""
+
 
 async def _journal_keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
     """The table's unique keys of three columns (the journal's can only be one of them), each as sorted names."""
@@ -49,6 +56,17 @@ async def _journal_keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
 async def _keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
     """The table's unique keys (none partial, none invalid), each as sorted column names."""
     return [list(row[0]) for row in await unit.fetch("table_keys", relation)]
+
+
+def _quiet(connection: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether nothing waits on the idle connection's socket (one poll, no round trip)."""
+    if connection.broken:
+        return False
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
 
 
 class _AsyncPostgresUnit:
@@ -253,6 +271,8 @@ class _AsyncHold:
                 await unit.connection.close()
         finally:
             if self._pooled is not None:
+                if unit.connection.pgconn.transaction_status == TransactionStatus.IDLE:
+                    self._store._returned[unit.connection] = monotonic()
                 await self._pooled.putconn(unit.connection)
             elif self._via is not None:
                 self._via.release()
@@ -289,6 +309,8 @@ class AsyncPostgresStore:
         self._hot_unit: _AsyncPostgresUnit | None = None  # on the store's own connection, used when free
         self._hot_lock = asyncio.Lock()
         self._listener: psycopg.AsyncConnection[Any] | None = None  # LISTENs for the outbox's notifications
+        self._returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = weakref.WeakKeyDictionary()
+        """When each pooled connection was last given back in good order (see `_check`)."""
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         if self._url is None:
@@ -308,12 +330,22 @@ class AsyncPostgresStore:
                     name="edinbox",
                     kwargs={"autocommit": True},
                     # a connection broken by a server restart is replaced before it is handed out
-                    check=psycopg_pool.AsyncConnectionPool.check_connection,
+                    check=self._check,
                 )
                 with mapped_errors("open a connection pool"):
                     await pool.open()
                 self._pool = pool
             return self._pool
+
+    async def _check(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        """The pool's check before it hands `connection` out: a round trip, skipped when the connection was given
+        back in good order less than `CHECK_AFTER` seconds ago and nothing waits on its socket (a server that ends
+        the session, as a restart does, sends its error and closes). A connection that broke unseen within that
+        time fails its delivery with a StoreError (transient: nothing charged) and the pool drops it."""
+        returned = self._returned.get(connection)
+        if returned is not None and monotonic() - returned < CHECK_AFTER and _quiet(connection):
+            return
+        await psycopg_pool.AsyncConnectionPool.check_connection(connection)
 
     def unit(self) -> _AsyncHold:
         """Hold a connection for one operation: the caller's (serialised), the store's own, or a pooled one.

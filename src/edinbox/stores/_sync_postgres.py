@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import select
 import threading
+import weakref
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from time import sleep
+from time import monotonic, sleep
 from types import TracebackType
 from typing import Any
 
@@ -38,6 +40,10 @@ __all__ = ["PostgresStore"]
 _RECORDING = mapped_errors("record the message")
 _COMMITTING = mapped_errors("commit")
 
+CHECK_AFTER = 1.0
+"""Seconds after which a pooled connection given back in good order is checked (a round trip) before it is handed
+out again; one given back more recently goes out unchecked (under load, most checkouts)."""
+
 
 def _journal_keys(unit: Unit, relation: Params) -> list[list[str]]:
     """The table's unique keys of three columns (the journal's can only be one of them), each as sorted names."""
@@ -47,6 +53,17 @@ def _journal_keys(unit: Unit, relation: Params) -> list[list[str]]:
 def _keys(unit: Unit, relation: Params) -> list[list[str]]:
     """The table's unique keys (none partial, none invalid), each as sorted column names."""
     return [list(row[0]) for row in unit.fetch("table_keys", relation)]
+
+
+def _quiet(connection: psycopg.Connection[Any]) -> bool:
+    """Whether nothing waits on the idle connection's socket (one poll, no round trip)."""
+    if connection.broken:
+        return False
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
 
 
 class _PostgresUnit:
@@ -248,6 +265,8 @@ class _Hold:
                 unit.connection.close()
         finally:
             if self._pooled is not None:
+                if unit.connection.pgconn.transaction_status == TransactionStatus.IDLE:
+                    self._store._returned[unit.connection] = monotonic()
                 self._pooled.putconn(unit.connection)
             elif self._via is not None:
                 self._via.release()
@@ -284,6 +303,8 @@ class PostgresStore:
         self._hot_unit: _PostgresUnit | None = None  # on the store's own connection, used when free
         self._hot_lock = threading.Lock()
         self._listener: psycopg.Connection[Any] | None = None  # LISTENs for the outbox's notifications
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
+        """When each pooled connection was last given back in good order (see `_check`)."""
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._url is None:
@@ -303,12 +324,22 @@ class PostgresStore:
                     name="edinbox",
                     kwargs={"autocommit": True},
                     # a connection broken by a server restart is replaced before it is handed out
-                    check=psycopg_pool.ConnectionPool.check_connection,
+                    check=self._check,
                 )
                 with mapped_errors("open a connection pool"):
                     pool.open()
                 self._pool = pool
             return self._pool
+
+    def _check(self, connection: psycopg.Connection[Any]) -> None:
+        """The pool's check before it hands `connection` out: a round trip, skipped when the connection was given
+        back in good order less than `CHECK_AFTER` seconds ago and nothing waits on its socket (a server that ends
+        the session, as a restart does, sends its error and closes). A connection that broke unseen within that
+        time fails its delivery with a StoreError (transient: nothing charged) and the pool drops it."""
+        returned = self._returned.get(connection)
+        if returned is not None and monotonic() - returned < CHECK_AFTER and _quiet(connection):
+            return
+        psycopg_pool.ConnectionPool.check_connection(connection)
 
     def unit(self) -> _Hold:
         """Hold a connection for one operation: the caller's (serialised), the store's own, or a pooled one.
