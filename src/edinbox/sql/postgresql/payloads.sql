@@ -1,0 +1,66 @@
+-- The message store beside the journal (`edinbox._payloads`): a processed message's payload, kept by a consumer
+-- with `keep_payloads`, written in the transaction that settles it. `{payloads}` is `<journal>_payloads`, keyed as
+-- the journal is; `body` is zlib-compressed (a prefix when `truncated`; stored as is, not compressed again), `sha256`
+-- and `size` are the whole payload's, `text` its search text, indexed for full-text search (the `simple`
+-- configuration: every word as written, lower-cased, no stemming, no stop words).
+
+-- name: payloads_create
+CREATE TABLE IF NOT EXISTS {payloads} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    content_type TEXT NOT NULL,
+    truncated BOOLEAN NOT NULL,
+    body BYTEA NOT NULL,
+    text TEXT NOT NULL,
+    kept_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, source, message_id)
+)
+
+-- name: payloads_create_storage
+-- the body is compressed already: TOAST keeps it out of line as it is, without trying to compress it again
+ALTER TABLE {payloads} ALTER COLUMN body SET STORAGE EXTERNAL
+
+-- name: payloads_create_kept
+CREATE INDEX IF NOT EXISTS {payloads_kept_index} ON {payloads} (consumer, kept_at)
+
+-- name: payloads_create_text
+CREATE INDEX IF NOT EXISTS {payloads_text_index} ON {payloads} USING gin (to_tsvector('simple', text))
+
+-- name: payloads_keep
+-- a message processed again after a `forget` replaces what was kept of it
+INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, text)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(sha256)s, %(size)s, %(content_type)s,
+    %(truncated)s, %(body)s, %(text)s)
+ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.fingerprint,
+    sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
+    truncated = excluded.truncated, body = excluded.body, text = excluded.text, kept_at = excluded.kept_at
+
+-- name: payloads_get
+SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at
+FROM {payloads}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: payloads_search
+SELECT consumer, source, message_id, size, kept_at
+FROM {payloads}
+WHERE to_tsvector('simple', text) @@ phraseto_tsquery('simple', %(query)s) AND consumer = %(consumer)s
+ORDER BY kept_at DESC
+LIMIT %(limit)s
+
+-- name: payloads_purge_batch
+-- the kept payloads of this consumer older than the retention whose journal row is gone (purged, or forgotten)
+DELETE FROM {payloads}
+WHERE ctid IN (
+    SELECT p.ctid FROM {payloads} AS p
+    WHERE p.consumer = %(consumer)s AND p.kept_at < now() - %(older_than)s
+        AND NOT EXISTS (
+            SELECT 1 FROM {table} AS j
+            WHERE j.consumer = p.consumer AND j.source = p.source AND j.message_id = p.message_id
+        )
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+)
