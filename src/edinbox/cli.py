@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
+from edinbox import _cli_store
 from edinbox._commands import Commands, Number, db_options, hub_settings, load
 from edinbox._commands import echo as _echo
 from edinbox._commands import errors as _errors
@@ -757,6 +758,9 @@ def config_(*, mode: str, as_json: bool, **settings: Any) -> None:
         return
     _echo(load(settings).rows(), as_json=as_json, columns=["setting", "value", "origin"])
 
+
+main.add_command(_cli_store.search)
+main.add_command(_cli_store.export)
 
 if __name__ == "__main__":
     main()

@@ -254,3 +254,11 @@ WHERE consumer = %(consumer)s AND sender = %(sender)s AND receiver = %(receiver)
 -- name: hub_purge_as2_receipts
 -- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
 DELETE FROM {edinbox_hub_as2_receipts} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s
+
+-- name: hub_acknowledgment_bytes_of
+-- `edinbox export`: the bytes of each acknowledgment sent for one message, while the outbox keeps them
+SELECT a.outbox_key, o.payload
+FROM {edinbox_hub_acknowledgments} AS a
+JOIN {outbox} AS o ON o.key = a.outbox_key
+WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
+ORDER BY a.id

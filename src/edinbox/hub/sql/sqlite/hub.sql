@@ -237,3 +237,11 @@ WHERE consumer = :consumer AND sender = :sender AND receiver = :receiver AND mes
 -- past the retention a resend is new to the journal too: its receipt goes with the journal's rows
 DELETE FROM {edinbox_hub_as2_receipts}
 WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')
+
+-- name: hub_acknowledgment_bytes_of
+-- `edinbox export`: the bytes of each acknowledgment sent for one message, while the outbox keeps them
+SELECT a.outbox_key, o.payload
+FROM {edinbox_hub_acknowledgments} AS a
+JOIN {outbox} AS o ON o.key = a.outbox_key
+WHERE a.consumer = :consumer AND a.source = :source AND a.message_id = :message_id
+ORDER BY a.id
