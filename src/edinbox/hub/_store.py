@@ -123,7 +123,7 @@ def _interchanges(payload: bytes) -> list[edi.Interchange]:
 
 def _json(value: Any) -> bytes:
     """`value` as indented JSON with a final line break."""
-    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n").encode()
 
 
 def _write(out: Path, files: dict[str, bytes], sums: dict[str, str]) -> None:
