@@ -45,9 +45,17 @@ FROM {payloads}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: payloads_search
+-- The full-text index finds the rows first (MATERIALIZED: the planner would otherwise walk the consumer's kept_at
+-- index for the newest and compute each row's tsvector), then the newest are kept; a word in most payloads ("UNB")
+-- reads them all
+WITH hits AS MATERIALIZED (
+    SELECT consumer, source, message_id, size, kept_at
+    FROM {payloads}
+    WHERE to_tsvector('simple', text) @@ phraseto_tsquery('simple', %(query)s)
+)
 SELECT consumer, source, message_id, size, kept_at
-FROM {payloads}
-WHERE to_tsvector('simple', text) @@ phraseto_tsquery('simple', %(query)s) AND consumer = %(consumer)s
+FROM hits
+WHERE consumer = %(consumer)s
 ORDER BY kept_at DESC
 LIMIT %(limit)s
 

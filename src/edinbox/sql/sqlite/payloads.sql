@@ -59,10 +59,11 @@ FROM {payloads}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: payloads_search
--- `phrase` is the search's words in double quotes: an FTS5 phrase
+-- `phrase` is the search's words in double quotes: an FTS5 phrase. The full-text index finds the rows first (`+` keeps
+-- the planner from walking the consumer's kept_at index instead and matching row by row), then the newest are kept
 SELECT p.consumer, p.source, p.message_id, p.size, p.kept_at
-FROM {payloads_fts} AS f JOIN {payloads} AS p ON p.rowid = f.rowid
-WHERE {payloads_fts} MATCH :phrase AND p.consumer = :consumer
+FROM {payloads} AS p
+WHERE p.rowid IN (SELECT rowid FROM {payloads_fts} WHERE {payloads_fts} MATCH :phrase) AND +p.consumer = :consumer
 ORDER BY p.kept_at DESC
 LIMIT :limit
 
