@@ -3,9 +3,11 @@ inside them, and purged with their journal rows."""
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -125,3 +127,11 @@ def test_kept_body_is_compressed() -> None:
     row = keep_params("c", Message("1", "s", EDI * 20), cap=1 << 20)
     assert zlib.decompress(row["body"]) == EDI * 20
     assert len(row["body"]) < len(EDI * 20) / 4
+
+
+def test_the_documented_example_runs() -> None:
+    """The Python example of docs/message-store.md runs as written (its asserts hold)."""
+    doc = Path(__file__).resolve().parents[2] / "docs" / "message-store.md"
+    match = re.search(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.DOTALL)
+    assert match is not None
+    exec(compile(match.group(1), str(doc), "exec"), {})  # noqa: S102 - our own documentation
