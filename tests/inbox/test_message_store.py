@@ -68,9 +68,9 @@ def _age(inbox: Inbox, days: int) -> None:
 
 
 def test_payloads_are_kept_on_settle_cut_at_the_cap_and_found_by_a_value(store: tuple[str, str]) -> None:
-    """A processed message's payload is kept whole with its digest and content type (one or a batch), a longer one
-    only up to the cap and marked truncated, and a search by a PO number inside it finds it: words past the cap
-    are not searched."""
+    """A processed message's payload is kept whole with its digest and content type (alone, in a batch, or in lease
+    mode with its completion), a longer one only up to the cap and marked truncated, and a search by a PO number
+    inside it finds it: words past the cap are not searched."""
     with _inbox(store, keep_payloads=True, payload_cap=200) as inbox:
         order = Message("4711", "orders", EDI, headers={"Content-Type": "application/EDIFACT"})
         inbox.process(order, lambda tx, m: None)
@@ -96,6 +96,9 @@ def test_payloads_are_kept_on_settle_cut_at_the_cap_and_found_by_a_value(store: 
         assert [f.message_id for f in inbox.search("PO-77123")] == ["4711"]
         assert [f.message_id for f in inbox.search("0614141000005")] == ["4712"]
         assert inbox.search("LATE42") == []  # after the cap
+        leased = Message("4714", "orders", b"BGM+220+PO-88001+9'")
+        inbox.process(leased, lambda tx, m: None, lease=timedelta(minutes=1))  # kept with the completion
+        assert [f.message_id for f in inbox.search("PO-88001")] == ["4714"]
 
 
 def test_nothing_is_kept_when_keep_payloads_is_off(store: tuple[str, str]) -> None:
