@@ -24,7 +24,7 @@ __all__ = ["export", "search"]
 @_json
 def search(*, text: str, limit: int, as_json: bool, **settings: Any) -> None:
     """Find the kept interchanges holding TEXT: a PO number, an invoice number, a GLN, any value inside the
-    documents (its words, in that order, as whole words; letters and digits only, at most %d characters).
+    documents (every word of it of 3 or more letters or digits, as a whole word; at most %d characters).
 
     Only payloads kept by the message store (`keep_payloads`) are searched; `show KEY` shows one, `export KEY`
     writes its bundle.

@@ -2,7 +2,8 @@
 
 A consumer with `keep_payloads` keeps each processed message's bytes beside the journal (`<journal>_payloads`),
 written in the transaction that settles it: zlib-compressed, with the SHA-256 of the whole payload, its size, its
-content type, and a search text (the printable runs of the payload, letters and digits only, capped). Above
+content type, and a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD` or more, each
+once, in order of first appearance, capped; a search finds the payloads holding every word it gives). Above
 `payload_cap` bytes only the first `payload_cap` bytes are kept, with the digest and size of the whole, and
 `truncated` says so.
 """
@@ -36,13 +37,20 @@ PAYLOAD_CAP = 4 * 1024 * 1024
 """The default `payload_cap`: bytes of a payload kept; a longer one keeps this prefix, its digest and its size."""
 MAX_TEXT = 32 * 1024
 """Characters of a payload's search text: the values near its start are found, not those after this."""
+MAX_SCAN = 256 * 1024
+"""Bytes of a payload read for its search text."""
+MIN_WORD = 3
+"""The shortest word searched: shorter ones (qualifiers, `PO` of `PO-4711`) are in every payload or mean nothing
+alone (MariaDB's FULLTEXT skips them too, `innodb_ft_min_token_size`)."""
 MAX_QUERY = 200
 """Characters of a search."""
 COMPRESS_LEVEL = 6
 """zlib's level for a kept payload (its default: EDI text shrinks 4 to 10 times)."""
 
-_WORDS = re.compile(rb"[A-Za-z0-9]+")
 _QUERY = re.compile(r"[A-Za-z0-9]+")
+_ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_SPACES = bytes(byte if byte in _ALNUM else 0x20 for byte in range(256))
+"""Every byte but an ASCII letter or digit as a space (one `translate`, then `split`)."""
 
 
 def check_cap(cap: int) -> int:
@@ -53,21 +61,26 @@ def check_cap(cap: int) -> int:
 
 
 def search_text(payload: bytes) -> str:
-    """The words of `payload` as a search indexes them: its runs of ASCII letters and digits, one space between,
-    at most `MAX_TEXT` characters (an EDI segment `BGM+220+PO4711'` gives `BGM 220 PO4711`)."""
-    words = _WORDS.findall(payload[: MAX_TEXT * 2])
-    return b" ".join(words).decode("ascii")[:MAX_TEXT]
+    """The words of `payload` as a search indexes them: its runs of ASCII letters and digits of `MIN_WORD` or more,
+    each once, in order, one space between, at most `MAX_TEXT` characters (EDI segments `BGM+220+PO4711'DTM+137:
+    20261201:102'` give `BGM 220 PO4711 DTM 137 20261201 102`)."""
+    words = dict.fromkeys(w for w in payload[:MAX_SCAN].translate(_SPACES).split() if len(w) >= MIN_WORD)
+    text = b" ".join(words).decode("ascii")
+    return text if len(text) <= MAX_TEXT else text[: text.rfind(" ", 0, MAX_TEXT + 1)]
 
 
-def search_query(text: str) -> str:
-    """A search as its words, as `search_text` writes them ("PO-4711" looks for the phrase `PO 4711`);
-    ConfigurationError when it has none or is too long."""
+def search_query(text: str) -> list[str]:
+    """A search's words, as `search_text` keeps them ("PO-4711" looks for `4711`; "INV 501 ACME" for the payloads
+    holding all three); ConfigurationError when it has none or is too long."""
     if not isinstance(text, str) or len(text) > MAX_QUERY:
         raise ConfigurationError(f"a search is a text of at most {MAX_QUERY} characters")
-    words = _QUERY.findall(text)
+    words = list(dict.fromkeys(w for w in _QUERY.findall(text) if len(w) >= MIN_WORD))
     if not words:
-        raise ConfigurationError(f"nothing to search for in {text!r}: give letters or digits (a PO number, a GLN)")
-    return " ".join(words)
+        raise ConfigurationError(
+            f"nothing to search for in {text!r}: give a value of {MIN_WORD} or more letters or digits "
+            "(a PO number, an invoice number, a GLN)"
+        )
+    return words
 
 
 def _content_type(headers: Mapping[str, str] | None) -> str:

@@ -346,13 +346,19 @@ class Journal:
         return Kept.from_row(rows[0], self._store.timestamp) if rows else None
 
     def search(self, text: str, *, limit: int = 20) -> list[Found]:
-        """The kept payloads of this consumer holding `text` (a PO number, an invoice number, a GLN: its words, in
-        that order, as whole words), newest first, at most `limit`; ConfigurationError for a search without a word.
-        """
+        """The kept payloads of this consumer holding `text` (a PO number, an invoice number, a GLN: every word of it
+        of 3 or more letters or digits, as a whole word), newest first, at most `limit`; ConfigurationError for a
+        search without such a word."""
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
-        query = search_query(text)
-        params = {"consumer": self.consumer, "query": query, "phrase": f'"{query}"', "limit": limit}
+        words = search_query(text)
+        params = {
+            "consumer": self.consumer,
+            "words": " ".join(words),  # PostgreSQL: plainto_tsquery, every word
+            "terms": " ".join(f'"{w}"' for w in words),  # SQLite: FTS5, every term
+            "required": " ".join(f"+{w}" for w in words),  # MariaDB: boolean mode, every word required
+            "limit": limit,
+        }
         with self._store.unit() as unit:
             rows = unit.fetch("payloads_search", params)
         return [Found.from_row(row, self._store.timestamp) for row in rows]

@@ -37,10 +37,10 @@ FROM {payloads}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 
 -- name: payloads_search
--- `phrase` is the search's words in double quotes: a phrase in boolean mode
+-- `required` is the search's words, each with a `+`: boolean mode finds the rows holding every one
 SELECT consumer, source, message_id, size, kept_at
 FROM {payloads}
-WHERE MATCH (text) AGAINST (%(phrase)s IN BOOLEAN MODE) AND consumer = %(consumer)s
+WHERE MATCH (text) AGAINST (%(required)s IN BOOLEAN MODE) AND consumer = %(consumer)s
 ORDER BY kept_at DESC
 LIMIT %(limit)s
 

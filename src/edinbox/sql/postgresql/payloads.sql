@@ -51,7 +51,7 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 WITH hits AS MATERIALIZED (
     SELECT consumer, source, message_id, size, kept_at
     FROM {payloads}
-    WHERE to_tsvector('simple', text) @@ phraseto_tsquery('simple', %(query)s)
+    WHERE to_tsvector('simple', text) @@ plainto_tsquery('simple', %(words)s)
 )
 SELECT consumer, source, message_id, size, kept_at
 FROM hits

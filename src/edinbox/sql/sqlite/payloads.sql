@@ -59,11 +59,12 @@ FROM {payloads}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: payloads_search
--- `phrase` is the search's words in double quotes: an FTS5 phrase. The full-text index finds the rows first (`+` keeps
+-- `terms` is the search's words, each in double quotes: FTS5 finds the rows holding every one. The full-text index
+-- finds the rows first (`+` keeps
 -- the planner from walking the consumer's kept_at index instead and matching row by row), then the newest are kept
 SELECT p.consumer, p.source, p.message_id, p.size, p.kept_at
 FROM {payloads} AS p
-WHERE p.rowid IN (SELECT rowid FROM {payloads_fts} WHERE {payloads_fts} MATCH :phrase) AND +p.consumer = :consumer
+WHERE p.rowid IN (SELECT rowid FROM {payloads_fts} WHERE {payloads_fts} MATCH :terms) AND +p.consumer = :consumer
 ORDER BY p.kept_at DESC
 LIMIT :limit
 
