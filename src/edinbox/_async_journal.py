@@ -23,7 +23,7 @@ from edinbox._dead import check_destination
 from edinbox._errors import ConfigurationError
 from edinbox._message import Message, Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
-from edinbox._payloads import PAYLOAD_CAP, Found, Kept, check_cap, keep_params, search_query
+from edinbox._payloads import PAYLOAD_CAP, Hit, Kept, check_cap, keep_params, search_query
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox._retry import Retry
@@ -350,7 +350,7 @@ class AsyncJournal:
             rows = await unit.fetch("payloads_get", key)
         return Kept.from_row(rows[0], self._store.timestamp) if rows else None
 
-    async def search(self, text: str, *, limit: int = 20) -> list[Found]:
+    async def search(self, text: str, *, limit: int = 20) -> list[Hit]:
         """The kept payloads of this consumer holding `text` (a PO number, an invoice number, a GLN: every word of it
         of 3 or more letters or digits, as a whole word), newest first, at most `limit`; ConfigurationError for a
         search without such a word."""
@@ -366,7 +366,7 @@ class AsyncJournal:
         }
         async with self._store.unit() as unit:
             rows = await unit.fetch("payloads_search", params)
-        return [Found.from_row(row, self._store.timestamp) for row in rows]
+        return [Hit.from_row(row, self._store.timestamp) for row in rows]
 
     async def requeue(self, source: str, message_id: str) -> bool:
         """Make a dead or conflict row processable again by the next delivery; false when there was none.

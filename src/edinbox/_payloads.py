@@ -25,7 +25,7 @@ __all__ = [
     "MAX_QUERY",
     "MAX_TEXT",
     "PAYLOAD_CAP",
-    "Found",
+    "Hit",
     "Kept",
     "check_cap",
     "keep_params",
@@ -144,7 +144,7 @@ class Kept:
 
 
 @dataclass(frozen=True, slots=True)
-class Found:
+class Hit:
     """A search's hit: the key of a kept payload, its size and when it was kept."""
 
     consumer: str
@@ -154,7 +154,7 @@ class Found:
     kept_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...], timestamp: Any) -> Found:
+    def from_row(cls, row: tuple[Any, ...], timestamp: Any) -> Hit:
         """A `payloads_search` row."""
         consumer, source, message_id, size, kept_at = row
         return cls(_text(consumer), _text(source), _text(message_id), int(size), timestamp(kept_at))
