@@ -23,7 +23,7 @@ from edinbox._dead import check_destination
 from edinbox._errors import ConfigurationError
 from edinbox._message import Message, Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
-from edinbox._payloads import PAYLOAD_CAP, Hit, Kept, check_cap, keep_params, search_query
+from edinbox._payloads import PAYLOAD_CAP, Hit, Kept, check_cap, keep_columns, keep_params, search_query
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox._retry import Retry
@@ -338,7 +338,9 @@ class AsyncJournal:
     async def _keep(self, unit: AsyncUnit, messages: Sequence[Message]) -> None:
         """Keep the payloads of `messages`, processed in `unit`'s open transaction (the message store)."""
         rows = [keep_params(self.consumer, m, cap=self.payload_cap) for m in messages]
-        if len(rows) == 1:
+        if self.dialect == "postgresql":  # one statement over arrays, as the journal's batch insert
+            await unit.run("payloads_keep_batch", keep_columns(self.consumer, rows))
+        elif len(rows) == 1:
             await unit.run("payloads_keep", rows[0])
         else:
             await unit.run_many("payloads_keep", rows)

@@ -28,6 +28,7 @@ __all__ = [
     "Hit",
     "Kept",
     "check_cap",
+    "keep_columns",
     "keep_params",
     "search_query",
     "search_text",
@@ -107,6 +108,26 @@ def keep_params(consumer: str, message: Message, *, cap: int) -> dict[str, Any]:
         "body": zlib.compress(kept, COMPRESS_LEVEL),
         "text": search_text(kept),
     }
+
+
+_ARRAYS = {
+    "source": "sources",
+    "message_id": "message_ids",
+    "fingerprint": "fingerprints",
+    "sha256": "sha256s",
+    "size": "sizes",
+    "content_type": "content_types",
+    "truncated": "truncateds",
+    "body": "bodies",
+    "text": "texts",
+}
+"""Each column of a kept row, and the name of its array in `payloads_keep_batch`."""
+
+
+def keep_columns(consumer: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`keep_params` rows as parallel arrays (`sources`, `message_ids`, ...) for one set-based statement
+    (PostgreSQL's `payloads_keep_batch`)."""
+    return {"consumer": consumer, **{array: [row[name] for row in rows] for name, array in _ARRAYS.items()}}
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,17 @@ ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.
     sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
     truncated = excluded.truncated, body = excluded.body, text = excluded.text, kept_at = excluded.kept_at
 
+-- name: payloads_keep_batch
+-- payloads_keep for a batch in one statement: parallel arrays, sent in binary, as the journal's insert_batch
+INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, text)
+SELECT %(consumer)s, u.*
+FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[], %(sha256s)b::text[],
+    %(sizes)b::bigint[], %(content_types)b::text[], %(truncateds)b::boolean[], %(bodies)b::bytea[], %(texts)b::text[])
+    AS u
+ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.fingerprint,
+    sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
+    truncated = excluded.truncated, body = excluded.body, text = excluded.text, kept_at = excluded.kept_at
+
 -- name: payloads_get
 SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at
 FROM {payloads}
