@@ -18,7 +18,7 @@ The machine this runs on is shared: wall-clock rates of one mode move by 2x betw
 time per delivery is given too (on PostgreSQL the server's own work is not in it).
 
 Run: .venv/bin/python -m bench.message_store [--messages 2000] [--rounds 3] [--search-rows 200000] [--searches 20]
-     [--no-postgres] [--no-hub] [--no-search]
+     [--no-postgres] [--mariadb] [--no-hub] [--no-search]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ from edinbox.hub._ops import init
 from edinbox.sources.spool import publish
 
 POSTGRES = os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+MARIADB = os.environ.get("EDINBOX_TEST_MARIADB", "mysql://root@127.0.0.1:3306/test")
 
 
 def _config(root: Path, db: str, table: str, *, keep: bool) -> HubConfig:
@@ -79,6 +81,15 @@ async def kept_bytes(db: str, table: str) -> tuple[int, int]:
 
         async def read(tx: Any) -> tuple[int, int]:
             name = f"{table}_payloads"
+            if inbox.dialect == "mysql":
+                cursor = await tx.connection.cursor()
+                await cursor.execute(
+                    "SELECT (SELECT count(*) FROM " + name + "), (SELECT data_length + index_length FROM "
+                    "information_schema.tables WHERE table_schema = %s AND table_name = %s)",
+                    tuple(name.split(".")),
+                )
+                count, size = await cursor.fetchone()
+                return int(count), int(size)
             if inbox.dialect == "sqlite":
                 cursor = await tx.connection.execute(
                     "SELECT (SELECT count(*) FROM " + f'"{name}"' + "), "
@@ -93,7 +104,17 @@ async def kept_bytes(db: str, table: str) -> tuple[int, int]:
             count, size = await cursor.fetchone()
             return int(count), int(size)
 
-        return await inbox.read(read)
+        return await inbox.transaction(read)  # committed: MariaDB keeps no metadata lock behind
+
+
+async def _analyze(name: str, tx: Any) -> None:
+    """ANALYZE the table `name` (PostgreSQL or MariaDB) in `tx`."""
+    if tx.dialect == "postgresql":
+        await tx.connection.execute(f"ANALYZE {name}")
+        return
+    cursor = tx.connection.cursor()
+    await cursor.execute(f"ANALYZE TABLE {name}")
+    await cursor.fetchall()
 
 
 def _po(payload: bytes, number: int) -> bytes:
@@ -136,9 +157,19 @@ async def search_latency(inbox: AsyncInbox, rows: int, searches: int) -> tuple[l
     return times, (time.perf_counter() - started) * 1000, hits
 
 
-def _schema() -> tuple[str, Callable[[], None]]:
-    """A fresh PostgreSQL schema and its drop."""
+def _schema(dialect: str = "postgresql") -> tuple[str, Callable[[], None]]:
+    """A fresh PostgreSQL schema (or MariaDB database) and its drop."""
     schema = "bench_" + uuid.uuid4().hex[:10]
+    if dialect == "mysql":
+        import pymysql
+
+        def mariadb(statement: str) -> None:
+            connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+            with connection, connection.cursor() as cursor:
+                cursor.execute(statement)
+
+        mariadb(f"CREATE DATABASE `{schema}`")
+        return schema, lambda: mariadb(f"DROP DATABASE `{schema}`")
     with psycopg.connect(POSTGRES, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"'.encode())
 
@@ -202,14 +233,15 @@ async def measure_search(args: argparse.Namespace, name: str, root: Path, templa
     if name == "sqlite":
         db, table = f"sqlite:///{root / 'search.db'}", "inbox"
     else:
-        schema, drop = _schema()
-        db, table = POSTGRES, f"{schema}.inbox"
+        schema, drop = _schema(name)
+        db, table = POSTGRES if name == "postgresql" else MARIADB, f"{schema}.inbox"
     try:
         async with AsyncInbox(db, consumer="accounting", table=table, keep_payloads=True) as inbox:
             await inbox.create_schema()
             took = await fill(inbox, templates, args.search_rows)
-            if inbox.dialect == "postgresql":
-                await inbox.transaction(lambda tx: tx.connection.execute(f"ANALYZE {table}_payloads"))
+            if inbox.dialect != "sqlite":  # PostgreSQL: the planner's statistics; MariaDB: the table's size too
+                analyze = partial(_analyze, f"{table}_payloads")  # MariaDB's commits: outside a transaction
+                await (inbox.transaction(analyze) if inbox.dialect == "postgresql" else inbox.read(analyze))
             times, missing, hits = await search_latency(inbox, args.search_rows, args.searches)
         count, size = await kept_bytes(db, table)
     finally:
@@ -231,6 +263,7 @@ def main() -> int:
     parser.add_argument("--search-rows", type=int, default=200_000)
     parser.add_argument("--searches", type=int, default=20)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--mariadb", action="store_true", help="the search on MariaDB too (FULLTEXT)")
     parser.add_argument("--no-hub", action="store_true", help="the search only")
     parser.add_argument("--no-search", action="store_true", help="the hub only")
     args = parser.parse_args()
@@ -241,8 +274,9 @@ def main() -> int:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"Message store ({os.cpu_count()} CPUs, load average {load})")
     try:
-        for name in ("sqlite", "postgresql")[: 1 if args.no_postgres else 2]:
-            if not args.no_hub:
+        names = ["sqlite"] + ([] if args.no_postgres else ["postgresql"]) + (["mysql"] if args.mariadb else [])
+        for name in names:
+            if not args.no_hub and name != "mysql":
                 asyncio.run(measure_hub(args, name, root, files))
             if not args.no_search:
                 asyncio.run(measure_search(args, name, root, templates))
