@@ -63,7 +63,9 @@ def export(*, key: str, out: Path | None, as_json: bool, **settings: Any) -> Non
         raise click.ClickException(f"no journal row {key!r} for consumer {cfg.consumer!r}")
     target = out if out is not None else Path(f"export-{shown['message_id']}".replace("/", "_"))
     files = _run(_store.export(cfg, key, target, shown=shown))
+    folder = f"cd {target}"
+    if target.name.endswith((".tar", ".tar.gz", ".tgz")):
+        folder = f"mkdir bundle && tar xf {target} -C bundle && cd bundle"
     _echo(
-        {"bundle": str(target), "files": len(files), "check": f"cd {target} && sha256sum -c SHA256SUMS"},
-        as_json=as_json,
+        {"bundle": str(target), "files": len(files), "check": f"{folder} && sha256sum -c SHA256SUMS"}, as_json=as_json
     )
