@@ -17,6 +17,7 @@ from edinbox._errors import (
     TransientError,
 )
 from edinbox._message import Message, Outcome, Outgoing
+from edinbox._payloads import Hit, Kept
 from edinbox._records import Record, Stats, Tx
 from edinbox._retry import Retry
 from edinbox._sync_inbox import Inbox
@@ -28,8 +29,10 @@ __all__ = [
     "AsyncInbox",
     "ConfigurationError",
     "DataError",
+    "Hit",
     "Inbox",
     "InboxError",
+    "Kept",
     "LimitError",
     "Message",
     "NotSettledError",

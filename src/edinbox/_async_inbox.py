@@ -109,6 +109,8 @@ class AsyncInbox(AsyncJournal):
             horizon=self.horizon,
             retry=self.retry,
             dead_letters=self.dead_letters,
+            keep_payloads=self.keep_payloads,
+            payload_cap=self.payload_cap,
         )
 
     async def _session_inbox(self, session: Any) -> AsyncInbox:
@@ -163,6 +165,11 @@ class AsyncInbox(AsyncJournal):
             return await joined.process(message, in_session(session, handler))
         if on_complete is not None and lease is None:
             handler = _then(handler, on_complete)
+        if self.keep_payloads:  # kept in the transaction that settles the message
+            if lease is None:
+                handler = _then(handler, partial(_keep, self, message))
+            else:
+                on_complete = _then_complete(on_complete, partial(_keep, self, message))
         if not _trace.tracing():  # checked once per delivery: `traced` tells the steps below
             if lease is not None:
                 return await self._process_leased(message, handler, lease, at_most_once, on_complete, traced=False)
@@ -540,6 +547,8 @@ class AsyncInbox(AsyncJournal):
         if new:
             try:
                 await handler(tx, new)
+                if self.keep_payloads:
+                    await self._keep(unit, new)
             except BaseException as exc:
                 await unit.rollback()
                 if not isinstance(exc, Exception):
@@ -658,6 +667,24 @@ class AsyncInbox(AsyncJournal):
                 await self._dead_letter(unit, message, error, attempts=attempts)
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
+
+
+async def _keep(inbox: AsyncInbox, message: Message, tx: Tx) -> None:
+    """Keep `message`'s payload in the transaction of `tx`."""
+    await inbox._keep(tx.unit, [message])
+
+
+def _then_complete(
+    first: Callable[[Tx], Awaitable[object]] | None, after: Callable[[Tx], Awaitable[object]]
+) -> Callable[[Tx], Awaitable[object]]:
+    """`first(tx)` (when given), then `after(tx)`, in the transaction that commits a lease's completion."""
+
+    async def both(tx: Tx) -> None:
+        if first is not None:
+            await first(tx)
+        await after(tx)
+
+    return both
 
 
 def _then(handler: Handler, after: Callable[[Tx], Awaitable[object]]) -> Handler:

@@ -84,6 +84,8 @@ class Inbox(Journal):
             horizon=self.horizon,
             retry=self.retry,
             dead_letters=self.dead_letters,
+            keep_payloads=self.keep_payloads,
+            payload_cap=self.payload_cap,
         )
 
     def _session_inbox(self, session: Any) -> Inbox:
@@ -138,6 +140,11 @@ class Inbox(Journal):
             return joined.process(message, in_session(session, handler))
         if on_complete is not None and lease is None:
             handler = _then(handler, on_complete)
+        if self.keep_payloads:  # kept in the transaction that settles the message
+            if lease is None:
+                handler = _then(handler, partial(_keep, self, message))
+            else:
+                on_complete = _then_complete(on_complete, partial(_keep, self, message))
         if not _trace.tracing():  # checked once per delivery: `traced` tells the steps below
             if lease is not None:
                 return self._process_leased(message, handler, lease, at_most_once, on_complete, traced=False)
@@ -511,6 +518,8 @@ class Inbox(Journal):
         if new:
             try:
                 handler(tx, new)
+                if self.keep_payloads:
+                    self._keep(unit, new)
             except BaseException as exc:
                 unit.rollback()
                 if not isinstance(exc, Exception):
@@ -625,6 +634,22 @@ class Inbox(Journal):
                 self._dead_letter(unit, message, error, attempts=attempts)
             return Outcome.DEAD
         return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
+
+
+def _keep(inbox: Inbox, message: Message, tx: Tx) -> None:
+    """Keep `message`'s payload in the transaction of `tx`."""
+    inbox._keep(tx.unit, [message])
+
+
+def _then_complete(first: Callable[[Tx], object] | None, after: Callable[[Tx], object]) -> Callable[[Tx], object]:
+    """`first(tx)` (when given), then `after(tx)`, in the transaction that commits a lease's completion."""
+
+    def both(tx: Tx) -> None:
+        if first is not None:
+            first(tx)
+        after(tx)
+
+    return both
 
 
 def _then(handler: Handler, after: Callable[[Tx], object]) -> Handler:

@@ -18,8 +18,9 @@ from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._dead import check_destination
 from edinbox._errors import ConfigurationError
-from edinbox._message import Outgoing
+from edinbox._message import Message, Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
+from edinbox._payloads import PAYLOAD_CAP, Hit, Kept, check_cap, keep_columns, keep_params, search_query
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox._retry import Retry
@@ -57,12 +58,16 @@ class Journal:
         applications: Sequence[Application] = (),
         retry: Retry | None = None,
         dead_letters: str | None = None,
+        keep_payloads: bool = False,
+        payload_cap: int = PAYLOAD_CAP,
     ) -> None:
         """Check the configuration; nothing connects until the first call. `applications` add their own named
         statements to the store (`edinbox.Application`: an application's tables beside the journal). `retry` (default
         `Retry()`) says how long a message waits after each failed attempt before the next delivery may run it
         again. `dead_letters` (a broker destination URL) also publishes each message parked DEAD there, through the
-        outbox, in the transaction that parks it (see `edinbox._dead`)."""
+        outbox, in the transaction that parks it (see `edinbox._dead`). `keep_payloads` keeps each processed
+        message's payload beside the journal, in the transaction that settles it (the message store: `payload()`,
+        `search()`; see `edinbox._payloads`), its first `payload_cap` bytes when it is longer."""
         check_settings(consumer, max_attempts=max_attempts, horizon=horizon)
         if retry is not None and not isinstance(retry, Retry):
             raise ConfigurationError(f"retry must be an edinbox.Retry, got {type(retry).__name__}")
@@ -72,6 +77,8 @@ class Journal:
         if dead_letters is not None:
             check_destination(dead_letters)
         self.dead_letters = dead_letters
+        self.keep_payloads = bool(keep_payloads)
+        self.payload_cap = check_cap(payload_cap)
         self.horizon = horizon
         self._table = table
         self._store = open_store(target, table=table, pool_size=pool_size, applications=tuple(applications))
@@ -177,7 +184,7 @@ class Journal:
 
     def purge(self, older_than: timedelta, *, batch_size: int = 1000, max_rate: float | None = None) -> int:
         """Delete processed rows settled more than `older_than` ago, `batch_size` rows per transaction, then the
-        outbox's rows sent that long ago.
+        payloads kept that long ago whose journal row is gone, then the outbox's rows sent that long ago.
 
         Refuses (ConfigurationError) when `older_than` is shorter than the redelivery horizon. Failed, dead,
         leased and conflict rows are never purged. On PostgreSQL and MariaDB one purger runs at a time, across
@@ -190,14 +197,16 @@ class Journal:
             raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
         pace = Pace(max_rate)
         deleted = self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size, pace=pace)
-        params = {"older_than": older_than, "batch_size": batch_size}
-        while True:
-            sleep(pace.delay())
-            sent = self._write("outbox_purge_batch", params)
-            pace.count(sent)
-            deleted += sent
-            if sent < batch_size:
-                return deleted
+        params = {"consumer": self.consumer, "older_than": older_than, "batch_size": batch_size}
+        for name in ("payloads_purge_batch", "outbox_purge_batch"):
+            while True:
+                sleep(pace.delay())
+                gone = self._write(name, params)
+                pace.count(gone)
+                deleted += gone
+                if gone < batch_size:
+                    break
+        return deleted
 
     def relay(self, send: Send, *, limit: int = 100, destinations: Sequence[str] = ()) -> SendResult:
         """One relay pass: claim up to `limit` committed, unsent outbox rows, send them, mark them sent.
@@ -323,6 +332,41 @@ class Journal:
         with self._store.unit() as unit:
             rows = unit.fetch("records", {"consumer": self.consumer, "status": wanted, "limit": limit})
         return [Record.from_row(row, self._store.timestamp) for row in rows]
+
+    def _keep(self, unit: Unit, messages: Sequence[Message]) -> None:
+        """Keep the payloads of `messages`, processed in `unit`'s open transaction (the message store)."""
+        rows = [keep_params(self.consumer, m, cap=self.payload_cap) for m in messages]
+        if self.dialect == "postgresql":  # one statement over arrays, as the journal's batch insert
+            unit.run("payloads_keep_batch", keep_columns(self.consumer, rows))
+        elif len(rows) == 1:
+            unit.run("payloads_keep", rows[0])
+        else:
+            unit.run_many("payloads_keep", rows)
+
+    def payload(self, source: str, message_id: str) -> Kept | None:
+        """The payload kept of one message of this consumer (`keep_payloads`), or None."""
+        key = {"consumer": self.consumer, "source": source, "message_id": message_id}
+        with self._store.unit() as unit:
+            rows = unit.fetch("payloads_get", key)
+        return Kept.from_row(rows[0], self._store.timestamp) if rows else None
+
+    def search(self, text: str, *, limit: int = 20) -> list[Hit]:
+        """The kept payloads of this consumer holding `text` (a PO number, an invoice number, a GLN: every word of it
+        of 3 or more letters or digits, as a whole word), newest first, at most `limit`; ConfigurationError for a
+        search without such a word."""
+        if not isinstance(limit, int) or limit < 1:
+            raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
+        words = search_query(text)
+        params = {
+            "consumer": self.consumer,
+            "words": " ".join(words),  # PostgreSQL: plainto_tsquery, every word
+            "terms": " ".join(f'"{w}"' for w in words),  # SQLite: FTS5, every term
+            "required": " ".join(f"+{w}" for w in words),  # MariaDB: boolean mode, every word required
+            "limit": limit,
+        }
+        with self._store.unit() as unit:
+            rows = unit.fetch("payloads_search", params)
+        return [Hit.from_row(row, self._store.timestamp) for row in rows]
 
     def requeue(self, source: str, message_id: str) -> bool:
         """Make a dead or conflict row processable again by the next delivery; false when there was none.

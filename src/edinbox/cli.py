@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
+from edinbox import _cli_store
 from edinbox._cli_ledger import ledger
 from edinbox._commands import Commands, Number, db_options, hub_settings, load
 from edinbox._commands import echo as _echo
@@ -754,6 +755,8 @@ def config_(*, mode: str, as_json: bool, **settings: Any) -> None:
 
 
 main.add_command(ledger)
+main.add_command(_cli_store.search)
+main.add_command(_cli_store.export)
 
 if __name__ == "__main__":
     main()

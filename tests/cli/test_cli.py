@@ -477,7 +477,7 @@ def test_purge_deletes_old_rows_and_the_invoice_key_still_guards(hub: dict[str, 
     db = ("--db", hub["db"])
     purged = cli("purge", *db, "--older-than", "0s", "--horizon", "0s")
     assert purged.exit_code == 0, purged.output
-    assert "purged 1 rows" in purged.output  # the conflict row is kept for operators
+    assert "purged 2 rows" in purged.output  # the processed row and its kept payload; the conflict row is kept
     assert stats_json(*db)["journal_rows"] == 1
     asyncio.run(publish(f"dir://{hub['spool']}", [("late", _doc("000000001", "A-1"))]))
     out = edinbox("run", *db, "--source", f"dir://{hub['spool']}", "--once", "--idle-timeout", "0.2")

@@ -35,7 +35,12 @@ def test_message_carries_key_payload_and_fingerprint() -> None:
     assert message.source == "X12:ZZ:ACME>ZZ:HUB"
     assert message.payload == fixtures.X12_810 + b"\r\n"  # the span takes the line end after the trailer
     assert message.fingerprint == ic.fingerprint()
-    assert message.headers == {"edi-standard": "X12", "edi-message-types": "810", "edi-test": "0"}
+    assert message.headers == {
+        "content-type": "application/EDI-X12",
+        "edi-standard": "X12",
+        "edi-message-types": "810",
+        "edi-test": "0",
+    }
 
 
 def test_source_marks_test_interchanges_and_escapes_ids() -> None:

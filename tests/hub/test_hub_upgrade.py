@@ -147,8 +147,8 @@ def test_migrate_renames_the_hubs_tables_with_their_rows(old_hub: tuple[list[str
         assert found == [(1,)], new
     control = f"{f'{quote(schema)}.' if schema else ''}{quote('edinbox_hub_control_numbers')}"
     assert run(f"SELECT partner, n FROM {control}", ()) == [("ZZ:ACME", 41)]
-    tables = _tables(run, dialect, schema)
-    assert tables == {"inbox", "inbox_version", "inbox_outbox", "edinbox_applications", *TABLES}
+    tables = {t for t in _tables(run, dialect, schema) if not t.startswith("inbox_payloads_fts")}  # SQLite's FTS5
+    assert tables == {"inbox", "inbox_version", "inbox_outbox", "inbox_payloads", "edinbox_applications", *TABLES}
     versions = f"{f'{quote(schema)}.' if schema else ''}{quote('edinbox_applications')}"
     assert run(f"SELECT name, version FROM {versions}", ()) == [("hub", HUB.version)]
     assert _layout(db, run, dialect) == _layout(_fresh(db, dialect), run, dialect)

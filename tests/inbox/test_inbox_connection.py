@@ -213,7 +213,7 @@ def test_one_purger_at_a_time_on_postgresql(pg: tuple[str, str]) -> None:
 
 def test_purge_deletes_in_bounded_batches(tmp_path: Path) -> None:
     """purge(batch_size=10) over 25 settled rows runs three DELETE transactions of at most 10 rows each (and one
-    more for the outbox, which has no sent rows)."""
+    more each for the kept payloads and the outbox, which have no rows to delete)."""
     connection = sqlite3.connect(tmp_path / "app.db", isolation_level=None)
     statements: list[str] = []
     inbox = Inbox(connection, consumer="c", table="inbox", horizon=timedelta(0))
@@ -223,9 +223,10 @@ def test_purge_deletes_in_bounded_batches(tmp_path: Path) -> None:
     connection.set_trace_callback(statements.append)
     assert inbox.purge(timedelta(0), batch_size=10) == 25
     connection.set_trace_callback(None)
-    deletes = [s.split()[2] for s in statements if s.lstrip().startswith("DELETE")]
-    assert deletes == ['"inbox"'] * 3 + ['"inbox_outbox"']
-    assert [s.split()[0] for s in statements].count("COMMIT") == 4
+    bodies = ["\n".join(line for line in s.splitlines() if not line.startswith("--")) for s in statements]
+    deletes = [s.split()[2] for s in bodies if s.lstrip().startswith("DELETE")]
+    assert deletes == ['"inbox"'] * 3 + ['"inbox_payloads"', '"inbox_outbox"']
+    assert [s.split()[0] for s in bodies if s.strip()].count("COMMIT") == 5
     connection.close()
 
 

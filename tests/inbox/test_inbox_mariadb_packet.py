@@ -75,7 +75,7 @@ async def journal(request: pytest.FixtureRequest) -> AsyncIterator[Journal]:
     await made.call("create_schema")
     yield made
     await made.call("aclose" if made.use_async else "close")
-    names = ", ".join(f"test.{made.table}{suffix}" for suffix in ("", "_version", "_outbox"))
+    names = ", ".join(f"test.{made.table}{suffix}" for suffix in ("", "_version", "_outbox", "_payloads"))
     mariadb_admin(f"DROP TABLE IF EXISTS {names}")
 
 

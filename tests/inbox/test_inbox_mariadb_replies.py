@@ -131,7 +131,7 @@ def test_the_stores_own_connection_reads_replies_the_short_way(unique_name: str)
             assert inbox.process(Message("1", "s"), handler) is Outcome.PROCESSED
             assert inbox.process(Message("1", "s"), handler) is Outcome.DUPLICATE
     finally:
-        suffixes = ("", "_version", "_outbox", "_business")
+        suffixes = ("", "_version", "_outbox", "_payloads", "_business")
         admin.query(f"DROP TABLE IF EXISTS {', '.join(unique_name + suffix for suffix in suffixes)}")
         admin.close()
     assert [type(result) for result in results] == [OkResult, OkResult]

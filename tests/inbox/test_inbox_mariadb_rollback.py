@@ -70,7 +70,11 @@ class Tables:
 
     def drop(self) -> None:
         """Drop the tables."""
-        run(self.url, f"DROP TABLE IF EXISTS {self.journal}, {self.journal}_version, {self.journal}_outbox")
+        run(
+            self.url,
+            f"DROP TABLE IF EXISTS {self.journal}, {self.journal}_version, {self.journal}_outbox, "
+            f"{self.journal}_payloads",
+        )
         run(self.url, f"DROP TABLE IF EXISTS {self.business}, {self.rows}")
 
     def effects(self) -> list[str]:

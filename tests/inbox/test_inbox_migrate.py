@@ -229,9 +229,11 @@ def test_a_version_1_journal_is_refused_until_migrated_then_keeps_its_rows(journ
         assert inbox.process(Message("n", SOURCE, b"new"), _publish) is Outcome.PROCESSED
         assert inbox.outbox_stats().backlog == 1
         # versions 4 and 5 changed the hub's tables until the hub kept its own chain: the catalogue of the migrated
-        # journal lists the journal, its version table and its outbox, and nothing else
+        # journal lists the journal, its version table, its outbox and its kept payloads (version 11; on SQLite with
+        # the FTS5 tables of their search index), and nothing else
         name = journal.table.rpartition(".")[2]
-        assert journal.tables() == {name, f"{name}_version", f"{name}_outbox"}
+        tables = {t for t in journal.tables() if not t.startswith(f"{name}_payloads_fts")}
+        assert tables == {name, f"{name}_version", f"{name}_outbox", f"{name}_payloads"}
 
 
 def test_unique_keys_name_only_the_key_columns(journal: Journal) -> None:
@@ -392,7 +394,7 @@ def test_version_10_alone_adds_the_trace_column(journal: Journal) -> None:
         before = _rows(journal)
         with pytest.raises(SchemaError, match="run `edinbox migrate`"):
             inbox.verify()
-        assert inbox.migrate() == [10]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 10]
         inbox.verify()
         assert _rows(journal) == before
         assert {r.trace for r in inbox.records(limit=100)} == {None}
@@ -400,7 +402,26 @@ def test_version_10_alone_adds_the_trace_column(journal: Journal) -> None:
         assert _record(inbox, "t").trace is None
         if journal.dialect != "sqlite":
             journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 9", ())
-            assert inbox.migrate() == [10]  # the column already there: holds
+            assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 10]  # the column already there: holds
+
+
+def test_version_11_alone_adds_the_kept_payloads(journal: Journal) -> None:
+    """A journal at version 10 (no kept payloads' table) is taken to version 11 by that step alone, rows kept; a
+    consumer with keep_payloads then keeps and finds a payload; the step holds when it runs again."""
+    with Inbox(journal.target, consumer="accounting", table=journal.table, keep_payloads=True) as inbox:
+        inbox.migrate()
+        journal.admin(f"DROP TABLE {journal.quote(f'{journal.table}_payloads')}", ())
+        if journal.dialect == "sqlite":
+            journal.admin(f"DROP TABLE {journal.quote(f'{journal.table}_payloads_fts')}", ())
+        journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 10", ())
+        before = _rows(journal)
+        assert inbox.migrate() == [11]
+        inbox.verify()
+        assert _rows(journal) == before
+        assert inbox.process(Message("k", SOURCE, b"BGM+220+PO-4711'"), _nothing) is Outcome.PROCESSED
+        assert [f.message_id for f in inbox.search("PO-4711")] == ["k"]
+        journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 10", ())
+        assert inbox.migrate() == [11]  # the table already there: holds
 
 
 def _record(inbox: Inbox, message_id: str) -> Any:

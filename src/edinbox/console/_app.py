@@ -25,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from edinbox import edi
 from edinbox._errors import ConfigurationError, InboxError, SourceError, StoreError, TransientError
+from edinbox._payloads import MAX_QUERY
 from edinbox.console import _data
 from edinbox.console._chart import COLORS, stacked
 from edinbox.console._guard import Access, guard
@@ -96,7 +97,10 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
             query = _query(request)
         except BadQuery as exc:
             return refuse(request, 400, str(exc))
-        rows, more = await _data.search(request.app.state.inbox, query)
+        try:
+            rows, more = await _data.search(request.app.state.inbox, query)
+        except ConfigurationError as exc:  # a text with nothing to search for
+            return refuse(request, 400, str(exc))
         context: dict[str, Any] = {
             "query": query,
             "rows": rows,
@@ -121,7 +125,10 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
         done = request.query_params.get("done", "")
         if data["status"] == "rejected":
             return page(request, "rejected.html", key=key, row=data, done=done, actions=_data.REJECTED_ACTIONS)
-        record = await request.app.state.inbox.get(*_ops.split_key(key))  # the payloads as bytes
+        inbox = request.app.state.inbox
+        record = await inbox.get(*_ops.split_key(key))  # the payloads as bytes
+        kept = await inbox.payload(*_ops.split_key(key))  # the message store's copy (keep_payloads)
+        payload = kept.payload if kept is not None else record.payload if record else None
         return page(
             request,
             "message.html",
@@ -129,7 +136,8 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
             row=data,
             partner=edi.partner(data.get("source", "")),
             trace=_data.trace_ids(data.get("trace")),
-            segments=_data.segments(record.payload if record else None),
+            segments=_data.segments(payload),
+            kept=kept,
             conflict_segments=_data.segments(record.conflict_payload if record else None),
             done=done,
             actions=_data.ACTIONS,
@@ -244,6 +252,7 @@ def _query(request: Request) -> _data.Query:
         partner=args.get("partner", "")[:200],
         control=args.get("control", "")[:200],
         invoice=args.get("invoice", "")[:200],
+        text=args.get("text", "")[:MAX_QUERY],
         status=status if status in _data.STATUSES else "",
         since=_day(args, "since"),
         until=until + timedelta(days=1) if until else None,  # the until day is included

@@ -43,6 +43,8 @@ __all__ = [
 
 PAGE = 50
 """Rows per page of search results."""
+TEXT_HITS = 500
+"""The most kept payloads a search by a value inside the documents finds (the newest)."""
 
 STATUSES = ("processed", "in_progress", "failed", "requeued", "dead", "conflict")
 
@@ -71,6 +73,8 @@ class Query:
     partner: str = ""
     control: str = ""
     invoice: str = ""
+    text: str = ""
+    """Any value inside the documents (a PO number, a GLN): found among the kept payloads (`AsyncInbox.search`)."""
     status: str = ""
     since: datetime | None = None
     until: datetime | None = None
@@ -141,6 +145,11 @@ async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
             return [], False
         lookup = {"consumer": inbox.consumer, "invoice": invoice}
         keys = {(r[0], r[1]) for r in await inbox.read(lambda tx: tx.unit.fetch("console_invoice_keys", lookup))}
+        if not keys:
+            return [], False
+    if text := query.text.strip():  # the kept payloads holding it, as keys, as an invoice number gives them
+        holding = {(f.source, f.message_id) for f in await inbox.search(text, limit=TEXT_HITS)}
+        keys = holding if keys is None else keys & holding
         if not keys:
             return [], False
     params = {

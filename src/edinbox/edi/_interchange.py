@@ -10,14 +10,17 @@ from typing import TYPE_CHECKING
 from edinbox._message import Message
 from edinbox.edi._errors import NotKeyableError
 from edinbox.edi._examine import Examined, examine
-from edinbox.edi._key import fingerprint, source
+from edinbox.edi._key import canonical, fingerprint, source
 from edinbox.edi._model import Disagreement, EdiMessage, Group, Party, Segment, Separators
 from edinbox.edi._tokens import Body
 
 if TYPE_CHECKING:
     from edinbox.edi._invoice import Invoice
 
-__all__ = ["Interchange"]
+__all__ = ["CONTENT_TYPES", "Interchange"]
+
+CONTENT_TYPES = {"EDIFACT": "application/EDIFACT", "X12": "application/EDI-X12"}
+"""The MIME type of an interchange of each standard (RFC 1767), as its Message's `content-type` header."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,11 @@ class Interchange:
         """SHA-256 of the normalised segments: equal for re-renderings, different when a value changes."""
         return fingerprint(self._body, self.standard)
 
+    def canonical(self) -> bytes:
+        """The bytes whose SHA-256 is `fingerprint()` (its normalised segments after a marker): what an auditor
+        hashes to check a journal's fingerprint without edinbox."""
+        return canonical(self._body, self.standard)
+
     def message(self) -> Message:
         """The inbox Message of this interchange; raises NotKeyableError when it is incomplete."""
         if not self.keyable:
@@ -133,6 +141,7 @@ class Interchange:
                 segment_index=0,
             )
         headers = {
+            "content-type": CONTENT_TYPES.get(self.standard, "application/octet-stream"),
             "edi-standard": self.standard,
             "edi-message-types": ",".join(self.message_types),
             "edi-test": "1" if self.test else "0",

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from urllib.parse import quote
 
 from edinbox.edi._model import Party
 from edinbox.edi._tokens import Body
 
-__all__ = ["fingerprint", "partner", "source"]
+__all__ = ["canonical", "fingerprint", "partner", "source"]
 
 _PLAIN = re.compile("[A-Za-z0-9._-]*")
 _SAFE = "!#$&'()*+,-./<=?@[]^_`{|}~"
@@ -82,13 +83,30 @@ def fingerprint(body: Body, standard: str) -> str:
     cached = body.memo.get("fingerprint")
     if cached is not None:
         return cached
+    digest = hashlib.sha256()
+    _canonical(body, standard, digest.update)
+    hexdigest = digest.hexdigest()
+    body.memo["fingerprint"] = hexdigest
+    return hexdigest
+
+
+def canonical(body: Body, standard: str) -> bytes:
+    """The bytes whose SHA-256 is the interchange's fingerprint: a marker, then its normalised segments (see the
+    module docstring), so that `sha256sum` over them checks a fingerprint without edinbox."""
+    chunks: list[bytes] = []
+    _canonical(body, standard, chunks.append)
+    return b"".join(chunks)
+
+
+def _canonical(body: Body, standard: str, write: Callable[[bytes], object]) -> None:
+    """Write the fingerprint's input to `write`, `_CHUNK` segments at a time."""
     table: dict[int, str] = {ord(body.element): "\x1d", ord(body.component): "\x1f"}
     if body.repetition is not None and len(body.repetition) == 1:
         table[ord(body.repetition)] = "\x1e"
     if body.table is not None:
         table.update(body.table)
     segs = body.segs
-    digest = hashlib.sha256(b"edinbox-edi-1\x1c")
+    write(b"edinbox-edi-1\x1c")
     first = 0
     if standard == "X12" and segs:
         isa = [p.rstrip(_PADDING) for p in segs[0].split(body.element)]
@@ -96,16 +114,13 @@ def fingerprint(body: Body, standard: str) -> str:
             del isa[16]  # ISA16 is the component separator itself
             if body.repetition is not None:
                 isa[11] = "REP"  # ISA11 is the repetition separator from 00402 on
-        digest.update(_normalised("\x1d".join(isa), standard).encode("latin-1", "replace"))
+        write(_normalised("\x1d".join(isa), standard).encode("latin-1", "replace"))
         first = 1
     for at in range(first, len(segs), _CHUNK):
         text = "\x1c".join(segs[at : at + _CHUNK]).translate(table)
         if at:
             text = "\x1c" + text
-        digest.update(_normalised(text, standard).encode("latin-1", "replace"))
-    hexdigest = digest.hexdigest()
-    body.memo["fingerprint"] = hexdigest
-    return hexdigest
+        write(_normalised(text, standard).encode("latin-1", "replace"))
 
 
 def _normalised(text: str, standard: str) -> str:

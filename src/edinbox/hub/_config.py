@@ -30,6 +30,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from edinbox._core import parse_table
 from edinbox._dead import check_destination as check_dead_letters
 from edinbox._errors import ConfigurationError
+from edinbox._payloads import PAYLOAD_CAP
 from edinbox._urls import mask
 from edinbox.edi import Overlay
 from edinbox.hub._values import (
@@ -293,6 +294,12 @@ class HubConfig(BaseSettings):
     )
     max_payload: Annotated[int, BeforeValidator(byte_size), limited("max_payload")] = Field(
         MAX_PAYLOAD, description="bigger deliveries are parked unparsed (bytes, or 100KB, 32MiB, 1GiB; at most 1GiB)"
+    )
+    keep_payloads: bool = Field(
+        True, description="keep each processed interchange's bytes beside the journal (show, search, export)"
+    )
+    payload_cap: Annotated[int, BeforeValidator(byte_size), limited("payload_cap")] = Field(
+        PAYLOAD_CAP, description="a longer interchange keeps only this many first bytes, with its digest (4MiB)"
     )
     accounting: Annotated[str, BeforeValidator(accounting_url)] = Field(
         "", description="POST invoices to this HTTP API (lease mode) instead of the invoices table"

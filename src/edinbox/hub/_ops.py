@@ -36,6 +36,7 @@ from edinbox.hub._redrive import (
     stored_payload,
 )
 from edinbox.hub._replication import replication
+from edinbox.hub._store import kept_fields
 from edinbox.hub._tables import (
     COUNTED,
     TABLES,
@@ -268,7 +269,8 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
 
 
 async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
-    """One journal row (`SOURCE/MESSAGE_ID`) with its invoices and the acknowledgments sent for it (an interchange
+    """One journal row (`SOURCE/MESSAGE_ID`) with its payload as the message store kept it (`kept.*`: its digest,
+    size and content type; `keep_payloads`), its invoices and the acknowledgments sent for it (an interchange
     parked before it was journaled: its rejection and the acknowledgments that carried it), or one parked payload
     (`rejected/ID`). On a library journal (no hub tables) the row alone, with no invoices and no acknowledgments.
 
@@ -300,6 +302,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
             acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
             rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
         record = await inbox.get(source, message_id)
+        kept = await inbox.payload(source, message_id)  # the message store's copy (keep_payloads)
     if record is None and not rejection:
         return None
     rejected_at = json_value(_timestamp(rejection[0][1])) if rejection else None
@@ -313,7 +316,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         }
     else:
         data = {"key": join_key(source, message_id), **as_dict(record), "rejected_at": rejected_at}
-        data.update(_previewed("payload", record.payload))
+        data.update(_previewed("payload", record.payload if kept is None else kept.payload), **kept_fields(kept))
         data.update(_previewed("conflict_payload", record.conflict_payload))
     data["invoices"] = [
         {
@@ -375,7 +378,8 @@ async def write_payload(config: HubConfig, key: str, path: Path) -> int:
             record = await inbox.get(*split_key(key))
             if record is None:
                 raise ConfigurationError(f"no row {key!r} for consumer {config.consumer!r}")
-            payload = stored_payload(record)
+            kept = await inbox.payload(*split_key(key))
+            payload = stored_payload(record) if kept is None else kept.payload
     if payload is None:
         raise ConfigurationError(f"{key!r} keeps no payload")
     await asyncio.to_thread(path.write_bytes, payload)

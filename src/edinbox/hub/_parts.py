@@ -54,6 +54,8 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         retry=Retry(immediate=config.retry_immediate, first=parse_duration(config.retry_first)),
         horizon=parse_duration(config.horizon),
         dead_letters=config.dead_letters or None,
+        keep_payloads=config.keep_payloads,
+        payload_cap=config.payload_cap,
         applications=[HUB],
     )
     try:

@@ -59,6 +59,7 @@ LIMITS: Mapping[str, tuple[float, float]] = MappingProxyType(
         "idle_timeout": (0, 86400),
         "max_attempts": (1, 10000),
         "max_payload": (1, MAX_PAYLOAD_LIMIT),
+        "payload_cap": (1, MAX_PAYLOAD_LIMIT),
         "metrics_port": (0, 65535),
     }
 )

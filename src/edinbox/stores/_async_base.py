@@ -19,6 +19,7 @@ from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._async_applications import Where, create_applications, migrate_applications
+from edinbox.stores._queries import payloads_ddl
 
 __all__ = [
     "JOURNAL",
@@ -196,7 +197,7 @@ async def migrate_journal(
             for name in steps[step]:
                 await unit.run(name, {})
             if step in STEPS_IN_CODE:
-                await STEPS_IN_CODE[step](unit)
+                await STEPS_IN_CODE[step](unit, dialect)
             await unit.run("set_version", {"version": step})
         migrated = {JOURNAL: applied}
         if applications and where is not None:
@@ -208,7 +209,7 @@ async def migrate_journal(
     return migrated
 
 
-async def mask_destinations(unit: AsyncUnit) -> None:
+async def mask_destinations(unit: AsyncUnit, dialect: str) -> None:
     """Migration 9: every outbox destination kept without its passwords (`mask`), as `publish` now stores it."""
     rows = await unit.fetch("outbox_destinations", {})
     changed = [{"old": row[0], "new": mask(row[0])} for row in rows if mask(row[0]) != row[0]]
@@ -216,7 +217,13 @@ async def mask_destinations(unit: AsyncUnit) -> None:
         await unit.run_many("outbox_set_destination", changed)
 
 
-STEPS_IN_CODE: dict[int, Callable[[AsyncUnit], Awaitable[None]]] = {9: mask_destinations}
+async def create_payloads(unit: AsyncUnit, dialect: str) -> None:
+    """Migration 11: the kept payloads' table and its indexes, made by the statements `create_schema()` runs."""
+    for name in payloads_ddl(dialect):
+        await unit.run(name, {})
+
+
+STEPS_IN_CODE: dict[int, Callable[[AsyncUnit, str], Awaitable[None]]] = {9: mask_destinations, 11: create_payloads}
 """Migration steps that SQL cannot write, run after the named queries of their version (`v<N>_*`)."""
 
 

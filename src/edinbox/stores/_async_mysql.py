@@ -65,7 +65,7 @@ from edinbox.stores._mysql_sql import (
     params,
     timestamp,
 )
-from edinbox.stores._queries import migration_queries
+from edinbox.stores._queries import migration_queries, payloads_ddl
 
 __all__ = ["AsyncMySQLStore"]
 
@@ -644,7 +644,14 @@ class AsyncMySQLStore:
                     if found:  # empty: an earlier creation stopped before seeding it
                         check_version(found, version=version, table=self._table)
                 steps = ["create_schema"] if self._table.schema else []
-                for name in [*steps, "create_table", "create_key", "create_version", *OUTBOX_DDL]:
+                for name in [
+                    *steps,
+                    "create_table",
+                    "create_key",
+                    "create_version",
+                    *OUTBOX_DDL,
+                    *payloads_ddl(DIALECT),
+                ]:
                     await unit.run(name, {})
                 await create_journal(
                     unit, [], version=version, table=self._table, applications=self._applications, where=self._where

@@ -36,7 +36,7 @@ from edinbox.stores._async_base import (
 )
 from edinbox.stores._mapping import read_only
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
-from edinbox.stores._queries import migration_queries
+from edinbox.stores._queries import migration_queries, payloads_ddl
 
 __all__ = ["AsyncPostgresStore"]
 
@@ -383,6 +383,7 @@ class AsyncPostgresStore:
             steps.append(("create_schema", {}))
         steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
+        steps += [(name, {}) for name in payloads_ddl(DIALECT)]
         async with self.unit() as unit:
             await create_journal(
                 unit, steps, version=version, table=self._table, applications=self._applications, where=self._where
@@ -428,7 +429,8 @@ class AsyncPostgresStore:
 
     async def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """Grant `role` what processing needs (no DDL): schema usage, DML on the journal and `tables`, sequences."""
-        tables = (*tables, f"{self._table.name}_outbox")  # publishing is part of processing
+        # publishing is part of processing, and so is keeping a payload
+        tables = (*tables, f"{self._table.name}_outbox", f"{self._table.name}_payloads")
         async with self.unit() as unit:
             await unit.begin()
             try:

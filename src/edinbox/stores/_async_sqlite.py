@@ -39,7 +39,7 @@ from edinbox.stores._async_base import (
     table_keys,
     verify_journal,
 )
-from edinbox.stores._queries import migration_queries
+from edinbox.stores._queries import migration_queries, payloads_ddl
 from edinbox.stores._sqlite_sql import DIALECT, Statements, begin_now, connect, mapped_errors, params, timestamp
 
 __all__ = ["AsyncSQLiteStore"]
@@ -275,6 +275,7 @@ class AsyncSQLiteStore:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
+        steps += [(name, {}) for name in payloads_ddl(DIALECT)]
         async with self.unit() as unit:
             await create_journal(
                 unit, steps, version=version, table=self._table, applications=self._applications, where=self._where

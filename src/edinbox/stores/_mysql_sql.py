@@ -84,6 +84,7 @@ class Statements:
             "key_index": _quote(f"{table.name}_key"),
             "version_table": self.beside(self.version_name),
             "outbox": self.beside(f"{table.name}_outbox"),
+            "payloads": self.beside(f"{table.name}_payloads"),
             "outbox_pending": _quote(f"{table.name}_outbox_pending"),
             "outbox_unsent": _quote(f"{table.name}_outbox_unsent"),
             "table_name": "'" + table.name + "'",

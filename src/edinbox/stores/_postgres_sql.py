@@ -47,6 +47,7 @@ class Statements:
             "outbox_pending": sql.Identifier(f"{table.name}_outbox_pending"),
             "outbox_unsent": sql.Identifier(f"{table.name}_outbox_unsent"),
             "outbox_name": sql.Literal(self.outbox_name),
+            "payloads": sql.Identifier(*qualified[:-1], f"{table.name}_payloads"),
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),
             "status_check": sql.Identifier(f"{table.name}_status_check"),

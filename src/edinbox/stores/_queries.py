@@ -15,12 +15,14 @@ __all__ = [
     "load_queries",
     "migration_queries",
     "named_queries",
+    "payloads_ddl",
     "placeholders",
     "statements",
 ]
 
-FILES = ("queries", "schema", "outbox", "migrations", "applications")
-"""The library's statement files: the journal's, its schema, its outbox's, the migrations, and the applications'
+FILES = ("queries", "schema", "outbox", "payloads", "migrations", "applications")
+"""The library's statement files: the journal's, its schema, its outbox's, its kept payloads', the migrations, and
+the applications'
 version rows (an application's own statements come with it: `edinbox.Application`).
 
 In a statement, `{table}` is the journal and `{table_name}` its name as a string literal, `{outbox}` the journal's
@@ -51,6 +53,12 @@ def statements(dialect: str, applications: tuple[Application, ...]) -> dict[str,
         for name, statement in named_queries(application.migration_text(dialect)).items():
             queries[application.step(name)] = statement
     return queries
+
+
+def payloads_ddl(dialect: str) -> list[str]:
+    """The statements that create the kept payloads' table and its indexes (`payloads.sql`'s `payloads_create*`), in
+    file order: run by `create_schema()`, and by migration 11 on an older journal."""
+    return [name for name in load_queries(dialect, "payloads") if name.startswith("payloads_create")]
 
 
 def named_queries(text: str) -> dict[str, str]:

@@ -50,6 +50,12 @@ class Statements:
             "outbox_pending": _quote(f"{table.name}_outbox_pending"),
             "outbox_unsent": _quote(f"{table.name}_outbox_unsent"),
             "outbox_name": "'" + table.name + "_outbox'",
+            "payloads": _quote(f"{table.name}_payloads"),
+            "payloads_name": "'" + table.name + "_payloads'",
+            "payloads_fts": _quote(f"{table.name}_payloads_fts"),
+            "payloads_on_insert": _quote(f"{table.name}_payloads_on_insert"),
+            "payloads_on_delete": _quote(f"{table.name}_payloads_on_delete"),
+            "payloads_on_update": _quote(f"{table.name}_payloads_on_update"),
         }
         self._text = {}
         for name, text in statements(DIALECT, applications).items():

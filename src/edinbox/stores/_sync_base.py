@@ -16,6 +16,7 @@ from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
+from edinbox.stores._queries import payloads_ddl
 from edinbox.stores._sync_applications import Where, create_applications, migrate_applications
 
 __all__ = [
@@ -194,7 +195,7 @@ def migrate_journal(
             for name in steps[step]:
                 unit.run(name, {})
             if step in STEPS_IN_CODE:
-                STEPS_IN_CODE[step](unit)
+                STEPS_IN_CODE[step](unit, dialect)
             unit.run("set_version", {"version": step})
         migrated = {JOURNAL: applied}
         if applications and where is not None:
@@ -206,7 +207,7 @@ def migrate_journal(
     return migrated
 
 
-def mask_destinations(unit: Unit) -> None:
+def mask_destinations(unit: Unit, dialect: str) -> None:
     """Migration 9: every outbox destination kept without its passwords (`mask`), as `publish` now stores it."""
     rows = unit.fetch("outbox_destinations", {})
     changed = [{"old": row[0], "new": mask(row[0])} for row in rows if mask(row[0]) != row[0]]
@@ -214,7 +215,13 @@ def mask_destinations(unit: Unit) -> None:
         unit.run_many("outbox_set_destination", changed)
 
 
-STEPS_IN_CODE: dict[int, Callable[[Unit], None]] = {9: mask_destinations}
+def create_payloads(unit: Unit, dialect: str) -> None:
+    """Migration 11: the kept payloads' table and its indexes, made by the statements `create_schema()` runs."""
+    for name in payloads_ddl(dialect):
+        unit.run(name, {})
+
+
+STEPS_IN_CODE: dict[int, Callable[[Unit, str], None]] = {9: mask_destinations, 11: create_payloads}
 """Migration steps that SQL cannot write, run after the named queries of their version (`v<N>_*`)."""
 
 

@@ -40,7 +40,7 @@ from edinbox.stores._mysql_sql import (
     timestamp,
 )
 from edinbox.stores._pymysql_replies import QuickReplies as _Driver
-from edinbox.stores._queries import migration_queries
+from edinbox.stores._queries import migration_queries, payloads_ddl
 from edinbox.stores._sync_applications import verify_applications
 from edinbox.stores._sync_base import (
     Params,
@@ -622,7 +622,14 @@ class MySQLStore:
                     if found:  # empty: an earlier creation stopped before seeding it
                         check_version(found, version=version, table=self._table)
                 steps = ["create_schema"] if self._table.schema else []
-                for name in [*steps, "create_table", "create_key", "create_version", *OUTBOX_DDL]:
+                for name in [
+                    *steps,
+                    "create_table",
+                    "create_key",
+                    "create_version",
+                    *OUTBOX_DDL,
+                    *payloads_ddl(DIALECT),
+                ]:
                     unit.run(name, {})
                 create_journal(
                     unit, [], version=version, table=self._table, applications=self._applications, where=self._where

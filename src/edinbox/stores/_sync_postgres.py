@@ -23,7 +23,7 @@ from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._mapping import read_only
 from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
-from edinbox.stores._queries import migration_queries
+from edinbox.stores._queries import migration_queries, payloads_ddl
 from edinbox.stores._sync_applications import VERSIONS, verify_applications
 from edinbox.stores._sync_base import (
     Params,
@@ -377,6 +377,7 @@ class PostgresStore:
             steps.append(("create_schema", {}))
         steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
+        steps += [(name, {}) for name in payloads_ddl(DIALECT)]
         with self.unit() as unit:
             create_journal(
                 unit, steps, version=version, table=self._table, applications=self._applications, where=self._where
@@ -420,7 +421,8 @@ class PostgresStore:
 
     def grant(self, role: str, *, tables: Sequence[str]) -> None:
         """Grant `role` what processing needs (no DDL): schema usage, DML on the journal and `tables`, sequences."""
-        tables = (*tables, f"{self._table.name}_outbox")  # publishing is part of processing
+        # publishing is part of processing, and so is keeping a payload
+        tables = (*tables, f"{self._table.name}_outbox", f"{self._table.name}_payloads")
         with self.unit() as unit:
             unit.begin()
             try:

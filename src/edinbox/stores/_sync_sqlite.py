@@ -15,7 +15,7 @@ from edinbox._application import Application
 from edinbox._core import Pace, TableName
 from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
-from edinbox.stores._queries import migration_queries
+from edinbox.stores._queries import migration_queries, payloads_ddl
 from edinbox.stores._sqlite_sql import DIALECT, Statements, connect, mapped_errors, params, timestamp
 from edinbox.stores._sync_applications import verify_applications
 from edinbox.stores._sync_base import (
@@ -241,6 +241,7 @@ class SQLiteStore:
         """Create the table, unique key and version row when missing, in one write transaction."""
         steps: list[tuple[str, Params]] = [("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
+        steps += [(name, {}) for name in payloads_ddl(DIALECT)]
         with self.unit() as unit:
             create_journal(
                 unit, steps, version=version, table=self._table, applications=self._applications, where=self._where

@@ -59,3 +59,8 @@ SELECT 1
 -- the W3C traceparent of the attempt that settled the row (`schema.sql`'s create_table); NULL in the rows kept.
 -- IF NOT EXISTS: the step holds when it runs again (each DDL statement commits on its own here)
 ALTER TABLE {table} ADD COLUMN IF NOT EXISTS trace VARCHAR(64)
+
+-- name: v11_payloads
+-- the kept payloads beside the journal (`payloads.sql`): their table and indexes are made by the step in code
+-- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
+SELECT 1

@@ -59,3 +59,8 @@ SELECT 1
 -- name: v10_trace
 -- the W3C traceparent of the attempt that settled the row (`schema.sql`'s create_table); NULL in the rows kept
 ALTER TABLE {table} ADD COLUMN IF NOT EXISTS trace text
+
+-- name: v11_payloads
+-- the kept payloads beside the journal (`payloads.sql`): their table and indexes are made by the step in code
+-- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
+SELECT 1

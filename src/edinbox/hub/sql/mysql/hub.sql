@@ -321,3 +321,11 @@ WHERE consumer = %(consumer)s
 -- name: hub_replication
 -- `edinbox doctor` reads PostgreSQL's replication only: MariaDB's replicas are the operator's to check
 SELECT NULL, NULL, NULL, NULL FROM DUAL WHERE FALSE
+
+-- name: hub_acknowledgment_bytes_of
+-- `edinbox export`: the bytes of each acknowledgment sent for one message, while the outbox keeps them
+SELECT a.outbox_key, o.payload
+FROM {edinbox_hub_acknowledgments} AS a
+JOIN {outbox} AS o ON o.key = a.outbox_key
+WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
+ORDER BY a.id

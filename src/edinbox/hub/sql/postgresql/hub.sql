@@ -321,3 +321,11 @@ WHERE consumer = %(consumer)s AND coalesce(last_at, first_at) < now() - %(older_
 -- standby streaming from it (NULL for a role without pg_read_all_stats: it sees the rows, not their details)
 SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'), current_setting('synchronous_commit'),
     ARRAY(SELECT sync_state FROM pg_stat_replication)
+
+-- name: hub_acknowledgment_bytes_of
+-- `edinbox export`: the bytes of each acknowledgment sent for one message, while the outbox keeps them
+SELECT a.outbox_key, o.payload
+FROM {edinbox_hub_acknowledgments} AS a
+JOIN {outbox} AS o ON o.key = a.outbox_key
+WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
+ORDER BY a.id

@@ -300,3 +300,11 @@ WHERE consumer = :consumer
 -- name: hub_replication
 -- SQLite has no replicas
 SELECT NULL, NULL, NULL, NULL WHERE 0
+
+-- name: hub_acknowledgment_bytes_of
+-- `edinbox export`: the bytes of each acknowledgment sent for one message, while the outbox keeps them
+SELECT a.outbox_key, o.payload
+FROM {edinbox_hub_acknowledgments} AS a
+JOIN {outbox} AS o ON o.key = a.outbox_key
+WHERE a.consumer = :consumer AND a.source = :source AND a.message_id = :message_id
+ORDER BY a.id

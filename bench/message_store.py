@@ -1,0 +1,289 @@
+"""Message store benchmark: the hub with `keep_payloads` on vs off side by side, the storage the kept payloads take,
+and the search's latency over many kept interchanges.
+
+Hub: generated invoice traffic (no duplicates) settled by the hub from a spool, batches of 20, on an SQLite file and
+on PostgreSQL (a schema of its own), with the store off and on; the modes take turns round by round so the load of
+other processes hits them alike; deliveries per second, best and median round, and the store's cost as 1 - on / off.
+
+Storage: the bytes of the kept payloads' table with its indexes (SQLite: `dbstat` over `<journal>_payloads*`, the
+FTS5 tables included; PostgreSQL: `pg_total_relation_size`, TOAST and indexes included) after the last "on" round,
+per interchange, extrapolated to a million.
+
+Search: `--search-rows` kept payloads written straight through the store's own statement (`payloads_keep`, 2,000 per
+transaction) from the generated interchanges, each with a purchase order number of its own (`BEG`/`BGM` style
+reference `PO<n>`); then `AsyncInbox.search` for `--searches` random PO numbers that exist and for one that does
+not, median and worst.
+
+The machine this runs on is shared: wall-clock rates of one mode move by 2x between rounds, so the hub process's CPU
+time per delivery is given too (on PostgreSQL the server's own work is not in it).
+
+Run: .venv/bin/python -m bench.message_store [--messages 2000] [--rounds 3] [--search-rows 200000] [--searches 20]
+     [--no-postgres] [--mariadb] [--no-hub] [--no-search]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from edinbox import AsyncInbox, Message
+from edinbox._payloads import keep_params
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub._generate import generate
+from edinbox.hub._ops import init
+from edinbox.sources.spool import publish
+
+POSTGRES = os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+MARIADB = os.environ.get("EDINBOX_TEST_MARIADB", "mysql://root@127.0.0.1:3306/test")
+
+
+def _config(root: Path, db: str, table: str, *, keep: bool) -> HubConfig:
+    """The hub's settings for one round: a spool of its own, the store on or off."""
+    return HubConfig(
+        db=db, table=table, source=f"dir://{root / 'spool'}", batch_size=20, idle_timeout=0.2, keep_payloads=keep
+    )
+
+
+async def hub_rate(
+    root: Path, db: str, table: str, files: list[tuple[str, bytes]], *, keep: bool
+) -> tuple[float, float]:
+    """Settle `files` through the hub; deliveries per second, and the hub process's CPU microseconds per delivery
+    (what other processes on a shared machine change least)."""
+    config = _config(root, db, table, keep=keep)
+    await init(config)
+    await publish(config.source, files)
+    started, cpu = time.perf_counter(), time.process_time()
+    async with open_hub(config) as hub:
+        totals = await hub.run(once=True)
+    cpu = time.process_time() - cpu
+    elapsed = time.perf_counter() - started - config.idle_timeout  # the idle wait that ends `once`
+    settled = sum(totals.values())
+    return settled / elapsed, cpu / settled * 1e6
+
+
+async def kept_bytes(db: str, table: str) -> tuple[int, int]:
+    """The kept payloads' rows and their table's bytes, indexes included."""
+    async with AsyncInbox(db, consumer="accounting", table=table) as inbox:
+
+        async def read(tx: Any) -> tuple[int, int]:
+            name = f"{table}_payloads"
+            if inbox.dialect == "mysql":
+                cursor = await tx.connection.cursor()
+                await cursor.execute(
+                    "SELECT (SELECT count(*) FROM " + name + "), (SELECT data_length + index_length FROM "
+                    "information_schema.tables WHERE table_schema = %s AND table_name = %s)",
+                    tuple(name.split(".")),
+                )
+                count, size = await cursor.fetchone()
+                return int(count), int(size)
+            if inbox.dialect == "sqlite":
+                cursor = await tx.connection.execute(
+                    "SELECT (SELECT count(*) FROM " + f'"{name}"' + "), "
+                    "(SELECT sum(pgsize) FROM dbstat WHERE name LIKE ? || '%')",
+                    (name,),
+                )
+                count, size = await cursor.fetchone()
+                return int(count), int(size)
+            cursor = await tx.connection.execute(
+                f"SELECT (SELECT count(*) FROM {name}), pg_total_relation_size(%s::regclass)", (name,)
+            )
+            count, size = await cursor.fetchone()
+            return int(count), int(size)
+
+        return await inbox.transaction(read)  # committed: MariaDB keeps no metadata lock behind
+
+
+async def _analyze(name: str, tx: Any) -> None:
+    """ANALYZE the table `name` (PostgreSQL or MariaDB) in `tx`."""
+    if tx.dialect == "postgresql":
+        await tx.connection.execute(f"ANALYZE {name}")
+        return
+    cursor = tx.connection.cursor()
+    await cursor.execute(f"ANALYZE TABLE {name}")
+    await cursor.fetchall()
+
+
+def _po(payload: bytes, number: int) -> bytes:
+    """The interchange with a purchase order reference of its own before its trailer (a value to search for), written
+    with the interchange's own element separator and segment terminator."""
+    for trailer in (b"IEA", b"UNZ"):
+        at = payload.rfind(trailer)
+        if at > 0:
+            element, segment = payload[at + 3 : at + 4], payload[at - 1 : at]
+            return payload[:at] + b"REF" + element + b"PO" + element + b"PO%09d" % number + segment + payload[at:]
+    return payload + b" PO%09d" % number
+
+
+async def fill(inbox: AsyncInbox, templates: list[bytes], rows: int, *, chunk: int = 2000) -> float:
+    """Write `rows` kept payloads through `payloads_keep`; seconds taken."""
+    started = time.perf_counter()
+    for start in range(0, rows, chunk):
+        batch = [
+            keep_params(
+                inbox.consumer, Message(f"{i:09d}", "bench", _po(templates[i % len(templates)], i)), cap=1 << 22
+            )
+            for i in range(start, min(rows, start + chunk))
+        ]
+        await inbox.transaction(lambda tx, batch=batch: tx.unit.run_many("payloads_keep", batch))
+    return time.perf_counter() - started
+
+
+async def search_latency(inbox: AsyncInbox, rows: int, searches: int) -> tuple[list[float], float, int]:
+    """Milliseconds of each search for an existing PO number, of one for a missing one, and the hits found."""
+    rng = random.Random(7)
+    times, hits = [], 0
+    for _ in range(searches):
+        wanted = f"PO{rng.randrange(rows):09d}"
+        started = time.perf_counter()
+        found = await inbox.search(wanted)
+        times.append((time.perf_counter() - started) * 1000)
+        hits += len(found)
+    started = time.perf_counter()
+    assert await inbox.search("PO999999999") == []
+    return times, (time.perf_counter() - started) * 1000, hits
+
+
+def _schema(dialect: str = "postgresql") -> tuple[str, Callable[[], None]]:
+    """A fresh PostgreSQL schema (or MariaDB database) and its drop."""
+    schema = "bench_" + uuid.uuid4().hex[:10]
+    if dialect == "mysql":
+        import pymysql
+
+        def mariadb(statement: str) -> None:
+            connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+            with connection, connection.cursor() as cursor:
+                cursor.execute(statement)
+
+        mariadb(f"CREATE DATABASE `{schema}`")
+        return schema, lambda: mariadb(f"DROP DATABASE `{schema}`")
+    with psycopg.connect(POSTGRES, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"'.encode())
+
+    def drop() -> None:
+        with psycopg.connect(POSTGRES, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE'.encode())
+
+    return schema, drop
+
+
+async def measure_hub(args: argparse.Namespace, name: str, root: Path, files: list[tuple[str, bytes]]) -> None:
+    """The hub's rate with the store off and on, rounds alternating; storage after the last round on."""
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    drops: list[Callable[[], None]] = []
+    last = ("", "")
+    try:
+        for turn in range(args.rounds):
+            for keep in (False, True) if turn % 2 == 0 else (True, False):
+                folder = Path(tempfile.mkdtemp(dir=root))
+                if name == "sqlite":
+                    db, table = f"sqlite:///{folder / 'hub.db'}", "inbox"
+                else:
+                    schema, drop = _schema()
+                    drops.append(drop)
+                    db, table = POSTGRES, f"{schema}.inbox"
+                rate, cpu = await hub_rate(folder, db, table, files, keep=keep)
+                rates[keep].append(rate)
+                cpus[keep].append(cpu)
+                if keep:
+                    last = (db, table)
+        count, size = await kept_bytes(*last)
+    finally:
+        for drop in drops:
+            drop()
+    off, on = max(rates[False]), max(rates[True])
+    print(f"\nHub ({name}, spool, batch 20), {len(files)} interchanges, store off vs on, {args.rounds} rounds:")
+    print("| store | best | median | ratio to off (best, median) | hub CPU per delivery (median) |")
+    print("|---|---|---|---|---|")
+    for keep, label in ((False, "off"), (True, "on")):
+        best, median = max(rates[keep]), statistics.median(rates[keep])
+        ratio = f"x{best / off:.2f}, x{median / statistics.median(rates[False]):.2f}"
+        cpu = statistics.median(cpus[keep])
+        print(f"| {label} | {best:,.0f} deliveries/s | {median:,.0f} deliveries/s | {ratio} | {cpu:,.0f} us |")
+    median_cost = 1 - statistics.median(rates[True]) / statistics.median(rates[False])
+    cpu_cost = statistics.median(cpus[True]) / statistics.median(cpus[False]) - 1
+    print(
+        f"store cost: {1 - on / off:.1%} of the hub's throughput (best rounds), {median_cost:.1%} (median rounds), "
+        f"+{cpu_cost:.1%} hub CPU per delivery (target <= 10 %)"
+    )
+    raw = sum(len(p) for _, p in files) / len(files)
+    print(
+        f"storage: {count} kept, {size:,} bytes with indexes = {size / count:,.0f} bytes per interchange "
+        f"(raw {raw:,.0f} bytes) -> {size / count * 1e6 / 2**30:,.2f} GiB per 1M interchanges"
+    )
+
+
+async def measure_search(args: argparse.Namespace, name: str, root: Path, templates: list[bytes]) -> None:
+    """Fill `--search-rows` kept payloads, then time the searches."""
+    drop = None
+    if name == "sqlite":
+        db, table = f"sqlite:///{root / 'search.db'}", "inbox"
+    else:
+        schema, drop = _schema(name)
+        db, table = POSTGRES if name == "postgresql" else MARIADB, f"{schema}.inbox"
+    try:
+        async with AsyncInbox(db, consumer="accounting", table=table, keep_payloads=True) as inbox:
+            await inbox.create_schema()
+            took = await fill(inbox, templates, args.search_rows)
+            if inbox.dialect != "sqlite":  # PostgreSQL: the planner's statistics; MariaDB: the table's size too
+                analyze = partial(_analyze, f"{table}_payloads")  # MariaDB's commits: outside a transaction
+                await (inbox.transaction(analyze) if inbox.dialect == "postgresql" else inbox.read(analyze))
+            times, missing, hits = await search_latency(inbox, args.search_rows, args.searches)
+        count, size = await kept_bytes(db, table)
+    finally:
+        if drop is not None:
+            drop()
+    print(
+        f"\nSearch ({name}): {count:,} kept interchanges (filled in {took:,.0f} s, {size / 2**20:,.0f} MiB with "
+        f"indexes: {size / count:,.0f} bytes each, {size / count * 1e6 / 2**30:,.2f} GiB per 1M); "
+        f"{args.searches} searches for a PO number: median {statistics.median(times):.1f} ms, worst "
+        f"{max(times):.1f} ms, {hits} found; a value found nowhere: {missing:.1f} ms (target < 100 ms)"
+    )
+
+
+def main() -> int:
+    """Parse the options, run the measures, print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--search-rows", type=int, default=200_000)
+    parser.add_argument("--searches", type=int, default=20)
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--mariadb", action="store_true", help="the search on MariaDB too (FULLTEXT)")
+    parser.add_argument("--no-hub", action="store_true", help="the search only")
+    parser.add_argument("--no-search", action="store_true", help="the hub only")
+    args = parser.parse_args()
+    traffic = generate(args.messages, duplicate_rate=0.0, seed=11, mixed=False)
+    files = traffic.files
+    templates = [payload for _, payload in files[:2000]]
+    root = Path(tempfile.mkdtemp(prefix="bench-store-"))
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"Message store ({os.cpu_count()} CPUs, load average {load})")
+    try:
+        names = ["sqlite"] + ([] if args.no_postgres else ["postgresql"]) + (["mysql"] if args.mariadb else [])
+        for name in names:
+            if not args.no_hub and name != "mysql":
+                asyncio.run(measure_hub(args, name, root, files))
+            if not args.no_search:
+                asyncio.run(measure_search(args, name, root, templates))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""The message store's values: what a kept payload's row holds, and the search text of a payload (no I/O).
+
+A consumer with `keep_payloads` keeps each processed message's bytes beside the journal (`<journal>_payloads`),
+written in the transaction that settles it: zlib-compressed, with the SHA-256 of the whole payload, its size, its
+content type, and a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD` or more, each
+once, in order of first appearance, capped; a search finds the payloads holding every word it gives). Above
+`payload_cap` bytes only the first `payload_cap` bytes are kept, with the digest and size of the whole, and
+`truncated` says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from edinbox._errors import ConfigurationError
+from edinbox._message import Message
+
+__all__ = [
+    "MAX_QUERY",
+    "MAX_TEXT",
+    "PAYLOAD_CAP",
+    "Hit",
+    "Kept",
+    "check_cap",
+    "keep_columns",
+    "keep_params",
+    "search_query",
+    "search_text",
+]
+
+PAYLOAD_CAP = 4 * 1024 * 1024
+"""The default `payload_cap`: bytes of a payload kept; a longer one keeps this prefix, its digest and its size."""
+MAX_TEXT = 32 * 1024
+"""Characters of a payload's search text: the values near its start are found, not those after this."""
+MAX_SCAN = 256 * 1024
+"""Bytes of a payload read for its search text."""
+MIN_WORD = 3
+"""The shortest word searched: shorter ones (qualifiers, `PO` of `PO-4711`) are in every payload or mean nothing
+alone (MariaDB's FULLTEXT skips them too, `innodb_ft_min_token_size`)."""
+MAX_QUERY = 200
+"""Characters of a search."""
+COMPRESS_LEVEL = 6
+"""zlib's level for a kept payload (its default): a 500-byte interchange shrinks by about 40 %, a longer one more."""
+
+_QUERY = re.compile(r"[A-Za-z0-9]+")
+_ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_SPACES = bytes(byte if byte in _ALNUM else 0x20 for byte in range(256))
+"""Every byte but an ASCII letter or digit as a space (one `translate`, then `split`)."""
+
+
+def check_cap(cap: int) -> int:
+    """`cap` when it is a positive number of bytes, else ConfigurationError."""
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+        raise ConfigurationError(f"payload_cap must be a positive number of bytes, got {cap!r}")
+    return cap
+
+
+def search_text(payload: bytes) -> str:
+    """The words of `payload` as a search indexes them: its runs of ASCII letters and digits of `MIN_WORD` or more,
+    each once, in order, one space between, at most `MAX_TEXT` characters (EDI segments `BGM+220+PO4711'DTM+137:
+    20261201:102'` give `BGM 220 PO4711 DTM 137 20261201 102`)."""
+    words = dict.fromkeys(w for w in payload[:MAX_SCAN].translate(_SPACES).split() if len(w) >= MIN_WORD)
+    text = b" ".join(words).decode("ascii")
+    return text if len(text) <= MAX_TEXT else text[: text.rfind(" ", 0, MAX_TEXT + 1)]
+
+
+def search_query(text: str) -> list[str]:
+    """A search's words, as `search_text` keeps them ("PO-4711" looks for `4711`; "INV 501 ACME" for the payloads
+    holding all three); ConfigurationError when it has none or is too long."""
+    if not isinstance(text, str) or len(text) > MAX_QUERY:
+        raise ConfigurationError(f"a search is a text of at most {MAX_QUERY} characters")
+    words = list(dict.fromkeys(w for w in _QUERY.findall(text) if len(w) >= MIN_WORD))
+    if not words:
+        raise ConfigurationError(
+            f"nothing to search for in {text!r}: give a value of {MIN_WORD} or more letters or digits "
+            "(a PO number, an invoice number, a GLN)"
+        )
+    return words
+
+
+def _content_type(headers: Mapping[str, str] | None) -> str:
+    """The payload's content type as its headers say, else application/octet-stream."""
+    for name, value in (headers or {}).items():
+        if name.lower() == "content-type" and value:
+            return str(value)[:200]
+    return "application/octet-stream"
+
+
+def keep_params(consumer: str, message: Message, *, cap: int) -> dict[str, Any]:
+    """The parameters of `message`'s kept row (`payloads_keep`): its bytes compressed, cut to `cap`."""
+    payload = bytes(message.payload)
+    kept = payload[:cap]
+    return {
+        "consumer": consumer,
+        "source": message.source,
+        "message_id": message.message_id,
+        "fingerprint": message.fingerprint,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "size": len(payload),
+        "content_type": _content_type(message.headers),
+        "truncated": len(kept) < len(payload),
+        "body": zlib.compress(kept, COMPRESS_LEVEL),
+        "text": search_text(kept),
+    }
+
+
+_ARRAYS = {
+    "source": "sources",
+    "message_id": "message_ids",
+    "fingerprint": "fingerprints",
+    "sha256": "sha256s",
+    "size": "sizes",
+    "content_type": "content_types",
+    "truncated": "truncateds",
+    "body": "bodies",
+    "text": "texts",
+}
+"""Each column of a kept row, and the name of its array in `payloads_keep_batch`."""
+
+
+def keep_columns(consumer: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`keep_params` rows as parallel arrays (`sources`, `message_ids`, ...) for one set-based statement
+    (PostgreSQL's `payloads_keep_batch`)."""
+    return {"consumer": consumer, **{array: [row[name] for row in rows] for name, array in _ARRAYS.items()}}
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A kept payload: its key, the journal's fingerprint, the SHA-256 and size of the whole payload, its content
+    type, the bytes kept (all of them, or the first `payload_cap` when `truncated`) and when it was kept."""
+
+    consumer: str
+    source: str
+    message_id: str
+    fingerprint: str
+    sha256: str
+    size: int
+    content_type: str
+    truncated: bool
+    payload: bytes
+    kept_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...], timestamp: Any) -> Kept:
+        """A `payloads_get` row, its body decompressed."""
+        consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at = row
+        return cls(
+            _text(consumer),
+            _text(source),
+            _text(message_id),
+            str(fingerprint),
+            str(sha256),
+            int(size),
+            str(content_type),
+            bool(truncated),
+            zlib.decompress(bytes(body)),
+            timestamp(kept_at),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search's hit: the key of a kept payload, its size and when it was kept."""
+
+    consumer: str
+    source: str
+    message_id: str
+    size: int
+    kept_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...], timestamp: Any) -> Hit:
+        """A `payloads_search` row."""
+        consumer, source, message_id, size, kept_at = row
+        return cls(_text(consumer), _text(source), _text(message_id), int(size), timestamp(kept_at))
+
+
+def _text(value: Any) -> str:
+    """A key part as text (MariaDB keeps them as bytes)."""
+    return value.decode("utf-8") if isinstance(value, bytes | bytearray) else str(value)

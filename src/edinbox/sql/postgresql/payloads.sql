@@ -1,0 +1,87 @@
+-- The message store beside the journal (`edinbox._payloads`): a processed message's payload, kept by a consumer
+-- with `keep_payloads`, written in the transaction that settles it. `{payloads}` is `<journal>_payloads`, keyed as
+-- the journal is; `body` is zlib-compressed (a prefix when `truncated`; stored as is, not compressed again), `sha256`
+-- and `size` are the whole payload's. The search text (`edinbox._payloads.search_text`) is kept as its words only,
+-- `words`: a tsvector of the `simple` configuration (every word as written, lower-cased, no stemming, no stop
+-- words) stripped of positions (a search asks for every word, not a phrase), under a GIN index; a scan of a small
+-- table reads it as stored, never computing a tsvector per row.
+
+-- name: payloads_create
+CREATE TABLE IF NOT EXISTS {payloads} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    content_type TEXT NOT NULL,
+    truncated BOOLEAN NOT NULL,
+    body BYTEA NOT NULL,
+    words TSVECTOR NOT NULL,
+    kept_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, source, message_id)
+)
+
+-- name: payloads_create_storage
+-- the body is compressed already: TOAST keeps it out of line as it is, without trying to compress it again
+ALTER TABLE {payloads} ALTER COLUMN body SET STORAGE EXTERNAL
+
+-- name: payloads_create_kept
+CREATE INDEX IF NOT EXISTS {payloads_kept_index} ON {payloads} (consumer, kept_at)
+
+-- name: payloads_create_text
+CREATE INDEX IF NOT EXISTS {payloads_text_index} ON {payloads} USING gin (words)
+
+-- name: payloads_keep
+-- a message processed again after a `forget` replaces what was kept of it
+INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, words)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(sha256)s, %(size)s, %(content_type)s,
+    %(truncated)s, %(body)s, strip(to_tsvector('simple', %(text)s)))
+ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.fingerprint,
+    sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
+    truncated = excluded.truncated, body = excluded.body, words = excluded.words, kept_at = excluded.kept_at
+
+-- name: payloads_keep_batch
+-- payloads_keep for a batch in one statement: parallel arrays, sent in binary, as the journal's insert_batch
+INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, words)
+SELECT %(consumer)s, u.s, u.m, u.f, u.d, u.n, u.c, u.t, u.b, strip(to_tsvector('simple', u.w))
+FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[], %(sha256s)b::text[],
+    %(sizes)b::bigint[], %(content_types)b::text[], %(truncateds)b::boolean[], %(bodies)b::bytea[], %(texts)b::text[])
+    AS u (s, m, f, d, n, c, t, b, w)
+ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.fingerprint,
+    sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
+    truncated = excluded.truncated, body = excluded.body, words = excluded.words, kept_at = excluded.kept_at
+
+-- name: payloads_get
+SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at
+FROM {payloads}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: payloads_search
+-- The full-text index finds the rows first (MATERIALIZED: the planner would otherwise walk the consumer's kept_at
+-- index for the newest and match row by row), then the newest are kept; a word in most payloads ("UNB")
+-- reads them all
+WITH hits AS MATERIALIZED (
+    SELECT consumer, source, message_id, size, kept_at
+    FROM {payloads}
+    WHERE words @@ plainto_tsquery('simple', %(words)s)
+)
+SELECT consumer, source, message_id, size, kept_at
+FROM hits
+WHERE consumer = %(consumer)s
+ORDER BY kept_at DESC
+LIMIT %(limit)s
+
+-- name: payloads_purge_batch
+-- the kept payloads of this consumer older than the retention whose journal row is gone (purged, or forgotten)
+DELETE FROM {payloads}
+WHERE ctid IN (
+    SELECT p.ctid FROM {payloads} AS p
+    WHERE p.consumer = %(consumer)s AND p.kept_at < now() - %(older_than)s
+        AND NOT EXISTS (
+            SELECT 1 FROM {table} AS j
+            WHERE j.consumer = p.consumer AND j.source = p.source AND j.message_id = p.message_id
+        )
+    LIMIT %(batch_size)s
+    FOR UPDATE SKIP LOCKED
+)

@@ -1,0 +1,140 @@
+"""The message store on each database: payloads kept in the settling transaction, cut at the cap, found by a value
+inside them, and purged with their journal rows."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from edinbox import Inbox, Message
+from services import MYSQL_URL, POSTGRES_URL, drop_database, mariadb_admin, require_service
+
+EDI = b"UNB+UNOC:3+5790000000005:14+5013546107732:14+261201:0930+4711'UNH+1+ORDERS:D:96A:UN'BGM+220+PO-77123+9'"
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+def store(request: pytest.FixtureRequest, unique_name: str, tmp_path: object) -> Iterator[tuple[str, str]]:
+    """A database URL and a journal table of its own on each store, dropped after."""
+    dialect = request.param
+    if dialect == "sqlite":
+        yield f"sqlite:///{tmp_path}/journal.db", "inbox"
+        return
+    require_service("postgres" if dialect == "postgresql" else "mariadb")
+    if dialect == "postgresql":
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'CREATE SCHEMA "{unique_name}"')
+        yield POSTGRES_URL, f"{unique_name}.inbox"
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE')
+        return
+    mariadb_admin(f"CREATE DATABASE `{unique_name}`")
+    yield MYSQL_URL, f"{unique_name}.inbox"
+    drop_database(unique_name)
+
+
+def _inbox(store: tuple[str, str], **options: object) -> Inbox:
+    """An inbox on `store` whose schema exists."""
+    inbox = Inbox(store[0], table=store[1], consumer="orders", **options)  # type: ignore[arg-type]
+    inbox.create_schema()
+    return inbox
+
+
+def _age(inbox: Inbox, days: int) -> None:
+    """Move every journal row's settling and every kept payload `days` into the past."""
+    statements = {
+        "sqlite": ("UPDATE {t} SET settled_at = settled_at - :s", "UPDATE {t}_payloads SET kept_at = kept_at - :s"),
+        "postgresql": (
+            "UPDATE {t} SET settled_at = settled_at - make_interval(secs => %(s)s)",
+            "UPDATE {t}_payloads SET kept_at = kept_at - make_interval(secs => %(s)s)",
+        ),
+        "mysql": (
+            "UPDATE {t} SET settled_at = settled_at - INTERVAL %(s)s SECOND",
+            "UPDATE {t}_payloads SET kept_at = kept_at - INTERVAL %(s)s SECOND",
+        ),
+    }[inbox.dialect]
+
+    def run(tx: object) -> None:
+        for statement in statements:
+            cursor = tx.connection.cursor()  # type: ignore[attr-defined]
+            cursor.execute(statement.format(t=inbox._table), {"s": days * 86400})
+
+    inbox.transaction(run)
+
+
+def test_payloads_are_kept_on_settle_cut_at_the_cap_and_found_by_a_value(store: tuple[str, str]) -> None:
+    """A processed message's payload is kept whole with its digest and content type (alone, in a batch, or in lease
+    mode with its completion), a longer one only up to the cap and marked truncated, and a search by a PO number
+    inside it finds it: words past the cap are not searched."""
+    with _inbox(store, keep_payloads=True, payload_cap=200) as inbox:
+        order = Message("4711", "orders", EDI, headers={"Content-Type": "application/EDIFACT"})
+        inbox.process(order, lambda tx, m: None)
+        big = Message("4712", "orders", b"NAD+BY+0614141000005::9'" + b"FTX+AAI+++" + b"x" * 300 + b" LATE42'")
+        inbox.process_batch([big, Message("4713", "orders", b"other")], lambda tx, ms: None)
+
+        kept = inbox.payload("orders", "4711")
+        assert kept is not None
+        assert (kept.payload, kept.size, kept.truncated, kept.content_type) == (
+            EDI,
+            len(EDI),
+            False,
+            "application/EDIFACT",
+        )
+        assert kept.sha256 == kept.fingerprint == order.fingerprint  # the default fingerprint is the payload's SHA-256
+        cut = inbox.payload("orders", "4712")
+        assert cut is not None
+        assert cut.truncated
+        assert cut.size == len(big.payload)
+        assert cut.payload == big.payload[:200]
+        assert cut.sha256 == big.fingerprint
+
+        assert [f.message_id for f in inbox.search("PO-77123")] == ["4711"]
+        assert [f.message_id for f in inbox.search("0614141000005")] == ["4712"]
+        assert inbox.search("LATE42") == []  # after the cap
+        leased = Message("4714", "orders", b"BGM+220+PO-88001+9'")
+        inbox.process(leased, lambda tx, m: None, lease=timedelta(minutes=1))  # kept with the completion
+        assert [f.message_id for f in inbox.search("PO-88001")] == ["4714"]
+
+
+def test_nothing_is_kept_when_keep_payloads_is_off(store: tuple[str, str]) -> None:
+    """A library inbox keeps no payload unless asked: the journal row settles, the store stays empty."""
+    with _inbox(store) as inbox:
+        inbox.process(Message("1", "orders", EDI), lambda tx, m: None)
+        assert inbox.get("orders", "1") is not None
+        assert inbox.payload("orders", "1") is None
+        assert inbox.search("PO-77123") == []
+
+
+def test_purge_removes_kept_payloads_with_their_journal_rows(store: tuple[str, str]) -> None:
+    """The purge deletes the kept payloads older than the retention with their journal rows; younger ones stay."""
+    with _inbox(store, keep_payloads=True) as inbox:
+        inbox.process(Message("old", "orders", EDI), lambda tx, m: None)
+        _age(inbox, 40)
+        inbox.process(Message("new", "orders", EDI + b"2"), lambda tx, m: None)
+        assert inbox.purge(timedelta(days=30)) == 2  # the journal row and its payload
+        assert inbox.get("orders", "old") is None
+        assert inbox.payload("orders", "old") is None
+        assert inbox.payload("orders", "new") is not None
+        assert [f.message_id for f in inbox.search("PO-77123")] == ["new"]
+
+
+def test_kept_body_is_compressed() -> None:
+    """The body column holds the zlib-compressed bytes (what the storage figures in bench/RESULTS.md assume)."""
+    from edinbox._payloads import keep_params
+
+    row = keep_params("c", Message("1", "s", EDI * 20), cap=1 << 20)
+    assert zlib.decompress(row["body"]) == EDI * 20
+    assert len(row["body"]) < len(EDI * 20) / 4
+
+
+def test_the_documented_example_runs() -> None:
+    """The Python example of docs/message-store.md runs as written (its asserts hold)."""
+    doc = Path(__file__).resolve().parents[2] / "docs" / "message-store.md"
+    match = re.search(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.DOTALL)
+    assert match is not None
+    exec(compile(match.group(1), str(doc), "exec"), {})  # noqa: S102 - our own documentation
