@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from brokers.harness import BROKERS
@@ -60,7 +61,8 @@ def test_the_hub_sends_its_token_and_a_wrong_one_stops_it_with_nothing_parked(tm
         run = [*hub_args(source, db), "--accounting", service.url, "--lease", "2s"]
         refused = cli(*run, "--accounting-token-file", str(wrong))
         assert refused.returncode == 1, refused.stderr
-        error = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
+        lines = [json.loads(line) for line in refused.stderr.splitlines() if line.strip()]  # --log-format json
+        error = [line["error"] for line in lines if line.get("event") == "exited"]
         assert len(error) == 1, refused.stderr
         assert "answered 401" in error[0]
         assert "EDINBOX_ACCOUNTING_TOKEN" in error[0]

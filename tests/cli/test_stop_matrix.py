@@ -279,8 +279,11 @@ def test_sigterm_in_a_lease_finishes_the_invoice_in_hand(tmp_path: Path) -> None
     assert "processed=1 " in f"{stopped[-1]} ", command.output()
 
 
-AGAIN = {"relay": 128 + signal.SIGINT, "console": 128 + signal.SIGINT, "chaos": 1}
-"""The status each command exits with on a second signal (chaos: 1, as on Ctrl-C: a run that proved nothing)."""
+_AT_ONCE = {128 + signal.SIGINT, 128 + signal.SIGTERM}
+AGAIN = {"relay": _AT_ONCE, "console": _AT_ONCE, "chaos": {1}}
+"""The statuses each command may exit with on a second signal: 128 + the second one's number, and when both are
+pending at once the kernel delivers the lower number (SIGINT) first, so the second is then SIGTERM (chaos: 1, as on
+Ctrl-C: a run that proved nothing)."""
 
 
 @pytest.mark.parametrize("command", list(AGAIN))
@@ -290,4 +293,4 @@ def test_a_second_signal_stops_at_once(cells: dict[str, Command], command: str) 
     process = cells[f"{command}-twice"]
     code, took = process.signalled(signal.SIGTERM, signal.SIGINT)
     assert took < AT_ONCE, f"{command} exited {took:.1f} s after its second signal:\n{process.output()}"
-    assert code == AGAIN[command], f"{command} exited {code}:\n{process.output()}"
+    assert code in AGAIN[command], f"{command} exited {code}:\n{process.output()}"

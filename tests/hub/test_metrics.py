@@ -248,8 +248,8 @@ def test_a_listener_beyond_loopback_needs_metrics_public(tmp_path: Path) -> None
     assert allowed.returncode == 0, allowed.stderr
     warnings = [line for line in allowed.stderr.splitlines() if "metrics-public" in line]
     assert len(warnings) == 1, allowed.stderr
-    assert "WARNING" in warnings[0]
-    assert warnings[0].endswith(f"metrics-public host=0.0.0.0 port={port} authentication=none")
+    assert "level=warning " in warnings[0]
+    assert warnings[0].endswith(f"event=metrics-public host=0.0.0.0 port={port} authentication=none")
 
 
 def test_the_library_refuses_a_public_listener_unless_asked() -> None:
