@@ -99,7 +99,7 @@ def connect(path: str) -> sqlite3.Connection:
     return connection
 
 
-def _locked(exc: Exception) -> bool:
+def _locked(exc: BaseException) -> bool:
     """Whether SQLite refused for a lock another connection holds."""
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
