@@ -29,6 +29,7 @@ from edinbox._payloads import MAX_QUERY
 from edinbox.console import _data
 from edinbox.console._chart import COLORS, stacked
 from edinbox.console._guard import Access, guard
+from edinbox.console._story import story
 from edinbox.hub import _ledger, _ops
 from edinbox.hub._config import HubConfig
 from edinbox.hub._parts import open_inbox, verify_found
@@ -136,6 +137,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
             row=data,
             partner=edi.partner(data.get("source", "")),
             trace=_data.trace_ids(data.get("trace")),
+            story=await story(inbox, key, data),
             segments=_data.segments(payload),
             kept=kept,
             conflict_segments=_data.segments(record.conflict_payload if record else None),

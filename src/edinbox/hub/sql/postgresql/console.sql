@@ -71,3 +71,29 @@ INSERT INTO {edinbox_hub_console_audit} (who, action, target, result) VALUES (%(
 
 -- name: console_audit_rows
 SELECT at, who, action, target, result FROM {edinbox_hub_console_audit} ORDER BY id DESC LIMIT %(limit)s
+
+-- name: console_story_deliveries
+-- the message page's timeline: each delivery of the key the hub answered (processed, or a duplicate notice for a
+-- re-send), and its rejection (delivery "rejection") when it was parked before it was journaled
+SELECT answer, delivery, created_at FROM {edinbox_hub_answers}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+ORDER BY created_at
+
+-- name: console_story_invoices
+SELECT seller, number, kind, remote_id, created_at FROM {edinbox_hub_invoices}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+ORDER BY id
+
+-- name: console_story_parked
+-- parked copies of the interchange: the same payload fingerprint as the journal row's (or its conflicting copy's)
+SELECT id, reason, deliveries, rejected_at FROM {edinbox_hub_rejected}
+WHERE consumer = %(consumer)s AND fingerprint IN (%(fingerprint)s, %(conflict_fingerprint)s)
+ORDER BY id
+
+-- name: console_story_ledger
+-- its control number in the ledger, at the interchange's level, through the primary key; with any parked copy's id
+SELECT l.level, l.number, l.arrivals, l.first_at, l.last_at, r.id
+FROM {edinbox_hub_ledger} AS l
+LEFT JOIN {edinbox_hub_rejected} AS r ON r.consumer = l.consumer AND r.fingerprint = l.parked
+WHERE l.consumer = %(consumer)s AND l.partner = %(partner)s AND l.level IN ('ISA13', 'UNB0020')
+    AND l.number = %(number)s
