@@ -23,6 +23,9 @@ from edinbox.hub._tables import has_hub
 
 __all__ = ["Part", "story"]
 
+ANSWERS = {"processed": "delivered and processed", "notice": "delivered again: answered with a duplicate notice"}
+"""What each answer the hub recorded for a delivery of the key says."""
+
 
 @dataclass(frozen=True, slots=True)
 class Part:
@@ -74,7 +77,7 @@ async def story(inbox: AsyncInbox, key: str, row: dict[str, Any]) -> list[Part]:
     received = [f"attempts: {row.get('attempts')}"]
     if hub:
         received.insert(0, f"deliveries answered: {len(answered)} ({max(len(answered) - 1, 0)} redelivered)")
-        received += [f"{d[0]} at {_stamp(d[2])}" for d in answered]
+        received += [f"{ANSWERS.get(d[0], d[0])} at {_stamp(d[2])}" for d in answered]
     if trace := trace_ids(row.get("trace")):
         received.append(f"trace {trace[0]}")
     parts = [Part("received", "Received", _stamp(row.get("received_at")), received)]

@@ -83,7 +83,7 @@ SELECT at, who, action, target, result FROM {edinbox_hub_console_audit} ORDER BY
 -- name: console_story_deliveries
 -- the message page's timeline: each delivery of the key the hub answered (processed, or a duplicate notice for a
 -- re-send), and its rejection (delivery "rejection") when it was parked before it was journaled
-SELECT answer, delivery, created_at FROM {edinbox_hub_answers}
+SELECT answer, CONVERT(delivery USING utf8mb4), created_at FROM {edinbox_hub_answers}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 ORDER BY created_at
 
