@@ -1,6 +1,6 @@
 """The message page tells an interchange's story, in order, from what the real hub kept (SQLite and PostgreSQL): an
 interchange sent twice (one redelivery, answered with a duplicate notice) that created an invoice and got an
-acknowledgment."""
+acknowledgment; a dead message's markup error shown as text."""
 
 from __future__ import annotations
 
@@ -33,5 +33,14 @@ def test_the_message_page_tells_each_part_of_an_interchanges_life_in_order(conso
     assert "INV-501" in parts["invoices"]
     assert re.search(r"<li>\w+ \d+: (sent|waiting|parked)", parts["acknowledgments"])
     assert "none" in parts["parked"]
-    assert "SHA-256" in parts["kept"] and 'href="#segments"' in parts["kept"]
+    assert "SHA-256" in parts["kept"]
+    assert 'href="#segments"' in parts["kept"]
     assert f"ISA13 {doc.control.lstrip('0')}: 2 accepted" in parts["ledger"]
+
+    dead = console.traffic.stuck  # its last error is markup: the story shows it as text
+    key = f"X12:ZZ:{dead.partner.id}>ZZ:EDINBOXHUB/{dead.control}"
+    page = httpx.get(f"{console.url}/message", params={"key": key}, timeout=30).text
+    journaled = page[page.index('id="story-journaled"') : page.index('id="story-invoices"')]
+    assert "last error: " in journaled
+    assert "&lt;script&gt;window.pwned" in journaled
+    assert "<script>window.pwned" not in page
