@@ -1,6 +1,7 @@
 """Run every benchmark in turn, each in its own process: `make bench` or `.venv/bin/python -m bench`.
 
-Each prints its own side-by-side ratios; record them with the command in bench/RESULTS.md.
+Each prints its own side-by-side ratios; record the run with its command in bench/log/ (one file per benchmark)
+and, when it supersedes the figures there, in bench/RESULTS.md's table.
 """
 
 from __future__ import annotations

@@ -19,26 +19,26 @@ Journals are filled with generate_series (not through the API) into schema `benc
 partners, each with rising 9-digit control numbers, as X12 ISA13). Seven layouts:
 
 - `flat`: today's journal (one table, unique index on consumer, source, message_id), through `Inbox.process_batch`;
-- `digest`: the flat journal keyed by a 16-byte digest of (consumer, source, message_id) (`bench/digest.sql`): the
-  same one insert per batch into an index about half as big;
+- `digest`: the flat journal keyed by a 16-byte digest of (consumer, source, message_id)
+  (`bench/experiments/digest.sql`): the same one insert per batch into an index about half as big;
 - `ring`: the journal as a ring of slot partitions (docs/scaling.md): inserts go to the current slot, whose
   index is small and hot; the older slots inside the horizon are only probed (read, never written), so a batch
-  dirties a few pages instead of one leaf per key. Run with the statements of `bench/ring.sql` (a candidate
-  measured here, not adopted: docs/scaling.md);
-- `hash`: the journal hash-partitioned on message_id (`--partitions`, 16 by default; `bench/hash.sql`) under the
-  same unique key, which holds the partition key: each partition's index holds 1/N of the rows and is a level
+  dirties a few pages instead of one leaf per key. Run with the statements of `bench/experiments/ring.sql` (a
+  candidate measured here, not adopted: docs/scaling.md);
+- `hash`: the journal hash-partitioned on message_id (`--partitions`, 16 by default; `bench/experiments/hash.sql`)
+  under the same unique key, which holds the partition key: each partition's index holds 1/N of the rows and is a level
   shallower, and an INSERT routes each row to its one partition. Inbox.create_schema() and verify() accept the
   partitioned table, so it runs through `Inbox.process_batch` like `flat`;
-- `generations`: two generations (`bench/generations.sql`): a hot table of its own takes the inserts (a plain
-  INSERT of the keys that no cold row holds), the cold one (an empty table, or the full flat journal) is only
+- `generations`: two generations (`bench/experiments/generations.sql`): a hot table of its own takes the inserts (a
+  plain INSERT of the keys that no cold row holds), the cold one (an empty table, or the full flat journal) is only
   probed, read-only;
 - `filtered`: the two generations with a Bloom filter of the cold one's keys in the process's memory
-  (`bench/bloom.py`, `bench/filtered.sql`; false-positive rate `--rate`, 1 % by default): built from the cold
-  table and stored as a bytea in table `filters` (once: later runs load it), checked in Python per key; only the
-  keys it may hold probe the cold table, the others go straight to the hot table's plain INSERT, after the shared
-  rotation lock. The cold one is empty or the full flat journal; the full one's hot table is empty, or with
-  `--hot ROWS` a kept table of ROWS older keys (a generation near its rotation); the filter's size, build, store
-  and load times are printed, and after each measurement its Python time and the keys it sent to a probe;
+  (`bench/experiments/bloom.py`, `bench/experiments/filtered.sql`; false-positive rate `--rate`, 1 % by default): built
+  from the cold table and stored as a bytea in table `filters` (once: later runs load it), checked in Python per key;
+  only the keys it may hold probe the cold table, the others go straight to the hot table's plain INSERT, after the
+  shared rotation lock. The cold one is empty or the full flat journal; the full one's hot table is empty, or with
+  `--hot ROWS` a kept table of ROWS older keys (a generation near its rotation); the filter's size, build, store and
+  load times are printed, and after each measurement its Python time and the keys it sent to a probe;
 - `collate`: the flat journal with its key columns `COLLATE "C"` (bytewise comparisons), through
   `Inbox.process_batch`.
 
@@ -75,7 +75,7 @@ from typing import Any
 import psycopg
 from tests.servers import PrivatePostgres
 
-from bench.bloom import Bloom, copied_digests, digest
+from bench.experiments.bloom import Bloom, copied_digests, digest
 from edinbox import Inbox, Message, Tx
 from edinbox.stores._queries import load_queries, named_queries
 
@@ -205,11 +205,13 @@ def fill_ring(connection: psycopg.Connection[Any], table: str, *, shape: str, ro
     connection.execute(f"VACUUM ANALYZE {SCHEMA}.{table}".encode())
 
 
-RING = named_queries((Path(__file__).parent / "ring.sql").read_text("utf-8"))
-DIGEST = named_queries((Path(__file__).parent / "digest.sql").read_text("utf-8"))
-HASH = named_queries((Path(__file__).parent / "hash.sql").read_text("utf-8"))
-GENERATIONS = named_queries((Path(__file__).parent / "generations.sql").read_text("utf-8"))
-FILTERED = named_queries((Path(__file__).parent / "filtered.sql").read_text("utf-8"))
+EXPERIMENTS = Path(__file__).parent / "experiments"
+"""The statements of the candidate layouts, none of them adopted (bench/experiments/README.md)."""
+RING = named_queries((EXPERIMENTS / "ring.sql").read_text("utf-8"))
+DIGEST = named_queries((EXPERIMENTS / "digest.sql").read_text("utf-8"))
+HASH = named_queries((EXPERIMENTS / "hash.sql").read_text("utf-8"))
+GENERATIONS = named_queries((EXPERIMENTS / "generations.sql").read_text("utf-8"))
+FILTERED = named_queries((EXPERIMENTS / "filtered.sql").read_text("utf-8"))
 FILTERS = f"{SCHEMA}.filters"
 TEMPLATED = {"template": TEMPLATE}
 INSERT = load_queries("postgresql", "queries")["insert_batch"]
@@ -388,7 +390,7 @@ def fill_hot(connection: psycopg.Connection[Any], table: str, *, shape: str, row
 
 def build_filter(connection: psycopg.Connection[Any], cold: str, *, rate: float) -> Bloom:
     """A Bloom filter of the cold table's keys: counted, sized for `rate`, filled from the digests the server
-    computes (bench/filtered.sql: key_digests); print the time of each step."""
+    computes (bench/experiments/filtered.sql: key_digests); print the time of each step."""
     started = time.perf_counter()
     keys = count(connection, cold)
     bloom = Bloom.sized(keys, rate)

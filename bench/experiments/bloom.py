@@ -3,10 +3,11 @@ of the cold generation"): the keys of an immutable generation, checked in the co
 keys it may hold are probed in the database.
 
 A key is the MD5 digest of `consumer, source, message_id` joined by U+001F, the same bytes in Python (`digest`) and
-in PostgreSQL (`md5()` of the same text, bench/filtered.sql), so the filter can be built from the table by
+in PostgreSQL (`md5()` of the same text, bench/experiments/filtered.sql), so the filter can be built from the table by
 whichever process seals the generation. Its k positions come from the digest's two 64-bit halves (double hashing:
 h1 + i * h2 modulo the size). A key that was added is always found (no false negatives); a key that was not is
-found with the probability the filter was sized for. `python -m bench.bloom` prints the Python time of a batch's check.
+found with the probability the filter was sized for. `python -m bench.experiments.bloom` prints the Python time of
+a batch's check.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 -- A candidate layout measured by bench/journal_scale.py (docs/scaling.md, "A filter of the cold generation"): two
--- generations as in bench/generations.sql, plus a Bloom filter of the cold generation's keys (bench/bloom.py),
+-- generations as in bench/experiments/generations.sql, plus a Bloom filter of the cold generation's keys
+-- (bench/experiments/bloom.py),
 -- built once the generation is sealed and stored here so that every hub loads the same one. A batch probes the
 -- cold table only for the keys the filter may hold; every other key goes straight to the hot table's plain INSERT.
 
@@ -17,7 +18,7 @@ CREATE TABLE IF NOT EXISTS {head} (generation integer NOT NULL)
 -- name: seed_head
 INSERT INTO {head} (generation) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {head})
 
--- The filter's keys, as bench/bloom.py's digest(): MD5 of consumer, source and message id joined by U+001F.
+-- The filter's keys, as bench/experiments/bloom.py's digest(): MD5 of consumer, source and message id joined by U+001F.
 -- name: key_digests
 COPY (SELECT decode(md5(consumer || E'\x1f' || source || E'\x1f' || message_id), 'hex') FROM {cold})
 TO STDOUT (FORMAT binary)
