@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.spool import _drop_schema, fill_traffic, parse_rate
 from edinbox._async_inbox import AsyncInbox
-from edinbox.hub import HubConfig, open_hub
+from edinbox.hub import HubConfig, _hub, open_hub
 from edinbox.hub._batch import Batch
 from edinbox.hub._generate import generate
 from edinbox.hub._hub import Hub
@@ -95,7 +95,7 @@ def instrument(timers: Timers) -> None:
     timers.wrap(AsyncInbox, "_claim_batch", "    journal claim (insert, look up)")
     timers.wrap(Batch, "create", "    handler (invoices)")
     timers.wrap(Batch, "record", "    record (parked payloads, counters)")
-    timers.wrap(Hub, "_finish", "  finish (ack or reject, totals, log)")
+    timers.wrap(_hub, "hand_back_each", "  finish (ack, reject or hand back each delivery)")
     for unit in _UNITS:
         for method in ("begin", "insert", "begin_fetch", "fetch", "run", "run_many", "commit", "rollback"):
             timers.wrap(unit, method, functools.partial(_statement, method))
