@@ -94,8 +94,8 @@ def guarded(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PrivateS
 
 def _url(server: PrivateServer, name: str, password: str = ENCODED) -> str:
     if server.kind == "nats":
-        return f"nats://u:{password}@127.0.0.1:{server.port}?stream={name}&subject={name}.in&open_timeout=0.5"
-    return f"redis://:{password}@127.0.0.1:{server.port}/0?stream={name}&open_timeout=0.5"
+        return f"nats://u:{password}@127.0.0.1:{server.port}?stream={name}&subject={name}.in&open_timeout=2"
+    return f"redis://:{password}@127.0.0.1:{server.port}/0?stream={name}&open_timeout=2"
 
 
 async def test_password_never_printed_through_a_whole_life(
