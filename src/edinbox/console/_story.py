@@ -11,14 +11,14 @@ On a library journal (no hub tables) only the journal's parts are told. Every re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from edinbox import edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox.console._data import trace_ids
 from edinbox.hub._ledger import normalise
-from edinbox.hub._ops import split_key
+from edinbox.hub._ops import split_key, timestamp
 from edinbox.hub._tables import has_hub
 
 __all__ = ["Part", "story"]
@@ -38,15 +38,9 @@ class Part:
 
 
 def _stamp(value: Any) -> str:
-    """A time as the hub's tables return it (aware or naive-UTC datetime, ISO text, epoch seconds), as text."""
-    if value is None or value == "":
-        return ""
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        return aware.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(float(value), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return str(value)
+    """A time as the hub's tables return it (a datetime, epoch seconds or ISO text), as the console writes times."""
+    when = timestamp(value) if value != "" else None
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if when is not None else ""
 
 
 async def story(inbox: AsyncInbox, key: str, row: dict[str, Any]) -> list[Part]:

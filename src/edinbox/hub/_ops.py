@@ -64,6 +64,7 @@ __all__ = [
     "show",
     "split_key",
     "stats",
+    "timestamp",
     "write_payload",
 ]
 
@@ -137,7 +138,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
         size = await _table_size(inbox)
         outbox = await inbox.outbox_stats()
         hub = await _hub_stats(inbox, config.consumer) if await has_hub(inbox) else {}
-    when = _timestamp(oldest)
+    when = timestamp(oldest)
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
         "consumer": config.consumer,
@@ -210,7 +211,7 @@ async def relay(
         return dict(await relay.run(once=once))
 
 
-def _timestamp(value: Any) -> datetime | None:
+def timestamp(value: Any) -> datetime | None:
     """A journal timestamp as an aware datetime: PostgreSQL gives datetimes, SQLite epoch seconds."""
     if value is None or isinstance(value, datetime):
         return value.replace(tzinfo=value.tzinfo or UTC) if value is not None else None
@@ -244,7 +245,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
                 "delivery": r[1],
                 "reason": r[2],
                 "deliveries": r[3],
-                "at": json_value(_timestamp(r[4])),
+                "at": json_value(timestamp(r[4])),
             }
             for r in rows
         ]
@@ -289,7 +290,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "delivery": r[1],
                 "reason": r[2],
                 "deliveries": r[3],
-                "at": json_value(_timestamp(r[4])),
+                "at": json_value(timestamp(r[4])),
                 **_previewed("payload", bytes(r[5])),
             }
         source, message_id = split_key(key)
@@ -305,7 +306,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         kept = await inbox.payload(source, message_id)  # the message store's copy (keep_payloads)
     if record is None and not rejection:
         return None
-    rejected_at = json_value(_timestamp(rejection[0][1])) if rejection else None
+    rejected_at = json_value(timestamp(rejection[0][1])) if rejection else None
     if record is None:  # parked before it was journaled: its rejection is all there is (the payload: `rejected/N`)
         data: dict[str, Any] = {
             "key": join_key(source, message_id),
