@@ -6,6 +6,11 @@ content type, and a search text (the payload's words: runs of ASCII letters and 
 once, in order of first appearance, capped; a search finds the payloads holding every word it gives). Above
 `payload_cap` bytes only the first `payload_cap` bytes are kept, with the digest and size of the whole, and
 `truncated` says so.
+
+The search text is not made in the settling transaction on SQLite and PostgreSQL: the row is written with none (not
+indexed yet), and `index_params` makes it from the kept bytes later, in a transaction of its own (the hub's idle
+time, and every search first); MariaDB's FULLTEXT indexes at commit, so there the row is written with its text
+(`INDEXED_ON_SETTLE`).
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ from edinbox._errors import ConfigurationError
 from edinbox._message import Message
 
 __all__ = [
+    "INDEXED_ON_SETTLE",
     "MAX_QUERY",
     "MAX_TEXT",
     "PAYLOAD_CAP",
     "Hit",
     "Kept",
     "check_cap",
+    "index_columns",
+    "index_params",
     "keep_columns",
     "keep_params",
     "search_query",
@@ -47,6 +55,9 @@ MAX_QUERY = 200
 """Characters of a search."""
 COMPRESS_LEVEL = 6
 """zlib's level for a kept payload (its default): a 500-byte interchange shrinks by about 40 %, a longer one more."""
+INDEXED_ON_SETTLE = frozenset({"mysql"})
+"""The dialects whose kept row carries its search text from the settling transaction (MariaDB: FULLTEXT indexes at
+commit); the others write it later (`index_params`)."""
 
 _QUERY = re.compile(r"[A-Za-z0-9]+")
 _ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -92,8 +103,9 @@ def _content_type(headers: Mapping[str, str] | None) -> str:
     return "application/octet-stream"
 
 
-def keep_params(consumer: str, message: Message, *, cap: int) -> dict[str, Any]:
-    """The parameters of `message`'s kept row (`payloads_keep`): its bytes compressed, cut to `cap`."""
+def keep_params(consumer: str, message: Message, *, cap: int, words: bool = True) -> dict[str, Any]:
+    """The parameters of `message`'s kept row (`payloads_keep`): its bytes compressed, cut to `cap`; its search text
+    with `words`, else None (indexed later: `index_params`)."""
     payload = bytes(message.payload)
     kept = payload[:cap]
     return {
@@ -106,7 +118,30 @@ def keep_params(consumer: str, message: Message, *, cap: int) -> dict[str, Any]:
         "content_type": _content_type(message.headers),
         "truncated": len(kept) < len(payload),
         "body": zlib.compress(kept, COMPRESS_LEVEL),
-        "text": search_text(kept),
+        "text": search_text(kept) if words else None,
+    }
+
+
+def index_params(consumer: str, row: tuple[Any, ...]) -> dict[str, Any]:
+    """The parameters that index one kept payload (`payloads_index`) from its `payloads_pending` row: its key (and
+    the row's id where the database gives one: SQLite's rowid) and the search text of its kept bytes."""
+    source, message_id, body, *rest = row
+    return {
+        "consumer": consumer,
+        "source": _text(source),
+        "message_id": _text(message_id),
+        "id": rest[0] if rest else None,
+        "text": search_text(zlib.decompress(bytes(body))),
+    }
+
+
+def index_columns(consumer: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`index_params` rows as parallel arrays for one set-based statement (PostgreSQL's `payloads_index_batch`)."""
+    return {
+        "consumer": consumer,
+        "sources": [row["source"] for row in rows],
+        "message_ids": [row["message_id"] for row in rows],
+        "texts": [row["text"] for row in rows],
     }
 
 

@@ -41,6 +41,7 @@ from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
+from edinbox.hub._index import Indexer
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
 from edinbox.hub._purge import Purger, check_purge, purges
@@ -117,6 +118,8 @@ class Hub:
         self.gauges = Gauges(metrics, inbox, logger=self.logger)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
         self.ledger = ledger.Gauges(metrics, inbox, config)
+        self.indexer = Indexer(inbox, logger=self.logger, enabled=config.keep_payloads)
+        """Indexes the kept payloads for search between batches (`keep_payloads`)."""
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
         self._claimed: list[Delivery] = []
@@ -151,6 +154,8 @@ class Hub:
                 after=self._after,
             )
             await self.refresh()
+            if once and not self.stop.is_set():
+                await self.indexer.finish()
         finally:
             alongside.set()
             await wait_beside(tasks)  # the error that stopped the relay or the purge (and with it the hub) is raised
@@ -186,10 +191,12 @@ class Hub:
                 self.totals[name] += total
 
     async def _after(self, handled: int) -> None:
-        """After each step: wake the relay when the batch's acknowledgments are committed, refresh the gauges."""
+        """After each step: wake the relay when the batch's acknowledgments are committed, refresh the gauges, index
+        the kept payloads when idle (`Indexer`)."""
         if handled and self._relay_beside is not None and self.acknowledger is not None:
             self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
         await self.refresh(every=_REFRESH)
+        await self.indexer.step(handled)
 
     async def refresh(self, *, every: float = 0.0) -> None:
         """Set the journal gauges from the database, when `every` seconds have passed since the last time (see

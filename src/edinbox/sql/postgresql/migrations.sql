@@ -64,3 +64,9 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS trace text
 -- the kept payloads beside the journal (`payloads.sql`): their table and indexes are made by the step in code
 -- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
 SELECT 1
+
+-- name: v12_payloads_words
+-- a kept payload's words are written after its settling transaction (`payloads.sql`'s payloads_index_batch): NULL
+-- until then, the rows waiting under a partial index made by the step in code (`stores._async_base.STEPS_IN_CODE`:
+-- the `payloads_create*` statements)
+ALTER TABLE {payloads} ALTER COLUMN words DROP NOT NULL

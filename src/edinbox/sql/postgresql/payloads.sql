@@ -4,7 +4,8 @@
 -- and `size` are the whole payload's. The search text (`edinbox._payloads.search_text`) is kept as its words only,
 -- `words`: a tsvector of the `simple` configuration (every word as written, lower-cased, no stemming, no stop
 -- words) stripped of positions (a search asks for every word, not a phrase), under a GIN index; a scan of a small
--- table reads it as stored, never computing a tsvector per row.
+-- table reads it as stored, never computing a tsvector per row. The settling transaction writes `words` NULL (not
+-- indexed yet: no parsing, no GIN entry there); `payloads_index_batch` sets it later, outside that transaction.
 
 -- name: payloads_create
 CREATE TABLE IF NOT EXISTS {payloads} (
@@ -17,7 +18,7 @@ CREATE TABLE IF NOT EXISTS {payloads} (
     content_type TEXT NOT NULL,
     truncated BOOLEAN NOT NULL,
     body BYTEA NOT NULL,
-    words TSVECTOR NOT NULL,
+    words TSVECTOR,
     kept_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer, source, message_id)
 )
@@ -28,6 +29,10 @@ ALTER TABLE {payloads} ALTER COLUMN body SET STORAGE EXTERNAL
 
 -- name: payloads_create_kept
 CREATE INDEX IF NOT EXISTS {payloads_kept_index} ON {payloads} (consumer, kept_at)
+
+-- name: payloads_create_pending
+-- the rows kept but not indexed yet, for `payloads_pending`: an index as small as that backlog
+CREATE INDEX IF NOT EXISTS {payloads_pending_index} ON {payloads} (consumer) WHERE words IS NULL
 
 -- name: payloads_create_text
 CREATE INDEX IF NOT EXISTS {payloads_text_index} ON {payloads} USING gin (words)
@@ -51,6 +56,22 @@ FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text
 ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.fingerprint,
     sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
     truncated = excluded.truncated, body = excluded.body, words = excluded.words, kept_at = excluded.kept_at
+
+-- name: payloads_waiting
+-- whether a kept payload of this consumer waits for its index
+SELECT 1 FROM {payloads} WHERE consumer = %(consumer)s AND words IS NULL LIMIT 1
+
+-- name: payloads_pending
+-- the kept payloads of this consumer not indexed yet, held until indexed (another indexer skips them)
+SELECT source, message_id, body FROM {payloads} WHERE consumer = %(consumer)s AND words IS NULL
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: payloads_index_batch
+-- the search text of each of these kept payloads, computed after their settling transaction: parallel arrays
+UPDATE {payloads} AS p SET words = strip(to_tsvector('simple', u.w))
+FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(texts)b::text[]) AS u (s, m, w)
+WHERE p.consumer = %(consumer)s AND p.source = u.s AND p.message_id = u.m AND p.words IS NULL
 
 -- name: payloads_get
 SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at
