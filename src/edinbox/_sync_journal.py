@@ -349,8 +349,8 @@ class Journal:
 
     def _keep(self, unit: Unit, messages: Sequence[Message]) -> None:
         """Keep the payloads of `messages`, processed in `unit`'s open transaction (the message store)."""
-        words = self.dialect in INDEXED_ON_SETTLE  # elsewhere the words are indexed after the commit
-        rows = [keep_params(self.consumer, m, cap=self.payload_cap, words=words) for m in messages]
+        indexed = self.dialect in INDEXED_ON_SETTLE  # elsewhere indexed (and compressed) after the commit
+        rows = [keep_params(self.consumer, m, cap=self.payload_cap, indexed=indexed) for m in messages]
         if self.dialect == "postgresql":  # one statement over arrays, as the journal's batch insert
             unit.run("payloads_keep_batch", keep_columns(self.consumer, rows))
         elif len(rows) == 1:

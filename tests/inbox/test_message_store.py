@@ -123,6 +123,59 @@ def test_purge_removes_kept_payloads_with_their_journal_rows(store: tuple[str, s
         assert [f.message_id for f in inbox.search("PO-77123")] == ["new"]
 
 
+def _body(inbox: Inbox, message_id: str) -> bytes:
+    """The body column of a kept payload as stored."""
+    mark = "?" if inbox.dialect == "sqlite" else "%s"
+    quote = "`" if inbox.dialect == "mysql" else '"'
+    name = ".".join(f"{quote}{part}{quote}" for part in f"{inbox._table}_payloads".split("."))
+
+    def run(tx: object) -> bytes:
+        cursor = tx.connection.cursor()  # type: ignore[attr-defined]
+        cursor.execute(f"SELECT body FROM {name} WHERE message_id = {mark}", (message_id,))
+        return bytes(cursor.fetchone()[0])
+
+    return inbox.transaction(run)
+
+
+def test_a_payload_is_kept_as_received_then_indexed_compressed(store: tuple[str, str]) -> None:
+    """On SQLite and PostgreSQL the settling transaction keeps the bytes as received with no words (MariaDB indexes
+    and compresses at once); `index_payloads` indexes and compresses them later; `payload()` gives the same bytes
+    before and after, and a search finds the message without being told to index."""
+    with _inbox(store, keep_payloads=True) as inbox:
+        inbox.process(Message("4711", "orders", EDI * 5), lambda tx, m: None)
+        later = inbox.dialect != "mysql"
+        assert _body(inbox, "4711") == (EDI * 5 if later else zlib.compress(EDI * 5, 6))
+        kept = inbox.payload("orders", "4711")
+        assert kept is not None
+        assert kept.payload == EDI * 5
+        assert inbox.index_payloads() == (1 if later else 0)
+        assert zlib.decompress(_body(inbox, "4711")) == EDI * 5
+        kept = inbox.payload("orders", "4711")
+        assert kept is not None
+        assert kept.payload == EDI * 5
+        inbox.process(Message("4712", "orders", b"BGM+220+PO-99001+9'"), lambda tx, m: None)
+        assert [f.message_id for f in inbox.search("PO-99001")] == ["4712"]  # indexed by the search first
+
+
+def test_a_payload_kept_again_after_forget_is_found_by_its_new_words_only(store: tuple[str, str]) -> None:
+    """A message processed again after `forget` replaces its kept payload: the old words leave the index, the new ones
+    are found (on SQLite the full-text index stays consistent with its table)."""
+    with _inbox(store, keep_payloads=True) as inbox:
+        inbox.process(Message("4711", "orders", b"BGM+220+PO-55001+9'"), lambda tx, m: None)
+        assert [f.message_id for f in inbox.search("PO-55001")] == ["4711"]
+        assert inbox.forget("orders", "4711")
+        inbox.process(Message("4711", "orders", b"BGM+220+PO-55002+9'"), lambda tx, m: None)
+        assert inbox.search("PO-55001") == []
+        assert [f.message_id for f in inbox.search("PO-55002")] == ["4711"]
+        if inbox.dialect == "sqlite":
+
+            def check(tx: object) -> None:
+                fts = f'"{inbox._table}_payloads_fts"'
+                tx.connection.execute(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')")  # type: ignore[attr-defined]
+
+            inbox.transaction(check)
+
+
 def test_kept_body_is_compressed() -> None:
     """The body column holds the zlib-compressed bytes (what the storage figures in bench/RESULTS.md assume)."""
     from edinbox._payloads import keep_params

@@ -75,10 +75,13 @@ SELECT source, message_id, body, rowid FROM {payloads} WHERE consumer = :consume
 INSERT INTO {payloads_fts} (rowid, text) VALUES (:id, :text)
 
 -- name: payloads_index
-UPDATE {payloads} SET text = :text WHERE rowid = :id AND text IS NULL
+-- the row's text, and its bytes compressed
+UPDATE {payloads} SET text = :text, body = :body WHERE rowid = :id AND text IS NULL
 
 -- name: payloads_get
-SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at
+-- `indexed`: the body is compressed (a row not indexed yet holds the bytes as received)
+SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at,
+    text IS NOT NULL AS indexed
 FROM {payloads}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
