@@ -9,10 +9,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
@@ -23,7 +24,7 @@ import stamina
 from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._dead import check_destination
-from edinbox._errors import ConfigurationError
+from edinbox._errors import ConfigurationError, SchemaError
 from edinbox._message import Message, Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
 from edinbox._payloads import (
@@ -370,9 +371,22 @@ class AsyncJournal:
     async def payload(self, source: str, message_id: str) -> Kept | None:
         """The payload kept of one message of this consumer (`keep_payloads`), or None."""
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        async with self._store.unit() as unit:
-            rows = await unit.fetch("payloads_get", key)
+        with self._kept_table():
+            async with self._store.unit() as unit:
+                rows = await unit.fetch("payloads_get", key)
         return Kept.from_row(rows[0], self._store.timestamp) if rows else None
+
+    @contextlib.contextmanager
+    def _kept_table(self) -> Iterator[None]:
+        """Say "run migrate" when the kept payloads' table is missing beside an existing journal (one older than
+        version 11, the message store)."""
+        try:
+            yield
+        except SchemaError as exc:
+            raise SchemaError(
+                f"{self._table}_payloads is missing: this journal is older than the message store (version 11); "
+                "run `edinbox migrate` (or migrate())"
+            ) from exc
 
     async def index_payloads(self, *, limit: int = INDEX_BATCH) -> int:
         """Index up to `limit` kept payloads of this consumer that a search cannot find yet (kept with no search
@@ -381,9 +395,10 @@ class AsyncJournal:
         if self.dialect in INDEXED_ON_SETTLE:
             return 0
         params = {"consumer": self.consumer, "limit": limit}
-        async with self._store.unit() as unit:
-            if not await unit.fetch("payloads_waiting", params):
-                return 0
+        with self._kept_table():
+            async with self._store.unit() as unit:
+                if not await unit.fetch("payloads_waiting", params):
+                    return 0
         async with self._store.unit() as unit:
             await unit.begin()
             try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from edinbox import Inbox, Message
+from edinbox import Inbox, Message, SchemaError
 from services import MYSQL_URL, POSTGRES_URL, drop_database, mariadb_admin, require_service
 
 EDI = b"UNB+UNOC:3+5790000000005:14+5013546107732:14+261201:0930+4711'UNH+1+ORDERS:D:96A:UN'BGM+220+PO-77123+9'"
@@ -191,3 +191,30 @@ def test_the_documented_example_runs() -> None:
     match = re.search(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.DOTALL)
     assert match is not None
     exec(compile(match.group(1), str(doc), "exec"), {})  # noqa: S102 - our own documentation
+
+
+def test_a_journal_older_than_the_store_says_run_migrate(tmp_path: Path) -> None:
+    """On a journal older than the message store (version 10: no kept payloads' table), reading a kept payload,
+    searching, and `edinbox show` each say in one line to run `edinbox migrate` (not "create the schema")."""
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from edinbox.cli import main
+
+    url = f"sqlite:///{tmp_path}/journal.db"
+    with Inbox(url, consumer="orders") as inbox:
+        inbox.create_schema()
+        inbox.process(Message("1", "acme", EDI), lambda tx, m: None)
+    with sqlite3.connect(tmp_path / "journal.db") as admin:
+        admin.execute("DROP TABLE inbox_payloads")
+        admin.execute("DROP TABLE inbox_payloads_fts")
+        admin.execute("UPDATE inbox_version SET version = 10")
+    with Inbox(url, consumer="orders") as inbox:
+        for read in (lambda: inbox.payload("acme", "1"), lambda: inbox.search("PO-77123")):
+            with pytest.raises(SchemaError, match="run `edinbox migrate`"):
+                read()
+    result = CliRunner().invoke(main, ["show", "acme/1", "--db", url, "--consumer", "orders"])
+    assert result.exit_code == 1
+    assert "run `edinbox migrate`" in result.output
+    assert len(result.output.strip().splitlines()) == 1
