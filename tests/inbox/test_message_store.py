@@ -218,3 +218,11 @@ def test_a_journal_older_than_the_store_says_run_migrate(tmp_path: Path) -> None
     assert result.exit_code == 1
     assert "run `edinbox migrate`" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_word_every_payload_holds_lists_the_newest_first(store: tuple[str, str]) -> None:
+    """A search for a word all the kept payloads hold lists the newest `limit` of them, newest first."""
+    with _inbox(store, keep_payloads=True) as inbox:
+        for number in range(1, 5):
+            inbox.process(Message(f"m{number}", "orders", EDI + b"RFF+ON:%d'" % number), lambda tx, m: None)
+        assert [f.message_id for f in inbox.search("UNOC", limit=2)] == ["m4", "m3"]

@@ -86,13 +86,13 @@ FROM {payloads}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: payloads_search
--- `terms` is the search's words, each in double quotes: FTS5 finds the rows holding every one. The full-text index
--- finds the rows first (`+` keeps
--- the planner from walking the consumer's kept_at index instead and matching row by row), then the newest are kept
+-- `terms` is the search's words, each in double quotes: FTS5 finds the rows holding every one, newest (highest rowid:
+-- the order they were kept in) first, as it reads its index: a word most payloads hold ("UNB") reads `limit` of
+-- them, not all
 SELECT p.consumer, p.source, p.message_id, p.size, p.kept_at
-FROM {payloads} AS p
-WHERE p.rowid IN (SELECT rowid FROM {payloads_fts} WHERE {payloads_fts} MATCH :terms) AND +p.consumer = :consumer
-ORDER BY p.kept_at DESC
+FROM {payloads_fts} AS f JOIN {payloads} AS p ON p.rowid = f.rowid
+WHERE f.{payloads_fts} MATCH :terms AND p.consumer = :consumer
+ORDER BY f.rowid DESC
 LIMIT :limit
 
 -- name: payloads_purge_batch
