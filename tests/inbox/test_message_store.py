@@ -226,3 +226,26 @@ def test_a_word_every_payload_holds_lists_the_newest_first(store: tuple[str, str
         for number in range(1, 5):
             inbox.process(Message(f"m{number}", "orders", EDI + b"RFF+ON:%d'" % number), lambda tx, m: None)
         assert [f.message_id for f in inbox.search("UNOC", limit=2)] == ["m4", "m3"]
+
+
+def test_postgresql_searches_a_word_in_thousands_of_payloads_from_the_newest(unique_name: str) -> None:
+    """On PostgreSQL a word more than 5,000 kept payloads hold is searched newest first along the kept_at index (the
+    full-text index's hits are capped there): the newest come back, in order."""
+    require_service("postgres")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{unique_name}"')
+    try:
+        with _inbox((POSTGRES_URL, f"{unique_name}.inbox"), keep_payloads=True) as inbox:
+            inbox.transaction(
+                lambda tx: tx.connection.execute(
+                    f'INSERT INTO "{unique_name}".inbox_payloads (consumer, source, message_id, fingerprint, sha256, '
+                    "size, content_type, truncated, body, words, kept_at) SELECT 'orders', 'acme', i::text, 'f', 'd', "
+                    "1, 'x', false, '\\x00', array_to_tsvector(ARRAY['unb', 'po' || i]), "
+                    "now() - make_interval(secs => 6000 - i) FROM generate_series(1, 6000) AS i"
+                )
+            )
+            assert [f.message_id for f in inbox.search("UNB", limit=3)] == ["6000", "5999", "5998"]
+            assert [f.message_id for f in inbox.search("PO17")] == ["17"]
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE')

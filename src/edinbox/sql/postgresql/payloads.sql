@@ -86,18 +86,28 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 
 -- name: payloads_search
 -- The full-text index finds the rows first (MATERIALIZED: the planner would otherwise walk the consumer's kept_at
--- index for the newest and match row by row), then the newest are kept; a word in most payloads ("UNB")
--- reads them all
+-- index for the newest and match row by row), then the newest are kept. It stops at 5,000: a word that many payloads
+-- hold ("UNB", a partner's own GLN) is searched the other way round instead, walking the kept_at index newest first
+-- and matching row by row, which finds `limit` of them soon (the one-time filters run only one of the two)
 WITH hits AS MATERIALIZED (
     SELECT consumer, source, message_id, size, kept_at
     FROM {payloads}
     WHERE words @@ plainto_tsquery('simple', %(words)s)
+    LIMIT 5000
+), few AS MATERIALIZED (
+    SELECT count(*) < 5000 AS yes FROM hits
 )
-SELECT consumer, source, message_id, size, kept_at
+(SELECT consumer, source, message_id, size, kept_at
 FROM hits
-WHERE consumer = %(consumer)s
+WHERE consumer = %(consumer)s AND (SELECT yes FROM few)
 ORDER BY kept_at DESC
-LIMIT %(limit)s
+LIMIT %(limit)s)
+UNION ALL
+(SELECT consumer, source, message_id, size, kept_at
+FROM {payloads}
+WHERE consumer = %(consumer)s AND words @@ plainto_tsquery('simple', %(words)s) AND NOT (SELECT yes FROM few)
+ORDER BY kept_at DESC
+LIMIT %(limit)s)
 
 -- name: payloads_purge_batch
 -- the kept payloads of this consumer older than the retention whose journal row is gone (purged, or forgotten)
