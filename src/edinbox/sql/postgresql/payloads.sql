@@ -36,7 +36,8 @@ CREATE INDEX IF NOT EXISTS {payloads_kept_index} ON {payloads} (consumer, kept_a
 CREATE INDEX IF NOT EXISTS {payloads_pending_index} ON {payloads} (consumer) WHERE words IS NULL
 
 -- name: payloads_create_text
-CREATE INDEX IF NOT EXISTS {payloads_text_index} ON {payloads} USING gin (words)
+-- the indexed rows only: a row written by a settling transaction (no words yet) adds no GIN entry there
+CREATE INDEX IF NOT EXISTS {payloads_text_index} ON {payloads} USING gin (words) WHERE words IS NOT NULL
 
 -- name: payloads_keep
 -- a message processed again after a `forget` replaces what was kept of it
