@@ -4,6 +4,10 @@ and the search's latency over many kept interchanges.
 Hub: generated invoice traffic (no duplicates) settled by the hub from a spool, batches of 20, on an SQLite file and
 on PostgreSQL (a schema of its own), with the store off and on; the modes take turns round by round so the load of
 other processes hits them alike; deliveries per second, best and median round, and the store's cost as 1 - on / off.
+On SQLite and PostgreSQL a kept payload's words are indexed after its settling transaction; `run(once=True)` indexes
+what is left before it returns, timed apart: "on, settling" is the hub's rate while it settles (the index batches it
+ran on the way included), "on, index catch-up counted" adds that last catch-up's time, and its cost per interchange
+is printed; the round then checks that nothing waits for the index.
 
 Storage: the bytes of the kept payloads' table with its indexes (SQLite: `dbstat` over `<journal>_payloads*`, the
 FTS5 tables included; PostgreSQL: `pg_total_relation_size`, TOAST and indexes included) after the last "on" round,
@@ -12,7 +16,7 @@ per interchange, extrapolated to a million.
 Search: `--search-rows` kept payloads written straight through the store's own statement (`payloads_keep`, 2,000 per
 transaction) from the generated interchanges, each with a purchase order number of its own (`BEG`/`BGM` style
 reference `PO<n>`); then `AsyncInbox.search` for `--searches` random PO numbers that exist and for one that does
-not, median and worst.
+not, median and worst, and for a word every kept interchange holds (the newest 20 of a million, not all of them).
 
 The machine this runs on is shared: wall-clock rates of one mode move by 2x between rounds, so the hub process's CPU
 time per delivery is given too (on PostgreSQL the server's own work is not in it).
