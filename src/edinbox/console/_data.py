@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from edinbox import edi
+from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError
 from edinbox._logs import log_event
-from edinbox._records import Tx
 from edinbox.hub import _ledger, _ops
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._redrive import join_key, replay
@@ -260,7 +259,7 @@ async def dashboard(config: HubConfig, inbox: AsyncInbox, *, hours: int = 3) -> 
     since = now - timedelta(hours=hours)
     params = {"consumer": inbox.consumer, "since": _at(inbox, since)}
 
-    async def read(tx: Tx) -> tuple[list[Any], list[Any]]:
+    async def read(tx: AsyncTransaction) -> tuple[list[Any], list[Any]]:
         minutes = await tx.unit.fetch("console_per_minute", params)
         sources = await tx.unit.fetch("console_top_sources", {**params, "since": _at(inbox, now - timedelta(days=1))})
         return minutes, sources

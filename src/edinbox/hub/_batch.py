@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from edinbox import AsyncTransaction
 from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
-from edinbox._records import Tx
 from edinbox.edi import partner
 from edinbox.hub import _ledger as ledger
 from edinbox.hub._accounting import Accounting, Created, keep_remote
@@ -95,7 +95,7 @@ class Batch:
         position = {id(w): n for n, w in enumerate(self.work)}
         return [self.spans.spans[position[id(w)]] for w, _, item in self.entries if item.message is not None]
 
-    async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
+    async def create(self, tx: AsyncTransaction, messages: Sequence[Message]) -> None:
         """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and
         write their acknowledgments."""
         # one message: maybe settled alone (isolated after a failure), its count committed with its effect
@@ -116,7 +116,7 @@ class Batch:
             for message in messages:
                 await self._count_effect(tx, message)
 
-    async def create_one(self, tx: Tx, message: Message) -> None:
+    async def create_one(self, tx: AsyncTransaction, message: Message) -> None:
         """The handler for one message settled alone (lease mode): create, and count it when in a transaction; its
         acknowledgments are written by `answer` in the transaction that completes it."""
         created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
@@ -125,7 +125,7 @@ class Batch:
         if tx.unit is not None:
             await self._count_effect(tx, message)
 
-    async def complete(self, message: Message, tx: Tx) -> None:
+    async def complete(self, message: Message, tx: AsyncTransaction) -> None:
         """Lease mode, in the transaction that commits `message`'s completion: the invoices the remote sink holds for
         it, with their ids (`_accounting.keep_remote`), and its acknowledgments."""
         created = self.remote.pop(message.key, None)
@@ -134,7 +134,7 @@ class Batch:
             await keep_remote(tx, message, invoices, created, consumer=self.consumer)
         await self.answer(tx, [message])
 
-    async def answer(self, tx: Tx, messages: Sequence[Message]) -> None:
+    async def answer(self, tx: AsyncTransaction, messages: Sequence[Message]) -> None:
         """Write the acknowledgments of processed `messages` in `tx`, and remember their deliveries when a re-send
         would be notified (so the broker's redelivery of one is not taken for a re-send)."""
         if self.acknowledger is None:
@@ -152,11 +152,11 @@ class Batch:
         await self.acknowledger.remember(tx, remembered)
         await self.acknowledger.write(tx, pending)
 
-    async def _count_effect(self, tx: Tx, message: Message) -> None:
+    async def _count_effect(self, tx: AsyncTransaction, message: Message) -> None:
         await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1}, shard=self.shard)
         self.counted.add(message.key)
 
-    async def _notices(self, tx: Tx, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
+    async def _notices(self, tx: AsyncTransaction, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
         """The notice that a delivery the partner sent is a duplicate: once per delivery, never for the broker's
         redelivery of one that was processed or notified; a delivery the broker says is its first always gets it
         (RabbitMQ cannot tell two publishes of one payload apart otherwise)."""
@@ -172,7 +172,7 @@ class Batch:
             return []
         return self.acknowledger.pending(item.received, key=key, duplicate=True)
 
-    async def _rejection(self, tx: Tx, item: Item) -> list[Pending]:
+    async def _rejection(self, tx: AsyncTransaction, item: Item) -> list[Pending]:
         """The rejection of a parked interchange whose header identifies it: once per interchange key."""
         if self.acknowledger is None or item.received is None or item.subject is None:
             return []
@@ -181,7 +181,7 @@ class Batch:
             return []
         return pending
 
-    async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
+    async def record(self, tx: AsyncTransaction, outcomes: Sequence[Outcome | None]) -> None:
         """Note each item's outcome (None: unsettled), park rejected payloads, add the counters, and write the duplicate
         notices and the rejections of parked interchanges, in `tx`."""
         notices: list[Pending] = []

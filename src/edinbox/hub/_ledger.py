@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from edinbox import edi
+from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
 from edinbox.hub._config import HubConfig, parse_duration
@@ -92,7 +92,9 @@ def normalise(number: str) -> tuple[str, int] | None:
     return text, width
 
 
-async def record(tx: Any, *, consumer: str, accepted: Sequence[Arrival], parked: Sequence[tuple[Arrival, str]]) -> None:
+async def record(
+    tx: AsyncTransaction, *, consumer: str, accepted: Sequence[Arrival], parked: Sequence[tuple[Arrival, str]]
+) -> None:
     """Record a batch's accepted numbers (in the order they came) and the numbers of its parked interchanges (with
     the parked payload's fingerprint), in the caller's transaction: one statement on PostgreSQL (one array per
     column), one batch of statements elsewhere, each number once, in key order (every hub locks rows in one order)."""
@@ -174,7 +176,7 @@ class Ledger:
         }
 
 
-async def report(tx: Any, *, consumer: str, window: timedelta, partner: str | None = None) -> list[Ledger]:
+async def report(tx: AsyncTransaction, *, consumer: str, window: timedelta, partner: str | None = None) -> list[Ledger]:
     """The ledger of every partner and level of `consumer` (or of one `partner`), read in the caller's transaction:
     open gaps, duplicates within `window`, out-of-order arrivals."""
     rows = await tx.unit.fetch("hub_ledger_rows", {"consumer": consumer, "partner": partner})

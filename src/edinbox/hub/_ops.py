@@ -13,10 +13,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
-from edinbox._records import Tx
 from edinbox._urls import mask
 from edinbox.hub._acks import KINDS
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
@@ -160,7 +160,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
 async def _hub_stats(inbox: AsyncInbox, consumer: str) -> dict[str, Any]:
     """The hub's part of `stats`: deliveries by outcome, invoices, parked payloads and acknowledgments."""
 
-    async def read(tx: Tx) -> tuple[dict[str, int], tuple[Any, ...], int, list[Any]]:
+    async def read(tx: AsyncTransaction) -> tuple[dict[str, int], tuple[Any, ...], int, list[Any]]:
         totals = await tx.unit.fetch("hub_totals", {"consumer": consumer})
         rejections = await tx.unit.fetch("hub_rejection_totals", {"consumer": consumer})
         acks = await tx.unit.fetch("hub_acknowledgment_totals", {"consumer": consumer})

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 
+from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import Status
 from edinbox._errors import ConfigurationError
@@ -211,7 +212,7 @@ async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timede
         return 0
     params = {"consumer": consumer, "older_than": older_than}
 
-    async def purge(tx: Any) -> int:
+    async def purge(tx: AsyncTransaction) -> int:
         await tx.unit.run("hub_purge_answers", params)
         await tx.unit.run("hub_purge_as2_receipts", params)
         await tx.unit.run("hub_purge_ledger", params)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
 
@@ -122,7 +122,7 @@ CREATE = (
 (`Application.create`: `create_schema()`, so `edinbox init`, runs them in the journal's transaction)."""
 
 
-async def create_partner_index(tx: Any) -> None:
+async def create_partner_index(tx: AsyncTransaction) -> None:
     """Create the partner search's index and the extension it needs (pg_trgm on PostgreSQL); only `init` calls it."""
     await tx.unit.run("console_extensions", {})
     await tx.unit.run("console_index_partner", {})
@@ -165,7 +165,7 @@ async def check_privileges(inbox: AsyncInbox) -> None:
         )
 
 
-async def count(tx: Any, *, consumer: str, counts: Mapping[str, int], shard: int) -> None:
+async def count(tx: AsyncTransaction, *, consumer: str, counts: Mapping[str, int], shard: int) -> None:
     """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction: one statement on
     PostgreSQL (an array of outcomes and one of counts), elsewhere one batch of statements.
 
@@ -183,7 +183,7 @@ async def count(tx: Any, *, consumer: str, counts: Mapping[str, int], shard: int
     await tx.unit.run_many("hub_count", rows)
 
 
-async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
+async def park(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:
     """Keep payloads that cannot be processed (once per content; a redelivery counts one more delivery), in the
     caller's transaction, in one batch of statements."""
     rows = [
@@ -200,7 +200,7 @@ async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
         await tx.unit.run_many("hub_park", rows)
 
 
-async def park_reasons(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
+async def park_reasons(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:
     """Rewrite the reason of payloads parked by `park` (the row of each fingerprint that its delivery parked), in the
     caller's transaction: where the source kept a whole payload, known only once it rejected the delivery."""
     rows = [
@@ -210,7 +210,7 @@ async def park_reasons(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> N
         await tx.unit.run_many("hub_park_reason", rows)
 
 
-async def counts(tx: Any, *, consumer: str) -> dict[str, int]:
+async def counts(tx: AsyncTransaction, *, consumer: str) -> dict[str, int]:
     """Counters for one consumer (summed over the shards), with every counted outcome present (0 when never seen)."""
     found = dict.fromkeys(COUNTED, 0)
     found.update({str(k): int(v) for k, v in await tx.unit.fetch("hub_counts", {"consumer": consumer})})
