@@ -33,6 +33,7 @@ from edinbox._stopping import stop_on_signals
 from edinbox.hub import _ops
 from edinbox.hub._config import HubConfig
 from edinbox.hub._log import log_event
+from edinbox.hub._values import duration_text
 
 __all__ = ["main"]
 
@@ -193,7 +194,7 @@ def run(
         gave_up = isinstance(exc.__cause__, TransientError)
         message = exc.format_message()
         if gave_up:
-            message = f"gave up after {cfg.give_up_after}: {(message.strip().splitlines() or [''])[0]}"
+            message = f"gave up after {duration_text(cfg.give_up_after)}: {(message.strip().splitlines() or [''])[0]}"
         code = EXIT_GAVE_UP if gave_up else exc.exit_code
         if log_format == "json":  # the last line a record too, as every line before it
             log_event(logging.getLogger("edinbox.hub"), logging.ERROR, "exited", {"status": code, "error": message})
@@ -475,7 +476,9 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     at most --max-rate rows per second, and the parked payloads rejected before that. `run --purge-every` does the
     same periodically."""
     cfg = _config(**settings)
-    with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
+    with click.progressbar(
+        length=1, label=f"purging rows older than {duration_text(cfg.retention)}", file=sys.stderr
+    ) as bar:
         shown = 0
 
         def progress(deleted: int, total: int) -> None:
@@ -486,9 +489,13 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
 
         purged = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
     if as_json:
-        _echo({"purged": purged.rows, "rejected": purged.rejected, "older_than": cfg.retention}, as_json=True)
+        _echo(
+            {"purged": purged.rows, "rejected": purged.rejected, "older_than": duration_text(cfg.retention)},
+            as_json=True,
+        )
     else:
-        click.echo(f"purged {purged.rows} rows and {purged.rejected} rejected payloads older than {cfg.retention}")
+        age = duration_text(cfg.retention)
+        click.echo(f"purged {purged.rows} rows and {purged.rejected} rejected payloads older than {age}")
 
 
 @main.command()

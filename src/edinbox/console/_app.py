@@ -33,6 +33,7 @@ from edinbox.console._story import story
 from edinbox.hub import _ledger, _ops
 from edinbox.hub._config import HubConfig
 from edinbox.hub._parts import open_inbox, verify_found
+from edinbox.hub._values import duration_text
 
 __all__ = ["create_app"]
 
@@ -70,11 +71,10 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from edinbox.console import LOGGER
-        from edinbox.hub._config import give_up_after
         from edinbox.loop import Outage
 
         async with open_inbox(config) as inbox:
-            await Outage(LOGGER, give_up_after=give_up_after(config)).call(lambda: verify_found(inbox))
+            await Outage(LOGGER, give_up_after=config.give_up_after).call(lambda: verify_found(inbox))
             app.state.inbox = inbox
             yield
 
@@ -187,7 +187,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
             return refuse(request, 400, "partner: a NUL is not allowed")
         ledgers = await _data.partners(config, request.app.state.inbox, partner=partner)
         findings = _ledger.findings(ledgers)
-        window = config.duplicate_window
+        window = duration_text(config.duplicate_window)
         return page(request, "partners.html", partner=partner, ledgers=ledgers, findings=findings, window=window)
 
     async def audit(request: Request) -> Response:

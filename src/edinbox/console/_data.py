@@ -21,7 +21,7 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError
 from edinbox._logs import log_event
 from edinbox.hub import _ledger, _ops
-from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._config import HubConfig
 from edinbox.hub._redrive import join_key, replay
 from edinbox.hub._tables import has_hub
 
@@ -240,7 +240,7 @@ async def partners(config: HubConfig, inbox: AsyncInbox, *, partner: str | None 
     gaps, duplicates within the hub's `duplicate_window`, out-of-order numbers; none on a library journal."""
     if not await has_hub(inbox):
         return []
-    window = parse_duration(config.duplicate_window)
+    window = config.duplicate_window
     return await inbox.read(lambda tx: _ledger.report(tx, consumer=inbox.consumer, window=window, partner=partner))
 
 

@@ -11,6 +11,7 @@ from edinbox.hub._config import DEFAULT_ROUTES, HubConfig, parse_duration
 from edinbox.hub._fault import FaultPoint, parse_fault
 from edinbox.hub._hub import Hub, open_hub
 from edinbox.hub._settings import load_config
+from edinbox.hub._values import duration_text
 from edinbox.loop import Stopped
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "HubConfig",
     "SqlAccounting",
     "Stopped",
+    "duration_text",
     "load_config",
     "open_hub",
     "parse_duration",

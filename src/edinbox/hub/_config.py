@@ -23,7 +23,15 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -43,6 +51,7 @@ from edinbox.hub._values import (
     consumer_name,
     database,
     duration,
+    duration_text,
     lease_duration,
     limited,
     optional_duration,
@@ -93,11 +102,6 @@ DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
         "APERAK": BYPASS,
     }
 )
-
-
-def give_up_after(config: HubConfig) -> timedelta | None:
-    """How long the hub waits out one outage before it gives up (None: for ever)."""
-    return parse_duration(config.give_up_after) if config.give_up_after else None
 
 
 def _routes(value: object) -> object:
@@ -228,7 +232,10 @@ def _partners(value: object) -> object:
 
 Count = Annotated[int, BeforeValidator(whole_number), Field(ge=1)]
 Seconds = Annotated[float, BeforeValidator(seconds)]
-Duration = Annotated[str, BeforeValidator(duration)]
+Shown = PlainSerializer(duration_text)
+"""A duration setting dumped as the file writes it (`7d`; empty for none), for `config --show` and the relay child."""
+Duration = Annotated[timedelta, BeforeValidator(duration), Shown]
+Period = Annotated[timedelta | None, BeforeValidator(period), Shown]
 Text = Annotated[str, BeforeValidator(text_only)]
 Route = Literal["inbox", "bypass"]
 
@@ -266,28 +273,30 @@ class HubConfig(BaseSettings):
         2, description="handler failures retried at once; after them a failed message waits (--retry-first)"
     )
     retry_first: Duration = Field(
-        "15s", description="a failed message's first wait before its next attempt; each later wait x4, at most 10m"
+        timedelta(seconds=15),
+        description="a failed message's first wait before its next attempt; each later wait x4, at most 10m",
     )
     horizon: Duration = Field(
-        "7d", description="the longest time a message can come back (broker, retries, operator replay)"
+        timedelta(days=7), description="the longest time a message can come back (broker, retries, operator replay)"
     )
     retention: Duration = Field(
-        "30d", description="journal rows older than this may be purged (never shorter than the horizon)"
+        timedelta(days=30), description="journal rows older than this may be purged (never shorter than the horizon)"
     )
     duplicate_window: Duration = Field(
-        "30d", description="`edinbox ledger`: a control number sent again within this long is a duplicate"
+        timedelta(days=30), description="`edinbox ledger`: a control number sent again within this long is a duplicate"
     )
-    purge_every: Annotated[str, BeforeValidator(period)] = Field(
-        "1h", description='`run` purges rows older than the retention this often (as `edinbox purge`); "off": never'
+    purge_every: Period = Field(
+        timedelta(hours=1),
+        description='`run` purges rows older than the retention this often (as `edinbox purge`); "off": never',
     )
     purge_max_rate: Annotated[float, BeforeValidator(rows_per_second)] = Field(
         PURGE_MAX_RATE, description="a purge deletes at most this many rows per second (inf: no limit)"
     )
-    lease: Annotated[str, BeforeValidator(lease_duration)] = Field(
-        "5m", description="lease mode (an HTTP accounting sink): how long a claim is held"
+    lease: Annotated[timedelta, BeforeValidator(lease_duration), Shown] = Field(
+        timedelta(minutes=5), description="lease mode (an HTTP accounting sink): how long a claim is held"
     )
-    give_up_after: Annotated[str, BeforeValidator(optional_duration)] = Field(
-        "", description='exit 2 when a dependency stays down this long; "" waits for ever'
+    give_up_after: Annotated[timedelta | None, BeforeValidator(optional_duration), Shown] = Field(
+        None, description='exit 2 when a dependency stays down this long; "" waits for ever'
     )
     non_edi: Literal["reject", "inbox"] = Field(
         "reject", description='payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)'
@@ -427,7 +436,7 @@ class HubConfig(BaseSettings):
                 check_url(
                     self.source,
                     consumer=self.consumer,
-                    horizon=parse_duration(self.horizon),
+                    horizon=self.horizon,
                     max_payload=self.max_payload,
                     batch=self.batch_size,
                 )

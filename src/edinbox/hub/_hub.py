@@ -39,7 +39,7 @@ from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
-from edinbox.hub._config import HubConfig, give_up_after, parse_duration
+from edinbox.hub._config import HubConfig
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._parts import open_inbox, verify
 from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
@@ -109,7 +109,7 @@ class Hub:
         self.totals: Counter[str] = Counter()
         self.stop = stop or asyncio.Event()
         self.logger = logging.getLogger(_log.LOGGER)
-        self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config))
+        self.outage = outage or Outage(self.logger, give_up_after=config.give_up_after)
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
         self._relay_beside: Relay | RelayProcess | None = None
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
@@ -335,7 +335,7 @@ class Hub:
             if batch.recorded_at:
                 spans.committed(batch.recorded_at)
             return
-        lease = parse_duration(self.config.lease)
+        lease = self.config.lease
         outcomes: list[Outcome | None] = []
         for m in batch.messages:
             if self.stop.is_set():  # a stop: the effect under way is finished, those not begun go back unsettled
@@ -486,11 +486,11 @@ async def open_hub(
     if metrics is not None:
         on_back = partial(_reconnected, metrics, config.consumer)
         on_lost = partial(_lost, metrics, config.consumer)
-    outage = Outage(logger, give_up_after=give_up_after(config), on_back=on_back)
+    outage = Outage(logger, give_up_after=config.give_up_after, on_back=on_back)
     async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
         stop = stop or asyncio.Event()
         await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
-        horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
+        horizon = config.horizon  # a NATS stream created here keeps messages this long
         agreements = receipts = None
         if config.source.startswith("as2:"):  # answers its senders: the agreements, the receipts beside the journal
             from edinbox.hub import _as2

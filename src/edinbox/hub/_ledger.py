@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
-from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._config import HubConfig
 from edinbox.hub._parts import open_inbox, verify_found
 
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ def _when(value: Any) -> datetime | None:
 async def read(config: HubConfig, *, partner: str | None = None) -> list[Ledger]:
     """The ledger of the hub `config` names (of one `partner`), duplicates within its `duplicate_window`; empty on a
     journal without the hub's tables."""
-    window = parse_duration(config.duplicate_window)
+    window = config.duplicate_window
     async with open_inbox(config) as inbox:
         if not await verify_found(inbox):
             return []
@@ -299,7 +299,7 @@ class Gauges:
         self.metrics = metrics
         self.inbox = inbox
         self.consumer = config.consumer
-        self.window = parse_duration(config.duplicate_window)
+        self.window = config.duplicate_window
         self.every = every
         self._wait = every
         self._refreshed = float("-inf")

@@ -19,7 +19,7 @@ from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._urls import mask
 from edinbox.hub._acks import KINDS
-from edinbox.hub._config import HubConfig, give_up_after, parse_duration
+from edinbox.hub._config import HubConfig
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._log import LOGGER, log_event
 from edinbox.hub._output import as_dict, human_duration, json_value, render, visible
@@ -44,6 +44,7 @@ from edinbox.hub._tables import (
     create_partner_index,
     has_hub,
 )
+from edinbox.hub._values import duration_text
 from edinbox.loop import Outage, Relay
 
 __all__ = [
@@ -196,7 +197,7 @@ async def relay(
     """Relay the outbox of `config`'s journal until `stop` is set (or, with `once`, until it is empty)."""
     async with open_inbox(config) as inbox:
         logger = logging.getLogger(LOGGER)
-        outage = Outage(logger, give_up_after=give_up_after(config))
+        outage = Outage(logger, give_up_after=config.give_up_after)
         await outage.call(lambda: verify_found(inbox), stop=stop)
         idle = config.poll_timeout * 4
         relay = Relay(
@@ -421,10 +422,10 @@ class Check:
 
 async def _purge_check(inbox: AsyncInbox, config: HubConfig) -> Check:
     """A warning when the journal holds settled rows older than the retention: the purge is off or behind."""
-    keep = human_duration(parse_duration(config.retention))
-    every = f"every {config.purge_every}" if config.purge_every else "off"
+    keep = human_duration(config.retention)
+    every = f"every {duration_text(config.purge_every)}" if config.purge_every else "off"
     try:
-        old = await purgeable(inbox, config.consumer, parse_duration(config.retention))
+        old = await purgeable(inbox, config.consumer, config.retention)
     except InboxError as exc:
         return Check("purge", "warn", f"cannot count the rows older than the retention: {mask(str(exc))}")
     if old:
@@ -490,7 +491,7 @@ async def doctor(config: HubConfig) -> list[Check]:
         checks.append(Check("partners", *doctor_check(config)))
     if config.dead_letters:
         checks.append(_dead_letters_check(config))
-    keep, limit = parse_duration(config.retention), parse_duration(config.horizon)
+    keep, limit = config.retention, config.horizon
     if source_horizon is not None:
         limit = max(limit, source_horizon)
     if keep < limit:

@@ -11,7 +11,7 @@ from edinbox import Application, AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
 from edinbox._retry import Retry
 from edinbox._urls import database_url, mask
-from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._config import HubConfig
 from edinbox.hub._tables import CREATE, INIT_HINT, check_privileges, check_tables, has_hub
 
 __all__ = ["HUB", "open_inbox", "verify", "verify_found"]
@@ -51,8 +51,8 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         consumer=config.consumer,
         table=config.table,
         max_attempts=config.max_attempts,
-        retry=Retry(immediate=config.retry_immediate, first=parse_duration(config.retry_first)),
-        horizon=parse_duration(config.horizon),
+        retry=Retry(immediate=config.retry_immediate, first=config.retry_first),
+        horizon=config.horizon,
         dead_letters=config.dead_letters or None,
         keep_payloads=config.keep_payloads,
         payload_cap=config.payload_cap,

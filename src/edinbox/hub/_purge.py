@@ -24,9 +24,10 @@ from edinbox._core import check_retention
 from edinbox._errors import ConfigurationError, TransientError
 from edinbox._urls import database_url
 from edinbox.hub import _log
-from edinbox.hub._config import HubConfig, parse_duration
+from edinbox.hub._config import HubConfig
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._redrive import purge_rejected
+from edinbox.hub._values import duration_text
 from edinbox.loop import Outage, unless_stopped
 
 if TYPE_CHECKING:
@@ -56,30 +57,29 @@ async def purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
 async def purge(
     config: HubConfig,
     *,
-    older_than: str,
+    older_than: timedelta,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[int, int], None] | None = None,
     interval: float = 0.5,
 ) -> Purged:
-    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches, at most
+    """Delete settled journal rows older than `older_than` in bounded batches, at most
     `config.purge_max_rate` rows per second, then the parked payloads rejected before that; return how many of each.
 
     `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
     """
-    age = parse_duration(older_than)
     async with open_inbox(config) as inbox:
-        total = await purgeable(inbox, config.consumer, age) if progress else 0
-        task = asyncio.ensure_future(inbox.purge(age, batch_size=batch_size, max_rate=config.purge_max_rate))
+        total = await purgeable(inbox, config.consumer, older_than) if progress else 0
+        task = asyncio.ensure_future(inbox.purge(older_than, batch_size=batch_size, max_rate=config.purge_max_rate))
         try:
             while progress is not None and total and not task.done():
                 await asyncio.wait({task}, timeout=interval)
-                left = None if task.done() else await _left(inbox, config.consumer, age, task)
+                left = None if task.done() else await _left(inbox, config.consumer, older_than, task)
                 if left is not None:
                     progress(max(0, total - left), total)
             deleted = int(await task)
         finally:
             await _finish(task)
-        rejected = await purge_rejected(inbox, consumer=config.consumer, older_than=age)
+        rejected = await purge_rejected(inbox, consumer=config.consumer, older_than=older_than)
     if progress is not None and total:
         progress(min(deleted, total), total)
     return Purged(rows=deleted, rejected=rejected)
@@ -109,7 +109,7 @@ async def _finish(task: asyncio.Future[int]) -> None:
 def purges(config: HubConfig) -> bool:
     """Whether `run` purges beside its batch loop: `purge_every` is not off, and the journal is not in the hub's
     memory (the purge works on a connection of its own, which would see another, empty, database)."""
-    return bool(config.purge_every) and not database_url(config.db).in_memory
+    return config.purge_every is not None and not database_url(config.db).in_memory
 
 
 def check_purge(config: HubConfig) -> None:
@@ -118,7 +118,7 @@ def check_purge(config: HubConfig) -> None:
     if not purges(config):
         return
     try:
-        check_retention(parse_duration(config.retention), horizon=parse_duration(config.horizon))
+        check_retention(config.retention, horizon=config.horizon)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{exc}: set a longer retention, or --purge-every off") from None
 
@@ -131,7 +131,7 @@ class Purger:
         retention is shorter than the horizon (the hub must not start with a purge that can never run)."""
         check_purge(config)
         self.config = config
-        self.every = parse_duration(config.purge_every).total_seconds()
+        self.every = config.purge_every.total_seconds() if config.purge_every else 0.0
         self.stop = stop
         self.metrics = metrics
         self.logger = logging.getLogger(_log.LOGGER)
@@ -159,6 +159,6 @@ class Purger:
         self.rows += purged.rows
         if self.metrics is not None:
             self.metrics.purged(consumer=self.config.consumer, rows=purged.rows)
-        fields = {"rows": purged.rows, "rejected": purged.rejected, "older_than": self.config.retention}
+        fields = {"rows": purged.rows, "rejected": purged.rejected, "older_than": duration_text(self.config.retention)}
         _log.log_event(self.logger, logging.INFO, "purged", fields)
         return purged

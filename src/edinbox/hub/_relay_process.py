@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from edinbox._errors import ConfigurationError, InboxError, SchemaError, SourceError, StoreError, TransientError
 from edinbox._urls import database_url
 from edinbox.hub import _log
-from edinbox.hub._config import HubConfig, give_up_after
+from edinbox.hub._config import HubConfig
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._parts import open_inbox
 from edinbox.hub._relay import beside
@@ -113,7 +113,7 @@ class RelayProcess:
         another after a wait that grows while children keep dying soon after their start); raise the configuration
         error that stopped a child, and a TransientError once children kept dying longer than `give_up_after`."""
         wait = _RESTART
-        patience = give_up_after(self.config)
+        patience = self.config.give_up_after
         dying_since: float | None = None  # since when children keep dying, each within _STEADY of its start
         while not self.stop.is_set():
             began = time.monotonic()
@@ -249,7 +249,7 @@ async def _child() -> tuple[int, dict[str, Any]]:
     config = HubConfig(**settings["config"])
     stop = asyncio.Event()
     async with open_inbox(config) as inbox:
-        relay = beside(inbox, config, give_up_after(config), stop=stop, fault=fault)
+        relay = beside(inbox, config, config.give_up_after, stop=stop, fault=fault)
 
         async def listen() -> None:
             while await reader.read(4096):
