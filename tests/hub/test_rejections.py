@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +229,7 @@ async def test_purge_forgets_old_answers(hub_config: HubConfig, tmp_path: Path) 
     payload = bad_date(doc(control="000000721"))
     await publish(config.source, [("a", payload)])
     await settle(config)
-    purged = await purge(config, older_than="0s", batch_size=100)
+    purged = await purge(config, older_than=timedelta(0), batch_size=100)
     assert purged.rejected == 1
     await publish(config.source, [("a", payload)])
     await settle(config)
