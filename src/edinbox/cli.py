@@ -111,7 +111,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
     """Apply `--route TYPE=ROUTE` options over the configured routes."""
     if not routes:
         return cfg
-    table = dict(cfg.routes)
+    table: dict[str, str] = dict(cfg.routes)
     for entry in routes:
         kind, sep, route = entry.partition("=")
         if not sep or not kind:

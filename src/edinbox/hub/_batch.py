@@ -24,11 +24,12 @@ from edinbox.edi import partner
 from edinbox.hub import _ledger as ledger
 from edinbox.hub._accounting import Accounting, Created, keep_remote
 from edinbox.hub._acks import REJECTION, Acknowledger, Pending, delivery_id
-from edinbox.hub._config import BYPASS, INBOX
+from edinbox.hub._config import Route
 from edinbox.hub._partners import COUNTER, Refusal, noticed
-from edinbox.hub._plan import HEAD, REJECT, Item, cut, refused
+from edinbox.hub._plan import HEAD, Item, cut, refused
 from edinbox.hub._spans import Spans
 from edinbox.hub._tables import SHARDS, Parked, count, park
+from edinbox.loop import HANDLED, DeliveryOutcome
 from edinbox.sources import Delivery
 
 __all__ = ["Batch", "Work"]
@@ -40,7 +41,7 @@ class Work:
 
     delivery: Delivery
     items: list[Item]
-    outcomes: dict[int, str] = field(default_factory=dict)
+    outcomes: dict[int, DeliveryOutcome] = field(default_factory=dict)
     unsettled: bool = False
     delay: float | None = None
     """Seconds before the delivery may come back: the longest wait of its messages for their retry time."""
@@ -68,7 +69,7 @@ class Batch:
         self.accounting = accounting
         self.consumer = consumer
         self.acknowledger = acknowledger
-        self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
+        self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == Route.INBOX]
         self.by_key: dict[Key, Item] = {}
         self.delivery: dict[Key, Delivery] = {}
         """The delivery whose item of a key the inbox settles (the first in the batch)."""
@@ -77,7 +78,7 @@ class Batch:
                 self.by_key[item.message.key] = item
                 self.delivery[item.message.key] = w.delivery
         self.messages = [item.message for _, _, item in self.entries if item.message is not None]
-        self.effects: dict[Key, str] = {}
+        self.effects: dict[Key, DeliveryOutcome] = {}
         self.remote: dict[Key, Created] = {}
         """What a remote sink did with each message settled alone (lease mode), kept by `keep` once it completes."""
         self.counted: set[Key] = set()
@@ -186,14 +187,14 @@ class Batch:
         notices and the rejections of parked interchanges, in `tx`."""
         notices: list[Pending] = []
         for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
-            if w.items[i].route == REJECT:  # its values cannot be journaled: parked below (`unjournaled`)
+            if w.items[i].route == Route.REJECT:  # its values cannot be journaled: parked below (`unjournaled`)
                 continue
             if outcome is None:
                 w.unsettled = True
             elif outcome is Outcome.PROCESSED and item.message is not None:
-                w.outcomes[i] = self.effects.get(item.message.key, "processed")
+                w.outcomes[i] = self.effects.get(item.message.key, DeliveryOutcome.PROCESSED)
             else:
-                w.outcomes[i] = outcome.value
+                w.outcomes[i] = DeliveryOutcome.of(outcome)
                 notices += await self._notices(tx, w, item, outcome)
         counts: Counter[str] = Counter()
         parked: list[Parked] = []
@@ -202,10 +203,10 @@ class Batch:
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:
             for i, item in enumerate(w.items):
-                if item.route == BYPASS:
-                    w.outcomes[i] = "bypassed"
-                elif item.route == REJECT:
-                    w.outcomes[i] = "rejected"
+                if item.route == Route.BYPASS:
+                    w.outcomes[i] = DeliveryOutcome.BYPASSED
+                elif item.route == Route.REJECT:
+                    w.outcomes[i] = DeliveryOutcome.REJECTED
                     parked.append(Parked(item.fingerprint, w.delivery.coordinates, item.reason, item.payload))
                     parked_items.append(item)
                     notices += await self._rejection(tx, item)
@@ -214,7 +215,7 @@ class Batch:
                         refusals.append(item.refusal)
                 settled = w.outcomes.get(i)
                 key = item.message.key if item.message is not None else None
-                if settled in ("processed", "resent") and key in already:
+                if settled in HANDLED and key in already:
                     already.discard(key)
                 elif settled is not None:
                     counts[settled] += 1
@@ -240,9 +241,9 @@ class Batch:
             again = w.delivery.redelivered or (w.delivery.delivery_count or 1) > 1
             for i, item in enumerate(w.items):
                 outcome = w.outcomes.get(i)
-                if item.route == REJECT or outcome is None or item.message is None:
+                if item.route == Route.REJECT or outcome is None or item.message is None:
                     continue
-                if again and outcome not in ("processed", "resent"):
+                if again and outcome not in HANDLED:
                     continue
                 sender = unquote(partner(item.message.source))
                 found += [ledger.Arrival(sender, level, number) for level, number in item.controls]
@@ -262,8 +263,8 @@ class Batch:
             if item.message is not message:
                 continue
             reason = f"it cannot be journaled: {error}"
-            w.items[i] = Item(REJECT, item.label, reason=reason, payload=bytes(message.payload))
-            if all(other.route == REJECT for other in w.items):
+            w.items[i] = Item(Route.REJECT, item.label, reason=reason, payload=bytes(message.payload))
+            if all(other.route == Route.REJECT for other in w.items):
                 alone = len(w.items) == 1  # it stands for the whole delivery
                 sizes = [w.delivery.size or len(w.delivery.payload)] if alone else [len(one.payload) for one in w.items]
                 w.items[:] = [cut(one, size=size, kept=kept) for one, size in zip(w.items, sizes, strict=True)]
@@ -296,9 +297,9 @@ def _parked_numbers(items: Sequence[Item]) -> list[tuple[ledger.Arrival, str]]:
 
 def _whole(item: Item) -> bool:
     """Whether `item` is parked with more than its first HEAD bytes."""
-    return item.route == REJECT and len(item.payload) > HEAD
+    return item.route == Route.REJECT and len(item.payload) > HEAD
 
 
-def _effect(created: Created) -> str:
+def _effect(created: Created) -> DeliveryOutcome:
     """The counted outcome of a handled interchange: `resent` when every invoice of it already existed."""
-    return "resent" if created.existing and not created.created else "processed"
+    return DeliveryOutcome.RESENT if created.existing and not created.created else DeliveryOutcome.PROCESSED

@@ -20,10 +20,12 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import timedelta
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Field,
     PlainSerializer,
@@ -75,13 +77,24 @@ __all__ = [
     "PURGE_MAX_RATE",
     "Agreement",
     "HubConfig",
+    "Route",
     "describe",
     "parse_duration",
     "parse_size",
 ]
 
-INBOX = "inbox"
-BYPASS = "bypass"
+
+class Route(StrEnum):
+    """Where an item of a delivery goes (an interchange, or a whole payload that is not one); its value is the text
+    the settings, the logs and the traces use."""
+
+    INBOX = "inbox"
+    """Through the inbox: journaled by its key, its invoices created once."""
+    BYPASS = "bypass"
+    """Around the inbox (a naturally idempotent message type: acknowledgments): acked, nothing journaled."""
+    REJECT = "reject"
+    """Parked with its reason in the rejected table (data that can never be processed); never a setting's value."""
+
 
 MAX_PAYLOAD = 32 * 1024 * 1024
 """The default `max_payload`: a delivery bigger than this is parked with its reason, never parsed."""
@@ -90,16 +103,16 @@ PURGE_MAX_RATE = 10000.0
 """The default `purge_max_rate`: rows per second that keep `process()`'s p99 within 1.5x during a purge
 (bench/purge.py, docs/scaling.md)."""
 
-DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
+DEFAULT_ROUTES: Mapping[str, Route] = MappingProxyType(
     {
-        "INVOIC": INBOX,
-        "810": INBOX,
+        "INVOIC": Route.INBOX,
+        "810": Route.INBOX,
         # acknowledgments are naturally idempotent: a second copy changes nothing
-        "997": BYPASS,
-        "999": BYPASS,
-        "TA1": BYPASS,
-        "CONTRL": BYPASS,
-        "APERAK": BYPASS,
+        "997": Route.BYPASS,
+        "999": Route.BYPASS,
+        "TA1": Route.BYPASS,
+        "CONTRL": Route.BYPASS,
+        "APERAK": Route.BYPASS,
     }
 )
 
@@ -110,9 +123,9 @@ def _routes(value: object) -> object:
         raise ValueError(f'expected a table of TYPE = "inbox" | "bypass", got {value!r}')
     routes = {**DEFAULT_ROUTES, **{str(k).upper(): v for k, v in value.items()}}
     for kind, route in routes.items():
-        if route not in (INBOX, BYPASS):
+        if route not in (Route.INBOX, Route.BYPASS):
             raise ValueError(f"{kind}: expected 'inbox' or 'bypass', got {route!r}")
-    return routes
+    return {kind: Route(route) for kind, route in routes.items()}
 
 
 ACKNOWLEDGMENTS = ("997", "999", "none")
@@ -237,7 +250,6 @@ Shown = PlainSerializer(duration_text)
 Duration = Annotated[timedelta, BeforeValidator(duration), Shown]
 Period = Annotated[timedelta | None, BeforeValidator(period), Shown]
 Text = Annotated[str, BeforeValidator(text_only)]
-Route = Literal["inbox", "bypass"]
 
 
 class HubConfig(BaseSettings):
@@ -325,8 +337,10 @@ class HubConfig(BaseSettings):
     metrics_public: bool = Field(
         False, description="allow a metrics_host beyond loopback: /metrics has no authentication (a warning is logged)"
     )
-    default_route: Route = Field("inbox", description="the route of a message type [routes] does not name")
-    routes: Annotated[dict[str, str], BeforeValidator(_routes)] = Field(
+    default_route: Annotated[Literal["inbox", "bypass"], AfterValidator(Route)] = Field(
+        "inbox", description="the route of a message type [routes] does not name"
+    )
+    routes: Annotated[dict[str, Route], BeforeValidator(_routes)] = Field(
         default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
     )
     relay: bool = Field(True, description="`run` also relays the outbox (acknowledgments) to its destinations")
@@ -458,9 +472,9 @@ class HubConfig(BaseSettings):
         """Keywords only: the variables and the file are read by `edinbox.hub._settings`, for the command line."""
         return (init_settings,)
 
-    def route(self, message_type: str) -> str:
-        """The route ("inbox" or "bypass") for a message type such as INVOIC, 810, 997 or CONTRL."""
-        return self.routes.get(message_type.upper(), self.default_route)
+    def route(self, message_type: str) -> Route:
+        """The route (inbox or bypass) for a message type such as INVOIC, 810, 997 or CONTRL."""
+        return self.routes.get(message_type.upper(), Route(self.default_route))
 
     def with_overrides(self, **values: Any) -> HubConfig:
         """A copy with the given fields replaced and validated; None values (an unset flag) keep the current value."""

@@ -39,10 +39,10 @@ from edinbox.hub import _log
 from edinbox.hub._accounting import Accounting, SqlAccounting
 from edinbox.hub._acks import Acknowledger
 from edinbox.hub._batch import Batch, Work
-from edinbox.hub._config import HubConfig
+from edinbox.hub._config import HubConfig, Route
 from edinbox.hub._fault import FaultPoint
 from edinbox.hub._parts import open_inbox, verify
-from edinbox.hub._plan import REJECT, Item, cut, kept_instead, plan
+from edinbox.hub._plan import Item, cut, kept_instead, plan
 from edinbox.hub._purge import Purger, check_purge, purges
 from edinbox.hub._relay import beside as relay_beside
 from edinbox.hub._relay_process import RelayProcess, apart
@@ -51,6 +51,7 @@ from edinbox.hub._tables import Parked, park_reasons
 from edinbox.loop import (
     ACK,
     NACK_DELAY,
+    DeliveryOutcome,
     Gauges,
     HandBack,
     Outage,
@@ -316,7 +317,7 @@ class Hub:
             return plan(delivery, self.config, kept=kept, lines=self.accounting.needs_lines)
         except Exception as exc:
             reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {str(exc)[:500]}"
-            item = Item(REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
+            item = Item(Route.REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
             return [cut(item, size=delivery.size or len(delivery.payload), kept=kept)]
 
     async def _settle(self, work: Sequence[Work], spans: Spans) -> None:
@@ -440,7 +441,7 @@ class Hub:
         delivery = w.delivery
         logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
-            outcome = w.outcomes.get(i, "not-settled")
+            outcome = w.outcomes.get(i, DeliveryOutcome.NOT_SETTLED)
             self.totals[outcome] += 1
             if self.metrics is not None and i in w.outcomes:
                 self.metrics.settled(
@@ -557,7 +558,7 @@ def _verdict(w: Work) -> Verdict:
 
 def _rejected(w: Work) -> bool:
     """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
-    return not w.unsettled and bool(w.items) and all(item.route == REJECT for item in w.items)
+    return not w.unsettled and bool(w.items) and all(item.route == Route.REJECT for item in w.items)
 
 
 def _lost(metrics: Metrics, consumer: str, queue: str) -> None:

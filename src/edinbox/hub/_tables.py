@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
+from edinbox.loop import DeliveryOutcome
 
 __all__ = [
     "COUNTED",
@@ -53,7 +54,15 @@ SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_me
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
 index (`console_index_partner`) needs an extension on PostgreSQL and is created apart (see `create_partner_index`)."""
 
-COUNTED = ("processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed")
+COUNTED = (
+    DeliveryOutcome.PROCESSED,
+    DeliveryOutcome.RESENT,
+    DeliveryOutcome.DUPLICATE,
+    DeliveryOutcome.CONFLICT,
+    DeliveryOutcome.DEAD,
+    DeliveryOutcome.REJECTED,
+    DeliveryOutcome.BYPASSED,
+)
 """What became of each delivered item (an interchange of a delivery, or a whole payload that is not one), counted
 once per delivery, redeliveries included, committed with the batch that settled it; `received` is their sum.
 
@@ -212,6 +221,6 @@ async def park_reasons(tx: AsyncTransaction, *, consumer: str, parked: Sequence[
 
 async def counts(tx: AsyncTransaction, *, consumer: str) -> dict[str, int]:
     """Counters for one consumer (summed over the shards), with every counted outcome present (0 when never seen)."""
-    found = dict.fromkeys(COUNTED, 0)
+    found: dict[str, int] = dict.fromkeys(COUNTED, 0)
     found.update({str(k): int(v) for k, v in await tx.unit.fetch("hub_counts", {"consumer": consumer})})
     return found

@@ -25,15 +25,18 @@ from edinbox.loop._hand_back import (
 )
 from edinbox.loop._journal import Handler
 from edinbox.loop._outage import Outage, Stopped, dependency, unless_stopped
+from edinbox.loop._outcome import HANDLED, DeliveryOutcome
 from edinbox.loop._progress import progress
 from edinbox.loop._publishers import Publishers
 from edinbox.loop._relay import Relay, SendFault, send
 
 __all__ = [
     "ACK",
+    "HANDLED",
     "LOGGER",
     "NACK_DELAY",
     "AsyncConsumer",
+    "DeliveryOutcome",
     "Event",
     "EventFormatter",
     "Gauges",

@@ -43,6 +43,7 @@ from edinbox.loop._hand_back import (
 )
 from edinbox.loop._journal import Handler, Journal, open_journal
 from edinbox.loop._outage import Outage, Stopped
+from edinbox.loop._outcome import DeliveryOutcome
 from edinbox.loop._progress import progress
 from edinbox.loop._relay import Relay
 from edinbox.sources import Delivery, Source, open_source, receive_until
@@ -63,7 +64,7 @@ class _Work:
     delivery: Delivery
     message: Message | None
     verdict: Verdict = ACK
-    outcome: str = "not-settled"
+    outcome: DeliveryOutcome = DeliveryOutcome.NOT_SETTLED
 
 
 class AsyncConsumer:
@@ -246,15 +247,15 @@ class AsyncConsumer:
     def _plan(self, delivery: Delivery) -> _Work:
         """The delivery's message, or its reject when it can never be keyed (a permanent failure: parked at once)."""
         if delivery.reason:
-            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=delivery.reason), "rejected")
+            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=delivery.reason), DeliveryOutcome.REJECTED)
         message_id = self.key(delivery)
         if not message_id:
             reason = "the delivery has no message id: the producer must set one (the key is never broker coordinates)"
-            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=reason), "rejected")
+            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=reason), DeliveryOutcome.REJECTED)
         try:
             message = Message(message_id, delivery.source, delivery.payload, headers=dict(delivery.headers))
         except ValueError as exc:  # LimitError: a key over the limits
-            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=str(exc)), "rejected")
+            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=str(exc)), DeliveryOutcome.REJECTED)
         return _Work(delivery, message)
 
     async def _settle(self, work: list[_Work]) -> None:
@@ -275,7 +276,7 @@ class AsyncConsumer:
     def _count(self, w: _Work, seconds: float) -> None:
         """Add the delivery's outcome to the totals and the metrics, and log its `settled` line."""
         self.totals[w.outcome] += 1
-        if self.metrics is not None and w.outcome != "not-settled":
+        if self.metrics is not None and w.outcome is not DeliveryOutcome.NOT_SETTLED:
             self.metrics.settled(w.outcome, consumer=self.consumer)
         fields: dict[str, Any] = {"key": w.message.message_id if w.message else w.delivery.coordinates}
         fields.update(outcome=w.outcome, ms=round(seconds * 1000, 1), delivery=w.delivery.coordinates)
