@@ -29,7 +29,7 @@ from edinbox.hub._partners import COUNTER, Refusal, noticed
 from edinbox.hub._plan import HEAD, Item, cut, refused
 from edinbox.hub._spans import Spans
 from edinbox.hub._tables import SHARDS, Parked, count, park
-from edinbox.loop import HANDLED, DeliveryOutcome
+from edinbox.loop import HANDLED, DeliveryOutcome, Lifecycle, Stage
 from edinbox.sources import Delivery
 
 __all__ = ["Batch", "Work"]
@@ -45,6 +45,8 @@ class Work:
     unsettled: bool = False
     delay: float | None = None
     """Seconds before the delivery may come back: the longest wait of its messages for their retry time."""
+    lifecycle: Lifecycle = field(default_factory=lambda: Lifecycle(Stage.PLANNED))
+    """Where the delivery is: planned when its work is made, then settled and handed back (`edinbox.loop.Stage`)."""
 
 
 class Batch:

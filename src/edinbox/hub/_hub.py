@@ -54,12 +54,14 @@ from edinbox.loop import (
     DeliveryOutcome,
     Gauges,
     HandBack,
+    Move,
     Outage,
     Relay,
     Verdict,
     beside,
     drive,
     hand_back_each,
+    move_all,
     nack_each,
     not_the_message,
     progress,
@@ -228,6 +230,7 @@ class Hub:
                 self._ahead = asyncio.ensure_future(self._receive_ahead(self._claimed))
             try:
                 await self._settle(work, spans)
+                move_all((w.lifecycle for w in work), Move.SETTLE)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
                 await self._release(work)
                 return len(work)
@@ -245,10 +248,13 @@ class Hub:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
         for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
+        verdicts = [_verdict(w) for w in work]
+        for w, verdict in zip(work, verdicts, strict=True):  # before the source is told anything
+            w.lifecycle.check(Move.of(verdict.hand_back))
         lost = await hand_back_each(
             self.source,
-            [(w.delivery, _verdict(w)) for w in work],
-            done=lambda index: self._count(work[index], elapsed),
+            [(w.delivery, verdict) for w, verdict in zip(work, verdicts, strict=True)],
+            done=lambda index, handed: self._done(work[index], verdicts[index], handed, elapsed),
             kept=lambda index, instead: self._kept_instead(work[index], instead),
         )
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
@@ -303,7 +309,8 @@ class Hub:
                 _log.log_event(self.logger, logging.WARNING, "killed", fields)
 
     async def _release(self, work: Sequence[Work]) -> None:
-        """Hand unsettled deliveries back to the source, each not before `NACK_DELAY`."""
+        """Give unsettled deliveries back to the source, each not before `NACK_DELAY`."""
+        move_all((w.lifecycle for w in work), Move.GIVE_BACK)
         await self._nack([w.delivery for w in work], delay=NACK_DELAY)
 
     async def _nack(self, deliveries: Sequence[Delivery], *, delay: float | None = None) -> None:
@@ -435,6 +442,11 @@ class Hub:
         except TransientError as exc:
             fields = {"delivery": w.delivery.coordinates, "kept": instead, "error": exc}
             _log.log_event(self.logger, logging.WARNING, "reason-not-updated", fields)
+
+    def _done(self, w: Work, verdict: Verdict, handed: bool, elapsed: float) -> None:
+        """The delivery's hand-back is over (`handed`: it was handed back): move its lifecycle, count and log it."""
+        w.lifecycle.handed_back(verdict.hand_back, handed=handed)
+        self._count(w, elapsed)
 
     def _count(self, w: Work, elapsed: float) -> None:
         """Log and count the delivery's committed outcomes (after its hand-back, or its skip after a failed one)."""

@@ -89,11 +89,12 @@ async def hand_back_each(
     source: Source,
     batch: Sequence[tuple[Delivery, Verdict]],
     *,
-    done: Callable[[int], None],
+    done: Callable[[int, bool], None],
     kept: Callable[[int, str], Awaitable[None]] | None = None,
 ) -> TransientError | None:
-    """Hand each delivery of a committed batch back with its verdict; `done(index)` after each (to log and count it),
-    handed back or not; `kept(index, instead)` when a reject's payload was kept elsewhere (see `Source.reject`).
+    """Hand each delivery of a committed batch back with its verdict; `done(index, handed)` after each (to log and
+    count it), `handed` false when it was not handed back (a hand-back failed: its own or an earlier one's);
+    `kept(index, instead)` when a reject's payload was kept elsewhere (see `Source.reject`).
 
     After one hand-back failed, the others are not handed back either (each could wait out its own timeout): the
     source redelivers them, and the journal finds them settled. The rejects go last: parking does more than an ack (a
@@ -104,15 +105,17 @@ async def hand_back_each(
     lost: TransientError | None = None
     for index in sorted(range(len(batch)), key=lambda i: batch[i][1].hand_back is HandBack.REJECT):
         delivery, verdict = batch[index]
+        handed = False
         if lost is None:
             try:
                 instead = await hand_back(source, delivery, verdict)
             except TransientError as exc:
                 lost = exc
             else:
+                handed = True
                 if instead and kept is not None:
                     await kept(index, instead)
-        done(index)
+        done(index, handed)
     return lost
 
 
