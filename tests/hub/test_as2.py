@@ -27,7 +27,7 @@ from edinbox.hub._config import Agreement
 from edinbox.hub._generate import render
 from edinbox.hub._ops import init, stats
 from edinbox.hub._parts import open_inbox
-from edinbox.hub._redrive import purge_rejected
+from edinbox.hub._purge import purge_rejected
 from edinbox.sources.as2 import As2Source
 from servers import free_port
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import check_retention
@@ -26,13 +26,13 @@ from edinbox._urls import database_url
 from edinbox.hub import _log
 from edinbox.hub._config import HubConfig, parse_duration
 from edinbox.hub._parts import open_inbox
-from edinbox.hub._redrive import purge_rejected
+from edinbox.hub._tables import has_hub
 from edinbox.loop import Outage, unless_stopped
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
 
-__all__ = ["BATCH_SIZE", "Purged", "Purger", "check_purge", "purge", "purgeable", "purges"]
+__all__ = ["BATCH_SIZE", "Purged", "Purger", "check_purge", "purge", "purge_rejected", "purgeable", "purges"]
 
 BATCH_SIZE = 1000
 """Journal rows per purge transaction (`edinbox purge --batch-size`)."""
@@ -162,3 +162,21 @@ class Purger:
         fields = {"rows": purged.rows, "rejected": purged.rejected, "older_than": self.config.retention}
         _log.log_event(self.logger, logging.INFO, "purged", fields)
         return purged
+
+
+async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timedelta) -> int:
+    """Delete `consumer`'s parked payloads first rejected more than `older_than` ago, and the answers
+    (`edinbox_hub_answers`), AS2 receipts (`edinbox_hub_as2_receipts`) and ledger numbers (`edinbox_hub_ledger`)
+    last seen that long ago, on the journal the purge already has open; return how many parked payloads (0 on a
+    library journal: no hub tables)."""
+    if not await has_hub(inbox):
+        return 0
+    params = {"consumer": consumer, "older_than": older_than}
+
+    async def purge(tx: Any) -> int:
+        await tx.unit.run("hub_purge_answers", params)
+        await tx.unit.run("hub_purge_as2_receipts", params)
+        await tx.unit.run("hub_purge_ledger", params)
+        return int(await tx.unit.run("hub_purge_rejected", params))
+
+    return await inbox.transaction(purge)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -31,7 +30,6 @@ __all__ = [
     "Stored",
     "forget_rejected",
     "join_key",
-    "purge_rejected",
     "rejected_id",
     "rejected_row",
     "replay",
@@ -200,21 +198,3 @@ async def forget_rejected(config: HubConfig, number: int) -> bool:
         if not await has_hub(inbox):
             return False
         return bool(await inbox.transaction(lambda tx: tx.unit.run("hub_forget_rejected", params)))
-
-
-async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timedelta) -> int:
-    """Delete `consumer`'s parked payloads first rejected more than `older_than` ago, and the answers
-    (`edinbox_hub_answers`), AS2 receipts (`edinbox_hub_as2_receipts`) and ledger numbers (`edinbox_hub_ledger`)
-    last seen that long ago, on the journal the purge already has open; return how many parked payloads (0 on a
-    library journal: no hub tables)."""
-    if not await has_hub(inbox):
-        return 0
-    params = {"consumer": consumer, "older_than": older_than}
-
-    async def purge(tx: Any) -> int:
-        await tx.unit.run("hub_purge_answers", params)
-        await tx.unit.run("hub_purge_as2_receipts", params)
-        await tx.unit.run("hub_purge_ledger", params)
-        return int(await tx.unit.run("hub_purge_rejected", params))
-
-    return await inbox.transaction(purge)
