@@ -8,11 +8,10 @@ has no key: it is sent under `<file name>@<byte offset>` so the hub parks it whe
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
+from edinbox import edi
 from edinbox._errors import ConfigurationError
 from edinbox._message import Message
 
@@ -36,7 +35,7 @@ def split_files(
 ) -> list[tuple[str, bytes]]:
     """Read every file and return `(producer id, payload)` per interchange; a file that does not parse is an error.
 
-    With `raw` (or before the EDI parser is installed) each file is one message keyed by its file name. `warn` is
+    With `raw` each file is one message keyed by its file name. `warn` is
     told of each interchange without its trailer: it goes out under `<file name>@<offset>`, and the hub parks it.
     """
     messages: list[tuple[str, bytes]] = []
@@ -52,8 +51,7 @@ def split_files(
 
 def split_payload(data: bytes, *, name: str, raw: bool = False) -> list[tuple[str, bytes]]:
     """The `(producer id, payload)` of every interchange in `data` (a file called `name`)."""
-    edi = None if raw else _edi()
-    if edi is None:
+    if raw:
         return [(name, data)]
     try:
         interchanges = edi.parse(data)
@@ -63,25 +61,9 @@ def split_payload(data: bytes, *, name: str, raw: bool = False) -> list[tuple[st
         raise ConfigurationError(f"{name}: no EDI interchange in the file, nothing was published")
     messages = []
     for interchange in interchanges:
-        start, end = _span(interchange, len(data))
+        start, end = interchange.span
         if interchange.keyable:
             messages.append((interchange_id(interchange.message()), data[start:end]))
         else:
             messages.append((f"{name}@{start}", data[start:end]))
     return messages
-
-
-def _edi() -> Any:
-    try:
-        return importlib.import_module("edinbox.edi")
-    except ImportError:  # the parser is not part of this build yet: one message per file
-        return None
-
-
-def _span(interchange: Any, size: int) -> tuple[int, int]:
-    span = getattr(interchange, "span", None)
-    if isinstance(span, slice | range):
-        return span.start or 0, size if span.stop is None else span.stop
-    if isinstance(span, tuple) and len(span) == 2:
-        return int(span[0]), int(span[1])
-    return 0, size
