@@ -18,9 +18,9 @@ from cli.test_cli import cli
 from edinbox import AsyncInbox
 from edinbox.console import create_app
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ledger import Arrival, Ledger, _next, _previous, normalise, read, record
-from edinbox.hub._parts import HUB
+from edinbox.hub.database._journal import HUB
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+from edinbox.hub.partners._ledger import Arrival, Ledger, _next, _previous, normalise, read, record
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
 

@@ -13,11 +13,12 @@ import pytest
 
 from edinbox import ConfigurationError, edi
 from edinbox.hub import HubConfig, load_config, open_hub
-from edinbox.hub._acks import Pending, _together
-from edinbox.hub._config import Agreement, Route
-from edinbox.hub._generate import render
-from edinbox.hub._ops import show, stats
-from edinbox.hub._plan import Item, plan
+from edinbox.hub.config import Route
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.deliveries._items import Item, plan
+from edinbox.hub.demo._traffic import render
+from edinbox.hub.ops._ops import show, stats
+from edinbox.hub.partners._acks import Pending, _together
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
 from received import drain

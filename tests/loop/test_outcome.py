@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from edinbox import DataError, Outcome, RetryLater
-from edinbox.hub._config import DEFAULT_ROUTES, HubConfig, Route
+from edinbox.hub.config import DEFAULT_ROUTES, HubConfig, Route
 from edinbox.loop import HANDLED, DeliveryOutcome, HandBack, format_line, verdict
 
 

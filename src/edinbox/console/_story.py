@@ -17,9 +17,9 @@ from typing import Any
 from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox.console._data import trace_ids
-from edinbox.hub._ledger import normalise
-from edinbox.hub._ops import split_key, timestamp
-from edinbox.hub._tables import has_hub
+from edinbox.hub.database import has_hub
+from edinbox.hub.ops import split_key, timestamp
+from edinbox.hub.partners import normalise
 
 __all__ = ["Part", "story"]
 
