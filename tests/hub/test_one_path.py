@@ -15,8 +15,8 @@ import pytest
 from edinbox._urls import database_url
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub.demo._traffic import PARTNERS, Doc, render
-from edinbox.hub.ops._ops import stats
 from edinbox.sources.spool import publish
+from hub_ops import stats
 
 
 def _doc(control: str, number: str) -> bytes:

@@ -17,10 +17,10 @@ from edinbox.hub.config import Route
 from edinbox.hub.config._model import Agreement
 from edinbox.hub.deliveries._items import Item, plan
 from edinbox.hub.demo._traffic import render
-from edinbox.hub.ops._ops import show, stats
 from edinbox.hub.partners._acks import Pending, _together
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
+from hub_ops import show, stats
 from received import drain
 
 from .test_hub import X12, doc

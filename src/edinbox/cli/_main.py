@@ -11,12 +11,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
+from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import InboxError, TransientError
 from edinbox._stopping import stop_on_signals
 from edinbox.cli import _store as _cli_store
@@ -24,6 +25,7 @@ from edinbox.cli._commands import Commands, Number, db_options, hub_settings, lo
 from edinbox.cli._commands import echo as _echo
 from edinbox.cli._commands import errors as _errors
 from edinbox.cli._commands import json_option as _json
+from edinbox.cli._commands import opened as _opened
 from edinbox.cli._commands import option as _option
 from edinbox.cli._commands import run as _run
 from edinbox.cli._commands import say as _say
@@ -296,7 +298,7 @@ def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
     SELECT/INSERT/UPDATE/DELETE on the journal and the hub's tables, and their sequences (no DDL).
     """
     cfg = hub_settings(settings, creates=True)
-    _run(_ops.init(cfg, grant=roles))
+    _opened(cfg, lambda inbox: _ops.init(inbox, config=cfg, grant=roles))
     if as_json:
         _echo({"db": cfg.db, "table": cfg.table, "source": cfg.source, "granted": list(roles)}, as_json=True)
         return
@@ -315,7 +317,8 @@ def migrate(*, as_json: bool, **settings: Any) -> None:
 
     Each step runs in one transaction under the schema lock; run it with the owner's rights, before `run`.
     """
-    result = _run(_ops.migrate(_config(**settings)))
+    cfg = _config(**settings)
+    result = _opened(cfg, lambda inbox: _ops.migrate(inbox, table=cfg.table))
     if as_json:
         _echo(result, as_json=True)
     else:
@@ -331,7 +334,8 @@ def migrate(*, as_json: bool, **settings: Any) -> None:
 @_json
 def doctor(*, as_json: bool, **settings: Any) -> None:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention vs the horizon."""
-    checks = _run(_ops.doctor(_config(**settings)))
+    cfg = _config(**settings)
+    checks = _opened(cfg, lambda inbox: _ops.doctor(inbox, config=cfg))
     rows = [{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]
     _echo(rows, as_json=as_json, columns=["check", "status", "detail"])
     if any(c.status == "fail" for c in checks):
@@ -347,7 +351,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     A consumer with no rows at all (a typo of --consumer?) is said on stderr; the exit status stays 0.
     """
     cfg = _config(**settings)
-    data = _run(_ops.stats(cfg))
+    data = _opened(cfg, _ops.stats)
     if not data["journal_rows"] and not data.get("received") and not data.get("rejected"):
         _say(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
     _echo(data, as_json=as_json)
@@ -364,7 +368,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
 @_json
 def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> None:
     """List journal rows (newest first) or parked payloads (--status rejected)."""
-    rows = _run(_ops.list_rows(_config(**settings), status=status, limit=limit))
+    rows = _opened(_config(**settings), lambda inbox: _ops.list_rows(inbox, status=status, limit=limit))
     parked = status == "rejected"
     columns = (
         ["key", "status", "deliveries", "at", "reason"]
@@ -392,11 +396,17 @@ def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any)
     the raw bytes.
     """
     cfg = _config(**settings)
-    data = _run(_ops.show(cfg, key))
+
+    async def read(inbox: AsyncInbox) -> tuple[dict[str, Any] | None, int | None]:
+        data = await _ops.show(inbox, key)
+        if data is None or payload_file is None:
+            return data, None
+        return data, await _ops.write_payload(inbox, key, payload_file)
+
+    data, size = _opened(cfg, read)
     if data is None:
         raise click.ClickException(f"no row {key!r} for consumer {cfg.consumer!r}")
-    if payload_file is not None:
-        size = _run(_ops.write_payload(cfg, key, payload_file))
+    if size is not None:
         click.echo(f"wrote {size} bytes to {payload_file}", err=True)
     if as_json:
         _say(json.dumps(_secrets().data(data), default=str))
@@ -405,7 +415,7 @@ def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any)
 
 
 def _change(
-    action: Callable[[HubConfig, str], Coroutine[Any, Any, bool]],
+    action: Callable[[AsyncInbox, str], Awaitable[bool]],
     key: str,
     settings: dict[str, Any],
     *,
@@ -414,7 +424,7 @@ def _change(
     none: str,
 ) -> None:
     """Run a journal change on one key; say `done KEY`, or fail with `none KEY` when no row matched."""
-    if not _run(action(_config(**settings), key)):
+    if not _opened(_config(**settings), lambda inbox: action(inbox, key)):
         raise click.ClickException(f"{none} {key!r}")
     if as_json:
         _echo({"key": key, "done": done}, as_json=True)
@@ -455,7 +465,8 @@ def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
     """
     from edinbox.hub.ops import replay as replay_stored
 
-    done = _run(replay_stored(_config(**settings), key, to=to))
+    cfg = _config(**settings)
+    done = _opened(cfg, lambda inbox: replay_stored(inbox, key, to=to or cfg.source))
     if as_json:
         _echo(done, as_json=True)
     else:
@@ -485,7 +496,12 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
             bar.update(deleted - shown)
             shown = deleted
 
-        purged = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
+        purged = _opened(
+            cfg,
+            lambda inbox: _ops.purge(
+                inbox, older_than=cfg.retention, max_rate=cfg.purge_max_rate, batch_size=batch_size, progress=progress
+            ),
+        )
     if as_json:
         _echo(
             {"purged": purged.rows, "rejected": purged.rejected, "older_than": duration_text(cfg.retention)},
@@ -548,11 +564,11 @@ def relay(*, once: bool, limit: int, log_format: str, as_json: bool, **settings:
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     _logging(cfg, json=log_format == "json")
 
-    async def serve() -> dict[str, int]:
+    async def serve(inbox: AsyncInbox) -> dict[str, int]:
         stop = stop_on_signals()
-        return await _ops.relay(cfg, stop=stop, once=once, limit=limit, fault=fault)
+        return await _ops.relay(inbox, config=cfg, stop=stop, once=once, limit=limit, fault=fault)
 
-    totals = _run(serve())
+    totals = _opened(cfg, serve)
     done = {"sent": totals.get("sent", 0), "parked": totals.get("parked", 0)}
     click.echo(json.dumps(done) if as_json else f"relayed sent={done['sent']} parked={done['parked']}")
 

@@ -48,16 +48,26 @@ TEXT_HITS = 500
 STATUSES = ("processed", "in_progress", "failed", "requeued", "dead", "conflict")
 
 
-async def _replay(config: HubConfig, key: str) -> bool:
+async def _replay(config: HubConfig, inbox: AsyncInbox, key: str) -> bool:
     """Re-publish the payload kept under `key` to the hub's source, as `edinbox replay KEY` does."""
-    await replay(config, key)
+    await replay(inbox, key, to=config.source)
     return True
 
 
-ACTIONS: dict[str, Callable[[HubConfig, str], Awaitable[bool]]] = {
-    "requeue": requeue,
+async def _requeue(config: HubConfig, inbox: AsyncInbox, key: str) -> bool:
+    """Make a dead or conflicting row processable again, as `edinbox requeue KEY` does."""
+    return await requeue(inbox, key)
+
+
+async def _forget(config: HubConfig, inbox: AsyncInbox, key: str) -> bool:
+    """Delete a journal row or a parked payload, as `edinbox forget KEY` does."""
+    return await forget(inbox, key)
+
+
+ACTIONS: dict[str, Callable[[HubConfig, AsyncInbox, str], Awaitable[bool]]] = {
+    "requeue": _requeue,
     "replay": _replay,
-    "forget": forget,
+    "forget": _forget,
 }
 """The operator's actions on one journal key: the same operations as `edinbox requeue`, `replay` and `forget`."""
 
@@ -211,7 +221,7 @@ def segments(payload: bytes | None) -> list[str]:
 async def act(config: HubConfig, inbox: AsyncInbox, *, action: str, key: str, who: str) -> bool:
     """Run an operator's action on a key and record it in the audit table; True when a row changed."""
     try:
-        changed = await ACTIONS[action](config, key)
+        changed = await ACTIONS[action](config, inbox, key)
     except ConfigurationError as exc:  # refused (nothing to replay, no source): recorded, then shown to the operator
         await _audit(inbox, who=who, action=action, key=key, result=f"refused: {exc}")
         raise
@@ -271,7 +281,7 @@ async def dashboard(config: HubConfig, inbox: AsyncInbox, *, hours: int = 3) -> 
     partners: Counter[str] = Counter()
     for source, n in sources:
         partners[edi.partner(str(source)) or str(source)] += int(n)
-    totals = await stats(config)
+    totals = await stats(inbox)
     oldest = await inbox.oldest()
     failed = [when for status, when in oldest.items() if status in ("failed", "dead")]
     received = totals.get("received") or 0  # deliveries are the hub's counters: none on a library journal

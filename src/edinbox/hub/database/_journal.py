@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.resources import files
+from typing import TypeVar
 
 from edinbox import Application, AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
@@ -62,6 +63,16 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         yield inbox
     finally:
         await inbox.aclose()
+
+
+T = TypeVar("T")
+
+
+async def on_inbox(config: HubConfig, work: Callable[[AsyncInbox], Awaitable[T]]) -> T:
+    """`work(inbox)` on the journal of `config`, opened for it and closed after: how a one-shot caller (a command, the
+    demo) gives an operator function (`edinbox.hub.ops`) the inbox it works on."""
+    async with open_inbox(config) as inbox:
+        return await work(inbox)
 
 
 def _check_folder(db: str) -> None:

@@ -54,31 +54,32 @@ async def purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
 
 
 async def purge(
-    config: HubConfig,
+    inbox: AsyncInbox,
     *,
     older_than: timedelta,
+    max_rate: float,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[int, int], None] | None = None,
     interval: float = 0.5,
 ) -> Purged:
-    """Delete settled journal rows older than `older_than` in bounded batches, at most
-    `config.purge_max_rate` rows per second, then the parked payloads rejected before that; return how many of each.
+    """Delete `inbox`'s settled journal rows older than `older_than` in bounded batches, at most `max_rate` rows per
+    second (`purge_max_rate`), then the parked payloads rejected before that; return how many of each.
 
     `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
     """
-    async with open_inbox(config) as inbox:
-        total = await purgeable(inbox, config.consumer, older_than) if progress else 0
-        task = asyncio.ensure_future(inbox.purge(older_than, batch_size=batch_size, max_rate=config.purge_max_rate))
-        try:
-            while progress is not None and total and not task.done():
-                await asyncio.wait({task}, timeout=interval)
-                left = None if task.done() else await _left(inbox, config.consumer, older_than, task)
-                if left is not None:
-                    progress(max(0, total - left), total)
-            deleted = int(await task)
-        finally:
-            await _finish(task)
-        rejected = await purge_rejected(inbox, consumer=config.consumer, older_than=older_than)
+    consumer = inbox.consumer
+    total = await purgeable(inbox, consumer, older_than) if progress else 0
+    task = asyncio.ensure_future(inbox.purge(older_than, batch_size=batch_size, max_rate=max_rate))
+    try:
+        while progress is not None and total and not task.done():
+            await asyncio.wait({task}, timeout=interval)
+            left = None if task.done() else await _left(inbox, consumer, older_than, task)
+            if left is not None:
+                progress(max(0, total - left), total)
+        deleted = int(await task)
+    finally:
+        await _finish(task)
+    rejected = await purge_rejected(inbox, consumer=consumer, older_than=older_than)
     if progress is not None and total:
         progress(min(deleted, total), total)
     return Purged(rows=deleted, rejected=rejected)
@@ -149,7 +150,8 @@ class Purger:
     async def step(self) -> Purged | None:
         """One purge; None when the database failed (logged once per outage: the next period tries again)."""
         try:
-            purged = await purge(self.config, older_than=self.config.retention)
+            async with open_inbox(self.config) as inbox:  # a connection of its own, beside the batch loop's
+                purged = await purge(inbox, older_than=self.config.retention, max_rate=self.config.purge_max_rate)
         except TransientError as exc:
             self.outage.went_down(exc)
             return None

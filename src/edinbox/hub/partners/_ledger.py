@@ -30,7 +30,7 @@ from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
 from edinbox.hub.config import HubConfig
-from edinbox.hub.database import open_inbox, verify_found
+from edinbox.hub.database import verify_found
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -252,14 +252,12 @@ def _when(value: Any) -> datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-async def read(config: HubConfig, *, partner: str | None = None) -> list[Ledger]:
-    """The ledger of the hub `config` names (of one `partner`), duplicates within its `duplicate_window`; empty on a
-    journal without the hub's tables."""
-    window = config.duplicate_window
-    async with open_inbox(config) as inbox:
-        if not await verify_found(inbox):
-            return []
-        return await inbox.read(lambda tx: report(tx, consumer=config.consumer, window=window, partner=partner))
+async def read(inbox: AsyncInbox, *, window: timedelta, partner: str | None = None) -> list[Ledger]:
+    """The ledger of the hub's journal `inbox` (of one `partner`), duplicates within `window` (the hub's
+    `duplicate_window`); empty on a journal without the hub's tables."""
+    if not await verify_found(inbox):
+        return []
+    return await inbox.read(lambda tx: report(tx, consumer=inbox.consumer, window=window, partner=partner))
 
 
 def findings(ledgers: Iterable[Ledger]) -> list[dict[str, Any]]:
