@@ -8,7 +8,6 @@ is recorded in the audit table with who asked, when, and what came of it.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -24,6 +23,7 @@ from edinbox.hub.config import HubConfig
 from edinbox.hub.database import has_hub
 from edinbox.hub.ops import forget, join_key, replay, requeue, stats
 from edinbox.hub.partners import Ledger, report
+from edinbox.stores import stored_time, texts
 
 __all__ = [
     "ACTIONS",
@@ -120,12 +120,8 @@ def _like(text: str) -> str:
 
 
 def _at(inbox: AsyncInbox, when: datetime | None) -> Any:
-    """A time as the journal stores it: PostgreSQL takes datetimes, MariaDB naive UTC ones, SQLite epoch seconds."""
-    if when is None or inbox.dialect == "postgresql":
-        return when
-    if inbox.dialect == "mysql":
-        return when.astimezone(UTC).replace(tzinfo=None)
-    return when.timestamp()
+    """A time as the journal stores it (`edinbox.stores.stored_time`)."""
+    return stored_time(inbox.dialect, when)
 
 
 def _when(inbox: AsyncInbox, value: Any) -> datetime | None:
@@ -138,8 +134,8 @@ def _when(inbox: AsyncInbox, value: Any) -> datetime | None:
 
 
 def _texts(inbox: AsyncInbox, values: list[str]) -> Any:
-    """A list of texts as the search binds it: an array on PostgreSQL, a JSON array on SQLite."""
-    return values if inbox.dialect == "postgresql" else json.dumps(values)
+    """A list of texts as the search binds it (`edinbox.stores.texts`: an array on PostgreSQL, else JSON)."""
+    return texts(inbox.dialect, values)
 
 
 async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:

@@ -17,6 +17,7 @@ from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
 from edinbox.loop import DeliveryOutcome
+from edinbox.stores import run_rows
 
 __all__ = [
     "COUNTED",
@@ -175,21 +176,14 @@ async def check_privileges(inbox: AsyncInbox) -> None:
 
 
 async def count(tx: AsyncTransaction, *, consumer: str, counts: Mapping[str, int], shard: int) -> None:
-    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction: one statement on
-    PostgreSQL (an array of outcomes and one of counts), elsewhere one batch of statements.
+    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction, in one call
+    (`edinbox.stores.run_rows`: one statement over arrays on PostgreSQL, one batch of statements elsewhere).
 
     The outcomes are updated in one order (sorted: the array's order on PostgreSQL), so two transactions on one shard
     never lock its rows in opposite orders (a deadlock).
     """
-    outcomes = [o for o in sorted(counts) if counts[o]]
-    if not outcomes:
-        return
-    if tx.dialect == "postgresql":
-        params = {"consumer": consumer, "shard": shard, "outcomes": outcomes, "counts": [counts[o] for o in outcomes]}
-        await tx.unit.run("hub_count_batch", params)
-        return
-    rows = [{"consumer": consumer, "outcome": o, "shard": shard, "n": counts[o]} for o in outcomes]
-    await tx.unit.run_many("hub_count", rows)
+    rows = [{"outcome": o, "n": counts[o]} for o in sorted(counts) if counts[o]]
+    await run_rows(tx, "hub_count", rows, consumer=consumer, shard=shard)
 
 
 async def park(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:

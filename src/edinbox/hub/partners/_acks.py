@@ -22,7 +22,6 @@ of a delivery that was processed or notified.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -34,6 +33,7 @@ from edinbox import AsyncTransaction, edi
 from edinbox._plan import Key
 from edinbox.hub.config import Agreement, HubConfig
 from edinbox.sources import Delivery
+from edinbox.stores import fetch_rows
 
 __all__ = [
     "KINDS",
@@ -263,13 +263,8 @@ async def reserve(tx: AsyncTransaction, counts: Mapping[str, int]) -> dict[str, 
 
     The upsert locks the partners' rows in their order (the statement sorts them), so hubs reserving for the same
     partners at once wait for each other, never deadlock; a rolled-back block is reserved again by the next one."""
-    partners = sorted(counts)
-    params: dict[str, Any]
-    if tx.dialect == "postgresql":  # two arrays, for unnest()
-        params = {"partners": partners, "counts": [counts[p] for p in partners]}
-    else:  # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array of [partner, count] pairs
-        params = {"counters": json.dumps([[p, counts[p]] for p in partners])}
-    return {str(partner): int(n) for partner, n in await tx.unit.fetch("hub_reserve_control_numbers", params)}
+    rows = [{"partner": partner, "k": counts[partner]} for partner in sorted(counts)]
+    return {str(partner): int(n) for partner, n in await fetch_rows(tx, "hub_reserve_control_numbers", rows)}
 
 
 def _party(text: str) -> edi.Party:

@@ -31,6 +31,7 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
 from edinbox.hub.config import HubConfig
 from edinbox.hub.database import verify_found
+from edinbox.stores import run_rows
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -96,8 +97,9 @@ async def record(
     tx: AsyncTransaction, *, consumer: str, accepted: Sequence[Arrival], parked: Sequence[tuple[Arrival, str]]
 ) -> None:
     """Record a batch's accepted numbers (in the order they came) and the numbers of its parked interchanges (with
-    the parked payload's fingerprint), in the caller's transaction: one statement on PostgreSQL (one array per
-    column), one batch of statements elsewhere, each number once, in key order (every hub locks rows in one order)."""
+    the parked payload's fingerprint), in the caller's transaction, in one call (`edinbox.stores.run_rows`: one
+    statement over arrays on PostgreSQL, one batch of statements elsewhere), each number once, in key order (every hub
+    locks rows in one order)."""
     seq = time.time_ns()
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for n, (arrival, fingerprint) in enumerate([*((a, None) for a in accepted), *parked]):
@@ -108,7 +110,6 @@ async def record(
         row = rows.setdefault(
             key,
             {
-                "consumer": consumer,
                 "partner": key[0],
                 "level": key[1],
                 "number": key[2],
@@ -122,26 +123,7 @@ async def record(
             row["n"] += 1
         else:
             row["parked"] = fingerprint
-    ordered = [rows[key] for key in sorted(rows)]
-    if not ordered:
-        return
-    if tx.dialect == "postgresql":
-        arrays = {name: [row[column] for row in ordered] for name, column in _ARRAYS.items()}
-        await tx.unit.run("hub_ledger_record", {"consumer": consumer, **arrays})
-        return
-    await tx.unit.run_many("hub_ledger_record", ordered)
-
-
-_ARRAYS = {
-    "partners": "partner",
-    "levels": "level",
-    "numbers": "number",
-    "widths": "width",
-    "seqs": "seq",
-    "counts": "n",
-    "parked": "parked",
-}
-"""The array parameters of `hub_ledger_record` on PostgreSQL, and the column of each."""
+    await run_rows(tx, "hub_ledger_record", [rows[key] for key in sorted(rows)], consumer=consumer)
 
 
 @dataclass(slots=True)

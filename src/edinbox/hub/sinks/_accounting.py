@@ -15,12 +15,11 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
-from decimal import Decimal
 from typing import Any
 
 from edinbox import AsyncTransaction
 from edinbox._message import Message
+from edinbox.stores import bindable
 
 __all__ = ["Accounting", "Created", "SqlAccounting", "keep_remote", "party_key"]
 
@@ -131,9 +130,8 @@ class SqlAccounting(Accounting):
 
     async def _insert(self, tx: AsyncTransaction, rows: Sequence[tuple[Any, ...]]) -> int:
         """Run `hub_insert_invoice` once per row (from `_row`) in one call to the driver; return the rows inserted."""
-        sqlite = tx.dialect == "sqlite"  # no date or decimal type: ISO dates and exact decimals as text
         consumer = self.consumer
-        values = [dict(zip(_COLUMNS, _text(row) if sqlite else row, strict=True), consumer=consumer) for row in rows]
+        values = [dict(zip(_COLUMNS, bindable(tx.dialect, row), strict=True), consumer=consumer) for row in rows]
         return int(await tx.unit.run_many("hub_insert_invoice", values))
 
     @staticmethod
@@ -200,19 +198,10 @@ async def keep_remote(
     values = []
     for invoice, remote_id in zip(invoices, created.remote, strict=False):
         if remote_id is not None:
-            row = _row(invoice, message)
-            row = _text(row) if tx.dialect == "sqlite" else row
+            row = bindable(tx.dialect, _row(invoice, message))
             values.append(dict(zip(_COLUMNS, row, strict=True), consumer=consumer, remote_id=remote_id))
     if values:
         await tx.unit.run_many("hub_insert_remote_invoice", values)
-
-
-def _text(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A row for SQLite: the issue date as ISO text, money as exact decimal text."""
-    return tuple(
-        value.isoformat() if isinstance(value, date) else str(value) if isinstance(value, Decimal) else value
-        for value in row
-    )
 
 
 def _key(row: Sequence[Any]) -> tuple[str, ...]:
