@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ def driver_connection(session: Any) -> Any:
 
 def in_session(session: Any, handler: Callable[[Tx, T], object]) -> Callable[[Tx, T], object]:
     """`handler` (of a message, a batch, or a batch's outcomes) run with the session as `tx.connection`, then the
-    session flushed (it runs inside the unit's savepoint, the session's nested transaction)."""
+    session flushed (it runs inside the unit's savepoint)."""
     from sqlalchemy.exc import DBAPIError
 
     def run(tx: Tx, argument: T) -> None:
@@ -67,8 +67,52 @@ class JoinedInboxes:
         return inbox
 
 
+_UNIT = "edinbox.unit"
+"""The key in the session's `info` of the unit whose savepoint is the store's own (None between deliveries)."""
+
+
+def _orm(session: Any) -> Any:
+    """The ORM session under `session` (an AsyncSession's sync session), where its events are listened for."""
+    return session
+
+
+def _pending(orm: Any) -> bool:
+    """Whether the session holds ORM state not yet flushed (new, changed or deleted objects)."""
+    return bool(orm.new or orm.dirty or orm.deleted)
+
+
+def _upgrade(orm: Any, *_: Any) -> None:
+    """Before the session flushes inside a unit's savepoint of the store's own: open the session's nested
+    transaction, so that the flush's failure rolls back to it (not the caller's whole transaction) and a rollback
+    discards the ORM objects flushed in it (`before_flush`: the flush then runs inside it)."""
+    unit = orm.info.get(_UNIT)
+    if unit is not None and unit.upgraded is None:
+        unit.upgraded = orm.begin_nested()
+
+
+def _discard(orm: Any) -> None:
+    """Discard the ORM work a failed handler left unflushed, as a rollback of the session's nested transaction does:
+    new objects expunged, deletions reverted, changed objects expired (reloaded on next access)."""
+    for obj in list(orm.new):
+        orm.expunge(obj)
+    for obj in list(orm.deleted):
+        orm.expunge(obj)
+        orm.add(obj)
+        orm.expire(obj)
+    for obj in list(orm.dirty):
+        orm.expire(obj)
+
+
 class _SessionUnit:
-    """A store's unit on the session's driver connection, whose savepoint is the session's nested transaction."""
+    """A store's unit on the session's driver connection, in a savepoint under the session's transaction.
+
+    When the session holds no pending ORM state as a unit begins (the usual case), the savepoint is the store's own,
+    as on a caller's driver connection: `SAVEPOINT edinbox`, sent with the journal's first statement. The session's
+    nested transaction is opened only if the session flushes inside it (`_upgrade`, on `before_flush`), so a flush
+    failure rolls back to that, never the caller's transaction; a handler's ORM work left unflushed at its failure is
+    discarded (`_discard`) as the nested transaction's rollback would. With pending ORM state at the start, the
+    savepoint is the session's nested transaction from the start (it flushes that state first).
+    """
 
     nested = True
     """Always in the session's transaction."""
@@ -77,23 +121,59 @@ class _SessionUnit:
         self.connection = unit.connection
         self._unit = unit
         self._session = session
-        self._nested: Any = None
+        self._nested: Any = None  # the session's nested transaction, opened at the start
+        self.upgraded: Any = None  # the session's nested transaction, opened by a flush in the store's savepoint
+        self._own = False  # the savepoint is the store's own
 
-    def begin(self) -> None:
-        """Open the session's nested transaction (its SAVEPOINT is sent when the session takes its connection),
-        inside a transaction the store made sure is open."""
-        self._unit.begin()
+    def _start(self) -> bool:
+        """Choose the savepoint of the unit beginning now: true for the store's own (the session holds no pending ORM
+        state), false for the session's nested transaction."""
+        orm = _orm(self._session)
+        if _pending(orm):
+            self._unit.managed = True
+            return False
+        self._unit.managed = False
+        info = orm.info
+        if _UNIT not in info:  # once per session: the listener stays, idle between deliveries
+            from sqlalchemy import event
+
+            event.listen(orm, "before_flush", _upgrade)
+        info[_UNIT] = self
+        self._own = True
+        self.upgraded = None
+        return True
+
+    def _stop(self) -> None:
+        """The unit's savepoint ended: the session's flushes are its own again."""
+        if self._own:
+            self._own = False
+            _orm(self._session).info[_UNIT] = None
+
+    def _begin_nested(self) -> None:
+        """Open the session's nested transaction (its SAVEPOINT is sent when the session takes its connection)."""
         self._nested = self._session.begin_nested()
         self._session.connection()
 
+    def begin(self) -> None:
+        """Open the unit's savepoint, inside a transaction the store made sure is open."""
+        if self._start():
+            self._unit.begin()
+            return
+        self._unit.begin()
+        self._begin_nested()
+
     def insert(self, name: str, params: Any) -> bool:
         """Begin, then run the named INSERT ... ON CONFLICT DO NOTHING (or INSERT IGNORE); true when it inserted."""
-        self.begin()
-        return bool(self._unit.insert(name, params))
+        if not self._start():
+            self._unit.begin()
+            self._begin_nested()
+        return bool(self._unit.insert(name, params))  # the store's own savepoint: sent with the INSERT
 
     def begin_fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
-        self.begin()
+        if not self._start():
+            self._unit.begin()
+            self._begin_nested()
         return list(self._unit.begin_fetch(name, params))
 
     def fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
@@ -109,26 +189,44 @@ class _SessionUnit:
         self._unit.run_many(name, params)
 
     def commit(self) -> None:
-        """Release the savepoint; StoreError when it cannot be (the database rolled the transaction back)."""
+        """Release the savepoint (and the session's nested transaction inside it); StoreError when it cannot be (the
+        database rolled the transaction back)."""
         from sqlalchemy.exc import DBAPIError
 
+        own = self._own
         nested, self._nested = self._nested, None
+        upgraded, self.upgraded = self.upgraded, None
+        self._stop()
         try:
-            nested.commit()
+            if upgraded is not None:
+                upgraded.commit()
+            if nested is not None:
+                nested.commit()
         except DBAPIError as exc:
+            if own:
+                self._unit.rollback()
             raise StoreError(
                 f"the session's savepoint could not be released (was its transaction rolled back?): {exc.orig}"
             ) from exc
+        if own:
+            self._unit.commit()
 
     def rollback(self) -> None:
         """Roll back to the savepoint, discarding the ORM objects added since; never raises."""
+        own = self._own
         nested, self._nested = self._nested, None
-        if nested is None:
-            return
-        try:
-            nested.rollback()
-        except Exception:  # a broken connection surfaces on the caller's next use of the session
-            return
+        upgraded, self.upgraded = self.upgraded, None
+        self._stop()
+        # a broken connection surfaces on the caller's next use of the session
+        with suppress(Exception):
+            if upgraded is not None:
+                upgraded.rollback()
+            elif own:
+                _discard(_orm(self._session))
+            if nested is not None:
+                nested.rollback()
+        if own:
+            self._unit.rollback()
 
 
 class SessionStore:
@@ -146,8 +244,9 @@ class SessionStore:
     def unit(self) -> Iterator[_SessionUnit]:
         """Hold the driver's connection for one operation; its transactions are the session's savepoints."""
         with self._store.unit() as unit:
-            unit.managed = True
+            joined = _SessionUnit(unit, self._session)
             try:
-                yield _SessionUnit(unit, self._session)
+                yield joined
             finally:
+                joined._stop()
                 unit.managed = False
