@@ -124,8 +124,8 @@ class Inbox(Journal):
         transaction. Either way it shares the fate of the PROCESSED outcome.
 
         With an SQLAlchemy `session` (the session class of the inbox's kind), the journal row is written on the
-        session's connection inside its transaction (begun if none), in a savepoint (the inbox's own, the session's
-        `begin_nested()` once it flushes ORM state: see `edinbox._async_session`): the inbox never commits the
+        session's connection inside its transaction (begun if none), in a savepoint (the inbox's own, or the
+        session's `begin_nested()` once the session flushes ORM state in it): the inbox never commits the
         transaction, the caller does. The handler gets the session as `tx.connection`, inside that savepoint (its
         failure discards its ORM work with the journal row).
 
