@@ -10,6 +10,7 @@ journal rows, its invoices and its bookkeeping.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -185,7 +186,26 @@ async def count(tx: Any, *, consumer: str, counts: Mapping[str, int], shard: int
 
 async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
     """Keep payloads that cannot be processed (once per content; a redelivery counts one more delivery), in the
-    caller's transaction, in one batch of statements."""
+    caller's transaction: one statement on PostgreSQL (an array per column, each content once with how many of the
+    deliveries carried it), elsewhere one batch of statements."""
+    if not parked:
+        return
+    if tx.dialect == "postgresql":
+        first: dict[str, Parked] = {}
+        carried: Counter[str] = Counter()
+        for p in parked:
+            first.setdefault(p.fingerprint, p)
+            carried[p.fingerprint] += 1
+        params = {
+            "consumer": consumer,
+            "fingerprints": list(first),
+            "deliveries": [p.delivery for p in first.values()],
+            "reasons": [p.reason for p in first.values()],
+            "payloads": [p.payload for p in first.values()],
+            "counts": [carried[f] for f in first],
+        }
+        await tx.unit.run("hub_park_batch", params)
+        return
     rows = [
         {
             "consumer": consumer,
@@ -196,8 +216,7 @@ async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
         }
         for p in parked
     ]
-    if rows:
-        await tx.unit.run_many("hub_park", rows)
+    await tx.unit.run_many("hub_park", rows)
 
 
 async def park_reasons(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:

@@ -76,6 +76,16 @@ INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason
 VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
 ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
 
+-- name: hub_park_batch
+-- hub_park for a batch in one statement: one array per column, sent in binary, each fingerprint once with the number
+-- of the batch's deliveries that carried it (`counts`), in the batch's order; a payload parked before counts them all
+INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload, deliveries)
+SELECT %(consumer)s, u.f, u.d, u.r, u.p, u.n
+FROM unnest(%(fingerprints)b::text[], %(deliveries)b::text[], %(reasons)b::text[], %(payloads)b::bytea[],
+    %(counts)b::integer[]) WITH ORDINALITY AS u (f, d, r, p, n, i)
+ORDER BY u.i
+ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + excluded.deliveries
+
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
 UPDATE {edinbox_hub_rejected} SET reason = %(reason)s
