@@ -3,12 +3,12 @@
 `AsyncInbox.process(message, handler, session=session)` runs the journal's statements on the driver's connection
 under the session's current transaction, and never commits that transaction. One savepoint per delivery holds the
 journal row and the handler's work together: the store's own (`SAVEPOINT edinbox`, sent with the journal's INSERT,
-as on a caller's driver connection) while the session has no ORM state to flush, and the session's own nested
-transaction (`session.begin_nested()`) from the moment it has: opened when the session flushes inside the store's
-savepoint (`before_flush`), or at the start when the session held pending state already. Either way a handler
-failure rolls both back and discards the ORM objects the handler added, and a failed flush rolls back to the
-savepoint, not the caller's transaction. The handler gets the session as `tx.connection`; its pending objects are
-flushed when it returns (a database error raised then is the handler's), before the savepoint is released.
+as on a caller's driver connection) while the session has no ORM state to flush, with the session's own nested
+transaction opened inside it when the session flushes (`edinbox._session_orm`), or the session's nested transaction
+(`session.begin_nested()`) from the start when the session held pending state already. Either way a handler failure
+rolls both back and discards the ORM objects the handler added, and a failed flush rolls back to a savepoint inside
+the delivery's, not the caller's transaction. The handler gets the session as `tx.connection`; its pending objects
+are flushed when it returns (a database error raised then is the handler's), before the savepoint is released.
 """
 # sync-doc: Joining an SQLAlchemy session's transaction, on a blocking session.
 # sync-doc:
@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from edinbox._errors import StoreError
 from edinbox._records import Tx
+from edinbox._session_orm import Delivery, pending, watch
 
 __all__ = ["JoinedInboxes", "SessionStore", "driver_connection", "in_session"]
 
@@ -79,52 +80,20 @@ class JoinedInboxes:
         return inbox
 
 
-_UNIT = "edinbox.unit"
-"""The key in the session's `info` of the unit whose savepoint is the store's own (None between deliveries)."""
-
-
 def _orm(session: Any) -> Any:
     """The ORM session under `session` (an AsyncSession's sync session), where its events are listened for."""
     # sync: return session
     return session.sync_session  # async-only
 
 
-def _pending(orm: Any) -> bool:
-    """Whether the session holds ORM state not yet flushed (new, changed or deleted objects)."""
-    return bool(orm.new or orm.dirty or orm.deleted)
-
-
-def _upgrade(orm: Any, *_: Any) -> None:
-    """Before the session flushes inside a unit's savepoint of the store's own: open the session's nested
-    transaction, so that the flush's failure rolls back to it (not the caller's whole transaction) and a rollback
-    discards the ORM objects flushed in it (`before_flush`: the flush then runs inside it)."""
-    unit = orm.info.get(_UNIT)
-    if unit is not None and unit.upgraded is None:
-        unit.upgraded = orm.begin_nested()
-
-
-def _discard(orm: Any) -> None:
-    """Discard the ORM work a failed handler left unflushed, as a rollback of the session's nested transaction does:
-    new objects expunged, deletions reverted, changed objects expired (reloaded on next access)."""
-    for obj in list(orm.new):
-        orm.expunge(obj)
-    for obj in list(orm.deleted):
-        orm.expunge(obj)
-        orm.add(obj)
-        orm.expire(obj)
-    for obj in list(orm.dirty):
-        orm.expire(obj)
-
-
 class _SessionUnit:
     """A store's unit on the session's driver connection, in a savepoint under the session's transaction.
 
     When the session holds no pending ORM state as a unit begins (the usual case), the savepoint is the store's own,
-    as on a caller's driver connection: `SAVEPOINT edinbox`, sent with the journal's first statement. The session's
-    nested transaction is opened only if the session flushes inside it (`_upgrade`, on `before_flush`), so a flush
-    failure rolls back to that, never the caller's transaction; a handler's ORM work left unflushed at its failure is
-    discarded (`_discard`) as the nested transaction's rollback would. With pending ORM state at the start, the
-    savepoint is the session's nested transaction from the start (it flushes that state first).
+    as on a caller's driver connection: `SAVEPOINT edinbox`, sent with the journal's first statement; the session's
+    nested transaction is opened inside it only if the session flushes (`edinbox._session_orm`). With pending ORM
+    state at the start, the savepoint is the session's nested transaction from the start (it flushes that state
+    first).
     """
 
     nested = True
@@ -135,35 +104,29 @@ class _SessionUnit:
         self._unit = unit
         self._session = session
         self._nested: Any = None  # the session's nested transaction, opened at the start
-        self.upgraded: Any = None  # the session's nested transaction, opened by a flush in the store's savepoint
-        self._own = False  # the savepoint is the store's own
+        self._delivery: Delivery | None = None  # the ORM bookkeeping in the store's own savepoint
 
     def _start(self) -> bool:
         """Choose the savepoint of the unit beginning now: true for the store's own (the session holds no pending ORM
         state), false for the session's nested transaction."""
         orm = _orm(self._session)
-        if _pending(orm):
+        if pending(orm):
             self._unit.managed = True
             return False
         self._unit.managed = False
-        info = orm.info
-        if _UNIT not in info:  # once per session: the listener stays, idle between deliveries
-            from sqlalchemy import event
-
-            event.listen(orm, "before_flush", _upgrade)
-        info[_UNIT] = self
-        self._own = True
-        self.upgraded = None
+        watch(orm)
+        self._delivery = Delivery(orm)
         return True
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
         """The unit's savepoint ended: the session's flushes are its own again."""
-        if self._own:
-            self._own = False
-            _orm(self._session).info[_UNIT] = None
+        delivery, self._delivery = self._delivery, None
+        if delivery is not None:
+            delivery.stop()
 
     async def _begin_nested(self) -> None:
         """Open the session's nested transaction (its SAVEPOINT is sent when the session takes its connection)."""
+        await self._unit.begin()
         self._nested = await self._session.begin_nested()
         await self._session.connection()
 
@@ -171,21 +134,18 @@ class _SessionUnit:
         """Open the unit's savepoint, inside a transaction the store made sure is open."""
         if self._start():
             await self._unit.begin()
-            return
-        await self._unit.begin()
-        await self._begin_nested()
+        else:
+            await self._begin_nested()
 
     async def insert(self, name: str, params: Any) -> bool:
         """Begin, then run the named INSERT ... ON CONFLICT DO NOTHING (or INSERT IGNORE); true when it inserted."""
         if not self._start():
-            await self._unit.begin()
             await self._begin_nested()
         return bool(await self._unit.insert(name, params))  # the store's own savepoint: sent with the INSERT
 
     async def begin_fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
         if not self._start():
-            await self._unit.begin()
             await self._begin_nested()
         return list(await self._unit.begin_fetch(name, params))
 
@@ -202,46 +162,48 @@ class _SessionUnit:
         await self._unit.run_many(name, params)
 
     async def commit(self) -> None:
-        """Release the savepoint (and the session's nested transaction inside it); StoreError when it cannot be (the
+        """Release the savepoint (and the session's nested transaction in it); StoreError when it cannot be (the
         database rolled the transaction back)."""
         from sqlalchemy.exc import DBAPIError
 
-        own = self._own
+        delivery = self._delivery
         nested, self._nested = self._nested, None
-        upgraded, self.upgraded = self.upgraded, None
-        self._stop()
+        self.stop()
         try:
-            if upgraded is not None:
-                # sync: upgraded.commit()
-                await self._session.run_sync(lambda _: upgraded.commit())  # async-only
-            if nested is not None:
-                await nested.commit()
+            if delivery is None:
+                if nested is not None:
+                    await nested.commit()
+            elif delivery.nested is not None:
+                inner = delivery.nested
+                # sync: inner.commit()
+                await self._session.run_sync(lambda _: inner.commit())  # async-only
         except DBAPIError as exc:
-            if own:
+            if delivery is not None:
                 await self._unit.rollback()
             raise StoreError(
                 f"the session's savepoint could not be released (was its transaction rolled back?): {exc.orig}"
             ) from exc
-        if own:
+        if delivery is not None:
             await self._unit.commit()
 
     async def rollback(self) -> None:
         """Roll back to the savepoint, discarding the ORM objects added since; never raises."""
-        own = self._own
+        delivery = self._delivery
         nested, self._nested = self._nested, None
-        upgraded, self.upgraded = self.upgraded, None
-        self._stop()
+        self.stop()
         # a broken connection surfaces on the caller's next use of the session
         with suppress(Exception):
-            if upgraded is not None:
-                # sync: upgraded.rollback()
-                await self._session.run_sync(lambda _: upgraded.rollback())  # async-only
-            elif own:
-                _discard(_orm(self._session))
-            if nested is not None:
-                await nested.rollback()
-        if own:
+            if delivery is None:
+                if nested is not None:
+                    await nested.rollback()
+                return
+            inner = delivery.nested
+            if inner is not None:
+                # sync: inner.rollback()
+                await self._session.run_sync(lambda _: inner.rollback())  # async-only
+        if delivery is not None:
             await self._unit.rollback()
+            delivery.discard()
 
 
 class SessionStore:
@@ -263,5 +225,5 @@ class SessionStore:
             try:
                 yield joined
             finally:
-                joined._stop()
+                joined.stop()
                 unit.managed = False

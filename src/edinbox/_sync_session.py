@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from edinbox._errors import StoreError
 from edinbox._records import Tx
+from edinbox._session_orm import Delivery, pending, watch
 
 __all__ = ["JoinedInboxes", "SessionStore", "driver_connection", "in_session"]
 
@@ -67,51 +68,19 @@ class JoinedInboxes:
         return inbox
 
 
-_UNIT = "edinbox.unit"
-"""The key in the session's `info` of the unit whose savepoint is the store's own (None between deliveries)."""
-
-
 def _orm(session: Any) -> Any:
     """The ORM session under `session` (an AsyncSession's sync session), where its events are listened for."""
     return session
-
-
-def _pending(orm: Any) -> bool:
-    """Whether the session holds ORM state not yet flushed (new, changed or deleted objects)."""
-    return bool(orm.new or orm.dirty or orm.deleted)
-
-
-def _upgrade(orm: Any, *_: Any) -> None:
-    """Before the session flushes inside a unit's savepoint of the store's own: open the session's nested
-    transaction, so that the flush's failure rolls back to it (not the caller's whole transaction) and a rollback
-    discards the ORM objects flushed in it (`before_flush`: the flush then runs inside it)."""
-    unit = orm.info.get(_UNIT)
-    if unit is not None and unit.upgraded is None:
-        unit.upgraded = orm.begin_nested()
-
-
-def _discard(orm: Any) -> None:
-    """Discard the ORM work a failed handler left unflushed, as a rollback of the session's nested transaction does:
-    new objects expunged, deletions reverted, changed objects expired (reloaded on next access)."""
-    for obj in list(orm.new):
-        orm.expunge(obj)
-    for obj in list(orm.deleted):
-        orm.expunge(obj)
-        orm.add(obj)
-        orm.expire(obj)
-    for obj in list(orm.dirty):
-        orm.expire(obj)
 
 
 class _SessionUnit:
     """A store's unit on the session's driver connection, in a savepoint under the session's transaction.
 
     When the session holds no pending ORM state as a unit begins (the usual case), the savepoint is the store's own,
-    as on a caller's driver connection: `SAVEPOINT edinbox`, sent with the journal's first statement. The session's
-    nested transaction is opened only if the session flushes inside it (`_upgrade`, on `before_flush`), so a flush
-    failure rolls back to that, never the caller's transaction; a handler's ORM work left unflushed at its failure is
-    discarded (`_discard`) as the nested transaction's rollback would. With pending ORM state at the start, the
-    savepoint is the session's nested transaction from the start (it flushes that state first).
+    as on a caller's driver connection: `SAVEPOINT edinbox`, sent with the journal's first statement; the session's
+    nested transaction is opened inside it only if the session flushes (`edinbox._session_orm`). With pending ORM
+    state at the start, the savepoint is the session's nested transaction from the start (it flushes that state
+    first).
     """
 
     nested = True
@@ -122,35 +91,29 @@ class _SessionUnit:
         self._unit = unit
         self._session = session
         self._nested: Any = None  # the session's nested transaction, opened at the start
-        self.upgraded: Any = None  # the session's nested transaction, opened by a flush in the store's savepoint
-        self._own = False  # the savepoint is the store's own
+        self._delivery: Delivery | None = None  # the ORM bookkeeping in the store's own savepoint
 
     def _start(self) -> bool:
         """Choose the savepoint of the unit beginning now: true for the store's own (the session holds no pending ORM
         state), false for the session's nested transaction."""
         orm = _orm(self._session)
-        if _pending(orm):
+        if pending(orm):
             self._unit.managed = True
             return False
         self._unit.managed = False
-        info = orm.info
-        if _UNIT not in info:  # once per session: the listener stays, idle between deliveries
-            from sqlalchemy import event
-
-            event.listen(orm, "before_flush", _upgrade)
-        info[_UNIT] = self
-        self._own = True
-        self.upgraded = None
+        watch(orm)
+        self._delivery = Delivery(orm)
         return True
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
         """The unit's savepoint ended: the session's flushes are its own again."""
-        if self._own:
-            self._own = False
-            _orm(self._session).info[_UNIT] = None
+        delivery, self._delivery = self._delivery, None
+        if delivery is not None:
+            delivery.stop()
 
     def _begin_nested(self) -> None:
         """Open the session's nested transaction (its SAVEPOINT is sent when the session takes its connection)."""
+        self._unit.begin()
         self._nested = self._session.begin_nested()
         self._session.connection()
 
@@ -158,21 +121,18 @@ class _SessionUnit:
         """Open the unit's savepoint, inside a transaction the store made sure is open."""
         if self._start():
             self._unit.begin()
-            return
-        self._unit.begin()
-        self._begin_nested()
+        else:
+            self._begin_nested()
 
     def insert(self, name: str, params: Any) -> bool:
         """Begin, then run the named INSERT ... ON CONFLICT DO NOTHING (or INSERT IGNORE); true when it inserted."""
         if not self._start():
-            self._unit.begin()
             self._begin_nested()
         return bool(self._unit.insert(name, params))  # the store's own savepoint: sent with the INSERT
 
     def begin_fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
         if not self._start():
-            self._unit.begin()
             self._begin_nested()
         return list(self._unit.begin_fetch(name, params))
 
@@ -189,44 +149,46 @@ class _SessionUnit:
         self._unit.run_many(name, params)
 
     def commit(self) -> None:
-        """Release the savepoint (and the session's nested transaction inside it); StoreError when it cannot be (the
+        """Release the savepoint (and the session's nested transaction in it); StoreError when it cannot be (the
         database rolled the transaction back)."""
         from sqlalchemy.exc import DBAPIError
 
-        own = self._own
+        delivery = self._delivery
         nested, self._nested = self._nested, None
-        upgraded, self.upgraded = self.upgraded, None
-        self._stop()
+        self.stop()
         try:
-            if upgraded is not None:
-                upgraded.commit()
-            if nested is not None:
-                nested.commit()
+            if delivery is None:
+                if nested is not None:
+                    nested.commit()
+            elif delivery.nested is not None:
+                inner = delivery.nested
+                inner.commit()
         except DBAPIError as exc:
-            if own:
+            if delivery is not None:
                 self._unit.rollback()
             raise StoreError(
                 f"the session's savepoint could not be released (was its transaction rolled back?): {exc.orig}"
             ) from exc
-        if own:
+        if delivery is not None:
             self._unit.commit()
 
     def rollback(self) -> None:
         """Roll back to the savepoint, discarding the ORM objects added since; never raises."""
-        own = self._own
+        delivery = self._delivery
         nested, self._nested = self._nested, None
-        upgraded, self.upgraded = self.upgraded, None
-        self._stop()
+        self.stop()
         # a broken connection surfaces on the caller's next use of the session
         with suppress(Exception):
-            if upgraded is not None:
-                upgraded.rollback()
-            elif own:
-                _discard(_orm(self._session))
-            if nested is not None:
-                nested.rollback()
-        if own:
+            if delivery is None:
+                if nested is not None:
+                    nested.rollback()
+                return
+            inner = delivery.nested
+            if inner is not None:
+                inner.rollback()
+        if delivery is not None:
             self._unit.rollback()
+            delivery.discard()
 
 
 class SessionStore:
@@ -248,5 +210,5 @@ class SessionStore:
             try:
                 yield joined
             finally:
-                joined._stop()
+                joined.stop()
                 unit.managed = False

@@ -147,3 +147,53 @@ def test_an_async_session_discards_a_failing_handlers_flushed_objects(database: 
     assert asyncio.run(scenario())
     assert notes(database) == ["caller", "kept"]
     assert count(database, f"SELECT count(*) FROM {database.table}") == 2
+
+
+def test_a_handlers_own_nested_transaction_works_and_its_work_is_discarded_with_the_delivery(
+    database: Database,
+) -> None:
+    """A handler that opens nested transactions of its own (with unflushed objects before, and flushing inside)
+    commits all its objects with the caller's; when it fails after them, every object it made persistent leaves the
+    session and its rows are gone, an object it deleted inside one is back, and the caller's work commits."""
+    Effect: Any = mapped(database)
+    engine = create_engine(database.sync_url)
+    inbox = Inbox(engine, consumer="c", table=database.table)
+    made: list[Any] = []
+    caller = Effect("caller")
+
+    def nesting(tx: Tx, message: Message) -> None:
+        made.append(Effect(f"a{message.message_id}"))
+        tx.connection.add(made[-1])
+        with tx.connection.begin_nested():
+            made.append(Effect(f"b{message.message_id}"))
+            tx.connection.add(made[-1])
+        made.append(Effect(f"c{message.message_id}"))
+        tx.connection.add(made[-1])
+
+    def failing(tx: Tx, message: Message) -> None:
+        nesting(tx, message)
+        with tx.connection.begin_nested():
+            tx.connection.delete(caller)
+        tx.connection.flush()
+        raise Boom
+
+    try:
+        with Session(engine) as session:
+            session.add(caller)
+            session.commit()
+            assert inbox.process(Message("1", "s"), nesting, session=session) is Outcome.PROCESSED
+            kept = list(made)
+            made.clear()
+            with pytest.raises(Boom):
+                inbox.process(Message("2", "s"), failing, session=session)
+            assert all(obj not in session and inspect(obj).transient for obj in made)
+            assert all(obj in session for obj in kept)
+            assert caller in session
+            assert inspect(caller).persistent
+            assert caller.note == "caller"
+            session.commit()
+        assert notes(database) == ["a1", "b1", "c1", "caller"]
+        assert inbox.get("s", "2").attempts == 1  # type: ignore[union-attr]
+    finally:
+        inbox.close()
+        engine.dispose()
