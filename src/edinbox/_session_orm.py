@@ -88,6 +88,7 @@ class Delivery:
 
 
 def _delivery(orm: Any) -> Delivery | None:
+    """The delivery under way in the inbox's own savepoint on `orm`, if any."""
     found: Delivery | None = orm.info.get(UNIT)
     return found
 
