@@ -81,7 +81,7 @@ class JoinedInboxes:
 
 
 def _orm(session: Any) -> Any:
-    """The ORM session under `session` (an AsyncSession's sync session), where its events are listened for."""
+    """The ORM session whose events are listened for: `session`, or the blocking one under it."""
     # sync: return session
     return session.sync_session  # async-only
 
