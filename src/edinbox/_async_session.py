@@ -203,11 +203,12 @@ class _SessionUnit:
                 await self._session.run_sync(lambda _: inner.rollback())  # async-only
         if delivery is not None:
             await self._unit.rollback()
-            delivery.discard()
+            with suppress(Exception):  # the session's objects, as good as SQLAlchemy leaves them after its own errors
+                delivery.discard()
 
 
 class SessionStore:
-    """A store whose units run in `session`'s transaction, each savepoint the session's nested transaction."""
+    """A store whose units run in `session`'s transaction, each in a savepoint of its own (`_SessionUnit`)."""
 
     def __init__(self, store: Any, session: Any) -> None:
         """Wrap `store` (a store on the session's driver connection) for `session`."""
@@ -219,7 +220,7 @@ class SessionStore:
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[_SessionUnit]:
-        """Hold the driver's connection for one operation; its transactions are the session's savepoints."""
+        """Hold the driver's connection for one operation; its transactions are savepoints in the session's."""
         async with self._store.unit() as unit:
             joined = _SessionUnit(unit, self._session)
             try:
