@@ -3,8 +3,8 @@
     .venv/bin/python -m bench.hub_park [--db postgresql://postgres@127.0.0.1:5432/test] [--turns 60] [--parked 5]
 
 Each turn parks, in a transaction of its own on the hub's tables (a fresh schema, dropped after), `--parked`
-payloads of 600 bytes (a rejected interchange's head) the way a batch parks them, once through `_tables.park`
-(`hub_park_batch`: one statement) and once through the pipelined `hub_park` per payload (`run_many`, the way before),
+payloads of 600 bytes (a rejected interchange's head) the way a batch parks them, once through `park` (`hub_park`
+over the batch's arrays: one statement) and once one pipelined `hub_park` per payload (`run_many`, the way before),
 in alternating order, and times the parking alone (not the commit, the same for both); it prints each way's time per
 payload (median of the turns) and the median per-turn ratio of rates.
 """
@@ -21,16 +21,16 @@ from typing import Any
 
 from bench.spool import _drop_schema
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
-from edinbox.hub._parts import open_inbox
-from edinbox.hub._tables import Parked, park
+from edinbox.hub.database import Parked, open_inbox, park
+from edinbox.hub.ops import init
 
 
 async def one_by_one(tx: Any, *, consumer: str, parked: list[Parked]) -> None:
-    """The payloads parked one pipelined INSERT each (`hub_park`), as before `hub_park_batch`."""
+    """The payloads parked one pipelined INSERT each (`hub_park` over one-row arrays, an executemany), as the hub
+    parked them before it sent the batch's as one set."""
     rows = [
-        {"consumer": consumer, "fingerprint": p.fingerprint, "delivery": p.delivery, "reason": p.reason,
-         "payload": p.payload}
+        {"consumer": consumer, "fingerprint": [p.fingerprint], "delivery": [p.delivery], "reason": [p.reason],
+         "payload": [p.payload], "deliveries": [1]}
         for p in parked
     ]  # fmt: skip
     await tx.unit.run_many("hub_park", rows)
@@ -47,11 +47,11 @@ async def run(db: str, *, turns: int, parked: int) -> None:
     """Time both ways turn by turn and print the table."""
     schema = f"bench_park_{os.getpid()}"
     config = HubConfig(db=db, table=f"{schema}.inbox")
-    await init(config)
-    ways = {"one statement (hub_park_batch)": park, "one INSERT each (hub_park)": one_by_one}
+    ways = {"one statement (the batch's set)": park, "one INSERT each": one_by_one}
     seconds: dict[str, list[float]] = {name: [] for name in ways}
     try:
         async with open_inbox(config) as inbox:
+            await init(inbox, config=config)
             for turn in range(turns + 3):  # three turns of warm-up
                 order = list(ways) if turn % 2 else list(ways)[::-1]
                 for name in order:
@@ -64,7 +64,7 @@ async def run(db: str, *, turns: int, parked: int) -> None:
                         seconds[name].append(took)
     finally:
         _drop_schema(db, schema)
-    base = "one INSERT each (hub_park)"
+    base = "one INSERT each"
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"parking {parked} payloads per transaction, {turns} turns each, alternating (load average {load})")
     print("| way | us per payload (median turn) | ratio of rates to one INSERT each: median [min-max] |")

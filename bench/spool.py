@@ -36,8 +36,9 @@ from pathlib import Path
 
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
+from edinbox.hub.database import open_inbox
 from edinbox.hub.demo._traffic import generate
-from edinbox.hub.ops._ops import init
+from edinbox.hub.ops import init
 from edinbox.sources.spool import SpoolSource, file_name
 
 HUB_BATCH = HubConfig.model_fields["batch_size"].default
@@ -90,7 +91,8 @@ async def through_hub(
     else:
         url = f"sqlite:///{root / 'hub.db'}"
         config = HubConfig(db=url, source=f"dir://{root}", batch_size=batch, keep_payloads=keep_payloads)
-    await init(config)  # the operator's `edinbox init`: the hub runs no DDL
+    async with open_inbox(config) as inbox:
+        await init(inbox, config=config)  # the operator's `edinbox init`: the hub runs no DDL
     async with open_hub(config) as hub:
         done = 0
         started, used = time.perf_counter(), time.process_time()

@@ -4,7 +4,8 @@ SQLite, PostgreSQL (one statement for the batch) and MariaDB."""
 from __future__ import annotations
 
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import list_rows
+from edinbox.hub.database import open_inbox
+from edinbox.hub.ops import list_rows
 from edinbox.sources.spool import publish
 
 from .test_acknowledgments import settle
@@ -12,7 +13,8 @@ from .test_acknowledgments import settle
 
 async def parked(config: HubConfig) -> list[tuple[str, int]]:
     """Each parked row's delivery (the spool's file name) and how many deliveries carried its payload, sorted."""
-    rows = await list_rows(config, status="rejected", limit=10)
+    async with open_inbox(config) as inbox:
+        rows = await list_rows(inbox, status="rejected", limit=10)
     return sorted((str(row["delivery"]).rsplit("~", 1)[-1], int(row["deliveries"])) for row in rows)
 
 
