@@ -208,7 +208,7 @@ def test_three_thousand_partners_give_a_bounded_number_of_series() -> None:
 def test_the_hubs_metrics_label_its_agreements_and_routes_only(tmp_path: Path) -> None:
     """`edinbox run` labels the partners of [partners] and the types of [routes] (beside the known ones); a
     partner without an agreement is `other`."""
-    from edinbox.cli import _metrics
+    from edinbox.cli._run import _metrics
 
     config = HubConfig(
         metrics_port=free_port(), partners={"ZZ:ACME": {"acknowledgment": "none"}}, routes={"DESADV": "bypass"}

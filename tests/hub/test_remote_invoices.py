@@ -13,7 +13,7 @@ from pathlib import Path
 from edinbox.console._data import Query, search
 from edinbox.hub import HubConfig
 from edinbox.hub.database._journal import open_inbox
-from edinbox.hub.deliveries._hub import open_hub
+from edinbox.hub.deliveries._open import open_hub
 from edinbox.hub.demo.accounting_service import AccountingService
 from edinbox.hub.sinks._http import HttpAccounting
 from edinbox.sources.spool import publish

@@ -52,13 +52,17 @@ from edinbox.hub.ops import render
 
 __all__ = [
     "EXIT_CONFIGURATION",
+    "MAX_ROWS",
     "Commands",
     "Number",
+    "command",
     "db_options",
     "echo",
     "errors",
+    "hub_config",
     "hub_settings",
     "json_option",
+    "log_format",
     "opened",
     "option",
     "run",
@@ -285,3 +289,27 @@ def echo(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, as_json: bool
 def say(text: str, *, err: bool = False) -> None:
     """Print a sentence (to stderr with `err`), redacted."""
     click.echo(secrets().text(text), err=err)
+
+
+def command(name: str | None = None) -> Callable[[Callable[..., Any]], click.Command]:
+    """Declare an `edinbox` command: before it runs, it learns the secrets of its options' values and logs its
+    drivers' warnings redacted (every command of `edinbox.cli.main` is declared so)."""
+    return click.command(name, cls=_Command)
+
+
+def hub_config(**settings: Any) -> HubConfig:
+    """The checked settings of a command (`**settings` as its options gave them): see `hub_settings`."""
+    return hub_settings(settings)
+
+
+MAX_ROWS = 100_000
+"""The most rows one `list`, `purge` batch or relay pass may ask for."""
+
+log_format = option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    envvar="EDINBOX_LOG_FORMAT",
+    help="each log line logfmt (text) or one JSON object (json)",
+)
+"""The `--log-format` option of the commands that run (`run`, `relay`)."""

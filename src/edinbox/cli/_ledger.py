@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from edinbox.cli._commands import db_options, hub_settings
+from edinbox.cli._commands import command, db_options, hub_settings
 from edinbox.cli._commands import echo as _echo
 from edinbox.cli._commands import json_option as _json
 from edinbox.cli._commands import opened as _opened
@@ -20,7 +20,7 @@ from edinbox.hub.partners import LEVELS, findings, read
 __all__ = ["ledger"]
 
 
-@click.command()
+@command()
 @db_options
 @_option("--partner", default=None, help="only this partner (its sender, as `qualifier:id`: ZZ:ACME)")
 @_option(

@@ -9,7 +9,7 @@ import click
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._payloads import MAX_QUERY
-from edinbox.cli._commands import db_options, hub_settings
+from edinbox.cli._commands import command, db_options, hub_settings
 from edinbox.cli._commands import echo as _echo
 from edinbox.cli._commands import json_option as _json
 from edinbox.cli._commands import opened as _opened
@@ -18,7 +18,7 @@ from edinbox.cli._commands import option as _option
 __all__ = ["export", "search"]
 
 
-@click.command()
+@command()
 @db_options
 @click.argument("text")
 @_option("--limit", default=20, type=click.IntRange(1, 1000), help="at most this many interchanges, newest first")
@@ -40,7 +40,7 @@ def search(*, text: str, limit: int, as_json: bool, **settings: Any) -> None:
 search.help = (search.help or "").replace("%d", str(MAX_QUERY))
 
 
-@click.command()
+@command()
 @db_options
 @click.argument("key")
 @_option(

@@ -20,30 +20,29 @@ slower than the spool's `claim_timeout` leaves neither to another hub.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, DataError, InboxError, NotSettledError, RetryLater, TransientError
+from edinbox._errors import DataError, InboxError, NotSettledError, RetryLater, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
 from edinbox.hub import partners as ledger
 from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, Route, log_event, settled
-from edinbox.hub.database import Parked, Purger, check_purge, open_inbox, park_reasons, purges, verify
+from edinbox.hub.database import Parked, Purger, park_reasons, purges
 from edinbox.hub.deliveries._batch import Batch, Work
 from edinbox.hub.deliveries._items import Item, cut, kept_instead, plan
 from edinbox.hub.deliveries._spans import Spans
 from edinbox.hub.partners import Acknowledger
 from edinbox.hub.relay import RelayProcess, apart
 from edinbox.hub.relay import beside as relay_beside
-from edinbox.hub.sinks import Accounting, SqlAccounting
+from edinbox.hub.sinks import Accounting
 from edinbox.loop import (
     ACK,
     NACK_DELAY,
@@ -64,12 +63,12 @@ from edinbox.loop import (
     reached,
     wait_beside,
 )
-from edinbox.sources import Delivery, Source, open_source, receive_until
+from edinbox.sources import Delivery, Source, receive_until
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
 
-__all__ = ["Hub", "open_hub"]
+__all__ = ["Hub"]
 
 _T = TypeVar("_T")
 
@@ -472,71 +471,6 @@ class Hub:
             settled(self.logger, fields)
 
 
-@contextlib.asynccontextmanager
-async def open_hub(
-    config: HubConfig,
-    *,
-    fault: FaultPoint | None = None,
-    accounting: Accounting | None = None,
-    stop: asyncio.Event | None = None,
-    metrics: Metrics | None = None,
-) -> AsyncIterator[Hub]:
-    """Open the inbox and the source that `config` names, after checking the schema `edinbox init` created.
-
-    `accounting` is another sink than the SQL table (e.g. an HTTP API in lease mode). Nothing here runs DDL:
-    a missing table raises SchemaError that names `edinbox init`. While the database or the source is down it
-    waits (raising Stopped if `stop` is set meanwhile), and the hub's `stop` is that same event.
-    """
-    if not config.source:
-        raise ConfigurationError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in config")
-    check_purge(config)
-    logger = logging.getLogger(LOGGER)
-    on_back = on_lost = None
-    if metrics is not None:
-        on_back = partial(_reconnected, metrics, config.consumer)
-        on_lost = partial(_lost, metrics, config.consumer)
-    outage = Outage(logger, give_up_after=config.give_up_after, on_back=on_back)
-    async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
-        stop = stop or asyncio.Event()
-        await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
-        horizon = config.horizon  # a NATS stream created here keeps messages this long
-        agreements = receipts = None
-        if config.source.startswith("as2:"):  # answers its senders: the agreements, the receipts beside the journal
-            from edinbox.hub.partners import Receipts, partners
-
-            agreements, receipts = partners(config), Receipts(inbox, consumer=config.consumer)
-        source = await outage.call(
-            lambda: stack.enter_async_context(
-                open_source(
-                    config.source,
-                    consumer=config.consumer,
-                    horizon=horizon,
-                    max_payload=config.max_payload,
-                    batch=config.batch_size,
-                    on_lost=on_lost,
-                    partners=agreements,
-                    receipts=receipts,
-                )
-            ),
-            stop=stop,
-        )
-        sink = accounting or SqlAccounting(consumer=config.consumer)
-        hub = Hub(
-            config,
-            inbox=inbox,
-            source=source,
-            accounting=sink,
-            outage=outage,
-            stop=stop,
-            fault=fault,
-            metrics=metrics,
-        )
-        try:
-            yield hub
-        finally:
-            await hub.give_back()  # a batch received ahead by the last step goes back before the source closes
-
-
 async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
     """Run `settle` (a transaction that ends with `batch.record`) again while the database refuses to park one of the
     batch's payloads whole as too big (a DataError: MariaDB's max_allowed_packet), each time with the biggest cut to
@@ -548,10 +482,6 @@ async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
         except DataError as exc:
             if not batch.shrink(exc):
                 raise
-
-
-def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:
-    metrics.reconnected(consumer=consumer, dependency=dependency)
 
 
 def _verdict(w: Work) -> Verdict:
@@ -567,10 +497,6 @@ def _verdict(w: Work) -> Verdict:
 def _rejected(w: Work) -> bool:
     """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
     return not w.unsettled and bool(w.items) and all(item.route == Route.REJECT for item in w.items)
-
-
-def _lost(metrics: Metrics, consumer: str, queue: str) -> None:
-    metrics.queue_lost(consumer=consumer, queue=queue)
 
 
 def kept_at(source: Source) -> str:

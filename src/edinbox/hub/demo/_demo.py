@@ -265,27 +265,7 @@ def run_demo(
         table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if own_schema else "inbox"
     config = HubConfig(db=db, table=table, consumer=_CONSUMER, source=f"dir://{spool}", batch_size=batch_size)
     traffic: Traffic = generate(messages, duplicate_rate=duplicate_rate, seed=seed)
-    report = Report(
-        db=db,
-        table=table,
-        workdir=str(workdir),
-        messages=messages,
-        seed=seed,
-        files=len(traffic.files),
-        unique_interchanges=traffic.unique_interchanges,
-        expected_invoices=traffic.invoices,
-        producer_duplicates=traffic.duplicates,
-        rerendered=traffic.rerendered,
-        conflicts_injected=traffic.conflicts,
-        resends=traffic.resends,
-        acks=traffic.acks,
-        malformed=traffic.malformed,
-        asked=traffic.asked,
-        x12=traffic.x12,
-        broken_asked=traffic.broken_asked,
-        broken_x12=traffic.broken_x12,
-        rejections=traffic.rejections,
-    )
+    report = _report(db=db, table=table, workdir=workdir, messages=messages, seed=seed, traffic=traffic)
     agreements = _agreements(workdir)
     asyncio.run(on_inbox(config, lambda inbox: _ops.init(inbox, config=config)))
     asyncio.run(publish(config.source, traffic.files))
@@ -310,41 +290,10 @@ def run_demo(
                     crash_after = 1
                 if crash_after is not None:
                     env["EDINBOX_FAULT"] = f"after_commit:{crash_after}"
-                command = [
-                    sys.executable,
-                    "-m",
-                    "edinbox.cli",
-                    "run",
-                    "--once",
-                    "--idle-timeout",
-                    "0.3",
-                    "--db",
-                    db,
-                    "--table",
-                    table,
-                    "--consumer",
-                    _CONSUMER,
-                    "--source",
-                    config.source,
-                    "--batch-size",
-                    str(batch_size),
-                    "--config",
-                    str(agreements),
-                    "--log-format",
-                    "json",
-                ]
+                command = _command(config, agreements)
                 procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=log))
                 report.runs += 1
-            while any(p.poll() is None for p in procs):
-                time.sleep(0.1)
-                now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
-                bar.update(now - done)
-                done = now
-            for p in procs:
-                if p.returncode == -signal.SIGKILL:
-                    report.crashes += 1
-                elif p.returncode != 0:
-                    raise InboxError(f"a hub process failed with exit status {p.returncode}: see {workdir}/hub.log")
+            done = _wait(procs, report, bar=bar, done=done, spool=spool, workdir=workdir)
         now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
         bar.update(now - done)
     report.left_in_spool = _pending(spool)
@@ -356,6 +305,76 @@ def run_demo(
         report.dropped = True
     report.seconds = time.monotonic() - started
     return report
+
+
+def _report(*, db: str, table: str, workdir: Path, messages: int, seed: int, traffic: Traffic) -> Report:
+    """The report of a demo before it runs: what was generated."""
+    return Report(
+        db=db,
+        table=table,
+        workdir=str(workdir),
+        messages=messages,
+        seed=seed,
+        files=len(traffic.files),
+        unique_interchanges=traffic.unique_interchanges,
+        expected_invoices=traffic.invoices,
+        producer_duplicates=traffic.duplicates,
+        rerendered=traffic.rerendered,
+        conflicts_injected=traffic.conflicts,
+        resends=traffic.resends,
+        acks=traffic.acks,
+        malformed=traffic.malformed,
+        asked=traffic.asked,
+        x12=traffic.x12,
+        broken_asked=traffic.broken_asked,
+        broken_x12=traffic.broken_x12,
+        rejections=traffic.rejections,
+    )
+
+
+def _command(config: HubConfig, agreements: Path) -> list[str]:
+    """The command line of one hub process of the demo: `edinbox run --once`, logging JSON."""
+    return [
+        sys.executable,
+        "-m",
+        "edinbox.cli",
+        "run",
+        "--once",
+        "--idle-timeout",
+        "0.3",
+        "--db",
+        config.db,
+        "--table",
+        config.table,
+        "--consumer",
+        _CONSUMER,
+        "--source",
+        config.source,
+        "--batch-size",
+        str(config.batch_size),
+        "--config",
+        str(agreements),
+        "--log-format",
+        "json",
+    ]
+
+
+def _wait(
+    procs: list[subprocess.Popen[bytes]], report: Report, *, bar: Any, done: int, spool: Path, workdir: Path
+) -> int:
+    """Wait for the hub processes, moving `bar` as the spool's files settle; count the crashes (SIGKILL by the
+    fault point); return how many files have settled. Any other failure of a hub ends the demo."""
+    while any(p.poll() is None for p in procs):
+        time.sleep(0.1)
+        now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
+        bar.update(now - done)
+        done = now
+    for p in procs:
+        if p.returncode == -signal.SIGKILL:
+            report.crashes += 1
+        elif p.returncode != 0:
+            raise InboxError(f"a hub process failed with exit status {p.returncode}: see {workdir}/hub.log")
+    return done
 
 
 def _logged_deliveries(log: Path) -> int:
