@@ -48,8 +48,9 @@ import psycopg
 from edinbox import AsyncInbox, Message
 from edinbox._payloads import keep_params, search_text
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import init
+from edinbox.hub.database import on_inbox
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops import init
 from edinbox.sources.spool import publish
 
 POSTGRES = os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -87,7 +88,7 @@ class Round:
 async def hub_round(root: Path, db: str, table: str, files: list[tuple[str, bytes]], *, keep: bool) -> Round:
     """Settle `files` through the hub, the index catch-up at the end timed apart; check nothing waits for it."""
     config = _config(root, db, table, keep=keep)
-    await init(config)
+    await on_inbox(config, lambda inbox: init(inbox, config=config))
     await publish(config.source, files)
     timed = [0.0, 0.0]
     started, cpu = time.perf_counter(), time.process_time()

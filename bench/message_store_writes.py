@@ -26,7 +26,7 @@ from pathlib import Path
 from bench.message_store import POSTGRES, _schema
 from edinbox import Inbox, Message
 from edinbox._payloads import keep_params, search_text
-from edinbox.hub._generate import generate
+from edinbox.hub.demo._traffic import generate
 
 BATCH = 20
 """Payloads per settling transaction (the hub's batch)."""

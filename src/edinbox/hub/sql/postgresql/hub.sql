@@ -72,9 +72,14 @@ ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
 RETURNING source, message_id
 
 -- name: hub_park
-INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload)
-VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
-ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
+-- a batch's parked payloads as one array per column (`edinbox.stores.run_rows`), sent in binary, each content once
+-- with the number of the batch's deliveries that carried it, in the batch's order; a payload parked before counts them
+INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload, deliveries)
+SELECT %(consumer)s, u.f, u.d, u.r, u.p, u.n
+FROM unnest(%(fingerprint)b::text[], %(delivery)b::text[], %(reason)b::text[], %(payload)b::bytea[],
+    %(deliveries)b::integer[]) WITH ORDINALITY AS u (f, d, r, p, n, i)
+ORDER BY u.i
+ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + excluded.deliveries
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
@@ -82,12 +87,9 @@ UPDATE {edinbox_hub_rejected} SET reason = %(reason)s
 WHERE consumer = %(consumer)s AND fingerprint = %(fingerprint)s AND delivery = %(delivery)s
 
 -- name: hub_count
-INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
-ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
-
--- name: hub_count_batch
+-- a batch's counts as one array of outcomes and one of counts (`edinbox.stores.run_rows`), in one statement
 INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n)
-SELECT %(consumer)s, t.outcome, %(shard)s, t.n FROM unnest(%(outcomes)s::text[], %(counts)s::bigint[]) AS t(outcome, n)
+SELECT %(consumer)s, t.outcome, %(shard)s, t.n FROM unnest(%(outcome)s::text[], %(n)s::bigint[]) AS t(outcome, n)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
@@ -161,7 +163,7 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
 -- each partner's last of `counts` numbers reserved (the others are the `count - 1` before it), every partner of the
 -- arrays in one statement; the rows are inserted and locked in the partners' order, so hubs never deadlock on them
 INSERT INTO {edinbox_hub_control_numbers} AS c (partner, n)
-SELECT u.partner, u.k FROM unnest(%(partners)s::text[], %(counts)s::bigint[]) AS u (partner, k)
+SELECT u.partner, u.k FROM unnest(%(partner)s::text[], %(k)s::bigint[]) AS u (partner, k)
 ORDER BY u.partner
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
 RETURNING partner, n
@@ -287,7 +289,7 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
 )
 
 -- name: hub_ledger_record
--- a batch's numbers as one array per column, each (partner, level, number) once: `counts` its copies accepted (more
+-- a batch's numbers as one array per column, each (partner, level, number) once: `n` its copies accepted (more
 -- than one: the batch's own copies, so its previous arrival is now; 0: only a parked interchange carried it, whose
 -- payload's fingerprint is `parked`, and its arrival times stay); rows locked in key order, so hubs never deadlock on
 -- them; a number seen before keeps its seq and first_at
@@ -295,8 +297,8 @@ INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, 
     parked)
 SELECT %(consumer)s, u.partner, u.level, u.number, u.width, u.seq, u.n, CASE WHEN u.n > 1 THEN now() END,
     CASE WHEN u.n > 0 THEN now() END, u.parked
-FROM unnest(%(partners)b::text[], %(levels)b::text[], %(numbers)b::text[], %(widths)b::integer[],
-    %(seqs)b::bigint[], %(counts)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
+FROM unnest(%(partner)b::text[], %(level)b::text[], %(number)b::text[], %(width)b::integer[],
+    %(seq)b::bigint[], %(n)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
 ORDER BY u.partner, u.level, u.number
 ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
     previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at
