@@ -95,9 +95,9 @@ async def hub_round(root: Path, db: str, table: str, files: list[tuple[str, byte
     async with open_hub(config) as hub:
         finish = hub.indexer.finish
 
-        async def timed_finish() -> int:
+        async def timed_finish(stop: asyncio.Event) -> int:
             wall, used = time.perf_counter(), time.process_time()
-            indexed = await finish()
+            indexed = await finish(stop)
             timed[0], timed[1] = time.perf_counter() - wall, time.process_time() - used
             return indexed
 

@@ -10,6 +10,7 @@ missed, whenever the hub got to it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -44,10 +45,11 @@ class Indexer:
         self._last = now
         return await self._batch()
 
-    async def finish(self) -> int:
-        """Index every kept payload still waiting (the end of `run(once=True)`); how many."""
+    async def finish(self, stop: asyncio.Event) -> int:
+        """Index every kept payload still waiting (the end of `run(once=True)`), one batch at a time until none is
+        left or `stop` is set (SIGTERM: what is left waits for the next run, or a search); how many."""
         total = 0
-        while indexed := await self._batch():
+        while not stop.is_set() and (indexed := await self._batch()):
             total += indexed
         return total
 

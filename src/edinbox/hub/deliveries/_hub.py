@@ -152,7 +152,7 @@ class Hub:
             )
             await self.refresh()
             if once and not self.stop.is_set():
-                await self.indexer.finish()
+                await self.indexer.finish(self.stop)
         finally:
             alongside.set()
             await wait_beside(tasks)  # the error that stopped the relay or the purge (and with it the hub) is raised
