@@ -141,7 +141,7 @@ async def test_hubs_recording_one_partner_at_once_count_every_copy(hub_config: H
     inboxes = [AsyncInbox(db, consumer="accounting", table=table, applications=[HUB]) for _ in range(4)]
     try:
         await asyncio.gather(*(hub(inbox, batches[k::4]) for k, inbox in enumerate(inboxes)))
-        params = {"consumer": "accounting", "partner": None}
+        params = {"consumer": "accounting", "partner": None, "since": 0}
         rows = await inboxes[0].read(lambda tx: tx.unit.fetch("hub_ledger_rows", params))
     finally:
         for inbox in inboxes:

@@ -114,6 +114,7 @@ async def record(tx: Any, *, consumer: str, accepted: Sequence[Arrival], parked:
                 "seq": seq + n,
                 "n": 0,
                 "parked": None,
+                "changed": seq,
             },
         )
         if fingerprint is None:
@@ -125,7 +126,7 @@ async def record(tx: Any, *, consumer: str, accepted: Sequence[Arrival], parked:
         return
     if tx.dialect == "postgresql":
         arrays = {name: [row[column] for row in ordered] for name, column in _ARRAYS.items()}
-        await tx.unit.run("hub_ledger_record", {"consumer": consumer, **arrays})
+        await tx.unit.run("hub_ledger_record", {"consumer": consumer, "changed": seq, **arrays})
         return
     await tx.unit.run_many("hub_ledger_record", ordered)
 
@@ -177,7 +178,7 @@ class Ledger:
 async def report(tx: Any, *, consumer: str, window: timedelta, partner: str | None = None) -> list[Ledger]:
     """The ledger of every partner and level of `consumer` (or of one `partner`), read in the caller's transaction:
     open gaps, duplicates within `window`, out-of-order arrivals."""
-    rows = await tx.unit.fetch("hub_ledger_rows", {"consumer": consumer, "partner": partner})
+    rows = await tx.unit.fetch("hub_ledger_rows", {"consumer": consumer, "partner": partner, "since": 0})
     grouped: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for row in rows:
         grouped[(str(row[0]), str(row[1]))].append(row)

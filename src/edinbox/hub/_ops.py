@@ -18,6 +18,7 @@ from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
 from edinbox._records import Tx
 from edinbox._urls import mask
+from edinbox.hub import _findings as findings
 from edinbox.hub._acks import KINDS
 from edinbox.hub._config import HubConfig, give_up_after, parse_duration
 from edinbox.hub._fault import FaultPoint
@@ -298,13 +299,15 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         invoices: list[Any] = []
         acks: list[Any] = []
         rejection: list[Any] = []
+        validated: dict[str, Any] | None = None
         if hub:
             invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
             acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
             rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
+            validated = await inbox.read(lambda tx: findings.read(tx, **key_params))
         record = await inbox.get(source, message_id)
         kept = await inbox.payload(source, message_id)  # the message store's copy (keep_payloads)
-    if record is None and not rejection:
+    if record is None and not rejection and validated is None:
         return None
     rejected_at = json_value(timestamp(rejection[0][1])) if rejection else None
     if record is None:  # parked before it was journaled: its rejection is all there is (the payload: `rejected/N`)
@@ -345,6 +348,8 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         }
         for a in acks
     ]
+    if validated is not None:  # validated: how many errors, and the first ones (`_findings`)
+        data["validated"] = {**validated, "at": json_value(timestamp(validated["at"]))}
     return data
 
 
@@ -359,8 +364,10 @@ def _previewed(field: str, payload: bytes | None) -> dict[str, Any]:
 def render_shown(data: dict[str, Any]) -> str:
     """`show` for people: one `field  value` line each, then each payload preview as an indented block."""
     blocks = [name for name in ("payload", "conflict_payload") if data.get(name) is not None]
-    hidden = {*blocks, *(f"{name}_{part}" for name in blocks for part in ("bytes", "kind"))}
+    hidden = {*blocks, *(f"{name}_{part}" for name in blocks for part in ("bytes", "kind")), "validated"}
     text = render({k: v for k, v in data.items() if k not in hidden}, as_json=False)
+    if data.get("validated") is not None:
+        text += "".join(f"\n{line}" for line in findings.lines(data["validated"]))
     for name in blocks:
         lines = str(data[name]).splitlines() or [""]
         head = f"{name} ({data[f'{name}_bytes']} bytes, {data[f'{name}_kind']}):"

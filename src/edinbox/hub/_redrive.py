@@ -215,6 +215,7 @@ async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timede
         await tx.unit.run("hub_purge_answers", params)
         await tx.unit.run("hub_purge_as2_receipts", params)
         await tx.unit.run("hub_purge_ledger", params)
+        await tx.unit.run("hub_purge_findings", params)
         return int(await tx.unit.run("hub_purge_rejected", params))
 
     return await inbox.transaction(purge)
