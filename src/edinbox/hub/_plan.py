@@ -139,7 +139,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         if not interchange.identified:  # garbage names no partner and no message type
             return item
         named, types = _named(interchange), message_types(interchange)
-        item = replace(item, message=named, types=types, controls=controls(interchange))
+        levels = config.agreement(partner_key(interchange.sender)).levels
+        item = replace(item, message=named, types=types, controls=controls(interchange, levels))
         if not config.acknowledges:
             return item
         received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding, findings=findings)
@@ -197,7 +198,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         types=types,
         invoices=tuple(invoices),
         received=received,
-        controls=controls(interchange),
+        controls=controls(interchange, agreement.levels),
         validation=kept,
     )
 
