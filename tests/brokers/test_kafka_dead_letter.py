@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from edinbox import SourceError
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.ops._ops import init
 from edinbox.sources import Delivery
 from edinbox.sources.kafka import KafkaSource, publish
 from hub.poison import bad_date, not_edi

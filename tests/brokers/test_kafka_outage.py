@@ -15,8 +15,8 @@ from pathlib import Path
 import confluent_kafka as ck
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.ops._ops import init
 from edinbox.sources import Outgoing
 from edinbox.sources.kafka import KafkaPublisher, publish
 from hub.poison import bad_date, not_edi

@@ -26,8 +26,8 @@ import httpx
 import pytest
 
 from edinbox import Inbox
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
 from hub.test_outage import invoices
 from servers import PrivatePostgres, free_port

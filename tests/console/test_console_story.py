@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from console.conftest import Console, drain, run, served
-from edinbox.hub._generate import render
+from edinbox.hub.demo._traffic import render
 from edinbox.sources.spool import publish
 
 PARTS = ["received", "journaled", "validated", "invoices", "acknowledgments", "parked", "kept", "ledger"]

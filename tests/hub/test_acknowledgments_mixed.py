@@ -14,8 +14,8 @@ import pytest
 
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, generate, render
-from edinbox.hub._ops import stats
+from edinbox.hub.demo._traffic import PARTNERS, generate, render
+from edinbox.hub.ops._ops import stats
 from edinbox.sources import rabbitmq, spool
 from sources.test_rabbitmq import BROKER
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._fault import FaultPoint
-from edinbox.hub._ops import init
+from edinbox.hub.config._fault import FaultPoint
+from edinbox.hub.ops._ops import init
 from edinbox.sources import publisher
 from hub.test_outage import invoices
 from servers import PrivateRabbitMQ

@@ -17,9 +17,9 @@ import pytest
 from edinbox import edi
 from edinbox._errors import PermanentError
 from edinbox.hub import HubConfig
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import render
-from edinbox.hub._ops import stats
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.demo._traffic import render
+from edinbox.hub.ops._ops import stats
 from edinbox.sources.as2 import publish
 from edinbox.sources.spool import publish as drop
 

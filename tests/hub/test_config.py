@@ -66,7 +66,7 @@ def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, text: str, m
 
 def test_give_up_after_comes_from_the_file_and_defaults_to_never(tmp_path: Path) -> None:
     """`give_up_after` in [hub] bounds how long the hub waits out one outage; unset, it waits for ever."""
-    from edinbox.hub._config import give_up_after
+    from edinbox.hub.config._model import give_up_after
 
     path = tmp_path / "hub.toml"
     path.write_text('[hub]\ngive_up_after = "10m"\n')

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
 from servers_ha import PrivatePostgresPair
 

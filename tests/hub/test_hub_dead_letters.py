@@ -13,7 +13,7 @@ import aio_pika
 from edinbox import Message, Status
 from edinbox._message import Outgoing
 from edinbox.hub import Accounting, Created, HubConfig, SqlAccounting, open_hub
-from edinbox.hub._ops import init, stats
+from edinbox.hub.ops._ops import init, stats
 from edinbox.sources import publisher
 from edinbox.sources.rabbitmq import publish
 from hub.test_hub import doc, render

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from edinbox.hub import FaultPoint, HubConfig, open_hub
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import init, stats
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops._ops import init, stats
 from edinbox.sources.spool import publish
 
 

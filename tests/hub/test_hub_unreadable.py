@@ -8,9 +8,9 @@ from typing import Any
 
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ops import list_rows, show, stats
-from edinbox.hub._plan import message_types
+from edinbox.hub.deliveries._items import message_types
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+from edinbox.hub.ops._ops import list_rows, show, stats
 from edinbox.sources.spool import publish
 
 X12, EDIFACT = PARTNERS[0], PARTNERS[4]

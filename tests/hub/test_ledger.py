@@ -18,11 +18,11 @@ from cli.test_cli import cli
 from edinbox import AsyncInbox, ConfigurationError
 from edinbox.console import create_app
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._config import Agreement, parse_duration
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ledger import Arrival, Gauges, Ledger, _next, _previous, normalise, read, record, report
-from edinbox.hub._parts import HUB
-from edinbox.hub._plan import plan
+from edinbox.hub.config._model import Agreement, parse_duration
+from edinbox.hub.database._journal import HUB
+from edinbox.hub.deliveries._items import plan
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+from edinbox.hub.partners._ledger import Arrival, Gauges, Ledger, _next, _previous, normalise, read, record, report
 from edinbox.metrics import Metrics
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish

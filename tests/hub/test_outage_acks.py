@@ -14,9 +14,9 @@ from urllib.parse import unquote
 
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._generate import PARTNERS
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.demo._traffic import PARTNERS
+from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
 from servers import PrivatePostgres
 

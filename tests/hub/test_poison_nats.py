@@ -10,7 +10,7 @@ import nats
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._ops import stats
+from edinbox.hub.ops._ops import stats
 from edinbox.sources import Source
 from edinbox.sources.nats import NatsSource, publish
 from services import require_service

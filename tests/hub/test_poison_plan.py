@@ -15,8 +15,8 @@ import pytest
 
 from edinbox import ConfigurationError, SourceError
 from edinbox.hub import HubConfig, load_config
-from edinbox.hub._config import MAX_PAYLOAD, parse_size
-from edinbox.hub._plan import HEAD, REJECT, Item, plan
+from edinbox.hub.config._model import MAX_PAYLOAD, parse_size
+from edinbox.hub.deliveries._items import HEAD, REJECT, Item, plan
 from edinbox.loop import progress
 from edinbox.sources import Delivery, Source
 
@@ -231,7 +231,7 @@ def test_line_values_over_sixteen_digits_are_refused_before_any_sql() -> None:
     from decimal import Decimal
 
     from edinbox.edi import Invoice, InvoiceLine, InvoiceParty
-    from edinbox.hub._checks import invoice_problem
+    from edinbox.hub.sinks._invoice_checks import invoice_problem
 
     def invoice(quantity: str, price: str = "1.00") -> Invoice:
         line = InvoiceLine(Decimal(quantity), Decimal(price), Decimal(quantity) * Decimal(price))
@@ -252,7 +252,7 @@ async def test_a_small_batch_is_planned_on_the_loop_and_a_big_one_in_a_worker_th
     import threading
 
     from edinbox.hub import open_hub
-    from edinbox.hub._hub import _PLAN_HERE
+    from edinbox.hub.deliveries._hub import _PLAN_HERE
     from edinbox.sources.spool import publish
 
     small = [(f"p{i}", good(600 + i)) for i in range(3)]

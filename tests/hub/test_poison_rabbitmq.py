@@ -5,8 +5,8 @@ from __future__ import annotations
 import aio_pika
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._ops import list_rows, stats
-from edinbox.hub._plan import HEAD
+from edinbox.hub.deliveries._items import HEAD
+from edinbox.hub.ops._ops import list_rows, stats
 from edinbox.sources.rabbitmq import publish
 from sources.test_rabbitmq import BROKER
 

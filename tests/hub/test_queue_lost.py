@@ -20,7 +20,7 @@ import aio_pika
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._ops import init
+from edinbox.hub.ops._ops import init
 from edinbox.metrics import Metrics
 from edinbox.sources.rabbitmq import publish
 from hub.test_outage import invoices

@@ -14,7 +14,7 @@ import pytest
 from edinbox import Message
 from edinbox._errors import StoreError
 from edinbox.hub import Accounting, Created, HubConfig, open_hub
-from edinbox.hub._ops import list_rows, stats
+from edinbox.hub.ops._ops import list_rows, stats
 from edinbox.sources.spool import SpoolSource, publish
 from hub.test_hub import doc, files, render
 

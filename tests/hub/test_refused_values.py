@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._ops import list_rows, stats
-from edinbox.hub._plan import HEAD
+from edinbox.hub.deliveries._items import HEAD
+from edinbox.hub.ops._ops import list_rows, stats
 from edinbox.sources.spool import publish
 
 from .poison import good

@@ -11,9 +11,9 @@ from typing import Any
 
 from edinbox import StoreError, edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._acks import Acknowledger, Pending
-from edinbox.hub._generate import Doc, render
-from edinbox.hub._ops import show, stats
+from edinbox.hub.demo._traffic import Doc, render
+from edinbox.hub.ops._ops import show, stats
+from edinbox.hub.partners._acks import Acknowledger, Pending
 from edinbox.sources import Delivery, Source
 from edinbox.sources.spool import publish
 
@@ -221,7 +221,7 @@ async def test_a_resend_gets_one_notice_however_often_the_broker_delivers_it(
 async def test_purge_forgets_old_answers(hub_config: HubConfig, tmp_path: Path) -> None:
     """`purge` deletes the answers given longer ago than its age with the parked payloads: a re-send of a rejected
     interchange after that is rejected again (the broker cannot redeliver past the horizon)."""
-    from edinbox.hub._ops import purge
+    from edinbox.hub.ops._ops import purge
 
     out = tmp_path / "out"
     config = agreed(hub_config.with_overrides(horizon="0s"), out)

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from edinbox.hub import HubConfig
-from edinbox.hub._generate import render
-from edinbox.hub._ops import init, stats
+from edinbox.hub.demo._traffic import render
+from edinbox.hub.ops._ops import init, stats
 from edinbox.sources.sftp import publish
 from servers import PrivateSSH
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.ops._ops import init
 from edinbox.sources import open_source, publisher
 from edinbox.sources._kafka_config import MockCluster
 from hub.test_outage import HubProcess, wait_for

@@ -12,8 +12,8 @@ import pytest
 
 from edinbox import edi
 from edinbox.hub import HubConfig
-from edinbox.hub._generate import render
-from edinbox.hub._ops import list_rows, stats
+from edinbox.hub.demo._traffic import render
+from edinbox.hub.ops._ops import list_rows, stats
 from edinbox.sources.spool import publish
 
 from .test_acknowledgments import EDIFACT, X12, agreed, received, settle

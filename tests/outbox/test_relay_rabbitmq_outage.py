@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from edinbox import AsyncInbox, Inbox, SourceError
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, invoices, spool_empty, wait_for
 from servers import PrivateRabbitMQ

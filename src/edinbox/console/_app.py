@@ -30,9 +30,10 @@ from edinbox.console import _data
 from edinbox.console._chart import COLORS, stacked
 from edinbox.console._guard import Access, guard
 from edinbox.console._story import story
-from edinbox.hub import _ledger, _ops
-from edinbox.hub._config import HubConfig
-from edinbox.hub._parts import open_inbox, verify_found
+from edinbox.hub import partners as _ledger
+from edinbox.hub.config import HubConfig
+from edinbox.hub.database import open_inbox, verify_found
+from edinbox.hub.ops import list_rows, show, split_key
 
 __all__ = ["create_app"]
 
@@ -70,7 +71,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from edinbox.console import LOGGER
-        from edinbox.hub._config import give_up_after
+        from edinbox.hub.config import give_up_after
         from edinbox.loop import Outage
 
         async with open_inbox(config) as inbox:
@@ -116,7 +117,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
     async def message(request: Request) -> Response:
         key = request.query_params.get("key", "")
         try:
-            data = await _ops.show(config, key)
+            data = await show(config, key)
         except TransientError:
             raise  # the 503 page: the key may well exist
         except InboxError as exc:
@@ -127,8 +128,8 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
         if data["status"] == "rejected":
             return page(request, "rejected.html", key=key, row=data, done=done, actions=_data.REJECTED_ACTIONS)
         inbox = request.app.state.inbox
-        record = await inbox.get(*_ops.split_key(key))  # the payloads as bytes
-        kept = await inbox.payload(*_ops.split_key(key))  # the message store's copy (keep_payloads)
+        record = await inbox.get(*split_key(key))  # the payloads as bytes
+        kept = await inbox.payload(*split_key(key))  # the message store's copy (keep_payloads)
         payload = kept.payload if kept is not None else record.payload if record else None
         return page(
             request,
@@ -149,7 +150,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
         kind = request.path_params["kind"]
         if kind not in PARKED:
             return page(request, "error.html", 404, message="no such list")
-        rows = await _ops.list_rows(config, status=kind, limit=200)
+        rows = await list_rows(config, status=kind, limit=200)
         return page(
             request, "parked.html", kind=kind, rows=rows, actions=_data.ACTIONS, rejected_actions=_data.REJECTED_ACTIONS
         )

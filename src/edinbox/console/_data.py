@@ -1,8 +1,8 @@
 """What the console reads and changes, as plain values: search, one message, parked lists, the dashboard, the audit.
 
-Every statement is a named query of `hub/sql/<dialect>/console.sql` (or the hub's, through `edinbox.hub._ops`),
+Every statement is a named query of `hub/sql/<dialect>/console.sql` (or the hub's, through `edinbox.hub.ops._ops`),
 run by the journal's store with driver-bound parameters. The console runs no DDL: `edinbox init` made its table
-and indexes. Journal changes go through the same operations as the CLI (`_ops.requeue`, `_ops.forget`), and each one
+and indexes. Journal changes go through the same operations as the CLI (`requeue`, `forget`), and each one
 is recorded in the audit table with who asked, when, and what came of it.
 """
 
@@ -21,10 +21,10 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError
 from edinbox._logs import log_event
 from edinbox._records import Tx
-from edinbox.hub import _ledger, _ops
-from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._redrive import join_key, replay
-from edinbox.hub._tables import has_hub
+from edinbox.hub.config import HubConfig, parse_duration
+from edinbox.hub.database import has_hub
+from edinbox.hub.ops import forget, join_key, replay, requeue, stats
+from edinbox.hub.partners import Ledger, report
 
 __all__ = [
     "ACTIONS",
@@ -56,9 +56,9 @@ async def _replay(config: HubConfig, key: str) -> bool:
 
 
 ACTIONS: dict[str, Callable[[HubConfig, str], Awaitable[bool]]] = {
-    "requeue": _ops.requeue,
+    "requeue": requeue,
     "replay": _replay,
-    "forget": _ops.forget,
+    "forget": forget,
 }
 """The operator's actions on one journal key: the same operations as `edinbox requeue`, `replay` and `forget`."""
 
@@ -236,13 +236,13 @@ async def _audit(inbox: AsyncInbox, *, who: str, action: str, key: str, result: 
     await inbox.transaction(lambda tx: tx.unit.run("console_audit", params))
 
 
-async def partners(config: HubConfig, inbox: AsyncInbox, *, partner: str | None = None) -> list[_ledger.Ledger]:
+async def partners(config: HubConfig, inbox: AsyncInbox, *, partner: str | None = None) -> list[Ledger]:
     """Each partner's health from the control-number ledger (of one `partner`): per level, last seen, volume, open
     gaps, duplicates within the hub's `duplicate_window`, out-of-order numbers; none on a library journal."""
     if not await has_hub(inbox):
         return []
     window = parse_duration(config.duplicate_window)
-    return await inbox.read(lambda tx: _ledger.report(tx, consumer=inbox.consumer, window=window, partner=partner))
+    return await inbox.read(lambda tx: report(tx, consumer=inbox.consumer, window=window, partner=partner))
 
 
 async def audit_rows(inbox: AsyncInbox, *, limit: int = 100) -> list[dict[str, Any]]:
@@ -272,7 +272,7 @@ async def dashboard(config: HubConfig, inbox: AsyncInbox, *, hours: int = 3) -> 
     partners: Counter[str] = Counter()
     for source, n in sources:
         partners[edi.partner(str(source)) or str(source)] += int(n)
-    totals = await _ops.stats(config)
+    totals = await stats(config)
     oldest = await inbox.oldest()
     failed = [when for status, when in oldest.items() if status in ("failed", "dead")]
     received = totals.get("received") or 0  # deliveries are the hub's counters: none on a library journal
