@@ -57,8 +57,8 @@ def edifact(old: bytes, new: bytes, count: int = 18) -> bytes:
 
 
 def test_every_guide_loads_and_the_clean_documents_pass() -> None:
-    """The four guides load (005010 and D01B over their bases); the clean 810 and INVOIC have no finding, nor do
-    their 005010 and D01B versions, nor the corpus 810s."""
+    """The five guides load (005010, the 850 and D01B over their bases); the clean 810 and INVOIC have no finding,
+    nor do their 005010 and D01B versions, nor the corpus 810s."""
     assert {load(name).version for name in GUIDES} == {"004010", "005010", "D96A", "D01B"}
     for data in (
         X12_810,
@@ -340,3 +340,34 @@ def test_the_fast_path_accepts_only_segments_the_element_checks_find_clean(case:
     errors = [f for f in walk.found if f.code not in ("2", "10")]  # syntax notes: checked apart from the pattern
     if fast.fullmatch(text) is not None:
         assert errors == [], text
+
+
+PO_850 = (
+    b"ISA*00*          *00*          *ZZ*ACME           *ZZ*HUB            *261130*1205*U*00401*000000701*0*P*>~"
+    b"GS*PO*ACME*HUB*20261130*1205*701*X*004010~ST*850*0001~BEG*00*SA*PO-701**20261130~CUR*BY*EUR~REF*DP*12~"
+    b"DTM*002*20261205~N1*ST*HUB AG*92*4000002000002~N3*MAIN STREET 1~N4*BERLIN**10115*DE~"
+    b"PO1*1*10*EA*4.5**VP*W-1*BP*4000003000017~PID*F****WIDGET~PO1*2*3*EA*12**VP*W-2~CTT*2*13~SE*13*0001~"
+    b"GE*1*701~IEA*1*000000701~"
+)
+
+
+def test_an_850_is_checked_against_its_guide() -> None:
+    """An X12 850 004010 purchase order is validated by its own guide: a clean one has no finding; a BEG01 code
+    outside 353's list, a PO1 with PO103 but no PO102 (C0302) and PO106 without PO107 (P0607), and no PO1 at all
+    give AK4 7, AK4 2 with the element that made it required, and AK3 3; an 850 of 005010 has no guide."""
+    (clean,) = parse(PO_850)
+    found = validate(clean)
+    assert (found.checked, dict(found.findings)) == ((0,), {})
+    bad = PO_850.replace(b"BEG*00*SA", b"BEG*99*SA").replace(b"PO1*2*3*EA*12**VP*W-2~", b"PO1*2**EA*12**VP~")
+    (interchange,) = parse(bad)
+    codes = [
+        (f.segment, f.position, f.segment_code, f.element, f.code, f.trigger) for f in validate(interchange).findings[0]
+    ]
+    assert codes == [("BEG", 2, "8", 1, "7", 0), ("PO1", 11, "8", 2, "2", 3), ("PO1", 11, "8", 7, "2", 6)]
+    lines = PO_850.split(b"~")
+    without = b"~".join(line for line in lines if not line.startswith((b"PO1", b"PID"))).replace(b"SE*13*", b"SE*10*")
+    (interchange,) = parse(without)
+    missing = [(f.segment, f.segment_code, f.loop) for f in validate(interchange).findings[0]]
+    assert missing == [("PO1", "3", "PO1")]
+    (later,) = parse(PO_850.replace(b"*X*004010~", b"*X*005010~"))
+    assert validate(later).checked == ()

@@ -60,8 +60,8 @@ class Validation:
 
 
 def validate(interchange: Interchange, overlay: Overlay | None = None) -> Validation:
-    """Check every complete message a shipped guide describes (X12 810 004010 / 005010, EDIFACT INVOIC D96A / D01B),
-    with a partner's `overlay` applied; a message without a guide is not checked."""
+    """Check every complete message a shipped guide describes (X12 810 004010 / 005010, 850 004010, EDIFACT
+    INVOIC D96A / D01B), with a partner's `overlay` applied; a message without a guide is not checked."""
     x12 = interchange.standard == "X12"
     versions = {g.control_number: g.version for g in interchange.groups} if x12 else {}
     findings: dict[int, tuple[Finding, ...]] = {}
