@@ -113,7 +113,7 @@ async def drop(url: str, name: str) -> None:
 async def through_hub(url: str, db: str, table: str, count: int, *, inbox: bool) -> float:
     """Seconds the hub (default batch settings) takes to settle `count` waiting interchanges."""
     from edinbox.hub.config._model import HubConfig
-    from edinbox.hub.deliveries._hub import open_hub
+    from edinbox.hub.deliveries._open import open_hub
     from edinbox.hub.ops._ops import init
 
     config = HubConfig(db=db, source=url, consumer="bench", table=table)
@@ -179,7 +179,7 @@ async def side_by_side(broker: str, messages: list[tuple[str, bytes]], *, db_kin
     order, so a burst of load from other processes hits both variants alike.
     """
     from edinbox.hub.config._model import HubConfig
-    from edinbox.hub.deliveries._hub import open_hub
+    from edinbox.hub.deliveries._open import open_hub
     from edinbox.hub.ops._ops import init
 
     names = {inbox: "b" + uuid.uuid4().hex[:12] for inbox in (False, True)}

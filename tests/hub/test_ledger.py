@@ -18,7 +18,8 @@ from cli.test_cli import cli
 from edinbox import AsyncInbox, ConfigurationError
 from edinbox.console import create_app
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub.config._model import Agreement, parse_duration
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.database import on_inbox
 from edinbox.hub.database._journal import HUB
 from edinbox.hub.deliveries._items import plan
 from edinbox.hub.demo._traffic import PARTNERS, Doc, render
@@ -55,7 +56,8 @@ def deliver(config: HubConfig, numbers: list[int], *, truncated: int | None = No
 
 def isa13(config: HubConfig) -> Ledger:
     """ACME's ledger at ISA13."""
-    found = asyncio.run(read(config, partner="ZZ:ACMESUPPLY"))
+    window = config.duplicate_window
+    found = asyncio.run(on_inbox(config, lambda inbox: read(inbox, window=window, partner="ZZ:ACMESUPPLY")))
     return next(one for one in found if one.level == "ISA13")
 
 
@@ -83,7 +85,8 @@ def test_gap_duplicate_and_out_of_order_then_the_gap_closes(hub_config: HubConfi
     assert [(d["number"], d["arrivals"]) for d in ledger.duplicates] == [("52", 2)]
     assert ledger.out_of_order == [{"number": "59", "after": "60"}]
     assert (ledger.numbers, ledger.arrivals) == (99, 100)
-    levels = {one.level for one in asyncio.run(read(hub_config))}
+    whole = asyncio.run(on_inbox(hub_config, lambda inbox: read(inbox, window=hub_config.duplicate_window)))
+    levels = {one.level for one in whole}
     assert levels == {"ISA13", "GS06"}  # the default agreement keeps no ST02
     scraped = metrics.exposition().decode()
     for series in ("edinbox_ledger_open_gaps", "edinbox_ledger_duplicates"):
@@ -163,7 +166,7 @@ async def test_the_gauges_read_only_what_changed_and_agree_with_the_whole_ledger
     copies = numbers[:40]
     config = hub_config.with_overrides(duplicate_window="1d")
     inbox = AsyncInbox(config.db, consumer=config.consumer, table=config.table, applications=[HUB])
-    window = parse_duration(config.duplicate_window)
+    window = config.duplicate_window
 
     async def send(partner: str, sent: list[int]) -> None:
         for k in range(0, len(sent), 2000):

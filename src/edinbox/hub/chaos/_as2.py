@@ -103,17 +103,14 @@ class Partner:
     async def _send(self, first: Sequence[tuple[str, bytes]], resends: Sequence[tuple[str, bytes]]) -> None:
         import httpx
 
-        from edinbox.sources import _as2_mime as mime
-        from edinbox.sources import _as2_smime as smime
+        from edinbox.sources.as2 import load_certificate, load_identity, sealed
 
-        ours = smime.load_identity(str(self.workdir / "partner.pem"), str(self.workdir / "partner.key"))
-        hub = smime.load_certificate(str(self.workdir / "hub.pem"))
+        ours = load_identity(str(self.workdir / "partner.pem"), str(self.workdir / "partner.key"))
+        hub = load_certificate(str(self.workdir / "hub.pem"))
         address = self.config.source.replace("as2://", "http://", 1).split("?", 1)[0]
         ids = {name: f"<chaos-{n}@partner>" for n, (name, _) in enumerate(first)}
         async with httpx.AsyncClient(timeout=60.0) as client:
             for name, payload in [*first, *resends]:
-                content_type, body = mime.signed(mime.entity("application/edi-x12", payload), ours)
-                signed = f"Content-Type: {content_type}\r\n\r\n".encode() + body
                 headers = {
                     "AS2-From": f'"{_PARTNER}"',
                     "AS2-To": f'"{_HUB}"',
@@ -122,7 +119,9 @@ class Partner:
                     "Disposition-Notification-To": "chaos@partner",
                     "Disposition-Notification-Options": "signed-receipt-protocol=optional, pkcs7-signature",
                 }
-                await self._until_answered(client, address, headers, smime.encrypt(signed, hub), name)
+                await self._until_answered(
+                    client, address, headers, sealed(payload, identity=ours, certificate=hub), name
+                )
 
     async def _until_answered(
         self, client: object, address: str, headers: dict[str, str], body: bytes, name: str

@@ -48,6 +48,7 @@ from edinbox.hub.chaos import _as2 as _chaos_as2
 from edinbox.hub.chaos import _traffic as _bad
 from edinbox.hub.chaos._report import ChaosReport, InvoiceKey, Tally, tally
 from edinbox.hub.config import HubConfig
+from edinbox.hub.database import on_inbox
 from edinbox.hub.demo import generate
 from edinbox.hub.ops import init
 from edinbox.sources import open_source
@@ -258,7 +259,7 @@ def _drive(
 
 def _prepare(config: HubConfig) -> None:
     """Create the tables (`edinbox init`) and refuse tables that already hold invoices or settled interchanges."""
-    asyncio.run(init(config))
+    asyncio.run(on_inbox(config, lambda inbox: init(inbox, config=config)))
     before = asyncio.run(tally(config))
     if before.invoices or before.settled:
         raise ConfigurationError(
@@ -301,10 +302,7 @@ def run_chaos(
     started = time.monotonic()
     workdir = (workdir or Path(tempfile.mkdtemp(prefix="edinbox-chaos-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    if table is None:
-        fresh = f"edinbox_chaos_{uuid.uuid4().hex[:8]}"
-        # a PostgreSQL schema or MariaDB database of its own: a second run never meets the first one's invoices
-        table = f"{fresh}.inbox" if database_url(db).dialect in ("postgresql", "mysql") else "inbox"
+    table = table or _fresh_table(db)
     config = HubConfig(db=db, table=table, consumer=CONSUMER, source=source, batch_size=batch_size)
     settings, partner = None, None
     if source.startswith("as2:"):  # pushed by a partner while the hubs run, each message until its MDN
@@ -313,70 +311,148 @@ def run_chaos(
     _prepare(config)
     if drain_idle is None:  # a killed hub's deliveries come back after the source's ack_wait
         drain_idle = max(_DRAIN_IDLE, _comeback(source) + 2.0)
-    traffic = generate(messages, duplicate_rate=0.0, seed=seed, mixed=False)
-    expected = {(s, n, k, d.isoformat()) for s, n, k, d in traffic.invoice_keys}
     rng = random.Random(seed ^ 0xC4A05)  # noqa: S311 - a kill schedule, not security
-    copies = rng.choices(traffic.files, k=duplicates) if traffic.files else []
-    # the bad deliveries from a generator of their own: the same seed gives the same good traffic with or without
-    bad_rng = random.Random(seed ^ 0xBAD)  # noqa: S311 - test traffic, not security
-    poisoned = _bad.poison(poison, rng=bad_rng)
-    blobs = _bad.huge(huge, rng=bad_rng, max_payload=config.max_payload)
-    first = _bad.mix(traffic.files, poisoned, rng=bad_rng)
-    later = _bad.mix(copies, blobs, rng=bad_rng)  # published while the hubs run
+    mixed = _mixed(messages, duplicates, poison=poison, huge=huge, seed=seed, max_payload=config.max_payload, rng=rng)
     if partner is None:
-        asyncio.run(_bad.publish_mixed(source, first, alone=()))
-        echo(f"published {len(first)} deliveries to {mask(source)}; hubs log to {workdir}/hubs.log")
+        asyncio.run(_bad.publish_mixed(source, mixed.first, alone=()))
+        echo(f"published {len(mixed.first)} deliveries to {mask(source)}; hubs log to {workdir}/hubs.log")
     report = ChaosReport(
         source=mask(source),
         db=mask(db),
         table=table,
         log=str(workdir / "hubs.log"),
-        messages=len(traffic.files),
-        duplicates=len(copies),
+        messages=mixed.files,
+        duplicates=mixed.copies,
         hubs=hubs,
         batch_size=batch_size,
-        poison=len(poisoned),
-        huge=len(blobs),
-        expected=len(expected),
+        poison=len(mixed.poisoned),
+        huge=len(mixed.blobs),
+        expected=len(mixed.expected),
     )
     plan = _Schedule(kill_every, restart_db_command, drain_idle, deadline=started + timeout)
     with open(workdir / "hubs.log", "ab") as log, _sigterm_noted() as terminated:
         procs = _Hubs(config, log=log, rng=rng, file=settings)
         try:
-            for _ in range(hubs):
-                procs.start(armed=True)
-            if partner is not None:  # the redeliveries are resends of sent messages under their first Message-ID
-                partner.start(first, later)
-                echo(f"sending {len(first)} AS2 messages to {mask(source)}; hubs log to {workdir}/hubs.log")
-                later = []
-            if later:  # redeliveries of published interchanges and the huge deliveries, while the hubs run
-                sent = asyncio.run(_bad.publish_mixed(source, later, alone={b.key for b in blobs}))
-                report.refused = sent.refused
-                for key, reason in sent.refused.items():
-                    echo(f"{key} not published, the source refused it (not counted): {reason}")
-            bad = [b for b in poisoned + blobs if b.key not in report.refused]
-            expected |= {b.invoice for b in bad if b.invoice is not None}  # the good invoice beside a huge bad part
-            report.expected = len(expected)
-            _drive(
+            bad = _under_chaos(
                 config,
                 procs,
                 plan,
                 report,
-                expected=expected,
-                bad=bad,
+                mixed,
+                hubs=hubs,
+                partner=partner,
                 workdir=workdir,
                 terminated=terminated,
                 echo=echo,
             )
         finally:
             if partner is not None:
-                partner.join()
-                failed = f"; never answered: {', '.join(partner.failed[:5])}" if partner.failed else ""
-                echo(f"AS2: {partner.answered} answered ({partner.negative} negative) in {partner.tries} tries{failed}")
+                _joined(partner, echo=echo)
             procs.stop()
             if plan.restart is not None:
                 plan.restart.wait()  # never leave the database half restarted
-    final = _final(config)
+    _counted(report, _final(config), expected=mixed.expected, bad=bad)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+@dataclass
+class _Mixed:
+    """A run's traffic: what is published before the hubs start (`first`) and while they run (`later`), the bad
+    deliveries among them, and the invoices expected."""
+
+    files: int
+    copies: int
+    first: list[tuple[str, bytes]]
+    later: list[tuple[str, bytes]]
+    poisoned: list[_bad.Bad]
+    blobs: list[_bad.Bad]
+    expected: set[InvoiceKey]
+
+
+def _mixed(
+    messages: int, duplicates: int, *, poison: int, huge: int, seed: int, max_payload: int, rng: random.Random
+) -> _Mixed:
+    """The traffic of `seed`: the interchanges, `duplicates` copies drawn by `rng`, and the bad deliveries mixed in
+    from a generator of their own (the same seed gives the same good traffic with or without them)."""
+    traffic = generate(messages, duplicate_rate=0.0, seed=seed, mixed=False)
+    expected = {(s, n, k, d.isoformat()) for s, n, k, d in traffic.invoice_keys}
+    copies = rng.choices(traffic.files, k=duplicates) if traffic.files else []
+    bad_rng = random.Random(seed ^ 0xBAD)  # noqa: S311 - test traffic, not security
+    poisoned = _bad.poison(poison, rng=bad_rng)
+    blobs = _bad.huge(huge, rng=bad_rng, max_payload=max_payload)
+    first = _bad.mix(traffic.files, poisoned, rng=bad_rng)
+    later = _bad.mix(copies, blobs, rng=bad_rng)
+    return _Mixed(len(traffic.files), len(copies), first, later, poisoned, blobs, expected)
+
+
+def _under_chaos(
+    config: HubConfig,
+    procs: _Hubs,
+    plan: _Schedule,
+    report: ChaosReport,
+    mixed: _Mixed,
+    *,
+    hubs: int,
+    partner: _chaos_as2.Partner | None,
+    workdir: Path,
+    terminated: list[int],
+    echo: Callable[[str], None],
+) -> list[_bad.Bad]:
+    """Start the hubs, send what comes while they run (or start the AS2 partner), and drive them to the end under
+    kills; return the bad deliveries that reached them (those the source refused are not counted)."""
+    later = mixed.later
+    for _ in range(hubs):
+        procs.start(armed=True)
+    if partner is not None:  # the redeliveries are resends of sent messages under their first Message-ID
+        partner.start(mixed.first, later)
+        echo(f"sending {len(mixed.first)} AS2 messages to {mask(config.source)}; hubs log to {workdir}/hubs.log")
+        later = []
+    if later:  # redeliveries of published interchanges and the huge deliveries, while the hubs run
+        report.refused = _publish_later(config.source, later, alone={b.key for b in mixed.blobs}, echo=echo)
+    bad = [b for b in mixed.poisoned + mixed.blobs if b.key not in report.refused]
+    mixed.expected |= {b.invoice for b in bad if b.invoice is not None}  # the good invoice beside a huge bad part
+    report.expected = len(mixed.expected)
+    _drive(
+        config,
+        procs,
+        plan,
+        report,
+        expected=mixed.expected,
+        bad=bad,
+        workdir=workdir,
+        terminated=terminated,
+        echo=echo,
+    )
+    return bad
+
+
+def _fresh_table(db: str) -> str:
+    """The journal of a run that names none: in a PostgreSQL schema or MariaDB database of its own (a second run
+    never meets the first one's invoices), else `inbox`."""
+    fresh = f"edinbox_chaos_{uuid.uuid4().hex[:8]}"
+    return f"{fresh}.inbox" if database_url(db).dialect in ("postgresql", "mysql") else "inbox"
+
+
+def _publish_later(
+    source: str, later: list[tuple[str, bytes]], *, alone: set[str], echo: Callable[[str], None]
+) -> dict[str, str]:
+    """Publish the deliveries sent while the hubs run; return those the source refused (said, and not counted)."""
+    sent = asyncio.run(_bad.publish_mixed(source, later, alone=alone))
+    for key, reason in sent.refused.items():
+        echo(f"{key} not published, the source refused it (not counted): {reason}")
+    return sent.refused
+
+
+def _joined(partner: _chaos_as2.Partner, *, echo: Callable[[str], None]) -> None:
+    """Wait for the AS2 partner's thread and say what it was answered."""
+    partner.join()
+    failed = f"; never answered: {', '.join(partner.failed[:5])}" if partner.failed else ""
+    echo(f"AS2: {partner.answered} answered ({partner.negative} negative) in {partner.tries} tries{failed}")
+
+
+def _counted(report: ChaosReport, final: Tally, *, expected: set[InvoiceKey], bad: list[_bad.Bad]) -> None:
+    """Fill in `report` from the database's tally once the hubs stopped: what was lost, doubled, parked or stray."""
     missing = sorted(expected - final.invoices)
     report.invoices = len(expected) - len(missing)
     report.effects, report.settled, report.suppressed = final.effects, final.settled, final.suppressed
@@ -385,5 +461,3 @@ def run_chaos(
     report.doubled = max(0, final.effects - final.settled)
     report.parked, report.parked_twice = _bad.parked(bad, final.parked)
     report.stray = len(final.invoices - expected)
-    report.seconds = time.monotonic() - started
-    return report

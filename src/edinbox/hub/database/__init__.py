@@ -10,7 +10,7 @@ from edinbox.hub.database._findings import (
     read_findings,
     record_findings,
 )
-from edinbox.hub.database._journal import HUB, open_inbox, verify, verify_found
+from edinbox.hub.database._journal import HUB, on_inbox, open_inbox, verify, verify_found
 from edinbox.hub.database._purge import Purged, Purger, check_purge, purge, purgeable, purges
 from edinbox.hub.database._tables import (
     COUNTED,
@@ -42,6 +42,7 @@ __all__ = [
     "findings_lines",
     "findings_summary",
     "has_hub",
+    "on_inbox",
     "open_inbox",
     "park",
     "park_reasons",

@@ -20,53 +20,55 @@ slower than the spool's `claim_timeout` leaves neither to another hub.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 from edinbox._async_inbox import AsyncInbox
-from edinbox._errors import ConfigurationError, DataError, InboxError, NotSettledError, RetryLater, TransientError
+from edinbox._errors import DataError, InboxError, NotSettledError, RetryLater, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
 from edinbox.hub import partners as ledger
-from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, give_up_after, log_event, parse_duration, settled
-from edinbox.hub.database import Parked, Purger, check_purge, open_inbox, park_reasons, purges, verify
+from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, Route, log_event, settled
+from edinbox.hub.database import Parked, Purger, park_reasons, purges
 from edinbox.hub.deliveries._batch import Batch, Work
-from edinbox.hub.deliveries._items import REJECT, Item, cut, kept_instead, plan
+from edinbox.hub.deliveries._items import Item, cut, kept_instead, plan
 from edinbox.hub.deliveries._spans import Spans
 from edinbox.hub.partners import Acknowledger
 from edinbox.hub.relay import RelayProcess, apart
 from edinbox.hub.relay import beside as relay_beside
-from edinbox.hub.sinks import Accounting, SqlAccounting
+from edinbox.hub.sinks import Accounting
 from edinbox.loop import (
     ACK,
     NACK_DELAY,
+    DeliveryOutcome,
     Gauges,
     HandBack,
+    Move,
     Outage,
     Relay,
     Verdict,
     beside,
     drive,
     hand_back_each,
+    move_all,
     nack_each,
     not_the_message,
     progress,
     reached,
     wait_beside,
 )
-from edinbox.sources import Delivery, Source, open_source, receive_until
+from edinbox.sources import Delivery, Source, receive_until
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
 
-__all__ = ["Hub", "open_hub"]
+__all__ = ["Hub"]
 
 _T = TypeVar("_T")
 
@@ -105,7 +107,7 @@ class Hub:
         self.totals: Counter[str] = Counter()
         self.stop = stop or asyncio.Event()
         self.logger = logging.getLogger(LOGGER)
-        self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config))
+        self.outage = outage or Outage(self.logger, give_up_after=config.give_up_after)
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
         self._relay_beside: Relay | RelayProcess | None = None
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
@@ -223,6 +225,7 @@ class Hub:
                 self._ahead = asyncio.ensure_future(self._receive_ahead(self._claimed))
             try:
                 await self._settle(work, spans)
+                move_all((w.lifecycle for w in work), Move.SETTLE)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
                 await self._release(work)
                 return len(work)
@@ -240,10 +243,13 @@ class Hub:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
         for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
+        verdicts = [_verdict(w) for w in work]
+        for w, verdict in zip(work, verdicts, strict=True):  # before the source is told anything
+            w.lifecycle.check(Move.of(verdict.hand_back))
         lost = await hand_back_each(
             self.source,
-            [(w.delivery, _verdict(w)) for w in work],
-            done=lambda index: self._count(work[index], elapsed),
+            [(w.delivery, verdict) for w, verdict in zip(work, verdicts, strict=True)],
+            done=lambda index, handed: self._done(work[index], verdicts[index], handed, elapsed),
             kept=lambda index, instead: self._kept_instead(work[index], instead),
         )
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
@@ -298,7 +304,8 @@ class Hub:
                 log_event(self.logger, logging.WARNING, "killed", fields)
 
     async def _release(self, work: Sequence[Work]) -> None:
-        """Hand unsettled deliveries back to the source, each not before `NACK_DELAY`."""
+        """Give unsettled deliveries back to the source, each not before `NACK_DELAY`."""
+        move_all((w.lifecycle for w in work), Move.GIVE_BACK)
         await self._nack([w.delivery for w in work], delay=NACK_DELAY)
 
     async def _nack(self, deliveries: Sequence[Delivery], *, delay: float | None = None) -> None:
@@ -312,7 +319,7 @@ class Hub:
             return plan(delivery, self.config, kept=kept, lines=self.accounting.needs_lines)
         except Exception as exc:
             reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {str(exc)[:500]}"
-            item = Item(REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
+            item = Item(Route.REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
             return [cut(item, size=delivery.size or len(delivery.payload), kept=kept)]
 
     async def _settle(self, work: Sequence[Work], spans: Spans) -> None:
@@ -331,7 +338,7 @@ class Hub:
             if batch.recorded_at:
                 spans.committed(batch.recorded_at)
             return
-        lease = parse_duration(self.config.lease)
+        lease = self.config.lease
         outcomes: list[Outcome | None] = []
         for m in batch.messages:
             if self.stop.is_set():  # a stop: the effect under way is finished, those not begun go back unsettled
@@ -431,12 +438,17 @@ class Hub:
             fields = {"delivery": w.delivery.coordinates, "kept": instead, "error": exc}
             log_event(self.logger, logging.WARNING, "reason-not-updated", fields)
 
+    def _done(self, w: Work, verdict: Verdict, handed: bool, elapsed: float) -> None:
+        """The delivery's hand-back is over (`handed`: it was handed back): move its lifecycle, count and log it."""
+        w.lifecycle.handed_back(verdict.hand_back, handed=handed)
+        self._count(w, elapsed)
+
     def _count(self, w: Work, elapsed: float) -> None:
         """Log and count the delivery's committed outcomes (after its hand-back, or its skip after a failed one)."""
         delivery = w.delivery
         logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
-            outcome = w.outcomes.get(i, "not-settled")
+            outcome = w.outcomes.get(i, DeliveryOutcome.NOT_SETTLED)
             self.totals[outcome] += 1
             if self.metrics is not None and i in w.outcomes:
                 self.metrics.settled(
@@ -459,71 +471,6 @@ class Hub:
             settled(self.logger, fields)
 
 
-@contextlib.asynccontextmanager
-async def open_hub(
-    config: HubConfig,
-    *,
-    fault: FaultPoint | None = None,
-    accounting: Accounting | None = None,
-    stop: asyncio.Event | None = None,
-    metrics: Metrics | None = None,
-) -> AsyncIterator[Hub]:
-    """Open the inbox and the source that `config` names, after checking the schema `edinbox init` created.
-
-    `accounting` is another sink than the SQL table (e.g. an HTTP API in lease mode). Nothing here runs DDL:
-    a missing table raises SchemaError that names `edinbox init`. While the database or the source is down it
-    waits (raising Stopped if `stop` is set meanwhile), and the hub's `stop` is that same event.
-    """
-    if not config.source:
-        raise ConfigurationError("no source configured: pass --source URL (e.g. dir:///srv/edi) or set it in config")
-    check_purge(config)
-    logger = logging.getLogger(LOGGER)
-    on_back = on_lost = None
-    if metrics is not None:
-        on_back = partial(_reconnected, metrics, config.consumer)
-        on_lost = partial(_lost, metrics, config.consumer)
-    outage = Outage(logger, give_up_after=give_up_after(config), on_back=on_back)
-    async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
-        stop = stop or asyncio.Event()
-        await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
-        horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
-        agreements = receipts = None
-        if config.source.startswith("as2:"):  # answers its senders: the agreements, the receipts beside the journal
-            from edinbox.hub.partners import Receipts, partners
-
-            agreements, receipts = partners(config), Receipts(inbox, consumer=config.consumer)
-        source = await outage.call(
-            lambda: stack.enter_async_context(
-                open_source(
-                    config.source,
-                    consumer=config.consumer,
-                    horizon=horizon,
-                    max_payload=config.max_payload,
-                    batch=config.batch_size,
-                    on_lost=on_lost,
-                    partners=agreements,
-                    receipts=receipts,
-                )
-            ),
-            stop=stop,
-        )
-        sink = accounting or SqlAccounting(consumer=config.consumer)
-        hub = Hub(
-            config,
-            inbox=inbox,
-            source=source,
-            accounting=sink,
-            outage=outage,
-            stop=stop,
-            fault=fault,
-            metrics=metrics,
-        )
-        try:
-            yield hub
-        finally:
-            await hub.give_back()  # a batch received ahead by the last step goes back before the source closes
-
-
 async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
     """Run `settle` (a transaction that ends with `batch.record`) again while the database refuses to park one of the
     batch's payloads whole as too big (a DataError: MariaDB's max_allowed_packet), each time with the biggest cut to
@@ -535,10 +482,6 @@ async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
         except DataError as exc:
             if not batch.shrink(exc):
                 raise
-
-
-def _reconnected(metrics: Metrics, consumer: str, dependency: str) -> None:
-    metrics.reconnected(consumer=consumer, dependency=dependency)
 
 
 def _verdict(w: Work) -> Verdict:
@@ -553,11 +496,7 @@ def _verdict(w: Work) -> Verdict:
 
 def _rejected(w: Work) -> bool:
     """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
-    return not w.unsettled and bool(w.items) and all(item.route == REJECT for item in w.items)
-
-
-def _lost(metrics: Metrics, consumer: str, queue: str) -> None:
-    metrics.queue_lost(consumer=consumer, queue=queue)
+    return not w.unsettled and bool(w.items) and all(item.route == Route.REJECT for item in w.items)
 
 
 def kept_at(source: Source) -> str:

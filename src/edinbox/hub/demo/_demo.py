@@ -34,6 +34,7 @@ from edinbox._errors import ConfigurationError, InboxError
 from edinbox._urls import database_url, mask
 from edinbox.hub import ops as _ops
 from edinbox.hub.config import HubConfig
+from edinbox.hub.database import on_inbox
 from edinbox.hub.demo._traffic import PARTNERS, Traffic, generate
 from edinbox.sources.spool import publish
 
@@ -264,29 +265,9 @@ def run_demo(
         table = f"edinbox_demo_{uuid.uuid4().hex[:8]}.inbox" if own_schema else "inbox"
     config = HubConfig(db=db, table=table, consumer=_CONSUMER, source=f"dir://{spool}", batch_size=batch_size)
     traffic: Traffic = generate(messages, duplicate_rate=duplicate_rate, seed=seed)
-    report = Report(
-        db=db,
-        table=table,
-        workdir=str(workdir),
-        messages=messages,
-        seed=seed,
-        files=len(traffic.files),
-        unique_interchanges=traffic.unique_interchanges,
-        expected_invoices=traffic.invoices,
-        producer_duplicates=traffic.duplicates,
-        rerendered=traffic.rerendered,
-        conflicts_injected=traffic.conflicts,
-        resends=traffic.resends,
-        acks=traffic.acks,
-        malformed=traffic.malformed,
-        asked=traffic.asked,
-        x12=traffic.x12,
-        broken_asked=traffic.broken_asked,
-        broken_x12=traffic.broken_x12,
-        rejections=traffic.rejections,
-    )
+    report = _report(db=db, table=table, workdir=workdir, messages=messages, seed=seed, traffic=traffic)
     agreements = _agreements(workdir)
-    asyncio.run(_ops.init(config))
+    asyncio.run(on_inbox(config, lambda inbox: _ops.init(inbox, config=config)))
     asyncio.run(publish(config.source, traffic.files))
     echo(f"published {len(traffic.files)} files into {spool}/inbound; running the hub (log: {workdir}/hub.log)")
     rng = random.Random(seed ^ 0x5EED)  # noqa: S311 - demo crash schedule, not security
@@ -309,52 +290,91 @@ def run_demo(
                     crash_after = 1
                 if crash_after is not None:
                     env["EDINBOX_FAULT"] = f"after_commit:{crash_after}"
-                command = [
-                    sys.executable,
-                    "-m",
-                    "edinbox.cli",
-                    "run",
-                    "--once",
-                    "--idle-timeout",
-                    "0.3",
-                    "--db",
-                    db,
-                    "--table",
-                    table,
-                    "--consumer",
-                    _CONSUMER,
-                    "--source",
-                    config.source,
-                    "--batch-size",
-                    str(batch_size),
-                    "--config",
-                    str(agreements),
-                    "--log-format",
-                    "json",
-                ]
+                command = _command(config, agreements)
                 procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=log))
                 report.runs += 1
-            while any(p.poll() is None for p in procs):
-                time.sleep(0.1)
-                now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
-                bar.update(now - done)
-                done = now
-            for p in procs:
-                if p.returncode == -signal.SIGKILL:
-                    report.crashes += 1
-                elif p.returncode != 0:
-                    raise InboxError(f"a hub process failed with exit status {p.returncode}: see {workdir}/hub.log")
+            done = _wait(procs, report, bar=bar, done=done, spool=spool, workdir=workdir)
         now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
         bar.update(now - done)
     report.left_in_spool = _pending(spool)
     report.outbound_files, report.outbound_keys = _outbound(workdir / "outbound")
     report.deliveries = _logged_deliveries(workdir / "hub.log")
-    report.stats = asyncio.run(_ops.stats(config))
+    report.stats = asyncio.run(on_inbox(config, _ops.stats))
     if own_schema and not keep:
-        asyncio.run(_ops.drop_schema(config))
+        asyncio.run(on_inbox(config, _ops.drop_schema))
         report.dropped = True
     report.seconds = time.monotonic() - started
     return report
+
+
+def _report(*, db: str, table: str, workdir: Path, messages: int, seed: int, traffic: Traffic) -> Report:
+    """The report of a demo before it runs: what was generated."""
+    return Report(
+        db=db,
+        table=table,
+        workdir=str(workdir),
+        messages=messages,
+        seed=seed,
+        files=len(traffic.files),
+        unique_interchanges=traffic.unique_interchanges,
+        expected_invoices=traffic.invoices,
+        producer_duplicates=traffic.duplicates,
+        rerendered=traffic.rerendered,
+        conflicts_injected=traffic.conflicts,
+        resends=traffic.resends,
+        acks=traffic.acks,
+        malformed=traffic.malformed,
+        asked=traffic.asked,
+        x12=traffic.x12,
+        broken_asked=traffic.broken_asked,
+        broken_x12=traffic.broken_x12,
+        rejections=traffic.rejections,
+    )
+
+
+def _command(config: HubConfig, agreements: Path) -> list[str]:
+    """The command line of one hub process of the demo: `edinbox run --once`, logging JSON."""
+    return [
+        sys.executable,
+        "-m",
+        "edinbox.cli",
+        "run",
+        "--once",
+        "--idle-timeout",
+        "0.3",
+        "--db",
+        config.db,
+        "--table",
+        config.table,
+        "--consumer",
+        _CONSUMER,
+        "--source",
+        config.source,
+        "--batch-size",
+        str(config.batch_size),
+        "--config",
+        str(agreements),
+        "--log-format",
+        "json",
+    ]
+
+
+def _wait(
+    procs: list[subprocess.Popen[bytes]], report: Report, *, bar: Any, done: int, spool: Path, workdir: Path
+) -> int:
+    """Wait for the hub processes, moving `bar` as the spool's files settle; count the crashes (SIGKILL by the
+    fault point); return how many files have settled. Any other failure of a hub ends the demo."""
+    while any(p.poll() is None for p in procs):
+        time.sleep(0.1)
+        now = _count(spool / "archive") + _count(spool / "rejected", skip_suffix=".reason")
+        bar.update(now - done)
+        done = now
+    for p in procs:
+        if p.returncode == -signal.SIGKILL:
+            report.crashes += 1
+        elif p.returncode != 0:
+            raise InboxError(f"a hub process failed with exit status {p.returncode}: see {workdir}/hub.log")
+    return done
 
 
 def _logged_deliveries(log: Path) -> int:
