@@ -18,6 +18,7 @@ from cli.test_cli import cli
 from edinbox import AsyncInbox, ConfigurationError
 from edinbox.console import create_app
 from edinbox.hub import HubConfig, open_hub
+from edinbox.hub.config import levels
 from edinbox.hub.config._model import Agreement
 from edinbox.hub.database import on_inbox
 from edinbox.hub.database._journal import HUB
@@ -210,8 +211,8 @@ def test_an_agreement_chooses_the_levels_the_ledger_keeps() -> None:
     assert kept(ledger="ISA13, GS06, ST02") == kept(ledger="interchange group message") == ["ISA13", "GS06", "ST02"]
     assert kept(ledger="st02") == ["ST02"]
     assert kept(ledger="none") == []
-    assert Agreement(ledger="UNH0062").levels == {"UNH0062"}
-    assert Agreement().levels == {"ISA13", "GS06", "UNB0020", "UNG0048"}
+    assert levels(Agreement(ledger="UNH0062").ledger) == {"UNH0062"}
+    assert levels(Agreement().ledger) == {"ISA13", "GS06", "UNB0020", "UNG0048"}
     with pytest.raises(ConfigurationError, match="ledger: 'ST03' is not a level"):
         Agreement(ledger="ISA13, ST03")
     with pytest.raises(ConfigurationError, match="ZZ:A: ledger: 'x' is not a level"):

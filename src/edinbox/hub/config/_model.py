@@ -16,7 +16,6 @@ charged to the messages.
 from __future__ import annotations
 
 import difflib
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import timedelta
@@ -43,6 +42,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._payloads import PAYLOAD_CAP
 from edinbox._urls import mask
 from edinbox.edi import Overlay
+from edinbox.hub.config._terms import levels, overlay
 from edinbox.hub.config._values import (
     LIMITS,
     MAX_CONSUMER,
@@ -133,12 +133,6 @@ TA1 = ("requested", "always", "never")
 DUPLICATES = ("notify", "silent")
 VALIDATE = ("off", "report", "strict")
 
-LEVELS = {"X12": ("ISA13", "GS06", "ST02"), "EDIFACT": ("UNB0020", "UNG0048", "UNH0062")}
-"""The control-number ledger's levels of each standard: interchange, group, message."""
-
-_LEVEL_WORDS = {"interchange": 0, "group": 1, "message": 2}
-"""The words that name a level of both standards in an agreement's `ledger`."""
-
 
 @dataclass(frozen=True, slots=True)
 class Agreement:
@@ -157,11 +151,7 @@ class Agreement:
     check), "report" (errors are listed in the acknowledgment, the sets accepted with errors) or "strict" (a set in
     error is rejected, and its interchange parked); `require` and `allow` are the partner's overlay on the guides
     ("BIG04, RFF+ON"; "REF*20, ZZZ", see `edinbox.edi.Overlay`).
-
-    `ledger`: the levels whose control numbers the ledger keeps for the partner (docs/ledger.md), comma- or
-    space-separated: ISA13, GS06, ST02, UNB0020, UNG0048, UNH0062, or "interchange", "group", "message" for both
-    standards' level, or "none"; empty (the default): the interchange and group levels (ST02 / UNH 0062 numbers
-    restart in each interchange for most partners, so they are kept only when asked).
+    `ledger`: the control-number levels kept for the partner (`levels`, docs/ledger.md; default: interchange, group).
 
     AS2 (an `as2://` source, see docs/as2.md): `as2_id` is the partner's AS2 name, `as2_hub_id` ours in this
     agreement, `as2_certificate` the partner's certificate file, `as2_key` and `as2_hub_certificate` our private key
@@ -206,45 +196,14 @@ class Agreement:
             raise ConfigurationError(f"sender must be QUALIFIER:ID (e.g. ZZ:HUB), not {self.sender!r}")
         try:
             self.overlay  # noqa: B018 (read to check it)
-            self.levels  # noqa: B018 (read to check it)
+            levels(self.ledger)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
 
     @property
     def overlay(self) -> Overlay:
         """The partner's overlay on the implementation guides (`require`, `allow`)."""
-        return _overlay(self.require, self.allow)
-
-    @property
-    def levels(self) -> frozenset[str]:
-        """The ledger levels kept for the partner (`ledger`), as level names of both standards."""
-        return _levels(self.ledger)
-
-
-@functools.lru_cache(maxsize=256)
-def _levels(text: str) -> frozenset[str]:
-    """An agreement's `ledger` read: the level names it keeps; ValueError naming a word that is none."""
-    words = [word for word in text.replace(",", " ").split() if word]
-    if not words:
-        return frozenset(levels[k] for levels in LEVELS.values() for k in (0, 1))
-    if words == ["none"]:
-        return frozenset()
-    found: set[str] = set()
-    names = {level for levels in LEVELS.values() for level in levels}
-    for word in words:
-        if word.upper() in names:
-            found.add(word.upper())
-        elif word.lower() in _LEVEL_WORDS:
-            found |= {levels[_LEVEL_WORDS[word.lower()]] for levels in LEVELS.values()}
-        else:
-            known = ", ".join([*sorted(names), *_LEVEL_WORDS])
-            raise ValueError(f"ledger: {word[:40]!r} is not a level ({known}, or none)")
-    return frozenset(found)
-
-
-@functools.lru_cache(maxsize=256)
-def _overlay(require: str, allow: str) -> Overlay:
-    return Overlay.parse(require, allow)
+        return overlay(self.require, self.allow)
 
 
 _NO_AGREEMENT = Agreement()

@@ -37,7 +37,7 @@ from typing import Any
 from edinbox import edi
 from edinbox._errors import LimitError
 from edinbox._message import Message
-from edinbox.hub.config import HubConfig, Route
+from edinbox.hub.config import HubConfig, Route, levels
 from edinbox.hub.database import compact_findings, describe_finding
 from edinbox.hub.partners import Refusal, controls, partner_key, refusal
 from edinbox.hub.sinks import invoice_problem
@@ -134,8 +134,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         if not interchange.identified:  # garbage names no partner and no message type
             return item
         named, types = _named(interchange), message_types(interchange)
-        levels = config.agreement(partner_key(interchange.sender)).levels
-        item = replace(item, message=named, types=types, controls=controls(interchange, levels))
+        chosen = levels(config.agreement(partner_key(interchange.sender)).ledger)
+        item = replace(item, message=named, types=types, controls=controls(interchange, chosen))
         if not config.acknowledges:
             return item
         received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding, findings=findings)
@@ -193,7 +193,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         types=types,
         invoices=tuple(invoices),
         received=received,
-        controls=controls(interchange, agreement.levels),
+        controls=controls(interchange, levels(agreement.ledger)),
         validation=kept,
     )
 
