@@ -158,7 +158,7 @@ async def test_hubs_recording_one_partner_at_once_count_every_copy(hub_config: H
     assert {(str(r[0]), str(r[2])): int(r[5]) for r in rows} == dict(sent)
 
 
-@pytest.mark.parametrize("hub_config", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("hub_config", ["sqlite", "postgresql", "mysql"], indirect=True)
 async def test_the_gauges_read_only_what_changed_and_agree_with_the_whole_ledger(hub_config: HubConfig) -> None:
     """On a ledger of 19,980 numbers (20 gaps, 40 duplicates) the gauges' first reading fetches every row and says
     what `report` says; after a batch closing a gap, splitting another, adding a duplicate and a new partner, the next

@@ -311,12 +311,11 @@ async def find(inbox: AsyncInbox, key: str) -> Found | None:
     invoices: list[Any] = []
     acks: list[Any] = []
     rejection: list[Any] = []
-    validated: dict[str, Any] | None = None
     if hub:
         invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
         acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
         rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
-        validated = await inbox.read(lambda tx: read_findings(tx, **key_params))
+    validated = await inbox.read(lambda tx: read_findings(tx, **key_params)) if hub else None  # what validation found
     record = await inbox.get(source, message_id)
     kept = await inbox.payload(source, message_id)  # the message store's copy (keep_payloads)
     if record is None and not rejection and validated is None:
@@ -360,8 +359,7 @@ async def find(inbox: AsyncInbox, key: str) -> Found | None:
         }
         for a in acks
     ]
-    if validated is not None:  # validated: how many errors, and the first ones (`read_findings`)
-        data["validated"] = {**validated, "at": json_value(timestamp(validated["at"]))}
+    data.update({"validated": {**validated, "at": json_value(timestamp(validated["at"]))}} if validated else {})
     return Found(data, record, kept)
 
 
