@@ -64,3 +64,20 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS trace text
 -- the kept payloads beside the journal (`payloads.sql`): their table and indexes are made by the step in code
 -- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
 SELECT 1
+
+-- name: v12_status_type
+-- the status column's values checked by a domain instead of the table's CHECK (`schema.sql`'s create_status: the
+-- CHECK was rebuilt for every statement that wrote a row); the column's type change rewrites the table
+DO $$
+BEGIN
+    CREATE DOMAIN {status_type} AS text
+        CONSTRAINT {status_check} CHECK (VALUE IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued'));
+EXCEPTION WHEN duplicate_object THEN NULL;
+END
+$$
+
+-- name: v12_status_check_drop
+ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {status_check}
+
+-- name: v12_status_column
+ALTER TABLE {table} ALTER COLUMN status TYPE {status_type}
