@@ -426,8 +426,9 @@ def test_version_11_alone_adds_the_kept_payloads(journal: Journal) -> None:
 
 def test_version_12_alone_checks_the_status_by_a_domain(journal: Journal) -> None:
     """A journal at version 11 (PostgreSQL: the status checked by a CHECK on the table) is taken to version 12 by that
-    step alone, rows kept: the status column is of the journal's own domain, the table has no CHECK left, an unknown
-    status is still refused and every status the inbox writes is let in; the step holds when it runs again."""
+    step alone, rows kept and the table not rewritten: the status column is of the journal's own domain, the table
+    has no CHECK left, an unknown status is still refused and every status the inbox writes is let in; the step holds
+    when it runs again."""
     with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
         inbox.migrate()
         if journal.dialect == "postgresql":  # version 11's column: text, under the table's CHECK
@@ -442,9 +443,11 @@ def test_version_12_alone_checks_the_status_by_a_domain(journal: Journal) -> Non
             assert _status_type(journal) == (None, ["CHECK"])
         journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 11", ())
         before = _rows(journal)
+        stored = _stored_as(journal)
         assert inbox.migrate() == [12]
         inbox.verify()
         assert _rows(journal) == before
+        assert _stored_as(journal) == stored
         assert not journal.status_check("bogus")
         for status in ("processed", "in_progress", "failed", "dead", "conflict", "requeued"):
             assert journal.status_check(status)
@@ -453,6 +456,13 @@ def test_version_12_alone_checks_the_status_by_a_domain(journal: Journal) -> Non
         assert inbox.process(Message("s", SOURCE, b"x"), _nothing) is Outcome.PROCESSED
         journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 11", ())
         assert inbox.migrate() == [12]  # the domain already there, the column already of it: holds
+
+
+def _stored_as(journal: Journal) -> Any:
+    """PostgreSQL: the file the journal's rows are stored in (a rewrite of the table makes a new one); None elsewhere."""
+    if journal.dialect != "postgresql":
+        return None
+    return journal.admin("SELECT pg_relation_filenode(%s::regclass)", (journal.quoted,))[0][0]
 
 
 def _status_type(journal: Journal) -> tuple[str | None, list[str]]:

@@ -67,11 +67,12 @@ SELECT 1
 
 -- name: v12_status_type
 -- the status column's values checked by a domain instead of the table's CHECK (`schema.sql`'s create_status: the
--- CHECK was rebuilt for every statement that wrote a row); the column's type change rewrites the table
+-- CHECK was rebuilt for every statement that wrote a row). The domain is made without its check first: changing
+-- the column to a domain with no constraint changes the catalogue only, where one with a constraint would rewrite
+-- the table; the check is then added to the domain, which reads the rows once to validate them
 DO $$
 BEGIN
-    CREATE DOMAIN {status_type} AS text
-        CONSTRAINT {status_check} CHECK (VALUE IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued'));
+    CREATE DOMAIN {status_type} AS text;
 EXCEPTION WHEN duplicate_object THEN NULL;
 END
 $$
@@ -81,3 +82,12 @@ ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {status_check}
 
 -- name: v12_status_column
 ALTER TABLE {table} ALTER COLUMN status TYPE {status_type}
+
+-- name: v12_status_check_add
+DO $$
+BEGIN
+    ALTER DOMAIN {status_type}
+        ADD CONSTRAINT {status_check} CHECK (VALUE IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued'));
+EXCEPTION WHEN duplicate_object THEN NULL;
+END
+$$
