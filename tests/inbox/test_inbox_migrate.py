@@ -459,7 +459,7 @@ def test_version_12_alone_checks_the_status_by_a_domain(journal: Journal) -> Non
 
 
 def _stored_as(journal: Journal) -> Any:
-    """PostgreSQL: the file the journal's rows are stored in (a rewrite of the table makes a new one); None elsewhere."""
+    """PostgreSQL: the file holding the journal's rows (a rewrite of the table makes a new one); None elsewhere."""
     if journal.dialect != "postgresql":
         return None
     return journal.admin("SELECT pg_relation_filenode(%s::regclass)", (journal.quoted,))[0][0]
