@@ -11,10 +11,15 @@ for the 3-column table, an Eventuate-style INSERT ... ON CONFLICT DO NOTHING. Ta
 - `eventuate`: (consumer, message_id, received_at bigint), its primary key on the first two;
 - `journal`: the journal as `Inbox.create_schema()` makes it (the status checked by its domain);
 - `journal_check`: the same with the status checked by a CHECK on the table (the layout before version 12);
-- `journal_unchecked`: the same with no rule on the status at all (what the rule costs).
+- `journal_unchecked`: the same with no rule on the status at all (what the rule costs);
+- with `--console`, `journal_console`: the journal with the indexes `edinbox init` adds to a hub's journal for the
+  console's search (received, status, control number, the partner's trigrams), `journal_console_partial`: the
+  same with the status index partial, `WHERE status <> 'processed'`, and `console_<index>`: the journal
+  with that one of them.
 
 Printed per table: the median and 10th percentile of the rounds' microseconds per row, the ratio of the medians to
-`eventuate`, the WAL per row (the commit records aside) and the heap and index bytes per row at the end.
+`eventuate`, the WAL per row (the commit records aside) and the bytes per row of the heap and of all its indexes at
+the end.
 """
 
 from __future__ import annotations
@@ -39,10 +44,18 @@ EVENTUATE_INSERT = (
     "ON CONFLICT DO NOTHING"
 )
 TABLES = ("eventuate", "journal", "journal_check", "journal_unchecked")
+CONSOLE = {
+    "received": "(consumer, received_at DESC)",
+    "status": "(consumer, status, received_at DESC)",
+    "control": "(consumer, message_id)",
+    "partner": "USING gin (source gin_trgm_ops)",
+}
+"""The indexes `edinbox init` adds to a hub's journal for the console's search (`hub/sql/postgresql/console.sql`)."""
+CONSOLE_TABLES = ("journal_console", "journal_console_partial", *(f"console_{index}" for index in CONSOLE))
 
 
-def create(connection: psycopg.Connection[object], url: str, schema: str) -> None:
-    """The four tables in `schema`."""
+def create(connection: psycopg.Connection[object], url: str, schema: str, *, console: bool) -> None:
+    """The tables in `schema`."""
     connection.execute(f"CREATE SCHEMA {schema}".encode())
     connection.execute(
         f"CREATE TABLE {schema}.eventuate (consumer text NOT NULL, message_id text NOT NULL, "
@@ -56,19 +69,31 @@ def create(connection: psycopg.Connection[object], url: str, schema: str) -> Non
         if rule:
             connection.execute(f"ALTER TABLE {schema}.{name} ADD CONSTRAINT {name}_status_check {rule}".encode())
         connection.execute(f"CREATE UNIQUE INDEX {name}_key ON {schema}.{name} (consumer, source, message_id)".encode())
+    if console:
+        connection.execute(b"CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        for name in CONSOLE_TABLES:
+            connection.execute(f"CREATE TABLE {schema}.{name} (LIKE {schema}.journal INCLUDING DEFAULTS)".encode())
+            connection.execute(
+                f"CREATE UNIQUE INDEX {name}_key ON {schema}.{name} (consumer, source, message_id)".encode()
+            )
+            for index, columns in CONSOLE.items():
+                if name not in ("journal_console", "journal_console_partial", f"console_{index}"):
+                    continue
+                partial = " WHERE status <> 'processed'" if index == "status" and name.endswith("partial") else ""
+                connection.execute(f"CREATE INDEX {name}_{index} ON {schema}.{name} {columns}{partial}".encode())
     connection.execute(f"CREATE TABLE {schema}.times (variant text, round int, us float8, wal bigint)".encode())
 
 
-def procedure(schema: str) -> str:
+def procedure(schema: str, tables: tuple[str, ...]) -> str:
     """The timing procedure: per round, each table's rows one INSERT at a time, the order rotated."""
     branches = []
-    for name in TABLES:
+    for name in tables:
         insert = (EVENTUATE_INSERT if name == "eventuate" else JOURNAL_INSERT).format(table=f"{schema}.{name}")
         branches.append(f"IF v = '{name}' THEN FOR i IN base .. base + n - 1 LOOP {insert}; END LOOP; END IF;")
     body = "\n".join(branches)
     return f"""
 CREATE PROCEDURE {schema}.run(rounds int, n int) LANGUAGE plpgsql AS $$
-DECLARE t0 timestamptz; w0 pg_lsn; base int; v text; names text[] := ARRAY{list(TABLES)!r}::text[];
+DECLARE t0 timestamptz; w0 pg_lsn; base int; v text; names text[] := ARRAY{list(tables)!r}::text[];
 BEGIN
 FOR r IN 1 .. rounds LOOP
     base := r * n;
@@ -91,12 +116,14 @@ def main() -> None:
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--console", action="store_true", help="also the journal with the console's indexes")
     args = parser.parse_args()
+    tables = TABLES + (CONSOLE_TABLES if args.console else ())
     schema = "bench_row_" + uuid.uuid4().hex[:8]
     with psycopg.connect(args.url, autocommit=True) as connection:
         try:
-            create(connection, args.url, schema)
-            connection.execute(procedure(schema).encode())
+            create(connection, args.url, schema, console=args.console)
+            connection.execute(procedure(schema, tables).encode())
             load = os.getloadavg()[0]
             connection.execute(f"CALL {schema}.run({args.rounds + 1:d}, {args.rows:d})".encode())
             rows = connection.execute(
@@ -113,15 +140,14 @@ def main() -> None:
             )
             print(
                 "| table | us per row, median (p10) | x eventuate | WAL bytes per row | heap bytes per row | "
-                "index bytes per row |"
+                "indexes' bytes per row |"
             )
             print("|---|---|---|---|---|---|")
-            for name in TABLES:
+            for name in tables:
                 median, p10, wal = figures[name]
-                key = "eventuate_pkey" if name == "eventuate" else f"{name}_key"
                 heap, index = connection.execute(
-                    b"SELECT pg_relation_size(%s::regclass), pg_relation_size(%s::regclass)",
-                    (f"{schema}.{name}", f"{schema}.{key}"),
+                    b"SELECT pg_relation_size(%s::regclass), pg_indexes_size(%s::regclass)",
+                    (f"{schema}.{name}", f"{schema}.{name}"),
                 ).fetchall()[0]
                 print(
                     f"| {name} | {median:.1f} ({p10:.1f}) | x{median / figures['eventuate'][0]:.2f} | {wal:,.0f} "
