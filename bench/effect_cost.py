@@ -5,8 +5,9 @@
 
 A private cluster (`tests.servers.PrivatePostgres` in `--folder`, or a temporary one) with fsync and
 synchronous_commit on and pg_stat_statements loaded; with `--url`, a server of your own instead (its settings as
-they are, pg_stat_statements when it has it). Each variant is a consumer process of its own (`--consume`) with a
-database of its own, so that the server's statistics tell the variants apart:
+they are, the server's time per effect only when pg_stat_statements is loaded there). Each variant is a consumer
+process of its own (`--consume`) with a database of its own (`effect_bare`, `effect_hand`, `effect_inbox`, created
+when missing and kept), so that the server's statistics tell the variants apart:
 
 - `bare`: BEGIN, the business INSERT, COMMIT: no protection against a redelivery;
 - `hand-written`: an Eventuate-style inbox, INSERT ... ON CONFLICT DO NOTHING into a 3-column table, the business
@@ -260,7 +261,7 @@ def server_figures(admin: psycopg.Connection[Any], urls: dict[str, str]) -> dict
                 b"JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = %s",
                 (name,),
             ).fetchall()[0][0]
-        except psycopg.errors.UndefinedTable:
+        except (psycopg.errors.UndefinedTable, psycopg.errors.ObjectNotInPrerequisiteState):  # not loaded
             ms = float("nan")
         with psycopg.connect(urls[variant], autocommit=True) as connection:
             dead = connection.execute(b"SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables").fetchall()[0][0]
@@ -282,7 +283,7 @@ def hold_snapshots(urls: dict[str, str]) -> list[psycopg.Connection[Any]]:
 def phase(name: str, urls: dict[str, str], admin: psycopg.Connection[Any], args: argparse.Namespace) -> None:
     """Run the variants' turns of one phase and print its table."""
     kill_every = args.kill_every if name == "killed" else None
-    with contextlib.suppress(psycopg.errors.UndefinedFunction):
+    with contextlib.suppress(psycopg.errors.UndefinedFunction, psycopg.errors.ObjectNotInPrerequisiteState):
         admin.execute(b"SELECT pg_stat_statements_reset()")
     holders = hold_snapshots(urls) if name == "snapshot" else []
     held = time.perf_counter()
