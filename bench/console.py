@@ -22,8 +22,8 @@ from psycopg import sql
 
 from edinbox.console._data import Query, search
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
-from edinbox.hub._parts import open_inbox
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.ops._ops import init
 
 CONSUMER = "accounting"
 TARGET_MS = 100.0

@@ -31,9 +31,9 @@ from psycopg import sql
 from edinbox import Message, Tx
 from edinbox._async_inbox import AsyncInbox
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
-from edinbox.hub._parts import open_inbox
-from edinbox.hub._tables import SHARDS, count, counts
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.database._tables import SHARDS, count, counts
+from edinbox.hub.ops._ops import init
 
 from .hubs import Sessions
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from edinbox.edi import Invoice, InvoiceLine, InvoiceParty, Party, parse, render_interchange
 from edinbox.hub import HubConfig, SqlAccounting
-from edinbox.hub._ops import init, stats
-from edinbox.hub._plan import plan
+from edinbox.hub.deliveries._items import plan
+from edinbox.hub.ops._ops import init, stats
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
 

@@ -29,11 +29,12 @@ from typing import Any
 
 from bench.spool import _drop_schema, fill_traffic, parse_rate
 from edinbox._async_inbox import AsyncInbox
-from edinbox.hub import HubConfig, _hub, open_hub
-from edinbox.hub._batch import Batch
-from edinbox.hub._generate import generate
-from edinbox.hub._hub import Hub
-from edinbox.hub._ops import init
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub.deliveries import _hub
+from edinbox.hub.deliveries._batch import Batch
+from edinbox.hub.deliveries._hub import Hub
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import SpoolSource
 from edinbox.stores import _async_mysql, _async_postgres, _async_sqlite
 

@@ -43,8 +43,8 @@ import psycopg
 from edinbox import AsyncInbox, Message
 from edinbox._payloads import keep_params
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import init
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
 
 POSTGRES = os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")

@@ -44,10 +44,10 @@ from pathlib import Path
 from bench.hubs import drop_queue
 from edinbox import AsyncInbox
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import init
-from edinbox.hub._relay import send
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops._ops import init
+from edinbox.hub.relay._relay import send
 from edinbox.loop import Publishers
 from edinbox.sources.spool import publish
 

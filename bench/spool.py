@@ -35,8 +35,8 @@ from pathlib import Path
 
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import init
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import SpoolSource, file_name
 
 HUB_BATCH = HubConfig.model_fields["batch_size"].default

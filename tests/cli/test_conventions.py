@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from edinbox.cli import main
-from edinbox.hub._output import human_duration, render
+from edinbox.hub.ops._output import human_duration, render
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> Result:

@@ -9,7 +9,7 @@ import re
 import httpx
 
 from console.conftest import Console, drain, run
-from edinbox.hub._generate import render
+from edinbox.hub.demo._traffic import render
 from edinbox.sources.spool import publish
 
 PARTS = ["received", "journaled", "invoices", "acknowledgments", "parked", "kept", "ledger"]

@@ -16,9 +16,9 @@ import pytest
 from edinbox import SchemaError
 from edinbox._core import MIGRATIONS
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init, migrate
-from edinbox.hub._parts import open_inbox, verify
-from edinbox.hub._tables import COUNTED, TABLES, count, counts
+from edinbox.hub.database._journal import open_inbox, verify
+from edinbox.hub.database._tables import COUNTED, TABLES, count, counts
+from hub_ops import init, migrate
 
 Admin = Callable[[str, tuple[Any, ...]], list[Any]]
 

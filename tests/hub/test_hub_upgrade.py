@@ -17,8 +17,8 @@ import pytest
 
 from cli.test_cli import cli
 from edinbox import Inbox, Message
-from edinbox.hub._parts import HUB
-from edinbox.hub._tables import TABLES
+from edinbox.hub.database._journal import HUB
+from edinbox.hub.database._tables import TABLES
 from services import MYSQL_URL, drop_database, require_service
 
 FROZEN = Path(__file__).parent / "schema_hub_v1"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import ConfigurationError
 from edinbox._hosts import is_loopback
-from edinbox.hub._config import HubConfig
+from edinbox.hub.config import HubConfig
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -123,7 +123,7 @@ def serve(
     hosts = [*allowed_hosts, *([] if host in WILDCARDS else [host])]
     app = create_app(config, token=token, allowed_hosts=hosts, tls=certfile is not None)
     tls = {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)} if certfile and keyfile else {}
-    # log_config=None: uvicorn's records go to the process's handlers, where passwords are masked (edinbox.hub._log)
+    # log_config=None: uvicorn's records go to the process's handlers, where passwords are masked (edinbox.hub.config)
     settings = uvicorn.Config(
         app,
         host=host,
@@ -173,11 +173,10 @@ async def _verify(config: HubConfig, stop: asyncio.Event | None = None) -> bool:
     """Check the schema once the database answers: an outage at start is waited out (one line when it starts, one
     when it ends), as the hub does; only a configuration or schema error ends the console. False when `stop` was set
     while waiting."""
-    from edinbox.hub._config import give_up_after
-    from edinbox.hub._parts import open_inbox, verify_found
+    from edinbox.hub.database import open_inbox, verify_found
     from edinbox.loop import Outage, Stopped
 
-    outage = Outage(LOGGER, give_up_after=give_up_after(config))
+    outage = Outage(LOGGER, give_up_after=config.give_up_after)
     async with open_inbox(config) as inbox:
         try:
             await outage.call(lambda: verify_found(inbox), stop=stop)
