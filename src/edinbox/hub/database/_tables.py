@@ -10,6 +10,7 @@ journal rows, its invoices and its bookkeeping.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -188,19 +189,18 @@ async def count(tx: AsyncTransaction, *, consumer: str, counts: Mapping[str, int
 
 async def park(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:
     """Keep payloads that cannot be processed (once per content; a redelivery counts one more delivery), in the
-    caller's transaction, in one batch of statements."""
+    caller's transaction, in one call (`edinbox.stores.run_rows`: one statement over arrays on PostgreSQL, one batch
+    of statements elsewhere): each content once, with the number of the batch's deliveries that carried it."""
+    first: dict[str, Parked] = {}
+    carried: Counter[str] = Counter()
+    for p in parked:
+        first.setdefault(p.fingerprint, p)
+        carried[p.fingerprint] += 1
     rows = [
-        {
-            "consumer": consumer,
-            "fingerprint": p.fingerprint,
-            "delivery": p.delivery,
-            "reason": p.reason,
-            "payload": p.payload,
-        }
-        for p in parked
+        {"fingerprint": f, "delivery": p.delivery, "reason": p.reason, "payload": p.payload, "deliveries": carried[f]}
+        for f, p in first.items()
     ]
-    if rows:
-        await tx.unit.run_many("hub_park", rows)
+    await run_rows(tx, "hub_park", rows, consumer=consumer)
 
 
 async def park_reasons(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:

@@ -83,9 +83,10 @@ JOIN {edinbox_hub_invoices} AS i
     AND i.kind = j.i_kind COLLATE utf8mb4_nopad_bin AND i.issue_date = j.i_issue_date
 
 -- name: hub_park
-INSERT INTO {edinbox_hub_rejected} (consumer, fingerprint, delivery, reason, payload)
-VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
-ON DUPLICATE KEY UPDATE deliveries = deliveries + 1
+-- a content once per batch, with the number of the batch's deliveries that carried it
+INSERT INTO {edinbox_hub_rejected} (consumer, fingerprint, delivery, reason, payload, deliveries)
+VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s, %(deliveries)s)
+ON DUPLICATE KEY UPDATE deliveries = deliveries + VALUES(deliveries)
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload

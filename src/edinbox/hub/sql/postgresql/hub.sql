@@ -72,9 +72,14 @@ ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
 RETURNING source, message_id
 
 -- name: hub_park
-INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload)
-VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
-ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
+-- a batch's parked payloads as one array per column (`edinbox.stores.run_rows`), sent in binary, each content once
+-- with the number of the batch's deliveries that carried it, in the batch's order; a payload parked before counts them
+INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload, deliveries)
+SELECT %(consumer)s, u.f, u.d, u.r, u.p, u.n
+FROM unnest(%(fingerprint)b::text[], %(delivery)b::text[], %(reason)b::text[], %(payload)b::bytea[],
+    %(deliveries)b::integer[]) WITH ORDINALITY AS u (f, d, r, p, n, i)
+ORDER BY u.i
+ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + excluded.deliveries
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload

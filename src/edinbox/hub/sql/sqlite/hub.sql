@@ -70,9 +70,10 @@ WHERE i.seller = j.value ->> 0 AND i.number = j.value ->> 1 AND i.kind = j.value
     AND i.issue_date = j.value ->> 3
 
 -- name: hub_park
-INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload)
-VALUES (:consumer, :fingerprint, :delivery, :reason, :payload)
-ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
+-- a content once per batch, with the number of the batch's deliveries that carried it
+INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload, deliveries)
+VALUES (:consumer, :fingerprint, :delivery, :reason, :payload, :deliveries)
+ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + excluded.deliveries
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
