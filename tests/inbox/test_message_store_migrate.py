@@ -1,6 +1,7 @@
-"""Migration 12 of the message store: a kept payloads' table made by version 11 (`schema_v11/`, its frozen DDL, a
-payload kept and indexed in it) is taken to version 12, where the words are indexed after the settling transaction:
-what was kept and indexed before stays found, what is kept after is found too, and the purge still cleans both."""
+"""Migration 13 of the message store: a kept payloads' table made by version 11 (`schema_v11/`, its frozen DDL, a
+payload kept and indexed in it; version 12 left it as it was) is taken to version 13, where the words are indexed
+after the settling transaction: what was kept and indexed before stays found, what is kept after is found too, and
+the purge still cleans both."""
 
 from __future__ import annotations
 
@@ -119,18 +120,18 @@ def store(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> I
     drop_database(unique_name)
 
 
-def test_version_12_keeps_what_version_11_kept_and_indexes_after_the_commit(store: Store) -> None:
-    """A payload kept and indexed at version 11 is still kept and found after migration 12 (alone), a payload kept
-    after it is written without its words (SQLite, PostgreSQL) and found once a search indexed it, the purge
+def test_version_13_keeps_what_version_11_kept_and_indexes_after_the_commit(store: Store) -> None:
+    """A payload kept and indexed at version 11 (or 12) is still kept and found after migration 13 (alone), a payload
+    kept after it is written without its words (SQLite, PostgreSQL) and found once a search indexed it, the purge
     removes the old one with its index entry, and the step holds when it runs again."""
     with Inbox(store.target, consumer="orders", table=store.table, keep_payloads=True) as inbox:
         inbox.create_schema()
         inbox.process(Message("old", "acme", OLD), lambda tx, m: None)
         store.build_v11()
         store.keep_v11("old", OLD, "UNH ORDERS 96A BGM 220 77001")
-        store.set_version(11)
+        store.set_version(12)
 
-        assert inbox.migrate() == [12]
+        assert inbox.migrate() == [13]
         inbox.verify()
         kept = inbox.payload("acme", "old")
         assert kept is not None
@@ -151,8 +152,8 @@ def test_version_12_keeps_what_version_11_kept_and_indexes_after_the_commit(stor
             fts = store.name("payloads_fts")
             store.admin(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')", ())
 
-        store.set_version(11)
-        assert inbox.migrate() == [12]  # holds when it runs again
+        store.set_version(12)
+        assert inbox.migrate() == [13]  # holds when it runs again
         assert [f.message_id for f in inbox.search("PO-77002")] == ["new"]
 
 

@@ -218,7 +218,7 @@ async def mask_destinations(unit: AsyncUnit, dialect: str) -> None:
 
 
 async def create_payloads(unit: AsyncUnit, dialect: str) -> None:
-    """Migrations 11 and 12: the kept payloads' table and its indexes (and triggers), made by the statements
+    """Migrations 11 and 13: the kept payloads' table and its indexes (and triggers), made by the statements
     `create_schema()` runs (what is there already stays)."""
     for name in payloads_ddl(dialect):
         await unit.run(name, {})
@@ -227,7 +227,7 @@ async def create_payloads(unit: AsyncUnit, dialect: str) -> None:
 STEPS_IN_CODE: dict[int, Callable[[AsyncUnit, str], Awaitable[None]]] = {
     9: mask_destinations,
     11: create_payloads,
-    12: create_payloads,
+    13: create_payloads,
 }
 """Migration steps that SQL cannot write, run after the named queries of their version (`v<N>_*`)."""
 

@@ -96,7 +96,12 @@ ALTER TABLE {table} ADD COLUMN trace TEXT
 -- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
 SELECT 1
 
--- name: v12_payloads_rebuild
+-- name: v12_status_type
+-- PostgreSQL checks the status by a domain instead of the table's CHECK (a CHECK there is rebuilt for every
+-- statement that writes a row); nothing changes here
+SELECT 1
+
+-- name: v13_payloads_rebuild
 -- a kept payload's search text is written after its settling transaction (`payloads.sql`'s payloads_index): NULL
 -- until then. SQLite cannot drop a NOT NULL: the table is rebuilt as {payloads_rebuild}, its rowids kept (the
 -- full-text index knows the rows by them), then renamed; its indexes and triggers are made again by the step in code
@@ -116,14 +121,14 @@ CREATE TABLE {payloads_rebuild} (
     kept_at REAL NOT NULL
 )
 
--- name: v12_payloads_copy
+-- name: v13_payloads_copy
 INSERT INTO {payloads_rebuild} (rowid, consumer, source, message_id, fingerprint, sha256, size, content_type,
     truncated, body, text, kept_at)
 SELECT rowid, consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, text, kept_at
 FROM {payloads}
 
--- name: v12_payloads_drop
+-- name: v13_payloads_drop
 DROP TABLE {payloads}
 
--- name: v12_payloads_rename
+-- name: v13_payloads_rename
 ALTER TABLE {payloads_rebuild} RENAME TO {payloads}
