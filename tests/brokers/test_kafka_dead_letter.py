@@ -15,11 +15,11 @@ import pytest
 
 from edinbox import SourceError
 from edinbox.hub.config._model import HubConfig
-from edinbox.hub.ops._ops import init
 from edinbox.sources import Delivery
 from edinbox.sources.kafka import KafkaSource, publish
 from hub.poison import bad_date, not_edi
 from hub.test_outage import HubProcess, invoices, wait_for
+from hub_ops import init
 from sources.test_kafka import committed, read_topic
 
 from .kafka_hub import created_once, one_outage, rows, terminated

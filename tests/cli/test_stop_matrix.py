@@ -27,9 +27,9 @@ import pytest
 
 from edinbox import Inbox
 from edinbox.hub.config._model import HubConfig
-from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
 from hub.test_outage import invoices
+from hub_ops import init
 from servers import PrivatePostgres, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals as a process manager sends them")

@@ -21,9 +21,9 @@ import pytest
 from edinbox import Message
 from edinbox.hub import Accounting, Created, HubConfig, SqlAccounting, open_hub
 from edinbox.hub.demo._traffic import EDIFACT_STYLES, PARTNERS, Doc, Partner, render
-from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
 from hub.conftest import drop_schema
+from hub_ops import init
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

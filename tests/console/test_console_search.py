@@ -16,8 +16,8 @@ from edinbox.hub import HubConfig
 from edinbox.hub.database._journal import open_inbox
 from edinbox.hub.database._tables import SEARCH_INDEXES
 from edinbox.hub.demo._traffic import PARTNERS, Doc, render
-from edinbox.hub.ops._ops import init
 from hub.conftest import drop_schema
+from hub_ops import init
 from services import MYSQL_URL, drop_database, require_service
 
 

@@ -16,9 +16,9 @@ from edinbox.hub import HubConfig, open_hub
 from edinbox.hub.config._model import Agreement
 from edinbox.hub.config._settings import load_config
 from edinbox.hub.demo._traffic import PARTNERS, Doc, render
-from edinbox.hub.ops._ops import list_rows, show, stats
 from edinbox.hub.partners._acks import kinds
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, show, stats
 from received import drain
 
 from .test_hub import FailingAccounting, doc
@@ -221,7 +221,7 @@ async def test_a_journal_without_its_outbox_asks_for_init(tmp_path: Path) -> Non
 
     from edinbox import SchemaError
     from edinbox.hub.database._journal import open_inbox, verify
-    from edinbox.hub.ops._ops import init
+    from hub_ops import init
 
     config = HubConfig(db=f"sqlite:///{tmp_path / 'old.db'}")
     await init(config)

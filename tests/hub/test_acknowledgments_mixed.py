@@ -15,8 +15,8 @@ import pytest
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub.demo._traffic import PARTNERS, generate, render
-from edinbox.hub.ops._ops import stats
 from edinbox.sources import rabbitmq, spool
+from hub_ops import stats
 from sources.test_rabbitmq import BROKER
 
 from .test_acknowledgments import agreed, received

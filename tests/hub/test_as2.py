@@ -26,9 +26,9 @@ from edinbox.hub.config._model import Agreement
 from edinbox.hub.database._journal import open_inbox
 from edinbox.hub.database._purge import purge_rejected
 from edinbox.hub.demo._traffic import render
-from edinbox.hub.ops._ops import init, stats
 from edinbox.hub.partners._as2 import Receipts
 from edinbox.sources.as2 import As2Source
+from hub_ops import init, stats
 from servers import free_port
 
 from .test_hub import EDIFACT, X12, doc

@@ -19,9 +19,9 @@ from edinbox._errors import PermanentError
 from edinbox.hub import HubConfig
 from edinbox.hub.config._model import Agreement
 from edinbox.hub.demo._traffic import render
-from edinbox.hub.ops._ops import stats
 from edinbox.sources.as2 import publish
 from edinbox.sources.spool import publish as drop
+from hub_ops import stats
 
 from .test_acknowledgments import settle
 from .test_as2 import Certs, certs, openssl, split

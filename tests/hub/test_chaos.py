@@ -29,10 +29,10 @@ from edinbox.hub import HubConfig
 from edinbox.hub.chaos._run import CONSUMER, tally
 from edinbox.hub.chaos._traffic import huge, parked, poison
 from edinbox.hub.demo._traffic import generate
-from edinbox.hub.ops._ops import forget, list_rows
 from edinbox.sources import open_source
 from edinbox.sources.spool import SpoolSource, publish
 from edinbox.testing.contract import collect
+from hub_ops import forget, list_rows
 from servers import PrivateMariaDB, PrivatePostgres
 from services import require_service
 

@@ -18,7 +18,7 @@ from edinbox._core import MIGRATIONS
 from edinbox.hub import HubConfig
 from edinbox.hub.database._journal import open_inbox, verify
 from edinbox.hub.database._tables import COUNTED, TABLES, count, counts
-from edinbox.hub.ops._ops import init, migrate
+from hub_ops import init, migrate
 
 Admin = Callable[[str, tuple[Any, ...]], list[Any]]
 

@@ -24,9 +24,9 @@ from edinbox._errors import ConfigurationError
 from edinbox._urls import database_url, mask
 from edinbox.hub import HubConfig
 from edinbox.hub.database._journal import HUB
-from edinbox.hub.ops._ops import doctor, init
 from edinbox.hub.ops._replication import replication
 from edinbox.sources.spool import publish as spool_publish
+from hub_ops import doctor, init
 from loop.test_consume_faults import effects, prepare, start, stopped_within, wait_for, with_duplicates
 from servers_ha import PrivatePostgresPair
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from edinbox.hub import FaultPoint, HubConfig, open_hub
 from edinbox.hub.demo._traffic import generate
-from edinbox.hub.ops._ops import init, stats
 from edinbox.sources.spool import publish
+from hub_ops import init, stats
 
 
 class Crash(BaseException):

@@ -18,6 +18,7 @@ from cli.test_cli import cli
 from edinbox import AsyncInbox
 from edinbox.console import create_app
 from edinbox.hub import HubConfig, open_hub
+from edinbox.hub.database import on_inbox
 from edinbox.hub.database._journal import HUB
 from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.hub.partners._ledger import Arrival, Ledger, _next, _previous, normalise, read, record
@@ -52,7 +53,8 @@ def deliver(config: HubConfig, numbers: list[int], *, truncated: int | None = No
 
 def isa13(config: HubConfig) -> Ledger:
     """ACME's ledger at ISA13."""
-    found = asyncio.run(read(config, partner="ZZ:ACMESUPPLY"))
+    window = config.duplicate_window
+    found = asyncio.run(on_inbox(config, lambda inbox: read(inbox, window=window, partner="ZZ:ACMESUPPLY")))
     return next(one for one in found if one.level == "ISA13")
 
 

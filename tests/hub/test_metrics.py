@@ -154,7 +154,7 @@ async def test_journal_gauges_that_cannot_be_refreshed_say_so_once(
     import logging
 
     from edinbox.hub import open_hub
-    from edinbox.hub.ops._ops import init
+    from hub_ops import init
     from servers import PrivatePostgres
 
     (tmp_path / "spool").mkdir()
@@ -274,7 +274,7 @@ async def test_a_hub_labels_a_partner_by_its_agreement_and_an_unknown_one_as_oth
 
     from edinbox.hub import open_hub
     from edinbox.hub.demo._traffic import PARTNERS, Doc, render
-    from edinbox.hub.ops._ops import init
+    from hub_ops import init
 
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -305,7 +305,7 @@ async def test_a_rejected_interchange_with_a_readable_header_keeps_its_partner_a
 
     from edinbox.hub import open_hub
     from edinbox.hub.demo._traffic import PARTNERS, Doc, render
-    from edinbox.hub.ops._ops import init
+    from hub_ops import init
 
     spool = tmp_path / "spool"
     spool.mkdir()

@@ -27,10 +27,10 @@ import pytest
 
 from edinbox.hub.config._model import HubConfig
 from edinbox.hub.demo._traffic import PARTNERS, Doc, render
-from edinbox.hub.ops._ops import init
 from edinbox.loop._outage import WAIT_JITTER, WAIT_MAX
 from edinbox.sources.spool import publish
 from hub.scrape import scrape
+from hub_ops import init
 from servers import PrivateMariaDB, PrivatePostgres, PrivateRabbitMQ, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private database servers are started on Linux")

@@ -16,8 +16,8 @@ import pytest
 
 from edinbox.hub.config._model import HubConfig
 from edinbox.hub.demo._traffic import PARTNERS
-from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
+from hub_ops import init
 from servers import PrivatePostgres
 
 from .test_outage import HubProcess, counts, first_row, invoices, spool_empty, wait_for

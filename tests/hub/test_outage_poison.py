@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub.config._model import HubConfig
-from edinbox.hub.ops._ops import init
+from hub_ops import init
 from servers import PrivateServer
 from sources.test_outages import publish_until_accepted, url_of
 

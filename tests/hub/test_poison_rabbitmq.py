@@ -6,8 +6,8 @@ import aio_pika
 
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub.deliveries._items import HEAD
-from edinbox.hub.ops._ops import list_rows, stats
 from edinbox.sources.rabbitmq import publish
+from hub_ops import list_rows, stats
 from sources.test_rabbitmq import BROKER
 
 from .poison import BAD

@@ -30,10 +30,10 @@ from edinbox._urls import database_url
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub.database._journal import open_inbox
 from edinbox.hub.demo._traffic import PARTNERS, Doc, render
-from edinbox.hub.ops._ops import init
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, first_row, spool_empty, wait_for
+from hub_ops import init
 from servers import PrivateMariaDB, PrivatePostgres
 
 OLD = 300

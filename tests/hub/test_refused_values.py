@@ -11,8 +11,8 @@ import pytest
 
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub.deliveries._items import HEAD
-from edinbox.hub.ops._ops import list_rows, stats
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, stats
 
 from .poison import good
 from .test_poison import files, stored_payload

@@ -20,10 +20,10 @@ from edinbox._errors import TransientError
 from edinbox.hub import HubConfig, open_hub
 from edinbox.hub.config._fault import FaultPoint
 from edinbox.hub.demo._traffic import PARTNERS
-from edinbox.hub.ops._ops import init
 from edinbox.hub.relay._process import RelayProcess
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
+from hub_ops import init
 from servers import free_port
 
 from .test_acknowledgments import agreed

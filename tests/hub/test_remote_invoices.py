@@ -15,10 +15,10 @@ from edinbox.hub import HubConfig
 from edinbox.hub.database._journal import open_inbox
 from edinbox.hub.deliveries._open import open_hub
 from edinbox.hub.demo.accounting_service import AccountingService
-from edinbox.hub.ops._ops import show, stats
 from edinbox.hub.sinks._http import HttpAccounting
 from edinbox.sources.spool import publish
 from hub.test_outage import invoices
+from hub_ops import show, stats
 
 
 async def test_stats_show_and_search_see_the_invoices_the_service_holds(hub_config: HubConfig, tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from edinbox.hub import HubConfig
 from edinbox.hub.demo._traffic import render
-from edinbox.hub.ops._ops import init, stats
 from edinbox.sources.sftp import publish
+from hub_ops import init, stats
 from servers import PrivateSSH
 
 from .test_hub import doc

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub.config._model import HubConfig
-from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
+from hub_ops import init
 
 from .poison import bad_date
 from .test_outage import HubProcess, invoices, spool_empty, wait_for

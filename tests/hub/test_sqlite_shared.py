@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from edinbox.hub.config._model import HubConfig
-from edinbox.hub.ops._ops import init
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, invoices, spool_empty, wait_for
+from hub_ops import init
 
 COUNT = 300
 

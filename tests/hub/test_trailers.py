@@ -13,8 +13,8 @@ import pytest
 from edinbox import edi
 from edinbox.hub import HubConfig
 from edinbox.hub.demo._traffic import render
-from edinbox.hub.ops._ops import list_rows, stats
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, stats
 
 from .test_acknowledgments import EDIFACT, X12, agreed, received, settle
 from .test_hub import doc

@@ -13,13 +13,14 @@ import pytest
 
 from edinbox import ConfigurationError, edi
 from edinbox.hub import HubConfig, load_config, open_hub
+from edinbox.hub.config import Route
 from edinbox.hub.config._model import Agreement
-from edinbox.hub.deliveries._items import REJECT, Item, plan
+from edinbox.hub.deliveries._items import Item, plan
 from edinbox.hub.demo._traffic import render
-from edinbox.hub.ops._ops import show, stats
 from edinbox.hub.partners._acks import Pending, _together
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
+from hub_ops import show, stats
 from received import drain
 
 from .test_hub import X12, doc
@@ -64,7 +65,7 @@ def test_strict_parks_with_the_first_error_and_rejects_with_every_finding() -> N
     """Under "strict" the same interchange is parked, its reason naming the error, and its 997 rejects the set with
     the AK3/AK4 of each finding; a clean one goes through; "off" checks nothing."""
     item = planned(BAD_CODE.replace(b"BIG*20261130", b"BIG*20261332"), validate="strict")
-    assert item.route == REJECT
+    assert item.route == Route.REJECT
     assert "it breaks its implementation guide: 2 errors; the first in 810 0001: BIG01 (373)" in item.reason
     assert "invalid date '20261332'" in item.reason
     assert b"AK3*BIG*2**8~AK4*1*373*8*20261332~AK4*7*640*7*QQ~AK5*R*5~AK9*R*1*1*0~" in ack(item)
@@ -76,7 +77,7 @@ def test_an_overlay_requires_a_po_number() -> None:
     """An agreement requiring BIG04 (the PO number) rejects an invoice without one under "strict", its reason naming
     the element; a missing segment is named as such."""
     item = planned(GOOD, validate="strict", require="BIG04")
-    assert item.route == REJECT
+    assert item.route == Route.REJECT
     assert item.reason.endswith("1 error; the first in 810 0001: BIG04 (324) in segment 2: missing")
     assert b"AK3*BIG*2**8~AK4*4*324*1~AK5*R*5~" in ack(item)
     item = planned(GOOD.replace(b"TDS*10000~", b"").replace(b"SE*9*", b"SE*8*"), validate="strict")

@@ -134,7 +134,7 @@ def test_indexes_are_created_once_and_skipped_when_they_exist(unique_name: str) 
     import asyncio
 
     from edinbox.hub import HubConfig
-    from edinbox.hub.ops._ops import init
+    from hub_ops import init
     from services import drop_database
 
     require_service("mariadb")

@@ -251,7 +251,7 @@ def test_readme_examples_run_in_one_database_beside_a_hub(shared: tuple[str, str
     with another example's, each example's table holds its rows, and the hub still passes its start check."""
     from edinbox.hub import HubConfig
     from edinbox.hub.database._journal import open_inbox, verify
-    from edinbox.hub.ops._ops import init
+    from hub_ops import init
 
     url, engine_url = shared
     config = HubConfig(db=url)

@@ -10,14 +10,16 @@ A command in `edinbox.cli` (which imports these helpers as `_option`, `_setting`
     @_json                                        # --json, on every command
     def list_(*, limit: int, as_json: bool, **settings: Any) -> None:
         cfg = _config(**settings)                 # checked before anything is touched (see below)
-        _echo(_run(_ops.list_rows(cfg, ...)), as_json=as_json)
+        _echo(_opened(cfg, lambda inbox: _ops.list_rows(inbox, ...)), as_json=as_json)
 
 - `setting(flag)` declares a field of `HubConfig` (its description is the help, its default is shown); the value
   arrives unparsed in `**settings` and is typed by the model, with the TOML file and the `EDINBOX_` variables.
 - `hub_settings(settings)` is the check before touching data: the settings (unknown keys, types, durations), the
   driver each URL needs (`needs psycopg: pip install 'edinbox[postgres]'`), and, unless `creates=True` (`init`),
   that the SQLite file and the spool folder exist: a read-only command never creates them. One line, exit 1.
-- `run(coro)` runs a coroutine with edinbox errors as one masked line and exit 1; `echo(data, as_json=...)` prints.
+- `run(coro)` runs a coroutine with edinbox errors as one masked line and exit 1; `opened(cfg, work)` runs
+  `work(inbox)` so, on the one inbox the command opens (an operator function of `edinbox.hub.ops` works on the inbox
+  it is given); `echo(data, as_json=...)` prints.
 
 Text leaves a command at three boundaries, each redacted here once (`edinbox._redact`): what it prints (`echo` for
 values, `say` for a sentence), its `Error:` line (`Commands`), and its log lines (`configure`, installed for every
@@ -32,18 +34,20 @@ import contextlib
 import logging
 import math
 import os
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
 from click.core import ParameterSource
 
+from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, InboxError
 from edinbox._extras import require
 from edinbox._redact import Secrets
 from edinbox._urls import database_url
 from edinbox.hub.config import HubConfig, Settings, load_settings
+from edinbox.hub.database import on_inbox
 from edinbox.hub.ops import render
 
 __all__ = [
@@ -59,6 +63,7 @@ __all__ = [
     "hub_settings",
     "json_option",
     "log_format",
+    "opened",
     "option",
     "run",
     "say",
@@ -147,6 +152,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine, its edinbox errors reported as by `errors`."""
     with errors():
         return asyncio.run(coro)
+
+
+def opened(config: HubConfig, work: Callable[[AsyncInbox], Awaitable[T]]) -> T:
+    """Run `work(inbox)` on the one inbox of `config`'s journal this command opens (closed after), as `run` does."""
+    return run(on_inbox(config, work))
 
 
 def option(*decls: str, **kwargs: Any) -> Callable[[F], F]:

@@ -6,23 +6,24 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from edinbox._async_inbox import AsyncInbox
 from edinbox.cli._commands import MAX_ROWS, command, db_options, hub_settings
 from edinbox.cli._commands import echo as _echo
 from edinbox.cli._commands import hub_config as _config
 from edinbox.cli._commands import json_option as _json
+from edinbox.cli._commands import opened as _opened
 from edinbox.cli._commands import option as _option
-from edinbox.cli._commands import run as _run
 from edinbox.cli._commands import say as _say
 from edinbox.cli._commands import secrets as _secrets
 from edinbox.cli._commands import setting as _setting
 from edinbox.hub import ops as _ops
-from edinbox.hub.config import HubConfig
+from edinbox.hub.config import duration_text
 
 __all__ = ["doctor", "forget", "init", "list_", "migrate", "purge", "replay", "requeue", "show", "stats"]
 
@@ -47,7 +48,7 @@ def init(*, roles: tuple[str, ...], as_json: bool, **settings: Any) -> None:
     SELECT/INSERT/UPDATE/DELETE on the journal and the hub's tables, and their sequences (no DDL).
     """
     cfg = hub_settings(settings, creates=True)
-    _run(_ops.init(cfg, grant=roles))
+    _opened(cfg, lambda inbox: _ops.init(inbox, config=cfg, grant=roles))
     if as_json:
         _echo({"db": cfg.db, "table": cfg.table, "source": cfg.source, "granted": list(roles)}, as_json=True)
         return
@@ -66,7 +67,8 @@ def migrate(*, as_json: bool, **settings: Any) -> None:
 
     Each step runs in one transaction under the schema lock; run it with the owner's rights, before `run`.
     """
-    result = _run(_ops.migrate(_config(**settings)))
+    cfg = _config(**settings)
+    result = _opened(cfg, lambda inbox: _ops.migrate(inbox, table=cfg.table))
     if as_json:
         _echo(result, as_json=True)
     else:
@@ -82,7 +84,8 @@ def migrate(*, as_json: bool, **settings: Any) -> None:
 @_json
 def doctor(*, as_json: bool, **settings: Any) -> None:
     """Check connectivity, the journal schema and unique key, the invoice key, and retention vs the horizon."""
-    checks = _run(_ops.doctor(_config(**settings)))
+    cfg = _config(**settings)
+    checks = _opened(cfg, lambda inbox: _ops.doctor(inbox, config=cfg))
     rows = [{"check": c.name, "status": c.status, "detail": c.detail} for c in checks]
     _echo(rows, as_json=as_json, columns=["check", "status", "detail"])
     if any(c.status == "fail" for c in checks):
@@ -98,7 +101,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
     A consumer with no rows at all (a typo of --consumer?) is said on stderr; the exit status stays 0.
     """
     cfg = _config(**settings)
-    data = _run(_ops.stats(cfg))
+    data = _opened(cfg, _ops.stats)
     if not data["journal_rows"] and not data.get("received") and not data.get("rejected"):
         _say(f"note: consumer {cfg.consumer!r} has no rows in {cfg.table} (is --consumer right?)", err=True)
     _echo(data, as_json=as_json)
@@ -115,7 +118,7 @@ def stats(*, as_json: bool, **settings: Any) -> None:
 @_json
 def list_(*, status: str | None, limit: int, as_json: bool, **settings: Any) -> None:
     """List journal rows (newest first) or parked payloads (--status rejected)."""
-    rows = _run(_ops.list_rows(_config(**settings), status=status, limit=limit))
+    rows = _opened(_config(**settings), lambda inbox: _ops.list_rows(inbox, status=status, limit=limit))
     parked = status == "rejected"
     columns = (
         ["key", "status", "deliveries", "at", "reason"]
@@ -143,11 +146,17 @@ def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any)
     the raw bytes.
     """
     cfg = _config(**settings)
-    data = _run(_ops.show(cfg, key))
+
+    async def read(inbox: AsyncInbox) -> tuple[dict[str, Any] | None, int | None]:
+        data = await _ops.show(inbox, key)
+        if data is None or payload_file is None:
+            return data, None
+        return data, await _ops.write_payload(inbox, key, payload_file)
+
+    data, size = _opened(cfg, read)
     if data is None:
         raise click.ClickException(f"no row {key!r} for consumer {cfg.consumer!r}")
-    if payload_file is not None:
-        size = _run(_ops.write_payload(cfg, key, payload_file))
+    if size is not None:
         click.echo(f"wrote {size} bytes to {payload_file}", err=True)
     if as_json:
         _say(json.dumps(_secrets().data(data), default=str))
@@ -156,7 +165,7 @@ def show(*, key: str, as_json: bool, payload_file: Path | None, **settings: Any)
 
 
 def _change(
-    action: Callable[[HubConfig, str], Coroutine[Any, Any, bool]],
+    action: Callable[[AsyncInbox, str], Awaitable[bool]],
     key: str,
     settings: dict[str, Any],
     *,
@@ -165,7 +174,7 @@ def _change(
     none: str,
 ) -> None:
     """Run a journal change on one key; say `done KEY`, or fail with `none KEY` when no row matched."""
-    if not _run(action(_config(**settings), key)):
+    if not _opened(_config(**settings), lambda inbox: action(inbox, key)):
         raise click.ClickException(f"{none} {key!r}")
     if as_json:
         _echo({"key": key, "done": done}, as_json=True)
@@ -206,7 +215,8 @@ def replay(*, key: str, to: str | None, as_json: bool, **settings: Any) -> None:
     """
     from edinbox.hub.ops import replay as replay_stored
 
-    done = _run(replay_stored(_config(**settings), key, to=to))
+    cfg = _config(**settings)
+    done = _opened(cfg, lambda inbox: replay_stored(inbox, key, to=to or cfg.source))
     if as_json:
         _echo(done, as_json=True)
     else:
@@ -225,7 +235,9 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
     at most --max-rate rows per second, and the parked payloads rejected before that. `run --purge-every` does the
     same periodically."""
     cfg = _config(**settings)
-    with click.progressbar(length=1, label=f"purging rows older than {cfg.retention}", file=sys.stderr) as bar:
+    with click.progressbar(
+        length=1, label=f"purging rows older than {duration_text(cfg.retention)}", file=sys.stderr
+    ) as bar:
         shown = 0
 
         def progress(deleted: int, total: int) -> None:
@@ -234,8 +246,17 @@ def purge(*, batch_size: int, as_json: bool, **settings: Any) -> None:
             bar.update(deleted - shown)
             shown = deleted
 
-        purged = _run(_ops.purge(cfg, older_than=cfg.retention, batch_size=batch_size, progress=progress))
+        purged = _opened(
+            cfg,
+            lambda inbox: _ops.purge(
+                inbox, older_than=cfg.retention, max_rate=cfg.purge_max_rate, batch_size=batch_size, progress=progress
+            ),
+        )
     if as_json:
-        _echo({"purged": purged.rows, "rejected": purged.rejected, "older_than": cfg.retention}, as_json=True)
+        _echo(
+            {"purged": purged.rows, "rejected": purged.rejected, "older_than": duration_text(cfg.retention)},
+            as_json=True,
+        )
     else:
-        click.echo(f"purged {purged.rows} rows and {purged.rejected} rejected payloads older than {cfg.retention}")
+        age = duration_text(cfg.retention)
+        click.echo(f"purged {purged.rows} rows and {purged.rejected} rejected payloads older than {age}")

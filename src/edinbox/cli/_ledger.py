@@ -10,8 +10,8 @@ import click
 from edinbox.cli._commands import command, db_options, hub_settings
 from edinbox.cli._commands import echo as _echo
 from edinbox.cli._commands import json_option as _json
+from edinbox.cli._commands import opened as _opened
 from edinbox.cli._commands import option as _option
-from edinbox.cli._commands import run as _run
 from edinbox.cli._commands import say as _say
 from edinbox.cli._commands import secrets as _secrets
 from edinbox.cli._commands import setting as _setting
@@ -39,7 +39,8 @@ def ledger(*, partner: str | None, levels: tuple[str, ...], as_json: bool, **set
     A gap closes when its number arrives; one that a parked interchange carried names it (rejected/N, see `show`).
     --json prints every partner and level, with its counts and last arrival, findings or not.
     """
-    found = _run(read(hub_settings(settings), partner=partner or None))
+    cfg = hub_settings(settings)
+    found = _opened(cfg, lambda inbox: read(inbox, window=cfg.duplicate_window, partner=partner or None))
     found = [one for one in found if not levels or one.level in levels]
     if as_json:
         _say(json.dumps(_secrets().data([one.as_dict() for one in found]), default=str))

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import InboxError, TransientError
 from edinbox._stopping import stop_on_signals
 from edinbox.cli._commands import MAX_ROWS, command, db_options
@@ -20,13 +21,14 @@ from edinbox.cli._commands import errors as _errors
 from edinbox.cli._commands import hub_config as _config
 from edinbox.cli._commands import json_option as _json
 from edinbox.cli._commands import log_format as _log_format
+from edinbox.cli._commands import opened as _opened
 from edinbox.cli._commands import option as _option
 from edinbox.cli._commands import run as _run
 from edinbox.cli._commands import say as _say
 from edinbox.cli._commands import secrets as _secrets
 from edinbox.cli._commands import setting as _setting
 from edinbox.hub import ops as _ops
-from edinbox.hub.config import HubConfig, log_event
+from edinbox.hub.config import HubConfig, duration_text, log_event
 
 __all__ = ["relay", "run"]
 
@@ -38,7 +40,7 @@ def _routed(cfg: HubConfig, routes: tuple[str, ...]) -> HubConfig:
     """Apply `--route TYPE=ROUTE` options over the configured routes."""
     if not routes:
         return cfg
-    table = dict(cfg.routes)
+    table: dict[str, str] = dict(cfg.routes)
     for entry in routes:
         kind, sep, route = entry.partition("=")
         if not sep or not kind:
@@ -121,7 +123,7 @@ def run(
         gave_up = isinstance(exc.__cause__, TransientError)
         message = exc.format_message()
         if gave_up:
-            message = f"gave up after {cfg.give_up_after}: {(message.strip().splitlines() or [''])[0]}"
+            message = f"gave up after {duration_text(cfg.give_up_after)}: {(message.strip().splitlines() or [''])[0]}"
         code = EXIT_GAVE_UP if gave_up else exc.exit_code
         if log_format == "json":  # the last line a record too, as every line before it
             log_event(logging.getLogger("edinbox.hub"), logging.ERROR, "exited", {"status": code, "error": message})
@@ -227,10 +229,10 @@ def relay(*, once: bool, limit: int, log_format: str, as_json: bool, **settings:
         fault = parse_fault(os.environ.get("EDINBOX_FAULT"))
     _logging(cfg, json=log_format == "json")
 
-    async def serve() -> dict[str, int]:
+    async def serve(inbox: AsyncInbox) -> dict[str, int]:
         stop = stop_on_signals()
-        return await _ops.relay(cfg, stop=stop, once=once, limit=limit, fault=fault)
+        return await _ops.relay(inbox, config=cfg, stop=stop, once=once, limit=limit, fault=fault)
 
-    totals = _run(serve())
+    totals = _opened(cfg, serve)
     done = {"sent": totals.get("sent", 0), "parked": totals.get("parked", 0)}
     click.echo(json.dumps(done) if as_json else f"relayed sent={done['sent']} parked={done['parked']}")

@@ -7,12 +7,13 @@ from typing import Any
 
 import click
 
+from edinbox._async_inbox import AsyncInbox
 from edinbox._payloads import MAX_QUERY
 from edinbox.cli._commands import command, db_options, hub_settings
 from edinbox.cli._commands import echo as _echo
 from edinbox.cli._commands import json_option as _json
+from edinbox.cli._commands import opened as _opened
 from edinbox.cli._commands import option as _option
-from edinbox.cli._commands import run as _run
 
 __all__ = ["export", "search"]
 
@@ -32,7 +33,8 @@ def search(*, text: str, limit: int, as_json: bool, **settings: Any) -> None:
     from edinbox.hub import ops as _store
 
     cfg = hub_settings(settings)
-    _echo(_run(_store.search(cfg, text, limit=limit)), as_json=as_json, columns=["key", "size", "kept_at"])
+    found = _opened(cfg, lambda inbox: _store.search(inbox, text, limit=limit))
+    _echo(found, as_json=as_json, columns=["key", "size", "kept_at"])
 
 
 search.help = (search.help or "").replace("%d", str(MAX_QUERY))
@@ -59,11 +61,15 @@ def export(*, key: str, out: Path | None, as_json: bool, **settings: Any) -> Non
     from edinbox.hub.ops import show
 
     cfg = hub_settings(settings)
-    shown = _run(show(cfg, key))
-    if shown is None or shown.get("status") in ("rejected", "parked"):
-        raise click.ClickException(f"no journal row {key!r} for consumer {cfg.consumer!r}")
-    target = out if out is not None else Path(f"export-{shown['message_id']}".replace("/", "_"))
-    files = _run(_store.export(cfg, key, target, shown=shown))
+
+    async def bundle(inbox: AsyncInbox) -> tuple[Path, list[str]]:
+        shown = await show(inbox, key)
+        if shown is None or shown.get("status") in ("rejected", "parked"):
+            raise click.ClickException(f"no journal row {key!r} for consumer {cfg.consumer!r}")
+        target = out if out is not None else Path(f"export-{shown['message_id']}".replace("/", "_"))
+        return target, await _store.export(inbox, key, target, shown=shown)
+
+    target, files = _opened(cfg, bundle)
     folder = f"cd {target}"
     if target.name.endswith((".tar", ".tar.gz", ".tgz")):
         folder = f"mkdir bundle && tar xf {target} -C bundle && cd bundle"

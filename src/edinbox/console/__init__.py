@@ -173,11 +173,10 @@ async def _verify(config: HubConfig, stop: asyncio.Event | None = None) -> bool:
     """Check the schema once the database answers: an outage at start is waited out (one line when it starts, one
     when it ends), as the hub does; only a configuration or schema error ends the console. False when `stop` was set
     while waiting."""
-    from edinbox.hub.config import give_up_after
     from edinbox.hub.database import open_inbox, verify_found
     from edinbox.loop import Outage, Stopped
 
-    outage = Outage(LOGGER, give_up_after=give_up_after(config))
+    outage = Outage(LOGGER, give_up_after=config.give_up_after)
     async with open_inbox(config) as inbox:
         try:
             await outage.call(lambda: verify_found(inbox), stop=stop)

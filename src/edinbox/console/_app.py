@@ -31,9 +31,9 @@ from edinbox.console._chart import COLORS, stacked
 from edinbox.console._guard import Access, guard
 from edinbox.console._story import story
 from edinbox.hub import partners as _ledger
-from edinbox.hub.config import HubConfig
+from edinbox.hub.config import HubConfig, duration_text
 from edinbox.hub.database import open_inbox, verify_found
-from edinbox.hub.ops import list_rows, show, split_key
+from edinbox.hub.ops import find, list_rows
 
 __all__ = ["create_app"]
 
@@ -71,11 +71,10 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from edinbox.console import LOGGER
-        from edinbox.hub.config import give_up_after
         from edinbox.loop import Outage
 
         async with open_inbox(config) as inbox:
-            await Outage(LOGGER, give_up_after=give_up_after(config)).call(lambda: verify_found(inbox))
+            await Outage(LOGGER, give_up_after=config.give_up_after).call(lambda: verify_found(inbox))
             app.state.inbox = inbox
             yield
 
@@ -116,20 +115,19 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
 
     async def message(request: Request) -> Response:
         key = request.query_params.get("key", "")
+        inbox = request.app.state.inbox
         try:
-            data = await show(config, key)
+            found = await find(inbox, key)  # the row and its kept payload, read once
         except TransientError:
             raise  # the 503 page: the key may well exist
         except InboxError as exc:
             return page(request, "error.html", 400, message=str(exc))
-        if data is None:
+        if found is None:
             return page(request, "error.html", 404, message=f"no journal row {key!r} for consumer {config.consumer!r}")
+        data, record, kept = found.data, found.record, found.kept
         done = request.query_params.get("done", "")
         if data["status"] == "rejected":
             return page(request, "rejected.html", key=key, row=data, done=done, actions=_data.REJECTED_ACTIONS)
-        inbox = request.app.state.inbox
-        record = await inbox.get(*split_key(key))  # the payloads as bytes
-        kept = await inbox.payload(*split_key(key))  # the message store's copy (keep_payloads)
         payload = kept.payload if kept is not None else record.payload if record else None
         return page(
             request,
@@ -150,7 +148,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
         kind = request.path_params["kind"]
         if kind not in PARKED:
             return page(request, "error.html", 404, message="no such list")
-        rows = await list_rows(config, status=kind, limit=200)
+        rows = await list_rows(request.app.state.inbox, status=kind, limit=200)
         return page(
             request, "parked.html", kind=kind, rows=rows, actions=_data.ACTIONS, rejected_actions=_data.REJECTED_ACTIONS
         )
@@ -188,7 +186,7 @@ def create_app(config: HubConfig, *, access: Access | None = None) -> Starlette:
             return refuse(request, 400, "partner: a NUL is not allowed")
         ledgers = await _data.partners(config, request.app.state.inbox, partner=partner)
         findings = _ledger.findings(ledgers)
-        window = config.duplicate_window
+        window = duration_text(config.duplicate_window)
         return page(request, "partners.html", partner=partner, ledgers=ledgers, findings=findings, window=window)
 
     async def audit(request: Request) -> Response:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
-from edinbox import edi
+from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox.console._data import trace_ids
 from edinbox.hub.database import has_hub
@@ -60,7 +60,7 @@ async def story(inbox: AsyncInbox, key: str, row: dict[str, Any]) -> list[Part]:
         normal = normalise(message_id)
         numbers = {"consumer": inbox.consumer, "partner": edi.partner(source), "number": normal[0] if normal else ""}
 
-        async def read(tx: Any) -> None:
+        async def read(tx: AsyncTransaction) -> None:
             deliveries.extend(await tx.unit.fetch("console_story_deliveries", params))
             invoices.extend(await tx.unit.fetch("console_story_invoices", params))
             parked.extend(await tx.unit.fetch("console_story_parked", {"consumer": inbox.consumer, **fingerprints}))

@@ -6,7 +6,15 @@ raises Stopped when the event is set while it waits for them at start. Invoices 
 `SqlAccounting` (a table in the journal's transaction) by default.
 """
 
-from edinbox.hub.config import DEFAULT_ROUTES, FaultPoint, HubConfig, load_config, parse_duration, parse_fault
+from edinbox.hub.config import (
+    DEFAULT_ROUTES,
+    FaultPoint,
+    HubConfig,
+    duration_text,
+    load_config,
+    parse_duration,
+    parse_fault,
+)
 from edinbox.hub.deliveries import Hub, open_hub
 from edinbox.hub.sinks import Accounting, Created, SqlAccounting
 from edinbox.loop import Stopped
@@ -20,6 +28,7 @@ __all__ = [
     "HubConfig",
     "SqlAccounting",
     "Stopped",
+    "duration_text",
     "load_config",
     "open_hub",
     "parse_duration",

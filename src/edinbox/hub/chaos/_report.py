@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edinbox import AsyncTransaction
 from edinbox.hub.config import HubConfig
 from edinbox.hub.database import counts, open_inbox
 
@@ -34,7 +35,7 @@ async def tally(config: HubConfig) -> Tally:
     """Read the invoice keys, the effect counters and the settled interchanges in one read transaction."""
     async with open_inbox(config) as inbox:
 
-        async def read(tx: Any) -> Tally:
+        async def read(tx: AsyncTransaction) -> Tally:
             keys = await tx.unit.fetch("hub_invoice_keys", {})
             processed = await tx.unit.fetch("hub_processed_keys", {"consumer": config.consumer})
             found = await counts(tx, consumer=config.consumer)

@@ -48,6 +48,7 @@ from edinbox.hub.chaos import _as2 as _chaos_as2
 from edinbox.hub.chaos import _traffic as _bad
 from edinbox.hub.chaos._report import ChaosReport, InvoiceKey, Tally, tally
 from edinbox.hub.config import HubConfig
+from edinbox.hub.database import on_inbox
 from edinbox.hub.demo import generate
 from edinbox.hub.ops import init
 from edinbox.sources import open_source
@@ -258,7 +259,7 @@ def _drive(
 
 def _prepare(config: HubConfig) -> None:
     """Create the tables (`edinbox init`) and refuse tables that already hold invoices or settled interchanges."""
-    asyncio.run(init(config))
+    asyncio.run(on_inbox(config, lambda inbox: init(inbox, config=config)))
     before = asyncio.run(tally(config))
     if before.invoices or before.settled:
         raise ConfigurationError(

@@ -4,21 +4,21 @@ setting came from (the TOML file, `EDINBOX_` variables, flags), the fault points
 
 from edinbox.hub.config._fault import FaultPoint, parse_fault
 from edinbox.hub.config._log import LOGGER, configure, log_event, rendering_json, settled
-from edinbox.hub.config._model import BYPASS, DEFAULT_ROUTES, INBOX, Agreement, HubConfig, give_up_after, parse_duration
+from edinbox.hub.config._model import DEFAULT_ROUTES, Agreement, HubConfig, Route, parse_duration
 from edinbox.hub.config._settings import Settings, example_toml, load_config, load_settings
+from edinbox.hub.config._values import duration_text
 
 __all__ = [
-    "BYPASS",
     "DEFAULT_ROUTES",
-    "INBOX",
     "LOGGER",
     "Agreement",
     "FaultPoint",
     "HubConfig",
+    "Route",
     "Settings",
     "configure",
+    "duration_text",
     "example_toml",
-    "give_up_after",
     "load_config",
     "load_settings",
     "log_event",

@@ -20,10 +20,20 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import timedelta
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -43,6 +53,7 @@ from edinbox.hub.config._values import (
     consumer_name,
     database,
     duration,
+    duration_text,
     lease_duration,
     limited,
     optional_duration,
@@ -66,13 +77,24 @@ __all__ = [
     "PURGE_MAX_RATE",
     "Agreement",
     "HubConfig",
+    "Route",
     "describe",
     "parse_duration",
     "parse_size",
 ]
 
-INBOX = "inbox"
-BYPASS = "bypass"
+
+class Route(StrEnum):
+    """Where an item of a delivery goes (an interchange, or a whole payload that is not one); its value is the text
+    the settings, the logs and the traces use."""
+
+    INBOX = "inbox"
+    """Through the inbox: journaled by its key, its invoices created once."""
+    BYPASS = "bypass"
+    """Around the inbox (a naturally idempotent message type: acknowledgments): acked, nothing journaled."""
+    REJECT = "reject"
+    """Parked with its reason in the rejected table (data that can never be processed); never a setting's value."""
+
 
 MAX_PAYLOAD = 32 * 1024 * 1024
 """The default `max_payload`: a delivery bigger than this is parked with its reason, never parsed."""
@@ -81,23 +103,18 @@ PURGE_MAX_RATE = 10000.0
 """The default `purge_max_rate`: rows per second that keep `process()`'s p99 within 1.5x during a purge
 (bench/purge.py, docs/scaling.md)."""
 
-DEFAULT_ROUTES: Mapping[str, str] = MappingProxyType(
+DEFAULT_ROUTES: Mapping[str, Route] = MappingProxyType(
     {
-        "INVOIC": INBOX,
-        "810": INBOX,
+        "INVOIC": Route.INBOX,
+        "810": Route.INBOX,
         # acknowledgments are naturally idempotent: a second copy changes nothing
-        "997": BYPASS,
-        "999": BYPASS,
-        "TA1": BYPASS,
-        "CONTRL": BYPASS,
-        "APERAK": BYPASS,
+        "997": Route.BYPASS,
+        "999": Route.BYPASS,
+        "TA1": Route.BYPASS,
+        "CONTRL": Route.BYPASS,
+        "APERAK": Route.BYPASS,
     }
 )
-
-
-def give_up_after(config: HubConfig) -> timedelta | None:
-    """How long the hub waits out one outage before it gives up (None: for ever)."""
-    return parse_duration(config.give_up_after) if config.give_up_after else None
 
 
 def _routes(value: object) -> object:
@@ -106,9 +123,9 @@ def _routes(value: object) -> object:
         raise ValueError(f'expected a table of TYPE = "inbox" | "bypass", got {value!r}')
     routes = {**DEFAULT_ROUTES, **{str(k).upper(): v for k, v in value.items()}}
     for kind, route in routes.items():
-        if route not in (INBOX, BYPASS):
+        if route not in (Route.INBOX, Route.BYPASS):
             raise ValueError(f"{kind}: expected 'inbox' or 'bypass', got {route!r}")
-    return routes
+    return {kind: Route(route) for kind, route in routes.items()}
 
 
 ACKNOWLEDGMENTS = ("997", "999", "none")
@@ -228,9 +245,11 @@ def _partners(value: object) -> object:
 
 Count = Annotated[int, BeforeValidator(whole_number), Field(ge=1)]
 Seconds = Annotated[float, BeforeValidator(seconds)]
-Duration = Annotated[str, BeforeValidator(duration)]
+Shown = PlainSerializer(duration_text)
+"""A duration setting dumped as the file writes it (`7d`; empty for none), for `config --show` and the relay child."""
+Duration = Annotated[timedelta, BeforeValidator(duration), Shown]
+Period = Annotated[timedelta | None, BeforeValidator(period), Shown]
 Text = Annotated[str, BeforeValidator(text_only)]
-Route = Literal["inbox", "bypass"]
 
 
 class HubConfig(BaseSettings):
@@ -266,28 +285,30 @@ class HubConfig(BaseSettings):
         2, description="handler failures retried at once; after them a failed message waits (--retry-first)"
     )
     retry_first: Duration = Field(
-        "15s", description="a failed message's first wait before its next attempt; each later wait x4, at most 10m"
+        timedelta(seconds=15),
+        description="a failed message's first wait before its next attempt; each later wait x4, at most 10m",
     )
     horizon: Duration = Field(
-        "7d", description="the longest time a message can come back (broker, retries, operator replay)"
+        timedelta(days=7), description="the longest time a message can come back (broker, retries, operator replay)"
     )
     retention: Duration = Field(
-        "30d", description="journal rows older than this may be purged (never shorter than the horizon)"
+        timedelta(days=30), description="journal rows older than this may be purged (never shorter than the horizon)"
     )
     duplicate_window: Duration = Field(
-        "30d", description="`edinbox ledger`: a control number sent again within this long is a duplicate"
+        timedelta(days=30), description="`edinbox ledger`: a control number sent again within this long is a duplicate"
     )
-    purge_every: Annotated[str, BeforeValidator(period)] = Field(
-        "1h", description='`run` purges rows older than the retention this often (as `edinbox purge`); "off": never'
+    purge_every: Period = Field(
+        timedelta(hours=1),
+        description='`run` purges rows older than the retention this often (as `edinbox purge`); "off": never',
     )
     purge_max_rate: Annotated[float, BeforeValidator(rows_per_second)] = Field(
         PURGE_MAX_RATE, description="a purge deletes at most this many rows per second (inf: no limit)"
     )
-    lease: Annotated[str, BeforeValidator(lease_duration)] = Field(
-        "5m", description="lease mode (an HTTP accounting sink): how long a claim is held"
+    lease: Annotated[timedelta, BeforeValidator(lease_duration), Shown] = Field(
+        timedelta(minutes=5), description="lease mode (an HTTP accounting sink): how long a claim is held"
     )
-    give_up_after: Annotated[str, BeforeValidator(optional_duration)] = Field(
-        "", description='exit 2 when a dependency stays down this long; "" waits for ever'
+    give_up_after: Annotated[timedelta | None, BeforeValidator(optional_duration), Shown] = Field(
+        None, description='exit 2 when a dependency stays down this long; "" waits for ever'
     )
     non_edi: Literal["reject", "inbox"] = Field(
         "reject", description='payloads that do not parse: "reject" (park) or "inbox" (keyed by producer id)'
@@ -316,8 +337,10 @@ class HubConfig(BaseSettings):
     metrics_public: bool = Field(
         False, description="allow a metrics_host beyond loopback: /metrics has no authentication (a warning is logged)"
     )
-    default_route: Route = Field("inbox", description="the route of a message type [routes] does not name")
-    routes: Annotated[dict[str, str], BeforeValidator(_routes)] = Field(
+    default_route: Annotated[Literal["inbox", "bypass"], AfterValidator(Route)] = Field(
+        "inbox", description="the route of a message type [routes] does not name"
+    )
+    routes: Annotated[dict[str, Route], BeforeValidator(_routes)] = Field(
         default_factory=lambda: dict(DEFAULT_ROUTES), description='message type -> "inbox" | "bypass"'
     )
     relay: bool = Field(True, description="`run` also relays the outbox (acknowledgments) to its destinations")
@@ -427,7 +450,7 @@ class HubConfig(BaseSettings):
                 check_url(
                     self.source,
                     consumer=self.consumer,
-                    horizon=parse_duration(self.horizon),
+                    horizon=self.horizon,
                     max_payload=self.max_payload,
                     batch=self.batch_size,
                 )
@@ -449,9 +472,9 @@ class HubConfig(BaseSettings):
         """Keywords only: the variables and the file are read by `_settings`, for the command line."""
         return (init_settings,)
 
-    def route(self, message_type: str) -> str:
-        """The route ("inbox" or "bypass") for a message type such as INVOIC, 810, 997 or CONTRL."""
-        return self.routes.get(message_type.upper(), self.default_route)
+    def route(self, message_type: str) -> Route:
+        """The route (inbox or bypass) for a message type such as INVOIC, 810, 997 or CONTRL."""
+        return self.routes.get(message_type.upper(), Route(self.default_route))
 
     def with_overrides(self, **values: Any) -> HubConfig:
         """A copy with the given fields replaced and validated; None values (an unset flag) keep the current value."""

@@ -31,6 +31,7 @@ __all__ = [
     "consumer_name",
     "database",
     "duration",
+    "duration_text",
     "lease_duration",
     "limited",
     "nonempty_name",
@@ -118,15 +119,31 @@ def seconds(value: object) -> object:
     raise ValueError(f"expected a number of seconds, got {value!r}")
 
 
-def duration(value: object) -> object:
-    """A duration text with its unit, kept as written (`7d`), at most MAX_DURATION."""
+def duration(value: object) -> timedelta:
+    """A duration text with its unit (`7d`), or a timedelta, as a timedelta of at most MAX_DURATION: settings are
+    parsed here, once, and every reader after gets the timedelta."""
+    if isinstance(value, timedelta):
+        if not timedelta(0) <= value <= MAX_DURATION:
+            raise ValueError(f"expected a duration from 0 to {MAX_DURATION.days // 365} years, got {value}")
+        return value
     if isinstance(value, str) and _DURATION.match(value):
         try:
-            parse_duration(value)
+            return parse_duration(value)
         except ConfigurationError as exc:
             raise ValueError(str(exc)) from None
-        return value.strip()
     raise ValueError(f"expected {_DURATION_HINT}, got {shown(value)}")
+
+
+def duration_text(value: timedelta | None) -> str:
+    """A duration setting as a file or a flag gives it: the largest unit that holds it whole (`7d`, `90m`, `15s`);
+    empty for none. `parse_duration` reads it back to the same timedelta."""
+    if value is None:
+        return ""
+    seconds = value.total_seconds()
+    for unit in ("d", "h", "m"):
+        if seconds and seconds % _UNITS[unit] == 0:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{seconds:g}s"
 
 
 def shown(value: object) -> str:
@@ -135,17 +152,17 @@ def shown(value: object) -> str:
     return text if len(text) <= 80 else f"{text[:60]}...({len(text)} characters)"
 
 
-def lease_duration(value: object) -> object:
+def lease_duration(value: object) -> timedelta:
     """A duration longer than zero."""
-    text = duration(value)
-    if parse_duration(str(text)) <= timedelta(0):
-        raise ValueError(f"expected a duration longer than zero, got {value!r}")
-    return text
+    span = duration(value)
+    if span <= timedelta(0):
+        raise ValueError(f"expected a duration longer than zero, got {shown(value)}")
+    return span
 
 
-def optional_duration(value: object) -> object:
-    """A duration, or empty for "never"."""
-    return "" if value in ("", None) else duration(value)
+def optional_duration(value: object) -> timedelta | None:
+    """A duration, or empty for "never" (None)."""
+    return None if value in ("", None) else duration(value)
 
 
 def rows_per_second(value: object) -> object:
@@ -162,14 +179,14 @@ def rows_per_second(value: object) -> object:
     return rate
 
 
-def period(value: object) -> object:
-    """A duration longer than zero, or "off" (or empty) for "never", kept as empty."""
+def period(value: object) -> timedelta | None:
+    """A duration longer than zero, or "off" (or empty) for "never" (None)."""
     if value in ("", None) or (isinstance(value, str) and value.strip().lower() == "off"):
-        return ""
-    text = duration(value)
-    if parse_duration(str(text)) <= timedelta(0):
-        raise ValueError(f"expected a duration longer than zero (or off: never), got {value!r}")
-    return text
+        return None
+    span = duration(value)
+    if span <= timedelta(0):
+        raise ValueError(f"expected a duration longer than zero (or off: never), got {shown(value)}")
+    return span
 
 
 def byte_size(value: object) -> object:

@@ -2,7 +2,7 @@
 tables beside it, and the purge that keeps both within their retention.
 """
 
-from edinbox.hub.database._journal import HUB, open_inbox, verify, verify_found
+from edinbox.hub.database._journal import HUB, on_inbox, open_inbox, verify, verify_found
 from edinbox.hub.database._purge import Purged, Purger, check_purge, purge, purgeable, purges
 from edinbox.hub.database._tables import (
     COUNTED,
@@ -30,6 +30,7 @@ __all__ = [
     "counts",
     "create_partner_index",
     "has_hub",
+    "on_inbox",
     "open_inbox",
     "park",
     "park_reasons",

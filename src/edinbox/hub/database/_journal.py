@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.resources import files
+from typing import TypeVar
 
 from edinbox import Application, AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
 from edinbox._retry import Retry
 from edinbox._urls import database_url, mask
-from edinbox.hub.config import HubConfig, parse_duration
+from edinbox.hub.config import HubConfig
 from edinbox.hub.database._tables import CREATE, INIT_HINT, check_privileges, check_tables, has_hub
 
 __all__ = ["HUB", "open_inbox", "verify", "verify_found"]
@@ -51,8 +52,8 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         consumer=config.consumer,
         table=config.table,
         max_attempts=config.max_attempts,
-        retry=Retry(immediate=config.retry_immediate, first=parse_duration(config.retry_first)),
-        horizon=parse_duration(config.horizon),
+        retry=Retry(immediate=config.retry_immediate, first=config.retry_first),
+        horizon=config.horizon,
         dead_letters=config.dead_letters or None,
         keep_payloads=config.keep_payloads,
         payload_cap=config.payload_cap,
@@ -62,6 +63,16 @@ async def open_inbox(config: HubConfig) -> AsyncIterator[AsyncInbox]:
         yield inbox
     finally:
         await inbox.aclose()
+
+
+T = TypeVar("T")
+
+
+async def on_inbox(config: HubConfig, work: Callable[[AsyncInbox], Awaitable[T]]) -> T:
+    """`work(inbox)` on the journal of `config`, opened for it and closed after: how a one-shot caller (a command, the
+    demo) gives an operator function (`edinbox.hub.ops`) the inbox it works on."""
+    async with open_inbox(config) as inbox:
+        return await work(inbox)
 
 
 def _check_folder(db: str) -> None:

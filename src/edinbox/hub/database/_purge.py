@@ -17,13 +17,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import check_retention
 from edinbox._errors import ConfigurationError, TransientError
 from edinbox._urls import database_url
-from edinbox.hub.config import LOGGER, HubConfig, log_event, parse_duration
+from edinbox.hub.config import LOGGER, HubConfig, duration_text, log_event
 from edinbox.hub.database._journal import open_inbox
 from edinbox.hub.database._tables import has_hub
 from edinbox.loop import Outage, unless_stopped
@@ -53,32 +54,32 @@ async def purgeable(inbox: AsyncInbox, consumer: str, age: timedelta) -> int:
 
 
 async def purge(
-    config: HubConfig,
+    inbox: AsyncInbox,
     *,
-    older_than: str,
+    older_than: timedelta,
+    max_rate: float,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[int, int], None] | None = None,
     interval: float = 0.5,
 ) -> Purged:
-    """Delete settled journal rows older than `older_than` (e.g. 30d) in bounded batches, at most
-    `config.purge_max_rate` rows per second, then the parked payloads rejected before that; return how many of each.
+    """Delete `inbox`'s settled journal rows older than `older_than` in bounded batches, at most `max_rate` rows per
+    second (`purge_max_rate`), then the parked payloads rejected before that; return how many of each.
 
     `progress(deleted_so_far, total)` is called while the purge runs (it counts the purgeable rows left).
     """
-    age = parse_duration(older_than)
-    async with open_inbox(config) as inbox:
-        total = await purgeable(inbox, config.consumer, age) if progress else 0
-        task = asyncio.ensure_future(inbox.purge(age, batch_size=batch_size, max_rate=config.purge_max_rate))
-        try:
-            while progress is not None and total and not task.done():
-                await asyncio.wait({task}, timeout=interval)
-                left = None if task.done() else await _left(inbox, config.consumer, age, task)
-                if left is not None:
-                    progress(max(0, total - left), total)
-            deleted = int(await task)
-        finally:
-            await _finish(task)
-        rejected = await purge_rejected(inbox, consumer=config.consumer, older_than=age)
+    consumer = inbox.consumer
+    total = await purgeable(inbox, consumer, older_than) if progress else 0
+    task = asyncio.ensure_future(inbox.purge(older_than, batch_size=batch_size, max_rate=max_rate))
+    try:
+        while progress is not None and total and not task.done():
+            await asyncio.wait({task}, timeout=interval)
+            left = None if task.done() else await _left(inbox, consumer, older_than, task)
+            if left is not None:
+                progress(max(0, total - left), total)
+        deleted = int(await task)
+    finally:
+        await _finish(task)
+    rejected = await purge_rejected(inbox, consumer=consumer, older_than=older_than)
     if progress is not None and total:
         progress(min(deleted, total), total)
     return Purged(rows=deleted, rejected=rejected)
@@ -108,7 +109,7 @@ async def _finish(task: asyncio.Future[int]) -> None:
 def purges(config: HubConfig) -> bool:
     """Whether `run` purges beside its batch loop: `purge_every` is not off, and the journal is not in the hub's
     memory (the purge works on a connection of its own, which would see another, empty, database)."""
-    return bool(config.purge_every) and not database_url(config.db).in_memory
+    return config.purge_every is not None and not database_url(config.db).in_memory
 
 
 def check_purge(config: HubConfig) -> None:
@@ -117,7 +118,7 @@ def check_purge(config: HubConfig) -> None:
     if not purges(config):
         return
     try:
-        check_retention(parse_duration(config.retention), horizon=parse_duration(config.horizon))
+        check_retention(config.retention, horizon=config.horizon)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{exc}: set a longer retention, or --purge-every off") from None
 
@@ -130,7 +131,7 @@ class Purger:
         retention is shorter than the horizon (the hub must not start with a purge that can never run)."""
         check_purge(config)
         self.config = config
-        self.every = parse_duration(config.purge_every).total_seconds()
+        self.every = config.purge_every.total_seconds() if config.purge_every else 0.0
         self.stop = stop
         self.metrics = metrics
         self.logger = logging.getLogger(LOGGER)
@@ -149,7 +150,8 @@ class Purger:
     async def step(self) -> Purged | None:
         """One purge; None when the database failed (logged once per outage: the next period tries again)."""
         try:
-            purged = await purge(self.config, older_than=self.config.retention)
+            async with open_inbox(self.config) as inbox:  # a connection of its own, beside the batch loop's
+                purged = await purge(inbox, older_than=self.config.retention, max_rate=self.config.purge_max_rate)
         except TransientError as exc:
             self.outage.went_down(exc)
             return None
@@ -158,7 +160,7 @@ class Purger:
         self.rows += purged.rows
         if self.metrics is not None:
             self.metrics.purged(consumer=self.config.consumer, rows=purged.rows)
-        fields = {"rows": purged.rows, "rejected": purged.rejected, "older_than": self.config.retention}
+        fields = {"rows": purged.rows, "rejected": purged.rejected, "older_than": duration_text(self.config.retention)}
         log_event(self.logger, logging.INFO, "purged", fields)
         return purged
 
@@ -172,7 +174,7 @@ async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timede
         return 0
     params = {"consumer": consumer, "older_than": older_than}
 
-    async def purge(tx: Any) -> int:
+    async def purge(tx: AsyncTransaction) -> int:
         await tx.unit.run("hub_purge_answers", params)
         await tx.unit.run("hub_purge_as2_receipts", params)
         await tx.unit.run("hub_purge_ledger", params)

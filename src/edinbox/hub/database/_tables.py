@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError, SchemaError
+from edinbox.loop import DeliveryOutcome
+from edinbox.stores import run_rows
 
 __all__ = [
     "COUNTED",
@@ -53,7 +55,15 @@ SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_me
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
 index (`console_index_partner`) needs an extension on PostgreSQL and is created apart (see `create_partner_index`)."""
 
-COUNTED = ("processed", "resent", "duplicate", "conflict", "dead", "rejected", "bypassed")
+COUNTED = (
+    DeliveryOutcome.PROCESSED,
+    DeliveryOutcome.RESENT,
+    DeliveryOutcome.DUPLICATE,
+    DeliveryOutcome.CONFLICT,
+    DeliveryOutcome.DEAD,
+    DeliveryOutcome.REJECTED,
+    DeliveryOutcome.BYPASSED,
+)
 """What became of each delivered item (an interchange of a delivery, or a whole payload that is not one), counted
 once per delivery, redeliveries included, committed with the batch that settled it; `received` is their sum.
 
@@ -122,7 +132,7 @@ CREATE = (
 (`Application.create`: `create_schema()`, so `edinbox init`, runs them in the journal's transaction)."""
 
 
-async def create_partner_index(tx: Any) -> None:
+async def create_partner_index(tx: AsyncTransaction) -> None:
     """Create the partner search's index and the extension it needs (pg_trgm on PostgreSQL); only `init` calls it."""
     await tx.unit.run("console_extensions", {})
     await tx.unit.run("console_index_partner", {})
@@ -165,25 +175,18 @@ async def check_privileges(inbox: AsyncInbox) -> None:
         )
 
 
-async def count(tx: Any, *, consumer: str, counts: Mapping[str, int], shard: int) -> None:
-    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction: one statement on
-    PostgreSQL (an array of outcomes and one of counts), elsewhere one batch of statements.
+async def count(tx: AsyncTransaction, *, consumer: str, counts: Mapping[str, int], shard: int) -> None:
+    """Add per-outcome delivery counts to one shard's rows (`SHARDS`), in the caller's transaction, in one call
+    (`edinbox.stores.run_rows`: one statement over arrays on PostgreSQL, one batch of statements elsewhere).
 
     The outcomes are updated in one order (sorted: the array's order on PostgreSQL), so two transactions on one shard
     never lock its rows in opposite orders (a deadlock).
     """
-    outcomes = [o for o in sorted(counts) if counts[o]]
-    if not outcomes:
-        return
-    if tx.dialect == "postgresql":
-        params = {"consumer": consumer, "shard": shard, "outcomes": outcomes, "counts": [counts[o] for o in outcomes]}
-        await tx.unit.run("hub_count_batch", params)
-        return
-    rows = [{"consumer": consumer, "outcome": o, "shard": shard, "n": counts[o]} for o in outcomes]
-    await tx.unit.run_many("hub_count", rows)
+    rows = [{"outcome": o, "n": counts[o]} for o in sorted(counts) if counts[o]]
+    await run_rows(tx, "hub_count", rows, consumer=consumer, shard=shard)
 
 
-async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
+async def park(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:
     """Keep payloads that cannot be processed (once per content; a redelivery counts one more delivery), in the
     caller's transaction, in one batch of statements."""
     rows = [
@@ -200,7 +203,7 @@ async def park(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
         await tx.unit.run_many("hub_park", rows)
 
 
-async def park_reasons(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> None:
+async def park_reasons(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:
     """Rewrite the reason of payloads parked by `park` (the row of each fingerprint that its delivery parked), in the
     caller's transaction: where the source kept a whole payload, known only once it rejected the delivery."""
     rows = [
@@ -210,8 +213,8 @@ async def park_reasons(tx: Any, *, consumer: str, parked: Sequence[Parked]) -> N
         await tx.unit.run_many("hub_park_reason", rows)
 
 
-async def counts(tx: Any, *, consumer: str) -> dict[str, int]:
+async def counts(tx: AsyncTransaction, *, consumer: str) -> dict[str, int]:
     """Counters for one consumer (summed over the shards), with every counted outcome present (0 when never seen)."""
-    found = dict.fromkeys(COUNTED, 0)
+    found: dict[str, int] = dict.fromkeys(COUNTED, 0)
     found.update({str(k): int(v) for k, v in await tx.unit.fetch("hub_counts", {"consumer": consumer})})
     return found

@@ -16,18 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from edinbox import AsyncTransaction
 from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
-from edinbox._records import Tx
 from edinbox.edi import partner
 from edinbox.hub import partners as ledger
-from edinbox.hub.config import BYPASS, INBOX
+from edinbox.hub.config import Route
 from edinbox.hub.database import SHARDS, Parked, count, park
-from edinbox.hub.deliveries._items import HEAD, REJECT, Item, cut, refused
+from edinbox.hub.deliveries._items import HEAD, Item, cut, refused
 from edinbox.hub.deliveries._spans import Spans
 from edinbox.hub.partners import COUNTER, REJECTION, Acknowledger, Pending, Refusal, delivery_id, noticed
 from edinbox.hub.sinks import Accounting, Created, keep_remote
+from edinbox.loop import HANDLED, DeliveryOutcome, Lifecycle, Stage
 from edinbox.sources import Delivery
 
 __all__ = ["Batch", "Work"]
@@ -39,10 +40,12 @@ class Work:
 
     delivery: Delivery
     items: list[Item]
-    outcomes: dict[int, str] = field(default_factory=dict)
+    outcomes: dict[int, DeliveryOutcome] = field(default_factory=dict)
     unsettled: bool = False
     delay: float | None = None
     """Seconds before the delivery may come back: the longest wait of its messages for their retry time."""
+    lifecycle: Lifecycle = field(default_factory=lambda: Lifecycle(Stage.PLANNED))
+    """Where the delivery is: planned when its work is made, then settled and handed back (`edinbox.loop.Stage`)."""
 
 
 class Batch:
@@ -67,7 +70,7 @@ class Batch:
         self.accounting = accounting
         self.consumer = consumer
         self.acknowledger = acknowledger
-        self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == INBOX]
+        self.entries = [(w, i, item) for w in work for i, item in enumerate(w.items) if item.route == Route.INBOX]
         self.by_key: dict[Key, Item] = {}
         self.delivery: dict[Key, Delivery] = {}
         """The delivery whose item of a key the inbox settles (the first in the batch)."""
@@ -76,7 +79,7 @@ class Batch:
                 self.by_key[item.message.key] = item
                 self.delivery[item.message.key] = w.delivery
         self.messages = [item.message for _, _, item in self.entries if item.message is not None]
-        self.effects: dict[Key, str] = {}
+        self.effects: dict[Key, DeliveryOutcome] = {}
         self.remote: dict[Key, Created] = {}
         """What a remote sink did with each message settled alone (lease mode), kept by `keep` once it completes."""
         self.counted: set[Key] = set()
@@ -94,7 +97,7 @@ class Batch:
         position = {id(w): n for n, w in enumerate(self.work)}
         return [self.spans.spans[position[id(w)]] for w, _, item in self.entries if item.message is not None]
 
-    async def create(self, tx: Tx, messages: Sequence[Message]) -> None:
+    async def create(self, tx: AsyncTransaction, messages: Sequence[Message]) -> None:
         """The inbox handler: create the new interchanges' invoices (read while planning) in one call of the sink, and
         write their acknowledgments."""
         # one message: maybe settled alone (isolated after a failure), its count committed with its effect
@@ -115,7 +118,7 @@ class Batch:
             for message in messages:
                 await self._count_effect(tx, message)
 
-    async def create_one(self, tx: Tx, message: Message) -> None:
+    async def create_one(self, tx: AsyncTransaction, message: Message) -> None:
         """The handler for one message settled alone (lease mode): create, and count it when in a transaction; its
         acknowledgments are written by `answer` in the transaction that completes it."""
         created = await self.accounting.create(tx, message, self.by_key[message.key].invoices)
@@ -124,7 +127,7 @@ class Batch:
         if tx.unit is not None:
             await self._count_effect(tx, message)
 
-    async def complete(self, message: Message, tx: Tx) -> None:
+    async def complete(self, message: Message, tx: AsyncTransaction) -> None:
         """Lease mode, in the transaction that commits `message`'s completion: the invoices the remote sink holds for
         it, with their ids (`_accounting.keep_remote`), and its acknowledgments."""
         created = self.remote.pop(message.key, None)
@@ -133,7 +136,7 @@ class Batch:
             await keep_remote(tx, message, invoices, created, consumer=self.consumer)
         await self.answer(tx, [message])
 
-    async def answer(self, tx: Tx, messages: Sequence[Message]) -> None:
+    async def answer(self, tx: AsyncTransaction, messages: Sequence[Message]) -> None:
         """Write the acknowledgments of processed `messages` in `tx`, and remember their deliveries when a re-send
         would be notified (so the broker's redelivery of one is not taken for a re-send)."""
         if self.acknowledger is None:
@@ -151,11 +154,11 @@ class Batch:
         await self.acknowledger.remember(tx, remembered)
         await self.acknowledger.write(tx, pending)
 
-    async def _count_effect(self, tx: Tx, message: Message) -> None:
+    async def _count_effect(self, tx: AsyncTransaction, message: Message) -> None:
         await count(tx, consumer=self.consumer, counts={self.effects[message.key]: 1}, shard=self.shard)
         self.counted.add(message.key)
 
-    async def _notices(self, tx: Tx, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
+    async def _notices(self, tx: AsyncTransaction, w: Work, item: Item, outcome: Outcome) -> list[Pending]:
         """The notice that a delivery the partner sent is a duplicate: once per delivery, never for the broker's
         redelivery of one that was processed or notified; a delivery the broker says is its first always gets it
         (RabbitMQ cannot tell two publishes of one payload apart otherwise)."""
@@ -171,7 +174,7 @@ class Batch:
             return []
         return self.acknowledger.pending(item.received, key=key, duplicate=True)
 
-    async def _rejection(self, tx: Tx, item: Item) -> list[Pending]:
+    async def _rejection(self, tx: AsyncTransaction, item: Item) -> list[Pending]:
         """The rejection of a parked interchange whose header identifies it: once per interchange key."""
         if self.acknowledger is None or item.received is None or item.subject is None:
             return []
@@ -180,19 +183,19 @@ class Batch:
             return []
         return pending
 
-    async def record(self, tx: Tx, outcomes: Sequence[Outcome | None]) -> None:
+    async def record(self, tx: AsyncTransaction, outcomes: Sequence[Outcome | None]) -> None:
         """Note each item's outcome (None: unsettled), park rejected payloads, add the counters, and write the duplicate
         notices and the rejections of parked interchanges, in `tx`."""
         notices: list[Pending] = []
         for (w, i, item), outcome in zip(self.entries, outcomes, strict=True):
-            if w.items[i].route == REJECT:  # its values cannot be journaled: parked below (`unjournaled`)
+            if w.items[i].route == Route.REJECT:  # its values cannot be journaled: parked below (`unjournaled`)
                 continue
             if outcome is None:
                 w.unsettled = True
             elif outcome is Outcome.PROCESSED and item.message is not None:
-                w.outcomes[i] = self.effects.get(item.message.key, "processed")
+                w.outcomes[i] = self.effects.get(item.message.key, DeliveryOutcome.PROCESSED)
             else:
-                w.outcomes[i] = outcome.value
+                w.outcomes[i] = DeliveryOutcome.of(outcome)
                 notices += await self._notices(tx, w, item, outcome)
         counts: Counter[str] = Counter()
         parked: list[Parked] = []
@@ -201,10 +204,10 @@ class Batch:
         already = set(self.counted)  # one processed (or resent) item per key was counted with its effect
         for w in self.work:
             for i, item in enumerate(w.items):
-                if item.route == BYPASS:
-                    w.outcomes[i] = "bypassed"
-                elif item.route == REJECT:
-                    w.outcomes[i] = "rejected"
+                if item.route == Route.BYPASS:
+                    w.outcomes[i] = DeliveryOutcome.BYPASSED
+                elif item.route == Route.REJECT:
+                    w.outcomes[i] = DeliveryOutcome.REJECTED
                     parked.append(Parked(item.fingerprint, w.delivery.coordinates, item.reason, item.payload))
                     parked_items.append(item)
                     notices += await self._rejection(tx, item)
@@ -213,7 +216,7 @@ class Batch:
                         refusals.append(item.refusal)
                 settled = w.outcomes.get(i)
                 key = item.message.key if item.message is not None else None
-                if settled in ("processed", "resent") and key in already:
+                if settled in HANDLED and key in already:
                     already.discard(key)
                 elif settled is not None:
                     counts[settled] += 1
@@ -239,9 +242,9 @@ class Batch:
             again = w.delivery.redelivered or (w.delivery.delivery_count or 1) > 1
             for i, item in enumerate(w.items):
                 outcome = w.outcomes.get(i)
-                if item.route == REJECT or outcome is None or item.message is None:
+                if item.route == Route.REJECT or outcome is None or item.message is None:
                     continue
-                if again and outcome not in ("processed", "resent"):
+                if again and outcome not in HANDLED:
                     continue
                 sender = unquote(partner(item.message.source))
                 found += [ledger.Arrival(sender, level, number) for level, number in item.controls]
@@ -261,8 +264,8 @@ class Batch:
             if item.message is not message:
                 continue
             reason = f"it cannot be journaled: {error}"
-            w.items[i] = Item(REJECT, item.label, reason=reason, payload=bytes(message.payload))
-            if all(other.route == REJECT for other in w.items):
+            w.items[i] = Item(Route.REJECT, item.label, reason=reason, payload=bytes(message.payload))
+            if all(other.route == Route.REJECT for other in w.items):
                 alone = len(w.items) == 1  # it stands for the whole delivery
                 sizes = [w.delivery.size or len(w.delivery.payload)] if alone else [len(one.payload) for one in w.items]
                 w.items[:] = [cut(one, size=size, kept=kept) for one, size in zip(w.items, sizes, strict=True)]
@@ -295,9 +298,9 @@ def _parked_numbers(items: Sequence[Item]) -> list[tuple[ledger.Arrival, str]]:
 
 def _whole(item: Item) -> bool:
     """Whether `item` is parked with more than its first HEAD bytes."""
-    return item.route == REJECT and len(item.payload) > HEAD
+    return item.route == Route.REJECT and len(item.payload) > HEAD
 
 
-def _effect(created: Created) -> str:
+def _effect(created: Created) -> DeliveryOutcome:
     """The counted outcome of a handled interchange: `resent` when every invoice of it already existed."""
-    return "resent" if created.existing and not created.created else "processed"
+    return DeliveryOutcome.RESENT if created.existing and not created.created else DeliveryOutcome.PROCESSED

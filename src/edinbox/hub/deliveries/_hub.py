@@ -34,10 +34,10 @@ from edinbox._errors import DataError, InboxError, NotSettledError, RetryLater, 
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
 from edinbox.hub import partners as ledger
-from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, give_up_after, log_event, parse_duration, settled
+from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, Route, log_event, settled
 from edinbox.hub.database import Parked, Purger, park_reasons, purges
 from edinbox.hub.deliveries._batch import Batch, Work
-from edinbox.hub.deliveries._items import REJECT, Item, cut, kept_instead, plan
+from edinbox.hub.deliveries._items import Item, cut, kept_instead, plan
 from edinbox.hub.deliveries._spans import Spans
 from edinbox.hub.partners import Acknowledger
 from edinbox.hub.relay import RelayProcess, apart
@@ -46,14 +46,17 @@ from edinbox.hub.sinks import Accounting
 from edinbox.loop import (
     ACK,
     NACK_DELAY,
+    DeliveryOutcome,
     Gauges,
     HandBack,
+    Move,
     Outage,
     Relay,
     Verdict,
     beside,
     drive,
     hand_back_each,
+    move_all,
     nack_each,
     not_the_message,
     progress,
@@ -104,7 +107,7 @@ class Hub:
         self.totals: Counter[str] = Counter()
         self.stop = stop or asyncio.Event()
         self.logger = logging.getLogger(LOGGER)
-        self.outage = outage or Outage(self.logger, give_up_after=give_up_after(config))
+        self.outage = outage or Outage(self.logger, give_up_after=config.give_up_after)
         self.acknowledger = Acknowledger(config) if config.acknowledges else None
         self._relay_beside: Relay | RelayProcess | None = None
         """The relay running beside the hub (`config.relay`), woken after each batch that may have published."""
@@ -222,6 +225,7 @@ class Hub:
                 self._ahead = asyncio.ensure_future(self._receive_ahead(self._claimed))
             try:
                 await self._settle(work, spans)
+                move_all((w.lifecycle for w in work), Move.SETTLE)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
                 await self._release(work)
                 return len(work)
@@ -239,10 +243,13 @@ class Hub:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
         for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
+        verdicts = [_verdict(w) for w in work]
+        for w, verdict in zip(work, verdicts, strict=True):  # before the source is told anything
+            w.lifecycle.check(Move.of(verdict.hand_back))
         lost = await hand_back_each(
             self.source,
-            [(w.delivery, _verdict(w)) for w in work],
-            done=lambda index: self._count(work[index], elapsed),
+            [(w.delivery, verdict) for w, verdict in zip(work, verdicts, strict=True)],
+            done=lambda index, handed: self._done(work[index], verdicts[index], handed, elapsed),
             kept=lambda index, instead: self._kept_instead(work[index], instead),
         )
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
@@ -297,7 +304,8 @@ class Hub:
                 log_event(self.logger, logging.WARNING, "killed", fields)
 
     async def _release(self, work: Sequence[Work]) -> None:
-        """Hand unsettled deliveries back to the source, each not before `NACK_DELAY`."""
+        """Give unsettled deliveries back to the source, each not before `NACK_DELAY`."""
+        move_all((w.lifecycle for w in work), Move.GIVE_BACK)
         await self._nack([w.delivery for w in work], delay=NACK_DELAY)
 
     async def _nack(self, deliveries: Sequence[Delivery], *, delay: float | None = None) -> None:
@@ -311,7 +319,7 @@ class Hub:
             return plan(delivery, self.config, kept=kept, lines=self.accounting.needs_lines)
         except Exception as exc:
             reason = f"the EDI parser failed on this payload: {type(exc).__name__}: {str(exc)[:500]}"
-            item = Item(REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
+            item = Item(Route.REJECT, delivery.coordinates, reason=reason, payload=delivery.payload)
             return [cut(item, size=delivery.size or len(delivery.payload), kept=kept)]
 
     async def _settle(self, work: Sequence[Work], spans: Spans) -> None:
@@ -330,7 +338,7 @@ class Hub:
             if batch.recorded_at:
                 spans.committed(batch.recorded_at)
             return
-        lease = parse_duration(self.config.lease)
+        lease = self.config.lease
         outcomes: list[Outcome | None] = []
         for m in batch.messages:
             if self.stop.is_set():  # a stop: the effect under way is finished, those not begun go back unsettled
@@ -430,12 +438,17 @@ class Hub:
             fields = {"delivery": w.delivery.coordinates, "kept": instead, "error": exc}
             log_event(self.logger, logging.WARNING, "reason-not-updated", fields)
 
+    def _done(self, w: Work, verdict: Verdict, handed: bool, elapsed: float) -> None:
+        """The delivery's hand-back is over (`handed`: it was handed back): move its lifecycle, count and log it."""
+        w.lifecycle.handed_back(verdict.hand_back, handed=handed)
+        self._count(w, elapsed)
+
     def _count(self, w: Work, elapsed: float) -> None:
         """Log and count the delivery's committed outcomes (after its hand-back, or its skip after a failed one)."""
         delivery = w.delivery
         logging_settled = self.logger.isEnabledFor(logging.INFO)
         for i, item in enumerate(w.items):
-            outcome = w.outcomes.get(i, "not-settled")
+            outcome = w.outcomes.get(i, DeliveryOutcome.NOT_SETTLED)
             self.totals[outcome] += 1
             if self.metrics is not None and i in w.outcomes:
                 self.metrics.settled(
@@ -483,7 +496,7 @@ def _verdict(w: Work) -> Verdict:
 
 def _rejected(w: Work) -> bool:
     """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
-    return not w.unsettled and bool(w.items) and all(item.route == REJECT for item in w.items)
+    return not w.unsettled and bool(w.items) and all(item.route == Route.REJECT for item in w.items)
 
 
 def kept_at(source: Source) -> str:

@@ -36,14 +36,12 @@ from typing import Any
 from edinbox import edi
 from edinbox._errors import LimitError
 from edinbox._message import Message
-from edinbox.hub.config import BYPASS, INBOX, HubConfig
+from edinbox.hub.config import HubConfig, Route
 from edinbox.hub.partners import Refusal, controls, partner_key, refusal
 from edinbox.hub.sinks import invoice_problem
 from edinbox.sources import Delivery
 
-__all__ = ["HEAD", "REJECT", "Item", "cut", "kept_instead", "message_types", "plan", "refused"]
-
-REJECT = "reject"
+__all__ = ["HEAD", "Item", "cut", "kept_instead", "message_types", "plan", "refused"]
 
 HEAD = 64 * 1024
 """Bytes of a payload the rejected table keeps when the source keeps the whole of it."""
@@ -55,8 +53,7 @@ _INVOICE_TYPES = ("INVOIC", "810")
 class Item:
     """One unit of work in a delivery: an interchange (or a whole non-EDI payload) and its route."""
 
-    route: str
-    """"inbox", "bypass" or "reject"."""
+    route: Route
     label: str
     """The key for logs: `source/message_id`, or the delivery's coordinates for parked payloads."""
     message: Message | None = None
@@ -98,7 +95,7 @@ def plan(delivery: Delivery, config: HubConfig, *, kept: str = "", lines: bool =
     (`Invoice.without_lines()`: the sink reads only totals and `line_count`); they are checked all the same.
     """
     items = _items(delivery, config, lines=lines)
-    if items and all(item.route == REJECT for item in items):
+    if items and all(item.route == Route.REJECT for item in items):
         if len(items) == 1:  # it stands for the whole delivery (refused, too big, not EDI, one interchange)
             return [cut(items[0], size=delivery.size or len(delivery.payload), kept=kept)]
         return [cut(item, size=len(item.payload), kept=kept) for item in items]
@@ -107,11 +104,11 @@ def plan(delivery: Delivery, config: HubConfig, *, kept: str = "", lines: bool =
 
 def _items(delivery: Delivery, config: HubConfig, *, lines: bool) -> list[Item]:
     if delivery.reason:  # the source parked it itself (too big, not a regular file): never parsed
-        return [Item(REJECT, delivery.coordinates, reason=delivery.reason, payload=delivery.payload[:HEAD])]
+        return [Item(Route.REJECT, delivery.coordinates, reason=delivery.reason, payload=delivery.payload[:HEAD])]
     payload = delivery.payload
     if len(payload) > config.max_payload:
         reason = f"the payload has {len(payload)} bytes, more than max_payload ({config.max_payload} bytes)"
-        return [Item(REJECT, delivery.coordinates, reason=reason, payload=payload[:HEAD])]
+        return [Item(Route.REJECT, delivery.coordinates, reason=reason, payload=payload[:HEAD])]
     try:
         interchanges = edi.parse(payload)
     except edi.EdiSyntaxError as exc:
@@ -128,7 +125,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     findings: Mapping[int, tuple[edi.Finding, ...]] = {}
 
     def parked(reason: str, *, faulty: int | None = None, finding: edi.Finding | None = None) -> Item:
-        item = Item(REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
+        item = Item(Route.REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
         if not interchange.identified:  # garbage names no partner and no message type
             return item
         named, types = _named(interchange), message_types(interchange)
@@ -157,10 +154,10 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         return replace(parked(reason), label=label)
     types = message_types(interchange)
     # one invoice among acknowledgments is enough to need the inbox
-    needs_inbox = any(config.route(t) == INBOX for t in types)
-    route = (INBOX if needs_inbox else BYPASS) if types else config.default_route
+    needs_inbox = any(config.route(t) == Route.INBOX for t in types)
+    route = (Route.INBOX if needs_inbox else Route.BYPASS) if types else Route(config.default_route)
     agreement = config.agreement(partner_key(interchange.sender))
-    if route == INBOX and agreement.validate != "off" and any(t in _INVOICE_TYPES for t in types):
+    if route == Route.INBOX and agreement.validate != "off" and any(t in _INVOICE_TYPES for t in types):
         validation = edi.validate(interchange, agreement.overlay)
         findings = validation.findings
         if findings and agreement.validate == "strict":
@@ -168,7 +165,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
                 parked(f"it breaks its implementation guide: {_first(interchange, validation)}"), label=label
             )
     invoices: list[edi.Invoice] = []
-    if route == INBOX and any(t in _INVOICE_TYPES for t in types):
+    if route == Route.INBOX and any(t in _INVOICE_TYPES for t in types):
         try:
             for invoice in interchange.iter_invoices():
                 if problem := invoice_problem((invoice,)):
@@ -181,7 +178,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
             finding = exc.finding if isinstance(exc, edi.EdiSyntaxError) else None
             return replace(parked(f"an invoice cannot be read: {exc}", faulty=at, finding=finding), label=label)
     # the interchange itself is not kept: its parsed segments would stay in memory through the transaction
-    received = edi.received(interchange, findings=findings) if route == INBOX and config.acknowledges else None
+    received = edi.received(interchange, findings=findings) if route == Route.INBOX and config.acknowledges else None
     return Item(
         route,
         label,
@@ -252,14 +249,14 @@ def _invoice_message(interchange: edi.Interchange, *, read: int) -> int | None:
 
 def _not_edi(delivery: Delivery, config: HubConfig, reason: str) -> Item:
     payload = delivery.payload
-    if config.non_edi == INBOX:
+    if Route(config.non_edi) is Route.INBOX:
         try:
             message = Message(delivery.key, delivery.source, payload, headers=dict(delivery.headers))
         except LimitError as exc:
             reason = _short(f"its key cannot be journaled: {exc}")
-            return Item(REJECT, delivery.coordinates, reason=reason, payload=payload)
-        return Item(INBOX, f"{message.source}/{message.message_id}", message=message)
-    return Item(REJECT, delivery.coordinates, reason=_short(reason), payload=payload)
+            return Item(Route.REJECT, delivery.coordinates, reason=reason, payload=payload)
+        return Item(Route.INBOX, f"{message.source}/{message.message_id}", message=message)
+    return Item(Route.REJECT, delivery.coordinates, reason=_short(reason), payload=payload)
 
 
 def _short(reason: str, limit: int = 1000) -> str:

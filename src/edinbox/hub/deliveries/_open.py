@@ -11,7 +11,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from edinbox._errors import ConfigurationError
-from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, give_up_after, parse_duration
+from edinbox.hub.config import LOGGER, FaultPoint, HubConfig
 from edinbox.hub.database import check_purge, open_inbox, verify
 from edinbox.hub.deliveries._hub import Hub
 from edinbox.hub.sinks import Accounting, SqlAccounting
@@ -47,11 +47,11 @@ async def open_hub(
     if metrics is not None:
         on_back = partial(_reconnected, metrics, config.consumer)
         on_lost = partial(_lost, metrics, config.consumer)
-    outage = Outage(logger, give_up_after=give_up_after(config), on_back=on_back)
+    outage = Outage(logger, give_up_after=config.give_up_after, on_back=on_back)
     async with open_inbox(config) as inbox, contextlib.AsyncExitStack() as stack:
         stop = stop or asyncio.Event()
         await outage.call(lambda: verify(inbox), stop=stop)  # a hub started while its database is down waits
-        horizon = parse_duration(config.horizon)  # a NATS stream created here keeps messages this long
+        horizon = config.horizon  # a NATS stream created here keeps messages this long
         agreements = receipts = None
         if config.source.startswith("as2:"):  # answers its senders: the agreements, the receipts beside the journal
             from edinbox.hub.partners import Receipts, partners

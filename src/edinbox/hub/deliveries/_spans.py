@@ -14,11 +14,10 @@ from typing import Any
 from edinbox import _trace
 from edinbox.edi import partner
 from edinbox.hub.deliveries._items import Item
+from edinbox.loop import HANDLED, DeliveryOutcome
 from edinbox.sources import Delivery
 
 __all__ = ["Spans"]
-
-_HANDLED = ("processed", "resent")
 
 
 class Spans:
@@ -44,24 +43,26 @@ class Spans:
         """Note that the batch's commit began at `started` and has just ended."""
         self.commit = (started, time.time_ns())
 
-    def finish(self, index: int, delivery: Delivery, items: Sequence[Item], outcomes: dict[int, str]) -> None:
+    def finish(
+        self, index: int, delivery: Delivery, items: Sequence[Item], outcomes: dict[int, DeliveryOutcome]
+    ) -> None:
         """End the span of delivery `index` with its key, outcome, attempt and partner, and its children."""
         if not self.spans:
             return
         settle = self.spans[index]
-        labels = [outcomes.get(i, "not-settled") for i in range(len(items))]
+        labels = [outcomes.get(i, DeliveryOutcome.NOT_SETTLED) for i in range(len(items))]
         keys = [item.label for item in items] or [delivery.coordinates]
         sources = [item.message.source for item in items if item.message is not None]
         _trace.note(
             settle,
             key=", ".join(keys),
             consumer=self.consumer,
-            outcome=",".join(dict.fromkeys(labels)) or "not-settled",
+            outcome=",".join(dict.fromkeys(labels)) or DeliveryOutcome.NOT_SETTLED,
             attempt=delivery.delivery_count or 1,
             partner=partner(sources[0]) if sources else "",
             message_type=",".join(dict.fromkeys(t for item in items for t in item.types)),
         )
-        if self.handler is not None and any(label in _HANDLED for label in labels):
+        if self.handler is not None and any(label in HANDLED for label in labels):
             _trace.start(_trace.HANDLER, parent=settle, start_time=self.handler[0]).end(end_time=self.handler[1])
         if self.commit is not None and outcomes:
             _trace.start(_trace.COMMIT, parent=settle, start_time=self.commit[0]).end(end_time=self.commit[1])

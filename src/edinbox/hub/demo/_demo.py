@@ -34,6 +34,7 @@ from edinbox._errors import ConfigurationError, InboxError
 from edinbox._urls import database_url, mask
 from edinbox.hub import ops as _ops
 from edinbox.hub.config import HubConfig
+from edinbox.hub.database import on_inbox
 from edinbox.hub.demo._traffic import PARTNERS, Traffic, generate
 from edinbox.sources.spool import publish
 
@@ -266,7 +267,7 @@ def run_demo(
     traffic: Traffic = generate(messages, duplicate_rate=duplicate_rate, seed=seed)
     report = _report(db=db, table=table, workdir=workdir, messages=messages, seed=seed, traffic=traffic)
     agreements = _agreements(workdir)
-    asyncio.run(_ops.init(config))
+    asyncio.run(on_inbox(config, lambda inbox: _ops.init(inbox, config=config)))
     asyncio.run(publish(config.source, traffic.files))
     echo(f"published {len(traffic.files)} files into {spool}/inbound; running the hub (log: {workdir}/hub.log)")
     rng = random.Random(seed ^ 0x5EED)  # noqa: S311 - demo crash schedule, not security
@@ -298,9 +299,9 @@ def run_demo(
     report.left_in_spool = _pending(spool)
     report.outbound_files, report.outbound_keys = _outbound(workdir / "outbound")
     report.deliveries = _logged_deliveries(workdir / "hub.log")
-    report.stats = asyncio.run(_ops.stats(config))
+    report.stats = asyncio.run(on_inbox(config, _ops.stats))
     if own_schema and not keep:
-        asyncio.run(_ops.drop_schema(config))
+        asyncio.run(on_inbox(config, _ops.drop_schema))
         report.dropped = True
     report.seconds = time.monotonic() - started
     return report

@@ -3,8 +3,11 @@ the message store's search and export, `doctor`, and how they are printed.
 """
 
 from edinbox.hub.ops._ops import (
+    Check,
+    Found,
     doctor,
     drop_schema,
+    find,
     forget,
     init,
     list_rows,
@@ -26,9 +29,12 @@ from edinbox.hub.ops._redrive import join_key, replay
 from edinbox.hub.ops._store import export, search
 
 __all__ = [
+    "Check",
+    "Found",
     "doctor",
     "drop_schema",
     "export",
+    "find",
     "forget",
     "init",
     "join_key",

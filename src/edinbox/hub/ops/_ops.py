@@ -1,6 +1,7 @@
 """The operator's view of a hub: counts, parked messages, and the journal commands, as plain values.
 
-The CLI renders these as tables or JSON (edinbox.hub.ops._output); nothing here prints.
+Each function works on the open inbox it is given (one connection path): the CLI opens one per command, the console
+passes its long-lived one. The CLI renders these as tables or JSON (edinbox.hub.ops._output); nothing here prints.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import MIGRATIONS, SCHEMA_VERSION
 from edinbox._errors import ConfigurationError, InboxError, StoreError
-from edinbox._records import Tx
+from edinbox._payloads import Kept
+from edinbox._records import Record
 from edinbox._urls import mask
-from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, give_up_after, log_event, parse_duration
+from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, duration_text, log_event
 from edinbox.hub.database import (
     COUNTED,
     HUB,
@@ -27,7 +30,6 @@ from edinbox.hub.database import (
     counts,
     create_partner_index,
     has_hub,
-    open_inbox,
     purge,
     purgeable,
     verify,
@@ -43,9 +45,11 @@ from edinbox.loop import Outage, Relay
 
 __all__ = [
     "Check",
+    "Found",
     "Purged",
     "doctor",
     "drop_schema",
+    "find",
     "forget",
     "init",
     "join_key",
@@ -64,42 +68,39 @@ __all__ = [
 ]
 
 
-async def init(config: HubConfig, *, grant: Sequence[str] = ()) -> None:
-    """Create the journal and the hub's tables (idempotent; one transaction on PostgreSQL and SQLite, so a failure
-    leaves nothing half made; on MariaDB a second run completes a failed one), verify them, and grant each runtime
-    role in `grant`
-    exactly what `edinbox run` needs (no DDL); open the source once, which creates a spool folder."""
+async def init(inbox: AsyncInbox, *, config: HubConfig, grant: Sequence[str] = ()) -> None:
+    """Create the journal and the hub's tables in `inbox` (idempotent; one transaction on PostgreSQL and SQLite, so
+    a failure leaves nothing half made; on MariaDB a second run completes a failed one), verify them, and grant each
+    runtime role in `grant` exactly what `edinbox run` needs (no DDL); open `config`'s source once, which creates a
+    spool folder."""
     if config.source:
         from edinbox.sources import open_source
 
         async with open_source(config.source, consumer=config.consumer):
             pass
-    async with open_inbox(config) as inbox:
-        await inbox.create_schema()  # the journal and the hub's tables, one transaction (MariaDB: steps run again)
-        try:
-            await inbox.transaction(create_partner_index)
-        except StoreError as exc:  # e.g. pg_trgm not installed on the server: the partner search scans instead
-            fields = {"index": "partner search", "error": str(exc), "then": "the console's partner search scans"}
-            log_event(logging.getLogger(LOGGER), logging.WARNING, "index-not-created", fields)
-        await verify(inbox)
-        for role in grant:
-            await inbox.grant(role, tables=TABLES)
+    await inbox.create_schema()  # the journal and the hub's tables, one transaction (MariaDB: steps run again)
+    try:
+        await inbox.transaction(create_partner_index)
+    except StoreError as exc:  # e.g. pg_trgm not installed on the server: the partner search scans instead
+        fields = {"index": "partner search", "error": str(exc), "then": "the console's partner search scans"}
+        log_event(logging.getLogger(LOGGER), logging.WARNING, "index-not-created", fields)
+    await verify(inbox)
+    for role in grant:
+        await inbox.grant(role, tables=TABLES)
 
 
-async def drop_schema(config: HubConfig) -> None:
+async def drop_schema(inbox: AsyncInbox) -> None:
     """Drop the PostgreSQL schema of the journal and everything in it (the demo's own schema, when done)."""
-    async with open_inbox(config) as inbox:
-        await inbox.transaction(lambda tx: tx.unit.run("hub_drop_schema", {}))
+    await inbox.transaction(lambda tx: tx.unit.run("hub_drop_schema", {}))
 
 
-async def migrate(config: HubConfig) -> dict[str, Any]:
-    """Upgrade the journal to this edinbox's schema version, then the hub's tables (where `edinbox init` made them)
-    to the hub's (rows kept, idempotent); say which steps ran."""
-    async with open_inbox(config) as inbox:
-        applied = await inbox.migrations()
+async def migrate(inbox: AsyncInbox, *, table: str) -> dict[str, Any]:
+    """Upgrade the journal (`table`) to this edinbox's schema version, then the hub's tables (where `edinbox init`
+    made them) to the hub's (rows kept, idempotent); say which steps ran."""
+    applied = await inbox.migrations()
     hub = applied.get(HUB.name)
     return {
-        "table": config.table,
+        "table": table,
         "version": SCHEMA_VERSION,
         "applied": [{"version": v, "change": MIGRATIONS[v]} for v in applied["edinbox"]],
         "hub": None
@@ -122,21 +123,20 @@ def migration_summary(result: dict[str, Any]) -> str:
     return said
 
 
-async def stats(config: HubConfig) -> dict[str, Any]:
+async def stats(inbox: AsyncInbox) -> dict[str, Any]:
     """Journal rows by status (`Stats`), the oldest row's age, the table size and the outbox; where the hub's tables
     exist, also deliveries by outcome (`_tables.COUNTED`, across processes; `received` is their sum), distinct parked
     payloads, invoices and acknowledgments (`hub: false` and none of those on a library journal)."""
-    async with open_inbox(config) as inbox:
-        journal = await inbox.stats()
-        totals = await inbox.read(lambda tx: tx.unit.fetch("journal_totals", {"consumer": config.consumer}))
-        oldest, rows = totals[0]
-        size = await _table_size(inbox)
-        outbox = await inbox.outbox_stats()
-        hub = await _hub_stats(inbox, config.consumer) if await has_hub(inbox) else {}
+    journal = await inbox.stats()
+    totals = await inbox.read(lambda tx: tx.unit.fetch("journal_totals", {"consumer": inbox.consumer}))
+    oldest, rows = totals[0]
+    size = await _table_size(inbox)
+    outbox = await inbox.outbox_stats()
+    hub = await _hub_stats(inbox, inbox.consumer) if await has_hub(inbox) else {}
     when = timestamp(oldest)
     age = None if when is None else max(0.0, (datetime.now(UTC) - when).total_seconds())
     return {
-        "consumer": config.consumer,
+        "consumer": inbox.consumer,
         "hub": bool(hub),
         **hub,
         "journal": {k: int(v) for k, v in as_dict(journal).items()},
@@ -155,7 +155,7 @@ async def stats(config: HubConfig) -> dict[str, Any]:
 async def _hub_stats(inbox: AsyncInbox, consumer: str) -> dict[str, Any]:
     """The hub's part of `stats`: deliveries by outcome, invoices, parked payloads and acknowledgments."""
 
-    async def read(tx: Tx) -> tuple[dict[str, int], tuple[Any, ...], int, list[Any]]:
+    async def read(tx: AsyncTransaction) -> tuple[dict[str, int], tuple[Any, ...], int, list[Any]]:
         totals = await tx.unit.fetch("hub_totals", {"consumer": consumer})
         rejections = await tx.unit.fetch("hub_rejection_totals", {"consumer": consumer})
         acks = await tx.unit.fetch("hub_acknowledgment_totals", {"consumer": consumer})
@@ -181,29 +181,30 @@ async def _hub_stats(inbox: AsyncInbox, consumer: str) -> dict[str, Any]:
 
 
 async def relay(
-    config: HubConfig,
+    inbox: AsyncInbox,
     *,
+    config: HubConfig,
     stop: asyncio.Event,
     once: bool = False,
     limit: int = 100,
     fault: FaultPoint | None = None,
 ) -> dict[str, int]:
-    """Relay the outbox of `config`'s journal until `stop` is set (or, with `once`, until it is empty)."""
-    async with open_inbox(config) as inbox:
-        logger = logging.getLogger(LOGGER)
-        outage = Outage(logger, give_up_after=give_up_after(config))
-        await outage.call(lambda: verify_found(inbox), stop=stop)
-        idle = config.poll_timeout * 4
-        relay = Relay(
-            inbox,
-            outage=outage,
-            stop=stop,
-            limit=limit,
-            idle=idle,
-            fault=fault,
-            destinations=config.credentials,
-        )
-        return dict(await relay.run(once=once))
+    """Relay the outbox of `inbox` until `stop` is set (or, with `once`, until it is empty), waiting out outages as
+    `config` says (`give_up_after`, `poll_timeout`) with its destinations' credentials."""
+    logger = logging.getLogger(LOGGER)
+    outage = Outage(logger, give_up_after=config.give_up_after)
+    await outage.call(lambda: verify_found(inbox), stop=stop)
+    idle = config.poll_timeout * 4
+    relay = Relay(
+        inbox,
+        outage=outage,
+        stop=stop,
+        limit=limit,
+        idle=idle,
+        fault=fault,
+        destinations=config.credentials,
+    )
+    return dict(await relay.run(once=once))
 
 
 def timestamp(value: Any) -> datetime | None:
@@ -226,13 +227,12 @@ async def _table_size(inbox: AsyncInbox) -> int | None:
     return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
-async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> list[dict[str, Any]]:
+async def list_rows(inbox: AsyncInbox, *, status: str | None, limit: int) -> list[dict[str, Any]]:
     """Journal rows (optionally of one status), or parked payloads for `status="rejected"`, newest first."""
     if status == "rejected":  # parked payloads: the hub's (none on a library journal)
-        params = {"consumer": config.consumer, "limit": limit}
-        async with open_inbox(config) as inbox:
-            hub = await has_hub(inbox)
-            rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_rows", params)) if hub else []
+        params = {"consumer": inbox.consumer, "limit": limit}
+        hub = await has_hub(inbox)
+        rows = await inbox.read(lambda tx: tx.unit.fetch("hub_rejected_rows", params)) if hub else []
         return [
             {
                 "key": f"rejected/{r[0]}",
@@ -244,8 +244,7 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
             }
             for r in rows
         ]
-    async with open_inbox(config) as inbox:
-        records = await inbox.records(status=status, limit=limit)
+    records = await inbox.records(status=status, limit=limit)
     out = []
     for record in records:
         data = as_dict(record)
@@ -264,7 +263,23 @@ async def list_rows(config: HubConfig, *, status: str | None, limit: int) -> lis
     return out
 
 
-async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What `find` read of one key: `show`'s answer (`data`), and the journal row and kept payload it was made from
+    (None for a parked payload), for a caller that needs their bytes too (the console's message page)."""
+
+    data: dict[str, Any]
+    record: Record | None = None
+    kept: Kept | None = None
+
+
+async def show(inbox: AsyncInbox, key: str) -> dict[str, Any] | None:
+    """`edinbox show KEY`'s answer: `find(inbox, key).data`, or None when there is no such key."""
+    found = await find(inbox, key)
+    return None if found is None else found.data
+
+
+async def find(inbox: AsyncInbox, key: str) -> Found | None:
     """One journal row (`SOURCE/MESSAGE_ID`) with its payload as the message store kept it (`kept.*`: its digest,
     size and content type; `keep_payloads`), its invoices and the acknowledgments sent for it (an interchange
     parked before it was journaled: its rejection and the acknowledgments that carried it), or one parked payload
@@ -273,13 +288,13 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
     Payloads come as bounded previews (`_payloads.preview`: EDI segments, text, or hex), with their size and kind.
     """
     number = rejected_id(key)
-    async with open_inbox(config) as inbox:
-        hub = await has_hub(inbox)
-        if number is not None:
-            r = await rejected_row(inbox, consumer=config.consumer, number=number) if hub else None
-            if r is None:
-                return None
-            return {
+    hub = await has_hub(inbox)
+    if number is not None:
+        r = await rejected_row(inbox, consumer=inbox.consumer, number=number) if hub else None
+        if r is None:
+            return None
+        return Found(
+            {
                 "key": key,
                 "status": "rejected",
                 "delivery": r[1],
@@ -288,17 +303,18 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
                 "at": json_value(timestamp(r[4])),
                 **_previewed("payload", bytes(r[5])),
             }
-        source, message_id = split_key(key)
-        key_params = {"consumer": config.consumer, "source": source, "message_id": message_id}
-        invoices: list[Any] = []
-        acks: list[Any] = []
-        rejection: list[Any] = []
-        if hub:
-            invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
-            acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
-            rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
-        record = await inbox.get(source, message_id)
-        kept = await inbox.payload(source, message_id)  # the message store's copy (keep_payloads)
+        )
+    source, message_id = split_key(key)
+    key_params = {"consumer": inbox.consumer, "source": source, "message_id": message_id}
+    invoices: list[Any] = []
+    acks: list[Any] = []
+    rejection: list[Any] = []
+    if hub:
+        invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
+        acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
+        rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
+    record = await inbox.get(source, message_id)
+    kept = await inbox.payload(source, message_id)  # the message store's copy (keep_payloads)
     if record is None and not rejection:
         return None
     rejected_at = json_value(timestamp(rejection[0][1])) if rejection else None
@@ -340,7 +356,7 @@ async def show(config: HubConfig, key: str) -> dict[str, Any] | None:
         }
         for a in acks
     ]
-    return data
+    return Found(data, record, kept)
 
 
 def _previewed(field: str, payload: bytes | None) -> dict[str, Any]:
@@ -363,45 +379,42 @@ def render_shown(data: dict[str, Any]) -> str:
     return text
 
 
-async def write_payload(config: HubConfig, key: str, path: Path) -> int:
+async def write_payload(inbox: AsyncInbox, key: str, path: Path) -> int:
     """Write the raw bytes stored under `key` (a journal row or `rejected/N`) to `path`; return how many."""
     number = rejected_id(key)
-    async with open_inbox(config) as inbox:
-        if number is not None:
-            row = await rejected_row(inbox, consumer=config.consumer, number=number)
-            payload = None if row is None else bytes(row[5])
-        else:
-            record = await inbox.get(*split_key(key))
-            if record is None:
-                raise ConfigurationError(f"no row {key!r} for consumer {config.consumer!r}")
-            kept = await inbox.payload(*split_key(key))
-            payload = stored_payload(record) if kept is None else kept.payload
+    if number is not None:
+        row = await rejected_row(inbox, consumer=inbox.consumer, number=number)
+        payload = None if row is None else bytes(row[5])
+    else:
+        record = await inbox.get(*split_key(key))
+        if record is None:
+            raise ConfigurationError(f"no row {key!r} for consumer {inbox.consumer!r}")
+        kept = await inbox.payload(*split_key(key))
+        payload = stored_payload(record) if kept is None else kept.payload
     if payload is None:
         raise ConfigurationError(f"{key!r} keeps no payload")
     await asyncio.to_thread(path.write_bytes, payload)
     return len(payload)
 
 
-async def requeue(config: HubConfig, key: str) -> bool:
+async def requeue(inbox: AsyncInbox, key: str) -> bool:
     """Make a dead or conflicting journal row processable again; False when there was none."""
     if rejected_id(key) is not None:
         raise ConfigurationError(
             f"{key!r} is a parked payload, not a journal row: fix its cause, then `edinbox replay {key}`"
         )
     source, message_id = split_key(key)
-    async with open_inbox(config) as inbox:
-        return bool(await inbox.requeue(source, message_id))
+    return bool(await inbox.requeue(source, message_id))
 
 
-async def forget(config: HubConfig, key: str) -> bool:
+async def forget(inbox: AsyncInbox, key: str) -> bool:
     """Delete a journal row so the next delivery of that key is processed again, or a parked payload
     (`rejected/N`); False when there was none."""
     number = rejected_id(key)
     if number is not None:
-        return await forget_rejected(config, number)
+        return await forget_rejected(inbox, number)
     source, message_id = split_key(key)
-    async with open_inbox(config) as inbox:
-        return bool(await inbox.forget(source, message_id))
+    return bool(await inbox.forget(source, message_id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,10 +429,10 @@ class Check:
 
 async def _purge_check(inbox: AsyncInbox, config: HubConfig) -> Check:
     """A warning when the journal holds settled rows older than the retention: the purge is off or behind."""
-    keep = human_duration(parse_duration(config.retention))
-    every = f"every {config.purge_every}" if config.purge_every else "off"
+    keep = human_duration(config.retention)
+    every = f"every {duration_text(config.purge_every)}" if config.purge_every else "off"
     try:
-        old = await purgeable(inbox, config.consumer, parse_duration(config.retention))
+        old = await purgeable(inbox, config.consumer, config.retention)
     except InboxError as exc:
         return Check("purge", "warn", f"cannot count the rows older than the retention: {mask(str(exc))}")
     if old:
@@ -442,36 +455,35 @@ def _dead_letters_check(config: HubConfig) -> Check:
     return Check("dead letters", "ok", f"each message parked DEAD is also published to {where}, {relayed}")
 
 
-async def doctor(config: HubConfig) -> list[Check]:
+async def doctor(inbox: AsyncInbox, *, config: HubConfig) -> list[Check]:
     """Check connectivity, the journal schema and unique key, the hub's tables and invoice key where `edinbox init`
     made them (a library journal has none: said, not failed), the journal's replication (`_replication`: what a
     failover can lose), who gets into a hub (`_partners`), and retention against the horizon."""
     checks: list[Check] = []
-    async with open_inbox(config) as inbox:
-        try:
-            hub = await has_hub(inbox)
-            checks.append(Check("database", "ok", f"connected to {mask(config.db)}"))
-        except InboxError as exc:
-            checks.append(Check("database", "fail", mask(str(exc))))
-            return checks
-        if hub:
-            keys = await inbox.unique_keys("edinbox_hub_invoices")
-            if keys is not None and ["issue_date", "kind", "number", "seller"] in keys:
-                checks.append(Check("invoice key", "ok", "invoices unique on (seller, number, kind, issue_date)"))
-            else:
-                detail = "invoices lack their unique key (seller, number, kind, issue_date): run `edinbox init`"
-                checks.append(Check("invoice key", "fail", detail))
+    try:
+        hub = await has_hub(inbox)
+        checks.append(Check("database", "ok", f"connected to {mask(config.db)}"))
+    except InboxError as exc:
+        checks.append(Check("database", "fail", mask(str(exc))))
+        return checks
+    if hub:
+        keys = await inbox.unique_keys("edinbox_hub_invoices")
+        if keys is not None and ["issue_date", "kind", "number", "seller"] in keys:
+            checks.append(Check("invoice key", "ok", "invoices unique on (seller, number, kind, issue_date)"))
         else:
-            checks.append(Check("hub", "ok", "library journal, no hub tables: the journal and its outbox only"))
-        try:
-            await verify_found(inbox)
-            checks.append(Check("journal", "ok", f"table {config.table}: schema version and unique key present"))
-        except InboxError as exc:
-            checks.append(Check("journal", "fail", mask(str(exc))))
-        else:
-            checks.append(await _purge_check(inbox, config))
-        if (replicated := await replication(inbox)) is not None:
-            checks.append(Check("replication", *replicated))
+            detail = "invoices lack their unique key (seller, number, kind, issue_date): run `edinbox init`"
+            checks.append(Check("invoice key", "fail", detail))
+    else:
+        checks.append(Check("hub", "ok", "library journal, no hub tables: the journal and its outbox only"))
+    try:
+        await verify_found(inbox)
+        checks.append(Check("journal", "ok", f"table {config.table}: schema version and unique key present"))
+    except InboxError as exc:
+        checks.append(Check("journal", "fail", mask(str(exc))))
+    else:
+        checks.append(await _purge_check(inbox, config))
+    if (replicated := await replication(inbox)) is not None:
+        checks.append(Check("replication", *replicated))
     source_horizon: timedelta | None = None
     if config.source:
         from edinbox.sources import reach
@@ -485,7 +497,7 @@ async def doctor(config: HubConfig) -> list[Check]:
         checks.append(Check("partners", *doctor_check(config)))
     if config.dead_letters:
         checks.append(_dead_letters_check(config))
-    keep, limit = parse_duration(config.retention), parse_duration(config.horizon)
+    keep, limit = config.retention, config.horizon
     if source_horizon is not None:
         limit = max(limit, source_horizon)
     if keep < limit:

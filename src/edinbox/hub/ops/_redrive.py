@@ -20,8 +20,7 @@ from edinbox._core import Status
 from edinbox._errors import ConfigurationError
 from edinbox._records import Record
 from edinbox._urls import mask
-from edinbox.hub.config import HubConfig
-from edinbox.hub.database import has_hub, open_inbox
+from edinbox.hub.database import has_hub
 from edinbox.hub.deliveries import HEAD
 from edinbox.hub.ops._publish import send, split_payload
 
@@ -120,23 +119,22 @@ def stored_payload(record: Record) -> bytes | None:
     return record.payload if record.payload is not None else record.conflict_payload
 
 
-async def stored(config: HubConfig, key: str) -> Stored | None:
+async def stored(inbox: AsyncInbox, key: str) -> Stored | None:
     """The payload stored under `key` (`SOURCE/MESSAGE_ID` or `rejected/N`), or None when there is no such row.
 
     ConfigurationError when the row keeps no payload, or when replaying it now would change nothing (a dead or
     conflict row not requeued yet).
     """
     number = rejected_id(key)
-    async with open_inbox(config) as inbox:
-        if number is not None:
-            row = await rejected_row(inbox, consumer=config.consumer, number=number)
-            if row is None:
-                return None
-            delivery, reason, parked = row[1], row[2], bytes(row[5])
-            whole = not (len(parked) == HEAD and "bytes are kept here" in reason)
-            return Stored(key, _delivery_id(delivery, parked), parked, whole, where=reason)
-        source, message_id = split_key(key)
-        record = await inbox.get(source, message_id)
+    if number is not None:
+        row = await rejected_row(inbox, consumer=inbox.consumer, number=number)
+        if row is None:
+            return None
+        delivery, reason, parked = row[1], row[2], bytes(row[5])
+        whole = not (len(parked) == HEAD and "bytes are kept here" in reason)
+        return Stored(key, _delivery_id(delivery, parked), parked, whole, where=reason)
+    source, message_id = split_key(key)
+    record = await inbox.get(source, message_id)
     if record is None:
         return None
     payload = stored_payload(record)
@@ -173,14 +171,15 @@ def _delivery_id(delivery: str, payload: bytes) -> str:
     return name
 
 
-async def replay(config: HubConfig, key: str, *, to: str | None = None) -> dict[str, Any]:
-    """Publish the payload stored under `key` to `to` (default: the hub's source) under its original key."""
-    target = to or config.source
+async def replay(inbox: AsyncInbox, key: str, *, to: str) -> dict[str, Any]:
+    """Publish the payload stored under `key` in `inbox` to `to` (the hub's source, unless the operator names
+    another) under its original key."""
+    target = to
     if not target:
         raise ConfigurationError("replay needs a destination: pass --to URL, or --source (the hub's source)")
-    found = await stored(config, key)
+    found = await stored(inbox, key)
     if found is None:
-        raise ConfigurationError(f"no row {key!r} for consumer {config.consumer!r}")
+        raise ConfigurationError(f"no row {key!r} for consumer {inbox.consumer!r}")
     if not found.whole:
         raise ConfigurationError(
             f"{key!r} keeps only the first {HEAD} bytes of its payload ({found.where}): publish the whole file "
@@ -190,10 +189,9 @@ async def replay(config: HubConfig, key: str, *, to: str | None = None) -> dict[
     return {"key": key, "message_id": found.message_id, "bytes": len(found.payload), "to": mask(target)}
 
 
-async def forget_rejected(config: HubConfig, number: int) -> bool:
+async def forget_rejected(inbox: AsyncInbox, number: int) -> bool:
     """Delete one parked payload (`rejected/N`); False when there was none (or no hub tables to hold one)."""
-    params = {"consumer": config.consumer, "id": number}
-    async with open_inbox(config) as inbox:
-        if not await has_hub(inbox):
-            return False
-        return bool(await inbox.transaction(lambda tx: tx.unit.run("hub_forget_rejected", params)))
+    params = {"consumer": inbox.consumer, "id": number}
+    if not await has_hub(inbox):
+        return False
+    return bool(await inbox.transaction(lambda tx: tx.unit.run("hub_forget_rejected", params)))

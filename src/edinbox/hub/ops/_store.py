@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from edinbox import edi
+from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError
 from edinbox._payloads import Kept
-from edinbox.hub.config import HubConfig
-from edinbox.hub.database import has_hub, open_inbox
+from edinbox.hub.database import has_hub
 from edinbox.hub.ops._output import as_dict, json_value
 from edinbox.hub.ops._redrive import join_key, split_key
 
@@ -54,27 +54,25 @@ def kept_fields(kept: Kept | None) -> dict[str, Any]:
     return {"kept": {name: json_value(getattr(kept, name)) for name in fields}}
 
 
-async def search(config: HubConfig, text: str, *, limit: int) -> list[dict[str, Any]]:
+async def search(inbox: AsyncInbox, text: str, *, limit: int) -> list[dict[str, Any]]:
     """The kept interchanges holding `text` (a PO number, an invoice number, a GLN), newest first: key, size, when."""
-    async with open_inbox(config) as inbox:
-        found = await inbox.search(text, limit=limit)
+    found = await inbox.search(text, limit=limit)
     return [{"key": join_key(f.source, f.message_id), "size": f.size, "kept_at": json_value(f.kept_at)} for f in found]
 
 
-async def export(config: HubConfig, key: str, out: Path, *, shown: dict[str, Any]) -> list[str]:
+async def export(inbox: AsyncInbox, key: str, out: Path, *, shown: dict[str, Any]) -> list[str]:
     """Write the bundle of journal row `key` (`shown`: what `show` gave of it) to `out`: a folder, or a tar file
     when `out` ends in `.tar` or `.tar.gz`. Return the files written (SHA256SUMS last). ConfigurationError when no
     payload of it is kept."""
     source, message_id = split_key(key)
-    params = {"consumer": config.consumer, "source": source, "message_id": message_id}
-    async with open_inbox(config) as inbox:
-        kept = await inbox.payload(source, message_id)
-        record = await inbox.get(source, message_id)
-        acks = []
-        if await has_hub(inbox):
-            acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgment_bytes_of", params))
+    params = {"consumer": inbox.consumer, "source": source, "message_id": message_id}
+    kept = await inbox.payload(source, message_id)
+    record = await inbox.get(source, message_id)
+    acks = []
+    if await has_hub(inbox):
+        acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgment_bytes_of", params))
     if record is None:
-        raise ConfigurationError(f"no journal row {key!r} for consumer {config.consumer!r}")
+        raise ConfigurationError(f"no journal row {key!r} for consumer {inbox.consumer!r}")
     payload = kept.payload if kept is not None else record.payload
     if payload is None:
         raise ConfigurationError(

@@ -22,7 +22,6 @@ of a delivery that was processed or notified.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -30,10 +29,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from edinbox import edi
+from edinbox import AsyncTransaction, edi
 from edinbox._plan import Key
 from edinbox.hub.config import Agreement, HubConfig
 from edinbox.sources import Delivery
+from edinbox.stores import fetch_rows
 
 __all__ = [
     "KINDS",
@@ -156,13 +156,13 @@ class Acknowledger:
         where = destination(agreement, subject.sender)
         return [Pending(subject, kind, duplicate, key, ours, where) for kind in wanted]
 
-    async def once(self, tx: Any, key: Key, *, delivery: str, answer: str) -> bool:
+    async def once(self, tx: AsyncTransaction, key: Key, *, delivery: str, answer: str) -> bool:
         """Note in `tx` that `key` was answered for `delivery` (`delivery_id`, or REJECTION for the key's one
         rejection); True when this is the first time (the primary key makes a second hub or a redelivery wait for
         the first transaction, then see its row)."""
         return bool(await tx.unit.run("hub_answer_once", self._answer(key, delivery=delivery, answer=answer)))
 
-    async def remember(self, tx: Any, deliveries: Sequence[tuple[Key, str]]) -> None:
+    async def remember(self, tx: AsyncTransaction, deliveries: Sequence[tuple[Key, str]]) -> None:
         """Note in `tx`, in one batch of statements, the deliveries (key, `delivery_id`) of processed interchanges
         whose re-sends would be notified: the broker's redelivery of one of them is then no re-send."""
         if deliveries:
@@ -179,7 +179,7 @@ class Acknowledger:
             "answer": answer,
         }
 
-    async def write(self, tx: Any, pending: Sequence[Pending]) -> int:
+    async def write(self, tx: AsyncTransaction, pending: Sequence[Pending]) -> int:
         """Write the acknowledgments inside `tx`: a block of control numbers per partner (all partners in one
         statement), every outbox row and every `edinbox_hub_acknowledgments` row in one batch of statements each.
         Returns how many were written."""
@@ -258,18 +258,13 @@ def delivery_id(delivery: Delivery) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-async def reserve(tx: Any, counts: Mapping[str, int]) -> dict[str, int]:
+async def reserve(tx: AsyncTransaction, counts: Mapping[str, int]) -> dict[str, int]:
     """Reserve `counts[partner]` control numbers of each partner in one statement; the last number of each block.
 
     The upsert locks the partners' rows in their order (the statement sorts them), so hubs reserving for the same
     partners at once wait for each other, never deadlock; a rolled-back block is reserved again by the next one."""
-    partners = sorted(counts)
-    params: dict[str, Any]
-    if tx.dialect == "postgresql":  # two arrays, for unnest()
-        params = {"partners": partners, "counts": [counts[p] for p in partners]}
-    else:  # SQLite's json_each(), MariaDB's JSON_TABLE(): one JSON array of [partner, count] pairs
-        params = {"counters": json.dumps([[p, counts[p]] for p in partners])}
-    return {str(partner): int(n) for partner, n in await tx.unit.fetch("hub_reserve_control_numbers", params)}
+    rows = [{"partner": partner, "k": counts[partner]} for partner in sorted(counts)]
+    return {str(partner): int(n) for partner, n in await fetch_rows(tx, "hub_reserve_control_numbers", rows)}
 
 
 def _party(text: str) -> edi.Party:

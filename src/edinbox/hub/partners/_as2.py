@@ -8,8 +8,8 @@ with the bytes its first answer had, and a message whose first attempt never com
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
+from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox.hub.config import HubConfig
 from edinbox.sources.as2 import Partner
@@ -59,7 +59,7 @@ class Receipts:
         publish it to `mdn+<send_to>` in the same transaction (the relay delivers it after the commit); return the
         stored one."""
 
-        async def store(tx: Any) -> bytes:
+        async def store(tx: AsyncTransaction) -> bytes:
             params = self._params(key)
             await tx.unit.run("hub_as2_receipt_put", {**params, "receipt": receipt})
             stored = bytes((await tx.unit.fetch("hub_as2_receipt_get", params))[0][0])

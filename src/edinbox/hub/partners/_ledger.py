@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from edinbox import edi
+from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
-from edinbox.hub.config import HubConfig, parse_duration
-from edinbox.hub.database import open_inbox, verify_found
+from edinbox.hub.config import HubConfig
+from edinbox.hub.database import verify_found
+from edinbox.stores import run_rows
 
 if TYPE_CHECKING:
     from edinbox.metrics import Metrics
@@ -92,10 +93,13 @@ def normalise(number: str) -> tuple[str, int] | None:
     return text, width
 
 
-async def record(tx: Any, *, consumer: str, accepted: Sequence[Arrival], parked: Sequence[tuple[Arrival, str]]) -> None:
+async def record(
+    tx: AsyncTransaction, *, consumer: str, accepted: Sequence[Arrival], parked: Sequence[tuple[Arrival, str]]
+) -> None:
     """Record a batch's accepted numbers (in the order they came) and the numbers of its parked interchanges (with
-    the parked payload's fingerprint), in the caller's transaction: one statement on PostgreSQL (one array per
-    column), one batch of statements elsewhere, each number once, in key order (every hub locks rows in one order)."""
+    the parked payload's fingerprint), in the caller's transaction, in one call (`edinbox.stores.run_rows`: one
+    statement over arrays on PostgreSQL, one batch of statements elsewhere), each number once, in key order (every hub
+    locks rows in one order)."""
     seq = time.time_ns()
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for n, (arrival, fingerprint) in enumerate([*((a, None) for a in accepted), *parked]):
@@ -106,7 +110,6 @@ async def record(tx: Any, *, consumer: str, accepted: Sequence[Arrival], parked:
         row = rows.setdefault(
             key,
             {
-                "consumer": consumer,
                 "partner": key[0],
                 "level": key[1],
                 "number": key[2],
@@ -120,26 +123,7 @@ async def record(tx: Any, *, consumer: str, accepted: Sequence[Arrival], parked:
             row["n"] += 1
         else:
             row["parked"] = fingerprint
-    ordered = [rows[key] for key in sorted(rows)]
-    if not ordered:
-        return
-    if tx.dialect == "postgresql":
-        arrays = {name: [row[column] for row in ordered] for name, column in _ARRAYS.items()}
-        await tx.unit.run("hub_ledger_record", {"consumer": consumer, **arrays})
-        return
-    await tx.unit.run_many("hub_ledger_record", ordered)
-
-
-_ARRAYS = {
-    "partners": "partner",
-    "levels": "level",
-    "numbers": "number",
-    "widths": "width",
-    "seqs": "seq",
-    "counts": "n",
-    "parked": "parked",
-}
-"""The array parameters of `hub_ledger_record` on PostgreSQL, and the column of each."""
+    await run_rows(tx, "hub_ledger_record", [rows[key] for key in sorted(rows)], consumer=consumer)
 
 
 @dataclass(slots=True)
@@ -174,7 +158,7 @@ class Ledger:
         }
 
 
-async def report(tx: Any, *, consumer: str, window: timedelta, partner: str | None = None) -> list[Ledger]:
+async def report(tx: AsyncTransaction, *, consumer: str, window: timedelta, partner: str | None = None) -> list[Ledger]:
     """The ledger of every partner and level of `consumer` (or of one `partner`), read in the caller's transaction:
     open gaps, duplicates within `window`, out-of-order arrivals."""
     rows = await tx.unit.fetch("hub_ledger_rows", {"consumer": consumer, "partner": partner})
@@ -250,14 +234,12 @@ def _when(value: Any) -> datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-async def read(config: HubConfig, *, partner: str | None = None) -> list[Ledger]:
-    """The ledger of the hub `config` names (of one `partner`), duplicates within its `duplicate_window`; empty on a
-    journal without the hub's tables."""
-    window = parse_duration(config.duplicate_window)
-    async with open_inbox(config) as inbox:
-        if not await verify_found(inbox):
-            return []
-        return await inbox.read(lambda tx: report(tx, consumer=config.consumer, window=window, partner=partner))
+async def read(inbox: AsyncInbox, *, window: timedelta, partner: str | None = None) -> list[Ledger]:
+    """The ledger of the hub's journal `inbox` (of one `partner`), duplicates within `window` (the hub's
+    `duplicate_window`); empty on a journal without the hub's tables."""
+    if not await verify_found(inbox):
+        return []
+    return await inbox.read(lambda tx: report(tx, consumer=inbox.consumer, window=window, partner=partner))
 
 
 def findings(ledgers: Iterable[Ledger]) -> list[dict[str, Any]]:
@@ -297,7 +279,7 @@ class Gauges:
         self.metrics = metrics
         self.inbox = inbox
         self.consumer = config.consumer
-        self.window = parse_duration(config.duplicate_window)
+        self.window = config.duplicate_window
         self.every = every
         self._wait = every
         self._refreshed = float("-inf")

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import ConfigurationError, InboxError, SchemaError, SourceError, StoreError, TransientError
 from edinbox._urls import database_url
-from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, configure, give_up_after, log_event, rendering_json
+from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, configure, log_event, rendering_json
 from edinbox.hub.database import open_inbox
 from edinbox.hub.relay._relay import beside
 from edinbox.loop import unless_stopped
@@ -111,7 +111,7 @@ class RelayProcess:
         another after a wait that grows while children keep dying soon after their start); raise the configuration
         error that stopped a child, and a TransientError once children kept dying longer than `give_up_after`."""
         wait = _RESTART
-        patience = give_up_after(self.config)
+        patience = self.config.give_up_after
         dying_since: float | None = None  # since when children keep dying, each within _STEADY of its start
         while not self.stop.is_set():
             began = time.monotonic()
@@ -247,7 +247,7 @@ async def _child() -> tuple[int, dict[str, Any]]:
     config = HubConfig(**settings["config"])
     stop = asyncio.Event()
     async with open_inbox(config) as inbox:
-        relay = beside(inbox, config, give_up_after(config), stop=stop, fault=fault)
+        relay = beside(inbox, config, config.give_up_after, stop=stop, fault=fault)
 
         async def listen() -> None:
             while await reader.read(4096):

@@ -15,11 +15,11 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
-from decimal import Decimal
 from typing import Any
 
+from edinbox import AsyncTransaction
 from edinbox._message import Message
+from edinbox.stores import bindable
 
 __all__ = ["Accounting", "Created", "SqlAccounting", "keep_remote", "party_key"]
 
@@ -46,10 +46,10 @@ class Accounting(abc.ABC):
     without their lines (`Invoice.without_lines()`), so a big interchange's lines are never all held at once."""
 
     @abc.abstractmethod
-    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+    async def create(self, tx: AsyncTransaction, message: Message, invoices: Sequence[Any]) -> Created:
         """Create the interchange's invoices (`edinbox.edi.Invoice` values) as part of the transaction `tx`."""
 
-    async def create_many(self, tx: Any, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
+    async def create_many(self, tx: AsyncTransaction, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
         """Create the invoices of several new interchanges in `tx`, one `Created` each, in order (by default one
         `create` call per interchange; a sink that can do it in one request overrides this)."""
         return [await self.create(tx, message, invoices) for message, invoices in batch]
@@ -75,11 +75,11 @@ class SqlAccounting(Accounting):
         """Write into the `invoices` table beside the journal, recording `consumer` with each invoice."""
         self.consumer = consumer
 
-    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+    async def create(self, tx: AsyncTransaction, message: Message, invoices: Sequence[Any]) -> Created:
         """Insert each invoice unless its (seller, number, kind, issue date) already exists."""
         return (await self.create_many(tx, [(message, invoices)]))[0]
 
-    async def create_many(self, tx: Any, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
+    async def create_many(self, tx: AsyncTransaction, batch: Sequence[tuple[Message, Sequence[Any]]]) -> list[Created]:
         """Insert the invoices of every interchange of `batch`: in one statement on PostgreSQL, elsewhere in one when
         none of them exists yet."""
         rows = [[_row(invoice, message) for invoice in invoices] for message, invoices in batch]
@@ -107,7 +107,7 @@ class SqlAccounting(Accounting):
         return [Created(created=n, existing=len(invoices) - n) for n, invoices in zip(inserted, rows, strict=True)]
 
     async def _create_returning(
-        self, tx: Any, messages: Sequence[Message], rows: Sequence[Sequence[tuple[Any, ...]]]
+        self, tx: AsyncTransaction, messages: Sequence[Message], rows: Sequence[Sequence[tuple[Any, ...]]]
     ) -> list[Created]:
         """PostgreSQL: every row in one INSERT that returns whose rows it inserted (their interchange's source and
         message id), so no savepoint and no second try is needed. The rows go in the arrays' order, so an invoice twice
@@ -121,18 +121,17 @@ class SqlAccounting(Accounting):
         done = [created[(m.source, m.message_id)] for m in messages]
         return [Created(created=n, existing=len(invoices) - n) for n, invoices in zip(done, rows, strict=True)]
 
-    async def _unshared(self, tx: Any, groups: list[list[tuple[Any, ...]]]) -> list[int]:
+    async def _unshared(self, tx: AsyncTransaction, groups: list[list[tuple[Any, ...]]]) -> list[int]:
         """The positions of the groups of invoice rows whose keys are neither in the table nor elsewhere in `groups`."""
         found = await tx.unit.fetch("hub_existing_invoices", self._keys([row for g in groups for row in g]))
         seen = Counter(_key(row) for group in groups for row in group)
         taken = {_key(row) for row in found}
         return [k for k, group in enumerate(groups) if all(seen[_key(r)] == 1 and _key(r) not in taken for r in group)]
 
-    async def _insert(self, tx: Any, rows: Sequence[tuple[Any, ...]]) -> int:
+    async def _insert(self, tx: AsyncTransaction, rows: Sequence[tuple[Any, ...]]) -> int:
         """Run `hub_insert_invoice` once per row (from `_row`) in one call to the driver; return the rows inserted."""
-        sqlite = tx.dialect == "sqlite"  # no date or decimal type: ISO dates and exact decimals as text
         consumer = self.consumer
-        values = [dict(zip(_COLUMNS, _text(row) if sqlite else row, strict=True), consumer=consumer) for row in rows]
+        values = [dict(zip(_COLUMNS, bindable(tx.dialect, row), strict=True), consumer=consumer) for row in rows]
         return int(await tx.unit.run_many("hub_insert_invoice", values))
 
     @staticmethod
@@ -190,26 +189,19 @@ def _row(invoice: Any, message: Message) -> tuple[Any, ...]:
     )
 
 
-async def keep_remote(tx: Any, message: Message, invoices: Sequence[Any], created: Created, *, consumer: str) -> None:
+async def keep_remote(
+    tx: AsyncTransaction, message: Message, invoices: Sequence[Any], created: Created, *, consumer: str
+) -> None:
     """Keep in the `invoices` table, in `tx`, a row for each invoice of `message` a remote sink holds, with the id it
     gave it (`created.remote`): the local view `stats`, `show` and the console read, since the remote sink's own
     store is out of their reach. An invoice the table holds already is left as it is."""
     values = []
     for invoice, remote_id in zip(invoices, created.remote, strict=False):
         if remote_id is not None:
-            row = _row(invoice, message)
-            row = _text(row) if tx.dialect == "sqlite" else row
+            row = bindable(tx.dialect, _row(invoice, message))
             values.append(dict(zip(_COLUMNS, row, strict=True), consumer=consumer, remote_id=remote_id))
     if values:
         await tx.unit.run_many("hub_insert_remote_invoice", values)
-
-
-def _text(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A row for SQLite: the issue date as ISO text, money as exact decimal text."""
-    return tuple(
-        value.isoformat() if isinstance(value, date) else str(value) if isinstance(value, Decimal) else value
-        for value in row
-    )
 
 
 def _key(row: Sequence[Any]) -> tuple[str, ...]:

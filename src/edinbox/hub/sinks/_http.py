@@ -29,6 +29,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from edinbox import AsyncTransaction
 from edinbox._errors import ConfigurationError, InboxError, PermanentError, TransientError
 from edinbox._files import read_small
 from edinbox._message import Message
@@ -145,9 +146,9 @@ class HttpAccounting(Accounting):
         self._client = client
         self._auth = {} if token is None else {"Authorization": f"Bearer {check_token(token)}"}
 
-    async def create(self, tx: Any, message: Message, invoices: Sequence[Any]) -> Created:
+    async def create(self, tx: AsyncTransaction, message: Message, invoices: Sequence[Any]) -> Created:
         """POST each invoice once per idempotency key; raise AccountingError when the API did not settle it."""
-        if not getattr(tx, "idempotency_key", None):
+        if not tx.idempotency_key:
             raise ConfigurationError("the HTTP accounting sink needs the inbox's lease mode (tx.idempotency_key)")
         try:
             import httpx

@@ -186,14 +186,14 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
 -- [partner, count] pair of the JSON array in one upsert, its rows locked in the partners' order (hubs never deadlock
 -- on them); the row locks are held to the commit, so the read after it sees this transaction's own numbers
 INSERT INTO {edinbox_hub_control_numbers} (partner, n)
-SELECT j.partner, j.k FROM JSON_TABLE(%(counters)s, '$[*]' COLUMNS (
+SELECT j.partner, j.k FROM JSON_TABLE(%(rows)s, '$[*]' COLUMNS (
     partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]',
     k BIGINT PATH '$[1]'
 )) AS j
 ORDER BY j.partner
 ON DUPLICATE KEY UPDATE n = n + VALUES(n);
 SELECT c.partner, c.n
-FROM JSON_TABLE(%(counters)s, '$[*]' COLUMNS (partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]')) AS j
+FROM JSON_TABLE(%(rows)s, '$[*]' COLUMNS (partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]')) AS j
 JOIN {edinbox_hub_control_numbers} AS c ON c.partner = j.partner COLLATE utf8mb4_nopad_bin
 
 -- name: hub_record_acknowledgment

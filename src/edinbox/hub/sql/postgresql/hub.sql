@@ -82,12 +82,9 @@ UPDATE {edinbox_hub_rejected} SET reason = %(reason)s
 WHERE consumer = %(consumer)s AND fingerprint = %(fingerprint)s AND delivery = %(delivery)s
 
 -- name: hub_count
-INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
-ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
-
--- name: hub_count_batch
+-- a batch's counts as one array of outcomes and one of counts (`edinbox.stores.run_rows`), in one statement
 INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n)
-SELECT %(consumer)s, t.outcome, %(shard)s, t.n FROM unnest(%(outcomes)s::text[], %(counts)s::bigint[]) AS t(outcome, n)
+SELECT %(consumer)s, t.outcome, %(shard)s, t.n FROM unnest(%(outcome)s::text[], %(n)s::bigint[]) AS t(outcome, n)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
@@ -161,7 +158,7 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
 -- each partner's last of `counts` numbers reserved (the others are the `count - 1` before it), every partner of the
 -- arrays in one statement; the rows are inserted and locked in the partners' order, so hubs never deadlock on them
 INSERT INTO {edinbox_hub_control_numbers} AS c (partner, n)
-SELECT u.partner, u.k FROM unnest(%(partners)s::text[], %(counts)s::bigint[]) AS u (partner, k)
+SELECT u.partner, u.k FROM unnest(%(partner)s::text[], %(k)s::bigint[]) AS u (partner, k)
 ORDER BY u.partner
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
 RETURNING partner, n
@@ -287,7 +284,7 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
 )
 
 -- name: hub_ledger_record
--- a batch's numbers as one array per column, each (partner, level, number) once: `counts` its copies accepted (more
+-- a batch's numbers as one array per column, each (partner, level, number) once: `n` its copies accepted (more
 -- than one: the batch's own copies, so its previous arrival is now; 0: only a parked interchange carried it, whose
 -- payload's fingerprint is `parked`, and its arrival times stay); rows locked in key order, so hubs never deadlock on
 -- them; a number seen before keeps its seq and first_at
@@ -295,8 +292,8 @@ INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, 
     parked)
 SELECT %(consumer)s, u.partner, u.level, u.number, u.width, u.seq, u.n, CASE WHEN u.n > 1 THEN now() END,
     CASE WHEN u.n > 0 THEN now() END, u.parked
-FROM unnest(%(partners)b::text[], %(levels)b::text[], %(numbers)b::text[], %(widths)b::integer[],
-    %(seqs)b::bigint[], %(counts)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
+FROM unnest(%(partner)b::text[], %(level)b::text[], %(number)b::text[], %(width)b::integer[],
+    %(seq)b::bigint[], %(n)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
 ORDER BY u.partner, u.level, u.number
 ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
     previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at

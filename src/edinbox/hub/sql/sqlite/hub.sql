@@ -143,9 +143,9 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
 
 -- name: hub_reserve_control_numbers
 -- each partner's last of its count of numbers reserved (the others are the `count - 1` before it), every
--- [partner, count] pair of :counters (JSON) in one statement
+-- [partner, count] pair of :rows (JSON) in one statement
 INSERT INTO {edinbox_hub_control_numbers} AS c (partner, n)
-SELECT j.value ->> 0, j.value ->> 1 FROM json_each(:counters) AS j
+SELECT j.value ->> 0, j.value ->> 1 FROM json_each(:rows) AS j
 WHERE true
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
 RETURNING partner, n
