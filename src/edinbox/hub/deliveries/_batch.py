@@ -28,10 +28,10 @@ from edinbox.hub.deliveries._items import HEAD, Item, cut, refused
 from edinbox.hub.deliveries._spans import Spans
 from edinbox.hub.partners import COUNTER, REJECTION, Acknowledger, Pending, Refusal, delivery_id, noticed
 from edinbox.hub.sinks import Accounting, Created, keep_remote
-from edinbox.loop import HANDLED, DeliveryOutcome, Lifecycle, Stage
+from edinbox.loop import ACK, HANDLED, NACK_DELAY, DeliveryOutcome, HandBack, Lifecycle, Stage, Verdict
 from edinbox.sources import Delivery
 
-__all__ = ["Batch", "Work"]
+__all__ = ["Batch", "Work", "hand_back_of"]
 
 
 @dataclass(slots=True)
@@ -304,3 +304,18 @@ def _whole(item: Item) -> bool:
 def _effect(created: Created) -> DeliveryOutcome:
     """The counted outcome of a handled interchange: `resent` when every invoice of it already existed."""
     return DeliveryOutcome.RESENT if created.existing and not created.created else DeliveryOutcome.PROCESSED
+
+
+def hand_back_of(w: Work) -> Verdict:
+    """The delivery's hand-back: a nack when some item is unsettled, a reject when every item is parked (their
+    reasons), else an ack."""
+    if w.unsettled:  # back not before its messages' retry time (`Batch.wait`), and never at once
+        return Verdict(HandBack.NACK, delay=max(w.delay or 0.0, NACK_DELAY))
+    if _rejected(w):
+        return Verdict(HandBack.REJECT, reason="; ".join(item.reason for item in w.items))
+    return ACK
+
+
+def _rejected(w: Work) -> bool:
+    """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
+    return not w.unsettled and bool(w.items) and all(item.route == Route.REJECT for item in w.items)
