@@ -82,7 +82,8 @@ from edinbox.sources._kafka_config import (
     unreachable,
 )
 from edinbox.sources._kafka_daemon import Daemon
-from edinbox.sources._kafka_letters import Letter, Posted, letter, payload_at, stand_in, too_large
+from edinbox.sources._kafka_dead_letters import produce_letter
+from edinbox.sources._kafka_letters import Posted, letter
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._kafka_publisher import KafkaPublisher
 from edinbox.sources._options import int_range, name_option, positive_float
@@ -489,67 +490,12 @@ class KafkaSource(Source):
                 produced.set_result(Posted(error=failure(exc)))
                 return
             producer = self._producer
-        self._produce_letter(producer, delivery, letter(delivery, reason=reason), produced)
+        record = letter(delivery, reason=reason)
+        produce_letter(
+            producer, delivery, record, produced, topic=self.topic, url=self.url, dead_letter=self.dead_letter
+        )
         # sends at once (a poll would wait out linger.ms first, 5 ms a reject) and serves the delivery reports
         producer.flush(self.commit_wait)
-
-    def _produce_letter(
-        self, producer: Any, delivery: Delivery, record: Letter, produced: concurrent.futures.Future[Posted]
-    ) -> None:
-        """Produce one dead-letter record; a whole one refused as too large (by the producer at once, or by the
-        broker in its delivery report) is replaced by its stand-in, which no retry could change. `produced` gets
-        `Posted()` once the broker has the record, `Posted(kept=...)` when it is a stand-in, else why not; a stand-in
-        refused as too large too (headers over the limit) parks the record without a dead letter, in one error line
-        saying where it is."""
-        ck = kafka()
-        where = partial(payload_at, delivery, topic=self.topic, url=self.url, dead_letter=self.dead_letter)
-
-        def refused(error: Any) -> None:
-            if record.whole:
-                fields = {
-                    "delivery": delivery.coordinates,
-                    "dead_letter": self.dead_letter,
-                    "bytes": len(delivery.payload),
-                    "error": str(error),
-                    "kept_in": self.topic,
-                    "then": "its dead letter carries the reason and where the record is, not the payload, which the "
-                    "topic keeps until its retention removes it",
-                }
-                log_event(_log, logging.WARNING, "dead-letter-refused", fields)
-                reason = dict(record.headers)["edinbox-reason"]
-                substitute = stand_in(delivery, reason=reason, refused=str(error))
-                self._produce_letter(producer, delivery, substitute, produced)
-                return
-            fields = {
-                "delivery": delivery.coordinates,
-                "dead_letter": self.dead_letter,
-                "error": str(error),
-                "kept_in": self.topic,
-                "then": "parked without a dead letter (even its stand-in was refused): the record is only in the "
-                "topic, until its retention removes it",
-            }
-            log_event(_log, logging.ERROR, "dead-letter-lost", fields)
-            if not produced.done():
-                produced.set_result(Posted(kept=where(stand_in=False)))
-
-        def report(err: Any, _msg: Any) -> None:
-            if too_large(ck, err):
-                refused(err)
-            elif not produced.done():
-                kept = "" if record.whole else where(stand_in=True)
-                produced.set_result(Posted(kept=kept) if err is None else Posted(error=str(err)))
-
-        try:
-            producer.produce(
-                self.dead_letter, value=record.value, key=record.key, headers=record.headers, on_delivery=report
-            )
-        except ck.KafkaException as exc:  # refused before sending: no report comes
-            if too_large(ck, exc.args[0] if exc.args else None):
-                refused(exc.args[0])
-            else:
-                produced.set_result(Posted(error=failure(exc)))
-        except Exception as exc:  # a full queue: no report comes
-            produced.set_result(Posted(error=failure(exc)))
 
     async def reject(self, delivery: Delivery, *, reason: str) -> str | None:
         """Produce the record to the dead-letter topic with the reason in a header, then settle it; return None, or
