@@ -134,7 +134,8 @@ def test_the_hub_and_the_cli_import_no_private_module_of_stores_or_sources() -> 
     for path in [*(src / "hub").rglob("*.py"), *(src / "cli").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
-                assert not node.module.startswith(("edinbox.stores._", "edinbox.sources._")), (path.name, node.module)
+                private = node.module.startswith(("edinbox.stores.", "edinbox.sources._"))  # the packages' faces may
+                assert not private, (path.name, node.module)
 
 
 @pytest.mark.parametrize("command", ["init", "run", "stats"])
