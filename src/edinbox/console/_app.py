@@ -30,7 +30,7 @@ from edinbox.console import _data
 from edinbox.console._chart import COLORS, stacked
 from edinbox.console._guard import Access, guard
 from edinbox.console._story import story
-from edinbox.hub import partners as _ledger
+from edinbox.hub import partners
 from edinbox.hub.config import HubConfig, duration_text
 from edinbox.hub.database import open_inbox, verify_found
 from edinbox.hub.ops import find, list_rows
@@ -228,7 +228,7 @@ class _Pages:
         if partner is not None and "\x00" in partner:
             return self.refuse(request, 400, "partner: a NUL is not allowed")
         ledgers = await _data.partners(self.config, request.app.state.inbox, partner=partner)
-        findings = _ledger.findings(ledgers)
+        findings = partners.findings(ledgers)
         window = duration_text(self.config.duplicate_window)
         return self.page(request, "partners.html", partner=partner, ledgers=ledgers, findings=findings, window=window)
 

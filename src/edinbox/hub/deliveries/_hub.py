@@ -33,7 +33,7 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import DataError, InboxError, NotSettledError, RetryLater, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
-from edinbox.hub import partners as ledger
+from edinbox.hub import partners
 from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, Route, log_event, settled
 from edinbox.hub.database import Parked, Purger, park_reasons, purges
 from edinbox.hub.deliveries._batch import Batch, Work, hand_back_of
@@ -112,7 +112,7 @@ class Hub:
         self.metrics = metrics
         self.gauges = Gauges(metrics, inbox, logger=self.logger)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
-        self.ledger = ledger.Gauges(metrics, inbox, config)
+        self.ledger = partners.Gauges(metrics, inbox, config)
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
         self._claimed: list[Delivery] = []
