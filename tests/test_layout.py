@@ -87,12 +87,9 @@ def _long_functions(paths: list[Path]) -> dict[str, int]:
     return over
 
 
-LONG_MODULES = {
-    "edinbox/_async_inbox.py",
-    "edinbox/stores/_async_mysql.py",
-}
-"""The modules still over the limit, each one class to split by concept (the inbox's calls, the MariaDB store's unit
-and hold): the list only shrinks."""
+LONG_MODULES = {"edinbox/stores/_async_mysql.py"}
+"""The modules still over the limit (the MariaDB store: its unit, its hold and its store in one module): the list
+only shrinks."""
 
 LONG_FUNCTIONS = {"edinbox/edi/_envelope.py walk"}
 """The functions still over the limit (the parser's envelope walk): the list only shrinks."""

@@ -21,7 +21,7 @@ class Transaction(Protocol):
 
     @property
     def connection(self) -> Any:
-        """The driver's own connection inside the transaction (psycopg, PyMySQL / asyncmy, sqlite3 / aiosqlite)."""
+        """The driver's own connection inside the transaction (a psycopg, MariaDB or SQLite connection)."""
 
     @property
     def dialect(self) -> str:
