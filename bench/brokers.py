@@ -113,11 +113,14 @@ async def drop(url: str, name: str) -> None:
 async def through_hub(url: str, db: str, table: str, count: int, *, inbox: bool) -> float:
     """Seconds the hub (default batch settings) takes to settle `count` waiting interchanges."""
     from edinbox.hub.config._model import HubConfig
+    from edinbox.hub.database import on_inbox
     from edinbox.hub.deliveries._open import open_hub
-    from edinbox.hub.ops._ops import init
+    from edinbox.hub.ops import init
 
     config = HubConfig(db=db, source=url, consumer="bench", table=table)
-    await init(config)  # the operator's `edinbox init`: the hub itself runs no DDL
+    await on_inbox(
+        config, lambda inbox: init(inbox, config=config)
+    )  # the operator's `edinbox init`: the hub itself runs no DDL
     async with open_hub(config) as hub:
         if not inbox:
             hub.inbox = NoInbox(hub.inbox)
@@ -179,8 +182,9 @@ async def side_by_side(broker: str, messages: list[tuple[str, bytes]], *, db_kin
     order, so a burst of load from other processes hits both variants alike.
     """
     from edinbox.hub.config._model import HubConfig
+    from edinbox.hub.database import on_inbox
     from edinbox.hub.deliveries._open import open_hub
-    from edinbox.hub.ops._ops import init
+    from edinbox.hub.ops import init
 
     names = {inbox: "b" + uuid.uuid4().hex[:12] for inbox in (False, True)}
     folder = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
@@ -192,7 +196,7 @@ async def side_by_side(broker: str, messages: list[tuple[str, bytes]], *, db_kin
                 await publisher(url)(url, messages)
                 db, table = _database(db_kind, name, folder)
                 config = HubConfig(db=db, source=url, consumer="bench", table=table)
-                await init(config)
+                await on_inbox(config, lambda opened, config=config: init(opened, config=config))
                 hub = await stack.enter_async_context(open_hub(config))
                 if not inbox:
                     hub.inbox = NoInbox(hub.inbox)

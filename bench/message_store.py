@@ -43,8 +43,9 @@ import psycopg
 from edinbox import AsyncInbox, Message
 from edinbox._payloads import keep_params
 from edinbox.hub import HubConfig, open_hub
+from edinbox.hub.database import on_inbox
 from edinbox.hub.demo._traffic import generate
-from edinbox.hub.ops._ops import init
+from edinbox.hub.ops import init
 from edinbox.sources.spool import publish
 
 POSTGRES = os.environ.get("EDINBOX_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -64,7 +65,7 @@ async def hub_rate(
     """Settle `files` through the hub; deliveries per second, and the hub process's CPU microseconds per delivery
     (what other processes on a shared machine change least)."""
     config = _config(root, db, table, keep=keep)
-    await init(config)
+    await on_inbox(config, lambda inbox: init(inbox, config=config))
     await publish(config.source, files)
     started, cpu = time.perf_counter(), time.process_time()
     async with open_hub(config) as hub:

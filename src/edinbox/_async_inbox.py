@@ -147,9 +147,10 @@ class AsyncInbox(_AsyncLeases):
         transaction. Either way it shares the fate of the PROCESSED outcome.
 
         With an SQLAlchemy `session` (the session class of the inbox's kind), the journal row is written on the
-        session's connection inside its transaction (begun if none), in a savepoint that is the session's own
-        `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
-        `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).
+        session's connection inside its transaction (begun if none), in a savepoint (the inbox's own, or the
+        session's `begin_nested()` once the session flushes ORM state in it): the inbox never commits the
+        transaction, the caller does. The handler gets the session as `tx.connection`, inside that savepoint (its
+        failure discards its ORM work with the journal row).
 
         With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
         children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
@@ -320,10 +321,9 @@ class AsyncInbox(_AsyncLeases):
         does not call it: the caller records those outcomes itself.
 
         With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
-        connection inside its transaction (begun if none), in the session's `begin_nested()`, and the inbox never
-        commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
-        `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
-        there too.
+        connection inside its transaction (begun if none), in a savepoint, and the inbox never commits it; the
+        handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With `isolate`, each
+        message's savepoint is released into the session's transaction, its failure recorded there too.
 
         Each row settled keeps the traceparent of the span that settled it, and a duplicate's span is linked to
         the trace that made the effect, as with `process`: by default the current span; `spans` (OpenTelemetry

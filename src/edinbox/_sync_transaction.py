@@ -21,7 +21,7 @@ class Transaction(Protocol):
 
     @property
     def connection(self) -> Any:
-        """The driver's own connection inside the transaction (a psycopg, MariaDB or SQLite connection)."""
+        """The driver's own connection inside the transaction (psycopg's, or the MariaDB or SQLite driver's)."""
 
     @property
     def dialect(self) -> str:

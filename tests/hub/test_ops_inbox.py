@@ -38,3 +38,19 @@ async def test_every_operator_function_reads_the_inbox_it_is_given(tmp_path: Pat
         assert checks["journal"] == "ok"
         assert await ops.forget(inbox, key)
         assert await ops.show(inbox, key) is None
+
+
+async def test_doctor_reads_replication_where_the_database_has_replicas(hub_config: HubConfig) -> None:
+    """The replication check asks every store the same named query: PostgreSQL answers with its state (this test
+    server streams to no standby: ok), SQLite and MariaDB find no row, and the check is left out."""
+    from edinbox.hub.ops._replication import replication
+    from hub_ops import init
+
+    await init(hub_config)
+    async with open_inbox(hub_config) as inbox:
+        found = await replication(inbox)
+    if inbox.dialect == "postgresql":
+        assert found is not None
+        assert found[0] == "ok"
+    else:
+        assert found is None

@@ -10,6 +10,7 @@ journal rows, its invoices and its bookkeeping.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,12 +45,13 @@ TABLES = (
     "edinbox_hub_answers",
     "edinbox_hub_as2_receipts",
     "edinbox_hub_ledger",
+    "edinbox_hub_findings",
     "edinbox_hub_console_audit",
 )
 """The hub's tables, beside the journal (`edinbox_hub_console_audit`: what operators did in `edinbox console`;
 `edinbox_hub_answers`: what was answered once; `edinbox_hub_as2_receipts`: the MDN answered for each AS2 message
-received; `edinbox_hub_ledger`: the control numbers partners sent, `_ledger`). Their
-versions are the hub's (`_parts.HUB.migrations`)."""
+received; `edinbox_hub_ledger`: the control numbers partners sent, `_ledger`; `edinbox_hub_findings`: what
+validation found per interchange, `_findings`). Their versions are the hub's (`_parts.HUB.migrations`)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
@@ -95,6 +97,7 @@ _KEYS = {
     "edinbox_hub_answers": ["consumer", "delivery", "message_id", "source"],
     "edinbox_hub_as2_receipts": ["consumer", "message_id", "receiver", "sender"],
     "edinbox_hub_ledger": ["consumer", "level", "number", "partner"],
+    "edinbox_hub_findings": ["consumer", "message_id", "source"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -123,8 +126,10 @@ CREATE = (
             "answers",
             "as2_receipts",
             "ledger",
+            "findings",
         )
     ),
+    "hub_index_ledger_changed",
     "console_create_audit",
     *(f"console_index_{index}" for index in SEARCH_INDEXES),
 )
@@ -188,19 +193,18 @@ async def count(tx: AsyncTransaction, *, consumer: str, counts: Mapping[str, int
 
 async def park(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:
     """Keep payloads that cannot be processed (once per content; a redelivery counts one more delivery), in the
-    caller's transaction, in one batch of statements."""
+    caller's transaction, in one call (`edinbox.stores.run_rows`: one statement over arrays on PostgreSQL, one batch
+    of statements elsewhere): each content once, with the number of the batch's deliveries that carried it."""
+    first: dict[str, Parked] = {}
+    carried: Counter[str] = Counter()
+    for p in parked:
+        first.setdefault(p.fingerprint, p)
+        carried[p.fingerprint] += 1
     rows = [
-        {
-            "consumer": consumer,
-            "fingerprint": p.fingerprint,
-            "delivery": p.delivery,
-            "reason": p.reason,
-            "payload": p.payload,
-        }
-        for p in parked
+        {"fingerprint": f, "delivery": p.delivery, "reason": p.reason, "payload": p.payload, "deliveries": carried[f]}
+        for f, p in first.items()
     ]
-    if rows:
-        await tx.unit.run_many("hub_park", rows)
+    await run_rows(tx, "hub_park", rows, consumer=consumer)
 
 
 async def park_reasons(tx: AsyncTransaction, *, consumer: str, parked: Sequence[Parked]) -> None:

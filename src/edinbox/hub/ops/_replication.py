@@ -26,13 +26,13 @@ _NOT_WAITING = ("off", "local")
 
 async def replication(inbox: AsyncInbox) -> tuple[str, str] | None:
     """("ok" | "warn", a sentence) on the journal's replication; None for a database without replicas to read
-    (SQLite, MariaDB)."""
-    if inbox.dialect != "postgresql":
-        return None
+    (SQLite, MariaDB: their `hub_replication` finds no row)."""
     try:
         rows = await inbox.read(lambda tx: tx.unit.fetch("hub_replication", {}))
     except InboxError as exc:
         return "warn", f"unknown: cannot read the replication state: {mask(str(exc))}"
+    if not rows:
+        return None
     standby, names, commit, states = rows[0]
     return judge(bool(standby), str(names or ""), str(commit or ""), list(states or []))
 
