@@ -91,8 +91,8 @@ LONG_MODULES = {"edinbox/stores/_async_mysql.py"}
 """The modules still over the limit (the MariaDB store: its unit, its hold and its store in one module): the list
 only shrinks."""
 
-LONG_FUNCTIONS = {"edinbox/edi/_envelope.py walk"}
-"""The functions still over the limit (the parser's envelope walk): the list only shrinks."""
+LONG_FUNCTIONS: set[str] = set()
+"""The functions still over the limit: none; kept so that a function over it names itself in the failure."""
 
 
 def _relative(found: dict[str, int]) -> set[str]:
