@@ -33,10 +33,10 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import DataError, InboxError, NotSettledError, RetryLater, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
-from edinbox.hub import partners as ledger
+from edinbox.hub import partners
 from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, Route, log_event, settled
 from edinbox.hub.database import Indexer, Parked, Purger, park_reasons, purges
-from edinbox.hub.deliveries._batch import Batch, Work
+from edinbox.hub.deliveries._batch import Batch, Work, hand_back_of
 from edinbox.hub.deliveries._items import Item, cut, kept_instead, plan
 from edinbox.hub.deliveries._spans import Spans
 from edinbox.hub.partners import Acknowledger
@@ -44,11 +44,9 @@ from edinbox.hub.relay import RelayProcess, apart
 from edinbox.hub.relay import beside as relay_beside
 from edinbox.hub.sinks import Accounting
 from edinbox.loop import (
-    ACK,
     NACK_DELAY,
     DeliveryOutcome,
     Gauges,
-    HandBack,
     Move,
     Outage,
     Relay,
@@ -114,7 +112,7 @@ class Hub:
         self.metrics = metrics
         self.gauges = Gauges(metrics, inbox, logger=self.logger)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
-        self.ledger = ledger.Gauges(metrics, inbox, config)
+        self.ledger = partners.Gauges(metrics, inbox, config)
         self.indexer = Indexer(inbox, logger=self.logger, enabled=config.keep_payloads)
         """Indexes the kept payloads for search between batches (`keep_payloads`)."""
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
@@ -249,7 +247,7 @@ class Hub:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
         for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
-        verdicts = [_verdict(w) for w in work]
+        verdicts = [hand_back_of(w) for w in work]
         for w, verdict in zip(work, verdicts, strict=True):  # before the source is told anything
             w.lifecycle.check(Move.of(verdict.hand_back))
         lost = await hand_back_each(
@@ -488,21 +486,6 @@ async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
         except DataError as exc:
             if not batch.shrink(exc):
                 raise
-
-
-def _verdict(w: Work) -> Verdict:
-    """The delivery's hand-back: a nack when some item is unsettled, a reject when every item is parked (their
-    reasons), else an ack."""
-    if w.unsettled:  # back not before its messages' retry time (`Batch.wait`), and never at once
-        return Verdict(HandBack.NACK, delay=max(w.delay or 0.0, NACK_DELAY))
-    if _rejected(w):
-        return Verdict(HandBack.REJECT, reason="; ".join(item.reason for item in w.items))
-    return ACK
-
-
-def _rejected(w: Work) -> bool:
-    """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
-    return not w.unsettled and bool(w.items) and all(item.route == Route.REJECT for item in w.items)
 
 
 def kept_at(source: Source) -> str:
