@@ -37,9 +37,9 @@ from edinbox.hub.deliveries._hub import Hub
 from edinbox.hub.demo._traffic import generate
 from edinbox.hub.ops import init
 from edinbox.sources.spool import SpoolSource
-from edinbox.stores import _async_mysql, _async_postgres, _async_sqlite
+from edinbox.stores import _async_mysql_unit, _async_postgres, _async_sqlite
 
-_UNITS = (_async_sqlite._AsyncSQLiteUnit, _async_postgres._AsyncPostgresUnit, _async_mysql._AsyncMySQLUnit)
+_UNITS = (_async_sqlite._AsyncSQLiteUnit, _async_postgres._AsyncPostgresUnit, _async_mysql_unit._AsyncMySQLUnit)
 
 
 class Timers:

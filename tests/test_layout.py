@@ -87,9 +87,8 @@ def _long_functions(paths: list[Path]) -> dict[str, int]:
     return over
 
 
-LONG_MODULES = {"edinbox/stores/_async_mysql.py"}
-"""The modules still over the limit (the MariaDB store: its unit, its hold and its store in one module): the list
-only shrinks."""
+LONG_MODULES: set[str] = set()
+"""The modules still over the limit: none; kept so that a module over it names itself in the failure."""
 
 LONG_FUNCTIONS: set[str] = set()
 """The functions still over the limit: none; kept so that a function over it names itself in the failure."""
