@@ -372,3 +372,11 @@ def test_the_stale_name_check_catches_an_old_path() -> None:
     assert _exists("edinbox/hub/sql/<dialect>/hub.sql")
     assert _exists("stores/_mapping.py")
     assert _exists("tests/logfmt.py")
+
+
+def test_typed_handler_example_runs_as_written() -> None:
+    """docs/inbox.md's handler typed with `edinbox.Transaction` runs as written: its invoice is processed and its
+    confirmation stored in the outbox."""
+    code = _block("## A handler's type", page=DOCS / "inbox.md")
+    assert "tx: Transaction" in code
+    exec(compile(code, "docs/inbox.md", "exec"), {})  # noqa: S102 - the docs example is our own code
