@@ -17,6 +17,7 @@ from edinbox.hub.config import Route
 from edinbox.hub.config._model import Agreement
 from edinbox.hub.deliveries._items import Item, plan
 from edinbox.hub.demo._traffic import render
+from edinbox.hub.ops._ops import render_shown
 from edinbox.hub.partners._acks import Pending, _together
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
@@ -140,3 +141,45 @@ async def test_the_hub_books_and_reports_or_parks_and_rejects(hub_config: HubCon
     shown = await show(config, f"X12:{X12.qualifier}:{X12.id}>ZZ:EDINBOXHUB/000000902")
     assert shown is not None
     assert [a["kind"] for a in shown["acknowledgments"]] == ["TA1+997"]
+
+
+@pytest.mark.parametrize("hub_config", ["sqlite", "postgresql", "mysql"], indirect=True)
+async def test_what_validation_found_is_kept_with_the_key(hub_config: HubConfig) -> None:
+    """The findings of a validated interchange are kept in the transaction that settles it: `show` gives "validated"
+    with the error count and each finding (its message, segment, element, code and value), for a booked one
+    ("report"), a parked one ("strict") and a clean one (no errors); an interchange not validated has none."""
+    agreement = Agreement(validate="report")
+    sent = [render(doc(control=f"00000091{n}", number=f"W-{n}")) for n in range(4)]
+    sent[0] = sent[0].replace(b"*****DI~", b"*****QQ~")
+    sent[1] = sent[1].replace(b"*****DI~", b"*****QQ~")
+    for data, mode in zip(sent, ("report", "strict", "report", "off"), strict=True):
+        await publish(hub_config.source, [(mode, data)])
+        config = hub_config.with_overrides(partners={"*": replace(agreement, validate=mode)})
+        async with open_hub(config) as hub:
+            await hub.run(once=True)
+    key = f"X12:{X12.qualifier}:{X12.id}>ZZ:EDINBOXHUB/00000091"
+    shown = [await show(hub_config, f"{key}{n}") for n in range(4)]
+    assert None not in shown
+    booked, parked, clean, unchecked = (one or {} for one in shown)
+    assert (booked["status"], parked["status"]) == ("processed", "parked")
+    expected = {
+        "message": "0001",
+        "type": "810",
+        "position": 2,
+        "segment": "BIG",
+        "loop": "",
+        "element": 7,
+        "component": 0,
+        "reference": "640",
+        "code": "7",
+        "segment_code": "8",
+        "value": "QQ",
+    }
+    for one in (booked, parked):
+        assert one["validated"]["errors"] == 1
+        assert one["validated"]["findings"] == [expected]
+    assert clean["validated"]["errors"] == 0
+    assert clean["validated"]["findings"] == []
+    assert "validated" not in unchecked
+    text = render_shown(booked)
+    assert "validated: 1 error\n  810 0001: BIG07 (640) in segment 2: invalid code value 'QQ'" in text

@@ -51,6 +51,7 @@ class Statements:
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),
             "status_check": sql.Identifier(f"{table.name}_status_check"),
+            "status_type": sql.Identifier(*qualified[:-1], f"{table.name}_status"),
             "version_table": sql.Identifier(*version),
             "table_name": sql.Literal(self.qualified_name),
         }

@@ -375,7 +375,7 @@ class PostgresStore:
         steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]
         if self._table.schema:
             steps.append(("create_schema", {}))
-        steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
+        steps += [("create_status", {}), ("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         steps += [(name, {}) for name in payloads_ddl(DIALECT)]
         with self.unit() as unit:

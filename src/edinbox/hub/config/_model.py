@@ -16,7 +16,6 @@ charged to the messages.
 from __future__ import annotations
 
 import difflib
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import timedelta
@@ -43,6 +42,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._payloads import PAYLOAD_CAP
 from edinbox._urls import mask
 from edinbox.edi import Overlay
+from edinbox.hub.config._terms import levels, overlay
 from edinbox.hub.config._values import (
     LIMITS,
     MAX_CONSUMER,
@@ -151,6 +151,7 @@ class Agreement:
     check), "report" (errors are listed in the acknowledgment, the sets accepted with errors) or "strict" (a set in
     error is rejected, and its interchange parked); `require` and `allow` are the partner's overlay on the guides
     ("BIG04, RFF+ON"; "REF*20, ZZZ", see `edinbox.edi.Overlay`).
+    `ledger`: the control-number levels kept for the partner (`levels`, docs/ledger.md; default: interchange, group).
 
     AS2 (an `as2://` source, see docs/as2.md): `as2_id` is the partner's AS2 name, `as2_hub_id` ours in this
     agreement, `as2_certificate` the partner's certificate file, `as2_key` and `as2_hub_certificate` our private key
@@ -172,6 +173,7 @@ class Agreement:
     validate: str = "off"
     require: str = ""
     allow: str = ""
+    ledger: str = ""
 
     def __post_init__(self) -> None:
         """Refuse values that cannot work, with a sentence saying which."""
@@ -194,18 +196,14 @@ class Agreement:
             raise ConfigurationError(f"sender must be QUALIFIER:ID (e.g. ZZ:HUB), not {self.sender!r}")
         try:
             self.overlay  # noqa: B018 (read to check it)
+            levels(self.ledger)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
 
     @property
     def overlay(self) -> Overlay:
         """The partner's overlay on the implementation guides (`require`, `allow`)."""
-        return _overlay(self.require, self.allow)
-
-
-@functools.lru_cache(maxsize=256)
-def _overlay(require: str, allow: str) -> Overlay:
-    return Overlay.parse(require, allow)
+        return overlay(self.require, self.allow)
 
 
 _NO_AGREEMENT = Agreement()

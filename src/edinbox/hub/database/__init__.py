@@ -2,6 +2,14 @@
 tables beside it, and the purge that keeps both within their retention.
 """
 
+from edinbox.hub.database._findings import (
+    compact_findings,
+    describe_finding,
+    findings_lines,
+    findings_summary,
+    read_findings,
+    record_findings,
+)
 from edinbox.hub.database._journal import HUB, on_inbox, open_inbox, verify, verify_found
 from edinbox.hub.database._purge import Purged, Purger, check_purge, purge, purgeable, purges
 from edinbox.hub.database._tables import (
@@ -26,9 +34,13 @@ __all__ = [
     "Purged",
     "Purger",
     "check_purge",
+    "compact_findings",
     "count",
     "counts",
     "create_partner_index",
+    "describe_finding",
+    "findings_lines",
+    "findings_summary",
     "has_hub",
     "on_inbox",
     "open_inbox",
@@ -37,6 +49,8 @@ __all__ = [
     "purge",
     "purgeable",
     "purges",
+    "read_findings",
+    "record_findings",
     "verify",
     "verify_found",
 ]

@@ -29,6 +29,8 @@ HUB = Application(
         4: "the AS2 receipts table (edinbox_hub_as2_receipts): the MDN answered for each AS2 message received",
         5: "the inbound control-number ledger (edinbox_hub_ledger): the numbers each partner sent, per level",
         6: "the invoices' remote_id: the id a remote sink (the HTTP accounting API) gave each invoice it holds",
+        7: "what validation found per interchange (edinbox_hub_findings), and when each ledger row last changed "
+        "(edinbox_hub_ledger.changed, indexed): the ledger's gauges read only what changed",
     },
     legacy="hub_control_numbers",
 )

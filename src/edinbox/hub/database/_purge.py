@@ -167,9 +167,9 @@ class Purger:
 
 async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timedelta) -> int:
     """Delete `consumer`'s parked payloads first rejected more than `older_than` ago, and the answers
-    (`edinbox_hub_answers`), AS2 receipts (`edinbox_hub_as2_receipts`) and ledger numbers (`edinbox_hub_ledger`)
-    last seen that long ago, on the journal the purge already has open; return how many parked payloads (0 on a
-    library journal: no hub tables)."""
+    (`edinbox_hub_answers`), AS2 receipts (`edinbox_hub_as2_receipts`), ledger numbers (`edinbox_hub_ledger`) and
+    validation findings (`edinbox_hub_findings`) last seen that long ago, on the journal the purge already has open;
+    return how many parked payloads (0 on a library journal: no hub tables)."""
     if not await has_hub(inbox):
         return 0
     params = {"consumer": consumer, "older_than": older_than}
@@ -178,6 +178,7 @@ async def purge_rejected(inbox: AsyncInbox, *, consumer: str, older_than: timede
         await tx.unit.run("hub_purge_answers", params)
         await tx.unit.run("hub_purge_as2_receipts", params)
         await tx.unit.run("hub_purge_ledger", params)
+        await tx.unit.run("hub_purge_findings", params)
         return int(await tx.unit.run("hub_purge_rejected", params))
 
     return await inbox.transaction(purge)

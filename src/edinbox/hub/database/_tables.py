@@ -45,12 +45,13 @@ TABLES = (
     "edinbox_hub_answers",
     "edinbox_hub_as2_receipts",
     "edinbox_hub_ledger",
+    "edinbox_hub_findings",
     "edinbox_hub_console_audit",
 )
 """The hub's tables, beside the journal (`edinbox_hub_console_audit`: what operators did in `edinbox console`;
 `edinbox_hub_answers`: what was answered once; `edinbox_hub_as2_receipts`: the MDN answered for each AS2 message
-received; `edinbox_hub_ledger`: the control numbers partners sent, `_ledger`). Their
-versions are the hub's (`_parts.HUB.migrations`)."""
+received; `edinbox_hub_ledger`: the control numbers partners sent, `_ledger`; `edinbox_hub_findings`: what
+validation found per interchange, `_findings`). Their versions are the hub's (`_parts.HUB.migrations`)."""
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
@@ -96,6 +97,7 @@ _KEYS = {
     "edinbox_hub_answers": ["consumer", "delivery", "message_id", "source"],
     "edinbox_hub_as2_receipts": ["consumer", "message_id", "receiver", "sender"],
     "edinbox_hub_ledger": ["consumer", "level", "number", "partner"],
+    "edinbox_hub_findings": ["consumer", "message_id", "source"],
 }
 """The unique key each table needs (sorted column names): the invoice key is the second safety net."""
 
@@ -124,8 +126,10 @@ CREATE = (
             "answers",
             "as2_receipts",
             "ledger",
+            "findings",
         )
     ),
+    "hub_index_ledger_changed",
     "console_create_audit",
     *(f"console_index_{index}" for index in SEARCH_INDEXES),
 )

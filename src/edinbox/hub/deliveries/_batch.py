@@ -23,7 +23,7 @@ from edinbox._plan import Key
 from edinbox.edi import partner
 from edinbox.hub import partners as ledger
 from edinbox.hub.config import Route
-from edinbox.hub.database import SHARDS, Parked, count, park
+from edinbox.hub.database import SHARDS, Parked, count, park, record_findings
 from edinbox.hub.deliveries._items import HEAD, Item, cut, refused
 from edinbox.hub.deliveries._spans import Spans
 from edinbox.hub.partners import COUNTER, REJECTION, Acknowledger, Pending, Refusal, delivery_id, noticed
@@ -227,11 +227,22 @@ class Batch:
             raise
         await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
         await ledger.record(tx, consumer=self.consumer, accepted=self._arrivals(), parked=_parked_numbers(parked_items))
+        await record_findings(tx, consumer=self.consumer, found=self._validated())
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
         for one in refusals:
             noticed(self.consumer, one)
         self.recorded_at = time.time_ns()
+
+    def _validated(self) -> list[tuple[Key, tuple[int, str]]]:
+        """What validation found in the batch's settled or parked interchanges, by key (the first of a key kept), in
+        key order (hubs inserting the same keys lock them in one order)."""
+        found: dict[Key, tuple[int, str]] = {}
+        for w in self.work:
+            for i, item in enumerate(w.items):
+                if item.validation is not None and item.message is not None and w.outcomes.get(i) is not None:
+                    found.setdefault(item.message.key, item.validation)
+        return sorted(found.items())
 
     def _arrivals(self) -> list[ledger.Arrival]:
         """The control numbers of the batch's accepted interchanges, in the order they came: those journaled (any

@@ -29,6 +29,7 @@ max_allowed_packet): then it keeps its first `HEAD` bytes, and its reason says t
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -36,7 +37,8 @@ from typing import Any
 from edinbox import edi
 from edinbox._errors import LimitError
 from edinbox._message import Message
-from edinbox.hub.config import HubConfig, Route
+from edinbox.hub.config import HubConfig, Route, levels
+from edinbox.hub.database import compact_findings, describe_finding
 from edinbox.hub.partners import Refusal, controls, partner_key, refusal
 from edinbox.hub.sinks import invoice_problem
 from edinbox.sources import Delivery
@@ -75,6 +77,9 @@ class Item:
     controls: tuple[tuple[str, str], ...] = ()
     """The interchange's control numbers by level (`_ledger.controls`), for the ledger; none for a payload that is
     not an interchange or whose header names nobody."""
+    validation: tuple[int, str] | None = None
+    """What validating the interchange found (`compact_findings`: how many errors, the JSON list), kept with its
+    key; None when its agreement does not validate it."""
 
     @property
     def fingerprint(self) -> str:
@@ -129,7 +134,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         if not interchange.identified:  # garbage names no partner and no message type
             return item
         named, types = _named(interchange), message_types(interchange)
-        item = replace(item, message=named, types=types, controls=controls(interchange))
+        chosen = levels(config.agreement(partner_key(interchange.sender)).ledger)
+        item = replace(item, message=named, types=types, controls=controls(interchange, chosen))
         if not config.acknowledges:
             return item
         received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding, findings=findings)
@@ -157,13 +163,14 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     needs_inbox = any(config.route(t) == Route.INBOX for t in types)
     route = (Route.INBOX if needs_inbox else Route.BYPASS) if types else Route(config.default_route)
     agreement = config.agreement(partner_key(interchange.sender))
+    kept: tuple[int, str] | None = None
     if route == Route.INBOX and agreement.validate != "off" and any(t in _INVOICE_TYPES for t in types):
         validation = edi.validate(interchange, agreement.overlay)
         findings = validation.findings
+        kept = compact_findings(interchange, validation) if validation.checked else None
         if findings and agreement.validate == "strict":
-            return replace(
-                parked(f"it breaks its implementation guide: {_first(interchange, validation)}"), label=label
-            )
+            reason = f"it breaks its implementation guide: {_first(validation, kept)}"
+            return replace(parked(reason), label=label, validation=kept)
     invoices: list[edi.Invoice] = []
     if route == Route.INBOX and any(t in _INVOICE_TYPES for t in types):
         try:
@@ -186,48 +193,17 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         types=types,
         invoices=tuple(invoices),
         received=received,
-        controls=controls(interchange),
+        controls=controls(interchange, levels(agreement.ledger)),
+        validation=kept,
     )
 
 
-def _first(interchange: edi.Interchange, validation: edi.Validation) -> str:
+def _first(validation: edi.Validation, kept: tuple[int, str] | None) -> str:
     """How many errors the validation found, and the first one in words."""
-    total = sum(map(len, validation.findings.values())) + validation.dropped
-    index, first = next(iter(validation.findings.items()))
-    found = first[0]
-    message = interchange.messages[index]
-    where = f"{found.segment} (segment {found.position})"
-    if found.element:
-        component = f"-{found.component}" if found.component else ""
-        where = f"{found.segment}{found.element:02d}{component} ({found.reference}) in segment {found.position}"
-    what = _WORDS.get(found.code, "an error") if found.element else _SEGMENT_WORDS.get(found.segment_code, "an error")
-    value = f" {found.value[:35]!r}" if found.value else ""
+    total = kept[0] if kept else sum(map(len, validation.findings.values())) + validation.dropped
+    first = json.loads(kept[1])[0] if kept else {}
     errors = "1 error" if total == 1 else f"{total} errors"
-    return f"{errors}; the first in {message.type} {message.control_number}: {where}: {what}{value}"
-
-
-_WORDS = {
-    "1": "missing",
-    "2": "missing (conditionally required)",
-    "3": "too many data elements",
-    "4": "too short",
-    "5": "too long",
-    "6": "invalid character",
-    "7": "invalid code value",
-    "8": "invalid date",
-    "9": "invalid time",
-    "10": "excluded by another element",
-    "13": "too many components",
-}
-"""X12 723 element codes in words (the reason of a parked interchange)."""
-_SEGMENT_WORDS = {
-    "1": "unrecognized segment",
-    "2": "unexpected segment",
-    "3": "mandatory segment missing",
-    "4": "loop over its maximum repeat",
-    "5": "segment over its maximum use",
-}
-"""X12 720 segment codes in words."""
+    return f"{errors}; the first in {describe_finding(first)}"
 
 
 def _named(interchange: edi.Interchange) -> Message | None:

@@ -29,9 +29,11 @@ from edinbox.hub.database import (
     Purged,
     counts,
     create_partner_index,
+    findings_lines,
     has_hub,
     purge,
     purgeable,
+    read_findings,
     verify,
     verify_found,
 )
@@ -313,9 +315,10 @@ async def find(inbox: AsyncInbox, key: str) -> Found | None:
         invoices = await inbox.read(lambda tx: tx.unit.fetch("hub_invoices_of", key_params))
         acks = await inbox.read(lambda tx: tx.unit.fetch("hub_acknowledgments_of", key_params))
         rejection = await inbox.read(lambda tx: tx.unit.fetch("hub_answers_of", key_params))
+    validated = await inbox.read(lambda tx: read_findings(tx, **key_params)) if hub else None  # what validation found
     record = await inbox.get(source, message_id)
     kept = await inbox.payload(source, message_id)  # the message store's copy (keep_payloads)
-    if record is None and not rejection:
+    if record is None and not rejection and validated is None:
         return None
     rejected_at = json_value(timestamp(rejection[0][1])) if rejection else None
     if record is None:  # parked before it was journaled: its rejection is all there is (the payload: `rejected/N`)
@@ -356,6 +359,7 @@ async def find(inbox: AsyncInbox, key: str) -> Found | None:
         }
         for a in acks
     ]
+    data.update({"validated": {**validated, "at": json_value(timestamp(validated["at"]))}} if validated else {})
     return Found(data, record, kept)
 
 
@@ -370,8 +374,10 @@ def _previewed(field: str, payload: bytes | None) -> dict[str, Any]:
 def render_shown(data: dict[str, Any]) -> str:
     """`show` for people: one `field  value` line each, then each payload preview as an indented block."""
     blocks = [name for name in ("payload", "conflict_payload") if data.get(name) is not None]
-    hidden = {*blocks, *(f"{name}_{part}" for name in blocks for part in ("bytes", "kind"))}
+    hidden = {*blocks, *(f"{name}_{part}" for name in blocks for part in ("bytes", "kind")), "validated"}
     text = render({k: v for k, v in data.items() if k not in hidden}, as_json=False)
+    if data.get("validated") is not None:
+        text += "".join(f"\n{line}" for line in findings_lines(data["validated"]))
     for name in blocks:
         lines = str(data[name]).splitlines() or [""]
         head = f"{name} ({data[f'{name}_bytes']} bytes, {data[f'{name}_kind']}):"

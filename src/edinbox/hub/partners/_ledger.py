@@ -18,10 +18,11 @@ or partner longer than `LONGEST` characters, or with a character that is not pri
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._core import human_duration
 from edinbox._errors import TransientError
-from edinbox.hub.config import HubConfig
+from edinbox.hub.config import LEVELS, HubConfig
 from edinbox.hub.database import verify_found
 from edinbox.stores import run_rows
 
@@ -51,9 +52,6 @@ __all__ = [
     "report",
 ]
 
-LEVELS = {"X12": ("ISA13", "GS06", "ST02"), "EDIFACT": ("UNB0020", "UNG0048", "UNH0062")}
-"""The levels of each standard: interchange, group, message."""
-
 LONGEST = 128
 """The longest control number (leading zeros dropped) and partner the ledger records (X12 allows 9 digits, EDIFACT
 14 characters)."""
@@ -68,14 +66,16 @@ class Arrival:
     number: str
 
 
-def controls(interchange: edi.Interchange) -> tuple[tuple[str, str], ...]:
-    """The (level, number) pairs an interchange carries: its own, each group's, each message's, in order."""
+def controls(interchange: edi.Interchange, kept: Collection[str] | None = None) -> tuple[tuple[str, str], ...]:
+    """The (level, number) pairs an interchange carries: its own, each group's, each message's, in order; only those
+    of the levels `kept` (the partner's agreement's `levels`) when given."""
     levels = LEVELS.get(interchange.standard)
     if levels is None:
         return ()
-    found = [(levels[0], interchange.control_number)]
-    found += [(levels[1], group.control_number) for group in interchange.groups]
-    found += [(levels[2], message.control_number) for message in interchange.messages]
+    wanted = [kept is None or level in kept for level in levels]
+    found = [(levels[0], interchange.control_number)] if wanted[0] else []
+    found += [(levels[1], group.control_number) for group in interchange.groups] if wanted[1] else []
+    found += [(levels[2], message.control_number) for message in interchange.messages] if wanted[2] else []
     return tuple(found)
 
 
@@ -124,7 +124,7 @@ async def record(
             row["n"] += 1
         else:
             row["parked"] = fingerprint
-    await run_rows(tx, "hub_ledger_record", [rows[key] for key in sorted(rows)], consumer=consumer)
+    await run_rows(tx, "hub_ledger_record", [rows[key] for key in sorted(rows)], consumer=consumer, changed=seq)
 
 
 @dataclass(slots=True)
@@ -162,7 +162,7 @@ class Ledger:
 async def report(tx: AsyncTransaction, *, consumer: str, window: timedelta, partner: str | None = None) -> list[Ledger]:
     """The ledger of every partner and level of `consumer` (or of one `partner`), read in the caller's transaction:
     open gaps, duplicates within `window`, out-of-order arrivals."""
-    rows = await tx.unit.fetch("hub_ledger_rows", {"consumer": consumer, "partner": partner})
+    rows = await tx.unit.fetch("hub_ledger_rows", {"consumer": consumer, "partner": partner, "since": 0})
     grouped: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for row in rows:
         grouped[(str(row[0]), str(row[1]))].append(row)
@@ -269,13 +269,70 @@ _SHARE = 20
 """The ledger's gauges wait at least this many times as long as their last reading took: reading a big ledger takes
 at most 1/20 of the hub's time."""
 
+_OVERLAP = 300.0
+"""Seconds of rows each incremental reading reads again: a batch stamps its rows (`changed`, the hub's clock) before
+it commits, and hubs' clocks differ; a row committed later than this after its stamp is seen at the next full one."""
+
+_FULL = 3600.0
+"""Seconds between the gauges' full readings of the ledger: they drop the numbers purged, and see any row an
+incremental reading missed."""
+
+
+class _Tally:
+    """One partner's level as the gauges keep it: its accepted numbers in order, the gaps between them, and the
+    numbers accepted again within the window (the same rules as `report`, updated one row at a time)."""
+
+    __slots__ = ("accepted", "duplicates", "gaps")
+
+    def __init__(self) -> None:
+        self.accepted: list[int] = []
+        self.gaps = 0
+        self.duplicates: set[str] = set()
+
+    def add(self, row: Sequence[Any], window: timedelta) -> None:
+        """Take in one row of `hub_ledger_rows` (a number new, or one that changed since it was last taken in)."""
+        number, width, arrivals = str(row[2]), int(row[3]), int(row[5])
+        if not arrivals:  # only parked: still missing
+            return
+        last, previous = _when(row[8]), _when(row[7])
+        if arrivals > 1 and last is not None and previous is not None and last - previous <= window:
+            self.duplicates.add(number)
+        else:
+            self.duplicates.discard(number)
+        if not width:
+            return
+        value = int(number)  # at most LONGEST digits: far below int()'s limit
+        accepted = self.accepted
+        k = bisect.bisect_left(accepted, value)
+        if k < len(accepted) and accepted[k] == value:
+            return
+        lower = accepted[k - 1] if k else None
+        upper = accepted[k] if k < len(accepted) else None
+        if lower is not None and upper is not None and upper - lower > 1:
+            self.gaps -= 1  # the number falls between them: that gap is split or closed
+        self.gaps += (lower is not None and value - lower > 1) + (upper is not None and upper - value > 1)
+        accepted.insert(k, value)
+
 
 class Gauges:
     """The ledger's gauges of `metrics` (open gaps, duplicates per partner and level), read at most once per `every`
-    seconds (or `_SHARE` times the last reading's time, when longer): the ledger is read whole, so less often than the
-    journal's gauges."""
+    seconds (or `_SHARE` times the last reading's time, when longer).
 
-    def __init__(self, metrics: Metrics | None, inbox: AsyncInbox, config: HubConfig, *, every: float = 60.0) -> None:
+    The ledger is read whole once per `full_every` seconds (or `_SHARE` times that reading's time); in between, each
+    reading fetches only the rows a hub wrote since the last one began, less `overlap` seconds (the `changed` column,
+    indexed), and updates what the full reading found: the work of a reading follows the traffic, not the ledger's size.
+    """
+
+    def __init__(
+        self,
+        metrics: Metrics | None,
+        inbox: AsyncInbox,
+        config: HubConfig,
+        *,
+        every: float = 60.0,
+        full_every: float = _FULL,
+        overlap: float = _OVERLAP,
+    ) -> None:
         """Read the ledger of `config`'s consumer in `inbox` into `metrics` (nothing when None), duplicates within
         its `duplicate_window`."""
         self.metrics = metrics
@@ -283,8 +340,20 @@ class Gauges:
         self.consumer = config.consumer
         self.window = config.duplicate_window
         self.every = every
+        self.full_every = full_every
+        self.overlap = overlap
+        self.rows = 0
+        """Rows the last reading fetched."""
         self._wait = every
         self._refreshed = float("-inf")
+        self._full_wait = full_every
+        self._full_at = float("-inf")
+        self._since = 0
+        self._tallies: dict[tuple[str, str], _Tally] = {}
+
+    def found(self) -> list[tuple[str, str, int, int]]:
+        """What the gauges say: (partner, level, open gaps, duplicates), in order."""
+        return [(p, level, t.gaps, len(t.duplicates)) for (p, level), t in sorted(self._tallies.items())]
 
     async def refresh(self, *, force: bool = False) -> None:
         """Set the gauges when `every` seconds have passed (or `force`); a database that is down leaves them as they
@@ -292,12 +361,24 @@ class Gauges:
         started = time.monotonic()
         if self.metrics is None or (not force and started - self._refreshed < self._wait):
             return
+        full = started - self._full_at >= self._full_wait
+        since = 0 if full else max(self._since - int(self.overlap * 1e9), 0)
+        clock = time.time_ns()
+        params = {"consumer": self.consumer, "partner": None, "since": since}
         try:
-            ledgers = await self.inbox.read(lambda tx: report(tx, consumer=self.consumer, window=self.window))
+            rows = await self.inbox.read(lambda tx: tx.unit.fetch("hub_ledger_rows", params))
         except TransientError:
             return
+        if full:
+            self._tallies = {}
+        for row in rows:
+            self._tallies.setdefault((str(row[0]), str(row[1])), _Tally()).add(row, self.window)
+        self.rows, self._since = len(rows), clock
         self._refreshed = time.monotonic()
-        self._wait = max(self.every, _SHARE * (self._refreshed - started))
-        self.metrics.ledger(
-            consumer=self.consumer, found=[(x.partner, x.level, len(x.gaps), len(x.duplicates)) for x in ledgers]
-        )
+        took = self._refreshed - started
+        if full:
+            self._full_at = self._refreshed
+            self._full_wait = max(self.full_every, _SHARE * took)
+        else:
+            self._wait = max(self.every, _SHARE * took)
+        self.metrics.ledger(consumer=self.consumer, found=self.found())

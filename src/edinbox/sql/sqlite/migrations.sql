@@ -95,3 +95,8 @@ ALTER TABLE {table} ADD COLUMN trace TEXT
 -- the kept payloads beside the journal (`payloads.sql`): their table and indexes are made by the step in code
 -- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
 SELECT 1
+
+-- name: v12_status_type
+-- PostgreSQL checks the status by a domain instead of the table's CHECK (a CHECK there is rebuilt for every
+-- statement that writes a row); nothing changes here
+SELECT 1

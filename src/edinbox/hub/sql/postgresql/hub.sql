@@ -127,7 +127,8 @@ ORDER BY id
 -- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences
 SELECT t.name FROM (VALUES ({table_name}), ({edinbox_hub_invoices_name}), ({edinbox_hub_rejected_name}), ({edinbox_hub_counters_name}),
     ({outbox_name}), ({edinbox_hub_control_numbers_name}), ({edinbox_hub_acknowledgments_name}),
-    ({edinbox_hub_answers_name}), ({edinbox_hub_as2_receipts_name}), ({edinbox_hub_ledger_name})) AS t (name)
+    ({edinbox_hub_answers_name}), ({edinbox_hub_as2_receipts_name}), ({edinbox_hub_ledger_name}),
+    ({edinbox_hub_findings_name})) AS t (name)
 WHERE NOT (has_table_privilege(t.name, 'SELECT') AND has_table_privilege(t.name, 'INSERT')
     AND has_table_privilege(t.name, 'UPDATE') AND has_table_privilege(t.name, 'DELETE'))
 UNION ALL
@@ -285,6 +286,9 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     previous_at TIMESTAMPTZ,
     last_at TIMESTAMPTZ,
     parked TEXT,
+    -- when a hub last wrote the row (its clock, nanoseconds): the gauges read the rows changed since their last
+    -- reading; last, as step 7 adds it
+    changed BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (consumer, partner, level, number)
 )
 
@@ -294,23 +298,26 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
 -- payload's fingerprint is `parked`, and its arrival times stay); rows locked in key order, so hubs never deadlock on
 -- them; a number seen before keeps its seq and first_at
 INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at,
-    parked)
+    parked, changed)
 SELECT %(consumer)s, u.partner, u.level, u.number, u.width, u.seq, u.n, CASE WHEN u.n > 1 THEN now() END,
-    CASE WHEN u.n > 0 THEN now() END, u.parked
+    CASE WHEN u.n > 0 THEN now() END, u.parked, %(changed)s
 FROM unnest(%(partner)b::text[], %(level)b::text[], %(number)b::text[], %(width)b::integer[],
     %(seq)b::bigint[], %(n)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
 ORDER BY u.partner, u.level, u.number
 ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
     previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at
         ELSE coalesce(excluded.previous_at, l.last_at) END,
-    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked)
+    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked),
+    changed = excluded.changed
 
 -- name: hub_ledger_rows
--- every number of the consumer (of one partner when :partner is not null), with the parked payload's id
-SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id
+-- every number of the consumer (of one partner when :partner is not null) a hub wrote at or after :since (its clock,
+-- nanoseconds; 0: all), with the parked payload's id
+SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id, l.changed
 FROM {edinbox_hub_ledger} AS l
 LEFT JOIN {edinbox_hub_rejected} AS r ON r.consumer = l.consumer AND r.fingerprint = l.parked
 WHERE l.consumer = %(consumer)s AND (%(partner)s::text IS NULL OR l.partner = %(partner)s)
+    AND l.changed >= %(since)s
 ORDER BY l.partner, l.level, l.seq
 
 -- name: hub_purge_ledger
@@ -331,3 +338,35 @@ FROM {edinbox_hub_acknowledgments} AS a
 JOIN {outbox} AS o ON o.key = a.outbox_key
 WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
 ORDER BY a.id
+
+-- name: hub_create_findings
+-- what validating an interchange against its implementation guide found (`_findings`), written in the transaction
+-- that settles it: `errors` how many (those past the ones kept included), `findings` a JSON list of the first ones
+-- (the message, and the segment position, tag, loop, element, component, data element, code and value cut short)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_findings} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    errors INTEGER NOT NULL,
+    findings TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, source, message_id)
+)
+
+-- name: hub_index_ledger_changed
+-- the ledger's rows by when a hub last wrote them: the gauges read only the rows changed since their last reading
+CREATE INDEX IF NOT EXISTS {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)
+
+-- name: hub_record_findings
+-- the first validation of an interchange key is kept (a duplicate or a conflicting copy does not replace it)
+INSERT INTO {edinbox_hub_findings} (consumer, source, message_id, errors, findings)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(errors)s, %(findings)s)
+ON CONFLICT (consumer, source, message_id) DO NOTHING
+
+-- name: hub_findings_of
+SELECT errors, findings, created_at FROM {edinbox_hub_findings}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: hub_purge_findings
+-- findings kept as long as the parked payloads and the answers
+DELETE FROM {edinbox_hub_findings} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s
