@@ -115,3 +115,12 @@ def test_the_hub_runs_on_sqlite_and_a_spool_without_other_extras(tmp_path: Path)
     assert stats.returncode == 0, stats.stderr
     totals = json.loads(stats.stdout)
     assert (totals["processed"], totals["invoices"]) == (1, 1)
+
+
+def test_the_console_names_its_extra_before_saying_where_it_listens(tmp_path: Path) -> None:
+    """`edinbox console` without the `console` extra exits 1 with one line naming the extra, and prints no address
+    it is not going to serve."""
+    done = _edinbox(tmp_path, "console", "--port", "18999")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr == "Error: the console needs starlette: pip install 'edinbox[console]'\n"
