@@ -126,8 +126,8 @@ def test_the_hub_has_no_database_layer_of_its_own() -> None:
 
 
 def test_the_hub_and_the_cli_import_no_private_module_of_stores_or_sources() -> None:
-    """Layers: the hub and the command line reach the stores through the journal API and the sources by their
-    package, never through a private module."""
+    """Layers: the hub and the command line reach the stores through the journal API or the stores' package (its
+    row binders) and the sources by their package, never through a private module."""
     import ast
 
     src = Path(__file__).resolve().parents[2] / "src" / "edinbox"

@@ -406,8 +406,9 @@ def test_version_10_alone_adds_the_trace_column(journal: Journal) -> None:
 
 
 def test_version_11_alone_adds_the_kept_payloads(journal: Journal) -> None:
-    """A journal at version 10 (no kept payloads' table) is taken to version 11 by that step alone, rows kept; a
-    consumer with keep_payloads then keeps and finds a payload; the step holds when it runs again."""
+    """A journal at version 10 (no kept payloads' table) is taken to version 11 by that step (then 12, which the table
+    made by 11 holds), rows kept; a consumer with keep_payloads then keeps and finds a payload; the steps hold when
+    they run again."""
     with Inbox(journal.target, consumer="accounting", table=journal.table, keep_payloads=True) as inbox:
         inbox.migrate()
         journal.admin(f"DROP TABLE {journal.quote(f'{journal.table}_payloads')}", ())
@@ -444,7 +445,7 @@ def test_version_12_alone_checks_the_status_by_a_domain(journal: Journal) -> Non
         journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 11", ())
         before = _rows(journal)
         stored = _stored_as(journal)
-        assert inbox.migrate() == [12]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 12]
         inbox.verify()
         assert _rows(journal) == before
         assert _stored_as(journal) == stored
@@ -455,7 +456,7 @@ def test_version_12_alone_checks_the_status_by_a_domain(journal: Journal) -> Non
             assert _status_type(journal) == (f"{journal.table.rpartition('.')[2]}_status", [])
         assert inbox.process(Message("s", SOURCE, b"x"), _nothing) is Outcome.PROCESSED
         journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 11", ())
-        assert inbox.migrate() == [12]  # the domain already there, the column already of it: holds
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 12]  # the domain already there: holds
 
 
 def _stored_as(journal: Journal) -> Any:

@@ -30,10 +30,10 @@ def search(*, text: str, limit: int, as_json: bool, **settings: Any) -> None:
     Only payloads kept by the message store (`keep_payloads`) are searched; `show KEY` shows one, `export KEY`
     writes its bundle.
     """
-    from edinbox.hub import ops as _store
+    from edinbox.hub import ops
 
     cfg = hub_settings(settings)
-    found = _opened(cfg, lambda inbox: _store.search(inbox, text, limit=limit))
+    found = _opened(cfg, lambda inbox: ops.search(inbox, text, limit=limit))
     _echo(found, as_json=as_json, columns=["key", "size", "kept_at"])
 
 
@@ -57,7 +57,7 @@ def export(*, key: str, out: Path | None, as_json: bool, **settings: Any) -> Non
     `sha256sum -c SHA256SUMS` checks alone: the payload's line is the digest recorded when it settled, an
     interchange's canonical form's line is the journal's fingerprint.
     """
-    from edinbox.hub import ops as _store
+    from edinbox.hub import ops
     from edinbox.hub.ops import show
 
     cfg = hub_settings(settings)
@@ -67,7 +67,7 @@ def export(*, key: str, out: Path | None, as_json: bool, **settings: Any) -> Non
         if shown is None or shown.get("status") in ("rejected", "parked"):
             raise click.ClickException(f"no journal row {key!r} for consumer {cfg.consumer!r}")
         target = out if out is not None else Path(f"export-{shown['message_id']}".replace("/", "_"))
-        return target, await _store.export(inbox, key, target, shown=shown)
+        return target, await ops.export(inbox, key, target, shown=shown)
 
     target, files = _opened(cfg, bundle)
     folder = f"cd {target}"

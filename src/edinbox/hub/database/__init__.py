@@ -1,5 +1,6 @@
 """The hub's database: the journal a `HubConfig` names (opened and checked complete), the hub's own
-tables beside it, and the purge that keeps both within their retention.
+tables beside it, the purge that keeps both within their retention, and the indexing of the kept payloads for
+search between batches.
 """
 
 from edinbox.hub.database._findings import (
@@ -10,6 +11,7 @@ from edinbox.hub.database._findings import (
     read_findings,
     record_findings,
 )
+from edinbox.hub.database._index import Indexer
 from edinbox.hub.database._journal import HUB, on_inbox, open_inbox, verify, verify_found
 from edinbox.hub.database._purge import Purged, Purger, check_purge, purge, purgeable, purges
 from edinbox.hub.database._tables import (
@@ -30,6 +32,7 @@ __all__ = [
     "HUB",
     "SHARDS",
     "TABLES",
+    "Indexer",
     "Parked",
     "Purged",
     "Purger",

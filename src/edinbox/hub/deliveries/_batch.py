@@ -21,17 +21,17 @@ from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
 from edinbox.edi import partner
-from edinbox.hub import partners as ledger
+from edinbox.hub import partners
 from edinbox.hub.config import Route
 from edinbox.hub.database import SHARDS, Parked, count, park, record_findings
 from edinbox.hub.deliveries._items import HEAD, Item, cut, refused
 from edinbox.hub.deliveries._spans import Spans
-from edinbox.hub.partners import COUNTER, REJECTION, Acknowledger, Pending, Refusal, delivery_id, noticed
+from edinbox.hub.partners import COUNTER, REJECTION, Acknowledger, Arrival, Pending, Refusal, delivery_id, noticed
 from edinbox.hub.sinks import Accounting, Created, keep_remote
-from edinbox.loop import HANDLED, DeliveryOutcome, Lifecycle, Stage
+from edinbox.loop import ACK, HANDLED, NACK_DELAY, DeliveryOutcome, HandBack, Lifecycle, Stage, Verdict
 from edinbox.sources import Delivery
 
-__all__ = ["Batch", "Work"]
+__all__ = ["Batch", "Work", "hand_back_of"]
 
 
 @dataclass(slots=True)
@@ -226,7 +226,8 @@ class Batch:
             self.refused = True
             raise
         await count(tx, consumer=self.consumer, counts=counts, shard=self.shard)
-        await ledger.record(tx, consumer=self.consumer, accepted=self._arrivals(), parked=_parked_numbers(parked_items))
+        parked_numbers = _parked_numbers(parked_items)
+        await partners.record(tx, consumer=self.consumer, accepted=self._arrivals(), parked=parked_numbers)
         await record_findings(tx, consumer=self.consumer, found=self._validated())
         if self.acknowledger is not None:
             await self.acknowledger.write(tx, notices)
@@ -244,11 +245,11 @@ class Batch:
                     found.setdefault(item.message.key, item.validation)
         return sorted(found.items())
 
-    def _arrivals(self) -> list[ledger.Arrival]:
+    def _arrivals(self) -> list[Arrival]:
         """The control numbers of the batch's accepted interchanges, in the order they came: those journaled (any
         outcome) or routed around the inbox, but not the broker's redelivery of one settled before (a duplicate on a
         redelivery: the partner did not send it again)."""
-        found: list[ledger.Arrival] = []
+        found: list[Arrival] = []
         for w in self.work:
             again = w.delivery.redelivered or (w.delivery.delivery_count or 1) > 1
             for i, item in enumerate(w.items):
@@ -258,7 +259,7 @@ class Batch:
                 if again and outcome not in HANDLED:
                     continue
                 sender = unquote(partner(item.message.source))
-                found += [ledger.Arrival(sender, level, number) for level, number in item.controls]
+                found += [Arrival(sender, level, number) for level, number in item.controls]
         return found
 
     def wait(self, message: Message, seconds: float) -> None:
@@ -296,14 +297,14 @@ class Batch:
         return True
 
 
-def _parked_numbers(items: Sequence[Item]) -> list[tuple[ledger.Arrival, str]]:
+def _parked_numbers(items: Sequence[Item]) -> list[tuple[Arrival, str]]:
     """The control numbers of parked interchanges whose header names their sender, with the parked payload's
     fingerprint: the ledger links the gaps they leave to them. One the partner registry kept out is not a partner's."""
-    found: list[tuple[ledger.Arrival, str]] = []
+    found: list[tuple[Arrival, str]] = []
     for item in items:
         if item.message is not None and item.controls and item.refusal is None:
             sender = unquote(partner(item.message.source))
-            found += [(ledger.Arrival(sender, level, number), item.fingerprint) for level, number in item.controls]
+            found += [(Arrival(sender, level, number), item.fingerprint) for level, number in item.controls]
     return found
 
 
@@ -315,3 +316,18 @@ def _whole(item: Item) -> bool:
 def _effect(created: Created) -> DeliveryOutcome:
     """The counted outcome of a handled interchange: `resent` when every invoice of it already existed."""
     return DeliveryOutcome.RESENT if created.existing and not created.created else DeliveryOutcome.PROCESSED
+
+
+def hand_back_of(w: Work) -> Verdict:
+    """The delivery's hand-back: a nack when some item is unsettled, a reject when every item is parked (their
+    reasons), else an ack."""
+    if w.unsettled:  # back not before its messages' retry time (`Batch.wait`), and never at once
+        return Verdict(HandBack.NACK, delay=max(w.delay or 0.0, NACK_DELAY))
+    if _rejected(w):
+        return Verdict(HandBack.REJECT, reason="; ".join(item.reason for item in w.items))
+    return ACK
+
+
+def _rejected(w: Work) -> bool:
+    """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
+    return not w.unsettled and bool(w.items) and all(item.route == Route.REJECT for item in w.items)

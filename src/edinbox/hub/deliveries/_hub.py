@@ -33,10 +33,10 @@ from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import DataError, InboxError, NotSettledError, RetryLater, TransientError
 from edinbox._message import Message, Outcome
 from edinbox.edi import partner
-from edinbox.hub import partners as ledger
+from edinbox.hub import partners
 from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, Route, log_event, settled
-from edinbox.hub.database import Parked, Purger, park_reasons, purges
-from edinbox.hub.deliveries._batch import Batch, Work
+from edinbox.hub.database import Indexer, Parked, Purger, park_reasons, purges
+from edinbox.hub.deliveries._batch import Batch, Work, hand_back_of
 from edinbox.hub.deliveries._items import Item, cut, kept_instead, plan
 from edinbox.hub.deliveries._spans import Spans
 from edinbox.hub.partners import Acknowledger
@@ -44,11 +44,9 @@ from edinbox.hub.relay import RelayProcess, apart
 from edinbox.hub.relay import beside as relay_beside
 from edinbox.hub.sinks import Accounting
 from edinbox.loop import (
-    ACK,
     NACK_DELAY,
     DeliveryOutcome,
     Gauges,
-    HandBack,
     Move,
     Outage,
     Relay,
@@ -114,7 +112,9 @@ class Hub:
         self.metrics = metrics
         self.gauges = Gauges(metrics, inbox, logger=self.logger)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
-        self.ledger = ledger.Gauges(metrics, inbox, config)
+        self.ledger = partners.Gauges(metrics, inbox, config)
+        self.indexer = Indexer(inbox, logger=self.logger, enabled=config.keep_payloads)
+        """Indexes the kept payloads for search between batches (`keep_payloads`)."""
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
         self._claimed: list[Delivery] = []
@@ -149,6 +149,8 @@ class Hub:
                 after=self._after,
             )
             await self.refresh()
+            if once and not self.stop.is_set():
+                await self.indexer.finish(self.stop)
         finally:
             alongside.set()
             await wait_beside(tasks)  # the error that stopped the relay or the purge (and with it the hub) is raised
@@ -184,10 +186,12 @@ class Hub:
                 self.totals[name] += total
 
     async def _after(self, handled: int) -> None:
-        """After each step: wake the relay when the batch's acknowledgments are committed, refresh the gauges."""
+        """After each step: wake the relay when the batch's acknowledgments are committed, refresh the gauges, index
+        the kept payloads when idle (`Indexer`)."""
         if handled and self._relay_beside is not None and self.acknowledger is not None:
             self._relay_beside.wake()  # the batch's acknowledgments are committed: send them now
         await self.refresh(every=_REFRESH)
+        await self.indexer.step(handled)
 
     async def refresh(self, *, every: float = 0.0) -> None:
         """Set the journal gauges from the database, when `every` seconds have passed since the last time (see
@@ -243,7 +247,7 @@ class Hub:
             self.metrics.batch(consumer=self.config.consumer, size=len(work), seconds=elapsed / 1000)
         for index, w in enumerate(work):
             spans.finish(index, w.delivery, w.items, w.outcomes)
-        verdicts = [_verdict(w) for w in work]
+        verdicts = [hand_back_of(w) for w in work]
         for w, verdict in zip(work, verdicts, strict=True):  # before the source is told anything
             w.lifecycle.check(Move.of(verdict.hand_back))
         lost = await hand_back_each(
@@ -482,21 +486,6 @@ async def _recorded(batch: Batch, settle: Callable[[], Awaitable[_T]]) -> _T:
         except DataError as exc:
             if not batch.shrink(exc):
                 raise
-
-
-def _verdict(w: Work) -> Verdict:
-    """The delivery's hand-back: a nack when some item is unsettled, a reject when every item is parked (their
-    reasons), else an ack."""
-    if w.unsettled:  # back not before its messages' retry time (`Batch.wait`), and never at once
-        return Verdict(HandBack.NACK, delay=max(w.delay or 0.0, NACK_DELAY))
-    if _rejected(w):
-        return Verdict(HandBack.REJECT, reason="; ".join(item.reason for item in w.items))
-    return ACK
-
-
-def _rejected(w: Work) -> bool:
-    """Whether the delivery is handed back as a reject: settled, and every item of it parked."""
-    return not w.unsettled and bool(w.items) and all(item.route == Route.REJECT for item in w.items)
 
 
 def kept_at(source: Source) -> str:

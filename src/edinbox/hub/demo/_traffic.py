@@ -221,21 +221,8 @@ def generate(messages: int, *, duplicate_rate: float, seed: int, mixed: bool = T
             traffic.unique_interchanges += 1
             invoice_keys.add((partner.id, doc.number, doc.kind, doc.issue_date))
 
-    extras: list[tuple[int, tuple[str, bytes]]] = []
+    extras = _duplicates(invoice_docs, rate=duplicate_rate, rng=rng, traffic=traffic, files=len(originals))
     resent_docs: list[Doc] = []
-    for doc in invoice_docs:
-        if rng.random() < duplicate_rate:  # the producer published the same interchange again
-            style = None
-            if rng.random() < 0.3:  # ...re-rendered by another translator: other separators, same content
-                styles = X12_STYLES if doc.partner.standard == "X12" else EDIFACT_STYLES
-                other = rng.choice([s for s in styles if s != doc.partner.style])
-                # another translator keeps the content, decimal marks included (a comma needs its UNA)
-                style = replace(
-                    other, decimal=doc.partner.style.decimal, una=other.una or doc.partner.style.decimal != "."
-                )
-                traffic.rerendered += 1
-            extras.append((rng.randrange(len(originals) + 1), (_key(doc), render(doc, style))))
-            traffic.duplicates += 1
     odd = min(len(invoice_docs), max(1, messages // 100)) if mixed else 0
     for doc in rng.sample(invoice_docs, k=odd):
         changed = replace(doc, lines=((*doc.lines[0][:1], doc.lines[0][1] + 1), *doc.lines[1:]))
@@ -261,3 +248,25 @@ def generate(messages: int, *, duplicate_rate: float, seed: int, mixed: bool = T
     traffic.invoices = len(invoice_keys)
     traffic.invoice_keys = frozenset(invoice_keys)
     return traffic
+
+
+def _duplicates(
+    docs: list[Doc], *, rate: float, rng: random.Random, traffic: Traffic, files: int
+) -> list[tuple[int, tuple[str, bytes]]]:
+    """The interchanges a producer published again (about `rate` of `docs`), some re-rendered by another translator,
+    each with the position among the `files` first published where it goes; counted in `traffic`."""
+    extras: list[tuple[int, tuple[str, bytes]]] = []
+    for doc in docs:
+        if rng.random() < rate:  # the producer published the same interchange again
+            style = None
+            if rng.random() < 0.3:  # ...re-rendered by another translator: other separators, same content
+                styles = X12_STYLES if doc.partner.standard == "X12" else EDIFACT_STYLES
+                other = rng.choice([s for s in styles if s != doc.partner.style])
+                # another translator keeps the content, decimal marks included (a comma needs its UNA)
+                style = replace(
+                    other, decimal=doc.partner.style.decimal, una=other.una or doc.partner.style.decimal != "."
+                )
+                traffic.rerendered += 1
+            extras.append((rng.randrange(files + 1), (_key(doc), render(doc, style))))
+            traffic.duplicates += 1
+    return extras

@@ -2,10 +2,9 @@
 the message store's search and export, `doctor`, and how they are printed.
 """
 
+from edinbox.hub.ops._doctor import Check, doctor
 from edinbox.hub.ops._ops import (
-    Check,
     Found,
-    doctor,
     drop_schema,
     find,
     forget,

@@ -91,3 +91,14 @@ BEGIN
 EXCEPTION WHEN duplicate_object THEN NULL;
 END
 $$
+
+-- name: v13_payloads_words
+-- a kept payload's words are written after its settling transaction (`payloads.sql`'s payloads_index_batch): NULL
+-- until then, the rows waiting under a partial index made by the step in code (`stores._async_base.STEPS_IN_CODE`:
+-- the `payloads_create*` statements)
+ALTER TABLE {payloads} ALTER COLUMN words DROP NOT NULL
+
+-- name: v13_payloads_text_drop
+-- the GIN index covers the indexed rows only from here on (`payloads.sql`'s payloads_create_text): dropped here, made
+-- again by the step in code (a rebuild of the index: on a large table the migration takes its time)
+DROP INDEX IF EXISTS {schema}.{payloads_text_index}
