@@ -56,3 +56,16 @@ def test_protocols_name_what_tx_has() -> None:
         members = [name for name in vars(protocol) if not name.startswith("_")]
         assert sorted(members) == ["connection", "dialect", "idempotency_key", "publish", "publish_many", "unit"]
         assert all(hasattr(tx, name) for name in members)
+
+
+@pytest.mark.slow
+def test_the_docs_typed_handler_checks_and_its_mistake_is_caught(tmp_path: Path) -> None:
+    """docs/inbox.md's handler typed with `Transaction` passes mypy --strict, and the mistake the page says the
+    protocol catches (a `str` payload to `tx.publish`) is reported."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "inbox.md").read_text(encoding="utf-8")
+    code = page.split("## A handler's type", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    report, status = _mypy(tmp_path, code)
+    assert status == 0, report
+    report, status = _mypy(tmp_path, code.replace('b"confirmed"', '"confirmed"'))
+    assert status == 1
+    assert 'Argument 2 to "publish" of "Transaction" has incompatible type "str"; expected "bytes"' in report

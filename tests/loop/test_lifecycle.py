@@ -3,6 +3,8 @@ says which deliveries it handed back."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +129,15 @@ async def test_a_failed_hand_back_leaves_the_rest_settled_where_they_are() -> No
     assert isinstance(lost, SourceError)
     assert source.told == [("ack", "d0")]
     assert [lifecycle.stage for lifecycle in lifecycles] == [Stage.ACKED, Stage.LEFT, Stage.LEFT]
+
+
+def test_the_consumer_page_shows_the_table_as_it_is() -> None:
+    """docs/consumer.md's lifecycle table has one row per allowed move, exactly `TRANSITIONS`, and names the final
+    stages `FINAL` holds: the page cannot drift from the code."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "consumer.md").read_text(encoding="utf-8")
+    section = page.split("## A delivery's lifecycle", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([\w-]+)` \| `([\w ]+)` \| `([\w-]+)` \|", section, re.MULTILINE)
+    assert {(Stage(a), Move(m)): Stage(b) for a, m, b in rows} == dict(TRANSITIONS)
+    assert len(rows) == len(TRANSITIONS)
+    final = section.split("are final", 1)[0].rsplit("\n\n", 1)[1]
+    assert set(re.findall(r"`([\w-]+)`", final)) == {stage.value for stage in FINAL}

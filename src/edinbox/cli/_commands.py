@@ -35,6 +35,7 @@ import logging
 import math
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -46,7 +47,7 @@ from edinbox._errors import ConfigurationError, InboxError
 from edinbox._extras import require
 from edinbox._redact import Secrets
 from edinbox._urls import database_url
-from edinbox.hub.config import HubConfig, Settings, load_settings
+from edinbox.hub.config import HubConfig, Settings, duration_text, load_settings
 from edinbox.hub.database import on_inbox
 from edinbox.hub.ops import render
 
@@ -190,6 +191,13 @@ _METAVARS = {
 }
 
 
+def _default_text(default: object) -> str:
+    """A setting's default as `--help` shows it: a duration as the flag takes it (`15s`, `7d`), none as `none`."""
+    if isinstance(default, timedelta):
+        return duration_text(default)
+    return "none" if default in ("", None) else str(default)
+
+
 def setting(flag: str, name: str | None = None, *, help: str | None = None, **kwargs: Any) -> Callable[[F], F]:
     """A field of HubConfig as a flag: its variable EDINBOX_<FIELD>, its help and default from the model."""
     field = name or flag.removeprefix("--").replace("-", "_")
@@ -204,7 +212,7 @@ def setting(flag: str, name: str | None = None, *, help: str | None = None, **kw
         envvar=f"EDINBOX_{field.upper()}",
         default=None,
         metavar=metavar,
-        shown_default=str(default) if default != "" else "none",
+        shown_default=_default_text(default),
         help=help or info.description,
         **kwargs,
     )

@@ -61,9 +61,10 @@ def console(
     each --allowed-host (400 otherwise). It prints where it listens (one JSON object with --json), then serves
     until Ctrl-C or SIGTERM.
     """
-    from edinbox.console import check_bind, check_tls, check_token, serve
+    from edinbox.console import check_bind, check_extra, check_tls, check_token, serve
 
     with _errors():
+        check_extra()  # before it prints where it would listen
         secret = _console_token(token_file, argv=token)
         check_token(secret)
         check_tls(certfile, keyfile)

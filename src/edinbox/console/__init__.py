@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import ConfigurationError
+from edinbox._extras import require_modules
 from edinbox._hosts import is_loopback
 from edinbox.hub.config import HubConfig
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-__all__ = ["MIN_TOKEN", "check_bind", "check_tls", "check_token", "create_app", "serve"]
+__all__ = ["MIN_TOKEN", "check_bind", "check_extra", "check_tls", "check_token", "create_app", "serve"]
 
 LOGGER = logging.getLogger("edinbox.console")
 MIN_TOKEN = 16
@@ -35,6 +36,11 @@ WILDCARDS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - the names of every 
 
 def _loopback(host: str) -> bool:
     return is_loopback(host.strip("[]"))  # the bind address may be given bracketed, as in a URL
+
+
+def check_extra() -> None:
+    """Refuse (ConfigurationError naming the `console` extra) when a module the console needs is not installed."""
+    require_modules(("starlette", "jinja2", "uvicorn", "multipart"), extra="console", needed_by="the console")
 
 
 def check_token(token: str | None) -> None:
@@ -116,10 +122,9 @@ def serve(
     check_token(token)
     check_tls(certfile, keyfile)
     check_bind(host, token, tls=certfile is not None, allow_http=allow_http)
-    try:
-        import uvicorn
-    except ImportError as exc:
-        raise ConfigurationError("the console needs its extra: pip install 'edinbox[console]'") from exc
+    check_extra()
+    import uvicorn
+
     hosts = [*allowed_hosts, *([] if host in WILDCARDS else [host])]
     app = create_app(config, token=token, allowed_hosts=hosts, tls=certfile is not None)
     tls = {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)} if certfile and keyfile else {}

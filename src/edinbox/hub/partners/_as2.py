@@ -8,17 +8,22 @@ with the bytes its first answer had, and a message whose first attempt never com
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from edinbox import AsyncTransaction
 from edinbox._async_inbox import AsyncInbox
 from edinbox.hub.config import HubConfig
-from edinbox.sources.as2 import Partner
+
+if TYPE_CHECKING:  # the `as2` extra's: imported when a hub reads an as2:// source, not by every command
+    from edinbox.sources.as2 import Partner
 
 __all__ = ["Receipts", "partners"]
 
 
 def partners(config: HubConfig) -> list[Partner]:
     """The AS2 partners of the hub's agreements (those with an `as2_id`)."""
+    from edinbox.sources.as2 import Partner
+
     return [
         Partner(
             name=a.as2_id,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
+from edinbox._core import human_duration
 from edinbox._errors import TransientError
 from edinbox.hub.config import LEVELS, HubConfig
 from edinbox.hub.database import verify_found
@@ -255,7 +256,8 @@ def findings(ledgers: Iterable[Ledger]) -> list[dict[str, Any]]:
             detail = f"{gap['missing']} missing" + (f"; parked: {parked}" if parked else "")
             rows.append({**head, "kind": "gap", "number": number, "detail": detail, "rejected": rejected})
         for dup in one.duplicates:
-            detail = f"{dup['arrivals']} copies, the last two {dup['last_at'] - dup['previous_at']} apart"
+            apart = human_duration(round((dup["last_at"] - dup["previous_at"]).total_seconds()))
+            detail = f"{dup['arrivals']} copies, the last two {apart} apart"
             rows.append({**head, "kind": "duplicate", "number": dup["number"], "detail": detail, "rejected": []})
         for late in one.out_of_order:
             detail = f"after {late['after']}"
