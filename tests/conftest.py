@@ -37,10 +37,12 @@ def _rabbitmq_node() -> Iterator[PrivateRabbitMQ]:
 @pytest.fixture
 def private_rabbitmq(_rabbitmq_node: PrivateRabbitMQ) -> PrivateRabbitMQ:
     """The process's private RabbitMQ node, for fault tests that stop, kill, block or cut it (never the shared
-    server): started again when an earlier test left it down, its publishers unblocked. Tests sharing it use queues
-    of their own (`unique_name`)."""
+    server): started again when an earlier test left it down, its publishers unblocked when an earlier test left them
+    blocked (a `rabbitmqctl` call, about a second, only then). Tests sharing it use queues of their own
+    (`unique_name`)."""
     if _rabbitmq_node.running:
-        _rabbitmq_node.unblock_publishers()
+        if _rabbitmq_node.blocked:
+            _rabbitmq_node.unblock_publishers()
     else:
         _rabbitmq_node.start()
     return _rabbitmq_node
