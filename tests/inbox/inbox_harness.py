@@ -296,11 +296,13 @@ class MySQLHarness(Harness):
         self.admin(f"DROP INDEX {self.table}_key ON {self.table}")
 
     def close(self) -> None:
-        """Close, then drop the tables."""
+        """Close, then drop the tables: the journal and the ones `create_schema` made beside it (version, outbox,
+        payloads), and the effects."""
         try:
             super().close()
         finally:
-            self.admin(f"DROP TABLE IF EXISTS {self.table}, {self.table}_version, {self.effects_table}")
+            made = ", ".join(f"{self.table}{suffix}" for suffix in ("", "_version", "_outbox", "_payloads"))
+            self.admin(f"DROP TABLE IF EXISTS {made}, {self.effects_table}")
 
 
 class SQLiteFileHarness(Harness):
