@@ -23,6 +23,7 @@ BENCHMARKS = [
     "bench.outbox",
 ]
 # bench.journal_scale is run by hand: it fills journals of 10M rows (gigabytes, minutes) and keeps them.
+# bench.effect_cost (a private cluster with fsync on, consumers killed; minutes) and bench.journal_row are run by hand.
 
 
 def main() -> int:

@@ -73,8 +73,8 @@ def traffic(count: int) -> list[tuple[str, bytes]]:
     """`count` distinct partner invoices (X12 810 and EDIFACT INVOIC), keyed as `edinbox publish` keys them."""
     if not HUB:
         return [(f"m{n}", b"payload %d" % n) for n in range(count)]
-    from edinbox._publish import split_payload
-    from edinbox.hub._generate import PARTNERS, Doc, render
+    from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+    from edinbox.hub.ops._publish import split_payload
 
     messages = []
     for n in range(count):
@@ -112,12 +112,15 @@ async def drop(url: str, name: str) -> None:
 
 async def through_hub(url: str, db: str, table: str, count: int, *, inbox: bool) -> float:
     """Seconds the hub (default batch settings) takes to settle `count` waiting interchanges."""
-    from edinbox.hub._config import HubConfig
-    from edinbox.hub._hub import open_hub
-    from edinbox.hub._ops import init
+    from edinbox.hub.config._model import HubConfig
+    from edinbox.hub.database import on_inbox
+    from edinbox.hub.deliveries._open import open_hub
+    from edinbox.hub.ops import init
 
     config = HubConfig(db=db, source=url, consumer="bench", table=table)
-    await init(config)  # the operator's `edinbox init`: the hub itself runs no DDL
+    await on_inbox(
+        config, lambda inbox: init(inbox, config=config)
+    )  # the operator's `edinbox init`: the hub itself runs no DDL
     async with open_hub(config) as hub:
         if not inbox:
             hub.inbox = NoInbox(hub.inbox)
@@ -178,9 +181,10 @@ async def side_by_side(broker: str, messages: list[tuple[str, bytes]], *, db_kin
     Each hub has its own queue and database; a turn times one `step()` (receive, settle, ack) of each, in rotating
     order, so a burst of load from other processes hits both variants alike.
     """
-    from edinbox.hub._config import HubConfig
-    from edinbox.hub._hub import open_hub
-    from edinbox.hub._ops import init
+    from edinbox.hub.config._model import HubConfig
+    from edinbox.hub.database import on_inbox
+    from edinbox.hub.deliveries._open import open_hub
+    from edinbox.hub.ops import init
 
     names = {inbox: "b" + uuid.uuid4().hex[:12] for inbox in (False, True)}
     folder = Path(tempfile.mkdtemp(prefix="edinbox-bench-"))
@@ -192,7 +196,7 @@ async def side_by_side(broker: str, messages: list[tuple[str, bytes]], *, db_kin
                 await publisher(url)(url, messages)
                 db, table = _database(db_kind, name, folder)
                 config = HubConfig(db=db, source=url, consumer="bench", table=table)
-                await init(config)
+                await on_inbox(config, lambda opened, config=config: init(opened, config=config))
                 hub = await stack.enter_async_context(open_hub(config))
                 if not inbox:
                     hub.inbox = NoInbox(hub.inbox)

@@ -22,8 +22,9 @@ from psycopg import sql
 
 from edinbox.console._data import Query, search
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
-from edinbox.hub._parts import open_inbox
+from edinbox.hub.database import on_inbox
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.ops import init
 
 CONSUMER = "accounting"
 TARGET_MS = 100.0
@@ -105,7 +106,7 @@ def main() -> int:
     args = parser.parse_args()
     schema = "bench_console_" + uuid.uuid4().hex[:8]
     config = HubConfig(db=args.url, table=f"{schema}.inbox", consumer=CONSUMER)
-    asyncio.run(init(config))
+    asyncio.run(on_inbox(config, lambda inbox: init(inbox, config=config)))
     try:
         with psycopg.connect(args.url, autocommit=True) as conn:
             started = time.perf_counter()

@@ -31,9 +31,10 @@ from psycopg import sql
 from edinbox import Message, Tx
 from edinbox._async_inbox import AsyncInbox
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
-from edinbox.hub._parts import open_inbox
-from edinbox.hub._tables import SHARDS, count, counts
+from edinbox.hub.database import on_inbox
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.database._tables import SHARDS, count, counts
+from edinbox.hub.ops import init
 
 from .hubs import Sessions
 
@@ -71,7 +72,7 @@ async def run(args: argparse.Namespace) -> tuple[dict[str, list[float]], dict[st
     """Alternate the variants turn by turn on one fresh journal; check the counters add up; drop the schema."""
     name = "counters" + uuid.uuid4().hex[:8]
     config = HubConfig(db=args.url, table=f"{name}.inbox", consumer="hub")
-    await init(config)
+    await on_inbox(config, lambda inbox: init(inbox, config=config))
     ids = itertools.count()
     variants: dict[str, tuple[int, Callable[[], int]]] = {
         "1 writer": (1, lambda: 0),

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from edinbox.edi import Invoice, InvoiceLine, InvoiceParty, Party, parse, render_interchange
 from edinbox.hub import HubConfig, SqlAccounting
-from edinbox.hub._ops import init, stats
-from edinbox.hub._plan import plan
+from edinbox.hub.database import on_inbox
+from edinbox.hub.deliveries._items import plan
+from edinbox.hub.ops import init, stats
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
 
@@ -74,7 +75,7 @@ def _hub(root: Path, *, payload: bytes | None) -> tuple[int, str]:
     """Run `edinbox run --once` in a child process; return its peak resident set in bytes and its stderr tail."""
     spool, db = root / "spool", root / "hub.db"
     config = HubConfig(db=f"sqlite:///{db}", source=f"dir://{spool}")
-    asyncio.run(init(config))
+    asyncio.run(on_inbox(config, lambda inbox: init(inbox, config=config)))
     if payload is not None:
         asyncio.run(publish(config.source, [("big", payload)]))
     args = ["run", "--once", "--quiet", "--db", config.db, "--source", config.source, "--idle-timeout", "0.2"]
@@ -85,7 +86,7 @@ def _hub(root: Path, *, payload: bytes | None) -> tuple[int, str]:
     if child.returncode != 0:
         raise SystemExit(f"the hub failed ({child.returncode}): {err[-2000:]}")
     if payload is not None:
-        counts = asyncio.run(stats(config))
+        counts = asyncio.run(on_inbox(config, stats))
         if counts["processed"] != 1:
             raise SystemExit(f"the interchange was not processed: {counts}")
     return int(peak_file.read_text()) * 1024, err[-500:]

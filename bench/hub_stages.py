@@ -29,15 +29,17 @@ from typing import Any
 
 from bench.spool import _drop_schema, fill_traffic, parse_rate
 from edinbox._async_inbox import AsyncInbox
-from edinbox.hub import HubConfig, _hub, open_hub
-from edinbox.hub._batch import Batch
-from edinbox.hub._generate import generate
-from edinbox.hub._hub import Hub
-from edinbox.hub._ops import init
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub.database import on_inbox
+from edinbox.hub.deliveries import _hub
+from edinbox.hub.deliveries._batch import Batch
+from edinbox.hub.deliveries._hub import Hub
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops import init
 from edinbox.sources.spool import SpoolSource
-from edinbox.stores import _async_mysql, _async_postgres, _async_sqlite
+from edinbox.stores import _async_mysql_unit, _async_postgres, _async_sqlite
 
-_UNITS = (_async_sqlite._AsyncSQLiteUnit, _async_postgres._AsyncPostgresUnit, _async_mysql._AsyncMySQLUnit)
+_UNITS = (_async_sqlite._AsyncSQLiteUnit, _async_postgres._AsyncPostgresUnit, _async_mysql_unit._AsyncMySQLUnit)
 
 
 class Timers:
@@ -111,7 +113,7 @@ async def run_hub(root: Path, measure: int, *, db: str, schema: str) -> float:
         config = HubConfig(db=db, table=f"{schema}.inbox", source=f"dir://{root}")
     else:
         config = HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{root}")
-    await init(config)
+    await on_inbox(config, lambda inbox: init(inbox, config=config))
     async with open_hub(config) as hub:
         done = 0
         started = time.perf_counter()

@@ -44,7 +44,7 @@ import aio_pika
 import psycopg
 from psycopg import sql
 
-from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.sources.rabbitmq import publish
 
 BROKER = "amqp://guest:guest@127.0.0.1/"

@@ -1,7 +1,7 @@
 """Inbox cost per message on MariaDB against a naive hand-written inbox, factor by factor, side by side.
 
     .venv/bin/python -m bench.inbox_mariadb [--url mysql://root@127.0.0.1:3306/test | --private] [--turns 150]
-        [--chunk 20] [--batch 50] [--joined] [--postgres URL]
+        [--chunk 20] [--batch 50] [--joined] [--only joined] [--postgres URL]
 
 1. One message per transaction. A naive hand-written inbox (INSERT IGNORE into a 3-column journal with a unique
    key, the business INSERT if it inserted, COMMIT) against `Inbox.process` with the same business INSERT in its
@@ -29,7 +29,8 @@
    executemany, COMMIT) against a naive batch (one multi-row INSERT IGNORE ... RETURNING into the 3-column journal,
    the same executemany of the rows it returned, COMMIT).
 3. With `--joined`: joining the caller's transaction, on MariaDB and on PostgreSQL: `Inbox(raw_connection).process`
-   then the caller's COMMIT, against `inbox.process(..., session=session)` then `session.commit()`.
+   then the caller's COMMIT, against `inbox.process(..., session=session)` then `session.commit()`. `--only joined`
+   runs this comparison alone.
 
 The variants take turns on `--chunk` fresh messages each, the order rotated every turn, so load from elsewhere hits
 them alike; each turn gives each variant a rate, and a ratio is the median over the turns of the per-turn ratios
@@ -442,6 +443,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=50, help="messages per batch (0: no batch comparison)")
     parser.add_argument("--joined", action="store_true", help="also compare the joined paths (raw, SQLAlchemy)")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--only", choices=["joined"], help="run this comparison alone")
     args = parser.parse_args(argv)
     server = None
     url = args.url
@@ -458,10 +460,11 @@ def main(argv: list[str] | None = None) -> None:
     name: Callable[[], str] = lambda: "bench_" + uuid.uuid4().hex[:10]  # noqa: E731
     try:
         pid = server._pid() if server is not None else None
-        per_message(url, name(), turns=args.turns, chunk=args.chunk, server=pid)
-        if args.batch:
+        if args.only != "joined":
+            per_message(url, name(), turns=args.turns, chunk=args.chunk, server=pid)
+        if args.batch and args.only != "joined":
             per_batch(url, name(), turns=max(1, args.turns // 3), batch=args.batch, server=pid)
-        if args.joined:
+        if args.joined or args.only == "joined":
             plain: Any = url.split("://", 1)[1]
             title = "MariaDB, joining the caller's transaction"
             joined(title, f"mysql+pymysql://{plain}", name(), turns=args.turns, chunk=args.chunk)

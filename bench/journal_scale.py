@@ -281,6 +281,7 @@ def batch_params(messages: list[Message]) -> dict[str, Any]:
         "sources": [m.source for m in messages],
         "message_ids": [m.message_id for m in messages],
         "fingerprints": [m.fingerprint for m in messages],
+        "traces": [None] * len(messages),
     }
 
 

@@ -44,11 +44,11 @@ from pathlib import Path
 from bench.hubs import drop_queue
 from edinbox import AsyncInbox
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import init
-from edinbox.hub._relay import send
-from edinbox.loop import Publishers
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.database import on_inbox
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops import init
+from edinbox.loop import Publishers, send
 from edinbox.sources.spool import publish
 
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"
@@ -94,7 +94,7 @@ async def hub_rate(
     if acknowledgments:
         agreement = Agreement(outbound=f"dir://{out}/{{id}}", ta1="requested")
         config = config.with_overrides(partners={"*": agreement})
-    await init(config)
+    await on_inbox(config, lambda inbox: init(inbox, config=config))
     traffic = generate(messages, duplicate_rate=0.0, seed=11)
     await publish(config.source, traffic.files)
     started = time.perf_counter()

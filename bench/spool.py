@@ -11,12 +11,13 @@ hub on 1,000 waiting files against the parser alone (parse, key and invoice extr
 round measures both side by side, the one first that went second the round before, and gives one ratio; the table shows
 the median and the range of the rounds' ratios, and a last line the same for their CPU time per file (the hub's process,
 every thread, against parsing alone: less moved by other processes than rates on a busy machine). `--db` runs that hub
-on PostgreSQL (a fresh schema per round, dropped after it) instead of an SQLite file.
+on PostgreSQL (a fresh schema per round, dropped after it) instead of an SQLite file; `--no-keep-payloads` runs it
+with the hub's `keep_payloads` off (no message store).
 
 `--cpu` adds the spool's least CPU time per file (this process, receive + ack) for each backlog.
 
 Run: .venv/bin/python -m bench.spool [--rounds 3] [--measure 1000] [--backlogs 1000,20000] [--no-whole] [--cpu] [--hub]
-    [--vs-parse [--db postgresql://postgres@127.0.0.1:5432/test]]
+    [--vs-parse [--db postgresql://postgres@127.0.0.1:5432/test] [--no-keep-payloads]]
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from pathlib import Path
 
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import init
+from edinbox.hub.database import open_inbox
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops import init
 from edinbox.sources.spool import SpoolSource, file_name
 
 HUB_BATCH = HubConfig.model_fields["batch_size"].default
@@ -71,15 +73,26 @@ async def drain(root: Path, measure: int, batch: int, *, cpu: list[float] | None
 
 
 async def through_hub(
-    root: Path, measure: int, batch: int, *, db: str = "", schema: str = "", cpu: list[float] | None = None
+    root: Path,
+    measure: int,
+    batch: int,
+    *,
+    db: str = "",
+    schema: str = "",
+    cpu: list[float] | None = None,
+    keep_payloads: bool = True,
 ) -> float:
     """Run the hub on the spool (an SQLite file beside it, or `db` with its tables in `schema`) until `measure`
     deliveries are settled; return their rate (and append the process's CPU seconds for them to `cpu`)."""
     if db:
-        config = HubConfig(db=db, table=f"{schema}.inbox", source=f"dir://{root}", batch_size=batch)
+        config = HubConfig(
+            db=db, table=f"{schema}.inbox", source=f"dir://{root}", batch_size=batch, keep_payloads=keep_payloads
+        )
     else:
-        config = HubConfig(db=f"sqlite:///{root / 'hub.db'}", source=f"dir://{root}", batch_size=batch)
-    await init(config)  # the operator's `edinbox init`: the hub runs no DDL
+        url = f"sqlite:///{root / 'hub.db'}"
+        config = HubConfig(db=url, source=f"dir://{root}", batch_size=batch, keep_payloads=keep_payloads)
+    async with open_inbox(config) as inbox:
+        await init(inbox, config=config)  # the operator's `edinbox init`: the hub runs no DDL
     async with open_hub(config) as hub:
         done = 0
         started, used = time.perf_counter(), time.process_time()
@@ -113,7 +126,7 @@ def parse_rate(traffic: list[tuple[str, bytes]], measure: int) -> float:
 
 
 def vs_parse(
-    traffic: list[tuple[str, bytes]], rounds: int, measure: int, batch: int, *, db: str = ""
+    traffic: list[tuple[str, bytes]], rounds: int, measure: int, batch: int, *, db: str = "", keep_payloads: bool = True
 ) -> list[tuple[float, float, float]]:
     """Each round's hub rate (1,000 files waiting), parse-alone rate, and the ratio of their CPU time per file
     (parse alone over hub, all the process's threads), measured side by side in alternating order (the hub first
@@ -129,7 +142,9 @@ def vs_parse(
             if round_ % 2:
                 parser, parse_cpu = _timed_parse(traffic, measure)
             try:
-                hub = asyncio.run(through_hub(root, measure, batch, db=db, schema=schema, cpu=cpu))
+                hub = asyncio.run(
+                    through_hub(root, measure, batch, db=db, schema=schema, cpu=cpu, keep_payloads=keep_payloads)
+                )
             finally:
                 if db:
                     _drop_schema(db, schema)
@@ -172,6 +187,9 @@ def main() -> int:
     parser.add_argument("--vs-parse", action="store_true", help="the hub against parsing alone, same files")
     parser.add_argument("--db", default="", help="with --vs-parse: a PostgreSQL URL for the hub [an SQLite file]")
     parser.add_argument("--cpu", action="store_true", help="also print the spool's least CPU time per file")
+    parser.add_argument(
+        "--no-keep-payloads", dest="keep_payloads", action="store_false", help="with --vs-parse: the hub keeps none"
+    )
     args = parser.parse_args()
     backlogs = [int(b) for b in args.backlogs.split(",")]
     batch = args.batch or HUB_BATCH
@@ -195,11 +213,11 @@ def main() -> int:
         _table(backlogs, hub, unit="msg/s")
     if args.vs_parse:
         traffic = list(generate(2000, duplicate_rate=0.0, seed=1).files)
-        turns = vs_parse(traffic, args.rounds, args.measure, batch, db=args.db)
+        turns = vs_parse(traffic, args.rounds, args.measure, batch, db=args.db, keep_payloads=args.keep_payloads)
         hubs, parsers = [h for h, _, _ in turns], [p for _, p, _ in turns]
         ratios = sorted(h / p for h, p, _ in turns)
         cpu = sorted(c for _, _, c in turns)
-        where = "PostgreSQL" if args.db else "SQLite file"
+        where = ("PostgreSQL" if args.db else "SQLite file") + ("" if args.keep_payloads else ", keep_payloads off")
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"\nthe hub (batch {batch}) against parsing alone, the first {args.measure:,} files of the same traffic,")
         print(f"{len(turns)} rounds side by side in alternating order (load average {load}); medians [range]:")

@@ -2,6 +2,7 @@
 
 from edinbox._application import Application
 from edinbox._async_inbox import AsyncInbox
+from edinbox._async_transaction import AsyncTransaction
 from edinbox._core import Status
 from edinbox._errors import (
     ConfigurationError,
@@ -21,12 +22,14 @@ from edinbox._payloads import Hit, Kept
 from edinbox._records import Record, Stats, Tx
 from edinbox._retry import Retry
 from edinbox._sync_inbox import Inbox
+from edinbox._sync_transaction import Transaction
 from edinbox.loop import AsyncConsumer, consume
 
 __all__ = [
     "Application",
     "AsyncConsumer",
     "AsyncInbox",
+    "AsyncTransaction",
     "ConfigurationError",
     "DataError",
     "Hit",
@@ -47,6 +50,7 @@ __all__ = [
     "Stats",
     "Status",
     "StoreError",
+    "Transaction",
     "TransientError",
     "Tx",
     "consume",

@@ -9,10 +9,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 # sync: from time import sleep
 from asyncio import sleep  # async-only
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
@@ -23,10 +24,21 @@ import stamina
 from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._dead import check_destination
-from edinbox._errors import ConfigurationError
+from edinbox._errors import ConfigurationError, SchemaError
 from edinbox._message import Message, Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
-from edinbox._payloads import PAYLOAD_CAP, Hit, Kept, check_cap, keep_columns, keep_params, search_query
+from edinbox._payloads import (
+    INDEXED_ON_SETTLE,
+    PAYLOAD_CAP,
+    Hit,
+    Kept,
+    check_cap,
+    index_columns,
+    index_params,
+    keep_columns,
+    keep_params,
+    search_query,
+)
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox._retry import Retry
@@ -43,6 +55,9 @@ LOCK_ATTEMPTS = 4
 """How many times a relay runs its claim, or its mark, while the server ends it in a lock conflict (then the
 StoreError is raised): a deadlock's victim is rolled back and the other transaction goes on, so the next run
 usually succeeds."""
+
+INDEX_BATCH = 500
+"""Kept payloads indexed per transaction (`index_payloads`' default limit)."""
 
 Send = Callable[[str, Sequence[Outgoing]], Awaitable[None]]
 """`send(destination, [Outgoing(key, payload, headers), ...])`: deliver in order, each key as the producer id,
@@ -344,7 +359,8 @@ class AsyncJournal:
 
     async def _keep(self, unit: AsyncUnit, messages: Sequence[Message]) -> None:
         """Keep the payloads of `messages`, processed in `unit`'s open transaction (the message store)."""
-        rows = [keep_params(self.consumer, m, cap=self.payload_cap) for m in messages]
+        indexed = self.dialect in INDEXED_ON_SETTLE  # elsewhere indexed (and compressed) after the commit
+        rows = [keep_params(self.consumer, m, cap=self.payload_cap, indexed=indexed) for m in messages]
         if self.dialect == "postgresql":  # one statement over arrays, as the journal's batch insert
             await unit.run("payloads_keep_batch", keep_columns(self.consumer, rows))
         elif len(rows) == 1:
@@ -355,17 +371,59 @@ class AsyncJournal:
     async def payload(self, source: str, message_id: str) -> Kept | None:
         """The payload kept of one message of this consumer (`keep_payloads`), or None."""
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        async with self._store.unit() as unit:
-            rows = await unit.fetch("payloads_get", key)
+        with self._kept_table():
+            async with self._store.unit() as unit:
+                rows = await unit.fetch("payloads_get", key)
         return Kept.from_row(rows[0], self._store.timestamp) if rows else None
+
+    @contextlib.contextmanager
+    def _kept_table(self) -> Iterator[None]:
+        """Say "run migrate" when the kept payloads' table is missing beside an existing journal (one older than
+        version 11, the message store)."""
+        try:
+            yield
+        except SchemaError as exc:
+            raise SchemaError(
+                f"{self._table}_payloads is missing: this journal is older than the message store (version 11); "
+                "run `edinbox migrate` (or migrate())"
+            ) from exc
+
+    async def index_payloads(self, *, limit: int = INDEX_BATCH) -> int:
+        """Index up to `limit` kept payloads of this consumer that a search cannot find yet (kept with no search
+        text: on SQLite and PostgreSQL the words are indexed after the settling transaction, in one of their own);
+        return how many. A quick read first: with none waiting, no write lock is taken."""
+        if self.dialect in INDEXED_ON_SETTLE:
+            return 0
+        params = {"consumer": self.consumer, "limit": limit}
+        with self._kept_table():
+            async with self._store.unit() as unit:
+                if not await unit.fetch("payloads_waiting", params):
+                    return 0
+        async with self._store.unit() as unit:
+            await unit.begin()
+            try:
+                rows = [index_params(self.consumer, row) for row in await unit.fetch("payloads_pending", params)]
+                if rows and self.dialect == "postgresql":  # one statement over arrays, as `_keep`
+                    await unit.run("payloads_index_batch", index_columns(self.consumer, rows))
+                elif rows:  # SQLite: the full-text index first, then the rows say they are in it
+                    await unit.run_many("payloads_index_words", rows)
+                    await unit.run_many("payloads_index", rows)
+            except BaseException:
+                await unit.rollback()
+                raise
+            await unit.commit()
+        return len(rows)
 
     async def search(self, text: str, *, limit: int = 20) -> list[Hit]:
         """The kept payloads of this consumer holding `text` (a PO number, an invoice number, a GLN: every word of it
         of 3 or more letters or digits, as a whole word), newest first, at most `limit`; ConfigurationError for a
-        search without such a word."""
+        search without such a word. The payloads kept but not indexed yet are indexed first (`index_payloads`), so
+        a search finds every one settled before it."""
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
         words = search_query(text)
+        while await self.index_payloads() == INDEX_BATCH:
+            pass
         params = {
             "consumer": self.consumer,
             "words": " ".join(words),  # PostgreSQL: plainto_tsquery, every word

@@ -51,6 +51,8 @@ MIGRATIONS: dict[int, str] = {
     9: "the outbox's destinations without passwords (the relay supplies them from its settings)",
     10: "the journal's trace: the W3C traceparent of the attempt that settled a message",
     11: "the kept payloads beside the journal (<journal>_payloads), indexed for search: the message store",
+    12: "PostgreSQL: the status's values checked by a domain (<journal>_status), not by a CHECK on the table",
+    13: "the kept payloads' search text written after the settling transaction (SQLite, PostgreSQL): none until then",
 }
 """Each version of the journal layout after the first, with what it changes.
 

@@ -11,7 +11,7 @@ import warnings
 
 from edinbox._errors import ConfigurationError
 
-__all__ = ["EXTRAS", "require"]
+__all__ = ["EXTRAS", "require", "require_modules"]
 
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "postgresql": (("psycopg", "psycopg_pool"), "postgres"),
@@ -41,10 +41,16 @@ def require(url: str) -> None:
     """
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     modules, extra = EXTRAS.get(scheme, ((), ""))
+    require_modules(modules, extra=extra, needed_by=f"{scheme}://")
+
+
+def require_modules(modules: tuple[str, ...], *, extra: str, needed_by: str) -> None:
+    """Import each of `modules`; a ConfigurationError `<needed_by> needs <module>: pip install 'edinbox[<extra>]'`
+    at the first one missing."""
     for module in modules:
         try:
             with warnings.catch_warnings():  # a driver's own import-time warnings (asyncssh's DSA names) are noise
                 warnings.simplefilter("ignore")
                 importlib.import_module(module)
         except ImportError:
-            raise ConfigurationError(f"{scheme}:// needs {module}: pip install 'edinbox[{extra}]'") from None
+            raise ConfigurationError(f"{needed_by} needs {module}: pip install 'edinbox[{extra}]'") from None

@@ -1,11 +1,17 @@
 """The message store's values: what a kept payload's row holds, and the search text of a payload (no I/O).
 
 A consumer with `keep_payloads` keeps each processed message's bytes beside the journal (`<journal>_payloads`),
-written in the transaction that settles it: zlib-compressed, with the SHA-256 of the whole payload, its size, its
-content type, and a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD` or more, each
-once, in order of first appearance, capped; a search finds the payloads holding every word it gives). Above
+written in the transaction that settles it: zlib-compressed (once indexed), with the SHA-256 of the whole payload,
+its size, its content type, and a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD`
+or more, each once, in order of first appearance, capped; a search finds the payloads holding every word it gives).
+Above
 `payload_cap` bytes only the first `payload_cap` bytes are kept, with the digest and size of the whole, and
 `truncated` says so.
+
+The search text is not made in the settling transaction on SQLite and PostgreSQL: the row is written with none and
+its bytes as received (not indexed yet), and `index_params` makes the text from them later, compressing them, in a
+transaction of its own (the hub's idle time, and every search first); MariaDB's FULLTEXT indexes at commit, so there
+the row is written indexed (`INDEXED_ON_SETTLE`).
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ from edinbox._errors import ConfigurationError
 from edinbox._message import Message
 
 __all__ = [
+    "INDEXED_ON_SETTLE",
     "MAX_QUERY",
     "MAX_TEXT",
     "PAYLOAD_CAP",
     "Hit",
     "Kept",
     "check_cap",
+    "index_columns",
+    "index_params",
     "keep_columns",
     "keep_params",
     "search_query",
@@ -47,6 +56,9 @@ MAX_QUERY = 200
 """Characters of a search."""
 COMPRESS_LEVEL = 6
 """zlib's level for a kept payload (its default): a 500-byte interchange shrinks by about 40 %, a longer one more."""
+INDEXED_ON_SETTLE = frozenset({"mysql"})
+"""The dialects whose kept row carries its search text from the settling transaction (MariaDB: FULLTEXT indexes at
+commit); the others write it later (`index_params`)."""
 
 _QUERY = re.compile(r"[A-Za-z0-9]+")
 _ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -92,8 +104,9 @@ def _content_type(headers: Mapping[str, str] | None) -> str:
     return "application/octet-stream"
 
 
-def keep_params(consumer: str, message: Message, *, cap: int) -> dict[str, Any]:
-    """The parameters of `message`'s kept row (`payloads_keep`): its bytes compressed, cut to `cap`."""
+def keep_params(consumer: str, message: Message, *, cap: int, indexed: bool = True) -> dict[str, Any]:
+    """The parameters of `message`'s kept row (`payloads_keep`), its bytes cut to `cap`: `indexed`, compressed with
+    their search text; else as received, with no search text (indexed later: `index_params`)."""
     payload = bytes(message.payload)
     kept = payload[:cap]
     return {
@@ -105,8 +118,35 @@ def keep_params(consumer: str, message: Message, *, cap: int) -> dict[str, Any]:
         "size": len(payload),
         "content_type": _content_type(message.headers),
         "truncated": len(kept) < len(payload),
-        "body": zlib.compress(kept, COMPRESS_LEVEL),
+        "body": zlib.compress(kept, COMPRESS_LEVEL) if indexed else kept,
+        "text": search_text(kept) if indexed else None,
+    }
+
+
+def index_params(consumer: str, row: tuple[Any, ...]) -> dict[str, Any]:
+    """The parameters that index one kept payload (`payloads_index`) from its `payloads_pending` row: its key (and
+    the row's id where the database gives one: SQLite's rowid), the search text of its kept bytes and those bytes
+    compressed."""
+    source, message_id, body, *rest = row
+    kept = bytes(body)
+    return {
+        "consumer": consumer,
+        "source": _text(source),
+        "message_id": _text(message_id),
+        "id": rest[0] if rest else None,
         "text": search_text(kept),
+        "body": zlib.compress(kept, COMPRESS_LEVEL),
+    }
+
+
+def index_columns(consumer: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`index_params` rows as parallel arrays for one set-based statement (PostgreSQL's `payloads_index_batch`)."""
+    return {
+        "consumer": consumer,
+        "sources": [row["source"] for row in rows],
+        "message_ids": [row["message_id"] for row in rows],
+        "texts": [row["text"] for row in rows],
+        "bodies": [row["body"] for row in rows],
     }
 
 
@@ -148,8 +188,8 @@ class Kept:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], timestamp: Any) -> Kept:
-        """A `payloads_get` row, its body decompressed."""
-        consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at = row
+        """A `payloads_get` row, its body decompressed (once indexed; the bytes as received before)."""
+        consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at, indexed = row
         return cls(
             _text(consumer),
             _text(source),
@@ -159,7 +199,7 @@ class Kept:
             int(size),
             str(content_type),
             bool(truncated),
-            zlib.decompress(bytes(body)),
+            zlib.decompress(bytes(body)) if indexed else bytes(body),
             timestamp(kept_at),
         )
 

@@ -5,7 +5,7 @@ Two layers: `mask` (in `edinbox._urls`) hides every URL password and secret opti
 decoded, percent-encoded, JSON- or repr-escaped), for the text that quotes one outside any URL (a driver's error).
 The boundaries that use them: `RedactFilter` on the log handlers (edinbox's records and the drivers': httpx,
 aio-pika, aiormq, nats, redis, confluent_kafka print URLs and connection errors), the command line's output and
-`Error:` lines (`edinbox._commands`), and every `InboxError`'s message (masked where it is made).
+`Error:` lines (`edinbox.cli._commands`), and every `InboxError`'s message (masked where it is made).
 
 Install the filter on the handler(s) that write, not on a logger: a filter on a logger does not see records
 propagated from its children.

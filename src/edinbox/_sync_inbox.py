@@ -16,9 +16,8 @@ from functools import partial
 from typing import Any, Literal, cast, overload
 
 from edinbox import _trace
-from edinbox._core import Action, Failure, Found, decide, idempotency_key, judge
-from edinbox._dead import dead_letter
-from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, StoreError
+from edinbox._core import Action, Failure, Found, decide, judge
+from edinbox._errors import ConfigurationError, DataError, RetryLater, StoreError
 from edinbox._message import Message, Outcome
 from edinbox._plan import (
     Key,
@@ -31,13 +30,12 @@ from edinbox._plan import (
 )
 from edinbox._records import Tx
 from edinbox._retry import failure_delay
-from edinbox._sync_journal import Journal
+from edinbox._sync_leases import Handler, _Leases, then, then_complete
 from edinbox._sync_session import JoinedInboxes, SessionStore, driver_connection, in_session
 from edinbox.stores._sync_base import Store, Unit
 
 __all__ = ["Inbox"]
 
-Handler = Callable[[Tx, Message], object]
 BatchHandler = Callable[[Tx, list[Message]], object]
 BatchHook = Callable[[Tx, list[Outcome]], object]
 
@@ -60,7 +58,7 @@ class _Ran:
     attempt: int
 
 
-class Inbox(Journal):
+class Inbox(_Leases):
     """The journal of consumed messages of one consumer, in PostgreSQL or SQLite.
 
     `target` is a URL (`postgresql://...`, `sqlite:///relative.db`, `sqlite:////absolute.db`, `sqlite://` in
@@ -124,9 +122,10 @@ class Inbox(Journal):
         transaction. Either way it shares the fate of the PROCESSED outcome.
 
         With an SQLAlchemy `session` (the session class of the inbox's kind), the journal row is written on the
-        session's connection inside its transaction (begun if none), in a savepoint that is the session's own
-        `begin_nested()`: the inbox never commits the transaction, the caller does. The handler gets the session as
-        `tx.connection`, inside that savepoint (its failure discards its ORM work with the journal row).
+        session's connection inside its transaction (begun if none), in a savepoint (the inbox's own, or the
+        session's `begin_nested()` once the session flushes ORM state in it): the inbox never commits the
+        transaction, the caller does. The handler gets the session as `tx.connection`, inside that savepoint (its
+        failure discards its ORM work with the journal row).
 
         With OpenTelemetry installed, each call is a span `edinbox settle` (key, consumer, outcome, attempt) with
         children `edinbox handler` and `edinbox commit` (see `edinbox._trace`).
@@ -135,16 +134,16 @@ class Inbox(Journal):
             if lease is not None:
                 raise ConfigurationError("lease mode runs the handler outside any transaction: no session to join")
             if on_complete is not None:
-                handler = _then(handler, on_complete)
+                handler = then(handler, on_complete)
             joined = self._session_inbox(session)
             return joined.process(message, in_session(session, handler))
         if on_complete is not None and lease is None:
-            handler = _then(handler, on_complete)
+            handler = then(handler, on_complete)
         if self.keep_payloads:  # kept in the transaction that settles the message
             if lease is None:
-                handler = _then(handler, partial(_keep, self, message))
+                handler = then(handler, partial(_keep, self, message))
             else:
-                on_complete = _then_complete(on_complete, partial(_keep, self, message))
+                on_complete = then_complete(on_complete, partial(_keep, self, message))
         if not _trace.tracing():  # checked once per delivery: `traced` tells the steps below
             if lease is not None:
                 return self._process_leased(message, handler, lease, at_most_once, on_complete, traced=False)
@@ -235,166 +234,6 @@ class Inbox(Journal):
             return Outcome.DEAD
         raise exc
 
-    def _find(self, unit: Unit, key: dict[str, Any]) -> tuple[Found, datetime] | None:
-        rows = unit.fetch("find_for_update", key)
-        return found_row(rows[0], self._store.timestamp) if rows else None
-
-    def _settle(
-        self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, traced: bool, attempts: int
-    ) -> Outcome:
-        """Finish a delivery whose key was already journaled and whose handler does not run."""
-        try:
-            outcome = self._apply(unit, action, message, key, attempts=attempts)
-        except BaseException:
-            unit.rollback()
-            raise
-        if traced:
-            with _trace.span(_trace.COMMIT):
-                unit.commit()
-        else:
-            unit.commit()
-        return outcome
-
-    def _process_leased(
-        self,
-        message: Message,
-        handler: Handler,
-        lease: timedelta,
-        at_most_once: bool,
-        on_complete: Callable[[Tx], object] | None,
-        *,
-        traced: bool,
-    ) -> Outcome:
-        key = key_params(self.consumer, message, trace=_trace.traceparent() if traced else None)
-        claim = {**key, "lease": lease}
-        requeued: str | None = None
-        with self._store.unit() as unit:
-            if unit.insert("insert_claimed", claim):
-                attempts = 1
-            else:
-                found = self._find(unit, key)
-                if found is None:
-                    unit.rollback()
-                    raise NotSettledError(f"the journal row of {message.key} was deleted meanwhile; redeliver it")
-                action = decide(
-                    found[0],
-                    key["fingerprint"],
-                    now=found[1],
-                    max_attempts=self.max_attempts,
-                    at_most_once=at_most_once,
-                )
-                if action is Action.WAIT:
-                    unit.rollback()
-                    raise wait_error(message, *found)
-                if traced and action is Action.DUPLICATE:
-                    _trace.link(found[0].trace)
-                if action is not Action.RETRY:
-                    return self._settle(unit, action, message, key, traced=traced, attempts=found[0].attempts)
-                attempts, requeued = (unit.fetch("reclaim", claim))[0]
-            if traced:
-                _trace.note(attempt=attempts)
-            unit.commit()
-        held = {**key, "attempts": attempts}
-        idempotency = idempotency_key(
-            self.consumer, message.source, message.message_id, fingerprint=message.fingerprint, requeued=requeued
-        )
-        tx = Tx(None, self.dialect, idempotency, partial(self._extend, held, lease))
-        try:
-            if traced:
-                with _trace.span(_trace.HANDLER):
-                    handler(tx, message)
-            else:
-                handler(tx, message)
-        except Exception as exc:
-            return self._failed_claim(message, held, exc)
-        if traced:
-            with _trace.span(_trace.COMMIT):
-                completed = self._complete(held, on_complete)
-        else:
-            completed = self._complete(held, on_complete)
-        if not completed:
-            raise NotSettledError(f"the lease on {message.key} expired and another delivery took it over")
-        return Outcome.PROCESSED
-
-    def _complete(self, held: dict[str, Any], on_complete: Callable[[Tx], object] | None) -> bool:
-        """Commit a lease-mode completion and `on_complete(tx)` in one transaction; False (nothing committed) when
-        the lease was lost meanwhile."""
-        if on_complete is None:
-            return bool(self._write("complete", held))
-        with self._store.unit() as unit:
-            unit.begin()
-            try:
-                if not unit.run("complete", held):
-                    unit.rollback()
-                    return False
-                on_complete(Tx(unit.connection, self.dialect, unit=unit))
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-            return True
-
-    def _failed_claim(self, message: Message, held: dict[str, Any], exc: Exception) -> Outcome:
-        """Charge a lease-mode handler failure: park the claim (DEAD), keep its attempt, or give it back."""
-        error = self._store.map_error(exc)
-        failure = judge(error)
-        if failure is Failure.UNSETTLED:  # the claim's attempt is given back; the next delivery retries at once
-            self._write("release_claim", held)
-            raise error
-        # fail_claim parks when the claim's attempts reach the limit: 0 parks a permanent failure at once
-        limit = 0 if failure is Failure.PARK else self.max_attempts
-        delay = None
-        if failure is not Failure.PARK:
-            draw = random.random()  # noqa: S311 - jitter, not a secret
-            delay = failure_delay(held["attempts"], max_attempts=limit, retry=self.retry, draw=draw)
-        failure_row = {
-            **held,
-            "error": describe(error),
-            "max_attempts": limit,
-            "payload": bytes(message.payload),
-            "delay": delay,
-        }
-        parks = failure is Failure.PARK or held["attempts"] >= limit
-        if self._fail_claim(message, failure_row, error, parks=parks) == 0 and failure is Failure.PARK:
-            raise NotSettledError(f"the lease on {message.key} was lost before its failure was recorded") from error
-        if failure is Failure.PARK:
-            return Outcome.DEAD
-        raise exc
-
-    def _fail_claim(self, message: Message, row: dict[str, Any], error: Exception, *, parks: bool) -> int:
-        """Record a lease-mode failure (`fail_claim`), with the message's dead letter when it parks the row; return
-        the rows changed (0: the claim was lost meanwhile)."""
-        if not parks or self.dead_letters is None:
-            return self._write("fail_claim", row)
-        with self._store.unit() as unit:
-            unit.begin()
-            try:
-                changed = unit.run("fail_claim", row)
-                if changed:
-                    self._dead_letter(unit, message, error, attempts=row["attempts"])
-            except BaseException:
-                unit.rollback()
-                raise
-            unit.commit()
-            return changed
-
-    def _dead_letter(self, unit: Unit, message: Message, error: BaseException | str, *, attempts: int) -> None:
-        """Store the dead letter of `message`, parked now in `unit`'s transaction, when `dead_letters` is set."""
-        if self.dead_letters is not None:
-            letter = dead_letter(self.dead_letters, message, error=error, attempts=attempts)
-            unit.run("outbox_insert", letter)
-
-    def _extend(self, held: dict[str, Any], lease: timedelta, duration: timedelta | None) -> None:
-        """Commit a new deadline for a claim still held (`tx.extend_lease`); NotSettledError when it was lost."""
-        if duration is None:
-            duration = lease
-        elif not isinstance(duration, timedelta) or duration <= timedelta(0):
-            raise ConfigurationError(f"extend_lease() needs a positive timedelta, got {duration!r}")
-        if not self._write("extend", {**held, "lease": duration}):
-            raise NotSettledError(
-                f"the lease on {(held['source'], held['message_id'])} was lost: another delivery took it over"
-            )
-
     @overload
     def process_batch(
         self,
@@ -457,10 +296,9 @@ class Inbox(Journal):
         does not call it: the caller records those outcomes itself.
 
         With an SQLAlchemy `session`, as with `process(session=)`: the journal rows are written on the session's
-        connection inside its transaction (begun if none), in the session's `begin_nested()`, and the inbox never
-        commits it; the handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With
-        `isolate`, each message's savepoint is released into the session's transaction, its failure recorded
-        there too.
+        connection inside its transaction (begun if none), in a savepoint, and the inbox never commits it; the
+        handler and `before_commit` get the session as `tx.connection`, inside that savepoint. With `isolate`, each
+        message's savepoint is released into the session's transaction, its failure recorded there too.
 
         Each row settled keeps the traceparent of the span that settled it, and a duplicate's span is linked to
         the trace that made the effect, as with `process`: by default the current span; `spans` (OpenTelemetry
@@ -621,43 +459,7 @@ class Inbox(Journal):
             raise
         return outcomes, tries
 
-    def _apply(self, unit: Unit, action: Action, message: Message, key: dict[str, Any], *, attempts: int) -> Outcome:
-        """Write what a decision without a handler run needs, inside the open transaction."""
-        if action is Action.BUSY:
-            raise NotSettledError(f"message {message.key} is leased by another delivery; do not ack it")
-        if action is Action.CONFLICT:
-            unit.run("record_conflict", {**key, "payload": bytes(message.payload)})
-            return Outcome.CONFLICT
-        if action is Action.PARK:
-            error = "lease expired: the effect may or may not have happened; parked for reconciliation"
-            if unit.run("park", {**key, "error": error, "payload": bytes(message.payload)}):
-                self._dead_letter(unit, message, error, attempts=attempts)
-            return Outcome.DEAD
-        return Outcome.DUPLICATE if action is Action.DUPLICATE else Outcome.DEAD
-
 
 def _keep(inbox: Inbox, message: Message, tx: Tx) -> None:
     """Keep `message`'s payload in the transaction of `tx`."""
     inbox._keep(tx.unit, [message])
-
-
-def _then_complete(first: Callable[[Tx], object] | None, after: Callable[[Tx], object]) -> Callable[[Tx], object]:
-    """`first(tx)` (when given), then `after(tx)`, in the transaction that commits a lease's completion."""
-
-    def both(tx: Tx) -> None:
-        if first is not None:
-            first(tx)
-        after(tx)
-
-    return both
-
-
-def _then(handler: Handler, after: Callable[[Tx], object]) -> Handler:
-    """`handler`, then `after(tx)` in the same transaction."""
-
-    def both(tx: Tx, message: Message) -> object:
-        result = handler(tx, message)
-        after(tx)
-        return result
-
-    return both

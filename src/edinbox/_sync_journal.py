@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from time import sleep
@@ -17,10 +18,21 @@ import stamina
 from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._dead import check_destination
-from edinbox._errors import ConfigurationError
+from edinbox._errors import ConfigurationError, SchemaError
 from edinbox._message import Message, Outgoing
 from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destination, judge_send, mark_params
-from edinbox._payloads import PAYLOAD_CAP, Hit, Kept, check_cap, keep_columns, keep_params, search_query
+from edinbox._payloads import (
+    INDEXED_ON_SETTLE,
+    PAYLOAD_CAP,
+    Hit,
+    Kept,
+    check_cap,
+    index_columns,
+    index_params,
+    keep_columns,
+    keep_params,
+    search_query,
+)
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
 from edinbox._retry import Retry
@@ -37,6 +49,9 @@ LOCK_ATTEMPTS = 4
 """How many times a relay runs its claim, or its mark, while the server ends it in a lock conflict (then the
 StoreError is raised): a deadlock's victim is rolled back and the other transaction goes on, so the next run
 usually succeeds."""
+
+INDEX_BATCH = 500
+"""Kept payloads indexed per transaction (`index_payloads`' default limit)."""
 
 Send = Callable[[str, Sequence[Outgoing]], None]
 """`send(destination, [Outgoing(key, payload, headers), ...])`: deliver in order, each key as the producer id,
@@ -335,7 +350,8 @@ class Journal:
 
     def _keep(self, unit: Unit, messages: Sequence[Message]) -> None:
         """Keep the payloads of `messages`, processed in `unit`'s open transaction (the message store)."""
-        rows = [keep_params(self.consumer, m, cap=self.payload_cap) for m in messages]
+        indexed = self.dialect in INDEXED_ON_SETTLE  # elsewhere indexed (and compressed) after the commit
+        rows = [keep_params(self.consumer, m, cap=self.payload_cap, indexed=indexed) for m in messages]
         if self.dialect == "postgresql":  # one statement over arrays, as the journal's batch insert
             unit.run("payloads_keep_batch", keep_columns(self.consumer, rows))
         elif len(rows) == 1:
@@ -346,17 +362,57 @@ class Journal:
     def payload(self, source: str, message_id: str) -> Kept | None:
         """The payload kept of one message of this consumer (`keep_payloads`), or None."""
         key = {"consumer": self.consumer, "source": source, "message_id": message_id}
-        with self._store.unit() as unit:
+        with self._kept_table(), self._store.unit() as unit:
             rows = unit.fetch("payloads_get", key)
         return Kept.from_row(rows[0], self._store.timestamp) if rows else None
+
+    @contextlib.contextmanager
+    def _kept_table(self) -> Iterator[None]:
+        """Say "run migrate" when the kept payloads' table is missing beside an existing journal (one older than
+        version 11, the message store)."""
+        try:
+            yield
+        except SchemaError as exc:
+            raise SchemaError(
+                f"{self._table}_payloads is missing: this journal is older than the message store (version 11); "
+                "run `edinbox migrate` (or migrate())"
+            ) from exc
+
+    def index_payloads(self, *, limit: int = INDEX_BATCH) -> int:
+        """Index up to `limit` kept payloads of this consumer that a search cannot find yet (kept with no search
+        text: on SQLite and PostgreSQL the words are indexed after the settling transaction, in one of their own);
+        return how many. A quick read first: with none waiting, no write lock is taken."""
+        if self.dialect in INDEXED_ON_SETTLE:
+            return 0
+        params = {"consumer": self.consumer, "limit": limit}
+        with self._kept_table(), self._store.unit() as unit:
+            if not unit.fetch("payloads_waiting", params):
+                return 0
+        with self._store.unit() as unit:
+            unit.begin()
+            try:
+                rows = [index_params(self.consumer, row) for row in unit.fetch("payloads_pending", params)]
+                if rows and self.dialect == "postgresql":  # one statement over arrays, as `_keep`
+                    unit.run("payloads_index_batch", index_columns(self.consumer, rows))
+                elif rows:  # SQLite: the full-text index first, then the rows say they are in it
+                    unit.run_many("payloads_index_words", rows)
+                    unit.run_many("payloads_index", rows)
+            except BaseException:
+                unit.rollback()
+                raise
+            unit.commit()
+        return len(rows)
 
     def search(self, text: str, *, limit: int = 20) -> list[Hit]:
         """The kept payloads of this consumer holding `text` (a PO number, an invoice number, a GLN: every word of it
         of 3 or more letters or digits, as a whole word), newest first, at most `limit`; ConfigurationError for a
-        search without such a word."""
+        search without such a word. The payloads kept but not indexed yet are indexed first (`index_payloads`), so
+        a search finds every one settled before it."""
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
         words = search_query(text)
+        while self.index_payloads() == INDEX_BATCH:
+            pass
         params = {
             "consumer": self.consumer,
             "words": " ".join(words),  # PostgreSQL: plainto_tsquery, every word

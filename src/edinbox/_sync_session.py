@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from edinbox._errors import StoreError
 from edinbox._records import Tx
+from edinbox._session_orm import Delivery, pending, watch
 
 __all__ = ["JoinedInboxes", "SessionStore", "driver_connection", "in_session"]
 
@@ -32,7 +33,7 @@ def driver_connection(session: Any) -> Any:
 
 def in_session(session: Any, handler: Callable[[Tx, T], object]) -> Callable[[Tx, T], object]:
     """`handler` (of a message, a batch, or a batch's outcomes) run with the session as `tx.connection`, then the
-    session flushed (it runs inside the unit's savepoint, the session's nested transaction)."""
+    session flushed (it runs inside the unit's savepoint)."""
     from sqlalchemy.exc import DBAPIError
 
     def run(tx: Tx, argument: T) -> None:
@@ -67,8 +68,20 @@ class JoinedInboxes:
         return inbox
 
 
+def _orm(session: Any) -> Any:
+    """The ORM session whose events are listened for: `session`, or the blocking one under it."""
+    return session
+
+
 class _SessionUnit:
-    """A store's unit on the session's driver connection, whose savepoint is the session's nested transaction."""
+    """A store's unit on the session's driver connection, in a savepoint under the session's transaction.
+
+    When the session holds no pending ORM state as a unit begins (the usual case), the savepoint is the store's own,
+    as on a caller's driver connection: `SAVEPOINT edinbox`, sent with the journal's first statement; the session's
+    nested transaction is opened inside it only if the session flushes (`edinbox._session_orm`). With pending ORM
+    state at the start, the savepoint is the session's nested transaction from the start (it flushes that state
+    first).
+    """
 
     nested = True
     """Always in the session's transaction."""
@@ -77,23 +90,50 @@ class _SessionUnit:
         self.connection = unit.connection
         self._unit = unit
         self._session = session
-        self._nested: Any = None
+        self._nested: Any = None  # the session's nested transaction, opened at the start
+        self._delivery: Delivery | None = None  # the ORM bookkeeping in the store's own savepoint
 
-    def begin(self) -> None:
-        """Open the session's nested transaction (its SAVEPOINT is sent when the session takes its connection),
-        inside a transaction the store made sure is open."""
+    def _start(self) -> bool:
+        """Choose the savepoint of the unit beginning now: true for the store's own (the session holds no pending ORM
+        state), false for the session's nested transaction."""
+        orm = _orm(self._session)
+        if pending(orm):
+            self._unit.managed = True
+            return False
+        self._unit.managed = False
+        watch(orm)
+        self._delivery = Delivery(orm)
+        return True
+
+    def stop(self) -> None:
+        """The unit's savepoint ended: the session's flushes are its own again."""
+        delivery, self._delivery = self._delivery, None
+        if delivery is not None:
+            delivery.stop()
+
+    def _begin_nested(self) -> None:
+        """Open the session's nested transaction (its SAVEPOINT is sent when the session takes its connection)."""
         self._unit.begin()
         self._nested = self._session.begin_nested()
         self._session.connection()
 
+    def begin(self) -> None:
+        """Open the unit's savepoint, inside a transaction the store made sure is open."""
+        if self._start():
+            self._unit.begin()
+        else:
+            self._begin_nested()
+
     def insert(self, name: str, params: Any) -> bool:
         """Begin, then run the named INSERT ... ON CONFLICT DO NOTHING (or INSERT IGNORE); true when it inserted."""
-        self.begin()
-        return bool(self._unit.insert(name, params))
+        if not self._start():
+            self._begin_nested()
+        return bool(self._unit.insert(name, params))  # the store's own savepoint: sent with the INSERT
 
     def begin_fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
         """Begin, then run the named statement; return its rows."""
-        self.begin()
+        if not self._start():
+            self._begin_nested()
         return list(self._unit.begin_fetch(name, params))
 
     def fetch(self, name: str, params: Any) -> list[tuple[Any, ...]]:
@@ -109,30 +149,51 @@ class _SessionUnit:
         self._unit.run_many(name, params)
 
     def commit(self) -> None:
-        """Release the savepoint; StoreError when it cannot be (the database rolled the transaction back)."""
+        """Release the savepoint (and the session's nested transaction in it); StoreError when it cannot be (the
+        database rolled the transaction back)."""
         from sqlalchemy.exc import DBAPIError
 
+        delivery = self._delivery
         nested, self._nested = self._nested, None
+        self.stop()
         try:
-            nested.commit()
+            if delivery is None:
+                if nested is not None:
+                    nested.commit()
+            elif delivery.nested is not None:
+                inner = delivery.nested
+                inner.commit()
         except DBAPIError as exc:
+            if delivery is not None:
+                self._unit.rollback()
             raise StoreError(
                 f"the session's savepoint could not be released (was its transaction rolled back?): {exc.orig}"
             ) from exc
+        if delivery is not None:
+            self._unit.commit()
 
     def rollback(self) -> None:
         """Roll back to the savepoint, discarding the ORM objects added since; never raises."""
+        delivery = self._delivery
         nested, self._nested = self._nested, None
-        if nested is None:
-            return
-        try:
-            nested.rollback()
-        except Exception:  # a broken connection surfaces on the caller's next use of the session
-            return
+        self.stop()
+        # a broken connection surfaces on the caller's next use of the session
+        with suppress(Exception):
+            if delivery is None:
+                if nested is not None:
+                    nested.rollback()
+                return
+            inner = delivery.nested
+            if inner is not None:
+                inner.rollback()
+        if delivery is not None:
+            self._unit.rollback()
+            with suppress(Exception):  # the session's objects, as good as SQLAlchemy leaves them after its own errors
+                delivery.discard()
 
 
 class SessionStore:
-    """A store whose units run in `session`'s transaction, each savepoint the session's nested transaction."""
+    """A store whose units run in `session`'s transaction, each in a savepoint of its own (`_SessionUnit`)."""
 
     def __init__(self, store: Any, session: Any) -> None:
         """Wrap `store` (a store on the session's driver connection) for `session`."""
@@ -144,10 +205,11 @@ class SessionStore:
 
     @contextmanager
     def unit(self) -> Iterator[_SessionUnit]:
-        """Hold the driver's connection for one operation; its transactions are the session's savepoints."""
+        """Hold the driver's connection for one operation; its transactions are savepoints in the session's."""
         with self._store.unit() as unit:
-            unit.managed = True
+            joined = _SessionUnit(unit, self._session)
             try:
-                yield _SessionUnit(unit, self._session)
+                yield joined
             finally:
+                joined.stop()
                 unit.managed = False

@@ -114,6 +114,10 @@ class Metrics:
             ["consumer", "queue"],
             registry=reg,
         )
+        self._hub_instruments(prom, reg)
+
+    def _hub_instruments(self, prom: Any, reg: Any) -> None:
+        """The hub's own instruments: partners refused, the ledger's gaps and duplicates, the relay's restarts."""
         self.unknown_partners = prom.Counter(
             "edinbox_unknown_partners_total",
             "Interchanges refused for their parties, by consumer, partner (the sender if configured, else other) and"

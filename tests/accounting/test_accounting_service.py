@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from edinbox.hub.accounting_service import AccountingService
+from edinbox.hub.demo.accounting_service import AccountingService
 
 INVOICE = {"seller": "ACME", "number": "INV-1", "kind": "invoice", "issue_date": "2026-11-30", "total": "119.00"}
 
@@ -82,7 +82,7 @@ def test_concurrent_requests_with_one_key_create_one_invoice(service: Accounting
 
 
 def test_the_documented_command_serves_until_stopped(tmp_path: Path) -> None:
-    """`python -m edinbox.hub.accounting_service --db ... --port 0`, its token in EDINBOX_ACCOUNTING_TOKEN, prints
+    """`python -m edinbox.hub.demo.accounting_service --db ... --port 0`, its token in EDINBOX_ACCOUNTING_TOKEN, prints
     its URL, serves on it with the token only, and stops on SIGTERM with status 0."""
     import os
     import subprocess
@@ -90,7 +90,7 @@ def test_the_documented_command_serves_until_stopped(tmp_path: Path) -> None:
 
     token = "t0ken-from-the-environment"
     process = subprocess.Popen(
-        [sys.executable, "-m", "edinbox.hub.accounting_service", "--db", str(tmp_path / "a.db"), "--port", "0"],
+        [sys.executable, "-m", "edinbox.hub.demo.accounting_service", "--db", str(tmp_path / "a.db"), "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "EDINBOX_ACCOUNTING_TOKEN": token},
@@ -129,7 +129,7 @@ def test_the_command_refuses_to_start_without_a_usable_token(
     import subprocess
     import sys
 
-    args = [sys.executable, "-m", "edinbox.hub.accounting_service", "--db", str(tmp_path / "a.db"), "--port", "0"]
+    args = [sys.executable, "-m", "edinbox.hub.demo.accounting_service", "--db", str(tmp_path / "a.db"), "--port", "0"]
     if token_file is not None:
         path = tmp_path / token_file
         if token_file != "missing":
@@ -152,7 +152,7 @@ def test_a_token_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path)
     import os
 
     from edinbox import ConfigurationError
-    from edinbox.hub.http_sink import read_token
+    from edinbox.hub.sinks._http import read_token
 
     fifo = tmp_path / "token"
     os.mkfifo(fifo)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from edinbox import AsyncInbox, ConfigurationError, Message, NotSettledError, Outcome, Tx
-from edinbox.hub.accounting_service import AccountingService
-from edinbox.hub.http_sink import AccountingError, HttpAccounting
+from edinbox.hub.demo.accounting_service import AccountingService
+from edinbox.hub.sinks._http import AccountingError, HttpAccounting
 
 LEASE = timedelta(seconds=1)
 CRASH_LEASE = timedelta(seconds=5)
@@ -136,7 +136,7 @@ import asyncio, os, signal, sys
 from datetime import date, timedelta
 from decimal import Decimal
 from edinbox import AsyncInbox, Message
-from edinbox.hub.http_sink import HttpAccounting
+from edinbox.hub.sinks._http import HttpAccounting
 sys.path.insert(0, sys.argv[3])
 from test_http_sink import invoice
 
@@ -206,7 +206,7 @@ async def test_crash_after_the_post_is_retried_with_the_same_key_and_creates_one
 async def test_a_network_error_is_transient_and_costs_no_attempt(inbox: AsyncInbox) -> None:
     """A refused connection is AccountingUnreachable, a TransientError: unsettled, and the attempt is given back."""
     from edinbox import TransientError
-    from edinbox.hub.http_sink import AccountingUnreachable
+    from edinbox.hub.sinks._http import AccountingUnreachable
 
     sink = HttpAccounting("http://127.0.0.1:9/invoices", timeout=2)
 
@@ -245,7 +245,7 @@ async def test_the_token_is_sent_and_a_refused_one_is_the_operators_not_the_mess
     """With the service's token the invoice is created; with another one the API answers 401, which is a
     ConfigurationError (the hub stops with exit 1): no attempt is charged and nothing is parked."""
     from accounting.test_service_limits import TOKEN
-    from edinbox.hub.http_sink import AccountingForbidden
+    from edinbox.hub.sinks._http import AccountingForbidden
 
     with AccountingService(tmp_path / "accounting.db", token=TOKEN) as service:
 
@@ -275,8 +275,8 @@ async def test_a_busy_service_is_a_503_the_sink_waits_out(tmp_path: Path, inbox:
     TransientError), the message stays unsettled with no attempt charged, and the retry after creates the invoice."""
     from accounting.test_service_limits import TOKEN, read_all, stalled
     from edinbox import TransientError
-    from edinbox.hub.accounting_service import Limits
-    from edinbox.hub.http_sink import AccountingUnreachable
+    from edinbox.hub.demo.accounting_service import Limits
+    from edinbox.hub.sinks._http import AccountingUnreachable
 
     limits = Limits(workers=1, queue=0, read_timeout=2.0)
     with AccountingService(tmp_path / "accounting.db", token=TOKEN, limits=limits) as service:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from brokers.harness import BROKERS
 from brokers.test_proof import cli, hub_args, publish, stats, traffic
-from edinbox.hub.accounting_service import AccountingService
+from edinbox.hub.demo.accounting_service import AccountingService
 from services import require_service
 
 RABBITMQ = next(b for b in BROKERS if b.name == "rabbitmq")
@@ -45,7 +45,7 @@ def test_the_hub_sends_its_token_and_a_wrong_one_stops_it_with_nothing_parked(tm
     with one line saying the API refused its credentials, and nothing is parked or acked; with the right one it
     creates every invoice once. The token is never printed."""
     from accounting.test_service_limits import TOKEN
-    from edinbox.hub._generate import generate
+    from edinbox.hub.demo._traffic import generate
     from edinbox.sources.spool import publish as spool
 
     spool_dir = tmp_path / "spool"

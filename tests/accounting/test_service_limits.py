@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from edinbox import ConfigurationError
-from edinbox.hub.accounting_service import MAX_DEPTH, AccountingService, Limits
+from edinbox.hub.demo.accounting_service import MAX_DEPTH, AccountingService, Limits
 
 TOKEN = "a-test-token-of-some-length"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -188,7 +188,15 @@ def test_a_burst_of_concurrent_requests_gets_2xx_or_503_and_one_invoice_per_key(
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "edinbox.hub.accounting_service", "--db", str(tmp_path / "a.db"), "--port", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "edinbox.hub.demo.accounting_service",
+        "--db",
+        str(tmp_path / "a.db"),
+        "--port",
+        "0",
+    ]
     limits = ["--workers", "2", "--queue", "16", "--max-connections", "300", "--idle-timeout", "30"]
     env = {**os.environ, "EDINBOX_ACCOUNTING_TOKEN": TOKEN}
     process = subprocess.Popen([*command, *limits], stdout=subprocess.PIPE, text=True, env=env)

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from edinbox import SourceError
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
 from edinbox.sources import Delivery
 from edinbox.sources.kafka import KafkaSource, publish
 from hub.poison import bad_date, not_edi
 from hub.test_outage import HubProcess, invoices, wait_for
+from hub_ops import init
 from sources.test_kafka import committed, read_topic
 
 from .kafka_hub import created_once, one_outage, rows, terminated

@@ -15,12 +15,12 @@ from pathlib import Path
 import confluent_kafka as ck
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
 from edinbox.sources import Outgoing
 from edinbox.sources.kafka import KafkaPublisher, publish
 from hub.poison import bad_date, not_edi
 from hub.test_outage import HubProcess, invoices, wait_for
+from hub_ops import init
 
 from .kafka_hub import created_once, one_outage, rows, terminated
 from .kafka_mock import ControlledCluster

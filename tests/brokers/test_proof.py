@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from services import require_service
 
 from .harness import BROKERS, Broker

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from edinbox.cli import main
 from edinbox.console import _data
-from edinbox.hub._config import HubConfig
-from edinbox.hub._parts import open_inbox
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.database._journal import open_inbox
 from outbox.test_relay_brokers import drain
 
 RABBITMQ = "amqp://guest:guest@127.0.0.1:5672/"

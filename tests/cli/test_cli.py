@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from edinbox.cli import main
-from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.sources.spool import publish
 from services import MYSQL_URL, drop_database, require_service
 
@@ -108,7 +108,7 @@ def test_demo_counts_a_nacked_delivery_once_and_a_killed_commit_by_its_last_word
     """The demo's deliveries from the hub's log: a file nacked after a transient failure (no line, then settled with
     delivery count 2) counts once; a file whose commit was killed before its ack (its `killed` line, then settled as
     delivery 2) counts twice; the spool's delivery count is not taken for settled deliveries."""
-    from edinbox.hub._demo import _logged_deliveries
+    from edinbox.hub.demo._demo import _logged_deliveries
     from edinbox.loop import EventFormatter
     from logfmt import event_record
 

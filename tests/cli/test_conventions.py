@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from edinbox.cli import main
-from edinbox.hub._output import human_duration, render
+from edinbox.hub.ops._output import human_duration, render
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -49,6 +49,19 @@ def test_every_command_takes_json_and_shows_defaults_as_such(command: str) -> No
         default = param.default
         if isinstance(param, click.Option) and isinstance(default, int | float | str) and not param.is_flag:
             assert f"default: {param.default}" in text, (command, param.name)
+
+
+@pytest.mark.parametrize("command", sorted(main.commands))
+def test_help_shows_default_durations_as_the_options_take_them(command: str) -> None:
+    """A duration's default reads `15s` or `7d` in `--help`, as the option takes it, never `0:00:15` or
+    `7 days, 0:00:00`; a setting without a default reads `none`, never Python's `None`."""
+    text = " ".join(cli(command, "--help").output.split())
+    assert "0:00" not in text
+    assert "day," not in text
+    assert "default: None" not in text
+    if command == "run":
+        for shown in ("default: 15s", "default: 7d", "default: 5m", "default: 30d", "default: 1h"):
+            assert shown in text
 
 
 def test_journal_commands_speak_json(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from edinbox import Inbox, Message
 from edinbox.cli import main
 from edinbox.hub import HubConfig
-from edinbox.hub._redrive import join_key, split_key
+from edinbox.hub.ops._redrive import join_key, split_key
 
 SOURCE = "X12:ZZ:ACME/EU>ZZ:HUB"
 MESSAGE_ID = "INV/2026/0042 50%\n"

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 from cli.library_views import check_views
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
 from edinbox.cli import main
-from edinbox.hub._config import HubConfig
+from edinbox.hub.config._model import HubConfig
 from outbox.test_relay_brokers import drain
 from services import MYSQL_URL, drop_database, mariadb_admin, require_service
 from sources.test_rabbitmq import drop as drop_queue

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from edinbox.hub._generate import generate
+from edinbox.hub.demo._traffic import generate
 from edinbox.sources.spool import publish
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cli.test_cli import _doc, cli, edinbox
-from edinbox.hub._payloads import MAX_HEX
-from edinbox.hub._plan import HEAD
+from edinbox.hub.deliveries._items import HEAD
+from edinbox.hub.ops._preview import MAX_HEX
 from edinbox.sources.spool import publish
 from services import require_service
 from sources.test_rabbitmq import BROKER, drop

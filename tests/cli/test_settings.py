@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from edinbox.cli import main
 from edinbox.hub import HubConfig
-from edinbox.hub._settings import load_settings
+from edinbox.hub.config._settings import load_settings
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> Result:

@@ -26,10 +26,10 @@ import httpx
 import pytest
 
 from edinbox import Inbox
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
 from edinbox.sources.spool import publish
 from hub.test_outage import invoices
+from hub_ops import init
 from servers import PrivatePostgres, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals as a process manager sends them")

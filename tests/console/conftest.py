@@ -20,10 +20,10 @@ import pytest
 
 from edinbox import Message
 from edinbox.hub import Accounting, Created, HubConfig, SqlAccounting, open_hub
-from edinbox.hub._generate import EDIFACT_STYLES, PARTNERS, Doc, Partner, render
-from edinbox.hub._ops import init
+from edinbox.hub.demo._traffic import EDIFACT_STYLES, PARTNERS, Doc, Partner, render
 from edinbox.sources.spool import publish
 from hub.conftest import drop_schema
+from hub_ops import init
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -137,27 +137,41 @@ class Console:
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def console(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     """The console on a free loopback port, over a fresh database the hub filled (SQLite file or PostgreSQL)."""
+    with served(request.param, tmp_path_factory) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def served(kind: str, tmp_path_factory: pytest.TempPathFactory, **terms: str) -> Iterator[Console]:
+    """The console on a free loopback port, over a fresh database of `kind` ("sqlite", "postgresql" or "mysql":
+    a PostgreSQL schema or MariaDB database of its own, dropped afterwards) the hub filled, every partner under an
+    agreement with an outbound folder and `terms`."""
     from edinbox.console import create_app
-    from services import POSTGRES_URL, require_service
+    from services import MYSQL_URL, POSTGRES_URL, drop_database, require_service
 
     folder = tmp_path_factory.mktemp("console")
     spool = folder / "spool"
     spool.mkdir()
     schema = ""
-    if request.param == "sqlite":
+    if kind == "sqlite":
         config = HubConfig(db=f"sqlite:///{folder / 'hub.db'}", source=f"dir://{spool}", idle_timeout=1.2)
     else:
-        require_service("postgres")
+        require_service("postgres" if kind == "postgresql" else "mariadb")
         schema = "t" + os.urandom(6).hex()
-        config = HubConfig(db=POSTGRES_URL, table=f"{schema}.inbox", source=f"dir://{spool}", idle_timeout=1.2)
+        url = POSTGRES_URL if kind == "postgresql" else MYSQL_URL
+        config = HubConfig(db=url, table=f"{schema}.inbox", source=f"dir://{spool}", idle_timeout=1.2)
     outbound = f"dir://{folder / 'out'}/{{id}}"  # every partner gets its acknowledgments (the message page lists them)
-    config = config.with_overrides(max_attempts=1, partners={"*": {"outbound": outbound}})
-    run(init(config))
-    traffic = fill(config)
-    with serving(create_app(config)) as url:
-        yield Console(url, config, traffic)
-    if schema:
-        drop_schema(POSTGRES_URL, schema)
+    config = config.with_overrides(max_attempts=1, partners={"*": {"outbound": outbound, **terms}})
+    try:
+        run(init(config))
+        traffic = fill(config)
+        with serving(create_app(config)) as url:
+            yield Console(url, config, traffic)
+    finally:
+        if schema and kind == "postgresql":
+            drop_schema(POSTGRES_URL, schema)
+        elif schema:
+            drop_database(schema)
 
 
 @contextlib.contextmanager

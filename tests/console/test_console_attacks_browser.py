@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from console.conftest import Console, free_port, run, serving
-from edinbox.hub._ops import show
+from hub_ops import show
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from console.conftest import MARKUP, POISON, Console, drain, run
-from edinbox.hub._ops import show
+from hub_ops import show
 
 
 def search(page: Any, console: Console, **fields: str) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from console.conftest import free_port, run
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
+from hub_ops import init
 from servers import PrivateMariaDB, PrivatePostgres
 
 SECRET = "s3cret-pw"

@@ -13,11 +13,11 @@ import pytest
 from edinbox import Message
 from edinbox.console._data import PAGE, Query, search, segments
 from edinbox.hub import HubConfig
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ops import init
-from edinbox.hub._parts import open_inbox
-from edinbox.hub._tables import SEARCH_INDEXES
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.database._tables import SEARCH_INDEXES
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from hub.conftest import drop_schema
+from hub_ops import init
 from services import MYSQL_URL, drop_database, require_service
 
 

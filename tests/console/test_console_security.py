@@ -22,7 +22,7 @@ from edinbox._errors import ConfigurationError
 from edinbox.console import check_bind, check_token, create_app
 from edinbox.console._session import Limiter, Revoked, Session
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
+from hub_ops import init
 
 TOKEN = "correct-horse-battery-staple"
 BASE = "http://127.0.0.1:8080"

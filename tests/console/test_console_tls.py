@@ -18,7 +18,7 @@ import pytest
 
 from console.conftest import free_port
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
+from hub_ops import init
 
 TOKEN = "a-token-from-a-file-0123456789"
 

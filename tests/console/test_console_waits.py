@@ -18,7 +18,7 @@ from edinbox import Inbox, Message, Retry, Tx
 from edinbox.cli import main
 from edinbox.console import create_app
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
+from hub_ops import init
 
 SOURCE = "X12:ZZ:ACME>ZZ:HUB"
 TRACE_ID, SPAN_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"

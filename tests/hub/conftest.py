@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
+from hub_ops import init
 from services import MYSQL_URL, drop_database, require_service
 from sources.test_rabbitmq import drop
 

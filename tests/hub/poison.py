@@ -9,7 +9,7 @@ from typing import Any
 
 from edinbox import Message
 from edinbox.hub import Accounting, Created
-from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 
 __all__ = ["BAD", "SlowAccounting", "bad_inputs", "good"]
 

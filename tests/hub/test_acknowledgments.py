@@ -13,12 +13,12 @@ import pytest
 
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._acks import kinds
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ops import list_rows, show, stats
-from edinbox.hub._settings import load_config
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.config._settings import load_config
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+from edinbox.hub.partners._acks import kinds
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, show, stats
 from received import drain
 
 from .test_hub import FailingAccounting, doc
@@ -187,7 +187,7 @@ def test_agreements_load_from_toml(tmp_path: Path) -> None:
 def test_partner_ids_cannot_escape_the_outbound_folder() -> None:
     """`{id}` is replaced by the partner's id with anything but letters, digits, `_` and `-` made `_` (and a digest
     of the id appended), so no id climbs out of the folder."""
-    from edinbox.hub._acks import destination
+    from edinbox.hub.partners._acks import destination
 
     agreement = Agreement(outbound="dir:///srv/out/{id}")
     assert destination(agreement, edi.Party("ZZ", "../../etc")).startswith("dir:///srv/out/______etc--")
@@ -196,7 +196,7 @@ def test_partner_ids_cannot_escape_the_outbound_folder() -> None:
 
 def test_partner_ids_each_get_their_own_outbound_folder() -> None:
     """Ids that made `_` alike (`A.B`, `A B`, `A/B`, `A_B`, empty, `_`) map to distinct names; simple ids are kept."""
-    from edinbox.hub._acks import partner_name
+    from edinbox.hub.partners._acks import partner_name
 
     ids = ["A.B", "A B", "A/B", "A_B", "A-B", "", "_", "A\x00B", "Ä", "A_B--0123456789abcdef"]
     names = [partner_name(i) for i in ids]
@@ -220,8 +220,8 @@ async def test_a_journal_without_its_outbox_asks_for_init(tmp_path: Path) -> Non
     import sqlite3
 
     from edinbox import SchemaError
-    from edinbox.hub._ops import init
-    from edinbox.hub._parts import open_inbox, verify
+    from edinbox.hub.database._journal import open_inbox, verify
+    from hub_ops import init
 
     config = HubConfig(db=f"sqlite:///{tmp_path / 'old.db'}")
     await init(config)

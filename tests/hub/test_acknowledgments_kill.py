@@ -15,9 +15,9 @@ import pytest
 
 from edinbox import Inbox, Message, Outcome, edi
 from edinbox.hub import HubConfig
-from edinbox.hub._generate import PARTNERS, render
-from edinbox.hub._ops import init, stats
+from edinbox.hub.demo._traffic import PARTNERS, render
 from edinbox.sources.spool import publish
+from hub_ops import init, stats
 from received import drain
 from services import require_service
 

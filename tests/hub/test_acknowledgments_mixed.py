@@ -14,9 +14,9 @@ import pytest
 
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, generate, render
-from edinbox.hub._ops import stats
+from edinbox.hub.demo._traffic import PARTNERS, generate, render
 from edinbox.sources import rabbitmq, spool
+from hub_ops import stats
 from sources.test_rabbitmq import BROKER
 
 from .test_acknowledgments import agreed, received

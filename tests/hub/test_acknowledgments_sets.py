@@ -7,10 +7,10 @@ from pathlib import Path
 
 from edinbox import edi
 from edinbox.hub import HubConfig
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import Doc, hub_party
-from edinbox.hub._ops import show, stats
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.demo._traffic import Doc, hub_party
 from edinbox.sources.spool import publish
+from hub_ops import show, stats
 
 from .test_acknowledgments import EDIFACT, GLOBEX, X12, received, settle
 from .test_hub import doc

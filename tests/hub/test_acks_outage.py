@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._fault import FaultPoint
-from edinbox.hub._ops import init
+from edinbox.hub.config._fault import FaultPoint
 from edinbox.sources import publisher
 from hub.test_outage import invoices
+from hub_ops import init
 from servers import PrivateRabbitMQ
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="a private RabbitMQ node is started on Linux")

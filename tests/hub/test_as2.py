@@ -22,13 +22,13 @@ import httpx
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._as2 import Receipts
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import render
-from edinbox.hub._ops import init, stats
-from edinbox.hub._parts import open_inbox
-from edinbox.hub._redrive import purge_rejected
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.database._purge import purge_rejected
+from edinbox.hub.demo._traffic import render
+from edinbox.hub.partners._as2 import Receipts
 from edinbox.sources.as2 import As2Source
+from hub_ops import init, stats
 from servers import free_port
 
 from .test_hub import EDIFACT, X12, doc

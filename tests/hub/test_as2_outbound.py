@@ -17,11 +17,11 @@ import pytest
 from edinbox import edi
 from edinbox._errors import PermanentError
 from edinbox.hub import HubConfig
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import render
-from edinbox.hub._ops import stats
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.demo._traffic import render
 from edinbox.sources.as2 import publish
 from edinbox.sources.spool import publish as drop
+from hub_ops import stats
 
 from .test_acknowledgments import settle
 from .test_as2 import Certs, certs, openssl, split

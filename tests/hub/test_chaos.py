@@ -26,13 +26,13 @@ import pymysql
 import pytest
 
 from edinbox.hub import HubConfig
-from edinbox.hub._chaos import CONSUMER, tally
-from edinbox.hub._chaos_traffic import huge, parked, poison
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import forget, list_rows
+from edinbox.hub.chaos._run import CONSUMER, tally
+from edinbox.hub.chaos._traffic import huge, parked, poison
+from edinbox.hub.demo._traffic import generate
 from edinbox.sources import open_source
 from edinbox.sources.spool import SpoolSource, publish
 from edinbox.testing.contract import collect
+from hub_ops import forget, list_rows
 from servers import PrivateMariaDB, PrivatePostgres
 from services import require_service
 

@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edinbox.edi import Invoice, InvoiceLine, InvoiceParty
-from edinbox.hub._checks import MAX_TEXT, _fits, _money_problem, _size_problem, _text_problem, invoice_problem
+from edinbox.hub.sinks._invoice_checks import (
+    MAX_TEXT,
+    _fits,
+    _money_problem,
+    _size_problem,
+    _text_problem,
+    invoice_problem,
+)
 
 
 def invoice(*, total: str = "10.00", number: str = "INV-1", seller: str = "ACME") -> Invoice:

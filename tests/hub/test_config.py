@@ -66,12 +66,38 @@ def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, text: str, m
 
 def test_give_up_after_comes_from_the_file_and_defaults_to_never(tmp_path: Path) -> None:
     """`give_up_after` in [hub] bounds how long the hub waits out one outage; unset, it waits for ever."""
-    from edinbox.hub._config import give_up_after
-
     path = tmp_path / "hub.toml"
     path.write_text('[hub]\ngive_up_after = "10m"\n')
-    assert give_up_after(load_config(path)) == timedelta(minutes=10)
-    assert give_up_after(HubConfig()) is None
+    assert load_config(path).give_up_after == timedelta(minutes=10)
+    assert HubConfig().give_up_after is None
+
+
+def test_durations_are_timedeltas_once_read(tmp_path: Path) -> None:
+    """Every duration setting is a timedelta (None for "never") as soon as the settings are read, from a file, a
+    keyword or an override alike, and dumps back to the text a file gives (so `config --show` and the relay child
+    read what was written)."""
+    path = tmp_path / "hub.toml"
+    path.write_text(
+        '[hub]\nretry_first = "30s"\nhorizon = "2w"\nretention = "1.5h"\nduplicate_window = "12h"\n'
+        'purge_every = "off"\nlease = "90s"\ngive_up_after = "2m"\n'
+    )
+    config = load_config(path)
+    assert (config.retry_first, config.horizon, config.retention) == (
+        timedelta(seconds=30),
+        timedelta(weeks=2),
+        timedelta(minutes=90),
+    )
+    assert (config.duplicate_window, config.purge_every) == (timedelta(hours=12), None)
+    assert (config.lease, config.give_up_after) == (timedelta(seconds=90), timedelta(minutes=2))
+    dumped = config.model_dump()
+    assert (dumped["horizon"], dumped["retention"], dumped["lease"]) == ("14d", "90m", "90s")
+    assert (dumped["purge_every"], HubConfig().model_dump()["give_up_after"]) == ("", "")
+    assert HubConfig(**dumped) == config
+    assert config.with_overrides(retention=timedelta(days=40), horizon="3d").retention == timedelta(days=40)
+    assert HubConfig(horizon=timedelta(hours=6)).horizon == timedelta(hours=6)
+    for bad in ({"lease": "0s"}, {"purge_every": timedelta(0)}, {"horizon": timedelta(days=-1)}):
+        with pytest.raises(ValueError, match="duration"):
+            HubConfig(**bad)
 
 
 def test_missing_file_is_a_configuration_error(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from edinbox import AsyncInbox
 from edinbox.hub import HubConfig
-from edinbox.hub._acks import reserve
-from edinbox.hub._parts import HUB
+from edinbox.hub.database._journal import HUB
+from edinbox.hub.partners._acks import reserve
 
 PARTNERS = [f"X12:ZZ:US>ZZ:P{n}" for n in range(6)]
 

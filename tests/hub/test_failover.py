@@ -23,10 +23,10 @@ from edinbox import AsyncInbox
 from edinbox._errors import ConfigurationError
 from edinbox._urls import database_url, mask
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import doctor, init
-from edinbox.hub._parts import HUB
-from edinbox.hub._replication import replication
+from edinbox.hub.database._journal import HUB
+from edinbox.hub.ops._replication import replication
 from edinbox.sources.spool import publish as spool_publish
+from hub_ops import doctor, init
 from loop.test_consume_faults import effects, prepare, start, stopped_within, wait_for, with_duplicates
 from servers_ha import PrivatePostgresPair
 

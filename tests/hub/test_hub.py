@@ -19,9 +19,9 @@ import pytest
 
 from edinbox import Message
 from edinbox.hub import Accounting, Created, HubConfig, SqlAccounting, open_hub
-from edinbox.hub._generate import PARTNERS, Doc, generate, render
-from edinbox.hub._ops import list_rows, show, stats
+from edinbox.hub.demo._traffic import PARTNERS, Doc, generate, render
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, show, stats
 
 X12, EDIFACT = PARTNERS[0], PARTNERS[4]
 
@@ -220,7 +220,7 @@ async def test_a_table_dropped_under_the_hub_is_a_schema_error_and_loses_nothing
     """A hub table dropped while the hub runs ends the run with a SchemaError naming `edinbox init` on every
     database (no wait brings a table back), and the interchange in hand is settled by the next run after init."""
     from edinbox import SchemaError
-    from edinbox.hub._ops import init
+    from hub_ops import init
 
     await publish(hub_config.source, [("a", render(doc()))])
     async with open_hub(hub_config) as hub:

@@ -13,10 +13,10 @@ import aio_pika
 from edinbox import Message, Status
 from edinbox._message import Outgoing
 from edinbox.hub import Accounting, Created, HubConfig, SqlAccounting, open_hub
-from edinbox.hub._ops import init, stats
 from edinbox.sources import publisher
 from edinbox.sources.rabbitmq import publish
 from hub.test_hub import doc, render
+from hub_ops import init, stats
 from sources.test_rabbitmq import BROKER, drop
 
 

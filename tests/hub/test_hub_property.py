@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from edinbox.hub import FaultPoint, HubConfig, open_hub
-from edinbox.hub._generate import generate
-from edinbox.hub._ops import init, stats
+from edinbox.hub.demo._traffic import generate
 from edinbox.sources.spool import publish
+from hub_ops import init, stats
 
 
 class Crash(BaseException):

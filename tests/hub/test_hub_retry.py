@@ -13,9 +13,9 @@ import pytest
 
 from edinbox import Message, Status
 from edinbox.hub import Accounting, Created, HubConfig, SqlAccounting, open_hub
-from edinbox.hub._ops import stats
 from edinbox.sources.spool import publish
 from hub.test_hub import doc, files, render
+from hub_ops import stats
 
 
 class FlakyAccounting(Accounting):

@@ -8,10 +8,10 @@ from typing import Any
 
 from edinbox import edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ops import list_rows, show, stats
-from edinbox.hub._plan import message_types
+from edinbox.hub.deliveries._items import message_types
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, show, stats
 
 X12, EDIFACT = PARTNERS[0], PARTNERS[4]
 LINES = ((2, Decimal("6.50")), (3, Decimal("10.00")))

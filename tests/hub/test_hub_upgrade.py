@@ -17,8 +17,8 @@ import pytest
 
 from cli.test_cli import cli
 from edinbox import Inbox, Message
-from edinbox.hub._parts import HUB
-from edinbox.hub._tables import TABLES
+from edinbox.hub.database._journal import HUB
+from edinbox.hub.database._tables import TABLES
 from services import MYSQL_URL, drop_database, require_service
 
 FROZEN = Path(__file__).parent / "schema_hub_v1"
@@ -133,7 +133,7 @@ def test_migrate_renames_the_hubs_tables_with_their_rows(old_hub: tuple[list[str
     assert migrated.exit_code == 0, migrated.output
     applied = json.loads(migrated.output)
     assert applied["applied"] == []
-    assert [step["version"] for step in applied["hub"]["applied"]] == [2, 3, 4, 5, 6]
+    assert [step["version"] for step in applied["hub"]["applied"]] == [2, 3, 4, 5, 6, 7]
     again = json.loads(cli("migrate", *db, "--json").output)
     assert (again["applied"], again["hub"]["applied"]) == ([], [])
     stats = json.loads(cli("stats", *db, "--json").output)

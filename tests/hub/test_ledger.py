@@ -15,13 +15,18 @@ import pytest
 from starlette.testclient import TestClient
 
 from cli.test_cli import cli
-from edinbox import AsyncInbox
+from edinbox import AsyncInbox, ConfigurationError
 from edinbox.console import create_app
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ledger import Arrival, Ledger, _next, _previous, normalise, read, record
-from edinbox.hub._parts import HUB
+from edinbox.hub.config import levels
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.database import on_inbox
+from edinbox.hub.database._journal import HUB
+from edinbox.hub.deliveries._items import plan
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+from edinbox.hub.partners._ledger import Arrival, Gauges, Ledger, _next, _previous, normalise, read, record, report
 from edinbox.metrics import Metrics
+from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
 
 ACME = PARTNERS[0]  # X12, sender ZZ:ACMESUPPLY
@@ -52,7 +57,8 @@ def deliver(config: HubConfig, numbers: list[int], *, truncated: int | None = No
 
 def isa13(config: HubConfig) -> Ledger:
     """ACME's ledger at ISA13."""
-    found = asyncio.run(read(config, partner="ZZ:ACMESUPPLY"))
+    window = config.duplicate_window
+    found = asyncio.run(on_inbox(config, lambda inbox: read(inbox, window=window, partner="ZZ:ACMESUPPLY")))
     return next(one for one in found if one.level == "ISA13")
 
 
@@ -80,6 +86,9 @@ def test_gap_duplicate_and_out_of_order_then_the_gap_closes(hub_config: HubConfi
     assert [(d["number"], d["arrivals"]) for d in ledger.duplicates] == [("52", 2)]
     assert ledger.out_of_order == [{"number": "59", "after": "60"}]
     assert (ledger.numbers, ledger.arrivals) == (99, 100)
+    whole = asyncio.run(on_inbox(hub_config, lambda inbox: read(inbox, window=hub_config.duplicate_window)))
+    levels = {one.level for one in whole}
+    assert levels == {"ISA13", "GS06"}  # the default agreement keeps no ST02
     scraped = metrics.exposition().decode()
     for series in ("edinbox_ledger_open_gaps", "edinbox_ledger_duplicates"):
         assert f'{series}{{consumer="accounting",level="ISA13",partner="ZZ:ACMESUPPLY"}} 1.0' in scraped
@@ -141,9 +150,70 @@ async def test_hubs_recording_one_partner_at_once_count_every_copy(hub_config: H
     inboxes = [AsyncInbox(db, consumer="accounting", table=table, applications=[HUB]) for _ in range(4)]
     try:
         await asyncio.gather(*(hub(inbox, batches[k::4]) for k, inbox in enumerate(inboxes)))
-        params = {"consumer": "accounting", "partner": None}
+        params = {"consumer": "accounting", "partner": None, "since": 0}
         rows = await inboxes[0].read(lambda tx: tx.unit.fetch("hub_ledger_rows", params))
     finally:
         for inbox in inboxes:
             await inbox.aclose()
     assert {(str(r[0]), str(r[2])): int(r[5]) for r in rows} == dict(sent)
+
+
+@pytest.mark.parametrize("hub_config", ["sqlite", "postgresql", "mysql"], indirect=True)
+async def test_the_gauges_read_only_what_changed_and_agree_with_the_whole_ledger(hub_config: HubConfig) -> None:
+    """On a ledger of 19,980 numbers (20 gaps, 40 duplicates) the gauges' first reading fetches every row and says
+    what `report` says; after a batch closing a gap, splitting another, adding a duplicate and a new partner, the next
+    reading fetches that batch's rows alone and still agrees with `report`, as does a full reading."""
+    numbers = [n for n in range(1, 20_001) if n % 1000 != 500]
+    copies = numbers[:40]
+    config = hub_config.with_overrides(duplicate_window="1d")
+    inbox = AsyncInbox(config.db, consumer=config.consumer, table=config.table, applications=[HUB])
+    window = config.duplicate_window
+
+    async def send(partner: str, sent: list[int]) -> None:
+        for k in range(0, len(sent), 2000):
+            batch = [Arrival(partner, "ISA13", f"{n:09d}") for n in sent[k : k + 2000]]
+            await inbox.transaction(lambda tx, b=batch: record(tx, consumer=config.consumer, accepted=b, parked=[]))
+
+    async def whole() -> list[tuple[str, str, int, int]]:
+        found = await inbox.read(lambda tx: report(tx, consumer=config.consumer, window=window))
+        return [(x.partner, x.level, len(x.gaps), len(x.duplicates)) for x in found]
+
+    try:
+        await send("ZZ:BIG", numbers + copies)
+        gauges = Gauges(Metrics(), inbox, config, overlap=0)
+        await gauges.refresh(force=True)
+        assert gauges.rows == len(numbers)
+        assert gauges.found() == await whole() == [("ZZ:BIG", "ISA13", 20, 40)]
+        await send("ZZ:BIG", [500, 20_003, 1000])  # closes a gap, opens one after 20000, one more duplicate
+        await send("ZZ:NEW", [7])
+        await gauges.refresh(force=True)
+        assert gauges.rows == 4
+        assert gauges.found() == await whole() == [("ZZ:BIG", "ISA13", 20, 41), ("ZZ:NEW", "ISA13", 0, 0)]
+        again = Gauges(Metrics(), inbox, config, full_every=0)
+        await again.refresh(force=True)
+        assert (again.rows, again.found()) == (len(numbers) + 3, gauges.found())
+    finally:
+        await inbox.aclose()
+
+
+def test_an_agreement_chooses_the_levels_the_ledger_keeps() -> None:
+    """By default an interchange's ISA13 and GS06 are kept, not its ST02 (numbers that restart in each interchange);
+    `ledger = "ISA13, GS06, ST02"` or the word "message" adds it, "none" keeps nothing, another word is a
+    configuration error naming it, in the agreement and in the TOML file."""
+    payload = interchange(41)
+
+    def kept(**terms: str) -> list[str]:
+        config = HubConfig(partners={"ZZ:ACMESUPPLY": Agreement(**terms)}, source="dir:///tmp/in")
+        (item,) = plan(Delivery(payload, message_id="m", coordinates="c", source="dir:///tmp/in"), config)
+        return [level for level, _ in item.controls]
+
+    assert kept() == ["ISA13", "GS06"]
+    assert kept(ledger="ISA13, GS06, ST02") == kept(ledger="interchange group message") == ["ISA13", "GS06", "ST02"]
+    assert kept(ledger="st02") == ["ST02"]
+    assert kept(ledger="none") == []
+    assert levels(Agreement(ledger="UNH0062").ledger) == {"UNH0062"}
+    assert levels(Agreement().ledger) == {"ISA13", "GS06", "UNB0020", "UNG0048"}
+    with pytest.raises(ConfigurationError, match="ledger: 'ST03' is not a level"):
+        Agreement(ledger="ISA13, ST03")
+    with pytest.raises(ConfigurationError, match="ZZ:A: ledger: 'x' is not a level"):
+        HubConfig(partners={"ZZ:A": {"ledger": "x"}})

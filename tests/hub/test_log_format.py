@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import logfmt
-from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.sources.spool import publish
 
 PARSERS: dict[str, Callable[[str], dict[str, Any]]] = {"json": json.loads, "text": logfmt.parse}
@@ -71,7 +71,7 @@ def test_a_drivers_line_and_a_warning_are_one_parsed_line_each(log_format: str) 
     one line that parses, the exception's type and first line under `error`, the message under `message`."""
     script = f"""
 import logging, warnings
-from edinbox.hub._log import configure
+from edinbox.hub.config._log import configure
 configure(["amqp://guest:s3cret@mq/"], level=logging.INFO, json={log_format == "json"})
 try:
     raise ConnectionResetError("reset by peer\\nsecond line")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from edinbox.hub._log import OneLineFilter
+from edinbox.hub.config._log import OneLineFilter
 
 
 def record(name: str, message: str, *, created: float, error: BaseException | None = None) -> logging.LogRecord:

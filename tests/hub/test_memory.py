@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from edinbox.edi import Invoice, InvoiceLine, InvoiceParty, Party, render_interchange
 from edinbox.hub import HubConfig, SqlAccounting
-from edinbox.hub._plan import plan
+from edinbox.hub.deliveries._items import plan
 from edinbox.sources import Delivery
 
 SMALL = 1_000_000

@@ -19,7 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from edinbox.hub import HubConfig
-from edinbox.hub._generate import generate
+from edinbox.hub.demo._traffic import generate
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
 from hub.scrape import scrape, settled_by_outcome
@@ -154,7 +154,7 @@ async def test_journal_gauges_that_cannot_be_refreshed_say_so_once(
     import logging
 
     from edinbox.hub import open_hub
-    from edinbox.hub._ops import init
+    from hub_ops import init
     from servers import PrivatePostgres
 
     (tmp_path / "spool").mkdir()
@@ -208,7 +208,7 @@ def test_three_thousand_partners_give_a_bounded_number_of_series() -> None:
 def test_the_hubs_metrics_label_its_agreements_and_routes_only(tmp_path: Path) -> None:
     """`edinbox run` labels the partners of [partners] and the types of [routes] (beside the known ones); a
     partner without an agreement is `other`."""
-    from edinbox.cli import _metrics
+    from edinbox.cli._run import _metrics
 
     config = HubConfig(
         metrics_port=free_port(), partners={"ZZ:ACME": {"acknowledgment": "none"}}, routes={"DESADV": "bypass"}
@@ -273,8 +273,8 @@ async def test_a_hub_labels_a_partner_by_its_agreement_and_an_unknown_one_as_oth
     from decimal import Decimal
 
     from edinbox.hub import open_hub
-    from edinbox.hub._generate import PARTNERS, Doc, render
-    from edinbox.hub._ops import init
+    from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+    from hub_ops import init
 
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -304,8 +304,8 @@ async def test_a_rejected_interchange_with_a_readable_header_keeps_its_partner_a
     from decimal import Decimal
 
     from edinbox.hub import open_hub
-    from edinbox.hub._generate import PARTNERS, Doc, render
-    from edinbox.hub._ops import init
+    from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+    from hub_ops import init
 
     spool = tmp_path / "spool"
     spool.mkdir()

@@ -25,12 +25,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.loop._outage import WAIT_JITTER, WAIT_MAX
 from edinbox.sources.spool import publish
 from hub.scrape import scrape
+from hub_ops import init
 from servers import PrivateMariaDB, PrivatePostgres, PrivateRabbitMQ, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private database servers are started on Linux")
@@ -226,7 +226,7 @@ def test_sigterm_while_waiting_for_the_database_exits_0(spool: Path) -> None:
 
 def test_the_hub_waits_out_an_accounting_api_outage(spool: Path, tmp_path: Path) -> None:
     """The HTTP accounting API down at first: the hub logs it once, waits, then creates each invoice exactly once."""
-    from edinbox.hub.accounting_service import AccountingService
+    from edinbox.hub.demo.accounting_service import AccountingService
 
     db = f"sqlite:///{tmp_path / 'hub.db'}"
     asyncio.run(init(HubConfig(db=db)))

@@ -14,10 +14,10 @@ from urllib.parse import unquote
 
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._generate import PARTNERS
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from edinbox.hub.demo._traffic import PARTNERS
 from edinbox.sources.spool import publish
+from hub_ops import init
 from servers import PrivatePostgres
 
 from .test_outage import HubProcess, counts, first_row, invoices, spool_empty, wait_for

@@ -16,10 +16,10 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, counts, first_row, invoices, spool_empty, wait_for
+from hub_ops import init
 from services import drop_database, mariadb_admin, require_service
 
 

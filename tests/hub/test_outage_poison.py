@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
+from hub_ops import init
 from servers import PrivateServer
 from sources.test_outages import publish_until_accepted, url_of
 

@@ -14,13 +14,13 @@ import pytest
 
 from edinbox import edi
 from edinbox.hub import HubConfig
-from edinbox.hub._acks import kinds
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import render
-from edinbox.hub._ops import doctor, list_rows, stats
-from edinbox.hub._partners import WINDOW, Refusal, forget, noticed, report_to
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.demo._traffic import render
+from edinbox.hub.partners._acks import kinds
+from edinbox.hub.partners._registry import WINDOW, Refusal, forget, noticed, report_to
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
+from hub_ops import doctor, list_rows, stats
 
 from .test_acknowledgments import EDIFACT, X12, received, settle
 from .test_hub import doc

@@ -19,11 +19,11 @@ import pytest
 
 from edinbox import Message, StoreError
 from edinbox.hub import Accounting, Created, HubConfig, open_hub
-from edinbox.hub._ops import list_rows, show, stats
-from edinbox.hub._parts import open_inbox
-from edinbox.hub._plan import HEAD
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.deliveries._items import HEAD
 from edinbox.sources import Delivery, Source
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, show, stats
 
 from .poison import BAD, EDIFACT, SlowAccounting, bad_date, bad_inputs, good, huge_total
 

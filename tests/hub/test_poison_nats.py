@@ -10,9 +10,9 @@ import nats
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._ops import stats
 from edinbox.sources import Source
 from edinbox.sources.nats import NatsSource, publish
+from hub_ops import stats
 from services import require_service
 
 from .poison import SlowAccounting, good

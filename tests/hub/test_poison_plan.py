@@ -15,8 +15,9 @@ import pytest
 
 from edinbox import ConfigurationError, SourceError
 from edinbox.hub import HubConfig, load_config
-from edinbox.hub._config import MAX_PAYLOAD, parse_size
-from edinbox.hub._plan import HEAD, REJECT, Item, plan
+from edinbox.hub.config import Route
+from edinbox.hub.config._model import MAX_PAYLOAD, parse_size
+from edinbox.hub.deliveries._items import HEAD, Item, plan
 from edinbox.loop import progress
 from edinbox.sources import Delivery, Source
 
@@ -75,7 +76,7 @@ def test_one_bad_interchange_does_not_take_its_siblings_down() -> None:
     config = HubConfig()
     payload = good(1) + bad_date() + good(2) + huge_total() + long_control_number() + good(3)
     items = plan(delivery(payload), config)
-    assert [item.route for item in items] == ["inbox", REJECT, "inbox", REJECT, REJECT, "inbox"]
+    assert [item.route for item in items] == ["inbox", Route.REJECT, "inbox", Route.REJECT, Route.REJECT, "inbox"]
     assert [len(item.invoices) for item in items if item.route == "inbox"] == [1, 1, 1]
     assert "not a date" in items[1].reason
     assert "digits before the decimal point" in items[3].reason
@@ -88,7 +89,7 @@ def test_a_payload_over_max_payload_is_not_parsed() -> None:
     """A payload over max_payload is parked as one item with its size; its valid interchanges are not planned."""
     payload = good(1) * 200
     [item] = plan(delivery(payload), HubConfig(max_payload=len(payload) - 1), kept="the dead letters q.dead")
-    assert item.route == REJECT
+    assert item.route == Route.REJECT
     assert f"has {len(payload)} bytes, more than max_payload" in item.reason
     assert "the whole payload is in the dead letters q.dead" in item.reason
     assert len(item.payload) == HEAD
@@ -98,7 +99,7 @@ def test_a_payload_the_source_refused_is_parked_with_the_source_reason() -> None
     """A delivery the source refused (`reason`, its full `size`) is parked with that reason and never parsed."""
     refused = delivery(good(1), reason="a symlink", size=10 * HEAD)
     [item] = plan(refused, HubConfig(), kept="the spool's rejected folder")
-    assert item.route == REJECT
+    assert item.route == Route.REJECT
     assert item.reason.startswith("a symlink")
     assert f"of its {10 * HEAD} bytes" in item.reason
 
@@ -231,7 +232,7 @@ def test_line_values_over_sixteen_digits_are_refused_before_any_sql() -> None:
     from decimal import Decimal
 
     from edinbox.edi import Invoice, InvoiceLine, InvoiceParty
-    from edinbox.hub._checks import invoice_problem
+    from edinbox.hub.sinks._invoice_checks import invoice_problem
 
     def invoice(quantity: str, price: str = "1.00") -> Invoice:
         line = InvoiceLine(Decimal(quantity), Decimal(price), Decimal(quantity) * Decimal(price))
@@ -252,7 +253,7 @@ async def test_a_small_batch_is_planned_on_the_loop_and_a_big_one_in_a_worker_th
     import threading
 
     from edinbox.hub import open_hub
-    from edinbox.hub._hub import _PLAN_HERE
+    from edinbox.hub.deliveries._hub import _PLAN_HERE
     from edinbox.sources.spool import publish
 
     small = [(f"p{i}", good(600 + i)) for i in range(3)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import aio_pika
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._ops import list_rows, stats
-from edinbox.hub._plan import HEAD
+from edinbox.hub.deliveries._items import HEAD
 from edinbox.sources.rabbitmq import publish
+from hub_ops import list_rows, stats
 from sources.test_rabbitmq import BROKER
 
 from .poison import BAD

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub import HubConfig
-from edinbox.hub._ops import init
 from hub.test_outage import HubProcess, wait_for
 from hub.test_purge_run import OLD, backdate, journal_rows, seed
+from hub_ops import init
 
 
 @pytest.fixture

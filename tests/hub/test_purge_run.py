@@ -28,12 +28,12 @@ import pytest
 from edinbox import Message, PermanentError, Tx
 from edinbox._urls import database_url
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, Doc, render
-from edinbox.hub._ops import init
-from edinbox.hub._parts import open_inbox
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, first_row, spool_empty, wait_for
+from hub_ops import init
 from servers import PrivateMariaDB, PrivatePostgres
 
 OLD = 300

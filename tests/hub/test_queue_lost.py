@@ -20,10 +20,10 @@ import aio_pika
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._ops import init
 from edinbox.metrics import Metrics
 from edinbox.sources.rabbitmq import publish
 from hub.test_outage import invoices
+from hub_ops import init
 from servers import PrivateRabbitMQ
 from services import require_service
 from sources.test_rabbitmq import BROKER, drop

@@ -14,9 +14,9 @@ import pytest
 from edinbox import Message
 from edinbox._errors import StoreError
 from edinbox.hub import Accounting, Created, HubConfig, open_hub
-from edinbox.hub._ops import list_rows, stats
 from edinbox.sources.spool import SpoolSource, publish
 from hub.test_hub import doc, files, render
+from hub_ops import list_rows, stats
 
 pytestmark = pytest.mark.parametrize("hub_config", ["sqlite", "postgresql"], indirect=True)
 

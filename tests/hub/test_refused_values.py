@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._ops import list_rows, stats
-from edinbox.hub._plan import HEAD
+from edinbox.hub.deliveries._items import HEAD
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, stats
 
 from .poison import good
 from .test_poison import files, stored_payload

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from edinbox import StoreError, edi
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._acks import Acknowledger, Pending
-from edinbox.hub._generate import Doc, render
-from edinbox.hub._ops import show, stats
+from edinbox.hub.demo._traffic import Doc, render
+from edinbox.hub.partners._acks import Acknowledger, Pending
 from edinbox.sources import Delivery, Source
 from edinbox.sources.spool import publish
+from hub_ops import show, stats
 
 from .test_acknowledgments import EDIFACT, X12, agreed, received, settle, x12_source
 from .test_hub import LedgerApi, doc
@@ -221,14 +222,14 @@ async def test_a_resend_gets_one_notice_however_often_the_broker_delivers_it(
 async def test_purge_forgets_old_answers(hub_config: HubConfig, tmp_path: Path) -> None:
     """`purge` deletes the answers given longer ago than its age with the parked payloads: a re-send of a rejected
     interchange after that is rejected again (the broker cannot redeliver past the horizon)."""
-    from edinbox.hub._ops import purge
+    from hub_ops import purge
 
     out = tmp_path / "out"
     config = agreed(hub_config.with_overrides(horizon="0s"), out)
     payload = bad_date(doc(control="000000721"))
     await publish(config.source, [("a", payload)])
     await settle(config)
-    purged = await purge(config, older_than="0s", batch_size=100)
+    purged = await purge(config, older_than=timedelta(0), batch_size=100)
     assert purged.rejected == 1
     await publish(config.source, [("a", payload)])
     await settle(config)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from edinbox import AsyncInbox
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, render
+from edinbox.hub.demo._traffic import PARTNERS, render
 from edinbox.loop import Relay
 from edinbox.loop._outage import Outage
 from edinbox.sources.spool import publish
@@ -23,7 +23,7 @@ from .test_hub import doc
 async def test_the_hub_wakes_its_relay_after_a_batch_it_acknowledged(tmp_path: Path) -> None:
     """With a relay idle wait of 40 s (poll_timeout 10 s x 4), the 997 of an interchange reaches the partner's folder
     within seconds, while the hub still runs: the relay was woken by the batch, not by its timer."""
-    from edinbox.hub._ops import init
+    from hub_ops import init
 
     spool, out = tmp_path / "spool", tmp_path / "out"
     config = agreed(HubConfig(db=f"sqlite:///{tmp_path / 'hub.db'}", source=f"dir://{spool}", poll_timeout=10), out)

@@ -18,18 +18,18 @@ import pytest
 
 from edinbox._errors import TransientError
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._fault import FaultPoint
-from edinbox.hub._generate import PARTNERS
-from edinbox.hub._ops import init
-from edinbox.hub._relay_process import RelayProcess
+from edinbox.hub.config._fault import FaultPoint
+from edinbox.hub.demo._traffic import PARTNERS
+from edinbox.hub.relay._process import RelayProcess
 from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
+from hub_ops import init
 from servers import free_port
 
 from .test_acknowledgments import agreed
 from .test_outage import HubProcess, invoices, wait_for
 
-_CHILD = "edinbox.hub._relay_child"
+_CHILD = "edinbox.hub.relay._child"
 
 
 def children(parent: int) -> list[int]:

@@ -2,7 +2,7 @@
 accounting service holds, with the service's id, so `stats`, `show` and the console's invoice search tell the truth.
 
 The hub runs in this process on SQLite, PostgreSQL and MariaDB (one fresh schema each) against
-`edinbox.hub.accounting_service` on a free port. An invoice the service already held (409, sent again in a new
+`edinbox.hub.demo.accounting_service` on a free port. An invoice the service already held (409, sent again in a new
 interchange) is kept with the id the service answered, once.
 """
 
@@ -12,13 +12,13 @@ from pathlib import Path
 
 from edinbox.console._data import Query, search
 from edinbox.hub import HubConfig
-from edinbox.hub._hub import open_hub
-from edinbox.hub._ops import show, stats
-from edinbox.hub._parts import open_inbox
-from edinbox.hub.accounting_service import AccountingService
-from edinbox.hub.http_sink import HttpAccounting
+from edinbox.hub.database._journal import open_inbox
+from edinbox.hub.deliveries._open import open_hub
+from edinbox.hub.demo.accounting_service import AccountingService
+from edinbox.hub.sinks._http import HttpAccounting
 from edinbox.sources.spool import publish
 from hub.test_outage import invoices
+from hub_ops import show, stats
 
 
 async def test_stats_show_and_search_see_the_invoices_the_service_holds(hub_config: HubConfig, tmp_path: Path) -> None:

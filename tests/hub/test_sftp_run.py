@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from edinbox.hub import HubConfig
-from edinbox.hub._generate import render
-from edinbox.hub._ops import init, stats
+from edinbox.hub.demo._traffic import render
 from edinbox.sources.sftp import publish
+from hub_ops import init, stats
 from servers import PrivateSSH
 
 from .test_hub import doc

@@ -223,8 +223,8 @@ async def test_the_hub_settles_a_spool_full_of_odd_entries_without_crashing(hub_
     and an abandoned dot-file: the hub creates the invoices, counts each odd entry as rejected, and leaves nothing
     in inbound/ or processing/."""
     from edinbox.hub import open_hub
-    from edinbox.hub._generate import PARTNERS, Doc, render
-    from edinbox.hub._ops import stats
+    from edinbox.hub.demo._traffic import PARTNERS, Doc, render
+    from hub_ops import stats
     from sources.test_spool_refused import ODD, SECRET
 
     lines = ((1, Decimal("5.00")),)
@@ -250,8 +250,8 @@ async def test_a_file_over_max_payload_is_kept_once_and_the_database_holds_its_h
     """A 40 MB file (over the 32 MiB default) stays whole in rejected/ only; the rejected table holds its first
     64 KiB, and the delivery is counted as rejected."""
     from edinbox.hub import open_hub
-    from edinbox.hub._ops import list_rows, show, stats
     from edinbox.sources.spool import HEAD
+    from hub_ops import list_rows, show, stats
 
     (spool / "inbound").mkdir(exist_ok=True)
     (spool / "inbound" / "huge.edi").write_bytes(os.urandom(40 * 1024 * 1024))

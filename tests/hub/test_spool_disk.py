@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
 from edinbox.sources.spool import publish
+from hub_ops import init
 
 from .poison import bad_date
 from .test_outage import HubProcess, invoices, spool_empty, wait_for

@@ -13,10 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, invoices, spool_empty, wait_for
+from hub_ops import init
 
 COUNT = 300
 

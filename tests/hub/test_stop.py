@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
 from edinbox.sources import open_source, publisher
 from edinbox.sources._kafka_config import MockCluster
 from hub.test_outage import HubProcess, wait_for
+from hub_ops import init
 from services import require_service
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals as a process manager sends them")

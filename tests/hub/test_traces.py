@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from edinbox import Inbox, Message, Outcome
 from edinbox.cli import main
 from edinbox.hub import HubConfig, open_hub
-from edinbox.hub._generate import PARTNERS, Doc, render
+from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.sources.spool import publish
 from services import require_service
 

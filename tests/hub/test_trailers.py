@@ -12,9 +12,9 @@ import pytest
 
 from edinbox import edi
 from edinbox.hub import HubConfig
-from edinbox.hub._generate import render
-from edinbox.hub._ops import list_rows, stats
+from edinbox.hub.demo._traffic import render
 from edinbox.sources.spool import publish
+from hub_ops import list_rows, stats
 
 from .test_acknowledgments import EDIFACT, X12, agreed, received, settle
 from .test_hub import doc

@@ -13,13 +13,15 @@ import pytest
 
 from edinbox import ConfigurationError, edi
 from edinbox.hub import HubConfig, load_config, open_hub
-from edinbox.hub._acks import Pending, _together
-from edinbox.hub._config import Agreement
-from edinbox.hub._generate import render
-from edinbox.hub._ops import show, stats
-from edinbox.hub._plan import REJECT, Item, plan
+from edinbox.hub.config import Route
+from edinbox.hub.config._model import Agreement
+from edinbox.hub.deliveries._items import Item, plan
+from edinbox.hub.demo._traffic import render
+from edinbox.hub.ops._ops import render_shown
+from edinbox.hub.partners._acks import Pending, _together
 from edinbox.sources import Delivery
 from edinbox.sources.spool import publish
+from hub_ops import show, stats
 from received import drain
 
 from .test_hub import X12, doc
@@ -64,7 +66,7 @@ def test_strict_parks_with_the_first_error_and_rejects_with_every_finding() -> N
     """Under "strict" the same interchange is parked, its reason naming the error, and its 997 rejects the set with
     the AK3/AK4 of each finding; a clean one goes through; "off" checks nothing."""
     item = planned(BAD_CODE.replace(b"BIG*20261130", b"BIG*20261332"), validate="strict")
-    assert item.route == REJECT
+    assert item.route == Route.REJECT
     assert "it breaks its implementation guide: 2 errors; the first in 810 0001: BIG01 (373)" in item.reason
     assert "invalid date '20261332'" in item.reason
     assert b"AK3*BIG*2**8~AK4*1*373*8*20261332~AK4*7*640*7*QQ~AK5*R*5~AK9*R*1*1*0~" in ack(item)
@@ -76,7 +78,7 @@ def test_an_overlay_requires_a_po_number() -> None:
     """An agreement requiring BIG04 (the PO number) rejects an invoice without one under "strict", its reason naming
     the element; a missing segment is named as such."""
     item = planned(GOOD, validate="strict", require="BIG04")
-    assert item.route == REJECT
+    assert item.route == Route.REJECT
     assert item.reason.endswith("1 error; the first in 810 0001: BIG04 (324) in segment 2: missing")
     assert b"AK3*BIG*2**8~AK4*4*324*1~AK5*R*5~" in ack(item)
     item = planned(GOOD.replace(b"TDS*10000~", b"").replace(b"SE*9*", b"SE*8*"), validate="strict")
@@ -139,3 +141,45 @@ async def test_the_hub_books_and_reports_or_parks_and_rejects(hub_config: HubCon
     shown = await show(config, f"X12:{X12.qualifier}:{X12.id}>ZZ:EDINBOXHUB/000000902")
     assert shown is not None
     assert [a["kind"] for a in shown["acknowledgments"]] == ["TA1+997"]
+
+
+@pytest.mark.parametrize("hub_config", ["sqlite", "postgresql", "mysql"], indirect=True)
+async def test_what_validation_found_is_kept_with_the_key(hub_config: HubConfig) -> None:
+    """The findings of a validated interchange are kept in the transaction that settles it: `show` gives "validated"
+    with the error count and each finding (its message, segment, element, code and value), for a booked one
+    ("report"), a parked one ("strict") and a clean one (no errors); an interchange not validated has none."""
+    agreement = Agreement(validate="report")
+    sent = [render(doc(control=f"00000091{n}", number=f"W-{n}")) for n in range(4)]
+    sent[0] = sent[0].replace(b"*****DI~", b"*****QQ~")
+    sent[1] = sent[1].replace(b"*****DI~", b"*****QQ~")
+    for data, mode in zip(sent, ("report", "strict", "report", "off"), strict=True):
+        await publish(hub_config.source, [(mode, data)])
+        config = hub_config.with_overrides(partners={"*": replace(agreement, validate=mode)})
+        async with open_hub(config) as hub:
+            await hub.run(once=True)
+    key = f"X12:{X12.qualifier}:{X12.id}>ZZ:EDINBOXHUB/00000091"
+    shown = [await show(hub_config, f"{key}{n}") for n in range(4)]
+    assert None not in shown
+    booked, parked, clean, unchecked = (one or {} for one in shown)
+    assert (booked["status"], parked["status"]) == ("processed", "parked")
+    expected = {
+        "message": "0001",
+        "type": "810",
+        "position": 2,
+        "segment": "BIG",
+        "loop": "",
+        "element": 7,
+        "component": 0,
+        "reference": "640",
+        "code": "7",
+        "segment_code": "8",
+        "value": "QQ",
+    }
+    for one in (booked, parked):
+        assert one["validated"]["errors"] == 1
+        assert one["validated"]["findings"] == [expected]
+    assert clean["validated"]["errors"] == 0
+    assert clean["validated"]["findings"] == []
+    assert "validated" not in unchecked
+    text = render_shown(booked)
+    assert "validated: 1 error\n  810 0001: BIG07 (640) in segment 2: invalid code value 'QQ'" in text

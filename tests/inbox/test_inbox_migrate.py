@@ -406,8 +406,9 @@ def test_version_10_alone_adds_the_trace_column(journal: Journal) -> None:
 
 
 def test_version_11_alone_adds_the_kept_payloads(journal: Journal) -> None:
-    """A journal at version 10 (no kept payloads' table) is taken to version 11 by that step alone, rows kept; a
-    consumer with keep_payloads then keeps and finds a payload; the step holds when it runs again."""
+    """A journal at version 10 (no kept payloads' table) is taken to version 11 by that step (then 12, which the table
+    made by 11 holds), rows kept; a consumer with keep_payloads then keeps and finds a payload; the steps hold when
+    they run again."""
     with Inbox(journal.target, consumer="accounting", table=journal.table, keep_payloads=True) as inbox:
         inbox.migrate()
         journal.admin(f"DROP TABLE {journal.quote(f'{journal.table}_payloads')}", ())
@@ -415,13 +416,68 @@ def test_version_11_alone_adds_the_kept_payloads(journal: Journal) -> None:
             journal.admin(f"DROP TABLE {journal.quote(f'{journal.table}_payloads_fts')}", ())
         journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 10", ())
         before = _rows(journal)
-        assert inbox.migrate() == [11]
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 11]
         inbox.verify()
         assert _rows(journal) == before
         assert inbox.process(Message("k", SOURCE, b"BGM+220+PO-4711'"), _nothing) is Outcome.PROCESSED
         assert [f.message_id for f in inbox.search("PO-4711")] == ["k"]
         journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 10", ())
-        assert inbox.migrate() == [11]  # the table already there: holds
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 11]  # the table already there: holds
+
+
+def test_version_12_alone_checks_the_status_by_a_domain(journal: Journal) -> None:
+    """A journal at version 11 (PostgreSQL: the status checked by a CHECK on the table) is taken to version 12 by that
+    step alone, rows kept and the table not rewritten: the status column is of the journal's own domain, the table
+    has no CHECK left, an unknown status is still refused and every status the inbox writes is let in; the step holds
+    when it runs again."""
+    with Inbox(journal.target, consumer="accounting", table=journal.table) as inbox:
+        inbox.migrate()
+        if journal.dialect == "postgresql":  # version 11's column: text, under the table's CHECK
+            _, name = journal.table.split(".")
+            journal.admin(f"ALTER TABLE {journal.quoted} ALTER COLUMN status TYPE text", ())
+            journal.admin(f"DROP DOMAIN {journal.quote(f'{journal.table}_status')}", ())
+            journal.admin(
+                f'ALTER TABLE {journal.quoted} ADD CONSTRAINT "{name}_status_check" CHECK (status IN '
+                "('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued'))",
+                (),
+            )
+            assert _status_type(journal) == (None, ["CHECK"])
+        journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 11", ())
+        before = _rows(journal)
+        stored = _stored_as(journal)
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 12]
+        inbox.verify()
+        assert _rows(journal) == before
+        assert _stored_as(journal) == stored
+        assert not journal.status_check("bogus")
+        for status in ("processed", "in_progress", "failed", "dead", "conflict", "requeued"):
+            assert journal.status_check(status)
+        if journal.dialect == "postgresql":
+            assert _status_type(journal) == (f"{journal.table.rpartition('.')[2]}_status", [])
+        assert inbox.process(Message("s", SOURCE, b"x"), _nothing) is Outcome.PROCESSED
+        journal.admin(f"UPDATE {journal.quote(f'{journal.table}_version')} SET version = 11", ())
+        assert inbox.migrate() == [v for v in sorted(MIGRATIONS) if v >= 12]  # the domain already there: holds
+
+
+def _stored_as(journal: Journal) -> Any:
+    """PostgreSQL: the file holding the journal's rows (a rewrite of the table makes a new one); None elsewhere."""
+    if journal.dialect != "postgresql":
+        return None
+    return journal.admin("SELECT pg_relation_filenode(%s::regclass)", (journal.quoted,))[0][0]
+
+
+def _status_type(journal: Journal) -> tuple[str | None, list[str]]:
+    """PostgreSQL: the domain of the journal's status column (None: a plain type), and its table's CHECKs' kinds."""
+    schema, name = journal.table.split(".")
+    domain = journal.admin(
+        "SELECT domain_name FROM information_schema.columns"
+        " WHERE table_schema = %s AND table_name = %s AND column_name = 'status'",
+        (schema, name),
+    )[0][0]
+    checks = journal.admin(
+        "SELECT 'CHECK' FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'", (journal.quoted,)
+    )
+    return domain, [row[0] for row in checks]
 
 
 def _record(inbox: Inbox, message_id: str) -> Any:
@@ -488,11 +544,12 @@ def _columns(journal: Journal, table: str) -> list[tuple[Any, ...]]:
     if journal.dialect == "sqlite":
         return journal.admin(f"SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('{table}')", ())
     schema, name = table.split(".")
-    if journal.dialect == "postgresql":
+    if journal.dialect == "postgresql":  # a domain's name ends with the journal's: `<journal>_status`
         return journal.admin(
-            "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns"
+            "SELECT column_name, data_type, is_nullable, column_default,"
+            " regexp_replace(domain_name, '^' || %s, '<journal>') FROM information_schema.columns"
             " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-            (schema, name),
+            (name, schema, name),
         )
     return journal.admin(
         "SELECT column_name, column_type, is_nullable, column_default, collation_name"
@@ -507,8 +564,9 @@ def _describe(journal: Journal, table: str) -> list[Any]:
     if journal.dialect == "postgresql":
         schema, name = table.split(".")
         checks = journal.admin(
-            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'",
-            (f'"{schema}"."{name}"',),
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'c' AND (conrelid = %s::regclass"
+            " OR contypid = to_regtype(%s))",
+            (f'"{schema}"."{name}"', f'"{schema}"."{name}_status"'),
         )
         return [columns, sorted(checks)]
     if journal.dialect == "mysql":

@@ -134,7 +134,7 @@ def test_indexes_are_created_once_and_skipped_when_they_exist(unique_name: str) 
     import asyncio
 
     from edinbox.hub import HubConfig
-    from edinbox.hub._ops import init
+    from hub_ops import init
     from services import drop_database
 
     require_service("mariadb")
@@ -155,7 +155,8 @@ def test_indexes_are_created_once_and_skipped_when_they_exist(unique_name: str) 
         first = indexes()
         assert ("inbox", "inbox_key") in first
         assert ("inbox_outbox", "inbox_outbox_pending") in first
-        assert len([name for table, name in first if name.endswith("_index") and table != "inbox_payloads"]) == 6
+        hub = [name for table, name in first if name.endswith("_index") and table != "inbox_payloads"]
+        assert len(hub) == 7  # the console's six and the ledger's `changed` (hub step 7)
         assert {name for table, name in first if table == "inbox_payloads"} == {  # the message store's
             "inbox_payloads_kept_index",
             "inbox_payloads_text_index",

@@ -250,8 +250,8 @@ def test_readme_examples_run_in_one_database_beside_a_hub(shared: tuple[str, str
     (the inbox in ten lines, SQLAlchemy, FastStream on RabbitMQ): none collides with the hub's tables or
     with another example's, each example's table holds its rows, and the hub still passes its start check."""
     from edinbox.hub import HubConfig
-    from edinbox.hub._ops import init
-    from edinbox.hub._parts import open_inbox, verify
+    from edinbox.hub.database._journal import open_inbox, verify
+    from hub_ops import init
 
     url, engine_url = shared
     config = HubConfig(db=url)
@@ -277,3 +277,106 @@ async def _fetch(tx: Any, query: str) -> list[Any]:
     """The rows of `query` on the journal's async connection (aiosqlite or psycopg)."""
     cursor = await tx.connection.execute(query)
     return [tuple(row) for row in await cursor.fetchall()]
+
+
+NOT_MODULES = {
+    # span and log attribute names (docs/retries.md, edinbox._trace), not modules or objects of the package
+    "edinbox.attempt",
+    "edinbox.consumer",
+    "edinbox.delivery",
+    "edinbox.key",
+    "edinbox.message_type",
+    "edinbox.outcome",
+    "edinbox.partner",
+    # a logger's name (the demo's accounting service) and a key of click's context (the command line's secrets)
+    "edinbox.accounting",
+    "edinbox.secrets",
+}
+"""Dotted names beginning `edinbox.` that the docs and comments use for something other than a module or object."""
+
+DOTTED = re.compile(r"(?<![\w./-])edinbox(?:\.[A-Za-z_]\w*)+")
+SOURCE_PATH = re.compile(
+    r"(?<![\w./-])(?:(?:src/)?edinbox/[\w/<>.-]*[\w>]"
+    r"|(?:tests|bench|scripts|hub|stores|sources|loop|cli|edi|console|integrations|testing)/[\w/<>.-]*\.(?:py|sql)\b)"
+)
+DIALECTS = ("postgresql", "mysql", "sqlite")
+
+
+def _written_pages() -> Iterator[Path]:
+    """The README, DEVELOPERS.md, mkdocs.yml, every docs page and every module of the package (its docstrings and
+    comments name modules too)."""
+    yield from (ROOT / "README.md", ROOT / "DEVELOPERS.md", ROOT / "mkdocs.yml")
+    yield from sorted(DOCS.rglob("*.md"))
+    yield from sorted((ROOT / "src" / "edinbox").rglob("*.py"))
+
+
+def _names(name: str) -> bool:
+    """Whether dotted `name` is a module of the package, or an object reached from one by its attributes."""
+    import importlib
+
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        stem = ROOT / "src" / Path(*parts[:end])
+        if not (stem.with_suffix(".py").is_file() or (stem / "__init__.py").is_file()):
+            continue
+        if parts[end - 1] == "__main__":  # importing it would run the command
+            return end == len(parts)
+        found: object = importlib.import_module(".".join(parts[:end]))
+        for attribute in parts[end:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def _exists(path: str) -> bool:
+    """Whether a path named in prose is a file or folder of the tree: `src/edinbox/hub/ops/_ops.py`,
+    `edinbox/hub/sql/<dialect>/` (`<dialect>` standing for each of the three), `tests/logfmt.py`, or a path inside
+    the package (`stores/_mapping.py`)."""
+    relative = path.removeprefix("src/")
+    for place in (ROOT / "src", ROOT, ROOT / "src" / "edinbox"):
+        if all((place / relative.replace("<dialect>", d)).exists() for d in DIALECTS):
+            return True
+    return False
+
+
+def test_docs_and_comments_name_modules_and_paths_that_exist() -> None:
+    """Every `edinbox.x.y` dotted name and `src/edinbox/...` path the README, the docs pages, mkdocs.yml and the
+    package's docstrings and comments mention is a module, an object or a file of the tree: a module moved or
+    renamed leaves no page pointing at its old place."""
+    stale = []
+    for page in _written_pages():
+        text = page.read_text(encoding="utf-8")
+        for match in DOTTED.finditer(text):
+            name = match.group(0)
+            if name not in NOT_MODULES and not _names(name):
+                stale.append(f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}: {name}")
+        for match in SOURCE_PATH.finditer(text):
+            if not _exists(match.group(0)):
+                stale.append(f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}: {match.group(0)}")
+    assert stale == []
+
+
+def test_the_stale_name_check_catches_an_old_path() -> None:
+    """The check above refuses the names and paths modules had before they moved (the hub's operator module, the
+    command line's single module) and accepts their new places."""
+    assert not _names("edinbox.hub._ops")
+    assert not _names("edinbox.hub.ops.give_up_after")
+    assert not _exists("src/edinbox/cli.py")
+    assert not _exists("src/edinbox/hub/_hub.py")
+    assert not _exists("hub/_publish.py")
+    assert _names("edinbox.hub.ops")
+    assert _names("edinbox.AsyncTransaction")
+    assert _exists("src/edinbox/hub/deliveries/_hub.py")
+    assert _exists("edinbox/hub/sql/<dialect>/hub.sql")
+    assert _exists("stores/_mapping.py")
+    assert _exists("tests/logfmt.py")
+
+
+def test_typed_handler_example_runs_as_written() -> None:
+    """docs/inbox.md's handler typed with `edinbox.Transaction` runs as written: its invoice is processed and its
+    confirmation stored in the outbox."""
+    code = _block("## A handler's type", page=DOCS / "inbox.md")
+    assert "tx: Transaction" in code
+    exec(compile(code, "docs/inbox.md", "exec"), {})  # noqa: S102 - the docs example is our own code

@@ -14,7 +14,7 @@ import pymysql
 import pytest
 
 from edinbox import Application, ConfigurationError, Inbox, SchemaError, StoreError
-from edinbox.hub._parts import HUB
+from edinbox.hub.database._journal import HUB
 from edinbox.stores._queries import FILES, load_queries, placeholders, statements
 from services import MYSQL_URL, drop_database, require_service
 

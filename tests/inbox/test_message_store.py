@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from edinbox import Inbox, Message
+from edinbox import Inbox, Message, SchemaError
 from services import MYSQL_URL, POSTGRES_URL, drop_database, mariadb_admin, require_service
 
 EDI = b"UNB+UNOC:3+5790000000005:14+5013546107732:14+261201:0930+4711'UNH+1+ORDERS:D:96A:UN'BGM+220+PO-77123+9'"
@@ -123,6 +123,59 @@ def test_purge_removes_kept_payloads_with_their_journal_rows(store: tuple[str, s
         assert [f.message_id for f in inbox.search("PO-77123")] == ["new"]
 
 
+def _body(inbox: Inbox, message_id: str) -> bytes:
+    """The body column of a kept payload as stored."""
+    mark = "?" if inbox.dialect == "sqlite" else "%s"
+    quote = "`" if inbox.dialect == "mysql" else '"'
+    name = ".".join(f"{quote}{part}{quote}" for part in f"{inbox._table}_payloads".split("."))
+
+    def run(tx: object) -> bytes:
+        cursor = tx.connection.cursor()  # type: ignore[attr-defined]
+        cursor.execute(f"SELECT body FROM {name} WHERE message_id = {mark}", (message_id,))
+        return bytes(cursor.fetchone()[0])
+
+    return inbox.transaction(run)
+
+
+def test_a_payload_is_kept_as_received_then_indexed_compressed(store: tuple[str, str]) -> None:
+    """On SQLite and PostgreSQL the settling transaction keeps the bytes as received with no words (MariaDB indexes
+    and compresses at once); `index_payloads` indexes and compresses them later; `payload()` gives the same bytes
+    before and after, and a search finds the message without being told to index."""
+    with _inbox(store, keep_payloads=True) as inbox:
+        inbox.process(Message("4711", "orders", EDI * 5), lambda tx, m: None)
+        later = inbox.dialect != "mysql"
+        assert _body(inbox, "4711") == (EDI * 5 if later else zlib.compress(EDI * 5, 6))
+        kept = inbox.payload("orders", "4711")
+        assert kept is not None
+        assert kept.payload == EDI * 5
+        assert inbox.index_payloads() == (1 if later else 0)
+        assert zlib.decompress(_body(inbox, "4711")) == EDI * 5
+        kept = inbox.payload("orders", "4711")
+        assert kept is not None
+        assert kept.payload == EDI * 5
+        inbox.process(Message("4712", "orders", b"BGM+220+PO-99001+9'"), lambda tx, m: None)
+        assert [f.message_id for f in inbox.search("PO-99001")] == ["4712"]  # indexed by the search first
+
+
+def test_a_payload_kept_again_after_forget_is_found_by_its_new_words_only(store: tuple[str, str]) -> None:
+    """A message processed again after `forget` replaces its kept payload: the old words leave the index, the new ones
+    are found (on SQLite the full-text index stays consistent with its table)."""
+    with _inbox(store, keep_payloads=True) as inbox:
+        inbox.process(Message("4711", "orders", b"BGM+220+PO-55001+9'"), lambda tx, m: None)
+        assert [f.message_id for f in inbox.search("PO-55001")] == ["4711"]
+        assert inbox.forget("orders", "4711")
+        inbox.process(Message("4711", "orders", b"BGM+220+PO-55002+9'"), lambda tx, m: None)
+        assert inbox.search("PO-55001") == []
+        assert [f.message_id for f in inbox.search("PO-55002")] == ["4711"]
+        if inbox.dialect == "sqlite":
+
+            def check(tx: object) -> None:
+                fts = f'"{inbox._table}_payloads_fts"'
+                tx.connection.execute(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')")  # type: ignore[attr-defined]
+
+            inbox.transaction(check)
+
+
 def test_kept_body_is_compressed() -> None:
     """The body column holds the zlib-compressed bytes (what the storage figures in bench/RESULTS.md assume)."""
     from edinbox._payloads import keep_params
@@ -138,3 +191,61 @@ def test_the_documented_example_runs() -> None:
     match = re.search(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.DOTALL)
     assert match is not None
     exec(compile(match.group(1), str(doc), "exec"), {})  # noqa: S102 - our own documentation
+
+
+def test_a_journal_older_than_the_store_says_run_migrate(tmp_path: Path) -> None:
+    """On a journal older than the message store (version 10: no kept payloads' table), reading a kept payload,
+    searching, and `edinbox show` each say in one line to run `edinbox migrate` (not "create the schema")."""
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from edinbox.cli import main
+
+    url = f"sqlite:///{tmp_path}/journal.db"
+    with Inbox(url, consumer="orders") as inbox:
+        inbox.create_schema()
+        inbox.process(Message("1", "acme", EDI), lambda tx, m: None)
+    with sqlite3.connect(tmp_path / "journal.db") as admin:
+        admin.execute("DROP TABLE inbox_payloads")
+        admin.execute("DROP TABLE inbox_payloads_fts")
+        admin.execute("UPDATE inbox_version SET version = 10")
+    with Inbox(url, consumer="orders") as inbox:
+        for read in (lambda: inbox.payload("acme", "1"), lambda: inbox.search("PO-77123")):
+            with pytest.raises(SchemaError, match="run `edinbox migrate`"):
+                read()
+    result = CliRunner().invoke(main, ["show", "acme/1", "--db", url, "--consumer", "orders"])
+    assert result.exit_code == 1
+    assert "run `edinbox migrate`" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_word_every_payload_holds_lists_the_newest_first(store: tuple[str, str]) -> None:
+    """A search for a word all the kept payloads hold lists the newest `limit` of them, newest first."""
+    with _inbox(store, keep_payloads=True) as inbox:
+        for number in range(1, 5):
+            inbox.process(Message(f"m{number}", "orders", EDI + b"RFF+ON:%d'" % number), lambda tx, m: None)
+        assert [f.message_id for f in inbox.search("UNOC", limit=2)] == ["m4", "m3"]
+
+
+def test_postgresql_searches_a_word_in_thousands_of_payloads_from_the_newest(unique_name: str) -> None:
+    """On PostgreSQL a word more than 5,000 kept payloads hold is searched newest first along the kept_at index (the
+    full-text index's hits are capped there): the newest come back, in order."""
+    require_service("postgres")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{unique_name}"')
+    try:
+        with _inbox((POSTGRES_URL, f"{unique_name}.inbox"), keep_payloads=True) as inbox:
+            inbox.transaction(
+                lambda tx: tx.connection.execute(
+                    f'INSERT INTO "{unique_name}".inbox_payloads (consumer, source, message_id, fingerprint, sha256, '
+                    "size, content_type, truncated, body, words, kept_at) SELECT 'orders', 'acme', i::text, 'f', 'd', "
+                    "1, 'x', false, '\\x00', array_to_tsvector(ARRAY['unb', 'po' || i]), "
+                    "now() - make_interval(secs => 6000 - i) FROM generate_series(1, 6000) AS i"
+                )
+            )
+            assert [f.message_id for f in inbox.search("UNB", limit=3)] == ["6000", "5999", "5998"]
+            assert [f.message_id for f in inbox.search("PO17")] == ["17"]
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE')

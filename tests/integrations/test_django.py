@@ -182,7 +182,7 @@ def test_the_operator_commands_read_a_django_journal(project: Project, unique_na
     from django.conf import settings
 
     from cli.library_views import RABBITMQ, check_views
-    from edinbox.hub._config import HubConfig
+    from edinbox.hub.config._model import HubConfig
     from edinbox.integrations.django import inbox, process
     from services import MYSQL_URL
     from sources.test_rabbitmq import drop

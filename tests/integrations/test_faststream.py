@@ -331,7 +331,7 @@ def test_the_operator_commands_read_a_faststream_journal(tmp_path: Path, unique_
     from faststream.rabbit import RabbitBroker, RabbitQueue
 
     from cli.library_views import check_views
-    from edinbox.hub._config import HubConfig
+    from edinbox.hub.config._model import HubConfig
     from sources.test_rabbitmq import drop
 
     db = f"sqlite:///{tmp_path / 'app.db'}"

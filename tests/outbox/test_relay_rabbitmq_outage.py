@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from edinbox import AsyncInbox, Inbox, SourceError
-from edinbox.hub._config import HubConfig
-from edinbox.hub._ops import init
+from edinbox.hub.config._model import HubConfig
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, invoices, spool_empty, wait_for
+from hub_ops import init
 from servers import PrivateRabbitMQ
 
 from .test_relay_brokers import drain, fill, received_once, relay_for, until

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 import logfmt
 from edinbox.cli import main
-from edinbox.hub._output import render, visible
+from edinbox.hub.ops._output import render, visible
 from edinbox.loop import EventFormatter, format_line
 from edinbox.sources.spool import publish
 

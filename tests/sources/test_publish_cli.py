@@ -10,8 +10,8 @@ import redis.asyncio as redis_asyncio
 from click.testing import CliRunner
 
 from edinbox import ConfigurationError
-from edinbox._publish import interchange_id, split_files
 from edinbox.cli import main
+from edinbox.hub.ops._publish import interchange_id, split_files
 from services import require_service
 
 

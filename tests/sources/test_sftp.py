@@ -90,7 +90,7 @@ async def test_published_files_arrive_once_keyed_by_identity_and_archive_on_ack(
 def test_edinbox_publish_drops_a_file_and_prints_no_driver_warning(ssh: PrivateSSH, tmp_path: Path) -> None:
     """`edinbox publish FILE --to sftp://...` drops the interchange under its key's name and writes nothing to stderr
     (asyncssh's import-time deprecation warnings stay out of the operator's terminal)."""
-    from edinbox.hub._generate import render
+    from edinbox.hub.demo._traffic import render
     from hub.test_hub import doc
 
     (tmp_path / "inv.edi").write_bytes(render(doc()))

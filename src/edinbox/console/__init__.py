@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edinbox._errors import ConfigurationError
+from edinbox._extras import require_modules
 from edinbox._hosts import is_loopback
-from edinbox.hub._config import HubConfig
+from edinbox.hub.config import HubConfig
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-__all__ = ["MIN_TOKEN", "check_bind", "check_tls", "check_token", "create_app", "serve"]
+__all__ = ["MIN_TOKEN", "check_bind", "check_extra", "check_tls", "check_token", "create_app", "serve"]
 
 LOGGER = logging.getLogger("edinbox.console")
 MIN_TOKEN = 16
@@ -35,6 +36,11 @@ WILDCARDS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - the names of every 
 
 def _loopback(host: str) -> bool:
     return is_loopback(host.strip("[]"))  # the bind address may be given bracketed, as in a URL
+
+
+def check_extra() -> None:
+    """Refuse (ConfigurationError naming the `console` extra) when a module the console needs is not installed."""
+    require_modules(("starlette", "jinja2", "uvicorn", "multipart"), extra="console", needed_by="the console")
 
 
 def check_token(token: str | None) -> None:
@@ -116,14 +122,13 @@ def serve(
     check_token(token)
     check_tls(certfile, keyfile)
     check_bind(host, token, tls=certfile is not None, allow_http=allow_http)
-    try:
-        import uvicorn
-    except ImportError as exc:
-        raise ConfigurationError("the console needs its extra: pip install 'edinbox[console]'") from exc
+    check_extra()
+    import uvicorn
+
     hosts = [*allowed_hosts, *([] if host in WILDCARDS else [host])]
     app = create_app(config, token=token, allowed_hosts=hosts, tls=certfile is not None)
     tls = {"ssl_certfile": str(certfile), "ssl_keyfile": str(keyfile)} if certfile and keyfile else {}
-    # log_config=None: uvicorn's records go to the process's handlers, where passwords are masked (edinbox.hub._log)
+    # log_config=None: uvicorn's records go to the process's handlers, where passwords are masked (edinbox.hub.config)
     settings = uvicorn.Config(
         app,
         host=host,
@@ -173,11 +178,10 @@ async def _verify(config: HubConfig, stop: asyncio.Event | None = None) -> bool:
     """Check the schema once the database answers: an outage at start is waited out (one line when it starts, one
     when it ends), as the hub does; only a configuration or schema error ends the console. False when `stop` was set
     while waiting."""
-    from edinbox.hub._config import give_up_after
-    from edinbox.hub._parts import open_inbox, verify_found
+    from edinbox.hub.database import open_inbox, verify_found
     from edinbox.loop import Outage, Stopped
 
-    outage = Outage(LOGGER, give_up_after=give_up_after(config))
+    outage = Outage(LOGGER, give_up_after=config.give_up_after)
     async with open_inbox(config) as inbox:
         try:
             await outage.call(lambda: verify_found(inbox), stop=stop)

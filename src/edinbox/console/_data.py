@@ -1,14 +1,13 @@
 """What the console reads and changes, as plain values: search, one message, parked lists, the dashboard, the audit.
 
-Every statement is a named query of `hub/sql/<dialect>/console.sql` (or the hub's, through `edinbox.hub._ops`),
+Every statement is a named query of `hub/sql/<dialect>/console.sql` (or the hub's, through `edinbox.hub.ops._ops`),
 run by the journal's store with driver-bound parameters. The console runs no DDL: `edinbox init` made its table
-and indexes. Journal changes go through the same operations as the CLI (`_ops.requeue`, `_ops.forget`), and each one
+and indexes. Journal changes go through the same operations as the CLI (`requeue`, `forget`), and each one
 is recorded in the audit table with who asked, when, and what came of it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -16,15 +15,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from edinbox import edi
+from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import ConfigurationError
 from edinbox._logs import log_event
-from edinbox._records import Tx
-from edinbox.hub import _ledger, _ops
-from edinbox.hub._config import HubConfig, parse_duration
-from edinbox.hub._redrive import join_key, replay
-from edinbox.hub._tables import has_hub
+from edinbox.hub.config import HubConfig
+from edinbox.hub.database import has_hub
+from edinbox.hub.ops import forget, join_key, replay, requeue, stats
+from edinbox.hub.partners import Ledger, report
+from edinbox.stores import stored_time, texts
 
 __all__ = [
     "ACTIONS",
@@ -49,16 +48,26 @@ TEXT_HITS = 500
 STATUSES = ("processed", "in_progress", "failed", "requeued", "dead", "conflict")
 
 
-async def _replay(config: HubConfig, key: str) -> bool:
+async def _replay(config: HubConfig, inbox: AsyncInbox, key: str) -> bool:
     """Re-publish the payload kept under `key` to the hub's source, as `edinbox replay KEY` does."""
-    await replay(config, key)
+    await replay(inbox, key, to=config.source)
     return True
 
 
-ACTIONS: dict[str, Callable[[HubConfig, str], Awaitable[bool]]] = {
-    "requeue": _ops.requeue,
+async def _requeue(config: HubConfig, inbox: AsyncInbox, key: str) -> bool:
+    """Make a dead or conflicting row processable again, as `edinbox requeue KEY` does."""
+    return await requeue(inbox, key)
+
+
+async def _forget(config: HubConfig, inbox: AsyncInbox, key: str) -> bool:
+    """Delete a journal row or a parked payload, as `edinbox forget KEY` does."""
+    return await forget(inbox, key)
+
+
+ACTIONS: dict[str, Callable[[HubConfig, AsyncInbox, str], Awaitable[bool]]] = {
+    "requeue": _requeue,
     "replay": _replay,
-    "forget": _ops.forget,
+    "forget": _forget,
 }
 """The operator's actions on one journal key: the same operations as `edinbox requeue`, `replay` and `forget`."""
 
@@ -111,12 +120,8 @@ def _like(text: str) -> str:
 
 
 def _at(inbox: AsyncInbox, when: datetime | None) -> Any:
-    """A time as the journal stores it: PostgreSQL takes datetimes, MariaDB naive UTC ones, SQLite epoch seconds."""
-    if when is None or inbox.dialect == "postgresql":
-        return when
-    if inbox.dialect == "mysql":
-        return when.astimezone(UTC).replace(tzinfo=None)
-    return when.timestamp()
+    """A time as the journal stores it (`edinbox.stores.stored_time`)."""
+    return stored_time(inbox.dialect, when)
 
 
 def _when(inbox: AsyncInbox, value: Any) -> datetime | None:
@@ -129,8 +134,8 @@ def _when(inbox: AsyncInbox, value: Any) -> datetime | None:
 
 
 def _texts(inbox: AsyncInbox, values: list[str]) -> Any:
-    """A list of texts as the search binds it: an array on PostgreSQL, a JSON array on SQLite."""
-    return values if inbox.dialect == "postgresql" else json.dumps(values)
+    """A list of texts as the search binds it (`edinbox.stores.texts`: an array on PostgreSQL, else JSON)."""
+    return texts(inbox.dialect, values)
 
 
 async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
@@ -212,7 +217,7 @@ def segments(payload: bytes | None) -> list[str]:
 async def act(config: HubConfig, inbox: AsyncInbox, *, action: str, key: str, who: str) -> bool:
     """Run an operator's action on a key and record it in the audit table; True when a row changed."""
     try:
-        changed = await ACTIONS[action](config, key)
+        changed = await ACTIONS[action](config, inbox, key)
     except ConfigurationError as exc:  # refused (nothing to replay, no source): recorded, then shown to the operator
         await _audit(inbox, who=who, action=action, key=key, result=f"refused: {exc}")
         raise
@@ -236,13 +241,13 @@ async def _audit(inbox: AsyncInbox, *, who: str, action: str, key: str, result: 
     await inbox.transaction(lambda tx: tx.unit.run("console_audit", params))
 
 
-async def partners(config: HubConfig, inbox: AsyncInbox, *, partner: str | None = None) -> list[_ledger.Ledger]:
+async def partners(config: HubConfig, inbox: AsyncInbox, *, partner: str | None = None) -> list[Ledger]:
     """Each partner's health from the control-number ledger (of one `partner`): per level, last seen, volume, open
     gaps, duplicates within the hub's `duplicate_window`, out-of-order numbers; none on a library journal."""
     if not await has_hub(inbox):
         return []
-    window = parse_duration(config.duplicate_window)
-    return await inbox.read(lambda tx: _ledger.report(tx, consumer=inbox.consumer, window=window, partner=partner))
+    window = config.duplicate_window
+    return await inbox.read(lambda tx: report(tx, consumer=inbox.consumer, window=window, partner=partner))
 
 
 async def audit_rows(inbox: AsyncInbox, *, limit: int = 100) -> list[dict[str, Any]]:
@@ -260,7 +265,7 @@ async def dashboard(config: HubConfig, inbox: AsyncInbox, *, hours: int = 3) -> 
     since = now - timedelta(hours=hours)
     params = {"consumer": inbox.consumer, "since": _at(inbox, since)}
 
-    async def read(tx: Tx) -> tuple[list[Any], list[Any]]:
+    async def read(tx: AsyncTransaction) -> tuple[list[Any], list[Any]]:
         minutes = await tx.unit.fetch("console_per_minute", params)
         sources = await tx.unit.fetch("console_top_sources", {**params, "since": _at(inbox, now - timedelta(days=1))})
         return minutes, sources
@@ -272,7 +277,7 @@ async def dashboard(config: HubConfig, inbox: AsyncInbox, *, hours: int = 3) -> 
     partners: Counter[str] = Counter()
     for source, n in sources:
         partners[edi.partner(str(source)) or str(source)] += int(n)
-    totals = await _ops.stats(config)
+    totals = await stats(inbox)
     oldest = await inbox.oldest()
     failed = [when for status, when in oldest.items() if status in ("failed", "dead")]
     received = totals.get("received") or 0  # deliveries are the hub's counters: none on a library journal

@@ -1,9 +1,9 @@
 """An interchange's story for the console's message page: each part of its life, in order, from what the hub keeps.
 
 Received (the journal row and the deliveries the hub answered for its key), journaled (status, settle time, retry,
-last error), the invoices it created, the acknowledgments sent for it (with their relay status), parked copies of
-it (the same fingerprint), the payload the message store kept, and its control number in the ledger. Validation
-findings are not stored apart from the acknowledgment that carried them, so the story has no part of their own.
+last error), what validating it found (`hub.database.read_findings`: how many errors, and each one kept), the
+invoices it created, the acknowledgments sent for it (with their relay status), parked copies of it (the same
+fingerprint), the payload the message store kept, and its control number in the ledger.
 On a library journal (no hub tables) only the journal's parts are told. Every read is a named query of
 `hub/sql/<dialect>/console.sql` with bound parameters; the template escapes every value (partner text is data).
 """
@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
-from edinbox import edi
+from edinbox import AsyncTransaction, edi
 from edinbox._async_inbox import AsyncInbox
 from edinbox.console._data import trace_ids
-from edinbox.hub._ledger import normalise
-from edinbox.hub._ops import split_key, timestamp
-from edinbox.hub._tables import has_hub
+from edinbox.hub.database import describe_finding, findings_summary, has_hub
+from edinbox.hub.ops import split_key, timestamp
+from edinbox.hub.partners import normalise
 
 __all__ = ["Part", "story"]
 
@@ -60,7 +60,7 @@ async def story(inbox: AsyncInbox, key: str, row: dict[str, Any]) -> list[Part]:
         normal = normalise(message_id)
         numbers = {"consumer": inbox.consumer, "partner": edi.partner(source), "number": normal[0] if normal else ""}
 
-        async def read(tx: Any) -> None:
+        async def read(tx: AsyncTransaction) -> None:
             deliveries.extend(await tx.unit.fetch("console_story_deliveries", params))
             invoices.extend(await tx.unit.fetch("console_story_invoices", params))
             parked.extend(await tx.unit.fetch("console_story_parked", {"consumer": inbox.consumer, **fingerprints}))
@@ -83,6 +83,12 @@ async def story(inbox: AsyncInbox, key: str, row: dict[str, Any]) -> list[Part]:
     parts.append(Part("journaled", "Journaled", _stamp(row.get("settled_at")), journaled))
     if not hub:
         return parts + _kept(row)
+    validated = row.get("validated")
+    if validated is None:
+        parts.append(Part("validated", "Validated", "", ["not validated"]))
+    else:
+        texts = [findings_summary(validated), *map(describe_finding, validated.get("findings") or ())]
+        parts.append(Part("validated", "Validated", _stamp(validated.get("at") or ""), texts))
     parts.append(
         Part(
             "invoices",

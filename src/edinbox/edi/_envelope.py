@@ -142,27 +142,82 @@ class _Open:
 def walk(body: Body, spec: Spec, *, control: str) -> Walk:
     """Walk the envelope segments of `body` (segment 0 is the interchange header, `control` its control number) and
     check every trailer."""
-    out = Walk()
-    problems = out.problems
-    message_rule, group_rule, interchange_rule = spec.rules
-
-    def disagree(found: list[Disagreement]) -> None:
-        out.disagreements.extend(found)
-        problems.extend(d.reason for d in found)
-
+    w = _Walker(body, spec)
+    problems = w.problems
     segs = body.segs
     element = body.element
-    prefixes = spec.prefixes
     # C-level pipeline (no Python loop per segment): indices of segments whose first two characters match
-    candidates = compress(range(len(segs)), map(prefixes.__contains__, map(_HEAD2, segs)))
+    candidates = compress(range(len(segs)), map(spec.prefixes.__contains__, map(_HEAD2, segs)))
     envelope = {spec.group_header, spec.group_trailer, spec.message_header, spec.message_trailer, spec.trailer}
-    group: _Open | None = None
-    message: _Open | None = None
     previous = 0
     outside_reported = False
+    for i in candidates:
+        if not i:
+            continue
+        tag = segs[i].split(element, 1)[0]
+        if tag not in envelope:
+            if tag in spec.free and w.message is None:
+                previous = i
+                if tag in spec.standalone:
+                    w.out.standalone.append((i, tag))
+            continue
+        if w.message is None and i - previous > 1 and not outside_reported:
+            problems.append(f"segments {previous + 1}..{i - 1} are outside any message")
+            outside_reported = True
+        previous = i
+        if tag == spec.message_header:
+            if w.message is not None:
+                problems.append(
+                    f"message {w.describe(w.message.fields)} has no {spec.message_trailer} before the next "
+                    f"{spec.message_header} at segment {i}"
+                )
+                w.close_message(i - 1, complete=False)
+            w.message = _Open(i, spec.read_message(body.split(i)))
+        elif tag == spec.message_trailer:
+            w.message_trailer(i, body.pair(i))
+        elif tag == spec.group_header:
+            w.abandon_message(i - 1)
+            w.abandon_group()
+            w.group = _Open(i, spec.read_group(body.split(i)))
+        elif tag == spec.group_trailer:
+            w.abandon_message(i - 1)
+            w.group_trailer(i, body.pair(i))
+        else:  # the interchange trailer
+            w.abandon_message(i - 1)
+            w.abandon_group()
+            w.out.trailer = body.split(i)
+            if i != len(segs) - 1:
+                problems.append(f"segments after the trailer {spec.trailer} at segment {i} are ignored")
+            break
+    else:
+        if w.message is not None:
+            w.close_message(len(segs) - 1, complete=False)
+        if w.group is not None:
+            w.close_group(complete=False)
+    w.interchange_trailer(control)
+    return w.out
 
-    def close_message(end: int, *, complete: bool) -> None:
-        nonlocal message
+
+class _Walker:
+    """One walk of an interchange's envelope: the group and the message open, and what was found (`out`)."""
+
+    def __init__(self, body: Body, spec: Spec) -> None:
+        """A walk of `body`'s envelope as `spec` reads it."""
+        self.body = body
+        self.spec = spec
+        self.out = Walk()
+        self.problems = self.out.problems
+        self.group: _Open | None = None
+        self.message: _Open | None = None
+
+    def disagree(self, found: list[Disagreement]) -> None:
+        """Note what a trailer disagrees with, as disagreements and as problems."""
+        self.out.disagreements.extend(found)
+        self.problems.extend(d.reason for d in found)
+
+    def close_message(self, end: int, *, complete: bool) -> None:
+        """Close the open message, if any, at segment `end`."""
+        message, group, out = self.message, self.group, self.out
         if message is None:
             return
         kind, number, version = message.fields
@@ -173,7 +228,7 @@ def walk(body: Body, spec: Spec, *, control: str) -> Walk:
             index=len(out.messages),
             group_control_number=group.fields[1] if group is not None else None,
             complete=complete,
-            _body=body,
+            _body=self.body,
             _start=message.index,
             _end=end,
         )
@@ -182,110 +237,74 @@ def walk(body: Body, spec: Spec, *, control: str) -> Walk:
             group.messages.append(item)
         if not complete:
             out.complete = False
-        message = None
+        self.message = None
 
-    def close_group(*, complete: bool) -> None:
-        nonlocal group
+    def close_group(self, *, complete: bool) -> None:
+        """Close the open group, if any."""
+        group = self.group
         if group is None:
             return
         kind, number, sender, receiver, version = group.fields
-        out.groups.append(Group(kind, number, sender, receiver, version, complete, tuple(group.messages)))
+        self.out.groups.append(Group(kind, number, sender, receiver, version, complete, tuple(group.messages)))
         if not complete:
-            out.complete = False
-        group = None
+            self.out.complete = False
+        self.group = None
 
-    def describe_group(fields: tuple[str, ...]) -> str:
-        return f"{fields[1]!r} ({fields[0]})"
+    def describe(self, fields: tuple[str, ...]) -> str:
+        """A message as a problem names it: its control number, its type and its place."""
+        return f"{fields[1]!r} ({fields[0]}, message {len(self.out.messages) + 1})"
 
-    def describe(fields: tuple[str, ...]) -> str:
-        return f"{fields[1]!r} ({fields[0]}, message {len(out.messages) + 1})"
-
-    def abandon_message(end: int) -> None:
+    def abandon_message(self, end: int) -> None:
         """Close the open message, if any, as incomplete: its trailer never came."""
-        if message is not None:
-            problems.append(f"message {describe(message.fields)} has no {spec.message_trailer}")
-            close_message(end, complete=False)
+        if self.message is not None:
+            self.problems.append(f"message {self.describe(self.message.fields)} has no {self.spec.message_trailer}")
+            self.close_message(end, complete=False)
 
-    def abandon_group() -> None:
+    def abandon_group(self) -> None:
         """Close the open group, if any, as incomplete: its trailer never came."""
-        if group is not None:
-            problems.append(f"group {describe_group(group.fields)} has no {spec.group_trailer}")
-            close_group(complete=False)
+        if self.group is not None:
+            fields = self.group.fields
+            self.problems.append(f"group {fields[1]!r} ({fields[0]}) has no {self.spec.group_trailer}")
+            self.close_group(complete=False)
 
-    for i in candidates:
-        if not i:
-            continue
-        text = segs[i]
-        tag = text.split(element, 1)[0]
-        if tag not in envelope:
-            if tag in spec.free and message is None:
-                previous = i
-                if tag in spec.standalone:
-                    out.standalone.append((i, tag))
-            continue
-        if message is None and i - previous > 1 and not outside_reported:
-            problems.append(f"segments {previous + 1}..{i - 1} are outside any message")
-            outside_reported = True
-        previous = i
-        if tag in (spec.message_trailer, spec.group_trailer):
-            first, second = body.pair(i)
-        else:
-            seg = body.split(i)
-        if tag == spec.message_header:
-            if message is not None:
-                problems.append(
-                    f"message {describe(message.fields)} has no {spec.message_trailer} before the next "
-                    f"{spec.message_header} at segment {i}"
-                )
-                close_message(i - 1, complete=False)
-            message = _Open(i, spec.read_message(seg))
-        elif tag == spec.message_trailer:
-            if message is None:
-                problems.append(f"{spec.message_trailer} at segment {i} has no {spec.message_header}")
-                continue
-            kind, number, _ = message.fields
-            pair, actual = (first, second), i - message.index + 1
-            if not _agrees(pair, control=number, actual=actual):  # the common case builds no sentence
-                at = len(out.messages)
-                where = f"{spec.message_noun} {_shown(number)} ({_shown(kind)} #{at + 1})"
-                disagree(_check(message_rule, pair, control=number, actual=actual, index=at, where=where))
-            close_message(i, complete=True)
-        elif tag == spec.group_header:
-            abandon_message(i - 1)
-            abandon_group()
-            group = _Open(i, spec.read_group(seg))
-        elif tag == spec.group_trailer:
-            abandon_message(i - 1)
-            if group is None:
-                problems.append(f"{spec.group_trailer} at segment {i} has no {spec.group_header}")
-                continue
-            kind, number = group.fields[0], group.fields[1]
-            pair, actual = (first, second), len(group.messages)
-            if not _agrees(pair, control=number, actual=actual):
-                where = f"group {_shown(number)} ({_shown(kind)})"
-                disagree(_check(group_rule, pair, control=number, actual=actual, index=len(out.groups), where=where))
-            close_group(complete=True)
-        else:  # the interchange trailer
-            abandon_message(i - 1)
-            abandon_group()
-            out.trailer = seg
-            if i != len(segs) - 1:
-                problems.append(f"segments after the trailer {spec.trailer} at segment {i} are ignored")
-            break
-    else:
-        last = len(segs) - 1
-        if message is not None:
-            close_message(last, complete=False)
-        if group is not None:
-            close_group(complete=False)
-    if out.trailer is not None:
+    def message_trailer(self, i: int, pair: tuple[str, str]) -> None:
+        """The message trailer at segment `i` (its count and control number `pair`): checked, and the message closed."""
+        spec, message = self.spec, self.message
+        if message is None:
+            self.problems.append(f"{spec.message_trailer} at segment {i} has no {spec.message_header}")
+            return
+        kind, number, _ = message.fields
+        actual = i - message.index + 1
+        if not _agrees(pair, control=number, actual=actual):  # the common case builds no sentence
+            at = len(self.out.messages)
+            where = f"{spec.message_noun} {_shown(number)} ({_shown(kind)} #{at + 1})"
+            self.disagree(_check(spec.rules[0], pair, control=number, actual=actual, index=at, where=where))
+        self.close_message(i, complete=True)
+
+    def group_trailer(self, i: int, pair: tuple[str, str]) -> None:
+        """The group trailer at segment `i` (its count and control number `pair`): checked, and the group closed."""
+        spec, group = self.spec, self.group
+        if group is None:
+            self.problems.append(f"{spec.group_trailer} at segment {i} has no {spec.group_header}")
+            return
+        kind, number = group.fields[0], group.fields[1]
+        actual, at = len(group.messages), len(self.out.groups)
+        if not _agrees(pair, control=number, actual=actual):
+            where = f"group {_shown(number)} ({_shown(kind)})"
+            self.disagree(_check(spec.rules[1], pair, control=number, actual=actual, index=at, where=where))
+        self.close_group(complete=True)
+
+    def interchange_trailer(self, control: str) -> None:
+        """Check the interchange trailer's count (of groups, or of messages without groups) and control number, when it
+        was read."""
+        out, spec = self.out, self.spec
+        if out.trailer is None:
+            return
         groups = bool(out.groups) or spec.trailer_counts_groups_only
         counted = len(out.groups) if groups else len(out.messages)
         unit = "groups" if groups else f"{spec.message_noun}s"
         trailer = (out.trailer.get(1), out.trailer.get(2))
         if not _agrees(trailer, control=control, actual=counted):
             where = f"interchange {_shown(control)}"
-            disagree(
-                _check(interchange_rule, trailer, control=control, actual=counted, index=0, where=where, counted=unit)
-            )
-    return out
+            rule = spec.rules[2]
+            self.disagree(_check(rule, trailer, control=control, actual=counted, index=0, where=where, counted=unit))

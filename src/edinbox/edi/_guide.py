@@ -17,9 +17,9 @@ Types: AN (text), ID (a code), N0..N9 (digits, implied decimals, a leading minus
 the EDIFACT decimal mark, a leading minus sign), DT (X12: CCYYMMDD or YYMMDD; EDIFACT 2380: as its 2379 format says,
 102 CCYYMMDD by default), TM (HHMM, HHMMSS, HHMMSSd..). Lengths count characters, or digits for N and R types.
 
-`guide(standard, message, version)` finds the shipped guide for a message (X12 810 004010 / 005010, EDIFACT INVOIC
-D96A / D01B; None for any other); `Overlay.parse(require, allow)` reads an agreement's overlay and `Guide.with_overlay`
-applies it.
+`guide(standard, message, version)` finds the shipped guide for a message (X12 810 004010 / 005010, 850 004010,
+EDIFACT INVOIC D96A / D01B; None for any other); `Overlay.parse(require, allow)` reads an agreement's overlay and
+`Guide.with_overlay` applies it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 
 __all__ = ["GUIDES", "Element", "Guide", "Node", "Overlay", "Rule", "guide", "load"]
 
-GUIDES = ("x12-810-004010", "x12-810-005010", "edifact-invoic-d96a", "edifact-invoic-d01b")
+GUIDES = ("x12-810-004010", "x12-810-005010", "x12-850-004010", "edifact-invoic-d96a", "edifact-invoic-d01b")
 """The guides shipped with edinbox."""
 
 TYPES = frozenset({"AN", "ID", "R", "DT", "TM", *(f"N{d}" for d in range(10))})
@@ -261,13 +261,15 @@ def _tags(nodes: tuple[Node, ...]) -> set[str]:
 
 
 def guide(standard: str, message: str, version: str) -> Guide | None:
-    """The shipped guide for a message: X12 810 with its group's GS08 version (004010..., 005010...), EDIFACT INVOIC
-    with its UNH S009 version ("D:96A:UN:EAN008"); None when no guide describes it."""
+    """The shipped guide for a message: X12 810 with its group's GS08 version (004010..., 005010...), 850 (004010...),
+    EDIFACT INVOIC with its UNH S009 version ("D:96A:UN:EAN008"); None when no guide describes it."""
     if standard == "X12" and message == "810":
         for prefix in ("004010", "005010"):
             if version.startswith(prefix):
                 return load(f"x12-810-{prefix}")
         return None
+    if standard == "X12" and message == "850":
+        return load("x12-850-004010") if version.startswith("004010") else None
     if standard == "EDIFACT" and message == "INVOIC":
         parts = version.upper().split(":")
         release = "".join(parts[:2])

@@ -267,25 +267,10 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
         release=head.release,
         repetition=head.repetition,
     )
-    header_tag = "ISA" if x12 else "UNB"
-    if not body.segs:
-        raise EdiSyntaxError(
-            f"the interchange header {header_tag} is not terminated by {head.term!r} (truncated data?)",
-            offset=head.body_start,
-            segment_index=0,
-        )
-    first = body.segs[0].split(head.element)
-    if first[0] != header_tag:
-        raise EdiSyntaxError(f"the interchange must start with {header_tag}", offset=head.body_start, segment_index=0)
+    first = _header(body, head, "ISA" if x12 else "UNB")
     payload = raw[head.start : span_end]
     syntax_id = first[1].split(head.component)[0] if len(first) > 1 else ""
-    if not payload.isascii():
-        try:
-            payload.decode("utf-8")
-            body.set_codec("utf-8")
-        except UnicodeDecodeError:
-            codec = "latin-1" if x12 else _edifact.CHARSETS.get(syntax_id, "latin-1")
-            body.set_codec(None if codec == "latin-1" else codec)
+    _decode_as(body, payload, syntax_id=syntax_id, x12=x12)
     problems = list(head.problems)
     header = body.split(0)
     body.standard = head.standard
@@ -337,6 +322,33 @@ def _build(raw: bytes, text: str, head: Head, end: int, span_end: int) -> Interc
         _notes=tuple(problems),
         _identified=head.keyable and bool(control) and bool(sender.id) and not unfit,
     )
+
+
+def _header(body: Body, head: Head, tag: str) -> list[str]:
+    """The elements of the interchange's header segment; EdiSyntaxError when it is unterminated or not `tag`."""
+    if not body.segs:
+        raise EdiSyntaxError(
+            f"the interchange header {tag} is not terminated by {head.term!r} (truncated data?)",
+            offset=head.body_start,
+            segment_index=0,
+        )
+    first = body.segs[0].split(head.element)
+    if first[0] != tag:
+        raise EdiSyntaxError(f"the interchange must start with {tag}", offset=head.body_start, segment_index=0)
+    return first
+
+
+def _decode_as(body: Body, payload: bytes, *, syntax_id: str, x12: bool) -> None:
+    """Set the body's codec for a payload that is not ASCII: UTF-8 when it decodes as such, else the charset its
+    syntax identifier names (EDIFACT) or Latin-1."""
+    if payload.isascii():
+        return
+    try:
+        payload.decode("utf-8")
+        body.set_codec("utf-8")
+    except UnicodeDecodeError:
+        codec = "latin-1" if x12 else _edifact.CHARSETS.get(syntax_id, "latin-1")
+        body.set_codec(None if codec == "latin-1" else codec)
 
 
 def _unfit_key(control: str, source_text: str) -> str:

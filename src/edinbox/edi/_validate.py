@@ -21,12 +21,14 @@ Nothing here raises for any data: a value of any length is measured, never conve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from edinbox.edi._errors import Finding
+from edinbox.edi._fast import pattern, shape
 from edinbox.edi._guide import Element, Guide, Node, Overlay, Rule, guide
 from edinbox.edi._interchange import Interchange
 from edinbox.edi._model import EdiMessage
@@ -58,8 +60,8 @@ class Validation:
 
 
 def validate(interchange: Interchange, overlay: Overlay | None = None) -> Validation:
-    """Check every complete message a shipped guide describes (X12 810 004010 / 005010, EDIFACT INVOIC D96A / D01B),
-    with a partner's `overlay` applied; a message without a guide is not checked."""
+    """Check every complete message a shipped guide describes (X12 810 004010 / 005010, 850 004010, EDIFACT
+    INVOIC D96A / D01B), with a partner's `overlay` applied; a message without a guide is not checked."""
     x12 = interchange.standard == "X12"
     versions = {g.control_number: g.version for g in interchange.groups} if x12 else {}
     findings: dict[int, tuple[Finding, ...]] = {}
@@ -86,15 +88,19 @@ def check(message: EdiMessage, rules: Guide, decimal: str = ".") -> list[Finding
     return _check(message, rules, decimal)[0]
 
 
+_Index = tuple[dict[str, tuple[int, ...]], tuple[int, ...]]
+"""Of a tuple of nodes: where each tag stands among them, and the indexes of the required ones."""
+
+
 class _Level:
     """One open level of the structure: its nodes, the index of the last one met and how often each was met."""
 
-    __slots__ = ("at", "counts", "index", "loop", "nodes")
+    __slots__ = ("at", "counts", "index", "loop", "nodes", "required")
 
-    def __init__(self, nodes: tuple[Node, ...], loop: str, at: int, index: dict[str, tuple[int, ...]]) -> None:
+    def __init__(self, nodes: tuple[Node, ...], loop: str, at: int, index: _Index) -> None:
         self.nodes = nodes
-        self.index = index
-        """Where each tag stands among the nodes."""
+        self.index, self.required = index
+        """Where each tag stands among the nodes; the indexes of the required ones."""
         self.loop = loop
         self.at = at
         self.counts = [0] * len(nodes)
@@ -114,27 +120,33 @@ def _check(message: EdiMessage, rules: Guide, decimal: str) -> tuple[list[Findin
     segments = rules.segments
     position = 0
     body = message._body  # the parser's own tokens: same package
-    rows: Iterable[tuple[str, Sequence[Any], str]]
-    if body.table is None and body.codec is None:
+    rows: Iterable[tuple[str, Sequence[Any] | None, str]]
+    separator = body.element
+    if body.table is None and body.codec is None:  # values split from the text only when they are checked
         start, stop = message.segment_range
-        separator, walk.component = body.element, body.component
-        rows = ((parts[0], parts[1:], text) for text in body.segs[start:stop] for parts in (text.split(separator),))
+        walk.text(separator, body.component)
+        rows = ((text.partition(separator)[0], None, text) for text in body.segs[start:stop])
     else:
         rows = ((segment.tag, segment.elements, "") for segment in message.segments)
     clean: dict[str, None] = {}  # segment texts already checked without a finding: the same text is clean again
-    for position, (tag, values, text) in enumerate(rows, 1):
+    for position, (tag, sent, text) in enumerate(rows, 1):
+        values = sent
         loop = walk.place(tag, position)
         if wanted:
+            values = text.split(separator)[1:] if values is None else values
             for key in wanted:
                 if key[0] == tag and (not key[1] or _first(values, walk.component) == key[1]):
                     wanted[key] = True
         definition = segments.get(tag)
-        if definition is None or text in clean:
+        if definition is None or text in clean or (text and walk.clean(tag, definition, text)):
             continue
         before = len(walk.found) + walk.dropped
+        values = text.split(separator)[1:] if values is None else values
         walk.elements(values, definition, tag, position, loop)
-        if text and len(walk.found) + walk.dropped == before and len(clean) < _CLEAN:
-            clean[text] = None
+        if text and len(walk.found) + walk.dropped == before:
+            walk.held(tag, text)
+            if len(clean) < _CLEAN:
+                clean[text] = None
     walk.close(0, position)
     for (tag, qualifier), seen in wanted.items():
         if not seen:
@@ -155,13 +167,27 @@ def _first(values: Sequence[Any], component: str | None) -> str:
 class _Walk:
     """One message's walk through its guide: the loops open, and the findings (at most MAX_FINDINGS kept)."""
 
-    __slots__ = ("component", "dropped", "edifact", "found", "indexes", "marks", "met", "rules", "stack")
+    __slots__ = (
+        "component",
+        "dropped",
+        "edifact",
+        "fast",
+        "found",
+        "indexes",
+        "marks",
+        "met",
+        "rules",
+        "separator",
+        "shape",
+        "shapes",
+        "stack",
+    )
 
     def __init__(self, rules: Guide, decimal: str) -> None:
         self.rules = rules
         self.edifact = rules.standard == "EDIFACT"
         self.marks = (decimal, ".") if self.edifact else (".",)
-        self.indexes: dict[int, dict[str, tuple[int, ...]]] = {}
+        self.indexes: dict[int, _Index] = {}
         self.stack = [_Level(rules.structure, "", -1, self._index(rules.structure))]
         self.component: str | None = None
         """The component separator when elements are strings (None: they are tuples of components)."""
@@ -169,6 +195,36 @@ class _Walk:
         self.dropped = 0
         self.met: set[tuple[str, frozenset[int]]] = set()
         """(tag, elements sent) whose syntax notes held: they hold again for the same elements sent."""
+        self.separator = ""
+        self.fast: dict[str, re.Pattern[str] | None] = {}
+        """Per tag, the pattern of its clean segments (`_fast.pattern`), compiled when the tag is first met."""
+        self.shape: re.Pattern[str] | None = None
+        self.shapes: set[tuple[str, str]] = set()
+        """(tag, `_fast.shape` of a clean segment's text): segments whose syntax notes held, by the elements sent."""
+
+    def text(self, element: str, component: str) -> None:
+        """Read segments as text with these separators: elements are strings, and the fast path is open."""
+        self.separator, self.component = element, component
+        self.shape = shape(element, component)
+
+    def clean(self, tag: str, definition: tuple[Element, ...], text: str) -> bool:
+        """Whether a segment's text is clean by its tag's pattern, its syntax notes known to hold for the elements
+        it sends (False: check it element by element)."""
+        try:
+            fast = self.fast[tag]
+        except KeyError:
+            fast = pattern(tag, definition, element=self.separator, component=self.component or "", marks=self.marks)
+            self.fast[tag] = fast
+        if fast is None or fast.fullmatch(text) is None:
+            return False
+        if tag not in self.rules.conditions:
+            return True
+        return self.shape is not None and (tag, self.shape.sub("x", text)) in self.shapes
+
+    def held(self, tag: str, text: str) -> None:
+        """Note that a segment's text was found clean: its syntax notes hold for the elements it sends."""
+        if self.shape is not None and tag in self.rules.conditions:
+            self.shapes.add((tag, self.shape.sub("x", text)))
 
     def add(self, finding: Finding) -> None:
         """Keep a finding (or count it, past MAX_FINDINGS)."""
@@ -177,14 +233,15 @@ class _Walk:
         else:
             self.dropped += 1
 
-    def _index(self, nodes: tuple[Node, ...]) -> dict[str, tuple[int, ...]]:
-        """Where each tag stands among `nodes` (their indexes), computed once per walk."""
+    def _index(self, nodes: tuple[Node, ...]) -> _Index:
+        """Where each tag stands among `nodes` (their indexes), and which are required, computed once per walk."""
         index = self.indexes.get(id(nodes))
         if index is None:
             found: dict[str, list[int]] = {}
             for k, node in enumerate(nodes):
                 found.setdefault(node.tag, []).append(k)
-            index = self.indexes[id(nodes)] = {tag: tuple(ks) for tag, ks in found.items()}
+            required = tuple(k for k, node in enumerate(nodes) if node.required)
+            index = self.indexes[id(nodes)] = ({tag: tuple(ks) for tag, ks in found.items()}, required)
         return index
 
     def place(self, tag: str, position: int) -> str:
@@ -207,9 +264,9 @@ class _Walk:
             if depth + 1 < len(stack):
                 self.close(depth + 1, position)
                 del stack[depth + 1 :]
-            for k in range(at + 1, found):
-                node = level.nodes[k]
-                if node.required and not level.counts[k]:
+            for k in level.required:
+                if at < k < found and not level.counts[k]:
+                    node = level.nodes[k]
                     self.add(Finding(node.tag, position, "3", loop=node.loop or level.loop))
             node = level.nodes[found]
             counts = level.counts
@@ -231,9 +288,9 @@ class _Walk:
     def close(self, depth: int, position: int) -> None:
         """Report the mandatory nodes never met after where each level from `depth` up stands (they are left)."""
         for level in reversed(self.stack[depth:]):
-            for k in range(level.at + 1, len(level.nodes)):
-                node = level.nodes[k]
-                if node.required and not level.counts[k]:
+            for k in level.required:
+                if k > level.at and not level.counts[k]:
+                    node = level.nodes[k]
                     self.add(Finding(node.tag, position, "3", loop=node.loop or level.loop))
 
     def elements(

@@ -6,11 +6,17 @@ raises Stopped when the event is set while it waits for them at start. Invoices 
 `SqlAccounting` (a table in the journal's transaction) by default.
 """
 
-from edinbox.hub._accounting import Accounting, Created, SqlAccounting
-from edinbox.hub._config import DEFAULT_ROUTES, HubConfig, parse_duration
-from edinbox.hub._fault import FaultPoint, parse_fault
-from edinbox.hub._hub import Hub, open_hub
-from edinbox.hub._settings import load_config
+from edinbox.hub.config import (
+    DEFAULT_ROUTES,
+    FaultPoint,
+    HubConfig,
+    duration_text,
+    load_config,
+    parse_duration,
+    parse_fault,
+)
+from edinbox.hub.deliveries import Hub, open_hub
+from edinbox.hub.sinks import Accounting, Created, SqlAccounting
 from edinbox.loop import Stopped
 
 __all__ = [
@@ -22,6 +28,7 @@ __all__ = [
     "HubConfig",
     "SqlAccounting",
     "Stopped",
+    "duration_text",
     "load_config",
     "open_hub",
     "parse_duration",

@@ -24,25 +24,35 @@ from edinbox.loop._hand_back import (
     verdict,
 )
 from edinbox.loop._journal import Handler
+from edinbox.loop._lifecycle import FINAL, TRANSITIONS, Lifecycle, LifecycleError, Move, Stage, move_all
 from edinbox.loop._outage import Outage, Stopped, dependency, unless_stopped
+from edinbox.loop._outcome import HANDLED, DeliveryOutcome
 from edinbox.loop._progress import progress
 from edinbox.loop._publishers import Publishers
 from edinbox.loop._relay import Relay, SendFault, send
 
 __all__ = [
     "ACK",
+    "FINAL",
+    "HANDLED",
     "LOGGER",
     "NACK_DELAY",
+    "TRANSITIONS",
     "AsyncConsumer",
+    "DeliveryOutcome",
     "Event",
     "EventFormatter",
     "Gauges",
     "HandBack",
     "Handler",
+    "Lifecycle",
+    "LifecycleError",
+    "Move",
     "Outage",
     "Publishers",
     "Relay",
     "SendFault",
+    "Stage",
     "Stepper",
     "Stopped",
     "Verdict",
@@ -54,6 +64,7 @@ __all__ = [
     "hand_back",
     "hand_back_each",
     "log_event",
+    "move_all",
     "nack_each",
     "not_the_message",
     "progress",

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,9 @@ from edinbox.loop._hand_back import (
     verdict,
 )
 from edinbox.loop._journal import Handler, Journal, open_journal
+from edinbox.loop._lifecycle import Lifecycle, Move, move_all
 from edinbox.loop._outage import Outage, Stopped
+from edinbox.loop._outcome import DeliveryOutcome
 from edinbox.loop._progress import progress
 from edinbox.loop._relay import Relay
 from edinbox.sources import Delivery, Source, open_source, receive_until
@@ -63,7 +65,8 @@ class _Work:
     delivery: Delivery
     message: Message | None
     verdict: Verdict = ACK
-    outcome: str = "not-settled"
+    outcome: DeliveryOutcome = DeliveryOutcome.NOT_SETTLED
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
 
 
 class AsyncConsumer:
@@ -223,19 +226,25 @@ class AsyncConsumer:
                 return 0
             started = time.monotonic()
             work = [self._plan(d) for d in deliveries]
+            move_all((w.lifecycle for w in work), Move.PLAN)
             try:
                 await self._settle(work)
             except NotSettledError:  # a live lease elsewhere: not an outage; the deliveries come back later
+                move_all((w.lifecycle for w in work), Move.GIVE_BACK)
                 await nack_each(source, deliveries, delay=NACK_DELAY, logger=self.logger)
                 return len(work)
             except TransientError:  # a dependency failed: nothing is settled or charged, everything comes back
+                move_all((w.lifecycle for w in work), Move.GIVE_BACK)
                 await nack_each(source, deliveries, delay=NACK_DELAY, logger=self.logger)
                 raise
+            move_all((w.lifecycle for w in work), Move.SETTLE)
         seconds = time.monotonic() - started
         if self.metrics is not None:
             self.metrics.batch(consumer=self.consumer, size=len(work), seconds=seconds)
+        for w in work:  # before the source is told anything: no ack leaves a delivery whose batch did not commit
+            w.lifecycle.check(Move.of(w.verdict.hand_back))
         batch = [(w.delivery, w.verdict) for w in work]
-        lost = await hand_back_each(source, batch, done=lambda index: self._count(work[index], seconds))
+        lost = await hand_back_each(source, batch, done=lambda index, handed: self._done(work[index], handed, seconds))
         if lost is not None:  # the batch is committed and logged; the source is down: the outage loop waits for it
             raise lost
         return len(work)
@@ -246,15 +255,15 @@ class AsyncConsumer:
     def _plan(self, delivery: Delivery) -> _Work:
         """The delivery's message, or its reject when it can never be keyed (a permanent failure: parked at once)."""
         if delivery.reason:
-            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=delivery.reason), "rejected")
+            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=delivery.reason), DeliveryOutcome.REJECTED)
         message_id = self.key(delivery)
         if not message_id:
             reason = "the delivery has no message id: the producer must set one (the key is never broker coordinates)"
-            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=reason), "rejected")
+            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=reason), DeliveryOutcome.REJECTED)
         try:
             message = Message(message_id, delivery.source, delivery.payload, headers=dict(delivery.headers))
         except ValueError as exc:  # LimitError: a key over the limits
-            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=str(exc)), "rejected")
+            return _Work(delivery, None, Verdict(HandBack.REJECT, reason=str(exc)), DeliveryOutcome.REJECTED)
         return _Work(delivery, message)
 
     async def _settle(self, work: list[_Work]) -> None:
@@ -272,10 +281,15 @@ class AsyncConsumer:
                 fields = {"key": f"{w.message.source}/{w.message.message_id}", "error": result}
                 log_event(self.logger, logging.WARNING, "attempt-failed", fields)
 
+    def _done(self, w: _Work, handed: bool, seconds: float) -> None:
+        """The delivery's hand-back is over (`handed`: it was handed back): move its lifecycle, count and log it."""
+        w.lifecycle.handed_back(w.verdict.hand_back, handed=handed)
+        self._count(w, seconds)
+
     def _count(self, w: _Work, seconds: float) -> None:
         """Add the delivery's outcome to the totals and the metrics, and log its `settled` line."""
         self.totals[w.outcome] += 1
-        if self.metrics is not None and w.outcome != "not-settled":
+        if self.metrics is not None and w.outcome is not DeliveryOutcome.NOT_SETTLED:
             self.metrics.settled(w.outcome, consumer=self.consumer)
         fields: dict[str, Any] = {"key": w.message.message_id if w.message else w.delivery.coordinates}
         fields.update(outcome=w.outcome, ms=round(seconds * 1000, 1), delivery=w.delivery.coordinates)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from edinbox._errors import ConfigurationError, DataError, NotSettledError, RetryLater, SchemaError, TransientError
 from edinbox._logs import log_event
 from edinbox._message import Outcome
+from edinbox.loop._outcome import DeliveryOutcome
 from edinbox.sources import Delivery, Source
 
 __all__ = [
@@ -58,18 +59,18 @@ class Verdict:
 ACK = Verdict(HandBack.ACK)
 
 
-def verdict(result: Outcome | Exception) -> tuple[Verdict, str]:
+def verdict(result: Outcome | Exception) -> tuple[Verdict, DeliveryOutcome]:
     """A message's hand-back and its outcome's name, from what `process_batch(..., isolate=True)` returned for it:
     every Outcome acks (DEAD and CONFLICT are kept in the journal for operators); a value the journal cannot hold
     (DataError) rejects; any other exception (the handler's own, a live lease elsewhere) leaves it unsettled: nacked,
     to come back after `NACK_DELAY`, or at its retry time for a RetryLater (it waits: "waiting")."""
     if isinstance(result, Outcome):
-        return ACK, result.value
+        return ACK, DeliveryOutcome.of(result)
     if isinstance(result, DataError):
-        return Verdict(HandBack.REJECT, reason=f"it cannot be journaled: {result}"), "rejected"
+        return Verdict(HandBack.REJECT, reason=f"it cannot be journaled: {result}"), DeliveryOutcome.REJECTED
     if isinstance(result, RetryLater):  # it failed before: back at its retry time, not before
-        return Verdict(HandBack.NACK, delay=max(result.delay.total_seconds(), NACK_DELAY)), "waiting"
-    return Verdict(HandBack.NACK), "not-settled"
+        return Verdict(HandBack.NACK, delay=max(result.delay.total_seconds(), NACK_DELAY)), DeliveryOutcome.WAITING
+    return Verdict(HandBack.NACK), DeliveryOutcome.NOT_SETTLED
 
 
 async def hand_back(source: Source, delivery: Delivery, verdict: Verdict) -> str | None:
@@ -88,11 +89,12 @@ async def hand_back_each(
     source: Source,
     batch: Sequence[tuple[Delivery, Verdict]],
     *,
-    done: Callable[[int], None],
+    done: Callable[[int, bool], None],
     kept: Callable[[int, str], Awaitable[None]] | None = None,
 ) -> TransientError | None:
-    """Hand each delivery of a committed batch back with its verdict; `done(index)` after each (to log and count it),
-    handed back or not; `kept(index, instead)` when a reject's payload was kept elsewhere (see `Source.reject`).
+    """Hand each delivery of a committed batch back with its verdict; `done(index, handed)` after each (to log and
+    count it), `handed` false when it was not handed back (a hand-back failed: its own or an earlier one's);
+    `kept(index, instead)` when a reject's payload was kept elsewhere (see `Source.reject`).
 
     After one hand-back failed, the others are not handed back either (each could wait out its own timeout): the
     source redelivers them, and the journal finds them settled. The rejects go last: parking does more than an ack (a
@@ -103,15 +105,17 @@ async def hand_back_each(
     lost: TransientError | None = None
     for index in sorted(range(len(batch)), key=lambda i: batch[i][1].hand_back is HandBack.REJECT):
         delivery, verdict = batch[index]
+        handed = False
         if lost is None:
             try:
                 instead = await hand_back(source, delivery, verdict)
             except TransientError as exc:
                 lost = exc
             else:
+                handed = True
                 if instead and kept is not None:
                     await kept(index, instead)
-        done(index)
+        done(index, handed)
     return lost
 
 

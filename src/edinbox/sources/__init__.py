@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
+from types import ModuleType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -35,30 +35,62 @@ Publish = Callable[[str, Sequence[tuple[str, bytes] | Outgoing]], Awaitable[None
 """`await publish(url, [(message_id, payload), ...])`: send payloads with the producer id set (`Outgoing` values
 carry headers too); each call opens a connection and closes it."""
 
-# scheme -> "module:attribute"; each source module has a `Source` subclass with `from_url` and a `publish` function
 _MODULES = {
-    "dir": "edinbox.sources.spool",
-    "amqp": "edinbox.sources.rabbitmq",
-    "amqps": "edinbox.sources.rabbitmq",
-    "nats": "edinbox.sources.nats",
-    "redis": "edinbox.sources.redis",
-    "kafka": "edinbox.sources.kafka",
-    "sftp": "edinbox.sources.sftp",
-    "as2": "edinbox.sources.as2",
-    "as2s": "edinbox.sources.as2",
-    "mdn+http": "edinbox.sources.as2",
-    "mdn+https": "edinbox.sources.as2",
+    "dir": "spool",
+    "amqp": "rabbitmq",
+    "amqps": "rabbitmq",
+    "nats": "nats",
+    "redis": "redis",
+    "kafka": "kafka",
+    "sftp": "sftp",
+    "as2": "as2",
+    "as2s": "as2",
+    "mdn+http": "as2",
+    "mdn+https": "as2",
 }
+"""URL scheme -> the module of this package that serves it: a `Source` subclass with `from_url` (`SOURCE`), a
+`publish` function and a `PUBLISHER`."""
 
 
-def _module(url: str) -> Any:
+def _module(url: str) -> ModuleType:
+    """The source module `url`'s scheme names, imported on first use: each needs its broker's driver, an extra."""
     scheme = urlsplit(url).scheme
-    try:
-        name = _MODULES[scheme]
-    except KeyError:
+    name = _MODULES.get(scheme)
+    if name is None:
         known = ", ".join(f"{s}://" for s in _MODULES)
-        raise ConfigurationError(f"unknown source URL {mask(url)!r}: the scheme must be one of {known}") from None
-    return importlib.import_module(name)
+        raise ConfigurationError(f"unknown source URL {mask(url)!r}: the scheme must be one of {known}")
+    return _load(name)
+
+
+def _load(name: str) -> ModuleType:
+    """Import the source module `name` (a value of `_MODULES`)."""
+    if name == "spool":
+        from edinbox.sources import spool
+
+        return spool
+    if name == "rabbitmq":
+        from edinbox.sources import rabbitmq
+
+        return rabbitmq
+    if name == "nats":
+        from edinbox.sources import nats
+
+        return nats
+    if name == "redis":
+        from edinbox.sources import redis
+
+        return redis
+    if name == "kafka":
+        from edinbox.sources import kafka
+
+        return kafka
+    if name == "sftp":
+        from edinbox.sources import sftp
+
+        return sftp
+    from edinbox.sources import as2
+
+    return as2
 
 
 def open_source(
@@ -130,7 +162,7 @@ def check_source(url: str, *, exists: bool = True, consumer: str = "check") -> N
     require(url)
     module = _module(url)
     check_url(url, consumer=consumer)
-    if exists and module.__name__ == _MODULES["dir"]:
+    if exists and module.__name__ == "edinbox.sources.spool":
         from edinbox.sources.spool import spool_path
 
         root = spool_path(url)
@@ -148,9 +180,9 @@ async def reach(url: str, *, consumer: str) -> timedelta | None:
     hub's port); a broker is connected to and closed.
     """
     check_source(url)
-    if _module(url).__name__ == _MODULES["as2"]:
+    if _module(url).__name__ == "edinbox.sources.as2":
         return None
-    if _module(url).__name__ == _MODULES["dir"]:
+    if _module(url).__name__ == "edinbox.sources.spool":
         from edinbox.sources.spool import check, spool_path
 
         check(spool_path(url))  # no subfolder is a symlink

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from edinbox._errors import ConfigurationError
 from edinbox._urls import addresses, mask
-from edinbox.sources._options import SourceOptions
+from edinbox.sources._options import SourceOptions, name_option
 
 __all__ = [
     "COMMIT_WAIT",
@@ -19,6 +19,7 @@ __all__ = [
     "DriverLog",
     "MockCluster",
     "commit_mode",
+    "group_name",
     "kafka",
     "parse",
     "producer_settings",
@@ -179,3 +180,11 @@ def parse(url: str, overrides: Mapping[str, Any]) -> tuple[str, SourceOptions, d
     query = {k: v for k, v in pairs if "." not in k}
     opts = SourceOptions(url, query, {k: v for k, v in overrides.items() if k != "settings"})
     return parts.netloc.rpartition("@")[2], opts, settings
+
+
+def group_name(opts: Any, consumer: str) -> str:
+    """The consumer's name as the group's, when it can be one."""
+    try:
+        return name_option("group", consumer)
+    except ValueError as exc:
+        raise opts.error(f"the consumer name {consumer[:80]!r} cannot be a group name ({exc}); set group=") from None

@@ -34,9 +34,9 @@ from edinbox._errors import ConfigurationError, SourceError, TransientError
 from edinbox.sources import _as2_mdn as mdn
 from edinbox.sources import _as2_smime as smime
 from edinbox.sources._as2_http import Answer, Listener, Request
-from edinbox.sources._as2_mime import unwrap
+from edinbox.sources._as2_mime import entity, signed, unwrap
 from edinbox.sources._as2_send import As2Publisher, MdnPublisher
-from edinbox.sources._as2_smime import As2Failure, Identity
+from edinbox.sources._as2_smime import As2Failure, Identity, encrypt, load_certificate, load_identity
 from edinbox.sources._base import Delivery, Outgoing, Publisher, Source, publish_once
 from edinbox.sources._options import positive_float, positive_int, split_url
 
@@ -48,8 +48,11 @@ __all__ = [
     "As2Source",
     "Partner",
     "Receipts",
+    "load_certificate",
+    "load_identity",
     "open_publisher",
     "publish",
+    "sealed",
 ]
 
 SECURITY = ("signed+encrypted", "signed", "encrypted", "none")
@@ -379,3 +382,10 @@ def open_publisher(url: str) -> Publisher:
 
 SOURCE = As2Source
 PUBLISHER = open_publisher
+
+
+def sealed(payload: bytes, *, identity: Identity, certificate: Any, content_type: str = "application/edi-x12") -> bytes:
+    """An AS2 message's body as a partner sends it: `payload` signed with the partner's `identity`
+    (`load_identity`), then encrypted to the receiver's `certificate` (`load_certificate`)."""
+    kind, body = signed(entity(content_type, payload), identity)
+    return encrypt(f"Content-Type: {kind}\r\n\r\n".encode() + body, certificate)

@@ -16,33 +16,31 @@ URL: `kafka://host:port[,host:port...]?topic=edi.in&group=hub` with the options
 - any librdkafka setting by its dotted name: `session.timeout.ms=6000`, `group.protocol=consumer`,
   `security.protocol=SASL_SSL`, ... (a user and password in the URL become `sasl.username` / `sasl.password`).
 
-Kafka has no per-record ack: progress is one committed offset per partition. Auto commit is off; `ack` marks the
-record settled and synchronously commits the lowest offset below which every delivered record is settled, so an ack
-out of order never commits past a record still in flight. `nack` seeks the partition back to the record (and pauses
-it for `delay`); `reject` produces the record to the dead-letter topic (in a daemon thread the source keeps), then
-settles it. On a rebalance the revoked
-partitions commit what is settled and drop the rest, which the next owner reads again. Every commit carries the
-highest offset delivered so far in its metadata, so the next owner flags records at or below it as redelivered.
-The key is the producer's header: an offset catches a redelivery, never a producer's retry (a new offset).
+Kafka has no per-record ack: progress is one committed offset per partition. Auto commit is off; `ack` marks the record
+settled and synchronously commits the lowest offset below which every delivered record is settled, so an ack out of
+order never commits past a record still in flight. `nack` seeks the partition back to the record (and pauses it for
+`delay`); `reject` produces the record to the dead-letter topic (in a daemon thread the source keeps), then settles it.
+On a rebalance the revoked partitions commit what is settled and drop the rest, which the next owner reads again. Every
+commit carries the highest offset delivered so far in its metadata, so the next owner flags records at or below it as
+redelivered. The key is the producer's header: an offset catches a redelivery, never a producer's retry (a new offset).
 
-librdkafka reconnects to the brokers by itself; every failure it reports reaches the caller as SourceError (a
-settings error librdkafka refuses is a ConfigurationError at `open`). Its log lines go to this module's logger, its
-repeated connection failures during an outage thinned to one warning a minute (`DriverLog`). librdkafka's own
-synchronous commit waits for the group coordinator as long as the brokers are down, so commits run in a daemon
-thread the source keeps and each is waited for `commit_wait` seconds at most: an ack (or, with `commit=receive`, a
-receive) whose commit cannot reach the coordinator in time, or fails because the brokers are unreachable, raises
-SourceError. The record stays settled in the tracker, so a later commit covers it (at worst it is redelivered and
-found settled by the inbox); until the commit left behind is done and the settled offsets are committed, every
-receive raises SourceError too, so a hub sees one outage of its source from the first failed commit to the brokers'
-return. A reject's dead-letter record is waited for the same way, in a second daemon thread (a commit stuck in the
-first must not hold it): one that the brokers have not taken within `commit_wait` stays queued in librdkafka, its
-record unsettled, and receives raise SourceError until it is produced (the receive that finds it produced settles
-the record: it is parked once, not read and parked again for every retry); one that fails seeks back to its record,
-which is read and rejected again, unless it failed because the record is too large for the producer or the
-dead-letter topic (MSG_SIZE_TOO_LARGE, which no retry changes): then a stand-in without the payload is produced in
-its place, saying why and where the record is (`_kafka_letters`), with one warning line, and the record is settled;
-the reject then returns where the payload is (the topic read, while its retention keeps it), for the hub's rejected
-table.
+librdkafka reconnects to the brokers by itself; every failure it reports reaches the caller as SourceError (a settings
+error librdkafka refuses is a ConfigurationError at `open`). Its log lines go to this module's logger, its repeated
+connection failures during an outage thinned to one warning a minute (`DriverLog`). librdkafka's own synchronous commit
+waits for the group coordinator as long as the brokers are down, so commits run in a daemon thread the source keeps and
+each is waited for `commit_wait` seconds at most: an ack (or, with `commit=receive`, a receive) whose commit cannot
+reach the coordinator in time, or fails because the brokers are unreachable, raises SourceError. The record stays
+settled in the tracker, so a later commit covers it (at worst it is redelivered and found settled by the inbox); until
+the commit left behind is done and the settled offsets are committed, every receive raises SourceError too, so a hub
+sees one outage of its source from the first failed commit to the brokers' return. A reject's dead-letter record is
+waited for the same way, in a second daemon thread (a commit stuck in the first must not hold it): one that the brokers
+have not taken within `commit_wait` stays queued in librdkafka, its record unsettled, and receives raise SourceError
+until it is produced (the receive that finds it produced settles the record: it is parked once, not read and parked
+again for every retry); one that fails seeks back to its record, which is read and rejected again, unless it failed
+because the record is too large for the producer or the dead-letter topic (MSG_SIZE_TOO_LARGE, which no retry changes):
+then a stand-in without the payload is produced in its place, saying why and where the record is (`_kafka_letters`),
+with one warning line, and the record is settled; the reject then returns where the payload is (the topic read, while
+its retention keeps it), for the hub's rejected table.
 Dead letters still queued at `aclose` are dropped: their records go to the next owner, which rejects them again.
 From the start of `aclose` (and before `open`) an ack, nack or reject raises SourceError saying the source is closed:
 it commits, seeks and produces nothing (no dead-letter producer is created after the one `aclose` drops), and its
@@ -68,21 +66,22 @@ from edinbox._urls import mask
 from edinbox.sources._base import Delivery, Outgoing, Source, publish_once
 from edinbox.sources._failures import failing, quietly
 from edinbox.sources._failures import reason as failure
+from edinbox.sources._kafka_commits import HORIZON, Commits
 from edinbox.sources._kafka_config import (
     COMMIT_WAIT,
     MAX_MOCK_BROKERS,
     DriverLog,
     MockCluster,
     commit_mode,
+    group_name,
     kafka,
     parse,
     producer_settings,
     refused_login,
-    transient,
-    unreachable,
 )
 from edinbox.sources._kafka_daemon import Daemon
-from edinbox.sources._kafka_letters import Letter, Posted, letter, payload_at, stand_in, too_large
+from edinbox.sources._kafka_dead_letters import produce_letter
+from edinbox.sources._kafka_letters import Posted, letter
 from edinbox.sources._kafka_offsets import OffsetTracker, TopicPartition
 from edinbox.sources._kafka_publisher import KafkaPublisher
 from edinbox.sources._options import int_range, name_option, positive_float
@@ -90,18 +89,6 @@ from edinbox.sources._options import int_range, name_option, positive_float
 __all__ = ["PUBLISHER", "SOURCE", "KafkaPublisher", "KafkaSource", "MockCluster", "publish"]
 
 _log = logging.getLogger(__name__)
-
-
-_HORIZON = "edinbox:delivered="
-"""Commit metadata prefix: the highest offset delivered so far, so the next owner flags redeliveries."""
-
-
-def _group(opts: Any, consumer: str) -> str:
-    """The consumer's name as the group's, when it can be one."""
-    try:
-        return name_option("group", consumer)
-    except ValueError as exc:
-        raise opts.error(f"the consumer name {consumer[:80]!r} cannot be a group name ({exc}); set group=") from None
 
 
 class KafkaSource(Source):
@@ -145,9 +132,7 @@ class KafkaSource(Source):
         self._producer: Any = None
         self._mock: MockCluster | None = None
         self._driver_log = DriverLog(_log)
-        self._commits = Daemon()  # the thread commits run in
-        self._waiting: concurrent.futures.Future[None] | None = None  # a commit that outlived `commit_wait`
-        self._behind = False  # settled offsets a failed commit left uncommitted: receives commit them first
+        self._offsets = Commits(self._tracker, url=self.url, commit_wait=commit_wait, consumer=lambda: self._consumer)
         self._letters = Daemon()  # the thread dead letters are produced in
         self._parking: dict[tuple[TopicPartition, int], concurrent.futures.Future[Posted]] = {}
         """The dead letters that outlived `commit_wait`, by record, and what became of them once it is known."""
@@ -160,7 +145,7 @@ class KafkaSource(Source):
         source = cls(
             hosts,
             topic=opts.require("topic", name_option),
-            group=opts.take("group", name_option, None) or _group(opts, consumer),
+            group=opts.take("group", name_option, None) or group_name(opts, consumer),
             key_header=opts.take("key_header", lambda _n, v: str(v), "message_id"),
             dead_letter=opts.take("dead_letter", name_option, None),
             commit=opts.take("commit", commit_mode, "ack"),
@@ -221,8 +206,8 @@ class KafkaSource(Source):
         try:
             for p in consumer.committed(partitions, timeout=10):
                 meta = p.metadata or ""
-                if meta.startswith(_HORIZON) and meta[len(_HORIZON) :].isdigit():
-                    horizons[(p.topic, p.partition)] = int(meta[len(_HORIZON) :])
+                if meta.startswith(HORIZON) and meta[len(HORIZON) :].isdigit():
+                    horizons[(p.topic, p.partition)] = int(meta[len(HORIZON) :])
         except kafka().KafkaException as exc:
             fields = {"source": self.url, "error": str(exc), "then": "redelivered flags may be missing"}
             log_event(_log, logging.WARNING, "committed-offsets-unread", fields)
@@ -242,7 +227,7 @@ class KafkaSource(Source):
                 self._forget(tp)
                 if point is not None:
                     points[tp] = (point, horizon)
-            self._commit(points)
+            self._offsets.commit(points)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         with self._lock:
@@ -255,57 +240,6 @@ class KafkaSource(Source):
         """Drop the dead letters left waiting for a partition given up: its next owner reads their records again."""
         for handle in [h for h in self._parking if h[0] == tp]:
             del self._parking[handle]
-
-    def _commit(self, points: Mapping[TopicPartition, tuple[int, int]], *, strict: bool = False) -> None:
-        """Commit `{partition: (offset, horizon)}`, waiting `commit_wait` seconds at most; the caller holds the lock.
-
-        A commit that fails because the group is rebalancing (or its coordinator moved) is only logged: the records
-        stay settled here, the next commit (a later ack, the revoke) covers them, and at worst they are redelivered
-        and found settled by the inbox. A commit that cannot reach the coordinator (the brokers are down) leaves the
-        source behind (`_catch_up`). With `strict`, that failure and any other but a group change raise SourceError.
-        """
-        if not points:
-            return
-        ck = kafka()
-        offsets = [ck.TopicPartition(t, p, o, metadata=f"{_HORIZON}{h}") for (t, p), (o, h) in points.items()]
-        try:
-            self._commit_within(offsets)
-        except ck.KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            down = unreachable(ck, error)
-            self._behind = self._behind or down
-            if strict and (down or not transient(ck, error)):
-                raise SourceError(f"offset commit failed on {self.url}: {exc}") from exc
-            fields = {"source": self.url, "error": str(exc), "then": "a later commit covers it"}
-            log_event(_log, logging.WARNING, "commit-failed", fields)
-            return
-        except SourceError as exc:
-            self._behind = True
-            if strict:
-                raise
-            log_event(_log, logging.WARNING, "commit-failed", {"error": str(exc), "then": "a later commit covers it"})
-            return
-        for tp, (offset, _) in points.items():
-            self._tracker.committed(tp, offset)
-
-    def _commit_within(self, offsets: list[Any]) -> None:
-        """librdkafka's synchronous commit in the source's commit thread (a daemon: it never holds up the process's
-        exit), waited for `commit_wait` seconds; SourceError when it outlives them (it goes on, as `_waiting`) or
-        when an earlier one still waits."""
-        if self._waiting is not None and not self._waiting.done():
-            raise SourceError(f"an offset commit on {self.url} still waits for the group coordinator")
-        self._waiting = None
-        consumer = self._consumer
-        if consumer is None:  # a rebalance callback of a close left behind (see `aclose`)
-            raise SourceError(f"offset commit on {self.url} failed: the source is closed")
-        done = self._commits.submit(lambda: consumer.commit(offsets=offsets, asynchronous=False))
-        try:
-            done.result(timeout=self.commit_wait)
-        except concurrent.futures.TimeoutError:
-            self._waiting = done
-            raise SourceError(
-                f"offset commit on {self.url}: no answer from the group coordinator within {self.commit_wait:g} s"
-            ) from None
 
     def _catch_up(self, timeout: float) -> None:
         """Before a receive: wait (`timeout` seconds at most) for the dead letters and the commit left waiting, then
@@ -323,17 +257,7 @@ class KafkaSource(Source):
                 self._settled(handle)
             else:  # it failed: the record is read again, and rejected again
                 self._rewind(handle, None)
-        timeout = deadline - time.monotonic()
-        waiting = self._waiting
-        if waiting is not None:
-            try:
-                waiting.exception(timeout=max(timeout, 0.0))  # its failure leaves the offsets due: committed below
-            except concurrent.futures.TimeoutError:
-                raise SourceError(f"an offset commit on {self.url} still waits for the group coordinator") from None
-            self._waiting = None
-        if self._behind:
-            self._behind = False
-            self._commit({tp: (o, self._tracker.horizon(tp)) for tp, o in self._tracker.due().items()}, strict=True)
+        self._offsets.catch_up(deadline)
 
     def _consume(self, max_messages: int, timeout: float) -> list[Delivery]:
         ck = kafka()
@@ -344,7 +268,7 @@ class KafkaSource(Source):
                 self._catch_up(deadline - now)
                 if self.commit == "receive":
                     settled = self._tracker.due()
-                    self._commit({tp: (o, self._tracker.horizon(tp)) for tp, o in settled.items()}, strict=True)
+                    self._offsets.commit({tp: (o, self._tracker.horizon(tp)) for tp, o in settled.items()}, strict=True)
                 due = [tp for tp, until in self._paused.items() if until <= now]
                 for tp in due:
                     del self._paused[tp]
@@ -370,7 +294,9 @@ class KafkaSource(Source):
             # remember at the broker how far delivery went, so a next owner can flag redeliveries
             touched = {d.handle[0] for d in deliveries}
             points = {tp: self._tracker.point(tp) for tp in touched}
-            self._commit({tp: (point, self._tracker.horizon(tp)) for tp, point in points.items() if point is not None})
+            self._offsets.commit(
+                {tp: (point, self._tracker.horizon(tp)) for tp, point in points.items() if point is not None}
+            )
         return deliveries
 
     def _delivery(self, record: Any) -> Delivery:
@@ -393,7 +319,7 @@ class KafkaSource(Source):
         with self._lock:
             self._closed = True
             due = self._tracker.due()
-            self._commit({tp: (point, self._tracker.horizon(tp)) for tp, point in due.items()})
+            self._offsets.commit({tp: (point, self._tracker.horizon(tp)) for tp, point in due.items()})
 
     def _refused(self, what: str) -> SourceError:
         """The error of an ack, nack or reject once the source is closed (or before it is open)."""
@@ -427,16 +353,16 @@ class KafkaSource(Source):
         the ack would leave the rest of the hub's batch unsettled, holding the commit point until a rebalance)."""
         tp, offset = handle
         point = self._tracker.settle(tp, offset)
-        if point is None or self.commit != "ack" or self._behind:
+        if point is None or self.commit != "ack" or self._offsets.behind:
             return  # with `_behind`, the next receive's catch-up commits this point too
         try:
-            self._commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
+            self._offsets.commit({tp: (point, self._tracker.horizon(tp))}, strict=True)
         except SourceError as exc:
             self._defer(exc)
 
     def _defer(self, exc: SourceError) -> None:
         """Leave a failed commit to the next receive when it only could not reach the brokers; raise it otherwise."""
-        if not self._behind:
+        if not self._offsets.behind:
             raise exc
         log_event(_log, logging.WARNING, "commit-deferred", {"error": str(exc), "then": "the next receive commits it"})
 
@@ -489,67 +415,12 @@ class KafkaSource(Source):
                 produced.set_result(Posted(error=failure(exc)))
                 return
             producer = self._producer
-        self._produce_letter(producer, delivery, letter(delivery, reason=reason), produced)
+        record = letter(delivery, reason=reason)
+        produce_letter(
+            producer, delivery, record, produced, topic=self.topic, url=self.url, dead_letter=self.dead_letter
+        )
         # sends at once (a poll would wait out linger.ms first, 5 ms a reject) and serves the delivery reports
         producer.flush(self.commit_wait)
-
-    def _produce_letter(
-        self, producer: Any, delivery: Delivery, record: Letter, produced: concurrent.futures.Future[Posted]
-    ) -> None:
-        """Produce one dead-letter record; a whole one refused as too large (by the producer at once, or by the
-        broker in its delivery report) is replaced by its stand-in, which no retry could change. `produced` gets
-        `Posted()` once the broker has the record, `Posted(kept=...)` when it is a stand-in, else why not; a stand-in
-        refused as too large too (headers over the limit) parks the record without a dead letter, in one error line
-        saying where it is."""
-        ck = kafka()
-        where = partial(payload_at, delivery, topic=self.topic, url=self.url, dead_letter=self.dead_letter)
-
-        def refused(error: Any) -> None:
-            if record.whole:
-                fields = {
-                    "delivery": delivery.coordinates,
-                    "dead_letter": self.dead_letter,
-                    "bytes": len(delivery.payload),
-                    "error": str(error),
-                    "kept_in": self.topic,
-                    "then": "its dead letter carries the reason and where the record is, not the payload, which the "
-                    "topic keeps until its retention removes it",
-                }
-                log_event(_log, logging.WARNING, "dead-letter-refused", fields)
-                reason = dict(record.headers)["edinbox-reason"]
-                substitute = stand_in(delivery, reason=reason, refused=str(error))
-                self._produce_letter(producer, delivery, substitute, produced)
-                return
-            fields = {
-                "delivery": delivery.coordinates,
-                "dead_letter": self.dead_letter,
-                "error": str(error),
-                "kept_in": self.topic,
-                "then": "parked without a dead letter (even its stand-in was refused): the record is only in the "
-                "topic, until its retention removes it",
-            }
-            log_event(_log, logging.ERROR, "dead-letter-lost", fields)
-            if not produced.done():
-                produced.set_result(Posted(kept=where(stand_in=False)))
-
-        def report(err: Any, _msg: Any) -> None:
-            if too_large(ck, err):
-                refused(err)
-            elif not produced.done():
-                kept = "" if record.whole else where(stand_in=True)
-                produced.set_result(Posted(kept=kept) if err is None else Posted(error=str(err)))
-
-        try:
-            producer.produce(
-                self.dead_letter, value=record.value, key=record.key, headers=record.headers, on_delivery=report
-            )
-        except ck.KafkaException as exc:  # refused before sending: no report comes
-            if too_large(ck, exc.args[0] if exc.args else None):
-                refused(exc.args[0])
-            else:
-                produced.set_result(Posted(error=failure(exc)))
-        except Exception as exc:  # a full queue: no report comes
-            produced.set_result(Posted(error=failure(exc)))
 
     async def reject(self, delivery: Delivery, *, reason: str) -> str | None:
         """Produce the record to the dead-letter topic with the reason in a header, then settle it; return None, or
@@ -588,7 +459,7 @@ class KafkaSource(Source):
             await quietly(f"committing on {self.url}", lambda: asyncio.to_thread(self._leave))
             if consumer is not None:
                 # `_consumer` stays set while librdkafka closes: the revoke callback commits with it
-                if self._waiting is not None and not self._waiting.done():
+                if self._offsets.waiting is not None and not self._offsets.waiting.done():
                     # librdkafka's close waits for that commit (as long as the brokers are down): leave it behind,
                     # in a thread of its own (the commit thread is busy with that commit)
                     closer = Daemon()
@@ -606,7 +477,7 @@ class KafkaSource(Source):
                 else:
                     await quietly(f"closing {self.url}", lambda: asyncio.to_thread(consumer.close))
                 self._consumer = None
-                self._commits.stop()
+                self._offsets.daemon.stop()
             producer = await asyncio.to_thread(self._drop_producer)
             self._letters.stop()
             if producer is not None:
@@ -621,8 +492,6 @@ class KafkaSource(Source):
 
 
 SOURCE = KafkaSource
-
-
 PUBLISHER = KafkaPublisher
 
 

@@ -45,13 +45,11 @@ import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 from edinbox._errors import ConfigurationError, SourceError
-from edinbox._logs import log_event
 from edinbox.sources._base import Delivery, Source
 from edinbox.sources._options import positive_float, positive_int, split_url
 from edinbox.sources._spool_files import (
@@ -61,25 +59,22 @@ from edinbox.sources._spool_files import (
     file_name,
     file_problem,
     free_name,
-    head,
     publish,
     read_payload,
     scan,
     spool_path,
     too_big,
     why,
-    write_atomically,
 )
 from edinbox.sources._spool_folders import DIR_FLAGS, Folders, check_folders, open_folder
 from edinbox.sources._spool_names import (
     name_problem,
     owner_dead,
     owner_id,
-    parked_name,
     safe,
-    shown,
     split_count,
 )
+from edinbox.sources._spool_parking import Parked, park, write_reason
 
 __all__ = [
     "BATCH_BYTES",
@@ -117,13 +112,6 @@ class _Claim:
 
     folder: int
     file: str
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Parked:
-    """A file the source parked in `rejected/` itself: nothing is left to settle."""
-
     name: str
 
 
@@ -386,58 +374,10 @@ class SpoolSource(Source):
 
     def _park(self, folder: int, name: str, problem: str) -> Delivery | None:
         """Move `name` in `folder` (a claim, or in inbound/ when it cannot be claimed) to `rejected/` with its reason,
-        and return it as a refused delivery.
-
-        None when another process took it first; a file that cannot be moved at all is logged once and skipped.
-        """
-        rejected = self._open["rejected"]
-        odd = name_problem(name)
-        base = split_count(name)[0] if not odd else name
-        target = free_name(rejected, parked_name(name) if odd else base)
-        reason = problem if not odd or problem.startswith(odd) else f"{odd}; {problem}"
-        reason = f"{reason}: '{shown(name)}'" if odd else reason
-        try:
-            self._write_reason(target, reason, original=name)
-            try:
-                os.rename(name, target, src_dir_fd=folder, dst_dir_fd=rejected)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(f"{target}.reason", dir_fd=rejected)
-                raise
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            self._skipped.add(name)
-            with contextlib.suppress(OSError):  # a claim: recovered (and parked again) once claim_timeout old
-                os.utime(name, dir_fd=folder, follow_symlinks=False)
-            problem_text = f"{reason}: {why(exc)}"
-            fields = {
-                "spool": self.root,
-                "file": shown(name),
-                "error": problem_text,
-                "then": "it stays in place, a claim is tried again after claim_timeout",
-            }
-            log_event(_log, logging.WARNING, "cannot-park", fields)
-            return None
-        first, size = head(rejected, target)
-        return Delivery(
-            first,
-            message_id=None,
-            coordinates=f"dir:rejected/{target}",
-            source=f"dir:{self.root.name}",
-            handle=_Parked(target),
-            reason=reason,
-            size=size if size is not None and size > len(first) else None,
+        and return it as a refused delivery (`_spool_parking.park`); None when another process took it first."""
+        return park(
+            folder, name, problem, into=self._open, root=self.root, consumer=self.consumer, skipped=self._skipped
         )
-
-    def _write_reason(self, target: str, reason: str, *, original: str | None = None) -> None:
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        lines = [reason.replace("\n", " ")]
-        if original is not None:
-            lines.append(f"original-name: {shown(original)}")
-        lines += [f"rejected-at: {stamp}", f"consumer: {shown(self.consumer)}", ""]
-        data = "\n".join(lines).encode(errors="backslashreplace")
-        write_atomically(self._open["tmp"], self._open["rejected"], f"{target}.reason", data)
 
     def _redeliver(self, folder: int, file: str) -> int:
         """Move a claimed file back to `inbound/`, counting the delivery in its name; 0 if another process did."""
@@ -484,7 +424,7 @@ class SpoolSource(Source):
         rejected = self._open["rejected"]
         target = free_name(rejected, claim.name)
         try:
-            self._write_reason(target, reason)
+            write_reason(self._open, target, reason, consumer=self.consumer)
             os.rename(claim.file, target, src_dir_fd=claim.folder, dst_dir_fd=rejected)
         except OSError as exc:
             raise SourceError(f"cannot park {claim.name} in rejected/: {exc}") from exc
@@ -524,7 +464,7 @@ class SpoolSource(Source):
 
 def _handle(delivery: Delivery) -> _Claim | None:
     """The claim of a delivery; None for a file the source parked itself."""
-    if isinstance(delivery.handle, _Parked):
+    if isinstance(delivery.handle, Parked):
         return None
     if not isinstance(delivery.handle, _Claim):
         raise SourceError("this delivery did not come from a spool source")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import select
 import weakref
 
 # sync: from time import sleep
@@ -35,7 +34,7 @@ from edinbox.stores._async_base import (
     verify_journal,
 )
 from edinbox.stores._mapping import read_only
-from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
+from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors, quiet
 from edinbox.stores._queries import migration_queries, payloads_ddl
 
 __all__ = ["AsyncPostgresStore"]
@@ -56,17 +55,6 @@ async def _journal_keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
 async def _keys(unit: AsyncUnit, relation: Params) -> list[list[str]]:
     """The table's unique keys (none partial, none invalid), each as sorted column names."""
     return [list(row[0]) for row in await unit.fetch("table_keys", relation)]
-
-
-def _quiet(connection: psycopg.AsyncConnection[Any]) -> bool:
-    """Whether nothing waits on the idle connection's socket (one poll, no round trip)."""
-    if connection.broken:
-        return False
-    try:
-        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
-    except (OSError, ValueError, psycopg.Error):
-        return False
-    return not readable
 
 
 class _AsyncPostgresUnit:
@@ -343,7 +331,7 @@ class AsyncPostgresStore:
         the session, as a restart does, sends its error and closes). A connection that broke unseen within that
         time fails its delivery with a StoreError (transient: nothing charged) and the pool drops it."""
         returned = self._returned.get(connection)
-        if returned is not None and monotonic() - returned < CHECK_AFTER and _quiet(connection):
+        if returned is not None and monotonic() - returned < CHECK_AFTER and quiet(connection):
             return
         await psycopg_pool.AsyncConnectionPool.check_connection(connection)
 
@@ -381,7 +369,7 @@ class AsyncPostgresStore:
         steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]
         if self._table.schema:
             steps.append(("create_schema", {}))
-        steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
+        steps += [("create_status", {}), ("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         steps += [(name, {}) for name in payloads_ddl(DIALECT)]
         async with self.unit() as unit:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import select
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from edinbox._core import TableName
 from edinbox.stores._mapping import MappedErrors
 from edinbox.stores._queries import placeholders, statements
 
-__all__ = ["DIALECT", "Statements", "mapped_errors"]
+__all__ = ["DIALECT", "Statements", "mapped_errors", "quiet"]
 
 Params = Mapping[str, Any]
 
@@ -51,6 +52,7 @@ class Statements:
             "table": sql.Identifier(*qualified),
             "key_index": sql.Identifier(f"{table.name}_key"),
             "status_check": sql.Identifier(f"{table.name}_status_check"),
+            "status_type": sql.Identifier(*qualified[:-1], f"{table.name}_status"),
             "version_table": sql.Identifier(*version),
             "table_name": sql.Literal(self.qualified_name),
         }
@@ -126,3 +128,14 @@ class mapped_errors(MappedErrors):
     database = "PostgreSQL"
     driver_error = psycopg.Error
     data_error = psycopg.DataError
+
+
+def quiet(connection: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> bool:
+    """Whether nothing waits on the idle connection's socket (one poll, no round trip)."""
+    if connection.broken:
+        return False
+    try:
+        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable

@@ -52,6 +52,7 @@ class Statements:
             "outbox_name": "'" + table.name + "_outbox'",
             "payloads": _quote(f"{table.name}_payloads"),
             "payloads_name": "'" + table.name + "_payloads'",
+            "payloads_rebuild": _quote(f"{table.name}_payloads_rebuild"),
             "payloads_fts": _quote(f"{table.name}_payloads_fts"),
             "payloads_on_insert": _quote(f"{table.name}_payloads_on_insert"),
             "payloads_on_delete": _quote(f"{table.name}_payloads_on_delete"),

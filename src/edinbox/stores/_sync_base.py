@@ -216,12 +216,17 @@ def mask_destinations(unit: Unit, dialect: str) -> None:
 
 
 def create_payloads(unit: Unit, dialect: str) -> None:
-    """Migration 11: the kept payloads' table and its indexes, made by the statements `create_schema()` runs."""
+    """Migrations 11 and 13: the kept payloads' table and its indexes (and triggers), made by the statements
+    `create_schema()` runs (what is there already stays)."""
     for name in payloads_ddl(dialect):
         unit.run(name, {})
 
 
-STEPS_IN_CODE: dict[int, Callable[[Unit, str], None]] = {9: mask_destinations, 11: create_payloads}
+STEPS_IN_CODE: dict[int, Callable[[Unit, str], None]] = {
+    9: mask_destinations,
+    11: create_payloads,
+    13: create_payloads,
+}
 """Migration steps that SQL cannot write, run after the named queries of their version (`v<N>_*`)."""
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import select
 import threading
 import weakref
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ from edinbox._errors import ConfigurationError, StoreError
 from edinbox._message import Message
 from edinbox._urls import mask
 from edinbox.stores._mapping import read_only
-from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors
+from edinbox.stores._postgres_sql import DIALECT, Statements, mapped_errors, quiet
 from edinbox.stores._queries import migration_queries, payloads_ddl
 from edinbox.stores._sync_applications import VERSIONS, verify_applications
 from edinbox.stores._sync_base import (
@@ -53,17 +52,6 @@ def _journal_keys(unit: Unit, relation: Params) -> list[list[str]]:
 def _keys(unit: Unit, relation: Params) -> list[list[str]]:
     """The table's unique keys (none partial, none invalid), each as sorted column names."""
     return [list(row[0]) for row in unit.fetch("table_keys", relation)]
-
-
-def _quiet(connection: psycopg.Connection[Any]) -> bool:
-    """Whether nothing waits on the idle connection's socket (one poll, no round trip)."""
-    if connection.broken:
-        return False
-    try:
-        readable, _, _ = select.select([connection.pgconn.socket], [], [], 0)
-    except (OSError, ValueError, psycopg.Error):
-        return False
-    return not readable
 
 
 class _PostgresUnit:
@@ -337,7 +325,7 @@ class PostgresStore:
         the session, as a restart does, sends its error and closes). A connection that broke unseen within that
         time fails its delivery with a StoreError (transient: nothing charged) and the pool drops it."""
         returned = self._returned.get(connection)
-        if returned is not None and monotonic() - returned < CHECK_AFTER and _quiet(connection):
+        if returned is not None and monotonic() - returned < CHECK_AFTER and quiet(connection):
             return
         psycopg_pool.ConnectionPool.check_connection(connection)
 
@@ -375,7 +363,7 @@ class PostgresStore:
         steps: list[tuple[str, Params]] = [("schema_lock", {"lock": self._sql.lock_name})]
         if self._table.schema:
             steps.append(("create_schema", {}))
-        steps += [("create_table", {}), ("create_key", {}), ("create_version", {})]
+        steps += [("create_status", {}), ("create_table", {}), ("create_key", {}), ("create_version", {})]
         steps += [("outbox_create", {}), ("outbox_create_pending", {}), ("outbox_create_unsent", {})]
         steps += [(name, {}) for name in payloads_ddl(DIALECT)]
         with self.unit() as unit:

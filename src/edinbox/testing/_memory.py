@@ -8,7 +8,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 
 from edinbox._message import Message
-from edinbox.sources._base import Delivery, Source
+from edinbox.sources import Delivery, Source
 
 __all__ = ["MemorySink", "MemorySource"]
 

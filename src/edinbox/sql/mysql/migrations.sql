@@ -64,3 +64,13 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS trace VARCHAR(64)
 -- the kept payloads beside the journal (`payloads.sql`): their table and indexes are made by the step in code
 -- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
 SELECT 1
+
+-- name: v12_status_type
+-- PostgreSQL checks the status by a domain instead of the table's CHECK (a CHECK there is rebuilt for every
+-- statement that writes a row); nothing changes here
+SELECT 1
+
+-- name: v13_payloads_index
+-- SQLite and PostgreSQL index a kept payload after its settling transaction from here on; MariaDB's FULLTEXT keeps
+-- indexing in it (its table is unchanged)
+SELECT 1

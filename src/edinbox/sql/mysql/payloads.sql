@@ -32,7 +32,9 @@ ON DUPLICATE KEY UPDATE fingerprint = VALUES(fingerprint), sha256 = VALUES(sha25
     kept_at = UTC_TIMESTAMP(6)
 
 -- name: payloads_get
-SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at
+-- `indexed`: the body is compressed (a row not indexed yet holds the bytes as received)
+SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at,
+    text IS NOT NULL AS indexed
 FROM {payloads}
 WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
 

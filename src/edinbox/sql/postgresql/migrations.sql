@@ -64,3 +64,41 @@ ALTER TABLE {table} ADD COLUMN IF NOT EXISTS trace text
 -- the kept payloads beside the journal (`payloads.sql`): their table and indexes are made by the step in code
 -- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
 SELECT 1
+
+-- name: v12_status_type
+-- the status column's values checked by a domain instead of the table's CHECK (`schema.sql`'s create_status: the
+-- CHECK was rebuilt for every statement that wrote a row). The domain is made without its check first: changing
+-- the column to a domain with no constraint changes the catalogue only, where one with a constraint would rewrite
+-- the table; the check is then added to the domain, which reads the rows once to validate them
+DO $$
+BEGIN
+    CREATE DOMAIN {status_type} AS text;
+EXCEPTION WHEN duplicate_object THEN NULL;
+END
+$$
+
+-- name: v12_status_check_drop
+ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {status_check}
+
+-- name: v12_status_column
+ALTER TABLE {table} ALTER COLUMN status TYPE {status_type}
+
+-- name: v12_status_check_add
+DO $$
+BEGIN
+    ALTER DOMAIN {status_type}
+        ADD CONSTRAINT {status_check} CHECK (VALUE IN ('processed', 'in_progress', 'failed', 'dead', 'conflict', 'requeued'));
+EXCEPTION WHEN duplicate_object THEN NULL;
+END
+$$
+
+-- name: v13_payloads_words
+-- a kept payload's words are written after its settling transaction (`payloads.sql`'s payloads_index_batch): NULL
+-- until then, the rows waiting under a partial index made by the step in code (`stores._async_base.STEPS_IN_CODE`:
+-- the `payloads_create*` statements)
+ALTER TABLE {payloads} ALTER COLUMN words DROP NOT NULL
+
+-- name: v13_payloads_text_drop
+-- the GIN index covers the indexed rows only from here on (`payloads.sql`'s payloads_create_text): dropped here, made
+-- again by the step in code (a rebuild of the index: on a large table the migration takes its time)
+DROP INDEX IF EXISTS {schema}.{payloads_text_index}

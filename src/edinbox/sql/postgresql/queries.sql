@@ -65,8 +65,8 @@ WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message
 -- name: record_failure
 -- %(delay)s: how long the row waits before its next attempt (`Retry`), NULL when this failure parks it
 INSERT INTO {table} AS t (consumer, source, message_id, fingerprint, status, attempts, last_error, payload, retry_at)
-VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s, 1, %(error)s,
-    CASE WHEN %(first_status)s = 'dead' THEN %(payload)s::bytea END, now() + %(delay)s::interval)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(first_status)s::text, 1, %(error)s,
+    CASE WHEN %(first_status)s::text = 'dead' THEN %(payload)s::bytea END, now() + %(delay)s::interval)
 ON CONFLICT (consumer, source, message_id) DO UPDATE
 SET attempts = t.attempts + 1,
     status = CASE WHEN t.attempts + 1 >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,

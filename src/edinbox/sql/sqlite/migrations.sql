@@ -95,3 +95,40 @@ ALTER TABLE {table} ADD COLUMN trace TEXT
 -- the kept payloads beside the journal (`payloads.sql`): their table and indexes are made by the step in code
 -- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements `create_schema()` runs), after this
 SELECT 1
+
+-- name: v12_status_type
+-- PostgreSQL checks the status by a domain instead of the table's CHECK (a CHECK there is rebuilt for every
+-- statement that writes a row); nothing changes here
+SELECT 1
+
+-- name: v13_payloads_rebuild
+-- a kept payload's search text is written after its settling transaction (`payloads.sql`'s payloads_index): NULL
+-- until then. SQLite cannot drop a NOT NULL: the table is rebuilt as {payloads_rebuild}, its rowids kept (the
+-- full-text index knows the rows by them), then renamed; its indexes and triggers are made again by the step in code
+-- (`stores._async_base.STEPS_IN_CODE`: the `payloads_create*` statements), the triggers now indexing a row once its
+-- text is set
+CREATE TABLE {payloads_rebuild} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    content_type TEXT NOT NULL,
+    truncated INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    text TEXT,
+    kept_at REAL NOT NULL
+)
+
+-- name: v13_payloads_copy
+INSERT INTO {payloads_rebuild} (rowid, consumer, source, message_id, fingerprint, sha256, size, content_type,
+    truncated, body, text, kept_at)
+SELECT rowid, consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, text, kept_at
+FROM {payloads}
+
+-- name: v13_payloads_drop
+DROP TABLE {payloads}
+
+-- name: v13_payloads_rename
+ALTER TABLE {payloads_rebuild} RENAME TO {payloads}

@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS {payloads} (
     content_type TEXT NOT NULL,
     truncated INTEGER NOT NULL,
     body BLOB NOT NULL,
-    text TEXT NOT NULL,
+    text TEXT,
     kept_at REAL NOT NULL
 )
 
@@ -25,23 +25,30 @@ CREATE UNIQUE INDEX IF NOT EXISTS {payloads_key_index} ON {payloads} (consumer, 
 -- name: payloads_create_kept
 CREATE INDEX IF NOT EXISTS {payloads_kept_index} ON {payloads} (consumer, kept_at)
 
+-- name: payloads_create_pending
+-- the rows kept but not indexed yet, for `payloads_pending`: an index as small as that backlog
+CREATE INDEX IF NOT EXISTS {payloads_pending_index} ON {payloads} (consumer) WHERE text IS NULL
+
 -- name: payloads_create_fts
 CREATE VIRTUAL TABLE IF NOT EXISTS {payloads_fts} USING fts5(text, content={payloads_name}, content_rowid=rowid)
 
 -- name: payloads_create_on_insert
-CREATE TRIGGER IF NOT EXISTS {payloads_on_insert} AFTER INSERT ON {payloads} BEGIN
+CREATE TRIGGER IF NOT EXISTS {payloads_on_insert} AFTER INSERT ON {payloads} WHEN new.text IS NOT NULL BEGIN
     INSERT INTO {payloads_fts} (rowid, text) VALUES (new.rowid, new.text);
 END
 
 -- name: payloads_create_on_delete
-CREATE TRIGGER IF NOT EXISTS {payloads_on_delete} AFTER DELETE ON {payloads} BEGIN
+CREATE TRIGGER IF NOT EXISTS {payloads_on_delete} AFTER DELETE ON {payloads} WHEN old.text IS NOT NULL BEGIN
     INSERT INTO {payloads_fts} ({payloads_fts}, rowid, text) VALUES ('delete', old.rowid, old.text);
 END
 
 -- name: payloads_create_on_update
-CREATE TRIGGER IF NOT EXISTS {payloads_on_update} AFTER UPDATE ON {payloads} BEGIN
+-- a row whose text changes leaves the index (a message kept again after a `forget` is not indexed yet), and enters it
+-- again with its new text if it has one. `payloads_index` indexes a row that had none itself: an FTS5 insert run by a
+-- trigger costs a flush of the index's pending terms per row (a savepoint each), a plain INSERT one per transaction
+CREATE TRIGGER IF NOT EXISTS {payloads_on_update} AFTER UPDATE ON {payloads} WHEN old.text IS NOT NULL BEGIN
     INSERT INTO {payloads_fts} ({payloads_fts}, rowid, text) VALUES ('delete', old.rowid, old.text);
-    INSERT INTO {payloads_fts} (rowid, text) VALUES (new.rowid, new.text);
+    INSERT INTO {payloads_fts} (rowid, text) SELECT new.rowid, new.text WHERE new.text IS NOT NULL;
 END
 
 -- name: payloads_keep
@@ -53,19 +60,39 @@ ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.
     sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
     truncated = excluded.truncated, body = excluded.body, text = excluded.text, kept_at = excluded.kept_at
 
+-- name: payloads_waiting
+-- whether a kept payload of this consumer waits for its index (read without a write lock)
+SELECT 1 FROM {payloads} WHERE consumer = :consumer AND text IS NULL LIMIT 1
+
+-- name: payloads_pending
+-- the kept payloads of this consumer not indexed yet, with their rowid (in the write transaction that indexes them)
+SELECT source, message_id, body, rowid FROM {payloads} WHERE consumer = :consumer AND text IS NULL LIMIT :limit
+
+-- name: payloads_index_words
+-- a kept payload's search text into the full-text index, computed after its settling transaction (then
+-- `payloads_index` records it in the row: the update trigger leaves a row that had no text to this statement).
+-- VALUES, not INSERT ... SELECT: FTS5 then keeps the batch's terms in memory until the commit
+INSERT INTO {payloads_fts} (rowid, text) VALUES (:id, :text)
+
+-- name: payloads_index
+-- the row's text, and its bytes compressed
+UPDATE {payloads} SET text = :text, body = :body WHERE rowid = :id AND text IS NULL
+
 -- name: payloads_get
-SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at
+-- `indexed`: the body is compressed (a row not indexed yet holds the bytes as received)
+SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at,
+    text IS NOT NULL AS indexed
 FROM {payloads}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
 -- name: payloads_search
--- `terms` is the search's words, each in double quotes: FTS5 finds the rows holding every one. The full-text index
--- finds the rows first (`+` keeps
--- the planner from walking the consumer's kept_at index instead and matching row by row), then the newest are kept
+-- `terms` is the search's words, each in double quotes: FTS5 finds the rows holding every one, newest (highest rowid:
+-- the order they were kept in) first, as it reads its index: a word most payloads hold ("UNB") reads `limit` of
+-- them, not all
 SELECT p.consumer, p.source, p.message_id, p.size, p.kept_at
-FROM {payloads} AS p
-WHERE p.rowid IN (SELECT rowid FROM {payloads_fts} WHERE {payloads_fts} MATCH :terms) AND +p.consumer = :consumer
-ORDER BY p.kept_at DESC
+FROM {payloads_fts} AS f JOIN {payloads} AS p ON p.rowid = f.rowid
+WHERE f.{payloads_fts} MATCH :terms AND p.consumer = :consumer
+ORDER BY f.rowid DESC
 LIMIT :limit
 
 -- name: payloads_purge_batch

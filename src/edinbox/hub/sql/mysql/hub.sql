@@ -83,9 +83,10 @@ JOIN {edinbox_hub_invoices} AS i
     AND i.kind = j.i_kind COLLATE utf8mb4_nopad_bin AND i.issue_date = j.i_issue_date
 
 -- name: hub_park
-INSERT INTO {edinbox_hub_rejected} (consumer, fingerprint, delivery, reason, payload)
-VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
-ON DUPLICATE KEY UPDATE deliveries = deliveries + 1
+-- a content once per batch, with the number of the batch's deliveries that carried it
+INSERT INTO {edinbox_hub_rejected} (consumer, fingerprint, delivery, reason, payload, deliveries)
+VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s, %(deliveries)s)
+ON DUPLICATE KEY UPDATE deliveries = deliveries + VALUES(deliveries)
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
@@ -186,14 +187,14 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
 -- [partner, count] pair of the JSON array in one upsert, its rows locked in the partners' order (hubs never deadlock
 -- on them); the row locks are held to the commit, so the read after it sees this transaction's own numbers
 INSERT INTO {edinbox_hub_control_numbers} (partner, n)
-SELECT j.partner, j.k FROM JSON_TABLE(%(counters)s, '$[*]' COLUMNS (
+SELECT j.partner, j.k FROM JSON_TABLE(%(rows)s, '$[*]' COLUMNS (
     partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]',
     k BIGINT PATH '$[1]'
 )) AS j
 ORDER BY j.partner
 ON DUPLICATE KEY UPDATE n = n + VALUES(n);
 SELECT c.partner, c.n
-FROM JSON_TABLE(%(counters)s, '$[*]' COLUMNS (partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]')) AS j
+FROM JSON_TABLE(%(rows)s, '$[*]' COLUMNS (partner VARCHAR(191) CHARACTER SET utf8mb4 PATH '$[0]')) AS j
 JOIN {edinbox_hub_control_numbers} AS c ON c.partner = j.partner COLLATE utf8mb4_nopad_bin
 
 -- name: hub_record_acknowledgment
@@ -289,6 +290,9 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     previous_at DATETIME(6),
     last_at DATETIME(6),
     parked VARBINARY(512),
+    -- when a hub last wrote the row (its clock, nanoseconds): the gauges read the rows changed since their last
+    -- reading; last, as step 7 adds it
+    changed BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (consumer, partner, level, number)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
 
@@ -297,19 +301,22 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
 -- previous arrival is now; 0: only a parked interchange carried it, whose payload's fingerprint is parked, and its
 -- arrival times stay); a number seen before keeps its seq and first_at; previous_at is assigned before last_at, so it
 -- reads the last arrival before this one
-INSERT INTO {edinbox_hub_ledger} (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at, parked)
+INSERT INTO {edinbox_hub_ledger} (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at, parked,
+    changed)
 VALUES (%(consumer)s, %(partner)s, %(level)s, %(number)s, %(width)s, %(seq)s, %(n)s,
-    IF(%(n)s > 1, UTC_TIMESTAMP(6), NULL), IF(%(n)s > 0, UTC_TIMESTAMP(6), NULL), %(parked)s)
+    IF(%(n)s > 1, UTC_TIMESTAMP(6), NULL), IF(%(n)s > 0, UTC_TIMESTAMP(6), NULL), %(parked)s, %(changed)s)
 ON DUPLICATE KEY UPDATE arrivals = arrivals + VALUES(arrivals),
     previous_at = IF(VALUES(last_at) IS NULL, previous_at, COALESCE(VALUES(previous_at), last_at)),
-    last_at = COALESCE(VALUES(last_at), last_at), parked = COALESCE(VALUES(parked), parked)
+    last_at = COALESCE(VALUES(last_at), last_at), parked = COALESCE(VALUES(parked), parked),
+    changed = VALUES(changed)
 
 -- name: hub_ledger_rows
--- every number of the consumer (of one partner when partner is not null), with the parked payload's id
-SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id
+-- every number of the consumer (of one partner when partner is not null) a hub wrote at or after since (its clock,
+-- nanoseconds; 0: all), with the parked payload's id
+SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id, l.changed
 FROM {edinbox_hub_ledger} AS l
 LEFT JOIN {edinbox_hub_rejected} AS r ON r.consumer = l.consumer AND r.fingerprint = l.parked
-WHERE l.consumer = %(consumer)s AND (%(partner)s IS NULL OR l.partner = %(partner)s)
+WHERE l.consumer = %(consumer)s AND (%(partner)s IS NULL OR l.partner = %(partner)s) AND l.changed >= %(since)s
 ORDER BY l.partner, l.level, l.seq
 
 -- name: hub_purge_ledger
@@ -329,3 +336,35 @@ FROM {edinbox_hub_acknowledgments} AS a
 JOIN {outbox} AS o ON o.key = a.outbox_key
 WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
 ORDER BY a.id
+
+-- name: hub_create_findings
+-- what validating an interchange against its implementation guide found (`_findings`), written in the transaction
+-- that settles it: `errors` how many (those past the ones kept included), `findings` a JSON list of the first ones
+-- (the message, and the segment position, tag, loop, element, component, data element, code and value cut short)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_findings} (
+    consumer VARBINARY(512) NOT NULL,
+    source VARBINARY(512) NOT NULL,
+    message_id VARBINARY(512) NOT NULL,
+    errors INTEGER NOT NULL,
+    findings MEDIUMTEXT NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    PRIMARY KEY (consumer, source, message_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: hub_index_ledger_changed
+-- the ledger's rows by when a hub last wrote them: the gauges read only the rows changed since their last reading
+CREATE INDEX {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)
+
+-- name: hub_record_findings
+-- the first validation of an interchange key is kept (a duplicate or a conflicting copy does not replace it)
+INSERT IGNORE INTO {edinbox_hub_findings} (consumer, source, message_id, errors, findings)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(errors)s, %(findings)s)
+
+-- name: hub_findings_of
+SELECT errors, findings, created_at FROM {edinbox_hub_findings}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: hub_purge_findings
+-- findings kept as long as the parked payloads and the answers
+DELETE FROM {edinbox_hub_findings}
+WHERE consumer = %(consumer)s AND created_at < UTC_TIMESTAMP(6) - INTERVAL %(older_than)s MICROSECOND

@@ -81,3 +81,22 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
 -- the id a remote sink (the HTTP accounting API) gave each invoice it holds: in lease mode the hub keeps a row per such
 -- invoice, so `stats`, `show` and the console see what the remote sink created (NULL: an invoice of this table's own)
 ALTER TABLE {edinbox_hub_invoices} ADD COLUMN IF NOT EXISTS remote_id VARCHAR(255) COLLATE utf8mb4_nopad_bin
+
+-- name: v7_findings
+-- what validation found per interchange (`hub.sql`'s hub_create_findings)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_findings} (
+    consumer VARBINARY(512) NOT NULL,
+    source VARBINARY(512) NOT NULL,
+    message_id VARBINARY(512) NOT NULL,
+    errors INTEGER NOT NULL,
+    findings MEDIUMTEXT NOT NULL,
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    PRIMARY KEY (consumer, source, message_id)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4
+
+-- name: v7_ledger_changed
+-- when a hub last wrote each ledger row: the gauges read only the rows changed since their last reading
+ALTER TABLE {edinbox_hub_ledger} ADD COLUMN IF NOT EXISTS changed BIGINT NOT NULL DEFAULT 0
+
+-- name: v7_ledger_changed_index
+CREATE INDEX {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)

@@ -72,9 +72,14 @@ ON CONFLICT (seller, number, kind, issue_date) DO NOTHING
 RETURNING source, message_id
 
 -- name: hub_park
-INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload)
-VALUES (%(consumer)s, %(fingerprint)s, %(delivery)s, %(reason)s, %(payload)s)
-ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
+-- a batch's parked payloads as one array per column (`edinbox.stores.run_rows`), sent in binary, each content once
+-- with the number of the batch's deliveries that carried it, in the batch's order; a payload parked before counts them
+INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload, deliveries)
+SELECT %(consumer)s, u.f, u.d, u.r, u.p, u.n
+FROM unnest(%(fingerprint)b::text[], %(delivery)b::text[], %(reason)b::text[], %(payload)b::bytea[],
+    %(deliveries)b::integer[]) WITH ORDINALITY AS u (f, d, r, p, n, i)
+ORDER BY u.i
+ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + excluded.deliveries
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
@@ -82,12 +87,9 @@ UPDATE {edinbox_hub_rejected} SET reason = %(reason)s
 WHERE consumer = %(consumer)s AND fingerprint = %(fingerprint)s AND delivery = %(delivery)s
 
 -- name: hub_count
-INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n) VALUES (%(consumer)s, %(outcome)s, %(shard)s, %(n)s)
-ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
-
--- name: hub_count_batch
+-- a batch's counts as one array of outcomes and one of counts (`edinbox.stores.run_rows`), in one statement
 INSERT INTO {edinbox_hub_counters} AS c (consumer, outcome, shard, n)
-SELECT %(consumer)s, t.outcome, %(shard)s, t.n FROM unnest(%(outcomes)s::text[], %(counts)s::bigint[]) AS t(outcome, n)
+SELECT %(consumer)s, t.outcome, %(shard)s, t.n FROM unnest(%(outcome)s::text[], %(n)s::bigint[]) AS t(outcome, n)
 ON CONFLICT (consumer, outcome, shard) DO UPDATE SET n = c.n + excluded.n
 
 -- name: hub_counts
@@ -125,7 +127,8 @@ ORDER BY id
 -- what `edinbox run` needs and `edinbox init --grant` gives: DML on the tables, USAGE on their sequences
 SELECT t.name FROM (VALUES ({table_name}), ({edinbox_hub_invoices_name}), ({edinbox_hub_rejected_name}), ({edinbox_hub_counters_name}),
     ({outbox_name}), ({edinbox_hub_control_numbers_name}), ({edinbox_hub_acknowledgments_name}),
-    ({edinbox_hub_answers_name}), ({edinbox_hub_as2_receipts_name}), ({edinbox_hub_ledger_name})) AS t (name)
+    ({edinbox_hub_answers_name}), ({edinbox_hub_as2_receipts_name}), ({edinbox_hub_ledger_name}),
+    ({edinbox_hub_findings_name})) AS t (name)
 WHERE NOT (has_table_privilege(t.name, 'SELECT') AND has_table_privilege(t.name, 'INSERT')
     AND has_table_privilege(t.name, 'UPDATE') AND has_table_privilege(t.name, 'DELETE'))
 UNION ALL
@@ -161,7 +164,7 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
 -- each partner's last of `counts` numbers reserved (the others are the `count - 1` before it), every partner of the
 -- arrays in one statement; the rows are inserted and locked in the partners' order, so hubs never deadlock on them
 INSERT INTO {edinbox_hub_control_numbers} AS c (partner, n)
-SELECT u.partner, u.k FROM unnest(%(partners)s::text[], %(counts)s::bigint[]) AS u (partner, k)
+SELECT u.partner, u.k FROM unnest(%(partner)s::text[], %(k)s::bigint[]) AS u (partner, k)
 ORDER BY u.partner
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
 RETURNING partner, n
@@ -283,32 +286,38 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     previous_at TIMESTAMPTZ,
     last_at TIMESTAMPTZ,
     parked TEXT,
+    -- when a hub last wrote the row (its clock, nanoseconds): the gauges read the rows changed since their last
+    -- reading; last, as step 7 adds it
+    changed BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (consumer, partner, level, number)
 )
 
 -- name: hub_ledger_record
--- a batch's numbers as one array per column, each (partner, level, number) once: `counts` its copies accepted (more
+-- a batch's numbers as one array per column, each (partner, level, number) once: `n` its copies accepted (more
 -- than one: the batch's own copies, so its previous arrival is now; 0: only a parked interchange carried it, whose
 -- payload's fingerprint is `parked`, and its arrival times stay); rows locked in key order, so hubs never deadlock on
 -- them; a number seen before keeps its seq and first_at
 INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at,
-    parked)
+    parked, changed)
 SELECT %(consumer)s, u.partner, u.level, u.number, u.width, u.seq, u.n, CASE WHEN u.n > 1 THEN now() END,
-    CASE WHEN u.n > 0 THEN now() END, u.parked
-FROM unnest(%(partners)b::text[], %(levels)b::text[], %(numbers)b::text[], %(widths)b::integer[],
-    %(seqs)b::bigint[], %(counts)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
+    CASE WHEN u.n > 0 THEN now() END, u.parked, %(changed)s
+FROM unnest(%(partner)b::text[], %(level)b::text[], %(number)b::text[], %(width)b::integer[],
+    %(seq)b::bigint[], %(n)b::integer[], %(parked)b::text[]) AS u (partner, level, number, width, seq, n, parked)
 ORDER BY u.partner, u.level, u.number
 ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
     previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at
         ELSE coalesce(excluded.previous_at, l.last_at) END,
-    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked)
+    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked),
+    changed = excluded.changed
 
 -- name: hub_ledger_rows
--- every number of the consumer (of one partner when :partner is not null), with the parked payload's id
-SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id
+-- every number of the consumer (of one partner when :partner is not null) a hub wrote at or after :since (its clock,
+-- nanoseconds; 0: all), with the parked payload's id
+SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id, l.changed
 FROM {edinbox_hub_ledger} AS l
 LEFT JOIN {edinbox_hub_rejected} AS r ON r.consumer = l.consumer AND r.fingerprint = l.parked
 WHERE l.consumer = %(consumer)s AND (%(partner)s::text IS NULL OR l.partner = %(partner)s)
+    AND l.changed >= %(since)s
 ORDER BY l.partner, l.level, l.seq
 
 -- name: hub_purge_ledger
@@ -329,3 +338,35 @@ FROM {edinbox_hub_acknowledgments} AS a
 JOIN {outbox} AS o ON o.key = a.outbox_key
 WHERE a.consumer = %(consumer)s AND a.source = %(source)s AND a.message_id = %(message_id)s
 ORDER BY a.id
+
+-- name: hub_create_findings
+-- what validating an interchange against its implementation guide found (`_findings`), written in the transaction
+-- that settles it: `errors` how many (those past the ones kept included), `findings` a JSON list of the first ones
+-- (the message, and the segment position, tag, loop, element, component, data element, code and value cut short)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_findings} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    errors INTEGER NOT NULL,
+    findings TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, source, message_id)
+)
+
+-- name: hub_index_ledger_changed
+-- the ledger's rows by when a hub last wrote them: the gauges read only the rows changed since their last reading
+CREATE INDEX IF NOT EXISTS {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)
+
+-- name: hub_record_findings
+-- the first validation of an interchange key is kept (a duplicate or a conflicting copy does not replace it)
+INSERT INTO {edinbox_hub_findings} (consumer, source, message_id, errors, findings)
+VALUES (%(consumer)s, %(source)s, %(message_id)s, %(errors)s, %(findings)s)
+ON CONFLICT (consumer, source, message_id) DO NOTHING
+
+-- name: hub_findings_of
+SELECT errors, findings, created_at FROM {edinbox_hub_findings}
+WHERE consumer = %(consumer)s AND source = %(source)s AND message_id = %(message_id)s
+
+-- name: hub_purge_findings
+-- findings kept as long as the parked payloads and the answers
+DELETE FROM {edinbox_hub_findings} WHERE consumer = %(consumer)s AND created_at < now() - %(older_than)s

@@ -70,9 +70,10 @@ WHERE i.seller = j.value ->> 0 AND i.number = j.value ->> 1 AND i.kind = j.value
     AND i.issue_date = j.value ->> 3
 
 -- name: hub_park
-INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload)
-VALUES (:consumer, :fingerprint, :delivery, :reason, :payload)
-ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + 1
+-- a content once per batch, with the number of the batch's deliveries that carried it
+INSERT INTO {edinbox_hub_rejected} AS r (consumer, fingerprint, delivery, reason, payload, deliveries)
+VALUES (:consumer, :fingerprint, :delivery, :reason, :payload, :deliveries)
+ON CONFLICT (consumer, fingerprint) DO UPDATE SET deliveries = r.deliveries + excluded.deliveries
 
 -- name: hub_park_reason
 -- the reason of a payload parked by this delivery, rewritten once its source said where it kept the whole payload
@@ -143,9 +144,9 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_acknowledgments} (
 
 -- name: hub_reserve_control_numbers
 -- each partner's last of its count of numbers reserved (the others are the `count - 1` before it), every
--- [partner, count] pair of :counters (JSON) in one statement
+-- [partner, count] pair of :rows (JSON) in one statement
 INSERT INTO {edinbox_hub_control_numbers} AS c (partner, n)
-SELECT j.value ->> 0, j.value ->> 1 FROM json_each(:counters) AS j
+SELECT j.value ->> 0, j.value ->> 1 FROM json_each(:rows) AS j
 WHERE true
 ON CONFLICT (partner) DO UPDATE SET n = c.n + excluded.n
 RETURNING partner, n
@@ -266,6 +267,9 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
     previous_at TEXT,
     last_at TEXT,
     parked TEXT,
+    -- when a hub last wrote the row (its clock, nanoseconds): the gauges read the rows changed since their last
+    -- reading; last, as step 7 adds it
+    changed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (consumer, partner, level, number)
 )
 
@@ -274,21 +278,23 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
 -- previous arrival is now; 0: only a parked interchange carried it, whose payload's fingerprint is :parked, and its
 -- arrival times stay); a number seen before keeps its seq and first_at
 INSERT INTO {edinbox_hub_ledger} AS l (consumer, partner, level, number, width, seq, arrivals, previous_at, last_at,
-    parked)
+    parked, changed)
 VALUES (:consumer, :partner, :level, :number, :width, :seq, :n,
     CASE WHEN :n > 1 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END,
-    CASE WHEN :n > 0 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, :parked)
+    CASE WHEN :n > 0 THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END, :parked, :changed)
 ON CONFLICT (consumer, partner, level, number) DO UPDATE SET arrivals = l.arrivals + excluded.arrivals,
     previous_at = CASE WHEN excluded.last_at IS NULL THEN l.previous_at
         ELSE coalesce(excluded.previous_at, l.last_at) END,
-    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked)
+    last_at = coalesce(excluded.last_at, l.last_at), parked = coalesce(excluded.parked, l.parked),
+    changed = excluded.changed
 
 -- name: hub_ledger_rows
--- every number of the consumer (of one partner when :partner is not null), with the parked payload's id
-SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id
+-- every number of the consumer (of one partner when :partner is not null) a hub wrote at or after :since (its clock,
+-- nanoseconds; 0: all), with the parked payload's id
+SELECT l.partner, l.level, l.number, l.width, l.seq, l.arrivals, l.first_at, l.previous_at, l.last_at, r.id, l.changed
 FROM {edinbox_hub_ledger} AS l
 LEFT JOIN {edinbox_hub_rejected} AS r ON r.consumer = l.consumer AND r.fingerprint = l.parked
-WHERE l.consumer = :consumer AND (:partner IS NULL OR l.partner = :partner)
+WHERE l.consumer = :consumer AND (:partner IS NULL OR l.partner = :partner) AND l.changed >= :since
 ORDER BY l.partner, l.level, l.seq
 
 -- name: hub_purge_ledger
@@ -308,3 +314,36 @@ FROM {edinbox_hub_acknowledgments} AS a
 JOIN {outbox} AS o ON o.key = a.outbox_key
 WHERE a.consumer = :consumer AND a.source = :source AND a.message_id = :message_id
 ORDER BY a.id
+
+-- name: hub_create_findings
+-- what validating an interchange against its implementation guide found (`_findings`), written in the transaction
+-- that settles it: `errors` how many (those past the ones kept included), `findings` a JSON list of the first ones
+-- (the message, and the segment position, tag, loop, element, component, data element, code and value cut short)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_findings} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    errors INTEGER NOT NULL,
+    findings TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (consumer, source, message_id)
+)
+
+-- name: hub_index_ledger_changed
+-- the ledger's rows by when a hub last wrote them: the gauges read only the rows changed since their last reading
+CREATE INDEX IF NOT EXISTS {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)
+
+-- name: hub_record_findings
+-- the first validation of an interchange key is kept (a duplicate or a conflicting copy does not replace it)
+INSERT INTO {edinbox_hub_findings} (consumer, source, message_id, errors, findings)
+VALUES (:consumer, :source, :message_id, :errors, :findings)
+ON CONFLICT (consumer, source, message_id) DO NOTHING
+
+-- name: hub_findings_of
+SELECT errors, findings, created_at FROM {edinbox_hub_findings}
+WHERE consumer = :consumer AND source = :source AND message_id = :message_id
+
+-- name: hub_purge_findings
+-- findings kept as long as the parked payloads and the answers
+DELETE FROM {edinbox_hub_findings}
+WHERE consumer = :consumer AND created_at < strftime('%Y-%m-%dT%H:%M:%fZ', :now - :older_than, 'unixepoch')

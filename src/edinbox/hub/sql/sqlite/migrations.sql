@@ -105,3 +105,22 @@ CREATE TABLE IF NOT EXISTS {edinbox_hub_ledger} (
 -- the id a remote sink (the HTTP accounting API) gave each invoice it holds: in lease mode the hub keeps a row per such
 -- invoice, so `stats`, `show` and the console see what the remote sink created (NULL: an invoice of this table's own)
 ALTER TABLE {edinbox_hub_invoices} ADD COLUMN remote_id TEXT
+
+-- name: v7_findings
+-- what validation found per interchange (`hub.sql`'s hub_create_findings)
+CREATE TABLE IF NOT EXISTS {edinbox_hub_findings} (
+    consumer TEXT NOT NULL,
+    source TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    errors INTEGER NOT NULL,
+    findings TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (consumer, source, message_id)
+)
+
+-- name: v7_ledger_changed
+-- when a hub last wrote each ledger row: the gauges read only the rows changed since their last reading
+ALTER TABLE {edinbox_hub_ledger} ADD COLUMN changed INTEGER NOT NULL DEFAULT 0
+
+-- name: v7_ledger_changed_index
+CREATE INDEX IF NOT EXISTS {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)

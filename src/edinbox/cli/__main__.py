@@ -1,0 +1,5 @@
+"""`python -m edinbox.cli`: the `edinbox` command."""
+
+from edinbox.cli import main
+
+main()

@@ -1,0 +1,70 @@
+"""The message store's search index, kept current beside the batch loop.
+
+On SQLite and PostgreSQL a kept payload is written in its settling transaction without its words (the costly part:
+the words themselves, the full-text index's insert); `AsyncInbox.index_payloads` indexes them later, in batches of
+their own. The hub does it when its source is idle, and at most every `EVERY` seconds while it is busy (so a busy
+hour leaves a bounded backlog, not an unbounded one), one batch at a time; `run(once=True)` indexes what is left
+before it returns. A search indexes whatever still waits before it looks (`AsyncInbox.search`): nothing settled is
+missed, whenever the hub got to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from edinbox._async_inbox import AsyncInbox
+from edinbox._errors import TransientError
+from edinbox.hub.config import log_event
+from edinbox.loop import dependency
+
+__all__ = ["EVERY", "Indexer"]
+
+EVERY = 5.0
+"""Seconds between two batches indexed while the source keeps the hub busy."""
+
+
+class Indexer:
+    """Indexes the hub's kept payloads between batches (see the module's docstring)."""
+
+    def __init__(self, inbox: AsyncInbox, *, logger: logging.Logger, enabled: bool) -> None:
+        """Index `inbox`'s kept payloads when `enabled` (the hub's `keep_payloads`)."""
+        self.inbox = inbox
+        self.logger = logger
+        self.enabled = enabled
+        self._last = time.monotonic()
+        self._down = False
+
+    async def step(self, handled: int) -> int:
+        """After a loop step that settled `handled` deliveries: index one batch when the source was idle or `EVERY`
+        seconds have passed; how many were indexed."""
+        now = time.monotonic()
+        if not self.enabled or (handled and now - self._last < EVERY):
+            return 0
+        self._last = now
+        return await self._batch()
+
+    async def finish(self, stop: asyncio.Event) -> int:
+        """Index every kept payload still waiting (the end of `run(once=True)`), one batch at a time until none is
+        left or `stop` is set (SIGTERM: what is left waits for the next run, or a search); how many."""
+        total = 0
+        while not stop.is_set() and (indexed := await self._batch()):
+            total += indexed
+        return total
+
+    async def _batch(self) -> int:
+        """Index one batch; how many. The database down leaves them waiting (one `index-behind` line until it
+        works again): the loop's next step waits the outage out, a search indexes them first."""
+        if not self.enabled:
+            return 0
+        try:
+            indexed = await self.inbox.index_payloads()
+        except TransientError as exc:
+            if not self._down:
+                fields = {"dependency": dependency(exc), "error": " ".join(str(exc).split())[:300]}
+                log_event(self.logger, logging.WARNING, "index-behind", fields)
+            self._down = True
+            return 0
+        self._down = False
+        return indexed

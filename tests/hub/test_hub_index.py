@@ -1,0 +1,72 @@
+"""The hub indexes the payloads it keeps after their settling transactions: `run(once=True)` leaves none waiting,
+and a stop set before the end leaves the rest for a search, which indexes them first."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from edinbox import Inbox
+from edinbox._payloads import search_text
+from edinbox.hub import HubConfig, open_hub
+from edinbox.hub.database import on_inbox
+from edinbox.hub.demo._traffic import generate
+from edinbox.hub.ops import init
+from edinbox.sources.spool import publish
+
+
+def _waiting(path: Path) -> int:
+    """Kept payloads with no search text yet (not indexed)."""
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT count(*) FROM inbox_payloads WHERE text IS NULL").fetchone()[0])
+
+
+TRAFFIC = generate(60, duplicate_rate=0.0, seed=5, mixed=False)
+COMMON = sorted(set.intersection(*(set(search_text(payload).split()) for _, payload in TRAFFIC.files)))[0]
+"""A word every one of the interchanges holds."""
+
+
+def _settle(tmp_path: Path, *, stop_first: bool) -> Path:
+    """Settle 60 generated interchanges through a hub on SQLite with `run(once=True)`; with `stop_first` the stop is
+    set as the run ends (SIGTERM then), before the index batches of the end. The database's path."""
+    traffic = TRAFFIC
+    config = HubConfig(
+        db=f"sqlite:///{tmp_path / 'hub.db'}", source=f"dir://{tmp_path / 'spool'}", batch_size=20, idle_timeout=0.2
+    )
+
+    async def run() -> None:
+        await on_inbox(config, lambda inbox: init(inbox, config=config))
+        await publish(config.source, traffic.files)
+        async with open_hub(config) as hub:
+            if stop_first:
+                finish = hub.indexer.finish
+
+                async def stopped(stop: asyncio.Event) -> int:
+                    stop.set()
+                    return await finish(stop)
+
+                hub.indexer.finish = stopped  # type: ignore[method-assign]
+            totals = await hub.run(once=True)
+        assert totals["processed"] == 60
+
+    asyncio.run(run())
+    return tmp_path / "hub.db"
+
+
+def test_run_once_leaves_no_kept_payload_waiting_for_its_index(tmp_path: Path) -> None:
+    """Every payload the hub kept is indexed when `run(once=True)` returns."""
+    path = _settle(tmp_path, stop_first=False)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM inbox_payloads").fetchone()[0] == 60
+    assert _waiting(path) == 0
+
+
+def test_a_stopped_hub_leaves_the_rest_to_the_search(tmp_path: Path) -> None:
+    """A stop set before the end's index batches leaves kept payloads waiting; a search indexes them first and finds
+    a value inside them."""
+    path = _settle(tmp_path, stop_first=True)
+    assert _waiting(path) > 0
+    with Inbox(f"sqlite:///{path}", consumer="accounting") as inbox:
+        assert len(inbox.search(COMMON, limit=100)) == 60
+    assert _waiting(path) == 0
