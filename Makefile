@@ -44,13 +44,27 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # the suite's modules spread over workers (pytest-xdist; a module stays on one worker, its fixtures shared; the
-# heaviest modules go first, tests/conftest.py's HEAVY): most tests wait on servers, brokers and subprocesses, so three
-# workers on two cores finish sooner than two (the whole suite: 994 s on three at a background load of about 5, 1,637 s
-# on two at about 10) and the timing tests held. WORKERS=0 runs in one process.
+# heaviest modules go first, tests/conftest.py's HEAVY, which --no-loadscope-reorder keeps: by default xdist hands out
+# the modules with the most tests first, and the long fault modules, a few tests each, were left to run alone at the
+# end): most tests wait on servers, brokers and subprocesses, so three workers on two cores finish sooner than two (the
+# whole suite: 994 s on three at a background load of about 5, 1,637 s on two at about 10) and the timing tests held.
+# WORKERS=0 runs in one process.
 WORKERS ?= 3
 
-test: $(STAMP) lint typecheck check-generated docs
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile
+# every check: the static ones (lint, typecheck, check-generated, docs: about 30 s, mostly CPU) run beside the tests,
+# which mostly wait, and their output is shown after the tests'; the target fails when either fails. The package is
+# byte-compiled first: the tests start hundreds of `edinbox` processes, and where PYTHONDONTWRITEBYTECODE is set (as on
+# the development machines) each of them compiled every module it imported again (tests/cli/test_privileges.py and
+# test_redrive.py: 13 s of CPU instead of 15.5, 44.6 s instead of 48.4); Python checks each file's source time, so a
+# stale one is never used
+test: $(STAMP)
+	@$(BIN)/python -m compileall -q src
+	@checks=$$(mktemp); \
+	$(MAKE) --no-print-directory lint typecheck check-generated docs >$$checks 2>&1 & static=$$!; \
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
+	wait $$static; failed=$$?; cat $$checks; rm -f $$checks; \
+	if [ $$failed -ne 0 ]; then echo "make test: a static check failed (see above)" >&2; fi; \
+	[ $$failed -eq 0 ] && [ $$tests -eq 0 ]
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -381,6 +381,9 @@ class PrivateRabbitMQ:
         }
         self._program = str(program)
         self._process: subprocess.Popen[bytes] | None = None
+        self.blocked = False
+        """Whether `block_publishers` raised the memory alarm and nothing cleared it since (an `unblock_publishers`,
+        or a stop or kill: the alarm's watermark is not kept across a restart)."""
 
     @property
     def url(self) -> str:
@@ -447,10 +450,12 @@ class PrivateRabbitMQ:
         (`connection.blocked`, then it stops reading it) and confirms nothing more on it until `unblock_publishers`;
         consumers and declarations go on."""
         self._run("set_vm_memory_high_watermark", "0")
+        self.blocked = True
 
     def unblock_publishers(self) -> None:
         """Clear the memory alarm (the watermark back to the default, 0.4): blocked connections are read again."""
         self._run("set_vm_memory_high_watermark", "0.4")
+        self.blocked = False
 
     def _run(self, *command: str) -> None:
         subprocess.run([*self._ctl(), *command], env=self.env, capture_output=True, check=True)
@@ -495,6 +500,7 @@ class PrivateRabbitMQ:
 
     def _signal(self, number: int) -> None:
         process, self._process = self._process, None
+        self.blocked = False  # a node started again reads its watermark from its configuration
         if process is None:
             return
         with contextlib.suppress(ProcessLookupError):

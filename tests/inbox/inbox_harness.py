@@ -240,26 +240,31 @@ class PostgresHarness(Harness):
         super().__init__(table=f"{schema}.inbox", effects=f"{schema}.effects", asynchronous=asynchronous)
         self.url = url
         self.schema = schema
+        self._admin: psycopg.Connection[Any] | None = None
         self.admin(f"CREATE SCHEMA {schema}")
         self.admin(f"CREATE TABLE {self.effects_table} (source text, message_id text)")
         self.target = url
 
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run SQL on a connection of its own, autocommit."""
-        with psycopg.connect(self.url, autocommit=True) as connection:
-            cursor = connection.execute(sql.encode(), params)
-            return cursor.fetchall() if cursor.description else []
+        """Run SQL on a connection of its own, autocommit (one for the harness's life, opened at its first use: the
+        checks read the database many times a test)."""
+        if self._admin is None or self._admin.closed:
+            self._admin = psycopg.connect(self.url, autocommit=True)
+        cursor = self._admin.execute(sql.encode(), params)
+        return cursor.fetchall() if cursor.description else []
 
     def drop_key(self) -> None:
         """Drop the unique index."""
         self.admin(f"DROP INDEX {self.schema}.inbox_key")
 
     def close(self) -> None:
-        """Close, then drop the schema."""
+        """Close, then drop the schema and close the harness's own connection."""
         try:
             super().close()
         finally:
             self.admin(f"DROP SCHEMA {self.schema} CASCADE")
+            if self._admin is not None:
+                self._admin.close()
 
 
 class MySQLHarness(Harness):
@@ -271,6 +276,7 @@ class MySQLHarness(Harness):
         super().__init__(table=table, effects=f"{table}_fx", asynchronous=asynchronous)
         self.url = url
         self.returning = returning  # False: batches take MySQL's path without RETURNING (the store's option)
+        self._admin: pymysql.connections.Connection[Any] | None = None
         self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
         self.target = url
 
@@ -281,26 +287,35 @@ class MySQLHarness(Harness):
         return inbox
 
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Run SQL on a connection of its own, autocommit."""
-        options = {k: v for k, v in connect_options(self.url).items() if k != "client_flag"}
-        connection = pymysql.connect(**options | {"autocommit": True})
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(sql, tuple(params) or None)
-                return list(cursor.fetchall())
-        finally:
-            connection.close()
+        """Run SQL on a connection of its own, autocommit (one for the harness's life, opened at its first use: the
+        checks read the database many times a test; pinged first, and opened again when a restart of the server or
+        a KILL cut it)."""
+        if self._admin is not None:
+            try:
+                self._admin.ping()
+            except pymysql.Error:
+                self._admin = None
+        if self._admin is None:
+            options = {k: v for k, v in connect_options(self.url).items() if k != "client_flag"}
+            self._admin = pymysql.connect(**options | {"autocommit": True})
+        with self._admin.cursor() as cursor:
+            cursor.execute(sql, tuple(params) or None)
+            return list(cursor.fetchall())
 
     def drop_key(self) -> None:
         """Drop the unique index."""
         self.admin(f"DROP INDEX {self.table}_key ON {self.table}")
 
     def close(self) -> None:
-        """Close, then drop the tables."""
+        """Close, then drop the tables: the journal and the ones `create_schema` made beside it (version, outbox,
+        payloads), and the effects."""
         try:
             super().close()
         finally:
-            self.admin(f"DROP TABLE IF EXISTS {self.table}, {self.table}_version, {self.effects_table}")
+            made = ", ".join(f"{self.table}{suffix}" for suffix in ("", "_version", "_outbox", "_payloads"))
+            self.admin(f"DROP TABLE IF EXISTS {made}, {self.effects_table}")
+            if self._admin is not None:
+                self._admin.close()
 
 
 class SQLiteFileHarness(Harness):
