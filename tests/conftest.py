@@ -95,6 +95,7 @@ HEAVY = (
     "tests/hub/test_acknowledgments_kill.py",
     "tests/hub/test_log_format.py",
     "tests/outbox/test_outbox.py",
+    "tests/outbox/test_outbox_relays.py",
     "tests/console/test_console_inputs.py",
     "tests/security/test_partner_text.py",
 )
