@@ -53,6 +53,7 @@ HEAVY = (
     "tests/hub/test_chaos.py",
     "tests/outbox/test_relay_rabbitmq_outage.py",
     "tests/brokers/test_proof.py",
+    "tests/cli/test_cli_demo.py",
     "tests/cli/test_cli.py",
     "tests/hub/test_outage.py",
     "tests/hub/test_purge_run.py",
