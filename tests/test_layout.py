@@ -115,7 +115,6 @@ LONG_FUNCTIONS: set[str] = {
     "bench/inbox_mariadb.py per_message",
     "bench/journal_scale.py run",
     "bench/mariadb_steps.py main",
-    "tests/hub/test_traces.py test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the_next_consumer",
 }
 """The functions still over the limit; a function over it names itself in the failure."""
 

@@ -243,6 +243,43 @@ with _trace.span(_trace.SETTLE) as recorded:
     subprocess.run([sys.executable, "-c", code], check=True, env=environment, timeout=60)
 
 
+async def _publish_in_span(broker: Any, tracer: trace.Tracer, name: str, queue: str) -> trace.Span:
+    """Publish the invoice `t-1` to `queue` inside a new span `name`, its context in the message's headers; that
+    span (ended)."""
+    with tracer.start_as_current_span(name) as span:
+        headers: dict[str, str] = {}
+        propagate.inject(headers)
+        await broker.publish(b"inv", queue=queue, message_id="t-1", headers=headers)
+    return span
+
+
+async def _delete_queues(amqp: str, *names: str) -> None:
+    """Delete the RabbitMQ queues `names` (those a test declared to outlive its connections)."""
+    import aio_pika
+
+    connection = await aio_pika.connect(amqp)
+    channel = await connection.channel()
+    for name in names:
+        await channel.queue_delete(name)
+    await connection.close()
+
+
+def _first_settles(finished: list[ReadableSpan]) -> dict[str, ReadableSpan]:
+    """Each consumer's first settle span among `finished`, by consumer name."""
+    by_consumer: dict[str, ReadableSpan] = {}
+    for settle in settles(finished):
+        by_consumer.setdefault(str((settle.attributes or {}).get("edinbox.consumer")), settle)
+    return by_consumer
+
+
+async def _shown_trace(db: Path, consumer: str) -> str:
+    """The traceparent `show --json` prints for the one row of the SQLite journal `db` of `consumer`."""
+    args = ("--db", f"sqlite:///{db}", "--consumer", consumer)
+    (row,) = json.loads((await asyncio.to_thread(_cli, "list", *args, "--json")).output)  # the CLI runs its own loop
+    shown = (await asyncio.to_thread(_cli, "show", *args, row["key"], "--json")).output
+    return str(json.loads(shown)["trace"])
+
+
 async def test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the_next_consumer(
     spans: InMemorySpanExporter, tmp_path: Path, unique_name: str
 ) -> None:
@@ -294,34 +331,20 @@ async def test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the
         async with broker, later:
             await broker.start()
             await later.start()
-            with tracer.start_as_current_span("publish invoice") as producer:
-                headers: dict[str, str] = {}
-                propagate.inject(headers)
-                await broker.publish(b"inv", queue=unique_name, message_id="t-1", headers=headers)
+            producer = await _publish_in_span(broker, tracer, "publish invoice", unique_name)
             await asyncio.wait_for(done["a"].wait(), timeout=10)
             assert (await first.relay(send, destinations=[f"{amqp}?queue={replies}"])).sent == 1
             await asyncio.wait_for(done["b"].wait(), timeout=10)
             done["a"].clear()
-            with tracer.start_as_current_span("publish invoice again"):
-                headers = {}
-                propagate.inject(headers)
-                await broker.publish(b"inv", queue=unique_name, message_id="t-1", headers=headers)
+            await _publish_in_span(broker, tracer, "publish invoice again", unique_name)
             await asyncio.wait_for(done["a"].wait(), timeout=10)
     finally:
         await first.aclose()
         await second.aclose()
-        import aio_pika
-
-        connection = await aio_pika.connect(amqp)
-        channel = await connection.channel()
-        for name in (replies, f"{replies}.dead"):
-            await channel.queue_delete(name)
-        await connection.close()
+        await _delete_queues(amqp, replies, f"{replies}.dead")
     finished = list(spans.get_finished_spans())
     trace_id = producer.get_span_context().trace_id
-    by_consumer: dict[str, ReadableSpan] = {}  # each consumer's first settle span
-    for settle in settles(finished):
-        by_consumer.setdefault(str((settle.attributes or {}).get("edinbox.consumer")), settle)
+    by_consumer = _first_settles(finished)
     assert by_consumer["a"].context.trace_id == trace_id
     assert by_consumer["b"].context.trace_id == trace_id
     (handler,) = [s for s in finished if s.name == "edinbox handler" and s.parent == by_consumer["a"].context]
@@ -333,8 +356,5 @@ async def test_a_trace_crosses_the_broker_from_producer_through_the_relay_to_the
     assert again.context.trace_id != trace_id  # the second delivery has a trace of its own, linked to the first
     (link,) = again.links
     assert (link.context.trace_id, link.context.span_id) == (trace_id, original.context.span_id)
-    db = ("--db", f"sqlite:///{tmp_path / 'a.db'}", "--consumer", "a")
-    (row,) = json.loads((await asyncio.to_thread(_cli, "list", *db, "--json")).output)  # the CLI runs its own loop
-    shown = (await asyncio.to_thread(_cli, "show", *db, row["key"], "--json")).output
-    version, trace_hex, span_hex, _flags = json.loads(shown)["trace"].split("-")  # W3C traceparent
+    version, trace_hex, span_hex, _flags = (await _shown_trace(tmp_path / "a.db", "a")).split("-")  # W3C traceparent
     assert (version, trace_hex, span_hex) == ("00", f"{trace_id:032x}", f"{original.context.span_id:016x}")
