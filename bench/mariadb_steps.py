@@ -79,6 +79,28 @@ def marked(events: list[int]) -> Iterator[None]:
         connection._read_ok_packet = ok
 
 
+def _create_tables(admin: Any, table: str, journals: dict[str, str]) -> None:
+    """Take the v6 journal back to its defaults, and create the business table and the naive inbox's table."""
+    with admin.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {journals['v6']} {V6_DEFAULTS}")
+        cursor.execute(f"CREATE TABLE {table}_business (message_id VARCHAR(100) NOT NULL, body BLOB)")
+        cursor.execute(
+            f"CREATE TABLE {table}_naive (consumer VARBINARY(512) NOT NULL, source VARBINARY(512) NOT NULL, "
+            "message_id VARBINARY(512) NOT NULL, received_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
+            "UNIQUE KEY (consumer, source, message_id))"
+        )
+
+
+def _report(steps: dict[str, list[list[int]]], cpu: dict[str, float], total: int) -> None:
+    """Print each variant's median time per step, the mean of the whole and the client CPU per message."""
+    print(f"  median us per step ({total} messages each), mean of the whole, client CPU us per message")
+    print(f"  {'variant':<18} " + " ".join(f"{s:>8}" for s in STEPS) + f" {'whole':>7} {'CPU':>5}")
+    for name, times in steps.items():
+        medians = " ".join(f"{statistics.median(t) / 1000:8.1f}" for t in times)
+        whole = sum(map(sum, times)) / len(times[0]) / 1000
+        print(f"  {name:<18} {medians} {whole:7.1f} {cpu[name] / total * 1e6:5.0f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the variants and print each one's steps."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,14 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     for inbox in inboxes.values():
         inbox.create_schema()
     business = f"INSERT INTO {table}_business (message_id, body) VALUES (%s, %s)"
-    with admin.cursor() as cursor:
-        cursor.execute(f"ALTER TABLE {journals['v6']} {V6_DEFAULTS}")
-        cursor.execute(f"CREATE TABLE {table}_business (message_id VARCHAR(100) NOT NULL, body BLOB)")
-        cursor.execute(
-            f"CREATE TABLE {table}_naive (consumer VARBINARY(512) NOT NULL, source VARBINARY(512) NOT NULL, "
-            "message_id VARBINARY(512) NOT NULL, received_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
-            "UNIQUE KEY (consumer, source, message_id))"
-        )
+    _create_tables(admin, table, journals)
 
     def by_hand(insert: str, values: Callable[[Message], Any]) -> Callable[[Message], None]:
         connection = connect(args.url, statements)
@@ -154,13 +169,7 @@ def main(argv: list[str] | None = None) -> None:
                         if len(events) == len(STEPS) + 1:  # the three queries, nothing else
                             for step, (a, b) in enumerate(pairwise(events)):
                                 steps[name][step].append(b - a)
-        total = args.turns * args.chunk
-        print(f"  median us per step ({total} messages each), mean of the whole, client CPU us per message")
-        print(f"  {'variant':<18} " + " ".join(f"{s:>8}" for s in STEPS) + f" {'whole':>7} {'CPU':>5}")
-        for name, times in steps.items():
-            medians = " ".join(f"{statistics.median(t) / 1000:8.1f}" for t in times)
-            whole = sum(map(sum, times)) / len(times[0]) / 1000
-            print(f"  {name:<18} {medians} {whole:7.1f} {cpu[name] / total * 1e6:5.0f}")
+        _report(steps, cpu, args.turns * args.chunk)
     finally:
         for inbox in inboxes.values():
             inbox.close()
