@@ -54,6 +54,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import pymysql
@@ -208,6 +209,59 @@ def connect(url: str, statements: Statements, *, quick: bool = False) -> Any:
     return connection
 
 
+def _naive_variant(
+    url: str,
+    statements: Statements,
+    business: str,
+    handler: Callable[[Tx, Message], None],
+    *,
+    journal: str,
+    edinbox_row: bool,
+    mark: bool,
+    block: bool = False,
+    first_block: bool = False,
+    handler_cursor: bool = False,
+    quick: bool = False,
+) -> Variant:
+    """The naive inbox on a connection of its own: its row in `journal` (edinbox's row when `edinbox_row`), then the
+    business write (through `handler` on a cursor of its own when `handler_cursor`), with edinbox's savepoint when
+    `mark` (in compound statements when `block`, `first_block`), on PyMySQL's quick replies when `quick`."""
+    connection = connect(url, statements, quick=quick)
+    if edinbox_row:
+        insert = Statements(parse_table(journal, qualified=True))["insert_processed"][0]
+    else:
+        insert = f"INSERT IGNORE INTO {journal} (consumer, source, message_id) VALUES (%s, %s, %s)"
+    first = f"{insert};\nSAVEPOINT edinbox_tx" if mark else insert
+    last = "RELEASE SAVEPOINT edinbox_tx;\nCOMMIT" if mark else "COMMIT"
+    if block:
+        last = "BEGIN NOT ATOMIC RELEASE SAVEPOINT edinbox_tx; COMMIT; END"
+    if first_block:
+        first = f"BEGIN NOT ATOMIC SAVEPOINT edinbox_tx; {insert}; END"
+
+    tx = Tx(connection, "mysql")
+
+    def run(messages: list[Message]) -> None:
+        with connection.cursor() as cursor:
+            for m in messages:
+                values: Any = key_params(CONSUMER, m) if edinbox_row else (CONSUMER, m.source, m.message_id)
+                cursor.execute(first, values)
+                inserted = cursor.rowcount == 1
+                if mark and not first_block:
+                    cursor.nextset()
+                if inserted and handler_cursor:
+                    handler(tx, m)  # the business write as Inbox.process's handler does it, on a cursor of its own
+                elif inserted:
+                    cursor.execute(business, (m.message_id, m.payload))
+                if mark:
+                    cursor.execute(last)
+                    if not block:
+                        cursor.nextset()
+                else:
+                    connection.commit()
+
+    return run
+
+
 def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | None) -> None:
     """Naive vs Inbox.process on MariaDB, and the naive inbox with each of the differences, one at a time."""
     statements = Statements(parse_table(table, qualified=True))
@@ -230,50 +284,7 @@ def per_message(url: str, table: str, *, turns: int, chunk: int, server: int | N
         with tx.connection.cursor() as cursor:
             cursor.execute(business, (m.message_id, m.payload))
 
-    def naive_variant(
-        *,
-        journal: str,
-        edinbox_row: bool,
-        mark: bool,
-        block: bool = False,
-        first_block: bool = False,
-        handler_cursor: bool = False,
-        quick: bool = False,
-    ) -> Variant:
-        connection = connect(url, statements, quick=quick)
-        if edinbox_row:
-            insert = Statements(parse_table(journal, qualified=True))["insert_processed"][0]
-        else:
-            insert = f"INSERT IGNORE INTO {journal} (consumer, source, message_id) VALUES (%s, %s, %s)"
-        first = f"{insert};\nSAVEPOINT edinbox_tx" if mark else insert
-        last = "RELEASE SAVEPOINT edinbox_tx;\nCOMMIT" if mark else "COMMIT"
-        if block:
-            last = "BEGIN NOT ATOMIC RELEASE SAVEPOINT edinbox_tx; COMMIT; END"
-        if first_block:
-            first = f"BEGIN NOT ATOMIC SAVEPOINT edinbox_tx; {insert}; END"
-
-        tx = Tx(connection, "mysql")
-
-        def run(messages: list[Message]) -> None:
-            with connection.cursor() as cursor:
-                for m in messages:
-                    values: Any = key_params(CONSUMER, m) if edinbox_row else (CONSUMER, m.source, m.message_id)
-                    cursor.execute(first, values)
-                    inserted = cursor.rowcount == 1
-                    if mark and not first_block:
-                        cursor.nextset()
-                    if inserted and handler_cursor:
-                        handler(tx, m)  # the business write as Inbox.process's handler does it, on a cursor of its own
-                    elif inserted:
-                        cursor.execute(business, (m.message_id, m.payload))
-                    if mark:
-                        cursor.execute(last)
-                        if not block:
-                            cursor.nextset()
-                    else:
-                        connection.commit()
-
-        return run
+    naive_variant = partial(_naive_variant, url, statements, business, handler)
 
     def process(messages: list[Message]) -> None:
         for m in messages:
