@@ -106,15 +106,11 @@ def _long_functions(paths: list[Path]) -> dict[str, int]:
     return over
 
 
-LONG_MODULES: set[str] = {
-    "bench/journal_scale.py",
-}
-"""The modules still over the limit; a module over it names itself in the failure."""
+LONG_MODULES: set[str] = set()
+"""The modules still over the limit: none; kept so that a module over it names itself in the failure."""
 
-LONG_FUNCTIONS: set[str] = {
-    "bench/journal_scale.py run",
-}
-"""The functions still over the limit; a function over it names itself in the failure."""
+LONG_FUNCTIONS: set[str] = set()
+"""The functions still over the limit: none; kept so that a function over it names itself in the failure."""
 
 
 def _relative(found: dict[str, int]) -> set[str]:
