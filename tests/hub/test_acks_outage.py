@@ -128,4 +128,4 @@ def test_acks_noted_when_the_broker_goes_away_are_not_lost_nor_doubled(
     assert [m for m in warnings if m.startswith("acks-not-sent ") or "its channel closed" in m], warnings
     if outage != "connection-closed":  # a closed connection may be opened again before the next receive sees it
         assert [m for m in warnings if "dependency-down" in m and "dependency=source" in m], warnings
-    assert [m for m in warnings if "dependency-back" in m], warnings
+        assert [m for m in warnings if "dependency-back" in m], warnings
