@@ -14,6 +14,7 @@ import aiosqlite
 import asyncmy
 import psycopg
 import pymysql
+from mysql_tables import MySQLTables, Shape, drop
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
 from edinbox.stores._mysql_sql import connect_options
@@ -272,12 +273,25 @@ class MySQLHarness(Harness):
 
     dialect = "mysql"
 
-    def __init__(self, url: str, *, table: str, asynchronous: bool, returning: bool | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str,
+        asynchronous: bool,
+        returning: bool | None = None,
+        pool: MySQLTables | None = None,
+        made: Shape | None = None,
+    ) -> None:
+        """With `pool`, `table` names a set of tables the pool gave (empty and as the store made them, of shape
+        `made`; a fresh name when `made` is None) and `close` gives it back, emptied, unless the test changed it."""
         super().__init__(table=table, effects=f"{table}_fx", asynchronous=asynchronous)
         self.url = url
         self.returning = returning  # False: batches take MySQL's path without RETURNING (the store's option)
+        self.pool, self.made = pool, made
         self._admin: pymysql.connections.Connection[Any] | None = None
-        self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
+        if made is None:
+            self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
         self.target = url
 
     def make(self, target: Any, **options: Any) -> Any:
@@ -307,13 +321,13 @@ class MySQLHarness(Harness):
         self.admin(f"DROP INDEX {self.table}_key ON {self.table}")
 
     def close(self) -> None:
-        """Close, then drop the tables: the journal and the ones `create_schema` made beside it (version, outbox,
-        payloads), and the effects."""
+        """Close, then give the tables back to the pool (emptied) or drop them: the journal, the ones
+        `create_schema` made beside it (version, outbox, payloads), the effects and any a test added."""
         try:
             super().close()
         finally:
-            made = ", ".join(f"{self.table}{suffix}" for suffix in ("", "_version", "_outbox", "_payloads"))
-            self.admin(f"DROP TABLE IF EXISTS {made}, {self.effects_table}")
+            if self.pool is None or not self.pool.give_back(self.admin, self.table, self.made):
+                drop(self.admin, self.table)
             if self._admin is not None:
                 self._admin.close()
 
