@@ -14,7 +14,7 @@ import aiosqlite
 import asyncmy
 import psycopg
 import pymysql
-from mysql_tables import MySQLTables, Shape, drop
+from journal_pool import JournalPool, Shape, mysql_drop, postgres_drop
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
 from edinbox.stores._mysql_sql import connect_options
@@ -237,13 +237,25 @@ class PostgresHarness(Harness):
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, *, schema: str, asynchronous: bool) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str,
+        asynchronous: bool,
+        pool: JournalPool | None = None,
+        made: Shape | None = None,
+    ) -> None:
+        """With `pool`, `schema` names a journal the pool gave (empty and as the store made it, of shape `made`; a
+        fresh name when `made` is None) and `close` gives it back, emptied, unless the test changed it."""
         super().__init__(table=f"{schema}.inbox", effects=f"{schema}.effects", asynchronous=asynchronous)
         self.url = url
         self.schema = schema
+        self.pool, self.made = pool, made
         self._admin: psycopg.Connection[Any] | None = None
-        self.admin(f"CREATE SCHEMA {schema}")
-        self.admin(f"CREATE TABLE {self.effects_table} (source text, message_id text)")
+        if made is None:
+            self.admin(f"CREATE SCHEMA {schema}")
+            self.admin(f"CREATE TABLE {self.effects_table} (source text, message_id text)")
         self.target = url
 
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -259,11 +271,13 @@ class PostgresHarness(Harness):
         self.admin(f"DROP INDEX {self.schema}.inbox_key")
 
     def close(self) -> None:
-        """Close, then drop the schema and close the harness's own connection."""
+        """Close, then give the schema back to the pool (emptied) or drop it, and close the harness's own
+        connection."""
         try:
             super().close()
         finally:
-            self.admin(f"DROP SCHEMA {self.schema} CASCADE")
+            if self.pool is None or not self.pool.give_back(self.admin, self.schema, self.made):
+                postgres_drop(self.admin, self.schema)
             if self._admin is not None:
                 self._admin.close()
 
@@ -280,7 +294,7 @@ class MySQLHarness(Harness):
         table: str,
         asynchronous: bool,
         returning: bool | None = None,
-        pool: MySQLTables | None = None,
+        pool: JournalPool | None = None,
         made: Shape | None = None,
     ) -> None:
         """With `pool`, `table` names a set of tables the pool gave (empty and as the store made them, of shape
@@ -327,7 +341,7 @@ class MySQLHarness(Harness):
             super().close()
         finally:
             if self.pool is None or not self.pool.give_back(self.admin, self.table, self.made):
-                drop(self.admin, self.table)
+                mysql_drop(self.admin, self.table)
             if self._admin is not None:
                 self._admin.close()
 
