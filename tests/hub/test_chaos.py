@@ -117,10 +117,11 @@ def chaos_with_restart(
         *("--source", source, "--db", db, "--table", table),
         *("--messages", str(MESSAGES), "--duplicates", str(DUPLICATES), "--hubs", "2", "--kill-every", "1.5"),
         *("--restart-db-command", restart, "--timeout", "120"),
-        # quiet for 10 s before the hubs are stopped: longer than the spool's recovery of a dead hub's files (5 s)
+        # quiet for 7 s before the hubs are stopped: longer than the spool's recovery of a dead hub's files (5 s)
         # and the brokers' redelivery times (2 s at most here: RabbitMQ at once, NATS ack_wait, Redis dead_after),
-        # and than a replacement hub takes to start on a loaded machine, so the last copies are settled too
-        *("--drain-idle", "10"),
+        # so the last copies are settled too; the quiet counts only while every hub runs and has said its source is
+        # open, however long a replacement takes to start on a loaded machine
+        *("--drain-idle", "7"),
         *("--dir", str(tmp_path / "work")),
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -296,7 +297,7 @@ def test_poison_and_huge_deliveries_are_parked_once_through_a_postgresql_restart
         *("--source", f"dir://{tmp_path / 'spool'}", "--db", postgres.url, "--table", f"{unique_name}.inbox"),
         *("--messages", str(MESSAGES), "--duplicates", str(DUPLICATES), "--hubs", "2", "--kill-every", "1.5"),
         *("--batch-size", "50", "--poison", "5", "--huge", "2", "--restart-db-command", postgres.restart_command()),
-        *("--timeout", "60", "--drain-idle", "10", "--dir", str(tmp_path / "work")),
+        *("--timeout", "60", "--drain-idle", "7", "--dir", str(tmp_path / "work")),
         timeout=90,
     )
     assert done.returncode == 0, done.stdout + done.stderr

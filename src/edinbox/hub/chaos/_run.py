@@ -6,8 +6,9 @@ SIGKILLs a random hub every `kill_every` seconds (never twice without a settleme
 still makes progress) and starts another (some hubs are also armed with the fault point
 that kills them between a commit and its ack), and runs `restart_db_command` once, when a third of the invoices
 exist. When every invoice exists, every interchange is settled in the journal, at least one hub was killed and the
-restart is done, it stops killing and waits until the hubs stay quiet for `drain_idle` seconds (the source is
-drained: nothing comes back), then stops them and counts, from the database:
+restart is done, it stops killing and waits until the hubs stay quiet for `drain_idle` seconds while each of them
+runs and has said its source is open (the source is drained: nothing comes back), then stops them and counts, from
+the database:
 
 - `lost`: expected invoices missing from the invoices table;
 - `doubled`: effects committed more than once. The invoices table has a unique key, so its rows can never show a
@@ -29,23 +30,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from edinbox._errors import ConfigurationError, InboxError, TransientError
 from edinbox._urls import database_url, mask
 from edinbox.hub.chaos import _as2 as _chaos_as2
 from edinbox.hub.chaos import _traffic as _bad
+from edinbox.hub.chaos._hubs import Hubs
 from edinbox.hub.chaos._report import ChaosReport, InvoiceKey, Tally, tally
 from edinbox.hub.config import HubConfig
 from edinbox.hub.database import on_inbox
@@ -59,74 +58,9 @@ __all__ = ["CONSUMER", "ChaosReport", "Tally", "run_chaos", "tally"]
 CONSUMER = "accounting"
 """The consumer name of the chaos run's hubs in the journal and on the source."""
 _TICK = 0.3
-_ARMED = 0.5
-"""Share of hub processes armed with the fault point (they kill themselves after a commit, before its ack)."""
 _DRAIN_IDLE = 6.0
 """The least quiet time that counts as drained: the spool recovers a killed hub's files within 5 s; the default is
 the source's ack_wait + 2 s when that is longer."""
-_GRACE = 30.0
-"""Seconds a stopped hub has to finish its batch before it is killed."""
-
-
-class _Hubs:
-    """The `edinbox run` processes of one chaos run: started, killed, replaced, and always stopped."""
-
-    def __init__(self, config: HubConfig, *, log: IO[bytes], rng: random.Random, file: Path | None) -> None:
-        self.log, self.rng = log, rng
-        self.file = ["--config", str(file)] if file else []
-        """A settings file for what the environment cannot carry (the AS2 partners)."""
-        base = {k: v for k, v in os.environ.items() if not k.startswith("EDINBOX_")}
-        # settings travel in the environment, so no password shows in a process listing
-        settings = {"db": config.db, "source": config.source, "table": config.table, "consumer": config.consumer}
-        self.env = {**base, **{f"EDINBOX_{k.upper()}": v for k, v in settings.items()}}
-        self.env["EDINBOX_BATCH_SIZE"] = str(config.batch_size)
-        self.running: list[subprocess.Popen[bytes]] = []
-        self.killed: set[int] = set()
-
-    def start(self, *, armed: bool) -> None:
-        """Start one hub; an armed one kills itself after one of its first ten commits, before the ack."""
-        env = dict(self.env)
-        if armed and self.rng.random() < _ARMED:
-            env["EDINBOX_FAULT"] = f"after_commit:{self.rng.randint(1, 10)}"
-        command = [sys.executable, "-m", "edinbox.cli", "run", *self.file]
-        self.running.append(subprocess.Popen(command, env=env, stdout=self.log, stderr=self.log))
-
-    def replace(self, *, armed: bool) -> int:
-        """Start a hub for each one that died; return how many died on their own (the fault point)."""
-        crashed = 0
-        for proc in [p for p in self.running if p.poll() is not None]:
-            self.running.remove(proc)
-            if proc.returncode != -signal.SIGKILL:
-                raise InboxError(f"a hub exited with status {proc.returncode}: see {self.log.name}")
-            crashed += proc.pid not in self.killed
-            self.start(armed=armed)
-        return crashed
-
-    def kill_one(self) -> None:
-        """SIGKILL a random running hub."""
-        alive = [p for p in self.running if p.poll() is None]
-        if alive:
-            victim = self.rng.choice(alive)
-            self.killed.add(victim.pid)
-            victim.kill()
-
-    def stop(self) -> None:
-        """SIGTERM every hub, give it `_GRACE` seconds to finish its batch, then SIGKILL what is left."""
-        for proc in self.running:
-            if proc.poll() is None:
-                proc.terminate()
-        deadline = time.monotonic() + _GRACE
-        for proc in self.running:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    def size(self) -> int:
-        """The hubs' log size: it stays the same while they have nothing to settle."""
-        self.log.flush()
-        return os.fstat(self.log.fileno()).st_size
 
 
 @contextlib.contextmanager
@@ -200,7 +134,7 @@ class _Schedule:
 
 def _drive(
     config: HubConfig,
-    procs: _Hubs,
+    procs: Hubs,
     plan: _Schedule,
     report: ChaosReport,
     *,
@@ -251,9 +185,9 @@ def _drive(
         if not plan.settled and complete and plan.chaos_done(report):
             plan.settled = True
             echo(f"settled after {now - started:.1f} s; waiting until the hubs stay idle for {plan.drain_idle} s")
-        if plan.settled:
+        if plan.settled:  # quiet counts while every hub runs (a replacement may take seconds to start) and logs nothing
             size = procs.size()
-            if size != plan.size:
+            if size != plan.size or not procs.ready():
                 plan.size, plan.quiet_since = size, now
             elif now - plan.quiet_since >= plan.drain_idle:
                 return
@@ -334,7 +268,7 @@ def run_chaos(
     )
     plan = _Schedule(kill_every, restart_db_command, drain_idle, deadline=started + timeout)
     with open(workdir / "hubs.log", "ab") as log, _signals_noted() as terminated:
-        procs = _Hubs(config, log=log, rng=rng, file=settings)
+        procs = Hubs(config, log=log, rng=rng, file=settings)
         try:
             bad = _under_chaos(
                 config,
@@ -391,7 +325,7 @@ def _mixed(
 
 def _under_chaos(
     config: HubConfig,
-    procs: _Hubs,
+    procs: Hubs,
     plan: _Schedule,
     report: ChaosReport,
     mixed: _Mixed,
