@@ -1,7 +1,8 @@
 """The message store's values: what a kept payload's row holds, and the search text of a payload (no I/O).
 
 A consumer with `keep_payloads` keeps each processed message's bytes beside the journal (`<journal>_payloads`),
-written in the transaction that settles it: zlib-compressed (once indexed), with the SHA-256 of the whole payload,
+written in the transaction that settles it: packed once indexed (`pack`: zlib-compressed from `COMPRESS_MIN` bytes, a
+shorter one as it is behind a `STORED` mark), with the SHA-256 of the whole payload,
 its size, its content type, and a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD`
 or more, each once, in order of first appearance, capped; a search finds the payloads holding every word it gives).
 Above
@@ -9,7 +10,7 @@ Above
 `truncated` says so.
 
 The search text is not made in the settling transaction on SQLite and PostgreSQL: the row is written with none and
-its bytes as received (not indexed yet), and `index_params` makes the text from them later, compressing them, in a
+its bytes as received (not indexed yet), and `index_params` makes the text from them later, packing them, in a
 transaction of its own (the hub's idle time, and every search first); MariaDB's FULLTEXT indexes at commit, so there
 the row is written indexed (`INDEXED_ON_SETTLE`).
 """
@@ -39,8 +40,10 @@ __all__ = [
     "index_params",
     "keep_columns",
     "keep_params",
+    "pack",
     "search_query",
     "search_text",
+    "unpack",
 ]
 
 PAYLOAD_CAP = 4 * 1024 * 1024
@@ -56,6 +59,13 @@ MAX_QUERY = 200
 """Characters of a search."""
 COMPRESS_LEVEL = 6
 """zlib's level for a kept payload (its default): a 500-byte interchange shrinks by about 40 %, a longer one more."""
+COMPRESS_MIN = 1024
+"""The shortest payload compressed. Below, zlib's set-up (a 32 KiB window and 128 KiB of hash tables, 13-14 us at
+any level or window size) costs more than its output saves: a typical 470-byte interchange is kept as it is, about
+190 bytes more per row (bench/RESULTS.md, "Message store")."""
+STORED = b"\x00"
+"""The first byte of a packed body kept as it is (a zlib stream never starts with 0: its low four bits say deflate,
+8)."""
 INDEXED_ON_SETTLE = frozenset({"mysql"})
 """The dialects whose kept row carries its search text from the settling transaction (MariaDB: FULLTEXT indexes at
 commit); the others write it later (`index_params`)."""
@@ -80,6 +90,18 @@ def search_text(payload: bytes) -> str:
     words = dict.fromkeys(w for w in payload[:MAX_SCAN].translate(_SPACES).split() if len(w) >= MIN_WORD)
     text = b" ".join(words).decode("ascii")
     return text if len(text) <= MAX_TEXT else text[: text.rfind(" ", 0, MAX_TEXT + 1)]
+
+
+def pack(kept: bytes) -> bytes:
+    """The body of an indexed row: `kept` zlib-compressed from `COMPRESS_MIN` bytes, else behind the `STORED` mark."""
+    return zlib.compress(kept, COMPRESS_LEVEL) if len(kept) >= COMPRESS_MIN else STORED + kept
+
+
+def unpack(body: bytes, *, indexed: bool) -> bytes:
+    """The bytes kept, from a row's body: as received before the row is indexed, else as `pack` made them."""
+    if not indexed:
+        return body
+    return body[1:] if body[:1] == STORED else zlib.decompress(body)
 
 
 def search_query(text: str) -> list[str]:
@@ -118,7 +140,7 @@ def keep_params(consumer: str, message: Message, *, cap: int, indexed: bool = Tr
         "size": len(payload),
         "content_type": _content_type(message.headers),
         "truncated": len(kept) < len(payload),
-        "body": zlib.compress(kept, COMPRESS_LEVEL) if indexed else kept,
+        "body": pack(kept) if indexed else kept,
         "text": search_text(kept) if indexed else None,
     }
 
@@ -126,7 +148,7 @@ def keep_params(consumer: str, message: Message, *, cap: int, indexed: bool = Tr
 def index_params(consumer: str, row: tuple[Any, ...]) -> dict[str, Any]:
     """The parameters that index one kept payload (`payloads_index`) from its `payloads_pending` row: its key (and
     the row's id where the database gives one: SQLite's rowid), the search text of its kept bytes and those bytes
-    compressed."""
+    packed (`pack`)."""
     source, message_id, body, *rest = row
     kept = bytes(body)
     return {
@@ -135,7 +157,7 @@ def index_params(consumer: str, row: tuple[Any, ...]) -> dict[str, Any]:
         "message_id": _text(message_id),
         "id": rest[0] if rest else None,
         "text": search_text(kept),
-        "body": zlib.compress(kept, COMPRESS_LEVEL),
+        "body": pack(kept),
     }
 
 
@@ -188,7 +210,7 @@ class Kept:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], timestamp: Any) -> Kept:
-        """A `payloads_get` row, its body decompressed (once indexed; the bytes as received before)."""
+        """A `payloads_get` row, its body unpacked (`unpack`)."""
         consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at, indexed = row
         return cls(
             _text(consumer),
@@ -199,7 +221,7 @@ class Kept:
             int(size),
             str(content_type),
             bool(truncated),
-            zlib.decompress(bytes(body)) if indexed else bytes(body),
+            unpack(bytes(body), indexed=bool(indexed)),
             timestamp(kept_at),
         )
 

@@ -139,20 +139,20 @@ def _body(inbox: Inbox, message_id: str) -> bytes:
 
 def test_a_payload_is_kept_as_received_then_indexed_compressed(store: tuple[str, str]) -> None:
     """On SQLite and PostgreSQL the settling transaction keeps the bytes as received with no words (MariaDB indexes
-    and compresses at once); `index_payloads` indexes and compresses them later; `payload()` gives the same bytes
-    before and after, and a search finds the message without being told to index."""
+    and compresses at once); `index_payloads` indexes and compresses them later (1,100 bytes: over `COMPRESS_MIN`);
+    `payload()` gives the same bytes before and after, and a search finds the message without being told to index."""
     with _inbox(store, keep_payloads=True) as inbox:
-        inbox.process(Message("4711", "orders", EDI * 5), lambda tx, m: None)
+        inbox.process(Message("4711", "orders", EDI * 10), lambda tx, m: None)
         later = inbox.dialect != "mysql"
-        assert _body(inbox, "4711") == (EDI * 5 if later else zlib.compress(EDI * 5, 6))
+        assert _body(inbox, "4711") == (EDI * 10 if later else zlib.compress(EDI * 10, 6))
         kept = inbox.payload("orders", "4711")
         assert kept is not None
-        assert kept.payload == EDI * 5
+        assert kept.payload == EDI * 10
         assert inbox.index_payloads() == (1 if later else 0)
-        assert zlib.decompress(_body(inbox, "4711")) == EDI * 5
+        assert zlib.decompress(_body(inbox, "4711")) == EDI * 10
         kept = inbox.payload("orders", "4711")
         assert kept is not None
-        assert kept.payload == EDI * 5
+        assert kept.payload == EDI * 10
         inbox.process(Message("4712", "orders", b"BGM+220+PO-99001+9'"), lambda tx, m: None)
         assert [f.message_id for f in inbox.search("PO-99001")] == ["4712"]  # indexed by the search first
 
@@ -176,13 +176,21 @@ def test_a_payload_kept_again_after_forget_is_found_by_its_new_words_only(store:
             inbox.transaction(check)
 
 
-def test_kept_body_is_compressed() -> None:
-    """The body column holds the zlib-compressed bytes (what the storage figures in bench/RESULTS.md assume)."""
-    from edinbox._payloads import keep_params
+def test_kept_body_is_compressed_from_a_kilobyte() -> None:
+    """The body column holds the zlib-compressed bytes of a payload of `COMPRESS_MIN` bytes or more (what the storage
+    figures in bench/RESULTS.md assume), a shorter one as it is behind the `STORED` mark; `unpack` gives each back,
+    a short payload that looks like a zlib stream or starts with the mark included."""
+    from edinbox._payloads import COMPRESS_MIN, STORED, keep_params, unpack
 
     row = keep_params("c", Message("1", "s", EDI * 20), cap=1 << 20)
     assert zlib.decompress(row["body"]) == EDI * 20
     assert len(row["body"]) < len(EDI * 20) / 4
+    assert unpack(row["body"], indexed=True) == EDI * 20
+    for short in (EDI, zlib.compress(EDI), STORED + EDI, b"", (EDI * 20)[: COMPRESS_MIN - 1]):
+        body = keep_params("c", Message("1", "s", short), cap=1 << 20)["body"]
+        assert body == STORED + short
+        assert unpack(body, indexed=True) == short
+        assert unpack(short, indexed=False) == short  # a row not indexed yet: the bytes as received
 
 
 def test_the_documented_example_runs() -> None:
