@@ -113,7 +113,7 @@ class Hub:
         self.gauges = Gauges(metrics, inbox, logger=self.logger)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
         self.ledger = partners.Gauges(metrics, inbox, config)
-        self.indexer = Indexer(inbox, logger=self.logger, enabled=config.keep_payloads)
+        self.indexer = Indexer(inbox, outage=self.outage, enabled=config.keep_payloads)
         """Indexes the kept payloads for search between batches (`keep_payloads`)."""
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""
