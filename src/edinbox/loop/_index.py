@@ -1,11 +1,11 @@
-"""The message store's search index, kept current beside the batch loop.
+"""The message store's search index, kept current beside the batch loop (a hub's, a consumer's).
 
 On SQLite and PostgreSQL a kept payload is written in its settling transaction without its words (the costly part:
 the words themselves, the full-text index's insert); `AsyncInbox.index_payloads` indexes them later, in batches of
-their own. The hub does it when its source is idle, and at most every `EVERY` seconds while it is busy (so a busy
+their own. The loop does it when its source is idle, and at most every `EVERY` seconds while it is busy (so a busy
 hour leaves a bounded backlog, not an unbounded one), one batch at a time; `run(once=True)` indexes what is left
 before it returns. A search indexes whatever still waits before it looks (`AsyncInbox.search`): nothing settled is
-missed, whenever the hub got to it. A database outage is the hub's own (`Outage`): one `dependency-down` line,
+missed, whenever the loop got to it. A database outage is the loop's own (`Outage`): one `dependency-down` line,
 whether a batch step or an index batch met it first, and one `dependency-back` when either reaches it again.
 """
 
@@ -16,7 +16,7 @@ import time
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
-from edinbox.loop import Outage
+from edinbox.loop._outage import Outage
 
 __all__ = ["EVERY", "Indexer"]
 
@@ -25,11 +25,11 @@ EVERY = 5.0
 
 
 class Indexer:
-    """Indexes the hub's kept payloads between batches (see the module's docstring)."""
+    """Indexes a loop's kept payloads between its batches (see the module's docstring)."""
 
     def __init__(self, inbox: AsyncInbox, *, outage: Outage, enabled: bool) -> None:
-        """Index `inbox`'s kept payloads when `enabled` (the hub's `keep_payloads`); a failure to reach the database
-        is reported through `outage` (the hub's)."""
+        """Index `inbox`'s kept payloads when `enabled` (its `keep_payloads`); a failure to reach the database is
+        reported through `outage` (the loop's)."""
         self.inbox = inbox
         self.outage = outage
         self.enabled = enabled
@@ -53,7 +53,7 @@ class Indexer:
         return total
 
     async def _batch(self) -> int:
-        """Index one batch; how many. The database down leaves them waiting and starts the hub's outage (its
+        """Index one batch; how many. The database down leaves them waiting and starts the loop's outage (its
         `dependency-down` line, once): the loop's next step waits it out, a search indexes them first. A batch
         that works ends an outage of the database (its `dependency-back` line)."""
         if not self.enabled:
