@@ -33,6 +33,7 @@ __all__ = [
     "MAX_QUERY",
     "MAX_TEXT",
     "PAYLOAD_CAP",
+    "WALK",
     "Hit",
     "Kept",
     "check_cap",
@@ -44,6 +45,7 @@ __all__ = [
     "search_query",
     "search_text",
     "unpack",
+    "words_pattern",
 ]
 
 PAYLOAD_CAP = 4 * 1024 * 1024
@@ -57,6 +59,9 @@ MIN_WORD = 3
 alone (MariaDB's FULLTEXT skips them too, `innodb_ft_min_token_size`)."""
 MAX_QUERY = 200
 """Characters of a search."""
+WALK = 2000
+"""The newest kept payloads a MariaDB search reads first, matching their text row by row (`payloads_search_newest`),
+before it asks FULLTEXT."""
 COMPRESS_LEVEL = 6
 """zlib's level for a kept payload (its default): a 500-byte interchange shrinks by about 40 %, a longer one more."""
 COMPRESS_MIN = 1024
@@ -90,6 +95,15 @@ def search_text(payload: bytes) -> str:
     words = dict.fromkeys(w for w in payload[:MAX_SCAN].translate(_SPACES).split() if len(w) >= MIN_WORD)
     text = b" ".join(words).decode("ascii")
     return text if len(text) <= MAX_TEXT else text[: text.rfind(" ", 0, MAX_TEXT + 1)]
+
+
+def words_pattern(words: list[str]) -> str:
+    """A regular expression (PCRE, case-insensitive) matching a search text that holds every one of `words` (from
+    `search_query`: letters and digits only) as a whole word; anchored when there are several (an unanchored
+    look-ahead would be tried again at every position of the text)."""
+    if len(words) == 1:
+        return rf"(?i)\b{words[0]}\b"
+    return "(?i)^" + "".join(rf"(?=.*\b{word}\b)" for word in words)
 
 
 def pack(kept: bytes) -> bytes:

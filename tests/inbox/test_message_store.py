@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -257,3 +258,31 @@ def test_postgresql_searches_a_word_in_thousands_of_payloads_from_the_newest(uni
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE')
+
+
+def test_mariadb_searches_a_common_word_among_the_newest_first(unique_name: str) -> None:
+    """On MariaDB the newest `WALK` kept payloads are matched row by row first: a word (or words) most of them hold
+    comes back from there, newest first, case-insensitive and as whole words; a word they hold fewer than `limit`
+    times is answered by FULLTEXT, older rows included."""
+    require_service("mariadb")
+    mariadb_admin(f"CREATE DATABASE `{unique_name}`")
+    try:
+        with _inbox((MYSQL_URL, f"{unique_name}.inbox"), keep_payloads=True) as inbox:
+
+            def fill(tx: Any) -> None:
+                cursor = tx.connection.cursor()
+                cursor.execute(
+                    f"INSERT INTO `{unique_name}`.inbox_payloads (consumer, source, message_id, fingerprint, sha256, "
+                    "size, content_type, truncated, body, text, kept_at) SELECT 'orders', 'acme', seq, 'f', 'd', 1, "
+                    "'x', false, 'b', CONCAT('UNB PO', seq, IF(seq % 2 = 0, ' EVEN', ''), IF(seq < 50, ' OLD', '')), "
+                    "UTC_TIMESTAMP(6) - INTERVAL (3000 - seq) SECOND FROM seq_1_to_3000"
+                )
+
+            inbox.transaction(fill)
+            assert [f.message_id for f in inbox.search("UNB", limit=3)] == ["3000", "2999", "2998"]
+            assert [f.message_id for f in inbox.search("even unb", limit=3)] == ["3000", "2998", "2996"]
+            assert [f.message_id for f in inbox.search("PO299", limit=1)] == ["299"]  # not PO2999, newer
+            assert [f.message_id for f in inbox.search("PO17")] == ["17"]  # older than the newest WALK
+            assert [f.message_id for f in inbox.search("old even", limit=3)] == ["48", "46", "44"]
+    finally:
+        drop_database(unique_name)
