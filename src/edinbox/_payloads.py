@@ -2,17 +2,15 @@
 
 A consumer with `keep_payloads` keeps each processed message's bytes beside the journal (`<journal>_payloads`),
 written in the transaction that settles it: packed once indexed (`pack`: zlib-compressed from `COMPRESS_MIN` bytes, a
-shorter one as it is behind a `STORED` mark), with the SHA-256 of the whole payload,
-its size, its content type, and a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD`
-or more, each once, in order of first appearance, capped; a search finds the payloads holding every word it gives).
-Above
-`payload_cap` bytes only the first `payload_cap` bytes are kept, with the digest and size of the whole, and
-`truncated` says so.
+shorter one as it is behind a `STORED` mark), with the SHA-256 of the whole payload, its size, its content type, and
+a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD` or more, each once, in order of
+first appearance, capped; a search finds the payloads holding every word it gives). Above `payload_cap` bytes only
+the first `payload_cap` bytes are kept, with the digest and size of the whole, and `truncated` says so.
 
-The search text is not made in the settling transaction on SQLite and PostgreSQL: the row is written with none and
-its bytes as received (not indexed yet), and `index_params` makes the text from them later, packing them, in a
-transaction of its own (the hub's idle time, and every search first); MariaDB's FULLTEXT indexes at commit, so there
-the row is written indexed (`INDEXED_ON_SETTLE`).
+On PostgreSQL and MariaDB the row is written indexed in the settling transaction (`INDEXED_ON_SETTLE`). On SQLite it
+is written with no search text and its bytes as received (not indexed yet), and `index_params` makes the text from
+them later, packing them, in a transaction of its own (the loop's idle time, and every search first): there an FTS5
+insert per row in the settling transaction costs more than the whole batch indexed later.
 """
 
 from __future__ import annotations
@@ -71,9 +69,11 @@ any level or window size) costs more than its output saves: a typical 470-byte i
 STORED = b"\x00"
 """The first byte of a packed body kept as it is (a zlib stream never starts with 0: its low four bits say deflate,
 8)."""
-INDEXED_ON_SETTLE = frozenset({"mysql"})
+INDEXED_ON_SETTLE = frozenset({"mysql", "postgresql"})
 """The dialects whose kept row carries its search text from the settling transaction (MariaDB: FULLTEXT indexes at
-commit); the others write it later (`index_params`)."""
+commit; PostgreSQL: the words and a GIN entry cost less there than the row written again later, bench/RESULTS.md);
+SQLite writes it later (`index_params`), as PostgreSQL did at journal version 13 (its rows still waiting are indexed
+the same way)."""
 
 _QUERY = re.compile(r"[A-Za-z0-9]+")
 _ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")

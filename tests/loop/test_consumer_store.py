@@ -55,7 +55,8 @@ async def test_the_loop_indexes_the_kept_payloads_when_its_source_is_idle(
     journal: tuple[str, str], tmp_path: Path
 ) -> None:
     """A consumer with `keep_payloads` left running (not `once`): once its source is idle, every payload it kept is
-    indexed by the loop before anything searches, and a search then finds a value inside one."""
+    indexed by the loop before anything searches (on SQLite; PostgreSQL indexes them as they settle), and a search
+    then finds a value inside one."""
     db, table = journal
     source = f"dir://{tmp_path}/spool"
     await publish(source, MESSAGES)
