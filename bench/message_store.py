@@ -226,6 +226,20 @@ def _schema(dialect: str = "postgresql") -> tuple[str, Callable[[], None]]:
     return schema, drop
 
 
+def _paired(rounds: dict[bool, list[Round]]) -> str:
+    """Each round with the store on against the round off of the same turn (run next to it, so under much the same
+    load): the median and range of those ratios, the catch-up counted; less moved by a busy minute than the ratio of
+    two medians."""
+    pairs = zip(rounds[True], rounds[False], strict=True)
+    ratios = sorted(on.rate(with_index=True) / off.rate(with_index=False) for on, off in pairs)
+    if not ratios:
+        return "paired: no rounds"
+    return (
+        f"paired rounds (on, index catch-up counted, against off in the same turn): "
+        f"median x{statistics.median(ratios):.2f}, range x{ratios[0]:.2f}-x{ratios[-1]:.2f} over {len(ratios)} turns"
+    )
+
+
 async def measure_hub(args: argparse.Namespace, name: str, root: Path, files: list[tuple[str, bytes]]) -> None:
     """The hub's rate with the store off and on, rounds alternating; storage after the last round on."""
     rounds: dict[bool, list[Round]] = {False: [], True: []}
@@ -267,6 +281,7 @@ async def measure_hub(args: argparse.Namespace, name: str, root: Path, files: li
                 f"(median), CPU {cpu / off_cpu - 1:+.1%}"
             )
     print("store cost of the hub's throughput (target <= 10 %) " + "; ".join(costs))
+    print(_paired(rounds))
     catch_up = statistics.median(r.index_seconds / r.settled * 1e6 for r in rounds[True])
     catch_up_cpu = statistics.median(r.index_cpu / r.settled * 1e6 for r in rounds[True])
     print(
