@@ -108,6 +108,34 @@ def _report(steps: dict[str, list[list[int]]], cpu: dict[str, float], total: int
         print(f"  {name:<18} {medians} {whole:7.1f} {cpu[name] / total * 1e6:5.0f}")
 
 
+def _run(variants: dict[str, Callable[[Message], object]], turns: int, chunk: int) -> None:
+    """Warm each variant up, then time `turns` turns of `chunk` fresh messages each, the order rotated every turn, and
+    print the steps of the deliveries that sent exactly the three queries."""
+    steps: dict[str, list[list[int]]] = {name: [[] for _ in STEPS] for name in variants}
+    cpu = dict.fromkeys(variants, 0.0)
+    order = list(variants)
+    for name, deliver in variants.items():  # warm-up
+        for m in batches(f"warm-{name[:8]}-{uuid.uuid4().hex[:6]}-", 1, chunk)[0]:
+            deliver(m)
+    events: list[int] = []
+    with marked(events):
+        for turn in range(turns):
+            order = order[1:] + order[:1]
+            for name in order:
+                deliver = variants[name]
+                for m in batches(f"{name[:8]}-{turn}-{uuid.uuid4().hex[:6]}-", 1, chunk)[0]:
+                    events.clear()
+                    started = time.thread_time()
+                    events.append(time.perf_counter_ns())
+                    deliver(m)
+                    events.append(time.perf_counter_ns())
+                    cpu[name] += time.thread_time() - started
+                    if len(events) == len(STEPS) + 1:  # the three queries, nothing else
+                        for step, (a, b) in enumerate(pairwise(events)):
+                            steps[name][step].append(b - a)
+    _report(steps, cpu, turns * chunk)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the variants and print each one's steps."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,30 +184,8 @@ def main(argv: list[str] | None = None) -> None:
         "Inbox.process": lambda m: inboxes["process"].process(m, handler),
     }
     print(f"edinbox MariaDB steps, before: {load()}")
-    steps: dict[str, list[list[int]]] = {name: [[] for _ in STEPS] for name in variants}
-    cpu = dict.fromkeys(variants, 0.0)
-    order = list(variants)
     try:
-        for name, deliver in variants.items():  # warm-up
-            for m in batches(f"warm-{name[:8]}-{uuid.uuid4().hex[:6]}-", 1, args.chunk)[0]:
-                deliver(m)
-        events: list[int] = []
-        with marked(events):
-            for turn in range(args.turns):
-                order = order[1:] + order[:1]
-                for name in order:
-                    deliver = variants[name]
-                    for m in batches(f"{name[:8]}-{turn}-{uuid.uuid4().hex[:6]}-", 1, args.chunk)[0]:
-                        events.clear()
-                        started = time.thread_time()
-                        events.append(time.perf_counter_ns())
-                        deliver(m)
-                        events.append(time.perf_counter_ns())
-                        cpu[name] += time.thread_time() - started
-                        if len(events) == len(STEPS) + 1:  # the three queries, nothing else
-                            for step, (a, b) in enumerate(pairwise(events)):
-                                steps[name][step].append(b - a)
-        _report(steps, cpu, args.turns * args.chunk)
+        _run(variants, args.turns, args.chunk)
     finally:
         for inbox in inboxes.values():
             inbox.close()
