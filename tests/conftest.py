@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from servers import PrivateRabbitMQ
+from servers import PrivateDatabase, PrivateMariaDB, PrivatePostgres, PrivateRabbitMQ
 from services import POSTGRES_URL, require_service
 
 
@@ -46,6 +46,25 @@ def private_rabbitmq(_rabbitmq_node: PrivateRabbitMQ) -> PrivateRabbitMQ:
     else:
         _rabbitmq_node.start()
     return _rabbitmq_node
+
+
+@pytest.fixture(scope="module", params=["postgresql", "mariadb"])
+def _database_server(request: pytest.FixtureRequest) -> Iterator[PrivatePostgres | PrivateMariaDB]:
+    """A private PostgreSQL, then a private MariaDB, for one module's fault tests (a server takes seconds to make and
+    start), deleted after the module."""
+    if sys.platform != "linux":
+        pytest.skip("private database servers are started on Linux")
+    with PrivatePostgres() if request.param == "postgresql" else PrivateMariaDB() as server:
+        yield server
+
+
+@pytest.fixture
+def private_database(_database_server: PrivatePostgres | PrivateMariaDB, unique_name: str) -> Iterator[PrivateDatabase]:
+    """A fresh database on the module's private PostgreSQL or MariaDB server, for a fault test that stops and starts
+    the server (never a shared one): started again when an earlier test left it down; dropped after the test."""
+    database = PrivateDatabase(_database_server, unique_name)
+    yield database
+    database.drop()
 
 
 HEAVY = (

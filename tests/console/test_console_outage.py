@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ import pytest
 from console.conftest import free_port, run
 from edinbox.hub import HubConfig
 from hub_ops import init
-from servers import PrivateMariaDB, PrivatePostgres
+from servers import PrivateDatabase, PrivateMariaDB
 
 SECRET = "s3cret-pw"
 """A password that must never be shown (trust authentication ignores it)."""
@@ -28,15 +27,14 @@ PAGES = {"/": 200, "/dashboard": 200, "/parked/dead": 200, "/audit": 200, "/mess
 """One page of each kind and what it answers with the database up (the message page's key does not exist)."""
 
 
-@pytest.fixture(params=["postgresql", "mariadb"])
-def private_db(request: pytest.FixtureRequest) -> Iterator[PrivatePostgres | PrivateMariaDB]:
-    """A private PostgreSQL or MariaDB, stopped and started by the test alone."""
-    with PrivatePostgres() if request.param == "postgresql" else PrivateMariaDB() as server:
-        yield server
+@pytest.fixture
+def private_db(private_database: PrivateDatabase) -> PrivateDatabase:
+    """A fresh database on the module's private PostgreSQL or MariaDB, whose server the test stops and starts."""
+    return private_database
 
 
-def _config(db: PrivatePostgres | PrivateMariaDB, tmp_path: Path) -> HubConfig:
-    if isinstance(db, PrivateMariaDB):  # MariaDB checks passwords: a user that has this one
+def _config(db: PrivateDatabase, tmp_path: Path) -> HubConfig:
+    if isinstance(db.server, PrivateMariaDB):  # MariaDB checks passwords: a user that has this one
         import pymysql
 
         connection = pymysql.connect(host="127.0.0.1", port=db.port, user="root", autocommit=True)
@@ -68,9 +66,7 @@ def _wait_for(url: str, status: int, *, timeout: float = 40) -> httpx.Response:
     raise AssertionError(f"{url} never answered {status} (last: {last.status_code if last else 'no answer'})")
 
 
-def test_pages_answer_503_while_the_database_is_down_and_recover(
-    private_db: PrivatePostgres | PrivateMariaDB, tmp_path: Path
-) -> None:
+def test_pages_answer_503_while_the_database_is_down_and_recover(private_db: PrivateDatabase, tmp_path: Path) -> None:
     """With the database stopped, every page is a 503 saying the database is unreachable (no password, user, host or
     port; a Retry-After); once it is back, the same pages answer 200 without restarting the console."""
     import uvicorn
@@ -105,9 +101,7 @@ def test_pages_answer_503_while_the_database_is_down_and_recover(
         thread.join(timeout=10)
 
 
-def test_console_started_during_an_outage_waits_then_serves(
-    private_db: PrivatePostgres | PrivateMariaDB, tmp_path: Path
-) -> None:
+def test_console_started_during_an_outage_waits_then_serves(private_db: PrivateDatabase, tmp_path: Path) -> None:
     """`edinbox console` started with its database down logs the outage once and keeps waiting (no exit); when
     the database is back it logs the end of the outage and serves pages."""
     config = _config(private_db, tmp_path)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from edinbox.loop._outage import WAIT_JITTER, WAIT_MAX
 from edinbox.sources.spool import publish
 from hub.scrape import scrape
 from hub_ops import init
-from servers import PrivateMariaDB, PrivatePostgres, PrivateRabbitMQ, free_port
+from servers import PrivateDatabase, PrivatePostgres, PrivateRabbitMQ, free_port
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="private database servers are started on Linux")
 
@@ -143,15 +143,14 @@ def down_for(line: str) -> float:
     return float(match[1])
 
 
-@pytest.fixture(params=["postgresql", "mariadb"])
-def database(request: pytest.FixtureRequest) -> Iterator[PrivatePostgres | PrivateMariaDB]:
-    """A private PostgreSQL or MariaDB server, initialised for the hub, stopped and deleted afterwards."""
-    with PrivatePostgres() if request.param == "postgresql" else PrivateMariaDB() as server:
-        asyncio.run(init(HubConfig(db=server.url)))
-        yield server
+@pytest.fixture
+def database(private_database: PrivateDatabase) -> PrivateDatabase:
+    """A fresh database on the module's private PostgreSQL or MariaDB server, initialised for the hub."""
+    asyncio.run(init(HubConfig(db=private_database.url)))
+    return private_database
 
 
-def test_the_hub_waits_out_a_database_restart(database: PrivatePostgres | PrivateMariaDB, spool: Path) -> None:
+def test_the_hub_waits_out_a_database_restart(database: PrivateDatabase, spool: Path) -> None:
     """The database stopped mid-run and restarted: the hub stays up, logs the outage twice, creates each invoice
     once (PostgreSQL and MariaDB)."""
     source = f"dir://{spool}"
@@ -183,9 +182,7 @@ def test_the_hub_waits_out_a_database_restart(database: PrivatePostgres | Privat
     assert not [line for line in hub.lines if "Traceback" in line or " level=error " in line]
 
 
-def test_a_hub_started_while_the_database_is_down_waits_for_it(
-    database: PrivatePostgres | PrivateMariaDB, spool: Path
-) -> None:
+def test_a_hub_started_while_the_database_is_down_waits_for_it(database: PrivateDatabase, spool: Path) -> None:
     """A hub started during an outage does not exit: it waits, then settles everything once the server is up
     (PostgreSQL and MariaDB)."""
     source = f"dir://{spool}"

@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from edinbox.metrics import Metrics
 from edinbox.sources.spool import publish
 from hub.test_outage import HubProcess, first_row, spool_empty, wait_for
 from hub_ops import init
-from servers import PrivateMariaDB, PrivatePostgres
+from servers import PrivateDatabase
 
 OLD = 300
 """Old settled rows the purger must delete."""
@@ -160,13 +160,12 @@ def purges(caplog: pytest.LogCaptureFixture) -> list[dict[str, int]]:
     return found
 
 
-@pytest.fixture(params=["postgresql", "mariadb"])
-def database(request: pytest.FixtureRequest) -> Iterator[PrivatePostgres | PrivateMariaDB]:
-    """A private PostgreSQL or MariaDB server, initialised for the hub (`edinbox init`), stopped and deleted
-    afterwards."""
-    with PrivatePostgres() if request.param == "postgresql" else PrivateMariaDB() as server:
-        asyncio.run(init(HubConfig(db=server.url)))
-        yield server
+@pytest.fixture
+def database(private_database: PrivateDatabase) -> PrivateDatabase:
+    """A fresh database on the module's private PostgreSQL or MariaDB server, initialised for the hub (`edinbox
+    init`)."""
+    asyncio.run(init(HubConfig(db=private_database.url)))
+    return private_database
 
 
 def execute(url: str, statement: str, params: tuple[Any, ...] = ()) -> int:
@@ -201,9 +200,7 @@ def old_rows(url: str, table: str) -> int:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="private database servers are started on Linux")
-def test_a_database_outage_in_the_middle_of_a_purge_leaves_the_hub_up(
-    database: PrivatePostgres | PrivateMariaDB, spool: Path
-) -> None:
+def test_a_database_outage_in_the_middle_of_a_purge_leaves_the_hub_up(database: PrivateDatabase, spool: Path) -> None:
     """The database (PostgreSQL, MariaDB) stopped while the periodic purge is deleting: one `purge-down` line however
     many periods the outage spans, the hub never exits, and once the server is back the purge finishes
     (`purge-back`) and the traffic settles, each invoice once."""
@@ -235,7 +232,7 @@ def test_a_database_outage_in_the_middle_of_a_purge_leaves_the_hub_up(
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="private database servers are started on Linux")
-def test_edinbox_purge_with_the_database_stopped_mid_purge(database: PrivatePostgres | PrivateMariaDB) -> None:
+def test_edinbox_purge_with_the_database_stopped_mid_purge(database: PrivateDatabase) -> None:
     """`edinbox purge` whose database (PostgreSQL, MariaDB) stops while it deletes exits 1 (a one-shot command
     reports a failed dependency as any other error) with one `Error:` line naming the batch's failure and no
     traceback; a second run, once the server is back, deletes the rest."""

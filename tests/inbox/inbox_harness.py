@@ -14,6 +14,7 @@ import aiosqlite
 import asyncmy
 import psycopg
 import pymysql
+from journal_pool import JournalPool, Shape, mysql_drop, postgres_drop
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
 from edinbox.stores._mysql_sql import connect_options
@@ -236,13 +237,25 @@ class PostgresHarness(Harness):
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, *, schema: str, asynchronous: bool) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str,
+        asynchronous: bool,
+        pool: JournalPool | None = None,
+        made: Shape | None = None,
+    ) -> None:
+        """With `pool`, `schema` names a journal the pool gave (empty and as the store made it, of shape `made`; a
+        fresh name when `made` is None) and `close` gives it back, emptied, unless the test changed it."""
         super().__init__(table=f"{schema}.inbox", effects=f"{schema}.effects", asynchronous=asynchronous)
         self.url = url
         self.schema = schema
+        self.pool, self.made = pool, made
         self._admin: psycopg.Connection[Any] | None = None
-        self.admin(f"CREATE SCHEMA {schema}")
-        self.admin(f"CREATE TABLE {self.effects_table} (source text, message_id text)")
+        if made is None:
+            self.admin(f"CREATE SCHEMA {schema}")
+            self.admin(f"CREATE TABLE {self.effects_table} (source text, message_id text)")
         self.target = url
 
     def admin(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -258,11 +271,13 @@ class PostgresHarness(Harness):
         self.admin(f"DROP INDEX {self.schema}.inbox_key")
 
     def close(self) -> None:
-        """Close, then drop the schema and close the harness's own connection."""
+        """Close, then give the schema back to the pool (emptied) or drop it, and close the harness's own
+        connection."""
         try:
             super().close()
         finally:
-            self.admin(f"DROP SCHEMA {self.schema} CASCADE")
+            if self.pool is None or not self.pool.give_back(self.admin, self.schema, self.made):
+                postgres_drop(self.admin, self.schema)
             if self._admin is not None:
                 self._admin.close()
 
@@ -272,12 +287,25 @@ class MySQLHarness(Harness):
 
     dialect = "mysql"
 
-    def __init__(self, url: str, *, table: str, asynchronous: bool, returning: bool | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str,
+        asynchronous: bool,
+        returning: bool | None = None,
+        pool: JournalPool | None = None,
+        made: Shape | None = None,
+    ) -> None:
+        """With `pool`, `table` names a set of tables the pool gave (empty and as the store made them, of shape
+        `made`; a fresh name when `made` is None) and `close` gives it back, emptied, unless the test changed it."""
         super().__init__(table=table, effects=f"{table}_fx", asynchronous=asynchronous)
         self.url = url
         self.returning = returning  # False: batches take MySQL's path without RETURNING (the store's option)
+        self.pool, self.made = pool, made
         self._admin: pymysql.connections.Connection[Any] | None = None
-        self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
+        if made is None:
+            self.admin(f"CREATE TABLE {self.effects_table} (source VARCHAR(600), message_id VARCHAR(600))")
         self.target = url
 
     def make(self, target: Any, **options: Any) -> Any:
@@ -307,13 +335,13 @@ class MySQLHarness(Harness):
         self.admin(f"DROP INDEX {self.table}_key ON {self.table}")
 
     def close(self) -> None:
-        """Close, then drop the tables: the journal and the ones `create_schema` made beside it (version, outbox,
-        payloads), and the effects."""
+        """Close, then give the tables back to the pool (emptied) or drop them: the journal, the ones
+        `create_schema` made beside it (version, outbox, payloads), the effects and any a test added."""
         try:
             super().close()
         finally:
-            made = ", ".join(f"{self.table}{suffix}" for suffix in ("", "_version", "_outbox", "_payloads"))
-            self.admin(f"DROP TABLE IF EXISTS {made}, {self.effects_table}")
+            if self.pool is None or not self.pool.give_back(self.admin, self.table, self.made):
+                mysql_drop(self.admin, self.table)
             if self._admin is not None:
                 self._admin.close()
 

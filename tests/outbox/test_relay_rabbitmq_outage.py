@@ -257,9 +257,12 @@ def test_the_hub_says_once_that_the_broker_blocks_its_acknowledgments(
     try:
         wait_for(lambda: outbox(db_file)[0] >= 10, timeout=120, what="the first acknowledgments to be sent")
         rabbit.block_publishers()
+        opened = rabbit.accepted()
         asyncio.run(publish(source, invoices(10, start=10)))
         wait_for(lambda: bool(hub.events("relay-down")), timeout=60, what="the relay-down line")
-        time.sleep(8)  # several more sends meet the alarm, each on a new connection the broker blocks
+        # several sends meet the alarm, each on a connection the broker blocks: the first on the connection open
+        # before it, then one per new connection; a second one opened means the first new one failed too
+        wait_for(lambda: rabbit.accepted() >= opened + 2, timeout=60, what="sends on two blocked connections")
         assert hub.proc.poll() is None
         assert outbox(db_file)[0] == 10
         rabbit.unblock_publishers()

@@ -15,6 +15,10 @@ with PrivateMariaDB() as db:         # mariadb-install-db + mariadbd (--user=mys
     db.start()                       # the same data directory, the same port
     db.restart_command()             # the same as one shell command line (for `edinbox chaos`)
 
+PrivateDatabase(server, name) is a database of its own on one of those servers, shared by several tests (a module's):
+its `url` names that database, its stop() and start() act on the server, and creating it starts a server an
+earlier test left down.
+
 PrivateServer("nats" | "redis", folder) is a broker killed with SIGKILL and started again on its port and data.
 
 with PrivateRabbitMQ() as rabbit:    # rabbitmq-server as a node of its own (rabbit-test-PORT@localhost), no plugins
@@ -32,9 +36,17 @@ with PrivateSSH() as ssh:            # Debian's /usr/sbin/sshd, its config, host
 As root, sshd runs as `nobody` (an unprivileged server logs in only its own user, whose file permissions hold).
 """
 
-from ._databases import PrivateMariaDB, PrivatePostgres, PrivateServer, free_port
+from ._databases import PrivateDatabase, PrivateMariaDB, PrivatePostgres, PrivateServer, free_port
 from ._rabbitmq import PrivateRabbitMQ
 from ._rabbitmq import _low_free_port as _low_free_port  # its range test imports it
 from ._ssh import PrivateSSH
 
-__all__ = ["PrivateMariaDB", "PrivatePostgres", "PrivateRabbitMQ", "PrivateSSH", "PrivateServer", "free_port"]
+__all__ = [
+    "PrivateDatabase",
+    "PrivateMariaDB",
+    "PrivatePostgres",
+    "PrivateRabbitMQ",
+    "PrivateSSH",
+    "PrivateServer",
+    "free_port",
+]

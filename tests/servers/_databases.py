@@ -224,6 +224,70 @@ class PrivateMariaDB:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+class PrivateDatabase:
+    """A database of its own on a private PostgreSQL or MariaDB server that several tests share (a module's, say):
+    `url` names this database only, while `stop()` and `start()` act on the whole server, as a fault test wants.
+    Creating it starts the server when an earlier test left it down; `drop()` removes the database."""
+
+    def __init__(self, server: PrivatePostgres | PrivateMariaDB, name: str) -> None:
+        """Create the database `name` (a fresh identifier) on `server`, starting the server first if it is down."""
+        self.server = server
+        self.name = name
+        if not server.running():
+            server.start()
+        self._admin(f"CREATE DATABASE {name}")
+
+    @property
+    def url(self) -> str:
+        """The URL of this database, as the server's URL writes it (its superuser, no password)."""
+        base, _, _ = self.server.url.rpartition("/")
+        return f"{base}/{self.name}"
+
+    @property
+    def port(self) -> int:
+        """The server's port."""
+        return self.server.port
+
+    def stop(self) -> None:
+        """Stop the server (every database on it)."""
+        self.server.stop()
+
+    def start(self) -> None:
+        """Start the server again."""
+        self.server.start()
+
+    def running(self) -> bool:
+        """True while the server runs."""
+        return self.server.running()
+
+    def restart_command(self) -> str:
+        """The server's restart command line."""
+        return self.server.restart_command()
+
+    def drop(self) -> None:
+        """Drop the database (when the server runs: a stopped server is deleted whole with its module)."""
+        if self.server.running():
+            self._admin(f"DROP DATABASE IF EXISTS {self.name}")
+
+    def _admin(self, statement: str) -> None:
+        if isinstance(self.server, PrivateMariaDB):
+            import pymysql
+
+            connection = pymysql.connect(host="127.0.0.1", port=self.server.port, user="root", autocommit=True)
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(statement)
+            finally:
+                connection.close()
+            return
+        import psycopg
+
+        with psycopg.connect(self.server.url, autocommit=True) as connection:
+            if statement.startswith("DROP"):  # sessions a test left behind (a killed hub's) must not block it
+                statement += " WITH (FORCE)"
+            connection.execute(statement.encode())
+
+
 def _program(name: str) -> str:
     """The path of a MariaDB server program (mariadbd lives in /usr/sbin, often not on a user's PATH)."""
     found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")

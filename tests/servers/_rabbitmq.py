@@ -124,6 +124,14 @@ class PrivateRabbitMQ:
             time.sleep(0.1)
         return len(pids)
 
+    def accepted(self) -> int:
+        """How many client connections the node has accepted since it was made (its log's `accepting AMQP connection`
+        lines, this class's own probes of the port included): a test waits for a count instead of sleeping."""
+        return sum(
+            log.read_text(errors="replace").count("accepting AMQP connection")
+            for log in (self.root / "log").glob("*.log")
+        )
+
     def lose_queue(self, name: str) -> None:
         """Delete queue `name` while no client is connected, as a node that forgot it in a crash would: the listeners
         suspended, every client connection closed, the queue deleted, the listeners resumed. A consumer of it is never

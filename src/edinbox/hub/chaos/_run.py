@@ -130,12 +130,14 @@ class _Hubs:
 
 
 @contextlib.contextmanager
-def _sigterm_noted() -> Iterator[list[int]]:
-    """Note a SIGTERM (in the yielded list) instead of dying, so the loop ends as on Ctrl-C and stops the hubs; a
-    second one interrupts at once, as a second Ctrl-C does (the hubs had their SIGTERM: they stop by themselves).
+def _signals_noted() -> Iterator[list[int]]:
+    """Note a SIGTERM or a Ctrl-C (SIGINT) in the yielded list instead of dying, so the loop ends and stops the hubs;
+    a second one interrupts at once (the hubs had their SIGTERM: they stop by themselves).
 
     The loop checks the note between its steps: an exception raised inside a running event loop could leave it
-    half closed.
+    half closed, and a Ctrl-C that `asyncio.run` turns into the cancellation of its task is lost when the code it
+    runs (a tally, a publish) treats the cancellation as a failure and carries on: the run then went on to its end
+    and exited 0.
     """
     noted: list[int] = []
 
@@ -144,11 +146,12 @@ def _sigterm_noted() -> Iterator[list[int]]:
             raise KeyboardInterrupt
         noted.append(signum)
 
-    previous = signal.signal(signal.SIGTERM, note)
+    previous = {signum: signal.signal(signum, note) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield noted
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _poll(config: HubConfig) -> Tally | None:
@@ -330,7 +333,7 @@ def run_chaos(
         expected=len(mixed.expected),
     )
     plan = _Schedule(kill_every, restart_db_command, drain_idle, deadline=started + timeout)
-    with open(workdir / "hubs.log", "ab") as log, _sigterm_noted() as terminated:
+    with open(workdir / "hubs.log", "ab") as log, _signals_noted() as terminated:
         procs = _Hubs(config, log=log, rng=rng, file=settings)
         try:
             bad = _under_chaos(
