@@ -10,9 +10,9 @@ import psycopg
 import pymysql
 import pytest
 from inbox_harness import Harness, MySQLHarness, PostgresHarness, SQLiteFileHarness, SQLiteMemoryHarness
-from journal_pool import JournalPool, mysql_drop, mysql_shape, postgres_drop, postgres_shape
 
 from edinbox.stores._mysql_sql import connect_options
+from journal_pool import MYSQL_TABLES, POSTGRES_SCHEMA, JournalPool
 from services import MYSQL_URL, POSTGRES_URL, require_service
 
 STORES = ["postgresql", "mysql", "mysql-no-returning", "sqlite-file", "sqlite-memory"]
@@ -28,7 +28,7 @@ def make_harness(store: str, *, asynchronous: bool, name: str, tmp_path: Path) -
 @pytest.fixture(scope="session")
 def mysql_journals() -> Iterator[JournalPool]:
     """The MariaDB journals this test process keeps between its tests (`journal_pool.py`), dropped at its end."""
-    pool = JournalPool(mysql_shape)
+    pool = JournalPool(MYSQL_TABLES)
     yield pool
     if pool.kept:
         options = {k: v for k, v in connect_options(MYSQL_URL).items() if k != "client_flag"}
@@ -40,7 +40,7 @@ def mysql_journals() -> Iterator[JournalPool]:
                 return list(cursor.fetchall())
 
         try:
-            pool.drop_all(admin, mysql_drop)
+            pool.drop_all(admin)
         finally:
             connection.close()
 
@@ -48,7 +48,7 @@ def mysql_journals() -> Iterator[JournalPool]:
 @pytest.fixture(scope="session")
 def postgres_journals() -> Iterator[JournalPool]:
     """The PostgreSQL journals (schemas) this test process keeps between its tests, dropped at its end."""
-    pool = JournalPool(postgres_shape)
+    pool = JournalPool(POSTGRES_SCHEMA)
     yield pool
     if pool.kept:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
@@ -57,7 +57,7 @@ def postgres_journals() -> Iterator[JournalPool]:
                 connection.execute(sql.encode(), params)
                 return []
 
-            pool.drop_all(admin, postgres_drop)
+            pool.drop_all(admin)
 
 
 def pooled_harness(store: str, *, asynchronous: bool, pool: JournalPool, postgres_url: str | None) -> Harness:

@@ -14,10 +14,10 @@ import aiosqlite
 import asyncmy
 import psycopg
 import pymysql
-from journal_pool import JournalPool, Shape, mysql_drop, postgres_drop
 
 from edinbox import AsyncInbox, Inbox, Message, Outcome, Tx
 from edinbox.stores._mysql_sql import connect_options
+from journal_pool import MYSQL_TABLES, POSTGRES_SCHEMA, JournalPool, Shape
 
 
 def execute(connection: Any, sql: str, params: Sequence[Any] = ()) -> None:
@@ -277,7 +277,7 @@ class PostgresHarness(Harness):
             super().close()
         finally:
             if self.pool is None or not self.pool.give_back(self.admin, self.schema, self.made):
-                postgres_drop(self.admin, self.schema)
+                POSTGRES_SCHEMA.drop(self.admin, self.schema)
             if self._admin is not None:
                 self._admin.close()
 
@@ -341,7 +341,7 @@ class MySQLHarness(Harness):
             super().close()
         finally:
             if self.pool is None or not self.pool.give_back(self.admin, self.table, self.made):
-                mysql_drop(self.admin, self.table)
+                MYSQL_TABLES.drop(self.admin, self.table)
             if self._admin is not None:
                 self._admin.close()
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from inbox_harness import MySQLHarness, PostgresHarness
-from journal_pool import JournalPool, mysql_drop, mysql_shape, mysql_tables, postgres_drop, postgres_shape
 
 from edinbox.testing.contract import msg
+from journal_pool import MYSQL_TABLES, POSTGRES_SCHEMA, JournalPool
 from services import MYSQL_URL, POSTGRES_URL, require_service
 
 
@@ -17,7 +17,7 @@ def harness(pool: JournalPool) -> MySQLHarness | PostgresHarness:
     """A harness on a journal from `pool`, its schema made (and its shape noted when new)."""
     name, made = pool.take()
     h: MySQLHarness | PostgresHarness
-    if pool.shape is mysql_shape:
+    if pool.dialect is MYSQL_TABLES:
         h = MySQLHarness(MYSQL_URL, table=name, asynchronous=False, pool=pool, made=made)
     else:
         h = PostgresHarness(POSTGRES_URL, schema=name, asynchronous=False, pool=pool, made=made)
@@ -29,7 +29,7 @@ def harness(pool: JournalPool) -> MySQLHarness | PostgresHarness:
 def left(h: MySQLHarness | PostgresHarness, name: str) -> bool:
     """Whether anything of the journal `name` is left in the database."""
     if isinstance(h, MySQLHarness):
-        return bool(mysql_tables(h.admin, name))
+        return bool(MYSQL_TABLES.tables(h.admin, name))
     return bool(h.admin("SELECT 1 FROM pg_namespace WHERE nspname = %s", (name,)))
 
 
@@ -37,7 +37,7 @@ def left(h: MySQLHarness | PostgresHarness, name: str) -> bool:
 def pool(request: pytest.FixtureRequest) -> JournalPool:
     """An empty pool for one of the two databases."""
     require_service(request.param)
-    return JournalPool(mysql_shape if request.param == "mariadb" else postgres_shape)
+    return JournalPool(MYSQL_TABLES if request.param == "mariadb" else POSTGRES_SCHEMA)
 
 
 def test_a_journal_left_as_made_comes_back_empty_to_the_next_harness(pool: JournalPool) -> None:
@@ -56,7 +56,7 @@ def test_a_journal_left_as_made_comes_back_empty_to_the_next_harness(pool: Journ
         assert second.effects() == 0
     finally:
         second.close()
-        pool.drop_all(second.admin, mysql_drop if isinstance(second, MySQLHarness) else postgres_drop)
+        pool.drop_all(second.admin)
         assert not left(second, name)
 
 
