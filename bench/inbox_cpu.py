@@ -10,6 +10,8 @@ shared machine hardly move, and the wall-clock rate beside it (labelled with the
   (`BEGIN; EXECUTE` of the prepared INSERT, as one query); `Inbox.process`;
 - joining the caller's transaction: `Inbox(driver connection).process` + COMMIT against
   `process(..., session=session)` + `session.commit()`;
+- ORM objects in the caller's session (`orm`): the handler adds two mapped objects, flushed once (when it returns) or
+  in two flushes, against the raw connection path writing the same two rows;
 - 8 tasks: a hand-written inbox on a bare `AsyncConnectionPool` of 8 against `AsyncInbox` defaults.
 
 Variants take turns on `--chunk` fresh messages each, the order rotated every turn, so load hits them alike.
@@ -260,7 +262,55 @@ def tasks_of_eight(url: str, schema: str, *, turns: int, chunk: int) -> None:
         loop.close()
 
 
-SECTIONS = {"one": one_per_transaction, "joined": joined, "tasks": tasks_of_eight}
+def joined_orm(url: str, schema: str, *, turns: int, chunk: int) -> None:
+    """process(session=) with ORM objects: the handler's two objects flushed once (when it returns) or in two
+    flushes (one inside the handler), against the raw connection path writing the same two rows."""
+    from sqlalchemy import Column, Integer, LargeBinary, MetaData, String, Table, create_engine
+    from sqlalchemy.orm import Session, registry
+
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    table = Table("effects", MetaData(), Column("id", Integer, primary_key=True), Column("message_id", String),
+                  Column("body", LargeBinary), schema=schema)  # fmt: skip
+    table.create(engine)
+    effect: Any = type("Effect", (), {})
+    registry().map_imperatively(effect, table)
+    raw = engine.raw_connection()
+    driver: Any = raw.driver_connection
+    raw_inbox = Inbox(driver, consumer=CONSUMER, table=f"{schema}.inbox")
+    session_inbox = Inbox(engine, consumer=CONSUMER, table=f"{schema}.inbox")
+    business = f"INSERT INTO {schema}.effects (message_id, body) VALUES (%s, %s), (%s, %s)".encode()
+
+    def raw_path(messages: list[Message]) -> None:
+        for m in messages:
+            raw_inbox.process(m, lambda tx, m: tx.connection.execute(business, (m.message_id, m.payload) * 2))
+            driver.commit()
+
+    def orm_path(flushes: int) -> Variant:
+        def handler(tx: Tx, m: Message) -> None:
+            for i in range(2):
+                tx.connection.add(effect(message_id=m.message_id, body=m.payload))
+                if i == 0 and flushes == 2:
+                    tx.connection.flush()
+
+        def run(messages: list[Message]) -> None:
+            with Session(engine) as session:
+                for m in messages:
+                    session_inbox.process(m, handler, session=session)
+                    session.commit()
+
+        return run
+
+    try:
+        variants = {"raw connection": raw_path, "session, one flush": orm_path(1), "session, two flushes": orm_path(2)}
+        interleave("PostgreSQL, ORM objects in the caller's session", variants, turns=turns, chunk=chunk)
+    finally:
+        raw_inbox.close()
+        session_inbox.close()
+        raw.close()
+        engine.dispose()
+
+
+SECTIONS = {"one": one_per_transaction, "joined": joined, "orm": joined_orm, "tasks": tasks_of_eight}
 
 
 def main() -> None:

@@ -13,9 +13,10 @@ for the 3-column table, an Eventuate-style INSERT ... ON CONFLICT DO NOTHING. Ta
 - `journal_check`: the same with the status checked by a CHECK on the table (the layout before version 12);
 - `journal_unchecked`: the same with no rule on the status at all (what the rule costs);
 - with `--console`, `journal_console`: the journal with the indexes `edinbox init` adds to a hub's journal for the
-  console's search (received, status, control number, the partner's trigrams), `journal_console_partial`: the
-  same with the status index partial, `WHERE status <> 'processed'`, and `console_<index>`: the journal
-  with that one of them.
+  console's search (received, status, control number), `journal_console_trigram`: the same with the partner's
+  trigram index on the source (a hub's journal before the hub's version 8 dropped it), `journal_console_partial`:
+  the three with the status index partial, `WHERE status <> 'processed'`, and `console_<index>`: the journal with
+  that one of them (`console_partner`: the trigram index).
 
 Printed per table: the median and 10th percentile of the rounds' microseconds per row, the ratio of the medians to
 `eventuate`, the WAL per row (the commit records aside) and the bytes per row of the heap and of all its indexes at
@@ -48,10 +49,27 @@ CONSOLE = {
     "received": "(consumer, received_at DESC)",
     "status": "(consumer, status, received_at DESC)",
     "control": "(consumer, message_id)",
-    "partner": "USING gin (source gin_trgm_ops)",
 }
 """The indexes `edinbox init` adds to a hub's journal for the console's search (`hub/sql/postgresql/console.sql`)."""
-CONSOLE_TABLES = ("journal_console", "journal_console_partial", *(f"console_{index}" for index in CONSOLE))
+TRIGRAM = {"partner": "USING gin (source gin_trgm_ops)"}
+"""The partner search's trigram index on the source, which the hub's version 8 dropped."""
+CONSOLE_TABLES = (
+    "journal_console",
+    "journal_console_trigram",
+    "journal_console_partial",
+    *(f"console_{index}" for index in (*CONSOLE, *TRIGRAM)),
+)
+
+
+def indexes(name: str) -> dict[str, str]:
+    """The console's indexes on table `name`: all of them, those of a hub before version 8 (with the trigram
+    index), or one."""
+    if name in ("journal_console", "journal_console_partial"):
+        return CONSOLE
+    if name == "journal_console_trigram":
+        return CONSOLE | TRIGRAM
+    index = name.removeprefix("console_")
+    return {index: (CONSOLE | TRIGRAM)[index]}
 
 
 def create(connection: psycopg.Connection[object], url: str, schema: str, *, console: bool) -> None:
@@ -76,9 +94,7 @@ def create(connection: psycopg.Connection[object], url: str, schema: str, *, con
             connection.execute(
                 f"CREATE UNIQUE INDEX {name}_key ON {schema}.{name} (consumer, source, message_id)".encode()
             )
-            for index, columns in CONSOLE.items():
-                if name not in ("journal_console", "journal_console_partial", f"console_{index}"):
-                    continue
+            for index, columns in indexes(name).items():
                 partial = " WHERE status <> 'processed'" if index == "status" and name.endswith("partial") else ""
                 connection.execute(f"CREATE INDEX {name}_{index} ON {schema}.{name} {columns}{partial}".encode())
     connection.execute(f"CREATE TABLE {schema}.times (variant text, round int, us float8, wal bigint)".encode())

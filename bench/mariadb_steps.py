@@ -32,6 +32,7 @@ from edinbox import Inbox, Message, Tx
 from edinbox._core import parse_table
 from edinbox._plan import key_params
 from edinbox.stores._mysql_sql import Statements
+from edinbox.stores._pymysql_replies import QuickReplies
 
 CONSUMER = "bench"
 STEPS = ("Python", "INSERT", "Python", "business", "Python", "COMMIT", "Python")
@@ -49,34 +50,37 @@ V6_DEFAULTS = (
 
 @contextmanager
 def marked(events: list[int]) -> Iterator[None]:
-    """Append a perf_counter_ns() stamp to `events` when PyMySQL sends a query and when it has read its reply."""
-    connection = pymysql.connections.Connection
-    execute, result, ok = connection._execute_command, connection._read_query_result, connection._read_ok_packet
+    """Append a perf_counter_ns() stamp to `events` when PyMySQL sends a query and when it has read its reply, on
+    PyMySQL's connection and on the store's (`QuickReplies` reads replies by methods of its own)."""
     stamp = time.perf_counter_ns
+    saved: list[tuple[type, str, Any]] = []
 
-    def sent(self: Any, command: int, sql: Any) -> Any:
-        events.append(stamp())
-        return execute(self, command, sql)
+    def sending(execute: Any) -> Any:
+        def sent(self: Any, command: int, sql: Any) -> Any:
+            events.append(stamp())
+            return execute(self, command, sql)
 
-    def read(self: Any, unbuffered: bool = False) -> Any:
-        reply = result(self, unbuffered)
-        events.append(stamp())
-        return reply
+        return sent
 
-    def read_ok(self: Any) -> Any:
-        reply = ok(self)
-        events.append(stamp())
-        return reply
+    def reading(read: Any) -> Any:
+        def done(self: Any, *args: Any, **kwargs: Any) -> Any:
+            reply = read(self, *args, **kwargs)
+            events.append(stamp())
+            return reply
 
-    connection._execute_command = sent
-    connection._read_query_result = read
-    connection._read_ok_packet = read_ok
+        return done
+
+    wrappers = {"_execute_command": sending, "_read_query_result": reading, "_read_ok_packet": reading}
+    for cls in (pymysql.connections.Connection, QuickReplies):
+        for name, wrap in wrappers.items():
+            if name in vars(cls):  # each method stamped once, where it is defined
+                saved.append((cls, name, vars(cls)[name]))
+                setattr(cls, name, wrap(vars(cls)[name]))
     try:
         yield
     finally:
-        connection._execute_command = execute
-        connection._read_query_result = result
-        connection._read_ok_packet = ok
+        for cls, name, method in saved:
+            setattr(cls, name, method)
 
 
 def _create_tables(admin: Any, table: str, journals: dict[str, str]) -> None:
@@ -96,9 +100,40 @@ def _report(steps: dict[str, list[list[int]]], cpu: dict[str, float], total: int
     print(f"  median us per step ({total} messages each), mean of the whole, client CPU us per message")
     print(f"  {'variant':<18} " + " ".join(f"{s:>8}" for s in STEPS) + f" {'whole':>7} {'CPU':>5}")
     for name, times in steps.items():
+        if not times[0]:
+            print(f"  {name:<18} no delivery sent exactly three queries: nothing to split")
+            continue
         medians = " ".join(f"{statistics.median(t) / 1000:8.1f}" for t in times)
         whole = sum(map(sum, times)) / len(times[0]) / 1000
         print(f"  {name:<18} {medians} {whole:7.1f} {cpu[name] / total * 1e6:5.0f}")
+
+
+def _run(variants: dict[str, Callable[[Message], object]], turns: int, chunk: int) -> None:
+    """Warm each variant up, then time `turns` turns of `chunk` fresh messages each, the order rotated every turn, and
+    print the steps of the deliveries that sent exactly the three queries."""
+    steps: dict[str, list[list[int]]] = {name: [[] for _ in STEPS] for name in variants}
+    cpu = dict.fromkeys(variants, 0.0)
+    order = list(variants)
+    for name, deliver in variants.items():  # warm-up
+        for m in batches(f"warm-{name[:8]}-{uuid.uuid4().hex[:6]}-", 1, chunk)[0]:
+            deliver(m)
+    events: list[int] = []
+    with marked(events):
+        for turn in range(turns):
+            order = order[1:] + order[:1]
+            for name in order:
+                deliver = variants[name]
+                for m in batches(f"{name[:8]}-{turn}-{uuid.uuid4().hex[:6]}-", 1, chunk)[0]:
+                    events.clear()
+                    started = time.thread_time()
+                    events.append(time.perf_counter_ns())
+                    deliver(m)
+                    events.append(time.perf_counter_ns())
+                    cpu[name] += time.thread_time() - started
+                    if len(events) == len(STEPS) + 1:  # the three queries, nothing else
+                        for step, (a, b) in enumerate(pairwise(events)):
+                            steps[name][step].append(b - a)
+    _report(steps, cpu, turns * chunk)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,8 +153,11 @@ def main(argv: list[str] | None = None) -> None:
     business = f"INSERT INTO {table}_business (message_id, body) VALUES (%s, %s)"
     _create_tables(admin, table, journals)
 
+    opened: list[Any] = []  # the hand-written variants' connections, closed before the tables are dropped
+
     def by_hand(insert: str, values: Callable[[Message], Any]) -> Callable[[Message], None]:
         connection = connect(args.url, statements)
+        opened.append(connection)
         cursor = connection.cursor()
 
         def deliver(m: Message) -> None:
@@ -146,33 +184,13 @@ def main(argv: list[str] | None = None) -> None:
         "Inbox.process": lambda m: inboxes["process"].process(m, handler),
     }
     print(f"edinbox MariaDB steps, before: {load()}")
-    steps: dict[str, list[list[int]]] = {name: [[] for _ in STEPS] for name in variants}
-    cpu = dict.fromkeys(variants, 0.0)
-    order = list(variants)
     try:
-        for name, deliver in variants.items():  # warm-up
-            for m in batches(f"warm-{name[:8]}-{uuid.uuid4().hex[:6]}-", 1, args.chunk)[0]:
-                deliver(m)
-        events: list[int] = []
-        with marked(events):
-            for turn in range(args.turns):
-                order = order[1:] + order[:1]
-                for name in order:
-                    deliver = variants[name]
-                    for m in batches(f"{name[:8]}-{turn}-{uuid.uuid4().hex[:6]}-", 1, args.chunk)[0]:
-                        events.clear()
-                        started = time.thread_time()
-                        events.append(time.perf_counter_ns())
-                        deliver(m)
-                        events.append(time.perf_counter_ns())
-                        cpu[name] += time.thread_time() - started
-                        if len(events) == len(STEPS) + 1:  # the three queries, nothing else
-                            for step, (a, b) in enumerate(pairwise(events)):
-                                steps[name][step].append(b - a)
-        _report(steps, cpu, args.turns * args.chunk)
+        _run(variants, args.turns, args.chunk)
     finally:
         for inbox in inboxes.values():
             inbox.close()
+        for connection in opened:
+            connection.close()
         with admin.cursor() as cursor:
             cursor.execute(f"DROP TABLE IF EXISTS {table}_business, {table}_naive")
             for journal in journals.values():

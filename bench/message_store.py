@@ -21,8 +21,12 @@ not, median and worst, and for a word every kept interchange holds (the newest 2
 The machine this runs on is shared: wall-clock rates of one mode move by 2x between rounds, so the hub process's CPU
 time per delivery is given too (on PostgreSQL the server's own work is not in it).
 
+`--keep-search NAME` keeps the filled search tables (PostgreSQL schema and MariaDB database NAME, SQLite file
+NAME.db in the temporary folder's parent) and reuses them in the next run with that option: a million rows take
+5-13 minutes to fill. Drop them by hand afterwards.
+
 Run: .venv/bin/python -m bench.message_store [--messages 2000] [--rounds 3] [--search-rows 200000] [--searches 20]
-     [--no-postgres] [--no-sqlite] [--mariadb] [--no-hub] [--no-search]
+     [--no-postgres] [--no-sqlite] [--mariadb] [--no-hub] [--no-search] [--keep-search NAME]
 """
 
 from __future__ import annotations
@@ -222,6 +226,20 @@ def _schema(dialect: str = "postgresql") -> tuple[str, Callable[[], None]]:
     return schema, drop
 
 
+def _paired(rounds: dict[bool, list[Round]]) -> str:
+    """Each round with the store on against the round off of the same turn (run next to it, so under much the same
+    load): the median and range of those ratios, the catch-up counted; less moved by a busy minute than the ratio of
+    two medians."""
+    pairs = zip(rounds[True], rounds[False], strict=True)
+    ratios = sorted(on.rate(with_index=True) / off.rate(with_index=False) for on, off in pairs)
+    if not ratios:
+        return "paired: no rounds"
+    return (
+        f"paired rounds (on, index catch-up counted, against off in the same turn): "
+        f"median x{statistics.median(ratios):.2f}, range x{ratios[0]:.2f}-x{ratios[-1]:.2f} over {len(ratios)} turns"
+    )
+
+
 async def measure_hub(args: argparse.Namespace, name: str, root: Path, files: list[tuple[str, bytes]]) -> None:
     """The hub's rate with the store off and on, rounds alternating; storage after the last round on."""
     rounds: dict[bool, list[Round]] = {False: [], True: []}
@@ -263,6 +281,7 @@ async def measure_hub(args: argparse.Namespace, name: str, root: Path, files: li
                 f"(median), CPU {cpu / off_cpu - 1:+.1%}"
             )
     print("store cost of the hub's throughput (target <= 10 %) " + "; ".join(costs))
+    print(_paired(rounds))
     catch_up = statistics.median(r.index_seconds / r.settled * 1e6 for r in rounds[True])
     catch_up_cpu = statistics.median(r.index_cpu / r.settled * 1e6 for r in rounds[True])
     print(
@@ -276,18 +295,36 @@ async def measure_hub(args: argparse.Namespace, name: str, root: Path, files: li
     )
 
 
-async def measure_search(args: argparse.Namespace, name: str, root: Path, templates: list[bytes]) -> None:
-    """Fill `--search-rows` kept payloads, then time the searches."""
-    drop = None
+def _search_tables(args: argparse.Namespace, name: str, root: Path) -> tuple[str, str, Callable[[], None] | None]:
+    """The search's database URL and journal table, and their drop (None: none, or kept: `--keep-search`)."""
+    kept = args.keep_search
     if name == "sqlite":
-        db, table = f"sqlite:///{root / 'search.db'}", "inbox"
-    else:
+        file = root.parent / f"{kept}.db" if kept else root / "search.db"
+        return f"sqlite:///{file}", "inbox", None
+    url = POSTGRES if name == "postgresql" else MARIADB
+    if not kept:
         schema, drop = _schema(name)
-        db, table = POSTGRES if name == "postgresql" else MARIADB, f"{schema}.inbox"
+        return url, f"{schema}.inbox", drop
+    if name == "postgresql":
+        with psycopg.connect(POSTGRES, autocommit=True) as admin:
+            admin.execute(f'CREATE SCHEMA IF NOT EXISTS "{kept}"'.encode())
+    else:
+        import pymysql
+
+        connection = pymysql.connect(host="127.0.0.1", port=3306, user="root", autocommit=True)
+        with connection, connection.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{kept}`")
+    return url, f"{kept}.inbox", None
+
+
+async def measure_search(args: argparse.Namespace, name: str, root: Path, templates: list[bytes]) -> None:
+    """Fill `--search-rows` kept payloads (unless `--keep-search` kept them), then time the searches."""
+    db, table, drop = _search_tables(args, name, root)
     try:
         async with AsyncInbox(db, consumer="accounting", table=table, keep_payloads=True) as inbox:
             await inbox.create_schema()
-            took = await fill(inbox, templates, args.search_rows)
+            filled = (await kept_bytes(db, table))[0]
+            took = 0.0 if filled >= args.search_rows else await fill(inbox, templates, args.search_rows)
             if inbox.dialect != "sqlite":  # PostgreSQL: the planner's statistics; MariaDB: the table's size too
                 analyze = partial(_analyze, f"{table}_payloads")  # MariaDB's commits: outside a transaction
                 await (inbox.transaction(analyze) if inbox.dialect == "postgresql" else inbox.read(analyze))
@@ -298,7 +335,8 @@ async def measure_search(args: argparse.Namespace, name: str, root: Path, templa
         if drop is not None:
             drop()
     print(
-        f"\nSearch ({name}): {count:,} kept interchanges (filled in {took:,.0f} s, {size / 2**20:,.0f} MiB with "
+        f"\nSearch ({name}): {count:,} kept interchanges ({f'filled in {took:,.0f} s' if took else 'reused'}, "
+        f"{size / 2**20:,.0f} MiB with "
         f"indexes: {size / count:,.0f} bytes each, {size / count * 1e6 / 2**30:,.2f} GiB per 1M); "
         f"{args.searches} searches for a PO number: median {statistics.median(times):.1f} ms, worst "
         f"{max(times):.1f} ms, {hits} found; a value found nowhere: {missing:.1f} ms; a word every one holds "
@@ -318,6 +356,7 @@ def main() -> int:
     parser.add_argument("--mariadb", action="store_true", help="the search on MariaDB too (FULLTEXT)")
     parser.add_argument("--no-hub", action="store_true", help="the search only")
     parser.add_argument("--no-search", action="store_true", help="the hub only")
+    parser.add_argument("--keep-search", metavar="NAME", help="keep the filled search tables under NAME, reuse them")
     args = parser.parse_args()
     traffic = generate(args.messages, duplicate_rate=0.0, seed=11, mixed=False)
     files = traffic.files

@@ -1,6 +1,7 @@
 """The message store's write, settling transaction against index batch: a kept payload indexed at once (its words
-and compressed bytes made in the settling transaction, the full-text index written there: how version 11 kept it,
-and how MariaDB still does) against written as received and indexed later (`index_payloads`, 500 per transaction).
+and packed bytes made in the settling transaction, the full-text index written there: how PostgreSQL and MariaDB keep
+it) against written as received and indexed later (`index_payloads`, 500 per transaction: how SQLite does, and
+PostgreSQL did at journal version 13).
 
 Each round writes the same generated interchanges (471 bytes on average) into a fresh journal through the store's
 own statements, 20 per transaction as the hub's batches: `keep_params` then `payloads_keep` in one `transaction`;
@@ -70,7 +71,7 @@ def measure(
     print(f"\n{name}, {len(messages)} payloads, {BATCH} per settling transaction, {rounds} rounds (median us/payload):")
     print("| mode | params CPU | settling CPU | settling wall | index batches CPU | index batches wall |")
     print("|---|---|---|---|---|---|")
-    for at_once, label in ((True, "indexed at once (version 11)"), (False, "as received, indexed later")):
+    for at_once, label in ((True, "indexed at once"), (False, "as received, indexed later")):
         median = {key: statistics.median(r[key] for r in found[at_once]) for key in found[at_once][0]}
         print(
             f"| {label} | {median['params']:.1f} | {median['settle cpu']:.1f} | {median['settle wall']:.1f} | "

@@ -30,6 +30,7 @@ from edinbox._outbox import Claimed, OutboxStats, SendResult, Verdict, by_destin
 from edinbox._payloads import (
     INDEXED_ON_SETTLE,
     PAYLOAD_CAP,
+    WALK,
     Hit,
     Kept,
     check_cap,
@@ -38,6 +39,7 @@ from edinbox._payloads import (
     keep_columns,
     keep_params,
     search_query,
+    words_pattern,
 )
 from edinbox._plan import check_settings
 from edinbox._records import Record, Stats, Tx
@@ -392,7 +394,7 @@ class AsyncJournal:
         """Index up to `limit` kept payloads of this consumer that a search cannot find yet (kept with no search
         text: on SQLite and PostgreSQL the words are indexed after the settling transaction, in one of their own);
         return how many. A quick read first: with none waiting, no write lock is taken."""
-        if self.dialect in INDEXED_ON_SETTLE:
+        if self.dialect == "mysql":  # no row ever waits there (`text` is NOT NULL)
             return 0
         params = {"consumer": self.consumer, "limit": limit}
         with self._kept_table():
@@ -429,10 +431,14 @@ class AsyncJournal:
             "words": " ".join(words),  # PostgreSQL: plainto_tsquery, every word
             "terms": " ".join(f'"{w}"' for w in words),  # SQLite: FTS5, every term
             "required": " ".join(f"+{w}" for w in words),  # MariaDB: boolean mode, every word required
+            "pattern": words_pattern(words),  # MariaDB: the newest rows first (`payloads_search_newest`)
+            "walk": WALK,
             "limit": limit,
         }
         async with self._store.unit() as unit:
-            rows = await unit.fetch("payloads_search", params)
+            rows = await unit.fetch("payloads_search_newest", params) if self.dialect == "mysql" else []
+            if len(rows) < limit:  # a word the newest rows do not hold `limit` times: the full-text index answers
+                rows = await unit.fetch("payloads_search", params)
         return [Hit.from_row(row, self._store.timestamp) for row in rows]
 
     async def requeue(self, source: str, message_id: str) -> bool:

@@ -253,13 +253,14 @@ def failure_status(attempts: int, *, max_attempts: int) -> Status:
 
 
 def human_duration(span: timedelta | float) -> str:
-    """A duration the way the options take it: 30d, 12h, 5m, 1d2h3m4s, else seconds (90s, 1.5s)."""
+    """A duration the way the options take it: 30d, 12h, 5m, 1d2h3m4s, else seconds (90s, 1.5s); under a minute to
+    three significant digits at most (an age of 4.48124 s is `4.48s`, 0.0123 s `0.0123s`)."""
     seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     if seconds < 60:
-        return f"{seconds:g}s"
+        return f"{seconds:.3g}s"
     rest, parts = round(seconds), []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if rest >= size:

@@ -1,17 +1,16 @@
 """The message store's values: what a kept payload's row holds, and the search text of a payload (no I/O).
 
 A consumer with `keep_payloads` keeps each processed message's bytes beside the journal (`<journal>_payloads`),
-written in the transaction that settles it: zlib-compressed (once indexed), with the SHA-256 of the whole payload,
-its size, its content type, and a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD`
-or more, each once, in order of first appearance, capped; a search finds the payloads holding every word it gives).
-Above
-`payload_cap` bytes only the first `payload_cap` bytes are kept, with the digest and size of the whole, and
-`truncated` says so.
+written in the transaction that settles it: packed once indexed (`pack`: zlib-compressed from `COMPRESS_MIN` bytes, a
+shorter one as it is behind a `STORED` mark), with the SHA-256 of the whole payload, its size, its content type, and
+a search text (the payload's words: runs of ASCII letters and digits of `MIN_WORD` or more, each once, in order of
+first appearance, capped; a search finds the payloads holding every word it gives). Above `payload_cap` bytes only
+the first `payload_cap` bytes are kept, with the digest and size of the whole, and `truncated` says so.
 
-The search text is not made in the settling transaction on SQLite and PostgreSQL: the row is written with none and
-its bytes as received (not indexed yet), and `index_params` makes the text from them later, compressing them, in a
-transaction of its own (the hub's idle time, and every search first); MariaDB's FULLTEXT indexes at commit, so there
-the row is written indexed (`INDEXED_ON_SETTLE`).
+On PostgreSQL and MariaDB the row is written indexed in the settling transaction (`INDEXED_ON_SETTLE`). On SQLite it
+is written with no search text and its bytes as received (not indexed yet), and `index_params` makes the text from
+them later, packing them, in a transaction of its own (the loop's idle time, and every search first): there an FTS5
+insert per row in the settling transaction costs more than the whole batch indexed later.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ __all__ = [
     "MAX_QUERY",
     "MAX_TEXT",
     "PAYLOAD_CAP",
+    "WALK",
     "Hit",
     "Kept",
     "check_cap",
@@ -39,8 +39,11 @@ __all__ = [
     "index_params",
     "keep_columns",
     "keep_params",
+    "pack",
     "search_query",
     "search_text",
+    "unpack",
+    "words_pattern",
 ]
 
 PAYLOAD_CAP = 4 * 1024 * 1024
@@ -54,11 +57,23 @@ MIN_WORD = 3
 alone (MariaDB's FULLTEXT skips them too, `innodb_ft_min_token_size`)."""
 MAX_QUERY = 200
 """Characters of a search."""
+WALK = 2000
+"""The newest kept payloads a MariaDB search reads first, matching their text row by row (`payloads_search_newest`),
+before it asks FULLTEXT."""
 COMPRESS_LEVEL = 6
 """zlib's level for a kept payload (its default): a 500-byte interchange shrinks by about 40 %, a longer one more."""
-INDEXED_ON_SETTLE = frozenset({"mysql"})
+COMPRESS_MIN = 1024
+"""The shortest payload compressed. Below, zlib's set-up (a 32 KiB window and 128 KiB of hash tables, 13-14 us at
+any level or window size) costs more than its output saves: a typical 470-byte interchange is kept as it is, about
+190 bytes more per row (bench/RESULTS.md, "Message store")."""
+STORED = b"\x00"
+"""The first byte of a packed body kept as it is (a zlib stream never starts with 0: its low four bits say deflate,
+8)."""
+INDEXED_ON_SETTLE = frozenset({"mysql", "postgresql"})
 """The dialects whose kept row carries its search text from the settling transaction (MariaDB: FULLTEXT indexes at
-commit); the others write it later (`index_params`)."""
+commit; PostgreSQL: the words and a GIN entry cost less there than the row written again later, bench/RESULTS.md);
+SQLite writes it later (`index_params`), as PostgreSQL did at journal version 13 (its rows still waiting are indexed
+the same way)."""
 
 _QUERY = re.compile(r"[A-Za-z0-9]+")
 _ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -80,6 +95,27 @@ def search_text(payload: bytes) -> str:
     words = dict.fromkeys(w for w in payload[:MAX_SCAN].translate(_SPACES).split() if len(w) >= MIN_WORD)
     text = b" ".join(words).decode("ascii")
     return text if len(text) <= MAX_TEXT else text[: text.rfind(" ", 0, MAX_TEXT + 1)]
+
+
+def words_pattern(words: list[str]) -> str:
+    """A regular expression (PCRE, case-insensitive) matching a search text that holds every one of `words` (from
+    `search_query`: letters and digits only) as a whole word; anchored when there are several (an unanchored
+    look-ahead would be tried again at every position of the text)."""
+    if len(words) == 1:
+        return rf"(?i)\b{words[0]}\b"
+    return "(?i)^" + "".join(rf"(?=.*\b{word}\b)" for word in words)
+
+
+def pack(kept: bytes) -> bytes:
+    """The body of an indexed row: `kept` zlib-compressed from `COMPRESS_MIN` bytes, else behind the `STORED` mark."""
+    return zlib.compress(kept, COMPRESS_LEVEL) if len(kept) >= COMPRESS_MIN else STORED + kept
+
+
+def unpack(body: bytes, *, indexed: bool) -> bytes:
+    """The bytes kept, from a row's body: as received before the row is indexed, else as `pack` made them."""
+    if not indexed:
+        return body
+    return body[1:] if body[:1] == STORED else zlib.decompress(body)
 
 
 def search_query(text: str) -> list[str]:
@@ -118,7 +154,7 @@ def keep_params(consumer: str, message: Message, *, cap: int, indexed: bool = Tr
         "size": len(payload),
         "content_type": _content_type(message.headers),
         "truncated": len(kept) < len(payload),
-        "body": zlib.compress(kept, COMPRESS_LEVEL) if indexed else kept,
+        "body": pack(kept) if indexed else kept,
         "text": search_text(kept) if indexed else None,
     }
 
@@ -126,7 +162,7 @@ def keep_params(consumer: str, message: Message, *, cap: int, indexed: bool = Tr
 def index_params(consumer: str, row: tuple[Any, ...]) -> dict[str, Any]:
     """The parameters that index one kept payload (`payloads_index`) from its `payloads_pending` row: its key (and
     the row's id where the database gives one: SQLite's rowid), the search text of its kept bytes and those bytes
-    compressed."""
+    packed (`pack`)."""
     source, message_id, body, *rest = row
     kept = bytes(body)
     return {
@@ -135,7 +171,7 @@ def index_params(consumer: str, row: tuple[Any, ...]) -> dict[str, Any]:
         "message_id": _text(message_id),
         "id": rest[0] if rest else None,
         "text": search_text(kept),
-        "body": zlib.compress(kept, COMPRESS_LEVEL),
+        "body": pack(kept),
     }
 
 
@@ -188,7 +224,7 @@ class Kept:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], timestamp: Any) -> Kept:
-        """A `payloads_get` row, its body decompressed (once indexed; the bytes as received before)."""
+        """A `payloads_get` row, its body unpacked (`unpack`)."""
         consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at, indexed = row
         return cls(
             _text(consumer),
@@ -199,7 +235,7 @@ class Kept:
             int(size),
             str(content_type),
             bool(truncated),
-            zlib.decompress(bytes(body)) if indexed else bytes(body),
+            unpack(bytes(body), indexed=bool(indexed)),
             timestamp(kept_at),
         )
 

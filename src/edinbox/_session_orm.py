@@ -2,22 +2,23 @@
 
 A delivery joined to a session (`process(session=)`) runs in a savepoint of the inbox's own while the session has
 nothing to flush. SQLAlchemy knows nothing of that savepoint, so this module does for the session what a rollback of
-its nested transaction would, and opens that nested transaction when the session flushes:
+its nested transaction would, and bounds each of the session's flushes by a nested transaction of the session's own,
+with SQLAlchemy's session events only:
 
-- `before_flush` (`_flushing`): the delivery's first flush opens the session's nested transaction inside the inbox's
-  savepoint (`Delivery.nested`), so that a failed flush rolls back to it, never the caller's whole transaction, and
-  its rollback discards what was flushed in it. A flush inside a nested transaction the handler opened itself is
-  bounded by that one; the flush `begin_nested()` runs before its own savepoint is bounded by the session's current
-  transaction (as outside the inbox);
-- `pending_to_persistent` and `persistent_to_deleted` note the objects such flushes outside the delivery's nested
-  transaction inserted or deleted, and `Delivery.discard` (after the handler failed and the savepoint rolled back)
-  makes the inserted ones transient again, brings the deleted ones back, expunges new objects, reverts pending
-  deletions and expires the objects whose rows may have changed.
+- `before_flush` (`_flushing`): a flush at the level the delivery began at opens the session's nested transaction
+  inside the inbox's savepoint (`Delivery.nested`), so that a failed flush rolls back to it, never the caller's whole
+  transaction; `after_transaction_end` (`_ended`) releases it as soon as the flush's own transaction ends. A
+  flush inside a nested transaction the handler opened itself is bounded by that one. The flush `begin_nested()`
+  runs before its own savepoint is taken is bounded the same way: its nested transaction is released before the
+  handler's is made the session's current one, so both stay in the session's list of transactions;
+- `pending_to_persistent` and `persistent_to_deleted` note the objects the delivery's flushes inserted or deleted,
+  and `Delivery.discard` (after the handler failed and the savepoint rolled back) makes the inserted ones transient
+  again, brings the deleted ones back, expunges new objects, reverts pending deletions and expires the objects whose
+  rows may have changed.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 __all__ = ["Delivery", "pending", "watch"]
@@ -38,6 +39,7 @@ def watch(orm: Any) -> None:
     from sqlalchemy import event
 
     event.listen(orm, "before_flush", _flushing)
+    event.listen(orm, "after_transaction_end", _ended)
     event.listen(orm, "pending_to_persistent", _inserted)
     event.listen(orm, "persistent_to_deleted", _deleted)
     orm.info[UNIT] = None
@@ -50,13 +52,13 @@ class Delivery:
         """Begin watching `orm` (a clean session, `watch`ed) for this delivery."""
         self.orm = orm
         self.nested: Any = None
-        """The session's nested transaction the delivery's first flush opened."""
+        """The session's nested transaction bounding the flush under way (or one that failed, left to roll back)."""
         self.base = orm.get_nested_transaction()
         """The session's nested transaction when the delivery began (None: none): the one flushes open it under."""
         self.inserted: list[Any] = []
         self.deleted: list[Any] = []
         self.flushed = False
-        """Something was flushed outside the delivery's nested transaction."""
+        """Something was flushed in the delivery."""
         orm.info[UNIT] = self
 
     def stop(self) -> None:
@@ -94,39 +96,37 @@ def _delivery(orm: Any) -> Delivery | None:
 
 
 def _flushing(orm: Any, *_: Any) -> None:
-    """`before_flush`: open the delivery's nested transaction (the flush then runs inside it), or note a flush
-    outside it."""
+    """`before_flush`: at the level the delivery began at, open the nested transaction the flush then runs in (a
+    nested transaction opened during a flush takes no snapshot, so it never flushes by itself)."""
     delivery = _delivery(orm)
-    if delivery is None or delivery.nested is not None:
+    if delivery is None:
         return
-    if orm.get_nested_transaction() is delivery.base and not _snapshot():
+    delivery.flushed = True
+    if delivery.nested is None and orm.get_nested_transaction() is delivery.base:
         delivery.nested = orm.begin_nested()
-    else:
-        delivery.flushed = True
+
+
+def _ended(orm: Any, transaction: Any) -> None:
+    """`after_transaction_end`: the flush's own transaction under the delivery's nested one ended, so release that
+    one now (its rows stay in the inbox's savepoint); after a failed flush it is inactive and stays for the
+    delivery's rollback."""
+    delivery = _delivery(orm)
+    if delivery is None or delivery.nested is None or transaction.parent is not delivery.nested:
+        return
+    if delivery.nested.is_active:
+        nested, delivery.nested = delivery.nested, None
+        nested.commit()
 
 
 def _inserted(orm: Any, instance: Any) -> None:
-    """`pending_to_persistent`: note an object a flush outside the delivery's nested transaction inserted."""
+    """`pending_to_persistent`: note an object a flush in the delivery inserted."""
     delivery = _delivery(orm)
-    if delivery is not None and delivery.nested is None:
+    if delivery is not None:
         delivery.inserted.append(instance)
 
 
 def _deleted(orm: Any, instance: Any) -> None:
-    """`persistent_to_deleted`: note an object a flush outside the delivery's nested transaction deleted."""
+    """`persistent_to_deleted`: note an object a flush in the delivery deleted."""
     delivery = _delivery(orm)
-    if delivery is not None and delivery.nested is None:
+    if delivery is not None:
         delivery.deleted.append(instance)
-
-
-def _snapshot() -> bool:
-    """Whether this flush is the one `session.begin_nested()` runs before its new transaction is the session's
-    current one (SQLAlchemy's `SessionTransaction._take_snapshot`): no nested transaction can be opened under it."""
-    frame = inspect.currentframe()
-    for _ in range(12):
-        if frame is None:
-            return False
-        if frame.f_code.co_name == "_take_snapshot" and "sqlalchemy" in frame.f_code.co_filename:
-            return True
-        frame = frame.f_back
-    return False

@@ -94,6 +94,7 @@ def test_output_uses_iso_timestamps_short_durations_and_no_python_none() -> None
     assert json.loads(render(data, as_json=True))["at"] == "2026-12-03T02:11:56+00:00"
     assert [human_duration(timedelta(days=7)), human_duration(timedelta(seconds=30))] == ["7d", "30s"]
     assert "day" not in human_duration(timedelta(days=1, seconds=5))
+    assert [human_duration(4.48124), human_duration(0.25), human_duration(59.96)] == ["4.48s", "0.25s", "60s"]
 
 
 def test_show_and_stats_print_no_none_and_no_embedded_dict(tmp_path: Path) -> None:

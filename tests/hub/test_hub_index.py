@@ -1,11 +1,16 @@
 """The hub indexes the payloads it keeps after their settling transactions: `run(once=True)` leaves none waiting,
-and a stop set before the end leaves the rest for a search, which indexes them first."""
+a stop set before the end leaves the rest for a search, which indexes them first, and a database outage met by an
+index batch is the hub's own outage (one `dependency-down`, one `dependency-back`)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
+import sys
 from pathlib import Path
+
+import pytest
 
 from edinbox import Inbox
 from edinbox._payloads import search_text
@@ -14,6 +19,7 @@ from edinbox.hub.database import on_inbox
 from edinbox.hub.demo._traffic import generate
 from edinbox.hub.ops import init
 from edinbox.sources.spool import publish
+from servers import PrivatePostgres
 
 
 def _waiting(path: Path) -> int:
@@ -70,3 +76,35 @@ def test_a_stopped_hub_leaves_the_rest_to_the_search(tmp_path: Path) -> None:
     with Inbox(f"sqlite:///{path}", consumer="accounting") as inbox:
         assert len(inbox.search(COMMON, limit=100)) == 60
     assert _waiting(path) == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="private PostgreSQL servers are started on Linux")
+def test_an_outage_met_by_the_index_batch_is_the_hubs_one_outage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A private PostgreSQL stopped after a batch settled: the index batches met by the outage (each asks whether a
+    kept payload waits: on PostgreSQL none does, they are indexed as they settle) log the hub's one `dependency-down`
+    however many fail; the server back, the next index batch logs its one `dependency-back`; no line of the index's
+    own."""
+    caplog.set_level(logging.WARNING)
+    with PrivatePostgres() as server:
+        config = HubConfig(db=server.url, source=f"dir://{tmp_path / 'spool'}", batch_size=20, idle_timeout=0.2)
+
+        async def run() -> list[int]:
+            await on_inbox(config, lambda inbox: init(inbox, config=config))
+            await publish(config.source, TRAFFIC.files[:20])
+            async with open_hub(config) as hub:
+                assert await hub.step() == 20
+                server.stop()
+                indexed = [await hub.indexer.step(0) for _ in range(3)]
+                server.start()
+                indexed.append(await hub.indexer.step(0))
+                indexed.append(await hub.indexer.step(0))
+                assert hub.outage.down is None
+            return indexed
+
+        assert asyncio.run(run()) == [0, 0, 0, 0, 0]
+    events = [str(r.msg).split()[0] for r in caplog.records if r.name.startswith("edinbox.hub")]
+    assert events.count("dependency-down") == 1, events
+    assert events.count("dependency-back") == 1, events
+    assert "index-behind" not in events

@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -138,21 +139,21 @@ def _body(inbox: Inbox, message_id: str) -> bytes:
 
 
 def test_a_payload_is_kept_as_received_then_indexed_compressed(store: tuple[str, str]) -> None:
-    """On SQLite and PostgreSQL the settling transaction keeps the bytes as received with no words (MariaDB indexes
-    and compresses at once); `index_payloads` indexes and compresses them later; `payload()` gives the same bytes
-    before and after, and a search finds the message without being told to index."""
+    """On SQLite the settling transaction keeps the bytes as received with no words (PostgreSQL and MariaDB index
+    and compress at once); `index_payloads` indexes and compresses them later (1,100 bytes: over `COMPRESS_MIN`);
+    `payload()` gives the same bytes before and after, and a search finds the message without being told to index."""
     with _inbox(store, keep_payloads=True) as inbox:
-        inbox.process(Message("4711", "orders", EDI * 5), lambda tx, m: None)
-        later = inbox.dialect != "mysql"
-        assert _body(inbox, "4711") == (EDI * 5 if later else zlib.compress(EDI * 5, 6))
+        inbox.process(Message("4711", "orders", EDI * 10), lambda tx, m: None)
+        later = inbox.dialect == "sqlite"
+        assert _body(inbox, "4711") == (EDI * 10 if later else zlib.compress(EDI * 10, 6))
         kept = inbox.payload("orders", "4711")
         assert kept is not None
-        assert kept.payload == EDI * 5
+        assert kept.payload == EDI * 10
         assert inbox.index_payloads() == (1 if later else 0)
-        assert zlib.decompress(_body(inbox, "4711")) == EDI * 5
+        assert zlib.decompress(_body(inbox, "4711")) == EDI * 10
         kept = inbox.payload("orders", "4711")
         assert kept is not None
-        assert kept.payload == EDI * 5
+        assert kept.payload == EDI * 10
         inbox.process(Message("4712", "orders", b"BGM+220+PO-99001+9'"), lambda tx, m: None)
         assert [f.message_id for f in inbox.search("PO-99001")] == ["4712"]  # indexed by the search first
 
@@ -176,13 +177,21 @@ def test_a_payload_kept_again_after_forget_is_found_by_its_new_words_only(store:
             inbox.transaction(check)
 
 
-def test_kept_body_is_compressed() -> None:
-    """The body column holds the zlib-compressed bytes (what the storage figures in bench/RESULTS.md assume)."""
-    from edinbox._payloads import keep_params
+def test_kept_body_is_compressed_from_a_kilobyte() -> None:
+    """The body column holds the zlib-compressed bytes of a payload of `COMPRESS_MIN` bytes or more (what the storage
+    figures in bench/RESULTS.md assume), a shorter one as it is behind the `STORED` mark; `unpack` gives each back,
+    a short payload that looks like a zlib stream or starts with the mark included."""
+    from edinbox._payloads import COMPRESS_MIN, STORED, keep_params, unpack
 
     row = keep_params("c", Message("1", "s", EDI * 20), cap=1 << 20)
     assert zlib.decompress(row["body"]) == EDI * 20
     assert len(row["body"]) < len(EDI * 20) / 4
+    assert unpack(row["body"], indexed=True) == EDI * 20
+    for short in (EDI, zlib.compress(EDI), STORED + EDI, b"", (EDI * 20)[: COMPRESS_MIN - 1]):
+        body = keep_params("c", Message("1", "s", short), cap=1 << 20)["body"]
+        assert body == STORED + short
+        assert unpack(body, indexed=True) == short
+        assert unpack(short, indexed=False) == short  # a row not indexed yet: the bytes as received
 
 
 def test_the_documented_example_runs() -> None:
@@ -246,6 +255,66 @@ def test_postgresql_searches_a_word_in_thousands_of_payloads_from_the_newest(uni
             )
             assert [f.message_id for f in inbox.search("UNB", limit=3)] == ["6000", "5999", "5998"]
             assert [f.message_id for f in inbox.search("PO17")] == ["17"]
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE')
+
+
+def test_mariadb_searches_a_common_word_among_the_newest_first(unique_name: str) -> None:
+    """On MariaDB the newest `WALK` kept payloads are matched row by row first: a word (or words) most of them hold
+    comes back from there, newest first, case-insensitive and as whole words; a word they hold fewer than `limit`
+    times is answered by FULLTEXT, older rows included."""
+    require_service("mariadb")
+    mariadb_admin(f"CREATE DATABASE `{unique_name}`")
+    try:
+        with _inbox((MYSQL_URL, f"{unique_name}.inbox"), keep_payloads=True) as inbox:
+
+            def fill(tx: Any) -> None:
+                cursor = tx.connection.cursor()
+                cursor.execute(
+                    f"INSERT INTO `{unique_name}`.inbox_payloads (consumer, source, message_id, fingerprint, sha256, "
+                    "size, content_type, truncated, body, text, kept_at) SELECT 'orders', 'acme', seq, 'f', 'd', 1, "
+                    "'x', false, 'b', CONCAT('UNB PO', seq, IF(seq % 2 = 0, ' EVEN', ''), IF(seq < 50, ' OLD', '')), "
+                    "UTC_TIMESTAMP(6) - INTERVAL (3000 - seq) SECOND FROM seq_1_to_3000"
+                )
+
+            inbox.transaction(fill)
+            assert [f.message_id for f in inbox.search("UNB", limit=3)] == ["3000", "2999", "2998"]
+            assert [f.message_id for f in inbox.search("even unb", limit=3)] == ["3000", "2998", "2996"]
+            assert [f.message_id for f in inbox.search("PO299", limit=1)] == ["299"]  # not PO2999, newer
+            assert [f.message_id for f in inbox.search("PO17")] == ["17"]  # older than the newest WALK
+            assert [f.message_id for f in inbox.search("old even", limit=3)] == ["48", "46", "44"]
+    finally:
+        drop_database(unique_name)
+
+
+def test_postgresql_indexes_a_row_an_earlier_release_left_waiting(unique_name: str) -> None:
+    """On PostgreSQL a payload is indexed in its settling transaction; a row an earlier release (journal version 13)
+    kept waiting for its index (no words, the bytes as received) is read as it is, then indexed by `index_payloads`
+    (the hub's and the consumer loop's idle batches, or a search) and found."""
+    require_service("postgres")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{unique_name}"')
+    try:
+        with _inbox((POSTGRES_URL, f"{unique_name}.inbox"), keep_payloads=True) as inbox:
+            inbox.process(Message("new", "acme", EDI), lambda tx, m: None)
+            assert inbox.index_payloads() == 0  # indexed when it was settled
+            inbox.transaction(
+                lambda tx: tx.connection.execute(
+                    f'INSERT INTO "{unique_name}".inbox_payloads (consumer, source, message_id, fingerprint, sha256, '
+                    "size, content_type, truncated, body, words) VALUES ('orders', 'acme', 'old', 'f', 'd', %s, "
+                    "'x', false, %s, NULL)",
+                    (len(EDI), EDI),
+                )
+            )
+            kept = inbox.payload("acme", "old")
+            assert kept is not None
+            assert kept.payload == EDI
+            assert inbox.index_payloads() == 1
+            kept = inbox.payload("acme", "old")
+            assert kept is not None
+            assert kept.payload == EDI
+            assert [f.message_id for f in inbox.search("PO-77123", limit=5)] == ["old", "new"]
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE')

@@ -41,8 +41,9 @@ def notes(database: Database) -> list[str]:
 
 
 def test_a_failing_handler_discards_its_orm_objects_flushed_or_not(database: Database) -> None:
-    """Objects a failing handler added (flushed or still pending) leave the session and their rows are gone; an
-    object it deleted without flushing is back, persistent; the caller's own objects commit, one attempt is counted."""
+    """Objects a failing handler added (flushed, in one flush or two, or still pending) leave the session and their
+    rows are gone; an object it deleted without flushing is back, persistent; the caller's own objects commit, one
+    attempt is counted."""
     Effect: Any = mapped(database)
     engine = create_engine(database.sync_url)
     inbox = Inbox(engine, consumer="c", table=database.table)
@@ -50,9 +51,10 @@ def test_a_failing_handler_discards_its_orm_objects_flushed_or_not(database: Dat
     caller = Effect("caller")
 
     def flushing(tx: Tx, message: Message) -> None:
-        added.append(Effect("flushed"))
-        tx.connection.add(added[-1])
-        tx.connection.flush()
+        for note in ("flushed", "flushed2"):  # each flush in a nested transaction of its own
+            added.append(Effect(note))
+            tx.connection.add(added[-1])
+            tx.connection.flush()
         added.append(Effect("pending"))
         tx.connection.add(added[-1])
         raise Boom

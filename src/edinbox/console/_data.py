@@ -142,7 +142,9 @@ async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
     """One page of journal rows matching `query`, newest first, and whether another page follows.
 
     An invoice number is resolved first to the keys of the messages that created such invoices, so that both
-    lookups use their index (a correlated EXISTS inside the optional filter would be checked row by row).
+    lookups use their index (a correlated EXISTS inside the optional filter would be checked row by row); a partner
+    to the consumer's sources holding it (one probe of the unique key per distinct source), so the rows are found
+    by exact source and no index on the source's text is needed.
     """
     keys: set[tuple[str, str]] | None = None
     if invoice := query.invoice.strip():
@@ -157,11 +159,17 @@ async def search(inbox: AsyncInbox, query: Query) -> tuple[list[Row], bool]:
         keys = holding if keys is None else keys & holding
         if not keys:
             return [], False
+    partners: list[str] | None = None
+    if partner := query.partner.strip():  # the consumer's sources holding it: then the rows by exact source
+        lookup = {"consumer": inbox.consumer, "partner": _like(partner)}
+        partners = [str(r[0]) for r in await inbox.read(lambda tx: tx.unit.fetch("console_partner_sources", lookup))]
+        if not partners:
+            return [], False
     params = {
         "consumer": inbox.consumer,
         "status": query.status or None,
         "control": query.control.strip() or None,
-        "partner": _like(query.partner.strip()) if query.partner.strip() else None,
+        "partners": None if partners is None else _texts(inbox, partners),
         "ids": None if keys is None else _texts(inbox, sorted({k[1] for k in keys})),
         "sources": None if keys is None else _texts(inbox, sorted({k[0] for k in keys})),
         "since": _at(inbox, query.since),

@@ -23,6 +23,7 @@ from edinbox.loop._hand_back import (
     not_the_message,
     verdict,
 )
+from edinbox.loop._index import Indexer
 from edinbox.loop._journal import Handler
 from edinbox.loop._lifecycle import FINAL, TRANSITIONS, Lifecycle, LifecycleError, Move, Stage, move_all
 from edinbox.loop._outage import Outage, Stopped, dependency, unless_stopped
@@ -45,6 +46,7 @@ __all__ = [
     "Gauges",
     "HandBack",
     "Handler",
+    "Indexer",
     "Lifecycle",
     "LifecycleError",
     "Move",

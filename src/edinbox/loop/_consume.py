@@ -36,6 +36,8 @@ def consume(
     relay: bool = False,
     metrics: Metrics | None = None,
     give_up_after: timedelta | None = None,
+    keep_payloads: bool = False,
+    payload_cap: int | None = None,
     once: bool = False,
     idle_timeout: float = 1.0,
 ) -> Counter[str]:
@@ -62,5 +64,7 @@ def consume(
         relay=relay,
         metrics=metrics,
         give_up_after=give_up_after,
+        keep_payloads=keep_payloads,
+        payload_cap=payload_cap,
     )
     return asyncio.run(loop.run(once=once, idle_timeout=idle_timeout))

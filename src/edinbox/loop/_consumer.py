@@ -41,6 +41,7 @@ from edinbox.loop._hand_back import (
     not_the_message,
     verdict,
 )
+from edinbox.loop._index import Indexer
 from edinbox.loop._journal import Handler, Journal, open_journal
 from edinbox.loop._lifecycle import Lifecycle, Move, move_all
 from edinbox.loop._outage import Outage, Stopped
@@ -90,6 +91,8 @@ class AsyncConsumer:
         relay: bool = False,
         metrics: Metrics | None = None,
         give_up_after: timedelta | None = None,
+        keep_payloads: bool = False,
+        payload_cap: int | None = None,
     ) -> None:
         """Consume `source_url` (`dir://`, `amqp://`, `nats://`, `redis://`, `kafka://`, as `edinbox run --source`)
         into the journal `db` (a URL, a pool or an engine, as `AsyncInbox`) of `consumer` in `table`.
@@ -105,6 +108,8 @@ class AsyncConsumer:
         `source_url`).
         `metrics` (edinbox.metrics): count what settles, observe batches and keep the journal gauges.
         `give_up_after`: end `run` with the last TransientError after an outage this long (None: wait for ever).
+        `keep_payloads`, `payload_cap`: keep each processed message's payload (the message store, as `AsyncInbox`);
+        the loop then indexes them for search when the source is idle (`Indexer`).
         """
         self.source_url = source_url
         self.handler = handler
@@ -118,6 +123,8 @@ class AsyncConsumer:
         self.batch_size = batch_size
         self.poll_timeout = poll_timeout
         self.key = key or _producer_id
+        self.keep_payloads = keep_payloads
+        self.payload_cap = payload_cap
         self.relay = relay
         self.metrics = metrics
         self.give_up_after = give_up_after
@@ -128,6 +135,7 @@ class AsyncConsumer:
         self._journal: Journal | None = None
         self._relay: Relay | None = None
         self._gauges: Gauges | None = None
+        self._indexer: Indexer | None = None
         self._stop = asyncio.Event()  # the run's stop: an idle receive ends soon after it is set
 
     async def run(
@@ -151,10 +159,13 @@ class AsyncConsumer:
                 retry=self.retry,
                 dead_letters=self.dead_letters,
                 horizon=self.horizon,
+                keep_payloads=self.keep_payloads,
+                payload_cap=self.payload_cap,
             )
             self._journal = journal
             self._gauges = Gauges(self.metrics, journal.inbox, logger=self.logger)
             outage = Outage(self.logger, give_up_after=self.give_up_after, on_back=self._back)
+            self._indexer = Indexer(journal.inbox, outage=outage, enabled=self.keep_payloads)
             try:
                 await outage.call(journal.verify, stop=stopping)
                 async with contextlib.AsyncExitStack() as stack:
@@ -180,6 +191,8 @@ class AsyncConsumer:
             await wait_beside(tasks)
         if self.relay and once and not stop.is_set():
             await self._relaying(stop, once=True)
+        if self._indexer is not None and once and not stop.is_set():
+            await self._indexer.finish(stop)  # what is left; a stop leaves it to the next run, or a search
         if self._gauges is not None:
             await self._gauges.refresh()
 
@@ -205,11 +218,14 @@ class AsyncConsumer:
         self.totals["outbox_parked"] += totals["parked"]
 
     async def _after(self, handled: int) -> None:
-        """After a step: wake the relay (the batch's publishes are committed), refresh the gauges now and then."""
+        """After a step: wake the relay (the batch's publishes are committed), refresh the gauges now and then, index
+        the kept payloads when idle (`Indexer`)."""
         if handled and self._relay is not None:
             self._relay.wake()
         if self._gauges is not None:
             await self._gauges.refresh(every=_REFRESH)
+        if self._indexer is not None:
+            await self._indexer.step(handled)
 
     async def step(self) -> int:
         """Receive one batch, settle it, hand each delivery back; return how many deliveries it had."""

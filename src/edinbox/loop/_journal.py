@@ -103,9 +103,19 @@ def open_journal(
     retry: Retry | None = None,
     dead_letters: str | None = None,
     horizon: timedelta | None,
+    keep_payloads: bool = False,
+    payload_cap: int | None = None,
 ) -> Journal:
-    """The journal for `handler`: on an AsyncInbox for a coroutine function, else on a sync Inbox in a thread too."""
-    options: dict[str, Any] = {"consumer": consumer, "table": table, "max_attempts": max_attempts}
+    """The journal for `handler`: on an AsyncInbox for a coroutine function, else on a sync Inbox in a thread too;
+    `keep_payloads` and `payload_cap` as the inbox's (the message store)."""
+    options: dict[str, Any] = {
+        "consumer": consumer,
+        "table": table,
+        "max_attempts": max_attempts,
+        "keep_payloads": keep_payloads,
+    }
+    if payload_cap is not None:
+        options["payload_cap"] = payload_cap
     if horizon is not None:
         options["horizon"] = horizon
     if retry is not None:

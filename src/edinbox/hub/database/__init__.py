@@ -11,7 +11,6 @@ from edinbox.hub.database._findings import (
     read_findings,
     record_findings,
 )
-from edinbox.hub.database._index import Indexer
 from edinbox.hub.database._journal import HUB, on_inbox, open_inbox, verify, verify_found
 from edinbox.hub.database._purge import Purged, Purger, check_purge, purge, purgeable, purges
 from edinbox.hub.database._tables import (
@@ -32,7 +31,6 @@ __all__ = [
     "HUB",
     "SHARDS",
     "TABLES",
-    "Indexer",
     "Parked",
     "Purged",
     "Purger",

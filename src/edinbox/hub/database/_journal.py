@@ -31,6 +31,8 @@ HUB = Application(
         6: "the invoices' remote_id: the id a remote sink (the HTTP accounting API) gave each invoice it holds",
         7: "what validation found per interchange (edinbox_hub_findings), and when each ledger row last changed "
         "(edinbox_hub_ledger.changed, indexed): the ledger's gauges read only what changed",
+        8: "the console's trigram index on the journal's source dropped (PostgreSQL): it cost each row more "
+        "than the row itself; the partner search matches the distinct sources through the unique key instead",
     },
     legacy="hub_control_numbers",
 )

@@ -55,7 +55,7 @@ validation found per interchange, `_findings`). Their versions are the hub's (`_
 
 SEARCH_INDEXES = ("received", "status", "control", "invoice_number", "invoice_message")
 """The indexes the console's search needs (`console_index_<name>` in `hub/sql/<dialect>/console.sql`); the partner
-index (`console_index_partner`) needs an extension on PostgreSQL and is created apart (see `create_partner_index`)."""
+index (`console_index_partner`) is created apart (see `create_partner_index`)."""
 
 COUNTED = (
     DeliveryOutcome.PROCESSED,
@@ -138,7 +138,8 @@ CREATE = (
 
 
 async def create_partner_index(tx: AsyncTransaction) -> None:
-    """Create the partner search's index and the extension it needs (pg_trgm on PostgreSQL); only `init` calls it."""
+    """Create the partner search's index (SQLite, MariaDB; none on PostgreSQL, whose search skips through the unique
+    key); only `init` calls it."""
     await tx.unit.run("console_extensions", {})
     await tx.unit.run("console_index_partner", {})
 

@@ -35,7 +35,7 @@ from edinbox._message import Message, Outcome
 from edinbox.edi import partner
 from edinbox.hub import partners
 from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, Route, log_event, settled
-from edinbox.hub.database import Indexer, Parked, Purger, park_reasons, purges
+from edinbox.hub.database import Parked, Purger, park_reasons, purges
 from edinbox.hub.deliveries._batch import Batch, Work, hand_back_of
 from edinbox.hub.deliveries._items import Item, cut, kept_instead, plan
 from edinbox.hub.deliveries._spans import Spans
@@ -47,6 +47,7 @@ from edinbox.loop import (
     NACK_DELAY,
     DeliveryOutcome,
     Gauges,
+    Indexer,
     Move,
     Outage,
     Relay,
@@ -113,7 +114,7 @@ class Hub:
         self.gauges = Gauges(metrics, inbox, logger=self.logger)
         """The journal gauges of `metrics`, refreshed every `_REFRESH` seconds while running."""
         self.ledger = partners.Gauges(metrics, inbox, config)
-        self.indexer = Indexer(inbox, logger=self.logger, enabled=config.keep_payloads)
+        self.indexer = Indexer(inbox, outage=self.outage, enabled=config.keep_payloads)
         """Indexes the kept payloads for search between batches (`keep_payloads`)."""
         self._ahead: asyncio.Future[tuple[list[Delivery], list[list[Item]]]] | None = None
         """The next batch, claimed and planned while the current one settles (`receives_ahead` sources only)."""

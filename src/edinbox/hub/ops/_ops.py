@@ -79,7 +79,7 @@ async def init(inbox: AsyncInbox, *, config: HubConfig, grant: Sequence[str] = (
     await inbox.create_schema()  # the journal and the hub's tables, one transaction (MariaDB: steps run again)
     try:
         await inbox.transaction(create_partner_index)
-    except StoreError as exc:  # e.g. pg_trgm not installed on the server: the partner search scans instead
+    except StoreError as exc:  # the index not made: the partner search scans instead
         fields = {"index": "partner search", "error": str(exc), "then": "the console's partner search scans"}
         log_event(logging.getLogger(LOGGER), logging.WARNING, "index-not-created", fields)
     await verify(inbox)

@@ -1,12 +1,13 @@
 -- The message store beside the journal (`edinbox._payloads`): a processed message's payload, kept by a consumer
 -- with `keep_payloads`, written in the transaction that settles it. `{payloads}` is `<journal>_payloads`, keyed as
--- the journal is; `body` is zlib-compressed (a prefix when `truncated`; stored as is, not compressed again), `sha256`
--- and `size` are the whole payload's. The search text (`edinbox._payloads.search_text`) is kept as its words only,
--- `words`: a tsvector of the `simple` configuration (every word as written, lower-cased, no stemming, no stop
--- words) stripped of positions (a search asks for every word, not a phrase), under a GIN index; a scan of a small
--- table reads it as stored, never computing a tsvector per row. The settling transaction writes `words` NULL (not
--- indexed yet: no words, no GIN entry there) and `body` as received; `payloads_index_batch` sets the words later,
--- outside that transaction, and compresses `body` then.
+-- the journal is; `body` is packed (`edinbox._payloads.pack`: zlib-compressed from 1 KiB, else as it is behind a zero
+-- byte; a prefix when `truncated`; stored as is by TOAST, not compressed again), `sha256` and `size` are the whole
+-- payload's. The search text (`edinbox._payloads.search_text`) is kept as its words only, `words`: a tsvector of
+-- lexemes as they are, lower-cased (what to_tsvector('simple', ...) makes of them, without running the text search
+-- parser: half the server's time), no positions (a search asks for every word, not a phrase), under a GIN index; a
+-- scan of a small table reads it as stored, never computing a tsvector per row. The settling transaction writes the
+-- words (an UPDATE later would write the row again, with its index entries). A row kept at journal version 13 may
+-- still wait with `words` NULL and `body` as received: `payloads_index_batch` indexes it.
 
 -- name: payloads_create
 CREATE TABLE IF NOT EXISTS {payloads} (
@@ -43,7 +44,7 @@ CREATE INDEX IF NOT EXISTS {payloads_text_index} ON {payloads} USING gin (words)
 -- a message processed again after a `forget` replaces what was kept of it
 INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, words)
 VALUES (%(consumer)s, %(source)s, %(message_id)s, %(fingerprint)s, %(sha256)s, %(size)s, %(content_type)s,
-    %(truncated)s, %(body)s, strip(to_tsvector('simple', %(text)s)))
+    %(truncated)s, %(body)s, array_to_tsvector(string_to_array(lower(%(text)s), ' ')))
 ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.fingerprint,
     sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
     truncated = excluded.truncated, body = excluded.body, words = excluded.words, kept_at = excluded.kept_at
@@ -51,7 +52,7 @@ ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.
 -- name: payloads_keep_batch
 -- payloads_keep for a batch in one statement: parallel arrays, sent in binary, as the journal's insert_batch
 INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, words)
-SELECT %(consumer)s, u.s, u.m, u.f, u.d, u.n, u.c, u.t, u.b, strip(to_tsvector('simple', u.w))
+SELECT %(consumer)s, u.s, u.m, u.f, u.d, u.n, u.c, u.t, u.b, array_to_tsvector(string_to_array(lower(u.w), ' '))
 FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(fingerprints)b::text[], %(sha256s)b::text[],
     %(sizes)b::bigint[], %(content_types)b::text[], %(truncateds)b::boolean[], %(bodies)b::bytea[], %(texts)b::text[])
     AS u (s, m, f, d, n, c, t, b, w)
@@ -70,10 +71,8 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
 
 -- name: payloads_index_batch
--- the search text of each of these kept payloads, and its body compressed, made after their settling transaction:
--- parallel arrays.
--- Its words are the lexemes as they are, lower-cased (what to_tsvector('simple', ...) makes of them, without running
--- the text search parser: half the server's time)
+-- the search text of each of these kept payloads, and its body packed, made after their settling transaction (a row
+-- kept at journal version 13): parallel arrays
 UPDATE {payloads} AS p SET words = array_to_tsvector(string_to_array(lower(u.w), ' ')), body = u.b
 FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(texts)b::text[], %(bodies)b::bytea[]) AS u (s, m, w, b)
 WHERE p.consumer = %(consumer)s AND p.source = u.s AND p.message_id = u.m AND p.words IS NULL

@@ -28,23 +28,35 @@ CREATE INDEX {invoice_number_index} ON {edinbox_hub_invoices} (number)
 CREATE INDEX {invoice_message_index} ON {edinbox_hub_invoices} (consumer, source, message_id)
 
 -- name: console_extensions
--- MariaDB needs none: the partner search scans the consumer's rows
+-- MariaDB needs none
 SELECT 1
 
 -- name: console_index_partner
 CREATE INDEX {partner_index} ON {table} (consumer, source)
 
+-- name: console_partner_sources
+-- the consumer's distinct sources holding a substring (the partner search), case-insensitive (utf8mb4's default
+-- collation), read by skipping through the unique key (consumer, source, message_id): one index probe per source
+WITH RECURSIVE sources (source) AS (
+    SELECT (SELECT source FROM {table} WHERE consumer = %(consumer)s ORDER BY source LIMIT 1)
+    UNION ALL
+    SELECT (SELECT n.source FROM {table} AS n WHERE n.consumer = %(consumer)s AND n.source > s.source
+        ORDER BY n.source LIMIT 1)
+    FROM sources AS s WHERE s.source IS NOT NULL
+)
+SELECT CONVERT(source USING utf8mb4) FROM sources WHERE CONVERT(source USING utf8mb4) LIKE %(partner)s
+
 -- name: console_search
--- one statement for every combination of filters: an absent filter is NULL; the partner matches a substring of
--- the source, case-insensitive (utf8mb4's default collation); an invoice number is first resolved to its
--- messages' keys (console_invoice_keys), given as JSON arrays
+-- one statement for every combination of filters: an absent filter is NULL; a partner is first resolved to its
+-- sources (console_partner_sources), an invoice number to its messages' keys (console_invoice_keys), given as
+-- JSON arrays
 SELECT CONVERT(j.source USING utf8mb4), CONVERT(j.message_id USING utf8mb4), j.status, j.attempts, j.received_at,
     j.conflicts, j.last_error
 FROM {table} AS j
 WHERE j.consumer = %(consumer)s
     AND (%(status)s IS NULL OR j.status = %(status)s)
     AND (%(control)s IS NULL OR j.message_id = %(control)s)
-    AND (%(partner)s IS NULL OR CONVERT(j.source USING utf8mb4) LIKE %(partner)s)
+    AND (%(partners)s IS NULL OR JSON_CONTAINS(%(partners)s, JSON_QUOTE(CONVERT(j.source USING utf8mb4))))
     AND (%(since)s IS NULL OR j.received_at >= %(since)s)
     AND (%(until)s IS NULL OR j.received_at < %(until)s)
     AND (%(ids)s IS NULL OR (

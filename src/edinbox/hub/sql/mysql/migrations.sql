@@ -100,3 +100,7 @@ ALTER TABLE {edinbox_hub_ledger} ADD COLUMN IF NOT EXISTS changed BIGINT NOT NUL
 
 -- name: v7_ledger_changed_index
 CREATE INDEX {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)
+
+-- name: v8_drop_partner_index
+-- nothing on MariaDB: the trigram index dropped by this version was PostgreSQL's
+SELECT 1

@@ -105,3 +105,8 @@ ALTER TABLE IF EXISTS {edinbox_hub_ledger} ADD COLUMN IF NOT EXISTS changed BIGI
 
 -- name: v7_ledger_changed_index
 CREATE INDEX IF NOT EXISTS {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)
+
+-- name: v8_drop_partner_index
+-- the console's trigram index on the journal's source: it cost each row more than the row itself (server time and
+-- WAL); the partner search now matches the distinct sources and finds the rows through the unique key
+DROP INDEX IF EXISTS {schema}.{partner_index}

@@ -27,11 +27,23 @@ CREATE INDEX IF NOT EXISTS {invoice_number_index} ON {edinbox_hub_invoices} (num
 CREATE INDEX IF NOT EXISTS {invoice_message_index} ON {edinbox_hub_invoices} (consumer, source, message_id)
 
 -- name: console_extensions
--- SQLite needs none: the partner search scans the consumer's rows
+-- SQLite needs none
 SELECT 1
 
 -- name: console_index_partner
 CREATE INDEX IF NOT EXISTS {partner_index} ON {table} (consumer, source)
+
+-- name: console_partner_sources
+-- the consumer's distinct sources holding a substring (the partner search), read by skipping through the unique key
+-- (consumer, source, message_id): one index probe per source, however many rows each has
+WITH RECURSIVE sources (source) AS (
+    SELECT (SELECT source FROM {table} WHERE consumer = :consumer ORDER BY source LIMIT 1)
+    UNION ALL
+    SELECT (SELECT n.source FROM {table} AS n WHERE n.consumer = :consumer AND n.source > s.source
+        ORDER BY n.source LIMIT 1)
+    FROM sources AS s WHERE s.source IS NOT NULL
+)
+SELECT source FROM sources WHERE source LIKE :partner ESCAPE '\'
 
 -- name: console_search
 SELECT j.source, j.message_id, j.status, j.attempts, j.received_at, j.conflicts, j.last_error
@@ -39,7 +51,7 @@ FROM {table} AS j
 WHERE j.consumer = :consumer
     AND (:status IS NULL OR j.status = :status)
     AND (:control IS NULL OR j.message_id = :control)
-    AND (:partner IS NULL OR j.source LIKE :partner ESCAPE '\')
+    AND (:partners IS NULL OR j.source IN (SELECT value FROM json_each(:partners)))
     AND (:since IS NULL OR j.received_at >= :since)
     AND (:until IS NULL OR j.received_at < :until)
     AND (:ids IS NULL OR (j.message_id IN (SELECT value FROM json_each(:ids))

@@ -124,3 +124,7 @@ ALTER TABLE {edinbox_hub_ledger} ADD COLUMN changed INTEGER NOT NULL DEFAULT 0
 
 -- name: v7_ledger_changed_index
 CREATE INDEX IF NOT EXISTS {ledger_changed_index} ON {edinbox_hub_ledger} (consumer, changed)
+
+-- name: v8_drop_partner_index
+-- nothing on SQLite: the trigram index dropped by this version was PostgreSQL's
+SELECT 1

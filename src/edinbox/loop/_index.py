@@ -1,23 +1,22 @@
-"""The message store's search index, kept current beside the batch loop.
+"""The message store's search index, kept current beside the batch loop (a hub's, a consumer's).
 
 On SQLite and PostgreSQL a kept payload is written in its settling transaction without its words (the costly part:
 the words themselves, the full-text index's insert); `AsyncInbox.index_payloads` indexes them later, in batches of
-their own. The hub does it when its source is idle, and at most every `EVERY` seconds while it is busy (so a busy
+their own. The loop does it when its source is idle, and at most every `EVERY` seconds while it is busy (so a busy
 hour leaves a bounded backlog, not an unbounded one), one batch at a time; `run(once=True)` indexes what is left
 before it returns. A search indexes whatever still waits before it looks (`AsyncInbox.search`): nothing settled is
-missed, whenever the hub got to it.
+missed, whenever the loop got to it. A database outage is the loop's own (`Outage`): one `dependency-down` line,
+whether a batch step or an index batch met it first, and one `dependency-back` when either reaches it again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import TransientError
-from edinbox.hub.config import log_event
-from edinbox.loop import dependency
+from edinbox.loop._outage import Outage
 
 __all__ = ["EVERY", "Indexer"]
 
@@ -26,15 +25,15 @@ EVERY = 5.0
 
 
 class Indexer:
-    """Indexes the hub's kept payloads between batches (see the module's docstring)."""
+    """Indexes a loop's kept payloads between its batches (see the module's docstring)."""
 
-    def __init__(self, inbox: AsyncInbox, *, logger: logging.Logger, enabled: bool) -> None:
-        """Index `inbox`'s kept payloads when `enabled` (the hub's `keep_payloads`)."""
+    def __init__(self, inbox: AsyncInbox, *, outage: Outage, enabled: bool) -> None:
+        """Index `inbox`'s kept payloads when `enabled` (its `keep_payloads`); a failure to reach the database is
+        reported through `outage` (the loop's)."""
         self.inbox = inbox
-        self.logger = logger
+        self.outage = outage
         self.enabled = enabled
         self._last = time.monotonic()
-        self._down = False
 
     async def step(self, handled: int) -> int:
         """After a loop step that settled `handled` deliveries: index one batch when the source was idle or `EVERY`
@@ -54,17 +53,16 @@ class Indexer:
         return total
 
     async def _batch(self) -> int:
-        """Index one batch; how many. The database down leaves them waiting (one `index-behind` line until it
-        works again): the loop's next step waits the outage out, a search indexes them first."""
+        """Index one batch; how many. The database down leaves them waiting and starts the loop's outage (its
+        `dependency-down` line, once): the loop's next step waits it out, a search indexes them first. A batch
+        that works ends an outage of the database (its `dependency-back` line)."""
         if not self.enabled:
             return 0
         try:
             indexed = await self.inbox.index_payloads()
         except TransientError as exc:
-            if not self._down:
-                fields = {"dependency": dependency(exc), "error": " ".join(str(exc).split())[:300]}
-                log_event(self.logger, logging.WARNING, "index-behind", fields)
-            self._down = True
+            self.outage.went_down(exc)
             return 0
-        self._down = False
+        if self.outage.down == "database":
+            self.outage.came_back()
         return indexed
