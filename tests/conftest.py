@@ -121,7 +121,7 @@ HEAVY = (
 )
 """The modules that take longest, longest first: the 50 longest of the last measurement over the whole suite (with
 `--junitxml`: 7,200 s in all on three workers at a background load of about 15), the first four measured again one by
-one, before and after side by side at a load of 6 to 12, once the inbox contract's journals were kept between its
+one, before and after side by side at a load of 3 to 12, once the inbox contract's journals were kept between its
 tests (231 s -> 168 s) and the proof's hubs stopped on a drained broker instead of an idle timeout (152 s -> 131 s),
 while chaos (252 s -> 242 s) and the relay's outages (106 s -> 102 s) stayed: scaled to the last whole measurement,
 chaos and the relay's outages lead now. The suite's workers take whole modules (`--dist loadfile`) in collection
