@@ -39,6 +39,11 @@ def _mariadb(sql: str) -> tuple[Any, ...] | None:
         connection.close()
 
 
+def _tables(name: str) -> str:
+    """The journal's tables (`name`, its version, outbox and kept payloads) and the business table, for DROP TABLE."""
+    return ", ".join(name + suffix for suffix in ("", "_version", "_outbox", "_payloads", "_fx"))
+
+
 @pytest.fixture(params=["postgresql", "mysql", "sqlite-file"])
 def database(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A fresh journal and business table; yields the URL, the table and how to count effects."""
@@ -50,7 +55,8 @@ def database(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -
             inbox.create_schema()
         yield {"url": url, "table": unique_name, "insert": f"INSERT INTO {unique_name}_fx VALUES (%s)"}
         with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f"DROP TABLE {unique_name}, {unique_name}_version, {unique_name}_fx")
+            admin.execute(f"DROP TABLE IF EXISTS {_tables(unique_name)}")
+            admin.execute(f"DROP DOMAIN IF EXISTS {unique_name}_status")
         return
     if request.param == "mysql":
         require_service("mariadb")
@@ -58,7 +64,7 @@ def database(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) -
         with Inbox(MYSQL_URL, consumer="c", table=unique_name) as inbox:
             inbox.create_schema()
         yield {"url": MYSQL_URL, "table": unique_name, "insert": f"INSERT INTO {unique_name}_fx VALUES (%s)"}
-        _mariadb(f"DROP TABLE {unique_name}, {unique_name}_version, {unique_name}_fx")
+        _mariadb(f"DROP TABLE IF EXISTS {_tables(unique_name)}")
         return
     path = tmp_path / "inbox.db"
     with sqlite3.connect(path) as admin:

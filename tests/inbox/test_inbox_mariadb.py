@@ -47,7 +47,11 @@ def table(unique_name: str) -> Iterator[str]:
         execute(admin, f"CREATE TABLE {unique_name}_business (note VARCHAR(100))")
         Inbox(admin, consumer="c", table=unique_name).create_schema()
         yield unique_name
-        execute(admin, f"DROP TABLE {unique_name}, {unique_name}_version, {unique_name}_business")
+        execute(
+            admin,
+            f"DROP TABLE IF EXISTS {unique_name}, {unique_name}_version, {unique_name}_outbox, {unique_name}_payloads, "
+            f"{unique_name}_business",
+        )
     finally:
         admin.close()
 
