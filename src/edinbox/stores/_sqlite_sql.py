@@ -88,7 +88,8 @@ def connect(path: str) -> sqlite3.Connection:
     and its indexes (the journal's batch insert, a kept payload's row) first copies each page it changes into that
     journal, and once it outgrows 64 KiB in a transaction SQLite writes it to a file in /var/tmp, two system calls per
     page (the hub's kept payloads: 13 us of CPU each, bench/RESULTS.md "Message store"). The journal is as large as
-    the pages one transaction changes: a batch's, or a purge's `batch_size` rows.
+    the pages one transaction changes: a batch's, or a purge's `batch_size` rows; a migration that builds an index
+    over a large table sorts its keys in memory too.
     """
     if path != ":memory:":
         folder = os.path.dirname(os.path.abspath(path))
