@@ -92,7 +92,7 @@ def search_text(payload: bytes) -> str:
     """The words of `payload` as a search indexes them: its runs of ASCII letters and digits of `MIN_WORD` or more,
     each once, in order, one space between, at most `MAX_TEXT` characters (EDI segments `BGM+220+PO4711'DTM+137:
     20261201:102'` give `BGM 220 PO4711 DTM 137 20261201 102`)."""
-    words = dict.fromkeys(w for w in payload[:MAX_SCAN].translate(_SPACES).split() if len(w) >= MIN_WORD)
+    words = dict.fromkeys([w for w in payload[:MAX_SCAN].translate(_SPACES).split() if len(w) >= MIN_WORD])
     text = b" ".join(words).decode("ascii")
     return text if len(text) <= MAX_TEXT else text[: text.rfind(" ", 0, MAX_TEXT + 1)]
 

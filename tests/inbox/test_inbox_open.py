@@ -70,3 +70,24 @@ def test_sync_missing_folder_names_it(tmp_path: Path) -> None:
         inbox.process(Message("1", "s", b"x"), lambda tx, message: None)
     inbox.close()
     assert not missing.exists()
+
+
+def test_connections_keep_temporary_files_in_memory(tmp_path: Path) -> None:
+    """The connections the store opens, sync and async, on a file or in memory, keep SQLite's temporary files (the
+    statement journal a batch's writes fill) in memory, not in files written page by page (`temp_store` 2)."""
+
+    def temp_store(tx: Tx) -> int:
+        return int(tx.connection.execute("PRAGMA temp_store").fetchone()[0])
+
+    async def read_async(url: str) -> int:
+        async def temp_store_async(tx: Tx) -> int:
+            cursor = await tx.connection.execute("PRAGMA temp_store")
+            return int((await cursor.fetchone())[0])
+
+        async with AsyncInbox(url, consumer="c") as inbox:
+            return await inbox.read(temp_store_async)
+
+    for url in (f"sqlite:///{tmp_path / 'x.db'}", "sqlite://"):
+        with Inbox(url, consumer="c") as inbox:
+            assert inbox.read(temp_store) == 2
+        assert asyncio.run(read_async(url)) == 2

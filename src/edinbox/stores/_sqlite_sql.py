@@ -80,9 +80,16 @@ def _beside(placeholder: str, journal: str) -> str:
 
 
 def connect(path: str) -> sqlite3.Connection:
-    """Open `path` (":memory:" or a file) in autocommit mode, WAL for a file; StoreError naming what is wrong.
+    """Open `path` (":memory:" or a file) in autocommit mode, WAL for a file, its temporary files in memory;
+    StoreError naming what is wrong.
 
-    A file in a folder that does not exist is refused before anything opens, with the folder's name.
+    A file in a folder that does not exist is refused before anything opens, with the folder's name. Temporary files
+    in memory (`temp_store`) keep the statement journal there: a statement inside a transaction that writes a table
+    and its indexes (the journal's batch insert, a kept payload's row) first copies each page it changes into that
+    journal, and once it outgrows 64 KiB in a transaction SQLite writes it to a file in /var/tmp, two system calls per
+    page (the hub's kept payloads: 13 us of CPU each, bench/RESULTS.md "Message store"). The journal is as large as
+    the pages one transaction changes: a batch's, or a purge's `batch_size` rows; a migration that builds an index
+    over a large table sorts its keys in memory too.
     """
     if path != ":memory:":
         folder = os.path.dirname(os.path.abspath(path))
@@ -91,8 +98,9 @@ def connect(path: str) -> sqlite3.Connection:
     with mapped_errors(f"open {path}"):
         connection = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT, check_same_thread=False)
     try:
-        if path != ":memory:":
-            with mapped_errors(f"open {path}"):
+        with mapped_errors(f"open {path}"):
+            connection.execute("PRAGMA temp_store = MEMORY")
+            if path != ":memory:":
                 wal(connection)
     except BaseException:
         connection.close()
