@@ -41,9 +41,9 @@ from edinbox.hub.config import HubConfig, Route, levels
 from edinbox.hub.database import compact_findings, describe_finding
 from edinbox.hub.partners import Refusal, controls, partner_key, refusal
 from edinbox.hub.sinks import invoice_problem
-from edinbox.sources import Delivery
+from edinbox.sources import Delivery, Source
 
-__all__ = ["HEAD", "Item", "cut", "kept_instead", "message_types", "plan", "refused"]
+__all__ = ["HEAD", "Item", "cut", "kept_at", "kept_instead", "message_types", "plan", "refused"]
 
 HEAD = 64 * 1024
 """Bytes of a payload the rejected table keeps when the source keeps the whole of it."""
@@ -269,3 +269,14 @@ def kept_instead(item: Item, *, kept: str, instead: str) -> Item:
 def _whole(kept: str) -> str:
     """The end of a cut item's reason: where the whole payload is."""
     return f", the whole payload is in {kept}" if kept else ", the whole payload was rejected by the source"
+
+
+def kept_at(source: Source) -> str:
+    """Where `source` keeps a payload the hub rejects: the spool's rejected/ folder, or the broker's dead letters."""
+    root = getattr(source, "root", None)
+    if root is not None:
+        return f"the spool's rejected folder {root}/rejected"
+    dead = getattr(source, "dead", None) or getattr(source, "dead_letter", None)
+    if dead:
+        return f"the dead letters {dead} of {source.url}"
+    return f"the dead letters of {source.url}"
