@@ -8,8 +8,7 @@ the next process to look moves it back to `inbound/` (a stale claim: its owner i
 process, or its claim is older than `claim_timeout`), so it is delivered again. `claim_timeout` is the source's
 `ack_wait`: a hub holding a claim longer than a third of it refreshes it with `in_progress`. `reject` moves the file to
 `rejected/` with a `.reason` file beside it (its content flushed to disk before it is renamed into place, and
-renamed before the file, so a parked file never has a half-written reason; in a worker thread, so the event loop
-claims and plans the next batch while the disk flushes). Neither folder is flushed after these
+renamed before the file, so a parked file never has a half-written reason). Neither folder is flushed after these
 moves, as `archive/` is not after an ack: a rename that a power cut undoes leaves the file in its claim, which is
 recovered and delivered again, and the hub finds it settled, or parks it again (the journal keeps one row, counting
 its deliveries); a flush would only spare that redelivery, at the cost of a disk write per settled file.
@@ -422,17 +421,13 @@ class SpoolSource(Source):
         claim = _handle(delivery)
         if claim is None:
             return
-        try:  # the reason's flush to disk (milliseconds) waits in a thread: the loop claims and plans meanwhile
-            await asyncio.to_thread(self._reject, self._open, claim, reason)
+        rejected = self._open["rejected"]
+        target = free_name(rejected, claim.name)
+        try:
+            write_reason(self._open, target, reason, consumer=self.consumer)
+            os.rename(claim.file, target, src_dir_fd=claim.folder, dst_dir_fd=rejected)
         except OSError as exc:
             raise SourceError(f"cannot park {claim.name} in rejected/: {exc}") from exc
-
-    def _reject(self, folders: Folders, claim: _Claim, reason: str) -> None:
-        """Write the `.reason` of a claimed file in `rejected/`, flushed to disk, then move the file beside it."""
-        rejected = folders["rejected"]
-        target = free_name(rejected, claim.name)
-        write_reason(folders, target, reason, consumer=self.consumer)
-        os.rename(claim.file, target, src_dir_fd=claim.folder, dst_dir_fd=rejected)
 
     async def in_progress(self, delivery: Delivery) -> None:
         """Refresh the claim so other processes do not take it as stale."""
