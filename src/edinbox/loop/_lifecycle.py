@@ -63,7 +63,11 @@ class Move(StrEnum):
     @classmethod
     def of(cls, hand_back: HandBack) -> Move:
         """The move that hands a settled delivery back with `hand_back`."""
-        return cls(hand_back.value)
+        return _HANDED[hand_back]
+
+
+_HANDED = MappingProxyType({hand_back: Move(hand_back.value) for hand_back in HandBack})
+"""The move of each hand-back, looked up (twice per delivery) rather than found by value each time."""
 
 
 TRANSITIONS: Mapping[tuple[Stage, Move], Stage] = MappingProxyType(

@@ -42,7 +42,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._payloads import PAYLOAD_CAP
 from edinbox._urls import mask
 from edinbox.edi import Overlay
-from edinbox.hub.config._terms import levels, overlay
+from edinbox.hub.config._terms import levels, overlay, party_names
 from edinbox.hub.config._values import (
     LIMITS,
     MAX_CONSUMER,
@@ -392,7 +392,7 @@ class HubConfig(BaseSettings):
 
     def ours(self, receiver: str) -> bool:
         """Whether an interchange addressed to "qualifier:id" is for this hub: one of `parties` (empty: any)."""
-        names = {p.strip() for p in self.parties.split(",") if p.strip()}
+        names = party_names(self.parties)
         return not names or receiver in names
 
     def __init__(self, **values: Any) -> None:
@@ -472,7 +472,7 @@ class HubConfig(BaseSettings):
 
     def route(self, message_type: str) -> Route:
         """The route (inbox or bypass) for a message type such as INVOIC, 810, 997 or CONTRL."""
-        return self.routes.get(message_type.upper(), Route(self.default_route))
+        return self.routes.get(message_type.upper()) or Route(self.default_route)
 
     def with_overrides(self, **values: Any) -> HubConfig:
         """A copy with the given fields replaced and validated; None values (an unset flag) keep the current value."""

@@ -8,7 +8,7 @@ import functools
 
 from edinbox.edi import Overlay
 
-__all__ = ["LEVELS", "levels", "overlay"]
+__all__ = ["LEVELS", "levels", "overlay", "party_names"]
 
 LEVELS = {"X12": ("ISA13", "GS06", "ST02"), "EDIFACT": ("UNB0020", "UNG0048", "UNH0062")}
 """The control-number ledger's levels of each standard: interchange, group, message."""
@@ -45,3 +45,10 @@ def levels(text: str) -> frozenset[str]:
 def overlay(require: str, allow: str) -> Overlay:
     """An agreement's overlay read (`Overlay.parse`); ValueError naming a bad entry."""
     return Overlay.parse(require, allow)
+
+
+@functools.lru_cache(maxsize=16)
+def party_names(parties: str) -> frozenset[str]:
+    """The hub's own parties in a `parties` setting ("qualifier:id", comma-separated), read once per text: the
+    registry asks for every interchange planned whether it is addressed to one of them."""
+    return frozenset(p.strip() for p in parties.split(",") if p.strip())

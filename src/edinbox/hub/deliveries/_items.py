@@ -41,14 +41,14 @@ from edinbox.hub.config import HubConfig, Route, levels
 from edinbox.hub.database import compact_findings, describe_finding
 from edinbox.hub.partners import Refusal, controls, partner_key, refusal
 from edinbox.hub.sinks import invoice_problem
-from edinbox.sources import Delivery
+from edinbox.sources import Delivery, Source
 
-__all__ = ["HEAD", "Item", "cut", "kept_instead", "message_types", "plan", "refused"]
+__all__ = ["HEAD", "Item", "cut", "kept_at", "kept_instead", "message_types", "plan", "refused"]
 
 HEAD = 64 * 1024
 """Bytes of a payload the rejected table keeps when the source keeps the whole of it."""
 
-_INVOICE_TYPES = ("INVOIC", "810")
+_INVOICE_TYPES = frozenset(("INVOIC", "810"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +160,12 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         return replace(parked(reason), label=label)
     types = message_types(interchange)
     # one invoice among acknowledgments is enough to need the inbox
-    needs_inbox = any(config.route(t) == Route.INBOX for t in types)
+    needs_inbox = Route.INBOX in map(config.route, types)
     route = (Route.INBOX if needs_inbox else Route.BYPASS) if types else Route(config.default_route)
     agreement = config.agreement(partner_key(interchange.sender))
+    invoicing = route == Route.INBOX and not _INVOICE_TYPES.isdisjoint(types)
     kept: tuple[int, str] | None = None
-    if route == Route.INBOX and agreement.validate != "off" and any(t in _INVOICE_TYPES for t in types):
+    if invoicing and agreement.validate != "off":
         validation = edi.validate(interchange, agreement.overlay)
         findings = validation.findings
         kept = compact_findings(interchange, validation) if validation.checked else None
@@ -172,7 +173,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
             reason = f"it breaks its implementation guide: {_first(validation, kept)}"
             return replace(parked(reason), label=label, validation=kept)
     invoices: list[edi.Invoice] = []
-    if route == Route.INBOX and any(t in _INVOICE_TYPES for t in types):
+    if invoicing:
         try:
             for invoice in interchange.iter_invoices():
                 if problem := invoice_problem((invoice,)):
@@ -268,3 +269,14 @@ def kept_instead(item: Item, *, kept: str, instead: str) -> Item:
 def _whole(kept: str) -> str:
     """The end of a cut item's reason: where the whole payload is."""
     return f", the whole payload is in {kept}" if kept else ", the whole payload was rejected by the source"
+
+
+def kept_at(source: Source) -> str:
+    """Where `source` keeps a payload the hub rejects: the spool's rejected/ folder, or the broker's dead letters."""
+    root = getattr(source, "root", None)
+    if root is not None:
+        return f"the spool's rejected folder {root}/rejected"
+    dead = getattr(source, "dead", None) or getattr(source, "dead_letter", None)
+    if dead:
+        return f"the dead letters {dead} of {source.url}"
+    return f"the dead letters of {source.url}"
