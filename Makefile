@@ -46,10 +46,10 @@ docs: $(STAMP)
 # the suite's modules spread over workers (pytest-xdist; a module stays on one worker, its fixtures shared; the
 # heaviest modules go first, tests/conftest.py's HEAVY, which --no-loadscope-reorder keeps: by default xdist hands out
 # the modules with the most tests first, and the long fault modules, a few tests each, were left to run alone at the
-# end): most tests wait on servers, brokers and subprocesses, so three workers on two cores finish sooner than two (the
-# whole suite: 994 s on three at a background load of about 5, 1,637 s on two at about 10) and the timing tests held.
-# WORKERS=0 runs in one process.
-WORKERS ?= 3
+# end): most tests wait on servers, brokers and subprocesses, so more workers than cores finish sooner (the whole
+# suite: 1,637 s on two at a background load of about 10, 994 s on three at about 5; the same tree of 3,039 tests 695 s
+# on three, 562 s on four, the CPU still 11-40 % idle on four) and the timing tests held. WORKERS=0 runs in one process.
+WORKERS ?= 4
 
 # every check: the static ones (lint, typecheck, check-generated, docs: about 30 s, mostly CPU) run beside the tests,
 # which mostly wait, and their output is shown after the tests'; the target fails when either fails. The package is
