@@ -122,7 +122,11 @@ def test_acks_noted_when_the_broker_goes_away_are_not_lost_nor_doubled(
     # the broker's (ready, unacked, consumers) of the queue, when a message is missing: lost, held, or not offered
     assert journal(db) == ((COUNT, COUNT), [("processed", 1, COUNT)]), rabbit.queues().get(unique_name)
     assert totals.get("processed") == COUNT
-    assert totals.get("duplicate", 0) >= 5, totals  # at least the batch whose acks were lost came back
+    if outage != "node-killed":  # at least the batch whose acks were lost came back
+        assert totals.get("duplicate", 0) >= 5, totals
+    # a SIGKILLed node (RabbitMQ 3.10, classic queue) has come back without some deliveries it had handed out unacked
+    # (0 duplicates, at load, once in three runs of the suite), as it may forget a queue (`PrivateRabbitMQ.kill`):
+    # whether the batch returns is then the broker's; the hub's part is checked (none lost, none doubled, acks logged)
     warnings = [r.getMessage() for r in caplog.records if r.name.startswith("edinbox")]
     # the acks that could not be sent were logged (noted before the loss, or found on a closed channel), not raised
     assert [m for m in warnings if m.startswith("acks-not-sent ") or "its channel closed" in m], warnings
