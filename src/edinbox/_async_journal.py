@@ -21,6 +21,7 @@ from typing import Any, Self, TypeVar
 
 import stamina
 
+from edinbox import _async_fts as fts
 from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._dead import check_destination
@@ -194,11 +195,15 @@ class AsyncJournal:
         await self._store.grant(role, tables=tables)
 
     async def _write(self, name: str, params: dict[str, Any]) -> int:
-        """Run one statement in a transaction of its own; return the number of rows it changed."""
+        """Run one statement in a transaction of its own (SQLite's purge of kept payloads: `fts.purge`); return the
+        number of rows it changed."""
         async with self._store.unit() as unit:
             await unit.begin()
             try:
-                changed = await unit.run(name, params)
+                if name == "payloads_purge_batch" and self.dialect == "sqlite":  # the rows leave the index first
+                    changed = await fts.purge(unit, params)
+                else:
+                    changed = await unit.run(name, params)
             except BaseException:
                 await unit.rollback()
                 raise
@@ -361,14 +366,17 @@ class AsyncJournal:
 
     async def _keep(self, unit: AsyncUnit, messages: Sequence[Message]) -> None:
         """Keep the payloads of `messages`, processed in `unit`'s open transaction (the message store)."""
-        indexed = self.dialect in INDEXED_ON_SETTLE  # elsewhere indexed (and compressed) after the commit
+        indexed = self.dialect in INDEXED_ON_SETTLE  # SQLite: its words indexed after the commit
         rows = [keep_params(self.consumer, m, cap=self.payload_cap, indexed=indexed) for m in messages]
+        kept = len(rows)
         if self.dialect == "postgresql":  # one statement over arrays, as the journal's batch insert
             await unit.run("payloads_keep_batch", keep_columns(self.consumer, rows))
         elif len(rows) == 1:
-            await unit.run("payloads_keep", rows[0])
+            kept = await unit.run("payloads_keep", rows[0])
         else:
-            await unit.run_many("payloads_keep", rows)
+            kept = await unit.run_many("payloads_keep", rows)
+        if self.dialect == "sqlite" and kept < len(rows):  # a message kept before, then forgotten
+            await fts.replace(unit, rows)
 
     async def payload(self, source: str, message_id: str) -> Kept | None:
         """The payload kept of one message of this consumer (`keep_payloads`), or None."""
@@ -391,9 +399,10 @@ class AsyncJournal:
             ) from exc
 
     async def index_payloads(self, *, limit: int = INDEX_BATCH) -> int:
-        """Index up to `limit` kept payloads of this consumer that a search cannot find yet (kept with no search
-        text: on SQLite and PostgreSQL the words are indexed after the settling transaction, in one of their own);
-        return how many. A quick read first: with none waiting, no write lock is taken."""
+        """Index up to `limit` kept payloads that a search cannot find yet (on SQLite their words are indexed after
+        the settling transaction, in one of their own, those of every consumer of the journal in the order kept; on
+        PostgreSQL the rows of this consumer that journal version 13 left waiting); return how many. A quick read
+        first: with none waiting, no write lock is taken."""
         if self.dialect == "mysql":  # no row ever waits there (`text` is NOT NULL)
             return 0
         params = {"consumer": self.consumer, "limit": limit}
@@ -404,17 +413,18 @@ class AsyncJournal:
         async with self._store.unit() as unit:
             await unit.begin()
             try:
-                rows = [index_params(self.consumer, row) for row in await unit.fetch("payloads_pending", params)]
-                if rows and self.dialect == "postgresql":  # one statement over arrays, as `_keep`
-                    await unit.run("payloads_index_batch", index_columns(self.consumer, rows))
-                elif rows:  # SQLite: the full-text index first, then the rows say they are in it
-                    await unit.run_many("payloads_index_words", rows)
-                    await unit.run_many("payloads_index", rows)
+                if self.dialect == "sqlite":
+                    done = await fts.index_waiting(unit, limit)
+                else:  # one statement over arrays, as `_keep`
+                    rows = [index_params(self.consumer, row) for row in await unit.fetch("payloads_pending", params)]
+                    if rows:
+                        await unit.run("payloads_index_batch", index_columns(self.consumer, rows))
+                    done = len(rows)
             except BaseException:
                 await unit.rollback()
                 raise
             await unit.commit()
-        return len(rows)
+        return done
 
     async def search(self, text: str, *, limit: int = 20) -> list[Hit]:
         """The kept payloads of this consumer holding `text` (a PO number, an invoice number, a GLN: every word of it

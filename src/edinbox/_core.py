@@ -53,6 +53,7 @@ MIGRATIONS: dict[int, str] = {
     11: "the kept payloads beside the journal (<journal>_payloads), indexed for search: the message store",
     12: "PostgreSQL: the status's values checked by a domain (<journal>_status), not by a CHECK on the table",
     13: "the kept payloads' search text written after the settling transaction (SQLite, PostgreSQL): none until then",
+    14: "SQLite: the kept payloads' full-text index holds no copy of their words, and a mark says how far it indexed",
 }
 """Each version of the journal layout after the first, with what it changes.
 

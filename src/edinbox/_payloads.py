@@ -7,9 +7,9 @@ a search text (the payload's words: runs of ASCII letters and digits of `MIN_WOR
 first appearance, capped; a search finds the payloads holding every word it gives). Above `payload_cap` bytes only
 the first `payload_cap` bytes are kept, with the digest and size of the whole, and `truncated` says so.
 
-On PostgreSQL and MariaDB the row is written indexed in the settling transaction (`INDEXED_ON_SETTLE`). On SQLite it
-is written with no search text and its bytes as received (not indexed yet), and `index_params` makes the text from
-them later, packing them, in a transaction of its own (the loop's idle time, and every search first): there an FTS5
+On PostgreSQL and MariaDB the row is written with its search text in the settling transaction
+(`INDEXED_ON_SETTLE`). On SQLite it is written without, and its words go into the full-text index later, a batch
+at a time in a transaction of its own (the loop's idle time, and every search first: `fts_text`): there an FTS5
 insert per row in the settling transaction costs more than the whole batch indexed later.
 """
 
@@ -35,6 +35,8 @@ __all__ = [
     "Hit",
     "Kept",
     "check_cap",
+    "fts_rows",
+    "fts_text",
     "index_columns",
     "index_params",
     "keep_columns",
@@ -97,6 +99,20 @@ def search_text(payload: bytes) -> str:
     return text if len(text) <= MAX_TEXT else text[: text.rfind(" ", 0, MAX_TEXT + 1)]
 
 
+def fts_text(kept: bytes) -> str:
+    """What SQLite's full-text index is given for the kept bytes `kept`: every byte of its first `MAX_SCAN` but an
+    ASCII letter or digit as a space (FTS5 splits the words itself, in C). The index keeps no copy of it: a row
+    leaves the index with the same text made again from its body, so this is part of the stored format (a change
+    needs a journal version that indexes every row again)."""
+    return kept[:MAX_SCAN].translate(_SPACES).decode("ascii")
+
+
+def fts_rows(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """The parameters that put SQLite's kept payloads into its full-text index (`payloads_index_words`) or take them
+    out (`payloads_unindex`), from rows of rowid and packed body."""
+    return [{"id": row[0], "text": fts_text(unpack(bytes(row[1]), indexed=True))} for row in rows]
+
+
 def words_pattern(words: list[str]) -> str:
     """A regular expression (PCRE, case-insensitive) matching a search text that holds every one of `words` (from
     `search_query`: letters and digits only) as a whole word; anchored when there are several (an unanchored
@@ -141,8 +157,8 @@ def _content_type(headers: Mapping[str, str] | None) -> str:
 
 
 def keep_params(consumer: str, message: Message, *, cap: int, indexed: bool = True) -> dict[str, Any]:
-    """The parameters of `message`'s kept row (`payloads_keep`), its bytes cut to `cap`: `indexed`, compressed with
-    their search text; else as received, with no search text (indexed later: `index_params`)."""
+    """The parameters of `message`'s kept row (`payloads_keep`), its bytes cut to `cap` and packed: `indexed`, with
+    their search text; else with none (SQLite's index is written later: `fts_rows`)."""
     payload = bytes(message.payload)
     kept = payload[:cap]
     return {
@@ -154,22 +170,21 @@ def keep_params(consumer: str, message: Message, *, cap: int, indexed: bool = Tr
         "size": len(payload),
         "content_type": _content_type(message.headers),
         "truncated": len(kept) < len(payload),
-        "body": pack(kept) if indexed else kept,
+        "body": pack(kept),
         "text": search_text(kept) if indexed else None,
     }
 
 
 def index_params(consumer: str, row: tuple[Any, ...]) -> dict[str, Any]:
-    """The parameters that index one kept payload (`payloads_index`) from its `payloads_pending` row: its key (and
-    the row's id where the database gives one: SQLite's rowid), the search text of its kept bytes and those bytes
-    packed (`pack`)."""
-    source, message_id, body, *rest = row
+    """The parameters that index one kept payload from its `payloads_pending` row (PostgreSQL's rows left waiting by
+    journal version 13, their bytes as received): its key, the search text of its kept bytes and those bytes packed
+    (`pack`)."""
+    source, message_id, body = row
     kept = bytes(body)
     return {
         "consumer": consumer,
         "source": _text(source),
         "message_id": _text(message_id),
-        "id": rest[0] if rest else None,
         "text": search_text(kept),
         "body": pack(kept),
     }

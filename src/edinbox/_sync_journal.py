@@ -15,6 +15,7 @@ from typing import Any, Self, TypeVar
 
 import stamina
 
+from edinbox import _sync_fts as fts
 from edinbox._application import Application
 from edinbox._core import POOL_SIZE, SCHEMA_VERSION, Pace, Status, check_retention
 from edinbox._dead import check_destination
@@ -188,11 +189,15 @@ class Journal:
         self._store.grant(role, tables=tables)
 
     def _write(self, name: str, params: dict[str, Any]) -> int:
-        """Run one statement in a transaction of its own; return the number of rows it changed."""
+        """Run one statement in a transaction of its own (SQLite's purge of kept payloads: `fts.purge`); return the
+        number of rows it changed."""
         with self._store.unit() as unit:
             unit.begin()
             try:
-                changed = unit.run(name, params)
+                if name == "payloads_purge_batch" and self.dialect == "sqlite":  # the rows leave the index first
+                    changed = fts.purge(unit, params)
+                else:
+                    changed = unit.run(name, params)
             except BaseException:
                 unit.rollback()
                 raise
@@ -352,14 +357,17 @@ class Journal:
 
     def _keep(self, unit: Unit, messages: Sequence[Message]) -> None:
         """Keep the payloads of `messages`, processed in `unit`'s open transaction (the message store)."""
-        indexed = self.dialect in INDEXED_ON_SETTLE  # elsewhere indexed (and compressed) after the commit
+        indexed = self.dialect in INDEXED_ON_SETTLE  # SQLite: its words indexed after the commit
         rows = [keep_params(self.consumer, m, cap=self.payload_cap, indexed=indexed) for m in messages]
+        kept = len(rows)
         if self.dialect == "postgresql":  # one statement over arrays, as the journal's batch insert
             unit.run("payloads_keep_batch", keep_columns(self.consumer, rows))
         elif len(rows) == 1:
-            unit.run("payloads_keep", rows[0])
+            kept = unit.run("payloads_keep", rows[0])
         else:
-            unit.run_many("payloads_keep", rows)
+            kept = unit.run_many("payloads_keep", rows)
+        if self.dialect == "sqlite" and kept < len(rows):  # a message kept before, then forgotten
+            fts.replace(unit, rows)
 
     def payload(self, source: str, message_id: str) -> Kept | None:
         """The payload kept of one message of this consumer (`keep_payloads`), or None."""
@@ -381,9 +389,10 @@ class Journal:
             ) from exc
 
     def index_payloads(self, *, limit: int = INDEX_BATCH) -> int:
-        """Index up to `limit` kept payloads of this consumer that a search cannot find yet (kept with no search
-        text: on SQLite and PostgreSQL the words are indexed after the settling transaction, in one of their own);
-        return how many. A quick read first: with none waiting, no write lock is taken."""
+        """Index up to `limit` kept payloads that a search cannot find yet (on SQLite their words are indexed after
+        the settling transaction, in one of their own, those of every consumer of the journal in the order kept; on
+        PostgreSQL the rows of this consumer that journal version 13 left waiting); return how many. A quick read
+        first: with none waiting, no write lock is taken."""
         if self.dialect == "mysql":  # no row ever waits there (`text` is NOT NULL)
             return 0
         params = {"consumer": self.consumer, "limit": limit}
@@ -393,17 +402,18 @@ class Journal:
         with self._store.unit() as unit:
             unit.begin()
             try:
-                rows = [index_params(self.consumer, row) for row in unit.fetch("payloads_pending", params)]
-                if rows and self.dialect == "postgresql":  # one statement over arrays, as `_keep`
-                    unit.run("payloads_index_batch", index_columns(self.consumer, rows))
-                elif rows:  # SQLite: the full-text index first, then the rows say they are in it
-                    unit.run_many("payloads_index_words", rows)
-                    unit.run_many("payloads_index", rows)
+                if self.dialect == "sqlite":
+                    done = fts.index_waiting(unit, limit)
+                else:  # one statement over arrays, as `_keep`
+                    rows = [index_params(self.consumer, row) for row in unit.fetch("payloads_pending", params)]
+                    if rows:
+                        unit.run("payloads_index_batch", index_columns(self.consumer, rows))
+                    done = len(rows)
             except BaseException:
                 unit.rollback()
                 raise
             unit.commit()
-        return len(rows)
+        return done
 
     def search(self, text: str, *, limit: int = 20) -> list[Hit]:
         """The kept payloads of this consumer holding `text` (a PO number, an invoice number, a GLN: every word of it

@@ -23,9 +23,10 @@ from servers import PrivatePostgres
 
 
 def _waiting(path: Path) -> int:
-    """Kept payloads with no search text yet (not indexed)."""
+    """Kept payloads not in the full-text index yet (above its mark)."""
     with sqlite3.connect(path) as db:
-        return int(db.execute("SELECT count(*) FROM inbox_payloads WHERE text IS NULL").fetchone()[0])
+        mark = "(SELECT indexed_to FROM inbox_payloads_mark)"
+        return int(db.execute(f"SELECT count(*) FROM inbox_payloads WHERE rowid > {mark}").fetchone()[0])
 
 
 TRAFFIC = generate(60, duplicate_rate=0.0, seed=5, mixed=False)

@@ -67,8 +67,9 @@ LIBRARY = {"inbox", "inbox_version", "inbox_outbox", "inbox_payloads"}
 
 
 def _tables(found: set[str]) -> set[str]:
-    """The tables `found`, less the FTS5 tables of SQLite's search index over the kept payloads (the library's too)."""
-    return {name for name in found if not name.startswith("inbox_payloads_fts")}
+    """The tables `found`, less the FTS5 tables of SQLite's search index over the kept payloads and its mark (the
+    library's too)."""
+    return {name for name in found if not name.startswith(("inbox_payloads_fts", "inbox_payloads_mark"))}
 
 
 def test_create_schema_makes_the_journal_its_outbox_version_and_payloads_tables_only(created: set[str]) -> None:

@@ -1,7 +1,7 @@
-"""Migration 13 of the message store: a kept payloads' table made by version 11 (`schema_v11/`, its frozen DDL, a
-payload kept and indexed in it; version 12 left it as it was) is taken to version 13, where the words are indexed
-after the settling transaction: what was kept and indexed before stays found, what is kept after is found too, and
-the purge still cleans both."""
+"""Migrations 13 and 14 of the message store: a kept payloads' table made by version 11 (`schema_v11/`, its frozen
+DDL, a payload kept and indexed in it; version 12 left it as it was) is taken to version 13, where the words are
+indexed after the settling transaction, and on to 14 (SQLite's index keeps no copy of the words; `schema_v13/`):
+what was kept and indexed before stays found, what is kept after is found too, and the purge still cleans both."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from edinbox import Inbox, Message
 from services import MYSQL_URL, POSTGRES_URL, drop_database, require_service
 
-FIXTURES = Path(__file__).parent / "schema_v11"
+FIXTURES = Path(__file__).parent
 OLD = b"UNH+1+ORDERS:D:96A:UN'BGM+220+PO-77001+9'"
 """The payload kept (and indexed) while the journal was at version 11."""
 Admin = Callable[[str, tuple[Any, ...]], list[Any]]
@@ -50,12 +50,13 @@ class Store:
             return self.quote(f"{journal}_{placeholder}")
         return self.quote(*filter(None, (schema, f"{journal}_{placeholder}")))
 
-    def build_v11(self) -> None:
-        """Replace the kept payloads' tables with version 11's (frozen DDL), empty."""
+    def build(self, version: int) -> None:
+        """Replace the kept payloads' tables with those of `version` (frozen DDL), empty."""
         self.admin(f"DROP TABLE {self.name('payloads')}", ())
         if self.dialect == "sqlite":
             self.admin(f"DROP TABLE {self.name('payloads_fts')}", ())
-        text = (FIXTURES / f"{self.dialect}.sql").read_text()
+            self.admin(f"DROP TABLE {self.name('payloads_mark')}", ())
+        text = (FIXTURES / f"schema_v{version}" / f"{self.dialect}.sql").read_text()
         body = "\n".join(line for line in text.splitlines() if not line.startswith("--"))
         fields = {field for _, field, _, _ in string.Formatter().parse(body) if field}
         for statement in body.format(**{field: self.name(field) for field in fields}).split("\n\n"):
@@ -77,6 +78,14 @@ class Store:
             f"content_type, truncated, body, {column}{kept_at}) VALUES ({', '.join([mark] * 9)}, {value}{now})",
             params,
         )
+
+    def waiting(self) -> int:
+        """The kept payloads a search cannot find yet: above SQLite's mark, with no words elsewhere."""
+        if self.dialect == "sqlite":
+            mark = f"(SELECT indexed_to FROM {self.name('payloads_mark')})"
+            return int(self.admin(f"SELECT count(*) FROM {self.name('payloads')} WHERE rowid > {mark}", ())[0][0])
+        words = "words" if self.dialect == "postgresql" else "text"
+        return int(self.admin(f"SELECT count(*) FROM {self.name('payloads')} WHERE {words} IS NULL", ())[0][0])
 
     def set_version(self, version: int) -> None:
         """Write `version` into the journal's version table."""
@@ -128,11 +137,11 @@ def test_version_13_keeps_what_version_11_kept_and_indexes_after_the_commit(stor
     with Inbox(store.target, consumer="orders", table=store.table, keep_payloads=True) as inbox:
         inbox.create_schema()
         inbox.process(Message("old", "acme", OLD), lambda tx, m: None)
-        store.build_v11()
+        store.build(11)
         store.keep_v11("old", OLD, "UNH ORDERS 96A BGM 220 77001")
         store.set_version(12)
 
-        assert inbox.migrate() == [13]
+        assert inbox.migrate() == [13, 14]
         inbox.verify()
         kept = inbox.payload("acme", "old")
         assert kept is not None
@@ -140,8 +149,7 @@ def test_version_13_keeps_what_version_11_kept_and_indexes_after_the_commit(stor
         assert [f.message_id for f in inbox.search("PO-77001")] == ["old"]
 
         inbox.process(Message("new", "acme", b"BGM+220+PO-77002+9'"), lambda tx, m: None)
-        waiting = store.admin(f"SELECT count(*) FROM {store.name('payloads')} WHERE {_words(store)} IS NULL", ())
-        assert waiting[0][0] == (1 if store.dialect == "sqlite" else 0)  # the others index in the settling transaction
+        assert store.waiting() == (1 if store.dialect == "sqlite" else 0)  # the others index as they settle
         assert [f.message_id for f in inbox.search("PO-77002")] == ["new"]
         assert inbox.index_payloads() == 0  # the search indexed it: nothing waits
 
@@ -154,13 +162,8 @@ def test_version_13_keeps_what_version_11_kept_and_indexes_after_the_commit(stor
             store.admin(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')", ())
 
         store.set_version(12)
-        assert inbox.migrate() == [13]  # holds when it runs again
+        assert inbox.migrate() == [13, 14]  # holds when it runs again
         assert [f.message_id for f in inbox.search("PO-77002")] == ["new"]
-
-
-def _words(store: Store) -> str:
-    """The column holding a kept payload's search text in this dialect."""
-    return "words" if store.dialect == "postgresql" else "text"
 
 
 def _age(store: Store, message_id: str, *, days: int) -> None:
@@ -172,3 +175,47 @@ def _age(store: Store, message_id: str, *, days: int) -> None:
     }[store.dialect]
     mark = "?" if store.dialect == "sqlite" else "%s"
     store.admin(f"UPDATE {store.name('payloads')} SET kept_at = {shift} WHERE message_id = {mark}", (message_id,))
+
+
+def test_version_14_indexes_sqlite_rows_again_from_their_bodies(tmp_path: Path) -> None:
+    """A SQLite journal at version 13 (`schema_v13/`: the words stored in the rows, the index reading them there)
+    holding an indexed row and a row still waiting (its bytes as received) is taken to version 14: both give back
+    their bytes and are found by their words, the rows keep no words, the index is consistent, and the purge takes
+    the old one out of it."""
+    path = tmp_path / "journal.db"
+    connection = sqlite3.connect(path, isolation_level=None)
+    store = Store("sqlite", f"sqlite:///{path}", "inbox", lambda sql, p: connection.execute(sql, p).fetchall())
+    waiting = b"BGM+220+PO-77003+9'" * 100  # over a kilobyte: packed by the migration
+    with Inbox(store.target, consumer="orders", table=store.table, keep_payloads=True) as inbox:
+        inbox.create_schema()
+        inbox.process(Message("old", "acme", OLD), lambda tx, m: None)
+        inbox.process(Message("waiting", "acme", waiting), lambda tx, m: None)
+        store.build(13)
+        store.keep_v11("old", OLD, "UNH ORDERS 96A BGM 220 77001")
+        store.admin(
+            f"INSERT INTO {store.name('payloads')} (consumer, source, message_id, fingerprint, sha256, size, "
+            "content_type, truncated, body, kept_at) VALUES ('orders', 'acme', 'waiting', 'fp', ?, ?, 'x', 0, ?, 0)",
+            ("0" * 64, len(waiting), waiting),
+        )
+        store.set_version(13)
+
+        assert inbox.migrate() == [14]
+        inbox.verify()
+        for message_id, payload in (("old", OLD), ("waiting", waiting)):
+            kept = inbox.payload("acme", message_id)
+            assert kept is not None
+            assert kept.payload == payload
+        assert store.waiting() == 0
+        assert [f.message_id for f in inbox.search("PO-77001")] == ["old"]
+        assert [f.message_id for f in inbox.search("PO-77003")] == ["waiting"]
+        assert store.admin(f"SELECT count(*) FROM {store.name('payloads')} WHERE text IS NOT NULL", ()) == [(0,)]
+        fts = store.name("payloads_fts")
+        store.admin(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')", ())
+
+        _age(store, "old", days=40)
+        inbox.forget("acme", "old")
+        assert inbox.purge(timedelta(days=30)) == 1
+        assert inbox.search("PO-77001") == []
+        assert store.admin(f"SELECT rowid FROM {fts} WHERE {fts} MATCH '77001 OR ORDERS'", ()) == []  # words gone
+        store.admin(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')", ())
+    connection.close()

@@ -39,11 +39,11 @@ def journal(request: pytest.FixtureRequest, unique_name: str, tmp_path: Path) ->
 
 def kept(db: str, table: str) -> tuple[int, int]:
     """The journal's kept payloads of consumer `app`, and how many of them wait for their index."""
-    column = "text" if db.startswith("sqlite") else "words"
+    waits = f"rowid > (SELECT indexed_to FROM {table}_payloads_mark)" if db.startswith("sqlite") else "words IS NULL"
 
     def read(tx: Tx) -> tuple[int, int]:
         cursor = tx.connection.cursor()
-        cursor.execute(f"SELECT count(*), count(*) - count({column}) FROM {table}_payloads")
+        cursor.execute(f"SELECT count(*), count(CASE WHEN {waits} THEN 1 END) FROM {table}_payloads")
         total, waiting = cursor.fetchone()
         return int(total), int(waiting)
 

@@ -17,6 +17,7 @@ from edinbox._application import Application
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
+from edinbox._payloads import fts_rows, pack
 from edinbox._urls import mask
 from edinbox.stores._async_applications import Where, create_applications, migrate_applications
 from edinbox.stores._queries import payloads_ddl
@@ -218,16 +219,44 @@ async def mask_destinations(unit: AsyncUnit, dialect: str) -> None:
 
 
 async def create_payloads(unit: AsyncUnit, dialect: str) -> None:
-    """Migrations 11 and 13: the kept payloads' table and its indexes (and triggers), made by the statements
-    `create_schema()` runs (what is there already stays)."""
+    """Migrations 11 and 13: the kept payloads' table and its indexes, made by the statements `create_schema()`
+    runs (what is there already stays)."""
     for name in payloads_ddl(dialect):
         await unit.run(name, {})
+
+
+REINDEX_BATCH = 1000
+"""Kept rows read at a time by migration 14."""
+
+
+async def index_kept_words(unit: AsyncUnit, dialect: str) -> None:
+    """Migration 14 (SQLite; nothing elsewhere): version 13's full-text index, reading the words from the rows'
+    `text`, gives way to one that keeps no copy of them (`payloads_create*`); every kept row is indexed again from its
+    body (a row still waiting packed first), its `text` emptied, and the mark set past them all."""
+    if dialect != "sqlite":
+        return
+    if not await unit.fetch("payloads_fts_stored", {}):  # made as version 14 has it (a journal older than 11)
+        await create_payloads(unit, dialect)
+        return
+    await unit.run("payloads_fts_drop", {})
+    await create_payloads(unit, dialect)
+    after = 0
+    while rows := await unit.fetch("payloads_rows_after", {"after": after, "limit": REINDEX_BATCH}):
+        waiting = [{"id": rowid, "body": pack(bytes(body))} for rowid, body, indexed in rows if not indexed]
+        if waiting:
+            await unit.run_many("payloads_pack", waiting)
+        packed = {row["id"]: row["body"] for row in waiting}
+        await unit.run_many("payloads_index_words", fts_rows([(row[0], packed.get(row[0], row[1])) for row in rows]))
+        after = rows[-1][0]
+    await unit.run("payloads_forget_text", {})
+    await unit.run("payloads_mark_all", {})
 
 
 STEPS_IN_CODE: dict[int, Callable[[AsyncUnit, str], Awaitable[None]]] = {
     9: mask_destinations,
     11: create_payloads,
     13: create_payloads,
+    14: index_kept_words,
 }
 """Migration steps that SQL cannot write, run after the named queries of their version (`v<N>_*`)."""
 

@@ -54,6 +54,8 @@ class Statements:
             "payloads_name": "'" + table.name + "_payloads'",
             "payloads_rebuild": _quote(f"{table.name}_payloads_rebuild"),
             "payloads_fts": _quote(f"{table.name}_payloads_fts"),
+            "payloads_fts_name": "'" + table.name + "_payloads_fts'",
+            "payloads_mark": _quote(f"{table.name}_payloads_mark"),
             "payloads_on_insert": _quote(f"{table.name}_payloads_on_insert"),
             "payloads_on_delete": _quote(f"{table.name}_payloads_on_delete"),
             "payloads_on_update": _quote(f"{table.name}_payloads_on_update"),

@@ -15,6 +15,7 @@ from edinbox._application import Application
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
+from edinbox._payloads import fts_rows, pack
 from edinbox._urls import mask
 from edinbox.stores._queries import payloads_ddl
 from edinbox.stores._sync_applications import Where, create_applications, migrate_applications
@@ -216,16 +217,44 @@ def mask_destinations(unit: Unit, dialect: str) -> None:
 
 
 def create_payloads(unit: Unit, dialect: str) -> None:
-    """Migrations 11 and 13: the kept payloads' table and its indexes (and triggers), made by the statements
-    `create_schema()` runs (what is there already stays)."""
+    """Migrations 11 and 13: the kept payloads' table and its indexes, made by the statements `create_schema()`
+    runs (what is there already stays)."""
     for name in payloads_ddl(dialect):
         unit.run(name, {})
+
+
+REINDEX_BATCH = 1000
+"""Kept rows read at a time by migration 14."""
+
+
+def index_kept_words(unit: Unit, dialect: str) -> None:
+    """Migration 14 (SQLite; nothing elsewhere): version 13's full-text index, reading the words from the rows'
+    `text`, gives way to one that keeps no copy of them (`payloads_create*`); every kept row is indexed again from its
+    body (a row still waiting packed first), its `text` emptied, and the mark set past them all."""
+    if dialect != "sqlite":
+        return
+    if not unit.fetch("payloads_fts_stored", {}):  # made as version 14 has it (a journal older than 11)
+        create_payloads(unit, dialect)
+        return
+    unit.run("payloads_fts_drop", {})
+    create_payloads(unit, dialect)
+    after = 0
+    while rows := unit.fetch("payloads_rows_after", {"after": after, "limit": REINDEX_BATCH}):
+        waiting = [{"id": rowid, "body": pack(bytes(body))} for rowid, body, indexed in rows if not indexed]
+        if waiting:
+            unit.run_many("payloads_pack", waiting)
+        packed = {row["id"]: row["body"] for row in waiting}
+        unit.run_many("payloads_index_words", fts_rows([(row[0], packed.get(row[0], row[1])) for row in rows]))
+        after = rows[-1][0]
+    unit.run("payloads_forget_text", {})
+    unit.run("payloads_mark_all", {})
 
 
 STEPS_IN_CODE: dict[int, Callable[[Unit, str], None]] = {
     9: mask_destinations,
     11: create_payloads,
     13: create_payloads,
+    14: index_kept_words,
 }
 """Migration steps that SQL cannot write, run after the named queries of their version (`v<N>_*`)."""
 

@@ -132,3 +132,19 @@ DROP TABLE {payloads}
 
 -- name: v13_payloads_rename
 ALTER TABLE {payloads_rebuild} RENAME TO {payloads}
+
+-- name: v14_payloads_words
+-- the full-text index keeps no copy of a kept payload's words, and a mark says how far it has indexed (`payloads.sql`).
+-- Version 13's index (its content in the rows' `text`), its triggers and the index of the rows waiting are dropped
+-- and every row indexed again from its body by the step in code (`stores._async_base.STEPS_IN_CODE`:
+-- `index_kept_words`), which packs the bodies a row waiting still held as received
+DROP TRIGGER IF EXISTS {payloads_on_insert}
+
+-- name: v14_payloads_on_delete
+DROP TRIGGER IF EXISTS {payloads_on_delete}
+
+-- name: v14_payloads_on_update
+DROP TRIGGER IF EXISTS {payloads_on_update}
+
+-- name: v14_payloads_pending
+DROP INDEX IF EXISTS {payloads_pending_index}

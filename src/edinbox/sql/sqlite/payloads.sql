@@ -1,9 +1,11 @@
 -- The message store beside the journal (`edinbox._payloads`): a processed message's payload, kept by a consumer
 -- with `keep_payloads`, written in the transaction that settles it. `{payloads}` is `<journal>_payloads`, keyed as
--- the journal is; `body` is zlib-compressed (a prefix when `truncated`), `sha256` and `size` are the whole
--- payload's, `text` its search text. `{payloads_fts}` indexes `text` (FTS5, external content: the text is stored
--- once, in `{payloads}`), kept current by three triggers.
-
+-- the journal is; `body` is packed (`pack`: zlib-compressed from 1 KiB; a prefix when `truncated`), `sha256` and
+-- `size` are the whole payload's. `text` is unused (the search text of journal versions 11-13; NULL from 14).
+-- `{payloads_fts}` indexes each row's words (FTS5, contentless: the words are not stored, `fts_text` makes them again
+-- from the body when a row leaves the index), written after the settling transaction, a batch at a time:
+-- `{payloads_mark}` holds the highest rowid indexed, and every row above it waits. A row is never written below the
+-- mark unindexed: a new row's rowid is above every row's, and a purge that takes the highest rows lowers the mark.
 -- name: payloads_create
 CREATE TABLE IF NOT EXISTS {payloads} (
     consumer TEXT NOT NULL,
@@ -25,63 +27,63 @@ CREATE UNIQUE INDEX IF NOT EXISTS {payloads_key_index} ON {payloads} (consumer, 
 -- name: payloads_create_kept
 CREATE INDEX IF NOT EXISTS {payloads_kept_index} ON {payloads} (consumer, kept_at)
 
--- name: payloads_create_pending
--- the rows kept but not indexed yet, for `payloads_pending`: an index as small as that backlog
-CREATE INDEX IF NOT EXISTS {payloads_pending_index} ON {payloads} (consumer) WHERE text IS NULL
-
 -- name: payloads_create_fts
-CREATE VIRTUAL TABLE IF NOT EXISTS {payloads_fts} USING fts5(text, content={payloads_name}, content_rowid=rowid)
+CREATE VIRTUAL TABLE IF NOT EXISTS {payloads_fts} USING fts5(text, content='')
 
--- name: payloads_create_on_insert
-CREATE TRIGGER IF NOT EXISTS {payloads_on_insert} AFTER INSERT ON {payloads} WHEN new.text IS NOT NULL BEGIN
-    INSERT INTO {payloads_fts} (rowid, text) VALUES (new.rowid, new.text);
-END
+-- name: payloads_create_mark
+CREATE TABLE IF NOT EXISTS {payloads_mark} (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    indexed_to INTEGER NOT NULL
+)
 
--- name: payloads_create_on_delete
-CREATE TRIGGER IF NOT EXISTS {payloads_on_delete} AFTER DELETE ON {payloads} WHEN old.text IS NOT NULL BEGIN
-    INSERT INTO {payloads_fts} ({payloads_fts}, rowid, text) VALUES ('delete', old.rowid, old.text);
-END
-
--- name: payloads_create_on_update
--- a row whose text changes leaves the index (a message kept again after a `forget` is not indexed yet), and enters it
--- again with its new text if it has one. `payloads_index` indexes a row that had none itself: an FTS5 insert run by a
--- trigger costs a flush of the index's pending terms per row (a savepoint each), a plain INSERT one per transaction
-CREATE TRIGGER IF NOT EXISTS {payloads_on_update} AFTER UPDATE ON {payloads} WHEN old.text IS NOT NULL BEGIN
-    INSERT INTO {payloads_fts} ({payloads_fts}, rowid, text) VALUES ('delete', old.rowid, old.text);
-    INSERT INTO {payloads_fts} (rowid, text) SELECT new.rowid, new.text WHERE new.text IS NOT NULL;
-END
+-- name: payloads_create_mark_row
+INSERT OR IGNORE INTO {payloads_mark} (id, indexed_to) VALUES (1, 0)
 
 -- name: payloads_keep
--- a message processed again after a `forget` replaces what was kept of it
-INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, text,
-    kept_at)
-VALUES (:consumer, :source, :message_id, :fingerprint, :sha256, :size, :content_type, :truncated, :body, :text, :now)
+-- a message processed again after a `forget` conflicts with what was kept of it: `payloads_replace` then
+INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at)
+VALUES (:consumer, :source, :message_id, :fingerprint, :sha256, :size, :content_type, :truncated, :body, :now)
+ON CONFLICT (consumer, source, message_id) DO NOTHING
+
+-- name: payloads_indexed_row
+-- the row kept of one message, when it is in the full-text index (at or below the mark): its rowid and body
+SELECT p.rowid, p.body FROM {payloads} AS p, {payloads_mark} AS m
+WHERE p.consumer = :consumer AND p.source = :source AND p.message_id = :message_id AND p.rowid <= m.indexed_to
+
+-- name: payloads_unindex
+-- a row's words out of the full-text index (the words it was indexed with, made again from its body: `fts_text`)
+INSERT INTO {payloads_fts} ({payloads_fts}, rowid, text) VALUES ('delete', :id, :text)
+
+-- name: payloads_delete_row
+DELETE FROM {payloads} WHERE rowid = :id
+
+-- name: payloads_replace
+-- what was kept of a message processed again after a `forget` is replaced; a row in the full-text index left it
+-- first (`payloads_indexed_row`), so this one is above the mark and is indexed again
+INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at)
+VALUES (:consumer, :source, :message_id, :fingerprint, :sha256, :size, :content_type, :truncated, :body, :now)
 ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.fingerprint,
     sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
-    truncated = excluded.truncated, body = excluded.body, text = excluded.text, kept_at = excluded.kept_at
+    truncated = excluded.truncated, body = excluded.body, kept_at = excluded.kept_at
 
 -- name: payloads_waiting
--- whether a kept payload of this consumer waits for its index (read without a write lock)
-SELECT 1 FROM {payloads} WHERE consumer = :consumer AND text IS NULL LIMIT 1
+-- whether a kept payload waits for the full-text index (read without a write lock): one above the mark
+SELECT 1 FROM {payloads} WHERE rowid > (SELECT indexed_to FROM {payloads_mark}) LIMIT 1
 
 -- name: payloads_pending
--- the kept payloads of this consumer not indexed yet, with their rowid (in the write transaction that indexes them)
-SELECT source, message_id, body, rowid FROM {payloads} WHERE consumer = :consumer AND text IS NULL LIMIT :limit
+-- the kept payloads above the mark, in rowid order (in the write transaction that indexes them)
+SELECT rowid, body FROM {payloads} WHERE rowid > (SELECT indexed_to FROM {payloads_mark}) ORDER BY rowid LIMIT :limit
 
 -- name: payloads_index_words
--- a kept payload's search text into the full-text index, computed after its settling transaction (then
--- `payloads_index` records it in the row: the update trigger leaves a row that had no text to this statement).
 -- VALUES, not INSERT ... SELECT: FTS5 then keeps the batch's terms in memory until the commit
 INSERT INTO {payloads_fts} (rowid, text) VALUES (:id, :text)
 
--- name: payloads_index
--- the row's text, and its bytes compressed
-UPDATE {payloads} SET text = :text, body = :body WHERE rowid = :id AND text IS NULL
+-- name: payloads_index_mark
+UPDATE {payloads_mark} SET indexed_to = :id WHERE indexed_to < :id
 
 -- name: payloads_get
--- `indexed`: the body is compressed (a row not indexed yet holds the bytes as received)
-SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at,
-    text IS NOT NULL AS indexed
+-- `indexed`: the body is packed (every row from journal version 14)
+SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at, 1 AS indexed
 FROM {payloads}
 WHERE consumer = :consumer AND source = :source AND message_id = :message_id
 
@@ -95,15 +97,42 @@ WHERE f.{payloads_fts} MATCH :terms AND p.consumer = :consumer
 ORDER BY f.rowid DESC
 LIMIT :limit
 
--- name: payloads_purge_batch
--- the kept payloads of this consumer older than the retention whose journal row is gone (purged, or forgotten)
-DELETE FROM {payloads}
-WHERE rowid IN (
-    SELECT p.rowid FROM {payloads} AS p
-    WHERE p.consumer = :consumer AND p.kept_at < :now - :older_than
-        AND NOT EXISTS (
-            SELECT 1 FROM {table} AS j
-            WHERE j.consumer = p.consumer AND j.source = p.source AND j.message_id = p.message_id
-        )
-    LIMIT :batch_size
-)
+-- name: payloads_purgeable
+-- the kept payloads of this consumer older than the retention whose journal row is gone (purged, or forgotten):
+-- rowid, body, and whether the row is in the full-text index
+SELECT p.rowid, p.body, p.rowid <= m.indexed_to
+FROM {payloads} AS p, {payloads_mark} AS m
+WHERE p.consumer = :consumer AND p.kept_at < :now - :older_than
+    AND NOT EXISTS (
+        SELECT 1 FROM {table} AS j
+        WHERE j.consumer = p.consumer AND j.source = p.source AND j.message_id = p.message_id
+    )
+LIMIT :batch_size
+
+-- name: payloads_lower_mark
+-- after rows were deleted: the mark no higher than the highest rowid left, so that the next row kept (SQLite gives it
+-- the highest rowid plus one) is above it
+UPDATE {payloads_mark} SET indexed_to = (SELECT coalesce(max(rowid), 0) FROM {payloads})
+WHERE indexed_to > (SELECT coalesce(max(rowid), 0) FROM {payloads})
+
+-- name: payloads_fts_stored
+-- migration 14 (`stores._async_base.index_kept_words`): whether the full-text index is version 13's, reading the
+-- words from the rows' `text` (external content)
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {payloads_fts_name} AND sql LIKE '%content_rowid%'
+
+-- name: payloads_fts_drop
+DROP TABLE {payloads_fts}
+
+-- name: payloads_rows_after
+-- migration 14: the kept rows after rowid `after`, in rowid order, with whether version 13 had indexed them (their
+-- body packed; a row still waiting held the bytes as received)
+SELECT rowid, body, text IS NOT NULL FROM {payloads} WHERE rowid > :after ORDER BY rowid LIMIT :limit
+
+-- name: payloads_pack
+UPDATE {payloads} SET body = :body WHERE rowid = :id
+
+-- name: payloads_forget_text
+UPDATE {payloads} SET text = NULL WHERE text IS NOT NULL
+
+-- name: payloads_mark_all
+UPDATE {payloads_mark} SET indexed_to = (SELECT coalesce(max(rowid), 0) FROM {payloads})
