@@ -51,7 +51,8 @@ __all__ = [
 PAYLOAD_CAP = 4 * 1024 * 1024
 """The default `payload_cap`: bytes of a payload kept; a longer one keeps this prefix, its digest and its size."""
 MAX_TEXT = 32 * 1024
-"""Characters of a payload's search text: the values near its start are found, not those after this."""
+"""Characters of a payload's search text: the values near its start are found, not those after this (PostgreSQL and
+MariaDB; SQLite's index takes every word of the first `MAX_SCAN` bytes: `fts_text`)."""
 MAX_SCAN = 256 * 1024
 """Bytes of a payload read for its search text."""
 MIN_WORD = 3
