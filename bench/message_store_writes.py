@@ -1,7 +1,8 @@
 """The message store's write, settling transaction against index batch: a kept payload indexed at once (its words
 and packed bytes made in the settling transaction, the full-text index written there: how PostgreSQL and MariaDB keep
-it) against written as received and indexed later (`index_payloads`, 500 per transaction: how SQLite does, and
-PostgreSQL did at journal version 13).
+it) against written as received and indexed later (`index_payloads`, 500 per transaction: how PostgreSQL did at
+journal version 13). On SQLite from journal version 14 the settling statement takes no words in either mode (the
+full-text index is written by the index batches, from the packed body): its two rows measure the same writes.
 
 Each round writes the same generated interchanges (471 bytes on average) into a fresh journal through the store's
 own statements, 20 per transaction as the hub's batches: `keep_params` then `payloads_keep` in one `transaction`;
