@@ -335,3 +335,63 @@ def test_postgresql_indexes_a_row_an_earlier_release_left_waiting(unique_name: s
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA "{unique_name}" CASCADE')
+
+
+def test_sqlite_writers_and_indexers_side_by_side_index_each_payload_once(tmp_path: Path) -> None:
+    """Three processes' worth of inboxes (two consumers) keep payloads on one SQLite file while two more index and
+    search, some messages forgotten and kept again: afterwards every payload is found by its own value, once, and
+    the full-text index holds exactly one entry per kept row (none lost, none twice, none stale)."""
+    import sqlite3
+    import threading
+
+    url = f"sqlite:///{tmp_path}/journal.db"
+    with Inbox(url, consumer="a") as first:
+        first.create_schema()
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def keep(consumer: str) -> None:
+        with Inbox(url, consumer=consumer, keep_payloads=True) as inbox:
+            for i in range(60):
+                inbox.process(Message(f"m{i}", "acme", b"BGM+220+PO%s%03d+9'" % (consumer.encode(), i)), _noop)
+                if i % 10 == 9:  # found, forgotten, kept again with a new value: the old one leaves the index
+                    assert [hit.message_id for hit in inbox.search(f"PO{consumer}{i:03d}")] == [f"m{i}"]
+                    assert inbox.forget("acme", f"m{i}")
+                    inbox.process(Message(f"m{i}", "acme", b"BGM+220+NEW%s%03d+9'" % (consumer.encode(), i)), _noop)
+
+    def index(consumer: str) -> None:
+        with Inbox(url, consumer=consumer, keep_payloads=True) as inbox:
+            while not done.is_set():
+                inbox.index_payloads(limit=7)
+                inbox.search("PO" + consumer + "001")
+
+    def guarded(work: Any, consumer: str) -> None:
+        try:
+            work(consumer)
+        except BaseException as exc:  # reported by the test
+            failures.append(exc)
+
+    writers = [threading.Thread(target=guarded, args=(keep, c)) for c in ("a", "b")]
+    indexers = [threading.Thread(target=guarded, args=(index, c)) for c in ("a", "b")]
+    for thread in writers + indexers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    done.set()
+    for thread in indexers:
+        thread.join()
+    assert failures == []
+    for consumer in ("a", "b"):
+        with Inbox(url, consumer=consumer, keep_payloads=True) as inbox:
+            for i in range(60):
+                value = f"{'NEW' if i % 10 == 9 else 'PO'}{consumer}{i:03d}"
+                assert [hit.message_id for hit in inbox.search(value)] == [f"m{i}"], value
+            assert inbox.search(f"PO{consumer}009") == []
+    with sqlite3.connect(tmp_path / "journal.db") as db:
+        db.execute("INSERT INTO inbox_payloads_fts (inbox_payloads_fts) VALUES ('integrity-check')")
+        entries = db.execute("SELECT count(*) FROM inbox_payloads_fts WHERE inbox_payloads_fts MATCH 'BGM'").fetchone()
+        assert entries == db.execute("SELECT count(*) FROM inbox_payloads").fetchone() == (120,)
+
+
+def _noop(tx: object, message: Message) -> None:
+    """A handler with no effect."""
