@@ -232,7 +232,8 @@ def test_planning_names_the_sender_as_agreements_do_for_the_ledger() -> None:
 
     settled = planned(render(Doc(spaced, "000000041", "invoice", "INV-41", lines=LINES)))
     parked = planned(render(Doc(spaced, "000000042", "invoice", "INV-42", lines=LINES), trailer=False))
-    assert settled.message is not None and "ACME%20CO" in settled.message.source
+    assert settled.message is not None
+    assert "ACME%20CO" in settled.message.source
     assert (settled.route.value, settled.partner) == ("inbox", "ZZ:ACME CO")
     assert (parked.route.value, parked.partner, parked.controls[0]) == ("reject", "ZZ:ACME CO", ("ISA13", "000000042"))
     garbage = planned(b"not EDI at all")
