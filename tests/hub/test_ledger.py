@@ -5,6 +5,7 @@ number arrives; `edinbox ledger` and the console's partner page say the same."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 from collections import Counter
@@ -22,7 +23,7 @@ from edinbox.hub.config import levels
 from edinbox.hub.config._model import Agreement
 from edinbox.hub.database import on_inbox
 from edinbox.hub.database._journal import HUB
-from edinbox.hub.deliveries._items import plan
+from edinbox.hub.deliveries._items import Item, plan
 from edinbox.hub.demo._traffic import PARTNERS, Doc, render
 from edinbox.hub.partners._ledger import Arrival, Gauges, Ledger, _next, _previous, normalise, read, record, report
 from edinbox.metrics import Metrics
@@ -217,3 +218,23 @@ def test_an_agreement_chooses_the_levels_the_ledger_keeps() -> None:
         Agreement(ledger="ISA13, ST03")
     with pytest.raises(ConfigurationError, match="ZZ:A: ledger: 'x' is not a level"):
         HubConfig(partners={"ZZ:A": {"ledger": "x"}})
+
+
+def test_planning_names_the_sender_as_agreements_do_for_the_ledger() -> None:
+    """Each planned interchange carries its sender as agreements name it, unquoted (`ZZ:ACME CO`, whose inbox source
+    quotes the space), also when it is parked with a readable header; the ledger's arrivals take it from there."""
+    spaced = dataclasses.replace(ACME, id="ACME CO")
+    config = HubConfig(source="dir:///tmp/in")
+
+    def planned(payload: bytes) -> Item:
+        (item,) = plan(Delivery(payload, message_id="m", coordinates="c", source="dir:///tmp/in"), config)
+        return item
+
+    settled = planned(render(Doc(spaced, "000000041", "invoice", "INV-41", lines=LINES)))
+    parked = planned(render(Doc(spaced, "000000042", "invoice", "INV-42", lines=LINES), trailer=False))
+    assert settled.message is not None
+    assert "ACME%20CO" in settled.message.source
+    assert (settled.route.value, settled.partner) == ("inbox", "ZZ:ACME CO")
+    assert (parked.route.value, parked.partner, parked.controls[0]) == ("reject", "ZZ:ACME CO", ("ISA13", "000000042"))
+    garbage = planned(b"not EDI at all")
+    assert garbage.partner == ""

@@ -14,13 +14,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 from edinbox import AsyncTransaction
 from edinbox._errors import DataError
 from edinbox._message import Message, Outcome
 from edinbox._plan import Key
-from edinbox.edi import partner
 from edinbox.hub import partners
 from edinbox.hub.config import Route
 from edinbox.hub.database import SHARDS, Parked, count, park, record_findings
@@ -258,8 +256,7 @@ class Batch:
                     continue
                 if again and outcome not in HANDLED:
                     continue
-                sender = unquote(partner(item.message.source))
-                found += [Arrival(sender, level, number) for level, number in item.controls]
+                found += [Arrival(item.partner, level, number) for level, number in item.controls]
         return found
 
     def wait(self, message: Message, seconds: float) -> None:
@@ -303,8 +300,7 @@ def _parked_numbers(items: Sequence[Item]) -> list[tuple[Arrival, str]]:
     found: list[tuple[Arrival, str]] = []
     for item in items:
         if item.message is not None and item.controls and item.refusal is None:
-            sender = unquote(partner(item.message.source))
-            found += [(Arrival(sender, level, number), item.fingerprint) for level, number in item.controls]
+            found += [(Arrival(item.partner, level, number), item.fingerprint) for level, number in item.controls]
     return found
 
 

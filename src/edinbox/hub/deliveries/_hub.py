@@ -27,12 +27,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import unquote
 
 from edinbox._async_inbox import AsyncInbox
 from edinbox._errors import DataError, InboxError, NotSettledError, RetryLater, TransientError
 from edinbox._message import Message, Outcome
-from edinbox.edi import partner
 from edinbox.hub import partners
 from edinbox.hub.config import LOGGER, FaultPoint, HubConfig, Route, log_event, settled
 from edinbox.hub.database import Parked, Purger, park_reasons, purges
@@ -466,7 +464,7 @@ class Hub:
                     outcome,
                     consumer=self.config.consumer,
                     # as agreements name it ("ZZ:ACME CO"), not as the source quotes it: only those are labels
-                    partner=unquote(partner(item.message.source)) if item.message is not None else "",
+                    partner=item.partner if item.message is not None else "",
                     message_type=item.types[0] if item.types else "",
                 )
             if not logging_settled:  # the line would be dropped: do not build it

@@ -80,6 +80,9 @@ class Item:
     validation: tuple[int, str] | None = None
     """What validating the interchange found (`compact_findings`: how many errors, the JSON list), kept with its
     key; None when its agreement does not validate it."""
+    partner: str = ""
+    """The sender as agreements name it (`qualifier:id`, `partner_key`) of an interchange whose header identifies
+    it, read once while planning for the ledger and the metrics; empty for anything else."""
 
     @property
     def fingerprint(self) -> str:
@@ -133,9 +136,9 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         item = Item(Route.REJECT, delivery.coordinates, reason=_short(reason), payload=interchange.raw)
         if not interchange.identified:  # garbage names no partner and no message type
             return item
-        named, types = _named(interchange), message_types(interchange)
-        chosen = levels(config.agreement(partner_key(interchange.sender)).ledger)
-        item = replace(item, message=named, types=types, controls=controls(interchange, chosen))
+        named, types, sender = _named(interchange), message_types(interchange), partner_key(interchange.sender)
+        chosen = levels(config.agreement(sender).ledger)
+        item = replace(item, message=named, types=types, controls=controls(interchange, chosen), partner=sender)
         if not config.acknowledges:
             return item
         received = edi.received(interchange, rejected=True, faulty=faulty, finding=finding, findings=findings)
@@ -162,7 +165,8 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
     # one invoice among acknowledgments is enough to need the inbox
     needs_inbox = Route.INBOX in map(config.route, types)
     route = (Route.INBOX if needs_inbox else Route.BYPASS) if types else Route(config.default_route)
-    agreement = config.agreement(partner_key(interchange.sender))
+    sender = partner_key(interchange.sender)
+    agreement = config.agreement(sender)
     invoicing = route == Route.INBOX and not _INVOICE_TYPES.isdisjoint(types)
     kept: tuple[int, str] | None = None
     if invoicing and agreement.validate != "off":
@@ -196,6 +200,7 @@ def _interchange(delivery: Delivery, interchange: edi.Interchange, config: HubCo
         received=received,
         controls=controls(interchange, levels(agreement.ledger)),
         validation=kept,
+        partner=sender,
     )
 
 
