@@ -219,7 +219,7 @@ async def mask_destinations(unit: AsyncUnit, dialect: str) -> None:
 
 
 async def create_payloads(unit: AsyncUnit, dialect: str) -> None:
-    """Migrations 11 and 13: the kept payloads' table and its indexes, made by the statements `create_schema()`
+    """Migrations 11, 13 and 14: the kept payloads' table and its indexes, made by the statements `create_schema()`
     runs (what is there already stays)."""
     for name in payloads_ddl(dialect):
         await unit.run(name, {})

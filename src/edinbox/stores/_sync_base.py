@@ -217,7 +217,7 @@ def mask_destinations(unit: Unit, dialect: str) -> None:
 
 
 def create_payloads(unit: Unit, dialect: str) -> None:
-    """Migrations 11 and 13: the kept payloads' table and its indexes, made by the statements `create_schema()`
+    """Migrations 11, 13 and 14: the kept payloads' table and its indexes, made by the statements `create_schema()`
     runs (what is there already stays)."""
     for name in payloads_ddl(dialect):
         unit.run(name, {})
