@@ -104,3 +104,36 @@ def test_consume_once_leaves_no_kept_payload_waiting(journal: tuple[str, str], t
     )
     assert totals == {"processed": 30}
     assert kept(db, table) == (30, 0)
+
+
+def test_a_busy_loop_catches_its_index_up_every_few_seconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop that stays busy indexes nothing between its catch-ups (`EVERY` seconds apart); a catch-up indexes
+    batch after batch until nothing waits (1,200 payloads: three batches), within its `BUSY_BUDGET`, and one batch
+    when that budget is spent at once; so a busy hour leaves no backlog for the first search to pay."""
+    import logging
+
+    from edinbox import AsyncInbox
+    from edinbox.loop import _index
+    from edinbox.loop._outage import Outage
+
+    async def nothing(tx: object, messages: object) -> None:
+        """A batch handler with no effect."""
+
+    async def run() -> list[int]:
+        async with AsyncInbox(f"sqlite:///{tmp_path}/app.db", consumer="app", keep_payloads=True) as inbox:
+            await inbox.create_schema()
+            messages = [Message(f"m{i}", "s", b"BGM+220+PO-%05d+9'" % i) for i in range(1700)]
+            for start in range(0, 1700, 100):
+                await inbox.process_batch(messages[start : start + 100], nothing)
+            outage = Outage(logging.getLogger("edinbox.test"), give_up_after=None)
+            indexer = _index.Indexer(inbox, outage=outage, enabled=True)
+            steps = [await indexer.step(100)]  # busy, within `EVERY` of the last catch-up
+            monkeypatch.setattr(_index, "EVERY", 0.0)
+            monkeypatch.setattr(_index, "BUSY_BUDGET", 0.0)
+            steps.append(await indexer.step(100))  # the budget spent at once: one batch
+            monkeypatch.setattr(_index, "BUSY_BUDGET", 60.0)
+            steps.append(await indexer.step(100))
+            steps.append(await inbox.index_payloads())
+            return steps
+
+    assert asyncio.run(run()) == [0, 500, 1200, 0]

@@ -1,12 +1,14 @@
 """The message store's search index, kept current beside the batch loop (a hub's, a consumer's).
 
-On SQLite and PostgreSQL a kept payload is written in its settling transaction without its words (the costly part:
-the words themselves, the full-text index's insert); `AsyncInbox.index_payloads` indexes them later, in batches of
-their own. The loop does it when its source is idle, and at most every `EVERY` seconds while it is busy (so a busy
-hour leaves a bounded backlog, not an unbounded one), one batch at a time; `run(once=True)` indexes what is left
-before it returns. A search indexes whatever still waits before it looks (`AsyncInbox.search`): nothing settled is
-missed, whenever the loop got to it. A database outage is the loop's own (`Outage`): one `dependency-down` line,
-whether a batch step or an index batch met it first, and one `dependency-back` when either reaches it again.
+On SQLite a kept payload is written in its settling transaction without its words (the full-text index's insert is
+the costly part; PostgreSQL's rows left so by journal version 13 too); `AsyncInbox.index_payloads` indexes them
+later, in batches of their own. The loop does it when its source is idle, one batch at a time, and every `EVERY`
+seconds while it is busy, then batch after batch until nothing waits or `BUSY_BUDGET` seconds are spent (so a busy
+hour leaves no backlog at up to about 6,000 deliveries a second on SQLite: 15 us a payload; beyond, a bounded share
+of the loop's time goes to it); `run(once=True)` indexes what is left before it returns. A search indexes whatever
+still waits before it looks (`AsyncInbox.search`): nothing settled is missed, whenever the loop got to it. A
+database outage is the loop's own (`Outage`): one `dependency-down` line, whether a batch step or an index batch met
+it first, and one `dependency-back` when either reaches it again.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from edinbox.loop._outage import Outage
 __all__ = ["EVERY", "Indexer"]
 
 EVERY = 5.0
-"""Seconds between two batches indexed while the source keeps the hub busy."""
+"""Seconds between two catch-ups of the index while the source keeps the loop busy."""
+BUSY_BUDGET = 0.5
+"""Seconds a catch-up of a busy loop may spend indexing (a tenth of `EVERY`)."""
 
 
 class Indexer:
@@ -36,13 +40,17 @@ class Indexer:
         self._last = time.monotonic()
 
     async def step(self, handled: int) -> int:
-        """After a loop step that settled `handled` deliveries: index one batch when the source was idle or `EVERY`
-        seconds have passed; how many were indexed."""
+        """After a loop step that settled `handled` deliveries: index one batch when the source was idle, or, busy,
+        every `EVERY` seconds the batches waiting for up to `BUSY_BUDGET` seconds; how many were indexed."""
         now = time.monotonic()
         if not self.enabled or (handled and now - self._last < EVERY):
             return 0
         self._last = now
-        return await self._batch()
+        total = indexed = await self._batch()
+        while handled and indexed and time.monotonic() - now < BUSY_BUDGET:
+            indexed = await self._batch()
+            total += indexed
+        return total
 
     async def finish(self, stop: asyncio.Event) -> int:
         """Index every kept payload still waiting (the end of `run(once=True)`), one batch at a time until none is
