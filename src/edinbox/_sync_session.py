@@ -144,9 +144,9 @@ class _SessionUnit:
         """Run the named statement and return the number of rows it changed."""
         return int(self._unit.run(name, params))
 
-    def run_many(self, name: str, params: Sequence[Any]) -> None:
-        """Run the named statement once per parameter set."""
-        self._unit.run_many(name, params)
+    def run_many(self, name: str, params: Sequence[Any]) -> int:
+        """Run the named statement once per parameter set; return the rows changed in all."""
+        return int(self._unit.run_many(name, params))
 
     def commit(self) -> None:
         """Release the savepoint (and the session's nested transaction in it); StoreError when it cannot be (the

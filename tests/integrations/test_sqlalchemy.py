@@ -301,6 +301,31 @@ def test_a_batch_joins_the_session_and_commits_or_rolls_back_with_it(database: D
         engine.dispose()
 
 
+def test_a_batch_in_a_session_keeps_its_payloads_found_again_after_forget(database: Database) -> None:
+    """process_batch(session=) with `keep_payloads` keeps each payload in the session's transaction; a message
+    forgotten and processed again in a later batch replaces what was kept of it: the search finds the new value, not
+    the old one."""
+    engine = create_engine(database.sync_url)
+    inbox = Inbox(engine, consumer="c", table=database.table, keep_payloads=True)
+    batch = [Message(str(n), "s", b"BGM+220+PO-%05d+9'" % n) for n in range(3)]
+    try:
+        with Session(engine) as session:
+            assert inbox.process_batch(batch, add_effects(database), session=session) == [Outcome.PROCESSED] * 3
+            session.commit()
+        assert [hit.message_id for hit in inbox.search("PO-00001")] == ["1"]
+        assert inbox.forget("s", "1")
+        again = [Message("1", "s", b"BGM+220+PO-99001+9'"), Message("3", "s", b"BGM+220+PO-00003+9'")]
+        with Session(engine) as session:
+            assert inbox.process_batch(again, add_effects(database), session=session) == [Outcome.PROCESSED] * 2
+            session.commit()
+        assert inbox.search("PO-00001") == []
+        assert [hit.message_id for hit in inbox.search("PO-99001")] == ["1"]
+        assert [hit.message_id for hit in inbox.search("PO-00003")] == ["3"]
+    finally:
+        inbox.close()
+        engine.dispose()
+
+
 def test_a_failing_batch_in_a_session_keeps_the_callers_work(database: Database) -> None:
     """A batch handler failure rolls back to the savepoint (its rows and journal rows gone, no attempt charged)
     and propagates; the caller's earlier work commits. With isolate=True each message settles alone inside the
