@@ -32,7 +32,7 @@ ON DUPLICATE KEY UPDATE fingerprint = VALUES(fingerprint), sha256 = VALUES(sha25
     kept_at = UTC_TIMESTAMP(6)
 
 -- name: payloads_get
--- `indexed`: the body is compressed (a row not indexed yet holds the bytes as received)
+-- `indexed`: the body is packed (`text` is NOT NULL here: every row is written indexed)
 SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at,
     text IS NOT NULL AS indexed
 FROM {payloads}

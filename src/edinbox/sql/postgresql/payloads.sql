@@ -78,7 +78,7 @@ FROM unnest(%(sources)b::text[], %(message_ids)b::text[], %(texts)b::text[], %(b
 WHERE p.consumer = %(consumer)s AND p.source = u.s AND p.message_id = u.m AND p.words IS NULL
 
 -- name: payloads_get
--- `indexed`: the body is compressed (a row not indexed yet holds the bytes as received)
+-- `indexed`: the body is packed (a row journal version 13 left waiting holds the bytes as received)
 SELECT consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at,
     words IS NOT NULL AS indexed
 FROM {payloads}
