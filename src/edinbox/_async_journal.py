@@ -434,7 +434,7 @@ class AsyncJournal:
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
         words = search_query(text)
-        while await self.index_payloads() == INDEX_BATCH:
+        while await self.index_payloads():  # a batch of big payloads may hold fewer than INDEX_BATCH
             pass
         params = {
             "consumer": self.consumer,

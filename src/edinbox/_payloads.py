@@ -27,6 +27,7 @@ from edinbox._errors import ConfigurationError
 from edinbox._message import Message
 
 __all__ = [
+    "FTS_BATCH_BYTES",
     "INDEXED_ON_SETTLE",
     "MAX_QUERY",
     "MAX_TEXT",
@@ -37,6 +38,7 @@ __all__ = [
     "check_cap",
     "fts_rows",
     "fts_text",
+    "fts_upto",
     "index_columns",
     "index_params",
     "keep_columns",
@@ -55,6 +57,9 @@ MAX_TEXT = 32 * 1024
 MariaDB; SQLite's index takes every word of the first `MAX_SCAN` bytes: `fts_text`)."""
 MAX_SCAN = 256 * 1024
 """Bytes of a payload read for its search text."""
+FTS_BATCH_BYTES = 16 * 1024 * 1024
+"""Bytes of text a batch of SQLite's full-text index takes at most (past its first row): a batch of big payloads
+holds the database's write lock, and its bodies in memory, for a bounded time, not 500 times `MAX_SCAN`."""
 MIN_WORD = 3
 """The shortest word searched: shorter ones (qualifiers, `PO` of `PO-4711`) are in every payload or mean nothing
 alone (MariaDB's FULLTEXT skips them too, `innodb_ft_min_token_size`)."""
@@ -106,6 +111,19 @@ def fts_text(kept: bytes) -> str:
     leaves the index with the same text made again from its body, so this is part of the stored format (a change
     needs a journal version that indexes every row again)."""
     return kept[:MAX_SCAN].translate(_SPACES).decode("ascii")
+
+
+def fts_upto(sizes: list[tuple[Any, ...]], budget: int | None = None) -> int:
+    """The last rowid of the rows (rowid, size, in rowid order) one batch gives SQLite's full-text index: as many as
+    hold `budget` bytes of text between them (each at most `MAX_SCAN`; `FTS_BATCH_BYTES` by default), at least one;
+    0 for none."""
+    budget = FTS_BATCH_BYTES if budget is None else budget
+    total = 0
+    for rowid, size in sizes:
+        total += min(int(size), MAX_SCAN)
+        if total >= budget:
+            return int(rowid)
+    return int(sizes[-1][0]) if sizes else 0
 
 
 def fts_rows(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:

@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from edinbox._payloads import fts_rows
+from edinbox._payloads import fts_rows, fts_upto
 from edinbox.stores._sync_base import Unit
 
 __all__ = ["index_waiting", "purge", "replace", "unindex"]
 
 
 def index_waiting(unit: Unit, limit: int) -> int:
-    """Put up to `limit` kept rows above the mark into the index, then move the mark past them; return how many."""
-    rows = fts_rows(unit.fetch("payloads_pending", {"limit": limit}))
+    """Put up to `limit` kept rows above the mark into the index (fewer when their text passes `FTS_BATCH_BYTES`),
+    then move the mark past them; return how many."""
+    upto = fts_upto(unit.fetch("payloads_pending_sizes", {"limit": limit}))
+    rows = fts_rows(unit.fetch("payloads_pending", {"upto": upto})) if upto else []
     if rows:
         unit.run_many("payloads_index_words", rows)
         unit.run("payloads_index_mark", rows[-1])
@@ -22,13 +24,15 @@ def index_waiting(unit: Unit, limit: int) -> int:
 
 
 def unindex(unit: Unit, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Delete the kept rows `rows` (rowid, body, whether indexed), the indexed ones out of the index first, then
-    lower the mark to the highest rowid left."""
+    """Delete the kept rows `rows` (rowid, whether indexed), the indexed ones out of the index first (their bodies
+    read one at a time: a purge batch of big payloads is never in memory at once), then lower the mark to the
+    highest rowid left."""
     if not rows:
         return
-    indexed = fts_rows([row for row in rows if row[2]])
-    if indexed:
-        unit.run_many("payloads_unindex", indexed)
+    for rowid, indexed in rows:
+        if indexed:
+            body = (unit.fetch("payloads_body", {"id": rowid}))[0][0]
+            unit.run("payloads_unindex", fts_rows([(rowid, body)])[0])
     unit.run_many("payloads_delete_row", [{"id": row[0]} for row in rows])
     unit.run("payloads_lower_mark", {})
 
@@ -37,7 +41,7 @@ def replace(unit: Unit, rows: Sequence[dict[str, Any]]) -> None:
     """Keep `rows` (`keep_params`) over what was kept of the same messages: an indexed row leaves the index and the
     table first, so the new one, above the mark, is indexed again."""
     for row in rows:
-        unindex(unit, [(*found, True) for found in unit.fetch("payloads_indexed_row", row)])
+        unindex(unit, unit.fetch("payloads_indexed_row", row))
         unit.run("payloads_replace", row)
 
 

@@ -423,7 +423,7 @@ class Journal:
         if not isinstance(limit, int) or limit < 1:
             raise ConfigurationError(f"limit must be a positive integer, got {limit!r}")
         words = search_query(text)
-        while self.index_payloads() == INDEX_BATCH:
+        while self.index_payloads():  # a batch of big payloads may hold fewer than INDEX_BATCH
             pass
         params = {
             "consumer": self.consumer,

@@ -395,3 +395,33 @@ def test_sqlite_writers_and_indexers_side_by_side_index_each_payload_once(tmp_pa
 
 def _noop(tx: object, message: Message) -> None:
     """A handler with no effect."""
+
+
+def test_a_batch_of_the_sqlite_index_takes_a_bounded_number_of_bytes() -> None:
+    """`fts_upto` ends a batch of SQLite's full-text index at the row whose text reaches the budget (each row counted
+    at most `MAX_SCAN`), takes at least one row, and none when none waits."""
+    from edinbox._payloads import MAX_SCAN, fts_upto
+
+    assert fts_upto([(1, 10), (2, 10), (3, 10)], budget=15) == 2
+    assert fts_upto([(1, 10), (2, 10), (3, 10)], budget=100) == 3
+    assert fts_upto([(7, 10**9), (8, 10)], budget=5) == 7
+    assert fts_upto([(1, 10**9), (2, 10**9), (3, 10)], budget=2 * MAX_SCAN + 1) == 3
+    assert fts_upto([], budget=5) == 0
+
+
+def test_sqlite_indexes_big_payloads_a_few_at_a_time_and_a_search_finds_them_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a batch's text bounded (here 1,000 bytes), `index_payloads` indexes three payloads of 400 bytes a batch,
+    not all ten, and a search, which indexes whatever waits first, still finds the last one kept."""
+    import edinbox._payloads
+
+    monkeypatch.setattr(edinbox._payloads, "FTS_BATCH_BYTES", 1000)
+    with Inbox(f"sqlite:///{tmp_path}/journal.db", consumer="orders", keep_payloads=True) as inbox:
+        inbox.create_schema()
+        for n in range(10):
+            payload = (b"BGM+220+PO-%05d+9'" % n).ljust(400, b"x")
+            inbox.process(Message(f"m{n}", "acme", payload), lambda tx, m: None)
+        assert inbox.index_payloads() == 3
+        assert [hit.message_id for hit in inbox.search("PO-00009")] == ["m9"]
+        assert inbox.index_payloads() == 0

@@ -177,11 +177,16 @@ def _age(store: Store, message_id: str, *, days: int) -> None:
     store.admin(f"UPDATE {store.name('payloads')} SET kept_at = {shift} WHERE message_id = {mark}", (message_id,))
 
 
-def test_version_14_indexes_sqlite_rows_again_from_their_bodies(tmp_path: Path) -> None:
+def test_version_14_indexes_sqlite_rows_again_from_their_bodies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A SQLite journal at version 13 (`schema_v13/`: the words stored in the rows, the index reading them there)
-    holding an indexed row and a row still waiting (its bytes as received) is taken to version 14: both give back
-    their bytes and are found by their words, the rows keep no words, the index is consistent, and the purge takes
-    the old one out of it."""
+    holding an indexed row and a row still waiting (its bytes as received) is taken to version 14, a row a batch:
+    both give back their bytes and are found by their words, the rows keep no words, the index is consistent, and
+    the purge takes the old one out of it."""
+    import edinbox._payloads
+
+    monkeypatch.setattr(edinbox._payloads, "FTS_BATCH_BYTES", 1)  # each row a batch of its own
     path = tmp_path / "journal.db"
     connection = sqlite3.connect(path, isolation_level=None)
     store = Store("sqlite", f"sqlite:///{path}", "inbox", lambda sql, p: connection.execute(sql, p).fetchall())

@@ -17,7 +17,7 @@ from edinbox._application import Application
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
-from edinbox._payloads import fts_rows, pack
+from edinbox._payloads import fts_rows, fts_upto, pack
 from edinbox._urls import mask
 from edinbox.stores._async_applications import Where, create_applications, migrate_applications
 from edinbox.stores._queries import payloads_ddl
@@ -241,7 +241,8 @@ async def index_kept_words(unit: AsyncUnit, dialect: str) -> None:
     await unit.run("payloads_fts_drop", {})
     await create_payloads(unit, dialect)
     after = 0
-    while rows := await unit.fetch("payloads_rows_after", {"after": after, "limit": REINDEX_BATCH}):
+    while upto := fts_upto(await unit.fetch("payloads_sizes_after", {"after": after, "limit": REINDEX_BATCH})):
+        rows = await unit.fetch("payloads_rows_after", {"after": after, "upto": upto})
         waiting = [{"id": rowid, "body": pack(bytes(body))} for rowid, body, indexed in rows if not indexed]
         if waiting:
             await unit.run_many("payloads_pack", waiting)

@@ -15,7 +15,7 @@ from edinbox._application import Application
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
-from edinbox._payloads import fts_rows, pack
+from edinbox._payloads import fts_rows, fts_upto, pack
 from edinbox._urls import mask
 from edinbox.stores._queries import payloads_ddl
 from edinbox.stores._sync_applications import Where, create_applications, migrate_applications
@@ -239,7 +239,8 @@ def index_kept_words(unit: Unit, dialect: str) -> None:
     unit.run("payloads_fts_drop", {})
     create_payloads(unit, dialect)
     after = 0
-    while rows := unit.fetch("payloads_rows_after", {"after": after, "limit": REINDEX_BATCH}):
+    while upto := fts_upto(unit.fetch("payloads_sizes_after", {"after": after, "limit": REINDEX_BATCH})):
+        rows = unit.fetch("payloads_rows_after", {"after": after, "upto": upto})
         waiting = [{"id": rowid, "body": pack(bytes(body))} for rowid, body, indexed in rows if not indexed]
         if waiting:
             unit.run_many("payloads_pack", waiting)

@@ -46,9 +46,12 @@ VALUES (:consumer, :source, :message_id, :fingerprint, :sha256, :size, :content_
 ON CONFLICT (consumer, source, message_id) DO NOTHING
 
 -- name: payloads_indexed_row
--- the row kept of one message, when it is in the full-text index (at or below the mark): its rowid and body
-SELECT p.rowid, p.body FROM {payloads} AS p, {payloads_mark} AS m
+-- the row kept of one message, when it is in the full-text index (at or below the mark): its rowid
+SELECT p.rowid, 1 FROM {payloads} AS p, {payloads_mark} AS m
 WHERE p.consumer = :consumer AND p.source = :source AND p.message_id = :message_id AND p.rowid <= m.indexed_to
+
+-- name: payloads_body
+SELECT body FROM {payloads} WHERE rowid = :id
 
 -- name: payloads_unindex
 -- a row's words out of the full-text index (the words it was indexed with, made again from its body: `fts_text`)
@@ -70,9 +73,16 @@ ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.
 -- whether a kept payload waits for the full-text index (read without a write lock): one above the mark
 SELECT 1 FROM {payloads} WHERE rowid > (SELECT indexed_to FROM {payloads_mark}) LIMIT 1
 
+-- name: payloads_pending_sizes
+-- the kept payloads above the mark, in rowid order, with their sizes (in the write transaction that indexes them):
+-- how many of them one batch takes (`fts_upto`), before their bodies are read
+SELECT rowid, size FROM {payloads} WHERE rowid > (SELECT indexed_to FROM {payloads_mark}) ORDER BY rowid LIMIT :limit
+
 -- name: payloads_pending
--- the kept payloads above the mark, in rowid order (in the write transaction that indexes them)
-SELECT rowid, body FROM {payloads} WHERE rowid > (SELECT indexed_to FROM {payloads_mark}) ORDER BY rowid LIMIT :limit
+-- the kept payloads above the mark up to rowid `upto`, with their bodies
+SELECT rowid, body FROM {payloads}
+WHERE rowid > (SELECT indexed_to FROM {payloads_mark}) AND rowid <= :upto
+ORDER BY rowid
 
 -- name: payloads_index_words
 -- VALUES, not INSERT ... SELECT: FTS5 then keeps the batch's terms in memory until the commit
@@ -99,8 +109,8 @@ LIMIT :limit
 
 -- name: payloads_purgeable
 -- the kept payloads of this consumer older than the retention whose journal row is gone (purged, or forgotten):
--- rowid, body, and whether the row is in the full-text index
-SELECT p.rowid, p.body, p.rowid <= m.indexed_to
+-- rowid, and whether the row is in the full-text index (its body is read then, one at a time)
+SELECT p.rowid, p.rowid <= m.indexed_to
 FROM {payloads} AS p, {payloads_mark} AS m
 WHERE p.consumer = :consumer AND p.kept_at < :now - :older_than
     AND NOT EXISTS (
@@ -123,10 +133,14 @@ SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {payloads_fts_name} 
 -- name: payloads_fts_drop
 DROP TABLE {payloads_fts}
 
+-- name: payloads_sizes_after
+-- migration 14: the kept rows after rowid `after`, in rowid order, with their sizes (`fts_upto`)
+SELECT rowid, size FROM {payloads} WHERE rowid > :after ORDER BY rowid LIMIT :limit
+
 -- name: payloads_rows_after
--- migration 14: the kept rows after rowid `after`, in rowid order, with whether version 13 had indexed them (their
--- body packed; a row still waiting held the bytes as received)
-SELECT rowid, body, text IS NOT NULL FROM {payloads} WHERE rowid > :after ORDER BY rowid LIMIT :limit
+-- migration 14: the kept rows after rowid `after` up to `upto`, in rowid order, with whether version 13 had indexed
+-- them (their body packed; a row still waiting held the bytes as received)
+SELECT rowid, body, text IS NOT NULL FROM {payloads} WHERE rowid > :after AND rowid <= :upto ORDER BY rowid
 
 -- name: payloads_pack
 UPDATE {payloads} SET body = :body WHERE rowid = :id
