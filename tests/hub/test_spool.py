@@ -10,7 +10,6 @@ import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
-from urllib.parse import quote, unquote
 
 import pytest
 from hypothesis import given, settings
@@ -20,7 +19,7 @@ from edinbox import ConfigurationError
 from edinbox._errors import SourceError
 from edinbox.hub import HubConfig
 from edinbox.sources import open_source, publisher
-from edinbox.sources._spool_names import split_count, unquoted
+from edinbox.sources._spool_names import split_count
 from edinbox.sources.spool import SpoolSource, publish, spool_path
 
 
@@ -276,17 +275,3 @@ def test_a_names_delivery_count_is_the_digits_after_its_last_hash(name: str) -> 
     match = re.fullmatch(r"(?P<name>.*?)(?:#(?P<count>\d+))?", name, re.DOTALL)
     assert match is not None
     assert split_count(name) == (match["name"], int(match["count"] or 1))
-
-
-@settings(max_examples=1000, deadline=None)
-@given(
-    text=st.one_of(
-        st.text(max_size=40).map(lambda t: quote(t, safe="")),
-        st.text(alphabet=st.sampled_from("%aF09zG\\~.\u00e9"), max_size=16),
-    )
-)
-def test_a_producer_id_is_unquoted_as_urllib_does(text: str) -> None:
-    """`unquoted` reads a file name's producer id as `urllib.parse.unquote` does: any id `file_name` quoted, and
-    escapes cut short, not hex, beside a backslash or a character that is not ASCII, or bytes that are not UTF-8."""
-    assert unquoted(text) == unquote(text)
-    assert unquoted(quote(text, safe="")) == text

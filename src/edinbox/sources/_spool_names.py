@@ -11,19 +11,8 @@ import os
 import re
 import time
 import uuid
-from urllib.parse import unquote
 
-__all__ = [
-    "MAX_NAME",
-    "name_problem",
-    "owner_dead",
-    "owner_id",
-    "parked_name",
-    "safe",
-    "shown",
-    "split_count",
-    "unquoted",
-]
+__all__ = ["MAX_NAME", "name_problem", "owner_dead", "owner_id", "parked_name", "safe", "shown", "split_count"]
 
 MAX_NAME = 230
 """The longest base name (in UTF-8 bytes) the spool claims as it is."""
@@ -39,25 +28,6 @@ def split_count(name: str) -> tuple[str, int]:
     if sign and count.isdecimal():
         return base, int(count)
     return name, 1
-
-
-def unquoted(text: str) -> str:
-    """`urllib.parse.unquote(text)`, sooner for the producer id a published file name carries (`file_name` quotes it).
-
-    Such an id is ASCII with `%XX` escapes and no backslash: each escape becomes a `\\xXX` one, which the
-    `unicode_escape` codec decodes in C to the byte it names, and the bytes are then read as UTF-8 (1.2 us an id
-    against 2.5 us, once per delivery). Anything else (a backslash, an escape cut short or not hex, a character that is
-    not ASCII) goes through `unquote` itself.
-    """
-    if "%" not in text:
-        return text
-    if not text.isascii() or "\\" in text:
-        return unquote(text)
-    try:
-        latin = text.replace("%", "\\x").encode("ascii").decode("unicode_escape")
-    except ValueError:  # an escape cut short, or not hex
-        return unquote(text)
-    return latin.encode("latin-1").decode("utf-8", "replace")
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")

@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from edinbox._errors import ConfigurationError, SourceError
 from edinbox.sources._base import Delivery, Source
@@ -72,7 +73,6 @@ from edinbox.sources._spool_names import (
     owner_id,
     safe,
     split_count,
-    unquoted,
 )
 from edinbox.sources._spool_parking import Parked, park, write_reason
 
@@ -361,7 +361,7 @@ class SpoolSource(Source):
 
     def _delivery(self, file: str, payload: bytes) -> Delivery:
         base, count = split_count(file)
-        message_id = unquoted(base.split("~", 1)[1].removesuffix(".edi")) if "~" in base else None
+        message_id = unquote(base.split("~", 1)[1].removesuffix(".edi")) if "~" in base else None
         return Delivery(
             payload,
             message_id=message_id or None,
