@@ -16,6 +16,7 @@ from asyncio import sleep  # async-only
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
+from operator import methodcaller
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -195,15 +196,15 @@ class AsyncJournal:
         await self._store.grant(role, tables=tables)
 
     async def _write(self, name: str, params: dict[str, Any]) -> int:
-        """Run one statement in a transaction of its own (SQLite's purge of kept payloads: `fts.purge`); return the
-        number of rows it changed."""
+        """Run one statement in a transaction of its own; return the number of rows it changed."""
+        return await self._in_transaction(methodcaller("run", name, params))
+
+    async def _in_transaction(self, work: Callable[[AsyncUnit], Awaitable[int]]) -> int:
+        """Run `work` on a unit in a transaction of its own; return the number of rows it changed."""
         async with self._store.unit() as unit:
             await unit.begin()
             try:
-                if name == "payloads_purge_batch" and self.dialect == "sqlite":  # the rows leave the index first
-                    changed = await fts.purge(unit, params)
-                else:
-                    changed = await unit.run(name, params)
+                changed = await work(unit)
             except BaseException:
                 await unit.rollback()
                 raise
@@ -228,10 +229,12 @@ class AsyncJournal:
             consumer=self.consumer, older_than=older_than, batch_size=batch_size, pace=pace
         )
         params = {"consumer": self.consumer, "older_than": older_than, "batch_size": batch_size}
-        for name in ("payloads_purge_batch", "outbox_purge_batch"):
+        sqlite = self.dialect == "sqlite"  # there the rows leave the full-text index first
+        kept = partial(fts.purge, params=params) if sqlite else methodcaller("run", "payloads_purge_batch", params)
+        for work in (kept, methodcaller("run", "outbox_purge_batch", params)):
             while True:
                 await sleep(pace.delay())
-                gone = await self._write(name, params)
+                gone = await self._in_transaction(work)
                 pace.count(gone)
                 deleted += gone
                 if gone < batch_size:

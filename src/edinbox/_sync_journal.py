@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
+from operator import methodcaller
 from time import sleep
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -189,15 +190,15 @@ class Journal:
         self._store.grant(role, tables=tables)
 
     def _write(self, name: str, params: dict[str, Any]) -> int:
-        """Run one statement in a transaction of its own (SQLite's purge of kept payloads: `fts.purge`); return the
-        number of rows it changed."""
+        """Run one statement in a transaction of its own; return the number of rows it changed."""
+        return self._in_transaction(methodcaller("run", name, params))
+
+    def _in_transaction(self, work: Callable[[Unit], int]) -> int:
+        """Run `work` on a unit in a transaction of its own; return the number of rows it changed."""
         with self._store.unit() as unit:
             unit.begin()
             try:
-                if name == "payloads_purge_batch" and self.dialect == "sqlite":  # the rows leave the index first
-                    changed = fts.purge(unit, params)
-                else:
-                    changed = unit.run(name, params)
+                changed = work(unit)
             except BaseException:
                 unit.rollback()
                 raise
@@ -220,10 +221,12 @@ class Journal:
         pace = Pace(max_rate)
         deleted = self._store.purge(consumer=self.consumer, older_than=older_than, batch_size=batch_size, pace=pace)
         params = {"consumer": self.consumer, "older_than": older_than, "batch_size": batch_size}
-        for name in ("payloads_purge_batch", "outbox_purge_batch"):
+        sqlite = self.dialect == "sqlite"  # there the rows leave the full-text index first
+        kept = partial(fts.purge, params=params) if sqlite else methodcaller("run", "payloads_purge_batch", params)
+        for work in (kept, methodcaller("run", "outbox_purge_batch", params)):
             while True:
                 sleep(pace.delay())
-                gone = self._write(name, params)
+                gone = self._in_transaction(work)
                 pace.count(gone)
                 deleted += gone
                 if gone < batch_size:
