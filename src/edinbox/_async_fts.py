@@ -2,7 +2,7 @@
 
 The index is contentless: it keeps no copy of the words. A kept row enters it after its settling transaction, a batch
 at a time in rowid order (`index_waiting`), and a mark records the highest rowid indexed; a row leaves it with its
-words made again from its body (`unindex`, `fts_text`), before it is deleted (`purge`) or replaced (`replace`), and
+words made again from its body (`unindex`, `fts_text`), before it is deleted (`purge`, `replace`), and
 the mark is lowered after, since SQLite gives a freed highest rowid to the next row.
 """
 # sync-doc: SQLite's full-text index over the kept payloads, run in a blocking unit's open transaction.
@@ -44,11 +44,11 @@ async def unindex(unit: AsyncUnit, rows: Sequence[tuple[Any, ...]]) -> None:
 
 
 async def replace(unit: AsyncUnit, rows: Sequence[dict[str, Any]]) -> None:
-    """Keep `rows` (`keep_params`) over what was kept of the same messages: an indexed row leaves the index and the
-    table first, so the new one, above the mark, is indexed again."""
+    """Keep `rows` (`keep_params`) over what was kept of the same messages: the row kept before leaves the table
+    (and the index, when it is in it), so the new one is kept above the mark and indexed again."""
     for row in rows:
-        await unindex(unit, await unit.fetch("payloads_indexed_row", row))
-        await unit.run("payloads_replace", row)
+        await unindex(unit, await unit.fetch("payloads_kept_row", row))
+        await unit.run("payloads_keep", row)
 
 
 async def purge(unit: AsyncUnit, params: dict[str, Any]) -> int:

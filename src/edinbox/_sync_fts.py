@@ -38,11 +38,11 @@ def unindex(unit: Unit, rows: Sequence[tuple[Any, ...]]) -> None:
 
 
 def replace(unit: Unit, rows: Sequence[dict[str, Any]]) -> None:
-    """Keep `rows` (`keep_params`) over what was kept of the same messages: an indexed row leaves the index and the
-    table first, so the new one, above the mark, is indexed again."""
+    """Keep `rows` (`keep_params`) over what was kept of the same messages: the row kept before leaves the table
+    (and the index, when it is in it), so the new one is kept above the mark and indexed again."""
     for row in rows:
-        unindex(unit, unit.fetch("payloads_indexed_row", row))
-        unit.run("payloads_replace", row)
+        unindex(unit, unit.fetch("payloads_kept_row", row))
+        unit.run("payloads_keep", row)
 
 
 def purge(unit: Unit, params: dict[str, Any]) -> int:

@@ -40,15 +40,16 @@ CREATE TABLE IF NOT EXISTS {payloads_mark} (
 INSERT OR IGNORE INTO {payloads_mark} (id, indexed_to) VALUES (1, 0)
 
 -- name: payloads_keep
--- a message processed again after a `forget` conflicts with what was kept of it: `payloads_replace` then
+-- a message processed again after a `forget` conflicts with what was kept of it: that row is deleted then (out of
+-- the full-text index first: `edinbox._async_fts.replace`) and this runs again
 INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at)
 VALUES (:consumer, :source, :message_id, :fingerprint, :sha256, :size, :content_type, :truncated, :body, :now)
 ON CONFLICT (consumer, source, message_id) DO NOTHING
 
--- name: payloads_indexed_row
--- the row kept of one message, when it is in the full-text index (at or below the mark): its rowid
-SELECT p.rowid, 1 FROM {payloads} AS p, {payloads_mark} AS m
-WHERE p.consumer = :consumer AND p.source = :source AND p.message_id = :message_id AND p.rowid <= m.indexed_to
+-- name: payloads_kept_row
+-- the row kept of one message: its rowid, and whether it is in the full-text index (at or below the mark)
+SELECT p.rowid, p.rowid <= m.indexed_to FROM {payloads} AS p, {payloads_mark} AS m
+WHERE p.consumer = :consumer AND p.source = :source AND p.message_id = :message_id
 
 -- name: payloads_body
 SELECT body FROM {payloads} WHERE rowid = :id
@@ -59,15 +60,6 @@ INSERT INTO {payloads_fts} ({payloads_fts}, rowid, text) VALUES ('delete', :id, 
 
 -- name: payloads_delete_row
 DELETE FROM {payloads} WHERE rowid = :id
-
--- name: payloads_replace
--- what was kept of a message processed again after a `forget` is replaced; a row in the full-text index left it
--- first (`payloads_indexed_row`), so this one is above the mark and is indexed again
-INSERT INTO {payloads} (consumer, source, message_id, fingerprint, sha256, size, content_type, truncated, body, kept_at)
-VALUES (:consumer, :source, :message_id, :fingerprint, :sha256, :size, :content_type, :truncated, :body, :now)
-ON CONFLICT (consumer, source, message_id) DO UPDATE SET fingerprint = excluded.fingerprint,
-    sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type,
-    truncated = excluded.truncated, body = excluded.body, kept_at = excluded.kept_at
 
 -- name: payloads_waiting
 -- whether a kept payload waits for the full-text index (read without a write lock): one above the mark
