@@ -10,10 +10,12 @@ the mark is lowered after, since SQLite gives a freed highest rowid to the next 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edinbox._payloads import fts_rows, fts_upto
-from edinbox.stores._async_base import AsyncUnit
+
+if TYPE_CHECKING:  # the stores' migration 14 indexes through `index_waiting`
+    from edinbox.stores._async_base import AsyncUnit
 
 __all__ = ["index_waiting", "purge", "replace", "unindex"]
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edinbox._payloads import fts_rows, fts_upto
-from edinbox.stores._sync_base import Unit
+
+if TYPE_CHECKING:  # the stores' migration 14 indexes through `index_waiting`
+    from edinbox.stores._sync_base import Unit
 
 __all__ = ["index_waiting", "purge", "replace", "unindex"]
 

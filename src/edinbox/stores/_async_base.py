@@ -14,10 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from edinbox._application import Application
+from edinbox._async_fts import index_waiting
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
-from edinbox._payloads import fts_rows, fts_upto, pack
+from edinbox._payloads import pack
 from edinbox._urls import mask
 from edinbox.stores._async_applications import Where, create_applications, migrate_applications
 from edinbox.stores._queries import payloads_ddl
@@ -218,6 +219,10 @@ async def mask_destinations(unit: AsyncUnit, dialect: str) -> None:
         await unit.run_many("outbox_set_destination", changed)
 
 
+REINDEX_BATCH = 1000
+"""Kept rows indexed at a time by migration 14 (fewer when their text passes `FTS_BATCH_BYTES`)."""
+
+
 async def create_payloads(unit: AsyncUnit, dialect: str) -> None:
     """Migrations 11, 13 and 14: the kept payloads' table and its indexes, made by the statements `create_schema()`
     runs (what is there already stays)."""
@@ -225,14 +230,11 @@ async def create_payloads(unit: AsyncUnit, dialect: str) -> None:
         await unit.run(name, {})
 
 
-REINDEX_BATCH = 1000
-"""Kept rows read at a time by migration 14."""
-
-
 async def index_kept_words(unit: AsyncUnit, dialect: str) -> None:
     """Migration 14 (SQLite; nothing elsewhere): version 13's full-text index, reading the words from the rows'
-    `text`, gives way to one that keeps no copy of them (`payloads_create*`); every kept row is indexed again from its
-    body (a row still waiting packed first), its `text` emptied, and the mark set past them all."""
+    `text`, gives way to one that keeps no copy of them (`payloads_create*`, its mark at 0); the bytes of a row
+    version 13 left waiting are packed (one row in memory at a time), every row's `text` is emptied, and every row
+    is indexed again from its body, as the index batches do (`index_waiting`)."""
     if dialect != "sqlite":
         return
     if not await unit.fetch("payloads_fts_stored", {}):  # made as version 14 has it (a journal older than 11)
@@ -240,17 +242,12 @@ async def index_kept_words(unit: AsyncUnit, dialect: str) -> None:
         return
     await unit.run("payloads_fts_drop", {})
     await create_payloads(unit, dialect)
-    after = 0
-    while upto := fts_upto(await unit.fetch("payloads_sizes_after", {"after": after, "limit": REINDEX_BATCH})):
-        rows = await unit.fetch("payloads_rows_after", {"after": after, "upto": upto})
-        waiting = [{"id": rowid, "body": pack(bytes(body))} for rowid, body, indexed in rows if not indexed]
-        if waiting:
-            await unit.run_many("payloads_pack", waiting)
-        packed = {row["id"]: row["body"] for row in waiting}
-        await unit.run_many("payloads_index_words", fts_rows([(row[0], packed.get(row[0], row[1])) for row in rows]))
-        after = rows[-1][0]
+    for (rowid,) in await unit.fetch("payloads_waiting_rows", {}):
+        body = (await unit.fetch("payloads_body", {"id": rowid}))[0][0]
+        await unit.run("payloads_pack", {"id": rowid, "body": pack(bytes(body))})
     await unit.run("payloads_forget_text", {})
-    await unit.run("payloads_mark_all", {})
+    while await index_waiting(unit, REINDEX_BATCH):
+        pass
 
 
 STEPS_IN_CODE: dict[int, Callable[[AsyncUnit, str], Awaitable[None]]] = {

@@ -15,7 +15,8 @@ from edinbox._application import Application
 from edinbox._core import COLUMNS, Pace, check_version, migration_steps
 from edinbox._errors import SchemaError, StoreError
 from edinbox._message import Message
-from edinbox._payloads import fts_rows, fts_upto, pack
+from edinbox._payloads import pack
+from edinbox._sync_fts import index_waiting
 from edinbox._urls import mask
 from edinbox.stores._queries import payloads_ddl
 from edinbox.stores._sync_applications import Where, create_applications, migrate_applications
@@ -216,6 +217,10 @@ def mask_destinations(unit: Unit, dialect: str) -> None:
         unit.run_many("outbox_set_destination", changed)
 
 
+REINDEX_BATCH = 1000
+"""Kept rows indexed at a time by migration 14 (fewer when their text passes `FTS_BATCH_BYTES`)."""
+
+
 def create_payloads(unit: Unit, dialect: str) -> None:
     """Migrations 11, 13 and 14: the kept payloads' table and its indexes, made by the statements `create_schema()`
     runs (what is there already stays)."""
@@ -223,14 +228,11 @@ def create_payloads(unit: Unit, dialect: str) -> None:
         unit.run(name, {})
 
 
-REINDEX_BATCH = 1000
-"""Kept rows read at a time by migration 14."""
-
-
 def index_kept_words(unit: Unit, dialect: str) -> None:
     """Migration 14 (SQLite; nothing elsewhere): version 13's full-text index, reading the words from the rows'
-    `text`, gives way to one that keeps no copy of them (`payloads_create*`); every kept row is indexed again from its
-    body (a row still waiting packed first), its `text` emptied, and the mark set past them all."""
+    `text`, gives way to one that keeps no copy of them (`payloads_create*`, its mark at 0); the bytes of a row
+    version 13 left waiting are packed (one row in memory at a time), every row's `text` is emptied, and every row
+    is indexed again from its body, as the index batches do (`index_waiting`)."""
     if dialect != "sqlite":
         return
     if not unit.fetch("payloads_fts_stored", {}):  # made as version 14 has it (a journal older than 11)
@@ -238,17 +240,12 @@ def index_kept_words(unit: Unit, dialect: str) -> None:
         return
     unit.run("payloads_fts_drop", {})
     create_payloads(unit, dialect)
-    after = 0
-    while upto := fts_upto(unit.fetch("payloads_sizes_after", {"after": after, "limit": REINDEX_BATCH})):
-        rows = unit.fetch("payloads_rows_after", {"after": after, "upto": upto})
-        waiting = [{"id": rowid, "body": pack(bytes(body))} for rowid, body, indexed in rows if not indexed]
-        if waiting:
-            unit.run_many("payloads_pack", waiting)
-        packed = {row["id"]: row["body"] for row in waiting}
-        unit.run_many("payloads_index_words", fts_rows([(row[0], packed.get(row[0], row[1])) for row in rows]))
-        after = rows[-1][0]
+    for (rowid,) in unit.fetch("payloads_waiting_rows", {}):
+        body = (unit.fetch("payloads_body", {"id": rowid}))[0][0]
+        unit.run("payloads_pack", {"id": rowid, "body": pack(bytes(body))})
     unit.run("payloads_forget_text", {})
-    unit.run("payloads_mark_all", {})
+    while index_waiting(unit, REINDEX_BATCH):
+        pass
 
 
 STEPS_IN_CODE: dict[int, Callable[[Unit, str], None]] = {

@@ -125,20 +125,12 @@ SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {payloads_fts_name} 
 -- name: payloads_fts_drop
 DROP TABLE {payloads_fts}
 
--- name: payloads_sizes_after
--- migration 14: the kept rows after rowid `after`, in rowid order, with their sizes (`fts_upto`)
-SELECT rowid, size FROM {payloads} WHERE rowid > :after ORDER BY rowid LIMIT :limit
-
--- name: payloads_rows_after
--- migration 14: the kept rows after rowid `after` up to `upto`, in rowid order, with whether version 13 had indexed
--- them (their body packed; a row still waiting held the bytes as received)
-SELECT rowid, body, text IS NOT NULL FROM {payloads} WHERE rowid > :after AND rowid <= :upto ORDER BY rowid
+-- name: payloads_waiting_rows
+-- migration 14: the rows version 13 left waiting, their bytes as received (packed then, one at a time)
+SELECT rowid FROM {payloads} WHERE text IS NULL
 
 -- name: payloads_pack
 UPDATE {payloads} SET body = :body WHERE rowid = :id
 
 -- name: payloads_forget_text
 UPDATE {payloads} SET text = NULL WHERE text IS NOT NULL
-
--- name: payloads_mark_all
-UPDATE {payloads_mark} SET indexed_to = (SELECT coalesce(max(rowid), 0) FROM {payloads})
